@@ -1,0 +1,14 @@
+"""tensorir: tensor expressions, schedules and the loop IR (``import tensorir as te``)."""
+from .expr import Expr, Var, const, var, structural_equal
+from .tensor import IterVar, Range, Tensor, compute, placeholder, reduce_axis, thread_axis
+from .reduce import comm_reducer, sum, max, min  # noqa: A004
+from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_else, log, log2, log10,  # noqa: A004
+                     power, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc)
+from .schedule import Schedule, ScheduleError, Stage, create_schedule
+from .lower import lower
+
+__all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
+           "placeholder", "reduce_axis", "thread_axis", "comm_reducer", "sum", "max", "min", "abs", "all",
+           "any", "ceil", "cos", "erf", "exp", "exp2", "floor", "if_then_else", "log", "log2", "log10",
+           "power", "round", "rsqrt", "sigmoid", "sin", "sqrt", "tanh", "trunc", "Schedule",
+           "ScheduleError", "Stage", "create_schedule", "lower"]

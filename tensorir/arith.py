@@ -1,0 +1,386 @@
+"""Integer arithmetic: a linear canonical form, constant bounds, symbolic intervals and proofs.
+
+``simplify`` rewrites integer expressions into a sorted sum of terms (``3*i + j + 4``), folds
+``(a*f + b) // f`` and ``% f`` when ``0 <= b < f`` is provable from the variables' ranges, and removes
+``min``/``max``/comparisons that the ranges decide.  Everything here is conservative: when in doubt
+an expression is left as it is.
+"""
+from __future__ import annotations
+
+from . import dtype as dt
+from .expr import (Add, BinaryOp, Broadcast, Cast, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT, Max,
+                   Min, Mul, NE, Not, Ramp, Select, Sub, Var, And, Or, binary, const, structural_key)
+from .visitor import Mutator
+
+INF = float("inf")
+Bounds = dict  # Var -> (lo, hi) inclusive ints (hi may be INF)
+
+
+# -- linear form ----------------------------------------------------------------------------------------
+def linear(e: Expr) -> tuple[dict, int] | None:
+    """``e`` as ``({key: (term, coeff)}, const)`` for integer scalar expressions, else None."""
+    if dt.lanes(e.dtype) != 1 or not dt.is_int(e.dtype):
+        return None
+    terms: dict = {}
+    c = _lin(e, 1, terms)
+    return terms, c
+
+
+def _lin(e: Expr, k: int, terms: dict) -> int:
+    t = type(e)
+    if t is IntImm:
+        return k * e.value
+    if t is Add:
+        return _lin(e.a, k, terms) + _lin(e.b, k, terms)
+    if t is Sub:
+        return _lin(e.a, k, terms) + _lin(e.b, -k, terms)
+    if t is Mul:
+        if type(e.b) is IntImm:
+            return _lin(e.a, k * e.b.value, terms)
+        if type(e.a) is IntImm:
+            return _lin(e.b, k * e.a.value, terms)
+    key = structural_key(e)
+    term, coeff = terms.get(key, (e, 0))
+    if coeff + k == 0:
+        terms.pop(key, None)
+    else:
+        terms[key] = (term, coeff + k)
+    return 0
+
+
+def _order(term: Expr):
+    return (0, term.uid) if isinstance(term, Var) else (1, str(term))
+
+
+def from_linear(terms: dict, c: int, dtype: str) -> Expr:
+    items = sorted(terms.values(), key=lambda tc: _order(tc[0]))
+    out: Expr | None = None
+    for term, coeff in items:
+        if coeff == 0:
+            continue
+        part = term if coeff in (1, -1) else Mul(dtype, term, IntImm(dtype, abs(coeff)))
+        if out is None:
+            out = part if coeff > 0 else Mul(dtype, term, IntImm(dtype, -1)) if coeff == -1 else \
+                Mul(dtype, term, IntImm(dtype, coeff))
+        else:
+            out = Add(dtype, out, part) if coeff > 0 else Sub(dtype, out, part)
+    if out is None:
+        return IntImm(dtype, c)
+    if c > 0:
+        return Add(dtype, out, IntImm(dtype, c))
+    if c < 0:
+        return Sub(dtype, out, IntImm(dtype, -c))
+    return out
+
+
+# -- constant bounds --------------------------------------------------------------------------------------
+def const_bounds(e: Expr, bounds: Bounds) -> tuple[float, float]:
+    """Inclusive constant (lo, hi) of integer ``e`` given variable bounds (±inf when unknown)."""
+    t = type(e)
+    if t is IntImm:
+        return e.value, e.value
+    if isinstance(e, Var):
+        return bounds.get(e, (-INF, INF))
+    if t is Add:
+        (a0, a1), (b0, b1) = const_bounds(e.a, bounds), const_bounds(e.b, bounds)
+        return a0 + b0, a1 + b1
+    if t is Sub:
+        (a0, a1), (b0, b1) = const_bounds(e.a, bounds), const_bounds(e.b, bounds)
+        return a0 - b1, a1 - b0
+    if t is Mul:
+        (a0, a1), (b0, b1) = const_bounds(e.a, bounds), const_bounds(e.b, bounds)
+        prods = [_mul(x, y) for x in (a0, a1) for y in (b0, b1)]
+        return min(prods), max(prods)
+    if t in (FloorDiv, FloorMod) and type(e.b) is IntImm and e.b.value > 0:
+        c = e.b.value
+        a0, a1 = const_bounds(e.a, bounds)
+        if t is FloorDiv:
+            return (a0 // c if a0 != -INF else -INF), (a1 // c if a1 != INF else INF)
+        if a0 != -INF and a1 != INF and a0 // c == a1 // c:
+            return a0 % c, a1 % c
+        return 0, c - 1
+    if t in (Min, Max):
+        (a0, a1), (b0, b1) = const_bounds(e.a, bounds), const_bounds(e.b, bounds)
+        f = min if t is Min else max
+        return f(a0, b0), f(a1, b1)
+    if t is Select:
+        (a0, a1), (b0, b1) = const_bounds(e.true_value, bounds), const_bounds(e.false_value, bounds)
+        return min(a0, b0), max(a1, b1)
+    if t is Cast and dt.is_int(e.value.dtype):
+        return const_bounds(e.value, bounds)
+    if dt.is_bool(e.dtype):
+        return 0, 1
+    if dt.is_int(e.dtype) and dt.lanes(e.dtype) == 1:
+        return dt.min_value(e.dtype), dt.max_value(e.dtype)
+    return -INF, INF
+
+
+def _mul(x, y):
+    if x == 0 or y == 0:
+        return 0
+    return x * y
+
+
+def prove(cond: Expr, bounds: Bounds | None = None) -> bool:
+    """True only when ``cond`` (a comparison of integers) holds for all variable values in bounds."""
+    bounds = bounds or {}
+    cond = simplify(cond, bounds)
+    if type(cond) is IntImm:
+        return bool(cond.value)
+    t = type(cond)
+    if t is And:
+        return prove(cond.a, bounds) and prove(cond.b, bounds)
+    if t in (LT, LE, GT, GE) and dt.is_int(cond.a.dtype):
+        diff = simplify(cond.a - cond.b, bounds)
+        lo, hi = const_bounds(diff, bounds)
+        return {LT: hi < 0, LE: hi <= 0, GT: lo > 0, GE: lo >= 0}[t]
+    return False
+
+
+# -- simplifier -------------------------------------------------------------------------------------------
+class Simplifier(Mutator):
+    """Bottom-up rewriting with the variables' constant ranges in scope."""
+
+    def __init__(self, bounds: Bounds | None = None):
+        self.bounds = dict(bounds or {})
+
+    def visit_For(self, s):
+        lo, ext = self.visit(s.min), self.visit(s.extent)
+        lo_b, ext_b = const_bounds(lo, self.bounds), const_bounds(ext, self.bounds)
+        old = self.bounds.get(s.loop_var)
+        self.bounds[s.loop_var] = (lo_b[0], lo_b[1] + ext_b[1] - 1)
+        body = self.visit(s.body)
+        if old is None:
+            self.bounds.pop(s.loop_var, None)
+        else:
+            self.bounds[s.loop_var] = old
+        if lo is s.min and ext is s.extent and body is s.body:
+            return s
+        from dataclasses import replace
+        return replace(s, min=lo, extent=ext, body=body)
+
+    def generic_visit(self, node):
+        node = super().generic_visit(node)
+        if isinstance(node, BinaryOp):
+            return self._binary(node)
+        return node
+
+    def _binary(self, e: Expr) -> Expr:
+        t = type(e)
+        a, b = e.a, e.b
+        if isinstance(a, IntImm) and isinstance(b, IntImm) or \
+                (type(a).__name__ == "FloatImm" and type(b).__name__ == "FloatImm"):
+            return binary(t, a, b)
+        if dt.lanes(e.dtype) != 1 and t not in (EQ, NE, LT, LE, GT, GE):
+            return self._vector(e)
+        if t in (Add, Sub, Mul) and dt.is_int(e.dtype):
+            lin = linear(e)
+            dist = self._distribute_minmax(lin, e.dtype)
+            return dist if dist is not None else from_linear(lin[0], lin[1], e.dtype)
+        if t in (Add, Sub, Mul) and dt.is_float(e.dtype):
+            return _float_identity(e)
+        if t in (FloorDiv, FloorMod) and type(b) is IntImm and b.value > 0 and dt.is_int(e.dtype):
+            return self._divmod(e)
+        if t in (Min, Max) and dt.is_int(e.dtype):
+            d0, d1 = const_bounds(simplify_linear(a - b), self.bounds)
+            if (t is Min and d1 <= 0) or (t is Max and d0 >= 0):
+                return a
+            if (t is Min and d0 >= 0) or (t is Max and d1 <= 0):
+                return b
+            return e
+        if t in (LT, LE, GT, GE, EQ, NE) and dt.is_int(a.dtype) and dt.lanes(a.dtype) == 1:
+            d0, d1 = const_bounds(simplify_linear(a - b), self.bounds)
+            decided = {LT: (d1 < 0, d0 >= 0), LE: (d1 <= 0, d0 > 0), GT: (d0 > 0, d1 <= 0),
+                       GE: (d0 >= 0, d1 < 0), EQ: (d0 == d1 == 0, d0 > 0 or d1 < 0),
+                       NE: (d0 > 0 or d1 < 0, d0 == d1 == 0)}[t]
+            if decided[0]:
+                return const(True)
+            if decided[1]:
+                return const(False)
+            return e
+        if t is And:
+            if isinstance(a, IntImm):
+                return b if a.value else a
+            if isinstance(b, IntImm):
+                return a if b.value else b
+        if t is Or:
+            if isinstance(a, IntImm):
+                return a if a.value else b
+            if isinstance(b, IntImm):
+                return b if b.value else a
+        return e
+
+    def _distribute_minmax(self, lin, dtype: str) -> Expr | None:
+        """``min(a, b) + r -> min(a + r, b + r)`` when that lets the linear parts cancel."""
+        terms, c = lin
+        mm = [(k, t) for k, (t, coeff) in terms.items() if type(t) in (Min, Max) and coeff == 1]
+        if len(mm) != 1 or (len(terms) == 1 and c == 0):
+            return None
+        key, term = mm[0]
+        rest = dict(terms)
+        del rest[key]
+        r = from_linear(rest, c, dtype)
+        a, b = simplify_linear(term.a + r), simplify_linear(term.b + r)
+        if len(linear(a)[0]) + len(linear(b)[0]) > len(linear(term.a)[0]) + len(linear(term.b)[0]):
+            return None
+        return self._binary(type(term)(dtype, a, b))
+
+    def _divmod(self, e: Expr) -> Expr:
+        c = e.b.value
+        terms, k = linear(e.a)
+        quot, rest, qc = {}, {}, k // c
+        rest_c = k % c
+        for key, (term, coeff) in terms.items():
+            if coeff % c == 0:
+                quot[key] = (term, coeff // c)
+            else:
+                rest[key] = (term, coeff)
+        rest_e = from_linear(rest, rest_c, e.dtype)
+        lo, hi = const_bounds(rest_e, self.bounds)
+        if 0 <= lo and hi < c:
+            if type(e) is FloorDiv:
+                return from_linear(quot, qc, e.dtype)
+            return rest_e
+        if type(e) is FloorMod:
+            if not rest:
+                return IntImm(e.dtype, rest_c)
+            if quot or qc:
+                return FloorMod(e.dtype, rest_e, e.b)
+            return e
+        if quot or qc:  # (c*q + r) // c == q + r // c
+            r_div = FloorDiv(e.dtype, rest_e, e.b)
+            terms2 = dict(quot)
+            return from_linear({**terms2, structural_key(r_div): (r_div, 1)}, qc, e.dtype)
+        return e
+
+    def _vector(self, e: Expr) -> Expr:
+        a, b, t = e.a, e.b, type(e)
+        if isinstance(a, Broadcast) and isinstance(b, Broadcast) and a.lanes == b.lanes:
+            return Broadcast(e.dtype, self._binary(binary(t, a.value, b.value)), a.lanes)
+        if t in (Add, Sub) and isinstance(a, Ramp) and isinstance(b, Broadcast):
+            return Ramp(e.dtype, self._binary(binary(t, a.base, b.value)), a.stride, a.lanes)
+        if t is Add and isinstance(a, Broadcast) and isinstance(b, Ramp):
+            return Ramp(e.dtype, self._binary(binary(t, a.value, b.base)), b.stride, b.lanes)
+        if t in (Add, Sub) and isinstance(a, Ramp) and isinstance(b, Ramp) and a.lanes == b.lanes:
+            return Ramp(e.dtype, self._binary(binary(t, a.base, b.base)),
+                        self._binary(binary(t, a.stride, b.stride)), a.lanes)
+        if t is Mul and isinstance(a, Ramp) and isinstance(b, Broadcast):
+            return Ramp(e.dtype, self._binary(binary(Mul, a.base, b.value)),
+                        self._binary(binary(Mul, a.stride, b.value)), a.lanes)
+        if t is Mul and isinstance(a, Broadcast) and isinstance(b, Ramp):
+            return Ramp(e.dtype, self._binary(binary(Mul, a.value, b.base)),
+                        self._binary(binary(Mul, a.value, b.stride)), b.lanes)
+        return e
+
+    def visit_Select(self, e):
+        e = super().generic_visit(e)
+        if isinstance(e.cond, IntImm):
+            return e.true_value if e.cond.value else e.false_value
+        return e
+
+    def visit_Not(self, e):
+        e = super().generic_visit(e)
+        if isinstance(e.a, IntImm):
+            return const(not e.a.value)
+        return e
+
+    def visit_Cast(self, e):
+        e = super().generic_visit(e)
+        if isinstance(e.value, IntImm) and dt.lanes(e.dtype) == 1:
+            from .expr import cast
+            return cast(e.dtype, e.value)
+        return e
+
+    def visit_IfThenElse(self, s):
+        s = super().generic_visit(s)
+        if isinstance(s.condition, IntImm):
+            if s.condition.value:
+                return s.then_case
+            from .stmt import Evaluate
+            return s.else_case if s.else_case is not None else Evaluate(const(0))
+        return s
+
+
+def _float_identity(e: Expr) -> Expr:
+    from .expr import FloatImm
+    a, b, t = e.a, e.b, type(e)
+    if t is Mul:
+        if type(b) is FloatImm and b.value == 1.0:
+            return a
+        if type(a) is FloatImm and a.value == 1.0:
+            return b
+    if t is Add:
+        if type(b) is FloatImm and b.value == 0.0:
+            return a
+    return e
+
+
+def simplify_linear(e: Expr) -> Expr:
+    lin = linear(e)
+    return e if lin is None else from_linear(lin[0], lin[1], e.dtype)
+
+
+def simplify(node, bounds: Bounds | None = None):
+    """Simplify an expression or statement (loop ranges inside statements are used as bounds)."""
+    return Simplifier(bounds).visit(node)
+
+
+# -- symbolic intervals -------------------------------------------------------------------------------------
+def interval(e: Expr, relax: dict) -> tuple[Expr, Expr] | None:
+    """Symbolic inclusive (lo, hi) of integer ``e`` when the Vars in ``relax`` range over their
+    (lo, hi) pairs and every other Var is held fixed.  None when no bound can be stated."""
+    t = type(e)
+    if t is IntImm:
+        return e, e
+    if isinstance(e, Var):
+        return relax.get(e, (e, e))
+    if not dt.is_int(e.dtype):
+        return None
+    if not any(v in relax for v in _vars(e)):
+        return e, e
+    if t in (Add, Sub):
+        a, b = interval(e.a, relax), interval(e.b, relax)
+        if a is None or b is None:
+            return None
+        if t is Add:
+            return simplify(a[0] + b[0]), simplify(a[1] + b[1])
+        return simplify(a[0] - b[1]), simplify(a[1] - b[0])
+    if t is Mul:
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            if type(y) is IntImm:
+                a = interval(x, relax)
+                if a is None:
+                    return None
+                lo, hi = simplify(a[0] * y), simplify(a[1] * y)
+                return (lo, hi) if y.value >= 0 else (hi, lo)
+        return None
+    if t in (FloorDiv, FloorMod) and type(e.b) is IntImm and e.b.value > 0:
+        a = interval(e.a, relax)
+        if a is None:
+            return None
+        if t is FloorDiv:
+            return simplify(FloorDiv(e.dtype, a[0], e.b)), simplify(FloorDiv(e.dtype, a[1], e.b))
+        if structural_key(simplify(FloorDiv(e.dtype, a[0], e.b))) == \
+                structural_key(simplify(FloorDiv(e.dtype, a[1], e.b))):
+            return simplify(FloorMod(e.dtype, a[0], e.b)), simplify(FloorMod(e.dtype, a[1], e.b))
+        return IntImm(e.dtype, 0), IntImm(e.dtype, e.b.value - 1)
+    if t in (Min, Max):
+        a, b = interval(e.a, relax), interval(e.b, relax)
+        if a is None or b is None:
+            return None
+        return simplify(binary(t, a[0], b[0])), simplify(binary(t, a[1], b[1]))
+    if t is Select:
+        a, b = interval(e.true_value, relax), interval(e.false_value, relax)
+        if a is None or b is None:
+            return None
+        return simplify(binary(Min, a[0], b[0])), simplify(binary(Max, a[1], b[1]))
+    return None
+
+
+def _vars(e: Expr) -> list[Var]:
+    from .visitor import collect
+    return collect(e, Var)
+
+
+__all__ = ["linear", "from_linear", "const_bounds", "prove", "simplify", "interval", "Simplifier",
+           "Not", "GT", "GE", "Or", "And", "LE", "LT", "Cast"]

@@ -1,0 +1,69 @@
+"""Math intrinsics and conditional helpers (``te.exp``, ``te.if_then_else``, ``te.all`` ...)."""
+from __future__ import annotations
+
+from functools import reduce as _fold
+
+from . import dtype as dt
+from .expr import And, Call, Expr, Or, Select, as_bool, binary, cast, convert, _match
+
+#: Float intrinsics of one argument, by te name.
+UNARY_FLOAT = ("exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "erf", "sigmoid",
+               "sin", "cos", "floor", "ceil", "round", "trunc")
+
+
+def _float_arg(name: str, x) -> Expr:
+    x = convert(x)
+    if not dt.is_float(x.dtype):
+        x = cast("float32", x)
+    return x
+
+
+def _unary(name: str):
+    def f(x) -> Expr:
+        x = _float_arg(name, x)
+        return Call(x.dtype, name, (x,))
+    f.__name__ = name
+    f.__doc__ = f"Elementwise ``{name}`` (``te.{name}``); integer arguments are cast to float32."
+    return f
+
+
+exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, erf, sigmoid, sin, cos, floor, ceil, round, trunc = (  # noqa: A001
+    _unary(n) for n in UNARY_FLOAT)
+
+
+def abs(x) -> Expr:  # noqa: A001
+    """Elementwise absolute value of an integer or float expression."""
+    x = convert(x)
+    return Call(x.dtype, "fabs" if dt.is_float(x.dtype) else "abs", (x,))
+
+
+def power(x, y) -> Expr:
+    """``x ** y`` elementwise on floats."""
+    x, y = convert(x), convert(y)
+    common = dt.promote(x.dtype, y.dtype)
+    if not dt.is_float(common):
+        common = "float32"
+    return Call(common, "pow", (_match(x, common), _match(y, common)))
+
+
+def if_then_else(cond, t, f) -> Expr:
+    """``cond ? t : f`` (``te.if_then_else``)."""
+    cond = as_bool(cond)
+    t, f = convert(t), convert(f)
+    t, f = convert(t, f.dtype), convert(f, t.dtype)
+    common = dt.promote(t.dtype, f.dtype)
+    return Select(common, cond, _match(t, common), _match(f, common))
+
+
+def all(*conds) -> Expr:  # noqa: A001
+    """Logical and of all arguments (``te.all``)."""
+    if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
+        conds = tuple(conds[0])
+    return _fold(lambda a, b: binary(And, a, b), [as_bool(c) for c in conds])
+
+
+def any(*conds) -> Expr:  # noqa: A001
+    """Logical or of all arguments (``te.any``)."""
+    if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
+        conds = tuple(conds[0])
+    return _fold(lambda a, b: binary(Or, a, b), [as_bool(c) for c in conds])

@@ -1,0 +1,135 @@
+"""Bound inference: the region of each stage's root axes that must be computed where it is placed.
+
+A stage computed at the root covers its whole domain.  A stage attached with ``compute_at`` covers
+what its consumers read inside the attach loop: every consumer loop below the attach point is
+relaxed to its range, the loops at or above it stay symbolic.  Regions are clipped to the domain.
+"""
+from __future__ import annotations
+
+from ..arith import INF, const_bounds, interval, prove, simplify
+from ..expr import Expr, IntImm, Max, Min, TensorLoad, Var, binary
+from ..schedule import ROOT, SCOPE, Schedule, ScheduleError, Stage
+from ..tensor import ComputeOp, IterVar, Range
+from ..visitor import collect, substitute
+from .relations import leaf_ranges, root_values
+
+
+def attach_path(stage: Stage) -> list[tuple[Stage, IterVar]]:
+    """The loops (stage, leaf axis) that enclose ``stage``'s computation, outermost first."""
+    if stage.attach_type != SCOPE:
+        return []
+    parent, iv = stage.attach_stage, stage.attach_ivar
+    leaves = parent.leaf_iter_vars
+    if iv not in leaves:
+        raise ScheduleError(f"stage {stage.op.name}: attach axis {iv.var.name} is no longer a loop of "
+                            f"stage {parent.op.name} (it was split or fused after compute_at)")
+    return attach_path(parent) + [(parent, v) for v in leaves[:leaves.index(iv) + 1]]
+
+
+class Bounds:
+    """Regions (root ranges) and leaf ranges of every stage, plus constant hulls of loop vars."""
+
+    def __init__(self, sch: Schedule, bodies: dict[Stage, Expr], size_vars: list[Var]):
+        self.sch, self.bodies = sch, bodies
+        self.var_bounds: dict = {v: (1, INF) for v in size_vars}
+        self.root: dict[Stage, dict[IterVar, Range]] = {}
+        self.leaf: dict[Stage, dict[IterVar, Range]] = {}
+        self.alloc_extent: dict[Stage, list[Expr]] = {}
+        for st in reversed(sch.stages):
+            if isinstance(st.op, ComputeOp) and st.attach_type in (ROOT, SCOPE):
+                self._infer(st)
+
+    def _infer(self, st: Stage) -> None:
+        full = {iv: iv.dom for iv in st.op.axis}
+        if st.attach_type == SCOPE:
+            region, alloc = self._needed(st)
+        else:
+            region, alloc = full, [iv.dom.extent for iv in st.op.axis]
+        self.alloc_extent[st] = alloc
+        root = dict(region)
+        root.update({iv: iv.dom for iv in st.op.reduce_axis})
+        self.root[st] = root
+        self.leaf[st] = leaf_ranges(st, root, self.var_bounds)
+        for iv, r in self.leaf[st].items():
+            if iv in st.leaf_iter_vars:
+                lo = const_bounds(r.min, self.var_bounds)[0]
+                hi = const_bounds(simplify(r.min + r.extent - 1), self.var_bounds)[1]
+                self.var_bounds[iv.var] = (lo, hi)
+
+    def loops_of(self, st: Stage) -> list[tuple[Stage, IterVar]]:
+        return attach_path(st) + [(st, v) for v in st.leaf_iter_vars]
+
+    def _needed(self, st: Stage) -> tuple[dict[IterVar, Range], list[Expr]]:
+        fixed = attach_path(st)
+        fixed_set = {(id(s), id(v)) for s, v in fixed}
+        ndim = len(st.op.axis)
+        lows: list[list[Expr | None]] = [[] for _ in range(ndim)]
+        highs: list[list[Expr | None]] = [[] for _ in range(ndim)]
+        for q in self.sch.stages:
+            if q not in self.bodies or q not in self.root:
+                continue
+            loads = [ld for ld in collect(self.bodies[q], TensorLoad) if self.sch.stage_map.get(ld.tensor.op) is st]
+            if not loads:
+                continue
+            chain = self.loops_of(q)
+            chain_set = {(id(s), id(v)) for s, v in chain}
+            if not fixed_set <= chain_set:
+                raise ScheduleError(
+                    f"stage {st.op.name} is computed at {st.attach_stage.op.name}.{st.attach_ivar.var.name} but "
+                    f"its consumer {q.op.name} is outside that loop; attach it deeper or compute it at root")
+            relax = {}
+            for s, v in chain:
+                if (id(s), id(v)) not in fixed_set:
+                    r = self.leaf[s][v]
+                    relax[v.var] = (r.min, simplify(r.min + r.extent - 1))
+            vals, _ = root_values(q, self.leaf[q], self.var_bounds)
+            mapping = {iv.var: vals[iv] for iv in q.all_iter_vars if iv in q.op.axis or iv in q.op.reduce_axis}
+            for ld in loads:
+                for d, idx in enumerate(ld.indices):
+                    rng = _relaxed(simplify(substitute(idx, mapping)), relax)
+                    lows[d].append(rng[0] if rng else None)
+                    highs[d].append(rng[1] if rng else None)
+        region, alloc = {}, []
+        for d, iv in enumerate(st.op.axis):
+            dom = iv.dom
+            dmax = simplify(dom.min + dom.extent - 1)
+            if not lows[d] or any(x is None for x in lows[d] + highs[d]):
+                region[iv] = dom
+                alloc.append(dom.extent)
+                continue
+            lo, hi = _fold(Min, lows[d]), _fold(Max, highs[d])
+            ext_unclipped = simplify(hi - lo + 1)
+            if not prove(lo >= dom.min, self.var_bounds):
+                lo = simplify(binary(Max, lo, dom.min))
+            if not prove(hi <= dmax, self.var_bounds):
+                hi = simplify(binary(Min, hi, dmax))
+            region[iv] = Range(lo, simplify(hi - lo + 1))
+            ub = const_bounds(ext_unclipped, self.var_bounds)[1]
+            dom_ub = const_bounds(dom.extent, self.var_bounds)[1]
+            if ub != INF and ub <= dom_ub:
+                alloc.append(IntImm(dom.extent.dtype, int(max(ub, 0))))
+            else:
+                alloc.append(dom.extent)
+        return region, alloc
+
+
+def _fold(cls, xs: list[Expr]) -> Expr:
+    out = xs[0]
+    for x in xs[1:]:
+        out = simplify(binary(cls, out, x))
+    return out
+
+
+def _relaxed(e: Expr, relax: dict) -> tuple[Expr, Expr] | None:
+    """Interval of ``e`` with relaxed vars replaced until none remains (ranges may nest)."""
+    rng = interval(e, relax)
+    for _ in range(8):
+        if rng is None:
+            return None
+        if not any(v in relax for v in collect(rng[0], Var) + collect(rng[1], Var)):
+            return rng
+        lo, hi = interval(rng[0], relax), interval(rng[1], relax)
+        if lo is None or hi is None:
+            return None
+        rng = (lo[0], hi[1])
+    return None

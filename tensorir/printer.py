@@ -1,0 +1,113 @@
+"""Readable text for expressions and loop IR (C-like, one statement per line)."""
+from __future__ import annotations
+
+from . import expr as E
+from . import stmt as S
+from . import dtype as dt
+
+_PREC = {E.Or: 1, E.And: 2, E.EQ: 3, E.NE: 3, E.LT: 4, E.LE: 4, E.GT: 4, E.GE: 4,
+         E.Add: 5, E.Sub: 5, E.Mul: 6, E.Div: 6, E.Mod: 6, E.FloorDiv: 6, E.FloorMod: 6}
+
+
+def expr_str(e, parent_prec: int = 0) -> str:
+    t = type(e)
+    if isinstance(e, E.Var):
+        return e.name
+    if t is E.IntImm:
+        if e.dtype == "bool":
+            return "True" if e.value else "False"
+        return str(e.value) if e.dtype == "int32" else f"{e.dtype}({e.value})"
+    if t is E.FloatImm:
+        return f"{e.value!r}f" if e.dtype == "float32" else f"{e.dtype}({e.value!r})"
+    if t is E.StringImm:
+        return repr(e.value)
+    if t is E.Cast:
+        return f"{e.dtype}({expr_str(e.value)})"
+    if t in (E.Min, E.Max):
+        return f"{t.__name__.lower()}({expr_str(e.a)}, {expr_str(e.b)})"
+    if t in (E.FloorDiv, E.FloorMod) and dt.is_int(e.dtype):
+        sym = "//" if t is E.FloorDiv else "%"
+    elif t is E.Mod:
+        return f"truncmod({expr_str(e.a)}, {expr_str(e.b)})"
+    elif t is E.Div and dt.is_int(e.dtype):
+        return f"truncdiv({expr_str(e.a)}, {expr_str(e.b)})"
+    else:
+        sym = getattr(e, "symbol", None)
+    if isinstance(e, E.BinaryOp):
+        p = _PREC[t]
+        s = f"{expr_str(e.a, p)} {sym} {expr_str(e.b, p + 1)}"
+        return f"({s})" if p < parent_prec else s
+    if t is E.Not:
+        return f"!{expr_str(e.a, 9)}"
+    if t is E.Select:
+        return f"select({expr_str(e.cond)}, {expr_str(e.true_value)}, {expr_str(e.false_value)})"
+    if t is E.Call:
+        return f"{e.name}({', '.join(expr_str(a) for a in e.args)})"
+    if t is E.TensorLoad:
+        return f"{e.tensor.name}[{', '.join(expr_str(i) for i in e.indices)}]"
+    if t is E.BufferLoad:
+        return f"{e.buffer.name}[{', '.join(expr_str(i) for i in e.indices)}]"
+    if t is E.Reduce:
+        axes = ", ".join(iv.var.name for iv in e.axis)
+        where = "" if E.is_const(e.condition, 1) else f", where={expr_str(e.condition)}"
+        init = "" if e.init is None else f", init={expr_str(e.init)}"
+        return f"{e.combiner.name}({expr_str(e.source)}, axis=[{axes}]{where}{init})"
+    if t is E.Ramp:
+        return f"ramp({expr_str(e.base)}, {expr_str(e.stride)}, {e.lanes})"
+    if t is E.Broadcast:
+        return f"x{e.lanes}({expr_str(e.value)})"
+    if t is E.Let:
+        return f"(let {e.var.name} = {expr_str(e.value)} in {expr_str(e.body)})"
+    return f"<{t.__name__}>"
+
+
+def stmt_str(s, indent: int = 0) -> str:
+    lines: list[str] = []
+    _emit(s, indent, lines)
+    return "\n".join(lines)
+
+
+def _emit(s, ind: int, out: list[str]) -> None:
+    pad = "  " * ind
+    t = type(s)
+    if t is S.Seq:
+        for x in s.stmts:
+            _emit(x, ind, out)
+    elif t is S.For:
+        kind = "" if s.kind == S.SERIAL else f"{s.kind} "
+        tag = f" [{s.thread_tag}]" if s.thread_tag else ""
+        ann = "".join(f" #{k}={v}" for k, v in s.annotations)
+        lo = "" if E.is_const(s.min, 0) else f"{expr_str(s.min)}, "
+        out.append(f"{pad}{kind}for ({s.loop_var.name}, {lo}{expr_str(s.extent)}){tag}{ann} {{")
+        _emit(s.body, ind + 1, out)
+        out.append(pad + "}")
+    elif t is S.BufferStore:
+        idx = ", ".join(expr_str(i) for i in s.indices)
+        out.append(f"{pad}{s.buffer.name}[{idx}] = {expr_str(s.value)}")
+    elif t is S.Allocate:
+        shape = " * ".join(expr_str(x) for x in s.buffer.shape) or "1"
+        out.append(f"{pad}allocate {s.buffer.name}[{s.buffer.dtype} * {shape}] {s.buffer.scope}")
+        _emit(s.body, ind, out)
+    elif t is S.IfThenElse:
+        out.append(f"{pad}if ({expr_str(s.condition)}) {{")
+        _emit(s.then_case, ind + 1, out)
+        if s.else_case is not None:
+            out.append(pad + "} else {")
+            _emit(s.else_case, ind + 1, out)
+        out.append(pad + "}")
+    elif t is S.Evaluate:
+        out.append(pad + expr_str(s.value))
+    elif t is S.LetStmt:
+        out.append(f"{pad}{s.var.name} = {expr_str(s.value)}")
+        _emit(s.body, ind, out)
+    elif t is S.Attr:
+        out.append(f"{pad}// attr {s.key} = {expr_str(s.value)}")
+        _emit(s.body, ind, out)
+    else:
+        out.append(f"{pad}<{t.__name__}>")
+
+
+def func_str(f) -> str:
+    args = ", ".join(f"{b.name}: {b.dtype}[{', '.join(expr_str(x) for x in b.shape)}]" for b in f.buffers)
+    sizes = "".join(f", {v.name}: {v.dtype}" for v in f.size_vars)
+    return f"def {f.name}({args}{sizes}) {{\n{stmt_str(f.body, 1)}\n}}"

@@ -1,0 +1,69 @@
+"""Commutative reducers: ``te.sum``, ``te.max``, ``te.min`` and ``te.comm_reducer``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from . import dtype as dt
+from .expr import Expr, Reduce, binary, Max, Min, convert, const, as_bool
+from .tensor import IterVar, REDUCE
+
+
+@dataclass(frozen=True, eq=False)
+class CommReducer:
+    """``fcombine(x, y)`` merges two partial values; ``fidentity(dtype)`` starts a reduction."""
+    name: str
+    fcombine: Callable
+    fidentity: Callable
+
+    def combine(self, a: Expr, b: Expr) -> Expr:
+        return convert(self.fcombine(a, b))
+
+    def identity(self, dtype: str) -> Expr:
+        return convert(self.fidentity(dtype), dtype)
+
+    def __call__(self, source, axis, where=None, init=None) -> Reduce:
+        source = convert(source)
+        axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+        if not axes:
+            raise ValueError(f"te.{self.name}: needs at least one reduce axis")
+        for a in axes:
+            if not isinstance(a, IterVar) or a.kind != REDUCE:
+                raise TypeError(f"te.{self.name}: axis {a} is not a reduce axis made by te.reduce_axis")
+        cond = const(True) if where is None else as_bool(where)
+        return Reduce(source.dtype, self, source, axes, cond, None if init is None else convert(init, source.dtype))
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def comm_reducer(fcombine: Callable, fidentity: Callable, name: str = "reduce") -> CommReducer:
+    """``te.comm_reducer(lambda x, y: x + y, lambda t: te.const(0, t), name="sum")``."""
+    return CommReducer(name, fcombine, fidentity)
+
+
+def _reducer_or_elementwise(red: CommReducer, cls):
+    def f(a, b=None, axis=None, where=None, init=None):
+        if axis is None and b is not None and not isinstance(b, (IterVar, list, tuple)):
+            return binary(cls, a, b)  # te.max(a, b) is elementwise
+        return red(a, axis if axis is not None else b, where=where, init=init)
+    f.__name__ = red.name
+    f.__doc__ = f"te.{red.name}(expr, axis=...) reduces; te.{red.name}(a, b) is elementwise." \
+        if cls is not None else "te.sum(expr, axis=...)"
+    return f
+
+
+sum_reducer = comm_reducer(lambda x, y: x + y, lambda t: const(0, t), "sum")
+max_reducer = comm_reducer(lambda x, y: binary(Max, x, y), lambda t: const(dt.min_value(t), t), "max")
+min_reducer = comm_reducer(lambda x, y: binary(Min, x, y), lambda t: const(dt.max_value(t), t), "min")
+
+
+def sum(expr, axis=None, where=None, init=None):  # noqa: A001
+    """``te.sum(expr, axis=k)``."""
+    if axis is None:
+        raise TypeError("te.sum needs axis=")
+    return sum_reducer(expr, axis, where=where, init=init)
+
+
+max = _reducer_or_elementwise(max_reducer, Max)  # noqa: A001
+min = _reducer_or_elementwise(min_reducer, Min)  # noqa: A001

@@ -1,0 +1,308 @@
+"""Schedules: one stage per operation, Halide-style loop transformations recorded as relations."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .expr import Expr, IntImm, Var, convert
+from .tensor import DATA_PAR, REDUCE, THREAD, ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor
+
+
+class ScheduleError(ValueError):
+    """An illegal scheduling request; the message names the stage and the axis."""
+
+
+@dataclass(frozen=True, eq=False)
+class Split:
+    parent: IterVar
+    outer: IterVar
+    inner: IterVar
+    factor: Expr | None
+    nparts: Expr | None
+
+
+@dataclass(frozen=True, eq=False)
+class Fuse:
+    outer: IterVar
+    inner: IterVar
+    fused: IterVar
+
+
+ROOT, INLINE, SCOPE = "root", "inline", "scope"
+ANNOTATIONS = ("serial", "parallel", "vectorized", "unrolled")
+
+
+class Stage:
+    """The schedule of one operation: its leaf loops in order, their relations and annotations."""
+
+    def __init__(self, op: Operation, schedule: "Schedule"):
+        self.op, self.origin_op, self.schedule = op, op, schedule
+        self.all_iter_vars: list[IterVar] = list(op.axis) + list(op.reduce_axis)
+        self.leaf_iter_vars: list[IterVar] = list(self.all_iter_vars)
+        self.relations: list[Split | Fuse] = []
+        self.iter_var_attrs: dict[IterVar, str] = {}
+        self.pragmas: dict[IterVar, list[tuple[str, object]]] = {}
+        self.bindings: dict[IterVar, IterVar] = {}
+        self.attach_type = ROOT
+        self.attach_stage: Stage | None = None
+        self.attach_ivar: IterVar | None = None
+        self.scope = "global"
+        self.is_output = False
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"stage({self.op.name})"
+
+    def _err(self, msg: str) -> ScheduleError:
+        return ScheduleError(f"stage {self.op.name}: {msg}")
+
+    def _axis_name(self, iv) -> str:
+        return iv.var.name if isinstance(iv, IterVar) else repr(iv)
+
+    def _leaf(self, iv, what: str) -> IterVar:
+        if not isinstance(iv, IterVar):
+            raise self._err(f"{what}: expected an axis (IterVar), got {iv!r}")
+        if iv in self.leaf_iter_vars:
+            return iv
+        if iv in self.all_iter_vars:
+            raise self._err(f"{what}: axis {iv.var.name} was already split or fused; use the axes that "
+                            f"replaced it ({', '.join(v.var.name for v in self.leaf_iter_vars)})")
+        owner = self.schedule._owner_of(iv)
+        where = f"it belongs to stage {owner.op.name}" if owner else "it belongs to no stage of this schedule"
+        raise self._err(f"{what}: axis {iv.var.name} is not an axis of this stage ({where})")
+
+    def _new_iv(self, name: str, kind: str) -> IterVar:
+        iv = IterVar(Var(name), None, kind)
+        self.all_iter_vars.append(iv)
+        return iv
+
+    def _check_not_inlined(self, what: str) -> None:
+        if self.attach_type == INLINE:
+            raise self._err(f"{what}: the stage is inlined")
+
+    # -- loop transformations ---------------------------------------------------------------------
+    def split(self, parent: IterVar, factor=None, nparts=None) -> tuple[IterVar, IterVar]:
+        """Split ``parent`` into (outer, inner) by ``factor`` (inner extent) or ``nparts`` (outer)."""
+        parent = self._leaf(parent, "split")
+        self._check_not_inlined("split")
+        if (factor is None) == (nparts is None):
+            raise self._err(f"split of axis {parent.var.name}: give exactly one of factor= and nparts=")
+        amount = convert(factor if factor is not None else nparts)
+        if isinstance(amount, IntImm) and amount.value <= 0:
+            raise self._err(f"split of axis {parent.var.name}: {'factor' if factor is not None else 'nparts'} "
+                            f"must be positive, got {amount.value}")
+        if not isinstance(amount, IntImm) and not isinstance(amount, Expr):
+            raise self._err(f"split of axis {parent.var.name}: bad factor {factor!r}")
+        outer = self._new_iv(parent.var.name + ".outer", parent.kind)
+        inner = self._new_iv(parent.var.name + ".inner", parent.kind)
+        self.relations.append(Split(parent, outer, inner, amount if factor is not None else None,
+                                    amount if nparts is not None else None))
+        pos = self.leaf_iter_vars.index(parent)
+        self.leaf_iter_vars[pos:pos + 1] = [outer, inner]
+        return outer, inner
+
+    def tile(self, x_parent, y_parent, x_factor, y_factor):
+        """Split two axes and reorder to (x.outer, y.outer, x.inner, y.inner)."""
+        xo, xi = self.split(x_parent, factor=x_factor)
+        yo, yi = self.split(y_parent, factor=y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def fuse(self, *args: IterVar) -> IterVar:
+        """Fuse adjacent axes (outer first) into one."""
+        if len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = tuple(args[0])
+        if not args:
+            raise self._err("fuse needs at least one axis")
+        ivs = [self._leaf(a, "fuse") for a in args]
+        self._check_not_inlined("fuse")
+        fused = ivs[0]
+        for inner in ivs[1:]:
+            pos_o, pos_i = self.leaf_iter_vars.index(fused), self.leaf_iter_vars.index(inner)
+            if pos_i != pos_o + 1:
+                names = ", ".join(v.var.name for v in self.leaf_iter_vars)
+                raise self._err(f"fuse: axes {fused.var.name} and {inner.var.name} are not adjacent "
+                                f"(outer first) in the loop order [{names}]")
+            if (fused.kind == REDUCE) != (inner.kind == REDUCE):
+                raise self._err(f"fuse: cannot fuse reduce axis with data-parallel axis "
+                                f"({fused.var.name}, {inner.var.name})")
+            new = self._new_iv(f"{fused.var.name}.{inner.var.name}.fused", fused.kind)
+            self.relations.append(Fuse(fused, inner, new))
+            self.leaf_iter_vars[pos_o:pos_o + 2] = [new]
+            fused = new
+        return fused
+
+    def reorder(self, *args: IterVar) -> None:
+        """Put the given axes, in this order, into the positions they occupy."""
+        if len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = tuple(args[0])
+        ivs = [self._leaf(a, "reorder") for a in args]
+        if len(set(map(id, ivs))) != len(ivs):
+            raise self._err(f"reorder: an axis appears twice in ({', '.join(v.var.name for v in ivs)})")
+        positions = sorted(self.leaf_iter_vars.index(v) for v in ivs)
+        for pos, iv in zip(positions, ivs):
+            self.leaf_iter_vars[pos] = iv
+
+    def _annotate(self, iv: IterVar, kind: str) -> None:
+        iv = self._leaf(iv, kind)
+        self._check_not_inlined(kind)
+        if iv in self.bindings:
+            raise self._err(f"{kind}: axis {iv.var.name} is bound to {self.bindings[iv].thread_tag}")
+        self.iter_var_attrs[iv] = kind
+
+    def vectorize(self, iv: IterVar) -> None:
+        self._annotate(iv, "vectorized")
+
+    def unroll(self, iv: IterVar) -> None:
+        self._annotate(iv, "unrolled")
+
+    def parallel(self, iv: IterVar) -> None:
+        self._annotate(iv, "parallel")
+
+    def pragma(self, iv: IterVar, key: str, value=None) -> None:
+        iv = self._leaf(iv, "pragma")
+        self.pragmas.setdefault(iv, []).append((str(key), value))
+
+    def bind(self, iv: IterVar, thread_iv: IterVar) -> None:
+        iv = self._leaf(iv, "bind")
+        if not isinstance(thread_iv, IterVar) or thread_iv.kind != THREAD:
+            raise self._err(f"bind of axis {iv.var.name}: expected te.thread_axis(...), got {thread_iv!r}")
+        for other, t in self.bindings.items():
+            if t.thread_tag == thread_iv.thread_tag and t.thread_tag != "vthread":
+                raise self._err(f"bind: {thread_iv.thread_tag} is already bound to axis {other.var.name}")
+        self.bindings[iv] = thread_iv
+
+    # -- placement --------------------------------------------------------------------------------
+    def compute_at(self, parent: "Stage", iv: IterVar) -> None:
+        """Compute this stage inside loop ``iv`` of ``parent`` (a stage that consumes it)."""
+        if not isinstance(parent, Stage):
+            raise self._err(f"compute_at: expected a stage (s[T]), got {parent!r}")
+        if parent is self:
+            raise self._err("compute_at: cannot attach a stage to itself")
+        parent._leaf(iv, f"compute_at({self.op.name})")
+        if not self.schedule._consumes(parent, self):
+            raise self._err(f"compute_at: stage {parent.op.name} does not consume {self.op.name}")
+        if self.is_output:
+            raise self._err("compute_at: an output stage cannot be attached inside another stage")
+        self.attach_type, self.attach_stage, self.attach_ivar = SCOPE, parent, iv
+
+    def compute_inline(self) -> None:
+        if isinstance(self.op, PlaceholderOp):
+            raise self._err("compute_inline: a placeholder cannot be inlined")
+        if self.op.reduce_axis:
+            raise self._err("compute_inline: a reduction cannot be inlined; use compute_at")
+        if self.is_output:
+            raise self._err("compute_inline: an output stage cannot be inlined")
+        self.attach_type, self.attach_stage, self.attach_ivar = INLINE, None, None
+
+    def compute_root(self) -> None:
+        self.attach_type, self.attach_stage, self.attach_ivar = ROOT, None, None
+
+    def set_scope(self, scope: str) -> None:
+        self.scope = scope
+
+    # -- convenience (TVM style) ------------------------------------------------------------------
+    @property
+    def axis(self) -> tuple[IterVar, ...]:
+        return self.op.axis
+
+
+class Schedule:
+    """Stages of all operations that the outputs need, in producer-before-consumer order."""
+
+    def __init__(self, outputs: Sequence[Operation]):
+        self.outputs = list(outputs)
+        self.stages: list[Stage] = []
+        self.stage_map: dict[Operation, Stage] = {}
+        for op in _post_order(self.outputs):
+            st = Stage(op, self)
+            self.stages.append(st)
+            self.stage_map[op] = st
+        for op in self.outputs:
+            self.stage_map[op].is_output = True
+
+    def __getitem__(self, t) -> Stage:
+        op = t.op if isinstance(t, Tensor) else t
+        if op not in self.stage_map:
+            raise ScheduleError(f"{getattr(op, 'name', op)!r} has no stage in this schedule "
+                                f"(not reachable from its outputs)")
+        return self.stage_map[op]
+
+    def _owner_of(self, iv: IterVar) -> Stage | None:
+        for st in self.stages:
+            if iv in st.all_iter_vars:
+                return st
+        return None
+
+    def consumers(self, stage: Stage) -> list[Stage]:
+        """Stages that read ``stage``'s output directly."""
+        return [st for st in self.stages
+                if any(self.stage_map.get(t.op) is stage for t in st.op.input_tensors)]
+
+    def _consumes(self, consumer: Stage, producer: Stage) -> bool:
+        """Whether ``consumer`` reads ``producer`` directly or through other stages."""
+        todo, seen = [consumer], set()
+        while todo:
+            st = todo.pop()
+            for t in st.op.input_tensors:
+                src = self.stage_map.get(t.op)
+                if src is producer:
+                    return True
+                if src is not None and id(src) not in seen:
+                    seen.add(id(src))
+                    todo.append(src)
+        return False
+
+    def resolve(self, t: Tensor) -> Tensor:
+        """The tensor that now holds ``t``'s value (after cache_write replaced its operation)."""
+        return self.stage_map[t.op].op.output(t.value_index) if t.op in self.stage_map else t
+
+    def _insert_stage(self, new: Stage, index: int) -> Stage:
+        self.stages.insert(index, new)
+        self.stage_map[new.op] = new
+        return new
+
+    def cache_read(self, tensor: Tensor, scope: str, readers) -> Tensor:
+        from .schedule_dataflow import cache_read
+        return cache_read(self, tensor, scope, readers)
+
+    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
+        from .schedule_dataflow import cache_write
+        return cache_write(self, tensor, scope)
+
+    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+        from .schedule_dataflow import rfactor
+        return rfactor(self, tensor, axis, factor_axis)
+
+
+def _post_order(outputs: Sequence[Operation]) -> list[Operation]:
+    order: list[Operation] = []
+    seen: set[int] = set()
+
+    def visit(op: Operation) -> None:
+        if id(op) in seen:
+            return
+        seen.add(id(op))
+        for t in op.input_tensors:
+            visit(t.op)
+        order.append(op)
+
+    for op in outputs:
+        visit(op)
+    return order
+
+
+def create_schedule(ops) -> Schedule:
+    """``te.create_schedule(op)`` or ``te.create_schedule([op1, op2])`` (tensors accepted too)."""
+    ops = list(ops) if isinstance(ops, (list, tuple)) else [ops]
+    norm = []
+    for op in ops:
+        op = op.op if isinstance(op, Tensor) else op
+        if not isinstance(op, Operation):
+            raise TypeError(f"create_schedule: expected operations or tensors, got {op!r}")
+        norm.append(op)
+    return Schedule(norm)
+
+
+__all__ = ["Schedule", "Stage", "ScheduleError", "Split", "Fuse", "create_schedule", "ROOT", "INLINE",
+           "SCOPE", "DATA_PAR", "REDUCE", "Range"]

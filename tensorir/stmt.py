@@ -1,0 +1,139 @@
+"""Loop IR: buffers and statements produced by lowering and consumed by the backends and isl."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from .expr import Expr, Var
+
+_ids = itertools.count()
+
+SERIAL, PARALLEL, VECTORIZED, UNROLLED, THREAD_BINDING = "serial", "parallel", "vectorized", "unrolled", "thread"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Buffer:
+    """A named region of memory: element dtype, shape (row-major), storage scope."""
+    name: str
+    dtype: str
+    shape: tuple
+    scope: str = "global"
+    uid: int = field(default_factory=lambda: next(_ids))
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name}, {self.dtype}, [{', '.join(map(str, self.shape))}], {self.scope})"
+
+    def __call__(self, *indices):
+        from .expr import BufferLoad, convert
+        return BufferLoad(self.dtype, self, tuple(convert(i) for i in indices))
+
+
+class Stmt:
+    """Base of loop IR statements."""
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        from .printer import stmt_str
+        return stmt_str(self)
+
+    __repr__ = __str__
+
+
+def _node(cls):
+    return dataclass(frozen=True, eq=False, repr=False)(cls)
+
+
+@_node
+class For(Stmt):
+    """``for loop_var in [min, min + extent)`` run as ``kind``; ``annotations`` hold pragmas."""
+    loop_var: Var
+    min: Expr
+    extent: Expr
+    kind: str
+    body: Stmt
+    annotations: tuple = ()
+    thread_tag: str = ""
+
+
+@_node
+class BufferStore(Stmt):
+    buffer: Buffer
+    value: Expr
+    indices: tuple
+
+
+@_node
+class Allocate(Stmt):
+    """Storage for ``buffer`` (its shape and scope) visible inside ``body``."""
+    buffer: Buffer
+    body: Stmt
+
+
+@_node
+class IfThenElse(Stmt):
+    condition: Expr
+    then_case: Stmt
+    else_case: Stmt | None = None
+
+
+@_node
+class Seq(Stmt):
+    stmts: tuple
+
+
+@_node
+class Evaluate(Stmt):
+    value: Expr
+
+
+@_node
+class LetStmt(Stmt):
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+@_node
+class Attr(Stmt):
+    """An annotation on ``body`` such as a pragma or a thread extent."""
+    node: Any
+    key: str
+    value: Expr
+    body: Stmt
+
+
+def seq(*stmts) -> Stmt:
+    """Sequence that flattens nested Seqs and drops empty ones."""
+    out: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            out.extend(s.stmts)
+        elif isinstance(s, (list, tuple)):
+            inner = seq(*s)
+            out.extend(inner.stmts if isinstance(inner, Seq) else [inner])
+        else:
+            out.append(s)
+    return out[0] if len(out) == 1 else Seq(tuple(out))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class LoweredFunc:
+    """A lowered kernel: tensor arguments as buffers (in call order), symbolic sizes, and the body.
+
+    The native calling convention is ``void name(T0* buf0, T1* buf1, ..., size_var0, size_var1, ...)``:
+    one pointer per buffer then each size var as a scalar of its own dtype.
+    """
+    name: str
+    buffers: tuple
+    size_vars: tuple
+    body: Stmt
+    attrs: tuple = ()
+
+    def __str__(self) -> str:
+        from .printer import func_str
+        return func_str(self)
+
+    __repr__ = __str__

@@ -1,0 +1,231 @@
+"""Tensors and the operations that produce them: placeholders and compute definitions."""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from . import dtype as dt
+from .expr import Expr, ExprLike, Reduce, TensorLoad, Var, const, convert, _node
+
+
+@dataclass(frozen=True, eq=False)
+class Range:
+    """The half-open interval ``[min, min + extent)``."""
+    min: Expr
+    extent: Expr
+
+    @staticmethod
+    def make(lo: ExprLike, extent: ExprLike) -> "Range":
+        return Range(convert(lo), convert(extent))
+
+    def __str__(self) -> str:
+        return f"range(min={self.min}, ext={self.extent})"
+
+
+DATA_PAR, REDUCE, THREAD = "data_par", "reduce", "thread"
+
+
+@dataclass(frozen=True, eq=False)
+class IterVar:
+    """A loop variable with its domain and kind (data-parallel, reduction or a bound thread)."""
+    var: Var
+    dom: Range | None
+    kind: str = DATA_PAR
+    thread_tag: str = ""
+
+    def __str__(self) -> str:
+        return f"IterVar({self.var.name}, {self.dom}, {self.kind})"
+
+    __repr__ = __str__
+
+    def as_expr(self) -> Var:
+        return self.var
+
+    # IterVars act as their variable inside expressions
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.var, name)
+
+    def _bin(op):  # noqa: N805
+        return lambda self, *o: getattr(self.var, op)(*o)
+
+    for _op in ("add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod neg "
+                "lt le gt ge and or").split():
+        locals()[f"__{_op}__"] = _bin(f"__{_op}__")
+    del _op, _bin
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    def __eq__(self, other):
+        return self is other if isinstance(other, IterVar) else self.var == other
+
+    def __ne__(self, other):
+        return self is not other if isinstance(other, IterVar) else self.var != other
+
+    __hash__ = object.__hash__
+
+
+class Operation:
+    """Base of operations; ``op.output(i)`` gives its tensors."""
+    name: str
+    num_outputs = 1
+
+    def output(self, index: int = 0) -> "Tensor":
+        return self._outputs[index]
+
+    @property
+    def input_tensors(self) -> list["Tensor"]:
+        return []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+
+class PlaceholderOp(Operation):
+    def __init__(self, name: str, shape: tuple, dtype: str):
+        self.name, self.shape, self.dtype = name, shape, dtype
+        self.axis: tuple[IterVar, ...] = ()
+        self.reduce_axis: tuple[IterVar, ...] = ()
+        self._outputs = (Tensor(self, 0, shape, dtype),)
+
+
+class ComputeOp(Operation):
+    """``out[axis] = body`` where body may be a :class:`Reduce`."""
+
+    def __init__(self, name: str, axis: Sequence[IterVar], body: Expr, tag: str = "", attrs=None):
+        self.name, self.axis, self.body, self.tag = name, tuple(axis), body, tag
+        self.attrs = dict(attrs or {})
+        self.reduce_axis: tuple[IterVar, ...] = body.axis if isinstance(body, Reduce) else ()
+        shape = tuple(iv.dom.extent for iv in self.axis)
+        self._outputs = (Tensor(self, 0, shape, body.dtype),)
+
+    @property
+    def input_tensors(self) -> list["Tensor"]:
+        from .visitor import collect
+        seen: dict[int, Tensor] = {}
+        for load in collect(self.body, TensorLoad):
+            seen.setdefault(id(load.tensor), load.tensor)
+        return list(seen.values())
+
+
+class Tensor:
+    """The output ``value_index`` of an operation.  Index with ``T[i, j]`` or ``T(i, j)``."""
+
+    def __init__(self, op: Operation, value_index: int, shape: tuple, dtype: str):
+        self.op, self.value_index, self.shape, self.dtype = op, value_index, tuple(shape), dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    def __call__(self, *indices) -> TensorLoad:
+        if len(indices) == 1 and isinstance(indices[0], (tuple, list)):
+            indices = tuple(indices[0])
+        if len(indices) != len(self.shape):
+            raise ValueError(f"tensor {self.name} has {len(self.shape)} dimensions but was indexed "
+                             f"with {len(indices)} indices")
+        idx = []
+        for i in indices:
+            e = convert(i)
+            if not dt.is_int(e.dtype) or dt.lanes(e.dtype) != 1:
+                raise TypeError(f"index {e} of tensor {self.name} must be an integer scalar, not {e.dtype}")
+            idx.append(e)
+        return TensorLoad(self.dtype, self, tuple(idx))
+
+    def __getitem__(self, indices) -> TensorLoad:
+        return self(*(indices if isinstance(indices, tuple) else (indices,)))
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, shape={list(map(str, self.shape))}, {self.dtype})"
+
+    def __hash__(self) -> int:
+        return hash((id(self.op), self.value_index))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Tensor) and other.op is self.op and other.value_index == self.value_index
+
+
+def _shape(shape, what: str) -> tuple:
+    if isinstance(shape, (int, Expr, IterVar)):
+        shape = (shape,)
+    out = []
+    for s in shape:
+        e = convert(s)
+        if not dt.is_int(e.dtype):
+            raise TypeError(f"{what}: shape entry {e} must be an integer, not {e.dtype}")
+        if isinstance(e, type(const(0))) and e.value < 0:
+            raise ValueError(f"{what}: shape entry {e.value} is negative")
+        out.append(e)
+    return tuple(out)
+
+
+def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor (``te.placeholder``).  Sizes may be ``te.var`` symbols."""
+    if isinstance(dtype, str) and isinstance(name, str) and dtype not in dt.SCALAR_DTYPES \
+            and name in dt.SCALAR_DTYPES:
+        name, dtype = dtype, name  # accept (shape, name, dtype) order as well
+    return PlaceholderOp(name, _shape(shape, f"placeholder {name}"), dt.check(dtype)).output(0)
+
+
+def reduce_axis(dom, name: str = "rv") -> IterVar:
+    """A reduction axis over ``(lo, hi)`` or a :class:`Range` (``te.reduce_axis``)."""
+    if isinstance(dom, Range):
+        rng = dom
+    else:
+        lo, hi = (0, dom) if not isinstance(dom, (tuple, list)) else dom
+        rng = Range(convert(lo), convert(hi) - convert(lo))
+    return IterVar(Var(name), rng, REDUCE)
+
+
+def thread_axis(tag: str = "", name: str = "", dom=None) -> IterVar:
+    """A GPU thread/block axis such as ``"threadIdx.x"`` (``te.thread_axis``)."""
+    rng = None if dom is None else (dom if isinstance(dom, Range) else Range.make(*dom))
+    return IterVar(Var(name or tag or "thread"), rng, THREAD, tag)
+
+
+def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "", attrs=None) -> Tensor:
+    """``te.compute``: a tensor whose element at ``indices`` is ``fcompute(*indices)``."""
+    shape = _shape(shape, f"compute {name}")
+    params = list(inspect.signature(fcompute).parameters.values())
+    if params and params[0].kind == inspect.Parameter.VAR_POSITIONAL:
+        names = [f"i{k}" for k in range(len(shape))]
+    else:
+        names = [p.name for p in params]
+        if len(names) != len(shape):
+            raise ValueError(f"compute {name}: fcompute takes {len(names)} indices but the shape has "
+                             f"{len(shape)} dimensions")
+    axis = [IterVar(Var(n), Range(const(0, s.dtype), s), DATA_PAR) for n, s in zip(names, shape)]
+    body = fcompute(*axis)
+    if isinstance(body, (list, tuple)):
+        if len(body) != 1:
+            raise NotImplementedError(f"compute {name}: multiple outputs are not supported")
+        body = body[0]
+    body = convert(body)
+    if isinstance(body, Reduce):
+        _check_reduce_top(name, body)
+    else:
+        _check_no_nested_reduce(name, body)
+    return ComputeOp(name, axis, body, tag, attrs).output(0)
+
+
+def _check_reduce_top(name: str, body: Reduce) -> None:
+    _check_no_nested_reduce(name, body.source)
+
+
+def _check_no_nested_reduce(name: str, body: Expr) -> None:
+    from .visitor import collect
+    if collect(body, Reduce):
+        raise ValueError(f"compute {name}: a reduction must be the whole body (te.sum(...) at the top), "
+                         "not part of a larger expression; compute it in its own stage")
+
+
+__all__ = ["Range", "IterVar", "Operation", "PlaceholderOp", "ComputeOp", "Tensor", "placeholder",
+           "reduce_axis", "thread_axis", "compute", "DATA_PAR", "REDUCE", "THREAD", "_node"]

@@ -1,0 +1,147 @@
+"""One visitor and one mutator for both expressions and statements.
+
+Subclasses define ``visit_<NodeClass>`` for the nodes they care about; every other node is traversed
+generically through its dataclass fields.  Mutators rebuild a node only when a child changed.
+"""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any, Callable
+
+from .expr import Expr, Var
+from .stmt import Stmt
+
+_Node = (Expr, Stmt)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(node) -> tuple[str, ...]:
+    t = type(node)
+    names = _FIELDS.get(t)
+    if names is None:
+        names = tuple(f.name for f in fields(node) if f.name not in ("dtype", "uid", "buffer", "tensor",
+                                                                      "combiner", "axis", "name"))
+        _FIELDS[t] = names
+    return names
+
+
+class Visitor:
+    """Walks a tree; override ``visit_X`` methods (call ``self.generic_visit(node)`` to descend)."""
+
+    def visit(self, node: Any) -> None:
+        if isinstance(node, (tuple, list)):
+            for x in node:
+                self.visit(x)
+            return
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        if method is not None:
+            method(node)
+        else:
+            self.generic_visit(node)
+
+    def generic_visit(self, node: Any) -> None:
+        for name in _child_fields(node):
+            self._visit_value(getattr(node, name))
+
+    def _visit_value(self, v: Any) -> None:
+        if isinstance(v, _Node):
+            self.visit(v)
+        elif isinstance(v, tuple):
+            for x in v:
+                self._visit_value(x)
+
+
+class Mutator:
+    """Rewrites a tree bottom-up; ``visit_X`` returns the replacement node."""
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, tuple):
+            return self._visit_value(node)
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        return method(node) if method is not None else self.generic_visit(node)
+
+    def generic_visit(self, node: Any) -> Any:
+        changes = {}
+        for name in _child_fields(node):
+            old = getattr(node, name)
+            new = self._visit_value(old)
+            if new is not old:
+                changes[name] = new
+        return replace(node, **changes) if changes else node
+
+    def _visit_value(self, v: Any) -> Any:
+        if isinstance(v, _Node):
+            return self.visit(v)
+        if isinstance(v, tuple) and v:
+            new = tuple(self._visit_value(x) for x in v)
+            return v if all(a is b for a, b in zip(new, v)) else new
+        return v
+
+
+class _Collector(Visitor):
+    def __init__(self, pred: Callable[[Any], bool]):
+        self.pred, self.found = pred, []
+
+    def visit(self, node):
+        if self.pred(node):
+            self.found.append(node)
+        super().visit(node)
+
+
+def collect(node: Any, what) -> list:
+    """All sub-nodes that are instances of ``what`` (a class or tuple) or satisfy it (a callable)."""
+    pred = what if callable(what) and not isinstance(what, type) and not isinstance(what, tuple) \
+        else (lambda n: isinstance(n, what))
+    c = _Collector(pred)
+    c.visit(node)
+    return c.found
+
+
+class _Substituter(Mutator):
+    def __init__(self, mapping: dict):
+        self.mapping = mapping
+
+    def visit_Var(self, v: Var):
+        return self.mapping.get(v, v)
+
+
+def substitute(node: Any, mapping: dict) -> Any:
+    """Replace Vars by expressions (keys may be Vars or IterVars)."""
+    if not mapping:
+        return node
+    norm = {getattr(k, "var", k): v if isinstance(v, (Expr,)) else _as_expr(v) for k, v in mapping.items()}
+    return _Substituter(norm).visit(node)
+
+
+def _as_expr(v):
+    from .expr import convert
+    return convert(v)
+
+
+def free_vars(node: Any) -> list[Var]:
+    """Vars used in ``node`` but not bound inside it by a loop or let, in first-use order."""
+    class Free(Visitor):
+        def __init__(self):
+            self.bound, self.out, self.seen = set(), [], set()
+
+        def visit_Var(self, v):
+            if v not in self.bound and v not in self.seen:
+                self.seen.add(v)
+                self.out.append(v)
+
+        def visit_For(self, s):
+            self.visit(s.min)
+            self.visit(s.extent)
+            self.bound.add(s.loop_var)
+            self.visit(s.body)
+
+        def visit_LetStmt(self, s):
+            self.visit(s.value)
+            self.bound.add(s.var)
+            self.visit(s.body)
+
+        visit_Let = visit_LetStmt
+
+    f = Free()
+    f.visit(node)
+    return f.out
