@@ -318,6 +318,11 @@ def binary(cls, a: ExprLike, b: ExprLike) -> Expr:
         v = _fold(cls, a, b)
         if v is not None:
             return const(v, out_dtype)
+    if dt.is_int(out_dtype) and dt.lanes(out_dtype) == 1:
+        if cls in (Add, Sub) and is_const(b, 0) or cls in (Mul, FloorDiv) and is_const(b, 1):
+            return a
+        if cls is Add and is_const(a, 0) or cls is Mul and is_const(a, 1):
+            return b
     if cls is FloorDiv and dt.is_float(a.dtype):
         return Call(a.dtype, "floor", (Div(a.dtype, a, b),))
     return cls(out_dtype, a, b)

@@ -1,0 +1,128 @@
+"""LLVM plumbing: initialisation, target machines (cached), the O3 pipeline, MCJIT, objects and assembly."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import glob
+import os
+import threading
+
+import llvmlite.binding as llvm
+
+from .target import Target
+
+_lock = threading.Lock()
+
+
+@functools.cache
+def init() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()
+
+
+@functools.cache
+def triple() -> str:
+    return llvm.get_process_triple()
+
+
+def _create_tm(target: Target, jit: bool) -> llvm.TargetMachine:
+    init()
+    if target.kind != "llvm":
+        raise ValueError(f"the LLVM backend cannot compile for target {target}")
+    t = llvm.Target.from_triple(target.option("mtriple") or triple())
+    if jit:
+        return t.create_target_machine(cpu=target.mcpu, features=target.llvm_features(), opt=3,
+                                       reloc="default", codemodel="jitdefault", jit=True)
+    return t.create_target_machine(cpu=target.mcpu, features=target.llvm_features(), opt=3,
+                                   reloc="pic", codemodel="default")
+
+
+@functools.lru_cache(maxsize=16)
+def target_machine(target: Target) -> llvm.TargetMachine:
+    """The target machine used to optimize and to emit objects/assembly (position independent)."""
+    return _create_tm(target, jit=False)
+
+
+def data_layout(target: Target) -> str:
+    return str(target_machine(target).target_data)
+
+
+def optimize(ir_text: str, target: Target) -> llvm.ModuleRef:
+    """Parse, verify and run the O3 pipeline (loop and SLP vectorization on) for ``target``."""
+    init()
+    with _lock:
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+        tm = target_machine(target)
+        pto = llvm.create_pipeline_tuning_options(speed_level=3, size_level=0)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pto.loop_unrolling = True
+        pto.loop_interleaving = True
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+    return mod
+
+
+class JitCode:
+    """Machine code of one optimized module, kept alive by this object (one MCJIT engine each)."""
+
+    def __init__(self, mod: llvm.ModuleRef, target: Target):
+        load_openmp()
+        with _lock:
+            self.engine = llvm.create_mcjit_compiler(mod, _create_tm(target, jit=True))
+            self.engine.finalize_object()
+            self.engine.run_static_constructors()
+
+    def function_address(self, name: str) -> int:
+        return self.engine.get_function_address(name)
+
+    def global_address(self, name: str) -> int:
+        return self.engine.get_global_value_address(name)
+
+
+def emit_object(ir_text: str, target: Target) -> bytes:
+    init()
+    with _lock:
+        return target_machine(target).emit_object(llvm.parse_assembly(ir_text))
+
+
+def emit_assembly(ir_text: str, target: Target) -> str:
+    init()
+    with _lock:
+        return target_machine(target).emit_assembly(llvm.parse_assembly(ir_text))
+
+
+def openmp_library() -> str | None:
+    """Path of a libgomp to run parallel loops with (system first, then scikit-learn's bundled copy)."""
+    candidates = []
+    found = ctypes.util.find_library("gomp")
+    if found:
+        candidates.append(found)
+    try:
+        import sklearn
+        libs = os.path.join(os.path.dirname(os.path.dirname(sklearn.__file__)), "scikit_learn.libs")
+        candidates += sorted(glob.glob(os.path.join(libs, "libgomp-*.so*")))
+    except ImportError:
+        pass
+    candidates += ["/usr/lib/x86_64-linux-gnu/libgomp.so.1", "/usr/lib64/libgomp.so.1"]
+    for c in candidates:
+        try:
+            ctypes.CDLL(c, mode=ctypes.RTLD_GLOBAL)
+            return c
+        except OSError:
+            continue
+    return None
+
+
+@functools.cache
+def load_openmp() -> str:
+    """Make ``GOMP_parallel`` and friends visible to JIT-compiled code (once per process)."""
+    path = openmp_library()
+    if path is None:
+        raise RuntimeError("no OpenMP runtime (libgomp) found: parallel loops cannot run; "
+                           "install libgomp1 or scikit-learn")
+    llvm.load_library_permanently(path)
+    return path

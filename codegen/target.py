@@ -1,0 +1,106 @@
+"""Target strings such as ``"llvm -mcpu=znver5 -mattr=+avx2,+fma"`` and the :class:`Target` they denote.
+
+Grammar: ``KIND [-key=value | -flag]...``.  Known keys: ``-mcpu`` (a CPU name, or for CUDA an arch),
+``-mattr`` (comma separated ``+feature`` / ``-feature``); anything else is kept in ``options`` so other
+backends (CUDA: ``-arch=sm_90``) can read it.  ``"llvm"`` alone means the host CPU with the host's
+features; ``"llvm -mcpu=NAME"`` means that CPU with LLVM's default features for it.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+KINDS = ("llvm", "cuda", "c")
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str = "llvm"
+    mcpu: str = ""
+    mattr: tuple[str, ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+
+    def __str__(self) -> str:
+        parts = [self.kind]
+        if self.mcpu:
+            parts.append(f"-mcpu={self.mcpu}")
+        if self.mattr:
+            parts.append("-mattr=" + ",".join(self.mattr))
+        parts += [f"-{k}" if v == "" else f"-{k}={v}" for k, v in self.options]
+        return " ".join(parts)
+
+    def option(self, key: str, default: str | None = None) -> str | None:
+        return dict(self.options).get(key, default)
+
+    @property
+    def features(self) -> frozenset[str]:
+        """Enabled feature names (without the ``+``)."""
+        return frozenset(a[1:] for a in self.mattr if a.startswith("+"))
+
+    def llvm_features(self) -> str:
+        """The feature string for LLVM's target machine.
+
+        For the host CPU described by :func:`host` this is the host's complete string, ``-feature``
+        entries included, so nothing the host lacks can be switched on by the CPU's defaults.
+        """
+        h = host()
+        if self.kind == "llvm" and self.mcpu == h.mcpu and self.mattr == h.mattr:
+            return _host_features()
+        return ",".join(self.mattr)
+
+    @property
+    def is_host(self) -> bool:
+        return self.kind == "llvm" and self.mcpu == host().mcpu and self.features <= host().features
+
+
+@functools.cache
+def _host_features() -> str:
+    import llvmlite.binding as llvm
+    return llvm.get_host_cpu_features().flatten()
+
+
+@functools.cache
+def host() -> Target:
+    """The machine running this process, with its enabled features (sorted, as LLVM lists them)."""
+    import llvmlite.binding as llvm
+    enabled = tuple(f for f in _host_features().split(",") if f.startswith("+"))
+    return Target("llvm", llvm.get_host_cpu_name(), enabled)
+
+
+def parse(target: "str | Target | None" = None) -> Target:
+    """Parse a target string (``None`` or ``"llvm"`` means the host)."""
+    if target is None:
+        return host()
+    if isinstance(target, Target):
+        return target
+    if not isinstance(target, str):
+        raise TypeError(f"target must be a string or Target, got {type(target).__name__}")
+    words = target.split()
+    if not words:
+        raise ValueError("empty target string")
+    kind, rest = words[0], words[1:]
+    if kind not in KINDS:
+        raise ValueError(f"unknown target kind {kind!r} in {target!r}; expected one of {', '.join(KINDS)}")
+    mcpu, mattr, options = "", (), []
+    for w in rest:
+        if not w.startswith("-"):
+            raise ValueError(f"target option {w!r} in {target!r} must start with '-'")
+        key, _, value = w.lstrip("-").partition("=")
+        if key == "mcpu":
+            mcpu = value
+        elif key == "mattr":
+            mattr = tuple(_feature(f, target) for f in value.split(",") if f)
+        else:
+            options.append((key, value))
+    if kind == "llvm" and not mcpu:
+        h = host()
+        mcpu, mattr = h.mcpu, mattr or h.mattr
+    return Target(kind, mcpu, mattr, tuple(options))
+
+
+def _feature(f: str, target: str) -> str:
+    if f[0] not in "+-":
+        f = "+" + f
+    if len(f) < 2:
+        raise ValueError(f"empty feature name in {target!r}")
+    return f

@@ -1,0 +1,145 @@
+"""Schedule primitives that change the dataflow: cache_read, cache_write, rfactor.
+
+Operations are never mutated: a stage whose operation changes gets a new operation that keeps the
+user's axis handles, and the schedule maps the old operation to the same stage.
+"""
+from __future__ import annotations
+
+from .arith import simplify
+from .expr import Reduce, TensorLoad, Var, as_bool, const
+from .schedule import Schedule, ScheduleError, Split, Stage
+from .tensor import DATA_PAR, REDUCE, ComputeOp, IterVar, PlaceholderOp, Range, Tensor
+from .visitor import Mutator, substitute
+
+
+def _replace_loads(body, old_stage: Stage, new: Tensor, sch: Schedule):
+    class Swap(Mutator):
+        def visit_TensorLoad(self, e: TensorLoad):
+            e = self.generic_visit(e)
+            if sch.stage_map.get(e.tensor.op) is old_stage:
+                return TensorLoad(e.dtype, new, e.indices)
+            return e
+    return Swap().visit(body)
+
+
+def _set_op(sch: Schedule, st: Stage, op: ComputeOp) -> None:
+    """Give ``st`` a new operation; axis handles shared with the old one stay valid."""
+    st.op = op
+    sch.stage_map[op] = st
+    st.all_iter_vars = list(op.axis) + list(op.reduce_axis)
+    st.leaf_iter_vars = list(st.all_iter_vars)
+    st.relations, st.iter_var_attrs = [], {}
+
+
+def _copy_axes(axes, suffix: str = "") -> list[IterVar]:
+    return [IterVar(Var(iv.var.name + suffix, iv.var.dtype), iv.dom, iv.kind) for iv in axes]
+
+
+def cache_read(sch: Schedule, tensor: Tensor, scope: str, readers) -> Tensor:
+    """A stage that copies ``tensor`` into ``scope``; ``readers`` then read the copy."""
+    src = sch[tensor]
+    readers = list(readers) if isinstance(readers, (list, tuple)) else [readers]
+    if not readers:
+        raise ScheduleError(f"cache_read of {tensor.name}: give at least one reader")
+    reader_stages = [sch[r] for r in readers]
+    for r in reader_stages:
+        if not any(sch.stage_map.get(t.op) is src for t in r.op.input_tensors):
+            raise ScheduleError(f"cache_read of {tensor.name}: stage {r.op.name} does not read it")
+    shape = src.op.output(0).shape
+    axes = [IterVar(Var(f"ax{d}"), Range(const(0, s.dtype), s), DATA_PAR) for d, s in enumerate(shape)]
+    cur = src.op.output(0)
+    op = ComputeOp(f"{tensor.name}.{scope}", axes, TensorLoad(cur.dtype, cur, tuple(a.var for a in axes)))
+    cache = op.output(0)
+    new = Stage(op, sch)
+    new.scope = scope
+    sch._insert_stage(new, sch.stages.index(src) + 1)
+    for r in reader_stages:
+        old = r.op
+        _keep_schedule(r, lambda: _set_op(sch, r, ComputeOp(old.name, old.axis,
+                                                             _replace_loads(old.body, src, cache, sch),
+                                                             old.tag, old.attrs)))
+    return cache
+
+
+def _keep_schedule(st: Stage, change) -> None:
+    """Apply ``change`` (which resets the stage's loops) and restore the loop transformations."""
+    saved = (list(st.all_iter_vars), list(st.leaf_iter_vars), list(st.relations), dict(st.iter_var_attrs))
+    change()
+    st.all_iter_vars, st.leaf_iter_vars, st.relations, st.iter_var_attrs = saved
+
+
+def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
+    """Compute ``tensor`` into a ``scope`` buffer first; the original stage then copies it out.
+
+    The original stage keeps its data-parallel axes; the cache stage gets fresh data axes and
+    takes over the reduction axes (so ``k`` handles work on it)."""
+    st = sch[tensor]
+    if isinstance(st.op, PlaceholderOp):
+        raise ScheduleError(f"cache_write: {tensor.name} is a placeholder")
+    if st.relations or st.iter_var_attrs:
+        raise ScheduleError(f"stage {st.op.name}: cache_write must come before splitting or annotating it")
+    old = st.op
+    axes = _copy_axes(old.axis, ".c")
+    body = substitute(old.body, {a.var: b.var for a, b in zip(old.axis, axes)})
+    cache_op = ComputeOp(f"{old.name}.{scope}", axes, body, old.tag, old.attrs)
+    cache = cache_op.output(0)
+    new = Stage(cache_op, sch)
+    new.scope = scope
+    sch._insert_stage(new, sch.stages.index(st))
+    _set_op(sch, st, ComputeOp(old.name, old.axis, TensorLoad(cache.dtype, cache, tuple(a.var for a in old.axis)),
+                               old.tag, old.attrs))
+    return cache
+
+
+def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+    """Split a reduction: partial results indexed by ``axis`` (a reduce leaf axis) are computed
+    first into a new tensor; the original stage then reduces over them."""
+    st = sch[tensor]
+    body = st.op.body if isinstance(st.op, ComputeOp) else None
+    if not isinstance(body, Reduce):
+        raise ScheduleError(f"rfactor: stage {st.op.name} is not a reduction")
+    st._leaf(axis, "rfactor")
+    if axis.kind != REDUCE:
+        raise ScheduleError(f"rfactor: axis {axis.var.name} of stage {st.op.name} is not a reduction axis")
+    ndim = len(st.op.axis)
+    if not 0 <= factor_axis <= ndim:
+        raise ScheduleError(f"rfactor: factor_axis {factor_axis} out of range for {ndim} dimensions")
+    from .lower.relations import leaf_ranges, root_values
+    for rel in st.relations:
+        if not isinstance(rel, Split) or rel.parent.kind != REDUCE:
+            raise ScheduleError(f"rfactor: stage {st.op.name} may only have splits of reduction axes before rfactor")
+    root = {iv: iv.dom for iv in st.op.axis + st.op.reduce_axis}
+    rng = leaf_ranges(st, root)
+    vals, conds = root_values(st, rng)
+    leaf_reduce = [iv for iv in st.leaf_iter_vars if iv.kind == REDUCE]
+    rest = [iv for iv in leaf_reduce if iv is not axis]
+    new_rest = [IterVar(Var(iv.var.name, iv.var.dtype), Range(const(0, rng[iv].extent.dtype), rng[iv].extent),
+                        REDUCE) for iv in rest]
+    data = _copy_axes(st.op.axis)
+    fa = IterVar(Var(axis.var.name + ".v", axis.var.dtype), Range(const(0, rng[axis].extent.dtype),
+                                                                      simplify(rng[axis].extent)), DATA_PAR)
+    rf_axes = data[:factor_axis] + [fa] + data[factor_axis:]
+    mapping = {a.var: b.var for a, b in zip(st.op.axis, data)}
+    leaf_map = {iv.var: n.var + rng[iv].min for iv, n in zip(rest, new_rest)}
+    leaf_map[axis.var] = fa.var + rng[axis].min
+    for iv in st.op.reduce_axis:
+        mapping[iv.var] = simplify(substitute(vals[iv], leaf_map))
+    cond = as_bool(substitute(body.condition, mapping))
+    for c in conds:
+        cond = cond & substitute(c, leaf_map)
+    source = substitute(body.source, mapping)
+    if new_rest:
+        rf_body = Reduce(body.dtype, body.combiner, source, tuple(new_rest), simplify(cond), None)
+    else:
+        from .intrin import if_then_else
+        rf_body = simplify(if_then_else(cond, source, body.combiner.identity(body.dtype)))
+    rf_op = ComputeOp(f"{st.op.name}.rf", rf_axes, rf_body)
+    rf = rf_op.output(0)
+    sch._insert_stage(Stage(rf_op, sch), sch.stages.index(st))
+    k = IterVar(Var(axis.var.name + ".v", axis.var.dtype), fa.dom, REDUCE)
+    idx = [iv.var for iv in st.op.axis]
+    idx.insert(factor_axis, k.var)
+    new_body = Reduce(body.dtype, body.combiner, TensorLoad(rf.dtype, rf, tuple(idx)), (k,), const(True), body.init)
+    old = st.op
+    _set_op(sch, st, ComputeOp(old.name, old.axis, new_body, old.tag, old.attrs))
+    return rf
