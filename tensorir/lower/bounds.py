@@ -51,10 +51,8 @@ class Bounds:
         self.root[st] = root
         self.leaf[st] = leaf_ranges(st, root, self.var_bounds)
         for iv, r in self.leaf[st].items():
-            if iv in st.leaf_iter_vars:
-                lo = const_bounds(r.min, self.var_bounds)[0]
-                hi = const_bounds(simplify(r.min + r.extent - 1), self.var_bounds)[1]
-                self.var_bounds[iv.var] = (lo, hi)
+            if iv in st.leaf_iter_vars:  # loops run over [0, extent)
+                self.var_bounds[iv.var] = (0, const_bounds(r.extent, self.var_bounds)[1] - 1)
 
     def loops_of(self, st: Stage) -> list[tuple[Stage, IterVar]]:
         return attach_path(st) + [(st, v) for v in st.leaf_iter_vars]
@@ -80,8 +78,7 @@ class Bounds:
             relax = {}
             for s, v in chain:
                 if (id(s), id(v)) not in fixed_set:
-                    r = self.leaf[s][v]
-                    relax[v.var] = (r.min, simplify(r.min + r.extent - 1))
+                    relax[v.var] = (IntImm(v.var.dtype, 0), simplify(self.leaf[s][v].extent - 1))
             vals, _ = root_values(q, self.leaf[q], self.var_bounds)
             mapping = {iv.var: vals[iv] for iv in q.all_iter_vars if iv in q.op.axis or iv in q.op.reduce_axis}
             for ld in loads:

@@ -41,6 +41,9 @@ def root_values(stage: Stage, rng: dict[IterVar, Range], bounds=None) -> tuple[d
     non-divisible split inside its parent's range (one per split that may have a tail)."""
     vals: dict[IterVar, Expr] = {iv: (iv.var if iv in stage.leaf_iter_vars else None)
                                  for iv in stage.all_iter_vars}
+    for iv in stage.leaf_iter_vars:  # loops run from zero; a root axis adds its region's minimum
+        if iv in root_axes(stage):
+            vals[iv] = simplify(iv.var + rng[iv].min)
     conds: list[Expr] = []
     for rel in reversed(stage.relations):
         if isinstance(rel, Split):
@@ -56,6 +59,10 @@ def root_values(stage: Stage, rng: dict[IterVar, Range], bounds=None) -> tuple[d
             vals[rel.outer] = simplify(vals[rel.fused] // i_ext)
             vals[rel.inner] = simplify(vals[rel.fused] % i_ext)
     return vals, conds
+
+
+def root_axes(stage: Stage) -> tuple:
+    return tuple(stage.op.axis) + tuple(stage.op.reduce_axis)
 
 
 def derived_from(stage: Stage, root: IterVar) -> set[IterVar]:

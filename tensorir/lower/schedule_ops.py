@@ -104,7 +104,7 @@ class NestBuilder:
             tag = ""
             if iv in st.bindings:
                 kind, tag = "thread", st.bindings[iv].thread_tag
-            body = For(iv.var, r.min, r.extent, kind, body, ann, tag)
+            body = For(iv.var, const(0, iv.var.dtype), r.extent, kind, body, ann, tag)
         return _guard(body, placed.get(-1, []))
 
     def _with_attached(self, st: Stage, iv: IterVar, body: Stmt) -> Stmt:

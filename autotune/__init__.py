@@ -1,0 +1,1 @@
+"""autotune: templates, config spaces, measurement, cost models, tuners and tuning logs."""

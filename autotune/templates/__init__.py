@@ -1,0 +1,1 @@
+"""Operator definitions and schedule templates shipped with tiletune."""
