@@ -1,0 +1,124 @@
+"""tensorir dtypes as LLVM types, constants and the small value helpers every emitter needs."""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from tensorir import dtype as dt
+
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F32 = ir.FloatType()
+_SCALAR = {"bool": I1, "int8": I8, "int16": ir.IntType(16), "int32": I32, "int64": I64, "uint8": I8,
+           "float16": ir.HalfType(), "float32": F32, "float64": ir.DoubleType()}
+
+#: Fast-math flags on float arithmetic: everything but nnan/ninf (NaN and inf keep their meaning).
+FAST = ("reassoc", "contract", "nsz", "arcp", "afn")
+
+
+def ltype(dtype: str) -> ir.Type:
+    """Register type of a (possibly vector) dtype; bool is ``i1``."""
+    base, n = dt.parse(dtype)
+    t = _SCALAR[base]
+    return t if n == 1 else ir.VectorType(t, n)
+
+
+def mem_type(dtype: str) -> ir.Type:
+    """Type of one element in memory (bool is a byte, as in numpy)."""
+    base = dt.element(dtype)
+    return I8 if base == "bool" else _SCALAR[base]
+
+
+def lanes_of(v: ir.Value) -> int:
+    return v.type.count if isinstance(v.type, ir.VectorType) else 1
+
+
+def scalar_type(t: ir.Type) -> ir.Type:
+    return t.element if isinstance(t, ir.VectorType) else t
+
+
+def with_lanes(t: ir.Type, n: int) -> ir.Type:
+    t = scalar_type(t)
+    return t if n == 1 else ir.VectorType(t, n)
+
+
+def const(t: ir.Type, value) -> ir.Constant:
+    """A constant of type ``t`` (splat when ``t`` is a vector)."""
+    if isinstance(t, ir.VectorType):
+        return ir.Constant(t, [ir.Constant(t.element, value)] * t.count)
+    return ir.Constant(t, value)
+
+
+def is_float_type(t: ir.Type) -> bool:
+    return isinstance(scalar_type(t), (ir.HalfType, ir.FloatType, ir.DoubleType))
+
+
+def mangle(t: ir.Type) -> str:
+    """LLVM's intrinsic type suffix: ``f32``, ``v16f32``, ``i64``, ``v8p0``."""
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{mangle(t.element)}"
+    if isinstance(t, ir.HalfType):
+        return "f16"
+    if isinstance(t, ir.FloatType):
+        return "f32"
+    if isinstance(t, ir.DoubleType):
+        return "f64"
+    if isinstance(t, ir.PointerType):
+        return "p0"
+    return f"i{t.width}"
+
+
+def splat(b: ir.IRBuilder, v: ir.Value, n: int) -> ir.Value:
+    """Broadcast a scalar to ``n`` lanes (a constant vector when ``v`` is a constant)."""
+    if n == 1 or isinstance(v.type, ir.VectorType):
+        return v
+    vt = ir.VectorType(v.type, n)
+    if isinstance(v, ir.Constant):
+        return ir.Constant(vt, [v] * n)
+    one = b.insert_element(ir.Constant(ir.VectorType(v.type, 1), ir.Undefined), v, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(ir.VectorType(v.type, 1), ir.Undefined),
+                            ir.Constant(ir.VectorType(I32, n), [0] * n))
+
+
+def unify(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Splat the scalar side when one operand is a vector."""
+    nx, ny = lanes_of(x), lanes_of(y)
+    if nx == ny:
+        return x, y
+    n = max(nx, ny)
+    return splat(b, x, n), splat(b, y, n)
+
+
+def convert(b: ir.IRBuilder, v: ir.Value, src: str, dst: str) -> ir.Value:
+    """Convert ``v`` of dtype ``src`` to dtype ``dst`` (lanes follow ``dst``; scalars are splatted)."""
+    s, d = dt.element(src), dt.element(dst)
+    n = max(dt.lanes(dst), lanes_of(v))
+    if lanes_of(v) != n:
+        v = splat(b, v, n)
+    to = with_lanes(_SCALAR[d], n)
+    if s == d or v.type == to:
+        return v
+    if d == "bool":
+        if dt.is_float(s):
+            return b.fcmp_unordered("!=", v, const(v.type, 0.0))
+        return b.icmp_unsigned("!=", v, const(v.type, 0))
+    if s == "bool":
+        return b.uitofp(v, to) if dt.is_float(d) else b.zext(v, to)
+    if dt.is_float(s) and dt.is_float(d):
+        return b.fpext(v, to) if dt.bits(d) > dt.bits(s) else b.fptrunc(v, to)
+    if dt.is_float(d):
+        return b.uitofp(v, to) if dt.is_unsigned(s) else b.sitofp(v, to)
+    if dt.is_float(s):
+        return b.fptoui(v, to) if dt.is_unsigned(d) else b.fptosi(v, to)
+    if dt.bits(d) > dt.bits(s):
+        return b.zext(v, to) if dt.is_unsigned(s) else b.sext(v, to)
+    if dt.bits(d) < dt.bits(s):
+        return b.trunc(v, to)
+    return v
+
+
+def to_i64(b: ir.IRBuilder, v: ir.Value, src: str) -> ir.Value:
+    """An index value as i64 (or <n x i64>) for address arithmetic."""
+    if scalar_type(v.type) == I64:
+        return v
+    return convert(b, v, src, dt.with_lanes("int64", lanes_of(v)))
