@@ -5,6 +5,7 @@ import ctypes
 import ctypes.util
 import functools
 import glob
+import importlib.util
 import os
 import threading
 
@@ -56,7 +57,7 @@ def optimize(ir_text: str, target: Target) -> llvm.ModuleRef:
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
         tm = target_machine(target)
-        pto = llvm.create_pipeline_tuning_options(speed_level=3, size_level=0)
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
         pto.loop_vectorization = True
         pto.slp_vectorization = True
         pto.loop_unrolling = True
@@ -69,8 +70,9 @@ def optimize(ir_text: str, target: Target) -> llvm.ModuleRef:
 class JitCode:
     """Machine code of one optimized module, kept alive by this object (one MCJIT engine each)."""
 
-    def __init__(self, mod: llvm.ModuleRef, target: Target):
-        load_openmp()
+    def __init__(self, mod: llvm.ModuleRef, target: Target, openmp: bool = False):
+        if openmp:
+            load_openmp()
         with _lock:
             self.engine = llvm.create_mcjit_compiler(mod, _create_tm(target, jit=True))
             self.engine.finalize_object()
@@ -95,20 +97,21 @@ def emit_assembly(ir_text: str, target: Target) -> str:
         return target_machine(target).emit_assembly(llvm.parse_assembly(ir_text))
 
 
-def openmp_library() -> str | None:
-    """Path of a libgomp to run parallel loops with (system first, then scikit-learn's bundled copy)."""
-    candidates = []
+def _openmp_candidates():
     found = ctypes.util.find_library("gomp")
     if found:
-        candidates.append(found)
-    try:
-        import sklearn
-        libs = os.path.join(os.path.dirname(os.path.dirname(sklearn.__file__)), "scikit_learn.libs")
-        candidates += sorted(glob.glob(os.path.join(libs, "libgomp-*.so*")))
-    except ImportError:
-        pass
-    candidates += ["/usr/lib/x86_64-linux-gnu/libgomp.so.1", "/usr/lib64/libgomp.so.1"]
-    for c in candidates:
+        yield found
+    spec = importlib.util.find_spec("sklearn")      # scikit-learn wheels bundle a libgomp (no import)
+    if spec is not None and spec.origin:
+        libs = os.path.join(os.path.dirname(os.path.dirname(spec.origin)), "scikit_learn.libs")
+        yield from sorted(glob.glob(os.path.join(libs, "libgomp-*.so*")))
+    yield from ("/usr/lib/x86_64-linux-gnu/libgomp.so.1", "/usr/lib64/libgomp.so.1")
+
+
+@functools.cache
+def openmp_library() -> str | None:
+    """Path of a libgomp to run parallel loops with (system first, then scikit-learn's bundled copy)."""
+    for c in _openmp_candidates():
         try:
             ctypes.CDLL(c, mode=ctypes.RTLD_GLOBAL)
             return c

@@ -154,6 +154,9 @@ class Simplifier(Mutator):
             self.bounds.pop(s.loop_var, None)
         else:
             self.bounds[s.loop_var] = old
+        if isinstance(ext, IntImm) and ext.value == 1 and not s.thread_tag:
+            from .visitor import substitute
+            return self.visit(substitute(s.body, {s.loop_var: lo}))
         if lo is s.min and ext is s.extent and body is s.body:
             return s
         from dataclasses import replace

@@ -61,6 +61,11 @@ class NestBuilder:
         reduce_ivs = set()
         for iv in st.op.reduce_axis:
             reduce_ivs |= derived_from(st, iv)
+        for iv in reduce_ivs:
+            if st.iter_var_attrs.get(iv) == "parallel" and iv in leaves:
+                raise ScheduleError(f"stage {st.op.name}: cannot parallelize axis {iv.var.name}: it is a "
+                                    "reduction axis, every iteration updates the same outputs "
+                                    "(use s.rfactor to parallelize a reduction)")
         first = next((k for k, iv in enumerate(leaves) if iv in reduce_ivs), len(leaves))
         init_value = body.init if body.init is not None else body.combiner.identity(body.dtype)
         outer_vars = {iv.var for iv in leaves[:first]}

@@ -1,0 +1,41 @@
+"""``codegen.build``: a schedule or LoweredFunc to a callable :class:`~codegen.Module`."""
+from __future__ import annotations
+
+from tensorir.stmt import LoweredFunc
+
+from . import jit
+from .llvm import codegen_llvm
+from .llvm_parallel import thread_count_symbol
+from .module import Module
+from .signature import Signature
+from .target import parse
+
+
+def lower_to_func(s_or_func, args=None, name: str = "default_function") -> LoweredFunc:
+    if isinstance(s_or_func, LoweredFunc):
+        return s_or_func
+    from tensorir import lower
+    func = lower(s_or_func, args, name=name)
+    if not isinstance(func, LoweredFunc):
+        raise TypeError(f"tensorir.lower returned {type(func).__name__}, expected LoweredFunc")
+    return func
+
+
+def build(s_or_func, args=None, target="llvm", name: str = "default_function") -> Module:
+    """Compile a schedule (lowered with ``tensorir.lower(s, args, name=name)``) or a LoweredFunc.
+
+    ``target``: ``"llvm"`` (host CPU and features), ``"llvm -mcpu=NAME"`` (that CPU's default
+    features), ``"llvm -mcpu=NAME -mattr=+avx2,+fma"``, or a :class:`~codegen.Target`.
+    """
+    func = lower_to_func(s_or_func, args, name)
+    tgt = parse(target)
+    if tgt.kind != "llvm":
+        raise ValueError(f"target {tgt} is not supported by codegen.build yet (only llvm)")
+    ir_text, parallel = codegen_llvm(func, tgt)
+    mod = jit.optimize(ir_text, tgt)
+    optimized = str(mod)
+    code = jit.JitCode(mod, tgt, openmp=parallel)
+    sig = Signature.from_func(func, parallel)
+    threads = code.global_address(thread_count_symbol(sig.symbol)) if parallel else None
+    return Module(sig, code.function_address(sig.symbol), str(tgt), keepalive=code, ir=optimized, func=func,
+                  threads_address=threads)

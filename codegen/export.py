@@ -1,0 +1,116 @@
+"""``export_library`` / ``load_module``: kernels as shared objects that load without recompiling.
+
+Files written for ``export_library(mod, "k.so")``:
+
+* ``k.so``      the kernel, compiled for ``mod.target`` (position independent), linked with the
+                system C compiler (``$CC`` or ``cc``) against libm and, for parallel kernels, libgomp.
+                Exported symbols: the kernel ``tiletune_<entry>`` (see ``signature.native_symbol``) and
+                ``tiletune_<entry>.num_threads`` (an ``int32``) when the kernel has parallel loops.
+* ``k.so.json`` the signature (entry name, buffers with dtype/shape/written, size vars, target string,
+                build info); see :meth:`codegen.signature.Signature.to_json`.
+* ``k.so.ll``   the optimized LLVM IR (only for ``get_source``; loading does not need it).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from . import jit
+from .llvm_parallel import thread_count_symbol
+from .module import Module
+from .signature import Signature
+from .target import parse
+
+TILETUNE_VERSION = "0.1.0"
+
+
+def build_info() -> dict:
+    return {"tiletune": TILETUNE_VERSION, "llvmlite": llvmlite.__version__,
+            "llvm": ".".join(map(str, llvm.llvm_version_info))}
+
+
+def export_library(mod: Module, path: str) -> None:
+    path = os.fspath(path)
+    if mod._ir is None:
+        raise ValueError(f"cannot export {mod.entry_name}: its LLVM IR is unavailable ({mod.origin})")
+    target = parse(mod.target)
+    obj = jit.emit_object(mod._ir, target)
+    with tempfile.TemporaryDirectory(prefix="tiletune_") as tmp:
+        obj_path = os.path.join(tmp, mod.entry_name + ".o")
+        with open(obj_path, "wb") as f:
+            f.write(obj)
+        out_tmp = os.path.join(tmp, "out.so")
+        _link(obj_path, out_tmp, mod.signature.parallel)
+        shutil.move(out_tmp, path)
+    meta = {"signature": mod.signature.to_json(), "target": mod.target, "build": build_info()}
+    with open(path + ".json", "w") as f:
+        json.dump(meta, f, indent=1)
+    with open(path + ".ll", "w") as f:
+        f.write(mod._ir)
+
+
+def _link(obj: str, out: str, openmp: bool) -> None:
+    cc = os.environ.get("CC", "cc")
+    attempts = [["-lgomp"]] if openmp else [[]]
+    if openmp:
+        lib = jit.openmp_library()
+        if lib and os.path.isabs(lib):
+            attempts.append([lib, f"-Wl,-rpath,{os.path.dirname(lib)}"])
+    errors = []
+    for extra in attempts:
+        cmd = [cc, "-shared", "-o", out, obj, *extra, "-lm"]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True)
+        except FileNotFoundError:
+            raise RuntimeError(f"export_library needs a C compiler to link: {cc!r} not found (set $CC)") from None
+        if r.returncode == 0:
+            return
+        errors.append(f"$ {' '.join(cmd)}\n{r.stderr.strip()}")
+    raise RuntimeError("linking the shared object failed:\n" + "\n".join(errors))
+
+
+_loaded: dict[str, tuple] = {}
+
+
+def _dlopen(path: str) -> ctypes.CDLL:
+    """dlopen ``path``; if a different file was loaded from the same path before, load a private copy
+    (dlopen would hand back the stale library)."""
+    st = os.stat(path)
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    if _loaded.setdefault(path, stamp) != stamp:
+        fd, copy = tempfile.mkstemp(prefix="tiletune_", suffix=os.path.basename(path))
+        os.close(fd)
+        shutil.copyfile(path, copy)
+        try:
+            return ctypes.CDLL(copy)
+        finally:
+            os.unlink(copy)
+    return ctypes.CDLL(path)
+
+
+def load_module(path: str) -> Module:
+    """Load a kernel written by ``export_library`` (no compilation happens)."""
+    path = os.fspath(path)
+    meta_path = path + ".json"
+    if not os.path.exists(meta_path):
+        raise FileNotFoundError(f"{meta_path} not found: load_module needs the signature written beside "
+                                "the shared object by export_library")
+    with open(meta_path) as f:
+        meta = json.load(f)
+    sig = Signature.from_json(meta["signature"])
+    lib = _dlopen(os.path.abspath(path))
+    address = ctypes.cast(lib[sig.symbol], ctypes.c_void_p).value
+    threads = None
+    if sig.parallel:
+        threads = ctypes.addressof(ctypes.c_int32.in_dll(lib, thread_count_symbol(sig.symbol)))
+    ir_path = path + ".ll"
+    ir = open(ir_path).read() if os.path.exists(ir_path) else None
+    return Module(sig, address, meta["target"], keepalive=lib, ir=ir, threads_address=threads,
+                  origin=f"loaded from {path}")

@@ -1,0 +1,139 @@
+"""Buffers in the LLVM backend: loads, stores (scalar, contiguous vector, gather/scatter), allocations.
+
+Index forms of a flat buffer access and what they become:
+
+* scalar index                      one scalar load / store
+* ``Ramp(base, 1, n)``              one ``<n x T>`` load / store at ``base`` (element alignment)
+* ``Ramp(base, -1, n)``             contiguous load then a reversing shuffle
+* ``Broadcast(i, n)``, stride 0     scalar load then splat
+* any other vector index            ``llvm.masked.gather`` / ``llvm.masked.scatter`` (LLVM scalarizes
+                                    them where the CPU's gathers are slow)
+
+Under a lane mask (``cg.mask``, set while the arm of a vector select that reads memory is emitted)
+vector loads become masked loads, so lanes whose condition is false never touch memory.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from tensorir import dtype as dt
+from tensorir import expr as E
+from tensorir import stmt as S
+
+from .llvm_types import I1, I32, I64, PTR, VOID, const, convert, lanes_of, mem_type, splat, with_lanes
+
+#: Constant-size allocations up to this many bytes live on the stack; larger or symbolic ones on the heap.
+STACK_LIMIT = 1 << 18
+ALIGN = 64
+
+
+def buffer_ptr(cg, buf: S.Buffer) -> ir.Value:
+    ptr = cg.frame.bufs.get(buf)
+    if ptr is None:
+        from .llvm import CodegenError
+        raise CodegenError(f"buffer {buf.name} is neither an argument of the function nor allocated "
+                           "around its use")
+    return ptr
+
+
+def flat_index(node) -> E.Expr:
+    if len(node.indices) != 1:
+        from .llvm import CodegenError
+        raise CodegenError(f"access to {node.buffer.name} has {len(node.indices)} indices; the LLVM backend "
+                           "needs flattened buffers (one index)")
+    return node.indices[0]
+
+
+def gep(cg, ptr: ir.Value, elem: ir.Type, offset: ir.Value) -> ir.Value:
+    """``&ptr[offset]``; a vector of offsets gives a vector of pointers."""
+    g = cg.b.gep(ptr, [offset], inbounds=True, source_etype=elem)
+    g.type = with_lanes(PTR, lanes_of(offset))
+    return g
+
+
+def _contiguous(index: E.Expr, stride: int) -> bool:
+    return isinstance(index, E.Ramp) and E.is_const(index.stride, stride)
+
+
+def load(cg, e: E.BufferLoad) -> ir.Value:
+    index = flat_index(e)
+    buf = e.buffer
+    ptr, mt, align = buffer_ptr(cg, buf), mem_type(buf.dtype), dt.itemsize(buf.dtype)
+    n = dt.lanes(index.dtype)
+    b = cg.b
+    if n == 1 or isinstance(index, E.Broadcast) or _contiguous(index, 0):
+        base = index if n == 1 else getattr(index, "value", getattr(index, "base", None))
+        v = b.load(gep(cg, ptr, mt, cg.offset(base)), typ=mt, align=align)
+        return splat(b, from_mem(b, v, buf.dtype), max(n, dt.lanes(e.dtype)))
+    vt = ir.VectorType(mt, n)
+    mask = cg.mask if cg.mask is not None and lanes_of(cg.mask) == n else None
+    passthru = ir.Constant(vt, ir.Undefined)
+    if _contiguous(index, 1) and mask is None:
+        v = b.load(gep(cg, ptr, mt, cg.offset(index.base)), typ=vt, align=align)
+    elif _contiguous(index, 1):
+        addr = gep(cg, ptr, mt, cg.offset(index.base))
+        v = cg.intrinsic("masked.load", [addr, const(I32, align), mask, passthru], ret=vt, overload=[vt, PTR])
+    elif _contiguous(index, -1) and mask is None:
+        first = b.sub(cg.offset(index.base), const(I64, n - 1), flags=["nsw"])
+        v = b.load(gep(cg, ptr, mt, first), typ=vt, align=align)
+        v = b.shuffle_vector(v, passthru, ir.Constant(ir.VectorType(I32, n), list(range(n - 1, -1, -1))))
+    else:
+        addrs = gep(cg, ptr, mt, cg.offset(index))
+        mask = mask if mask is not None else const(ir.VectorType(I1, n), 1)
+        v = cg.intrinsic("masked.gather", [addrs, const(I32, align), mask, passthru], ret=vt,
+                         overload=[vt, addrs.type])
+    return from_mem(b, v, buf.dtype)
+
+
+def from_mem(b: ir.IRBuilder, v: ir.Value, dtype: str) -> ir.Value:
+    """A loaded value in register form (bytes of a bool buffer become ``i1``)."""
+    return b.icmp_unsigned("!=", v, const(v.type, 0)) if dt.is_bool(dtype) else v
+
+
+def store(cg, s: S.BufferStore) -> None:
+    index = flat_index(s)
+    buf = s.buffer
+    b = cg.b
+    value = cg.expr(s.value)
+    mt, align = mem_type(buf.dtype), dt.itemsize(buf.dtype)
+    ptr = buffer_ptr(cg, buf)
+    n = dt.lanes(index.dtype)
+    value = convert(b, value, s.value.dtype, dt.with_lanes(buf.dtype, max(n, lanes_of(value))))
+    if dt.is_bool(buf.dtype):
+        value = b.zext(value, with_lanes(mt, lanes_of(value)))
+    if n == 1:
+        if lanes_of(value) > 1:     # a vector stored to one address: its last lane wins
+            value = b.extract_element(value, const(I32, lanes_of(value) - 1))
+        b.store(value, gep(cg, ptr, mt, cg.offset(index)), align=align)
+    elif _contiguous(index, 1):
+        b.store(splat(b, value, n), gep(cg, ptr, mt, cg.offset(index.base)), align=align)
+    else:
+        addrs = gep(cg, ptr, mt, cg.offset(index))
+        all_lanes = const(ir.VectorType(I1, n), 1)
+        cg.intrinsic("masked.scatter", [splat(b, value, n), addrs, const(I32, align), all_lanes],
+                     ret=VOID, overload=[with_lanes(mt, n), addrs.type])
+
+
+def allocate(cg, s: S.Allocate) -> None:
+    """Stack (entry-block alloca, 64-byte aligned) for small constant sizes, else aligned_alloc/free."""
+    buf = s.buffer
+    mt, itemsize = mem_type(buf.dtype), dt.itemsize(buf.dtype)
+    shape = [E.const(x) if isinstance(x, int) else x for x in buf.shape]
+    count = 1
+    for x in shape:
+        count = count * x.value if count is not None and isinstance(x, E.IntImm) else None
+    if count is not None and count * itemsize <= STACK_LIMIT:
+        cg.frame.bufs[buf] = cg.alloca(ir.ArrayType(mt, max(count, 1)), align=ALIGN)
+        cg.stmt(s.body)
+        del cg.frame.bufs[buf]
+        return
+    b = cg.b
+    nbytes = const(I64, itemsize)
+    for x in shape:
+        nbytes = b.mul(nbytes, cg.offset(x), flags=["nsw"])
+    nbytes = b.and_(b.add(nbytes, const(I64, ALIGN - 1)), const(I64, -ALIGN))
+    ptr = b.call(cg.declare("aligned_alloc", PTR, [I64, I64]), [const(I64, ALIGN), nbytes])
+    cg.frame.bufs[buf] = ptr
+    cg.stmt(s.body)
+    del cg.frame.bufs[buf]
+    cg.b.call(cg.declare("free", VOID, [PTR]), [ptr])

@@ -1,0 +1,103 @@
+"""``Module``: a compiled kernel you can call with numpy arrays, time, inspect and export."""
+from __future__ import annotations
+
+import ctypes
+import os
+
+from .args import ArgPacker, ctypes_argtypes
+from .signature import Signature
+from .timer import make_evaluator
+
+
+def default_num_threads() -> int:
+    """``TILETUNE_NUM_THREADS`` if set, else the number of CPUs."""
+    env = os.environ.get("TILETUNE_NUM_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"TILETUNE_NUM_THREADS must be an integer, got {env!r}") from None
+        if n < 1:
+            raise ValueError(f"TILETUNE_NUM_THREADS must be >= 1, got {n}")
+        return n
+    return os.cpu_count() or 1
+
+
+class Module:
+    """A native kernel plus its signature.
+
+    ``mod(*arrays)`` checks the arrays (see :mod:`codegen.args`) and runs the kernel; the size vars are
+    taken from the arrays' shapes.  ``mod.entry_name``, ``mod.target`` (a target string), ``mod.func``
+    (the LoweredFunc when built in this process, else None) and ``mod.signature`` describe it.
+    """
+
+    def __init__(self, signature: Signature, address: int, target: str, *, keepalive=None,
+                 ir: str | None = None, func=None, threads_address: int | None = None, origin: str = "jit"):
+        self.signature = signature
+        self.entry_name = signature.name
+        self.target = target
+        self.func = func
+        self.origin = origin
+        self._keepalive = keepalive
+        self._ir = ir
+        self.native_function = ctypes.CFUNCTYPE(None, *ctypes_argtypes(signature))(address)
+        self._packer = ArgPacker(signature)
+        self._threads = ctypes.c_int32.from_address(threads_address) if threads_address else None
+        if self._threads is not None:
+            self._threads.value = default_num_threads()
+
+    # calling --------------------------------------------------------------------------------------------
+    def __call__(self, *arrays) -> None:
+        self.native_function(*self._packer.pack(arrays))
+
+    def pack_args(self, arrays) -> list:
+        """Check ``arrays`` and return the native arguments (pointers, then size values)."""
+        return self._packer.pack(tuple(arrays))
+
+    @property
+    def num_threads(self) -> int:
+        """Threads used by the kernel's parallel loops (1 when it has none)."""
+        return self._threads.value if self._threads is not None else 1
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        if int(n) < 1:
+            raise ValueError(f"num_threads must be >= 1, got {n}")
+        if self._threads is not None:
+            self._threads.value = int(n)
+
+    def time_evaluator(self, *compat, number: int = 10, repeat: int = 1, min_repeat_ms: float = 0,
+                       cooldown_interval_ms: float = 0, **ignored):
+        """A function ``f(*arrays) -> ProfileResult`` (``.mean``, ``.median``, ``.min``, ``.std``, ``.results``).
+
+        For TVM compatibility leading positional arguments that are not ints (``mod.entry_name``, a
+        device) are ignored; ints after them are taken as ``number, repeat, min_repeat_ms``.
+        """
+        nums = [x for x in compat if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        given = [number, repeat, min_repeat_ms]
+        given[:len(nums[:3])] = nums[:3]
+        number, repeat, min_repeat_ms = given
+        return make_evaluator(self, int(number), int(repeat), min_repeat_ms, cooldown_interval_ms)
+
+    # inspection and export ------------------------------------------------------------------------------
+    def get_source(self, fmt: str = "ll") -> str:
+        """Optimized LLVM IR (``"ll"`` / ``"llvm"``) or assembly (``"asm"`` / ``"s"``) of the kernel."""
+        from .target import parse
+        from . import jit
+        if self._ir is None:
+            raise ValueError(f"source is unavailable for module {self.entry_name} ({self.origin}): "
+                             "its LLVM IR was not kept")
+        if fmt in ("ll", "llvm", "ir"):
+            return self._ir
+        if fmt in ("asm", "s"):
+            return jit.emit_assembly(self._ir, parse(self.target))
+        raise ValueError(f"unknown source format {fmt!r}; use 'll' or 'asm'")
+
+    def export_library(self, path: str) -> None:
+        """Write a shared object (``path``) plus its signature (``path + '.json'``) and IR (``path + '.ll'``)."""
+        from .export import export_library
+        export_library(self, path)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{a.name}: {a.dtype}{a.shape_str()}" for a in self.signature.args)
+        return f"Module({self.entry_name}({args}), target={self.target!r}, {self.origin})"

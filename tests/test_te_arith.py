@@ -1,0 +1,165 @@
+"""The integer arithmetic that lowering trusts: simplify, prove, const_bounds and interval must be
+sound.  Random expressions over bounded variables are evaluated before and after, at random points
+inside the bounds (no kernel is built)."""
+import numpy as np
+import pytest
+
+import tensorir as te
+from tensorir import expr as E
+from tensorir.arith import INF, const_bounds, interval, prove, simplify
+
+N_EXPR = 400
+POINTS = 12
+
+
+def evaluate(e, env: dict):
+    t = type(e)
+    if isinstance(e, E.Var):
+        return env[e]
+    if t is E.IntImm:
+        return e.value
+    if t is E.Not:
+        return int(not evaluate(e.a, env))
+    if t is E.Select:
+        return evaluate(e.true_value, env) if evaluate(e.cond, env) else evaluate(e.false_value, env)
+    if t is E.Cast:
+        return evaluate(e.value, env)
+    a, b = evaluate(e.a, env), evaluate(e.b, env)
+    ops = {E.Add: lambda: a + b, E.Sub: lambda: a - b, E.Mul: lambda: a * b, E.FloorDiv: lambda: a // b,
+           E.FloorMod: lambda: a % b, E.Min: lambda: min(a, b), E.Max: lambda: max(a, b),
+           E.LT: lambda: int(a < b), E.LE: lambda: int(a <= b), E.GT: lambda: int(a > b),
+           E.GE: lambda: int(a >= b), E.EQ: lambda: int(a == b), E.NE: lambda: int(a != b),
+           E.And: lambda: int(bool(a) and bool(b)), E.Or: lambda: int(bool(a) or bool(b))}
+    return ops[t]()
+
+
+class Gen:
+    """Random integer expressions in the shapes lowering produces (affine index arithmetic with
+    // and % by constants, min/max clamps, selects)."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.vars = [te.var("i"), te.var("j"), te.var("k"), te.var("n")]
+        self.bounds = {self.vars[0]: (0, 15), self.vars[1]: (0, 7), self.vars[2]: (-4, 4), self.vars[3]: (1, 64)}
+
+    def leaf(self):
+        if self.rng.random() < 0.65:
+            return self.vars[self.rng.integers(len(self.vars))]
+        return te.const(int(self.rng.integers(-9, 10)))
+
+    def expr(self, depth: int):
+        if depth == 0 or self.rng.random() < 0.2:
+            return self.leaf()
+        a, b = self.expr(depth - 1), self.expr(depth - 1)
+        c = int(self.rng.choice([1, 2, 3, 4, 5, 8, 16, -3, -4]))
+        op = self.rng.integers(8)
+        if op == 0:
+            return a + b
+        if op == 1:
+            return a - b
+        if op == 2:
+            return a * c
+        if op == 3:
+            return a // c
+        if op == 4:
+            return a % c
+        if op == 5:
+            return te.min(a, b)
+        if op == 6:
+            return te.max(a, b)
+        return te.if_then_else(a < b, a, b + c)
+
+    def cond(self, depth: int):
+        a, b = self.expr(depth), self.expr(depth)
+        return [a < b, a <= b, a > b, a >= b, a == b, a != b][self.rng.integers(6)]
+
+    def points(self):
+        for _ in range(POINTS):
+            yield {v: int(self.rng.integers(lo, hi + 1)) for v, (lo, hi) in self.bounds.items()}
+        yield {v: lo for v, (lo, hi) in self.bounds.items()}
+        yield {v: hi for v, (lo, hi) in self.bounds.items()}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_simplify_preserves_value(seed):
+    g = Gen(seed)
+    for _ in range(N_EXPR // 4):
+        e = g.expr(4)
+        se = simplify(e, g.bounds)
+        for env in g.points():
+            assert evaluate(se, env) == evaluate(e, env), f"simplify({e}) = {se} differs at {env}"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_simplify_of_conditions_preserves_truth(seed):
+    g = Gen(100 + seed)
+    for _ in range(N_EXPR // 4):
+        c = g.cond(3)
+        sc = simplify(c, g.bounds)
+        for env in g.points():
+            assert bool(evaluate(sc, env)) == bool(evaluate(c, env)), f"simplify({c}) = {sc} differs at {env}"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prove_is_sound(seed):
+    g = Gen(200 + seed)
+    proved = 0
+    for _ in range(N_EXPR):
+        c = g.cond(2)
+        if prove(c, g.bounds):
+            proved += 1
+            for env in g.points():
+                assert evaluate(c, env), f"prove({c}) claimed true but it is false at {env}"
+    assert proved > 0  # the generator does produce provable conditions
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_const_bounds_contain_every_value(seed):
+    g = Gen(300 + seed)
+    for _ in range(N_EXPR // 4):
+        e = g.expr(4)
+        lo, hi = const_bounds(e, g.bounds)
+        for env in g.points():
+            v = evaluate(e, env)
+            assert lo <= v <= hi, f"const_bounds({e}) = ({lo}, {hi}) but the value is {v} at {env}"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_interval_contains_every_value_of_relaxed_vars(seed):
+    """interval(e, relax): with i and k relaxed to their ranges and j, n fixed, every value of e
+    lies between the (symbolic) bounds evaluated at the fixed values."""
+    g = Gen(400 + seed)
+    i, j, k, n = g.vars
+    relax = {i: (te.const(0), te.const(15)), k: (te.const(-4), te.const(4))}
+    checked = 0
+    for _ in range(N_EXPR // 4):
+        e = g.expr(3)
+        rng = interval(e, relax)
+        if rng is None:
+            continue
+        checked += 1
+        for env in g.points():
+            lo, hi = evaluate(rng[0], env), evaluate(rng[1], env)
+            for iv in (0, 7, 15):
+                for kv in (-4, 0, 4):
+                    v = evaluate(e, {**env, i: iv, k: kv})
+                    assert lo <= v <= hi, f"interval({e}) = [{rng[0]}, {rng[1]}] misses {v} at i={iv} k={kv} {env}"
+    assert checked > 0
+
+
+@pytest.mark.parametrize("text, expected", [
+    (lambda i, j: (i * 4 + j) // 4, "i"),           # j in [0, 3]
+    (lambda i, j: (i * 4 + j) % 4, "j"),
+    (lambda i, j: (i * 8 + j * 2) // 2, "i * 4 + j"),
+    (lambda i, j: te.min(i, 100), "i"),
+    (lambda i, j: i * 2 - i - i, "0"),
+])
+def test_simplify_known_rewrites(text, expected):
+    i, j = te.var("i"), te.var("j")
+    out = simplify(text(i, j), {i: (0, 15), j: (0, 3)})
+    assert str(out) == expected
+
+
+def test_bounds_of_unknown_are_infinite():
+    x = te.var("x")
+    assert const_bounds(x * 2, {}) == (-INF, INF)
