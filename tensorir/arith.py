@@ -256,23 +256,26 @@ class Simplifier(Mutator):
             return from_linear({**terms2, structural_key(r_div): (r_div, 1)}, qc, e.dtype)
         return e
 
+    def _fold(self, e: Expr) -> Expr:
+        return self._binary(e) if isinstance(e, BinaryOp) else e
+
     def _vector(self, e: Expr) -> Expr:
         a, b, t = e.a, e.b, type(e)
         if isinstance(a, Broadcast) and isinstance(b, Broadcast) and a.lanes == b.lanes:
-            return Broadcast(e.dtype, self._binary(binary(t, a.value, b.value)), a.lanes)
+            return Broadcast(e.dtype, self._fold(binary(t, a.value, b.value)), a.lanes)
         if t in (Add, Sub) and isinstance(a, Ramp) and isinstance(b, Broadcast):
-            return Ramp(e.dtype, self._binary(binary(t, a.base, b.value)), a.stride, a.lanes)
+            return Ramp(e.dtype, self._fold(binary(t, a.base, b.value)), a.stride, a.lanes)
         if t is Add and isinstance(a, Broadcast) and isinstance(b, Ramp):
-            return Ramp(e.dtype, self._binary(binary(t, a.value, b.base)), b.stride, b.lanes)
+            return Ramp(e.dtype, self._fold(binary(t, a.value, b.base)), b.stride, b.lanes)
         if t in (Add, Sub) and isinstance(a, Ramp) and isinstance(b, Ramp) and a.lanes == b.lanes:
-            return Ramp(e.dtype, self._binary(binary(t, a.base, b.base)),
-                        self._binary(binary(t, a.stride, b.stride)), a.lanes)
+            return Ramp(e.dtype, self._fold(binary(t, a.base, b.base)),
+                        self._fold(binary(t, a.stride, b.stride)), a.lanes)
         if t is Mul and isinstance(a, Ramp) and isinstance(b, Broadcast):
-            return Ramp(e.dtype, self._binary(binary(Mul, a.base, b.value)),
-                        self._binary(binary(Mul, a.stride, b.value)), a.lanes)
+            return Ramp(e.dtype, self._fold(binary(Mul, a.base, b.value)),
+                        self._fold(binary(Mul, a.stride, b.value)), a.lanes)
         if t is Mul and isinstance(a, Broadcast) and isinstance(b, Ramp):
-            return Ramp(e.dtype, self._binary(binary(Mul, a.value, b.base)),
-                        self._binary(binary(Mul, a.value, b.stride)), b.lanes)
+            return Ramp(e.dtype, self._fold(binary(Mul, a.value, b.base)),
+                        self._fold(binary(Mul, a.value, b.stride)), b.lanes)
         return e
 
     def visit_Select(self, e):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from . import dtype as dt
 from .expr import Expr, IntImm, Var, convert
 from .tensor import DATA_PAR, REDUCE, THREAD, ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor
 
@@ -76,18 +77,26 @@ class Stage:
         self.all_iter_vars.append(iv)
         return iv
 
-    def _check_not_inlined(self, what: str) -> None:
+    def _check_not_inlined(self, what: str, iv: IterVar | None = None) -> None:
         if self.attach_type == INLINE:
-            raise self._err(f"{what}: the stage is inlined")
+            axis = f" of axis {iv.var.name}" if iv is not None else ""
+            raise self._err(f"{what}{axis}: the stage is inlined, it has no loops of its own")
 
     # -- loop transformations ---------------------------------------------------------------------
     def split(self, parent: IterVar, factor=None, nparts=None) -> tuple[IterVar, IterVar]:
         """Split ``parent`` into (outer, inner) by ``factor`` (inner extent) or ``nparts`` (outer)."""
         parent = self._leaf(parent, "split")
-        self._check_not_inlined("split")
+        self._check_not_inlined("split", parent)
         if (factor is None) == (nparts is None):
             raise self._err(f"split of axis {parent.var.name}: give exactly one of factor= and nparts=")
-        amount = convert(factor if factor is not None else nparts)
+        which = "factor" if factor is not None else "nparts"
+        raw = factor if factor is not None else nparts
+        try:
+            amount = convert(raw)
+        except TypeError:
+            amount = None
+        if amount is None or isinstance(raw, bool) or not dt.is_int(amount.dtype) or dt.lanes(amount.dtype) != 1:
+            raise self._err(f"split of axis {parent.var.name}: {which} must be a positive integer, got {raw!r}")
         if isinstance(amount, IntImm) and amount.value <= 0:
             raise self._err(f"split of axis {parent.var.name}: {'factor' if factor is not None else 'nparts'} "
                             f"must be positive, got {amount.value}")
@@ -115,7 +124,7 @@ class Stage:
         if not args:
             raise self._err("fuse needs at least one axis")
         ivs = [self._leaf(a, "fuse") for a in args]
-        self._check_not_inlined("fuse")
+        self._check_not_inlined("fuse", ivs[0])
         fused = ivs[0]
         for inner in ivs[1:]:
             pos_o, pos_i = self.leaf_iter_vars.index(fused), self.leaf_iter_vars.index(inner)
@@ -145,7 +154,7 @@ class Stage:
 
     def _annotate(self, iv: IterVar, kind: str) -> None:
         iv = self._leaf(iv, kind)
-        self._check_not_inlined(kind)
+        self._check_not_inlined(kind, iv)
         if iv in self.bindings:
             raise self._err(f"{kind}: axis {iv.var.name} is bound to {self.bindings[iv].thread_tag}")
         self.iter_var_attrs[iv] = kind
@@ -179,6 +188,8 @@ class Stage:
             raise self._err(f"compute_at: expected a stage (s[T]), got {parent!r}")
         if parent is self:
             raise self._err("compute_at: cannot attach a stage to itself")
+        if isinstance(self.op, PlaceholderOp):
+            raise self._err("compute_at: a placeholder is an input, it is not computed")
         parent._leaf(iv, f"compute_at({self.op.name})")
         if not self.schedule._consumes(parent, self):
             raise self._err(f"compute_at: stage {parent.op.name} does not consume {self.op.name}")

@@ -97,13 +97,14 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
     st = sch[tensor]
     body = st.op.body if isinstance(st.op, ComputeOp) else None
     if not isinstance(body, Reduce):
-        raise ScheduleError(f"rfactor: stage {st.op.name} is not a reduction")
+        raise ScheduleError(f"stage {st.op.name}: rfactor: the stage is not a reduction")
     st._leaf(axis, "rfactor")
     if axis.kind != REDUCE:
         raise ScheduleError(f"rfactor: axis {axis.var.name} of stage {st.op.name} is not a reduction axis")
     ndim = len(st.op.axis)
     if not 0 <= factor_axis <= ndim:
-        raise ScheduleError(f"rfactor: factor_axis {factor_axis} out of range for {ndim} dimensions")
+        raise ScheduleError(f"stage {st.op.name}: rfactor: factor_axis {factor_axis} out of range "
+                            f"[0, {ndim}]")
     from .lower.relations import leaf_ranges, root_values
     for rel in st.relations:
         if not isinstance(rel, Split) or rel.parent.kind != REDUCE:
@@ -124,9 +125,10 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
     leaf_map[axis.var] = fa.var + rng[axis].min
     for iv in st.op.reduce_axis:
         mapping[iv.var] = simplify(substitute(vals[iv], leaf_map))
-    cond = as_bool(substitute(body.condition, mapping))
-    for c in conds:
-        cond = cond & substitute(c, leaf_map)
+    cond = None  # tail guards first: the where= condition may read memory
+    for c in conds + [as_bool(substitute(body.condition, mapping))]:
+        c = substitute(c, leaf_map)
+        cond = c if cond is None else cond & c
     source = substitute(body.source, mapping)
     if new_rest:
         rf_body = Reduce(body.dtype, body.combiner, source, tuple(new_rest), simplify(cond), None)

@@ -114,12 +114,12 @@ def make_inputs(args, sizes=None, seed=0, low=None, high=None, inputs=None) -> l
     return out
 
 
-def run_check(mod, args, reference, *, sizes=None, scalars=(), seed=0, low=None, high=None, inputs=None,
+def run_check(mod, args, reference, *, sizes=None, seed=0, low=None, high=None, inputs=None,
               rtol=None, atol=None, wrap=None):
     """Run a built module on random inputs and compare its outputs with ``reference(*inputs)``.
 
     ``args`` is the argument list the module was built with; tensors computed by the schedule are
-    outputs.  ``scalars`` are passed after the arrays.  ``wrap`` (e.g. :func:`guarded_array`) may
+    outputs.  ``wrap`` (e.g. :func:`guarded_array`) may
     replace every array by an equal one placed elsewhere in memory.  Returns the outputs."""
     wrap = wrap or (lambda a: a)
     tensors = [a for a in args if isinstance(a, te.Tensor)]
@@ -146,7 +146,7 @@ def run_check(mod, args, reference, *, sizes=None, scalars=(), seed=0, low=None,
                 arr = wrap(np.full(concrete_shape(t, sizes), fill, dtype=t.dtype))
                 arrays.append(arr)
                 results.append(arr)
-        mod(*arrays, *scalars)
+        mod(*arrays)
         for t, arr, orig in zip([t for t in tensors if _is_input(t)], [a for a, t in zip(arrays, tensors)
                                                                         if _is_input(t)], ins):
             np.testing.assert_array_equal(arr, orig, err_msg=f"the kernel modified its input {t.name}")
@@ -170,11 +170,11 @@ def assert_close(got: np.ndarray, want: np.ndarray, dtype: str, rtol=None, atol=
         np.testing.assert_array_equal(got, want, err_msg=what)
 
 
-def check(s, args, reference, *, sizes=None, scalars=(), seed=0, low=None, high=None, inputs=None,
+def check(s, args, reference, *, sizes=None, seed=0, low=None, high=None, inputs=None,
           rtol=None, atol=None, name="kernel"):
     """Build ``s`` with ``args`` and compare with ``reference`` on random data (see module doc)."""
     mod = build(s, args, name=name)
-    return run_check(mod, args, reference, sizes=sizes, scalars=scalars, seed=seed, low=low, high=high,
+    return run_check(mod, args, reference, sizes=sizes, seed=seed, low=low, high=high,
                      inputs=inputs, rtol=rtol, atol=atol)
 
 

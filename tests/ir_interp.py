@@ -4,10 +4,12 @@
 interpreter instead of the LLVM backend.  That separates lowering bugs (wrong with both backends)
 from code generation bugs (wrong only with LLVM), and lets the tests run before the backend exists.
 
-Values are numpy arrays: 0-d for scalars, 1-d for vectors (``Ramp``/``Broadcast`` lanes).  A scalar ``Select`` evaluates only the branch
-it takes (TVM's ``if_then_else`` guards out-of-bounds loads this way).  Integer
-arithmetic wraps as in C, ``//`` and ``%`` floor, ``Div``/``Mod`` on integers truncate, and every
-allocation starts filled with NaN (or an integer sentinel) so that reads of unwritten memory show.
+Values are numpy arrays: 0-d for scalars, 1-d for vectors (``Ramp``/``Broadcast`` lanes).  A scalar
+``Select`` evaluates only the branch it takes (TVM's ``if_then_else`` guards out-of-bounds loads this
+way); ``&&`` and ``||`` evaluate both sides, as the LLVM backend does.  Every load and store is
+bounds-checked (:class:`OutOfBounds`).  Integer arithmetic wraps as in C, ``//`` and ``%`` floor,
+``Div``/``Mod`` on integers truncate, and every allocation starts filled with NaN (or an integer
+sentinel) so that reads of unwritten memory show.
 """
 from __future__ import annotations
 
@@ -149,19 +151,17 @@ class Interpreter:
 
 
 class Module:
-    """Callable like a built module: ``mod(*arrays, *scalars)`` writes the outputs in place."""
+    """Callable like a built module: ``mod(*arrays)`` writes the outputs in place (size vars bind from
+    the array shapes)."""
 
     def __init__(self, func: S.LoweredFunc):
         self.func = func
 
     def __call__(self, *args):
+        assert len(args) == len(self.func.buffers), "the interpreter takes one array per buffer"
         f = self.func
-        arrays, scalars = args[:len(f.buffers)], args[len(f.buffers):]
         it = Interpreter()
-        explicit = [v for v in f.size_vars if not any(v is x for b in f.buffers for x in b.shape)]
-        for v, val in zip(explicit, scalars):
-            it.env[v] = np.asarray(val).astype(np_dtype(v.dtype))
-        for buf, arr in zip(f.buffers, arrays):
+        for buf, arr in zip(f.buffers, args):
             for dim, n in zip(buf.shape, arr.shape):
                 if isinstance(dim, E.Var):
                     it.env[dim] = np.asarray(n).astype(np_dtype(dim.dtype))

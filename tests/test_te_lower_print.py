@@ -166,7 +166,8 @@ def test_reduction_init_before_update():
     R = te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="R")
     s = te.create_schedule(R.op)
     text = lower_text(s, [A, R])
-    assert re.search(r"R\[i\] = 0\.0f\n\s*for \(k, 6\) \{\n\s*R\[i\] = R\[i\] \+ A\[(k \+ i \* 6|i \* 6 \+ k)\]", text), text
+    pattern = r"R\[i\] = 0\.0f\n\s*for \(k, 6\) \{\n\s*R\[i\] = R\[i\] \+ A\[(k \+ i \* 6|i \* 6 \+ k)\]"
+    assert re.search(pattern, text), text
 
 
 @pytest.mark.parametrize("make, text", [

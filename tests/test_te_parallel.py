@@ -48,7 +48,7 @@ def test_cache_write_tile_inside_parallel_loop():
         run_check(mod, [A, B, C], lambda a, b: a.astype("float64") @ b, atol=1e-4, seed=seed)
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 17])
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 17])
 def test_parallel_symbolic_trip_count(size):
     n = te.var("n")
     A = te.placeholder((n, 5), name="A")

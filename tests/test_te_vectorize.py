@@ -177,3 +177,74 @@ def test_vectorize_int_floordiv_by_tensor():
     s = vec_inner(te.create_schedule(Q.op), Q, factor=8)
     check(s, [A, B, Q], lambda a, b: a // b + a % b * 100,
           inputs={"B": lambda r, sh, d: (r.integers(1, 9, sh) * r.choice([-1, 1], sh)).astype(d)})
+
+
+@pytest.mark.parametrize("dtype, lanes", [("float32", 3), ("float32", 13), ("float32", 64), ("float16", 13),
+                                          ("bool", 13), ("int8", 64), ("float64", 5)])
+def test_odd_and_wide_vector_widths(dtype, lanes):
+    A = te.placeholder((3, lanes), name="A", dtype=dtype)
+    if dtype == "bool":
+        C = te.compute((3, lanes), lambda i, j: ~A[i, j] | (j % 2 == 0), name="C")
+        ref = lambda a: ~a | (np.arange(lanes) % 2 == 0)  # noqa: E731
+    else:
+        C = te.compute((3, lanes), lambda i, j: A[i, j] * 2 + A[2 - i, lanes - 1 - j], name="C")
+
+        def ref(a):
+            with np.errstate(over="ignore"):
+                return a * a.dtype.type(2) + a[::-1, ::-1]
+    s = vec_inner(te.create_schedule(C.op), C)
+    assert "ramp(" in str(te.lower(s, [A, C]))
+    check(s, [A, C], ref, rtol=1e-2 if dtype == "float16" else None, atol=1e-2 if dtype == "float16" else None)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+def test_vector_floordiv_floormod_by_constants(dtype):
+    A = te.placeholder((2, 16), name="A", dtype=dtype)
+    outs = [te.compute((2, 16), (lambda c: lambda i, j: A[i, j] // c)(c), name=f"div{c}".replace("-", "m"))
+            for c in (3, 4, -3, -4)]
+    outs += [te.compute((2, 16), (lambda c: lambda i, j: A[i, j] % c)(c), name=f"mod{c}".replace("-", "m"))
+             for c in (3, 4, -3, -4)]
+    s = te.create_schedule([o.op for o in outs])
+    for o in outs:
+        vec_inner(s, o)
+    check(s, [A, *outs], lambda a: tuple([a // c for c in (3, 4, -3, -4)] + [a % c for c in (3, 4, -3, -4)]),
+          low=-120, high=120)
+
+
+@pytest.mark.parametrize("idx_dtype", ["int64", "uint8", "int8"])
+def test_gather_index_dtypes(idx_dtype):
+    """Indices of every integer type: uint8 indices above 127 must be zero-extended."""
+    A = te.placeholder((256,), name="A")
+    Idx = te.placeholder((16,), name="Idx", dtype=idx_dtype)
+    G = te.compute((16,), lambda i: A[Idx[i]], name="G")
+    S = te.compute((16,), lambda i: A[Idx[i]] + 1.0, name="S")
+    s = te.create_schedule([G.op, S.op])
+    vec_inner(s, G)
+    hi = 128 if idx_dtype == "int8" else 256
+    check(s, [A, Idx, G, S], lambda a, idx: (a[idx.astype(np.int64)], a[idx.astype(np.int64)] + 1),
+          inputs={"Idx": lambda r, sh, d: r.integers(hi // 2 if idx_dtype == "uint8" else 0, hi, sh).astype(d)})
+
+
+def test_vectorized_strided_store_after_split():
+    """A transposing store: the vector of stores has stride 9 (a scatter)."""
+    A = te.placeholder((9, 16), name="A")
+    T = te.compute((16, 9), lambda i, j: A[j, i], name="T")
+    U = te.compute((9, 16), lambda i, j: T[j, i] * 2.0, name="U")
+    s = te.create_schedule(U.op)
+    io, ii = s[T].split(T.op.axis[0], factor=8)
+    s[T].reorder(io, T.op.axis[1], ii)
+    s[T].vectorize(ii)  # T[(io*8 + ii), j]: stride 9 stores, unit-stride loads of A
+    check(s, [A, U], lambda a: a * 2)
+
+
+@pytest.mark.parametrize("src, dst", [("bool", "float32"), ("float32", "bool"), ("bool", "int32"),
+                                      ("int8", "bool")])
+def test_vector_bool_casts(src, dst):
+    A = te.placeholder((2, 16), name="A", dtype=src)
+    C = te.compute((2, 16), lambda i, j: A[i, j].astype(dst), name="C")
+    s = vec_inner(te.create_schedule(C.op), C)
+
+    def data(rng, shape, dtype):
+        return (rng.integers(-1, 2, shape)).astype(dtype)  # zeros are common
+
+    check(s, [A, C], lambda a: a.astype(dst), inputs={"A": data})

@@ -95,6 +95,10 @@ class Bounds:
                 alloc.append(dom.extent)
                 continue
             lo, hi = _fold(Min, lows[d]), _fold(Max, highs[d])
+            if collect(lo, TensorLoad) or collect(hi, TensorLoad):  # data-dependent: compute it all
+                region[iv] = dom
+                alloc.append(dom.extent)
+                continue
             ext_unclipped = simplify(hi - lo + 1)
             if not prove(lo >= dom.min, self.var_bounds):
                 lo = simplify(binary(Max, lo, dom.min))

@@ -6,7 +6,7 @@ flatten pass turns them into offsets.
 from __future__ import annotations
 
 from ..arith import simplify
-from ..expr import Expr, Reduce, TensorLoad, Var, BufferLoad, as_bool, const
+from ..expr import And, BufferLoad, Expr, IntImm, Reduce, TensorLoad, Var, as_bool, const
 from ..schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Stage
 from ..stmt import Allocate, Buffer, BufferStore, For, IfThenElse, Stmt, seq
 from ..tensor import REDUCE, ComputeOp, IterVar, PlaceholderOp
@@ -80,8 +80,8 @@ class NestBuilder:
         init = self.nest(st, init_leaves, BufferStore(buf, init_value, out_idx), init_conds, attach=False)
         update_value = body.combiner.combine(BufferLoad(buf.dtype, buf, out_idx), body.source)
         update: Stmt = BufferStore(buf, update_value, out_idx)
-        if not (isinstance(body.condition, type(const(1))) and body.condition.value == 1):
-            update = IfThenElse(as_bool(body.condition), update)
+        for c in reversed(_conjuncts(as_bool(body.condition))):  # nested: later ones may read memory
+            update = IfThenElse(c, update)
         update = self.nest(st, leaves[first:], update, inner_conds)
         return self.nest(st, leaves[:first], seq(init, update), outer_conds)
 
@@ -136,6 +136,14 @@ class NestBuilder:
                 return BufferLoad(ld.dtype, builder.buffers[st], idx)
 
         return Loads().visit(e)
+
+
+def _conjuncts(cond: Expr) -> list[Expr]:
+    if isinstance(cond, And):
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    if isinstance(cond, IntImm) and cond.value:
+        return []
+    return [cond]
 
 
 def _guard(body: Stmt, conds: list[Expr]) -> Stmt:
