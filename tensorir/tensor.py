@@ -169,9 +169,11 @@ def _shape(shape, what: str) -> tuple:
 
 def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Tensor:
     """An input tensor (``te.placeholder``).  Sizes may be ``te.var`` symbols."""
-    if isinstance(dtype, str) and isinstance(name, str) and dtype not in dt.SCALAR_DTYPES \
-            and name in dt.SCALAR_DTYPES:
-        name, dtype = dtype, name  # accept (shape, name, dtype) order as well
+    if isinstance(dtype, str) and dtype not in dt.SCALAR_DTYPES:  # accept (shape, name, dtype) order too
+        if name in dt.SCALAR_DTYPES:
+            name, dtype = dtype, name
+        elif name == "placeholder":
+            name, dtype = dtype, "float32"
     return PlaceholderOp(name, _shape(shape, f"placeholder {name}"), dt.check(dtype)).output(0)
 
 

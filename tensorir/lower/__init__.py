@@ -18,8 +18,12 @@ from .vectorize import vectorize_loops
 from .validate import validate_schedule
 
 
-def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mode: bool = False) -> LoweredFunc:
-    """``te.lower(s, [A, B, C])``: the loop IR of the schedule as a function of its arguments."""
+def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mode: bool = False,
+          expand: bool = True) -> LoweredFunc:
+    """``te.lower(s, [A, B, C])``: the loop IR of the schedule as a function of its arguments.
+
+    With ``expand=False`` vectorized and unrolled loops stay loops carrying their annotation (the
+    form the tuner's features read); ``codegen.build`` always expands them."""
     if not isinstance(s, Schedule):
         raise TypeError(f"lower: expected a schedule from te.create_schedule, got {type(s).__name__}")
     tensors, scalars = _split_args(s, args)
@@ -28,7 +32,7 @@ def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mo
     bodies = inlined_bodies(s)
     bounds = Bounds(s, bodies, size_vars)
     stmt = NestBuilder(s, bodies, bounds, arg_buffers).build()
-    for pass_ in PASSES:
+    for pass_ in PASSES if expand else PASSES[:2]:
         stmt = pass_(stmt)
     func = LoweredFunc(name, tuple(arg_buffers[s[t]] for t in tensors), tuple(size_vars), stmt)
     _check_free_vars(func)
