@@ -110,4 +110,6 @@ def _emit(s, ind: int, out: list[str]) -> None:
 def func_str(f) -> str:
     args = ", ".join(f"{b.name}: {b.dtype}[{', '.join(expr_str(x) for x in b.shape)}]" for b in f.buffers)
     sizes = "".join(f", {v.name}: {v.dtype}" for v in f.size_vars)
-    return f"def {f.name}({args}{sizes}) {{\n{stmt_str(f.body, 1)}\n}}"
+    head = dict(f.attrs).get("analysis")
+    text = f"def {f.name}({args}{sizes}) {{\n{stmt_str(f.body, 1)}\n}}"
+    return f"{head}\n{text}" if head else text

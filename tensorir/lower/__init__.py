@@ -19,11 +19,32 @@ from .validate import validate_schedule
 
 
 def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mode: bool = False,
-          expand: bool = True) -> LoweredFunc:
+          expand: bool = True, check: bool = True, show_analysis: bool = False) -> LoweredFunc:
     """``te.lower(s, [A, B, C])``: the loop IR of the schedule as a function of its arguments.
 
-    With ``expand=False`` vectorized and unrolled loops stay loops carrying their annotation (the
-    form the tuner's features read); ``codegen.build`` always expands them."""
+    Before anything else isl proves every access in bounds and every parallel or vectorized loop
+    free of carried dependences (``check=False`` skips that).  ``show_analysis=True`` makes the
+    printed function start with its domains and dependences in isl syntax.  With ``expand=False``
+    vectorized and unrolled loops stay loops carrying their annotation (the form the tuner's
+    features read); ``codegen.build`` always expands them."""
+    func = loop_nest(s, args, name)
+    attrs = dict(func.attrs)
+    if check or show_analysis:
+        from ..analysis import Analysis
+        analysis = Analysis(func)
+        if check:
+            analysis.verify()
+        if show_analysis:
+            attrs["analysis"] = str(analysis)
+    stmt = func.body
+    for pass_ in PASSES if expand else PASSES[:1]:
+        stmt = pass_(stmt)
+    return LoweredFunc(func.name, func.buffers, func.size_vars, stmt, tuple(attrs.items()))
+
+
+def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> LoweredFunc:
+    """The schedule as one simplified loop nest with multi-dimensional indices (before flattening):
+    the form the isl analyses read."""
     if not isinstance(s, Schedule):
         raise TypeError(f"lower: expected a schedule from te.create_schedule, got {type(s).__name__}")
     tensors, scalars = _split_args(s, args)
@@ -31,15 +52,15 @@ def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mo
     arg_buffers, size_vars = _arg_buffers(s, tensors, scalars)
     bodies = inlined_bodies(s)
     bounds = Bounds(s, bodies, size_vars)
-    stmt = NestBuilder(s, bodies, bounds, arg_buffers).build()
-    for pass_ in PASSES if expand else PASSES[:2]:
-        stmt = pass_(stmt)
-    func = LoweredFunc(name, tuple(arg_buffers[s[t]] for t in tensors), tuple(size_vars), stmt)
+    builder = NestBuilder(s, bodies, bounds, arg_buffers)
+    stmt = simplify(builder.build())
+    func = LoweredFunc(name, tuple(arg_buffers[s[t]] for t in tensors), tuple(size_vars), stmt,
+                       (("loop_stage", builder.loop_stage),))
     _check_free_vars(func)
     return func
 
 
-PASSES = (flatten, simplify, vectorize_loops, unroll_loops, simplify)
+PASSES = (flatten, vectorize_loops, unroll_loops, simplify)
 
 
 def _split_args(s: Schedule, args) -> tuple[list[Tensor], list[Var]]:

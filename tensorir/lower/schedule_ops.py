@@ -24,6 +24,7 @@ class NestBuilder:
         self.sch, self.bodies, self.bounds = sch, bodies, bounds
         self.buffers = dict(arg_buffers)
         self.arg_stages = set(arg_buffers)
+        self.loop_stage: dict[Var, str] = {}
         self.offsets: dict[Stage, list[Expr]] = {}
         self.attached: dict[tuple[int, int], list[Stage]] = {}
         for st in sch.stages:
@@ -109,6 +110,7 @@ class NestBuilder:
             tag = ""
             if iv in st.bindings:
                 kind, tag = "thread", st.bindings[iv].thread_tag
+            self.loop_stage[iv.var] = st.op.name
             body = For(iv.var, const(0, iv.var.dtype), r.extent, kind, body, ann, tag)
         return _guard(body, placed.get(-1, []))
 

@@ -1,0 +1,219 @@
+"""What isl proves about a lowered loop nest before any code is generated.
+
+* every read and write stays inside its buffer for all sizes (``OutOfBoundsError`` with a
+  counterexample otherwise);
+* no ``parallel`` loop carries a dependence and no ``vectorize`` makes lanes race
+  (``ScheduleError`` naming the stage, the axis and the dependence);
+* every element of an intermediate buffer is written before it is read, so a ``compute_at`` that
+  places a producer too late is refused.
+
+``analyze(s, args)`` returns the analysis; ``print`` shows domains, schedule, accesses and the
+read-after-write, write-after-read and write-after-write dependences in isl syntax.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import islpy as isl
+
+from .poly import PolyProgram, Statement, aff, buffer_name
+from .schedule import ScheduleError
+from .stmt import For, LoweredFunc, PARALLEL, VECTORIZED
+from .visitor import collect
+from .expr import Var
+
+
+class OutOfBoundsError(ScheduleError):
+    """A read or write that can leave its buffer; the message names the tensor, the index and a
+    point where it happens."""
+
+
+class Analysis:
+    def __init__(self, func: LoweredFunc):
+        self.func = func
+        self.program = PolyProgram(func.body, list(func.size_vars))
+        self.stage_of_loop = dict(dict(func.attrs).get("loop_stage", {}))
+        self.unverified: list = []  # accesses with an index isl cannot represent (data-dependent)
+
+    # -- the three checks --------------------------------------------------------------------------
+    def verify(self) -> None:
+        self.check_in_bounds()
+        self.check_loops()
+        self.check_reads_after_writes()
+
+    def check_in_bounds(self) -> None:
+        ctx = self.program.context()
+        boxes: dict = {}
+        for st in self.program.statements:
+            for a in st.accesses:
+                if a.opaque_dims:  # proven only in the dimensions isl can represent
+                    self.unverified.append((st, a))
+                key = (a.buffer, a.opaque_dims)
+                box = boxes.get(key)
+                if box is None:
+                    box = boxes[key] = self._box(a.buffer, a.opaque_dims)
+                if box is None:
+                    self.unverified.append((st, a))
+                    continue
+                bad = a.relation.intersect_params(ctx).subtract_range(box)
+                if not bad.is_empty():
+                    raise OutOfBoundsError(self._oob_message(st, a, bad))
+
+    def check_loops(self) -> None:
+        for loop in collect(self.func.body, For):
+            if loop.kind in (PARALLEL, VECTORIZED):
+                self._check_loop(loop)
+
+    def check_reads_after_writes(self) -> None:
+        args = set(self.func.buffers)
+        flow = self._flow(sink_write=False, source_write=True)
+        missing = flow.get_must_no_source()
+        if missing.is_empty():
+            return
+        maps = missing.get_map_list()
+        for m in (maps.get_at(k) for k in range(maps.n_map())):
+            name = m.get_tuple_name(isl.dim_type.out)
+            buf = next((a.buffer for st in self.program.statements for a in st.accesses
+                        if buffer_name(a.buffer) == name), None)
+            if buf is None or buf in args:
+                continue
+            st = self._statement(m.get_tuple_name(isl.dim_type.in_))
+            point = _describe(m.wrap().sample_point())
+            raise ScheduleError(
+                f"stage {st.store.buffer.name} reads {buf.name} before it is computed (at {point}): "
+                f"compute_at places stage {buf.name} after this read; attach it at an enclosing loop")
+
+    # -- dependences ---------------------------------------------------------------------------------
+    def dependences(self) -> dict[str, isl.UnionMap]:
+        raw = self._flow(sink_write=False, source_write=True).get_must_dependence()
+        war = self._flow(sink_write=True, source_write=False).get_may_dependence()
+        waw = self._flow(sink_write=True, source_write=True).get_must_dependence()
+        return {"read-after-write": raw, "write-after-read": war, "write-after-write": waw}
+
+    def _flow(self, sink_write: bool, source_write: bool):
+        p = self.program
+        sink, source = p.access_map(sink_write), p.access_map(source_write)
+        info = isl.UnionAccessInfo.from_sink(sink)
+        info = info.set_must_source(source) if source_write else info.set_may_source(source)
+        return info.set_schedule_map(_padded_schedule(p)).compute_flow()
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _box(self, buf, skip: tuple = ()) -> isl.Set | None:
+        """The buffer's index space; dimensions in ``skip`` are left unconstrained."""
+        dims, cons = [], []
+        for d, extent in enumerate(buf.shape):
+            a = aff(extent)
+            if a is None:
+                return None
+            dims.append(f"x{d}")
+            if d not in skip:
+                cons.append(f"0 <= x{d} < {a}")
+        body = " and ".join(cons) or "1 = 1"
+        return isl.Set(f"{self.program.prefix()}{{ {buffer_name(buf)}[{', '.join(dims)}] : {body} }}")
+
+    def _oob_message(self, st: Statement, a, bad: isl.Map) -> str:
+        pt = bad.wrap().sample_point()
+        names = [f.loop_var.name for f in st.loops]
+        n_in = len(names)
+        coords = [int(pt.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n_in + len(a.indices))]
+        params = [(v.name, int(pt.get_coordinate_val(isl.dim_type.param, k).to_python()))
+                  for k, v in enumerate(self.program.params + self.program._extra_params)]
+        where = ", ".join(f"{n} = {c}" for n, c in list(zip(names, coords)) + params) or "always"
+        idx = ", ".join(str(i) for i in a.indices)
+        elem = ", ".join(str(c) for c in coords[n_in:])
+        shape = ", ".join(str(x) for x in a.buffer.shape)
+        kind = "write" if a.is_write else "read"
+        return (f"stage {st.store.buffer.name}: out-of-bounds {kind} of tensor {a.buffer.name}: index "
+                f"{a.buffer.name}[{idx}] reaches {a.buffer.name}[{elem}] outside its shape [{shape}] "
+                f"(counterexample: {where})")
+
+    def _statement(self, name: str) -> Statement:
+        return next(s for s in self.program.statements if s.name == name)
+
+    def _check_loop(self, loop: For) -> None:
+        inside = [st for st in self.program.statements if any(f is loop for f in st.loops)]
+        stage = self.stage_of_loop.get(loop.loop_var, inside[0].store.buffer.name if inside else "?")
+        for w_st in inside:
+            for w in (a for a in w_st.accesses if a.is_write):
+                if any(f is loop for f in self.program.alloc_loops.get(w.buffer, ())):
+                    continue  # private to each iteration
+                for x_st in inside:
+                    for x in (a for a in x_st.accesses if a.buffer is w.buffer):
+                        pair = _carried(w_st, w, x_st, x, loop)
+                        if pair is None:
+                            continue
+                        if loop.kind == VECTORIZED and _invariant_store(w_st, loop):
+                            continue  # a reduction over the lanes: lowered as a scalar loop
+                        kind = "write-after-write" if x.is_write else "read-after-write"
+                        what = "parallelize" if loop.kind == PARALLEL else "vectorize"
+                        raise ScheduleError(
+                            f"stage {stage}: cannot {what} axis {loop.loop_var.name}: it carries a {kind} "
+                            f"dependence on {w.buffer.name} between {w.buffer.name}[{', '.join(map(str, w.indices))}] "
+                            f"and {x.buffer.name}[{', '.join(map(str, x.indices))}] ({pair})")
+
+
+def _invariant_store(st: Statement, loop: For) -> bool:
+    return loop.loop_var not in collect(st.store.indices, Var)
+
+
+def _carried(w_st: Statement, w, x_st: Statement, x, loop: For) -> str | None:
+    """Instances of the two accesses in different iterations of ``loop`` (same iterations of the
+    loops around it) that touch one element; a description of one, or None."""
+    rel = w.relation.apply_range(x.relation.reverse())
+    level = next(k for k, f in enumerate(w_st.loops) if f is loop)
+    a = [f"a{k}" for k in range(len(w_st.loops))]
+    b = [f"b{k}" for k in range(len(x_st.loops))]
+    cons = [f"a{k} = b{k}" for k in range(level)] + [f"a{level} != b{level}"]
+    same = isl.Map(f"{{ {w_st.name}[{', '.join(a)}] -> {x_st.name}[{', '.join(b)}] : {' and '.join(cons)} }}")
+    rel = rel.intersect(same.align_params(rel.get_space()))
+    if rel.is_empty():
+        return None
+    pt = rel.wrap().sample_point()
+    n = len(w_st.loops)
+    va = [int(pt.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)]
+    vb = [int(pt.get_coordinate_val(isl.dim_type.set, n + k).to_python()) for k in range(len(x_st.loops))]
+    it = lambda st, v: ", ".join(f"{f.loop_var.name}={c}" for f, c in zip(st.loops, v))  # noqa: E731
+    return f"e.g. iterations ({it(w_st, va)}) and ({it(x_st, vb)})"
+
+
+def _describe(pt) -> str:
+    return str(pt).strip("{} ")
+
+
+def _padded_schedule(p: PolyProgram) -> isl.UnionMap:
+    """Schedules of one common dimension (isl's flow analysis compares them lexicographically)."""
+    width = max((s.schedule.dim(isl.dim_type.out) for s in p.statements), default=0)
+    out = isl.UnionMap("{ }")
+    for s in p.statements:
+        m = s.schedule
+        extra = width - m.dim(isl.dim_type.out)
+        if extra:
+            m = m.add_dims(isl.dim_type.out, extra)
+            for k in range(width - extra, width):
+                m = m.fix_val(isl.dim_type.out, k, 0)
+        out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def analyze(s, args: Sequence, name: str = "default_function") -> Analysis:
+    """The isl analysis of a schedule (``print`` it to see domains and dependences)."""
+    from .lower import loop_nest
+    return Analysis(loop_nest(s, args, name))
+
+
+def format_analysis(a: Analysis) -> str:
+    lines = [f"// context: {a.program.context()}"]
+    for st in a.program.statements:
+        lines.append(f"// {st.name} ({st.store.buffer.name}): domain {st.domain}")
+        lines.append(f"//   schedule {st.schedule}")
+        for acc in st.accesses:
+            lines.append(f"//   {'write' if acc.is_write else 'read '} {acc.relation}")
+    for kind, dep in a.dependences().items():
+        lines.append(f"// {kind}: {dep}")
+    for st, acc in a.unverified:
+        idx = ", ".join(map(str, acc.indices))
+        lines.append(f"// unverified (index not affine): {st.name} {acc.buffer.name}[{idx}]")
+    return "\n".join(lines)
+
+
+Analysis.__str__ = format_analysis  # type: ignore[assignment]

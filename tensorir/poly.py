@@ -1,0 +1,292 @@
+"""isl idioms in one place: loop IR and expressions turned into isl sets and maps.
+
+A :class:`PolyProgram` views a loop nest (multi-dimensional indices, before flattening) as
+statements, one per ``BufferStore``: each has an iteration domain over its enclosing loops (size
+variables are parameters, ``>= 1``), a write and its reads as access relations, and a position in
+the loop order as a schedule map ``S[i, j] -> [c0, i, c1, j, c2]``.  Expressions isl cannot represent
+(products of variables, loads used as indices, float conditions) are over-approximated: a dropped
+constraint or an unconstrained index, never a wrong answer.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from . import dtype as dt
+from .expr import (Add, And, BufferLoad, Cast, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT, Max, Min, Mul,
+                   NE, Not, Or, Select, Sub, Var)
+from .stmt import Allocate, Buffer, BufferStore, For, IfThenElse, Stmt
+from .visitor import Visitor, collect
+
+_ctx = isl.DEFAULT_CONTEXT
+
+
+def isl_name(v: Var) -> str:
+    return re.sub(r"\W", "_", v.name) + f"_{v.uid}"
+
+
+def buffer_name(b: Buffer) -> str:
+    return re.sub(r"\W", "_", b.name) + f"_b{b.uid}"
+
+
+def aff(e: Expr) -> str | None:
+    """``e`` in isl's affine syntax, or None when isl cannot represent it."""
+    t = type(e)
+    if t is IntImm:
+        return str(e.value)
+    if isinstance(e, Var):
+        return isl_name(e) if dt.is_int(e.dtype) else None
+    if t is Cast and dt.is_int(e.dtype) and dt.is_int(e.value.dtype):
+        return aff(e.value)
+    if t in (Add, Sub):
+        a, b = aff(e.a), aff(e.b)
+        return None if a is None or b is None else f"({a} {'+' if t is Add else '-'} {b})"
+    if t is Mul:
+        if type(e.b) is IntImm:
+            a = aff(e.a)
+            return None if a is None else f"({e.b.value} * {a})"
+        if type(e.a) is IntImm:
+            b = aff(e.b)
+            return None if b is None else f"({e.a.value} * {b})"
+        return None
+    if t in (FloorDiv, FloorMod) and type(e.b) is IntImm and e.b.value > 0:
+        a = aff(e.a)
+        if a is None:
+            return None
+        return f"floor(({a}) / {e.b.value})" if t is FloorDiv else f"(({a}) mod {e.b.value})"
+    if t in (Min, Max):
+        a, b = aff(e.a), aff(e.b)
+        return None if a is None or b is None else f"{t.__name__.lower()}({a}, {b})"
+    return None
+
+
+_CMP = {LT: "<", LE: "<=", GT: ">", GE: ">=", EQ: "=", NE: "!="}
+_NEG = {LT: GE, LE: GT, GT: LE, GE: LT, EQ: NE, NE: EQ}
+
+
+def constraint(e: Expr, negate: bool = False) -> str | None:
+    """A boolean expression as an isl constraint string; None when not representable."""
+    t = type(e)
+    if t is IntImm:
+        return "1 = 1" if bool(e.value) != negate else "1 = 0"
+    if t is Not:
+        return constraint(e.a, not negate)
+    if t in (And, Or):
+        a, b = constraint(e.a, negate), constraint(e.b, negate)
+        conj = (t is And) != negate
+        if conj:  # dropping one side of a conjunction over-approximates
+            parts = [p for p in (a, b) if p is not None]
+            return " and ".join(f"({p})" for p in parts) if parts else None
+        return None if a is None or b is None else f"(({a}) or ({b}))"
+    if t in _CMP and dt.is_int(e.a.dtype) and dt.lanes(e.a.dtype) == 1:
+        a, b = aff(e.a), aff(e.b)
+        if a is None or b is None:
+            return None
+        op = _CMP[_NEG[t]] if negate else _CMP[t]
+        if op == "!=":
+            return f"(({a}) < ({b}) or ({a}) > ({b}))"
+        return f"{a} {op} {b}"
+    return None
+
+
+@dataclass
+class Access:
+    buffer: Buffer
+    indices: tuple
+    relation: isl.Map          # statement instance -> element, restricted to where it happens
+    is_write: bool
+    flow_relation: isl.Map     # the same, elements of a buffer allocated inside loops prefixed by
+                               # those loops' values (each iteration has a private copy)
+    opaque_dims: tuple = ()    # dimensions whose index isl cannot represent (data-dependent, ...)
+
+
+@dataclass
+class Statement:
+    name: str
+    store: BufferStore
+    loops: list                # For nodes, outermost first
+    domain: isl.Set
+    schedule: isl.Map
+    accesses: list = field(default_factory=list)
+
+
+class PolyProgram:
+    """Statements of a loop nest with their domains, accesses and schedule, as isl objects."""
+
+    def __init__(self, body: Stmt, params: list[Var]):
+        self.params = list(params)
+        self.statements: list[Statement] = []
+        self.alloc_loops: dict[Buffer, tuple] = {}
+        self._extra_params: list[Var] = []
+        _Builder(self).build(body)
+
+    # -- helpers for analyses ---------------------------------------------------------------------
+    def param_names(self) -> list[str]:
+        return [isl_name(v) for v in self.params + self._extra_params]
+
+    def prefix(self) -> str:
+        return "[" + ", ".join(self.param_names()) + "] -> "
+
+    def context(self) -> isl.Set:
+        """Size parameters are at least one."""
+        cons = " and ".join(f"{isl_name(v)} >= 1" for v in self.params) or "1 = 1"
+        return isl.Set(f"{self.prefix()}{{ : {cons} }}")
+
+    def union(self, pieces: list) -> isl.UnionMap:
+        out = None
+        for p in pieces:
+            u = isl.UnionMap.from_map(p) if isinstance(p, isl.Map) else p
+            out = u if out is None else out.union(u)
+        return out if out is not None else isl.UnionMap("{ }")
+
+    def domains(self) -> isl.UnionSet:
+        out = isl.UnionSet("{ }")
+        for s in self.statements:
+            out = out.union(isl.UnionSet.from_set(s.domain))
+        return out
+
+    def schedule(self) -> isl.UnionMap:
+        return self.union([s.schedule for s in self.statements])
+
+    def access_map(self, write: bool, private_copies: bool = True) -> isl.UnionMap:
+        maps = []
+        for s in self.statements:
+            for a in s.accesses:
+                if a.is_write == write:
+                    maps.append(a.flow_relation if private_copies else a.relation)
+        return self.union(maps)
+
+
+def _loop_name(f: For) -> str:
+    return isl_name(f.loop_var)
+
+
+class _Builder:
+    def __init__(self, prog: PolyProgram):
+        self.prog = prog
+        self.loops: list[For] = []
+        self.conds: list[str] = []
+        self.position: list[int] = [0]
+        self.allocs: dict = {}
+
+    def build(self, body: Stmt) -> None:
+        bound = {v for v in collect(body, For)}
+        known = set(self.prog.params)
+        loop_vars = {f.loop_var for f in bound}
+        for v in collect(body, Var):
+            if v not in known and v not in loop_vars and dt.is_int(v.dtype):
+                known.add(v)
+                self.prog._extra_params.append(v)
+        self.visit(body)
+
+    def visit(self, s: Stmt) -> None:
+        from .stmt import Seq, LetStmt, Attr
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.visit(x)
+                self.position[-1] += 1
+        elif isinstance(s, For):
+            self.loops.append(s)
+            lo, ext = aff(s.min), aff(s.extent)
+            v = isl_name(s.loop_var)
+            self.conds.append(f"{v} >= {lo}" if lo is not None else "1 = 1")
+            if lo is not None and ext is not None:
+                self.conds.append(f"{v} < {lo} + {ext}")
+            self.position.append(0)
+            self.visit(s.body)
+            self.position.pop()
+            self.conds.pop()
+            if lo is not None and ext is not None:
+                self.conds.pop()
+            self.loops.pop()
+        elif isinstance(s, IfThenElse):
+            c = constraint(s.condition)
+            self.conds.append(c or "1 = 1")
+            self.visit(s.then_case)
+            self.conds.pop()
+            if s.else_case is not None:
+                self.position[-1] += 1
+                c = constraint(s.condition, negate=True)
+                self.conds.append(c or "1 = 1")
+                self.visit(s.else_case)
+                self.conds.pop()
+        elif isinstance(s, Allocate):
+            self.allocs[s.buffer] = tuple(self.loops)
+            self.prog.alloc_loops[s.buffer] = tuple(self.loops)
+            self.visit(s.body)
+        elif isinstance(s, (LetStmt, Attr)):
+            self.visit(s.body)
+        elif isinstance(s, BufferStore):
+            self.statement(s)
+
+    def statement(self, s: BufferStore) -> None:
+        prog = self.prog
+        name = f"S{len(prog.statements)}"
+        dims = ", ".join(_loop_name(f) for f in self.loops)
+        cons = " and ".join(f"({c})" for c in self.conds) or "1 = 1"
+        domain = isl.Set(f"{prog.prefix()}{{ {name}[{dims}] : {cons} }}")
+        depth = len(self.loops)
+        sched_dims = []
+        for k in range(depth + 1):
+            sched_dims.append(str(self.position[k]))
+            if k < depth:
+                sched_dims.append(_loop_name(self.loops[k]))
+        sched = isl.Map(f"{prog.prefix()}{{ {name}[{dims}] -> [{', '.join(sched_dims)}] }}")
+        st = Statement(name, s, list(self.loops), domain, sched)
+        st.accesses.append(self.access(st, s.buffer, s.indices, [], True))
+        for load, guard in _loads_with_guards(s.value):
+            st.accesses.append(self.access(st, load.buffer, load.indices, guard, False))
+        for idx in s.indices:
+            for load, guard in _loads_with_guards(idx):
+                st.accesses.append(self.access(st, load.buffer, load.indices, guard, False))
+        prog.statements.append(st)
+
+    def access(self, st: Statement, buf: Buffer, indices: tuple, guard: list[str], write: bool) -> Access:
+        dims = ", ".join(_loop_name(f) for f in self.loops)
+        out = []
+        for d, i in enumerate(indices):
+            a = aff(i)
+            out.append(a if a is not None else f"free{d}")
+        guard = list(guard)
+        for d, o in enumerate(out):  # an index isl cannot represent is assumed inside the buffer
+            extent = aff(buf.shape[d]) if d < len(buf.shape) else None
+            if o == f"free{d}" and extent is not None:
+                guard.append(f"0 <= free{d} < {extent}")
+        cons = " and ".join(f"({c})" for c in guard) or "1 = 1"
+        head = f"{self.prog.prefix()}{{ {st.name}[{dims}] -> {buffer_name(buf)}"
+        rel = isl.Map(f"{head}[{', '.join(out)}] : {cons} }}").intersect_domain(st.domain)
+        scope = [_loop_name(f) for f in self.allocs.get(buf, ())]
+        flow = rel if not scope else \
+            isl.Map(f"{head}[{', '.join(scope + out)}] : {cons} }}").intersect_domain(st.domain)
+        opaque = tuple(d for d, o in enumerate(out) if o == f"free{d}")
+        return Access(buf, tuple(indices), rel, write, flow, opaque)
+
+
+def _loads_with_guards(e: Expr, guard: list[str] | None = None) -> list[tuple[BufferLoad, list[str]]]:
+    """Loads in ``e`` with the Select conditions under which they are evaluated."""
+    guard = guard or []
+    out: list = []
+    if isinstance(e, Select):
+        out += _loads_with_guards(e.cond, guard)
+        c, nc = constraint(e.cond), constraint(e.cond, negate=True)
+        out += _loads_with_guards(e.true_value, guard + ([c] if c else []))
+        out += _loads_with_guards(e.false_value, guard + ([nc] if nc else []))
+        return out
+    if isinstance(e, BufferLoad):
+        for i in e.indices:
+            out += _loads_with_guards(i, guard)
+        out.append((e, guard))
+        return out
+    if isinstance(e, Expr):
+        from dataclasses import fields
+        for f in fields(e):
+            v = getattr(e, f.name)
+            if isinstance(v, Expr):
+                out += _loads_with_guards(v, guard)
+            elif isinstance(v, tuple):
+                for x in v:
+                    if isinstance(x, Expr):
+                        out += _loads_with_guards(x, guard)
+    return out
