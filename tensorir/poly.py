@@ -290,3 +290,189 @@ def _loads_with_guards(e: Expr, guard: list[str] | None = None) -> list[tuple[Bu
                     if isinstance(x, Expr):
                         out += _loads_with_guards(x, guard)
     return out
+
+
+class LoopContext:
+    """The constraints that hold at a point of a loop nest (enclosing loops and conditions), to
+    ask whether a condition always or never holds there."""
+
+    def __init__(self, params: list[Var]):
+        self.params = list(params)
+        self.dims: list[str] = []
+        self.cons: list[str] = [f"{isl_name(v)} >= 1" for v in params]
+        self.extra: set[str] = set()
+
+    def _set(self, extra: str | None = None) -> isl.Set:
+        names = [isl_name(v) for v in self.params] + sorted(self.extra)
+        cons = self.cons + ([extra] if extra else [])
+        body = " and ".join(f"({c})" for c in cons) or "1 = 1"
+        return isl.Set(f"[{', '.join(names)}] -> {{ [{', '.join(self.dims)}] : {body} }}")
+
+    def _note(self, e: Expr) -> None:
+        for v in collect(e, Var):
+            name = isl_name(v)
+            if name not in self.dims and v not in self.params:
+                self.extra.add(name)
+
+    def push_loop(self, f: For) -> int:
+        self.dims.append(isl_name(f.loop_var))
+        lo, ext = aff(f.min), aff(f.extent)
+        added = 0
+        if lo is not None and ext is not None:
+            self._note(f.min), self._note(f.extent)
+            self.cons += [f"{isl_name(f.loop_var)} >= {lo}", f"{isl_name(f.loop_var)} < {lo} + {ext}"]
+            added = 2
+        return added
+
+    def pop_loop(self, added: int) -> None:
+        self.dims.pop()
+        del self.cons[len(self.cons) - added:]
+
+    def push_cond(self, cond: Expr, negate: bool = False) -> int:
+        c = constraint(cond, negate)
+        if c is None:
+            return 0
+        self._note(cond)
+        self.cons.append(c)
+        return 1
+
+    def pop_cond(self, added: int) -> None:
+        del self.cons[len(self.cons) - added:]
+
+    def decide(self, cond: Expr) -> bool | None:
+        """True when ``cond`` holds everywhere here, False when nowhere, None otherwise."""
+        c, nc = constraint(cond), constraint(cond, negate=True)
+        if c is None or nc is None:
+            return None
+        self._note(cond)
+        if self._set(nc).is_empty():
+            return True
+        if self._set(c).is_empty():
+            return False
+        return None
+
+
+# -- regions: what a set of reads needs, as exact bounds -----------------------------------------------
+def needed_region(ndim: int, reads: list, fixed: list, params: list[Var], domain: list) -> list | None:
+    """Exact per-dimension (min, max) Exprs of the elements that ``reads`` touch.
+
+    ``reads``: (indices, relaxed {Var: (lo, hi)}, conditions) triples; the relaxed Vars range over
+    their bounds, every other Var is fixed (a parameter).  ``fixed``: (Var, lo, hi) of the fixed
+    loop variables (their ranges make the answer simpler).  ``domain``: (lo, extent) per dimension,
+    the producer's domain, which the region never exceeds.  None when isl cannot represent it."""
+    names: dict[str, Var] = {isl_name(v): v for v in params}
+    for v, _, _ in fixed:
+        names[isl_name(v)] = v
+    pieces = []
+    for indices, relax, conds in reads:
+        ex = [isl_name(v) for v in relax]
+        cons = []
+        for v, (lo, hi) in relax.items():
+            a, b = aff(lo), aff(hi)
+            if a is None or b is None:
+                return None
+            cons.append(f"{a} <= {isl_name(v)} <= {b}")
+        for c in conds:
+            s = constraint(c)
+            if s is not None:
+                cons.append(s)
+        for d, i in enumerate(indices):
+            a = aff(i)
+            if a is None:
+                return None
+            cons.append(f"x{d} = {a}")
+        for e in [i for i in indices] + [x for r in relax.values() for x in r] + list(conds):
+            for v in collect(e, Var):
+                if v not in relax:
+                    names.setdefault(isl_name(v), v)
+        body = " and ".join(f"({c})" for c in cons) or "1 = 1"
+        pieces.append(f"exists ({', '.join(ex)} : {body})" if ex else body)
+    if not pieces:
+        return None
+    dom = []
+    for d, (lo, ext) in enumerate(domain):
+        a, b = aff(lo), aff(ext)
+        if a is None or b is None:
+            return None
+        dom.append(f"{a} <= x{d} < {a} + {b}")
+    ctx = [f"{isl_name(v)} >= 1" for v in params]
+    for v, lo, hi in fixed:
+        a, b = aff(lo), aff(hi)
+        if a is not None and b is not None:
+            ctx.append(f"{a} <= {isl_name(v)} <= {b}")
+    prefix = "[" + ", ".join(names) + "] -> "
+    dims = ", ".join(f"x{d}" for d in range(ndim))
+    union = " or ".join(f"({p})" for p in pieces)
+    region = isl.Set(f"{prefix}{{ [{dims}] : ({union}) and {' and '.join(dom) or '1 = 1'} }}")
+    context = isl.Set(f"{prefix}{{ : {' and '.join(ctx) or '1 = 1'} }}")
+    region = region.intersect_params(context)
+    out = []
+    for d in range(ndim):
+        lo = pw_to_expr(region.dim_min(d), names, context, "min")
+        hi = pw_to_expr(region.dim_max(d), names, context, "max")
+        if lo is None or hi is None:
+            return None
+        out.append((lo, hi))
+    return out
+
+
+def pw_to_expr(pa: isl.PwAff, names: dict, context: isl.Set, combine: str) -> Expr | None:
+    """A piecewise affine bound as an Expr: one piece, or the min/max of its pieces."""
+    from .expr import binary
+    pa = pa.gist_params(context) if hasattr(pa, "gist_params") else pa
+    pieces = pa.get_pieces()
+    exprs = [aff_to_expr(a, names) for _, a in pieces]
+    if not exprs or any(e is None for e in exprs):
+        return None
+    if len(exprs) == 1:
+        return exprs[0]
+    affs = [isl.PwAff.from_aff(a) for _, a in pieces]
+    where = pa.domain().intersect_params(context)
+    for how in (combine, "max" if combine == "min" else "min"):
+        cand = affs[0]
+        for a in affs[1:]:
+            cand = cand.min(a) if how == "min" else cand.max(a)
+        if pa.ne_set(cand).intersect(where).is_empty():
+            out = exprs[0]
+            for e in exprs[1:]:
+                out = binary(Min if how == "min" else Max, out, e)
+            return out
+    return None
+
+
+def aff_to_expr(a: isl.Aff, names: dict) -> Expr | None:
+    """An integer-valued isl affine expression (with floor divisions) as an Expr."""
+    from .arith import simplify
+    from .expr import const
+
+    def val(v) -> tuple[int, int]:
+        return v.get_num_si(), v.get_den_val().get_num_si()
+
+    def linear(x: isl.Aff) -> tuple[Expr, int] | None:
+        den = val(x.get_denominator_val())[0]
+        c_num, c_den = val(x.get_constant_val())
+        total = const(c_num * den // c_den)
+        for kind in (isl.dim_type.param, isl.dim_type.in_):
+            for k in range(x.dim(kind)):
+                n, d = val(x.get_coefficient_val(kind, k))
+                if n == 0:
+                    continue
+                name = x.get_dim_name(kind, k)
+                if name not in names:
+                    return None
+                total = total + names[name] * (n * den // d)
+        for k in range(x.dim(isl.dim_type.div)):
+            n, d = val(x.get_coefficient_val(isl.dim_type.div, k))
+            if n == 0:
+                continue
+            inner = linear(x.get_div(k))
+            if inner is None:
+                return None
+            e, dd = inner
+            total = total + (e // dd if dd != 1 else e) * (n * den // d)
+        return total, den
+
+    res = linear(a)
+    if res is None or res[1] != 1:
+        return None
+    return simplify(res[0])

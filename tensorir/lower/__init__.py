@@ -11,6 +11,7 @@ from ..tensor import PlaceholderOp, Tensor
 from ..visitor import collect, free_vars
 from .bounds import Bounds
 from .flatten import flatten
+from .guards import remove_redundant_guards
 from .inline import inlined_bodies
 from .schedule_ops import NestBuilder
 from .unroll import unroll_loops
@@ -53,7 +54,7 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
     bodies = inlined_bodies(s)
     bounds = Bounds(s, bodies, size_vars)
     builder = NestBuilder(s, bodies, bounds, arg_buffers)
-    stmt = simplify(builder.build())
+    stmt = remove_redundant_guards(simplify(builder.build()), size_vars)
     func = LoweredFunc(name, tuple(arg_buffers[s[t]] for t in tensors), tuple(size_vars), stmt,
                        (("loop_stage", builder.loop_stage),))
     _check_free_vars(func)

@@ -11,6 +11,7 @@ from ..expr import Expr, IntImm, Max, Min, TensorLoad, Var, binary
 from ..schedule import ROOT, SCOPE, Schedule, ScheduleError, Stage
 from ..tensor import ComputeOp, IterVar, Range
 from ..visitor import collect, substitute
+from ..poly import needed_region
 from .relations import leaf_ranges, root_values
 
 
@@ -30,7 +31,7 @@ class Bounds:
     """Regions (root ranges) and leaf ranges of every stage, plus constant hulls of loop vars."""
 
     def __init__(self, sch: Schedule, bodies: dict[Stage, Expr], size_vars: list[Var]):
-        self.sch, self.bodies = sch, bodies
+        self.sch, self.bodies, self.size_vars = sch, bodies, list(size_vars)
         self.var_bounds: dict = {v: (1, INF) for v in size_vars}
         self.root: dict[Stage, dict[IterVar, Range]] = {}
         self.leaf: dict[Stage, dict[IterVar, Range]] = {}
@@ -63,6 +64,7 @@ class Bounds:
         ndim = len(st.op.axis)
         lows: list[list[Expr | None]] = [[] for _ in range(ndim)]
         highs: list[list[Expr | None]] = [[] for _ in range(ndim)]
+        reads = []  # (indices, relaxed ranges, conditions) for the exact isl region
         for q in self.sch.stages:
             if q not in self.bodies or q not in self.root:
                 continue
@@ -79,13 +81,18 @@ class Bounds:
             for s, v in chain:
                 if (id(s), id(v)) not in fixed_set:
                     relax[v.var] = (IntImm(v.var.dtype, 0), simplify(self.leaf[s][v].extent - 1))
-            vals, _ = root_values(q, self.leaf[q], self.var_bounds)
+            vals, conds = root_values(q, self.leaf[q], self.var_bounds)
             mapping = {iv.var: vals[iv] for iv in q.all_iter_vars if iv in q.op.axis or iv in q.op.reduce_axis}
             for ld in loads:
-                for d, idx in enumerate(ld.indices):
-                    rng = _relaxed(simplify(substitute(idx, mapping)), relax)
+                indices = tuple(simplify(substitute(idx, mapping)) for idx in ld.indices)
+                reads.append((indices, relax, conds))
+                for d, idx in enumerate(indices):
+                    rng = _relaxed(idx, relax)
                     lows[d].append(rng[0] if rng else None)
                     highs[d].append(rng[1] if rng else None)
+        fixed_ranges = [(v.var, IntImm(v.var.dtype, 0), simplify(self.leaf[s][v].extent - 1)) for s, v in fixed]
+        exact = needed_region(ndim, reads, fixed_ranges, self.size_vars,
+                              [(iv.dom.min, iv.dom.extent) for iv in st.op.axis])
         region, alloc = {}, []
         for d, iv in enumerate(st.op.axis):
             dom = iv.dom
@@ -100,6 +107,9 @@ class Bounds:
                 alloc.append(dom.extent)
                 continue
             ext_unclipped = simplify(hi - lo + 1)
+            if exact is not None:  # isl's exact hull (tails and symbolic sizes included)
+                lo, hi = exact[d]
+            # clip to the domain (also where nothing is needed: the extent becomes zero)
             if not prove(lo >= dom.min, self.var_bounds):
                 lo = simplify(binary(Max, lo, dom.min))
             if not prove(hi <= dmax, self.var_bounds):

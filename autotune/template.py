@@ -1,0 +1,243 @@
+"""Templates and the dispatch context: which config a template runs with.
+
+``@autotune.template("name")`` registers a function ``f(*args) -> (schedule, tensors)`` that reads
+its knobs from :func:`get_config`.  Who decides the config:
+
+* a task collecting its space or instantiating a config (``Task.instantiate``) sets it directly;
+* a plain call ``f(*args)`` asks the innermost dispatch context: ``autotune.apply_history_best(log)``
+  answers with the best record for the workload and target; with no context, or no record, the
+  template gets its :class:`~autotune.space.FallbackConfig` and a warning naming the workload is
+  issued and counted in :func:`dispatch_stats` -- a fallback is never silent.
+
+The registry of templates and the context stack are the only global state of the autotuner.
+"""
+from __future__ import annotations
+
+import contextvars
+import functools
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .space import ConfigEntity, FallbackConfig
+
+_current_config: contextvars.ContextVar = contextvars.ContextVar("tiletune_config", default=None)
+
+
+@dataclass
+class TemplateInfo:
+    name: str
+    func: Callable
+    reference: Callable | None = None     # reference(*inputs) -> output array(s)
+    rtol: float = 1e-3
+    atol: float = 1e-3                    # relative to the largest |reference| value
+    module: str = ""
+    file: str = ""
+
+
+_TEMPLATES: dict[str, TemplateInfo] = {}
+
+
+def template(name: str, func: Callable | None = None, *, reference: Callable | None = None,
+             rtol: float = 1e-3, atol: float = 1e-3):
+    """Register a schedule template under ``name`` (decorator).
+
+    ``reference(*input_arrays)`` returns the expected output(s), used to check every candidate on
+    its first run; without it the check compares with the template's fallback config built in the
+    measuring process.  Tolerance: ``|out - ref| <= atol * max|ref| + rtol * |ref|``."""
+    def register(f: Callable):
+        try:
+            file = os.path.abspath(inspect.getfile(f))
+        except (TypeError, OSError):
+            file = ""
+        _TEMPLATES[name] = TemplateInfo(name, f, reference, rtol, atol, f.__module__, file)
+
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            if kwargs:
+                raise TypeError(f"template {name}: pass arguments positionally (they form the workload)")
+            if _current_config.get() is not None:
+                return f(*args)
+            cfg = DispatchContext.current().query(workload_of(name, args))
+            with using_config(cfg):
+                return f(*args)
+
+        wrapper.template_name = name
+        return wrapper
+
+    return register(func) if func is not None else register
+
+
+def lookup(name: str, module: str = "", file: str = "") -> TemplateInfo:
+    """The template registered as ``name``, importing ``module`` or loading ``file`` if needed."""
+    if name not in _TEMPLATES and module and module != "__main__":
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
+    if name not in _TEMPLATES and file and os.path.exists(file):
+        load_file(file)
+    if name not in _TEMPLATES:
+        known = ", ".join(sorted(_TEMPLATES)) or "none"
+        raise KeyError(f"no template named {name!r} is registered (known: {known}); import the module "
+                       "that defines it first")
+    return _TEMPLATES[name]
+
+
+def load_file(path: str):
+    """Import a Python file by path (its templates register themselves); returns the module."""
+    path = os.path.abspath(path)
+    modname = "tiletune_user_" + "".join(c if c.isalnum() else "_" for c in path)
+    if modname in sys.modules:
+        return sys.modules[modname]
+    spec = importlib.util.spec_from_file_location(modname, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[modname]
+        raise
+    return mod
+
+
+def get_config():
+    """The config of the template being instantiated (call inside a template)."""
+    cfg = _current_config.get()
+    if cfg is None:
+        raise RuntimeError("autotune.get_config() is only available inside a template function "
+                           "registered with @autotune.template")
+    return cfg
+
+
+class using_config:
+    """Context manager: templates instantiated inside see ``cfg`` from :func:`get_config`."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    def __enter__(self):
+        self._token = _current_config.set(self.cfg)
+        return self.cfg
+
+    def __exit__(self, *exc):
+        _current_config.reset(self._token)
+
+
+# -- workloads -----------------------------------------------------------------------------------------
+def canonical_arg(a):
+    """A template argument as a JSON value: numbers, strings, booleans, None, lists; a tensor becomes
+    ``["TENSOR", shape, dtype]``."""
+    if a is None or isinstance(a, (bool, str)):
+        return a
+    if isinstance(a, (int, np.integer)):
+        return int(a)
+    if isinstance(a, (float, np.floating)):
+        return float(a)
+    if isinstance(a, (tuple, list)):
+        return [canonical_arg(x) for x in a]
+    shape, dtype = getattr(a, "shape", None), getattr(a, "dtype", None)
+    if shape is not None and isinstance(dtype, str):
+        dims = [getattr(d, "value", d) for d in shape]
+        if all(isinstance(d, int) for d in dims):
+            return ["TENSOR", dims, dtype]
+    raise TypeError(f"template argument {a!r} ({type(a).__name__}) cannot be part of a workload: use "
+                    "numbers, strings, booleans, None, lists or tensors of constant shape")
+
+
+def workload_of(name: str, args) -> tuple:
+    """``(template name, canonical args)``, hashable: lists become tuples."""
+    return (name, _freeze(canonical_arg(list(args))))
+
+
+def _freeze(v):
+    return tuple(_freeze(x) for x in v) if isinstance(v, list) else v
+
+
+def thaw(v):
+    """A frozen workload part back to JSON lists."""
+    return [thaw(x) for x in v] if isinstance(v, tuple) else v
+
+
+def workload_str(workload) -> str:
+    name, args = workload
+    return f"{name}({', '.join(map(repr, thaw(args)))})"
+
+
+# -- dispatch --------------------------------------------------------------------------------------------
+@dataclass
+class _Stats:
+    queries: int = 0
+    hits: int = 0
+    fallbacks: int = 0
+    fallback_workloads: dict = field(default_factory=dict)
+
+
+_stats = _Stats()
+
+
+def dispatch_stats() -> dict:
+    """How template calls were served: ``queries``, ``hits`` (a tuned record), ``fallbacks`` and
+    ``fallback_workloads`` (``{workload string: count}``)."""
+    return {"queries": _stats.queries, "hits": _stats.hits, "fallbacks": _stats.fallbacks,
+            "fallback_workloads": dict(_stats.fallback_workloads)}
+
+
+def reset_dispatch_stats() -> None:
+    global _stats
+    _stats = _Stats()
+
+
+class DispatchContext:
+    """Answers "which config for this workload?"; contexts nest (``with ctx:``)."""
+    _stack: list["DispatchContext"] = []
+
+    @staticmethod
+    def current() -> "DispatchContext":
+        return DispatchContext._stack[-1] if DispatchContext._stack else _ROOT
+
+    def _query(self, workload) -> ConfigEntity | None:
+        return None
+
+    def query(self, workload):
+        _stats.queries += 1
+        cfg = self._query(workload)
+        if cfg is not None:
+            _stats.hits += 1
+            return cfg
+        key = workload_str(workload)
+        _stats.fallbacks += 1
+        _stats.fallback_workloads[key] = _stats.fallback_workloads.get(key, 0) + 1
+        warnings.warn(f"tiletune: no tuned config for workload {key} {self._where()}; using the fallback "
+                      "(default) config", FallbackWarning, stacklevel=4)
+        return FallbackConfig()
+
+    def _where(self) -> str:
+        return "(no apply_history_best context)"
+
+    def __enter__(self):
+        DispatchContext._stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        DispatchContext._stack.remove(self)
+
+
+class FallbackWarning(UserWarning):
+    """A template ran with its fallback config because no tuned record matched."""
+
+
+_ROOT = DispatchContext()
+
+__all__ = ["template", "get_config", "lookup", "load_file", "using_config", "TemplateInfo", "workload_of",
+           "workload_str", "canonical_arg", "thaw", "DispatchContext", "dispatch_stats", "reset_dispatch_stats",
+           "FallbackWarning"]
