@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from . import dtype as dt
 from .expr import (Add, BinaryOp, Broadcast, Cast, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT, Max,
-                   Min, Mul, NE, Not, Ramp, Select, Sub, Var, And, Or, binary, const, structural_key)
+                   Min, Mul, NE, Ramp, Select, Sub, Var, And, Or, binary, const, structural_key)
 from .visitor import Mutator
 
 INF = float("inf")
@@ -284,7 +284,7 @@ class Simplifier(Mutator):
             return e.true_value if e.cond.value else e.false_value
         return e
 
-    def visit_Not(self, e):
+    def visit_Not(self, e):  # noqa: N802
         e = super().generic_visit(e)
         if isinstance(e.a, IntImm):
             return const(not e.a.value)
@@ -386,7 +386,3 @@ def interval(e: Expr, relax: dict) -> tuple[Expr, Expr] | None:
 def _vars(e: Expr) -> list[Var]:
     from .visitor import collect
     return collect(e, Var)
-
-
-__all__ = ["linear", "from_linear", "const_bounds", "prove", "simplify", "interval", "Simplifier",
-           "Not", "GT", "GE", "Or", "And", "LE", "LT", "Cast"]

@@ -18,7 +18,7 @@ from . import dtype as dt
 from .expr import (Add, And, BufferLoad, Cast, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT, Max, Min, Mul,
                    NE, Not, Or, Select, Sub, Var)
 from .stmt import Allocate, Buffer, BufferStore, For, IfThenElse, Stmt
-from .visitor import Visitor, collect
+from .visitor import collect
 
 _ctx = isl.DEFAULT_CONTEXT
 

@@ -6,7 +6,7 @@ from typing import Sequence
 
 from . import dtype as dt
 from .expr import Expr, IntImm, Var, convert
-from .tensor import DATA_PAR, REDUCE, THREAD, ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor
+from .tensor import DATA_PAR, REDUCE, THREAD, IterVar, Operation, PlaceholderOp, Range, Tensor
 
 
 class ScheduleError(ValueError):

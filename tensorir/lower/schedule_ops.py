@@ -9,7 +9,7 @@ from ..arith import simplify
 from ..expr import And, BufferLoad, Expr, IntImm, Reduce, TensorLoad, Var, as_bool, const
 from ..schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Stage
 from ..stmt import Allocate, Buffer, BufferStore, For, IfThenElse, Stmt, seq
-from ..tensor import REDUCE, ComputeOp, IterVar, PlaceholderOp
+from ..tensor import ComputeOp, IterVar, PlaceholderOp
 from ..visitor import Mutator, collect, substitute
 from .bounds import Bounds
 from .relations import derived_from, root_values
@@ -155,6 +155,3 @@ def _guard(body: Stmt, conds: list[Expr]) -> Stmt:
     for c in conds[1:]:
         cond = cond & c
     return IfThenElse(cond, body)
-
-
-__all__ = ["NestBuilder", "REDUCE"]

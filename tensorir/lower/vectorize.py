@@ -11,9 +11,8 @@ from dataclasses import replace
 
 from .. import dtype as dt
 from ..arith import Simplifier
-from ..expr import (BinaryOp, Broadcast, BufferLoad, Call, Cast, Expr, IntImm, Let, Not, Ramp, Select, Var,
-                    binary)
-from ..stmt import BufferStore, Evaluate, For, IfThenElse, SERIAL, Seq, VECTORIZED
+from ..expr import BinaryOp, Broadcast, BufferLoad, Call, Cast, Expr, IntImm, Let, Not, Ramp, Select, Var
+from ..stmt import BufferStore, For, IfThenElse, SERIAL, VECTORIZED
 from ..visitor import Mutator, collect
 
 MAX_LANES = 64
@@ -119,6 +118,3 @@ class VectorizeLoops(Mutator):
 
 def vectorize_loops(stmt):
     return VectorizeLoops().visit(stmt)
-
-
-__all__ = ["vectorize_loops", "Evaluate", "Seq"]
