@@ -21,6 +21,7 @@ from .schedule import ScheduleError
 from .stmt import For, LoweredFunc, PARALLEL, VECTORIZED
 from .visitor import collect
 from .expr import Var
+from .printer import display_names, expr_text
 
 
 class OutOfBoundsError(ScheduleError):
@@ -33,7 +34,9 @@ class Analysis:
         self.func = func
         self.program = PolyProgram(func.body, list(func.size_vars))
         self.stage_of_loop = dict(dict(func.attrs).get("loop_stage", {}))
-        self.unverified: list = []  # accesses with an index isl cannot represent (data-dependent)
+        self.names = display_names(func.body)
+        # accesses with an index isl cannot represent (data-dependent): proven in the other dimensions
+        self.unverified = [(st, a) for st in self.program.statements for a in st.accesses if a.opaque_dims]
 
     # -- the three checks --------------------------------------------------------------------------
     def verify(self) -> None:
@@ -46,14 +49,11 @@ class Analysis:
         boxes: dict = {}
         for st in self.program.statements:
             for a in st.accesses:
-                if a.opaque_dims:  # proven only in the dimensions isl can represent
-                    self.unverified.append((st, a))
                 key = (a.buffer, a.opaque_dims)
                 box = boxes.get(key)
                 if box is None:
                     box = boxes[key] = self._box(a.buffer, a.opaque_dims)
-                if box is None:
-                    self.unverified.append((st, a))
+                if box is None:  # a shape isl cannot represent
                     continue
                 bad = a.relation.intersect_params(ctx).subtract_range(box)
                 if not bad.is_empty():
@@ -80,7 +80,7 @@ class Analysis:
             st = self._statement(m.get_tuple_name(isl.dim_type.in_))
             point = _describe(m.wrap().sample_point())
             raise ScheduleError(
-                f"stage {st.store.buffer.name} reads {buf.name} before it is computed (at {point}): "
+                f"stage {st.stage} reads {buf.name} before it is computed (at {point}): "
                 f"compute_at places stage {buf.name} after this read; attach it at an enclosing loop")
 
     # -- dependences ---------------------------------------------------------------------------------
@@ -113,17 +113,17 @@ class Analysis:
 
     def _oob_message(self, st: Statement, a, bad: isl.Map) -> str:
         pt = bad.wrap().sample_point()
-        names = [f.loop_var.name for f in st.loops]
+        names = [self.names.get(f.loop_var, f.loop_var.name) for f in st.loops]
         n_in = len(names)
         coords = [int(pt.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n_in + len(a.indices))]
         params = [(v.name, int(pt.get_coordinate_val(isl.dim_type.param, k).to_python()))
                   for k, v in enumerate(self.program.params + self.program._extra_params)]
         where = ", ".join(f"{n} = {c}" for n, c in list(zip(names, coords)) + params) or "always"
-        idx = ", ".join(str(i) for i in a.indices)
+        idx = ", ".join(expr_text(i, self.names) for i in a.indices)
         elem = ", ".join(str(c) for c in coords[n_in:])
-        shape = ", ".join(str(x) for x in a.buffer.shape)
+        shape = ", ".join(expr_text(x) for x in a.buffer.shape)
         kind = "write" if a.is_write else "read"
-        return (f"stage {st.store.buffer.name}: out-of-bounds {kind} of tensor {a.buffer.name}: index "
+        return (f"stage {st.stage}: out-of-bounds {kind} of tensor {a.buffer.name}: index "
                 f"{a.buffer.name}[{idx}] reaches {a.buffer.name}[{elem}] outside its shape [{shape}] "
                 f"(counterexample: {where})")
 
@@ -132,48 +132,57 @@ class Analysis:
 
     def _check_loop(self, loop: For) -> None:
         inside = [st for st in self.program.statements if any(f is loop for f in st.loops)]
-        stage = self.stage_of_loop.get(loop.loop_var, inside[0].store.buffer.name if inside else "?")
+        stage = self.stage_of_loop.get(loop.loop_var, inside[0].stage if inside else "?")
         for w_st in inside:
             for w in (a for a in w_st.accesses if a.is_write):
                 if any(f is loop for f in self.program.alloc_loops.get(w.buffer, ())):
                     continue  # private to each iteration
                 for x_st in inside:
                     for x in (a for a in x_st.accesses if a.buffer is w.buffer):
-                        pair = _carried(w_st, w, x_st, x, loop)
-                        if pair is None:
+                        found = _carried(w_st, w, x_st, x, loop, self.names)
+                        if found is None:
                             continue
                         if loop.kind == VECTORIZED and _invariant_store(w_st, loop):
                             continue  # a reduction over the lanes: lowered as a scalar loop
-                        kind = "write-after-write" if x.is_write else "read-after-write"
+                        write_first, example = found
+                        kind = "write-after-write" if x.is_write else \
+                            "read-after-write" if write_first else "write-after-read"
                         what = "parallelize" if loop.kind == PARALLEL else "vectorize"
+                        w_idx = ", ".join(expr_text(i, self.names) for i in w.indices)
+                        x_idx = ", ".join(expr_text(i, self.names) for i in x.indices)
                         raise ScheduleError(
                             f"stage {stage}: cannot {what} axis {loop.loop_var.name}: it carries a {kind} "
-                            f"dependence on {w.buffer.name} between {w.buffer.name}[{', '.join(map(str, w.indices))}] "
-                            f"and {x.buffer.name}[{', '.join(map(str, x.indices))}] ({pair})")
+                            f"dependence on {w.buffer.name} between {w.buffer.name}[{w_idx}] and "
+                            f"{x.buffer.name}[{x_idx}] ({example})")
 
 
 def _invariant_store(st: Statement, loop: For) -> bool:
-    return loop.loop_var not in collect(st.store.indices, Var)
+    return st.store is not None and loop.loop_var not in collect(st.store.indices, Var)
 
 
-def _carried(w_st: Statement, w, x_st: Statement, x, loop: For) -> str | None:
+def _carried(w_st: Statement, w, x_st: Statement, x, loop: For, names: dict) -> tuple[bool, str] | None:
     """Instances of the two accesses in different iterations of ``loop`` (same iterations of the
-    loops around it) that touch one element; a description of one, or None."""
+    loops around it) that touch one element: (whether the write's iteration comes first, an
+    example), or None."""
     rel = w.relation.apply_range(x.relation.reverse())
     level = next(k for k, f in enumerate(w_st.loops) if f is loop)
     a = [f"a{k}" for k in range(len(w_st.loops))]
     b = [f"b{k}" for k in range(len(x_st.loops))]
-    cons = [f"a{k} = b{k}" for k in range(level)] + [f"a{level} != b{level}"]
-    same = isl.Map(f"{{ {w_st.name}[{', '.join(a)}] -> {x_st.name}[{', '.join(b)}] : {' and '.join(cons)} }}")
-    rel = rel.intersect(same.align_params(rel.get_space()))
-    if rel.is_empty():
-        return None
-    pt = rel.wrap().sample_point()
-    n = len(w_st.loops)
-    va = [int(pt.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)]
-    vb = [int(pt.get_coordinate_val(isl.dim_type.set, n + k).to_python()) for k in range(len(x_st.loops))]
-    it = lambda st, v: ", ".join(f"{f.loop_var.name}={c}" for f, c in zip(st.loops, v))  # noqa: E731
-    return f"e.g. iterations ({it(w_st, va)}) and ({it(x_st, vb)})"
+    same = [f"a{k} = b{k}" for k in range(level)]
+    for order in (f"a{level} < b{level}", f"a{level} > b{level}"):
+        cons = " and ".join(same + [order])
+        m = isl.Map(f"{{ {w_st.name}[{', '.join(a)}] -> {x_st.name}[{', '.join(b)}] : {cons} }}")
+        hit = rel.intersect(m.align_params(rel.get_space()))
+        if hit.is_empty():
+            continue
+        pt = hit.wrap().sample_point()
+        n = len(w_st.loops)
+        va = [int(pt.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)]
+        vb = [int(pt.get_coordinate_val(isl.dim_type.set, n + k).to_python()) for k in range(len(x_st.loops))]
+        it = lambda st, v: ", ".join(f"{names.get(f.loop_var, f.loop_var.name)}={c}"  # noqa: E731
+                                     for f, c in zip(st.loops, v))
+        return order.startswith(f"a{level} <"), f"e.g. iterations ({it(w_st, va)}) and ({it(x_st, vb)})"
+    return None
 
 
 def _describe(pt) -> str:
@@ -204,14 +213,14 @@ def analyze(s, args: Sequence, name: str = "default_function") -> Analysis:
 def format_analysis(a: Analysis) -> str:
     lines = [f"// context: {a.program.context()}"]
     for st in a.program.statements:
-        lines.append(f"// {st.name} ({st.store.buffer.name}): domain {st.domain}")
+        lines.append(f"// {st.name} ({st.stage}): domain {st.domain}")
         lines.append(f"//   schedule {st.schedule}")
         for acc in st.accesses:
             lines.append(f"//   {'write' if acc.is_write else 'read '} {acc.relation}")
     for kind, dep in a.dependences().items():
         lines.append(f"// {kind}: {dep}")
     for st, acc in a.unverified:
-        idx = ", ".join(map(str, acc.indices))
+        idx = ", ".join(expr_text(i, a.names) for i in acc.indices)
         lines.append(f"// unverified (index not affine): {st.name} {acc.buffer.name}[{idx}]")
     return "\n".join(lines)
 

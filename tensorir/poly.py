@@ -104,8 +104,10 @@ class Access:
 
 @dataclass
 class Statement:
+    """A store (or, with ``store`` None, the evaluation of a condition that reads memory)."""
     name: str
-    store: BufferStore
+    store: BufferStore | None
+    stage: str                 # the stage whose code this is (the buffer it writes)
     loops: list                # For nodes, outermost first
     domain: isl.Set
     schedule: isl.Map
@@ -202,6 +204,9 @@ class _Builder:
                 self.conds.pop()
             self.loops.pop()
         elif isinstance(s, IfThenElse):
+            if collect(s.condition, BufferLoad):
+                stores = collect(s.then_case, BufferStore)
+                self.statement(None, s.condition, stores[0].buffer.name if stores else "?")
             c = constraint(s.condition)
             self.conds.append(c or "1 = 1")
             self.visit(s.then_case)
@@ -219,9 +224,10 @@ class _Builder:
         elif isinstance(s, (LetStmt, Attr)):
             self.visit(s.body)
         elif isinstance(s, BufferStore):
-            self.statement(s)
+            self.statement(s, None, s.buffer.name)
 
-    def statement(self, s: BufferStore) -> None:
+    def statement(self, s: BufferStore | None, cond: Expr | None, stage: str) -> None:
+        """A statement for a store, or for a condition's loads (``s`` None)."""
         prog = self.prog
         name = f"S{len(prog.statements)}"
         dims = ", ".join(_loop_name(f) for f in self.loops)
@@ -234,13 +240,12 @@ class _Builder:
             if k < depth:
                 sched_dims.append(_loop_name(self.loops[k]))
         sched = isl.Map(f"{prog.prefix()}{{ {name}[{dims}] -> [{', '.join(sched_dims)}] }}")
-        st = Statement(name, s, list(self.loops), domain, sched)
-        st.accesses.append(self.access(st, s.buffer, s.indices, [], True))
-        for load, guard in _loads_with_guards(s.value):
-            st.accesses.append(self.access(st, load.buffer, load.indices, guard, False))
-        for idx in s.indices:
-            for load, guard in _loads_with_guards(idx):
-                st.accesses.append(self.access(st, load.buffer, load.indices, guard, False))
+        st = Statement(name, s, stage, list(self.loops), domain, sched)
+        if s is not None:
+            st.accesses.append(self.access(st, s.buffer, s.indices, [], True))
+        for e in (s.value,) + tuple(s.indices) if s is not None else (cond,):
+            for load, conds in loads_with_conditions(e):
+                st.accesses.append(self.access(st, load.buffer, load.indices, _guards(conds), False))
         prog.statements.append(st)
 
     def access(self, st: Statement, buf: Buffer, indices: tuple, guard: list[str], write: bool) -> Access:
@@ -264,32 +269,32 @@ class _Builder:
         return Access(buf, tuple(indices), rel, write, flow, opaque)
 
 
-def _loads_with_guards(e: Expr, guard: list[str] | None = None) -> list[tuple[BufferLoad, list[str]]]:
-    """Loads in ``e`` with the Select conditions under which they are evaluated."""
-    guard = guard or []
+def loads_with_conditions(e: Expr, kind=BufferLoad, conds: tuple = ()) -> list[tuple[Expr, tuple]]:
+    """Loads (of class ``kind``) in ``e`` with the Select conditions under which they run (an
+    ``if_then_else`` arm reads memory only where its condition holds)."""
     out: list = []
     if isinstance(e, Select):
-        out += _loads_with_guards(e.cond, guard)
-        c, nc = constraint(e.cond), constraint(e.cond, negate=True)
-        out += _loads_with_guards(e.true_value, guard + ([c] if c else []))
-        out += _loads_with_guards(e.false_value, guard + ([nc] if nc else []))
+        out += loads_with_conditions(e.cond, kind, conds)
+        out += loads_with_conditions(e.true_value, kind, conds + (e.cond,))
+        out += loads_with_conditions(e.false_value, kind, conds + (Not("bool", e.cond),))
         return out
-    if isinstance(e, BufferLoad):
+    if isinstance(e, kind):
         for i in e.indices:
-            out += _loads_with_guards(i, guard)
-        out.append((e, guard))
+            out += loads_with_conditions(i, kind, conds)
+        out.append((e, conds))
         return out
     if isinstance(e, Expr):
         from dataclasses import fields
         for f in fields(e):
             v = getattr(e, f.name)
-            if isinstance(v, Expr):
-                out += _loads_with_guards(v, guard)
-            elif isinstance(v, tuple):
-                for x in v:
-                    if isinstance(x, Expr):
-                        out += _loads_with_guards(x, guard)
+            for x in (v if isinstance(v, tuple) else (v,)):
+                if isinstance(x, Expr):
+                    out += loads_with_conditions(x, kind, conds)
     return out
+
+
+def _guards(conds: tuple) -> list[str]:
+    return [c for c in (constraint(x) for x in conds) if c is not None]
 
 
 class LoopContext:
@@ -353,48 +358,52 @@ class LoopContext:
 
 
 # -- regions: what a set of reads needs, as exact bounds -----------------------------------------------
-def needed_region(ndim: int, reads: list, fixed: list, params: list[Var], domain: list) -> list | None:
-    """Exact per-dimension (min, max) Exprs of the elements that ``reads`` touch.
+@dataclass
+class Region:
+    """What a set of reads needs of a producer, per dimension."""
+    bounds: list          # exact (min, max) Exprs, or None where isl's answer has no Expr form
+    alloc: list           # the largest extent over all values of the fixed loops (int or None)
+    outside: tuple | None  # (read index, {Var or "x<d>": value}): a read leaving the domain there
+
+
+def needed_region(ndim: int, reads: list, fixed: list, params: list[Var], domain: list) -> Region | None:
+    """The elements that ``reads`` touch, clipped to ``domain``; None when isl cannot represent it.
 
     ``reads``: (indices, relaxed {Var: (lo, hi)}, conditions) triples; the relaxed Vars range over
     their bounds, every other Var is fixed (a parameter).  ``fixed``: (Var, lo, hi) of the fixed
-    loop variables (their ranges make the answer simpler).  ``domain``: (lo, extent) per dimension,
-    the producer's domain, which the region never exceeds.  None when isl cannot represent it."""
+    loop variables.  ``domain``: (lo, extent) per dimension of the producer."""
     names: dict[str, Var] = {isl_name(v): v for v in params}
     for v, _, _ in fixed:
         names[isl_name(v)] = v
     pieces = []
     for indices, relax, conds in reads:
-        ex = [isl_name(v) for v in relax]
         cons = []
         for v, (lo, hi) in relax.items():
             a, b = aff(lo), aff(hi)
             if a is None or b is None:
                 return None
             cons.append(f"{a} <= {isl_name(v)} <= {b}")
-        for c in conds:
-            s = constraint(c)
-            if s is not None:
-                cons.append(s)
+        cons += [c for c in (constraint(x) for x in conds) if c is not None]
         for d, i in enumerate(indices):
             a = aff(i)
             if a is None:
                 return None
             cons.append(f"x{d} = {a}")
-        for e in [i for i in indices] + [x for r in relax.values() for x in r] + list(conds):
+        for e in list(indices) + [x for r in relax.values() for x in r] + list(conds):
             for v in collect(e, Var):
-                if v not in relax:
+                if v not in relax and dt.is_int(v.dtype):
                     names.setdefault(isl_name(v), v)
         body = " and ".join(f"({c})" for c in cons) or "1 = 1"
+        ex = [isl_name(v) for v in relax]
         pieces.append(f"exists ({', '.join(ex)} : {body})" if ex else body)
-    if not pieces:
-        return None
     dom = []
     for d, (lo, ext) in enumerate(domain):
         a, b = aff(lo), aff(ext)
         if a is None or b is None:
             return None
         dom.append(f"{a} <= x{d} < {a} + {b}")
+    if not pieces:
+        return None
     ctx = [f"{isl_name(v)} >= 1" for v in params]
     for v, lo, hi in fixed:
         a, b = aff(lo), aff(hi)
@@ -402,18 +411,32 @@ def needed_region(ndim: int, reads: list, fixed: list, params: list[Var], domain
             ctx.append(f"{a} <= {isl_name(v)} <= {b}")
     prefix = "[" + ", ".join(names) + "] -> "
     dims = ", ".join(f"x{d}" for d in range(ndim))
-    union = " or ".join(f"({p})" for p in pieces)
-    region = isl.Set(f"{prefix}{{ [{dims}] : ({union}) and {' and '.join(dom) or '1 = 1'} }}")
     context = isl.Set(f"{prefix}{{ : {' and '.join(ctx) or '1 = 1'} }}")
-    region = region.intersect_params(context)
-    out = []
+    box = isl.Set(f"{prefix}{{ [{dims}] : {' and '.join(dom) or '1 = 1'} }}")
+    needed, outside = None, None
+    for k, p in enumerate(pieces):
+        part = isl.Set(f"{prefix}{{ [{dims}] : {p} }}").intersect_params(context)
+        needed = part if needed is None else needed.union(part)
+        bad = part.subtract(box)
+        if outside is None and not bad.is_empty():
+            pt = bad.sample_point()
+            values = {v: _coord(pt, isl.dim_type.param, j) for j, v in enumerate(names.values())}
+            values.update({f"x{d}": _coord(pt, isl.dim_type.set, d) for d in range(ndim)})
+            outside = (k, values)
+    region = needed.intersect(box)
+    bounds, alloc = [], []
+    one = isl.Val.one(region.get_ctx())
     for d in range(ndim):
-        lo = pw_to_expr(region.dim_min(d), names, context, "min")
-        hi = pw_to_expr(region.dim_max(d), names, context, "max")
-        if lo is None or hi is None:
-            return None
-        out.append((lo, hi))
-    return out
+        lo, hi = region.dim_min(d), region.dim_max(d)
+        e_lo, e_hi = pw_to_expr(lo, names, context, "min"), pw_to_expr(hi, names, context, "max")
+        bounds.append(None if e_lo is None or e_hi is None else (e_lo, e_hi))
+        width = hi.sub(lo).add_constant_val(one).max_val()
+        alloc.append(int(width.to_python()) if width.is_int() else None)
+    return Region(bounds, alloc, outside)
+
+
+def _coord(pt, kind, k: int) -> int:
+    return int(pt.get_coordinate_val(kind, k).to_python())
 
 
 def pw_to_expr(pa: isl.PwAff, names: dict, context: isl.Set, combine: str) -> Expr | None:

@@ -1,9 +1,15 @@
 """Readable text for expressions and loop IR (C-like, one statement per line)."""
 from __future__ import annotations
 
+import contextvars
+
 from . import expr as E
 from . import stmt as S
 from . import dtype as dt
+
+# display names of the loop variables of the statement being printed (distinct Vars that share a
+# name, such as a producer's `i` inside its consumer's `i`, print as `i` and `i_1`)
+_names: contextvars.ContextVar[dict] = contextvars.ContextVar("names", default={})
 
 _PREC = {E.Or: 1, E.And: 2, E.EQ: 3, E.NE: 3, E.LT: 4, E.LE: 4, E.GT: 4, E.GE: 4,
          E.Add: 5, E.Sub: 5, E.Mul: 6, E.Div: 6, E.Mod: 6, E.FloorDiv: 6, E.FloorMod: 6}
@@ -12,7 +18,7 @@ _PREC = {E.Or: 1, E.And: 2, E.EQ: 3, E.NE: 3, E.LT: 4, E.LE: 4, E.GT: 4, E.GE: 4
 def expr_str(e, parent_prec: int = 0) -> str:
     t = type(e)
     if isinstance(e, E.Var):
-        return e.name
+        return _names.get().get(e, e.name)
     if t is E.IntImm:
         if e.dtype == "bool":
             return "True" if e.value else "False"
@@ -63,8 +69,39 @@ def expr_str(e, parent_prec: int = 0) -> str:
 
 def stmt_str(s, indent: int = 0) -> str:
     lines: list[str] = []
-    _emit(s, indent, lines)
+    token = _names.set(_display_names(s))
+    try:
+        _emit(s, indent, lines)
+    finally:
+        _names.reset(token)
     return "\n".join(lines)
+
+
+def expr_text(e, names: dict | None = None) -> str:
+    """``e`` printed with the given display names for its variables."""
+    token = _names.set(names or {})
+    try:
+        return expr_str(e)
+    finally:
+        _names.reset(token)
+
+
+def display_names(s) -> dict:
+    """Distinct display names for the loop variables bound in ``s``."""
+    return _display_names(s)
+
+
+def _display_names(s) -> dict:
+    from .visitor import collect
+    names, taken = {}, {}
+    for node in collect(s, (S.For, S.LetStmt, E.Let)):
+        v = node.loop_var if isinstance(node, S.For) else node.var
+        if v in names:
+            continue
+        k = taken.get(v.name, 0)
+        taken[v.name] = k + 1
+        names[v] = v.name if k == 0 else f"{v.name}_{k}"
+    return names
 
 
 def _emit(s, ind: int, out: list[str]) -> None:

@@ -9,7 +9,7 @@ from ..schedule import Schedule, ScheduleError
 from ..stmt import Buffer, LoweredFunc
 from ..tensor import PlaceholderOp, Tensor
 from ..visitor import collect, free_vars
-from .bounds import Bounds
+from .gpu_bounds import ThreadBounds as Bounds  # GPU hook: thread-aware bound inference (gpu_bounds.py)
 from .flatten import flatten
 from .guards import remove_redundant_guards
 from .inline import inlined_bodies

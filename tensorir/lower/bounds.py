@@ -11,7 +11,7 @@ from ..expr import Expr, IntImm, Max, Min, TensorLoad, Var, binary
 from ..schedule import ROOT, SCOPE, Schedule, ScheduleError, Stage
 from ..tensor import ComputeOp, IterVar, Range
 from ..visitor import collect, substitute
-from ..poly import needed_region
+from ..poly import loads_with_conditions, needed_region
 from .relations import leaf_ranges, root_values
 
 
@@ -83,16 +83,20 @@ class Bounds:
                     relax[v.var] = (IntImm(v.var.dtype, 0), simplify(self.leaf[s][v].extent - 1))
             vals, conds = root_values(q, self.leaf[q], self.var_bounds)
             mapping = {iv.var: vals[iv] for iv in q.all_iter_vars if iv in q.op.axis or iv in q.op.reduce_axis}
+            guarded = {id(ld): c for ld, c in loads_with_conditions(self.bodies[q], TensorLoad)}
             for ld in loads:
                 indices = tuple(simplify(substitute(idx, mapping)) for idx in ld.indices)
-                reads.append((indices, relax, conds))
+                where = [substitute(c, mapping) for c in guarded.get(id(ld), ())]
+                reads.append((indices, relax, list(conds) + where, q, ld))
                 for d, idx in enumerate(indices):
                     rng = _relaxed(idx, relax)
                     lows[d].append(rng[0] if rng else None)
                     highs[d].append(rng[1] if rng else None)
         fixed_ranges = [(v.var, IntImm(v.var.dtype, 0), simplify(self.leaf[s][v].extent - 1)) for s, v in fixed]
-        exact = needed_region(ndim, reads, fixed_ranges, self.size_vars,
+        exact = needed_region(ndim, [r[:3] for r in reads], fixed_ranges, self.size_vars,
                               [(iv.dom.min, iv.dom.extent) for iv in st.op.axis])
+        if exact is not None and exact.outside is not None:
+            raise self._outside(st, reads, exact.outside)
         region, alloc = {}, []
         for d, iv in enumerate(st.op.axis):
             dom = iv.dom
@@ -107,8 +111,8 @@ class Bounds:
                 alloc.append(dom.extent)
                 continue
             ext_unclipped = simplify(hi - lo + 1)
-            if exact is not None:  # isl's exact hull (tails and symbolic sizes included)
-                lo, hi = exact[d]
+            if exact is not None and exact.bounds[d] is not None:  # isl's exact hull
+                lo, hi = exact.bounds[d]
             # clip to the domain (also where nothing is needed: the extent becomes zero)
             if not prove(lo >= dom.min, self.var_bounds):
                 lo = simplify(binary(Max, lo, dom.min))
@@ -116,12 +120,30 @@ class Bounds:
                 hi = simplify(binary(Min, hi, dmax))
             region[iv] = Range(lo, simplify(hi - lo + 1))
             ub = const_bounds(ext_unclipped, self.var_bounds)[1]
+            if exact is not None and exact.alloc[d] is not None:
+                ub = min(ub, exact.alloc[d])
             dom_ub = const_bounds(dom.extent, self.var_bounds)[1]
             if ub != INF and ub <= dom_ub:
                 alloc.append(IntImm(dom.extent.dtype, int(max(ub, 0))))
             else:
                 alloc.append(dom.extent)
         return region, alloc
+
+
+    def _outside(self, st: Stage, reads: list, outside: tuple) -> Exception:
+        """An out-of-bounds error for a read of ``st`` past its domain, at isl's point."""
+        from ..analysis import OutOfBoundsError
+        from ..printer import expr_text
+        k, point = outside
+        elem = [point[f"x{d}"] for d in range(len(st.op.axis))]
+        values = {v: c for v, c in point.items() if isinstance(v, Var)}
+        _, _, _, q, ld = reads[k]
+        where = ", ".join(f"{v.name} = {c}" for v, c in values.items())
+        shape = ", ".join(expr_text(x) for x in st.op.output(0).shape)
+        idx = ", ".join(expr_text(i) for i in ld.indices)
+        return OutOfBoundsError(
+            f"stage {q.op.name}: out-of-bounds read of tensor {st.op.name}: index {st.op.name}[{idx}] reaches "
+            f"{st.op.name}[{', '.join(map(str, elem))}] outside its shape [{shape}] (counterexample: {where})")
 
 
 def _fold(cls, xs: list[Expr]) -> Expr:

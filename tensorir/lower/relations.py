@@ -56,8 +56,8 @@ def root_values(stage: Stage, rng: dict[IterVar, Range], bounds=None) -> tuple[d
                 conds.append(vals[rel.parent] < p.min + p.extent)
         else:
             i_ext = rng[rel.inner].extent
-            vals[rel.outer] = simplify(vals[rel.fused] // i_ext)
-            vals[rel.inner] = simplify(vals[rel.fused] % i_ext)
+            vals[rel.outer] = simplify(vals[rel.fused] // i_ext + rng[rel.outer].min)  # root axes: + region min
+            vals[rel.inner] = simplify(vals[rel.fused] % i_ext + rng[rel.inner].min)
     return vals, conds
 
 

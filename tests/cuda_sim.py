@@ -1,0 +1,153 @@
+"""Run the CUDA C of a :class:`~codegen.cuda_module.CUDAModule` on the CPU, for tests without a GPU.
+
+The generated source is compiled as C++ with a small shim (``__global__``, ``__shared__`` as static
+storage, ``threadIdx`` / ``blockIdx``, ``float4``...).  Each block runs its threads as fibers
+(``ucontext``) on one OS thread: every thread runs until it reaches ``__syncthreads()`` or ends, then
+the next one, and a barrier is passed once all threads reached it.  Phases alternate the thread order
+(first to last, then last to first), so a missing barrier deterministically lets a thread read shared
+memory another thread has not written yet, or has already overwritten: the results come out wrong.
+Threads that reach different numbers of barriers are reported as an error (divergent barrier).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+SHIM = r"""
+#include <cmath>
+#include <cstring>
+#include <cstdint>
+#include <algorithm>
+#include <functional>
+#include <vector>
+#include <ucontext.h>
+using std::min; using std::max;
+struct tt_dim3 { int x, y, z; };
+struct tt_fiber { ucontext_t ctx; tt_dim3 tid; bool done; int barriers; std::vector<char> stack; };
+static tt_fiber* tt_cur;
+static ucontext_t tt_sched;
+static tt_dim3 tt_block;
+#define threadIdx (tt_cur->tid)
+#define blockIdx tt_block
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
+#define __shared__ static
+static inline void __syncthreads() { tt_cur->barriers++; swapcontext(&tt_cur->ctx, &tt_sched); }
+struct float2 { float x, y; }; struct float4 { float x, y, z, w; };
+struct int2 { int x, y; }; struct int4 { int x, y, z, w; }; struct double2 { double x, y; };
+static inline float2 make_float2(float x, float y) { return {x, y}; }
+static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+static inline int2 make_int2(int x, int y) { return {x, y}; }
+static inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+static inline double2 make_double2(double x, double y) { return {x, y}; }
+static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+"""
+
+LAUNCHER = r"""
+static std::function<void()> tt_body;
+static void tt_entry() { tt_body(); tt_cur->done = true; }
+extern "C" int tt_launch(%(params)s, int gx, int gy, int gz, int bx, int by, int bz) {
+  tt_body = [=]() { %(kernel)s(%(args)s); };
+  int n = bx * by * bz;
+  std::vector<tt_fiber> fibers(n);
+  for (auto& f : fibers) f.stack.resize(1 << 18);
+  for (int z = 0; z < gz; ++z) for (int y = 0; y < gy; ++y) for (int x = 0; x < gx; ++x) {
+    tt_block = {x, y, z};
+    for (int t = 0; t < n; ++t) {
+      tt_fiber& f = fibers[t];
+      f.tid = {t %% bx, (t / bx) %% by, t / (bx * by)};
+      f.done = false; f.barriers = 0;
+      getcontext(&f.ctx);
+      f.ctx.uc_stack.ss_sp = f.stack.data(); f.ctx.uc_stack.ss_size = f.stack.size();
+      f.ctx.uc_link = &tt_sched;
+      makecontext(&f.ctx, tt_entry, 0);
+    }
+    for (int phase = 0;; ++phase) {
+      for (int k = 0; k < n; ++k) {
+        tt_fiber& f = fibers[phase %% 2 ? n - 1 - k : k];
+        if (f.done) continue;
+        tt_cur = &f;
+        swapcontext(&tt_sched, &f.ctx);
+      }
+      int done = 0;
+      for (auto& f : fibers) done += f.done;
+      for (auto& f : fibers) if (f.barriers != fibers[0].barriers) return 1;
+      if (done == n) break;
+      if (done) return 1;
+    }
+  }
+  return 0;
+}
+"""
+
+_CTYPES = {"int32": ctypes.c_int32, "int64": ctypes.c_int64}
+
+
+def available() -> bool:
+    return shutil.which("g++") is not None
+
+
+def _compile(code: str) -> ctypes.CDLL:
+    key = hashlib.sha256(code.encode()).hexdigest()[:24]
+    root = os.path.join(tempfile.gettempdir(), "tiletune_cuda_sim")
+    os.makedirs(root, exist_ok=True)
+    lib = os.path.join(root, f"{key}.so")
+    if not os.path.exists(lib):
+        src = os.path.join(root, f"{key}.cpp")
+        with open(src, "w") as f:
+            f.write(code)
+        tmp = lib + f".{os.getpid()}.tmp"
+        proc = subprocess.run(["g++", "-std=c++17", "-O1", "-shared", "-fPIC", "-w", "-o", tmp, src],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"g++ failed on the simulated kernel:\n{proc.stderr[-4000:]}")
+        os.replace(tmp, lib)
+    return ctypes.CDLL(lib)
+
+
+def run(mod, *arrays) -> None:
+    """Run ``mod`` (a CUDAModule) on numpy ``arrays`` in place, on the CPU."""
+    from codegen.cuda import CUDARenderer
+    sig, r = mod.signature, CUDARenderer()
+    params, args = [], []
+    for k, a in enumerate(sig.args):
+        params.append(f"void* p{k}")
+        args.append(f"({'' if a.written else 'const '}{r.ctype(a.dtype)}*)p{k}")
+    for k, (_, d) in enumerate(sig.size_vars):
+        params.append(f"{r.ctype(d)} s{k}")
+        args.append(f"s{k}")
+    code = SHIM + mod.get_source("cuda") + LAUNCHER % {"params": ", ".join(params), "kernel": mod.entry_name,
+                                                       "args": ", ".join(args)}
+    lib = _compile(code)
+    packed = mod._packer.pack(tuple(arrays))
+    sizes = tuple(packed[len(sig.args):])
+    grid, block = mod._grid(sizes), mod.launch.block
+    fn = lib.tt_launch
+    fn.argtypes = [ctypes.c_void_p] * len(sig.args) + [_CTYPES[d] for _, d in sig.size_vars] + [ctypes.c_int] * 6
+    fn.restype = ctypes.c_int
+    if fn(*packed, *grid, *block):
+        raise RuntimeError(f"simulated kernel {mod.entry_name}: threads of a block reached different barriers")
+
+
+def check(mod, inputs: list, outputs: list, reference, rtol=1e-4, atol=1e-4) -> None:
+    """Poison ``outputs``, run, compare with ``reference(*inputs)`` (one array or a tuple)."""
+    for o in outputs:
+        o[...] = np.nan if o.dtype.kind == "f" else -12345
+    run(mod, *inputs, *outputs)
+    ref = reference(*inputs)
+    refs = ref if isinstance(ref, tuple) else (ref,)
+    for o, want in zip(outputs, refs):
+        np.testing.assert_allclose(o, want, rtol=rtol, atol=atol)
