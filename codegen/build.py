@@ -25,12 +25,16 @@ def build(s_or_func, args=None, target="llvm", name: str = "default_function") -
     """Compile a schedule (lowered with ``tensorir.lower(s, args, name=name)``) or a LoweredFunc.
 
     ``target``: ``"llvm"`` (host CPU and features), ``"llvm -mcpu=NAME"`` (that CPU's default
-    features), ``"llvm -mcpu=NAME -mattr=+avx2,+fma"``, or a :class:`~codegen.Target`.
+    features), ``"llvm -mcpu=NAME -mattr=+avx2,+fma"``, ``"cuda"`` / ``"cuda -arch=sm_90"`` (a
+    :class:`~codegen.cuda_module.CUDAModule`, see codegen/cuda.py), or a :class:`~codegen.Target`.
     """
     func = lower_to_func(s_or_func, args, name)
     tgt = parse(target)
+    if tgt.kind == "cuda":
+        from .cuda import build_cuda
+        return build_cuda(func, tgt)
     if tgt.kind != "llvm":
-        raise ValueError(f"target {tgt} is not supported by codegen.build yet (only llvm)")
+        raise ValueError(f"target {tgt} is not supported by codegen.build yet (llvm, cuda)")
     ir_text, parallel = codegen_llvm(func, tgt)
     mod = jit.optimize(ir_text, tgt)
     optimized = str(mod)

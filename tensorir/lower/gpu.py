@@ -23,7 +23,7 @@ from ..arith import simplify
 from ..expr import BufferLoad, Call, Expr, IntImm, StringImm, Var, structural_equal
 from ..schedule import ScheduleError
 from ..stmt import Allocate, BufferStore, Evaluate, For, IfThenElse, LetStmt, LoweredFunc, Seq, Stmt, seq
-from ..visitor import Mutator, Visitor, collect, substitute
+from ..visitor import Mutator, collect, substitute
 from .gpu_vthread import inject_virtual_threads, is_vthread
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")

@@ -1,0 +1,39 @@
+"""Timing GPU work beside its peer: CUDA events (through torch), warm-up, interleaved rounds, medians."""
+from __future__ import annotations
+
+import statistics
+from typing import Callable
+
+
+def event_seconds(fn: Callable[[], object], number: int) -> float:
+    """Seconds per call of ``fn`` (asynchronous launches), from CUDA events around ``number`` calls."""
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(number):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / number
+
+
+def alternate(fns: dict[str, Callable[[], object]], rounds: int = 9, number: int = 20,
+              warmup: int = 3) -> dict[str, float]:
+    """Median seconds per call of each function, measured in interleaved rounds."""
+    import torch
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name].append(event_seconds(fn, number))
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def rel_error(got, want) -> float:
+    """``|got - want| / |want|`` (Frobenius norms), in float64."""
+    import torch
+    got, want = torch.as_tensor(got).double(), torch.as_tensor(want).double()
+    return float(torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want))

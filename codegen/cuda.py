@@ -1,0 +1,76 @@
+"""The CUDA backend: ``codegen.build(s, args, target="cuda")``.
+
+The lowered function goes through the GPU passes (``tensorir/lower/gpu.py``: binding checks, virtual
+threads, shared memory at block level, barriers, launch configuration), is printed as CUDA C by
+:class:`CUDARenderer` (the C-style printer with CUDA's data) and compiled by nvcc for the target's
+arch (``cuda -arch=sm_90``; by default the present GPU's, else sm_90), cached by content hash.  The
+returned :class:`~codegen.cuda_module.CUDAModule` gives the source without a GPU and loads and
+launches through pycuda on first call.
+
+Target options: ``-arch=sm_XX``, ``-max_threads_per_block=N`` (1024), ``-max_shared_memory_per_block=B``
+(49152, the static limit), ``-fast_math`` (nvcc ``--use_fast_math``).
+Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch_bounds__``), and
+``auto_unroll_max_step`` / ``unroll_explicit`` (in the GPU passes).
+"""
+from __future__ import annotations
+
+from tensorir.lower.gpu import GPULimits, LaunchConfig, lower_gpu
+from tensorir.stmt import For, LoweredFunc
+from tensorir.visitor import collect
+
+from .c_printer import CodegenError, CPrinter
+from .nvcc import default_arch
+from .target import Target
+
+_INDEX = {f"{k}.{d}": f"((int){k}.{d})" for k in ("threadIdx", "blockIdx") for d in "xyz"}
+
+
+class CUDARenderer(CPrinter):
+    kernel_prefix = 'extern "C" __global__ '
+    pointer_qualifier = "__restrict__ "
+    smem_prefix = "__shared__ __align__(16) "
+    barrier = "__syncthreads();"
+    thread_index = _INDEX
+    includes = ("cuda_fp16.h",)
+    vector_types = {("float32", 4): "float4", ("float32", 2): "float2", ("int32", 4): "int4", ("int32", 2): "int2",
+                    ("float64", 2): "double2"}
+
+    def include_needed(self, include: str, text: str) -> bool:
+        return include != "cuda_fp16.h" or "half" in text
+
+
+def launch_bounds(func: LoweredFunc, launch: LaunchConfig) -> str:
+    min_blocks = [v for f in collect(func.body, For) for k, v in f.annotations if k == "min_blocks_per_sm"]
+    extra = f", {int(float(min_blocks[0]))}" if min_blocks else ""
+    return f"__launch_bounds__({launch.threads}{extra}) "
+
+
+def render_cuda(func: LoweredFunc, launch: LaunchConfig) -> str:
+    """CUDA C of a function that went through the GPU passes."""
+    return CUDARenderer().function(func, launch_bounds(func, launch))
+
+
+def cuda_settings(target: Target) -> tuple[str, GPULimits, tuple]:
+    """(arch, limits, extra nvcc options) of a ``cuda`` target."""
+    if target.kind != "cuda":
+        raise ValueError(f"not a CUDA target: {target}")
+    from .nvcc import check_arch
+    arch = check_arch(target.option("arch") or target.mcpu or default_arch())
+    limits = GPULimits(int(target.option("max_threads_per_block", "1024")),
+                       int(target.option("max_shared_memory_per_block", str(48 * 1024))))
+    options = ("--use_fast_math",) if target.option("fast_math") is not None else ()
+    return arch, limits, options
+
+
+def build_cuda(func: LoweredFunc, target: Target):
+    from .cuda_module import CUDAModule
+    arch, limits, options = cuda_settings(target)
+    kernel, launch = lower_gpu(func, limits)
+    renderer = CUDARenderer()
+    source = renderer.function(kernel, launch_bounds(kernel, launch))
+    aligned = {i: renderer.vector_access[b] for i, b in enumerate(kernel.buffers) if b in renderer.vector_access}
+    target_str = str(Target("cuda", "", (), tuple([("arch", arch)] + [kv for kv in target.options if kv[0] != "arch"])))
+    return CUDAModule(kernel, launch, source, arch, target_str, options, aligned)
+
+
+__all__ = ["CUDARenderer", "render_cuda", "build_cuda", "cuda_settings", "CodegenError"]

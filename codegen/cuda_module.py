@@ -1,0 +1,260 @@
+"""``CUDAModule``: a compiled CUDA kernel, its source without a GPU, and pycuda launches with one.
+
+Building needs no GPU: ``get_source("cuda")`` is the CUDA C, ``get_source("ptx")`` and ``mod.cubin``
+compile with nvcc (cached).  The first call loads the cubin into the device's primary context (the
+one PyTorch and CuPy use) through ``pycuda.driver.module_from_buffer``.
+
+Calls take numpy arrays (copied to the device and, when written, back) or any object with
+``__cuda_array_interface__`` (torch and cupy tensors, pycuda GPUArrays), used in place.  Arguments
+are checked as for CPU modules (count, dtype, shape, size vars, contiguity, writability) plus the
+alignment that vector accesses need.  A call waits for the kernel, so a fault surfaces there, named.
+"""
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+
+import numpy as np
+
+from tensorir.arith import simplify
+from tensorir.expr import IntImm
+from tensorir.visitor import substitute
+
+from .args import ArgPacker
+from .nvcc import compile_cuda, nvcc_path, resource_usage
+from .signature import Signature
+from .timer import ProfileResult
+
+_PARAM = {"int32": "i", "int64": "q", "int16": "h", "int8": "b", "uint8": "B"}
+
+
+@functools.cache
+def driver():
+    """pycuda's driver module with the primary context of the device current in this thread."""
+    try:
+        import pycuda.driver as drv
+    except ImportError as e:
+        raise RuntimeError("running a CUDA module needs pycuda and a GPU (pip install pycuda); "
+                           "without them only get_source works") from e
+    drv.init()
+    if drv.Device.count() == 0:
+        raise RuntimeError("no CUDA device is visible")
+    ctx = drv.Device(int(os.environ.get("TILETUNE_CUDA_DEVICE", "0"))).retain_primary_context()
+    ctx.push()
+    atexit.register(_pop_context, drv)
+    return drv
+
+
+def _pop_context(drv) -> None:
+    try:
+        drv.Context.pop()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+class _Array:
+    """What argument checking needs to know of a host or device array."""
+
+    def __init__(self, i: int, a, spec):
+        if isinstance(a, np.ndarray):
+            self.host, self.shape, self.dtype = a, a.shape, a.dtype
+            self.contiguous, self.readonly, self.ptr = a.flags.c_contiguous, not a.flags.writeable, None
+        elif hasattr(a, "__cuda_array_interface__"):
+            cai = a.__cuda_array_interface__
+            self.host, self.shape, self.dtype = None, tuple(cai["shape"]), np.dtype(cai["typestr"])
+            self.ptr, self.readonly = int(cai["data"][0]), bool(cai["data"][1])
+            strides = cai.get("strides")
+            self.contiguous = strides is None or tuple(strides) == _c_strides(self.shape, self.dtype.itemsize)
+            self.stream = cai.get("stream")
+        else:
+            raise TypeError(f"argument {i} ({spec.name}) must be a numpy.ndarray or an object with "
+                            f"__cuda_array_interface__ (torch/cupy tensor, pycuda GPUArray), got {type(a).__name__}")
+        self.ndim = len(self.shape)
+
+
+def _c_strides(shape: tuple, itemsize: int) -> tuple:
+    out, step = [], itemsize
+    for d in reversed(shape):
+        out.append(step)
+        step *= max(d, 1)
+    return tuple(reversed(out))
+
+
+class CUDAModule:
+    """``mod(*arrays)`` runs the kernel; ``mod.time_evaluator(...)`` times it with CUDA events."""
+
+    def __init__(self, func, launch, source: str, arch: str, target: str, options: tuple = (),
+                 aligned: dict | None = None):
+        self.func, self.launch, self.arch, self.target = func, launch, arch, target
+        self.entry_name = func.name
+        self.signature = Signature.from_func(func)
+        self._source, self._options = source, tuple(options)
+        self._binaries: dict = {}
+        self._aligned = dict(aligned or {})      # argument index -> bytes its pointer must be aligned to
+        self._packer = ArgPacker(self.signature)
+        self._function = None
+        self._grids: dict = {}
+        if nvcc_path() is not None:              # compile now, so a broken kernel fails at build time
+            self.compile()
+
+    # -- source and binaries ---------------------------------------------------------------------------------
+    def compile(self, fmt: str = "cubin") -> bytes:
+        if fmt not in self._binaries:
+            self._binaries[fmt] = compile_cuda(self._source, self.arch, fmt, self._options)
+        return self._binaries[fmt][0]
+
+    @property
+    def cubin(self) -> bytes:
+        return self.compile("cubin")
+
+    @property
+    def resource_usage(self) -> dict:
+        """Registers, stack, spills and shared memory that ptxas reported for the cubin."""
+        self.compile("cubin")
+        return resource_usage(self._binaries["cubin"][1])
+
+    def get_source(self, fmt: str = "cuda") -> str:
+        """The CUDA C (``"cuda"`` / ``"cu"``) or the PTX (``"ptx"``, compiled with nvcc)."""
+        if fmt in ("cuda", "cu", "c"):
+            return self._source
+        if fmt == "ptx":
+            return self.compile("ptx").decode()
+        raise ValueError(f"unknown source format {fmt!r}; use 'cuda' or 'ptx'")
+
+    # -- running ---------------------------------------------------------------------------------------------
+    def _kernel(self):
+        if self._function is None:
+            drv = driver()
+            try:
+                mod = drv.module_from_buffer(self.cubin)
+                fn = mod.get_function(self.entry_name)
+            except drv.Error as e:
+                raise RuntimeError(f"CUDA kernel {self.entry_name}: loading the {self.arch} cubin failed: {e}") from e
+            types = "P" * len(self.signature.args) + "".join(_PARAM[d] for _, d in self.signature.size_vars)
+            self._module, self._function = mod, fn.prepare(types)
+        return self._function
+
+    def _grid(self, sizes: tuple) -> tuple:
+        grid = self._grids.get(sizes)
+        if grid is None:
+            values = {v: IntImm(v.dtype, n) for v, n in zip(self.func.size_vars, sizes)}
+            grid = tuple(simplify(substitute(g, values)) for g in self.launch.grid)
+            if not all(isinstance(g, IntImm) for g in grid):
+                raise RuntimeError(f"CUDA kernel {self.entry_name}: cannot evaluate the grid {grid}")
+            grid = self._grids[sizes] = tuple(g.value for g in grid)
+        return grid
+
+    def _prepare(self, arrays: tuple):
+        """(kernel arguments, grid, [(host array, device allocation, written)])."""
+        if len(arrays) != len(self.signature.args):
+            names = ", ".join(a.name for a in self.signature.args)
+            raise TypeError(f"{self.entry_name} takes {len(self.signature.args)} arrays ({names}), got {len(arrays)}")
+        descs = [_Array(i, a, spec) for i, (a, spec) in enumerate(zip(arrays, self.signature.args))]
+        for d, arg in zip(descs, self._packer.args):
+            if d.dtype != arg.dtype:
+                raise TypeError(f"{arg.label()} has dtype {d.dtype}, expected {arg.spec.dtype}")
+            if d.shape != arg.const_shape:
+                self._packer._check_rank_and_constants(d, arg)
+            if not d.contiguous:
+                raise ValueError(f"{arg.label()} is non-contiguous; pass a C-contiguous array")
+            if arg.spec.written and d.readonly:
+                raise ValueError(f"{arg.label()} is written by {self.entry_name} but the array is read-only")
+        sizes = tuple(self._packer._bind_sizes(descs)) if self.signature.size_vars else ()
+        drv = driver()
+        self._kernel()
+        if any(getattr(d, "stream", None) not in (None, 1, 2) for d in descs):
+            drv.Context.synchronize()        # producer's stream is not the default one
+        pointers, copies = [], []
+        for i, (d, arg) in enumerate(zip(descs, self._packer.args)):
+            if d.host is not None:
+                mem = drv.mem_alloc(max(d.host.nbytes, 1))
+                if d.host.nbytes:
+                    drv.memcpy_htod(mem, d.host)
+                copies.append((d.host, mem, arg.spec.written))
+                d.ptr = int(mem)
+            need = self._aligned.get(i)
+            if need and d.ptr % need:
+                raise ValueError(f"{arg.label()} starts at {d.ptr:#x}, not {need}-byte aligned, but "
+                                 f"{self.entry_name} accesses it with {need}-byte vectors; pass an aligned copy")
+            pointers.append(d.ptr)
+        return pointers + list(sizes), self._grid(sizes), copies
+
+    def _run(self, args, grid) -> None:
+        if 0 in grid:
+            return
+        self._function.prepared_call(grid, self.launch.block, *args)
+
+    def __call__(self, *arrays) -> None:
+        drv = driver()
+        args, grid, copies = self._prepare(arrays)
+        try:
+            self._run(args, grid)
+            drv.Context.synchronize()
+        except drv.Error as e:
+            raise RuntimeError(f"CUDA kernel {self.entry_name} (grid {grid}, block {self.launch.block}) "
+                               f"failed: {e}") from e
+        for host, mem, written in copies:
+            if written and host.nbytes:
+                drv.memcpy_dtoh(host, mem)
+            mem.free()
+
+    def launcher(self, *arrays):
+        """A function that launches the kernel on ``arrays`` asynchronously (checked once; numpy arrays
+        are copied to the device once and not back): for timing loops next to other GPU work."""
+        args, grid, copies = self._prepare(arrays)
+
+        def launch(_keep=copies) -> None:
+            self._run(args, grid)
+        return launch
+
+    def time_evaluator(self, *compat, number: int = 10, repeat: int = 5, min_repeat_ms: float = 0,
+                       warmup: int = 2, **ignored):
+        """``f(*arrays) -> ProfileResult``: seconds per run from CUDA events, one entry per repeat of
+        ``number`` launches, after ``warmup`` launches (inputs already on the device; use ``.median``).
+
+        As for CPU modules, leading non-int positional arguments (TVM's entry name, device) are ignored
+        and ints after them are ``number, repeat, min_repeat_ms``."""
+        nums = [x for x in compat if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        given = [number, repeat, min_repeat_ms]
+        given[:len(nums[:3])] = nums[:3]
+        number, repeat, min_repeat_ms = int(given[0]), int(given[1]), float(given[2])
+        if number < 1 or repeat < 1:
+            raise ValueError(f"number and repeat must be >= 1, got number={number}, repeat={repeat}")
+
+        def evaluator(*arrays) -> ProfileResult:
+            drv = driver()
+            args, grid, copies = self._prepare(arrays)
+            try:
+                for _ in range(max(warmup, 1)):
+                    self._run(args, grid)
+                drv.Context.synchronize()
+                start, end = drv.Event(), drv.Event()
+                n, results = number, []
+                while len(results) < repeat:
+                    start.record()
+                    for _ in range(n):
+                        self._run(args, grid)
+                    end.record()
+                    end.synchronize()
+                    ms = end.time_since(start)
+                    if ms < min_repeat_ms:
+                        n = max(int(min_repeat_ms / max(ms / n, 1e-6)) + 1, int(n * 1.618) + 1)
+                        continue
+                    results.append(ms / 1e3 / n)
+            except drv.Error as e:
+                raise RuntimeError(f"CUDA kernel {self.entry_name} failed while timed: {e}") from e
+            finally:
+                for _, mem, _ in copies:
+                    mem.free()
+            return ProfileResult(tuple(results), n)
+
+        return evaluator
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{a.name}: {a.dtype}{a.shape_str()}" for a in self.signature.args)
+        return (f"CUDAModule({self.entry_name}({args}), target={self.target!r}, grid={self.launch.grid}, "
+                f"block={self.launch.block})")
+
+
+__all__ = ["CUDAModule", "driver"]
