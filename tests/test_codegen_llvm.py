@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 import os
 
+import re
+
 import numpy as np
 import pytest
 
@@ -156,7 +158,7 @@ def test_vectorized_loop_kind_falls_back_to_serial():
     a, b = rand(100), nan_like(100)
     mod(a, b)
     np.testing.assert_allclose(b, a + 1)
-    assert "<16 x float>" in mod.get_source("ll")       # LLVM's loop vectorizer took it
+    assert re.search(r"<\d+ x float>", mod.get_source("ll"))  # LLVM's loop vectorizer took it
 
 
 # --- parallel ----------------------------------------------------------------------------------------
@@ -546,7 +548,7 @@ def test_register_blocked_gemm():
     mod = codegen.build(func("gemm", [A, B, C], S.Allocate(Bp, S.Seq((pack, compute)))))
     a, b, c = rand((M, K)), rand((K, N)), nan_like((M, N))
     mod(a, b, c)
-    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     ll, asm = mod.get_source("ll"), mod.get_source("asm")
     assert "alloca [192 x float]" not in ll
     if "avx512f" in codegen.host().features:

@@ -264,7 +264,8 @@ def test_if_then_else_does_not_evaluate_the_untaken_branch():
     import subprocess
     import sys
     here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(here), here]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(here), here,
+                                                                os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", _GUARDED_LOAD], cwd=here, env=env, capture_output=True,
                           text=True, timeout=120)
     if "Skipped" in proc.stderr:

@@ -155,7 +155,8 @@ def run_guarded(name: str) -> None:
 
 def _run_in_subprocess(code: str) -> subprocess.CompletedProcess:
     here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(here), here]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(here), here,
+                                                                os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, "-c", code], cwd=here, env=env, capture_output=True, text=True,
                           timeout=120)
 
