@@ -1,23 +1,123 @@
-"""The ``tiletune`` command line."""
+"""The ``tiletune`` command line: ``demo``, ``tune-op`` and ``logs best|merge|show|plot``."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
-    return run_demo(size=args.size, rounds=args.rounds)
+    return run_demo(size=args.size, trials=args.trials, rounds=args.rounds, log=args.log, seed=args.seed)
+
+
+def parse_arg(text: str):
+    """A template argument from the command line: JSON if it parses (``64``, ``1.5``, ``[1, 2]``,
+    ``true``), else the string itself (``float32``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _tune_op(args: argparse.Namespace) -> int:
+    from . import callback, measure_option, task as task_mod
+    from .builder import LocalBuilder
+    from .record import load_records
+    from .runner import LocalRunner
+    from .template import load_file
+    from .tuner import get_tuner
+    path, sep, name = args.template.rpartition(":")
+    if not sep or not path:
+        raise SystemExit(f"tune-op: expected FILE.py:TEMPLATE, got {args.template!r}")
+    load_file(path)
+    task = task_mod.create(name, args=tuple(parse_arg(a) for a in args.args), target=args.target)
+    print(f"{task!r}: {len(task.config_space)} configs, {task.flop / 1e9:.3f} GFLOP per run", file=sys.stderr)
+    tuner = get_tuner(args.tuner)(task, seed=args.seed, storage=args.storage, study_name=args.study_name)
+    if args.history:
+        tuner.load_history([r for h in args.history for r in load_records(h)])
+    option = measure_option(builder=LocalBuilder(n_parallel=args.n_parallel, timeout=args.build_timeout),
+                            runner=LocalRunner(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                                               timeout=args.timeout, enable_cpu_cache_flush=args.cache_flush))
+    tuner.tune(n_trial=args.trials, measure_option=option, early_stopping=args.early_stopping,
+               callbacks=[callback.progress_bar(args.trials), callback.log_to_file(args.log)])
+    if tuner.best_index is None:
+        print(f"no valid config among {tuner.trials_done} trials ({tuner.errors} errors); log: {args.log}")
+        return 1
+    print(f"best {tuner.best_cost * 1e3:.4f} ms ({tuner.best_gflops:.1f} GFLOP/s) after {tuner.trials_done} trials "
+          f"({tuner.errors} errors): {tuner.best_config}")
+    print(f"log: {args.log}")
+    return 0
+
+
+def _logs(args: argparse.Namespace) -> int:
+    from . import logtools
+    from .record import merge, pick_best, records_of
+    if args.action == "show":
+        records = records_of(args.logs)
+        print(logtools.summary(records))
+        if args.top:
+            print(logtools.show_table(records, args.top))
+    elif args.action == "best":
+        best = pick_best(args.logs, _need_out(args))
+        print(f"wrote the best of {len(best)} problem(s) to {args.output}")
+    elif args.action == "merge":
+        merged = merge(args.logs, _need_out(args))
+        print(f"wrote {len(merged)} record(s) to {args.output}")
+    elif args.action == "plot":
+        print(f"wrote {logtools.plot(args.logs, args.output or 'tuning.png', args.title)}")
+    return 0
+
+
+def _need_out(args) -> str:
+    if not args.output:
+        raise SystemExit(f"tiletune logs {args.action}: give the output file with -o")
+    return args.output
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tiletune", description="Tensor-expression compiler and autotuner")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="compile a GEMM with the naive and the packed schedule, time them "
-                                       "beside numpy")
+
+    demo = sub.add_parser("demo", help="tune a GEMM on this machine, deploy it from the log, time it beside "
+                                       "numpy and the untuned schedule")
     demo.add_argument("--size", type=int, default=1024, help="M = N = K (default 1024)")
+    demo.add_argument("--trials", type=int, default=64, help="tuning trials (default 64)")
     demo.add_argument("--rounds", type=int, default=5, help="alternating timing rounds (default 5)")
+    demo.add_argument("--log", default=None, help="tuning log (default .tiletune_cache/demo/gemm_SIZE.jsonl, "
+                                                  "started afresh)")
+    demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=_demo)
+
+    tune = sub.add_parser("tune-op", help="tune one template: FILE.py:TEMPLATE --args ...")
+    tune.add_argument("template", metavar="FILE.py:TEMPLATE")
+    tune.add_argument("--args", nargs="*", default=[], help="template arguments (JSON values or strings)")
+    tune.add_argument("--target", default="llvm")
+    tune.add_argument("--trials", type=int, default=100, help="trials in the log when done (default 100)")
+    tune.add_argument("--log", required=True, help="JSON-lines log (appended; a rerun resumes it)")
+    tune.add_argument("--tuner", default="model", choices=["model", "random", "grid", "ga", "optuna"])
+    tune.add_argument("--seed", type=int, default=None)
+    tune.add_argument("--early-stopping", type=int, default=None, metavar="N")
+    tune.add_argument("--history", nargs="*", default=[], metavar="LOG", help="earlier logs to warm the tuner")
+    tune.add_argument("--storage", default=None, help="optuna storage URL (default: sqlite beside the log)")
+    tune.add_argument("--study-name", default=None)
+    tune.add_argument("--n-parallel", type=int, default=None, help="build processes (default: CPU count)")
+    tune.add_argument("--build-timeout", type=float, default=10.0)
+    tune.add_argument("--number", type=int, default=4)
+    tune.add_argument("--repeat", type=int, default=3)
+    tune.add_argument("--min-repeat-ms", type=float, default=0)
+    tune.add_argument("--timeout", type=float, default=10.0, help="seconds per measurement")
+    tune.add_argument("--cache-flush", action="store_true")
+    tune.set_defaults(func=_tune_op)
+
+    logs = sub.add_parser("logs", help="tuning logs: show, best, merge, plot")
+    logs.add_argument("action", choices=["show", "best", "merge", "plot"])
+    logs.add_argument("logs", nargs="+", metavar="LOG")
+    logs.add_argument("-o", "--output", default=None, help="output log (best, merge) or PNG (plot)")
+    logs.add_argument("--top", type=int, default=0, help="show: also list the N fastest configs")
+    logs.add_argument("--title", default=None, help="plot title")
+    logs.set_defaults(func=_logs)
+
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -3,13 +3,14 @@
 ``extract(func)`` reads the loop IR of ``te.lower(s, args, expand=False)`` (vectorized and unrolled
 loops still loops) and returns one fixed-length float64 vector, ``FEATURE_NAMES`` naming its entries.
 Everything is computed symbolically from loop extents and the linear strides of flat indices: no
-per-iteration work, a few milliseconds for a GEMM schedule.
+per-iteration work, about half a millisecond for a packed GEMM schedule.
 
 Each ``BufferStore`` is described with its enclosing loops (as AutoTVM's itervar features and
 Ansor's per-store features do):
 
 - ``main.*``: the store that executes the most arithmetic (the hot loop), in full: trip count, flops,
-  vector width, unroll product, parallel extent and load balance over the cores; the innermost
+  vector width (and whether it fills whole registers: LLVM splits a 24- or 48-lane vector badly, 20x
+  slower on AVX-512), unroll product, parallel extent and load balance over ``CORES``; the innermost
   ``LEVELS`` loops (level 0 innermost) with extent, kind and the bytes / cache lines the statement
   touches inside that loop (compare with L1 and L2); up to ``ACCESSES`` accesses (the store first,
   then loads by footprint) with the stride of the innermost and of the vectorized loop, unique bytes,
@@ -24,12 +25,14 @@ template and extracts, cached; a config that fails to instantiate or lower gives
 """
 from __future__ import annotations
 
+import inspect
 import math
 import os
 from collections import OrderedDict
 
 import numpy as np
 
+import tensorir as te
 from tensorir import dtype as dt
 from tensorir.arith import linear
 from tensorir.expr import (Add, Broadcast, Call, Cast, Div, FloorDiv, FloorMod, IntImm, Max, Min, Mod, Mul,
@@ -41,15 +44,16 @@ LEVELS = 5                     # innermost loops described one by one
 ACCESSES = 4                   # accesses of the main store described one by one
 LINE = 64                      # cache line bytes
 L1_BYTES, L2_BYTES = 32 << 10, 1 << 20
-VECTOR_REG_BYTES, VECTOR_REGS = 64, 32
+VECTOR_REG_BYTES, VECTOR_REGS = 64, 32          # AVX-512
 CORES = os.cpu_count() or 1
 UNKNOWN_EXTENT = 64            # stands in for a symbolic extent
 KINDS = (SERIAL, PARALLEL, VECTORIZED, UNROLLED)
 
 _STORE = ["trips", "loops", "flops", "flop_per_iter", "int_ops", "divmod_ops", "guards", "reduction",
-          "vec_width", "vec_innermost", "unroll_prod", "unroll_loops", "unroll_body", "par_extent",
-          "par_depth", "par_work", "par_balance", "serial_prod", "inner_extent", "inner_serial_extent",
-          "reg_reuse", "fp_bytes", "fp_lines", "traffic_l1", "traffic_l2", "ai_l1", "ai_l2", "ai_unique"]
+          "vec_width", "vec_pow2", "vec_partial", "vec_innermost", "unroll_prod", "unroll_loops",
+          "unroll_body", "par_extent", "par_depth", "par_work", "par_balance", "serial_prod", "inner_extent",
+          "inner_serial_extent", "reg_reuse", "local_dyn", "inner_autovec", "vec_ops", "fp_bytes", "fp_lines",
+          "traffic_l1", "traffic_l2", "ai_l1", "ai_l2", "ai_unique"]
 _LEVEL = ["extent", "serial", "parallel", "vectorized", "unrolled", "fp_bytes", "fp_lines", "fits_l1",
           "fits_l2", "store_invariant"]
 _ACCESS = ["present", "local", "bytes", "unique", "reuse", "lines", "line_use", "stride_inner",
@@ -76,6 +80,14 @@ def _log(x: float) -> float:
 
 def _nbytes(dtype: str) -> int:
     return max(dt.bits(dtype) // 8, 1)
+
+
+def _extent(e) -> int:
+    return e.value if type(e) is IntImm else e if isinstance(e, int) else UNKNOWN_EXTENT
+
+
+def _buffer_bytes(b) -> int:
+    return math.prod(_extent(d) for d in b.shape) * _nbytes(b.dtype)
 
 
 # -- integer evaluation and strides ------------------------------------------------------------------------
@@ -161,22 +173,14 @@ class _ExprStats(Visitor):
 
 
 class _Access:
-    __slots__ = ("buffer", "is_store", "strides", "eb", "numel", "key")
+    __slots__ = ("buffer", "strides", "eb", "numel", "key")
 
-    def __init__(self, buffer, index, loops, is_store):
-        self.buffer, self.is_store = buffer, is_store
+    def __init__(self, buffer, index, loops):
+        self.buffer = buffer
         self.strides = _strides(index, loops)
         self.eb = _nbytes(buffer.dtype)
         self.numel = max(math.prod(_extent(d) for d in buffer.shape), 1)
         self.key = (buffer.uid, tuple(self.strides), _eval(index, {}))
-
-
-def _extent(e) -> int:
-    if type(e) is IntImm:
-        return e.value
-    if isinstance(e, int):
-        return e
-    return UNKNOWN_EXTENT
 
 
 class _Store:
@@ -191,15 +195,41 @@ class _Store:
         self.trips = float(math.prod(ext for _, ext, _ in loops))
         self.flop_per_iter = stats.flops * dt.lanes(node.value.dtype)
         self.int_ops, self.divmod = stats.int_ops, stats.divmod
-        store = _Access(node.buffer, index, loops, True)
+        store = _Access(node.buffer, index, loops)
         accs, seen = [store], {store.key}
         for buf, idx in stats.loads:
-            a = _Access(buf, idx, loops, False)
+            a = _Access(buf, idx, loops)
             if a.key not in seen:
                 seen.add(a.key)
                 accs.append(a)
         self.reduction = any(buf is node.buffer for buf, _ in stats.loads)
         self.accesses = accs
+        self.ext, self.kinds = [e for _, e, _ in loops], [k for _, _, k in loops]
+        self.flops = self.trips * self.flop_per_iter
+        self.fps = self._level_footprints()
+        self.traffic = self._traffic(L1_BYTES), self._traffic(L2_BYTES)
+
+    def _level_footprints(self) -> list[tuple[float, float]]:
+        """For levels 0..n (level l: inside loop l; n: one iteration), the (bytes, cache lines) all
+        accesses touch."""
+        out = []
+        for level in range(len(self.ext) + 1):
+            b = ln = 0.0
+            for a in self.accesses:
+                el, li = _footprint(a.strides[level:], self.ext[level:], a.eb, a.numel)
+                b, ln = b + el * a.eb, ln + li
+            out.append((b, ln))
+        return out
+
+    def _traffic(self, cap: float) -> float:
+        """Bytes a cache of ``cap`` bytes lets through: the lines of the outermost loop whose
+        footprint fits, times the iterations of the loops outside it."""
+        outer = 1.0
+        for level, ext in enumerate(self.ext):
+            if self.fps[level][0] <= cap:
+                return self.fps[level][1] * LINE * outer
+            outer *= ext
+        return self.fps[-1][1] * LINE * outer
 
 
 class _Walker(Visitor):
@@ -208,7 +238,8 @@ class _Walker(Visitor):
 
     def visit_For(self, s):
         self.nloops += 1
-        self.loops.append((s.loop_var, max(_extent(s.extent), 1), s.kind if s.kind in KINDS else PARALLEL))
+        kind = s.kind if s.kind in KINDS else PARALLEL          # a thread binding runs in parallel
+        self.loops.append((s.loop_var, max(_extent(s.extent), 1), kind))
         self.visit(s.body)
         self.loops.pop()
 
@@ -228,51 +259,29 @@ class _Walker(Visitor):
 
 
 # -- per store features -------------------------------------------------------------------------------------
-def _level_footprints(st: _Store):
-    """For levels 0..n (level l = inside loop l, n = one iteration): (bytes, lines) of all accesses."""
-    n, ext = len(st.loops), [e for _, e, _ in st.loops]
-    out = []
-    for level in range(n + 1):
-        b = ln = 0.0
-        for a in st.accesses:
-            el, li = _footprint(a.strides[level:], ext[level:], a.eb, a.numel)
-            b += el * a.eb
-            ln += li
-        out.append((b, ln))
-    return out
-
-
-def _traffic(st: _Store, fps, cap: float) -> float:
-    """Bytes brought in by a cache of ``cap`` bytes: footprint of the outermost loop that fits, times
-    the iterations of the loops outside it."""
-    outer = 1.0
-    for level, (_, ext, _) in enumerate(st.loops):
-        if fps[level][0] <= cap:
-            return fps[level][1] * LINE * outer
-        outer *= ext
-    return fps[-1][1] * LINE * outer
-
-
 def _store_features(st: _Store, f: dict, p: str) -> None:
-    loops, n = st.loops, len(st.loops)
-    kinds = [k for _, _, k in loops]
-    ext = [e for _, e, _ in loops]
+    n, kinds, ext, fps, flops = len(st.loops), st.kinds, st.ext, st.fps, st.flops
     vec = math.prod(e for e, k in zip(ext, kinds) if k == VECTORIZED)
     unroll = math.prod(e for e, k in zip(ext, kinds) if k == UNROLLED)
     par = [i for i, k in enumerate(kinds) if k == PARALLEL]
     par_ext = math.prod(ext[i] for i in par) if par else 1
     store = st.accesses[0]
-    flops = st.trips * st.flop_per_iter
-    fps = _level_footprints(st)
-    t1, t2 = _traffic(st, fps, L1_BYTES), _traffic(st, fps, L2_BYTES)
-    unique = sum(_footprint(a.strides, ext, a.eb, a.numel)[0] * a.eb for a in st.accesses)
+    (t1, t2), unique = st.traffic, fps[0][0]
+    width = vec * dt.lanes(store.buffer.dtype)     # LLVM splits non-power-of-two vectors badly
+    hw_lanes = max(VECTOR_REG_BYTES // store.eb, 1)
     inv = [s == 0 for s in store.strides]
+    local_dyn = store.buffer.scope != "global" and any(
+        s != 0 and k in (SERIAL, PARALLEL) for s, k in zip(store.strides, kinds))
+    autovec = bool(n) and kinds[-1] in (SERIAL, UNROLLED) and ext[-1] >= 4 and all(
+        a.strides[-1] in (0.0, 1.0) for a in st.accesses)
+    lanes = min(width, hw_lanes) if width > 1 else min(ext[-1], hw_lanes) if autovec else 1
     serial_inner = next((e for e, k in zip(reversed(ext), reversed(kinds)) if k != VECTORIZED), 1)
     f.update({
         p + "trips": _log(st.trips), p + "loops": n, p + "flops": _log(flops),
         p + "flop_per_iter": _log(st.flop_per_iter), p + "int_ops": _log(st.int_ops),
         p + "divmod_ops": st.divmod, p + "guards": st.guards, p + "reduction": float(st.reduction),
-        p + "vec_width": _log(vec * dt.lanes(store.buffer.dtype)),
+        p + "vec_width": _log(width), p + "vec_pow2": float(width & (width - 1) == 0),
+        p + "vec_partial": (width % hw_lanes) / hw_lanes,
         p + "vec_innermost": float(bool(kinds) and kinds[-1] == VECTORIZED),
         p + "unroll_prod": _log(unroll), p + "unroll_loops": kinds.count(UNROLLED),
         p + "unroll_body": _log(unroll * vec), p + "par_extent": _log(par_ext),
@@ -280,7 +289,9 @@ def _store_features(st: _Store, f: dict, p: str) -> None:
         p + "par_balance": (par_ext / (math.ceil(par_ext / CORES) * CORES)) if par else 1.0 / CORES,
         p + "serial_prod": _log(math.prod(e for e, k in zip(ext, kinds) if k == SERIAL)),
         p + "inner_extent": _log(ext[-1] if ext else 1), p + "inner_serial_extent": _log(serial_inner),
-        p + "reg_reuse": _log(_reg_reuse(store, ext)), p + "fp_bytes": _log(fps[0][0]), p + "fp_lines": _log(fps[0][1]),
+        p + "reg_reuse": _log(_reg_reuse(store, ext)),
+        p + "local_dyn": float(local_dyn), p + "inner_autovec": float(autovec),
+        p + "vec_ops": _log(flops / lanes), p + "fp_bytes": _log(fps[0][0]), p + "fp_lines": _log(fps[0][1]),
         p + "traffic_l1": _log(t1), p + "traffic_l2": _log(t2), p + "ai_l1": _log(flops / max(t1, 1)),
         p + "ai_l2": _log(flops / max(t2, 1)), p + "ai_unique": _log(flops / max(unique, 1)),
     })
@@ -327,50 +338,30 @@ def extract(func: LoweredFunc) -> np.ndarray:
     """The feature vector (``len(FEATURE_NAMES)`` float64) of a lowered function."""
     w = _Walker()
     w.visit(func.body)
-    f: dict = {}
-    stores = w.stores
+    stores, f = w.stores, {}
+    main = max(range(len(stores)), key=lambda i: (stores[i].flops, stores[i].trips, -i), default=-1)
     if stores:
-        main = max(range(len(stores)), key=lambda i: (stores[i].trips * stores[i].flop_per_iter,
-                                                      stores[i].trips, -i))
         _store_features(stores[main], f, "main.")
-    else:
-        main = -1
-    flops = nbytes = t1 = t2 = par_flops = vec_flops = 0.0
-    rest = {"trips": 0.0, "bytes": 0.0, "t1": 0.0, "t2": 0.0, "vec": 0.0, "par": 0.0}
-    for i, st in enumerate(stores):
-        fps = _level_footprints(st)
-        a1, a2 = _traffic(st, fps, L1_BYTES), _traffic(st, fps, L2_BYTES)
-        b = st.trips * sum(a.eb for a in st.accesses)
-        fl = st.trips * st.flop_per_iter
-        kinds = [k for _, _, k in st.loops]
-        flops, nbytes, t1, t2 = flops + fl, nbytes + b, t1 + a1, t2 + a2
-        par_flops += fl * (PARALLEL in kinds)
-        vec_flops += fl * (VECTORIZED in kinds)
-        if i != main:
-            rest["trips"] += st.trips
-            rest["bytes"] += b
-            rest["t1"] += a1
-            rest["t2"] += a2
-            rest["vec"] += st.trips * (VECTORIZED in kinds)
-            rest["par"] += st.trips * (PARALLEL in kinds)
-    local = [b for b in w.allocs if b.scope != "global"]
-    local_bytes = sum(math.prod(_extent(d) for d in b.shape) * _nbytes(b.dtype) for b in local)
-    max_local = max((math.prod(_extent(d) for d in b.shape) * _nbytes(b.dtype) for b in local), default=0)
-    arg_bytes = sum(math.prod(_extent(d) for d in b.shape) * _nbytes(b.dtype) for b in func.buffers)
-    galloc = sum(math.prod(_extent(d) for d in b.shape) * _nbytes(b.dtype) for b in w.allocs
-                 if b.scope == "global")
+    # per store: flops, bytes, L1 traffic, L2 traffic, trips, vectorized, parallel
+    table = np.array([[st.flops, st.trips * sum(a.eb for a in st.accesses), *st.traffic, st.trips,
+                       VECTORIZED in st.kinds, PARALLEL in st.kinds] for st in stores]).reshape(-1, 7)
+    flops, nbytes, t1, t2 = table[:, :4].sum(axis=0)
+    rest = np.delete(table, main, axis=0) if stores else table
+    r_trips = max(rest[:, 4].sum(), 1.0)
+    local = [_buffer_bytes(b) for b in w.allocs if b.scope != "global"]
+    arg_bytes = sum(_buffer_bytes(b) for b in func.buffers)
     f.update({
-        "rest.stores": max(len(stores) - 1, 0), "rest.trips": _log(rest["trips"]),
-        "rest.bytes": _log(rest["bytes"]), "rest.traffic_l1": _log(rest["t1"]),
-        "rest.traffic_l2": _log(rest["t2"]), "rest.vec_share": rest["vec"] / max(rest["trips"], 1),
-        "rest.par_share": rest["par"] / max(rest["trips"], 1),
+        "rest.stores": len(rest), "rest.trips": _log(rest[:, 4].sum()), "rest.bytes": _log(rest[:, 1].sum()),
+        "rest.traffic_l1": _log(rest[:, 2].sum()), "rest.traffic_l2": _log(rest[:, 3].sum()),
+        "rest.vec_share": rest[:, 4] @ rest[:, 5] / r_trips, "rest.par_share": rest[:, 4] @ rest[:, 6] / r_trips,
         "g.flops": _log(flops), "g.bytes": _log(nbytes), "g.arg_bytes": _log(arg_bytes),
         "g.ai": _log(flops / max(arg_bytes, 1)), "g.traffic_l1": _log(t1), "g.traffic_l2": _log(t2),
         "g.stores": len(stores), "g.loops": w.nloops, "g.allocs": len(w.allocs),
-        "g.local_bytes": _log(local_bytes), "g.local_regs": _log(max_local / VECTOR_REG_BYTES),
-        "g.local_fits": float(max_local <= VECTOR_REGS * VECTOR_REG_BYTES),
-        "g.global_alloc_bytes": _log(galloc), "g.par_flop_share": par_flops / max(flops, 1),
-        "g.vec_flop_share": vec_flops / max(flops, 1), "g.failed": 0.0,
+        "g.local_bytes": _log(sum(local)), "g.local_regs": _log(max(local, default=0) / VECTOR_REG_BYTES),
+        "g.local_fits": float(max(local, default=0) <= VECTOR_REGS * VECTOR_REG_BYTES),
+        "g.global_alloc_bytes": _log(sum(_buffer_bytes(b) for b in w.allocs if b.scope == "global")),
+        "g.par_flop_share": table[:, 0] @ table[:, 6] / max(flops, 1),
+        "g.vec_flop_share": table[:, 0] @ table[:, 5] / max(flops, 1), "g.failed": 0.0,
     })
     out = np.zeros(len(FEATURE_NAMES))
     for name, v in f.items():
@@ -383,23 +374,26 @@ _CACHE: OrderedDict = OrderedDict()
 CACHE_SIZE = 100_000
 
 
-def extract_config(task, config_index) -> np.ndarray:
-    """Features of one config of a tuning task (cached by workload and index); ``FAILED_VECTOR``
-    when the config cannot be instantiated or lowered."""
-    key = (_workload_key(task), int(config_index) if not hasattr(config_index, "index")
-           else int(config_index.index))
-    hit = _CACHE.get(key)
-    if hit is not None:
+def extract_config(task, config) -> np.ndarray:
+    """Features of one config (an index, or an entity with ``.index``) of a tuning task, cached by
+    (workload, target, index); ``FAILED_VECTOR`` when the config cannot be instantiated or lowered.
+    Lowered without the isl legality proof (most of the time otherwise): an illegal config fails its
+    build and is learned as failed anyway."""
+    index = int(getattr(config, "index", config))
+    key = (repr(getattr(task, "workload", None) or (task.name, task.args)), str(getattr(task, "target", "")),
+           index)
+    vec = _CACHE.get(key)
+    if vec is not None:
         _CACHE.move_to_end(key)
-        return hit
+        return vec
     try:
-        from tensorir import lower
-        s, args = task.instantiate(config_index)
-        vec = extract(lower(s, args, expand=False))
+        s, args = task.instantiate(config)
+        vec = extract(te.lower(s, args, expand=False, **_NO_CHECK))
         if not np.all(np.isfinite(vec)):
-            vec = FAILED_VECTOR.copy()
+            vec = FAILED_VECTOR
     except Exception:  # noqa: BLE001 - a config that cannot be built scores as failed, never raises
-        vec = FAILED_VECTOR.copy()
+        vec = FAILED_VECTOR
+    vec = vec.copy()
     vec.setflags(write=False)
     _CACHE[key] = vec
     if len(_CACHE) > CACHE_SIZE:
@@ -407,12 +401,6 @@ def extract_config(task, config_index) -> np.ndarray:
     return vec
 
 
-def _workload_key(task):
-    for attr in ("workload_key", "workload"):
-        v = getattr(task, attr, None)
-        if v is not None:
-            return v if isinstance(v, (str, int, tuple)) else repr(v)
-    return (getattr(task, "name", None), repr(getattr(task, "args", None)), id(task))
-
+_NO_CHECK = {"check": False} if "check" in inspect.signature(te.lower).parameters else {}
 
 __all__ = ["FEATURE_NAMES", "FAILED_VECTOR", "extract", "extract_config"]

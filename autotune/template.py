@@ -92,8 +92,19 @@ def lookup(name: str, module: str = "", file: str = "") -> TemplateInfo:
 
 
 def load_file(path: str):
-    """Import a Python file by path (its templates register themselves); returns the module."""
+    """Import a Python file by path (its templates register themselves); returns the module.  A file
+    inside an importable package (``autotune/templates/gemm_cpu.py``) is imported by its module name."""
     path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such file: {path}")
+    dotted = _package_module(path)
+    if dotted is not None:
+        try:
+            mod = importlib.import_module(dotted)
+            if os.path.samefile(getattr(mod, "__file__", "") or "/", path):
+                return mod
+        except (ImportError, OSError):
+            pass
     modname = "tiletune_user_" + "".join(c if c.isalnum() else "_" for c in path)
     if modname in sys.modules:
         return sys.modules[modname]
@@ -108,6 +119,16 @@ def load_file(path: str):
         del sys.modules[modname]
         raise
     return mod
+
+
+def _package_module(path: str) -> str | None:
+    """``a.b.c`` when ``path`` is ``.../a/b/c.py`` and a, a/b are packages (have ``__init__.py``)."""
+    parts = [os.path.splitext(os.path.basename(path))[0]]
+    d = os.path.dirname(path)
+    while os.path.exists(os.path.join(d, "__init__.py")):
+        parts.insert(0, os.path.basename(d))
+        d = os.path.dirname(d)
+    return ".".join(parts) if len(parts) > 1 else None
 
 
 def get_config():

@@ -20,6 +20,8 @@ import subprocess
 import tempfile
 
 import llvmlite
+
+from tensorir.version import __version__
 import llvmlite.binding as llvm
 
 from . import jit
@@ -28,11 +30,10 @@ from .module import Module
 from .signature import Signature
 from .target import parse
 
-TILETUNE_VERSION = "0.1.0"
 
 
 def build_info() -> dict:
-    return {"tiletune": TILETUNE_VERSION, "llvmlite": llvmlite.__version__,
+    return {"tiletune": __version__, "llvmlite": llvmlite.__version__,
             "llvm": ".".join(map(str, llvm.llvm_version_info))}
 
 

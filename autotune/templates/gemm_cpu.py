@@ -63,46 +63,51 @@ def _gemm_reference(a, b):
 
 @template("gemm_packed_cpu", reference=_gemm_reference)
 def gemm_packed_template(M: int, N: int, K: int, dtype: str = "float32"):
-    """``packed_schedule`` with its choices as knobs (~70k configs at 1024^3).
+    """``packed_schedule`` with its choices as knobs, in the shape of TVM's x86 ``dense_pack``
+    (80640 configs at 1024^3).
 
-    tile_y / tile_x: the register block ``mr x bn`` (``bn`` is also the panel width of packed B);
-    tile_k: the reduction split whose inner part may be unrolled; block_order: rows or panels
-    outermost; inner_order / inner_ann: order and unroll/vectorize of the block's loops (k, m, n);
-    parallel: none, the outer block loop, or both block loops fused."""
+    tile_y = [-1, row blocks per tile, mr], tile_x = [-1, panels per tile, bn]: the register block
+    is ``mr x bn`` (``bn`` vectorized); tile_k: the reduction split; tile_order: whether rows or
+    panels are the outer (parallel) tile loop; pack_b: repack B into ``bn``-wide panels or read it in
+    place; unroll: which of the block's reduction (``ki``) and row (``mc``) loops are unrolled (``ki``
+    only while the unrolled body stays under 512 vector operations)."""
     cfg = get_config()
-    cfg.define_split("tile_y", M, num_outputs=2, max_factor=32)
-    cfg.define_split("tile_x", N, num_outputs=2, max_factor=128)
+    cfg.define_split("tile_y", M, num_outputs=3, max_factor=32, filter=lambda e: e.size[1] <= 16)
+    cfg.define_split("tile_x", N, num_outputs=3, max_factor=128, filter=lambda e: e.size[1] <= 16 <= 2 * e.size[2])
     cfg.define_split("tile_k", K, num_outputs=2, max_factor=64)
-    mr, bn = cfg["tile_y"].size[-1], cfg["tile_x"].size[-1]
+    cfg.define_knob("tile_order", ["rows", "panels"])
+    cfg.define_knob("pack_b", [True, False])
+    mr, bn, kf = cfg["tile_y"].size[-1], cfg["tile_x"].size[-1], cfg["tile_k"].size[-1]
+    if N % bn:
+        cfg.raise_error(f"bn={bn} does not divide N={N}")
     A = te.placeholder((M, K), name="A", dtype=dtype)
     B = te.placeholder((K, N), name="B", dtype=dtype)
     k = te.reduce_axis((0, K), name="k")
-    packedB = te.compute((N // bn, K, bn), lambda x, y, z: B[y, x * bn + z], name="packedB")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * packedB[j // bn, k, j % bn], axis=k), name="C")
+    if cfg["pack_b"].val:
+        packedB = te.compute((N // bn, K, bn), lambda x, y, z: B[y, x * bn + z], name="packedB")
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * packedB[j // bn, k, j % bn], axis=k), name="C")
+    else:
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
     s = te.create_schedule(C.op)
     CC = s.cache_write(C, "local")
-    mo, mi = cfg["tile_y"].apply(s, C, C.op.axis[0])
-    no, ni = cfg["tile_x"].apply(s, C, C.op.axis[1])
-    cfg.define_knob("block_order", ["rows", "panels"])
-    outer = [mo, no] if cfg["block_order"].val == "rows" else [no, mo]
-    s[C].reorder(*outer, mi, ni)
-    s[C].vectorize(ni)
-    s[CC].compute_at(s[C], outer[1])
+    yt, yo, yi = cfg["tile_y"].apply(s, C, C.op.axis[0])
+    xt, xo, xi = cfg["tile_x"].apply(s, C, C.op.axis[1])
+    tiles = [yt, xt] if cfg["tile_order"].val == "rows" else [xt, yt]
+    s[C].reorder(*tiles, yo, xo, yi, xi)
+    s[C].parallel(tiles[0])      # (fusing the tiles would lose the constant extents of the block)
+    s[C].vectorize(xi)
+    s[CC].compute_at(s[C], xo)
     mc, nc = s[CC].op.axis
     (kaxis,) = s[CC].op.reduce_axis
     ko, ki = cfg["tile_k"].apply(s, CC, kaxis)
-    cfg.define_reorder("inner_order", [ki, mc, nc], policy="all")
-    inner = cfg["inner_order"].apply(s, CC, [ki, mc, nc])
-    cfg.define_annotate("inner_ann", inner, policy="try_unroll_vec")
-    cfg["inner_ann"].apply(s, CC, inner)
-    cfg.define_knob("parallel", ["none", "outer", "fused"])
-    x, _, z = s[packedB].op.axis
-    s[packedB].vectorize(z)
-    if cfg["parallel"].val == "outer":
-        s[C].parallel(outer[0])
-        s[packedB].parallel(x)
-    elif cfg["parallel"].val == "fused":
-        s[C].parallel(s[C].fuse(*outer))
+    s[CC].reorder(ko, ki, mc, nc)
+    cfg.define_annotate("unroll", [ki, mc], policy="try_unroll")
+    body = mr * max(bn // 16, 1)                 # vector operations of one ki iteration, unrolled
+    cfg["unroll"].apply(s, CC, [ki, mc], axis_lens=[kf * body, mr], max_unroll=512)
+    s[CC].vectorize(nc)
+    if cfg["pack_b"].val:
+        x, _, z = s[packedB].op.axis
+        s[packedB].vectorize(z)
         s[packedB].parallel(x)
     cfg.add_flop(2.0 * M * N * K)
     return s, [A, B, C]

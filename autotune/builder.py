@@ -1,0 +1,82 @@
+"""``LocalBuilder``: configs to shared objects in parallel worker processes.
+
+Each job instantiates the template with its config, compiles it with ``codegen.build`` for the task's
+target and exports a shared object into the builder's temporary directory.  A template that rejects
+the config (or whose schedule is invalid) gives ``INSTANTIATION_ERROR``; a compile or link failure
+``BUILD_ERROR``; a build that outlives ``timeout`` (its worker is killed) ``BUILD_TIMEOUT``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import traceback
+import uuid
+
+from .measure import BuildResult, MeasureErrorNo
+from .worker import OK, TIMEOUT, WorkerPool
+
+
+def build_job(p: dict) -> dict:
+    """Runs in a worker: ``{"task", "index", "dir"}`` -> ``{"error_no", "path", "msg", "seconds"}``."""
+    from .task import Task
+    t0 = time.perf_counter()
+    try:
+        task = Task.from_payload(p["task"])
+        s, args = task.instantiate(p["index"])
+    except Exception as e:  # noqa: BLE001 - the config is invalid, whatever the template raised
+        return {"error_no": int(MeasureErrorNo.INSTANTIATION_ERROR), "path": "",
+                "msg": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
+    try:
+        import codegen
+        mod = codegen.build(s, args, target=task.target, name=f"{task.name}_{p['index']}")
+        path = os.path.join(p["dir"], f"{task.name}_{p['index']}_{uuid.uuid4().hex[:8]}.so")
+        mod.export_library(path)
+    except Exception as e:  # noqa: BLE001
+        tb = traceback.format_exc(limit=4)
+        return {"error_no": int(MeasureErrorNo.BUILD_ERROR), "path": "",
+                "msg": f"{type(e).__name__}: {e}\n{tb}", "seconds": time.perf_counter() - t0}
+    return {"error_no": 0, "path": path, "msg": "", "seconds": time.perf_counter() - t0}
+
+
+class LocalBuilder:
+    """Builds in ``n_parallel`` worker processes (default: the CPU count), each build at most
+    ``timeout`` seconds."""
+
+    def __init__(self, n_parallel: int | None = None, timeout: float = 10.0):
+        self.n_parallel = n_parallel or os.cpu_count() or 1
+        self.timeout = timeout
+        self._pool: WorkerPool | None = None
+        self._dir: str | None = None
+
+    def build(self, inputs) -> list[BuildResult]:
+        if self._pool is None:
+            self._pool = WorkerPool(self.n_parallel)
+            self._dir = tempfile.mkdtemp(prefix="tiletune_build_")
+        jobs = [("autotune.builder:build_job", {"task": inp.task.payload(), "index": inp.config.index,
+                                                 "dir": self._dir}) for inp in inputs]
+        out = []
+        for o in self._pool.map(jobs, self.timeout):
+            if o.status == OK:
+                v = o.value
+                out.append(BuildResult(v["path"], MeasureErrorNo(v["error_no"]), v["msg"], v["seconds"]))
+            elif o.status == TIMEOUT:
+                out.append(BuildResult("", MeasureErrorNo.BUILD_TIMEOUT, o.message, o.seconds))
+            else:
+                out.append(BuildResult("", MeasureErrorNo.BUILD_ERROR, o.message, o.seconds))
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def __repr__(self) -> str:
+        return f"LocalBuilder(n_parallel={self.n_parallel}, timeout={self.timeout})"
+
+
+__all__ = ["LocalBuilder", "build_job"]

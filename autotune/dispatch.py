@@ -1,0 +1,73 @@
+"""Deployment from a tuning log: ``with autotune.apply_history_best(log): s, args = template(...)``.
+
+Inside the context a template call builds the best record for its workload on the deployment target
+with no tuning.  A record applies when its workload is the call's and its target has the same kind and
+CPU and only features the deployment target has; among those the fastest valid record wins.  A
+record whose knobs no longer match the template's space (the template changed) is skipped.  No
+applicable record means the fallback config, with a warning naming the workload, counted in
+``autotune.dispatch_stats()``.
+"""
+from __future__ import annotations
+
+from .record import records_of
+from .template import DispatchContext, lookup, thaw
+
+
+def _target_fits(record_target: str, target) -> bool:
+    from codegen.target import parse
+    try:
+        r = parse(record_target)
+    except ValueError:
+        return False
+    return r.kind == target.kind and r.mcpu == target.mcpu and r.features <= target.features
+
+
+class ApplyHistoryBest(DispatchContext):
+    """The best record per workload for ``target`` (default: this machine) from logs or records."""
+
+    def __init__(self, records, target="llvm"):
+        from codegen.target import parse
+        self.target = parse(target)
+        self.source = records if isinstance(records, str) else "the given records"
+        self.best: dict[tuple, list] = {}
+        for r in records_of(records):
+            if r.result.ok and _target_fits(r.target, self.target):
+                self.best.setdefault(r.workload, []).append(r)
+        for rs in self.best.values():
+            rs.sort(key=lambda r: r.cost)
+        self._configs: dict[tuple, object] = {}
+
+    def _query(self, workload):
+        if workload in self._configs:
+            return self._configs[workload]
+        config = None
+        from .task import Task
+        for rec in self.best.get(workload, []):
+            try:
+                task = Task(lookup(workload[0]), tuple(thaw(workload[1])), str(self.target))
+                space = task.config_space
+                if 0 <= rec.index < len(space) and space.get(rec.index).knobs() == rec.knobs:
+                    config = space.get(rec.index)
+                else:
+                    config = space.get(space.index_from_values(rec.knobs))
+                break
+            except (KeyError, ValueError, IndexError):
+                continue
+        self._configs[workload] = config
+        return config
+
+    def best_record(self, workload):
+        """The record a call with ``workload`` would use (None if it falls back)."""
+        rs = self.best.get(workload)
+        return rs[0] if rs else None
+
+    def _where(self) -> str:
+        return f"in {self.source} for target {str(self.target).split(' -mattr')[0]}"
+
+
+def apply_history_best(records, target="llvm") -> ApplyHistoryBest:
+    """A dispatch context serving the best records of ``records`` (a log path, paths, or records)."""
+    return ApplyHistoryBest(records, target)
+
+
+__all__ = ["ApplyHistoryBest", "apply_history_best"]

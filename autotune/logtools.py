@@ -1,0 +1,110 @@
+"""Reading tuning logs for people: summaries, best-so-far curves, plots (``tiletune logs ...``)."""
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+from .measure import MeasureErrorNo
+from .record import Record, best_by_key, records_of
+from .template import workload_str
+
+
+def _short_target(target: str) -> str:
+    return target.split(" -mattr")[0]
+
+
+def best_so_far(records: list[Record]) -> list[float]:
+    """GFLOP/s of the best valid record among the first 1, 2, ... records (in log order)."""
+    out, best = [], 0.0
+    for r in records:
+        best = max(best, r.gflops)
+        out.append(best)
+    return out
+
+
+def trials_to_reach(curve: list[float], level: float) -> int | None:
+    """The number of trials after which ``curve`` first reaches ``level`` (None if never)."""
+    for n, v in enumerate(curve, 1):
+        if v >= level:
+            return n
+    return None
+
+
+def summary(records: list[Record]) -> str:
+    """One block per (workload, target): trials, errors by kind, the best config and its speed."""
+    groups: dict[tuple, list[Record]] = {}
+    for r in records:
+        groups.setdefault(r.key, []).append(r)
+    best = best_by_key(records)
+    lines = []
+    for key, rs in groups.items():
+        workload, target = key
+        errors = Counter(r.result.error_no.name for r in rs if not r.result.ok)
+        lines.append(f"{workload_str(workload)}  on {_short_target(target)}")
+        lines.append(f"  trials {len(rs)}, valid {len(rs) - sum(errors.values())}"
+                     + (", errors: " + ", ".join(f"{k} {v}" for k, v in sorted(errors.items())) if errors else ""))
+        b = best.get(key)
+        if b is None:
+            lines.append("  no valid measurement")
+            continue
+        speed = f"{b.gflops:.1f} GFLOP/s" if b.flop else ""
+        lines.append(f"  best   {b.cost * 1e3:.4f} ms {speed} (config {b.index}, trial "
+                     f"{rs.index(b) + 1 if b in rs else '?'} of {len(rs)})")
+        lines.append("  knobs  " + ", ".join(f"{k}={v}" for k, v in b.knobs.items()))
+        toolchain = b.toolchain or {}
+        lines.append(f"  tiletune {b.version or '?'}, llvmlite {toolchain.get('llvmlite', '?')}, "
+                     f"LLVM {toolchain.get('llvm', '?')}")
+    return "\n".join(lines)
+
+
+def show_table(records: list[Record], limit: int = 20) -> str:
+    """The fastest ``limit`` valid records of each problem, one per line."""
+    out = []
+    groups: dict[tuple, list[Record]] = {}
+    for r in records:
+        groups.setdefault(r.key, []).append(r)
+    for key, rs in groups.items():
+        ok = sorted((r for r in rs if r.result.ok), key=lambda r: r.cost)[:limit]
+        if not ok:
+            continue
+        out.append(f"top {len(ok)} of {workload_str(key[0])}:")
+        out.append(f"  {'index':>8s} {'ms':>10s} {'GFLOP/s':>9s}  knobs")
+        for r in ok:
+            out.append(f"  {r.index:8d} {r.cost * 1e3:10.4f} {r.gflops:9.1f}  "
+                       + ", ".join(f"{k}={v}" for k, v in r.knobs.items()))
+    return "\n".join(out)
+
+
+def plot(logs: list[str], out: str, title: str | None = None) -> str:
+    """Draw best-so-far GFLOP/s against trials for each log (one line per log and problem) to a PNG."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("tiletune logs plot needs matplotlib: pip install 'tiletune[plots]'") from None
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    for path in logs:
+        groups: dict[tuple, list[Record]] = {}
+        for r in records_of(path):
+            groups.setdefault(r.key, []).append(r)
+        for key, rs in groups.items():
+            label = os.path.basename(path) + ("" if len(groups) == 1 else f" {workload_str(key[0])}")
+            curve = best_so_far(rs)
+            ax.plot(range(1, len(curve) + 1), curve, label=label, linewidth=1.5)
+    ax.set_xlabel("trials")
+    ax.set_ylabel("best GFLOP/s so far")
+    ax.set_title(title or "tuning progress")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def error_name(code: int) -> str:
+    return MeasureErrorNo(code).name
+
+
+__all__ = ["best_so_far", "trials_to_reach", "summary", "show_table", "plot"]

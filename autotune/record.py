@@ -1,0 +1,209 @@
+"""Tuning logs: one JSON object per line, one line per measured trial.
+
+A line names everything that gives its numbers their meaning::
+
+    {"format": "tiletune.record/1", "tiletune": "0.1.0",
+     "workload": ["gemm_packed_cpu", [1024, 1024, 1024]], "flop": 2147483648.0,
+     "target": "llvm -mcpu=znver5 -mattr=+avx,...",
+     "config": {"index": 1234, "knobs": {"tile_y": [-1, 4, 8], ...}},
+     "result": {"costs": [0.0071, ...], "error_no": 0, "error": "NO_ERROR", "error_msg": "",
+                "all_cost": 0.41, "timestamp": 1732271234.5},
+     "toolchain": {"llvmlite": "0.50.0", "llvm": "22.1.0"}}
+
+Loading parses JSON only (never pickle, never code).  Lines that are not valid records -- a torn
+last line after a kill, a foreign format version -- are skipped and counted in a single warning.
+"""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from .measure import MeasureErrorNo, MeasureResult
+from .template import thaw, workload_of
+
+FORMAT = "tiletune.record/1"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One trial as stored: workload ``(name, args)`` (hashable), target string, config index and knob
+    values, the measurement, and provenance."""
+    workload: tuple
+    target: str
+    index: int
+    knobs: dict
+    result: MeasureResult
+    flop: float = 0.0
+    version: str = ""
+    toolchain: dict | None = None
+
+    @property
+    def cost(self) -> float:
+        return self.result.cost
+
+    @property
+    def gflops(self) -> float:
+        return self.flop / self.cost / 1e9 if self.result.ok and self.flop else 0.0
+
+    @property
+    def key(self) -> tuple:
+        """(workload, target): which tuning problem the record belongs to."""
+        return (self.workload, self.target)
+
+    def to_json(self) -> dict:
+        r = self.result
+        return {"format": FORMAT, "tiletune": self.version or _version(),
+                "workload": [self.workload[0], thaw(self.workload[1])], "flop": self.flop, "target": self.target,
+                "config": {"index": self.index, "knobs": self.knobs},
+                "result": {"costs": list(r.costs), "error_no": int(r.error_no), "error": r.error_no.name,
+                           "error_msg": r.error_msg, "all_cost": r.all_cost, "timestamp": r.timestamp},
+                "toolchain": self.toolchain or toolchain()}
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), separators=(",", ":"))
+
+    @staticmethod
+    def from_json(d: dict) -> "Record":
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise ValueError("not a tiletune record")
+        res = d["result"]
+        result = MeasureResult(tuple(float(c) for c in res["costs"]), MeasureErrorNo(int(res["error_no"])),
+                               float(res["all_cost"]), float(res["timestamp"]), str(res.get("error_msg", "")))
+        name, args = d["workload"]
+        if not isinstance(name, str) or not isinstance(args, list):
+            raise ValueError("bad workload")
+        knobs = d["config"]["knobs"]
+        if not isinstance(knobs, dict):
+            raise ValueError("bad knobs")
+        return Record(workload_of(name, args), str(d["target"]), int(d["config"]["index"]), knobs, result,
+                      float(d.get("flop", 0.0)), str(d.get("tiletune", "")), d.get("toolchain"))
+
+
+def _version() -> str:
+    from tensorir.version import __version__
+    return __version__
+
+
+_toolchain: dict | None = None
+
+
+def toolchain() -> dict:
+    global _toolchain
+    if _toolchain is None:
+        import llvmlite
+        import llvmlite.binding as llvm
+        _toolchain = {"llvmlite": llvmlite.__version__, "llvm": ".".join(map(str, llvm.llvm_version_info))}
+    return _toolchain
+
+
+def make_record(inp, result: MeasureResult) -> Record:
+    """The record of one trial (``inp``: a MeasureInput)."""
+    task = inp.task
+    return Record(task.workload, task.target, inp.config.index, inp.config.knobs(), result, task.flop)
+
+
+# -- reading and writing ---------------------------------------------------------------------------------
+def parse_lines(lines: Iterable[str], source: str = "log") -> Iterator[Record]:
+    """Records from JSON lines; bad lines are skipped and reported in one warning at the end."""
+    bad = 0
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            yield Record.from_json(json.loads(line))
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+            bad += 1
+    if bad:
+        warnings.warn(f"{source}: skipped {bad} corrupt or truncated line(s)", CorruptLogWarning, stacklevel=3)
+
+
+class CorruptLogWarning(UserWarning):
+    """Some lines of a tuning log could not be read."""
+
+
+def load_records(path) -> list[Record]:
+    """All valid records of the log at ``path`` (a missing file has none)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return list(parse_lines(f, path))
+
+
+def records_of(source) -> list[Record]:
+    """Records from a path, a list of paths, or records."""
+    if isinstance(source, (str, os.PathLike)):
+        return load_records(source)
+    out = []
+    for x in source:
+        out.extend(records_of(x) if isinstance(x, (str, os.PathLike)) else [x])
+    return out
+
+
+def append_records(path, records: Iterable[Record]) -> None:
+    """Append lines and make them durable (flush + fsync) before returning.  A torn line left by a
+    kill is ended first, so it cannot swallow the next record."""
+    path = os.fspath(path)
+    text = "".join(r.dumps() + "\n" for r in records)
+    if not text:
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "a+b") as f:
+        if f.tell() > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                text = "\n" + text
+        f.write(text.encode())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def save_records(path, records: Iterable[Record]) -> None:
+    """Write ``records`` to ``path`` (replacing it atomically)."""
+    path = os.fspath(path)
+    tmp = path + ".tmp"
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(tmp, "w") as f:
+        for r in records:
+            f.write(r.dumps() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# -- selecting ---------------------------------------------------------------------------------------------
+def best_by_key(records: Iterable[Record]) -> dict[tuple, Record]:
+    """The fastest valid record of each (workload, target)."""
+    best: dict[tuple, Record] = {}
+    for r in records:
+        if r.result.ok and (r.key not in best or r.cost < best[r.key].cost):
+            best[r.key] = r
+    return best
+
+
+def pick_best(inp, out) -> list[Record]:
+    """Write the best record of each (workload, target) found in ``inp`` (path(s) or records) to
+    ``out``; returns them."""
+    best = list(best_by_key(records_of(inp)).values())
+    save_records(out, best)
+    return best
+
+
+def merge(inputs, out) -> list[Record]:
+    """Concatenate logs into ``out``, dropping exact duplicates (same problem, config and timestamp)."""
+    seen, merged = set(), []
+    for r in records_of(inputs):
+        k = (r.key, r.index, r.result.timestamp)
+        if k not in seen:
+            seen.add(k)
+            merged.append(r)
+    save_records(out, merged)
+    return merged
+
+
+__all__ = ["Record", "FORMAT", "load_records", "records_of", "append_records", "save_records", "pick_best",
+           "merge", "best_by_key", "make_record", "parse_lines", "toolchain", "CorruptLogWarning"]

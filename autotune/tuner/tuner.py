@@ -1,0 +1,225 @@
+"""The tuner base class: it owns the loop; strategies implement ``next_batch`` and ``update``.
+
+One round of :meth:`Tuner.tune`: learn what other processes finished in the shared study, ask the
+strategy for a batch of config indices, drop those anyone already measured or is measuring, claim the
+rest in the study, build and run them, finish their trials, tell the strategy, and call the callbacks
+(``log_to_file`` makes each finished trial durable).  A tune restarted on the same log reads it
+first: its trials count toward ``n_trial`` and are never measured again.
+"""
+from __future__ import annotations
+
+import math
+import os
+import warnings
+
+import numpy as np
+
+from ..measure import MeasureErrorNo, MeasureInput, MeasureResult
+from ..record import load_records
+from .study import TuningStudy, sqlite_url
+
+
+class Tuner:
+    """Base of all tuners.  ``storage``: an optuna storage URL or object for the study (default: an
+    SQLite file beside the log of a ``log_to_file`` callback, else in memory); ``study_name``
+    defaults to the workload and target, so processes tuning the same task share a study."""
+    batch_size = 8
+
+    def __init__(self, task, seed: int | None = None, storage=None, study_name: str | None = None):
+        self.task = task
+        self.space = task.config_space
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.storage, self.study_name = storage, study_name
+        self.study: TuningStudy | None = None
+        self.visited: set[int] = set()          # measured (here or elsewhere) or being measured
+        self.trials_done = 0                    # trials of this task in this tune's log, old and new
+        self.errors = 0
+        self.best_cost, self.best_index = math.inf, None
+        self.history: list[tuple[int, MeasureResult]] = []   # this tune's own measurements, in order
+        self.asked: dict[int, int] = {}         # index -> trial id a sampler created for it (optuna)
+
+    # -- what a strategy implements ----------------------------------------------------------------------
+    def next_batch(self, batch_size: int) -> list[int]:
+        """Up to ``batch_size`` config indices to measure next (avoid ``self.visited``)."""
+        raise NotImplementedError
+
+    def update(self, inputs: list[MeasureInput], results: list[MeasureResult]) -> None:
+        """Learn from measured configs (also called for trials read from the log or the study)."""
+
+    def has_next(self) -> bool:
+        return len(self.visited) < len(self.space)
+
+    def _make_study(self, storage) -> TuningStudy:
+        return TuningStudy(self.task, storage, self.study_name)
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    @property
+    def best_gflops(self) -> float:
+        return self.task.flop / self.best_cost / 1e9 if self.best_cost < math.inf and self.task.flop else 0.0
+
+    @property
+    def best_config(self):
+        return None if self.best_index is None else self.space.get(self.best_index)
+
+    def random_unvisited(self, n: int) -> list[int]:
+        """Up to ``n`` distinct random indices not yet visited."""
+        total = len(self.space)
+        out: list[int] = []
+        if total - len(self.visited) <= 4 * n:
+            rest = [i for i in range(total) if i not in self.visited]
+            self.rng.shuffle(rest)
+            return rest[:n]
+        chosen = set()
+        while len(out) < n:
+            i = int(self.rng.integers(total))
+            if i not in self.visited and i not in chosen:
+                chosen.add(i)
+                out.append(i)
+        return out
+
+    def _inputs(self, indices) -> list[MeasureInput]:
+        return [MeasureInput(self.task, self.space.get(i)) for i in indices]
+
+    def _account(self, indices, results, own: bool) -> None:
+        for i, r in zip(indices, results):
+            self.visited.add(i)
+            if own:
+                self.trials_done += 1
+                self.errors += not r.ok
+                self.history.append((i, r))
+            if r.ok and r.cost < self.best_cost:
+                self.best_cost, self.best_index = r.cost, i
+
+    def _index_of_record(self, rec) -> int | None:
+        try:
+            if 0 <= rec.index < len(self.space) and self.space.get(rec.index).knobs() == rec.knobs:
+                return rec.index
+            return self.space.index_from_values(rec.knobs)
+        except (ValueError, IndexError, KeyError):
+            return None
+
+    def load_history(self, records) -> None:
+        """Learn from earlier records (of this task: they also count as measured)."""
+        mine = [r for r in records if r.key == (self.task.workload, self.task.target)]
+        idx = [self._index_of_record(r) for r in mine]
+        pairs = [(i, r.result) for i, r in zip(idx, mine) if i is not None]
+        if len(pairs) < len(mine):
+            warnings.warn(f"{len(mine) - len(pairs)} record(s) of {self.task!r} do not fit its config space "
+                          "(the template changed?) and were ignored")
+        if pairs:
+            self._account([i for i, _ in pairs], [r for _, r in pairs], own=False)
+            self.update(self._inputs([i for i, _ in pairs]), [r for _, r in pairs])
+
+    # -- the loop ----------------------------------------------------------------------------------------
+    def tune(self, n_trial: int, measure_option=None, early_stopping: int | None = None, callbacks=()) -> None:
+        """Measure until the log holds ``n_trial`` trials of this task (or the space is exhausted, or
+        ``early_stopping`` trials pass without improvement)."""
+        from ..callback import log_to_file
+        from ..measure import measure_option as default_option
+        from ..worker import in_worker
+        if in_worker():
+            raise RuntimeError("Tuner.tune() ran inside a tiletune worker process: a worker imports the script "
+                               "that defines a template, so guard that script's tuning code with "
+                               "`if __name__ == \"__main__\":`")
+        option = measure_option or default_option()
+        callbacks = list(callbacks)
+        log = next((c.path for c in callbacks if isinstance(c, log_to_file)), None)
+        if log:
+            os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
+        storage = self.storage if self.storage is not None else (sqlite_url(log + ".study.db") if log else None)
+        self.study = self._make_study(storage)
+        previous = [r for r in load_records(log) if r.key == (self.task.workload, self.task.target)] if log else []
+        self._resume(previous)
+        best_at = self.trials_done
+        for cb in callbacks:
+            start = getattr(cb, "on_start", None)
+            if start is not None:
+                start(self, n_trial)
+        try:
+            while self.trials_done < n_trial and self.has_next():
+                self._sync()
+                want = min(self.batch_size, n_trial - self.trials_done)
+                claimed = self._claim(want)
+                if not claimed:
+                    if not self.has_next() or not self._sync():
+                        break
+                    continue
+                indices = list(claimed)
+                try:
+                    results = option.measure(self._inputs(indices))
+                except BaseException:
+                    for tid in claimed.values():      # unmeasured: let others (or a rerun) take them
+                        self.study.release(tid)
+                    raise
+                for i, r in zip(indices, results):
+                    self.study.finish(claimed[i], r)
+                before = self.best_cost
+                self._account(indices, results, own=True)
+                inputs = self._inputs(indices)
+                self.update(inputs, results)
+                for cb in callbacks:
+                    cb(self, inputs, results)
+                if self.best_cost < before:
+                    best_at = self.trials_done
+                if early_stopping is not None and self.trials_done - best_at >= early_stopping:
+                    break
+        finally:
+            option.close()
+            for cb in callbacks:
+                close = getattr(cb, "close", None)
+                if close is not None:
+                    close()
+
+    def _resume(self, previous) -> None:
+        """Count and learn the trials already in the log; put those the study lacks into it."""
+        if not previous:
+            return
+        in_study = self.study.taken()
+        pairs = []
+        for rec in previous:
+            i = self._index_of_record(rec)
+            if i is not None and i not in self.visited:
+                pairs.append((i, rec.result))
+                if i not in in_study:
+                    self.study.record_known(i, rec.result)
+        self._account([i for i, _ in pairs], [r for _, r in pairs], own=False)
+        self.trials_done += len(pairs)
+        self.errors += sum(not r.ok for _, r in pairs)
+        if pairs:
+            self.update(self._inputs([i for i, _ in pairs]), [r for _, r in pairs])
+
+    def _sync(self) -> bool:
+        """Mark what others measured or claimed as visited and learn their results; True if anything
+        new was learned."""
+        foreign = self.study.finished_elsewhere(self.visited)
+        taken = self.study.taken() - self.visited
+        if foreign:
+            self._account([i for i, _ in foreign], [r for _, r in foreign], own=False)
+            self.update(self._inputs([i for i, _ in foreign]), [r for _, r in foreign])
+        self.visited |= taken
+        return bool(foreign or taken)
+
+    def _claim(self, want: int) -> dict[int, int]:
+        """Ask the strategy for a batch (twice, then fall back to random configs) and claim its new
+        configs in the study: ``{index: trial id}``."""
+        for attempt in range(3):
+            batch = self.next_batch(want) if attempt < 2 else self.random_unvisited(want)
+            fresh = [i for i in dict.fromkeys(int(i) for i in batch) if i not in self.visited][:want]
+            asked, self.asked = self.asked, {}
+            for i, tid in asked.items():
+                if i not in fresh:
+                    self.study.release(tid)
+            if not fresh:
+                continue
+            won = self.study.claim(fresh, {i: t for i, t in asked.items() if i in fresh})
+            self.visited.update(fresh)
+            if won:
+                return won
+        return {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.task!r}, seed={self.seed})"
+
+
+__all__ = ["Tuner", "MeasureErrorNo"]

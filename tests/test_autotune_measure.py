@@ -1,0 +1,84 @@
+"""Measurement survives candidates that crash, hang, compute wrong answers or are invalid."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import autotune
+from autotune.measure import MeasureErrorNo, MeasureInput
+
+import autotune_fixtures  # noqa: F401 - registers the test templates
+
+E = MeasureErrorNo
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    """Tiny kernels: a second thread only adds noise (workers inherit the environment)."""
+    monkeypatch.setenv("TILETUNE_NUM_THREADS", "1")
+
+
+def _inputs(task, modes):
+    space = task.config_space
+    names = autotune_fixtures.MODES
+    return [MeasureInput(task, space.get(space.index_of([names.index(m), 0]))) for m in modes]
+
+
+def test_each_failure_is_recorded_and_survived():
+    task = autotune.task.create("test_faulty", args=(64,))
+    option = autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=2, timeout=30),
+                                     runner=autotune.LocalRunner(number=2, repeat=2, timeout=3))
+    modes = ["ok", "crash", "ok", "hang", "wrong", "invalid", "ok"]
+    try:
+        t0 = time.monotonic()
+        results = option.measure(_inputs(task, modes))
+        elapsed = time.monotonic() - t0
+    finally:
+        option.close()
+    got = [r.error_no for r in results]
+    assert got == [E.NO_ERROR, E.RUNTIME_ERROR, E.NO_ERROR, E.RUN_TIMEOUT, E.WRONG_ANSWER,
+                   E.INSTANTIATION_ERROR, E.NO_ERROR], [(m, r.error_no.name, r.error_msg[:80]) for m, r in zip(modes, results)]
+    assert "SIGSEGV" in results[1].error_msg or "SIGBUS" in results[1].error_msg
+    assert "differ" in results[4].error_msg
+    assert "invalid on purpose" in results[5].error_msg
+    for r in results:
+        assert isinstance(r.costs, tuple) and all(isinstance(c, float) for c in r.costs)
+        assert (len(r.costs) == 2) == r.ok
+        assert r.all_cost >= 0 and r.timestamp > 0
+    assert results[0].cost > 0 and results[3].cost == float("inf")
+    assert elapsed < 60
+
+
+def test_reference_from_the_fallback_config():
+    """Without a reference function the fallback config's output is the reference."""
+    task = autotune.task.create("test_vecadd", args=(64,))
+    space = task.config_space
+    option = autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=2),
+                                     runner=autotune.LocalRunner(number=1, repeat=1, timeout=5))
+    try:
+        results = option.measure([MeasureInput(task, space.get(i)) for i in range(len(space))])
+    finally:
+        option.close()
+    assert [r.error_no for r in results] == [E.NO_ERROR] * len(space)
+
+
+def test_build_timeout_and_cache_flush():
+    task = autotune.task.create("test_vecadd", args=(64,))
+    builder = autotune.LocalBuilder(n_parallel=1, timeout=0.001)
+    option = autotune.measure_option(builder=builder, runner=autotune.LocalRunner(enable_cpu_cache_flush=True))
+    try:
+        (r,) = option.measure([MeasureInput(task, task.config_space.get(0))])
+        assert r.error_no == E.BUILD_TIMEOUT
+        builder.timeout = 60
+        (r,) = option.measure([MeasureInput(task, task.config_space.get(1))])
+        assert r.ok and len(r.costs) == 3
+    finally:
+        option.close()
+
+
+def test_results_never_hold_exceptions():
+    r = autotune.MeasureResult.failed(E.BUILD_ERROR, "x" * 10000)
+    assert r.costs == () and r.error_no == E.BUILD_ERROR and len(r.error_msg) < 2100
+    with pytest.raises(AttributeError):
+        r.costs = (1.0,)
