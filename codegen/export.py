@@ -20,9 +20,9 @@ import subprocess
 import tempfile
 
 import llvmlite
+import llvmlite.binding as llvm
 
 from tensorir.version import __version__
-import llvmlite.binding as llvm
 
 from . import jit
 from .llvm_parallel import thread_count_symbol
