@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,plots]'
 	touch $@
 
 demo: $(VENV)/.installed
