@@ -13,12 +13,11 @@ no thread bindings (every CPU schedule).
 """
 from __future__ import annotations
 
-from ..arith import INF, const_bounds, interval, prove, simplify
-from ..expr import Expr, IntImm, Max, Min, Var, binary
+from ..arith import INF, const_bounds, prove, simplify
+from ..expr import Expr, IntImm, Max, Min, binary
 from ..schedule import Stage
 from ..tensor import IterVar, Range
-from ..visitor import collect
-from .bounds import Bounds, attach_path
+from .bounds import Bounds, _relaxed, attach_path
 
 SCOPE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
 
@@ -73,21 +72,6 @@ class ThreadBounds(Bounds):
             else:
                 out_alloc.append(dom.extent)
         return out, out_alloc
-
-
-def _relaxed(e: Expr, relax: dict) -> tuple[Expr, Expr] | None:
-    """Interval of ``e`` with the relaxed vars over their ranges (ranges may name each other)."""
-    rng = interval(e, relax)
-    for _ in range(8):
-        if rng is None:
-            return None
-        if not any(v in relax for v in collect(rng[0], Var) + collect(rng[1], Var)):
-            return rng
-        lo, hi = interval(rng[0], relax), interval(rng[1], relax)
-        if lo is None or hi is None:
-            return None
-        rng = (lo[0], hi[1])
-    return None
 
 
 __all__ = ["ThreadBounds", "need_relax", "thread_rank", "SCOPE_RANK"]
