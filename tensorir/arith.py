@@ -177,7 +177,7 @@ class Simplifier(Mutator):
         if dt.lanes(e.dtype) != 1 and t not in (EQ, NE, LT, LE, GT, GE):
             return self._vector(e)
         if t in (Add, Sub, Mul) and dt.is_int(e.dtype):
-            lin = linear(e)
+            lin = _fold_divmod_pairs(linear(e), e.dtype)
             dist = self._distribute_minmax(lin, e.dtype)
             return dist if dist is not None else from_linear(lin[0], lin[1], e.dtype)
         if t in (Add, Sub, Mul) and dt.is_float(e.dtype):
@@ -250,6 +250,12 @@ class Simplifier(Mutator):
             if quot or qc:
                 return FloorMod(e.dtype, rest_e, e.b)
             return e
+        if type(e) is FloorDiv and rest and all(coeff < 0 for _, coeff in rest.values()):
+            # floor((-y + r) / c) == -floor((y - r + c - 1) / c): positive terms cancel better
+            neg = {k: (t, -coeff) for k, (t, coeff) in rest.items()}
+            inner = self._divmod(FloorDiv(e.dtype, from_linear(neg, c - 1 - rest_c, e.dtype), e.b))
+            lin_q = linear(from_linear(quot, qc, e.dtype))
+            return self._binary(Sub(e.dtype, from_linear(lin_q[0], lin_q[1], e.dtype), inner))
         if quot or qc:  # (c*q + r) // c == q + r // c
             r_div = FloorDiv(e.dtype, rest_e, e.b)
             terms2 = dict(quot)
@@ -305,6 +311,23 @@ class Simplifier(Mutator):
             from .stmt import Evaluate
             return s.else_case if s.else_case is not None else Evaluate(const(0))
         return s
+
+
+def _fold_divmod_pairs(lin: tuple[dict, int], dtype: str) -> tuple[dict, int]:
+    """``a*x - a*k*(x // k)`` becomes ``a*(x % k)`` (k a positive constant)."""
+    terms, c = lin
+    for key, (term, coeff) in list(terms.items()):
+        if type(term) is FloorDiv and type(term.b) is IntImm and term.b.value > 0 and key in terms:
+            k = term.b.value
+            xkey = structural_key(term.a)
+            if xkey in terms and coeff % k == 0 and terms[xkey][1] * k == -coeff:
+                a = terms[xkey][1]
+                del terms[key], terms[xkey]
+                mod = FloorMod(dtype, term.a, term.b)
+                mkey = structural_key(mod)
+                old = terms.get(mkey, (mod, 0))[1]
+                terms[mkey] = (mod, old + a)
+    return terms, c
 
 
 def _float_identity(e: Expr) -> Expr:
