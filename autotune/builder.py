@@ -1,12 +1,14 @@
 """``LocalBuilder``: configs to shared objects in parallel worker processes.
 
 Each job instantiates the template with its config, compiles it with ``codegen.build`` for the task's
-target and exports a shared object into the builder's temporary directory.  A template that rejects
+target and exports a shared object into the builder's temporary directory (for ``cuda`` targets: a
+cubin compiled by nvcc in the worker, plus a JSON description; no GPU is needed).  A template that rejects
 the config (or whose schedule is invalid) gives ``INSTANTIATION_ERROR``; a compile or link failure
 ``BUILD_ERROR``; a build that outlives ``timeout`` (its worker is killed) ``BUILD_TIMEOUT``.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -31,13 +33,39 @@ def build_job(p: dict) -> dict:
     try:
         import codegen
         mod = codegen.build(s, args, target=task.target, name=f"{task.name}_{p['index']}")
-        path = os.path.join(p["dir"], f"{task.name}_{p['index']}_{uuid.uuid4().hex[:8]}.so")
-        mod.export_library(path)
+        stem = os.path.join(p["dir"], f"{task.name}_{p['index']}_{uuid.uuid4().hex[:8]}")
+        if is_cuda_target(task.target):
+            path = export_cuda(mod, stem, p["task"], p["index"])
+        else:
+            path = stem + ".so"
+            mod.export_library(path)
     except Exception as e:  # noqa: BLE001
         tb = traceback.format_exc(limit=4)
         return {"error_no": int(MeasureErrorNo.BUILD_ERROR), "path": "",
                 "msg": f"{type(e).__name__}: {e}\n{tb}", "seconds": time.perf_counter() - t0}
     return {"error_no": 0, "path": path, "msg": "", "seconds": time.perf_counter() - t0}
+
+
+def is_cuda_target(target: str) -> bool:
+    return str(target).split()[0] == "cuda" if str(target).strip() else False
+
+
+def export_cuda(mod, stem: str, task_payload: dict, index: int) -> str:
+    """Compile a CUDA candidate to a cubin with nvcc (no GPU needed) and write ``stem.cubin`` plus
+    ``stem.cubin.json`` (the task and config, from which the runner rebuilds the launch description;
+    its nvcc step then hits the on-disk cache).  Raises when nvcc is missing or fails."""
+    from codegen.nvcc import nvcc_path
+    if nvcc_path() is None:
+        raise RuntimeError("building for CUDA needs nvcc on PATH (or CUDA_HOME/bin)")
+    cubin = mod.cubin
+    usage = mod.resource_usage
+    path = stem + ".cubin"
+    with open(path, "wb") as f:
+        f.write(cubin)
+    with open(path + ".json", "w") as f:
+        json.dump({"task": task_payload, "index": index, "arch": mod.arch, "entry": mod.entry_name,
+                   "block": list(mod.launch.block), "resource_usage": usage}, f, default=str)
+    return path
 
 
 class LocalBuilder:

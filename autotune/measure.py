@@ -22,6 +22,7 @@ class MeasureErrorNo(enum.IntEnum):
     BUILD_TIMEOUT = 6
     RUN_TIMEOUT = 7
     UNKNOWN_ERROR = 8
+    DEVICE_UNAVAILABLE = 9      # the target's device cannot run here (a CUDA build without pycuda or a GPU)
 
 
 @dataclass(frozen=True)

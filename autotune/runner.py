@@ -8,6 +8,8 @@ Each candidate then runs in the (reused) worker: outputs are NaN-poisoned, the k
 is compared with the reference (``WRONG_ANSWER`` if it disagrees), then timed: ``repeat`` times
 ``number`` runs, ``number`` growing until a repeat lasts ``min_repeat_ms``; with
 ``enable_cpu_cache_flush`` a buffer larger than the last-level cache is written before each repeat.
+CUDA candidates (cubins from the builder) are checked and timed on the GPU with CUDA events in the
+same worker; where pycuda or a GPU is missing every CUDA trial records ``DEVICE_UNAVAILABLE``.
 A kernel that crashes kills its worker (``RUNTIME_ERROR``), one that hangs past ``timeout`` is killed
 (``RUN_TIMEOUT``); the next candidate gets a fresh worker.
 """
@@ -78,7 +80,9 @@ def reference_job(p: dict) -> dict:
     inputs = [x for x in arrays if x is not None]
     written = [a for a in sig.args if a.written]
     if task.template.reference is not None:
-        expected = task.template.reference(*[x.copy() for x in inputs])
+        ref_fn = task.template.reference
+        extra = {"args": task.args} if getattr(ref_fn, "wants_args", False) else {}
+        expected = ref_fn(*[x.copy() for x in inputs], **extra)
         expected = list(expected) if isinstance(expected, (list, tuple)) else [expected]
         source = "reference function"
     elif fallback is not None:
@@ -127,10 +131,66 @@ def _mismatch(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> st
 _flush_buffer: np.ndarray | None = None
 
 
+def cuda_device_job(p: dict) -> dict:
+    """In a worker: whether CUDA candidates can run here (pycuda importable, a GPU visible)."""
+    try:
+        import pycuda.driver as drv
+    except ImportError as e:
+        return {"ok": False, "msg": f"pycuda is not installed ({e}); CUDA candidates are built but not measured"}
+    try:
+        drv.init()
+        n = drv.Device.count()
+    except Exception as e:  # noqa: BLE001 - no driver
+        return {"ok": False, "msg": f"the CUDA driver is unavailable ({type(e).__name__}: {e})"}
+    if n == 0:
+        return {"ok": False, "msg": "no CUDA device is visible"}
+    return {"ok": True, "msg": drv.Device(int(os.environ.get("TILETUNE_CUDA_DEVICE", "0"))).name()}
+
+
+def _run_cuda(p: dict) -> dict:
+    """In a worker: check and time the CUDA candidate ``p["path"]`` (a cubin and its ``.json``) on the GPU."""
+    import codegen
+    from .task import Task
+    try:
+        with open(p["path"] + ".json") as f:
+            meta = json.load(f)
+        with open(p["path"], "rb") as f:
+            cubin = f.read()
+    finally:
+        for suffix in ("", ".json"):
+            if os.path.exists(p["path"] + suffix):
+                os.unlink(p["path"] + suffix)
+    task = Task.from_payload(meta["task"])
+    s, tensors = task.instantiate(meta["index"])
+    mod = codegen.build(s, tensors, target=task.target, name=f"{task.name}_{meta['index']}")
+    mod._binaries["cubin"] = (cubin, "")       # the builder's binary (the rebuild only recreates the launch)
+    data = _load(p["ref"])
+    sig = mod.signature
+    ins, outs, arrays = iter(data["in"]), [], []
+    for a, shp in zip(sig.args, _shapes(sig)):
+        if a.written:
+            outs.append(np.full(shp, np.nan if np.dtype(a.dtype).kind == "f" else 0, a.dtype))
+            arrays.append(outs[-1])
+        else:
+            arrays.append(next(ins).copy())
+    mod(*arrays)
+    if p["check"] and data["out"]:
+        for k, (got, want) in enumerate(zip(outs, data["out"])):
+            msg = _mismatch(got, want, p["rtol"], p["atol"])
+            if msg:
+                return {"error_no": int(MeasureErrorNo.WRONG_ANSWER), "costs": [],
+                        "msg": f"output {k} ({[a for a in sig.args if a.written][k].name}): {msg}"}
+    prof = mod.time_evaluator(number=max(1, p["number"]), repeat=max(1, p["repeat"]),
+                              min_repeat_ms=p["min_repeat_ms"])(*arrays)
+    return {"error_no": 0, "costs": list(prof.results), "msg": ""}
+
+
 def run_job(p: dict) -> dict:
-    """In a worker: check and time the shared object ``p["path"]``."""
+    """In a worker: check and time the shared object ``p["path"]`` (or a CUDA cubin on the GPU)."""
     import codegen
     global _flush_buffer
+    if p["path"].endswith(".cubin"):
+        return _run_cuda(p)
     try:
         mod = codegen.load_module(p["path"])
     finally:
@@ -186,6 +246,16 @@ class LocalRunner:
         self._pool: WorkerPool | None = None
         self._dir: str | None = None
         self._refs: dict[str, tuple[str, str]] = {}      # task key -> (npz file, error message)
+        self._cuda: dict | None = None                    # the worker's answer to cuda_device_job
+
+    def _cuda_device(self) -> dict:
+        """Asked once, in the worker (the tuner's own process never initializes CUDA)."""
+        if self._cuda is None:
+            o = self._pool.map([("autotune.runner:cuda_device_job", {})], 60.0)[0]
+            self._cuda = o.value if o.status == OK else {"ok": False, "msg": f"checking for a GPU failed: {o.message}"}
+            if not self._cuda["ok"]:
+                warnings.warn(f"tiletune: CUDA candidates cannot be measured here: {self._cuda['msg']}")
+        return self._cuda
 
     def _reference(self, task, index: int) -> tuple[str, str]:
         key = json.dumps(task.payload(), sort_keys=True)
@@ -210,6 +280,15 @@ class LocalRunner:
             if b.error_no != MeasureErrorNo.NO_ERROR:
                 results[i] = MeasureResult((), b.error_no, b.seconds, time.time(), _short(b.error_msg))
                 continue
+            if b.path.endswith(".cubin"):
+                dev = self._cuda_device()
+                if not dev["ok"]:
+                    results[i] = MeasureResult((), MeasureErrorNo.DEVICE_UNAVAILABLE, b.seconds, time.time(),
+                                               _short(dev["msg"]))
+                    for suffix in ("", ".json"):
+                        if os.path.exists(b.path + suffix):
+                            os.unlink(b.path + suffix)
+                    continue
             ref, err = self._reference(inp.task, inp.config.index)
             if err:
                 results[i] = MeasureResult((), MeasureErrorNo.RUNTIME_ERROR, b.seconds, time.time(), _short(err))

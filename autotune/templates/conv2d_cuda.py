@@ -10,7 +10,14 @@ is their product.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 import tensorir as te
+
+from ..space import SplitEntity
+from ..template import get_config, template
 
 
 def conv2d_nchw(N: int, C: int, H: int, W: int, F: int, KH: int, KW: int, stride: int = 1, pad: int = 1,
@@ -41,12 +48,14 @@ def _split3(s, stage, axis, tile):
 
 def conv2d_schedule(N: int, C: int, H: int, W: int, F: int, KH: int = 3, KW: int = 3, stride: int = 1,
                     pad: int = 1, dtype: str = "float32", tile_f=(1, 4, 4), tile_y=(1, 4, 1), tile_x=(1, 7, 2),
-                    rc_tile: int = 4, unroll_max_step: int = 512, unroll_explicit: bool = True):
+                    rc_tile: int = 4, unroll_max_step: int = 512, unroll_explicit: bool = True,
+                    ry_tile: int | None = None, rx_tile: int | None = None):
     """The direct schedule.  The defaults are the best of benchmarks/conv2d_cuda.py's hand configs for
     the ResNet layer 1x64x56x56, 64 filters 3x3: 21.9 us on an H100 (cuDNN 21.7 us in the same run,
     TF32 off; 2026-11-22).  Threads per block: ``tile_f[1] * tile_y[1] * tile_x[1]`` (threadIdx.z,
     y, x); shared memory: ``4 * rc_tile * (by_tile*stride + KH - 1) * (bx_tile*stride + KW - 1)`` for the
-    input plus ``4 * bf_tile * rc_tile * KH * KW`` for the filters."""
+    input plus ``4 * bf_tile * rc_tile * KH * KW`` for the filters.  ``ry_tile`` / ``rx_tile`` smaller than
+    ``KH`` / ``KW`` also split the filter window, loading ``ry_tile x rx_tile`` of it per shared slice."""
     data, kernel, padded, out = conv2d_nchw(N, C, H, W, F, KH, KW, stride, pad, dtype)
     s = te.create_schedule(out.op)
     s[padded].compute_inline()
@@ -75,13 +84,22 @@ def conv2d_schedule(N: int, C: int, H: int, W: int, F: int, KH: int = 3, KW: int
     rc, ry, rx = s[OL].op.reduce_axis
     rco, rci = s[OL].split(rc, factor=rc_tile)
     _, of, oy, ox = s[OL].op.axis
-    s[OL].reorder(rco, rci, ry, rx, of, oy, ox)
-    s[AA].compute_at(s[OL], rco)
-    s[WW].compute_at(s[OL], rco)
+    ry_tile, rx_tile = ry_tile or KH, rx_tile or KW
+    if ry_tile < KH or rx_tile < KW:
+        ryo, ryi = s[OL].split(ry, factor=ry_tile)
+        rxo, rxi = s[OL].split(rx, factor=rx_tile)
+        s[OL].reorder(rco, ryo, rxo, rci, ryi, rxi, of, oy, ox)
+        at = rxo
+    else:
+        s[OL].reorder(rco, rci, ry, rx, of, oy, ox)
+        at = rco
+    s[AA].compute_at(s[OL], at)
+    s[WW].compute_at(s[OL], at)
 
     threads = (tile_f[1], tile_y[1], tile_x[1])
     bf_, by_, bx_ = (_prod(tile_f), _prod(tile_y), _prod(tile_x))
-    tiles = {AA: rc_tile * ((by_ - 1) * stride + KH) * ((bx_ - 1) * stride + KW), WW: bf_ * rc_tile * KH * KW}
+    tiles = {AA: rc_tile * ((by_ - 1) * stride + ry_tile) * ((bx_ - 1) * stride + rx_tile),
+             WW: bf_ * rc_tile * ry_tile * rx_tile}
     for load in (AA, WW):
         cooperative_fetch(s, load, threads, tiles[load])
     return s, [data, kernel, out]
@@ -113,4 +131,79 @@ def cooperative_fetch(s, load, threads: tuple, elements: int) -> None:
     s[load].bind(itx, te.thread_axis("threadIdx.x"))
 
 
-__all__ = ["conv2d_nchw", "conv2d_schedule", "cooperative_fetch"]
+# -- the tuning template ---------------------------------------------------------------------------------
+MAX_THREADS = 1024            # threads per block
+MAX_SHARED = 48 * 1024        # bytes of static shared memory per block
+
+
+def conv2d_reference(data, kernel, stride: int = 1, pad: int = 1):
+    """NCHW direct convolution in numpy (float64 accumulation)."""
+    F, C, KH, KW = kernel.shape
+    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    win = np.lib.stride_tricks.sliding_window_view(x, (KH, KW), axis=(2, 3))[:, :, ::stride, ::stride]
+    return np.einsum("ncyxhw,fchw->nfyx", win, kernel.astype(np.float64)).astype(data.dtype)
+
+
+def _conv_tile_ok(e) -> bool:
+    """Virtual threads up to 4, threads up to 64 per axis, per-thread inner tiles up to 8."""
+    _, v, t, i = e.size
+    return v <= 4 and t <= 64 and i <= 8
+
+
+def _conv2d_reference(data, kernel, args=()):
+    """The template's reference: stride and pad come from the workload's arguments."""
+    named = dict(zip(("N", "C", "H", "W", "F", "KH", "KW", "stride", "pad"), args))
+    stride, pad = named.get("stride", 1), named.get("pad", 1)
+    return conv2d_reference(data, kernel, stride, pad)
+
+
+_conv2d_reference.wants_args = True      # the runner passes args=task.args
+
+
+@template("conv2d_nchw_cuda", reference=_conv2d_reference)
+def conv2d_nchw_cuda_template(N: int, C: int, H: int, W: int, F: int, KH: int = 3, KW: int = 3, stride: int = 1,
+                              pad: int = 1, dtype: str = "float32"):
+    """``conv2d_schedule`` with its choices as knobs, in the shape of TVM's ``conv2d_nchw.cuda``
+    (``conv2d_direct``).
+
+    tile_f / tile_y / tile_x = [-1 (blocks), virtual threads, threads, per-thread inner] of the output
+    channels, rows and columns; tile_rc / tile_ry / tile_rx = [-1, slice] of
+    the three reduction axes (input channels, filter rows and columns per shared-memory slice); auto_unroll_max_step / unroll_explicit: the unroll
+    pragmas.  The fallback config is ``conv2d_schedule``'s defaults (the best hand config for the
+    ResNet layer).  Configs with more than 1024 threads or 48 KiB of shared memory are rejected."""
+    cfg = get_config()
+    OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
+    cfg.define_split("tile_f", F, num_outputs=4, filter=_conv_tile_ok)
+    cfg.define_split("tile_y", OH, num_outputs=4, filter=_conv_tile_ok)
+    cfg.define_split("tile_x", OW, num_outputs=4, filter=_conv_tile_ok)
+    cfg.define_split("tile_rc", C, num_outputs=2, max_factor=64)
+    cfg.define_split("tile_ry", KH, num_outputs=2)
+    cfg.define_split("tile_rx", KW, num_outputs=2)
+    cfg.define_knob("auto_unroll_max_step", [0, 512, 1500])
+    cfg.define_knob("unroll_explicit", [True, False])
+    if cfg.is_fallback:
+        for name, total, size in (("tile_f", F, [-1, 1, 4, 4]), ("tile_y", OH, [-1, 1, 4, 1]),
+                                  ("tile_x", OW, [-1, 1, 7, 2]), ("tile_rc", C, [-1, 4]),
+                                  ("tile_ry", KH, [-1, KH]), ("tile_rx", KW, [-1, KW])):
+            if total % math.prod(size[1:]) == 0:
+                cfg[name] = SplitEntity(size)
+        cfg["auto_unroll_max_step"] = cfg.space_map["auto_unroll_max_step"][1]     # 512
+    tile_f, tile_y, tile_x = (tuple(cfg[n].size[1:]) for n in ("tile_f", "tile_y", "tile_x"))
+    rc_tile, ry_tile, rx_tile = (cfg[n].size[-1] for n in ("tile_rc", "tile_ry", "tile_rx"))
+    threads = tile_f[1] * tile_y[1] * tile_x[1]
+    if threads > MAX_THREADS:
+        cfg.raise_error(f"{threads} threads per block (> {MAX_THREADS})")
+    by_, bx_ = _prod(tile_y), _prod(tile_x)
+    shared = 4 * rc_tile * (((by_ - 1) * stride + ry_tile) * ((bx_ - 1) * stride + rx_tile)
+                            + _prod(tile_f) * ry_tile * rx_tile)
+    if shared > MAX_SHARED:
+        cfg.raise_error(f"{shared} bytes of shared memory per block (> {MAX_SHARED})")
+    s, tensors = conv2d_schedule(N, C, H, W, F, KH, KW, stride, pad, dtype, tile_f=tile_f, tile_y=tile_y,
+                                 tile_x=tile_x, rc_tile=rc_tile,
+                                 unroll_max_step=cfg["auto_unroll_max_step"].val,
+                                 unroll_explicit=cfg["unroll_explicit"].val, ry_tile=ry_tile, rx_tile=rx_tile)
+    cfg.add_flop(2.0 * N * F * OH * OW * C * KH * KW)
+    return s, tensors
+
+
+__all__ = ["conv2d_nchw", "conv2d_schedule", "cooperative_fetch", "conv2d_nchw_cuda_template", "conv2d_reference"]

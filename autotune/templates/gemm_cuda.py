@@ -6,11 +6,16 @@ threads (so a warp's accesses to shared memory and to C are contiguous); the red
 ``k_tile`` slices of A and B loaded cooperatively into shared memory (vectorized, bound to the same
 threadIdx axes) and from there into registers.  With ``transpose_a`` the slice of A is stored
 transposed (``AT[k, m]``, a stage of the definition), so that each thread reads its column of A
-from shared memory as one vector.  The tuner can wrap these parameters as knobs later.
+from shared memory as one vector.  ``gemm_cuda_template`` (registered as ``"gemm_cuda"``) wraps these parameters as tuning knobs.
 """
 from __future__ import annotations
 
+import math
+
 import tensorir as te
+
+from ..space import SplitEntity
+from ..template import get_config, template
 
 
 def gemm(M: int, N: int, K: int, dtype: str = "float32", transpose_a: bool = False):
@@ -58,7 +63,7 @@ def _fetch_vector(elements: int, threads: int, vector: int) -> int:
 
 def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int = 64, block_n: int = 128,
                   thread_m: int = 8, thread_n: int = 8, vthread_m: int = 2, vthread_n: int = 2, k_tile: int = 16,
-                  transpose_a: bool = True, vector: int = 4, min_blocks_per_sm: int = 0):
+                  transpose_a: bool = True, vector: int = 4, min_blocks_per_sm: int = 0, unroll_k: bool = True):
     """The shared-memory and register-tiled GEMM; sizes must be divisible by the tiles.
 
     The defaults (64x128 block tile, 8x8 per thread as 2x2 virtual threads, k slices of 16) were the
@@ -67,7 +72,8 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
 
     Threads per block: ``(block_m / thread_m) x (block_n / thread_n)``; shared memory:
     ``k_tile * (block_m + block_n) * 4`` bytes.  ``min_blocks_per_sm`` > 0 asks nvcc to fit that many
-    blocks per multiprocessor (``__launch_bounds__``)."""
+    blocks per multiprocessor (``__launch_bounds__``).  ``unroll_k=False`` keeps the loop over the
+    ``k_tile`` slice rolled (the per-thread tile loops stay unrolled)."""
     for name, total, tile in (("M", M, block_m), ("N", N, block_n), ("K", K, k_tile)):
         if total % tile:
             raise ValueError(f"gemm_schedule: {name}={total} is not divisible by its tile {tile}")
@@ -109,7 +115,8 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
     (k,) = s[CC].op.reduce_axis
     ko, ki = s[CC].split(k, factor=k_tile)
     s[CC].reorder(ko, ki, yc, xc)
-    s[CC].unroll(ki)
+    if unroll_k:
+        s[CC].unroll(ki)
     s[CC].unroll(yc)
     s[CC].unroll(xc)
 
@@ -126,4 +133,64 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
     return s, [A, B, C]
 
 
-__all__ = ["gemm", "gemm_schedule", "cooperative_fetch"]
+# -- the tuning template ---------------------------------------------------------------------------------
+MAX_THREADS = 1024            # threads per block
+MAX_SHARED = 48 * 1024        # bytes of static shared memory per block
+
+
+def _gemm_reference(a, b):
+    return a @ b
+
+
+@template("gemm_cuda", reference=_gemm_reference)
+def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
+    """``gemm_schedule`` with its choices as knobs, in the shape of TVM's ``dense_small_batch`` /
+    classic GPU GEMM.
+
+    tile_y / tile_x = [-1 (blocks), virtual threads, threads, per-thread inner]: the block tile is the
+    product of the last three, each thread owns ``vthread x inner`` rows (columns); tile_k = [-1,
+    k_tile] (the shared-memory slice); transpose_a: store A's slice transposed; unroll_k: unroll the
+    loop over the slice.  The fallback config is ``gemm_schedule``'s defaults (the best hand config).
+    Configs with more than 1024 threads or 48 KiB of shared memory per block, or with a shared slice
+    smaller than the block's thread count, are rejected (``INSTANTIATION_ERROR``)."""
+    cfg = get_config()
+    cfg.define_split("tile_y", M, num_outputs=4, filter=_gemm_tile_ok)
+    cfg.define_split("tile_x", N, num_outputs=4, filter=_gemm_tile_ok)
+    cfg.define_split("tile_k", K, num_outputs=2, max_factor=32)
+    cfg.define_knob("transpose_a", [True, False])
+    cfg.define_knob("unroll_k", [True, False])
+    if cfg.is_fallback:
+        _gemm_fallback(cfg, M, N, K)
+    _, vy, ty, iy = cfg["tile_y"].size
+    _, vx, tx, ix = cfg["tile_x"].size
+    k_tile = cfg["tile_k"].size[-1]
+    block_m, block_n = vy * ty * iy, vx * tx * ix
+    if ty * tx > MAX_THREADS:
+        cfg.raise_error(f"{ty * tx} threads per block (> {MAX_THREADS})")
+    if 4 * k_tile * (block_m + block_n) > MAX_SHARED:
+        cfg.raise_error(f"{4 * k_tile * (block_m + block_n)} bytes of shared memory per block (> {MAX_SHARED})")
+    if k_tile * min(block_m, block_n) < ty * tx:
+        cfg.raise_error(f"a shared-memory slice of {k_tile}x{min(block_m, block_n)} elements is smaller than the "
+                        f"block's {ty * tx} threads (the cooperative copy needs one element per thread)")
+    s, tensors = gemm_schedule(M, N, K, dtype, block_m=block_m, block_n=block_n, thread_m=vy * iy,
+                               thread_n=vx * ix, vthread_m=vy, vthread_n=vx, k_tile=k_tile,
+                               transpose_a=cfg["transpose_a"].val, unroll_k=cfg["unroll_k"].val)
+    cfg.add_flop(2.0 * M * N * K)
+    return s, tensors
+
+
+def _gemm_tile_ok(e) -> bool:
+    """Virtual threads up to 4, threads up to 32 per axis, per-thread inner tiles up to 8."""
+    _, v, t, i = e.size
+    return v <= 4 and t <= 32 and i <= 8
+
+
+def _gemm_fallback(cfg, M: int, N: int, K: int) -> None:
+    """``gemm_schedule``'s defaults: 64x128 block tiles, 8x8 per thread as 2x2 virtual threads, k slices of
+    16 (where the sizes divide)."""
+    for name, total, size in (("tile_y", M, [-1, 2, 8, 4]), ("tile_x", N, [-1, 2, 16, 4]), ("tile_k", K, [-1, 16])):
+        if total % math.prod(size[1:]) == 0:
+            cfg[name] = SplitEntity(size)
+
+
+__all__ = ["gemm", "gemm_schedule", "cooperative_fetch", "gemm_cuda_template"]
