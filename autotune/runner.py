@@ -166,6 +166,18 @@ def _run_cuda(p: dict) -> dict:
     mod._binaries["cubin"] = (cubin, "")       # the builder's binary (the rebuild only recreates the launch)
     data = _load(p["ref"])
     sig = mod.signature
+    arrays, outs = _arguments(sig, data)
+    mod(*arrays)
+    wrong = _wrong_answer(p, sig, outs, data)
+    if wrong:
+        return wrong
+    prof = mod.time_evaluator(number=max(1, p["number"]), repeat=max(1, p["repeat"]),
+                              min_repeat_ms=p["min_repeat_ms"])(*arrays)
+    return {"error_no": 0, "costs": list(prof.results), "msg": ""}
+
+
+def _arguments(sig, data: dict) -> tuple[list, list]:
+    """Fresh copies of the reference inputs and poisoned outputs, in call order."""
     ins, outs, arrays = iter(data["in"]), [], []
     for a, shp in zip(sig.args, _shapes(sig)):
         if a.written:
@@ -173,16 +185,18 @@ def _run_cuda(p: dict) -> dict:
             arrays.append(outs[-1])
         else:
             arrays.append(next(ins).copy())
-    mod(*arrays)
+    return arrays, outs
+
+
+def _wrong_answer(p: dict, sig, outs: list, data: dict) -> dict | None:
+    """A WRONG_ANSWER result when an output differs from the reference, else None."""
     if p["check"] and data["out"]:
         for k, (got, want) in enumerate(zip(outs, data["out"])):
             msg = _mismatch(got, want, p["rtol"], p["atol"])
             if msg:
                 return {"error_no": int(MeasureErrorNo.WRONG_ANSWER), "costs": [],
                         "msg": f"output {k} ({[a for a in sig.args if a.written][k].name}): {msg}"}
-    prof = mod.time_evaluator(number=max(1, p["number"]), repeat=max(1, p["repeat"]),
-                              min_repeat_ms=p["min_repeat_ms"])(*arrays)
-    return {"error_no": 0, "costs": list(prof.results), "msg": ""}
+    return None
 
 
 def run_job(p: dict) -> dict:
@@ -199,22 +213,12 @@ def run_job(p: dict) -> dict:
                 os.unlink(p["path"] + suffix)
     data = _load(p["ref"])
     sig = mod.signature
-    ins, outs = iter(data["in"]), []
-    arrays = []
-    for a, shp in zip(sig.args, _shapes(sig)):
-        if a.written:
-            outs.append(np.full(shp, np.nan if np.dtype(a.dtype).kind == "f" else 0, a.dtype))
-            arrays.append(outs[-1])
-        else:
-            arrays.append(next(ins).copy())
+    arrays, outs = _arguments(sig, data)
     fn, cargs = mod.native_function, mod.pack_args(arrays)
     fn(*cargs)
-    if p["check"] and data["out"]:
-        for k, (got, want) in enumerate(zip(outs, data["out"])):
-            msg = _mismatch(got, want, p["rtol"], p["atol"])
-            if msg:
-                return {"error_no": int(MeasureErrorNo.WRONG_ANSWER), "costs": [],
-                        "msg": f"output {k} ({[a for a in sig.args if a.written][k].name}): {msg}"}
+    wrong = _wrong_answer(p, sig, outs, data)
+    if wrong:
+        return wrong
     if p["flush"] and _flush_buffer is None:
         _flush_buffer = np.zeros(2 * _llc_bytes() // 4, np.float32)
     number, results, clock = max(1, p["number"]), [], time.perf_counter
