@@ -40,7 +40,7 @@ def _tune_op(args: argparse.Namespace) -> int:
                             runner=LocalRunner(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                                                timeout=args.timeout, enable_cpu_cache_flush=args.cache_flush))
     tuner.tune(n_trial=args.trials, measure_option=option, early_stopping=args.early_stopping,
-               callbacks=[callback.progress_bar(args.trials), callback.log_to_file(args.log)])
+               max_seconds=args.max_seconds, callbacks=[callback.progress_bar(args.trials), callback.log_to_file(args.log)])
     if tuner.best_index is None:
         print(f"no valid config among {tuner.trials_done} trials ({tuner.errors} errors); log: {args.log}")
         return 1
@@ -98,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     tune.add_argument("--tuner", default="model", choices=["model", "random", "grid", "ga", "optuna"])
     tune.add_argument("--seed", type=int, default=None)
     tune.add_argument("--early-stopping", type=int, default=None, metavar="N")
+    tune.add_argument("--max-seconds", type=float, default=None, metavar="S",
+                      help="stop after the batch that ends S seconds into tuning (a rerun resumes)")
     tune.add_argument("--history", nargs="*", default=[], metavar="LOG", help="earlier logs to warm the tuner")
     tune.add_argument("--storage", default=None, help="optuna storage URL (default: sqlite beside the log)")
     tune.add_argument("--study-name", default=None)

@@ -2,10 +2,10 @@
 
 Inside the context a template call builds the best record for its workload on the deployment target
 with no tuning.  A record applies when its workload is the call's and its target has the same kind and
-CPU and only features the deployment target has; among those the fastest valid record wins.  A
-record whose knobs no longer match the template's space (the template changed) is skipped.  No
-applicable record means the fallback config, with a warning naming the workload, counted in
-``autotune.dispatch_stats()``.
+CPU and only features the deployment target has (CUDA: the same arch, by default the present GPU's);
+among those the fastest valid record wins.  A record whose knobs no longer match the template's space
+(the template changed) is skipped.  No applicable record means the fallback config, with a warning
+naming the workload, counted in ``autotune.dispatch_stats()``.
 """
 from __future__ import annotations
 
@@ -19,7 +19,14 @@ def _target_fits(record_target: str, target) -> bool:
         r = parse(record_target)
     except ValueError:
         return False
+    if r.kind == "cuda" == target.kind:      # a GPU record serves the same arch only
+        return _cuda_arch(r) == _cuda_arch(target)
     return r.kind == target.kind and r.mcpu == target.mcpu and r.features <= target.features
+
+
+def _cuda_arch(target) -> str:
+    from codegen.nvcc import default_arch
+    return target.option("arch") or target.mcpu or default_arch()
 
 
 class ApplyHistoryBest(DispatchContext):

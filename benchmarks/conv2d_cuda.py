@@ -1,10 +1,12 @@
 """Direct conv2d NCHW on the GPU (ResNet layer 1x64x56x56, 64 filters 3x3, pad 1) beside cuDNN.
 
-Candidate tilings of autotune/templates/conv2d_cuda.py are checked against a float64 reference and
-timed once; the fastest is timed against ``torch.nn.functional.conv2d`` (cuDNN, TF32 off; default
-algorithm choice and ``cudnn.benchmark``) in interleaved rounds with CUDA events.
+The best record of ``conv2d_nchw_cuda`` in ``tuning_logs/cuda-<arch>/conv2d_nchw_cuda_resnet_56.jsonl``
+(written by benchmarks/tune_cuda.py) is deployed through ``apply_history_best`` with no tuning; it
+and the hand schedule (the template's default; ``--sweep``: the fastest of the hand configs below)
+are checked against a float64 reference and timed against ``torch.nn.functional.conv2d`` (cuDNN,
+TF32 off; default algorithm choice, then ``cudnn.benchmark``) in interleaved rounds with CUDA events.
 
-    python benchmarks/conv2d_cuda.py [--rounds 9] [--quick]
+    python benchmarks/conv2d_cuda.py [--rounds 9] [--sweep] [--log-dir DIR]
 """
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from cuda_timing import alternate, event_seconds, rel_error  # noqa: E402
+from from_log import default_log_dir, deploy  # noqa: E402
 
 # (name, conv2d_schedule keyword arguments): tiles are (vthreads, threads, per thread) of f, y, x
 CONFIGS = [
@@ -40,12 +44,13 @@ CONFIGS = [
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=9)
-    p.add_argument("--quick", action="store_true")
+    p.add_argument("--sweep", action="store_true", help="also the hand configs (the fastest is timed)")
+    p.add_argument("--log-dir", default=None, help="default: tuning_logs/cuda-<arch>")
     args = p.parse_args()
     import torch
     import torch.nn.functional as F
     import codegen
-    from autotune.templates.conv2d_cuda import conv2d_schedule
+    from autotune.templates.conv2d_cuda import conv2d_nchw_cuda_template, conv2d_schedule
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     N, C, H, W, K = 1, 64, 56, 56, 64
@@ -53,38 +58,60 @@ def main() -> None:
     x = torch.randn(N, C, H, W, device="cuda")
     w = torch.randn(K, C, 3, 3, device="cuda")
     ref = F.conv2d(x.double(), w.double(), padding=1)
-    out = torch.empty(N, K, H, W, device="cuda")
+    outs = {}
     print(f"conv2d {N}x{C}x{H}x{W}, {K} filters 3x3 pad 1, float32 on {torch.cuda.get_device_name()}; "
           f"cuDNN {torch.backends.cudnn.version()} with TF32 off")
-    best = None
-    for name, kw in CONFIGS[:1] if args.quick else CONFIGS:
-        try:
-            t0 = time.perf_counter()
-            s, tensors = conv2d_schedule(N, C, H, W, K, **kw)
-            mod = codegen.build(s, tensors, target="cuda", name="conv2d")
-            build_s = time.perf_counter() - t0
-        except Exception as e:  # noqa: BLE001
-            print(f"  {name}: build failed: {e}")
-            continue
+
+    def check(label, s, tensors):
+        """Build, check on a fresh poisoned output, time once; ``(seconds, launcher)`` or None."""
+        t0 = time.perf_counter()
+        mod = codegen.build(s, tensors, target="cuda", name="conv2d")
+        build_s = time.perf_counter() - t0
+        out = outs.setdefault(label, torch.empty(N, K, H, W, device="cuda"))
         out.fill_(float("nan"))
         mod(x, w, out)
         err = rel_error(out, ref)
         run = mod.launcher(x, w, out)
         t = event_seconds(run, 200)
-        print(f"  {name:26s} {t * 1e6:7.1f} us  err {err:.1e}  regs {mod.resource_usage['registers']}  "
+        print(f"  {label:28s} {t * 1e6:7.1f} us  err {err:.1e}  regs {mod.resource_usage['registers']}  "
               f"grid {mod._grid(())} block {mod.launch.block}  build {build_s:.1f}s", flush=True)
-        if err < 1e-5 and (best is None or t < best[0]):
-            best = (t, name, run)
-    if best is None:
-        sys.exit("no config built and checked")
-    fns = {"ours": best[2], "cudnn": lambda: F.conv2d(x, w, padding=1)}
+        return (t, run) if err < 1e-5 else None
+
+    fns = {}
+    log_dir = args.log_dir or default_log_dir()
+    tuned = deploy(os.path.join(log_dir, "conv2d_nchw_cuda_resnet_56.jsonl"), conv2d_nchw_cuda_template,
+                   (N, C, H, W, K, 3, 3, 1, 1))
+    if tuned is not None:
+        s, tensors, rec = tuned
+        print(f"  tuned: record {rec.index} of the log, measured {rec.cost * 1e6:.1f} us when tuned: "
+              + ", ".join(f"{k}={v}" for k, v in rec.knobs.items()))
+        got = check("tuned (from the log)", s, tensors)
+        if got is None:
+            sys.exit("the tuned kernel gives wrong results")
+        fns["tuned"] = got[1]
+    best = None
+    hand = [("hand (template default)", {})] + ([("hand " + n, kw) for n, kw in CONFIGS] if args.sweep else [])
+    for label, kw in hand:
+        try:
+            got = check(label, *conv2d_schedule(N, C, H, W, K, **kw))
+        except Exception as e:  # noqa: BLE001
+            print(f"  {label}: build failed: {e}")
+            continue
+        if got is not None and (best is None or got[0] < best[0]):
+            best = got
+    if best is not None:
+        fns["hand"] = best[1]
+    fns["cudnn"] = lambda: F.conv2d(x, w, padding=1)
     times = alternate(fns, rounds=args.rounds, number=100)
     torch.backends.cudnn.benchmark = True
-    times_b = alternate({"cudnn_benchmark": lambda: F.conv2d(x, w, padding=1)}, rounds=args.rounds, number=100)
-    print(f"\n{'kernel':28s} {'us':>8s} {'TFLOP/s':>8s} {'vs ours':>8s}")
-    for label, t in (("ours: " + best[1], times["ours"]), ("cuDNN (default)", times["cudnn"]),
-                     ("cuDNN (benchmark=True)", times_b["cudnn_benchmark"])):
-        print(f"{label:28s} {t * 1e6:8.1f} {flops / t / 1e12:8.2f} {times['ours'] / t:8.2f}")
+    times.update(alternate({"cudnn_benchmark": lambda: F.conv2d(x, w, padding=1)}, rounds=args.rounds,
+                           number=100))
+    print(f"\n{'kernel':28s} {'us':>8s} {'TFLOP/s':>8s} {'time / cuDNN':>13s}")
+    for key, label in (("tuned", "tuned (from the log)"), ("hand", "hand schedule"), ("cudnn", "cuDNN (default)"),
+                       ("cudnn_benchmark", "cuDNN (benchmark=True)")):
+        if key in times:
+            t = times[key]
+            print(f"{label:28s} {t * 1e6:8.1f} {flops / t / 1e12:8.2f} {t / times['cudnn']:13.2f}")
 
 
 if __name__ == "__main__":

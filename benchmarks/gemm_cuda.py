@@ -1,10 +1,13 @@
-"""fp32 GEMM on the GPU: tiletune's hand schedule (autotune/templates/gemm_cuda.py) beside cuBLAS.
+"""fp32 GEMM on the GPU: the config tuned in the log, deployed with no tuning, beside cuBLAS.
 
-For each size the candidate configs are checked against a float64 product on random data (output
-poisoned with NaN) and timed once; the fastest is then timed against ``torch.matmul`` (cuBLAS, TF32
-off) in interleaved rounds with CUDA events.  Prints TFLOP/s and the ratio.
+For each size the best record of ``gemm_cuda`` in ``tuning_logs/cuda-<arch>/gemm_cuda_<n>.jsonl``
+(written by benchmarks/tune_cuda.py) is built through ``apply_history_best``; it and the hand
+schedule (the template's default, autotune/templates/gemm_cuda.py) are checked against a float64
+product on random data (output poisoned with NaN), then timed against ``torch.matmul`` (cuBLAS,
+TF32 off) in interleaved rounds with CUDA events.  Prints TFLOP/s and the ratios.  ``--sweep`` also
+tries the hand configs below.
 
-    python benchmarks/gemm_cuda.py [--sizes 1024 2048 4096] [--rounds 9] [--quick]
+    python benchmarks/gemm_cuda.py [--sizes 1024 2048 4096] [--rounds 9] [--sweep] [--log-dir DIR]
 """
 from __future__ import annotations
 
@@ -14,8 +17,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from cuda_timing import alternate, event_seconds, rel_error  # noqa: E402
+from from_log import default_log_dir, deploy  # noqa: E402
 
 # (name, gemm_schedule keyword arguments); the first is the default hand schedule
 CONFIGS = [
@@ -39,52 +44,75 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096])
     p.add_argument("--rounds", type=int, default=9)
-    p.add_argument("--quick", action="store_true", help="only the default config")
+    p.add_argument("--sweep", action="store_true", help="also the hand configs (the fastest is timed)")
+    p.add_argument("--log-dir", default=None, help="default: tuning_logs/cuda-<arch>")
     args = p.parse_args()
     import torch
     import codegen
-    from autotune.templates.gemm_cuda import gemm_schedule
+    from autotune.templates.gemm_cuda import gemm_cuda_template, gemm_schedule
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    dev = torch.cuda.get_device_name()
-    print(f"GEMM float32 on {dev}; cuBLAS through torch {torch.__version__} with TF32 off")
+    log_dir = args.log_dir or default_log_dir()
+    print(f"GEMM float32 on {torch.cuda.get_device_name()}; cuBLAS through torch {torch.__version__} with TF32 off")
     rows = []
     for n in args.sizes:
         flops = 2.0 * n ** 3
         a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
         ref = a.double() @ b.double()
-        c = torch.empty(n, n, device="cuda")
+        c = {}
+
+        def check(label, s, tensors):
+            """Build, check on fresh outputs, time once; a launcher for the timing rounds (or None)."""
+            t0 = time.perf_counter()
+            mod = codegen.build(s, tensors, target="cuda", name="gemm")
+            build_s = time.perf_counter() - t0
+            out = c.setdefault(label, torch.empty(n, n, device="cuda"))
+            out.fill_(float("nan"))
+            mod(a, b, out)
+            err = rel_error(out, ref)
+            run = mod.launcher(a, b, out)
+            run()
+            t = event_seconds(run, max(3, int(2e9 / flops * 50) + 1))
+            print(f"  n={n} {label:28s} {flops / t / 1e12:6.1f} TFLOP/s  err {err:.1e}  "
+                  f"regs {mod.resource_usage['registers']}  build {build_s:.1f}s", flush=True)
+            return (t, run) if err < 1e-5 else None
+
+        fns = {}
+        tuned = deploy(os.path.join(log_dir, f"gemm_cuda_{n}.jsonl"), gemm_cuda_template, (n, n, n))
+        if tuned is not None:
+            s, tensors, rec = tuned
+            print(f"  n={n} tuned: record {rec.index} of the log, measured {flops / rec.cost / 1e12:.1f} TFLOP/s "
+                  f"when tuned: " + ", ".join(f"{k}={v}" for k, v in rec.knobs.items()))
+            got = check("tuned (from the log)", s, tensors)
+            if got is None:
+                sys.exit(f"n={n}: the tuned kernel gives wrong results")
+            fns["tuned"] = got[1]
+        hand = [("hand (template default)", {})] + (CONFIGS[1:] if args.sweep else [])
         best = None
-        for name, kw in CONFIGS[:1] if args.quick else CONFIGS:
+        for name, kw in hand:
             try:
-                t0 = time.perf_counter()
-                s, tensors = gemm_schedule(n, n, n, **kw)
-                mod = codegen.build(s, tensors, target="cuda", name="gemm")
-                build_s = time.perf_counter() - t0
+                got = check(name, *gemm_schedule(n, n, n, **kw))
             except Exception as e:  # noqa: BLE001
                 print(f"  n={n} {name}: build failed: {e}")
                 continue
-            c.fill_(float("nan"))
-            mod(a, b, c)
-            err = rel_error(c, ref)
-            run = mod.launcher(a, b, c)
-            run()
-            t = event_seconds(run, max(3, int(2e9 / flops * 50) + 1))
-            regs = mod.resource_usage["registers"]
-            print(f"  n={n} {name:24s} {flops / t / 1e12:6.1f} TFLOP/s  err {err:.1e}  regs {regs}  "
-                  f"build {build_s:.1f}s", flush=True)
-            if err < 1e-5 and (best is None or t < best[0]):
-                best = (t, name, run)
-        if best is None:
-            continue
+            if got is not None and (best is None or got[0] < best[0]):
+                best = got
+        if best is not None:
+            fns["hand"] = best[1]
+        fns["cublas"] = lambda: torch.matmul(a, b, out=c.setdefault("cublas", torch.empty(n, n, device="cuda")))
         number = max(3, int(4e9 / flops * 20) + 1)
-        times = alternate({"ours": best[2], "cublas": lambda: torch.matmul(a, b, out=c)},
-                          rounds=args.rounds, number=number)
-        ours, peer = flops / times["ours"] / 1e12, flops / times["cublas"] / 1e12
-        rows.append((n, best[1], times["ours"], ours, peer))
-    print(f"\n{'n':>5s}  {'config':24s} {'ms':>8s} {'TFLOP/s':>8s} {'cuBLAS':>8s} {'ratio':>6s}")
-    for n, name, t, ours, peer in rows:
-        print(f"{n:5d}  {name:24s} {t * 1e3:8.3f} {ours:8.1f} {peer:8.1f} {ours / peer:6.2f}")
+        times = alternate(fns, rounds=args.rounds, number=number)
+        rows.append((n, {k: flops / t / 1e12 for k, t in times.items()}))
+    print(f"\n{'n':>5s} {'tuned':>8s} {'hand':>8s} {'cuBLAS':>8s}  (TFLOP/s, medians)  {'tuned/cuBLAS':>12s} "
+          f"{'hand/cuBLAS':>11s}")
+    for n, r in rows:
+        def cell(k):
+            return f"{r[k]:8.1f}" if k in r else f"{'-':>8s}"
+
+        def ratio(k):
+            return f"{r[k] / r['cublas']:.2f}" if k in r else "-"
+        print(f"{n:5d} {cell('tuned')} {cell('hand')} {cell('cublas')}  {'':19s} {ratio('tuned'):>12s} "
+              f"{ratio('hand'):>11s}")
 
 
 if __name__ == "__main__":

@@ -89,3 +89,11 @@ def test_only_failed_records_fall_back(tmp_path):
     with autotune.apply_history_best(log):
         with pytest.warns(FallbackWarning):
             probe(64)
+
+
+def test_cuda_records_apply_to_their_arch_only(tmp_path):
+    from autotune.dispatch import _target_fits
+    from codegen.target import parse
+    assert _target_fits("cuda -arch=sm_90", parse("cuda -arch=sm_90"))
+    assert not _target_fits("cuda -arch=sm_80", parse("cuda -arch=sm_90"))
+    assert not _target_fits("cuda -arch=sm_90", parse("llvm"))

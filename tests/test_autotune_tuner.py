@@ -77,3 +77,9 @@ def test_early_stopping(tmp_path):
     tuner = GridSearchTuner(_task())
     tuner.tune(n_trial=200, measure_option=_option(), early_stopping=8)
     assert tuner.trials_done < 200
+
+
+def test_max_seconds_stops_after_the_batch_in_flight(tmp_path):
+    tuner = GridSearchTuner(_task())
+    tuner.tune(n_trial=200, measure_option=_option(), max_seconds=0)
+    assert tuner.trials_done == tuner.batch_size

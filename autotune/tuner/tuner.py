@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import warnings
 
 import numpy as np
@@ -112,9 +113,11 @@ class Tuner:
             self.update(self._inputs([i for i, _ in pairs]), [r for _, r in pairs])
 
     # -- the loop ----------------------------------------------------------------------------------------
-    def tune(self, n_trial: int, measure_option=None, early_stopping: int | None = None, callbacks=()) -> None:
+    def tune(self, n_trial: int, measure_option=None, early_stopping: int | None = None, callbacks=(),
+             max_seconds: float | None = None) -> None:
         """Measure until the log holds ``n_trial`` trials of this task (or the space is exhausted, or
-        ``early_stopping`` trials pass without improvement)."""
+        ``early_stopping`` trials pass without improvement, or the batch in flight ends after
+        ``max_seconds`` of tuning; a rerun on the same log resumes)."""
         from ..callback import log_to_file
         from ..measure import measure_option as default_option
         from ..worker import in_worker
@@ -132,6 +135,7 @@ class Tuner:
         previous = [r for r in load_records(log) if r.key == (self.task.workload, self.task.target)] if log else []
         self._resume(previous)
         best_at = self.trials_done
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
         for cb in callbacks:
             start = getattr(cb, "on_start", None)
             if start is not None:
@@ -163,6 +167,8 @@ class Tuner:
                 if self.best_cost < before:
                     best_at = self.trials_done
                 if early_stopping is not None and self.trials_done - best_at >= early_stopping:
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
                     break
         finally:
             option.close()

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The GPU proof on a host with no package index (README: GPU proof): install the carried wheels, then
+# run the steps named as arguments, in order, each logged to $OUT/<step>.log (or ./gpu_out/).
+#
+#   benchmarks/gpu_host.sh tests tune bench          # all of it
+#   TUNE="--workloads gemm4096 --max-seconds 200" benchmarks/gpu_host.sh tune
+#
+# Steps: smoke (16 tuning trials of gemm 1024 on a scratch log), cuda-tests, tests (the whole suite),
+# tune (benchmarks/tune_cuda.py $TUNE), bench (gemm_cuda.py and conv2d_cuda.py from the logs).
+# The tuning logs are packed into $OUT/logs.tar after each tuning step.
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu_out}
+mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site/pycuda ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+export TILETUNE_CACHE_DIR=${TILETUNE_CACHE_DIR:-/tmp/tiletune_cache}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+status=0
+for step in "$@"; do
+    echo "== $step ($(date +%T))"
+    case $step in
+        smoke) python3 benchmarks/tune_cuda.py --workloads gemm1024 --trials 16 --batch 8 \
+                   --log-dir /tmp/smoke_logs 2>&1 | tee "$OUT/smoke.log" || status=1
+               grep -q "best none valid" "$OUT/smoke.log" && { echo "smoke failed"; exit 1; } ;;
+        cuda-tests) python3 -m pytest -q -x tests/test_cuda_runtime.py tests/test_cuda_codegen.py \
+                        tests/test_autotune_cuda.py 2>&1 | tee "$OUT/cuda-tests.log" || status=1 ;;
+        tests) python3 -m pytest -q -n 8 tests 2>&1 | tee "$OUT/tests.log" || status=1 ;;
+        tune) python3 benchmarks/tune_cuda.py ${TUNE:-} 2>&1 | tee -a "$OUT/tune.log" || status=1
+              tar cf "$OUT/logs.tar" --exclude='*.study.db' tuning_logs/cuda-* ;;
+        bench) { python3 benchmarks/gemm_cuda.py ${GEMM:-}; python3 benchmarks/conv2d_cuda.py ${CONV:-}; } 2>&1 \
+                   | tee "$OUT/bench.log" || status=1 ;;
+        *) echo "unknown step $step"; exit 2 ;;
+    esac
+done
+exit $status
