@@ -36,8 +36,10 @@ class report:
     def __init__(self, every: int = 32):
         self.every, self.t0, self.next = every, time.perf_counter(), every
         self.kinds: collections.Counter = collections.Counter()
+        self.slowest = 0.0           # the longest trial (build + run) so far
 
     def __call__(self, tuner, inputs, results) -> None:
+        self.slowest = max([self.slowest] + [r.all_cost for r in results])
         for r in results:
             if not r.ok:
                 kind = r.error_no.name
@@ -48,7 +50,8 @@ class report:
             self.next = tuner.trials_done + self.every
             errors = ", ".join(f"{k} {n}" for k, n in self.kinds.most_common())
             print(f"    {tuner.trials_done:5d} trials  best {tuner.best_gflops / 1e3:6.2f} TFLOP/s  "
-                  f"{time.perf_counter() - self.t0:6.0f} s  errors: {errors or 'none'}", flush=True)
+                  f"{time.perf_counter() - self.t0:6.0f} s  slowest trial {self.slowest:4.1f} s  "
+                  f"errors: {errors or 'none'}", flush=True)
 
 
 def main() -> int:
@@ -58,6 +61,7 @@ def main() -> int:
     p.add_argument("--max-seconds", type=float, default=None, help="per workload, in this run")
     p.add_argument("--log-dir", default=None, help="default: tuning_logs/cuda-<arch of this GPU>")
     p.add_argument("--n-parallel", type=int, default=None, help="build processes (default: CPU count - 1)")
+    p.add_argument("--build-timeout", type=float, default=20.0, help="seconds per candidate build")
     p.add_argument("--batch", type=int, default=16, help="configs per tuner batch")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
@@ -79,8 +83,8 @@ def main() -> int:
         print(f"{name}: {task!r}, {len(task.config_space)} configs, log {os.path.relpath(log)}", flush=True)
         tuner = ModelTuner(task, seed=args.seed)
         tuner.batch_size = args.batch
-        option = measure_option(builder=LocalBuilder(n_parallel=n_parallel, timeout=60),
-                                runner=LocalRunner(number=5, repeat=3, min_repeat_ms=20, timeout=20))
+        option = measure_option(builder=LocalBuilder(n_parallel=n_parallel, timeout=args.build_timeout),
+                                runner=LocalRunner(number=1, repeat=3, min_repeat_ms=10, timeout=10))
         t0 = time.perf_counter()
         tuner.tune(n_trial=args.trials, measure_option=option, max_seconds=args.max_seconds,
                    callbacks=[callback.log_to_file(log), report()])
