@@ -11,11 +11,11 @@ from .signature import Signature
 from .target import parse
 
 
-def lower_to_func(s_or_func, args=None, name: str = "default_function") -> LoweredFunc:
+def lower_to_func(s_or_func, args=None, name: str = "default_function", expand: bool = True) -> LoweredFunc:
     if isinstance(s_or_func, LoweredFunc):
         return s_or_func
     from tensorir import lower
-    func = lower(s_or_func, args, name=name)
+    func = lower(s_or_func, args, name=name, expand=expand)
     if not isinstance(func, LoweredFunc):
         raise TypeError(f"tensorir.lower returned {type(func).__name__}, expected LoweredFunc")
     return func
@@ -28,11 +28,11 @@ def build(s_or_func, args=None, target="llvm", name: str = "default_function") -
     features), ``"llvm -mcpu=NAME -mattr=+avx2,+fma"``, ``"cuda"`` / ``"cuda -arch=sm_90"`` (a
     :class:`~codegen.cuda_module.CUDAModule`, see codegen/cuda.py), or a :class:`~codegen.Target`.
     """
-    func = lower_to_func(s_or_func, args, name)
     tgt = parse(target)
-    if tgt.kind == "cuda":
+    if tgt.kind == "cuda":              # unrolled loops stay loops (#pragma unroll): nvcc unrolls them
         from .cuda import build_cuda
-        return build_cuda(func, tgt)
+        return build_cuda(lower_to_func(s_or_func, args, name, expand=False), tgt)
+    func = lower_to_func(s_or_func, args, name)
     if tgt.kind != "llvm":
         raise ValueError(f"target {tgt} is not supported by codegen.build yet (llvm, cuda)")
     ir_text, parallel = codegen_llvm(func, tgt)

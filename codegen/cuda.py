@@ -14,7 +14,9 @@ Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch
 """
 from __future__ import annotations
 
+from tensorir.arith import simplify
 from tensorir.lower.gpu import GPULimits, LaunchConfig, lower_gpu
+from tensorir.lower.vectorize import vectorize_loops
 from tensorir.stmt import For, LoweredFunc
 from tensorir.visitor import collect
 
@@ -65,6 +67,7 @@ def cuda_settings(target: Target) -> tuple[str, GPULimits, tuple]:
 def build_cuda(func: LoweredFunc, target: Target):
     from .cuda_module import CUDAModule
     arch, limits, options = cuda_settings(target)
+    func = LoweredFunc(func.name, func.buffers, func.size_vars, simplify(vectorize_loops(func.body)), func.attrs)
     kernel, launch = lower_gpu(func, limits)
     renderer = CUDARenderer()
     source = renderer.function(kernel, launch_bounds(kernel, launch))

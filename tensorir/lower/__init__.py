@@ -27,7 +27,8 @@ def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mo
     free of carried dependences (``check=False`` skips that).  ``show_analysis=True`` makes the
     printed function start with its domains and dependences in isl syntax.  With ``expand=False``
     vectorized and unrolled loops stay loops carrying their annotation (the form the tuner's
-    features read); ``codegen.build`` always expands them."""
+    features read); ``codegen.build`` expands them (for CUDA only the vectorized ones: unrolled loops
+    print as ``#pragma unroll`` loops that nvcc unrolls)."""
     func = loop_nest(s, args, name)
     attrs = dict(func.attrs)
     if check or show_analysis:
