@@ -8,7 +8,6 @@ the config (or whose schedule is invalid) gives ``INSTANTIATION_ERROR``; a compi
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -35,7 +34,7 @@ def build_job(p: dict) -> dict:
         mod = codegen.build(s, args, target=task.target, name=f"{task.name}_{p['index']}")
         stem = os.path.join(p["dir"], f"{task.name}_{p['index']}_{uuid.uuid4().hex[:8]}")
         if is_cuda_target(task.target):
-            path = export_cuda(mod, stem, p["task"], p["index"])
+            path = export_cuda(mod, stem)
         else:
             path = stem + ".so"
             mod.export_library(path)
@@ -50,21 +49,15 @@ def is_cuda_target(target: str) -> bool:
     return str(target).split()[0] == "cuda" if str(target).strip() else False
 
 
-def export_cuda(mod, stem: str, task_payload: dict, index: int) -> str:
-    """Compile a CUDA candidate to a cubin with nvcc (no GPU needed) and write ``stem.cubin`` plus
-    ``stem.cubin.json`` (the task and config, from which the runner rebuilds the launch description;
-    its nvcc step then hits the on-disk cache).  Raises when nvcc is missing or fails."""
+def export_cuda(mod, stem: str) -> str:
+    """Compile a CUDA candidate to a cubin with nvcc (no GPU needed) and export it as ``stem.cubin``
+    (plus ``.json`` and ``.cu``, see ``CUDAModule.export_library``): the runner loads it without
+    rebuilding.  Raises when nvcc is missing or fails."""
     from codegen.nvcc import nvcc_path
     if nvcc_path() is None:
         raise RuntimeError("building for CUDA needs nvcc on PATH (or CUDA_HOME/bin)")
-    cubin = mod.cubin
-    usage = mod.resource_usage
     path = stem + ".cubin"
-    with open(path, "wb") as f:
-        f.write(cubin)
-    with open(path + ".json", "w") as f:
-        json.dump({"task": task_payload, "index": index, "arch": mod.arch, "entry": mod.entry_name,
-                   "block": list(mod.launch.block), "resource_usage": usage}, f, default=str)
+    mod.export_library(path)
     return path
 
 

@@ -60,7 +60,7 @@ class Record:
                 "config": {"index": self.index, "knobs": self.knobs},
                 "result": {"costs": list(r.costs), "error_no": int(r.error_no), "error": r.error_no.name,
                            "error_msg": r.error_msg, "all_cost": r.all_cost, "timestamp": r.timestamp},
-                "toolchain": self.toolchain or toolchain()}
+                "toolchain": self.toolchain or toolchain(self.target)}
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"))
@@ -87,16 +87,22 @@ def _version() -> str:
     return __version__
 
 
-_toolchain: dict | None = None
+_toolchains: dict[str, dict] = {}
 
 
-def toolchain() -> dict:
-    global _toolchain
-    if _toolchain is None:
-        import llvmlite
-        import llvmlite.binding as llvm
-        _toolchain = {"llvmlite": llvmlite.__version__, "llvm": ".".join(map(str, llvm.llvm_version_info))}
-    return _toolchain
+def toolchain(target: str = "llvm") -> dict:
+    """The compiler versions behind a record of ``target``: llvmlite and LLVM, or nvcc for CUDA."""
+    kind = "cuda" if str(target).split()[:1] == ["cuda"] else "llvm"
+    if kind not in _toolchains:
+        if kind == "cuda":
+            from codegen.nvcc import nvcc_path, nvcc_version
+            _toolchains[kind] = {"nvcc": nvcc_version().splitlines()[-1] if nvcc_path() else "unavailable"}
+        else:
+            import llvmlite
+            import llvmlite.binding as llvm
+            _toolchains[kind] = {"llvmlite": llvmlite.__version__,
+                                 "llvm": ".".join(map(str, llvm.llvm_version_info))}
+    return _toolchains[kind]
 
 
 def make_record(inp, result: MeasureResult) -> Record:

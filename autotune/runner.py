@@ -147,23 +147,8 @@ def cuda_device_job(p: dict) -> dict:
     return {"ok": True, "msg": drv.Device(int(os.environ.get("TILETUNE_CUDA_DEVICE", "0"))).name()}
 
 
-def _run_cuda(p: dict) -> dict:
-    """In a worker: check and time the CUDA candidate ``p["path"]`` (a cubin and its ``.json``) on the GPU."""
-    import codegen
-    from .task import Task
-    try:
-        with open(p["path"] + ".json") as f:
-            meta = json.load(f)
-        with open(p["path"], "rb") as f:
-            cubin = f.read()
-    finally:
-        for suffix in ("", ".json"):
-            if os.path.exists(p["path"] + suffix):
-                os.unlink(p["path"] + suffix)
-    task = Task.from_payload(meta["task"])
-    s, tensors = task.instantiate(meta["index"])
-    mod = codegen.build(s, tensors, target=task.target, name=f"{task.name}_{meta['index']}")
-    mod._binaries["cubin"] = (cubin, "")       # the builder's binary (the rebuild only recreates the launch)
+def _run_cuda(mod, p: dict) -> dict:
+    """In a worker: check and time the loaded CUDA candidate on the GPU (CUDA events)."""
     data = _load(p["ref"])
     sig = mod.signature
     arrays, outs = _arguments(sig, data)
@@ -174,6 +159,13 @@ def _run_cuda(p: dict) -> dict:
     prof = mod.time_evaluator(number=max(1, p["number"]), repeat=max(1, p["repeat"]),
                               min_repeat_ms=p["min_repeat_ms"])(*arrays)
     return {"error_no": 0, "costs": list(prof.results), "msg": ""}
+
+
+def _remove(path: str) -> None:
+    """Delete a built candidate and the files beside it."""
+    for suffix in ("", ".json", ".ll", ".cu"):
+        if os.path.exists(path + suffix):
+            os.unlink(path + suffix)
 
 
 def _arguments(sig, data: dict) -> tuple[list, list]:
@@ -203,14 +195,12 @@ def run_job(p: dict) -> dict:
     """In a worker: check and time the shared object ``p["path"]`` (or a CUDA cubin on the GPU)."""
     import codegen
     global _flush_buffer
-    if p["path"].endswith(".cubin"):
-        return _run_cuda(p)
     try:
         mod = codegen.load_module(p["path"])
     finally:
-        for suffix in ("", ".json", ".ll"):
-            if os.path.exists(p["path"] + suffix):
-                os.unlink(p["path"] + suffix)
+        _remove(p["path"])
+    if p["path"].endswith(".cubin"):
+        return _run_cuda(mod, p)
     data = _load(p["ref"])
     sig = mod.signature
     arrays, outs = _arguments(sig, data)
@@ -289,9 +279,7 @@ class LocalRunner:
                 if not dev["ok"]:
                     results[i] = MeasureResult((), MeasureErrorNo.DEVICE_UNAVAILABLE, b.seconds, time.time(),
                                                _short(dev["msg"]))
-                    for suffix in ("", ".json"):
-                        if os.path.exists(b.path + suffix):
-                            os.unlink(b.path + suffix)
+                    _remove(b.path)
                     continue
             ref, err = self._reference(inp.task, inp.config.index)
             if err:

@@ -4,6 +4,9 @@ Building needs no GPU: ``get_source("cuda")`` is the CUDA C, ``get_source("ptx")
 compile with nvcc (cached).  The first call loads the cubin into the device's primary context (the
 one PyTorch and CuPy use) through ``pycuda.driver.module_from_buffer``.
 
+``mod.export_library("k.cubin")`` writes the cubin, ``k.cubin.json`` (signature, launch, arch, build
+info) and ``k.cubin.cu`` (the source); ``codegen.load_module("k.cubin")`` loads it with no compiler.
+
 Calls take numpy arrays (copied to the device and, when written, back) or any object with
 ``__cuda_array_interface__`` (torch and cupy tensors, pycuda GPUArrays), used in place.  Arguments
 are checked as for CPU modules (count, dtype, shape, size vars, contiguity, writability) plus the
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import os
 
 import numpy as np
@@ -86,17 +90,60 @@ class CUDAModule:
 
     def __init__(self, func, launch, source: str, arch: str, target: str, options: tuple = (),
                  aligned: dict | None = None):
-        self.func, self.launch, self.arch, self.target = func, launch, arch, target
-        self.entry_name = func.name
-        self.signature = Signature.from_func(func)
+        self.func = func
+        self._setup(Signature.from_func(func), func.size_vars, launch, source, arch, target, options, aligned)
+        if nvcc_path() is not None:              # compile now, so a broken kernel fails at build time
+            self.compile()
+
+    def _setup(self, signature, size_vars, launch, source, arch, target, options, aligned) -> None:
+        self.signature, self.entry_name, self._size_vars = signature, signature.name, tuple(size_vars)
+        self.launch, self.arch, self.target = launch, arch, target
         self._source, self._options = source, tuple(options)
         self._binaries: dict = {}
         self._aligned = dict(aligned or {})      # argument index -> bytes its pointer must be aligned to
         self._packer = ArgPacker(self.signature)
         self._function = None
         self._grids: dict = {}
-        if nvcc_path() is not None:              # compile now, so a broken kernel fails at build time
-            self.compile()
+
+    # -- export and load ---------------------------------------------------------------------------------------
+    def export_library(self, path: str) -> None:
+        """Write the cubin to ``path``, its description to ``path.json`` and the source to ``path.cu``.
+        Needs nvcc (for the cubin) and a constant grid (a kernel of constant shapes)."""
+        from tensorir.version import __version__
+        from .nvcc import nvcc_version
+        path = os.fspath(path)
+        grid = [simplify(g) for g in self.launch.grid]
+        if not all(isinstance(g, IntImm) for g in grid):
+            raise ValueError(f"export_library: CUDA kernel {self.entry_name} has the symbolic grid "
+                             f"{[str(g) for g in grid]}; exporting needs constant shapes")
+        cubin = self.cubin
+        meta = {"kind": "cuda", "signature": self.signature.to_json(), "target": self.target, "arch": self.arch,
+                "options": list(self._options), "grid": [g.value for g in grid], "block": list(self.launch.block),
+                "shared_bytes": self.launch.shared_bytes, "aligned": {str(i): n for i, n in self._aligned.items()},
+                "ptxas_log": self._binaries["cubin"][1],
+                "build": {"tiletune": __version__, "nvcc": nvcc_version().splitlines()[-1]}}
+        with open(path, "wb") as f:
+            f.write(cubin)
+        with open(path + ".json", "w") as f:
+            json.dump(meta, f, indent=1)
+        with open(path + ".cu", "w") as f:
+            f.write(self._source)
+
+    @classmethod
+    def load(cls, path: str, meta: dict) -> "CUDAModule":
+        """A module from ``export_library``'s files (``meta``: the parsed ``path.json``); no compiler runs."""
+        from tensorir.lower.gpu import LaunchConfig
+        self = cls.__new__(cls)
+        self.func = None
+        launch = LaunchConfig(tuple(IntImm("int32", int(g)) for g in meta["grid"]), tuple(meta["block"]),
+                              int(meta["shared_bytes"]))
+        src = path + ".cu"
+        source = open(src).read() if os.path.exists(src) else ""
+        self._setup(Signature.from_json(meta["signature"]), (), launch, source, meta["arch"], meta["target"],
+                    meta.get("options", ()), {int(k): int(n) for k, n in meta.get("aligned", {}).items()})
+        with open(path, "rb") as f:
+            self._binaries["cubin"] = (f.read(), meta.get("ptxas_log", ""))
+        return self
 
     # -- source and binaries ---------------------------------------------------------------------------------
     def compile(self, fmt: str = "cubin") -> bytes:
@@ -117,6 +164,8 @@ class CUDAModule:
     def get_source(self, fmt: str = "cuda") -> str:
         """The CUDA C (``"cuda"`` / ``"cu"``) or the PTX (``"ptx"``, compiled with nvcc)."""
         if fmt in ("cuda", "cu", "c"):
+            if not self._source:
+                raise ValueError(f"the CUDA source of {self.entry_name} is unavailable (no .cu beside its cubin)")
             return self._source
         if fmt == "ptx":
             return self.compile("ptx").decode()
@@ -138,7 +187,7 @@ class CUDAModule:
     def _grid(self, sizes: tuple) -> tuple:
         grid = self._grids.get(sizes)
         if grid is None:
-            values = {v: IntImm(v.dtype, n) for v, n in zip(self.func.size_vars, sizes)}
+            values = {v: IntImm(v.dtype, n) for v, n in zip(self._size_vars, sizes)}
             grid = tuple(simplify(substitute(g, values)) for g in self.launch.grid)
             if not all(isinstance(g, IntImm) for g in grid):
                 raise RuntimeError(f"CUDA kernel {self.entry_name}: cannot evaluate the grid {grid}")

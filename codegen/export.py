@@ -97,7 +97,8 @@ def _dlopen(path: str) -> ctypes.CDLL:
 
 
 def load_module(path: str) -> Module:
-    """Load a kernel written by ``export_library`` (no compilation happens)."""
+    """Load a kernel written by ``export_library`` (no compilation happens): a shared object, or a
+    CUDA cubin (a :class:`~codegen.cuda_module.CUDAModule`)."""
     path = os.fspath(path)
     meta_path = path + ".json"
     if not os.path.exists(meta_path):
@@ -105,6 +106,9 @@ def load_module(path: str) -> Module:
                                 "the shared object by export_library")
     with open(meta_path) as f:
         meta = json.load(f)
+    if meta.get("kind") == "cuda":
+        from .cuda_module import CUDAModule
+        return CUDAModule.load(path, meta)
     sig = Signature.from_json(meta["signature"])
     lib = _dlopen(os.path.abspath(path))
     address = ctypes.cast(lib[sig.symbol], ctypes.c_void_p).value

@@ -180,3 +180,66 @@ def test_runner_without_gpu_records_device_unavailable():
     for r in results:
         assert r.error_no == E.DEVICE_UNAVAILABLE
         assert "pycuda" in r.error_msg
+
+
+@needs_nvcc
+def test_exported_cubin_loads_without_a_compiler_and_computes(tmp_path, monkeypatch):
+    t = _task(GEMM)
+    s, args = t.instantiate(FallbackConfig())
+    mod = codegen.build(s, args, target=TARGET, name="gemm_export")
+    path = str(tmp_path / "gemm.cubin")
+    mod.export_library(path)
+    monkeypatch.setenv("TILETUNE_NVCC", "/nonexistent/nvcc")     # loading must not compile
+    loaded = codegen.load_module(path)
+    assert type(loaded).__name__ == "CUDAModule" and loaded.cubin == mod.cubin
+    assert loaded.signature == mod.signature and loaded.launch.block == mod.launch.block
+    assert loaded._grid(()) == mod._grid(()) and loaded.resource_usage == mod.resource_usage
+    assert loaded.get_source("cuda") == mod.get_source("cuda")
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(-1, 1, (256, 256)).astype("float32") for _ in range(2))
+    cuda_sim.check(loaded, [a, b], [np.empty((256, 256), "float32")], lambda x, y: x @ y, rtol=1e-3, atol=1e-3)
+
+
+def test_exporting_a_symbolic_grid_is_refused_by_name(tmp_path):
+    import tensorir as te
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2, name="B")
+    s = te.create_schedule(B.op)
+    bx, tx = s[B].split(B.op.axis[0], factor=64)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    mod = codegen.build(s, [A, B], target=TARGET, name="scale")
+    with pytest.raises(ValueError, match="scale has the symbolic grid"):
+        mod.export_library(str(tmp_path / "scale.cubin"))
+
+
+@needs_nvcc
+def test_runner_checks_and_times_a_cuda_candidate_on_a_simulated_gpu(tmp_path, monkeypatch):
+    """The runner's GPU path (load the builder's cubin, check against the reference, time with
+    events) with the kernel executed by the CPU simulator instead of pycuda."""
+    from autotune import builder, runner
+    from codegen.cuda_module import CUDAModule
+    from codegen.timer import ProfileResult
+    t = _task(GEMM)
+    (idx,) = _legal_indices(t, 1, seed=5)
+    built = builder.build_job({"task": t.payload(), "index": idx, "dir": str(tmp_path)})
+    assert built["error_no"] == 0, built["msg"]
+    ref = str(tmp_path / "ref.npz")
+    runner.reference_job({"task": t.payload(), "file": ref, "seed": 0, "index": idx})
+
+    def evaluator(self, number=1, repeat=1, min_repeat_ms=0, **_):
+        return lambda *arrays: (cuda_sim.run(self, *arrays), ProfileResult((1e-3,) * repeat, number))[1]
+
+    monkeypatch.setattr(CUDAModule, "__call__", lambda self, *arrays: cuda_sim.run(self, *arrays))
+    monkeypatch.setattr(CUDAModule, "time_evaluator", evaluator)
+    job = {"path": built["path"], "ref": ref, "number": 1, "repeat": 3, "min_repeat_ms": 0, "flush": False,
+           "check": True, "rtol": 1e-3, "atol": 1e-3}
+    out = runner.run_job(job)
+    assert out["error_no"] == 0 and out["costs"] == [1e-3] * 3, out["msg"]
+    assert not os.path.exists(built["path"]) and not os.path.exists(built["path"] + ".json")   # cleaned up
+
+    built = builder.build_job({"task": t.payload(), "index": idx, "dir": str(tmp_path)})
+    monkeypatch.setattr(CUDAModule, "__call__", lambda self, *arrays: arrays[-1].fill(0.5))   # a wrong kernel
+    out = runner.run_job(dict(job, path=built["path"]))
+    assert out["error_no"] == E.WRONG_ANSWER and "output 0 (C)" in out["msg"]

@@ -38,6 +38,7 @@ def test_tuner_measures_distinct_configs(cls, tmp_path):
     study = tuner.study.study
     done = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE" and "config_index" in t.user_attrs]
     assert sorted(t.user_attrs["config_index"] for t in done) == sorted(r.index for r in recs)
+    assert tuner.default_index() in {r.index for r in recs[:tuner.batch_size]}   # the default goes first
     assert (tmp_path / "t.jsonl.study.db").exists()
 
 
@@ -83,3 +84,4 @@ def test_max_seconds_stops_after_the_batch_in_flight(tmp_path):
     tuner = GridSearchTuner(_task())
     tuner.tune(n_trial=200, measure_option=_option(), max_seconds=0)
     assert tuner.trials_done == tuner.batch_size
+

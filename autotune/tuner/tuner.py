@@ -26,8 +26,10 @@ class Tuner:
     defaults to the workload and target, so processes tuning the same task share a study."""
     batch_size = 8
 
-    def __init__(self, task, seed: int | None = None, storage=None, study_name: str | None = None):
+    def __init__(self, task, seed: int | None = None, storage=None, study_name: str | None = None,
+                 include_default: bool = True):
         self.task = task
+        self.include_default = include_default   # measure the template's default config in the first batch
         self.space = task.config_space
         self.seed = seed
         self.rng = np.random.default_rng(seed)
@@ -206,11 +208,33 @@ class Tuner:
         self.visited |= taken
         return bool(foreign or taken)
 
+    def default_index(self) -> int | None:
+        """The index of the template's default (fallback) config, None if it is not in the space or
+        the template rejects it."""
+        from ..space import FallbackConfig
+        cfg = FallbackConfig()
+        try:
+            self.task.instantiate(cfg)
+            return self.space.index_from_values(cfg.knobs())
+        except Exception:  # noqa: BLE001 - an invalid default is simply not measured first
+            return None
+
     def _claim(self, want: int) -> dict[int, int]:
         """Ask the strategy for a batch (twice, then fall back to random configs) and claim its new
-        configs in the study: ``{index: trial id}``."""
+        configs in the study: ``{index: trial id}``.  The first batch of a tune also holds the
+        template's default config (unless measured already or ``include_default=False``): tuning
+        never ends slower than the untuned schedule."""
+        first: list[int] = []
+        if self.include_default:
+            self.include_default = False
+            d = self.default_index()
+            if d is not None and d not in self.visited:
+                first = [d]
         for attempt in range(3):
-            batch = self.next_batch(want) if attempt < 2 else self.random_unvisited(want)
+            self.visited.update(first)           # so the strategy does not pick it too
+            batch = self.next_batch(want - len(first)) if attempt < 2 else self.random_unvisited(want)
+            self.visited.difference_update(first)
+            batch, first = first + list(batch), []
             fresh = [i for i in dict.fromkeys(int(i) for i in batch) if i not in self.visited][:want]
             asked, self.asked = self.asked, {}
             for i, tid in asked.items():
