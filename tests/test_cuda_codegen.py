@@ -290,6 +290,22 @@ def test_templates_compile_without_spills():
         assert usage["spill_stores"] == 0 and usage["registers"] <= 255
 
 
+def test_explicitly_unrolled_code_is_simplified():
+    """unroll_explicit copies loop bodies with the loop variable replaced by constants; the copies are
+    simplified again (constant indices, guards the thread extents prove true dropped)."""
+    from autotune.templates.conv2d_cuda import conv2d_schedule
+    s, args = conv2d_schedule(1, 64, 56, 56, 64, unroll_explicit=True)
+    src = build(s, args).get_source("cuda")
+    assert "conv_local[0] = 0.0f;" in src and "(0 * " not in src and "(1 * " not in src
+
+
+def test_unrolled_loops_are_left_to_nvcc():
+    from autotune.templates.gemm_cuda import gemm_schedule
+    s, args = gemm_schedule(256, 256, 256)
+    src = build(s, args).get_source("cuda")
+    assert "#pragma unroll" in src and src.count("\n") < 200
+
+
 # -- the CUDA C, run on the CPU --------------------------------------------------------------------------------
 @needs_sim
 def test_sim_elementwise_with_tail_and_vectors():

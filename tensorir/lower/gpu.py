@@ -61,7 +61,7 @@ def is_barrier(s) -> bool:
 def lower_gpu(func: LoweredFunc, limits: GPULimits = GPULimits()) -> tuple[LoweredFunc, LaunchConfig]:
     stages = dict(dict(func.attrs).get("loop_stage", {}))
     verify_bindings(func, limits, stages)
-    body = auto_unroll(simplify(inject_virtual_threads(func.body)))
+    body = simplify(auto_unroll(inject_virtual_threads(func.body)))
     body = hoist_shared(body)
     shared = shared_bytes(body, limits, stages)
     body = insert_barriers(body)
