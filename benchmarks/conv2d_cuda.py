@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cuda_timing import alternate, event_seconds, rel_error  # noqa: E402
+from cuda_timing import alternate, event_seconds, fastest, rel_error  # noqa: E402
 from from_log import default_log_dir, deploy  # noqa: E402
 
 # (name, conv2d_schedule keyword arguments): tiles are (vthreads, threads, per thread) of f, y, x
@@ -89,18 +89,10 @@ def main() -> None:
         if got is None:
             sys.exit("the tuned kernel gives wrong results")
         fns["tuned"] = got[1]
-    best = None
     hand = [("hand (template default)", {})] + ([("hand " + n, kw) for n, kw in CONFIGS] if args.sweep else [])
-    for label, kw in hand:
-        try:
-            got = check(label, *conv2d_schedule(N, C, H, W, K, **kw))
-        except Exception as e:  # noqa: BLE001
-            print(f"  {label}: build failed: {e}")
-            continue
-        if got is not None and (best is None or got[0] < best[0]):
-            best = got
-    if best is not None:
-        fns["hand"] = best[1]
+    launch = fastest(check, hand, lambda **kw: conv2d_schedule(N, C, H, W, K, **kw))
+    if launch is not None:
+        fns["hand"] = launch
     fns["cudnn"] = lambda: F.conv2d(x, w, padding=1)
     times = alternate(fns, rounds=args.rounds, number=100)
     torch.backends.cudnn.benchmark = True

@@ -32,6 +32,22 @@ def alternate(fns: dict[str, Callable[[], object]], rounds: int = 9, number: int
     return {name: statistics.median(v) for name, v in samples.items()}
 
 
+def fastest(check: Callable, candidates: list, schedule: Callable, prefix: str = ""):
+    """The launcher of the fastest correct candidate: ``check(label, s, tensors)`` builds, checks and
+    times one (``(seconds, launcher)`` or None if wrong); ``candidates`` are ``(label, kwargs)`` for
+    ``schedule(**kwargs)``.  None if none built and checked."""
+    best = None
+    for label, kw in candidates:
+        try:
+            got = check(label, *schedule(**kw))
+        except Exception as e:  # noqa: BLE001 - a hand config that does not build is reported, not fatal
+            print(f"  {prefix}{label}: build failed: {e}")
+            continue
+        if got is not None and (best is None or got[0] < best[0]):
+            best = got
+    return None if best is None else best[1]
+
+
 def rel_error(got, want) -> float:
     """``|got - want| / |want|`` (Frobenius norms), in float64."""
     import torch

@@ -19,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cuda_timing import alternate, event_seconds, rel_error  # noqa: E402
+from cuda_timing import alternate, event_seconds, fastest, rel_error  # noqa: E402
 from from_log import default_log_dir, deploy  # noqa: E402
 
 # (name, gemm_schedule keyword arguments); the first is the default hand schedule
@@ -88,17 +88,9 @@ def main() -> None:
                 sys.exit(f"n={n}: the tuned kernel gives wrong results")
             fns["tuned"] = got[1]
         hand = [("hand (template default)", {})] + (CONFIGS[1:] if args.sweep else [])
-        best = None
-        for name, kw in hand:
-            try:
-                got = check(name, *gemm_schedule(n, n, n, **kw))
-            except Exception as e:  # noqa: BLE001
-                print(f"  n={n} {name}: build failed: {e}")
-                continue
-            if got is not None and (best is None or got[0] < best[0]):
-                best = got
-        if best is not None:
-            fns["hand"] = best[1]
+        launch = fastest(check, hand, lambda **kw: gemm_schedule(n, n, n, **kw), prefix=f"n={n} ")
+        if launch is not None:
+            fns["hand"] = launch
         fns["cublas"] = lambda: torch.matmul(a, b, out=c.setdefault("cublas", torch.empty(n, n, device="cuda")))
         number = max(3, int(4e9 / flops * 20) + 1)
         times = alternate(fns, rounds=args.rounds, number=number)
