@@ -136,3 +136,28 @@ def test_a_faulting_kernel_is_named(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert "ERROR: CUDA kernel faulty_kernel" in out.stdout, out.stdout + out.stderr
+
+
+def test_tuning_measures_on_the_gpu(tmp_path):
+    """Builder (nvcc in worker processes) and runner (the GPU, in its own process): every legal
+    candidate is checked against numpy and timed; deployment from the log gives a correct kernel."""
+    import autotune
+    from autotune.templates.gemm_cuda import gemm_cuda_template
+    task = autotune.task.create("gemm_cuda", args=(256, 256, 256), target="cuda")
+    log = str(tmp_path / "gemm.jsonl")
+    tuner = autotune.tuner.RandomTuner(task, seed=0)
+    option = autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=4, timeout=60),
+                                     runner=autotune.LocalRunner(number=1, repeat=2, min_repeat_ms=1, timeout=30))
+    tuner.tune(n_trial=12, measure_option=option, callbacks=[autotune.callback.log_to_file(log)])
+    recs = autotune.record.load_records(log)
+    assert len(recs) == 12
+    ok = [r for r in recs if r.result.ok]
+    assert ok and all(0 < c < 0.1 for r in ok for c in r.result.costs)
+    assert {r.result.error_no.name for r in recs} <= {"NO_ERROR", "INSTANTIATION_ERROR"}
+    with autotune.apply_history_best(log, target="cuda"):
+        s, args = gemm_cuda_template(256, 256, 256)
+    rng = np.random.default_rng(1)
+    a, b = (rng.uniform(-1, 1, (256, 256)).astype("float32") for _ in range(2))
+    c = np.full((256, 256), np.nan, "float32")
+    build(s, args)(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
