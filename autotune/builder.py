@@ -9,8 +9,6 @@ the config (or whose schedule is invalid) gives ``INSTANTIATION_ERROR``; a compi
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 import traceback
 import uuid
@@ -69,14 +67,12 @@ class LocalBuilder:
         self.n_parallel = n_parallel or os.cpu_count() or 1
         self.timeout = timeout
         self._pool: WorkerPool | None = None
-        self._dir: str | None = None
 
     def build(self, inputs) -> list[BuildResult]:
         if self._pool is None:
-            self._pool = WorkerPool(self.n_parallel)
-            self._dir = tempfile.mkdtemp(prefix="tiletune_build_")
+            self._pool = WorkerPool(self.n_parallel, scratch="tiletune_build_")
         jobs = [("autotune.builder:build_job", {"task": inp.task.payload(), "index": inp.config.index,
-                                                 "dir": self._dir}) for inp in inputs]
+                                                 "dir": self._pool.dir}) for inp in inputs]
         out = []
         for o in self._pool.map(jobs, self.timeout):
             if o.status == OK:
@@ -92,9 +88,6 @@ class LocalBuilder:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
 
     def __repr__(self) -> str:
         return f"LocalBuilder(n_parallel={self.n_parallel}, timeout={self.timeout})"

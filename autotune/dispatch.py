@@ -20,13 +20,9 @@ def _target_fits(record_target: str, target) -> bool:
     except ValueError:
         return False
     if r.kind == "cuda" == target.kind:      # a GPU record serves the same arch only
-        return _cuda_arch(r) == _cuda_arch(target)
+        from codegen.cuda import cuda_arch
+        return cuda_arch(r) == cuda_arch(target)
     return r.kind == target.kind and r.mcpu == target.mcpu and r.features <= target.features
-
-
-def _cuda_arch(target) -> str:
-    from codegen.nvcc import default_arch
-    return target.option("arch") or target.mcpu or default_arch()
 
 
 class ApplyHistoryBest(DispatchContext):

@@ -94,14 +94,8 @@ def toolchain(target: str = "llvm") -> dict:
     """The compiler versions behind a record of ``target``: llvmlite and LLVM, or nvcc for CUDA."""
     kind = "cuda" if str(target).split()[:1] == ["cuda"] else "llvm"
     if kind not in _toolchains:
-        if kind == "cuda":
-            from codegen.nvcc import nvcc_path, nvcc_version
-            _toolchains[kind] = {"nvcc": nvcc_version().splitlines()[-1] if nvcc_path() else "unavailable"}
-        else:
-            import llvmlite
-            import llvmlite.binding as llvm
-            _toolchains[kind] = {"llvmlite": llvmlite.__version__,
-                                 "llvm": ".".join(map(str, llvm.llvm_version_info))}
+        from codegen.export import build_info
+        _toolchains[kind] = {k: v for k, v in build_info(kind).items() if k != "tiletune"}
     return _toolchains[kind]
 
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import time
 import warnings
 
@@ -238,7 +236,6 @@ class LocalRunner:
         self.number, self.repeat, self.min_repeat_ms = number, repeat, min_repeat_ms
         self.timeout, self.flush, self.check, self.seed = timeout, enable_cpu_cache_flush, check_correctness, seed
         self._pool: WorkerPool | None = None
-        self._dir: str | None = None
         self._refs: dict[str, tuple[str, str]] = {}      # task key -> (npz file, error message)
         self._cuda: dict | None = None                    # the worker's answer to cuda_device_job
 
@@ -254,7 +251,7 @@ class LocalRunner:
     def _reference(self, task, index: int) -> tuple[str, str]:
         key = json.dumps(task.payload(), sort_keys=True)
         if key not in self._refs:
-            path = os.path.join(self._dir, hashlib.sha1(key.encode()).hexdigest()[:16] + ".npz")
+            path = os.path.join(self._pool.dir, hashlib.sha1(key.encode()).hexdigest()[:16] + ".npz")
             job = ("autotune.runner:reference_job", {"task": task.payload(), "file": path, "seed": self.seed,
                                                       "index": index})
             o = self._pool.map([job], max(120.0, 10 * self.timeout))[0]
@@ -266,8 +263,7 @@ class LocalRunner:
 
     def run(self, inputs, builds) -> list[MeasureResult]:
         if self._pool is None:
-            self._pool = WorkerPool(1, recycle_after=200)
-            self._dir = tempfile.mkdtemp(prefix="tiletune_run_")
+            self._pool = WorkerPool(1, recycle_after=200, scratch="tiletune_run_")
         results: list[MeasureResult | None] = [None] * len(inputs)
         jobs, where = [], []
         for i, (inp, b) in enumerate(zip(inputs, builds)):
@@ -307,9 +303,6 @@ class LocalRunner:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
         self._refs.clear()
 
     def __repr__(self) -> str:

@@ -16,9 +16,11 @@ from __future__ import annotations
 import ctypes
 import importlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -138,11 +140,14 @@ class _Worker:
 class WorkerPool:
     """``n`` reusable worker processes; :meth:`map` runs jobs on them with a per-job timeout.
 
-    ``recycle_after``: restart a worker after that many jobs (loaded kernels accumulate)."""
+    ``recycle_after``: restart a worker after that many jobs (loaded kernels accumulate).
+    ``scratch``: a prefix for a temporary directory ``self.dir`` that the jobs share (built kernels,
+    reference data), removed by :meth:`close`."""
 
-    def __init__(self, n: int = 1, recycle_after: int = 0):
+    def __init__(self, n: int = 1, recycle_after: int = 0, scratch: str | None = None):
         self.workers = [_Worker() for _ in range(max(1, n))]
         self.recycle_after = recycle_after
+        self.dir = tempfile.mkdtemp(prefix=scratch) if scratch else None
 
     def map(self, jobs: list[tuple[str, Any]], timeout: float) -> list[Outcome]:
         """Run ``jobs`` (function path ``"module:name"``, payload) and return their outcomes in order.
@@ -206,6 +211,9 @@ class WorkerPool:
     def close(self) -> None:
         for worker in self.workers:
             worker.kill()
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
 
     def __del__(self):
         try:

@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cuda_timing import alternate, event_seconds, fastest, rel_error  # noqa: E402
+from cuda_timing import alternate, event_seconds, fastest, rel_error, torch_fp32  # noqa: E402
 from from_log import default_log_dir, deploy  # noqa: E402
 
 # (name, conv2d_schedule keyword arguments): tiles are (vthreads, threads, per thread) of f, y, x
@@ -47,12 +47,10 @@ def main() -> None:
     p.add_argument("--sweep", action="store_true", help="also the hand configs (the fastest is timed)")
     p.add_argument("--log-dir", default=None, help="default: tuning_logs/cuda-<arch>")
     args = p.parse_args()
-    import torch
+    torch = torch_fp32()
     import torch.nn.functional as F
     import codegen
     from autotune.templates.conv2d_cuda import conv2d_nchw_cuda_template, conv2d_schedule
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
     N, C, H, W, K = 1, 64, 56, 56, 64
     flops = 2.0 * N * K * C * 9 * H * W
     x = torch.randn(N, C, H, W, device="cuda")

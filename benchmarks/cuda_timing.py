@@ -5,6 +5,14 @@ import statistics
 from typing import Callable
 
 
+def torch_fp32():
+    """torch with TF32 off for matmul and cuDNN, so the peers compute in full fp32 as we do."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return torch
+
+
 def event_seconds(fn: Callable[[], object], number: int) -> float:
     """Seconds per call of ``fn`` (asynchronous launches), from CUDA events around ``number`` calls."""
     import torch

@@ -19,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cuda_timing import alternate, event_seconds, fastest, rel_error  # noqa: E402
+from cuda_timing import alternate, event_seconds, fastest, rel_error, torch_fp32  # noqa: E402
 from from_log import default_log_dir, deploy  # noqa: E402
 
 # (name, gemm_schedule keyword arguments); the first is the default hand schedule
@@ -47,11 +47,9 @@ def main() -> None:
     p.add_argument("--sweep", action="store_true", help="also the hand configs (the fastest is timed)")
     p.add_argument("--log-dir", default=None, help="default: tuning_logs/cuda-<arch>")
     args = p.parse_args()
-    import torch
+    torch = torch_fp32()
     import codegen
     from autotune.templates.gemm_cuda import gemm_cuda_template, gemm_schedule
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
     log_dir = args.log_dir or default_log_dir()
     print(f"GEMM float32 on {torch.cuda.get_device_name()}; cuBLAS through torch {torch.__version__} with TF32 off")
     rows = []

@@ -14,7 +14,6 @@ Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch
 """
 from __future__ import annotations
 
-from tensorir.arith import simplify
 from tensorir.lower.gpu import GPULimits, LaunchConfig, lower_gpu
 from tensorir.lower.vectorize import vectorize_loops
 from tensorir.stmt import For, LoweredFunc
@@ -52,12 +51,17 @@ def render_cuda(func: LoweredFunc, launch: LaunchConfig) -> str:
     return CUDARenderer().function(func, launch_bounds(func, launch))
 
 
+def cuda_arch(target: Target) -> str:
+    """The arch a ``cuda`` target builds for: ``-arch=`` (or ``-mcpu=``), else the present GPU's."""
+    from .nvcc import check_arch
+    return check_arch(target.option("arch") or target.mcpu or default_arch())
+
+
 def cuda_settings(target: Target) -> tuple[str, GPULimits, tuple]:
     """(arch, limits, extra nvcc options) of a ``cuda`` target."""
     if target.kind != "cuda":
         raise ValueError(f"not a CUDA target: {target}")
-    from .nvcc import check_arch
-    arch = check_arch(target.option("arch") or target.mcpu or default_arch())
+    arch = cuda_arch(target)
     limits = GPULimits(int(target.option("max_threads_per_block", "1024")),
                        int(target.option("max_shared_memory_per_block", str(48 * 1024))))
     options = ("--use_fast_math",) if target.option("fast_math") is not None else ()
@@ -67,7 +71,7 @@ def cuda_settings(target: Target) -> tuple[str, GPULimits, tuple]:
 def build_cuda(func: LoweredFunc, target: Target):
     from .cuda_module import CUDAModule
     arch, limits, options = cuda_settings(target)
-    func = LoweredFunc(func.name, func.buffers, func.size_vars, simplify(vectorize_loops(func.body)), func.attrs)
+    func = LoweredFunc(func.name, func.buffers, func.size_vars, vectorize_loops(func.body), func.attrs)
     kernel, launch = lower_gpu(func, limits)
     renderer = CUDARenderer()
     source = renderer.function(kernel, launch_bounds(kernel, launch))
@@ -76,4 +80,4 @@ def build_cuda(func: LoweredFunc, target: Target):
     return CUDAModule(kernel, launch, source, arch, target_str, options, aligned)
 
 
-__all__ = ["CUDARenderer", "render_cuda", "build_cuda", "cuda_settings", "CodegenError"]
+__all__ = ["CUDARenderer", "render_cuda", "build_cuda", "cuda_arch", "cuda_settings", "CodegenError"]

@@ -109,8 +109,7 @@ class CUDAModule:
     def export_library(self, path: str) -> None:
         """Write the cubin to ``path``, its description to ``path.json`` and the source to ``path.cu``.
         Needs nvcc (for the cubin) and a constant grid (a kernel of constant shapes)."""
-        from tensorir.version import __version__
-        from .nvcc import nvcc_version
+        from .export import build_info
         path = os.fspath(path)
         grid = [simplify(g) for g in self.launch.grid]
         if not all(isinstance(g, IntImm) for g in grid):
@@ -121,7 +120,7 @@ class CUDAModule:
                 "options": list(self._options), "grid": [g.value for g in grid], "block": list(self.launch.block),
                 "shared_bytes": self.launch.shared_bytes, "aligned": {str(i): n for i, n in self._aligned.items()},
                 "ptxas_log": self._binaries["cubin"][1],
-                "build": {"tiletune": __version__, "nvcc": nvcc_version().splitlines()[-1]}}
+                "build": build_info("cuda")}
         with open(path, "wb") as f:
             f.write(cubin)
         with open(path + ".json", "w") as f:

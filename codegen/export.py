@@ -32,7 +32,11 @@ from .target import parse
 
 
 
-def build_info() -> dict:
+def build_info(kind: str = "llvm") -> dict:
+    """tiletune's version and the compiler's behind a kernel of target ``kind`` ("llvm" or "cuda")."""
+    if kind == "cuda":
+        from .nvcc import nvcc_path, nvcc_version
+        return {"tiletune": __version__, "nvcc": nvcc_version().splitlines()[-1] if nvcc_path() else "unavailable"}
     return {"tiletune": __version__, "llvmlite": llvmlite.__version__,
             "llvm": ".".join(map(str, llvm.llvm_version_info))}
 

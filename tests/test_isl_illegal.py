@@ -47,51 +47,28 @@ def counterexample(msg: str) -> dict:
     return {k: int(v) for k, v in pairs}
 
 
+# -- where the reduction axis k of a GEMM ends up, before it is made parallel or vectorized -------------
+def _place_k(split: int = 0, take: str = "outer", order: str = ""):
+    """A schedule step: split k by ``split`` (taking its outer or inner part), reorder by ``order``
+    (names among i j k ko ki); returns the axis to annotate and the name an error must give."""
+    def place(s, C, k):
+        axes = dict(zip("ij", C.op.axis), k=k)
+        if split:
+            axes["ko"], axes["ki"] = s[C].split(k, factor=split)
+        if order:
+            s[C].reorder(*(axes[a] for a in order.split()))
+        key = ("ko" if take == "outer" else "ki") if split else "k"
+        return axes[key], {"k": "k", "ko": "k.outer", "ki": "k.inner"}[key]
+    return place
+
+
 # -- parallel reduction axes -----------------------------------------------------------------------------
-def _par_direct(s, C, k):
-    s[C].parallel(k)
-    return "C", "k"
-
-
-def _par_split_outer(s, C, k):
-    ko, ki = s[C].split(k, factor=4)
-    s[C].parallel(ko)
-    return "C", "k.outer"
-
-
-def _par_split_inner(s, C, k):
-    ko, ki = s[C].split(k, factor=4)
-    i, j = C.op.axis
-    s[C].reorder(i, ko, j, ki)
-    s[C].parallel(ki)
-    return "C", "k.inner"
-
-
-def _par_split_tail(s, C, k):
-    ko, ki = s[C].split(k, factor=3)  # 20 = 6 * 3 + 2: with a tail guard
-    s[C].parallel(ko)
-    return "C", "k.outer"
-
-
-def _par_reordered_outermost(s, C, k):
-    i, j = C.op.axis
-    s[C].reorder(k, i, j)
-    s[C].parallel(k)
-    return "C", "k"
-
-
-def _par_reordered_outer_split(s, C, k):
-    i, j = C.op.axis
-    ko, ki = s[C].split(k, factor=5)
-    s[C].reorder(ko, i, j, ki)
-    s[C].parallel(ko)
-    return "C", "k.outer"
-
-
 CASES_PARALLEL_REDUCTION = {
-    "direct": _par_direct, "split_outer": _par_split_outer, "split_inner": _par_split_inner,
-    "split_with_tail": _par_split_tail, "reordered_outermost": _par_reordered_outermost,
-    "reordered_split_outer": _par_reordered_outer_split,
+    "direct": _place_k(), "split_outer": _place_k(split=4),
+    "split_inner": _place_k(split=4, take="inner", order="i ko j ki"),
+    "split_with_tail": _place_k(split=3),                 # 20 = 6 * 3 + 2: with a tail guard
+    "reordered_outermost": _place_k(order="k i j"),
+    "reordered_split_outer": _place_k(split=5, order="ko i j ki"),
 }
 
 
@@ -99,8 +76,9 @@ CASES_PARALLEL_REDUCTION = {
 def test_parallel_reduction_axis_refused(case):
     A, B, C, k = gemm()
     s = te.create_schedule(C.op)
-    stage, axis = CASES_PARALLEL_REDUCTION[case](s, C, k)
-    msg = refused_at_lower_and_build(te.ScheduleError, s, [A, B, C], stage, axis)
+    axis, name = CASES_PARALLEL_REDUCTION[case](s, C, k)
+    s[C].parallel(axis)
+    msg = refused_at_lower_and_build(te.ScheduleError, s, [A, B, C], "C", name)
     assert re.search(r"reduction|dependence", msg), f"the dependence is not described: {msg!r}"
 
 
@@ -147,41 +125,10 @@ def test_parallel_reduction_of_final_stage_after_rfactor_refused():
 
 
 # -- vectorized reductions: lowered correctly, or refused -------------------------------------------------
-def _vec_k_innermost(s, C, k):
-    s[C].vectorize(k)
-    return "C", "k"
-
-
-def _vec_k_inner_split(s, C, k):
-    ko, ki = s[C].split(k, factor=4)
-    s[C].vectorize(ki)
-    return "C", "k.inner"
-
-
-def _vec_k_inner_split_tail(s, C, k):
-    ko, ki = s[C].split(k, factor=8)  # 20 = 2 * 8 + 4
-    s[C].vectorize(ki)
-    return "C", "k.inner"
-
-
-def _vec_k_middle(s, C, k):
-    i, j = C.op.axis
-    s[C].reorder(i, k, j)
-    s[C].vectorize(k)
-    return "C", "k"
-
-
-def _vec_k_outermost(s, C, k):
-    i, j = C.op.axis
-    s[C].reorder(k, i, j)
-    s[C].vectorize(k)
-    return "C", "k"
-
-
 CASES_VECTORIZED_REDUCTION = {
-    "k_innermost": _vec_k_innermost, "k_inner_split": _vec_k_inner_split,
-    "k_inner_split_tail": _vec_k_inner_split_tail, "k_middle": _vec_k_middle,
-    "k_outermost": _vec_k_outermost,
+    "k_innermost": _place_k(), "k_inner_split": _place_k(split=4, take="inner"),
+    "k_inner_split_tail": _place_k(split=8, take="inner"),     # 20 = 2 * 8 + 4
+    "k_middle": _place_k(order="i k j"), "k_outermost": _place_k(order="k i j"),
 }
 
 
@@ -201,8 +148,9 @@ def lowered_correctly_or_refused(s, args, ref, names, **kw):
 def test_vectorized_reduction_axis_lowered_correctly_or_refused(case):
     A, B, C, k = gemm()
     s = te.create_schedule(C.op)
-    names = CASES_VECTORIZED_REDUCTION[case](s, C, k)
-    lowered_correctly_or_refused(s, [A, B, C], lambda a, b: a.astype("float64") @ b, names, atol=1e-4)
+    axis, name = CASES_VECTORIZED_REDUCTION[case](s, C, k)
+    s[C].vectorize(axis)
+    lowered_correctly_or_refused(s, [A, B, C], lambda a, b: a.astype("float64") @ b, ("C", name), atol=1e-4)
 
 
 @pytest.mark.parametrize("reducer", ["sum", "max", "min"])
