@@ -409,3 +409,48 @@ def interval(e: Expr, relax: dict) -> tuple[Expr, Expr] | None:
 def _vars(e: Expr) -> list[Var]:
     from .visitor import collect
     return collect(e, Var)
+
+
+# -- TVM's arith.Analyzer -------------------------------------------------------------------------------------
+class ConstIntBound:
+    """Inclusive constant bounds of an integer expression (TVM's ``arith.ConstIntBound``)."""
+    POS_INF = 2**63 - 1
+    NEG_INF = -POS_INF
+
+    def __init__(self, lo: float, hi: float):
+        self.min_value = self.NEG_INF if lo == -INF else int(lo)
+        self.max_value = self.POS_INF if hi == INF else int(hi)
+
+    def __repr__(self) -> str:
+        return f"ConstIntBound[{self.min_value}, {self.max_value}]"
+
+
+class Analyzer:
+    """TVM's ``tvm.arith.Analyzer``: simplify and prove under variable ranges given with ``bind``."""
+
+    def __init__(self):
+        self.bounds: Bounds = {}
+
+    def bind(self, var, value) -> None:
+        """Bind ``var`` to a :class:`~tensorir.tensor.Range` (its values) or a constant."""
+        from .tensor import Range
+        var = getattr(var, "var", var)
+        if isinstance(value, Range):
+            lo, hi = const_bounds(value.min, self.bounds)[0], const_bounds(
+                simplify(value.min + value.extent - 1), self.bounds)[1]
+        else:
+            lo, hi = const_bounds(simplify(const(value) if not isinstance(value, Expr) else value), self.bounds)
+        self.bounds[var] = (lo, hi)
+
+    update = bind
+
+    def simplify(self, e, steps: int = 2):
+        return simplify(e if not isinstance(e, (int, float)) else const(e), self.bounds)
+
+    rewrite_simplify = canonical_simplify = simplify
+
+    def can_prove(self, cond) -> bool:
+        return prove(cond, self.bounds)
+
+    def const_int_bound(self, e) -> ConstIntBound:
+        return ConstIntBound(*const_bounds(simplify(e, self.bounds), self.bounds))
