@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Sequence
 
 from . import dtype as dt
@@ -29,7 +30,19 @@ class Fuse:
     fused: IterVar
 
 
-ROOT, INLINE, SCOPE = "root", "inline", "scope"
+class AttachType(IntEnum):
+    """Where a stage is computed; TVM's ``AttachType`` values, so ``attach_type == 2`` ports."""
+    GROUP_ROOT = 1       # at the root of its group (the whole program when ungrouped)
+    INLINE = 2           # substituted into its consumers
+    INLINED_ALREADY = 3
+    SCOPE = 4            # inside a loop of another stage (compute_at)
+    SCAN_UPDATE = 5
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+ROOT, INLINE, SCOPE = AttachType.GROUP_ROOT, AttachType.INLINE, AttachType.SCOPE
 ANNOTATIONS = ("serial", "parallel", "vectorized", "unrolled")
 
 
@@ -315,5 +328,14 @@ def create_schedule(ops) -> Schedule:
     return Schedule(norm)
 
 
-__all__ = ["Schedule", "Stage", "ScheduleError", "Split", "Fuse", "create_schedule", "ROOT", "INLINE",
+__all__ = ["Schedule", "Stage", "ScheduleError", "AttachType", "Split", "Fuse", "create_schedule", "ROOT", "INLINE",
            "SCOPE", "DATA_PAR", "REDUCE", "Range"]
+
+
+def __getattr__(name: str):
+    """TVM's graph helpers live in schedule_graph.py (it imports this module) but are found here, as
+    ``tvm.te.schedule.CreateReadGraph`` and friends are."""
+    from . import schedule_graph
+    if name in schedule_graph.__all__:
+        return getattr(schedule_graph, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
