@@ -136,4 +136,10 @@ class LoweredFunc:
         from .printer import func_str
         return func_str(self)
 
+    def __getitem__(self, name: str) -> "LoweredFunc":
+        """``f["main"]``: TVM's ``lower`` returns a module of one function; this one is its own module."""
+        if name in ("main", self.name):
+            return self
+        raise KeyError(f"the lowered module has one function, {self.name!r} (also 'main'), not {name!r}")
+
     __repr__ = __str__

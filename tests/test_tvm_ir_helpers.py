@@ -57,3 +57,11 @@ def test_analyzer_uses_bound_ranges():
     rng = np.random.default_rng(0)
     for v in rng.integers(0, 8, 5):
         assert stmt_functor.substitute(a.simplify((x * 4 + 3) // 4), {x: te.const(int(v))}).value == v
+
+
+def test_lowered_function_is_its_own_module():
+    f, _ = _lowered()
+    assert f["main"] is f and f[f.name] is f
+    import pytest
+    with pytest.raises(KeyError, match="main"):
+        f["other"]
