@@ -80,6 +80,11 @@ class Var(Expr):
 
 
 @_node
+class SizeVar(Var):
+    """A symbolic size, known to be ``>= 0`` (TVM's ``tir.SizeVar``, made by ``te.size_var``)."""
+
+
+@_node
 class IntImm(Expr):
     dtype: str
     value: int
@@ -337,6 +342,11 @@ def _match(e: Expr, dtype: str) -> Expr:
 def var(name: str = "v", dtype: str = "int32") -> Var:
     """A symbolic scalar (``te.var``)."""
     return Var(name, dt.check(dtype))
+
+
+def size_var(name: str = "size", dtype: str = "int32") -> SizeVar:
+    """A symbolic size known to be non-negative (``te.size_var``); use it wherever ``te.var`` is."""
+    return SizeVar(name, dt.check(dtype))
 
 
 def structural_equal(a: Any, b: Any) -> bool:

@@ -4,12 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from . import dtype as dt
-from .expr import Expr, IntImm, Var, convert
-from .tensor import DATA_PAR, REDUCE, THREAD, IterVar, Operation, PlaceholderOp, Range, Tensor
+from .error import TVMError
+from .expr import Expr, IntImm, Var
+from .tensor import DATA_PAR, REDUCE, THREAD, IterVar, Operation, PlaceholderOp, Range, Tensor, integral
 
 
-class ScheduleError(ValueError):
+class ScheduleError(ValueError, TVMError):
     """An illegal scheduling request; the message names the stage and the axis."""
 
 
@@ -92,10 +92,10 @@ class Stage:
         which = "factor" if factor is not None else "nparts"
         raw = factor if factor is not None else nparts
         try:
-            amount = convert(raw)
-        except TypeError:
+            amount = None if isinstance(raw, bool) else integral(raw, "")
+        except (TypeError, ValueError):
             amount = None
-        if amount is None or isinstance(raw, bool) or not dt.is_int(amount.dtype) or dt.lanes(amount.dtype) != 1:
+        if amount is None:
             raise self._err(f"split of axis {parent.var.name}: {which} must be a positive integer, got {raw!r}")
         if isinstance(amount, IntImm) and amount.value <= 0:
             raise self._err(f"split of axis {parent.var.name}: {'factor' if factor is not None else 'nparts'} "
