@@ -29,6 +29,12 @@ class Fuse:
     fused: IterVar
 
 
+@dataclass(frozen=True, eq=False)
+class Singleton:
+    """A new loop of extent one (``fuse()`` of no axes), outermost in its stage."""
+    iter: IterVar
+
+
 ROOT, INLINE, SCOPE = "root", "inline", "scope"
 ANNOTATIONS = ("serial", "parallel", "vectorized", "unrolled")
 
@@ -40,7 +46,7 @@ class Stage:
         self.op, self.origin_op, self.schedule = op, op, schedule
         self.all_iter_vars: list[IterVar] = list(op.axis) + list(op.reduce_axis)
         self.leaf_iter_vars: list[IterVar] = list(self.all_iter_vars)
-        self.relations: list[Split | Fuse] = []
+        self.relations: list[Split | Fuse | Singleton] = []
         self.iter_var_attrs: dict[IterVar, str] = {}
         self.pragmas: dict[IterVar, list[tuple[str, object]]] = {}
         self.bindings: dict[IterVar, IterVar] = {}
@@ -121,8 +127,12 @@ class Stage:
         """Fuse adjacent axes (outer first) into one."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
             args = tuple(args[0])
-        if not args:
-            raise self._err("fuse needs at least one axis")
+        if not args:  # TVM: a new unit loop, outermost
+            self._check_not_inlined("fuse")
+            single = self._new_iv("singleton", DATA_PAR)
+            self.relations.append(Singleton(single))
+            self.leaf_iter_vars.insert(0, single)
+            return single
         ivs = [self._leaf(a, "fuse") for a in args]
         self._check_not_inlined("fuse", ivs[0])
         fused = ivs[0]
@@ -315,5 +325,5 @@ def create_schedule(ops) -> Schedule:
     return Schedule(norm)
 
 
-__all__ = ["Schedule", "Stage", "ScheduleError", "Split", "Fuse", "create_schedule", "ROOT", "INLINE",
+__all__ = ["Schedule", "Stage", "ScheduleError", "Split", "Fuse", "Singleton", "create_schedule", "ROOT", "INLINE",
            "SCOPE", "DATA_PAR", "REDUCE", "Range"]

@@ -150,6 +150,25 @@ class Tensor:
             return TensorSlice(self, indices)
         return self(*indices)
 
+    # whole-tensor arithmetic (TVM's tensor overload): elementwise computes from tensorir.topi
+    def _topi(name, swap=False):  # noqa: N805
+        def f(self, other):
+            from . import topi
+            return getattr(topi, name)(other, self) if swap else getattr(topi, name)(self, other)
+        return f
+
+    __add__, __radd__ = _topi("add"), _topi("add", True)
+    __sub__, __rsub__ = _topi("subtract"), _topi("subtract", True)
+    __mul__, __rmul__ = _topi("multiply"), _topi("multiply", True)
+    __truediv__, __rtruediv__ = _topi("divide"), _topi("divide", True)
+    __floordiv__, __rfloordiv__ = _topi("floor_divide"), _topi("floor_divide", True)
+    __mod__, __rmod__ = _topi("floor_mod"), _topi("floor_mod", True)
+    del _topi
+
+    def __neg__(self) -> "Tensor":
+        from . import topi
+        return topi.negative(self)
+
     def __repr__(self) -> str:
         return f"Tensor({self.name}, shape={list(map(str, self.shape))}, {self.dtype})"
 
