@@ -8,17 +8,68 @@ features; ``"llvm -mcpu=NAME"`` means that CPU with LLVM's default features for 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 KINDS = ("llvm", "cuda", "c")
 
 
+#: TVM's target keys by kind (``Target("cuda").keys == ("cuda", "gpu")``).
+KEYS = {"llvm": ("cpu",), "c": ("cpu",), "cuda": ("cuda", "gpu")}
+
+
+class TargetKind(str):
+    """A target's kind: the string itself, with TVM's ``target.kind.name``."""
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+
 @dataclass(frozen=True)
 class Target:
+    """A compilation target.  ``Target("llvm")``, ``Target("cuda -arch=sm_90", host="llvm")`` (TVM's
+    spelling: a target string, read as :func:`parse` reads it) or the fields themselves."""
     kind: str = "llvm"
     mcpu: str = ""
     mattr: tuple[str, ...] = ()
     options: tuple[tuple[str, str], ...] = ()
+    host: "Target | None" = field(default=None, compare=False)  # TVM's target.host; not part of identity
+    _scopes: ClassVar[list] = []
+
+    def __post_init__(self) -> None:
+        kind = self.kind
+        if isinstance(kind, Target):
+            fields = (kind.kind, kind.mcpu, kind.mattr, kind.options)
+        elif " " in kind.strip() or kind == "llvm" and not self.mcpu:  # a target string: parse it
+            t = parse(kind.strip())
+            fields = (t.kind, t.mcpu, self.mattr or t.mattr, self.options or t.options)
+        elif kind not in KINDS:
+            raise ValueError(f"unknown target kind {kind!r}; expected one of {', '.join(KINDS)}")
+        else:
+            fields = (kind, self.mcpu, self.mattr, self.options)
+        for name, value in zip(("kind", "mcpu", "mattr", "options"), fields):
+            object.__setattr__(self, name, TargetKind(value) if name == "kind" else value)
+        if self.host is not None and not isinstance(self.host, Target):
+            object.__setattr__(self, "host", parse(self.host))
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return KEYS.get(self.kind, (str(self.kind),))
+
+    @classmethod
+    def current(cls, allow_none: bool = True) -> "Target | None":
+        """The target of the innermost ``with Target(...):`` block, else None."""
+        if not cls._scopes and not allow_none:
+            raise ValueError("Target.current(): no target is set (use `with Target(...):`)")
+        return cls._scopes[-1] if cls._scopes else None
+
+    def __enter__(self) -> "Target":
+        Target._scopes.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        Target._scopes.pop()
 
     def __str__(self) -> str:
         parts = [self.kind]

@@ -23,3 +23,9 @@ __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range"
 __all__ += ["SizeVar", "size_var", "add", "ceildiv", "div", "floordiv", "floormod", "indexdiv", "indexmod",
             "isfinite", "isinf", "isnan", "max_value", "min_value", "multiply", "subtract", "truncdiv", "truncmod",
             "TagScope", "tag_scope", "TensorSlice", "TVMError", "error", "tir"]
+
+
+def __getattr__(name: str):
+    """TVM's top-level names (``tvm.nd``, ``tvm.build``, ``tvm.target`` ...) for ``import tensorir as tvm``."""
+    from .tvm_compat import resolve
+    return resolve(name)
