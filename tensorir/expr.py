@@ -23,17 +23,17 @@ class Expr:
     dtype: str
 
     # arithmetic ---------------------------------------------------------------------------------
-    def __add__(self, o): return binary(Add, self, o)
+    def __add__(self, o): return _binary_or_defer(Add, self, o)
     def __radd__(self, o): return binary(Add, o, self)
-    def __sub__(self, o): return binary(Sub, self, o)
+    def __sub__(self, o): return _binary_or_defer(Sub, self, o)
     def __rsub__(self, o): return binary(Sub, o, self)
-    def __mul__(self, o): return binary(Mul, self, o)
+    def __mul__(self, o): return _binary_or_defer(Mul, self, o)
     def __rmul__(self, o): return binary(Mul, o, self)
-    def __truediv__(self, o): return binary(Div, self, o)
+    def __truediv__(self, o): return _binary_or_defer(Div, self, o)
     def __rtruediv__(self, o): return binary(Div, o, self)
-    def __floordiv__(self, o): return binary(FloorDiv, self, o)
+    def __floordiv__(self, o): return _binary_or_defer(FloorDiv, self, o)
     def __rfloordiv__(self, o): return binary(FloorDiv, o, self)
-    def __mod__(self, o): return binary(FloorMod, self, o)
+    def __mod__(self, o): return _binary_or_defer(FloorMod, self, o)
     def __rmod__(self, o): return binary(FloorMod, o, self)
     def __neg__(self): return binary(Sub, const(0, self.dtype), self)
     def __pos__(self): return self
@@ -64,6 +64,14 @@ class Expr:
         return expr_str(self)
 
     __repr__ = __str__
+
+
+def _binary_or_defer(cls, a: "Expr", b) -> "Expr":
+    """``a <op> b``, or NotImplemented when ``b`` handles the operator itself (a Tensor: ``n + A`` is
+    a whole-tensor operation, so Python asks ``A.__radd__``)."""
+    if getattr(b, "__tensor_operand__", False):
+        return NotImplemented
+    return binary(cls, a, b)
 
 
 def _node(cls):

@@ -76,6 +76,7 @@ class Operation:
     """Base of operations; ``op.output(i)`` gives its tensors."""
     name: str
     num_outputs = 1
+    tag = ""  # TVM's op.tag (placeholders have none)
 
     def output(self, index: int = 0) -> "Tensor":
         return self._outputs[index]
@@ -151,6 +152,7 @@ class Tensor:
         return self(*indices)
 
     # whole-tensor arithmetic (TVM's tensor overload): elementwise computes from tensorir.topi
+    __tensor_operand__ = True  # an Expr on the left defers to these operators
     def _topi(name, swap=False):  # noqa: N805
         def f(self, other):
             from . import topi
