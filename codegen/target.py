@@ -26,7 +26,7 @@ class TargetKind(str):
         return str(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Target:
     """A compilation target.  ``Target("llvm")``, ``Target("cuda -arch=sm_90", host="llvm")`` (TVM's
     spelling: a target string, read as :func:`parse` reads it) or the fields themselves."""
@@ -37,21 +37,20 @@ class Target:
     host: "Target | None" = field(default=None, compare=False)  # TVM's target.host; not part of identity
     _scopes: ClassVar[list] = []
 
-    def __post_init__(self) -> None:
-        kind = self.kind
+    def __init__(self, kind: "str | Target" = "llvm", mcpu: str = "", mattr: tuple = (), options: tuple = (),
+                 host: "str | Target | None" = None, *, target: "str | Target | None" = None):
+        kind = kind if target is None else target  # TVM's keyword: Target(target="llvm", host="llvm")
         if isinstance(kind, Target):
-            fields = (kind.kind, kind.mcpu, kind.mattr, kind.options)
-        elif " " in kind.strip() or kind == "llvm" and not self.mcpu:  # a target string: parse it
+            kind, mcpu, mattr, options = kind.kind, kind.mcpu, kind.mattr, kind.options
+        elif " " in kind.strip() or kind == "llvm" and not mcpu:  # a target string: parse it
             t = parse(kind.strip())
-            fields = (t.kind, t.mcpu, self.mattr or t.mattr, self.options or t.options)
+            kind, mcpu, mattr, options = t.kind, t.mcpu, mattr or t.mattr, options or t.options
         elif kind not in KINDS:
             raise ValueError(f"unknown target kind {kind!r}; expected one of {', '.join(KINDS)}")
-        else:
-            fields = (kind, self.mcpu, self.mattr, self.options)
-        for name, value in zip(("kind", "mcpu", "mattr", "options"), fields):
-            object.__setattr__(self, name, TargetKind(value) if name == "kind" else value)
-        if self.host is not None and not isinstance(self.host, Target):
-            object.__setattr__(self, "host", parse(self.host))
+        for name, value in (("kind", TargetKind(kind)), ("mcpu", mcpu), ("mattr", tuple(mattr)),
+                            ("options", tuple(options))):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "host", host if host is None or isinstance(host, Target) else parse(host))
 
     @property
     def keys(self) -> tuple[str, ...]:
