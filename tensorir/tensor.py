@@ -153,6 +153,7 @@ class Tensor:
 
     # whole-tensor arithmetic (TVM's tensor overload): elementwise computes from tensorir.topi
     __tensor_operand__ = True  # an Expr on the left defers to these operators
+
     def _topi(name, swap=False):  # noqa: N805
         def f(self, other):
             from . import topi
