@@ -101,7 +101,7 @@ def _eval(e, env: dict) -> int:
     t = type(e)
     if t is IntImm:
         return e.value
-    if t is Var:
+    if issubclass(t, Var):
         return env.get(e, 0)
     f = _ARITH.get(t)
     if f is not None:
@@ -120,7 +120,7 @@ def _eval(e, env: dict) -> int:
 def _strides(index, loops) -> list[float]:
     """Average stride (elements per iteration) of ``index`` along each loop's variable."""
     lin = linear(index) if dt.lanes(index.dtype) == 1 else None
-    if lin is not None and all(type(term) is Var for term, _ in lin[0].values()):
+    if lin is not None and all(isinstance(term, Var) for term, _ in lin[0].values()):
         coeff = {term: c for term, c in lin[0].values()}
         return [float(coeff.get(lp[0], 0)) for lp in loops]
     base = _eval(index, {})

@@ -1,7 +1,9 @@
 """``codegen.build``: a schedule or LoweredFunc to a callable :class:`~codegen.Module`."""
 from __future__ import annotations
 
-from tensorir.stmt import LoweredFunc
+from tensorir.schedule import ScheduleError
+from tensorir.stmt import THREAD_BINDING, For, LoweredFunc
+from tensorir.visitor import collect
 
 from . import jit
 from .llvm import codegen_llvm
@@ -21,6 +23,16 @@ def lower_to_func(s_or_func, args=None, name: str = "default_function", expand: 
     return func
 
 
+def check_no_thread_bindings(func: LoweredFunc, tgt) -> None:
+    """A CPU target has no GPU threads: a loop bound to ``threadIdx``/``blockIdx``/``vthread`` is a
+    schedule for another target, refused naming its stage and axis."""
+    stages = dict(dict(func.attrs).get("loop_stage", {}))
+    for loop in collect(func.body, lambda n: isinstance(n, For) and n.kind == THREAD_BINDING):
+        stage = stages.get(loop.loop_var, "?")
+        raise ScheduleError(f"stage {stage}: axis {loop.loop_var.name} is bound to {loop.thread_tag}, but target "
+                            f"{tgt.kind} has no GPU threads; build for a GPU target (\"cuda\") or remove the bind")
+
+
 def build(s_or_func, args=None, target="llvm", name: str = "default_function") -> Module:
     """Compile a schedule (lowered with ``tensorir.lower(s, args, name=name)``) or a LoweredFunc.
 
@@ -35,6 +47,7 @@ def build(s_or_func, args=None, target="llvm", name: str = "default_function") -
     func = lower_to_func(s_or_func, args, name)
     if tgt.kind != "llvm":
         raise ValueError(f"target {tgt} is not supported by codegen.build yet (llvm, cuda)")
+    check_no_thread_bindings(func, tgt)
     ir_text, parallel = codegen_llvm(func, tgt)
     mod = jit.optimize(ir_text, tgt)
     optimized = str(mod)

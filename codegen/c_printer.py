@@ -190,6 +190,8 @@ class CPrinter:
             raise CodegenError(f"variable {e.name} is used but not defined")
         return self.names[e]
 
+    e_SizeVar = e_Var
+
     def e_IntImm(self, e: E.IntImm) -> str:
         if e.dtype == "bool":
             return "true" if e.value else "false"

@@ -60,7 +60,7 @@ class CodeGenLLVM:
         self._index_depth = 0
         self.mask: ir.Value | None = None        # lane mask while a vector select's arm is emitted
         self._ids = itertools.count()
-        self._exprs = {E.Var: self.expr_Var, E.IntImm: self.expr_Imm, E.FloatImm: self.expr_Imm,
+        self._exprs = {E.Var: self.expr_Var, E.SizeVar: self.expr_Var, E.IntImm: self.expr_Imm, E.FloatImm: self.expr_Imm,
                        E.Cast: self.expr_Cast, E.Not: self.expr_Not, E.Select: self.expr_Select,
                        E.Call: self.expr_Call, E.BufferLoad: lambda e: llvm_memory.load(self, e),
                        E.Ramp: self.expr_Ramp, E.Broadcast: self.expr_Broadcast, E.Let: self.expr_Let}

@@ -8,17 +8,67 @@ features; ``"llvm -mcpu=NAME"`` means that CPU with LLVM's default features for 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 KINDS = ("llvm", "cuda", "c")
 
 
-@dataclass(frozen=True)
+#: TVM's target keys by kind (``Target("cuda").keys == ("cuda", "gpu")``).
+KEYS = {"llvm": ("cpu",), "c": ("cpu",), "cuda": ("cuda", "gpu")}
+
+
+class TargetKind(str):
+    """A target's kind: the string itself, with TVM's ``target.kind.name``."""
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True, init=False)
 class Target:
+    """A compilation target.  ``Target("llvm")``, ``Target("cuda -arch=sm_90", host="llvm")`` (TVM's
+    spelling: a target string, read as :func:`parse` reads it) or the fields themselves."""
     kind: str = "llvm"
     mcpu: str = ""
     mattr: tuple[str, ...] = ()
     options: tuple[tuple[str, str], ...] = ()
+    host: "Target | None" = field(default=None, compare=False)  # TVM's target.host; not part of identity
+    _scopes: ClassVar[list] = []
+
+    def __init__(self, kind: "str | Target" = "llvm", mcpu: str = "", mattr: tuple = (), options: tuple = (),
+                 host: "str | Target | None" = None, *, target: "str | Target | None" = None):
+        kind = kind if target is None else target  # TVM's keyword: Target(target="llvm", host="llvm")
+        if isinstance(kind, Target):
+            kind, mcpu, mattr, options = kind.kind, kind.mcpu, kind.mattr, kind.options
+        elif " " in kind.strip() or kind == "llvm" and not mcpu:  # a target string: parse it
+            t = parse(kind.strip())
+            kind, mcpu, mattr, options = t.kind, t.mcpu, mattr or t.mattr, options or t.options
+        elif kind not in KINDS:
+            raise ValueError(f"unknown target kind {kind!r}; expected one of {', '.join(KINDS)}")
+        for name, value in (("kind", TargetKind(kind)), ("mcpu", mcpu), ("mattr", tuple(mattr)),
+                            ("options", tuple(options))):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "host", host if host is None or isinstance(host, Target) else parse(host))
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return KEYS.get(self.kind, (str(self.kind),))
+
+    @classmethod
+    def current(cls, allow_none: bool = True) -> "Target | None":
+        """The target of the innermost ``with Target(...):`` block, else None."""
+        if not cls._scopes and not allow_none:
+            raise ValueError("Target.current(): no target is set (use `with Target(...):`)")
+        return cls._scopes[-1] if cls._scopes else None
+
+    def __enter__(self) -> "Target":
+        Target._scopes.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        Target._scopes.pop()
 
     def __str__(self) -> str:
         parts = [self.kind]

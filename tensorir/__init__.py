@@ -7,9 +7,25 @@ from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_el
 from .schedule import Schedule, ScheduleError, Stage, create_schedule
 from .lower import lower
 from .analysis import OutOfBoundsError, analyze
+from .expr import SizeVar, size_var
+from .op import (add, ceildiv, div, floordiv, floormod, indexdiv, indexmod, isfinite, isinf, isnan, max_value,
+                 min_value, multiply, subtract, truncdiv, truncmod)
+from .tag import TagScope, tag_scope
+from .tensor_slice import TensorSlice
+from .error import TVMError
+from . import error, tir
 
 __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
            "placeholder", "reduce_axis", "thread_axis", "comm_reducer", "sum", "max", "min", "abs", "all",
            "any", "ceil", "cos", "erf", "exp", "exp2", "floor", "if_then_else", "log", "log2", "log10",
            "power", "round", "rsqrt", "sigmoid", "sin", "sqrt", "tanh", "trunc", "Schedule",
            "ScheduleError", "Stage", "create_schedule", "lower", "analyze", "OutOfBoundsError"]
+__all__ += ["SizeVar", "size_var", "add", "ceildiv", "div", "floordiv", "floormod", "indexdiv", "indexmod",
+            "isfinite", "isinf", "isnan", "max_value", "min_value", "multiply", "subtract", "truncdiv", "truncmod",
+            "TagScope", "tag_scope", "TensorSlice", "TVMError", "error", "tir"]
+
+
+def __getattr__(name: str):
+    """TVM's top-level names (``tvm.nd``, ``tvm.build``, ``tvm.target`` ...) for ``import tensorir as tvm``."""
+    from .tvm_compat import resolve
+    return resolve(name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from . import dtype as dt
 from .expr import (Add, BinaryOp, Broadcast, Cast, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT, Max,
-                   Min, Mul, NE, Ramp, Select, Sub, Var, And, Or, binary, const, structural_key)
+                   Min, Mul, NE, Ramp, Select, SizeVar, Sub, Var, And, Or, binary, const, structural_key)
 from .visitor import Mutator
 
 INF = float("inf")
@@ -80,7 +80,7 @@ def const_bounds(e: Expr, bounds: Bounds) -> tuple[float, float]:
     if t is IntImm:
         return e.value, e.value
     if isinstance(e, Var):
-        return bounds.get(e, (-INF, INF))
+        return bounds.get(e, (0, INF) if isinstance(e, SizeVar) else (-INF, INF))
     if t is Add:
         (a0, a1), (b0, b1) = const_bounds(e.a, bounds), const_bounds(e.b, bounds)
         return a0 + b0, a1 + b1

@@ -7,6 +7,8 @@ import numpy as np
 
 SCALAR_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
 _VEC = re.compile(r"^([a-z]+[0-9]*)x([0-9]+)$")
+#: Names without a width, as TVM's DataType reads them (32 bits), and numpy's ``double``.
+ALIASES = {"int": "int32", "uint": "uint32", "float": "float32", "double": "float64"}
 
 
 def parse(dtype: str) -> tuple[str, int]:
@@ -15,6 +17,7 @@ def parse(dtype: str) -> tuple[str, int]:
         dtype = np.dtype(dtype).name
     m = _VEC.match(dtype)
     base, lanes = (m.group(1), int(m.group(2))) if m else (dtype, 1)
+    base = ALIASES.get(base, base)
     if base not in SCALAR_DTYPES:
         raise TypeError(f"unsupported dtype {dtype!r}; expected one of {', '.join(SCALAR_DTYPES)}")
     return base, lanes

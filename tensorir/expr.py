@@ -23,17 +23,17 @@ class Expr:
     dtype: str
 
     # arithmetic ---------------------------------------------------------------------------------
-    def __add__(self, o): return binary(Add, self, o)
+    def __add__(self, o): return _binary_or_defer(Add, self, o)
     def __radd__(self, o): return binary(Add, o, self)
-    def __sub__(self, o): return binary(Sub, self, o)
+    def __sub__(self, o): return _binary_or_defer(Sub, self, o)
     def __rsub__(self, o): return binary(Sub, o, self)
-    def __mul__(self, o): return binary(Mul, self, o)
+    def __mul__(self, o): return _binary_or_defer(Mul, self, o)
     def __rmul__(self, o): return binary(Mul, o, self)
-    def __truediv__(self, o): return binary(Div, self, o)
+    def __truediv__(self, o): return _binary_or_defer(Div, self, o)
     def __rtruediv__(self, o): return binary(Div, o, self)
-    def __floordiv__(self, o): return binary(FloorDiv, self, o)
+    def __floordiv__(self, o): return _binary_or_defer(FloorDiv, self, o)
     def __rfloordiv__(self, o): return binary(FloorDiv, o, self)
-    def __mod__(self, o): return binary(FloorMod, self, o)
+    def __mod__(self, o): return _binary_or_defer(FloorMod, self, o)
     def __rmod__(self, o): return binary(FloorMod, o, self)
     def __neg__(self): return binary(Sub, const(0, self.dtype), self)
     def __pos__(self): return self
@@ -66,6 +66,14 @@ class Expr:
     __repr__ = __str__
 
 
+def _binary_or_defer(cls, a: "Expr", b) -> "Expr":
+    """``a <op> b``, or NotImplemented when ``b`` handles the operator itself (a Tensor: ``n + A`` is
+    a whole-tensor operation, so Python asks ``A.__radd__``)."""
+    if getattr(b, "__tensor_operand__", False):
+        return NotImplemented
+    return binary(cls, a, b)
+
+
 def _node(cls):
     """Decorator: a frozen dataclass node with identity hashing and our operators."""
     return dataclass(frozen=True, eq=False, repr=False)(cls)
@@ -77,6 +85,11 @@ class Var(Expr):
     name: str
     dtype: str = "int32"
     uid: int = field(default_factory=lambda: next(_ids))
+
+
+@_node
+class SizeVar(Var):
+    """A symbolic size, known to be ``>= 0`` (TVM's ``tir.SizeVar``, made by ``te.size_var``)."""
 
 
 @_node
@@ -337,6 +350,11 @@ def _match(e: Expr, dtype: str) -> Expr:
 def var(name: str = "v", dtype: str = "int32") -> Var:
     """A symbolic scalar (``te.var``)."""
     return Var(name, dt.check(dtype))
+
+
+def size_var(name: str = "size", dtype: str = "int32") -> SizeVar:
+    """A symbolic size known to be non-negative (``te.size_var``); use it wherever ``te.var`` is."""
+    return SizeVar(name, dt.check(dtype))
 
 
 def structural_equal(a: Any, b: Any) -> bool:

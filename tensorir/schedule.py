@@ -5,12 +5,12 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Sequence
 
-from . import dtype as dt
-from .expr import Expr, IntImm, Var, convert
-from .tensor import DATA_PAR, REDUCE, THREAD, IterVar, Operation, PlaceholderOp, Range, Tensor
+from .error import TVMError
+from .expr import Expr, IntImm, Var
+from .tensor import DATA_PAR, REDUCE, THREAD, IterVar, Operation, PlaceholderOp, Range, Tensor, integral
 
 
-class ScheduleError(ValueError):
+class ScheduleError(ValueError, TVMError):
     """An illegal scheduling request; the message names the stage and the axis."""
 
 
@@ -28,6 +28,12 @@ class Fuse:
     outer: IterVar
     inner: IterVar
     fused: IterVar
+
+
+@dataclass(frozen=True, eq=False)
+class Singleton:
+    """A new loop of extent one (``fuse()`` of no axes), outermost in its stage."""
+    iter: IterVar
 
 
 class AttachType(IntEnum):
@@ -53,7 +59,7 @@ class Stage:
         self.op, self.origin_op, self.schedule = op, op, schedule
         self.all_iter_vars: list[IterVar] = list(op.axis) + list(op.reduce_axis)
         self.leaf_iter_vars: list[IterVar] = list(self.all_iter_vars)
-        self.relations: list[Split | Fuse] = []
+        self.relations: list[Split | Fuse | Singleton] = []
         self.iter_var_attrs: dict[IterVar, str] = {}
         self.pragmas: dict[IterVar, list[tuple[str, object]]] = {}
         self.bindings: dict[IterVar, IterVar] = {}
@@ -105,10 +111,10 @@ class Stage:
         which = "factor" if factor is not None else "nparts"
         raw = factor if factor is not None else nparts
         try:
-            amount = convert(raw)
-        except TypeError:
+            amount = None if isinstance(raw, bool) else integral(raw, "")
+        except (TypeError, ValueError):
             amount = None
-        if amount is None or isinstance(raw, bool) or not dt.is_int(amount.dtype) or dt.lanes(amount.dtype) != 1:
+        if amount is None:
             raise self._err(f"split of axis {parent.var.name}: {which} must be a positive integer, got {raw!r}")
         if isinstance(amount, IntImm) and amount.value <= 0:
             raise self._err(f"split of axis {parent.var.name}: {'factor' if factor is not None else 'nparts'} "
@@ -134,8 +140,12 @@ class Stage:
         """Fuse adjacent axes (outer first) into one."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
             args = tuple(args[0])
-        if not args:
-            raise self._err("fuse needs at least one axis")
+        if not args:  # TVM: a new unit loop, outermost
+            self._check_not_inlined("fuse")
+            single = self._new_iv("singleton", DATA_PAR)
+            self.relations.append(Singleton(single))
+            self.leaf_iter_vars.insert(0, single)
+            return single
         ivs = [self._leaf(a, "fuse") for a in args]
         self._check_not_inlined("fuse", ivs[0])
         fused = ivs[0]
@@ -328,7 +338,8 @@ def create_schedule(ops) -> Schedule:
     return Schedule(norm)
 
 
-__all__ = ["Schedule", "Stage", "ScheduleError", "AttachType", "Split", "Fuse", "create_schedule", "ROOT", "INLINE",
+__all__ = ["Schedule", "Stage", "ScheduleError", "AttachType", "Split", "Fuse", "Singleton", "create_schedule",
+           "ROOT", "INLINE",
            "SCOPE", "DATA_PAR", "REDUCE", "Range"]
 
 

@@ -5,8 +5,11 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
+
 from . import dtype as dt
-from .expr import Expr, ExprLike, Reduce, TensorLoad, Var, const, convert, _node
+from .expr import Expr, ExprLike, IntImm, Reduce, TensorLoad, Var, const, convert, _node
+from .tag import current_tag
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,6 +76,7 @@ class Operation:
     """Base of operations; ``op.output(i)`` gives its tensors."""
     name: str
     num_outputs = 1
+    tag = ""  # TVM's op.tag (placeholders have none)
 
     def output(self, index: int = 0) -> "Tensor":
         return self._outputs[index]
@@ -141,7 +145,32 @@ class Tensor:
         return TensorLoad(self.dtype, self, tuple(idx))
 
     def __getitem__(self, indices) -> TensorLoad:
-        return self(*(indices if isinstance(indices, tuple) else (indices,)))
+        indices = indices if isinstance(indices, tuple) else (indices,)
+        if 0 < len(indices) < len(self.shape):  # A[i][j]: a TensorSlice until every index is given
+            from .tensor_slice import TensorSlice
+            return TensorSlice(self, indices)
+        return self(*indices)
+
+    # whole-tensor arithmetic (TVM's tensor overload): elementwise computes from tensorir.topi
+    __tensor_operand__ = True  # an Expr on the left defers to these operators
+
+    def _topi(name, swap=False):  # noqa: N805
+        def f(self, other):
+            from . import topi
+            return getattr(topi, name)(other, self) if swap else getattr(topi, name)(self, other)
+        return f
+
+    __add__, __radd__ = _topi("add"), _topi("add", True)
+    __sub__, __rsub__ = _topi("subtract"), _topi("subtract", True)
+    __mul__, __rmul__ = _topi("multiply"), _topi("multiply", True)
+    __truediv__, __rtruediv__ = _topi("divide"), _topi("divide", True)
+    __floordiv__, __rfloordiv__ = _topi("floor_divide"), _topi("floor_divide", True)
+    __mod__, __rmod__ = _topi("floor_mod"), _topi("floor_mod", True)
+    del _topi
+
+    def __neg__(self) -> "Tensor":
+        from . import topi
+        return topi.negative(self)
 
     def __repr__(self) -> str:
         return f"Tensor({self.name}, shape={list(map(str, self.shape))}, {self.dtype})"
@@ -153,24 +182,43 @@ class Tensor:
         return isinstance(other, Tensor) and other.op is self.op and other.value_index == self.value_index
 
 
+def integral(value, what: str) -> Expr:
+    """An integer scalar Expr from a size, factor or bound; integral floats count as integers
+    (``N / bn`` is ``32.0`` in Python 3), any other float is an error naming ``what``."""
+    if isinstance(value, (float, np.floating)):
+        if not float(value).is_integer():
+            raise ValueError(f"{what}: {value} is not an integer")
+        value = int(value)
+    e = convert(value)
+    if not dt.is_int(e.dtype) or dt.lanes(e.dtype) != 1:
+        raise TypeError(f"{what}: {e} must be an integer, not {e.dtype}")
+    return e
+
+
 def _shape(shape, what: str) -> tuple:
-    if isinstance(shape, (int, Expr, IterVar)):
+    if not isinstance(shape, (tuple, list)):
         shape = (shape,)
     out = []
     for s in shape:
-        e = convert(s)
-        if not dt.is_int(e.dtype):
-            raise TypeError(f"{what}: shape entry {e} must be an integer, not {e.dtype}")
-        if isinstance(e, type(const(0))) and e.value < 0:
+        e = integral(s, f"{what}: shape entry")
+        if isinstance(e, IntImm) and e.value < 0:
             raise ValueError(f"{what}: shape entry {e.value} is negative")
         out.append(e)
     return tuple(out)
 
 
+def _is_dtype(word: str) -> bool:
+    try:
+        dt.check(word)
+    except TypeError:
+        return False
+    return True
+
+
 def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Tensor:
     """An input tensor (``te.placeholder``).  Sizes may be ``te.var`` symbols."""
-    if isinstance(dtype, str) and dtype not in dt.SCALAR_DTYPES:  # accept (shape, name, dtype) order too
-        if name in dt.SCALAR_DTYPES:
+    if isinstance(dtype, str) and not _is_dtype(dtype):  # accept (shape, name, dtype) order too
+        if _is_dtype(name):
             name, dtype = dtype, name
         elif name == "placeholder":
             name, dtype = dtype, "float32"
@@ -183,19 +231,33 @@ def reduce_axis(dom, name: str = "rv") -> IterVar:
         rng = dom
     else:
         lo, hi = (0, dom) if not isinstance(dom, (tuple, list)) else dom
-        rng = Range(convert(lo), convert(hi) - convert(lo))
+        lo, hi = (integral(x, f"reduce_axis {name}") for x in (lo, hi))
+        rng = Range(lo, hi - lo)
     return IterVar(Var(name), rng, REDUCE)
 
 
-def thread_axis(tag: str = "", name: str = "", dom=None) -> IterVar:
-    """A GPU thread/block axis such as ``"threadIdx.x"`` (``te.thread_axis``)."""
-    rng = None if dom is None else (dom if isinstance(dom, Range) else Range.make(*dom))
-    return IterVar(Var(name or tag or "thread"), rng, THREAD, tag)
+def thread_axis(dom=None, tag: str = "", name: str = "", span=None) -> IterVar:
+    """A GPU thread/block axis (``te.thread_axis``), TVM's argument order: ``thread_axis("threadIdx.x")``,
+    ``thread_axis((0, 32), "threadIdx.x")``, ``thread_axis(tag="vthread", name="vx")``."""
+    if isinstance(dom, str):
+        if tag and not name:  # thread_axis("threadIdx.x", "tx"): the second word names the axis
+            name = tag
+        tag, dom = dom, None
+    if not tag:
+        raise ValueError("thread_axis: give the thread tag, e.g. te.thread_axis(\"threadIdx.x\")")
+    if dom is None or isinstance(dom, Range):
+        rng = dom
+    else:
+        lo, hi = dom if isinstance(dom, (tuple, list)) else (0, dom)
+        lo, hi = (integral(x, f"thread_axis {tag}") for x in (lo, hi))
+        rng = Range(lo, hi - lo)
+    return IterVar(Var(name or tag), rng, THREAD, tag)
 
 
 def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "", attrs=None) -> Tensor:
     """``te.compute``: a tensor whose element at ``indices`` is ``fcompute(*indices)``."""
     shape = _shape(shape, f"compute {name}")
+    tag = tag or current_tag()
     params = list(inspect.signature(fcompute).parameters.values())
     if params and params[0].kind == inspect.Parameter.VAR_POSITIONAL:
         names = [f"i{k}" for k in range(len(shape))]

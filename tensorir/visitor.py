@@ -25,6 +25,25 @@ def _child_fields(node) -> tuple[str, ...]:
     return names
 
 
+_NAMES: dict[tuple[str, type], tuple[str, ...]] = {}
+
+
+def _method(obj, prefix: str, node):
+    """``obj.<prefix><Class>`` for the node's class or, failing that, a node class it derives from
+    (a SizeVar is visited as a Var)."""
+    names = _NAMES.get((prefix, type(node)))
+    if names is None:
+        bases = type(node).__mro__[1:]
+        names = (prefix + type(node).__name__,) + tuple(prefix + c.__name__ for c in bases
+                                                         if "__dataclass_fields__" in c.__dict__)
+        _NAMES[(prefix, type(node))] = names
+    for name in names:
+        m = getattr(obj, name, None)
+        if m is not None:
+            return m
+    return None
+
+
 class Visitor:
     """Walks a tree; override ``visit_X`` methods (call ``self.generic_visit(node)`` to descend)."""
 
@@ -33,7 +52,7 @@ class Visitor:
             for x in node:
                 self.visit(x)
             return
-        method = getattr(self, "visit_" + type(node).__name__, None)
+        method = _method(self, "visit_", node)
         if method is not None:
             method(node)
         else:
@@ -57,7 +76,7 @@ class Mutator:
     def visit(self, node: Any) -> Any:
         if isinstance(node, tuple):
             return self._visit_value(node)
-        method = getattr(self, "visit_" + type(node).__name__, None)
+        method = _method(self, "visit_", node)
         return method(node) if method is not None else self.generic_visit(node)
 
     def generic_visit(self, node: Any) -> Any:

@@ -44,7 +44,7 @@ _CALLS = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10
           "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
           "erf": lambda x: _erf(x).astype(x.dtype), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
           "floor": np.floor, "ceil": np.ceil, "round": np.round, "trunc": np.trunc, "fabs": np.abs,
-          "abs": np.abs, "pow": np.power}
+          "abs": np.abs, "pow": np.power, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
 
 
 def poison(dtype: str):

@@ -65,3 +65,19 @@ def test_lowered_function_is_its_own_module():
     import pytest
     with pytest.raises(KeyError, match="main"):
         f["other"]
+
+
+def test_tvm_namespace_reaches_ir_helpers():
+    import pytest
+    import tensorir as tvm
+    n = te.var("n")
+    tvm.testing.assert_prim_expr_equal(n * 3 - n, n * 2)
+    with pytest.raises(ValueError, match="not equal"):
+        tvm.testing.assert_prim_expr_equal(n * 3, n * 2)
+    tvm.ir.assert_structural_equal(n + 1, n + 1)
+    with pytest.raises(ValueError, match="structural"):
+        tvm.ir.assert_structural_equal(n + 1, n + 2)
+    f, _ = _lowered()
+    assert isinstance(f["main"], tvm.tir.PrimFunc) and isinstance(f.body, tvm.tir.For)
+    assert tvm.tir.stmt_functor.post_order_visit is stmt_functor.post_order_visit
+    assert tvm.arith.Analyzer is Analyzer

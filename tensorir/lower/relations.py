@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..arith import prove, simplify
 from ..expr import Expr, IntImm, const
-from ..schedule import Fuse, Split, Stage
+from ..schedule import Fuse, Singleton, Split, Stage
 from ..tensor import IterVar, Range
 
 
@@ -30,6 +30,8 @@ def leaf_ranges(stage: Stage, root: dict[IterVar, Range], bounds=None) -> dict[I
                 n = rel.nparts
                 rng[rel.outer] = Range(const(0, ext.dtype), n)
                 rng[rel.inner] = Range(const(0, ext.dtype), ceildiv(ext, n))
+        elif isinstance(rel, Singleton):
+            rng[rel.iter] = Range(const(0, "int32"), const(1, "int32"))
         else:
             o, i = rng[rel.outer], rng[rel.inner]
             rng[rel.fused] = Range(const(0, o.extent.dtype), simplify(o.extent * i.extent))
@@ -54,7 +56,7 @@ def root_values(stage: Stage, rng: dict[IterVar, Range], bounds=None) -> tuple[d
             covered = rng[rel.outer].extent * f
             if not prove(simplify(covered - p.extent) <= 0, bounds):
                 conds.append(vals[rel.parent] < p.min + p.extent)
-        else:
+        elif isinstance(rel, Fuse):
             i_ext = rng[rel.inner].extent
             vals[rel.outer] = simplify(vals[rel.fused] // i_ext + rng[rel.outer].min)  # root axes: + region min
             vals[rel.inner] = simplify(vals[rel.fused] % i_ext + rng[rel.inner].min)

@@ -1,0 +1,104 @@
+"""``tvm.nd`` for ports: arrays are numpy arrays, devices are descriptions.
+
+:class:`NDArray` is a ``numpy.ndarray`` subclass, so ``codegen.build`` modules take it as they take
+any numpy array, and TVM-style ``c.numpy()`` / ``c.asnumpy()`` / ``c.copyfrom(x)`` work on it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Device kind names TVM accepts, by the kind they denote.
+_KINDS = {"cpu": "cpu", "llvm": "cpu", "c": "cpu", "stackvm": "cpu", "cuda": "cuda", "gpu": "cuda",
+          "nvptx": "cuda"}
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device (``tvm.cpu(0)``, ``tvm.cuda(0)``); arrays live in host memory either way."""
+    device_type: str = "cpu"
+    device_id: int = 0
+
+    @property
+    def exist(self) -> bool:
+        if self.device_type == "cpu":
+            return True
+        try:
+            import pycuda.driver as drv
+            drv.init()
+            return self.device_id < drv.Device.count()
+        except Exception:  # no pycuda, no driver, no GPU
+            return False
+
+    def sync(self) -> None:
+        """Kernels return when done (CPU) or are waited for by the module (CUDA): nothing to do."""
+
+    def __str__(self) -> str:
+        return f"{self.device_type}({self.device_id})"
+
+
+def device(dev_type: str = "cpu", dev_id: int = 0) -> Device:
+    """``tvm.device("llvm", 0)``, ``tvm.device("cuda")``."""
+    kind = _KINDS.get(str(dev_type).split()[0])
+    if kind is None:
+        raise ValueError(f"unknown device type {dev_type!r}; expected one of {', '.join(_KINDS)}")
+    return Device(kind, int(dev_id))
+
+
+def cpu(dev_id: int = 0) -> Device:
+    return Device("cpu", dev_id)
+
+
+def cuda(dev_id: int = 0) -> Device:
+    return Device("cuda", dev_id)
+
+
+gpu = cuda
+
+
+class NDArray(np.ndarray):
+    """A numpy array with TVM's NDArray methods."""
+
+    def numpy(self) -> np.ndarray:
+        """A plain numpy copy."""
+        return np.array(self, copy=True).view(np.ndarray)
+
+    asnumpy = numpy
+
+    def copyfrom(self, source) -> "NDArray":
+        np.copyto(self, np.asarray(source, dtype=self.dtype))
+        return self
+
+    def copyto(self, target):
+        if isinstance(target, Device):
+            return array(self, target)
+        np.copyto(target, self)
+        return target
+
+    @property
+    def device(self) -> Device:
+        return getattr(self, "_device", None) or cpu(0)
+
+
+def _wrap(a: np.ndarray, dev: Device | None) -> NDArray:
+    out = np.ascontiguousarray(a).view(NDArray)
+    out._device = dev
+    return out
+
+
+def array(arr, dev: Device | None = None) -> NDArray:
+    """A copy of ``arr`` (``tvm.nd.array(x, dev)``)."""
+    return _wrap(np.array(arr, copy=True), dev)
+
+
+def empty(shape, dtype="float32", dev: Device | None = None) -> NDArray:
+    """An uninitialized array (``tvm.nd.empty``); float arrays are filled with NaN so an element a
+    kernel forgets to write shows."""
+    shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
+    dtype = np.dtype(dtype)
+    fill = np.full(shape, np.nan, dtype) if dtype.kind in "fc" else np.empty(shape, dtype)
+    return _wrap(fill, dev)
+
+
+__all__ = ["Device", "device", "cpu", "cuda", "gpu", "NDArray", "array", "empty"]

@@ -1,0 +1,44 @@
+"""``A[i]`` on a tensor of more dimensions: a :class:`TensorSlice` (TVM's), completed by more
+indexing, ``A[i][j]``, into the load ``A[i, j]``.  An incomplete slice is not a value."""
+from __future__ import annotations
+
+from .expr import Expr
+
+
+class TensorSlice:
+    """The first ``len(indices)`` indices of a load from ``tensor``."""
+
+    def __init__(self, tensor, indices: tuple):
+        self.tensor, self.indices = tensor, tuple(indices)
+
+    def __getitem__(self, indices):
+        more = indices if isinstance(indices, tuple) else (indices,)
+        return self.tensor[self.indices + more]
+
+    @property
+    def dtype(self) -> str:
+        return self.tensor.dtype
+
+    def as_expr(self) -> Expr:
+        """Raises: a complete slice is already a load, so a slice used as a value is incomplete."""
+        n = len(self.tensor.shape)
+        raise TypeError(f"tensor {self.tensor.name} has {n} dimensions but {self.tensor.name}"
+                        f"[{']['.join(map(str, self.indices))}] gives {len(self.indices)} index(es): "
+                        f"index all {n} dimensions before using it as a value")
+
+    def asobject(self) -> Expr:
+        return self.as_expr()
+
+    def _value(op):  # noqa: N805
+        return lambda self, *other: getattr(self.as_expr(), op)(*other)
+
+    for _op in ("add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod neg pos "
+                "lt le gt ge and rand or ror invert abs bool").split():
+        locals()[f"__{_op}__"] = _value(f"__{_op}__")
+    del _op, _value
+
+    def __repr__(self) -> str:
+        return f"TensorSlice({self.tensor.name}, [{', '.join(map(str, self.indices))}])"
+
+
+__all__ = ["TensorSlice"]

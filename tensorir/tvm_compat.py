@@ -1,0 +1,91 @@
+"""TVM's top-level names for ``import tensorir as tvm`` ports, resolved lazily by ``tensorir.__getattr__``.
+
+``tvm.te`` is tensorir itself; ``tvm.tir``, ``tvm.runtime``, ``tvm.nd``, ``tvm.error``, ``tvm.topi``
+are tensorir modules; ``tvm.target``, ``tvm.build`` and ``tvm.autotvm`` come from codegen and
+autotune, imported on first use (those packages import tensorir, never the reverse at import time).
+"""
+from __future__ import annotations
+
+import importlib
+import types
+
+import numpy as np
+
+
+def build(inputs, args=None, target=None, target_host=None, runtime=None, name: str = "default_function",
+          binds=None):
+    """``tvm.build(s, [A, B, C], "llvm")``: :func:`codegen.build` (``target_host`` is the CPU here)."""
+    if binds:
+        raise NotImplementedError("tvm.build(binds=...): buffer binds are not supported")
+    import codegen
+    return codegen.build(inputs, args, target="llvm" if target is None else target, name=name)
+
+
+def assert_allclose(actual, desired, rtol: float = 1e-7, atol: float = 1e-7) -> None:
+    """``tvm.testing.assert_allclose``: numpy's, with TVM's default tolerances."""
+    np.testing.assert_allclose(np.asarray(actual), np.asarray(desired), rtol=rtol, atol=atol, verbose=True)
+
+
+def assert_structural_equal(lhs, rhs, map_free_vars: bool = False) -> None:
+    """``tvm.ir.assert_structural_equal``: same tree, Vars by identity."""
+    if not structural_equal(lhs, rhs):
+        raise ValueError(f"structural mismatch:\n  {lhs}\nvs\n  {rhs}")
+
+
+def assert_prim_expr_equal(lhs, rhs) -> None:
+    """``tvm.testing.assert_prim_expr_equal``: equal after simplifying their difference."""
+    from .arith import simplify
+    from .expr import IntImm, convert
+    diff = simplify(convert(lhs) - convert(rhs))
+    if not (isinstance(diff, IntImm) and diff.value == 0):
+        raise ValueError(f"{lhs} and {rhs} are not equal (difference {diff})")
+
+
+testing = types.SimpleNamespace(assert_allclose=assert_allclose, assert_prim_expr_equal=assert_prim_expr_equal)
+
+
+def structural_equal(lhs, rhs, map_free_vars: bool = False) -> bool:
+    """``tvm.ir.structural_equal``: same tree, Vars by identity."""
+    from .expr import structural_equal as equal
+    return equal(lhs, rhs)
+
+
+ir = types.SimpleNamespace(assert_structural_equal=assert_structural_equal, structural_equal=structural_equal)
+
+
+def _module(name: str):
+    return lambda: importlib.import_module(name)
+
+
+def _from(module: str, attr: str):
+    return lambda: getattr(importlib.import_module(module), attr)
+
+
+_NAMES = {
+    "te": _module("tensorir"),
+    "runtime": _module("tensorir.runtime"),
+    "nd": _module("tensorir.ndarray"),
+    "topi": _module("tensorir.topi"),
+    "target": _module("codegen.target"),
+    "autotvm": _module("autotune"),
+    "build": lambda: build,
+    "testing": lambda: testing,
+    "ir": lambda: ir,
+    "arith": _module("tensorir.arith"),
+    "cpu": _from("tensorir.ndarray", "cpu"),
+    "cuda": _from("tensorir.ndarray", "cuda"),
+    "gpu": _from("tensorir.ndarray", "cuda"),
+    "device": _from("tensorir.ndarray", "device"),
+    "convert": _from("tensorir.runtime", "convert"),
+}
+
+
+def resolve(name: str):
+    """The TVM name ``name`` (``tvm.nd``, ``tvm.build`` ...), or AttributeError."""
+    loader = _NAMES.get(name)
+    if loader is None:
+        raise AttributeError(f"module 'tensorir' has no attribute {name!r}")
+    return loader()
+
+
+__all__ = ["build", "assert_allclose", "testing", "resolve"]
