@@ -73,7 +73,7 @@ class Analysis:
     def check_reads_after_writes(self) -> None:
         args = set(self.func.buffers)
         flow = self._flow(sink_write=False, source_write=True)
-        missing = flow.get_must_no_source()
+        missing = flow.get_must_no_source().intersect_params(self.program.context())
         if missing.is_empty():
             return
         maps = missing.get_map_list()

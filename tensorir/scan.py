@@ -181,3 +181,49 @@ def ScanGetBody(scan_op: ScanOp) -> list[Operation]:  # noqa: N802 (TVM's name)
     for u in scan_op.update:
         visit(u.op)
     return out
+
+
+def ScanFixPointAnalysis(scan_op: ScanOp) -> dict[IterVar, IntImm]:  # noqa: N802 (TVM's name)
+    """For each spatial axis of the scan (``op.spatial_axis_``): 1 when the body maps dimension k of
+    the state exactly onto dimension k of its update (the scan could be sliced along it), else 0."""
+    scan_op = scan_op.op if isinstance(scan_op, Tensor) else scan_op
+    from .tensor import ComputeOp
+    from .expr import TensorLoad
+    from .visitor import collect
+    axes = iter(scan_op.spatial_axis_)
+    exact: dict[tuple, IterVar] = {}
+    failed: set[int] = set()
+    for s, u in zip(scan_op.state_placeholder, scan_op.update):
+        for k in range(1, u.ndim):
+            exact[(s, k)] = next(axes)
+
+    def merge(dst: tuple, src: tuple) -> None:
+        if src not in exact:
+            return
+        if dst not in exact:
+            exact[dst] = exact[src]
+        elif exact[dst] is not exact[src]:
+            failed.update((id(exact[dst]), id(exact[src])))
+
+    for op in ScanGetBody(scan_op):
+        if not isinstance(op, ComputeOp):
+            continue
+        dim_of = {iv.var: d for d, iv in enumerate(op.axis)}
+        for load in collect(op.body, TensorLoad):
+            for k, idx in enumerate(load.indices):
+                src = (load.tensor, k)
+                if isinstance(idx, Var) and idx in dim_of:
+                    merge((op.output(0), dim_of[idx]), src)
+                elif src in exact:
+                    failed.add(id(exact[src]))
+    out: dict[IterVar, IntImm] = {}
+    axes = iter(scan_op.spatial_axis_)
+    for u in scan_op.update:
+        for k in range(1, u.ndim):
+            sp = next(axes)
+            ok = id(sp) not in failed and exact.get((u, k)) is sp
+            out[sp] = IntImm("int32", int(ok))
+    return out
+
+
+__all__ = ["ScanOp", "scan", "ScanGetBody", "ScanFixPointAnalysis"]

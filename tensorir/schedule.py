@@ -337,3 +337,6 @@ def create_schedule(ops) -> Schedule:
 
 __all__ = ["Schedule", "Stage", "ScheduleError", "Split", "Fuse", "create_schedule", "ROOT", "INLINE",
            "SCOPE", "SCAN_UPDATE", "DATA_PAR", "REDUCE", "Range"]
+
+
+from .scan import ScanFixPointAnalysis, ScanGetBody  # noqa: E402  (te.schedule.ScanGetBody, as TVM)
