@@ -336,3 +336,75 @@ def test_cuda_scan_reading_other_threads_is_refused(_cache):
     s = te.create_schedule(res.op)
     bind_columns(s, init, update)
     assert_raises_naming(ScheduleError, lambda: codegen.build(s, [X, res], target="cuda"), "update", "scan")
+
+
+# -- TVM's lowering tests ------------------------------------------------------------------------------------
+def test_inlined_body_stages_with_two_states():
+    m, n = te.var("m"), 5  # TVM's test has a symbolic n: isl refuses it (st2[t - 1, 2] with n = 1)
+    x = te.placeholder((m, n), name="x")
+    st1, st2 = te.placeholder((m, n), name="st1"), te.placeholder((m, n), name="st2")
+    init1 = te.compute((1, n), lambda _, i: x[0, i], name="init1")
+    init2 = te.compute((1, n), lambda _, i: x[0, i], name="init2")
+    xx = te.compute((m, n), lambda t, i: st1[t - 1, i] + x[t, i], name="xx")
+    x1 = te.compute((m, n), lambda t, i: xx[t, i] + 1, name="x1")
+    x2 = te.compute((m, n), lambda t, i: xx[t, i] + st2[t - 1, 2], name="x2")
+    u1 = te.compute((m, n), lambda t, i: x1[t, i], name="u1")
+    u2 = te.compute((m, n), lambda t, i: x2[t, i], name="u2")
+    r1, r2 = te.scan([init1, init2], [u1, u2], [st1, st2])
+    s = te.create_schedule(r1.op)
+    for t in (xx, x1, x2):
+        s[t].compute_inline()
+
+    def ref(a):
+        a = a.astype("float64")
+        o1, o2 = a.copy(), a.copy()
+        for t in range(1, len(a)):
+            o1[t] = o1[t - 1] + a[t] + 1
+            o2[t] = o1[t - 1] + a[t] + o2[t - 1, 2]
+        return o1, o2
+    check(s, [x, r1, r2], ref, sizes={m: 6}, rtol=1e-4, atol=1e-4)
+
+
+def test_state_placeholder_as_an_argument_and_lstm_lowering():
+    X, state, _, _, s_scan = cumsum(8, 4)
+    s = te.create_schedule(s_scan.op)
+    text = str(te.lower(s, [X, state]))  # TVM accepts it: the state is the scan's buffer, allocated
+    assert "allocate scan[float32 * 8 * 4]" in text
+    steps, batch, hidden, inp = 6, 2, 8, 4
+    Xl = te.placeholder((steps - 1, batch, inp), name="X")
+    Wi, Wh = te.placeholder((4, hidden, inp), name="Wi2h"), te.placeholder((4, hidden, hidden), name="Wh2h")
+    sh, sc = te.placeholder((steps, batch, hidden)), te.placeholder((steps, batch, hidden))
+    init_c = te.compute((1, batch, hidden), lambda *i: 0.0, name="init_c")
+    init_h = te.compute((1, batch, hidden), lambda *i: 0.0, name="init_h")
+    k = te.reduce_axis((0, inp), name="ki2h")
+    i2h = te.compute((steps, 4, batch, hidden), lambda t, x, i, j: te.sum(Xl[t - 1, i, k] * Wi[x, j, k], axis=k),
+                     name="s_i2h")
+    k = te.reduce_axis((0, hidden), name="kh2h")
+    h2h = te.compute((steps, 4, batch, hidden), lambda t, x, i, j: te.sum(sh[t - 1, i, k] * Wh[x, j, k], axis=k),
+                     name="s_h2h")
+    gates = te.compute(i2h.shape, lambda *i: i2h(*i) + h2h(*i), name="gates")
+    g = (steps, batch, hidden)
+    ig = te.compute(g, lambda t, i, j: te.sigmoid(gates[t, 0, i, j]), name="in_gate")
+    it = te.compute(g, lambda t, i, j: te.tanh(gates[t, 1, i, j]), name="in_transform")
+    fg = te.compute(g, lambda t, i, j: te.sigmoid(gates[t, 2, i, j]), name="forget_gate")
+    og = te.compute(g, lambda t, i, j: te.sigmoid(gates[t, 3, i, j]), name="out_gate")
+    nc = te.compute(g, lambda t, i, j: fg[t, i, j] * sc[t - 1, i, j] + ig[t, i, j] * it[t, i, j], name="next_c")
+    nh = te.compute(g, lambda t, i, j: og[t, i, j] * te.tanh(nc[t, i, j]), name="next_h")
+    uc = te.compute(g, lambda *i: nc(*i), name="update_c")
+    uh = te.compute(g, lambda *i: nh(*i), name="update_h")
+    scan_h, scan_c = te.scan([init_h, init_c], [uh, uc], [sh, sc], inputs=[Xl], name="lstm_scan")
+    s = te.create_schedule(scan_h.op)
+    for t in (gates, ig, it, fg, og):
+        s[t].compute_inline()
+
+    def sigmoid(v):
+        return 1 / (1 + np.exp(-v))
+
+    def ref(x, wi, wh):
+        h, c = np.zeros((steps, batch, hidden)), np.zeros((steps, batch, hidden))
+        for t in range(1, steps):
+            gt = np.einsum("ik,xjk->xij", x[t - 1], wi) + np.einsum("ik,xjk->xij", h[t - 1], wh)
+            c[t] = sigmoid(gt[2]) * c[t - 1] + sigmoid(gt[0]) * np.tanh(gt[1])
+            h[t] = sigmoid(gt[3]) * np.tanh(c[t])
+        return h, c
+    check(s, [Xl, Wi, Wh, scan_h, scan_c], ref, low=-0.5, high=0.5, rtol=1e-4, atol=1e-4)
