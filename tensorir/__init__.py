@@ -14,6 +14,7 @@ from .tag import TagScope, tag_scope
 from .tensor_slice import TensorSlice
 from .error import TVMError
 from . import error, tir
+from .scan import scan
 
 __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
            "placeholder", "reduce_axis", "thread_axis", "comm_reducer", "sum", "max", "min", "abs", "all",
@@ -23,6 +24,7 @@ __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range"
 __all__ += ["SizeVar", "size_var", "add", "ceildiv", "div", "floordiv", "floormod", "indexdiv", "indexmod",
             "isfinite", "isinf", "isnan", "max_value", "min_value", "multiply", "subtract", "truncdiv", "truncmod",
             "TagScope", "tag_scope", "TensorSlice", "TVMError", "error", "tir"]
+__all__ += ["scan"]
 
 
 def __getattr__(name: str):

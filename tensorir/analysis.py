@@ -34,7 +34,11 @@ class Analysis:
         self.func = func
         self.program = PolyProgram(func.body, list(func.size_vars))
         self.stage_of_loop = dict(dict(func.attrs).get("loop_stage", {}))
+        self.write_first = set(dict(func.attrs).get("write_before_read", ()))
         self.names = display_names(func.body)
+        for st in self.program.statements:  # a store into another operation's buffer (a scan's update)
+            if st.store is not None and st.store.buffer in self.write_first and st.loops:
+                st.stage = self.stage_of_loop.get(st.loops[-1].loop_var, st.stage)
         # accesses with an index isl cannot represent (data-dependent): proven in the other dimensions
         self.unverified = [(st, a) for st in self.program.statements for a in st.accesses if a.opaque_dims]
 
@@ -43,6 +47,8 @@ class Analysis:
         self.check_in_bounds()
         self.check_loops()
         self.check_reads_after_writes()
+        from .analysis_threads import check_scan_threads
+        check_scan_threads(self)
 
     def check_in_bounds(self) -> None:
         ctx = self.program.context()
@@ -67,7 +73,7 @@ class Analysis:
     def check_reads_after_writes(self) -> None:
         args = set(self.func.buffers)
         flow = self._flow(sink_write=False, source_write=True)
-        missing = flow.get_must_no_source()
+        missing = flow.get_must_no_source().intersect_params(self.program.context())
         if missing.is_empty():
             return
         maps = missing.get_map_list()
@@ -75,10 +81,14 @@ class Analysis:
             name = m.get_tuple_name(isl.dim_type.out)
             buf = next((a.buffer for st in self.program.statements for a in st.accesses
                         if buffer_name(a.buffer) == name), None)
-            if buf is None or buf in args:
+            if buf is None or (buf in args and buf not in self.write_first):
                 continue
             st = self._statement(m.get_tuple_name(isl.dim_type.in_))
             point = _describe(m.wrap().sample_point())
+            if buf in self.write_first:
+                raise ScheduleError(
+                    f"stage {st.stage} reads {buf.name} at an element not computed yet (at {point}): the "
+                    f"update of a scan may only read earlier steps of its state (state[t - 1, ...])")
             raise ScheduleError(
                 f"stage {st.stage} reads {buf.name} before it is computed (at {point}): "
                 f"compute_at places stage {buf.name} after this read; attach it at an enclosing loop")

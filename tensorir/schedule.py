@@ -49,6 +49,7 @@ class AttachType(IntEnum):
 
 
 ROOT, INLINE, SCOPE = AttachType.GROUP_ROOT, AttachType.INLINE, AttachType.SCOPE
+SCAN_UPDATE = AttachType.SCAN_UPDATE  # computed inside the loop of the scan stage ``attach_stage`` (its body)
 ANNOTATIONS = ("serial", "parallel", "vectorized", "unrolled")
 
 
@@ -57,7 +58,7 @@ class Stage:
 
     def __init__(self, op: Operation, schedule: "Schedule"):
         self.op, self.origin_op, self.schedule = op, op, schedule
-        self.all_iter_vars: list[IterVar] = list(op.axis) + list(op.reduce_axis)
+        self.all_iter_vars: list[IterVar] = op.root_iter_vars()
         self.leaf_iter_vars: list[IterVar] = list(self.all_iter_vars)
         self.relations: list[Split | Fuse | Singleton] = []
         self.iter_var_attrs: dict[IterVar, str] = {}
@@ -68,6 +69,7 @@ class Stage:
         self.attach_ivar: IterVar | None = None
         self.scope = "global"
         self.is_output = False
+        self.scan_role: tuple | None = None  # ("init" | "body" | "update", scan stage, output index)
 
     # -- helpers ----------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -218,6 +220,7 @@ class Stage:
             raise self._err(f"compute_at: stage {parent.op.name} does not consume {self.op.name}")
         if self.is_output:
             raise self._err("compute_at: an output stage cannot be attached inside another stage")
+        self._check_scan_placement("compute_at")
         self.attach_type, self.attach_stage, self.attach_ivar = SCOPE, parent, iv
 
     def compute_inline(self) -> None:
@@ -227,10 +230,25 @@ class Stage:
             raise self._err("compute_inline: a reduction cannot be inlined; use compute_at")
         if self.is_output:
             raise self._err("compute_inline: an output stage cannot be inlined")
+        self._check_scan_placement("compute_inline")
         self.attach_type, self.attach_stage, self.attach_ivar = INLINE, None, None
 
     def compute_root(self) -> None:
+        """Compute at the root, or for a stage of a scan's body, at the root of the scan loop."""
+        if self.scan_role and self.scan_role[0] != "init":
+            self.attach_type, self.attach_stage, self.attach_ivar = SCAN_UPDATE, self.scan_role[1], None
+            return
         self.attach_type, self.attach_stage, self.attach_ivar = ROOT, None, None
+
+    def _check_scan_placement(self, what: str) -> None:
+        from .scan import ScanOp
+        if isinstance(self.op, ScanOp):
+            raise self._err(f"{what}: a scan stage stays at the root")
+        if self.scan_role and self.scan_role[0] in ("init", "update"):
+            role, scan = self.scan_role[0], self.scan_role[1].op.name
+            raise self._err(f"{what}: the stage is the {role} of scan {scan} and writes its buffer "
+                            f"{'before' if role == 'init' else 'inside'} the scan loop; it cannot be moved "
+                            f"(compute other stages at it instead)")
 
     def set_scope(self, scope: str) -> None:
         self.scope = scope
@@ -254,6 +272,8 @@ class Schedule:
             self.stage_map[op] = st
         for op in self.outputs:
             self.stage_map[op].is_output = True
+        for st in list(self.stages):
+            st.op.scheduled(self)
 
     def __getitem__(self, t) -> Stage:
         op = t.op if isinstance(t, Tensor) else t
@@ -340,7 +360,7 @@ def create_schedule(ops) -> Schedule:
 
 __all__ = ["Schedule", "Stage", "ScheduleError", "AttachType", "Split", "Fuse", "Singleton", "create_schedule",
            "ROOT", "INLINE",
-           "SCOPE", "DATA_PAR", "REDUCE", "Range"]
+           "SCOPE", "SCAN_UPDATE", "DATA_PAR", "REDUCE", "Range"]
 
 
 def __getattr__(name: str):
@@ -350,3 +370,6 @@ def __getattr__(name: str):
     if name in schedule_graph.__all__:
         return getattr(schedule_graph, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+from .scan import ScanFixPointAnalysis, ScanGetBody  # noqa: E402  (te.schedule.ScanGetBody, as TVM)

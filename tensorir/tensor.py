@@ -85,6 +85,17 @@ class Operation:
     def input_tensors(self) -> list["Tensor"]:
         return []
 
+    def root_iter_vars(self) -> list["IterVar"]:
+        """The axes its stage starts with (leaf loops before any split)."""
+        return list(self.axis) + list(self.reduce_axis)
+
+    def output_name(self, index: int) -> str:
+        """The name of output ``index``'s buffer (``op.v1`` when there are several, as TVM)."""
+        return self.name if self.num_outputs == 1 else f"{self.name}.v{index}"
+
+    def scheduled(self, sch) -> None:
+        """Called once every stage of ``sch`` exists (a scan attaches its body to its loop)."""
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"
 

@@ -13,7 +13,9 @@ from .gpu_bounds import ThreadBounds as Bounds  # GPU hook: thread-aware bound i
 from .flatten import flatten
 from .guards import remove_redundant_guards
 from .inline import inlined_bodies
+from .op_registry import buffer_aliases, lowering_of
 from .schedule_ops import NestBuilder
+from . import scan as _scan  # noqa: F401  (registers the lowering of te.scan)
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 from .validate import validate_schedule
@@ -49,15 +51,20 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
     the form the isl analyses read."""
     if not isinstance(s, Schedule):
         raise TypeError(f"lower: expected a schedule from te.create_schedule, got {type(s).__name__}")
-    tensors, scalars = _split_args(s, args)
+    aliases = buffer_aliases(s)
+    tensors, scalars = _split_args(s, args, aliases)
     validate_schedule(s)
+    for st in s.stages:
+        hook = lowering_of(st.op)
+        if hook is not None:
+            hook.prepare(s, st)
     arg_buffers, size_vars = _arg_buffers(s, tensors, scalars)
     bodies = inlined_bodies(s)
     bounds = Bounds(s, bodies, size_vars)
-    builder = NestBuilder(s, bodies, bounds, arg_buffers)
+    builder = NestBuilder(s, bodies, bounds, arg_buffers, aliases)
     stmt = remove_redundant_guards(simplify(builder.build()), size_vars)
-    func = LoweredFunc(name, tuple(arg_buffers[s[t]] for t in tensors), tuple(size_vars), stmt,
-                       (("loop_stage", builder.loop_stage),))
+    func = LoweredFunc(name, tuple(arg_buffers[_key(s, t)] for t in tensors), tuple(size_vars), stmt,
+                       (("loop_stage", builder.loop_stage), ("write_before_read", tuple(builder.write_first))))
     _check_free_vars(func)
     return func
 
@@ -65,7 +72,12 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
 PASSES = (flatten, vectorize_loops, unroll_loops, simplify)
 
 
-def _split_args(s: Schedule, args) -> tuple[list[Tensor], list[Var]]:
+def _key(s: Schedule, t: Tensor) -> tuple:
+    """The buffer key of ``t``: (its stage, its output index)."""
+    return s[t], t.value_index
+
+
+def _split_args(s: Schedule, args, aliases: dict) -> tuple[list[Tensor], list[Var]]:
     if isinstance(args, (Tensor, Var)):
         args = [args]
     tensors, scalars = [], []
@@ -77,12 +89,13 @@ def _split_args(s: Schedule, args) -> tuple[list[Tensor], list[Var]]:
             scalars.append(a)
         else:
             raise TypeError(f"lower: argument {k} must be a tensor or a te.var, got {type(a).__name__}")
-    stages = [s[t] for t in tensors]
-    for k, st in enumerate(stages):
-        if stages.index(st) != k:
+    keys = [_key(s, t) for t in tensors]
+    for k, key in enumerate(keys):
+        if keys.index(key) != k:
             raise ValueError(f"lower: tensor {tensors[k].name} appears twice in the arguments")
+    stages = [key[0] for key in keys]
     for st in s.stages:
-        if isinstance(st.op, PlaceholderOp) and st not in stages:
+        if isinstance(st.op, PlaceholderOp) and st not in stages and (st, 0) not in aliases:
             raise ValueError(f"lower: placeholder {st.op.name} is read but is not among the arguments")
     return tensors, scalars
 
@@ -92,7 +105,8 @@ def _arg_buffers(s: Schedule, tensors: list[Tensor], scalars: list[Var]):
     for t in tensors:
         st = s[t]
         out = st.op.output(t.value_index)
-        buffers[st] = Buffer(st.op.name, out.dtype, tuple(simplify(x) for x in out.shape), "global")
+        buffers[_key(s, t)] = Buffer(st.op.output_name(t.value_index), out.dtype,
+                                     tuple(simplify(x) for x in out.shape), "global")
         for v in collect(out.shape, Var):
             if v not in size_vars:
                 size_vars.append(v)

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 from ..arith import INF, const_bounds, interval, prove, simplify
 from ..expr import Expr, IntImm, Max, Min, TensorLoad, Var, binary
-from ..schedule import ROOT, SCOPE, Schedule, ScheduleError, Stage
+from ..schedule import ROOT, SCAN_UPDATE, SCOPE, Schedule, ScheduleError, Stage
 from ..tensor import ComputeOp, IterVar, Range
 from ..visitor import collect, substitute
 from ..poly import loads_with_conditions, needed_region
+from .op_registry import lowering_of
 from .relations import leaf_ranges, root_values
 
 
 def attach_path(stage: Stage) -> list[tuple[Stage, IterVar]]:
     """The loops (stage, leaf axis) that enclose ``stage``'s computation, outermost first."""
+    if stage.attach_type == SCAN_UPDATE:  # inside all loops of its scan
+        parent = stage.attach_stage
+        return attach_path(parent) + [(parent, v) for v in parent.leaf_iter_vars]
     if stage.attach_type != SCOPE:
         return []
     parent, iv = stage.attach_stage, stage.attach_ivar
@@ -36,13 +40,20 @@ class Bounds:
         self.root: dict[Stage, dict[IterVar, Range]] = {}
         self.leaf: dict[Stage, dict[IterVar, Range]] = {}
         self.alloc_extent: dict[Stage, list[Expr]] = {}
+        self.given: dict[Stage, dict[IterVar, Range]] = {}  # regions set by the operation computing them
         for st in reversed(sch.stages):
-            if isinstance(st.op, ComputeOp) and st.attach_type in (ROOT, SCOPE):
+            hook = lowering_of(st.op)
+            if hook is not None:
+                hook.infer_bounds(self, st)
+            elif isinstance(st.op, ComputeOp) and st.attach_type in (ROOT, SCOPE, SCAN_UPDATE):
                 self._infer(st)
 
     def _infer(self, st: Stage) -> None:
         full = {iv: iv.dom for iv in st.op.axis}
-        if st.attach_type == SCOPE:
+        if st in self.given:
+            region = self.given[st]
+            alloc = [region[iv].extent for iv in st.op.axis]
+        elif st.attach_type in (SCOPE, SCAN_UPDATE):
             region, alloc = self._needed(st)
         else:
             region, alloc = full, [iv.dom.extent for iv in st.op.axis]
@@ -74,9 +85,11 @@ class Bounds:
             chain = self.loops_of(q)
             chain_set = {(id(s), id(v)) for s, v in chain}
             if not fixed_set <= chain_set:
+                where = f"at {st.attach_stage.op.name}.{st.attach_ivar.var.name}" if st.attach_type == SCOPE \
+                    else f"inside the loop of scan {st.attach_stage.op.name} (it is part of its body)"
                 raise ScheduleError(
-                    f"stage {st.op.name} is computed at {st.attach_stage.op.name}.{st.attach_ivar.var.name} but "
-                    f"its consumer {q.op.name} is outside that loop; attach it deeper or compute it at root")
+                    f"stage {st.op.name} is computed {where} but its consumer {q.op.name} is outside that "
+                    f"loop; attach it deeper or compute it at root")
             relax = {}
             for s, v in chain:
                 if (id(s), id(v)) not in fixed_set:

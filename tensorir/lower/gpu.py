@@ -69,6 +69,12 @@ def lower_gpu(func: LoweredFunc, limits: GPULimits = GPULimits()) -> tuple[Lower
     return LoweredFunc(func.name, func.buffers, func.size_vars, body, func.attrs), launch
 
 
+def is_scan_loop(loop: For) -> bool:
+    """The serial loop of a ``te.scan``; isl proved its steps need no synchronisation between
+    threads (``analysis_threads.py``)."""
+    return any(k == "scan_update_scope" for k, _ in loop.annotations)
+
+
 # -- 1. verification --------------------------------------------------------------------------------------
 def _where(loop: For, stages: dict) -> str:
     return f"stage {stages.get(loop.loop_var, '?')}, axis {loop.loop_var.name}"
@@ -103,7 +109,7 @@ def verify_bindings(func: LoweredFunc, limits: GPULimits, stages: dict) -> None:
                     raise ScheduleError(f"{_where(s, stages)}: {tag} extent {s.extent.value} exceeds the "
                                         f"limit {MAX_BLOCK_DIM[tag]}")
                 threaded = True
-            elif s.kind != "thread":
+            elif s.kind != "thread" and not is_scan_loop(s):  # a scan's steps: every thread runs them
                 serial_above = serial_above or s
             walk(s.body, serial_above, threaded)
         elif isinstance(s, Seq):

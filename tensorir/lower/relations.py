@@ -64,7 +64,7 @@ def root_values(stage: Stage, rng: dict[IterVar, Range], bounds=None) -> tuple[d
 
 
 def root_axes(stage: Stage) -> tuple:
-    return tuple(stage.op.axis) + tuple(stage.op.reduce_axis)
+    return tuple(stage.op.root_iter_vars())
 
 
 def derived_from(stage: Stage, root: IterVar) -> set[IterVar]:

@@ -7,53 +7,88 @@ from __future__ import annotations
 
 from ..arith import simplify
 from ..expr import And, BufferLoad, Expr, IntImm, Reduce, TensorLoad, Var, as_bool, const
-from ..schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Stage
+from ..schedule import INLINE, ROOT, SCAN_UPDATE, SCOPE, Schedule, ScheduleError, Stage
 from ..stmt import Allocate, Buffer, BufferStore, For, IfThenElse, Stmt, seq
 from ..tensor import ComputeOp, IterVar, PlaceholderOp
 from ..visitor import Mutator, collect, substitute
 from .bounds import Bounds
+from .op_registry import TensorKey, lowering_of
 from .relations import derived_from, root_values
 
 _KIND = {"parallel": "parallel", "vectorized": "vectorized", "unrolled": "unrolled"}
 
 
 class NestBuilder:
-    """Builds the loop nest of every stage and places attached stages and allocations."""
+    """Builds the loop nest of every stage and places attached stages and allocations.
 
-    def __init__(self, sch: Schedule, bodies: dict[Stage, Expr], bounds: Bounds, arg_buffers: dict[Stage, Buffer]):
+    Buffers belong to tensors, keyed ``(stage, output index)``; a tensor that an operation stores in
+    another one's buffer (a scan's init, update and state) is an alias of that key."""
+
+    def __init__(self, sch: Schedule, bodies: dict[Stage, Expr], bounds: Bounds, arg_buffers: dict,
+                 aliases: dict | None = None):
         self.sch, self.bodies, self.bounds = sch, bodies, bounds
-        self.buffers = dict(arg_buffers)
-        self.arg_stages = set(arg_buffers)
+        self.buffers: dict[TensorKey, Buffer] = dict(arg_buffers)
+        self.aliases: dict[TensorKey, TensorKey] = dict(aliases or {})
+        self.arg_keys = set(arg_buffers)
         self.loop_stage: dict[Var, str] = {}
-        self.offsets: dict[Stage, list[Expr]] = {}
+        self.offsets: dict[TensorKey, list[Expr]] = {}
+        self.write_first: list[Buffer] = []  # arguments whose elements are written before they are read
         self.attached: dict[tuple[int, int], list[Stage]] = {}
         for st in sch.stages:
             if st.attach_type == SCOPE:
                 self.attached.setdefault((id(st.attach_stage), id(st.attach_ivar)), []).append(st)
-            if isinstance(st.op, ComputeOp) and st.attach_type != INLINE:
+            elif st.attach_type == SCAN_UPDATE:  # innermost loop of the scan
+                self.attached.setdefault((id(st.attach_stage), id(st.attach_stage.leaf_iter_vars[-1])),
+                                         []).append(st)
+            hook = lowering_of(st.op)
+            if hook is not None:
+                hook.declare_buffers(self, st)
+            elif isinstance(st.op, ComputeOp) and st.attach_type != INLINE:
+                key = (st, 0)
+                if key in self.aliases:
+                    continue
                 root = bounds.root[st]
-                self.offsets[st] = [root[iv].min for iv in st.op.axis]
-                if st not in self.buffers:
+                self.offsets[key] = [root[iv].min for iv in st.op.axis]
+                if key not in self.buffers:
                     shape = tuple(simplify(e) for e in bounds.alloc_extent[st])
-                    self.buffers[st] = Buffer(st.op.name, st.op.output(0).dtype, shape, st.scope)
+                    self.buffers[key] = Buffer(st.op.name, st.op.output(0).dtype, shape, st.scope)
             elif isinstance(st.op, PlaceholderOp):
-                self.offsets[st] = [const(0, "int32")] * len(st.op.shape)
+                self.offsets[(st, 0)] = [const(0, "int32")] * len(st.op.shape)
+
+    # -- buffers -----------------------------------------------------------------------------------
+    def buffer_of(self, key: TensorKey) -> Buffer:
+        """The buffer that stores tensor ``key`` (``(stage, output index)``)."""
+        return self.buffers[self.aliases.get(key, key)]
+
+    def offset_of(self, key: TensorKey) -> list[Expr]:
+        """The index of that buffer's first element in the tensor."""
+        return self.offsets[self.aliases.get(key, key)]
+
+    def own_buffers(self, st: Stage) -> list[Buffer]:
+        """Buffers that ``st`` allocates: its outputs' that are neither arguments nor aliases."""
+        keys = [(st, i) for i in range(st.op.num_outputs)]
+        return [self.buffers[k] for k in keys if k in self.buffers and k not in self.arg_keys]
 
     # -- whole program ---------------------------------------------------------------------------
     def build(self) -> Stmt:
-        body = seq(*[self.stage_nest(st) for st in self.sch.stages
-                     if isinstance(st.op, ComputeOp) and st.attach_type == ROOT])
+        body = seq(*[self.root_nest(st) for st in self.sch.stages
+                     if st.attach_type == ROOT and not isinstance(st.op, PlaceholderOp)])
         for st in reversed(self.sch.stages):
-            if isinstance(st.op, ComputeOp) and st.attach_type == ROOT and st not in self.arg_stages:
-                body = Allocate(self.buffers[st], body)
+            if st.attach_type == ROOT and not isinstance(st.op, PlaceholderOp):
+                for buf in reversed(self.own_buffers(st)):
+                    body = Allocate(buf, body)
         return body
+
+    def root_nest(self, st: Stage) -> Stmt:
+        hook = lowering_of(st.op)
+        return hook.nest(self, st) if hook is not None else self.stage_nest(st)
 
     # -- one stage -------------------------------------------------------------------------------
     def stage_nest(self, st: Stage) -> Stmt:
         leaf_rng = self.bounds.leaf[st]
         vals, conds = root_values(st, leaf_rng, self.bounds.var_bounds)
         mapping = {iv.var: vals[iv] for iv in list(st.op.axis) + list(st.op.reduce_axis)}
-        buf, off = self.buffers[st], self.offsets[st]
+        buf, off = self.buffer_of((st, 0)), self.offset_of((st, 0))
         out_idx = tuple(simplify(vals[iv] - o) for iv, o in zip(st.op.axis, off))
         body = self.rewrite_loads(substitute(self.bodies[st], mapping))
         leaves = st.leaf_iter_vars
@@ -118,9 +153,10 @@ class NestBuilder:
         children = self.attached.get((id(st), id(iv)), [])
         if not children:
             return body
-        body = seq(*[self.stage_nest(c) for c in children], body)
+        body = seq(*[self.root_nest(c) for c in children], body)
         for c in reversed(children):
-            body = Allocate(self.buffers[c], body)
+            for buf in reversed(self.own_buffers(c)):
+                body = Allocate(buf, body)
         return body
 
     def rewrite_loads(self, e: Expr) -> Expr:
@@ -129,13 +165,13 @@ class NestBuilder:
         class Loads(Mutator):
             def visit_TensorLoad(self, ld: TensorLoad):
                 ld = self.generic_visit(ld)
-                st = builder.sch.stage_map.get(ld.tensor.op)
-                if st is None or st not in builder.buffers:
+                key = (builder.sch.stage_map.get(ld.tensor.op), ld.tensor.value_index)
+                if builder.aliases.get(key, key) not in builder.buffers:
                     raise ScheduleError(f"tensor {ld.tensor.name} is read but is neither an argument nor "
                                         "computed by this schedule")
-                off = builder.offsets[st]
+                off = builder.offset_of(key)
                 idx = tuple(simplify(i - o) for i, o in zip(ld.indices, off))
-                return BufferLoad(ld.dtype, builder.buffers[st], idx)
+                return BufferLoad(ld.dtype, builder.buffer_of(key), idx)
 
         return Loads().visit(e)
 
