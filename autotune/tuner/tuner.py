@@ -122,12 +122,14 @@ class Tuner:
         ``max_seconds`` of tuning; a rerun on the same log resumes)."""
         from ..callback import log_to_file
         from ..measure import measure_option as default_option
+        from ..template import tuning_allowed
         from ..worker import in_worker
+        if not tuning_allowed():
+            return                   # a module imported to find a template: its tuning code does not tune
         if in_worker():
-            raise RuntimeError("Tuner.tune() ran inside a tiletune worker process: a worker imports the script "
-                               "that defines a template, so guard that script's tuning code with "
-                               "`if __name__ == \"__main__\":`")
+            raise RuntimeError("Tuner.tune() called inside a tiletune measurement worker")
         option = measure_option or default_option()
+        self.task.payload()          # a template the workers cannot get fails here, before any trial
         callbacks = list(callbacks)
         log = next((c.path for c in callbacks if isinstance(c, log_to_file)), None)
         if log:
