@@ -55,6 +55,10 @@ def _tune_op(args: argparse.Namespace) -> int:
 def _logs(args: argparse.Namespace) -> int:
     from . import logtools
     from .record import merge, pick_best, records_of
+    from .template import importing_template, load_file
+    for path in args.templates:         # their spaces let the records' configs be checked too
+        with importing_template(""):    # a script's own tuning code does not run
+            load_file(path)
     if args.action == "show":
         records = records_of(args.logs)
         print(logtools.summary(records))
@@ -120,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     logs.add_argument("-o", "--output", default=None, help="output log (best, merge) or PNG (plot)")
     logs.add_argument("--top", type=int, default=0, help="show: also list the N fastest configs")
     logs.add_argument("--title", default=None, help="plot title")
+    logs.add_argument("--templates", nargs="*", default=[], metavar="FILE.py",
+                      help="files defining the logs' templates: records whose config is not in the template's "
+                           "space are refused too (costs are always checked)")
     logs.set_defaults(func=_logs)
 
     args = parser.parse_args(argv)

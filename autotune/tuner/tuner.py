@@ -123,12 +123,9 @@ class Tuner:
                 self.best_cost, self.best_index = r.cost, i
 
     def _index_of_record(self, rec) -> int | None:
-        try:
-            if 0 <= rec.index < len(self.space) and self.space.get(rec.index).knobs() == rec.knobs:
-                return rec.index
-            return self.space.index_from_values(rec.knobs)
-        except (ValueError, IndexError, KeyError):
-            return None
+        """``rec``'s config index if the record can be true in this task's space, else None."""
+        from ..record_check import problem
+        return rec.index if problem(rec, self.space) is None else None
 
     def load_history(self, records) -> None:
         """Learn from earlier records (of this task: they also count as measured)."""
