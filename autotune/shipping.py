@@ -10,13 +10,15 @@ template:
 * a template the worker cannot import -- defined in ``__main__`` (``python script.py``, ``python -c``,
   a notebook) or inside a function -- travels by value: cloudpickle serializes the function, its
   reference function and the globals they use (modules by name), so the worker runs none of the
-  script.  Such a template must not use globals that cannot be pickled (an open file, a compiled
-  module); tuning then stops at once with an error naming the template.
+  script.  If a global cannot be pickled (a lock, an open file), the worker imports the module or
+  loads the script's file instead (guarded as above); with neither, tuning stops at once with an
+  error naming the template.
 """
 from __future__ import annotations
 
 import base64
 import functools
+import os
 
 from .template import _TEMPLATES, TemplateInfo, lookup
 
@@ -49,9 +51,14 @@ def unpack(text: str) -> TemplateInfo:
 
 
 def describe(info: TemplateInfo) -> dict:
-    """Payload fields that let a worker find ``info``: ``module`` and ``file``, or ``pickled``."""
+    """Payload fields that let a worker find ``info``: ``module`` and ``file``, or ``pickled``.  A
+    template that cannot be pickled is imported or loaded from its file instead, if it has one."""
     if needs_value(info):
-        return {"module": "", "file": "", "pickled": pack(info)}
+        try:
+            return {"module": "", "file": "", "pickled": pack(info)}
+        except RuntimeError:
+            if info.module == "__main__" and not os.path.isfile(info.file):
+                raise
     return {"module": info.module, "file": info.file}
 
 

@@ -138,6 +138,64 @@ def test_module_with_tuning_code_imported_and_by_tune_op(tmp_path):
     assert open(runs).read() == "ran\n" and len(load_records(log)) == 8
 
 
+UNPICKLABLE = '''
+import threading
+import tensorir as te
+import autotune
+LOCK = threading.Lock()                 # cannot be pickled: the workers load this file instead
+
+
+def doubled(n):
+    cfg = autotune.get_config()
+    cfg.define_knob("split", [1, 2, 4])
+    A = te.placeholder((n,), name="A")
+    C = te.compute((n,), lambda i: A[i] * 2, name="C")
+    s = te.create_schedule(C.op)
+    s[C].split(C.op.axis[0], cfg["split"].val)
+    return s, [A, C]
+
+
+@autotune.template("t/lock")
+def locked(n):
+    with LOCK:
+        return doubled(n)
+
+
+def tune(name):
+    task = autotune.task.create(name, args=(64,))
+    tuner = autotune.tuner.RandomTuner(task)
+    tuner.tune(n_trial=3, measure_option=autotune.measure_option("local", "local"))
+    print(name, "pickled" in task.payload(), sorted({r.error_no.name for _, r in tuner.history}))
+
+
+def make():
+    @autotune.template("t/local")       # defined inside a function: the workers cannot import it
+    def local(n):
+        return doubled(n)
+
+
+tune("t/lock")
+make()
+tune("t/local")
+
+
+@autotune.template("t/lock_later")      # defined after a tune: a worker loading the file goes past it
+def locked_later(n):
+    with LOCK:
+        return doubled(n)
+
+
+tune("t/lock_later")
+'''
+
+
+def test_templates_workers_cannot_import(tmp_path):
+    (tmp_path / "odd.py").write_text(UNPICKLABLE)
+    out = _run([sys.executable, "odd.py"], tmp_path)
+    for line in ("t/lock False ['NO_ERROR']", "t/local True ['NO_ERROR']", "t/lock_later False ['NO_ERROR']"):
+        assert line in out, out
+
+
 # -- in this process -----------------------------------------------------------------------------------
 SEEN = []
 
