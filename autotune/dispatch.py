@@ -59,7 +59,7 @@ class ApplyHistoryBest(DispatchContext):
             space = Task(lookup(workload[0]), tuple(thaw(workload[1])), str(self.target)).config_space
         except KeyError:
             return None
-        valid = refuse(records, self.source if isinstance(self.source, str) else "the given records", space=space)
+        valid = refuse(records, self.source, space=space)
         return space.get(valid[0].index) if valid else None
 
     def best_record(self, workload):

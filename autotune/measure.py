@@ -88,7 +88,8 @@ def measure_option(builder=None, runner=None) -> MeasureOption:
     ``LocalRunner()`` with their defaults (as AutoTVM accepts); None also means the local default."""
     from .builder import LocalBuilder
     from .runner import LocalRunner
-    return MeasureOption(_local(builder, "builder", "build", LocalBuilder), _local(runner, "runner", "run", LocalRunner))
+    return MeasureOption(_local(builder, "builder", "build", LocalBuilder),
+                         _local(runner, "runner", "run", LocalRunner))
 
 
 def _local(value, role: str, method: str, cls):

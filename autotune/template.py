@@ -77,7 +77,7 @@ def template(name: str, func: Callable | None = None, *, reference: Callable | N
 
 def lookup(name: str, module: str = "", file: str = "") -> TemplateInfo:
     """The template registered as ``name``, importing ``module`` or loading ``file`` if needed (under
-    :func:`importing_template`: top-level tuning code of that module does not tune)."""
+    :class:`importing_template`: top-level tuning code of that module does not tune)."""
     if name not in _TEMPLATES and module and module != "__main__":
         with importing_template(name):
             try:
@@ -93,7 +93,7 @@ def lookup(name: str, module: str = "", file: str = "") -> TemplateInfo:
     return _TEMPLATES[name]
 
 
-# -- importing a module to find a template -------------------------------------------------------------------
+# -- importing a module to find a template ---------------------------------------------------------------
 class _TemplateFound(BaseException):
     """Stops the top-level code of a module imported to find a template, once the template is there."""
 

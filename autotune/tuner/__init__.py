@@ -1,7 +1,8 @@
 """Tuners: the base owns the loop, each strategy chooses the next batch and learns from results.
 
 ``ModelTuner`` (the default: a learned cost model; ``XGBTuner`` is AutoTVM's name for it),
-``RandomTuner``, ``GridSearchTuner``, ``GATuner`` and ``OptunaTuner`` (optuna's samplers).  All run over an optuna study (see :mod:`autotune.tuner.study`).
+``RandomTuner``, ``GridSearchTuner``, ``GATuner`` and ``OptunaTuner`` (optuna's samplers).  All run over an
+optuna study (see :mod:`autotune.tuner.study`).
 """
 from .ga_tuner import GATuner
 from .grid_tuner import GridSearchTuner
