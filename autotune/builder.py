@@ -20,6 +20,7 @@ from .worker import OK, TIMEOUT, WorkerPool
 def build_job(p: dict) -> dict:
     """Runs in a worker: ``{"task", "index", "dir"}`` -> ``{"error_no", "path", "msg", "seconds"}``."""
     from .task import Task
+    from .template import safe_name
     t0 = time.perf_counter()
     try:
         task = Task.from_payload(p["task"])
@@ -29,8 +30,9 @@ def build_job(p: dict) -> dict:
                 "msg": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
     try:
         import codegen
-        mod = codegen.build(s, args, target=task.target, name=f"{task.name}_{p['index']}")
-        stem = os.path.join(p["dir"], f"{task.name}_{p['index']}_{uuid.uuid4().hex[:8]}")
+        name = f"{safe_name(task.name)}_{p['index']}"
+        mod = codegen.build(s, args, target=task.target, name=name)
+        stem = os.path.join(p["dir"], f"{name}_{uuid.uuid4().hex[:8]}")
         if is_cuda_target(task.target):
             path = export_cuda(mod, stem)
         else:
@@ -61,9 +63,16 @@ def export_cuda(mod, stem: str) -> str:
 
 class LocalBuilder:
     """Builds in ``n_parallel`` worker processes (default: the CPU count), each build at most
-    ``timeout`` seconds."""
+    ``timeout`` seconds.  AutoTVM's signature; of its other options only the defaults are accepted
+    (``build_func="default"``; ``do_fork`` is ignored: workers are fresh processes, never forks)."""
 
-    def __init__(self, n_parallel: int | None = None, timeout: float = 10.0):
+    def __init__(self, timeout: float = 10.0, n_parallel: int | None = None, build_kwargs=None,
+                 build_func="default", do_fork: bool = False, runtime=None):
+        for option, value, default in (("build_kwargs", build_kwargs, None), ("build_func", build_func, "default"),
+                                       ("runtime", runtime, None)):
+            if value != default:
+                raise ValueError(f"LocalBuilder: {option}={value!r} is not supported (candidates are built with "
+                                 "codegen.build for the task's target)")
         self.n_parallel = n_parallel or os.cpu_count() or 1
         self.timeout = timeout
         self._pool: WorkerPool | None = None

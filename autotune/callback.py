@@ -12,7 +12,9 @@ class log_to_file:
     tuner goes on (a kill loses nothing finished).  The tuner also reads the log back when it
     starts, to skip configs already measured, and keeps its study beside it (``path + ".study.db"``)."""
 
-    def __init__(self, path):
+    def __init__(self, path, protocol: str = "json"):
+        if protocol != "json":
+            raise ValueError(f"log_to_file: protocol {protocol!r} is not supported; tiletune logs are JSON lines")
         self.path = os.fspath(path)
 
     def __call__(self, tuner, inputs, results) -> None:
@@ -22,12 +24,22 @@ class log_to_file:
         return f"log_to_file({self.path!r})"
 
 
-class progress_bar:
-    """A tqdm bar over ``total`` trials showing errors and the best GFLOP/s so far."""
+_SI = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 
-    def __init__(self, total: int, prefix: str = "", file=None):
-        self.total, self.prefix, self.file = total, prefix, file
+
+class progress_bar:
+    """A tqdm bar over ``total`` trials showing errors and the best speed so far, in
+    ``si_prefix``FLOP/s (``"G"`` by default; AutoTVM's signature)."""
+
+    def __init__(self, total: int, prefix: str = "", si_prefix: str = "G", file=None):
+        if si_prefix not in _SI:
+            raise ValueError(f"progress_bar: unknown si_prefix {si_prefix!r}; use one of {', '.join(_SI)}")
+        self.total, self.prefix, self.si_prefix, self.file = total, prefix, si_prefix, file
         self._bar = None
+
+    def _status(self, tuner) -> str:
+        speed = tuner.best_gflops * 1e9 / _SI[self.si_prefix]
+        return f"errors={tuner.errors} best={speed:.1f} {self.si_prefix}FLOP/s"
 
     def on_start(self, tuner, n_trial: int) -> None:
         """Called by the tuner before its first batch (trials already in the log count as done)."""
@@ -35,14 +47,14 @@ class progress_bar:
         self.close()
         self._bar = tqdm(total=self.total, desc=self.prefix or tuner.task.name, unit="trial",
                          file=self.file or sys.stderr, dynamic_ncols=True, leave=True, initial=tuner.trials_done)
-        self._bar.set_postfix_str(f"errors={tuner.errors} best={tuner.best_gflops:.1f} GFLOP/s")
+        self._bar.set_postfix_str(self._status(tuner))
 
     def __call__(self, tuner, inputs, results) -> None:
         if self._bar is None:
             self.on_start(tuner, self.total)
             self._bar.n = tuner.trials_done - len(inputs)
         self._bar.update(len(inputs))
-        self._bar.set_postfix_str(f"errors={tuner.errors} best={tuner.best_gflops:.1f} GFLOP/s", refresh=True)
+        self._bar.set_postfix_str(self._status(tuner), refresh=True)
         if tuner.trials_done >= self.total:
             self.close()
 

@@ -30,7 +30,7 @@ def _tune_op(args: argparse.Namespace) -> int:
     path, sep, name = args.template.rpartition(":")
     if not sep or not path:
         raise SystemExit(f"tune-op: expected FILE.py:TEMPLATE, got {args.template!r}")
-    load_file(path)
+    load_file(path, template=name)          # the file's own tuning code, if any, does not run
     task = task_mod.create(name, args=tuple(parse_arg(a) for a in args.args), target=args.target)
     print(f"{task!r}: {len(task.config_space)} configs, {task.flop / 1e9:.3f} GFLOP per run", file=sys.stderr)
     tuner = get_tuner(args.tuner)(task, seed=args.seed, storage=args.storage, study_name=args.study_name)
@@ -43,6 +43,8 @@ def _tune_op(args: argparse.Namespace) -> int:
                max_seconds=args.max_seconds, callbacks=[callback.progress_bar(args.trials), callback.log_to_file(args.log)])
     if tuner.best_index is None:
         print(f"no valid config among {tuner.trials_done} trials ({tuner.errors} errors); log: {args.log}")
+        if tuner.stop_reason:
+            print(f"stopped: {tuner.stop_reason}")
         return 1
     print(f"best {tuner.best_cost * 1e3:.4f} ms ({tuner.best_gflops:.1f} GFLOP/s) after {tuner.trials_done} trials "
           f"({tuner.errors} errors): {tuner.best_config}")
@@ -53,6 +55,10 @@ def _tune_op(args: argparse.Namespace) -> int:
 def _logs(args: argparse.Namespace) -> int:
     from . import logtools
     from .record import merge, pick_best, records_of
+    from .template import importing_template, load_file
+    for path in args.templates:         # their spaces let the records' configs be checked too
+        with importing_template(""):    # a script's own tuning code does not run
+            load_file(path)
     if args.action == "show":
         records = records_of(args.logs)
         print(logtools.summary(records))
@@ -118,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     logs.add_argument("-o", "--output", default=None, help="output log (best, merge) or PNG (plot)")
     logs.add_argument("--top", type=int, default=0, help="show: also list the N fastest configs")
     logs.add_argument("--title", default=None, help="plot title")
+    logs.add_argument("--templates", nargs="*", default=[], metavar="FILE.py",
+                      help="files defining the logs' templates: records whose config is not in the template's "
+                           "space are refused too (costs are always checked)")
     logs.set_defaults(func=_logs)
 
     args = parser.parse_args(argv)

@@ -3,8 +3,10 @@
 Inside the context a template call builds the best record for its workload on the deployment target
 with no tuning.  A record applies when its workload is the call's and its target has the same kind and
 CPU and only features the deployment target has (CUDA: the same arch, by default the present GPU's);
-among those the fastest valid record wins.  A record whose knobs no longer match the template's space
-(the template changed) is skipped.  No applicable record means the fallback config, with a warning
+among those the fastest valid record wins.  Records that cannot be true (a zero or non-finite cost, a
+config index outside the template's space, knobs that are not those of the index: the template
+changed, or the log was edited) are refused with a warning naming the log and the lines
+(:mod:`autotune.record_check`).  No applicable record means the fallback config, with a warning
 naming the workload, counted in ``autotune.dispatch_stats()``.
 """
 from __future__ import annotations
@@ -41,23 +43,24 @@ class ApplyHistoryBest(DispatchContext):
         self._configs: dict[tuple, object] = {}
 
     def _query(self, workload):
-        if workload in self._configs:
-            return self._configs[workload]
-        config = None
+        if workload not in self._configs:
+            self._configs[workload] = self._best_config(workload)
+        return self._configs[workload]
+
+    def _best_config(self, workload):
+        """The config of the fastest record of ``workload`` that its template's space confirms (the
+        records were checked when read if the template was registered then; this checks the others)."""
+        from .record_check import refuse
         from .task import Task
-        for rec in self.best.get(workload, []):
-            try:
-                task = Task(lookup(workload[0]), tuple(thaw(workload[1])), str(self.target))
-                space = task.config_space
-                if 0 <= rec.index < len(space) and space.get(rec.index).knobs() == rec.knobs:
-                    config = space.get(rec.index)
-                else:
-                    config = space.get(space.index_from_values(rec.knobs))
-                break
-            except (KeyError, ValueError, IndexError):
-                continue
-        self._configs[workload] = config
-        return config
+        records = self.best.get(workload)
+        if not records:
+            return None
+        try:
+            space = Task(lookup(workload[0]), tuple(thaw(workload[1])), str(self.target)).config_space
+        except KeyError:
+            return None
+        valid = refuse(records, self.source, space=space)
+        return space.get(valid[0].index) if valid else None
 
     def best_record(self, workload):
         """The record a call with ``workload`` would use (None if it falls back)."""

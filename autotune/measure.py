@@ -84,10 +84,23 @@ class MeasureOption:
 
 
 def measure_option(builder=None, runner=None) -> MeasureOption:
-    """The builder and runner a tuner measures with (defaults: ``LocalBuilder()``, ``LocalRunner()``)."""
+    """The builder and runner a tuner measures with: objects, or ``"local"`` for ``LocalBuilder()`` /
+    ``LocalRunner()`` with their defaults (as AutoTVM accepts); None also means the local default."""
     from .builder import LocalBuilder
     from .runner import LocalRunner
-    return MeasureOption(builder or LocalBuilder(), runner or LocalRunner())
+    return MeasureOption(_local(builder, "builder", "build", LocalBuilder),
+                         _local(runner, "runner", "run", LocalRunner))
+
+
+def _local(value, role: str, method: str, cls):
+    """``value`` as a builder / runner object: ``"local"`` and None make a default ``cls``."""
+    if value is None or value == "local":
+        return cls()
+    if isinstance(value, str):
+        raise ValueError(f"measure_option: invalid {role} {value!r}; use \"local\" or a {cls.__name__}(...)")
+    if not callable(getattr(value, method, None)):
+        raise TypeError(f"measure_option: the {role} must be \"local\" or a {cls.__name__}(...), got {value!r}")
+    return value
 
 
 __all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult", "MeasureOption", "measure_option"]

@@ -11,15 +11,16 @@ A line names everything that gives its numbers their meaning::
      "toolchain": {"llvmlite": "0.50.0", "llvm": "22.1.0"}}
 
 Loading parses JSON only (never pickle, never code).  Lines that are not valid records -- a torn
-last line after a kill, a foreign format version -- are skipped and counted in a single warning.
+last line after a kill, a foreign format version -- are skipped, and records that cannot be true (a
+zero cost, a config outside the template's space: see :mod:`autotune.record_check`) are refused; one
+warning per log names them by line.
 """
 from __future__ import annotations
 
 import json
 import os
-import warnings
-from dataclasses import dataclass
-from typing import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Iterable
 
 from .measure import MeasureErrorNo, MeasureResult
 from .template import thaw, workload_of
@@ -39,6 +40,7 @@ class Record:
     flop: float = 0.0
     version: str = ""
     toolchain: dict | None = None
+    line: int = field(default=0, compare=False)      # where it was read (1-based; 0: not from a file)
 
     @property
     def cost(self) -> float:
@@ -106,19 +108,20 @@ def make_record(inp, result: MeasureResult) -> Record:
 
 
 # -- reading and writing ---------------------------------------------------------------------------------
-def parse_lines(lines: Iterable[str], source: str = "log") -> Iterator[Record]:
-    """Records from JSON lines; bad lines are skipped and reported in one warning at the end."""
-    bad = 0
-    for line in lines:
+def parse_lines(lines: Iterable[str], source: str = "log") -> list[Record]:
+    """Records from JSON lines; lines that are not records and records that cannot be true are
+    skipped and named in one warning."""
+    from .record_check import refuse
+    records, corrupt = [], []
+    for number, line in enumerate(lines, 1):
         line = line.strip()
         if not line:
             continue
         try:
-            yield Record.from_json(json.loads(line))
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError):
-            bad += 1
-    if bad:
-        warnings.warn(f"{source}: skipped {bad} corrupt or truncated line(s)", CorruptLogWarning, stacklevel=3)
+            records.append(replace(Record.from_json(json.loads(line)), line=number))
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError):
+            corrupt.append(number)
+    return refuse(records, source, corrupt=corrupt)
 
 
 class CorruptLogWarning(UserWarning):
@@ -135,12 +138,19 @@ def load_records(path) -> list[Record]:
 
 
 def records_of(source) -> list[Record]:
-    """Records from a path, a list of paths, or records."""
+    """Records from a path, a list of paths, or records (each checked as a log's are)."""
+    from .record_check import refuse
     if isinstance(source, (str, os.PathLike)):
         return load_records(source)
+    source = list(source)
+    given = [x for x in source if not isinstance(x, (str, os.PathLike))]
+    kept = {id(r) for r in refuse(given, "the given records")}
     out = []
     for x in source:
-        out.extend(records_of(x) if isinstance(x, (str, os.PathLike)) else [x])
+        if isinstance(x, (str, os.PathLike)):
+            out.extend(load_records(x))
+        elif id(x) in kept:
+            out.append(x)
     return out
 
 

@@ -65,6 +65,7 @@ def reference_job(p: dict) -> dict:
     from tensorir import lower
     from .space import FallbackConfig
     from .task import Task
+    from .template import safe_name
     task = Task.from_payload(p["task"])
     try:
         s, tensors = task.instantiate(FallbackConfig())
@@ -84,7 +85,7 @@ def reference_job(p: dict) -> dict:
         expected = list(expected) if isinstance(expected, (list, tuple)) else [expected]
         source = "reference function"
     elif fallback is not None:
-        mod = codegen.build(*fallback, target=task.target, name=f"{task.name}_reference")
+        mod = codegen.build(*fallback, target=task.target, name=f"{safe_name(task.name)}_reference")
         expected = [np.full(shp, np.nan, a.dtype) for a, shp in zip(sig.args, _shapes(sig)) if a.written]
         it = iter(expected)
         mod(*[x.copy() if x is not None else next(it) for x in arrays])
@@ -190,7 +191,16 @@ def _wrong_answer(p: dict, sig, outs: list, data: dict) -> dict | None:
 
 
 def run_job(p: dict) -> dict:
-    """In a worker: check and time the shared object ``p["path"]`` (or a CUDA cubin on the GPU)."""
+    """In a worker: check and time the shared object ``p["path"]`` (or a CUDA cubin on the GPU), then
+    pause ``p["cooldown"]`` seconds."""
+    try:
+        return _check_and_time(p)
+    finally:
+        if p.get("cooldown", 0) > 0:
+            time.sleep(p["cooldown"])
+
+
+def _check_and_time(p: dict) -> dict:
     import codegen
     global _flush_buffer
     try:
@@ -228,11 +238,18 @@ class LocalRunner:
     """Times kernels in one reused worker process (so measurements never overlap).
 
     ``number`` runs per repeat (more if a repeat is shorter than ``min_repeat_ms``), ``repeat``
-    repeats (the cost is their median), ``timeout`` seconds per candidate, optional cache flush, and
-    a correctness check of the first run unless ``check_correctness=False``."""
+    repeats (the cost is their median), ``timeout`` seconds per candidate, a pause of
+    ``cooldown_interval`` seconds after each candidate, optional cache flush, and a correctness check
+    of the first run unless ``check_correctness=False``.  AutoTVM's signature and order
+    (``module_loader`` must stay None); ``cooldown_interval`` defaults to 0, not 0.1."""
 
-    def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 10.0,
-                 enable_cpu_cache_flush: bool = False, check_correctness: bool = True, seed: int = 0):
+    def __init__(self, timeout: float = 10.0, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
+                 cooldown_interval: float = 0.0, enable_cpu_cache_flush: bool = False, module_loader=None, *,
+                 check_correctness: bool = True, seed: int = 0):
+        if module_loader is not None:
+            raise ValueError("LocalRunner: module_loader is not supported (the runner loads the exported "
+                             "shared object or cubin itself)")
+        self.cooldown = cooldown_interval
         self.number, self.repeat, self.min_repeat_ms = number, repeat, min_repeat_ms
         self.timeout, self.flush, self.check, self.seed = timeout, enable_cpu_cache_flush, check_correctness, seed
         self._pool: WorkerPool | None = None
@@ -285,7 +302,7 @@ class LocalRunner:
             jobs.append(("autotune.runner:run_job", {
                 "path": b.path, "ref": ref, "number": self.number, "repeat": self.repeat,
                 "min_repeat_ms": self.min_repeat_ms, "flush": self.flush, "check": self.check,
-                "rtol": info.rtol, "atol": info.atol}))
+                "rtol": info.rtol, "atol": info.atol, "cooldown": self.cooldown}))
             where.append((i, b.seconds))
         for (i, build_s), o in zip(where, self._pool.map(jobs, self.timeout) if jobs else []):
             total = build_s + o.seconds
@@ -306,8 +323,9 @@ class LocalRunner:
         self._refs.clear()
 
     def __repr__(self) -> str:
-        return (f"LocalRunner(number={self.number}, repeat={self.repeat}, min_repeat_ms={self.min_repeat_ms}, "
-                f"timeout={self.timeout}, enable_cpu_cache_flush={self.flush})")
+        return (f"LocalRunner(timeout={self.timeout}, number={self.number}, repeat={self.repeat}, "
+                f"min_repeat_ms={self.min_repeat_ms}, cooldown_interval={self.cooldown}, "
+                f"enable_cpu_cache_flush={self.flush})")
 
 
 __all__ = ["LocalRunner", "run_job", "reference_job"]

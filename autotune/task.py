@@ -30,6 +30,7 @@ class Task:
         self.target = canonical_target(target)
         self.workload = workload_of(info.name, self.args)
         self._space: ConfigSpace | None = None
+        self._payload: dict | None = None
 
     @property
     def config_space(self) -> ConfigSpace:
@@ -57,13 +58,17 @@ class Task:
             return self.template.func(*self.args)
 
     def payload(self) -> dict:
-        """What a worker process needs to recreate this task (JSON)."""
-        return {"name": self.name, "args": thaw(self.workload[1]), "target": self.target,
-                "module": self.template.module, "file": self.template.file}
+        """What a worker process needs to recreate this task (JSON; see :mod:`autotune.shipping`)."""
+        if self._payload is None:
+            from .shipping import describe
+            self._payload = {"name": self.name, "args": thaw(self.workload[1]), "target": self.target,
+                             **describe(self.template)}
+        return self._payload
 
     @staticmethod
     def from_payload(p: dict) -> "Task":
-        return _cached_task(p["name"], _hashable(p["args"]), p["target"], p.get("module", ""), p.get("file", ""))
+        return _cached_task(p["name"], _hashable(p["args"]), p["target"], p.get("module", ""), p.get("file", ""),
+                            p.get("pickled", ""))
 
     def __repr__(self) -> str:
         return f"Task({workload_str(self.workload)}, target={self.target.split(' -mattr')[0]!r})"
@@ -74,12 +79,14 @@ def _hashable(v):
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_task(name, args, target, module, file) -> Task:
-    return Task(lookup(name, module, file), tuple(thaw(a) for a in args), target)
+def _cached_task(name, args, target, module, file, pickled) -> Task:
+    from .shipping import find
+    return Task(find(name, module, file, pickled), tuple(thaw(a) for a in args), target)
 
 
-def create(name, args=(), target: str = "llvm") -> Task:
-    """A task for template ``name`` (a registered name or the decorated function) with ``args``."""
+def create(name, args=(), target: str = "llvm", target_host=None) -> Task:
+    """A task for template ``name`` (a registered name or the decorated function) with ``args``.
+    ``target_host`` is accepted for AutoTVM's signature and ignored (host code is always the CPU's)."""
     if callable(name):
         name = getattr(name, "template_name", None) or name.__name__
     return Task(lookup(name), tuple(args), target)

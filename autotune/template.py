@@ -76,14 +76,16 @@ def template(name: str, func: Callable | None = None, *, reference: Callable | N
 
 
 def lookup(name: str, module: str = "", file: str = "") -> TemplateInfo:
-    """The template registered as ``name``, importing ``module`` or loading ``file`` if needed."""
+    """The template registered as ``name``, importing ``module`` or loading ``file`` if needed (under
+    :class:`importing_template`: top-level tuning code of that module does not tune)."""
     if name not in _TEMPLATES and module and module != "__main__":
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            pass
+        with importing_template(name):
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                pass
     if name not in _TEMPLATES and file and os.path.exists(file):
-        load_file(file)
+        load_file(file, template=name)
     if name not in _TEMPLATES:
         known = ", ".join(sorted(_TEMPLATES)) or "none"
         raise KeyError(f"no template named {name!r} is registered (known: {known}); import the module "
@@ -91,9 +93,63 @@ def lookup(name: str, module: str = "", file: str = "") -> TemplateInfo:
     return _TEMPLATES[name]
 
 
-def load_file(path: str):
+# -- importing a module to find a template ---------------------------------------------------------------
+class _TemplateFound(BaseException):
+    """Stops the top-level code of a module imported to find a template, once the template is there."""
+
+
+_wanted: list[str] = []        # templates that imports in progress look for
+
+
+class importing_template:
+    """Context manager: import a module (or load a file) to register template ``name`` without running
+    the module's tuning.  Scripts tune at top level, with no ``__main__`` guard, as AutoTVM's tutorials
+    do; inside this context :func:`tuning_allowed` makes ``Tuner.tune`` stop the import once ``name``
+    is registered (everything the template uses is defined by then: the tuner ran it to collect its
+    space) or return at once before that.  The module's printed output is discarded; an exception in
+    its code is raised only if the template did not get registered before it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        import contextlib
+        _wanted.append(self.name)
+        self._quiet = contextlib.ExitStack()
+        null = self._quiet.enter_context(open(os.devnull, "w"))
+        self._quiet.enter_context(contextlib.redirect_stdout(null))
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        self._quiet.close()
+        _wanted.pop()
+        if kind is _TemplateFound:
+            return True
+        return kind is not None and issubclass(kind, Exception) and self.name in _TEMPLATES
+
+
+def tuning_allowed() -> bool:
+    """Whether ``Tuner.tune`` may tune now: False while a module is imported to find a template (the
+    call returns at once); once that template is registered the import stops here instead."""
+    if not _wanted:
+        return True
+    if _wanted[-1] in _TEMPLATES:
+        raise _TemplateFound(_wanted[-1])
+    return False
+
+
+def load_file(path: str, template: str | None = None):
     """Import a Python file by path (its templates register themselves); returns the module.  A file
-    inside an importable package (``autotune/templates/gemm_cpu.py``) is imported by its module name."""
+    inside an importable package (``autotune/templates/gemm_cpu.py``) is imported by its module name.
+    With ``template``, the file is imported under :class:`importing_template` (its tuning code does
+    not tune)."""
+    if template is not None:
+        with importing_template(template):
+            return _load_file(path)
+    return _load_file(path)
+
+
+def _load_file(path: str):
     path = os.path.abspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path}")
@@ -115,6 +171,8 @@ def load_file(path: str):
     sys.modules[modname] = mod
     try:
         spec.loader.exec_module(mod)
+    except _TemplateFound:
+        pass                  # the template is registered: the rest of the file is its tuning code
     except BaseException:
         del sys.modules[modname]
         raise
@@ -189,6 +247,13 @@ def thaw(v):
     return [thaw(x) for x in v] if isinstance(v, tuple) else v
 
 
+def safe_name(name: str) -> str:
+    """A template name as a file-name and C-symbol stem: every character other than letters, digits
+    and ``_`` becomes ``_`` (``"tutorial/matmul"`` -> ``"tutorial_matmul"``).  Only paths and kernel
+    symbols use it; workloads, records and studies keep the name as given."""
+    return "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name) or "template"
+
+
 def workload_str(workload) -> str:
     name, args = workload
     return f"{name}({', '.join(map(repr, thaw(args)))})"
@@ -259,6 +324,6 @@ class FallbackWarning(UserWarning):
 
 _ROOT = DispatchContext()
 
-__all__ = ["template", "get_config", "lookup", "load_file", "using_config", "TemplateInfo", "workload_of",
-           "workload_str", "canonical_arg", "thaw", "DispatchContext", "dispatch_stats", "reset_dispatch_stats",
-           "FallbackWarning"]
+__all__ = ["template", "get_config", "lookup", "load_file", "importing_template", "tuning_allowed", "using_config",
+           "TemplateInfo", "workload_of", "workload_str", "safe_name", "canonical_arg", "thaw", "DispatchContext",
+           "dispatch_stats", "reset_dispatch_stats", "FallbackWarning"]

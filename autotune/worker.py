@@ -2,8 +2,8 @@
 
 A :class:`WorkerPool` keeps ``n`` fresh Python processes, started with ``subprocess`` and talking
 over two pipes.  Never forked (an OpenMP runtime does not survive a fork), and unlike
-multiprocessing's spawn they do not import the main script: a script only needs a ``__main__`` guard
-when it defines the templates itself (the workers import it to find them).
+multiprocessing's spawn they do not import the main script: a template defined there travels to
+them by value, so scripts need no ``__main__`` guard (see :mod:`autotune.shipping`).
 
 Each job is ``(function path, payload)``; the worker imports the function, calls it with the payload
 and sends back its (plain data) result.  A job that outlives its timeout gets its worker killed; a

@@ -1,7 +1,8 @@
 """Tuners: the base owns the loop, each strategy chooses the next batch and learns from results.
 
-``ModelTuner`` (the default: a learned cost model), ``RandomTuner``, ``GridSearchTuner``, ``GATuner`` and
-``OptunaTuner`` (optuna's samplers).  All run over an optuna study (see :mod:`autotune.tuner.study`).
+``ModelTuner`` (the default: a learned cost model; ``XGBTuner`` is AutoTVM's name for it),
+``RandomTuner``, ``GridSearchTuner``, ``GATuner`` and ``OptunaTuner`` (optuna's samplers).  All run over an
+optuna study (see :mod:`autotune.tuner.study`).
 """
 from .ga_tuner import GATuner
 from .grid_tuner import GridSearchTuner
@@ -9,7 +10,8 @@ from .model_tuner import ModelTuner
 from .optuna_tuner import OptunaTuner
 from .random_tuner import RandomTuner
 from .study import TuningStudy
-from .tuner import Tuner
+from .tuner import Tuner, TuningStoppedWarning
+from .xgboost_tuner import XGBTuner
 
 TUNERS = {"model": ModelTuner, "random": RandomTuner, "grid": GridSearchTuner, "ga": GATuner, "optuna": OptunaTuner}
 
@@ -22,5 +24,5 @@ def get_tuner(name: str):
         raise ValueError(f"unknown tuner {name!r}; use one of {', '.join(TUNERS)}") from None
 
 
-__all__ = ["Tuner", "ModelTuner", "RandomTuner", "GridSearchTuner", "GATuner", "OptunaTuner", "TuningStudy",
-           "TUNERS", "get_tuner"]
+__all__ = ["Tuner", "ModelTuner", "XGBTuner", "RandomTuner", "GridSearchTuner", "GATuner", "OptunaTuner",
+           "TuningStudy", "TuningStoppedWarning", "TUNERS", "get_tuner"]

@@ -123,12 +123,11 @@ class ModelTuner(Tuner):
 
     @staticmethod
     def _index_in(task, rec) -> int | None:
-        space = task.config_space
+        """``rec``'s config index if the record can be true in ``task``'s space, else None."""
+        from ..record_check import problem
         try:
-            if 0 <= rec.index < len(space) and space.get(rec.index).knobs() == rec.knobs:
-                return rec.index
-            return space.index_from_values(rec.knobs)
-        except (ValueError, IndexError, KeyError):
+            return rec.index if problem(rec, task.config_space) is None else None
+        except Exception:  # noqa: BLE001 - a template that fails for these args gives no training data
             return None
 
     # -- choosing ----------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 import warnings
 
@@ -20,11 +21,33 @@ from ..record import load_records
 from .study import TuningStudy, sqlite_url
 
 
+class TuningStoppedWarning(UserWarning):
+    """A tune stopped early because every trial failed the same way (see ``Tuner.give_up_after``)."""
+
+
+def failure_signature(result: MeasureResult) -> tuple | None:
+    """What a failed trial's error says, with numbers and quoted names masked (``(error_no, text)``);
+    None for a success or for a config the template rejected on purpose (``InstantiationError``:
+    a property of that config, not a sign that every config will fail)."""
+    if result.ok or (result.error_no == MeasureErrorNo.INSTANTIATION_ERROR
+                     and result.error_msg.startswith("InstantiationError")):
+        return None
+    first = (result.error_msg.strip().splitlines() or [""])[0]
+    return (result.error_no, re.sub(r"'[^']*'|\"[^\"]*\"|0x[0-9a-fA-F]+|\d+(\.\d+)?(e[-+]?\d+)?", "#", first))
+
+
 class Tuner:
     """Base of all tuners.  ``storage``: an optuna storage URL or object for the study (default: an
     SQLite file beside the log of a ``log_to_file`` callback, else in memory); ``study_name``
-    defaults to the workload and target, so processes tuning the same task share a study."""
+    defaults to the workload and target, so processes tuning the same task share a study.
+
+    ``give_up_after``: when that many trials of the task (this tune's and those read back) all
+    failed with the same error and none succeeded, :meth:`tune` stops, sets ``stop_reason`` and warns
+    (:class:`TuningStoppedWarning`) naming the error: the rest of the budget would fail the same way.
+    Configs the template rejects (``InstantiationError``) neither count nor break the streak; 0
+    disables the rule."""
     batch_size = 8
+    give_up_after = 16
 
     def __init__(self, task, seed: int | None = None, storage=None, study_name: str | None = None,
                  include_default: bool = True):
@@ -41,6 +64,8 @@ class Tuner:
         self.best_cost, self.best_index = math.inf, None
         self.history: list[tuple[int, MeasureResult]] = []   # this tune's own measurements, in order
         self.asked: dict[int, int] = {}         # index -> trial id a sampler created for it (optuna)
+        self.stop_reason: str | None = None     # why the last tune stopped early, if it did
+        self._failures: list[tuple[tuple, MeasureResult]] = []   # (signature, result) of counted failures
 
     # -- what a strategy implements ----------------------------------------------------------------------
     def next_batch(self, batch_size: int) -> list[int]:
@@ -87,6 +112,9 @@ class Tuner:
     def _account(self, indices, results, own: bool) -> None:
         for i, r in zip(indices, results):
             self.visited.add(i)
+            sig = failure_signature(r)
+            if sig is not None:
+                self._failures.append((sig, r))
             if own:
                 self.trials_done += 1
                 self.errors += not r.ok
@@ -95,12 +123,9 @@ class Tuner:
                 self.best_cost, self.best_index = r.cost, i
 
     def _index_of_record(self, rec) -> int | None:
-        try:
-            if 0 <= rec.index < len(self.space) and self.space.get(rec.index).knobs() == rec.knobs:
-                return rec.index
-            return self.space.index_from_values(rec.knobs)
-        except (ValueError, IndexError, KeyError):
-            return None
+        """``rec``'s config index if the record can be true in this task's space, else None."""
+        from ..record_check import problem
+        return rec.index if problem(rec, self.space) is None else None
 
     def load_history(self, records) -> None:
         """Learn from earlier records (of this task: they also count as measured)."""
@@ -122,18 +147,21 @@ class Tuner:
         ``max_seconds`` of tuning; a rerun on the same log resumes)."""
         from ..callback import log_to_file
         from ..measure import measure_option as default_option
+        from ..template import tuning_allowed
         from ..worker import in_worker
+        if not tuning_allowed():
+            return                   # a module imported to find a template: its tuning code does not tune
         if in_worker():
-            raise RuntimeError("Tuner.tune() ran inside a tiletune worker process: a worker imports the script "
-                               "that defines a template, so guard that script's tuning code with "
-                               "`if __name__ == \"__main__\":`")
+            raise RuntimeError("Tuner.tune() called inside a tiletune measurement worker")
         option = measure_option or default_option()
+        self.task.payload()          # a template the workers cannot get fails here, before any trial
         callbacks = list(callbacks)
         log = next((c.path for c in callbacks if isinstance(c, log_to_file)), None)
         if log:
             os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
         storage = self.storage if self.storage is not None else (sqlite_url(log + ".study.db") if log else None)
         self.study = self._make_study(storage)
+        self.stop_reason = None
         previous = [r for r in load_records(log) if r.key == (self.task.workload, self.task.target)] if log else []
         self._resume(previous)
         best_at = self.trials_done
@@ -143,7 +171,7 @@ class Tuner:
             if start is not None:
                 start(self, n_trial)
         try:
-            while self.trials_done < n_trial and self.has_next():
+            while not self._hopeless() and self.trials_done < n_trial and self.has_next():
                 self._sync()
                 want = min(self.batch_size, n_trial - self.trials_done)
                 claimed = self._claim(want)
@@ -178,6 +206,19 @@ class Tuner:
                 close = getattr(cb, "close", None)
                 if close is not None:
                     close()
+
+    def _hopeless(self) -> bool:
+        """Whether every trial so far failed the same way (see ``give_up_after``); if so, say why."""
+        failures = self._failures
+        if (not self.give_up_after or self.best_index is not None or len(failures) < self.give_up_after
+                or any(sig != failures[0][0] for sig, _ in failures)):
+            return False
+        first = failures[0][1]
+        self.stop_reason = (f"all {len(failures)} trials of {self.task!r} failed with {first.error_no.name}: "
+                            f"{first.error_msg[:800]}")
+        warnings.warn(f"tiletune: tuning stopped: {self.stop_reason}\nMore trials would fail the same way; fix "
+                      "the cause and tune again.", TuningStoppedWarning, stacklevel=3)
+        return True
 
     def _resume(self, previous) -> None:
         """Count and learn the trials already in the log; put those the study lacks into it."""
@@ -252,4 +293,4 @@ class Tuner:
         return f"{type(self).__name__}({self.task!r}, seed={self.seed})"
 
 
-__all__ = ["Tuner", "MeasureErrorNo"]
+__all__ = ["Tuner", "TuningStoppedWarning", "failure_signature", "MeasureErrorNo"]
