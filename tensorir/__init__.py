@@ -7,9 +7,12 @@ from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_el
 from .schedule import Schedule, ScheduleError, Stage, create_schedule
 from .lower import lower
 from .analysis import OutOfBoundsError, analyze
+from .schedule_layout import AXIS_SEPARATOR
+from . import schedule  # noqa: F401  (te.schedule.InferBound, te.schedule.create_schedule, ... as in TVM)
 
 __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
            "placeholder", "reduce_axis", "thread_axis", "comm_reducer", "sum", "max", "min", "abs", "all",
            "any", "ceil", "cos", "erf", "exp", "exp2", "floor", "if_then_else", "log", "log2", "log10",
            "power", "round", "rsqrt", "sigmoid", "sin", "sqrt", "tanh", "trunc", "Schedule",
            "ScheduleError", "Stage", "create_schedule", "lower", "analyze", "OutOfBoundsError"]
+__all__ += ["AXIS_SEPARATOR", "schedule"]
