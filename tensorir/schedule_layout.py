@@ -131,9 +131,23 @@ def _invert(st: Stage, imap: IndexMap, shape: tuple) -> tuple[list[Range], list[
     return ranges, ys, exprs
 
 
+def _check_no_padding(st: Stage, imap: IndexMap, shape: tuple) -> None:
+    """TVM's rule: ``x // k`` and ``x % k`` split ``x`` evenly, or the layout would be padded."""
+    from .arith import interval, prove, simplify
+    from .expr import FloorDiv, FloorMod
+    relax = {x: (const(0, x.dtype), simplify(e - 1)) for x, e in zip(imap.initial_indices, shape)}
+    for e in imap.final_indices:
+        for d in collect(e, lambda n: isinstance(n, (FloorDiv, FloorMod))):
+            rng = interval(d.a, relax)
+            if rng is None or not prove(rng[0] <= 0) or not prove(simplify((rng[1] + 1) % d.b) == 0):
+                raise st._err(f"transform_layout: new index {e} would pad the layout: the range of {d.a} "
+                              f"is not a multiple of {d.b}")
+
+
 def transform_layout(st: Stage, fn) -> list[IterVar] | None:
     shape = physical_shape(st, st.op.output(0).shape)
     imap = _index_map(fn, len(shape), st)
+    _check_no_padding(st, imap, shape)
     ranges, ys, inverse = _invert(st, imap, shape)
     st.layout_transforms.append((imap, tuple(r.extent for r in ranges), tuple(r.min for r in ranges)))
     if not isinstance(st.op, ComputeOp):
