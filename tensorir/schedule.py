@@ -90,8 +90,12 @@ class Stage:
             raise self._err(f"{what}{axis}: the stage is inlined, it has no loops of its own")
 
     # -- loop transformations ---------------------------------------------------------------------
-    def split(self, parent: IterVar, factor=None, nparts=None) -> tuple[IterVar, IterVar]:
-        """Split ``parent`` into (outer, inner) by ``factor`` (inner extent) or ``nparts`` (outer)."""
+    def split(self, parent: IterVar, factor=None, nparts=None,
+              disable_predication: bool = False) -> tuple[IterVar, IterVar]:
+        """Split ``parent`` into (outer, inner) by ``factor`` (inner extent) or ``nparts`` (outer).
+
+        ``disable_predication`` is accepted for TVM code; the tail guard stays wherever it is needed
+        (isl removes it where it provably holds), since an unguarded tail would run out of bounds."""
         parent = self._leaf(parent, "split")
         self._check_not_inlined("split", parent)
         if (factor is None) == (nparts is None):

@@ -108,3 +108,23 @@ def test_transform_after_split_is_refused():
     s[B].split(B.op.axis[1], 4)
     with pytest.raises(te.ScheduleError, match="stage B.*already split"):
         s[B].transform_layout(lambda i, j: [j, i])
+
+
+@pytest.mark.parametrize("transform_a, transform_b, cache_a, cache_b",
+                         [(ta, tb, ca, cb) for ta in (0, 1) for tb in (0, 1) for ca in (0, 1) for cb in (0, 1)])
+def test_transform_with_caches(transform_a, transform_b, cache_a, cache_b):
+    A = te.placeholder((16,), name="A")
+    B = te.compute(A.shape, lambda i: A[i] + 1, name="B")
+    s = te.create_schedule(B.op)
+    if cache_a:
+        s.cache_read(A, "shared", [B])
+    if cache_b:
+        s.cache_write(B, "shared")
+    if transform_a:
+        s[A].transform_layout(lambda i: [i // 4, i % 4])
+    if transform_b:
+        s[B].transform_layout(lambda i: [i // 4, i % 4])
+    a = np.random.uniform(-1, 1, 16).astype("float32")
+    b = np.full((4, 4) if transform_b else (16,), np.nan, "float32")
+    codegen.build(s, [A, B])(a.reshape(4, 4) if transform_a else a, b)
+    np.testing.assert_allclose(b.reshape(-1), a + 1, rtol=1e-6)
