@@ -357,3 +357,16 @@ def test_storage_align_pads_the_buffer():
         s[T].env_threads([te.thread_axis("threadIdx.x")])
     with pytest.raises(te.ScheduleError, match="output"):
         s[C].double_buffer()
+
+
+def test_attached_stage_that_is_an_argument_is_written_in_place():
+    m = te.var("m")
+    A = te.placeholder((m,), name="A")
+    B = te.compute((m,), lambda i: A[i] + 1, name="B")
+    C = te.compute((m,), lambda i: B[i] * 2, name="C")
+    s = te.create_schedule(C.op)
+    s[B].compute_at(s[C], C.op.axis[0])
+    a = rand(9)
+    b, c = run(s, [A, B, C], [(9,), (9,)], [a])
+    np.testing.assert_allclose(b, a + 1, rtol=1e-6)
+    np.testing.assert_allclose(c, (a + 1) * 2, rtol=1e-6)

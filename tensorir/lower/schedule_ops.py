@@ -35,6 +35,8 @@ class NestBuilder:
             if isinstance(st.op, ComputeOp) and st.attach_type != INLINE:
                 root = bounds.root[st]
                 self.offsets[st] = [root[iv].min for iv in st.op.axis]
+                if st in self.arg_stages:  # an argument attached somewhere: written in place
+                    self.offsets[st] = [const(0, iv.var.dtype) for iv in st.op.axis]
                 if st not in self.buffers:
                     shape = tuple(simplify(e) for e in bounds.alloc_extent[st])
                     if st.layout_transforms:  # stored in its new layout: the whole tensor
@@ -127,7 +129,8 @@ class NestBuilder:
             return body
         body = seq(*[self.stage_nest(c) for c in children], body)
         for c in reversed(children):
-            body = Allocate(self.buffers[c], body)
+            if c not in self.arg_stages:
+                body = Allocate(self.buffers[c], body)
         return body
 
     def rewrite_loads(self, e: Expr) -> Expr:
