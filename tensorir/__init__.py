@@ -15,6 +15,8 @@ from .tensor_slice import TensorSlice
 from .error import TVMError
 from . import error, tir
 from .scan import scan
+from .schedule_layout import AXIS_SEPARATOR
+from . import schedule  # noqa: F401  (te.schedule.InferBound, te.schedule.create_schedule, ... as in TVM)
 
 __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
            "placeholder", "reduce_axis", "thread_axis", "comm_reducer", "sum", "max", "min", "abs", "all",
@@ -25,6 +27,7 @@ __all__ += ["SizeVar", "size_var", "add", "ceildiv", "div", "floordiv", "floormo
             "isfinite", "isinf", "isnan", "max_value", "min_value", "multiply", "subtract", "truncdiv", "truncmod",
             "TagScope", "tag_scope", "TensorSlice", "TVMError", "error", "tir"]
 __all__ += ["scan"]
+__all__ += ["AXIS_SEPARATOR", "schedule"]
 
 
 def __getattr__(name: str):

@@ -97,6 +97,13 @@ class IntImm(Expr):
     dtype: str
     value: int
 
+    def __bool__(self) -> bool:  # as in TVM: a constant has a truth value and an int value
+        return bool(self.value)
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+
 
 @_node
 class FloatImm(Expr):

@@ -6,7 +6,7 @@ from enum import IntEnum
 from typing import Sequence
 
 from .error import TVMError
-from .expr import Expr, IntImm, Var
+from .expr import Expr, IntImm, Var, convert
 from .tensor import DATA_PAR, REDUCE, THREAD, IterVar, Operation, PlaceholderOp, Range, Tensor, integral
 
 
@@ -70,6 +70,13 @@ class Stage:
         self.scope = "global"
         self.is_output = False
         self.scan_role: tuple | None = None  # ("init" | "body" | "update", scan stage, output index)
+        self.group = None             # the StageGroup this stage belongs to (s.create_group)
+        self.group_root = True        # inside a group: placed wherever the group is placed
+        self.store_predicate = None   # set_store_predicate: stores happen only where it holds
+        self.storage_aligns: dict[int, tuple[int, int]] = {}  # dim -> (factor, offset)
+        self.double_buffered = False
+        self.prefetches: list[tuple[Tensor, IterVar, Expr]] = []
+        self.layout_transforms: list = []  # transform_layout: IndexMaps applied to the buffer
 
     # -- helpers ----------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -104,8 +111,12 @@ class Stage:
             raise self._err(f"{what}{axis}: the stage is inlined, it has no loops of its own")
 
     # -- loop transformations ---------------------------------------------------------------------
-    def split(self, parent: IterVar, factor=None, nparts=None) -> tuple[IterVar, IterVar]:
-        """Split ``parent`` into (outer, inner) by ``factor`` (inner extent) or ``nparts`` (outer)."""
+    def split(self, parent: IterVar, factor=None, nparts=None,
+              disable_predication: bool = False) -> tuple[IterVar, IterVar]:
+        """Split ``parent`` into (outer, inner) by ``factor`` (inner extent) or ``nparts`` (outer).
+
+        ``disable_predication`` is accepted for TVM code; the tail guard stays wherever it is needed
+        (isl removes it where it provably holds), since an unguarded tail would run out of bounds."""
         parent = self._leaf(parent, "split")
         self._check_not_inlined("split", parent)
         if (factor is None) == (nparts is None):
@@ -182,7 +193,7 @@ class Stage:
         self._check_not_inlined(kind, iv)
         if iv in self.bindings:
             raise self._err(f"{kind}: axis {iv.var.name} is bound to {self.bindings[iv].thread_tag}")
-        self.iter_var_attrs[iv] = kind
+        self.iter_var_attrs[iv] = IterVarAttr(kind, self, iv)
 
     def vectorize(self, iv: IterVar) -> None:
         self._annotate(iv, "vectorized")
@@ -194,8 +205,12 @@ class Stage:
         self._annotate(iv, "parallel")
 
     def pragma(self, iv: IterVar, key: str, value=None) -> None:
+        """Attach ``key`` (and ``value``) to loop ``iv``; ``"unroll"`` and ``"vectorize"`` annotate it."""
+        if key in ("unroll", "vectorize"):
+            return self._annotate(iv, key + "d" if key == "unroll" else "vectorized")
         iv = self._leaf(iv, "pragma")
         self.pragmas.setdefault(iv, []).append((str(key), value))
+        self.iter_var_attrs.setdefault(iv, IterVarAttr("", self, iv))
 
     def bind(self, iv: IterVar, thread_iv: IterVar) -> None:
         iv = self._leaf(iv, "bind")
@@ -222,6 +237,7 @@ class Stage:
             raise self._err("compute_at: an output stage cannot be attached inside another stage")
         self._check_scan_placement("compute_at")
         self.attach_type, self.attach_stage, self.attach_ivar = SCOPE, parent, iv
+        self.group_root = False
 
     def compute_inline(self) -> None:
         if isinstance(self.op, PlaceholderOp):
@@ -232,13 +248,18 @@ class Stage:
             raise self._err("compute_inline: an output stage cannot be inlined")
         self._check_scan_placement("compute_inline")
         self.attach_type, self.attach_stage, self.attach_ivar = INLINE, None, None
+        self.group_root = False
 
     def compute_root(self) -> None:
-        """Compute at the root, or for a stage of a scan's body, at the root of the scan loop."""
+        """Compute at the root (for a stage of a scan's body: the root of the scan loop; inside a group:
+        wherever the group is placed)."""
         if self.scan_role and self.scan_role[0] != "init":
             self.attach_type, self.attach_stage, self.attach_ivar = SCAN_UPDATE, self.scan_role[1], None
             return
         self.attach_type, self.attach_stage, self.attach_ivar = ROOT, None, None
+        self.group_root = True
+        if self.group is not None:
+            self.schedule._place_groups()
 
     def _check_scan_placement(self, what: str) -> None:
         from .scan import ScanOp
@@ -253,10 +274,73 @@ class Stage:
     def set_scope(self, scope: str) -> None:
         self.scope = scope
 
+    # -- storage and memory (schedule_storage.py) ------------------------------------------------
+    def set_store_predicate(self, predicate) -> None:
+        """Store this stage's values only where ``predicate`` holds (TVM: avoid duplicate stores
+        by threads); the predicate may use the stage's loop variables and enclosing ones."""
+        from .schedule_storage import set_store_predicate
+        set_store_predicate(self, predicate)
+
+    def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
+        """Pad the buffer so that the stride of ``axis``'s dimension is ``k * factor + offset``."""
+        from .schedule_storage import storage_align
+        storage_align(self, axis, factor, offset)
+
+    def double_buffer(self) -> None:
+        """Accepted as in TVM; a no-op on the CPU, where no asynchronous copy overlaps compute."""
+        if self.is_output:
+            raise self._err("double_buffer: cannot double-buffer an output")
+        self.double_buffered = True
+
+    def prefetch(self, tensor: Tensor, var: IterVar, offset) -> None:
+        """Recorded as in TVM (a hint); it does not change the generated code."""
+        var = self._leaf(var, "prefetch")
+        self.prefetches.append((tensor, var, convert(offset)))
+
+    def env_threads(self, threads) -> None:
+        raise self._err("env_threads is only valid for composite operations such as scan, "
+                        "which this stage is not")
+
+    def transform_layout(self, mapping_function):
+        """Store this stage's tensor in the layout ``mapping_function(*indices)`` gives (TVM's
+        ``transform_layout``); a compute stage then loops over the new layout's axes, returned."""
+        from .schedule_layout import transform_layout
+        return transform_layout(self, mapping_function)
+
     # -- convenience (TVM style) ------------------------------------------------------------------
     @property
     def axis(self) -> tuple[IterVar, ...]:
         return self.op.axis
+
+
+class IterVarAttr(str):
+    """An axis' annotation (``"vectorized"``, ``"unrolled"``, ``"parallel"``, ``""`` for none) seen
+    as TVM's ``IterVarAttr``: ``iter_type`` and the axis' pragmas."""
+    _ITER_TYPE = {"unrolled": 5, "vectorized": 6, "parallel": 7}
+
+    def __new__(cls, kind: str, stage: "Stage | None" = None, iv: IterVar | None = None):
+        obj = super().__new__(cls, kind)
+        obj.stage, obj.iv = stage, iv
+        return obj
+
+    @property
+    def iter_type(self) -> int:
+        if self.stage is not None and self.iv in self.stage.bindings:
+            return IterVar.ThreadIndex
+        return self._ITER_TYPE.get(str(self), self.iv.iter_type if self.iv is not None else 0)
+
+    @property
+    def bind_thread(self) -> IterVar | None:
+        return self.stage.bindings.get(self.iv) if self.stage is not None else None
+
+    @property
+    def pragma_keys(self) -> list:
+        from .expr import StringImm
+        return [StringImm("handle", k) for k, _ in self.stage.pragmas.get(self.iv, [])] if self.stage else []
+
+    @property
+    def pragma_values(self) -> list:
+        return [v for _, v in self.stage.pragmas.get(self.iv, [])] if self.stage else []
 
 
 class Schedule:
@@ -272,6 +356,7 @@ class Schedule:
             self.stage_map[op] = st
         for op in self.outputs:
             self.stage_map[op].is_output = True
+        self.groups: list = []
         for st in list(self.stages):
             st.op.scheduled(self)
 
@@ -328,6 +413,20 @@ class Schedule:
         from .schedule_dataflow import rfactor
         return rfactor(self, tensor, axis, factor_axis)
 
+    def normalize(self) -> "Schedule":
+        """TVM rebases every loop to start at zero here; tiletune's loops always do. Returns self."""
+        return self
+
+    def create_group(self, outputs, inputs, include_inputs: bool = False):
+        """A group of the stages between ``inputs`` and ``outputs`` (``outputs`` included, ``inputs``
+        too when ``include_inputs``) that ``compute_at`` places as one unit (schedule_group.py)."""
+        from .schedule_group import create_group
+        return create_group(self, outputs, inputs, include_inputs)
+
+    def _place_groups(self) -> None:
+        from .schedule_group import place_groups
+        place_groups(self)
+
 
 def _post_order(outputs: Sequence[Operation]) -> list[Operation]:
     order: list[Operation] = []
@@ -358,9 +457,22 @@ def create_schedule(ops) -> Schedule:
     return Schedule(norm)
 
 
+def InferBound(sch: Schedule) -> dict:  # noqa: N802 (TVM's name)
+    """``tvm.te.schedule.InferBound``: the range of every iter var of every stage (lower/infer_bound.py)."""
+    from .lower.infer_bound import infer_bound
+    return infer_bound(sch)
+
+
+def ScheduleOps(sch: Schedule, bounds=None):  # noqa: N802 (TVM's name)
+    """``tvm.te.schedule.ScheduleOps``: the schedule's loop nest (lower/infer_bound.py)."""
+    from .lower.infer_bound import schedule_ops
+    return schedule_ops(sch, bounds)
+
+
 __all__ = ["Schedule", "Stage", "ScheduleError", "AttachType", "Split", "Fuse", "Singleton", "create_schedule",
            "ROOT", "INLINE",
            "SCOPE", "SCAN_UPDATE", "DATA_PAR", "REDUCE", "Range"]
+__all__ += ["IterVar", "IterVarAttr", "InferBound", "ScheduleOps"]
 
 
 def __getattr__(name: str):
@@ -372,4 +484,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-from .scan import ScanFixPointAnalysis, ScanGetBody  # noqa: E402  (te.schedule.ScanGetBody, as TVM)
+from .scan import ScanFixPointAnalysis, ScanGetBody  # noqa: E402,F401  (te.schedule.ScanGetBody, as TVM)

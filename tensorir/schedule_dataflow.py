@@ -71,24 +71,64 @@ def _keep_schedule(st: Stage, change) -> None:
 def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
     """Compute ``tensor`` into a ``scope`` buffer first; the original stage then copies it out.
 
-    The original stage keeps its data-parallel axes; the cache stage gets fresh data axes and
-    takes over the reduction axes (so ``k`` handles work on it)."""
+    As in TVM, the cache is laid out in the order of the stage's data-parallel leaf loops: after
+    ``split`` / ``fuse`` / ``reorder`` its axes are those loops (``x.outer.c``, ...), so the stage's
+    loop transformations move to the cache stage, and the original stage copies the cache back to
+    the tensor's layout with fresh loops.  The cache stage takes over the reduction axes (so ``k``
+    handles work on it)."""
+    from .lower.relations import leaf_ranges, root_values
     st = sch[tensor]
     if isinstance(st.op, PlaceholderOp):
         raise ScheduleError(f"cache_write: {tensor.name} is a placeholder")
-    if st.relations or st.iter_var_attrs:
-        raise ScheduleError(f"stage {st.op.name}: cache_write must come before splitting or annotating it")
     old = st.op
-    axes = _copy_axes(old.axis, ".c")
-    body = substitute(old.body, {a.var: b.var for a, b in zip(old.axis, axes)})
+    data_leaves = [iv for iv in st.leaf_iter_vars if iv not in old.reduce_axis]
+    for iv in data_leaves:
+        if iv.kind != DATA_PAR:
+            raise ScheduleError(f"stage {old.name}: cache_write: leaf axis {iv.var.name} mixes reduction "
+                                f"iterations in; split or fuse reduction axes after cache_write")
+    rng = leaf_ranges(st, {iv: iv.dom for iv in old.axis + old.reduce_axis})
+    vals, conds = root_values(st, rng)
+    axes = [IterVar(Var(iv.var.name + ".c", iv.var.dtype), Range(const(0, rng[iv].extent.dtype), rng[iv].extent),
+                    DATA_PAR) for iv in data_leaves]
+    to_new = {iv.var: a.var for iv, a in zip(data_leaves, axes)}
+    body = substitute(old.body, {iv.var: vals[iv] for iv in old.axis})
+    if conds:  # a split with a tail: the cache computes only elements inside the tensor
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = cond & c
+        if isinstance(body, Reduce):
+            body = Reduce(body.dtype, body.combiner, body.source, body.axis, body.condition & cond, body.init)
+        else:
+            from .expr import Select
+            body = Select(body.dtype, cond, body, const(0, body.dtype))
+    body = substitute(body, to_new)
     cache_op = ComputeOp(f"{old.name}.{scope}", axes, body, old.tag, old.attrs)
     cache = cache_op.output(0)
     new = Stage(cache_op, sch)
     new.scope = scope
     sch._insert_stage(new, sch.stages.index(st))
-    _set_op(sch, st, ComputeOp(old.name, old.axis, TensorLoad(cache.dtype, cache, tuple(a.var for a in old.axis)),
+    index = _leaf_indices(st, rng, {iv: iv.var for iv in old.axis})
+    _set_op(sch, st, ComputeOp(old.name, old.axis, TensorLoad(cache.dtype, cache, tuple(index[iv] for iv in data_leaves)),
                                old.tag, old.attrs))
+    st.pragmas = {iv: p for iv, p in st.pragmas.items() if iv in st.leaf_iter_vars}
+    st.bindings = {iv: t for iv, t in st.bindings.items() if iv in st.leaf_iter_vars}
     return cache
+
+
+def _leaf_indices(st: Stage, rng: dict, vals: dict) -> dict:
+    """Each leaf's value in terms of the root axes (TVM's PassDownIndex)."""
+    from .schedule import Fuse
+    vals = dict(vals)
+    for rel in st.relations:
+        if isinstance(rel, Split):
+            f = rng[rel.inner].extent
+            vals[rel.outer] = simplify(vals[rel.parent] // f)
+            vals[rel.inner] = simplify(vals[rel.parent] % f)
+        elif isinstance(rel, Fuse):
+            vals[rel.fused] = simplify(vals[rel.outer] * rng[rel.inner].extent + vals[rel.inner])
+        else:
+            raise ScheduleError(f"stage {st.op.name}: cache_write after {type(rel).__name__.lower()} is not supported")
+    return vals
 
 
 def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:

@@ -37,6 +37,13 @@ class IterVar:
     kind: str = DATA_PAR
     thread_tag: str = ""
 
+    # TVM's IterVarType codes (``IterVar.Vectorized`` ...); ``iter_type`` gives an axis' code
+    DataPar, ThreadIndex, CommReduce, Ordered, DimInfo, Unrolled, Vectorized, Parallelized, Tensorized = range(9)
+
+    @property
+    def iter_type(self) -> int:
+        return {DATA_PAR: 0, THREAD: 1, REDUCE: 2}.get(self.kind, 0)
+
     def __str__(self) -> str:
         return f"IterVar({self.var.name}, {self.dom}, {self.kind})"
 

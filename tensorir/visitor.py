@@ -123,6 +123,37 @@ class _Substituter(Mutator):
     def visit_Var(self, v: Var):
         return self.mapping.get(v, v)
 
+    def visit_Reduce(self, r):
+        """Also into what the reducer's functions return (an identity may use an axis, as TVM
+        allows) and into the domains of the reduce axes."""
+        new = self.generic_visit(r)
+        combiner = _substituted_combiner(r.combiner, r.dtype, self.mapping)
+        axes = tuple(_substituted_axis(iv, self) for iv in r.axis)
+        if combiner is r.combiner and all(a is b for a, b in zip(axes, r.axis)):
+            return new
+        return replace(new, combiner=combiner, axis=axes)
+
+
+def _substituted_combiner(comb, dtype: str, mapping: dict):
+    """``comb`` whose results have ``mapping`` applied (the same reducer when they use none of it)."""
+    x, y = Var("x", dtype), Var("y", dtype)
+    if not any(v in mapping for e in (comb.combine(x, y), comb.identity(dtype)) for v in collect(e, Var)):
+        return comb
+    from .reduce import CommReducer
+
+    def fcombine(a, b):
+        return substitute(substitute(comb.combine(x, y), mapping), {x: a, y: b})
+    return CommReducer(comb.name, fcombine, lambda t: substitute(comb.identity(t), mapping))
+
+
+def _substituted_axis(iv, sub: "_Substituter"):
+    if iv.dom is None:
+        return iv
+    lo, ext = sub.visit(iv.dom.min), sub.visit(iv.dom.extent)
+    if lo is iv.dom.min and ext is iv.dom.extent:
+        return iv
+    return replace(iv, dom=type(iv.dom)(lo, ext))
+
 
 def substitute(node: Any, mapping: dict) -> Any:
     """Replace Vars by expressions (keys may be Vars or IterVars)."""

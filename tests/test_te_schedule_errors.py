@@ -181,10 +181,10 @@ def test_tensor_not_in_schedule():
     assert_raises_naming(te.ScheduleError, lambda: s[other], "Other")
 
 
-def test_cache_write_after_split():
+def test_cache_write_after_splitting_a_reduction_axis():
     A, S, Y, s = two_stages()
-    s[Y].split(Y.op.axis[0], factor=4)
-    assert_raises_naming(te.ScheduleError, lambda: s.cache_write(Y, "local"), "Y")
+    s[S].split(S.op.reduce_axis[0], factor=4)
+    assert_raises_naming(te.ScheduleError, lambda: s.cache_write(S, "local"), "S", "kred.outer")
 
 
 def test_cache_read_by_a_stage_that_does_not_read_it():

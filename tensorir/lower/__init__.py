@@ -19,6 +19,7 @@ from . import scan as _scan  # noqa: F401  (registers the lowering of te.scan)
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 from .validate import validate_schedule
+from ..schedule_layout import physical_shape
 
 
 def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mode: bool = False,
@@ -105,8 +106,9 @@ def _arg_buffers(s: Schedule, tensors: list[Tensor], scalars: list[Var]):
     for t in tensors:
         st = s[t]
         out = st.op.output(t.value_index)
+        shape = physical_shape(st, out.shape)  # transform_layout: the caller passes the new layout
         buffers[_key(s, t)] = Buffer(st.op.output_name(t.value_index), out.dtype,
-                                     tuple(simplify(x) for x in out.shape), "global")
+                                     tuple(simplify(x) for x in shape), "global")
         for v in collect(out.shape, Var):
             if v not in size_vars:
                 size_vars.append(v)

@@ -17,6 +17,9 @@ def leaf_ranges(stage: Stage, root: dict[IterVar, Range], bounds=None) -> dict[I
     Root axes keep their minimum; split and fused axes start at zero."""
     rng = dict(root)
     for rel in stage.relations:
+        if hasattr(rel, "leaf_ranges"):  # relations defined with their primitive (transform_layout)
+            rng.update(rel.leaf_ranges(rng))
+            continue
         if isinstance(rel, Split):
             p = rng[rel.parent]
             ext = p.extent
@@ -27,7 +30,7 @@ def leaf_ranges(stage: Stage, root: dict[IterVar, Range], bounds=None) -> dict[I
                 rng[rel.inner] = Range(const(0, ext.dtype), f)
                 rng[rel.outer] = Range(const(0, ext.dtype), ceildiv(ext, f))
             else:
-                n = rel.nparts
+                n = _nparts(stage, rel, ext)
                 rng[rel.outer] = Range(const(0, ext.dtype), n)
                 rng[rel.inner] = Range(const(0, ext.dtype), ceildiv(ext, n))
         elif isinstance(rel, Singleton):
@@ -48,6 +51,11 @@ def root_values(stage: Stage, rng: dict[IterVar, Range], bounds=None) -> tuple[d
             vals[iv] = simplify(iv.var + rng[iv].min)
     conds: list[Expr] = []
     for rel in reversed(stage.relations):
+        if hasattr(rel, "root_values"):  # relations defined with their primitive (transform_layout)
+            new_vals, new_conds = rel.root_values(vals, rng)
+            vals.update(new_vals)
+            conds += new_conds
+            continue
         if isinstance(rel, Split):
             p = rng[rel.parent]
             f = rng[rel.inner].extent
@@ -75,4 +83,14 @@ def derived_from(stage: Stage, root: IterVar) -> set[IterVar]:
             out |= {rel.outer, rel.inner}
         elif isinstance(rel, Fuse) and (rel.outer in out or rel.inner in out):
             out.add(rel.fused)
+        elif hasattr(rel, "derived") and out & set(rel.parents):
+            out |= set(rel.derived)
     return out
+
+
+def _nparts(stage: Stage, rel: Split, ext: Expr) -> Expr:
+    """TVM's rule: no more parts than iterations (unless the outer loop is bound to a thread)."""
+    n = rel.nparts
+    if isinstance(ext, IntImm) and isinstance(n, IntImm) and n.value > ext.value and rel.outer not in stage.bindings:
+        return ext
+    return n

@@ -14,6 +14,8 @@ from ..visitor import Mutator, collect, substitute
 from .bounds import Bounds
 from .op_registry import TensorKey, lowering_of
 from .relations import derived_from, root_values
+from ..schedule_layout import physical_index, physical_shape
+from ..schedule_storage import aligned_shape, guarded_store
 
 _KIND = {"parallel": "parallel", "vectorized": "vectorized", "unrolled": "unrolled"}
 
@@ -49,8 +51,14 @@ class NestBuilder:
                     continue
                 root = bounds.root[st]
                 self.offsets[key] = [root[iv].min for iv in st.op.axis]
+                if key in self.arg_keys:  # an argument attached somewhere: written in place
+                    self.offsets[key] = [const(0, iv.var.dtype) for iv in st.op.axis]
                 if key not in self.buffers:
                     shape = tuple(simplify(e) for e in bounds.alloc_extent[st])
+                    if st.layout_transforms:  # stored in its new layout: the whole tensor
+                        self.offsets[key] = [const(0, iv.var.dtype) for iv in st.op.axis]
+                        shape = physical_shape(st, st.op.output(0).shape)
+                    shape = aligned_shape(st, shape)
                     self.buffers[key] = Buffer(st.op.name, st.op.output(0).dtype, shape, st.scope)
             elif isinstance(st.op, PlaceholderOp):
                 self.offsets[(st, 0)] = [const(0, "int32")] * len(st.op.shape)
@@ -89,11 +97,11 @@ class NestBuilder:
         vals, conds = root_values(st, leaf_rng, self.bounds.var_bounds)
         mapping = {iv.var: vals[iv] for iv in list(st.op.axis) + list(st.op.reduce_axis)}
         buf, off = self.buffer_of((st, 0)), self.offset_of((st, 0))
-        out_idx = tuple(simplify(vals[iv] - o) for iv, o in zip(st.op.axis, off))
+        out_idx = physical_index(st, tuple(simplify(vals[iv] - o) for iv, o in zip(st.op.axis, off)))
         body = self.rewrite_loads(substitute(self.bodies[st], mapping))
         leaves = st.leaf_iter_vars
         if not isinstance(body, Reduce):
-            return self.nest(st, leaves, BufferStore(buf, body, out_idx), conds)
+            return self.nest(st, leaves, guarded_store(st, BufferStore(buf, body, out_idx), mapping), conds)
         reduce_ivs = set()
         for iv in st.op.reduce_axis:
             reduce_ivs |= derived_from(st, iv)
@@ -113,12 +121,13 @@ class NestBuilder:
             (outer_conds if used <= outer_vars else inner_conds).append(c)
         init_leaves = [iv for iv in leaves[first:] if iv not in reduce_ivs]
         init_conds = [c for c in inner_conds if not any(v in reduce_vars for v in collect(c, Var))]
-        init = self.nest(st, init_leaves, BufferStore(buf, init_value, out_idx), init_conds, attach=False)
+        init = self.nest(st, init_leaves, guarded_store(st, BufferStore(buf, init_value, out_idx), mapping),
+                         init_conds, attach=False)
         update_value = body.combiner.combine(BufferLoad(buf.dtype, buf, out_idx), body.source)
         update: Stmt = BufferStore(buf, update_value, out_idx)
         for c in reversed(_conjuncts(as_bool(body.condition))):  # nested: later ones may read memory
             update = IfThenElse(c, update)
-        update = self.nest(st, leaves[first:], update, inner_conds)
+        update = self.nest(st, leaves[first:], guarded_store(st, update, mapping), inner_conds)
         return self.nest(st, leaves[:first], seq(init, update), outer_conds)
 
     def _leaf_vars(self, st: Stage) -> set:
@@ -170,7 +179,7 @@ class NestBuilder:
                     raise ScheduleError(f"tensor {ld.tensor.name} is read but is neither an argument nor "
                                         "computed by this schedule")
                 off = builder.offset_of(key)
-                idx = tuple(simplify(i - o) for i, o in zip(ld.indices, off))
+                idx = physical_index(key[0], tuple(simplify(i - o) for i, o in zip(ld.indices, off)))
                 return BufferLoad(ld.dtype, builder.buffer_of(key), idx)
 
         return Loads().visit(e)
