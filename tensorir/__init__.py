@@ -7,9 +7,11 @@ from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_el
 from .schedule import Schedule, ScheduleError, Stage, create_schedule
 from .lower import lower
 from .analysis import OutOfBoundsError, analyze
+from .reduce import max_value, min_value
 
 __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
            "placeholder", "reduce_axis", "thread_axis", "comm_reducer", "sum", "max", "min", "abs", "all",
            "any", "ceil", "cos", "erf", "exp", "exp2", "floor", "if_then_else", "log", "log2", "log10",
            "power", "round", "rsqrt", "sigmoid", "sin", "sqrt", "tanh", "trunc", "Schedule",
            "ScheduleError", "Stage", "create_schedule", "lower", "analyze", "OutOfBoundsError"]
+__all__ += ["min_value", "max_value"]

@@ -34,6 +34,9 @@ class Analysis:
         self.func = func
         self.program = PolyProgram(func.body, list(func.size_vars))
         self.stage_of_loop = dict(dict(func.attrs).get("loop_stage", {}))
+        stage_of_buffer = dict(dict(func.attrs).get("buffer_stage", {}))  # "T.v0" -> stage "T"
+        for st in self.program.statements:
+            st.stage = stage_of_buffer.get(st.stage, st.stage)
         self.names = display_names(func.body)
         # accesses with an index isl cannot represent (data-dependent): proven in the other dimensions
         self.unverified = [(st, a) for st in self.program.statements for a in st.accesses if a.opaque_dims]

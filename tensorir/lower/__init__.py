@@ -56,8 +56,8 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
     bounds = Bounds(s, bodies, size_vars)
     builder = NestBuilder(s, bodies, bounds, arg_buffers)
     stmt = remove_redundant_guards(simplify(builder.build()), size_vars)
-    func = LoweredFunc(name, tuple(arg_buffers[s[t]] for t in tensors), tuple(size_vars), stmt,
-                       (("loop_stage", builder.loop_stage),))
+    func = LoweredFunc(name, tuple(builder.buffer_of(t) for t in tensors), tuple(size_vars), stmt,
+                       (("loop_stage", builder.loop_stage), ("buffer_stage", builder.buffer_stage())))
     _check_free_vars(func)
     return func
 
@@ -77,22 +77,22 @@ def _split_args(s: Schedule, args) -> tuple[list[Tensor], list[Var]]:
             scalars.append(a)
         else:
             raise TypeError(f"lower: argument {k} must be a tensor or a te.var, got {type(a).__name__}")
-    stages = [s[t] for t in tensors]
-    for k, st in enumerate(stages):
-        if stages.index(st) != k:
+    keys = [(s[t], t.value_index) for t in tensors]
+    for k, key in enumerate(keys):
+        if keys.index(key) != k:
             raise ValueError(f"lower: tensor {tensors[k].name} appears twice in the arguments")
     for st in s.stages:
-        if isinstance(st.op, PlaceholderOp) and st not in stages:
+        if isinstance(st.op, PlaceholderOp) and (st, 0) not in keys:
             raise ValueError(f"lower: placeholder {st.op.name} is read but is not among the arguments")
     return tensors, scalars
 
 
 def _arg_buffers(s: Schedule, tensors: list[Tensor], scalars: list[Var]):
-    buffers, size_vars = {}, list(scalars)
+    buffers, size_vars = {}, list(scalars)  # keyed (stage, value_index), as NestBuilder.buffers
     for t in tensors:
         st = s[t]
         out = st.op.output(t.value_index)
-        buffers[st] = Buffer(st.op.name, out.dtype, tuple(simplify(x) for x in out.shape), "global")
+        buffers[(st, t.value_index)] = Buffer(out.name, out.dtype, tuple(simplify(x) for x in out.shape), "global")
         for v in collect(out.shape, Var):
             if v not in size_vars:
                 size_vars.append(v)

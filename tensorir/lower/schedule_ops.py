@@ -1,29 +1,33 @@
 """Turn a scheduled dataflow into one loop nest: each stage's leaf loops, attached stages inside them.
 
 Stores and loads still carry multi-dimensional indices relative to each buffer's region; the
-flatten pass turns them into offsets.
+flatten pass turns them into offsets.  Buffers belong to output tensors, keyed ``(stage,
+value_index)`` (``buffer_of``): a multi-output stage stores all its outputs in one loop nest.
 """
 from __future__ import annotations
 
 from ..arith import simplify
 from ..expr import And, BufferLoad, Expr, IntImm, Reduce, TensorLoad, Var, as_bool, const
 from ..schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Stage
-from ..stmt import Allocate, Buffer, BufferStore, For, IfThenElse, Stmt, seq
-from ..tensor import ComputeOp, IterVar, PlaceholderOp
+from ..stmt import Allocate, Buffer, BufferStore, For, IfThenElse, LetStmt, Stmt, seq
+from ..tensor import ComputeOp, IterVar, PlaceholderOp, Tensor
 from ..visitor import Mutator, collect, substitute
 from .bounds import Bounds
 from .relations import derived_from, root_values
 
 _KIND = {"parallel": "parallel", "vectorized": "vectorized", "unrolled": "unrolled"}
 
+BufferKey = tuple  # (Stage, value_index): the buffer of one output tensor of a stage
+
 
 class NestBuilder:
     """Builds the loop nest of every stage and places attached stages and allocations."""
 
-    def __init__(self, sch: Schedule, bodies: dict[Stage, Expr], bounds: Bounds, arg_buffers: dict[Stage, Buffer]):
+    def __init__(self, sch: Schedule, bodies: dict[Stage, tuple[Expr, ...]], bounds: Bounds,
+                 arg_buffers: dict[BufferKey, Buffer]):
         self.sch, self.bodies, self.bounds = sch, bodies, bounds
-        self.buffers = dict(arg_buffers)
-        self.arg_stages = set(arg_buffers)
+        self.buffers: dict[BufferKey, Buffer] = dict(arg_buffers)
+        self.arg_keys = set(arg_buffers)
         self.loop_stage: dict[Var, str] = {}
         self.offsets: dict[Stage, list[Expr]] = {}
         self.attached: dict[tuple[int, int], list[Stage]] = {}
@@ -33,9 +37,10 @@ class NestBuilder:
             if isinstance(st.op, ComputeOp) and st.attach_type != INLINE:
                 root = bounds.root[st]
                 self.offsets[st] = [root[iv].min for iv in st.op.axis]
-                if st not in self.buffers:
-                    shape = tuple(simplify(e) for e in bounds.alloc_extent[st])
-                    self.buffers[st] = Buffer(st.op.name, st.op.output(0).dtype, shape, st.scope)
+                shape = tuple(simplify(e) for e in bounds.alloc_extent[st])
+                for out in st.op._outputs:
+                    if (st, out.value_index) not in self.buffers:
+                        self.buffers[(st, out.value_index)] = Buffer(out.name, out.dtype, shape, st.scope)
             elif isinstance(st.op, PlaceholderOp):
                 self.offsets[st] = [const(0, "int32")] * len(st.op.shape)
 
@@ -44,21 +49,43 @@ class NestBuilder:
         body = seq(*[self.stage_nest(st) for st in self.sch.stages
                      if isinstance(st.op, ComputeOp) and st.attach_type == ROOT])
         for st in reversed(self.sch.stages):
-            if isinstance(st.op, ComputeOp) and st.attach_type == ROOT and st not in self.arg_stages:
-                body = Allocate(self.buffers[st], body)
+            if isinstance(st.op, ComputeOp) and st.attach_type == ROOT:
+                for buf in reversed(self.stage_buffers(st)):
+                    if buf not in self.arg_buffers:
+                        body = Allocate(buf, body)
         return body
+
+    def buffer_of(self, t: Tensor) -> Buffer:
+        """The buffer that holds tensor ``t`` (an output of a stage of this schedule)."""
+        key = (self.sch.stage_map.get(t.op), t.value_index)
+        if key not in self.buffers:
+            raise ScheduleError(f"tensor {t.name} is read but is neither an argument nor computed by this "
+                                "schedule")
+        return self.buffers[key]
+
+    def stage_buffers(self, st: Stage) -> list[Buffer]:
+        return [self.buffers[(st, k)] for k in range(st.op.num_outputs)]
+
+    def buffer_stage(self) -> dict[str, str]:
+        """The stage that writes each buffer, by buffer name (they differ for multi-output stages)."""
+        return {buf.name: st.op.name for (st, _), buf in self.buffers.items()}
+
+    @property
+    def arg_buffers(self) -> set:
+        return {self.buffers[k] for k in self.arg_keys}
 
     # -- one stage -------------------------------------------------------------------------------
     def stage_nest(self, st: Stage) -> Stmt:
         leaf_rng = self.bounds.leaf[st]
         vals, conds = root_values(st, leaf_rng, self.bounds.var_bounds)
         mapping = {iv.var: vals[iv] for iv in list(st.op.axis) + list(st.op.reduce_axis)}
-        buf, off = self.buffers[st], self.offsets[st]
+        bufs, off = self.stage_buffers(st), self.offsets[st]
         out_idx = tuple(simplify(vals[iv] - o) for iv, o in zip(st.op.axis, off))
-        body = self.rewrite_loads(substitute(self.bodies[st], mapping))
+        bodies = [self.rewrite_loads(substitute(b, mapping)) for b in self.bodies[st]]
+        body = bodies[0]  # a tuple reduction's bodies share their source, condition and init
         leaves = st.leaf_iter_vars
         if not isinstance(body, Reduce):
-            return self.nest(st, leaves, BufferStore(buf, body, out_idx), conds)
+            return self.nest(st, leaves, seq(*[BufferStore(b, v, out_idx) for b, v in zip(bufs, bodies)]), conds)
         reduce_ivs = set()
         for iv in st.op.reduce_axis:
             reduce_ivs |= derived_from(st, iv)
@@ -68,7 +95,6 @@ class NestBuilder:
                                     "reduction axis, every iteration updates the same outputs "
                                     "(use s.rfactor to parallelize a reduction)")
         first = next((k for k, iv in enumerate(leaves) if iv in reduce_ivs), len(leaves))
-        init_value = body.init if body.init is not None else body.combiner.identity(body.dtype)
         outer_vars = {iv.var for iv in leaves[:first]}
         leaf_vars = {iv.var for iv in leaves}
         reduce_vars = {iv.var for iv in leaves if iv in reduce_ivs}
@@ -78,9 +104,10 @@ class NestBuilder:
             (outer_conds if used <= outer_vars else inner_conds).append(c)
         init_leaves = [iv for iv in leaves[first:] if iv not in reduce_ivs]
         init_conds = [c for c in inner_conds if not any(v in reduce_vars for v in collect(c, Var))]
-        init = self.nest(st, init_leaves, BufferStore(buf, init_value, out_idx), init_conds, attach=False)
-        update_value = body.combiner.combine(BufferLoad(buf.dtype, buf, out_idx), body.source)
-        update: Stmt = BufferStore(buf, update_value, out_idx)
+        init_values = _init_values(body)
+        init = self.nest(st, init_leaves, seq(*[BufferStore(b, v, out_idx) for b, v in zip(bufs, init_values)]),
+                         init_conds, attach=False)
+        update = _update(body, bufs, out_idx)
         for c in reversed(_conjuncts(as_bool(body.condition))):  # nested: later ones may read memory
             update = IfThenElse(c, update)
         update = self.nest(st, leaves[first:], update, inner_conds)
@@ -120,7 +147,8 @@ class NestBuilder:
             return body
         body = seq(*[self.stage_nest(c) for c in children], body)
         for c in reversed(children):
-            body = Allocate(self.buffers[c], body)
+            for buf in reversed(self.stage_buffers(c)):
+                body = Allocate(buf, body)
         return body
 
     def rewrite_loads(self, e: Expr) -> Expr:
@@ -129,15 +157,36 @@ class NestBuilder:
         class Loads(Mutator):
             def visit_TensorLoad(self, ld: TensorLoad):
                 ld = self.generic_visit(ld)
-                st = builder.sch.stage_map.get(ld.tensor.op)
-                if st is None or st not in builder.buffers:
-                    raise ScheduleError(f"tensor {ld.tensor.name} is read but is neither an argument nor "
-                                        "computed by this schedule")
-                off = builder.offsets[st]
+                buf = builder.buffer_of(ld.tensor)
+                off = builder.offsets[builder.sch.stage_map[ld.tensor.op]]
                 idx = tuple(simplify(i - o) for i, o in zip(ld.indices, off))
-                return BufferLoad(ld.dtype, builder.buffers[st], idx)
+                return BufferLoad(ld.dtype, buf, idx)
 
         return Loads().visit(e)
+
+
+def _init_values(red: Reduce) -> tuple[Expr, ...]:
+    """The reduction's starting values, one per output."""
+    if red.init is not None:
+        return red.init if isinstance(red.init, tuple) else (red.init,)
+    if isinstance(red.source, tuple):
+        return red.combiner.identity_tuple([x.dtype for x in red.source])
+    return (red.combiner.identity(red.dtype),)
+
+
+def _update(red: Reduce, bufs: list[Buffer], idx: tuple) -> Stmt:
+    """One reduction step.  A tuple reduction computes every new value from the old ones (let-bound)
+    before it stores any, so the tuple is updated at once."""
+    if not isinstance(red.source, tuple):
+        buf = bufs[0]
+        return BufferStore(buf, red.combiner.combine(BufferLoad(buf.dtype, buf, idx), red.source), idx)
+    old = tuple(BufferLoad(b.dtype, b, idx) for b in bufs)
+    new = red.combiner.combine_tuple(old, red.source)
+    temps = [Var(f"{b.name}.next", b.dtype) for b in bufs]
+    stmt = seq(*[BufferStore(b, t, idx) for b, t in zip(bufs, temps)])
+    for t, v in reversed(list(zip(temps, new))):
+        stmt = LetStmt(t, v, stmt)
+    return stmt
 
 
 def _conjuncts(cond: Expr) -> list[Expr]:
