@@ -177,7 +177,8 @@ class _Builder:
     def build(self, body: Stmt) -> None:
         bound = {v for v in collect(body, For)}
         known = set(self.prog.params)
-        loop_vars = {f.loop_var for f in bound}
+        from .stmt import LetStmt
+        loop_vars = {f.loop_var for f in bound} | {x.var for x in collect(body, LetStmt)}  # bound, not params
         for v in collect(body, Var):
             if v not in known and v not in loop_vars and dt.is_int(v.dtype):
                 known.add(v)

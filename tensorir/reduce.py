@@ -59,13 +59,14 @@ class CommReducer:
     def _tuple_reduce(self, source: tuple, axes: tuple, cond: Expr, init) -> tuple[Reduce, ...]:
         dtypes = [x.dtype for x in source]
         if not source:
-            raise ValueError(f"te.{self.name}: the tuple to reduce is empty")
+            raise ValueError(f"te.comm_reducer {self.name}: the tuple to reduce is empty")
         lhs = tuple(Var(f"x{k}", d) for k, d in enumerate(dtypes))  # checks the arities once, up front
         self.combine_tuple(lhs, tuple(Var(f"y{k}", d) for k, d in enumerate(dtypes)))
         self.identity_tuple(dtypes)
         if init is not None:
             if not isinstance(init, (tuple, list)) or len(init) != len(source):
-                raise ValueError(f"te.{self.name}: init must be a tuple of {len(source)} values, got {init!r}")
+                raise ValueError(f"te.comm_reducer {self.name}: init must be a tuple of {len(source)} values "
+                                 f"(one per reduced value), got {init!r}")
             init = tuple(cast(d, convert(v, d)) for v, d in zip(init, dtypes))
         return tuple(Reduce(d, self, source, axes, cond, init, k) for k, d in enumerate(dtypes))
 
