@@ -56,7 +56,7 @@ class CommReducer:
         source = convert(source)
         return Reduce(source.dtype, self, source, axes, cond, None if init is None else convert(init, source.dtype))
 
-    def _tuple_reduce(self, source: tuple, axes: tuple, cond: Expr, init) -> tuple[Reduce, ...]:
+    def _tuple_reduce(self, source: tuple, axes: tuple, cond: Expr, init):
         dtypes = [x.dtype for x in source]
         if not source:
             raise ValueError(f"te.comm_reducer {self.name}: the tuple to reduce is empty")
@@ -68,7 +68,8 @@ class CommReducer:
                 raise ValueError(f"te.comm_reducer {self.name}: init must be a tuple of {len(source)} values "
                                  f"(one per reduced value), got {init!r}")
             init = tuple(cast(d, convert(v, d)) for v, d in zip(init, dtypes))
-        return tuple(Reduce(d, self, source, axes, cond, init, k) for k, d in enumerate(dtypes))
+        out = tuple(Reduce(d, self, source, axes, cond, init, k) for k, d in enumerate(dtypes))
+        return out[0] if len(out) == 1 else out
 
     def __str__(self) -> str:
         return self.name

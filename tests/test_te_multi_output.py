@@ -179,6 +179,18 @@ def test_argmax_lowers_to_one_nest_with_simultaneous_update():
     assert len(collect(f.body, For)) == 2, f
 
 
+@pytest.mark.parametrize("which", [0, 1])
+def test_tuple_reduction_with_one_output_as_argument(which):
+    m, n = te.var("m"), te.var("n")
+    idx, val, T0, T1, _ = argmax_compute(m, n)
+    s = te.create_schedule(T0.op)
+    out = (T0, T1)[which]
+    f = te.lower(s, [idx, val, out])
+    assert [a.buffer.name for a in collect(f.body, Allocate)] == [("T.v1", "T.v0")[which]], f
+    check(s, [idx, val, out], lambda i, v: np_argmax(i, v)[which], sizes={m: 7, n: 12},
+          inputs={"idx": perm_index, "val": ties})
+
+
 @pytest.mark.parametrize("values", ["float32", "int32", "ties"])
 def test_argmax_against_numpy(values):
     m, n = te.var("m"), te.var("n")
@@ -386,3 +398,23 @@ def test_single_value_reducers_unchanged():
     s = te.create_schedule(B.op)
     assert not collect(te.lower(s, [A, B]).body, LetStmt)
     check(s, [A, B], lambda a: a.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_one_element_tuple_reducer():
+    """A tuple reducer over a 1-tuple gives one Reduce (as TVM); fcombine still gets tuples."""
+    prod = te.comm_reducer(lambda x, y: (x[0] * y[0],), lambda t: (te.const(1, t),), name="prod")
+    A = te.placeholder((5, 6), name="A")
+    k = te.reduce_axis((0, 6), "k")
+    B = te.compute((5,), lambda i: prod((A[i, k],), axis=k), name="B")
+    assert isinstance(B, te.Tensor) and B.op.num_outputs == 1
+    check(te.create_schedule(B.op), [A, B], lambda a: a.prod(axis=1), low=0.5, high=1.5, rtol=1e-5, atol=1e-5)
+
+
+def test_rfactor_of_whole_reduce_axis_tuple():
+    """rfactor on the unsplit axis: each partial is one element or the identity tuple."""
+    idx, val, T0, T1, k = argmax_compute(6, 10, reducer=argmax_reducer(ties_to_lower_index=True))
+    s = te.create_schedule(T0.op)
+    R0, R1 = s.rfactor(T0, k, factor_axis=1)
+    assert [x.value for x in R0.shape] == [6, 10]
+    check(s, [idx, val, T0, T1], np_argmax, inputs={"idx": lambda rng, sh, d: np.tile(np.arange(10, dtype=d), (6, 1)),
+                                                    "val": ties})
