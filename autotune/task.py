@@ -110,7 +110,7 @@ def count_flop(tensors) -> int:
             continue
         seen.add(id(op))
         todo.extend(t.op for t in op.input_tensors)
-        body = op.body
+        body = op.bodies[0] if isinstance(op.bodies[0], Reduce) else op.bodies  # a tuple reduction: once
         extents = [iv.dom.extent for iv in op.axis]
         source = body.source if isinstance(body, Reduce) else body
         if isinstance(body, Reduce):

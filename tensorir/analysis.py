@@ -35,6 +35,9 @@ class Analysis:
         self.program = PolyProgram(func.body, list(func.size_vars))
         self.stage_of_loop = dict(dict(func.attrs).get("loop_stage", {}))
         self.write_first = set(dict(func.attrs).get("write_before_read", ()))
+        stage_of_buffer = dict(dict(func.attrs).get("buffer_stage", {}))  # "T.v0" -> stage "T"
+        for st in self.program.statements:
+            st.stage = stage_of_buffer.get(st.stage, st.stage)
         self.names = display_names(func.body)
         for st in self.program.statements:  # a store into another operation's buffer (a scan's update)
             if st.store is not None and st.store.buffer in self.write_first and st.loops:

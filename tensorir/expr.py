@@ -199,13 +199,17 @@ class BufferLoad(Expr):
 
 @_node
 class Reduce(Expr):
-    """A commutative reduction of ``source`` over ``axis`` (IterVars), starting from ``init``."""
+    """A commutative reduction of ``source`` over ``axis`` (IterVars), starting from ``init``.
+
+    A tuple reducer (``te.comm_reducer`` over tuples) reduces a tuple ``source`` (and ``init``) at
+    once; each of its results is a ``Reduce`` that shares them and picks result ``value_index``."""
     dtype: str
     combiner: Any
-    source: Expr
+    source: Expr | tuple
     axis: tuple
     condition: Expr
-    init: Expr | None = None
+    init: Expr | tuple | None = None
+    value_index: int = 0
 
 
 @_node

@@ -104,7 +104,8 @@ class Access:
 
 @dataclass
 class Statement:
-    """A store (or, with ``store`` None, the evaluation of a condition that reads memory)."""
+    """A store (or, with ``store`` None, the evaluation of a condition or a let value that reads
+    memory)."""
     name: str
     store: BufferStore | None
     stage: str                 # the stage whose code this is (the buffer it writes)
@@ -176,7 +177,8 @@ class _Builder:
     def build(self, body: Stmt) -> None:
         bound = {v for v in collect(body, For)}
         known = set(self.prog.params)
-        loop_vars = {f.loop_var for f in bound}
+        from .stmt import LetStmt
+        loop_vars = {f.loop_var for f in bound} | {x.var for x in collect(body, LetStmt)}  # bound, not params
         for v in collect(body, Var):
             if v not in known and v not in loop_vars and dt.is_int(v.dtype):
                 known.add(v)
@@ -221,13 +223,18 @@ class _Builder:
             self.allocs[s.buffer] = tuple(self.loops)
             self.prog.alloc_loops[s.buffer] = tuple(self.loops)
             self.visit(s.body)
+        elif isinstance(s, LetStmt) and collect(s.value, BufferLoad):  # its reads come before the body's
+            stores = collect(s.body, BufferStore)
+            self.statement(None, s.value, stores[0].buffer.name if stores else "?")
+            self.position[-1] += 1
+            self.visit(s.body)
         elif isinstance(s, (LetStmt, Attr)):
             self.visit(s.body)
         elif isinstance(s, BufferStore):
             self.statement(s, None, s.buffer.name)
 
     def statement(self, s: BufferStore | None, cond: Expr | None, stage: str) -> None:
-        """A statement for a store, or for a condition's loads (``s`` None)."""
+        """A statement for a store, or for the loads of a condition or let value (``s`` None)."""
         prog = self.prog
         name = f"S{len(prog.statements)}"
         dims = ", ".join(_loop_name(f) for f in self.loops)
@@ -273,6 +280,10 @@ def loads_with_conditions(e: Expr, kind=BufferLoad, conds: tuple = ()) -> list[t
     """Loads (of class ``kind``) in ``e`` with the Select conditions under which they run (an
     ``if_then_else`` arm reads memory only where its condition holds)."""
     out: list = []
+    if isinstance(e, tuple):  # the bodies of a multi-output stage
+        for x in e:
+            out += loads_with_conditions(x, kind, conds)
+        return out
     if isinstance(e, Select):
         out += loads_with_conditions(e.cond, kind, conds)
         out += loads_with_conditions(e.true_value, kind, conds + (e.cond,))

@@ -56,8 +56,9 @@ def expr_str(e, parent_prec: int = 0) -> str:
     if t is E.Reduce:
         axes = ", ".join(iv.var.name for iv in e.axis)
         where = "" if E.is_const(e.condition, 1) else f", where={expr_str(e.condition)}"
-        init = "" if e.init is None else f", init={expr_str(e.init)}"
-        return f"{e.combiner.name}({expr_str(e.source)}, axis=[{axes}]{where}{init})"
+        init = "" if e.init is None else f", init={_tuple_str(e.init)}"
+        pick = f"[{e.value_index}]" if isinstance(e.source, tuple) else ""
+        return f"{e.combiner.name}({_tuple_str(e.source)}, axis=[{axes}]{where}{init}){pick}"
     if t is E.Ramp:
         return f"ramp({expr_str(e.base)}, {expr_str(e.stride)}, {e.lanes})"
     if t is E.Broadcast:
@@ -65,6 +66,10 @@ def expr_str(e, parent_prec: int = 0) -> str:
     if t is E.Let:
         return f"(let {e.var.name} = {expr_str(e.value)} in {expr_str(e.body)})"
     return f"<{t.__name__}>"
+
+
+def _tuple_str(x) -> str:
+    return f"({', '.join(expr_str(v) for v in x)})" if isinstance(x, tuple) else expr_str(x)
 
 
 def stmt_str(s, indent: int = 0) -> str:

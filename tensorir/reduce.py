@@ -1,11 +1,17 @@
-"""Commutative reducers: ``te.sum``, ``te.max``, ``te.min`` and ``te.comm_reducer``."""
+"""Commutative reducers: ``te.sum``, ``te.max``, ``te.min`` and ``te.comm_reducer``.
+
+A reducer over tuples (``argmax``: index and value) combines tuples: ``fcombine(x, y)`` gets two
+tuples and returns one, ``fidentity(*dtypes)`` returns the identity tuple, and the reduction gives
+one :class:`Reduce` per tuple element (``value_index``), the outputs of one multi-output compute."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from . import dtype as dt
-from .expr import Expr, Reduce, binary, Max, Min, convert, const, as_bool
+from .expr import Expr, Reduce, Var, binary, Max, Min, cast, convert, const, as_bool
 from .tensor import IterVar, REDUCE
 
 
@@ -22,8 +28,22 @@ class CommReducer:
     def identity(self, dtype: str) -> Expr:
         return convert(self.fidentity(dtype), dtype)
 
-    def __call__(self, source, axis, where=None, init=None) -> Reduce:
-        source = convert(source)
+    def combine_tuple(self, lhs: tuple, rhs: tuple) -> tuple[Expr, ...]:
+        """``fcombine`` of a tuple reducer: the new tuple, each value in its element's dtype."""
+        return self._tuple(self.fcombine(tuple(lhs), tuple(rhs)), [e.dtype for e in lhs], "fcombine")
+
+    def identity_tuple(self, dtypes) -> tuple[Expr, ...]:
+        return self._tuple(self.fidentity(*dtypes), list(dtypes), "fidentity")
+
+    def _tuple(self, values, dtypes: list, what: str) -> tuple[Expr, ...]:
+        if not isinstance(values, (tuple, list)) or len(values) != len(dtypes):
+            got = f"{len(values)} values" if isinstance(values, (tuple, list)) else repr(values)
+            raise ValueError(f"te.comm_reducer {self.name}: {what} must return a tuple of {len(dtypes)} values "
+                             f"(one per reduced value), got {got}")
+        return tuple(cast(d, convert(v, d)) for v, d in zip(values, dtypes))
+
+    def __call__(self, source, axis, where=None, init=None):
+        """One :class:`Reduce`, or for a tuple ``source`` a tuple of them (one per element)."""
         axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
         if not axes:
             raise ValueError(f"te.{self.name}: needs at least one reduce axis")
@@ -31,7 +51,25 @@ class CommReducer:
             if not isinstance(a, IterVar) or a.kind != REDUCE:
                 raise TypeError(f"te.{self.name}: axis {a} is not a reduce axis made by te.reduce_axis")
         cond = const(True) if where is None else as_bool(where)
+        if isinstance(source, (tuple, list)):
+            return self._tuple_reduce(tuple(convert(x) for x in source), axes, cond, init)
+        source = convert(source)
         return Reduce(source.dtype, self, source, axes, cond, None if init is None else convert(init, source.dtype))
+
+    def _tuple_reduce(self, source: tuple, axes: tuple, cond: Expr, init):
+        dtypes = [x.dtype for x in source]
+        if not source:
+            raise ValueError(f"te.comm_reducer {self.name}: the tuple to reduce is empty")
+        lhs = tuple(Var(f"x{k}", d) for k, d in enumerate(dtypes))  # checks the arities once, up front
+        self.combine_tuple(lhs, tuple(Var(f"y{k}", d) for k, d in enumerate(dtypes)))
+        self.identity_tuple(dtypes)
+        if init is not None:
+            if not isinstance(init, (tuple, list)) or len(init) != len(source):
+                raise ValueError(f"te.comm_reducer {self.name}: init must be a tuple of {len(source)} values "
+                                 f"(one per reduced value), got {init!r}")
+            init = tuple(cast(d, convert(v, d)) for v, d in zip(init, dtypes))
+        out = tuple(Reduce(d, self, source, axes, cond, init, k) for k, d in enumerate(dtypes))
+        return out[0] if len(out) == 1 else out
 
     def __str__(self) -> str:
         return self.name

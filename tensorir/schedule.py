@@ -244,6 +244,9 @@ class Stage:
             raise self._err("compute_inline: a placeholder cannot be inlined")
         if self.op.reduce_axis:
             raise self._err("compute_inline: a reduction cannot be inlined; use compute_at")
+        if self.op.num_outputs != 1:
+            raise self._err(f"compute_inline: an operation with {self.op.num_outputs} outputs cannot be inlined "
+                            "(as in TVM); use compute_at")
         if self.is_output:
             raise self._err("compute_inline: an output stage cannot be inlined")
         self._check_scan_placement("compute_inline")
@@ -405,11 +408,12 @@ class Schedule:
         from .schedule_dataflow import cache_read
         return cache_read(self, tensor, scope, readers)
 
-    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
+    def cache_write(self, tensor, scope: str):
+        """Returns the cache tensor; for a list of all outputs of one operation, the list of them."""
         from .schedule_dataflow import cache_write
         return cache_write(self, tensor, scope)
 
-    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
         from .schedule_dataflow import rfactor
         return rfactor(self, tensor, axis, factor_axis)
 

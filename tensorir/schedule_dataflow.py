@@ -5,18 +5,21 @@ user's axis handles, and the schedule maps the old operation to the same stage.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .arith import simplify
-from .expr import Reduce, TensorLoad, Var, as_bool, const
+from .expr import Reduce, Select, TensorLoad, Var, as_bool, const
 from .schedule import Schedule, ScheduleError, Split, Stage
 from .tensor import DATA_PAR, REDUCE, ComputeOp, IterVar, PlaceholderOp, Range, Tensor
 from .visitor import Mutator, substitute
 
 
-def _replace_loads(body, old_stage: Stage, new: Tensor, sch: Schedule):
+def _replace_loads(body, old_stage: Stage, new: Tensor, sch: Schedule, value_index: int = 0):
+    """``body`` with loads of output ``value_index`` of ``old_stage`` reading ``new`` instead."""
     class Swap(Mutator):
         def visit_TensorLoad(self, e: TensorLoad):
             e = self.generic_visit(e)
-            if sch.stage_map.get(e.tensor.op) is old_stage:
+            if sch.stage_map.get(e.tensor.op) is old_stage and e.tensor.value_index == value_index:
                 return TensorLoad(e.dtype, new, e.indices)
             return e
     return Swap().visit(body)
@@ -42,12 +45,12 @@ def cache_read(sch: Schedule, tensor: Tensor, scope: str, readers) -> Tensor:
     if not readers:
         raise ScheduleError(f"cache_read of {tensor.name}: give at least one reader")
     reader_stages = [sch[r] for r in readers]
+    vi = tensor.value_index
     for r in reader_stages:
-        if not any(sch.stage_map.get(t.op) is src for t in r.op.input_tensors):
+        if not any(sch.stage_map.get(t.op) is src and t.value_index == vi for t in r.op.input_tensors):
             raise ScheduleError(f"cache_read of {tensor.name}: stage {r.op.name} does not read it")
-    shape = src.op.output(0).shape
-    axes = [IterVar(Var(f"ax{d}"), Range(const(0, s.dtype), s), DATA_PAR) for d, s in enumerate(shape)]
-    cur = src.op.output(0)
+    cur = src.op.output(vi)
+    axes = [IterVar(Var(f"ax{d}"), Range(const(0, s.dtype), s), DATA_PAR) for d, s in enumerate(cur.shape)]
     op = ComputeOp(f"{tensor.name}.{scope}", axes, TensorLoad(cur.dtype, cur, tuple(a.var for a in axes)))
     cache = op.output(0)
     new = Stage(op, sch)
@@ -56,7 +59,7 @@ def cache_read(sch: Schedule, tensor: Tensor, scope: str, readers) -> Tensor:
     for r in reader_stages:
         old = r.op
         _keep_schedule(r, lambda: _set_op(sch, r, ComputeOp(old.name, old.axis,
-                                                             _replace_loads(old.body, src, cache, sch),
+                                                             _replace_loads(old.bodies, src, cache, sch, vi),
                                                              old.tag, old.attrs)))
     return cache
 
@@ -68,18 +71,31 @@ def _keep_schedule(st: Stage, change) -> None:
     st.all_iter_vars, st.leaf_iter_vars, st.relations, st.iter_var_attrs = saved
 
 
-def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
+def cache_write(sch: Schedule, tensor, scope: str):
     """Compute ``tensor`` into a ``scope`` buffer first; the original stage then copies it out.
 
     As in TVM, the cache is laid out in the order of the stage's data-parallel leaf loops: after
     ``split`` / ``fuse`` / ``reorder`` its axes are those loops (``x.outer.c``, ...), so the stage's
     loop transformations move to the cache stage, and the original stage copies the cache back to
     the tensor's layout with fresh loops.  The cache stage takes over the reduction axes (so ``k``
-    handles work on it)."""
+    handles work on it).  A multi-output operation is cached as a whole: ``tensor`` is then the
+    list of all its outputs, and so is the result (TVM)."""
     from .lower.relations import leaf_ranges, root_values
-    st = sch[tensor]
+    tensors = list(tensor) if isinstance(tensor, (list, tuple)) else [tensor]
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+        raise ScheduleError(f"cache_write: expected a tensor or a list of the outputs of one operation, "
+                            f"got {tensor!r}")
+    st = sch[tensors[0]]
     if isinstance(st.op, PlaceholderOp):
-        raise ScheduleError(f"cache_write: {tensor.name} is a placeholder")
+        raise ScheduleError(f"cache_write: {tensors[0].name} is a placeholder")
+    for t in tensors[1:]:
+        if sch[t] is not st:
+            raise ScheduleError(f"cache_write: {t.name} and {tensors[0].name} are outputs of different "
+                                "operations; cache one operation at a time")
+    n = st.op.num_outputs
+    if sorted(t.value_index for t in tensors) != list(range(n)):
+        raise ScheduleError(f"stage {st.op.name}: cache_write of an operation with {n} outputs takes the list "
+                            f"of all of them, in one call (s.cache_write([{st.op.name}.v0, ...], {scope!r}))")
     old = st.op
     data_leaves = [iv for iv in st.leaf_iter_vars if iv not in old.reduce_axis]
     for iv in data_leaves:
@@ -90,29 +106,26 @@ def cache_write(sch: Schedule, tensor: Tensor, scope: str) -> Tensor:
     vals, conds = root_values(st, rng)
     axes = [IterVar(Var(iv.var.name + ".c", iv.var.dtype), Range(const(0, rng[iv].extent.dtype), rng[iv].extent),
                     DATA_PAR) for iv in data_leaves]
-    to_new = {iv.var: a.var for iv, a in zip(data_leaves, axes)}
-    body = substitute(old.body, {iv.var: vals[iv] for iv in old.axis})
+    bodies = substitute(old.bodies, {iv.var: vals[iv] for iv in old.axis})
     if conds:  # a split with a tail: the cache computes only elements inside the tensor
         cond = conds[0]
         for c in conds[1:]:
             cond = cond & c
-        if isinstance(body, Reduce):
-            body = Reduce(body.dtype, body.combiner, body.source, body.axis, body.condition & cond, body.init)
-        else:
-            from .expr import Select
-            body = Select(body.dtype, cond, body, const(0, body.dtype))
-    body = substitute(body, to_new)
-    cache_op = ComputeOp(f"{old.name}.{scope}", axes, body, old.tag, old.attrs)
-    cache = cache_op.output(0)
+        bodies = tuple(replace(b, condition=b.condition & cond) if isinstance(b, Reduce)
+                       else Select(b.dtype, cond, b, const(0, b.dtype)) for b in bodies)
+    bodies = substitute(bodies, {iv.var: a.var for iv, a in zip(data_leaves, axes)})
+    cache_op = ComputeOp(f"{old.name}.{scope}", axes, bodies, old.tag, old.attrs)
     new = Stage(cache_op, sch)
     new.scope = scope
     sch._insert_stage(new, sch.stages.index(st))
     index = _leaf_indices(st, rng, {iv: iv.var for iv in old.axis})
-    _set_op(sch, st, ComputeOp(old.name, old.axis, TensorLoad(cache.dtype, cache, tuple(index[iv] for iv in data_leaves)),
-                               old.tag, old.attrs))
+    idx = tuple(index[iv] for iv in data_leaves)
+    copies = tuple(TensorLoad(c.dtype, c, idx) for c in cache_op._outputs)
+    _set_op(sch, st, ComputeOp(old.name, old.axis, copies, old.tag, old.attrs))
     st.pragmas = {iv: p for iv, p in st.pragmas.items() if iv in st.leaf_iter_vars}
     st.bindings = {iv: t for iv, t in st.bindings.items() if iv in st.leaf_iter_vars}
-    return cache
+    caches = [cache_op.output(t.value_index) for t in tensors]
+    return caches if isinstance(tensor, (list, tuple)) else caches[0]
 
 
 def _leaf_indices(st: Stage, rng: dict, vals: dict) -> dict:
@@ -131,11 +144,12 @@ def _leaf_indices(st: Stage, rng: dict, vals: dict) -> dict:
     return vals
 
 
-def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     """Split a reduction: partial results indexed by ``axis`` (a reduce leaf axis) are computed
-    first into a new tensor; the original stage then reduces over them."""
+    first into a new tensor; the original stage then reduces over them.  A tuple reduction gets one
+    partial tensor per output, returned as a list (as TVM)."""
     st = sch[tensor]
-    body = st.op.body if isinstance(st.op, ComputeOp) else None
+    body = st.op.bodies[0] if isinstance(st.op, ComputeOp) else None
     if not isinstance(body, Reduce):
         raise ScheduleError(f"stage {st.op.name}: rfactor: the stage is not a reduction")
     st._leaf(axis, "rfactor")
@@ -170,18 +184,29 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0) 
         c = substitute(c, leaf_map)
         cond = c if cond is None else cond & c
     source = substitute(body.source, mapping)
+    is_tuple = isinstance(source, tuple)
+    sources = source if is_tuple else (source,)
     if new_rest:
-        rf_body = Reduce(body.dtype, body.combiner, source, tuple(new_rest), simplify(cond), None)
+        cond = simplify(cond)
+        rf_bodies = [Reduce(x.dtype, body.combiner, source, tuple(new_rest), cond, None, k)
+                     for k, x in enumerate(sources)]
     else:
         from .intrin import if_then_else
-        rf_body = simplify(if_then_else(cond, source, body.combiner.identity(body.dtype)))
-    rf_op = ComputeOp(f"{st.op.name}.rf", rf_axes, rf_body)
-    rf = rf_op.output(0)
+        ids = body.combiner.identity_tuple([x.dtype for x in sources]) if is_tuple \
+            else (body.combiner.identity(body.dtype),)
+        rf_bodies = [simplify(if_then_else(cond, x, i)) for x, i in zip(sources, ids)]
+    rf_op = ComputeOp(f"{st.op.name}.rf", rf_axes, rf_bodies)
+    rfs = list(rf_op._outputs)
     sch._insert_stage(Stage(rf_op, sch), sch.stages.index(st))
     k = IterVar(Var(axis.var.name + ".v", axis.var.dtype), fa.dom, REDUCE)
     idx = [iv.var for iv in st.op.axis]
     idx.insert(factor_axis, k.var)
-    new_body = Reduce(body.dtype, body.combiner, TensorLoad(rf.dtype, rf, tuple(idx)), (k,), const(True), body.init)
+    partial = tuple(TensorLoad(rf.dtype, rf, tuple(idx)) for rf in rfs)
+    if is_tuple:
+        new_bodies = [Reduce(rf.dtype, body.combiner, partial, (k,), const(True), body.init, j)
+                      for j, rf in enumerate(rfs)]
+    else:
+        new_bodies = [Reduce(body.dtype, body.combiner, partial[0], (k,), const(True), body.init)]
     old = st.op
-    _set_op(sch, st, ComputeOp(old.name, old.axis, new_body, old.tag, old.attrs))
-    return rf
+    _set_op(sch, st, ComputeOp(old.name, old.axis, new_bodies, old.tag, old.attrs))
+    return rfs if is_tuple else rfs[0]

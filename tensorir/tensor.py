@@ -116,21 +116,34 @@ class PlaceholderOp(Operation):
 
 
 class ComputeOp(Operation):
-    """``out[axis] = body`` where body may be a :class:`Reduce`."""
+    """``out[axis] = body`` where body may be a :class:`Reduce`.
 
-    def __init__(self, name: str, axis: Sequence[IterVar], body: Expr, tag: str = "", attrs=None):
-        self.name, self.axis, self.body, self.tag = name, tuple(axis), body, tag
+    ``body`` may also be a tuple of bodies, one per output (``num_outputs`` of them, all of the
+    op's shape, computed in one loop nest); ``op.body`` is then that tuple, as TVM's."""
+
+    def __init__(self, name: str, axis: Sequence[IterVar], body, tag: str = "", attrs=None):
+        self.name, self.axis, self.tag = name, tuple(axis), tag
+        self.bodies: tuple[Expr, ...] = tuple(body) if isinstance(body, (tuple, list)) else (body,)
         self.attrs = dict(attrs or {})
-        self.reduce_axis: tuple[IterVar, ...] = body.axis if isinstance(body, Reduce) else ()
+        first = self.bodies[0]
+        self.reduce_axis: tuple[IterVar, ...] = first.axis if isinstance(first, Reduce) else ()
         shape = tuple(iv.dom.extent for iv in self.axis)
-        self._outputs = (Tensor(self, 0, shape, body.dtype),)
+        self._outputs = tuple(Tensor(self, k, shape, b.dtype) for k, b in enumerate(self.bodies))
+
+    @property
+    def body(self):
+        return self.bodies[0] if len(self.bodies) == 1 else self.bodies
+
+    @property
+    def num_outputs(self) -> int:  # type: ignore[override]
+        return len(self.bodies)
 
     @property
     def input_tensors(self) -> list["Tensor"]:
         from .visitor import collect
-        seen: dict[int, Tensor] = {}
-        for load in collect(self.body, TensorLoad):
-            seen.setdefault(id(load.tensor), load.tensor)
+        seen: dict[Tensor, Tensor] = {}
+        for load in collect(self.bodies, TensorLoad):
+            seen.setdefault(load.tensor, load.tensor)
         return list(seen.values())
 
 
@@ -146,7 +159,8 @@ class Tensor:
 
     @property
     def name(self) -> str:
-        return self.op.name
+        """The operation's name; ``name.v<k>`` for output k of a multi-output operation (as TVM)."""
+        return self.op.name if self.op.num_outputs == 1 else f"{self.op.name}.v{self.value_index}"
 
     def __call__(self, *indices) -> TensorLoad:
         if len(indices) == 1 and isinstance(indices[0], (tuple, list)):
@@ -272,8 +286,11 @@ def thread_axis(dom=None, tag: str = "", name: str = "", span=None) -> IterVar:
     return IterVar(Var(name or tag), rng, THREAD, tag)
 
 
-def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "", attrs=None) -> Tensor:
-    """``te.compute``: a tensor whose element at ``indices`` is ``fcompute(*indices)``."""
+def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "", attrs=None):
+    """``te.compute``: a tensor whose element at ``indices`` is ``fcompute(*indices)``.
+
+    When ``fcompute`` returns a tuple (or a tuple reducer's results) the operation has one output per
+    element and ``compute`` returns the tuple of tensors."""
     shape = _shape(shape, f"compute {name}")
     tag = tag or current_tag()
     params = list(inspect.signature(fcompute).parameters.values())
@@ -286,20 +303,45 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "", att
                              f"{len(shape)} dimensions")
     axis = [IterVar(Var(n), Range(const(0, s.dtype), s), DATA_PAR) for n, s in zip(names, shape)]
     body = fcompute(*axis)
-    if isinstance(body, (list, tuple)):
-        if len(body) != 1:
-            raise NotImplementedError(f"compute {name}: multiple outputs are not supported")
-        body = body[0]
-    body = convert(body)
-    if isinstance(body, Reduce):
-        _check_reduce_top(name, body)
-    else:
-        _check_no_nested_reduce(name, body)
-    return ComputeOp(name, axis, body, tag, attrs).output(0)
+    bodies = tuple(body) if isinstance(body, (list, tuple)) else (body,)
+    if not bodies:
+        raise ValueError(f"compute {name}: fcompute returned an empty tuple")
+    bodies = tuple(_body(name, k, b) for k, b in enumerate(bodies))
+    _check_bodies(name, bodies)
+    op = ComputeOp(name, axis, bodies, tag, attrs)
+    return op.output(0) if op.num_outputs == 1 else tuple(op.output(k) for k in range(op.num_outputs))
 
 
-def _check_reduce_top(name: str, body: Reduce) -> None:
-    _check_no_nested_reduce(name, body.source)
+def _body(name: str, k: int, b) -> Expr:
+    try:
+        return convert(b)
+    except TypeError:
+        raise TypeError(f"compute {name}: output {k} of fcompute is {b!r} ({type(b).__name__}), not an "
+                        "expression; a tuple reducer's results are the whole tuple, not nested in "
+                        "another one") from None
+
+
+def _check_bodies(name: str, bodies: tuple) -> None:
+    """Reductions are whole bodies; a tuple reduction's results come whole and in order (TVM's rule:
+    outputs that reduce, reduce together)."""
+    reduces = [b for b in bodies if isinstance(b, Reduce)]
+    for b in bodies:
+        _check_no_nested_reduce(name, b.source if isinstance(b, Reduce) else b)
+    if not reduces:
+        return
+    if len(reduces) != len(bodies):
+        raise ValueError(f"compute {name}: either all outputs are results of one reduction or none is; "
+                         "compute the others in their own stage")
+    first = reduces[0]
+    if len(bodies) == 1 and not isinstance(first.source, tuple):
+        return
+    arity = len(first.source) if isinstance(first.source, tuple) else 1
+    same = all(r.combiner is first.combiner and r.source is first.source and r.axis == first.axis
+               and r.condition is first.condition and r.init is first.init for r in reduces)
+    if not same or arity != len(bodies) or [r.value_index for r in reduces] != list(range(arity)):
+        raise ValueError(f"compute {name}: the outputs of a tuple reduction must be all {arity} results of "
+                         f"one reducer call, in order (return {first.combiner.name}(...) itself); got "
+                         f"{len(bodies)} outputs")
 
 
 def _check_no_nested_reduce(name: str, body: Expr) -> None:

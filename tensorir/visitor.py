@@ -127,23 +127,39 @@ class _Substituter(Mutator):
         """Also into what the reducer's functions return (an identity may use an axis, as TVM
         allows) and into the domains of the reduce axes."""
         new = self.generic_visit(r)
-        combiner = _substituted_combiner(r.combiner, r.dtype, self.mapping)
+        combiner = _substituted_combiner(r, self.mapping)
         axes = tuple(_substituted_axis(iv, self) for iv in r.axis)
         if combiner is r.combiner and all(a is b for a, b in zip(axes, r.axis)):
             return new
         return replace(new, combiner=combiner, axis=axes)
 
 
-def _substituted_combiner(comb, dtype: str, mapping: dict):
-    """``comb`` whose results have ``mapping`` applied (the same reducer when they use none of it)."""
-    x, y = Var("x", dtype), Var("y", dtype)
-    if not any(v in mapping for e in (comb.combine(x, y), comb.identity(dtype)) for v in collect(e, Var)):
-        return comb
+def _substituted_combiner(r, mapping: dict):
+    """``r``'s reducer with ``mapping`` applied to what its functions return (the same reducer when
+    they use none of it); a tuple reducer's functions take and return tuples."""
     from .reduce import CommReducer
+    comb = r.combiner
+    dtypes = [e.dtype for e in r.source] if isinstance(r.source, tuple) else [r.dtype]
+    xs = tuple(Var(f"x{k}", d) for k, d in enumerate(dtypes))
+    ys = tuple(Var(f"y{k}", d) for k, d in enumerate(dtypes))
+    if isinstance(r.source, tuple):
+        combined, identity = comb.combine_tuple(xs, ys), comb.identity_tuple(dtypes)
+    else:
+        combined, identity = (comb.combine(xs[0], ys[0]),), (comb.identity(r.dtype),)
+    if not any(v in mapping for e in combined + identity for v in collect(e, Var)):
+        return comb
+    combined = substitute(combined, mapping)
 
     def fcombine(a, b):
-        return substitute(substitute(comb.combine(x, y), mapping), {x: a, y: b})
-    return CommReducer(comb.name, fcombine, lambda t: substitute(comb.identity(t), mapping))
+        a, b = (a, b) if isinstance(r.source, tuple) else ((a,), (b,))
+        out = substitute(combined, {**dict(zip(xs, a)), **dict(zip(ys, b))})
+        return out if isinstance(r.source, tuple) else out[0]
+
+    def fidentity(*ts):
+        out = comb.identity_tuple(ts) if isinstance(r.source, tuple) else (comb.identity(ts[0]),)
+        out = substitute(out, mapping)
+        return out if isinstance(r.source, tuple) else out[0]
+    return CommReducer(comb.name, fcombine, fidentity)
 
 
 def _substituted_axis(iv, sub: "_Substituter"):

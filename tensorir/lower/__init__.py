@@ -65,7 +65,8 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
     builder = NestBuilder(s, bodies, bounds, arg_buffers, aliases)
     stmt = remove_redundant_guards(simplify(builder.build()), size_vars)
     func = LoweredFunc(name, tuple(arg_buffers[_key(s, t)] for t in tensors), tuple(size_vars), stmt,
-                       (("loop_stage", builder.loop_stage), ("write_before_read", tuple(builder.write_first))))
+                       (("loop_stage", builder.loop_stage), ("write_before_read", tuple(builder.write_first)),
+                        ("buffer_stage", builder.buffer_stage())))
     _check_free_vars(func)
     return func
 
@@ -102,7 +103,7 @@ def _split_args(s: Schedule, args, aliases: dict) -> tuple[list[Tensor], list[Va
 
 
 def _arg_buffers(s: Schedule, tensors: list[Tensor], scalars: list[Var]):
-    buffers, size_vars = {}, list(scalars)
+    buffers, size_vars = {}, list(scalars)  # keyed (stage, value_index), as NestBuilder.buffers
     for t in tensors:
         st = s[t]
         out = st.op.output(t.value_index)

@@ -79,7 +79,8 @@ class Bounds:
         for q in self.sch.stages:
             if q not in self.bodies or q not in self.root:
                 continue
-            loads = [ld for ld in collect(self.bodies[q], TensorLoad) if self.sch.stage_map.get(ld.tensor.op) is st]
+            loads = list({id(ld): ld for ld in collect(self.bodies[q], TensorLoad)  # reads of every output
+                          if self.sch.stage_map.get(ld.tensor.op) is st}.values())
             if not loads:
                 continue
             chain = self.loops_of(q)
@@ -154,9 +155,10 @@ class Bounds:
         where = ", ".join(f"{v.name} = {c}" for v, c in values.items())
         shape = ", ".join(expr_text(x) for x in st.op.output(0).shape)
         idx = ", ".join(expr_text(i) for i in ld.indices)
+        name = ld.tensor.name
         return OutOfBoundsError(
-            f"stage {q.op.name}: out-of-bounds read of tensor {st.op.name}: index {st.op.name}[{idx}] reaches "
-            f"{st.op.name}[{', '.join(map(str, elem))}] outside its shape [{shape}] (counterexample: {where})")
+            f"stage {q.op.name}: out-of-bounds read of tensor {name}: index {name}[{idx}] reaches "
+            f"{name}[{', '.join(map(str, elem))}] outside its shape [{shape}] (counterexample: {where})")
 
 
 def _fold(cls, xs: list[Expr]) -> Expr:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..arith import simplify
 from ..expr import And, BufferLoad, Expr, IntImm, Reduce, TensorLoad, Var, as_bool, const
 from ..schedule import INLINE, ROOT, SCAN_UPDATE, SCOPE, Schedule, ScheduleError, Stage
-from ..stmt import Allocate, Buffer, BufferStore, For, IfThenElse, Stmt, seq
+from ..stmt import Allocate, Buffer, BufferStore, For, IfThenElse, LetStmt, Stmt, seq
 from ..tensor import ComputeOp, IterVar, PlaceholderOp
 from ..visitor import Mutator, collect, substitute
 from .bounds import Bounds
@@ -26,7 +26,7 @@ class NestBuilder:
     Buffers belong to tensors, keyed ``(stage, output index)``; a tensor that an operation stores in
     another one's buffer (a scan's init, update and state) is an alias of that key."""
 
-    def __init__(self, sch: Schedule, bodies: dict[Stage, Expr], bounds: Bounds, arg_buffers: dict,
+    def __init__(self, sch: Schedule, bodies: dict[Stage, tuple[Expr, ...]], bounds: Bounds, arg_buffers: dict,
                  aliases: dict | None = None):
         self.sch, self.bodies, self.bounds = sch, bodies, bounds
         self.buffers: dict[TensorKey, Buffer] = dict(arg_buffers)
@@ -46,20 +46,21 @@ class NestBuilder:
             if hook is not None:
                 hook.declare_buffers(self, st)
             elif isinstance(st.op, ComputeOp) and st.attach_type != INLINE:
-                key = (st, 0)
-                if key in self.aliases:
-                    continue
                 root = bounds.root[st]
-                self.offsets[key] = [root[iv].min for iv in st.op.axis]
-                if key in self.arg_keys:  # an argument attached somewhere: written in place
-                    self.offsets[key] = [const(0, iv.var.dtype) for iv in st.op.axis]
-                if key not in self.buffers:
-                    shape = tuple(simplify(e) for e in bounds.alloc_extent[st])
-                    if st.layout_transforms:  # stored in its new layout: the whole tensor
+                for out in st.op._outputs:  # a multi-output stage: one buffer per output tensor
+                    key = (st, out.value_index)
+                    if key in self.aliases:
+                        continue
+                    self.offsets[key] = [root[iv].min for iv in st.op.axis]
+                    if key in self.arg_keys:  # an argument attached somewhere: written in place
                         self.offsets[key] = [const(0, iv.var.dtype) for iv in st.op.axis]
-                        shape = physical_shape(st, st.op.output(0).shape)
-                    shape = aligned_shape(st, shape)
-                    self.buffers[key] = Buffer(st.op.name, st.op.output(0).dtype, shape, st.scope)
+                    if key not in self.buffers:
+                        shape = tuple(simplify(e) for e in bounds.alloc_extent[st])
+                        if st.layout_transforms:  # stored in its new layout: the whole tensor
+                            self.offsets[key] = [const(0, iv.var.dtype) for iv in st.op.axis]
+                            shape = physical_shape(st, out.shape)
+                        shape = aligned_shape(st, shape)
+                        self.buffers[key] = Buffer(out.name, out.dtype, shape, st.scope)
             elif isinstance(st.op, PlaceholderOp):
                 self.offsets[(st, 0)] = [const(0, "int32")] * len(st.op.shape)
 
@@ -71,6 +72,14 @@ class NestBuilder:
     def offset_of(self, key: TensorKey) -> list[Expr]:
         """The index of that buffer's first element in the tensor."""
         return self.offsets[self.aliases.get(key, key)]
+
+    def stage_buffers(self, st: Stage) -> list[Buffer]:
+        """The buffers of all of ``st``'s outputs, in output order."""
+        return [self.buffer_of((st, k)) for k in range(st.op.num_outputs)]
+
+    def buffer_stage(self) -> dict[str, str]:
+        """The stage that writes each buffer, by buffer name (they differ for multi-output stages)."""
+        return {buf.name: st.op.name for (st, _), buf in self.buffers.items()}
 
     def own_buffers(self, st: Stage) -> list[Buffer]:
         """Buffers that ``st`` allocates: its outputs' that are neither arguments nor aliases."""
@@ -96,12 +105,17 @@ class NestBuilder:
         leaf_rng = self.bounds.leaf[st]
         vals, conds = root_values(st, leaf_rng, self.bounds.var_bounds)
         mapping = {iv.var: vals[iv] for iv in list(st.op.axis) + list(st.op.reduce_axis)}
-        buf, off = self.buffer_of((st, 0)), self.offset_of((st, 0))
+        bufs, off = self.stage_buffers(st), self.offset_of((st, 0))
         out_idx = physical_index(st, tuple(simplify(vals[iv] - o) for iv, o in zip(st.op.axis, off)))
-        body = self.rewrite_loads(substitute(self.bodies[st], mapping))
+        bodies = [self.rewrite_loads(substitute(b, mapping)) for b in self.bodies[st]]
+        body = bodies[0]  # a tuple reduction's bodies share their source, condition and init
         leaves = st.leaf_iter_vars
+
+        def stores(values) -> Stmt:
+            return guarded_store(st, seq(*[BufferStore(b, v, out_idx) for b, v in zip(bufs, values)]), mapping)
+
         if not isinstance(body, Reduce):
-            return self.nest(st, leaves, guarded_store(st, BufferStore(buf, body, out_idx), mapping), conds)
+            return self.nest(st, leaves, stores(bodies), conds)
         reduce_ivs = set()
         for iv in st.op.reduce_axis:
             reduce_ivs |= derived_from(st, iv)
@@ -111,7 +125,6 @@ class NestBuilder:
                                     "reduction axis, every iteration updates the same outputs "
                                     "(use s.rfactor to parallelize a reduction)")
         first = next((k for k, iv in enumerate(leaves) if iv in reduce_ivs), len(leaves))
-        init_value = body.init if body.init is not None else body.combiner.identity(body.dtype)
         outer_vars = {iv.var for iv in leaves[:first]}
         leaf_vars = {iv.var for iv in leaves}
         reduce_vars = {iv.var for iv in leaves if iv in reduce_ivs}
@@ -121,10 +134,8 @@ class NestBuilder:
             (outer_conds if used <= outer_vars else inner_conds).append(c)
         init_leaves = [iv for iv in leaves[first:] if iv not in reduce_ivs]
         init_conds = [c for c in inner_conds if not any(v in reduce_vars for v in collect(c, Var))]
-        init = self.nest(st, init_leaves, guarded_store(st, BufferStore(buf, init_value, out_idx), mapping),
-                         init_conds, attach=False)
-        update_value = body.combiner.combine(BufferLoad(buf.dtype, buf, out_idx), body.source)
-        update: Stmt = BufferStore(buf, update_value, out_idx)
+        init = self.nest(st, init_leaves, stores(_init_values(body)), init_conds, attach=False)
+        update = _update(body, bufs, out_idx)
         for c in reversed(_conjuncts(as_bool(body.condition))):  # nested: later ones may read memory
             update = IfThenElse(c, update)
         update = self.nest(st, leaves[first:], guarded_store(st, update, mapping), inner_conds)
@@ -183,6 +194,47 @@ class NestBuilder:
                 return BufferLoad(ld.dtype, builder.buffer_of(key), idx)
 
         return Loads().visit(e)
+
+
+def _conjuncts(cond: Expr) -> list[Expr]:
+    if isinstance(cond, And):
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    if isinstance(cond, IntImm) and cond.value:
+        return []
+    return [cond]
+
+
+def _guard(body: Stmt, conds: list[Expr]) -> Stmt:
+    if not conds:
+        return body
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = cond & c
+    return IfThenElse(cond, body)
+
+
+def _init_values(red: Reduce) -> tuple[Expr, ...]:
+    """The reduction's starting values, one per output."""
+    if red.init is not None:
+        return red.init if isinstance(red.init, tuple) else (red.init,)
+    if isinstance(red.source, tuple):
+        return red.combiner.identity_tuple([x.dtype for x in red.source])
+    return (red.combiner.identity(red.dtype),)
+
+
+def _update(red: Reduce, bufs: list[Buffer], idx: tuple) -> Stmt:
+    """One reduction step.  A tuple reduction computes every new value from the old ones (let-bound)
+    before it stores any, so the tuple is updated at once."""
+    if not isinstance(red.source, tuple):
+        buf = bufs[0]
+        return BufferStore(buf, red.combiner.combine(BufferLoad(buf.dtype, buf, idx), red.source), idx)
+    old = tuple(BufferLoad(b.dtype, b, idx) for b in bufs)
+    new = red.combiner.combine_tuple(old, red.source)
+    temps = [Var(f"{b.name}.next", b.dtype) for b in bufs]
+    stmt = seq(*[BufferStore(b, t, idx) for b, t in zip(bufs, temps)])
+    for t, v in reversed(list(zip(temps, new))):
+        stmt = LetStmt(t, v, stmt)
+    return stmt
 
 
 def _conjuncts(cond: Expr) -> list[Expr]:
