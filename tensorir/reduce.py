@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
 
 from . import dtype as dt
 from .expr import Expr, Reduce, Var, binary, Max, Min, cast, convert, const, as_bool
