@@ -64,6 +64,8 @@ def expr_str(e, parent_prec: int = 0) -> str:
         return f"x{e.lanes}({expr_str(e.value)})"
     if t is E.Let:
         return f"(let {e.var.name} = {expr_str(e.value)} in {expr_str(e.body)})"
+    if hasattr(e, "text"):  # nodes defined outside expr.py print themselves
+        return e.text(expr_str)
     return f"<{t.__name__}>"
 
 

@@ -17,6 +17,7 @@ from .schedule_ops import NestBuilder
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 from .validate import validate_schedule
+from . import extern as _extern  # noqa: F401  (registers the lowering of extern stages)
 
 
 def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mode: bool = False,

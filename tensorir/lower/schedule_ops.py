@@ -16,6 +16,10 @@ from .relations import derived_from, root_values
 
 _KIND = {"parallel": "parallel", "vectorized": "vectorized", "unrolled": "unrolled"}
 
+#: Operation types other than compute -> ``f(builder, stage) -> Stmt``, the code of a root stage whose
+#: buffer is its whole output (registered by lower/extern.py).
+STAGE_NEST: dict = {}
+
 
 class NestBuilder:
     """Builds the loop nest of every stage and places attached stages and allocations."""
@@ -38,18 +42,29 @@ class NestBuilder:
                     self.buffers[st] = Buffer(st.op.name, st.op.output(0).dtype, shape, st.scope)
             elif isinstance(st.op, PlaceholderOp):
                 self.offsets[st] = [const(0, "int32")] * len(st.op.shape)
+            elif type(st.op) in STAGE_NEST:
+                out = st.op.output(0)
+                self.offsets[st] = [const(0, "int32")] * len(out.shape)
+                if st not in self.buffers:
+                    self.buffers[st] = Buffer(st.op.name, out.dtype, tuple(simplify(x) for x in out.shape), st.scope)
 
     # -- whole program ---------------------------------------------------------------------------
     def build(self) -> Stmt:
-        body = seq(*[self.stage_nest(st) for st in self.sch.stages
-                     if isinstance(st.op, ComputeOp) and st.attach_type == ROOT])
-        for st in reversed(self.sch.stages):
-            if isinstance(st.op, ComputeOp) and st.attach_type == ROOT and st not in self.arg_stages:
+        roots = [st for st in self.sch.stages
+                 if (isinstance(st.op, ComputeOp) or type(st.op) in STAGE_NEST) and st.attach_type == ROOT]
+        body = seq(*[self.stage_nest(st) for st in roots])
+        for st in reversed(roots):
+            if st not in self.arg_stages:
                 body = Allocate(self.buffers[st], body)
         return body
 
     # -- one stage -------------------------------------------------------------------------------
     def stage_nest(self, st: Stage) -> Stmt:
+        if type(st.op) in STAGE_NEST:
+            return STAGE_NEST[type(st.op)](self, st)
+        if getattr(st, "tensorize_intrin", None) is not None:
+            from .tensorize import tensorize_nest
+            return tensorize_nest(self, st)
         leaf_rng = self.bounds.leaf[st]
         vals, conds = root_values(st, leaf_rng, self.bounds.var_bounds)
         mapping = {iv.var: vals[iv] for iv in list(st.op.axis) + list(st.op.reduce_axis)}

@@ -4,7 +4,13 @@ from __future__ import annotations
 from ..schedule import SCOPE, Schedule, ScheduleError
 
 
+#: Further checks ``f(schedule)`` registered by the modules of other operation kinds (lower/extern.py).
+CHECKS: list = []
+
+
 def validate_schedule(s: Schedule) -> None:
+    for check in CHECKS:
+        check(s)
     for st in s.stages:
         if st.attach_type == SCOPE:
             if st.attach_ivar not in st.attach_stage.leaf_iter_vars:
