@@ -7,9 +7,15 @@ from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_el
 from .schedule import Schedule, ScheduleError, Stage, create_schedule
 from .lower import lower
 from .analysis import OutOfBoundsError, analyze
+from .buffer import decl_buffer
+from .extern import call_extern, call_intrin, call_packed, extern, get_global_func, register_func
+from .tensor_intrin import decl_tensor_intrin
+from . import ir_builder
 
 __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
            "placeholder", "reduce_axis", "thread_axis", "comm_reducer", "sum", "max", "min", "abs", "all",
            "any", "ceil", "cos", "erf", "exp", "exp2", "floor", "if_then_else", "log", "log2", "log10",
            "power", "round", "rsqrt", "sigmoid", "sin", "sqrt", "tanh", "trunc", "Schedule",
            "ScheduleError", "Stage", "create_schedule", "lower", "analyze", "OutOfBoundsError"]
+__all__ += ["decl_buffer", "extern", "call_extern", "call_intrin", "call_packed", "register_func",
+            "get_global_func", "decl_tensor_intrin", "ir_builder"]

@@ -115,7 +115,7 @@ def _emit(s, ind: int, out: list[str]) -> None:
     elif t is S.For:
         kind = "" if s.kind == S.SERIAL else f"{s.kind} "
         tag = f" [{s.thread_tag}]" if s.thread_tag else ""
-        ann = "".join(f" #{k}={v}" for k, v in s.annotations)
+        ann = "".join(f" #{k}={_short(v)}" for k, v in s.annotations)
         lo = "" if E.is_const(s.min, 0) else f"{expr_str(s.min)}, "
         out.append(f"{pad}{kind}for ({s.loop_var.name}, {lo}{expr_str(s.extent)}){tag}{ann} {{")
         _emit(s.body, ind + 1, out)
@@ -144,6 +144,12 @@ def _emit(s, ind: int, out: list[str]) -> None:
         _emit(s.body, ind, out)
     else:
         out.append(f"{pad}<{t.__name__}>")
+
+
+def _short(value) -> str:
+    """A pragma value; long code (``import_llvm`` / ``import_c``) as its line count."""
+    text = str(value)
+    return f"<{text.count(chr(10)) + 1} lines>" if "\n" in text else text
 
 
 def func_str(f) -> str:
