@@ -221,6 +221,10 @@ class _Builder:
             self.allocs[s.buffer] = tuple(self.loops)
             self.prog.alloc_loops[s.buffer] = tuple(self.loops)
             self.visit(s.body)
+        elif isinstance(s, LetStmt) and dt.is_int(s.var.dtype) and aff(s.value) is not None:
+            self.conds.append(f"{isl_name(s.var)} = {aff(s.value)}")  # the let's var is a parameter tied here
+            self.visit(s.body)
+            self.conds.pop()
         elif isinstance(s, (LetStmt, Attr)):
             self.visit(s.body)
         elif isinstance(s, BufferStore):
