@@ -125,9 +125,11 @@ def tensorize_nest(builder, st: Stage) -> Stmt:
     regions[intrin.output_buffer] = Region(builder.buffers[st], tuple(
         (simplify(region[iv][0] - o), region[iv][1]) for iv, o in zip(op.axis, out_off)))
 
-    def bind(stmt: Stmt) -> Stmt:
-        return bind_buffers(stmt, regions, f"stage {op.name}: tensorize with {intrin.name}",
-                            outputs=[intrin.output_buffer], bounds=bounds)
+    def bind(stmt: Stmt | None) -> Stmt | None:
+        return None if stmt is None else bind_buffers(stmt, regions, f"stage {op.name}: tensorize with "
+                                                      f"{intrin.name}", outputs=[intrin.output_buffer], bounds=bounds)
+
+    body, reset, update = bind(intrin.body), bind(intrin.reset), bind(intrin.update)
 
     # 4. the loop nest around the intrinsic
     reduce_ivs: set = set()
@@ -135,24 +137,23 @@ def tensorize_nest(builder, st: Stage) -> Stmt:
         reduce_ivs |= derived_from(st, iv)
     outer_reduce = [iv for iv in outer if iv in reduce_ivs]
     if not outer_reduce:
-        if intrin.body is None:
+        if body is None:
             raise _err(st, "the intrinsic has no body")
-        return builder.nest(st, outer, bind(intrin.body), conds)
-    if intrin.update is None:
+        return builder.nest(st, outer, body, conds)
+    if update is None:
         raise _err(st, f"reduce loops {', '.join(iv.var.name for iv in outer_reduce)} are outside the tensorized "
                        "region but the intrinsic gives no update statement (return (body, reset, update))")
-    update = bind(intrin.update)
-    if intrin.reset is None:
+    if reset is None:
         first = None
         for iv in outer_reduce:
             c = iv.var == const(0, iv.var.dtype)
             first = c if first is None else And("bool", first, c)
-        return builder.nest(st, outer, IfThenElse(first, bind(intrin.body), update), conds)
+        return builder.nest(st, outer, IfThenElse(first, body, update), conds)
     start = outer.index(outer_reduce[0])
     reduce_vars = {iv.var for iv in outer_reduce}
     init_leaves = [iv for iv in outer[start:] if iv not in reduce_ivs]
     init_conds = [c for c in conds if not any(v in reduce_vars for v in collect(c, Var))]
-    init = builder.nest(st, init_leaves, bind(intrin.reset), init_conds, attach=False)
+    init = builder.nest(st, init_leaves, reset, init_conds, attach=False)
     inside = {iv.var for iv in outer[start:]}
     in_conds = [c for c in conds if any(v in inside for v in collect(c, Var))]
     out_conds = [c for c in conds if c not in in_conds]
