@@ -4,6 +4,8 @@ Where a ``call_extern`` symbol can come from:
 
 * ``s[T].pragma(axis, "import_llvm", ir_text)``: LLVM IR linked into the kernel's module (also into an
   exported shared object);
+* the same keys as ``ib.scope_attr(None, "pragma_import_llvm" / "pragma_import_c", code)`` in an
+  extern body (an extern stage has no loop to put a pragma on);
 * ``s[T].pragma(axis, "import_c", c_source)``: C compiled by the system compiler (``$CC`` or ``cc``)
   into a shared library loaded into this process (cached by source hash under
   ``$TILETUNE_CACHE_DIR/extern``, default ``~/.cache/tiletune/extern``); ``export_library`` links the
@@ -102,12 +104,14 @@ def prepare(func: S.LoweredFunc) -> ExternLinkage:
     """The IR to link and libraries to load for ``func``'s pragmas (C sources are compiled and
     loaded now), plus every library loaded with :func:`load_library`."""
     link = ExternLinkage()
-    for loop in collect(func.body, S.For):
-        for key, value in loop.annotations:
-            if key == IMPORT_LLVM:
-                link.llvm_ir.append(str(value))
-            elif key == IMPORT_C:
-                link.libraries.append(load_library(compile_c(str(value))))
+    pragmas = [kv for loop in collect(func.body, S.For) for kv in loop.annotations]
+    pragmas += [(a.key.removeprefix("pragma_"), getattr(a.value, "value", a.value))
+                for a in collect(func.body, S.Attr)]
+    for key, value in pragmas:
+        if key == IMPORT_LLVM:
+            link.llvm_ir.append(str(value))
+        elif key == IMPORT_C:
+            link.libraries.append(load_library(compile_c(str(value))))
     link.libraries += [p for p in _libraries if p not in link.libraries]
     return link
 

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Callable
 
 from . import dtype as dt
-from .expr import BufferLoad, Expr, IntImm, Var, as_bool, const, convert
+from .expr import BufferLoad, Expr, IntImm, StringImm, Var, as_bool, const, convert
 from .stmt import (Allocate, Attr, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, PARALLEL, SERIAL,
                    Stmt, UNROLLED, VECTORIZED, seq)
 
@@ -155,8 +155,9 @@ class IRBuilder:
         return BufferVar(self, buf, tuple(shape) if shape is not None else tuple(buf.shape))
 
     def scope_attr(self, node, attr_key: str, value) -> None:
-        """An annotation over everything emitted after it in this block."""
-        value = convert(value)
+        """An annotation over everything emitted after it in this block (``"pragma_import_c"`` /
+        ``"pragma_import_llvm"`` with code as the value give extern bodies their C or LLVM IR)."""
+        value = StringImm("handle", value) if isinstance(value, str) else convert(value)
         self.emit(lambda body: Attr(node, attr_key, value, body))
 
     def likely(self, expr):

@@ -140,7 +140,8 @@ def _emit(s, ind: int, out: list[str]) -> None:
         out.append(f"{pad}{s.var.name} = {expr_str(s.value)}")
         _emit(s.body, ind, out)
     elif t is S.Attr:
-        out.append(f"{pad}// attr {s.key} = {expr_str(s.value)}")
+        value = _short(s.value.value) if isinstance(s.value, E.StringImm) else expr_str(s.value)
+        out.append(f"{pad}// attr {s.key} = {value}")
         _emit(s.body, ind, out)
     else:
         out.append(f"{pad}<{t.__name__}>")

@@ -297,3 +297,21 @@ def test_call_intrin():
     a, b = rand(10), nans(10)
     f(a, b)
     np.testing.assert_allclose(b, np.exp(a), rtol=1e-5)
+
+
+def test_extern_body_carries_its_c_code():
+    src = ADD_C.replace("tt_scale_add", "tt_scale_add_attr")
+
+    def body(ins, outs):
+        ib = te.ir_builder.create()
+        ib.scope_attr(None, "pragma_import_c", src)
+        ib.emit(te.call_extern("int32", "tt_scale_add_attr", outs[0].access_ptr("w"), ins[0].access_ptr("r"),
+                               ins[0].access_ptr("r"), te.const(0.5), 12))
+        return ib.get()
+
+    A = te.placeholder((12,), name="A")
+    B = te.extern((12,), [A], body, name="B")
+    f = codegen.build(te.create_schedule(B.op), [A, B])
+    a, b = rand(12), nans(12)
+    f(a, b)
+    np.testing.assert_allclose(b, 1.5 * a, rtol=1e-6)

@@ -340,3 +340,29 @@ def test_tensorize_misuse():
         s[C].tensorize(C.op.axis[0], "not an intrinsic")
     with pytest.raises(ValueError, match="expected one, or"):
         te.decl_tensor_intrin(C.op, lambda ins, outs: (te.call_extern("int32", "f"),) * 2)
+
+
+@te.register_func("test_tensorize.gather9")
+def _gather9(x, z):
+    i, j = np.meshgrid(np.arange(9), np.arange(9), indexing="ij")
+    z[:] = x[j // 3 + i % 3, j % 3 + i // 3]
+
+
+def test_packed_intrinsic_over_a_gather():
+    """TVM's test_tensorize_op: the whole stage is one packed call; the read region is the hull."""
+    def body(t):
+        return lambda i, j: t[j // 3 + i % 3, j % 3 + i // 3]
+
+    x = te.placeholder((5, 5), name="x")
+    y = te.compute((9, 9), body(x), name="y")
+    intrin = te.decl_tensor_intrin(y.op, lambda ins, outs: te.call_packed("test_tensorize.gather9", ins[0], outs[0]),
+                                   default_buffer_params={"offset_factor": 2})
+    A = te.placeholder((5, 5), name="A")
+    B = te.compute((9, 9), body(A), name="B")
+    s = te.create_schedule(B.op)
+    s[B].tensorize(B.op.axis[0], intrin)
+    f = codegen.build(s, [A, B])
+    a, b = rand(5, 5), np.full((9, 9), np.nan, "float32")
+    f(a, b)
+    i, j = np.meshgrid(np.arange(9), np.arange(9), indexing="ij")
+    np.testing.assert_allclose(b, a[j // 3 + i % 3, j % 3 + i // 3])
