@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .build import build, lower_to_func
 from .export import load_module
+from .extern_code import load_library
 from .llvm import CodegenError
 from .module import Module, default_num_threads
 from .target import Target, host
@@ -10,4 +11,4 @@ from .target import parse as parse_target
 from .timer import ProfileResult
 
 __all__ = ["build", "lower_to_func", "load_module", "CodegenError", "Module", "default_num_threads", "Target",
-           "host", "parse_target", "ProfileResult"]
+           "host", "parse_target", "ProfileResult", "load_library"]

@@ -6,7 +6,9 @@ from tensorir.stmt import THREAD_BINDING, For, LoweredFunc
 from tensorir.visitor import collect
 
 from . import jit
-from .llvm import codegen_llvm
+from . import extern_code
+from .llvm import CodeGenLLVM
+from .llvm_extern import packed_symbol
 from .llvm_parallel import thread_count_symbol
 from .module import Module
 from .signature import Signature
@@ -48,11 +50,21 @@ def build(s_or_func, args=None, target="llvm", name: str = "default_function") -
     if tgt.kind != "llvm":
         raise ValueError(f"target {tgt} is not supported by codegen.build yet (llvm, cuda)")
     check_no_thread_bindings(func, tgt)
-    ir_text, parallel = codegen_llvm(func, tgt)
-    mod = jit.optimize(ir_text, tgt)
+    cg = CodeGenLLVM(tgt, name=func.name)
+    cg.add_function(func)
+    parallel = cg.uses_openmp
+    link = extern_code.prepare(func)
+    link.packed_sites = list(cg.packed_calls)
+
+    def prepare(m):
+        extern_code.link_ir(m, link.llvm_ir)
+        extern_code.check_symbols(m, func)
+
+    mod = jit.optimize(str(cg.module), tgt, prepare)
     optimized = str(mod)
     code = jit.JitCode(mod, tgt, openmp=parallel)
     sig = Signature.from_func(func, parallel)
     threads = code.global_address(thread_count_symbol(sig.symbol)) if parallel else None
+    packed = code.global_address(packed_symbol(sig.symbol)) if link.packed_sites else None
     return Module(sig, code.function_address(sig.symbol), str(tgt), keepalive=code, ir=optimized, func=func,
-                  threads_address=threads)
+                  threads_address=threads, extern=link, packed_address=packed)

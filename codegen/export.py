@@ -9,6 +9,13 @@ Files written for ``export_library(mod, "k.so")``:
 * ``k.so.json`` the signature (entry name, buffers with dtype/shape/written, size vars, target string,
                 build info); see :meth:`codegen.signature.Signature.to_json`.
 * ``k.so.ll``   the optimized LLVM IR (only for ``get_source``; loading does not need it).
+
+Extern calls: IR given with ``pragma(..., "import_llvm", ir)`` is part of the object; libraries from
+``pragma(..., "import_c", c)`` and ``codegen.load_library`` are linked by absolute path (with an
+rpath), so they must stay where they are; other symbols must be in the loading process (libc, libm,
+or a library loaded before with ``ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)``).  The JSON lists the
+libraries and the ``call_packed`` sites; the loaded module calls functions registered with
+``te.register_func`` in the loading process.
 """
 from __future__ import annotations
 
@@ -52,17 +59,23 @@ def export_library(mod: Module, path: str) -> None:
         with open(obj_path, "wb") as f:
             f.write(obj)
         out_tmp = os.path.join(tmp, "out.so")
-        _link(obj_path, out_tmp, mod.signature.parallel)
+        libraries = list(mod.extern.libraries) if mod.extern is not None else []
+        _link(obj_path, out_tmp, mod.signature.parallel, libraries)
         shutil.move(out_tmp, path)
     meta = {"signature": mod.signature.to_json(), "target": mod.target, "build": build_info()}
+    if mod.extern is not None and (mod.extern.libraries or mod.extern.packed_sites):
+        meta["extern"] = mod.extern.to_json()
     with open(path + ".json", "w") as f:
         json.dump(meta, f, indent=1)
     with open(path + ".ll", "w") as f:
         f.write(mod._ir)
 
 
-def _link(obj: str, out: str, openmp: bool) -> None:
+def _link(obj: str, out: str, openmp: bool, libraries: list = ()) -> None:
+    """Link ``obj`` into the shared object ``out`` (with libgomp for parallel kernels, and against the
+    libraries extern calls need, by absolute path with an rpath so the loader finds them)."""
     cc = os.environ.get("CC", "cc")
+    libs = [x for lib in libraries for x in (lib, f"-Wl,-rpath,{os.path.dirname(lib)}")]
     attempts = [["-lgomp"]] if openmp else [[]]
     if openmp:
         lib = jit.openmp_library()
@@ -70,7 +83,7 @@ def _link(obj: str, out: str, openmp: bool) -> None:
             attempts.append([lib, f"-Wl,-rpath,{os.path.dirname(lib)}"])
     errors = []
     for extra in attempts:
-        cmd = [cc, "-shared", "-o", out, obj, *extra, "-lm"]
+        cmd = [cc, "-shared", "-o", out, obj, *libs, *extra, "-lm"]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True)
         except FileNotFoundError:
@@ -121,5 +134,12 @@ def load_module(path: str) -> Module:
         threads = ctypes.addressof(ctypes.c_int32.in_dll(lib, thread_count_symbol(sig.symbol)))
     ir_path = path + ".ll"
     ir = open(ir_path).read() if os.path.exists(ir_path) else None
+    extern, packed = None, None
+    if "extern" in meta:
+        from .extern_code import ExternLinkage
+        from .llvm_extern import packed_symbol
+        extern = ExternLinkage.from_json(meta["extern"])
+        if extern.packed_sites:
+            packed = ctypes.addressof(ctypes.c_void_p.in_dll(lib, packed_symbol(sig.symbol)))
     return Module(sig, address, meta["target"], keepalive=lib, ir=ir, threads_address=threads,
-                  origin=f"loaded from {path}")
+                  origin=f"loaded from {path}", extern=extern, packed_address=packed)

@@ -50,11 +50,14 @@ def data_layout(target: Target) -> str:
     return str(target_machine(target).target_data)
 
 
-def optimize(ir_text: str, target: Target) -> llvm.ModuleRef:
-    """Parse, verify and run the O3 pipeline (loop and SLP vectorization on) for ``target``."""
+def optimize(ir_text: str, target: Target, prepare=None) -> llvm.ModuleRef:
+    """Parse, verify and run the O3 pipeline (loop and SLP vectorization on) for ``target``;
+    ``prepare(module)`` runs before the passes (linking extern IR, checking symbols)."""
     init()
     with _lock:
         mod = llvm.parse_assembly(ir_text)
+        if prepare is not None:
+            prepare(mod)
         mod.verify()
         tm = target_machine(target)
         pto = llvm.create_pipeline_tuning_options(speed_level=3)

@@ -23,7 +23,7 @@ from tensorir import stmt as S
 from tensorir.expr import structural_key
 from tensorir.visitor import collect
 
-from . import jit, llvm_math, llvm_memory, llvm_parallel
+from . import jit, llvm_extern, llvm_math, llvm_memory, llvm_parallel
 from .llvm_types import FAST, I1, PTR, VOID, const, convert, lanes_of, ltype, mangle, splat, to_i64, unify
 from .signature import native_symbol
 from .target import Target
@@ -64,6 +64,8 @@ class CodeGenLLVM:
                        E.Cast: self.expr_Cast, E.Not: self.expr_Not, E.Select: self.expr_Select,
                        E.Call: self.expr_Call, E.BufferLoad: lambda e: llvm_memory.load(self, e),
                        E.Ramp: self.expr_Ramp, E.Broadcast: self.expr_Broadcast, E.Let: self.expr_Let}
+        self._exprs.update(llvm_extern.expr_emitters(self))
+        self.packed_calls: list = []             # descriptors of call_packed sites (llvm_extern.py)
 
     # functions ---------------------------------------------------------------------------------------
     @property

@@ -18,6 +18,7 @@ from llvmlite import ir
 
 from tensorir import expr as E
 from tensorir import stmt as S
+from tensorir.buffer import AccessPtr
 from tensorir.visitor import collect, free_vars
 
 from .llvm_types import I32, PTR, VOID, const, convert, ltype
@@ -39,7 +40,7 @@ def captures(s: S.For) -> tuple[list, list]:
             variables.append(v)
     inner = {a.buffer for a in allocs}
     buffers, bseen = [], set()
-    for node in collect(s.body, (E.BufferLoad, S.BufferStore)):
+    for node in collect(s.body, (E.BufferLoad, S.BufferStore, AccessPtr)):
         if node.buffer not in inner and node.buffer not in bseen:
             bseen.add(node.buffer)
             buffers.append(node.buffer)

@@ -10,7 +10,7 @@ VOID = ir.VoidType()
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32 = ir.FloatType()
 _SCALAR = {"bool": I1, "int8": I8, "int16": ir.IntType(16), "int32": I32, "int64": I64, "uint8": I8,
-           "float16": ir.HalfType(), "float32": F32, "float64": ir.DoubleType()}
+           "float16": ir.HalfType(), "float32": F32, "float64": ir.DoubleType(), "handle": PTR}
 
 #: Fast-math flags on float arithmetic: everything but nnan/ninf (NaN and inf keep their meaning).
 FAST = ("reassoc", "contract", "nsz", "arcp", "afn")

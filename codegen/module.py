@@ -32,7 +32,8 @@ class Module:
     """
 
     def __init__(self, signature: Signature, address: int, target: str, *, keepalive=None,
-                 ir: str | None = None, func=None, threads_address: int | None = None, origin: str = "jit"):
+                 ir: str | None = None, func=None, threads_address: int | None = None, origin: str = "jit",
+                 extern=None, packed_address: int | None = None):
         self.signature = signature
         self.entry_name = signature.name
         self.target = target
@@ -45,10 +46,18 @@ class Module:
         self._threads = ctypes.c_int32.from_address(threads_address) if threads_address else None
         if self._threads is not None:
             self._threads.value = default_num_threads()
+        self.extern = extern            # codegen.extern_code.ExternLinkage: what extern calls need
+        self._packed = None
+        if extern is not None and extern.packed_sites:
+            from .packed import PackedDispatcher
+            self._packed = PackedDispatcher(extern.packed_sites)
+            self._packed.install(packed_address)
 
     # calling --------------------------------------------------------------------------------------------
     def __call__(self, *arrays) -> None:
         self.native_function(*self._packer.pack(arrays))
+        if self._packed is not None:
+            self._packed.raise_pending()
 
     def pack_args(self, arrays) -> list:
         """Check ``arrays`` and return the native arguments (pointers, then size values)."""

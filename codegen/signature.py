@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir import stmt as S
+from tensorir.buffer import AccessPtr
 from tensorir.visitor import collect
 
 FORMAT = "tiletune.signature/1"
@@ -47,7 +48,8 @@ class Signature:
     @staticmethod
     def from_func(func: S.LoweredFunc, parallel: bool = False) -> "Signature":
         names = _unique_names(func.size_vars)
-        written = {s.buffer for s in collect(func.body, S.BufferStore)}
+        written = {s.buffer for s in collect(func.body, S.BufferStore)} | \
+            {p.buffer for p in collect(func.body, AccessPtr) if "w" in p.mask}
         args = tuple(ArgSpec(b.name, dt.element(b.dtype), tuple(_shape_entry(x, names) for x in b.shape),
                              b in written) for b in func.buffers)
         return Signature(func.name, args, tuple((names[v], v.dtype) for v in func.size_vars), parallel)

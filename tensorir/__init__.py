@@ -17,6 +17,10 @@ from . import error, tir
 from .scan import scan
 from .schedule_layout import AXIS_SEPARATOR
 from . import schedule  # noqa: F401  (te.schedule.InferBound, te.schedule.create_schedule, ... as in TVM)
+from .buffer import decl_buffer
+from .extern import call_extern, call_intrin, call_packed, extern, get_global_func, register_func
+from .tensor_intrin import decl_tensor_intrin
+from . import ir_builder
 
 __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
            "placeholder", "reduce_axis", "thread_axis", "comm_reducer", "sum", "max", "min", "abs", "all",
@@ -28,6 +32,8 @@ __all__ += ["SizeVar", "size_var", "add", "ceildiv", "div", "floordiv", "floormo
             "TagScope", "tag_scope", "TensorSlice", "TVMError", "error", "tir"]
 __all__ += ["scan"]
 __all__ += ["AXIS_SEPARATOR", "schedule"]
+__all__ += ["decl_buffer", "extern", "call_extern", "call_intrin", "call_packed", "register_func",
+            "get_global_func", "decl_tensor_intrin", "ir_builder"]
 
 
 def __getattr__(name: str):

@@ -15,6 +15,8 @@ def parse(dtype: str) -> tuple[str, int]:
     """``"float32x8" -> ("float32", 8)``; raises ``TypeError`` on an unknown dtype."""
     if not isinstance(dtype, str):
         dtype = np.dtype(dtype).name
+    if dtype == "handle":               # an address (extern calls' pointer arguments)
+        return dtype, 1
     m = _VEC.match(dtype)
     base, lanes = (m.group(1), int(m.group(2))) if m else (dtype, 1)
     base = ALIASES.get(base, base)

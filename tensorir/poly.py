@@ -17,7 +17,7 @@ import islpy as isl
 from . import dtype as dt
 from .expr import (Add, And, BufferLoad, Cast, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT, Max, Min, Mul,
                    NE, Not, Or, Select, Sub, Var)
-from .stmt import Allocate, Buffer, BufferStore, For, IfThenElse, Stmt
+from .stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, Stmt
 from .visitor import collect
 
 _ctx = isl.DEFAULT_CONTEXT
@@ -178,7 +178,9 @@ class _Builder:
         bound = {v for v in collect(body, For)}
         known = set(self.prog.params)
         from .stmt import LetStmt
-        loop_vars = {f.loop_var for f in bound} | {x.var for x in collect(body, LetStmt)}  # bound, not params
+        # bound, not params: loop vars, and let vars other than integers tied to an affine value
+        loop_vars = {f.loop_var for f in bound} | {x.var for x in collect(body, LetStmt)
+                                                   if not (dt.is_int(x.var.dtype) and aff(x.value) is not None)}
         for v in collect(body, Var):
             if v not in known and v not in loop_vars and dt.is_int(v.dtype):
                 known.add(v)
@@ -223,18 +225,61 @@ class _Builder:
             self.allocs[s.buffer] = tuple(self.loops)
             self.prog.alloc_loops[s.buffer] = tuple(self.loops)
             self.visit(s.body)
-        elif isinstance(s, LetStmt) and collect(s.value, BufferLoad):  # its reads come before the body's
-            stores = collect(s.body, BufferStore)
-            self.statement(None, s.value, stores[0].buffer.name if stores else "?")
-            self.position[-1] += 1
+        elif isinstance(s, LetStmt):
+            if collect(s.value, BufferLoad):  # its reads come before the body's
+                stores = collect(s.body, BufferStore)
+                self.statement(None, s.value, stores[0].buffer.name if stores else "?")
+                self.position[-1] += 1
+            tied = dt.is_int(s.var.dtype) and aff(s.value) is not None
+            if tied:  # the let's var is a parameter tied to its value here
+                self.conds.append(f"{isl_name(s.var)} = {aff(s.value)}")
             self.visit(s.body)
+            if tied:
+                self.conds.pop()
         elif isinstance(s, (LetStmt, Attr)):
             self.visit(s.body)
         elif isinstance(s, BufferStore):
             self.statement(s, None, s.buffer.name)
+        elif isinstance(s, Evaluate):
+            self.call_statement(s.value)
 
-    def statement(self, s: BufferStore | None, cond: Expr | None, stage: str) -> None:
-        """A statement for a store, or for the loads of a condition or let value (``s`` None)."""
+    def call_statement(self, value: Expr) -> None:
+        """A statement for an evaluated expression (an extern call): its loads, and each address it
+        passes read and/or written over the whole region the address stands for."""
+        from .buffer import AccessPtr
+        ptrs = collect(value, AccessPtr)
+        if not ptrs and not collect(value, BufferLoad):
+            return
+        named = [p for p in ptrs if "w" in p.mask] or ptrs
+        st = self.new_statement(None, named[0].buffer.name if named else "?")
+        for p in ptrs:
+            for write in (False, True):
+                if ("w" if write else "r") in p.mask:
+                    st.accesses.append(self.box_access(st, p.buffer, p.region, write))
+        for load, conds in loads_with_conditions(value):
+            st.accesses.append(self.access(st, load.buffer, load.indices, _guards(conds), False))
+        self.prog.statements.append(st)
+
+    def box_access(self, st: "Statement", buf: Buffer, region: tuple, write: bool) -> "Access":
+        """An access of every element of ``region`` ((min, extent) per dimension) of ``buf``."""
+        dims = ", ".join(f"x{d}" for d in range(len(buf.shape)))
+        cons = []
+        for d, (lo, ext) in enumerate(region):
+            a, b = aff(lo), aff(ext)
+            if a is not None and b is not None:
+                cons.append(f"{a} <= x{d} < {a} + {b}")
+            elif aff(buf.shape[d]) is not None:
+                cons.append(f"0 <= x{d} < {aff(buf.shape[d])}")
+        body = " and ".join(f"({c})" for c in cons) or "1 = 1"
+        loops = ", ".join(_loop_name(f) for f in self.loops)
+        head = f"{self.prog.prefix()}{{ {st.name}[{loops}] -> {buffer_name(buf)}"
+        rel = isl.Map(f"{head}[{dims}] : {body} }}").intersect_domain(st.domain)
+        scope = [_loop_name(f) for f in self.allocs.get(buf, ())]
+        flow = rel if not scope else \
+            isl.Map(f"{head}[{', '.join(scope + [dims])}] : {body} }}").intersect_domain(st.domain)
+        return Access(buf, tuple(lo for lo, _ in region), rel, write, flow)
+
+    def new_statement(self, s: BufferStore | None, stage: str) -> "Statement":
         prog = self.prog
         name = f"S{len(prog.statements)}"
         dims = ", ".join(_loop_name(f) for f in self.loops)
@@ -247,7 +292,12 @@ class _Builder:
             if k < depth:
                 sched_dims.append(_loop_name(self.loops[k]))
         sched = isl.Map(f"{prog.prefix()}{{ {name}[{dims}] -> [{', '.join(sched_dims)}] }}")
-        st = Statement(name, s, stage, list(self.loops), domain, sched)
+        return Statement(name, s, stage, list(self.loops), domain, sched)
+
+    def statement(self, s: BufferStore | None, cond: Expr | None, stage: str) -> None:
+        """A statement for a store, or for the loads of a condition or let value (``s`` None)."""
+        prog = self.prog
+        st = self.new_statement(s, stage)
         if s is not None:
             st.accesses.append(self.access(st, s.buffer, s.indices, [], True))
         for e in (s.value,) + tuple(s.indices) if s is not None else (cond,):

@@ -65,6 +65,8 @@ def expr_str(e, parent_prec: int = 0) -> str:
         return f"x{e.lanes}({expr_str(e.value)})"
     if t is E.Let:
         return f"(let {e.var.name} = {expr_str(e.value)} in {expr_str(e.body)})"
+    if hasattr(e, "text"):  # nodes defined outside expr.py print themselves
+        return e.text(expr_str)
     return f"<{t.__name__}>"
 
 
@@ -118,7 +120,7 @@ def _emit(s, ind: int, out: list[str]) -> None:
     elif t is S.For:
         kind = "" if s.kind == S.SERIAL else f"{s.kind} "
         tag = f" [{s.thread_tag}]" if s.thread_tag else ""
-        ann = "".join(f" #{k}={v}" for k, v in s.annotations)
+        ann = "".join(f" #{k}={_short(v)}" for k, v in s.annotations)
         lo = "" if E.is_const(s.min, 0) else f"{expr_str(s.min)}, "
         out.append(f"{pad}{kind}for ({s.loop_var.name}, {lo}{expr_str(s.extent)}){tag}{ann} {{")
         _emit(s.body, ind + 1, out)
@@ -143,10 +145,17 @@ def _emit(s, ind: int, out: list[str]) -> None:
         out.append(f"{pad}{s.var.name} = {expr_str(s.value)}")
         _emit(s.body, ind, out)
     elif t is S.Attr:
-        out.append(f"{pad}// attr {s.key} = {expr_str(s.value)}")
+        value = _short(s.value.value) if isinstance(s.value, E.StringImm) else expr_str(s.value)
+        out.append(f"{pad}// attr {s.key} = {value}")
         _emit(s.body, ind, out)
     else:
         out.append(f"{pad}<{t.__name__}>")
+
+
+def _short(value) -> str:
+    """A pragma value; long code (``import_llvm`` / ``import_c``) as its line count."""
+    text = str(value)
+    return f"<{text.count(chr(10)) + 1} lines>" if "\n" in text else text
 
 
 def func_str(f) -> str:

@@ -77,6 +77,8 @@ class Stage:
         self.double_buffered = False
         self.prefetches: list[tuple[Tensor, IterVar, Expr]] = []
         self.layout_transforms: list = []  # transform_layout: IndexMaps applied to the buffer
+        self.tensorize_axis: IterVar | None = None
+        self.tensorize_intrin = None        # a tensor_intrin.TensorIntrin (lower/tensorize.py)
 
     # -- helpers ----------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -220,6 +222,16 @@ class Stage:
             if t.thread_tag == thread_iv.thread_tag and t.thread_tag != "vthread":
                 raise self._err(f"bind: {thread_iv.thread_tag} is already bound to axis {other.var.name}")
         self.bindings[iv] = thread_iv
+
+    def tensorize(self, var: IterVar, tensor_intrin) -> None:
+        """Compute the loops from ``var`` inward with ``tensor_intrin`` (``te.decl_tensor_intrin``);
+        whether the stage's computation there is the intrinsic's is checked when lowering."""
+        var = self._leaf(var, "tensorize")
+        self._check_not_inlined("tensorize", var)
+        if type(tensor_intrin).__name__ != "TensorIntrin":
+            raise self._err(f"tensorize of axis {var.var.name}: expected te.decl_tensor_intrin(...), "
+                            f"got {tensor_intrin!r}")
+        self.tensorize_axis, self.tensorize_intrin = var, tensor_intrin
 
     # -- placement --------------------------------------------------------------------------------
     def compute_at(self, parent: "Stage", iv: IterVar) -> None:

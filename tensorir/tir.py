@@ -16,7 +16,9 @@ from .op import (add, ceildiv, div, floordiv, floormod, indexdiv, indexmod, isfi
 from .op import generic_cast as cast  # noqa: F401
 from .reduce import CommReducer, comm_reducer, max, min, sum  # noqa: F401,A004
 from .tensor import IterVar  # noqa: F401
-from . import stmt_functor  # noqa: F401
+from . import ir_builder, stmt_functor  # noqa: F401
+from .buffer import decl_buffer  # noqa: F401
+from .extern import call_extern, call_intrin, call_packed  # noqa: F401
 from .stmt import (Allocate, Attr as AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt,  # noqa: F401
                    LoweredFunc as PrimFunc, Seq as SeqStmt, Stmt)
 
@@ -84,11 +86,6 @@ BufferLoad = _alias("BufferLoad", _e.BufferLoad, _unsupported(
     "tir.BufferLoad: index the tensor instead (A[i]); buffers exist only after lowering"))
 
 
-def call_intrin(dtype: str, func_name: str, *args, span=None) -> PrimExpr:
-    """A pure intrinsic by name (``tir.call_intrin("float32", "tir.exp", x)``)."""
-    return _call(dtype, func_name, args)
-
-
 __all__ = ["PrimExpr", "Var", "SizeVar", "IterVar", "const", "var", "size_var", "abs", "all", "any", "ceil",
            "cos", "erf", "exp", "exp2", "floor", "if_then_else", "log", "log2", "log10", "power", "pow", "round",
            "rsqrt", "sigmoid", "sin", "sqrt", "tanh", "trunc", "add", "subtract", "multiply", "ceildiv", "div",
@@ -96,5 +93,6 @@ __all__ = ["PrimExpr", "Var", "SizeVar", "IterVar", "const", "var", "size_var", 
            "max_value", "min_value", "cast", "CommReducer", "comm_reducer", "max", "min", "sum", "Add", "Sub",
            "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE", "LT", "LE", "GT", "GE", "And",
            "Or", "Not", "Select", "Cast", "IntImm", "FloatImm", "StringImm", "Call", "Ramp", "Broadcast", "Let",
-           "Reduce", "ProducerLoad", "BufferLoad", "call_intrin", "stmt_functor", "Stmt", "For", "IfThenElse",
+           "Reduce", "ProducerLoad", "BufferLoad", "call_intrin", "call_extern", "call_packed", "decl_buffer",
+           "ir_builder", "stmt_functor", "Stmt", "For", "IfThenElse",
            "BufferStore", "Allocate", "Evaluate", "LetStmt", "AttrStmt", "SeqStmt", "PrimFunc"]

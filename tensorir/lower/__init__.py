@@ -20,6 +20,7 @@ from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 from .validate import validate_schedule
 from ..schedule_layout import physical_shape
+from . import extern as _extern  # noqa: F401  (registers the lowering of extern stages)
 
 
 def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mode: bool = False,

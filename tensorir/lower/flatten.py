@@ -30,5 +30,13 @@ class Flatten(Mutator):
         return replace(s, indices=(flat_index(s.buffer.shape, s.indices),))
 
 
+    def visit_AccessPtr(self, e):
+        e = self.generic_visit(e)
+        if not e.region:
+            return e
+        first = flat_index(e.buffer.shape, tuple(lo for lo, _ in e.region))
+        return replace(e, region=(), offset=first + e.offset)
+
+
 def flatten(stmt):
     return Flatten().visit(stmt)

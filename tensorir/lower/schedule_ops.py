@@ -19,7 +19,8 @@ from ..schedule_storage import aligned_shape, guarded_store
 
 _KIND = {"parallel": "parallel", "vectorized": "vectorized", "unrolled": "unrolled"}
 
-
+#: Operation types other than compute -> ``f(builder, stage) -> Stmt``, the code of a root stage whose
+#: buffer is its whole output (registered by lower/extern.py).
 class NestBuilder:
     """Builds the loop nest of every stage and places attached stages and allocations.
 
@@ -102,6 +103,9 @@ class NestBuilder:
 
     # -- one stage -------------------------------------------------------------------------------
     def stage_nest(self, st: Stage) -> Stmt:
+        if st.tensorize_intrin is not None:
+            from .tensorize import tensorize_nest
+            return tensorize_nest(self, st)
         leaf_rng = self.bounds.leaf[st]
         vals, conds = root_values(st, leaf_rng, self.bounds.var_bounds)
         mapping = {iv.var: vals[iv] for iv in list(st.op.axis) + list(st.op.reduce_axis)}
