@@ -119,7 +119,7 @@ class ComputeOp(Operation):
     """``out[axis] = body`` where body may be a :class:`Reduce`.
 
     ``body`` may also be a tuple of bodies, one per output (``num_outputs`` of them, all of the
-    op's shape, computed in one loop nest); ``op.body`` is then that tuple, as TVM's."""
+    op's shape, computed in one loop nest); ``op.body`` is always the tuple of bodies, as TVM's."""
 
     def __init__(self, name: str, axis: Sequence[IterVar], body, tag: str = "", attrs=None):
         self.name, self.axis, self.tag = name, tuple(axis), tag
@@ -131,8 +131,9 @@ class ComputeOp(Operation):
         self._outputs = tuple(Tensor(self, k, shape, b.dtype) for k, b in enumerate(self.bodies))
 
     @property
-    def body(self):
-        return self.bodies[0] if len(self.bodies) == 1 else self.bodies
+    def body(self) -> tuple:
+        """The bodies, one per output, as TVM's ``ComputeOp.body`` (always an array)."""
+        return self.bodies
 
     @property
     def num_outputs(self) -> int:  # type: ignore[override]

@@ -394,7 +394,7 @@ def test_single_value_reducers_unchanged():
     A = te.placeholder((8, 8), name="A")
     k = te.reduce_axis((0, 8), "k")
     B = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="B")
-    assert B.op.num_outputs == 1 and B.op.body.value_index == 0 and not isinstance(B.op.body.source, tuple)
+    assert B.op.num_outputs == 1 and B.op.body[0].value_index == 0 and not isinstance(B.op.body[0].source, tuple)
     s = te.create_schedule(B.op)
     assert not collect(te.lower(s, [A, B]).body, LetStmt)
     check(s, [A, B], lambda a: a.sum(axis=1), rtol=1e-5, atol=1e-5)

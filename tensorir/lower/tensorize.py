@@ -121,7 +121,7 @@ def tensorize_nest(builder, st: Stage) -> Stmt:
         off = builder.offset_of(key)
         regions[decl] = Region(builder.buffer_of(key), tuple((simplify(lo - o), ext) for (lo, ext), o in zip(box, off)))
         loads[t] = (it, [lo for lo, _ in box], extra)
-    _check_match(st, substitute(body, mapping), iop.body, loads, bounds)
+    _check_match(st, substitute(body, mapping), iop.bodies[0], loads, bounds)
     # 3. buffers
     out_off = builder.offset_of((st, 0))
     regions[intrin.output_buffer] = Region(builder.buffer_of((st, 0)), tuple(
