@@ -445,20 +445,9 @@ class Schedule:
 
 
 def _post_order(outputs: Sequence[Operation]) -> list[Operation]:
-    order: list[Operation] = []
-    seen: set[int] = set()
-
-    def visit(op: Operation) -> None:
-        if id(op) in seen:
-            return
-        seen.add(id(op))
-        for t in op.input_tensors:
-            visit(t.op)
-        order.append(op)
-
-    for op in outputs:
-        visit(op)
-    return order
+    """Producers before consumers (TVM's post-DFS order over the read graph)."""
+    from .schedule_graph import CreateReadGraph, PostDFSOrder
+    return PostDFSOrder(outputs, CreateReadGraph(outputs))
 
 
 def create_schedule(ops) -> Schedule:

@@ -239,20 +239,3 @@ def _update(red: Reduce, bufs: list[Buffer], idx: tuple) -> Stmt:
     for t, v in reversed(list(zip(temps, new))):
         stmt = LetStmt(t, v, stmt)
     return stmt
-
-
-def _conjuncts(cond: Expr) -> list[Expr]:
-    if isinstance(cond, And):
-        return _conjuncts(cond.a) + _conjuncts(cond.b)
-    if isinstance(cond, IntImm) and cond.value:
-        return []
-    return [cond]
-
-
-def _guard(body: Stmt, conds: list[Expr]) -> Stmt:
-    if not conds:
-        return body
-    cond = conds[0]
-    for c in conds[1:]:
-        cond = cond & c
-    return IfThenElse(cond, body)
