@@ -87,3 +87,11 @@ def test_pad():
     P = topi.nn.pad(A, (0, 1, 2), (1, 0, 3), pad_value=-1.5)
     assert P.op.tag == "injective,pad" and topi.tag.is_injective(P.op.tag)
     check_op(P, [A], lambda a: np.pad(a, ((0, 1), (1, 0), (2, 3)), constant_values=-1.5))
+
+
+def test_injective_schedule_symbolic_rank3():
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m, 8), name="A")
+    B = topi.exp(A + 1.0)
+    for sizes in ({n: 2, m: 3}, {n: 1, m: 5}):
+        check(topi.generic.schedule_injective(B), [A, B], lambda a: np.exp(a + 1), sizes=sizes, rtol=2e-5, atol=2e-6)

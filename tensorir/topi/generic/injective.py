@@ -1,6 +1,6 @@
 """CPU schedules for injective operators (TVM's ``topi.generic`` / ``topi.x86`` ``schedule_injective``):
-producers inlined, the output's outer axes fused and parallel, its innermost axis vectorized when its
-extent is a constant multiple of 4."""
+producers inlined, the output's outer axes fused (those of constant extent) and parallel, its innermost
+axis vectorized when its extent is a constant multiple of 4."""
 from __future__ import annotations
 
 from ...expr import IntImm
@@ -40,8 +40,11 @@ def schedule_injective_from_existing(sch: Schedule, out: Tensor) -> Schedule:
         else:
             st.parallel(axes[0])
         return sch
-    fused = st.fuse(*axes[:3]) if len(axes) >= 5 else st.fuse(*axes[:2]) if len(axes) >= 3 else axes[0]
-    st.parallel(fused)
+    n_fuse = 3 if len(axes) >= 5 else 2 if len(axes) >= 3 else 1
+    # a fused index divided by a symbolic extent is beyond isl's proof of the parallel loop: fuse constants only
+    while n_fuse > 1 and not all(isinstance(simplify(a.dom.extent), IntImm) for a in axes[1:n_fuse]):
+        n_fuse -= 1
+    st.parallel(st.fuse(*axes[:n_fuse]) if n_fuse > 1 else axes[0])
     if width:
         _, inner = st.split(axes[-1], factor=width)
         st.vectorize(inner)
