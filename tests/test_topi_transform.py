@@ -95,3 +95,13 @@ def test_injective_schedule_symbolic_rank3():
     B = topi.exp(A + 1.0)
     for sizes in ({n: 2, m: 3}, {n: 1, m: 5}):
         check(topi.generic.schedule_injective(B), [A, B], lambda a: np.exp(a + 1), sizes=sizes, rtol=2e-5, atol=2e-6)
+
+
+def test_tensordot():
+    A = te.placeholder((2, 3, 4), name="A")
+    B = te.placeholder((3, 4, 5), name="B")
+    check_op(topi.tensordot(A, B, 2), [A, B], lambda a, b: np.tensordot(a, b, 2), topi.generic.schedule_reduce,
+             rtol=1e-5)
+    C = te.placeholder((4, 2), name="C")
+    check_op(topi.tensordot(A, C, ([0, 2], [1, 0])), [A, C], lambda a, c: np.tensordot(a, c, ([0, 2], [1, 0])),
+             topi.generic.schedule_reduce, rtol=1e-5)

@@ -17,6 +17,7 @@ from .reduction import all, any, argmax, argmin, max, min, prod, sum  # noqa: A0
 from .transform import (concatenate, expand_dims, repeat, reshape, split, squeeze, strided_slice, take, tile,
                         transpose, where)
 from .tensor import full, full_like
+from .tensordot import tensordot
 from . import nn, image, generic, testing
 
 __all__ = ["tag", "utils", "add", "broadcast_shape", "broadcast_to", "divide", "equal", "floor_divide", "floor_mod",
@@ -26,5 +27,5 @@ __all__ += ["abs", "cast", "ceil", "clip", "cos", "elemwise_sum", "erf", "exp", 
             "fast_tanh", "floor", "identity", "isfinite", "isinf", "isnan", "log", "log2", "log10", "logical_not",
             "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "tanh", "trunc", "all", "any", "argmax", "argmin",
             "max", "min", "prod", "sum", "concatenate", "expand_dims", "repeat", "reshape", "split", "squeeze",
-            "strided_slice", "take", "tile", "transpose", "where", "full", "full_like", "nn", "image", "generic",
+            "strided_slice", "take", "tile", "transpose", "where", "full", "full_like", "tensordot", "nn", "image", "generic",
             "testing"]
