@@ -27,5 +27,5 @@ __all__ += ["abs", "cast", "ceil", "clip", "cos", "elemwise_sum", "erf", "exp", 
             "fast_tanh", "floor", "identity", "isfinite", "isinf", "isnan", "log", "log2", "log10", "logical_not",
             "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "tanh", "trunc", "all", "any", "argmax", "argmin",
             "max", "min", "prod", "sum", "concatenate", "expand_dims", "repeat", "reshape", "split", "squeeze",
-            "strided_slice", "take", "tile", "transpose", "where", "full", "full_like", "tensordot", "nn", "image", "generic",
-            "testing"]
+            "strided_slice", "take", "tile", "transpose", "where", "full", "full_like", "tensordot", "nn",
+            "image", "generic", "testing"]

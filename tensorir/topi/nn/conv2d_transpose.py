@@ -13,7 +13,8 @@ from .utils import check_nd, get_pad_tuple, pair
 
 
 def dilate(data: Tensor, strides, dilation_value=0.0, name: str = "DilatedInput") -> Tensor:
-    """``strides[d] - 1`` elements of ``dilation_value`` between neighbours along each axis (tag ``"injective,dilate"``)."""
+    """``strides[d] - 1`` elements of ``dilation_value`` between neighbours along axis ``d``
+    (tag ``"injective,dilate"``)."""
     check_tensor("dilate", "data", data)
     if len(strides) != data.ndim:
         raise ValueError(f"dilate {data.name}: strides {list(strides)} need {data.ndim} entries")
