@@ -60,6 +60,18 @@ class ArgPacker:
         self.max_size = min((hi for _, hi in self.size_limits), default=0)
 
     def pack(self, arrays: tuple) -> list:
+        order = self.sig.call_order
+        if order and len(arrays) == len(order) and len(arrays) != len(self.args):
+            # TVM's calling convention: the scalars given to build sit among the arrays
+            given = {self.size_names[k]: v for v, (kind, k) in zip(arrays, order) if kind == "s"}
+            arrays = tuple(v for v, (kind, _) in zip(arrays, order) if kind == "a")
+            return self._pack_arrays(arrays) + self._bind_sizes(arrays, given)
+        out = self._pack_arrays(arrays)
+        if self.size_names:
+            out += self._fast_sizes(arrays) if self.fast else self._bind_sizes(arrays)
+        return out
+
+    def _pack_arrays(self, arrays: tuple) -> list:
         if len(arrays) != len(self.args):
             names = ", ".join(a.name for a in self.args)
             raise TypeError(f"{self.sig.name} takes {len(self.args)} arrays ({names}), got {len(arrays)}")
@@ -77,8 +89,6 @@ class ArgPacker:
             if arg.spec.written and not a.flags.writeable:
                 raise ValueError(f"{arg.label()} is written by {self.sig.name} but the array is read-only")
             out.append(a.ctypes.data)
-        if self.size_names:
-            out += self._fast_sizes(arrays) if self.fast else self._bind_sizes(arrays)
         return out
 
     def _fast_sizes(self, arrays: tuple) -> list:
@@ -99,7 +109,7 @@ class ArgPacker:
                 raise ValueError(f"{arg.label()}: axis {j} has size {a.shape[j]}, expected {want} "
                                  f"(shape {arg.spec.shape_str()}, got {a.shape})")
 
-    def _bind_sizes(self, arrays: tuple) -> list:
+    def _bind_sizes(self, arrays: tuple, given: dict | None = None) -> list:
         bound: dict[str, tuple] = {}
         for a, arg in zip(arrays, self.args):
             for j, name in arg.vars:
@@ -111,6 +121,11 @@ class ArgPacker:
                     raise ValueError(f"size {name} is {prev[0]} from {prev[1]} but {d} from "
                                      f"{arg.name}.shape[{j}] (argument {arg.i})")
         values = {n: v for n, (v, _) in bound.items()}
+        for name, v in (given or {}).items():
+            v = self._scalar(name, v)
+            if name in values and values[name] != v:
+                raise ValueError(f"scalar argument {name} = {v} but {bound[name][1]} is {values[name]}")
+            values[name] = v
         for a, arg in zip(arrays, self.args):
             for j, text, code in arg.exprs:
                 self._check_expr(a.shape[j], arg, j, text, code, values)
@@ -118,10 +133,22 @@ class ArgPacker:
         for name, (lo, hi) in zip(self.size_names, self.size_limits):
             if name not in values:
                 raise ValueError(f"size {name} of {self.sig.name} cannot be inferred from the argument shapes")
-            if not lo <= values[name] < hi:
+            if isinstance(values[name], int) and not lo <= values[name] < hi:
                 raise ValueError(f"size {name} = {values[name]} does not fit its integer type")
             out.append(values[name])
         return out
+
+    def _scalar(self, name: str, v):
+        dtype = dict(self.sig.size_vars)[name]
+        if isinstance(v, np.ndarray) and v.ndim == 0 or isinstance(v, np.generic):
+            v = v.item()
+        if not isinstance(v, (int, float, bool)):
+            raise TypeError(f"{self.sig.name}: scalar argument {name} must be a number, got {type(v).__name__}")
+        if dtype.startswith("float"):
+            return float(v)
+        if isinstance(v, float) and not v.is_integer():
+            raise TypeError(f"{self.sig.name}: scalar argument {name} is {dtype}, got {v}")
+        return int(v)
 
     def _check_expr(self, d: int, arg: _Arg, j: int, text: str, code, values: dict) -> None:
         free = [n for n in code.co_names if n not in _SAFE and n not in values]

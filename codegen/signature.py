@@ -40,6 +40,7 @@ class Signature:
     args: tuple           # ArgSpec per buffer, in call order
     size_vars: tuple      # (name, dtype) per size var, in call order
     parallel: bool = False
+    call_order: tuple = ()   # ("a", k) / ("s", k) per argument as given to build; () for arrays only
 
     @property
     def symbol(self) -> str:
@@ -52,13 +53,17 @@ class Signature:
             {p.buffer for p in collect(func.body, AccessPtr) if "w" in p.mask}
         args = tuple(ArgSpec(b.name, dt.element(b.dtype), tuple(_shape_entry(x, names) for x in b.shape),
                              b in written) for b in func.buffers)
-        return Signature(func.name, args, tuple((names[v], v.dtype) for v in func.size_vars), parallel)
+        order = tuple(dict(func.attrs).get("call_order", ()))
+        if all(kind == "a" for kind, _ in order):
+            order = ()
+        return Signature(func.name, args, tuple((names[v], v.dtype) for v in func.size_vars), parallel, order)
 
     def to_json(self) -> dict:
         return {"format": FORMAT, "name": self.name, "symbol": self.symbol, "parallel": self.parallel,
                 "args": [{"name": a.name, "dtype": a.dtype, "shape": list(a.shape), "written": a.written}
                          for a in self.args],
-                "size_vars": [{"name": n, "dtype": d} for n, d in self.size_vars]}
+                "size_vars": [{"name": n, "dtype": d} for n, d in self.size_vars],
+                "call_order": [list(x) for x in self.call_order]}
 
     @staticmethod
     def from_json(d: dict) -> "Signature":
@@ -66,7 +71,7 @@ class Signature:
             raise ValueError(f"unknown signature format {d.get('format')!r}, expected {FORMAT!r}")
         args = tuple(ArgSpec(a["name"], a["dtype"], tuple(a["shape"]), bool(a["written"])) for a in d["args"])
         return Signature(d["name"], args, tuple((v["name"], v["dtype"]) for v in d["size_vars"]),
-                         bool(d["parallel"]))
+                         bool(d["parallel"]), tuple(tuple(x) for x in d.get("call_order", ())))
 
 
 def _unique_names(size_vars) -> dict:

@@ -67,7 +67,7 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
     stmt = remove_redundant_guards(simplify(builder.build()), size_vars)
     func = LoweredFunc(name, tuple(arg_buffers[_key(s, t)] for t in tensors), tuple(size_vars), stmt,
                        (("loop_stage", builder.loop_stage), ("write_before_read", tuple(builder.write_first)),
-                        ("buffer_stage", builder.buffer_stage())))
+                        ("buffer_stage", builder.buffer_stage()), ("call_order", _call_order(args, tensors))))
     _check_free_vars(func)
     return func
 
@@ -101,6 +101,21 @@ def _split_args(s: Schedule, args, aliases: dict) -> tuple[list[Tensor], list[Va
         if isinstance(st.op, PlaceholderOp) and st not in stages and (st, 0) not in aliases:
             raise ValueError(f"lower: placeholder {st.op.name} is read but is not among the arguments")
     return tensors, scalars
+
+
+def _call_order(args, tensors: list[Tensor]) -> tuple:
+    """The arguments in the caller's order: ``("a", k)`` the k-th buffer, ``("s", k)`` the k-th size var
+    (the scalars given as arguments come first among the size vars)."""
+    args = [args] if isinstance(args, (Tensor, Var)) else list(args)
+    order, n_arrays, n_scalars = [], 0, 0
+    for a in args:
+        if isinstance(a, Tensor):
+            order.append(("a", n_arrays))
+            n_arrays += 1
+        else:
+            order.append(("s", n_scalars))
+            n_scalars += 1
+    return tuple(order)
 
 
 def _arg_buffers(s: Schedule, tensors: list[Tensor], scalars: list[Var]):

@@ -1,10 +1,31 @@
-"""``from tensorir import topi``: TVM's topi operators written as te computes (broadcasting
-arithmetic for now); whole-tensor arithmetic on :class:`~tensorir.Tensor` (``A + B``) uses them."""
-from . import tag
+"""``from tensorir import topi``: TVM's topi operators written as te computes (compute definitions only;
+schedules live in ``topi.generic``).  Whole-tensor arithmetic on :class:`~tensorir.Tensor` (``A + B``)
+uses the broadcasting operators.
+
+Modules, one op family each: ``broadcast`` (binary operators), ``math`` (elementwise), ``reduction``,
+``transform`` (layout and indexing), ``tensor`` (``full``), ``nn`` (convolutions, pooling, ...),
+``image`` (resize), ``utils``, ``tag``; ``generic`` (CPU schedules) and ``testing`` (numpy references).
+"""
+from . import tag, utils
 from .broadcast import (add, broadcast_shape, broadcast_to, divide, equal, floor_divide, floor_mod, greater,
                         greater_equal, less, less_equal, logical_and, logical_or, maximum, minimum, mod, multiply,
                         negative, not_equal, power, subtract, trunc_divide)
+from .math import (abs, cast, ceil, clip, cos, elemwise_sum, erf, exp, exp2, fast_erf, fast_exp,  # noqa: A004
+                   fast_tanh, floor, identity, isfinite, isinf, isnan, log, log2, log10, logical_not, round, rsqrt,
+                   sigmoid, sign, sin, sqrt, tanh, trunc)
+from .reduction import all, any, argmax, argmin, max, min, prod, sum  # noqa: A004
+from .transform import (concatenate, expand_dims, repeat, reshape, split, squeeze, strided_slice, take, tile,
+                        transpose, where)
+from .tensor import full, full_like
+from .tensordot import tensordot
+from . import nn, image, generic, testing
 
-__all__ = ["tag", "add", "broadcast_shape", "broadcast_to", "divide", "equal", "floor_divide", "floor_mod",
+__all__ = ["tag", "utils", "add", "broadcast_shape", "broadcast_to", "divide", "equal", "floor_divide", "floor_mod",
            "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or", "maximum", "minimum",
            "mod", "multiply", "negative", "not_equal", "power", "subtract", "trunc_divide"]
+__all__ += ["abs", "cast", "ceil", "clip", "cos", "elemwise_sum", "erf", "exp", "exp2", "fast_erf", "fast_exp",
+            "fast_tanh", "floor", "identity", "isfinite", "isinf", "isnan", "log", "log2", "log10", "logical_not",
+            "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "tanh", "trunc", "all", "any", "argmax", "argmin",
+            "max", "min", "prod", "sum", "concatenate", "expand_dims", "repeat", "reshape", "split", "squeeze",
+            "strided_slice", "take", "tile", "transpose", "where", "full", "full_like", "tensordot", "nn",
+            "image", "generic", "testing"]
