@@ -25,8 +25,8 @@ def expr_str(e, parent_prec: int = 0) -> str:
         return str(e.value) if e.dtype == "int32" else f"{e.dtype}({e.value})"
     if t is E.FloatImm:
         return f"{e.value!r}f" if e.dtype == "float32" else f"{e.dtype}({e.value!r})"
-    if t is E.StringImm:
-        return repr(e.value)
+    if t is E.StringImm:  # as C and TVM print strings
+        return '"' + e.value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if t is E.Cast:
         return f"{e.dtype}({expr_str(e.value)})"
     if t in (E.Min, E.Max):
