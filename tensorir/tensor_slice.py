@@ -42,11 +42,12 @@ class TensorSlice:
     del _op, _value
 
     def __repr__(self) -> str:
+        def one(i) -> str:
+            return "" if i is None else str(getattr(i, "var", i))  # an IterVar as its variable
+
         def show(i) -> str:
-            if isinstance(i, slice):
-                return f"{'' if i.start is None else i.start}:{'' if i.stop is None else i.stop}"
-            return str(i)
-        return f"TensorSlice({self.tensor.name}, [{', '.join(map(show, self.indices))}])"
+            return f"{one(i.start)}:{one(i.stop)}" if isinstance(i, slice) else one(i)
+        return f"{self.tensor.name}[{', '.join(map(show, self.indices))}]"
 
 
 __all__ = ["TensorSlice"]
