@@ -313,3 +313,14 @@ def test_extern_with_several_outputs():
         f(a, q, r)
         np.testing.assert_array_equal(q, (a * 2).astype("int32"))
         np.testing.assert_allclose(r, a + 1 + q, rtol=1e-6)
+
+
+def test_loop_structure_and_tensorize_is_ignored_as_in_tvm():
+    A, X, C = blocked_gemv(3, 4, 4, 8)
+    s = te.create_schedule(C.op)
+    body = te.lower(s, [A, X, C])["main"].body.body  # for i: reset, then for k: update
+    assert isinstance(body[0], te.tir.For) and isinstance(body[1], te.tir.For)
+    assert body[1].loop_var.name == "k"
+    s[C].tensorize(C.op.axis[0], intrin_gemv(4, 8))
+    with pytest.warns(UserWarning, match="stage C: tensorize with gemv is ignored"):
+        check_gemv(s, A, X, C)
