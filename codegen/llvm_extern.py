@@ -52,7 +52,7 @@ def string(cg, value: str) -> ir.Value:
 
 def call_extern(cg, e: CallExtern) -> ir.Value:
     from .llvm import CodegenError
-    args = [cg.expr(a) for a in e.args]
+    args = [cg.expr(a) for a in e.call_args]
     ret = ltype(e.dtype)
     fn = cg.declare(e.name, ret, [a.type for a in args])
     want = [a.type for a in args]
@@ -83,7 +83,7 @@ def _slots(cg, a: E.Expr) -> tuple[list[ir.Value], tuple]:
 
 def call_packed(cg, e: CallExtern) -> ir.Value:
     slots, kinds = [], []
-    for a in e.args:
+    for a in e.call_args:
         vals, kind = _slots(cg, a)
         slots += vals
         kinds.append(kind)

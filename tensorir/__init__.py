@@ -21,6 +21,8 @@ from .buffer import decl_buffer
 from .extern import call_extern, call_intrin, call_packed, extern, get_global_func, register_func
 from .tensor_intrin import decl_tensor_intrin
 from . import ir_builder
+from .tensor_compute import TensorComputeOp, TensorIntrinCall
+from .tensor_intrin import TensorIntrin
 
 __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
            "placeholder", "reduce_axis", "thread_axis", "comm_reducer", "sum", "max", "min", "abs", "all",
@@ -34,6 +36,8 @@ __all__ += ["scan"]
 __all__ += ["AXIS_SEPARATOR", "schedule"]
 __all__ += ["decl_buffer", "extern", "call_extern", "call_intrin", "call_packed", "register_func",
             "get_global_func", "decl_tensor_intrin", "ir_builder"]
+
+__all__ += ["TensorComputeOp", "TensorIntrinCall", "TensorIntrin"]
 
 
 def __getattr__(name: str):

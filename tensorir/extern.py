@@ -20,15 +20,20 @@ from .tensor import Operation, Tensor, _shape
 @_node
 class CallExtern(Expr):
     """A call of a function outside the kernel: ``kind`` ``"extern"`` (a C symbol, ``name``) or
-    ``"packed"`` (a function registered with ``te.register_func``)."""
+    ``"packed"`` (a function registered with ``te.register_func``), with ``call_args``.  ``args`` is
+    TVM's view: the function's name (a ``StringImm``) then the arguments."""
     dtype: str
     name: str
-    args: tuple
+    call_args: tuple
     kind: str = "extern"
+
+    @property
+    def args(self) -> tuple:
+        return (StringImm(HANDLE, self.name),) + self.call_args
 
     def text(self, show) -> str:
         prefix = "" if self.kind == "extern" else "@packed "
-        return f"{prefix}{self.name}({', '.join(show(a) for a in self.args)})"
+        return f"{prefix}{self.name}({', '.join(show(a) for a in self.call_args)})"
 
 
 def _call_arg(a: Any) -> Any:
@@ -109,12 +114,11 @@ def extern(shape, inputs, fcompute: Callable, name: str = "extern", dtype=None, 
            out_buffers=None, tag: str = "", attrs=None):
     """``te.extern(shape, [A, B], lambda ins, outs: stmt, name="C")``: a tensor computed by
     hand-written code.  ``fcompute`` gets one declared buffer per input and per output (or
-    ``in_buffers`` / ``out_buffers``) and returns a statement or an expression (a call)."""
+    ``in_buffers`` / ``out_buffers``) and returns a statement or an expression (a call).  With a
+    list of shapes (``[(n,), (n,)]``) the stage has one output per shape and the list of tensors is
+    returned (``dtype`` may then be a list too)."""
     multi = isinstance(shape, (list, tuple)) and shape and isinstance(shape[0], (list, tuple))
-    shapes = list(shape) if multi else [shape]
-    if len(shapes) != 1:
-        raise NotImplementedError(f"extern {name}: {len(shapes)} outputs; one output per te.extern is supported")
-    shapes = [_shape(s, f"extern {name}") for s in shapes]
+    shapes = [_shape(s, f"extern {name}") for s in (list(shape) if multi else [shape])]
     inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     for t in inputs:
         if not isinstance(t, Tensor):
@@ -131,7 +135,10 @@ def extern(shape, inputs, fcompute: Callable, name: str = "extern", dtype=None, 
                                  f"({', '.join(sorted(kinds)) or 'none'}); pass dtype=")
             dtype = kinds.pop()
         dtypes = [dtype] * len(shapes) if isinstance(dtype, str) else list(dtype)
-        outs = [decl_buffer(s, d, name) for s, d in zip(shapes, dtypes)]
+        if len(dtypes) != len(shapes):
+            raise ValueError(f"extern {name}: {len(dtypes)} dtypes for {len(shapes)} outputs")
+        outs = [decl_buffer(s, d, name if len(shapes) == 1 else f"{name}.v{k}")
+                for k, (s, d) in enumerate(zip(shapes, dtypes))]
     for t, b in zip(inputs, ins):
         if b.dtype != t.dtype or len(b.shape) != len(t.shape):
             raise ValueError(f"extern {name}: in_buffer {b.name} ({b.dtype}, {len(b.shape)}-d) does not match "
@@ -143,7 +150,7 @@ def extern(shape, inputs, fcompute: Callable, name: str = "extern", dtype=None, 
         raise TypeError(f"extern {name}: fcompute must return a statement or an expression, "
                         f"got {type(body).__name__}")
     op = ExternOp(name, inputs, ins, outs, body, tag, attrs)
-    return op.output(0)
+    return op.output(0) if op.num_outputs == 1 else [op.output(k) for k in range(op.num_outputs)]
 
 
 def _buffers(given, what: str, count: int, name: str) -> list | None:

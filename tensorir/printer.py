@@ -25,8 +25,8 @@ def expr_str(e, parent_prec: int = 0) -> str:
         return str(e.value) if e.dtype == "int32" else f"{e.dtype}({e.value})"
     if t is E.FloatImm:
         return f"{e.value!r}f" if e.dtype == "float32" else f"{e.dtype}({e.value!r})"
-    if t is E.StringImm:
-        return repr(e.value)
+    if t is E.StringImm:  # as C and TVM print strings
+        return '"' + e.value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if t is E.Cast:
         return f"{e.dtype}({expr_str(e.value)})"
     if t in (E.Min, E.Max):
@@ -122,7 +122,7 @@ def _emit(s, ind: int, out: list[str]) -> None:
         tag = f" [{s.thread_tag}]" if s.thread_tag else ""
         ann = "".join(f" #{k}={_short(v)}" for k, v in s.annotations)
         lo = "" if E.is_const(s.min, 0) else f"{expr_str(s.min)}, "
-        out.append(f"{pad}{kind}for ({s.loop_var.name}, {lo}{expr_str(s.extent)}){tag}{ann} {{")
+        out.append(f"{pad}{kind}for ({expr_str(s.loop_var)}, {lo}{expr_str(s.extent)}){tag}{ann} {{")
         _emit(s.body, ind + 1, out)
         out.append(pad + "}")
     elif t is S.BufferStore:
@@ -142,7 +142,7 @@ def _emit(s, ind: int, out: list[str]) -> None:
     elif t is S.Evaluate:
         out.append(pad + expr_str(s.value))
     elif t is S.LetStmt:
-        out.append(f"{pad}{s.var.name} = {expr_str(s.value)}")
+        out.append(f"{pad}{expr_str(s.var)} = {expr_str(s.value)}")
         _emit(s.body, ind, out)
     elif t is S.Attr:
         value = _short(s.value.value) if isinstance(s.value, E.StringImm) else expr_str(s.value)

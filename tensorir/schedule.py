@@ -232,6 +232,7 @@ class Stage:
             raise self._err(f"tensorize of axis {var.var.name}: expected te.decl_tensor_intrin(...), "
                             f"got {tensor_intrin!r}")
         self.tensorize_axis, self.tensorize_intrin = var, tensor_intrin
+        self.iter_var_attrs[var] = IterVarAttr("tensorized", self, var)
 
     # -- placement --------------------------------------------------------------------------------
     def compute_at(self, parent: "Stage", iv: IterVar) -> None:
@@ -331,7 +332,7 @@ class Stage:
 class IterVarAttr(str):
     """An axis' annotation (``"vectorized"``, ``"unrolled"``, ``"parallel"``, ``""`` for none) seen
     as TVM's ``IterVarAttr``: ``iter_type`` and the axis' pragmas."""
-    _ITER_TYPE = {"unrolled": 5, "vectorized": 6, "parallel": 7}
+    _ITER_TYPE = {"unrolled": 5, "vectorized": 6, "parallel": 7, "tensorized": 8}
 
     def __new__(cls, kind: str, stage: "Stage | None" = None, iv: IterVar | None = None):
         obj = super().__new__(cls, kind)
@@ -343,6 +344,12 @@ class IterVarAttr(str):
         if self.stage is not None and self.iv in self.stage.bindings:
             return IterVar.ThreadIndex
         return self._ITER_TYPE.get(str(self), self.iv.iter_type if self.iv is not None else 0)
+
+    @property
+    def tensor_intrin(self):
+        """The intrinsic the axis is tensorized with (``s[T].tensorize``), else None."""
+        st = self.stage
+        return st.tensorize_intrin if st is not None and st.tensorize_axis is self.iv else None
 
     @property
     def bind_thread(self) -> IterVar | None:
@@ -490,3 +497,6 @@ def __getattr__(name: str):
 
 
 from .scan import ScanFixPointAnalysis, ScanGetBody  # noqa: E402,F401  (te.schedule.ScanGetBody, as TVM)
+from .buffer import DeclBuffer as Buffer  # noqa: E402  (te.schedule.Buffer: the class of te.decl_buffer's buffers)
+
+__all__ += ["Buffer"]

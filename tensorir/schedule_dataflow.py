@@ -11,6 +11,7 @@ from .arith import simplify
 from .expr import Reduce, Select, TensorLoad, Var, as_bool, const
 from .schedule import Schedule, ScheduleError, Split, Stage
 from .tensor import DATA_PAR, REDUCE, ComputeOp, IterVar, PlaceholderOp, Range, Tensor
+from .tensor_compute import TensorComputeOp, cache_write_tensor_compute
 from .visitor import Mutator, substitute
 
 
@@ -29,7 +30,7 @@ def _set_op(sch: Schedule, st: Stage, op: ComputeOp) -> None:
     """Give ``st`` a new operation; axis handles shared with the old one stay valid."""
     st.op = op
     sch.stage_map[op] = st
-    st.all_iter_vars = list(op.axis) + list(op.reduce_axis)
+    st.all_iter_vars = op.root_iter_vars()
     st.leaf_iter_vars = list(st.all_iter_vars)
     st.relations, st.iter_var_attrs = [], {}
 
@@ -58,9 +59,7 @@ def cache_read(sch: Schedule, tensor: Tensor, scope: str, readers) -> Tensor:
     sch._insert_stage(new, sch.stages.index(src) + 1)
     for r in reader_stages:
         old = r.op
-        _keep_schedule(r, lambda: _set_op(sch, r, ComputeOp(old.name, old.axis,
-                                                             _replace_loads(old.bodies, src, cache, sch, vi),
-                                                             old.tag, old.attrs)))
+        _keep_schedule(r, lambda: _set_op(sch, r, old.with_bodies(_replace_loads(old.bodies, src, cache, sch, vi))))
     return cache
 
 
@@ -97,6 +96,8 @@ def cache_write(sch: Schedule, tensor, scope: str):
         raise ScheduleError(f"stage {st.op.name}: cache_write of an operation with {n} outputs takes the list "
                             f"of all of them, in one call (s.cache_write([{st.op.name}.v0, ...], {scope!r}))")
     old = st.op
+    if isinstance(old, TensorComputeOp):
+        return cache_write_tensor_compute(sch, st, scope, tensor)
     data_leaves = [iv for iv in st.leaf_iter_vars if iv not in old.reduce_axis]
     for iv in data_leaves:
         if iv.kind != DATA_PAR:

@@ -81,6 +81,10 @@ class IfThenElse(Stmt):
 class Seq(Stmt):
     stmts: tuple
 
+    def __getitem__(self, k: int) -> Stmt:
+        """``seq[k]``, as TVM's ``SeqStmt``."""
+        return self.stmts[k]
+
 
 @_node
 class Evaluate(Stmt):

@@ -27,6 +27,7 @@ class Range:
 
 
 DATA_PAR, REDUCE, THREAD = "data_par", "reduce", "thread"
+OPAQUE = "opaque"  # an axis computed whole by a tensor intrinsic (TVM's kOpaque): never a loop
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,7 +43,7 @@ class IterVar:
 
     @property
     def iter_type(self) -> int:
-        return {DATA_PAR: 0, THREAD: 1, REDUCE: 2}.get(self.kind, 0)
+        return {DATA_PAR: 0, THREAD: 1, REDUCE: 2, OPAQUE: 4}.get(self.kind, 0)
 
     def __str__(self) -> str:
         return f"IterVar({self.var.name}, {self.dom}, {self.kind})"
@@ -139,6 +140,10 @@ class ComputeOp(Operation):
     def num_outputs(self) -> int:  # type: ignore[override]
         return len(self.bodies)
 
+    def with_bodies(self, bodies) -> "ComputeOp":
+        """The same operation (same axes, name, tag) computing ``bodies``."""
+        return ComputeOp(self.name, self.axis, bodies, self.tag, self.attrs)
+
     @property
     def input_tensors(self) -> list["Tensor"]:
         from .visitor import collect
@@ -179,7 +184,8 @@ class Tensor:
 
     def __getitem__(self, indices) -> TensorLoad:
         indices = indices if isinstance(indices, tuple) else (indices,)
-        if 0 < len(indices) < len(self.shape):  # A[i][j]: a TensorSlice until every index is given
+        if 0 < len(indices) < len(self.shape) or any(isinstance(i, slice) for i in indices):
+            # A[i][j]: a TensorSlice until every index is given; A[i, 0:16]: a region (an intrinsic's argument)
             from .tensor_slice import TensorSlice
             return TensorSlice(self, indices)
         return self(*indices)
@@ -299,11 +305,18 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "", att
         names = [f"i{k}" for k in range(len(shape))]
     else:
         names = [p.name for p in params]
-        if len(names) != len(shape):
+        if len(names) > len(shape):
             raise ValueError(f"compute {name}: fcompute takes {len(names)} indices but the shape has "
                              f"{len(shape)} dimensions")
     axis = [IterVar(Var(n), Range(const(0, s.dtype), s), DATA_PAR) for n, s in zip(names, shape)]
     body = fcompute(*axis)
+    from .tensor_compute import TensorIntrinCall, tensor_compute
+    if isinstance(body, TensorIntrinCall):  # the trailing dimensions are computed by a tensor intrinsic
+        return tensor_compute(name, tag, shape, axis, body, attrs)
+    if len(names) != len(shape):
+        raise ValueError(f"compute {name}: fcompute takes {len(names)} indices but the shape has "
+                         f"{len(shape)} dimensions (fewer indices are for a tensor intrinsic's call, "
+                         "intrin(A[i, 0:16], ...))")
     bodies = tuple(body) if isinstance(body, (list, tuple)) else (body,)
     if not bodies:
         raise ValueError(f"compute {name}: fcompute returned an empty tuple")
@@ -353,4 +366,4 @@ def _check_no_nested_reduce(name: str, body: Expr) -> None:
 
 
 __all__ = ["Range", "IterVar", "Operation", "PlaceholderOp", "ComputeOp", "Tensor", "placeholder",
-           "reduce_axis", "thread_axis", "compute", "DATA_PAR", "REDUCE", "THREAD", "_node"]
+           "reduce_axis", "thread_axis", "compute", "DATA_PAR", "REDUCE", "THREAD", "OPAQUE", "_node"]

@@ -33,6 +33,22 @@ class TensorIntrin:
     def output_buffer(self) -> DeclBuffer:
         return self.buffers[-1]
 
+    @property
+    def reduce_init(self) -> Stmt | None:
+        """TVM's name of ``reset``."""
+        return self.reset
+
+    @property
+    def reduce_update(self) -> Stmt | None:
+        """TVM's name of ``update``."""
+        return self.update
+
+    def __call__(self, *args, reduce_axis=None):
+        """``intrin(A[i, 0:16], B[i, 0:16], alpha, reduce_axis=k)`` inside ``te.compute``: the trailing
+        dimensions of the compute are this intrinsic over those regions (``tensor_compute.py``)."""
+        from .tensor_compute import intrin_call
+        return intrin_call(self, args, reduce_axis)
+
     def __repr__(self) -> str:
         return f"TensorIntrin({self.name}, {self.op.name})"
 

@@ -1,5 +1,6 @@
 """``A[i]`` on a tensor of more dimensions: a :class:`TensorSlice` (TVM's), completed by more
-indexing, ``A[i][j]``, into the load ``A[i, j]``.  An incomplete slice is not a value."""
+indexing, ``A[i][j]``, into the load ``A[i, j]``.  An incomplete slice is not a value.  With Python
+slices, ``A[i, 0:16]``, it is a region: the argument of a tensor intrinsic (``tensor_compute.py``)."""
 from __future__ import annotations
 
 from .expr import Expr
@@ -22,6 +23,9 @@ class TensorSlice:
     def as_expr(self) -> Expr:
         """Raises: a complete slice is already a load, so a slice used as a value is incomplete."""
         n = len(self.tensor.shape)
+        if any(isinstance(i, slice) for i in self.indices):
+            raise TypeError(f"{self!r} is a region of tensor {self.tensor.name}: it can only be an argument of a "
+                            "tensor intrinsic (intrin(A[i, 0:16], ...)), not a value")
         raise TypeError(f"tensor {self.tensor.name} has {n} dimensions but {self.tensor.name}"
                         f"[{']['.join(map(str, self.indices))}] gives {len(self.indices)} index(es): "
                         f"index all {n} dimensions before using it as a value")
@@ -38,7 +42,12 @@ class TensorSlice:
     del _op, _value
 
     def __repr__(self) -> str:
-        return f"TensorSlice({self.tensor.name}, [{', '.join(map(str, self.indices))}])"
+        def one(i) -> str:
+            return "" if i is None else str(getattr(i, "var", i))  # an IterVar as its variable
+
+        def show(i) -> str:
+            return f"{one(i.start)}:{one(i.stop)}" if isinstance(i, slice) else one(i)
+        return f"{self.tensor.name}[{', '.join(map(show, self.indices))}]"
 
 
 __all__ = ["TensorSlice"]

@@ -17,7 +17,7 @@ from .op import generic_cast as cast  # noqa: F401
 from .reduce import CommReducer, comm_reducer, max, min, sum  # noqa: F401,A004
 from .tensor import IterVar  # noqa: F401
 from . import ir_builder, stmt_functor  # noqa: F401
-from .buffer import decl_buffer  # noqa: F401
+from .buffer import DeclBuffer as Buffer, decl_buffer  # noqa: F401
 from .extern import call_extern, call_intrin, call_packed  # noqa: F401
 from .stmt import (Allocate, Attr as AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt,  # noqa: F401
                    LoweredFunc as PrimFunc, Seq as SeqStmt, Stmt)
@@ -94,5 +94,5 @@ __all__ = ["PrimExpr", "Var", "SizeVar", "IterVar", "const", "var", "size_var", 
            "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE", "LT", "LE", "GT", "GE", "And",
            "Or", "Not", "Select", "Cast", "IntImm", "FloatImm", "StringImm", "Call", "Ramp", "Broadcast", "Let",
            "Reduce", "ProducerLoad", "BufferLoad", "call_intrin", "call_extern", "call_packed", "decl_buffer",
-           "ir_builder", "stmt_functor", "Stmt", "For", "IfThenElse",
+           "ir_builder", "stmt_functor", "Stmt", "Buffer", "For", "IfThenElse",
            "BufferStore", "Allocate", "Evaluate", "LetStmt", "AttrStmt", "SeqStmt", "PrimFunc"]

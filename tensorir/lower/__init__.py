@@ -21,6 +21,7 @@ from .vectorize import vectorize_loops
 from .validate import validate_schedule
 from ..schedule_layout import physical_shape
 from . import extern as _extern  # noqa: F401  (registers the lowering of extern stages)
+from . import tensor_compute as _tensor_compute  # noqa: F401  (registers the lowering of tensor compute stages)
 
 
 def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mode: bool = False,

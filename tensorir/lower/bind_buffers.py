@@ -141,14 +141,14 @@ class _Rebind(Mutator):
 
     def visit_CallExtern(self, e: CallExtern):
         args = []
-        for a in e.args:
+        for a in e.call_args:
             if isinstance(a, DeclBuffer):
                 r = self.region(a)
                 ptr = AccessPtr(HANDLE, r.buffer, r.box, "w" if a in self.outputs else "r", const(0))
                 args.append(BufferArg(HANDLE, ptr, tuple(a.shape), a.dtype))
             else:
                 args.append(self.visit(a))
-        return replace(e, args=tuple(args))
+        return replace(e, call_args=tuple(args))
 
 
 def bind_buffers(stmt: Stmt, regions: dict[DeclBuffer, Region], what: str, outputs=(), bounds=None) -> Stmt:

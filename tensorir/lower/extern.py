@@ -28,17 +28,17 @@ class ExternLowering(OpLowering):
                                     "so it must be computed at the root (not inlined or attached)")
 
     def declare_buffers(self, builder, st: Stage) -> None:
-        out = st.op.output(0)
-        builder.offsets[(st, 0)] = [const(0, "int32")] * len(out.shape)
-        if (st, 0) not in builder.buffers:
-            builder.buffers[(st, 0)] = Buffer(st.op.name, out.dtype, tuple(simplify(x) for x in out.shape),
-                                              st.scope)
+        for out in st.op._outputs:  # one buffer per output, keyed (stage, output index)
+            key = (st, out.value_index)
+            builder.offsets[key] = [const(0, "int32")] * len(out.shape)
+            if key not in builder.buffers:
+                builder.buffers[key] = Buffer(out.name, out.dtype, tuple(simplify(x) for x in out.shape), st.scope)
 
     def nest(self, builder, st: Stage) -> Stmt:
         op: ExternOp = st.op
         regions = {}
         for t, decl in zip(op.inputs, op.input_placeholders):
             regions[decl] = Region.whole(builder.buffer_of((builder.sch[t], t.value_index)))
-        for decl in op.output_placeholders:
-            regions[decl] = Region.whole(builder.buffer_of((st, 0)))
+        for k, decl in enumerate(op.output_placeholders):
+            regions[decl] = Region.whole(builder.buffer_of((st, k)))
         return bind_buffers(op.body, regions, f"stage {op.name}", outputs=op.output_placeholders)

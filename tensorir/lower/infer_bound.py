@@ -17,7 +17,7 @@ from ..arith import prove, simplify
 from ..expr import IntImm, Max, Min, TensorLoad, Var
 from ..poly import needed_region
 from ..schedule import INLINE, Schedule, Stage
-from ..tensor import ComputeOp, IterVar, PlaceholderOp, Range
+from ..tensor import OPAQUE, ComputeOp, IterVar, PlaceholderOp, Range
 from ..visitor import collect, substitute
 from .bounds import _fold, _relaxed, attach_path
 from .gpu_bounds import need_relax
@@ -44,8 +44,9 @@ def infer_bound(sch: Schedule) -> BoundMap:
         else:
             root = _region(sch, st, bodies, leaf, size_vars)
         root.update({iv: iv.dom for iv in st.op.reduce_axis})
+        root.update({iv: iv.dom for iv in st.op.axis if iv.kind == OPAQUE})  # a tensor intrinsic's, whole
         leaf[st] = leaf_ranges(st, root)
-        for iv in st.all_iter_vars:
+        for iv in list(st.op.axis) + [v for v in st.all_iter_vars if v not in st.op.axis]:
             if iv in leaf[st]:
                 out[iv] = leaf[st][iv]
     return out
@@ -89,7 +90,7 @@ def _region(sch: Schedule, st: Stage, bodies: dict, leaf: dict, size_vars: list)
             if v.var in thread_relax if t is not None else (id(s), id(v)) not in fixed_ids:
                 relax[v.var] = (IntImm(v.var.dtype, 0), simplify(leaf[s][v].extent - 1))
         vals, _ = root_values(q, leaf[q])
-        mapping = {iv.var: vals[iv] for iv in list(q.op.axis) + list(q.op.reduce_axis)}
+        mapping = {iv.var: vals[iv] for iv in q.op.root_iter_vars()}
         for ld in loads:
             indices = tuple(simplify(substitute(i, mapping)) for i in ld.indices)
             reads.append((indices, relax, []))

@@ -47,23 +47,27 @@ class NestBuilder:
             if hook is not None:
                 hook.declare_buffers(self, st)
             elif isinstance(st.op, ComputeOp) and st.attach_type != INLINE:
-                root = bounds.root[st]
-                for out in st.op._outputs:  # a multi-output stage: one buffer per output tensor
-                    key = (st, out.value_index)
-                    if key in self.aliases:
-                        continue
-                    self.offsets[key] = [root[iv].min for iv in st.op.axis]
-                    if key in self.arg_keys:  # an argument attached somewhere: written in place
-                        self.offsets[key] = [const(0, iv.var.dtype) for iv in st.op.axis]
-                    if key not in self.buffers:
-                        shape = tuple(simplify(e) for e in bounds.alloc_extent[st])
-                        if st.layout_transforms:  # stored in its new layout: the whole tensor
-                            self.offsets[key] = [const(0, iv.var.dtype) for iv in st.op.axis]
-                            shape = physical_shape(st, out.shape)
-                        shape = aligned_shape(st, shape)
-                        self.buffers[key] = Buffer(out.name, out.dtype, shape, st.scope)
+                self.declare_compute_buffers(st)
             elif isinstance(st.op, PlaceholderOp):
                 self.offsets[(st, 0)] = [const(0, "int32")] * len(st.op.shape)
+
+    def declare_compute_buffers(self, st: Stage) -> None:
+        """One buffer per output of a compute stage, over the region bound inference gave it."""
+        root = self.bounds.root[st]
+        for out in st.op._outputs:  # a multi-output stage: one buffer per output tensor
+            key = (st, out.value_index)
+            if key in self.aliases:
+                continue
+            self.offsets[key] = [root[iv].min for iv in st.op.axis]
+            if key in self.arg_keys:  # an argument attached somewhere: written in place
+                self.offsets[key] = [const(0, iv.var.dtype) for iv in st.op.axis]
+            if key not in self.buffers:
+                shape = tuple(simplify(e) for e in self.bounds.alloc_extent[st])
+                if st.layout_transforms:  # stored in its new layout: the whole tensor
+                    self.offsets[key] = [const(0, iv.var.dtype) for iv in st.op.axis]
+                    shape = physical_shape(st, out.shape)
+                shape = aligned_shape(st, shape)
+                self.buffers[key] = Buffer(out.name, out.dtype, shape, st.scope)
 
     # -- buffers -----------------------------------------------------------------------------------
     def buffer_of(self, key: TensorKey) -> Buffer:
