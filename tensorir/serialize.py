@@ -89,7 +89,7 @@ def _dataclass_codec(cls) -> Codec:
 
 
 _TYPES = {"str": str, "int": int, "float": (int, float), "bool": (bool, int), "tuple": tuple, "None": type(None),
-          "Expr": Expr, "Var": Var, "Stmt": stmt.Stmt, "Buffer": stmt.Buffer, "IterVar": IterVar,
+          "Expr": Expr, "Var": Var, "Stmt": stmt.Stmt, "IterVar": IterVar,
           "Range": tensor.Range, "IndexMap": schedule_layout.IndexMap}
 
 
@@ -97,7 +97,8 @@ def _check_annotation(name: str, annotation: str, value) -> None:
     """Check ``value`` against a field annotation such as ``"Expr | tuple | None"`` (names not in
     ``_TYPES``, such as ``Any``, accept anything)."""
     allowed = []
-    for word in str(annotation).split("|"):
+    annotation = annotation.__name__ if isinstance(annotation, type) else str(annotation)
+    for word in annotation.split("|"):
         t = _TYPES.get(word.strip())
         if t is None:
             return
@@ -315,16 +316,20 @@ class _Writer:
             return
         slot[1].add((is_tuple, dtypes))
         r = red.combiner
-        lhs = tuple(Var(f"x{k}", d) for k, d in enumerate(dtypes))
-        rhs = tuple(Var(f"y{k}", d) for k, d in enumerate(dtypes))
-        try:
-            if is_tuple:
-                result, ident = r.combine_tuple(lhs, rhs), r.identity_tuple(dtypes)
-            else:
-                result, ident = (r.combine(lhs[0], rhs[0]),), (r.identity(dtypes[0]),)
-        except Exception as e:  # noqa: BLE001 - the user's functions may raise anything
-            raise self.fail(f"reducer {r.name}: evaluating its functions for {', '.join(dtypes)} failed: "
-                            f"{type(e).__name__}: {e}") from e
+        stored = getattr(r.fcombine, "__self__", None)
+        if isinstance(stored, _StoredReducer) and (is_tuple, dtypes) in stored.forms:
+            lhs, rhs, result, ident = stored.forms[(is_tuple, dtypes)]  # loaded: written back as it came
+        else:
+            lhs = tuple(Var(f"x{k}", d) for k, d in enumerate(dtypes))
+            rhs = tuple(Var(f"y{k}", d) for k, d in enumerate(dtypes))
+            try:
+                if is_tuple:
+                    result, ident = r.combine_tuple(lhs, rhs), r.identity_tuple(dtypes)
+                else:
+                    result, ident = (r.combine(lhs[0], rhs[0]),), (r.identity(dtypes[0]),)
+            except Exception as e:  # noqa: BLE001 - the user's functions may raise anything
+                raise self.fail(f"reducer {r.name}: evaluating its functions for {', '.join(dtypes)} failed: "
+                                f"{type(e).__name__}: {e}") from e
         self.path.append(f"reducer {r.name}")
         slot[0]["forms"].append({"tuple": is_tuple, "lhs": self.value(lhs), "rhs": self.value(rhs),
                                  "result": self.value(tuple(result)), "identity": self.value(tuple(ident))})
@@ -417,6 +422,7 @@ class _Reader:
     def __init__(self, nodes: list):
         self.nodes = nodes
         self.done: dict[int, Any] = {}
+        self.tuples: dict[tuple, tuple] = {}
         self.active: set[int] = set()
         self.path: list[str] = []
         self.stages: list | None = None
@@ -428,8 +434,11 @@ class _Reader:
     def value(self, v) -> Any:
         if v is None or isinstance(v, (bool, int, str, float)):
             return v
-        if isinstance(v, list):
-            return tuple(self.value(x) for x in v)
+        if isinstance(v, list):  # tuples of the same objects are one tuple (a tuple reduction's shared source)
+            t = tuple(self.value(x) for x in v)
+            if not t or any(x is None or isinstance(x, (bool, int, str, float)) for x in t):
+                return t
+            return self.tuples.setdefault(tuple(map(id, t)), t)
         if not isinstance(v, dict) or len(v) != 1 or next(iter(v)) not in self.TAGS:
             raise self.fail(f"bad value {json.dumps(v)[:80]}: expected a JSON scalar, an array or one of "
                             f"{{{', '.join(self.TAGS)}: ...}}")
@@ -517,32 +526,34 @@ class _Reader:
                             (f"; unknown {', '.join(unknown)}" if unknown else ""))
         if codec.cls is Schedule:
             return self.schedule(entry)
+        if codec.cls is CommReducer:
+            return self.reducer(entry)
         fields = {}
         for k in codec.names:
             if k in entry:
                 self.path.append(k)
                 fields[k] = self.value(entry[k])
                 self.path.pop()
-        if codec.cls is CommReducer:
-            return self.reducer(fields)
         try:
             return codec.make(fields)
         except SerializeError as e:
             raise self.fail(str(e)) from None
 
-    def reducer(self, f: dict) -> CommReducer:
-        name = _expect(f["name"], str, "name")
-        if f.get("builtin"):
+    def reducer(self, entry: dict) -> CommReducer:
+        name = entry["name"]
+        if not isinstance(name, str):
+            raise self.fail(f"a reducer's name must be a string, got {name!r}")
+        if entry.get("builtin"):
             if name not in BUILTIN_REDUCERS:
                 raise self.fail(f"unknown built-in reducer {name!r} (known: {', '.join(BUILTIN_REDUCERS)})")
             return BUILTIN_REDUCERS[name]
         forms = {}
-        for form in _expect(f.get("forms", ()), tuple, "forms"):
-            form = _expect(form, dict, "form")
-            if set(form) != {"tuple", "lhs", "rhs", "result", "identity"}:
-                raise self.fail(f"reducer {name}: a form has tuple, lhs, rhs, result, identity; got {sorted(form)}")
-            lhs, rhs = (_expect(form[k], tuple, k) for k in ("lhs", "rhs"))
-            parts = [lhs, rhs, form["result"], form["identity"]]
+        for form in _array(self, entry.get("forms", []), "forms"):
+            if not isinstance(form, dict) or set(form) != {"tuple", "lhs", "rhs", "result", "identity"}:
+                raise self.fail(f"reducer {name}: a form is {{tuple, lhs, rhs, result, identity}}, got {form!r:.80}")
+            lhs, rhs, result, ident = (self.value(_array(self, form[k], k))
+                                       for k in ("lhs", "rhs", "result", "identity"))
+            parts = [lhs, rhs, result, ident]
             if any(len(p) != len(lhs) or not all(isinstance(e, Expr) for e in p) for p in parts) or \
                     not all(isinstance(v, Var) for v in lhs + rhs):
                 raise self.fail(f"reducer {name}: a form needs as many lhs and rhs Vars, results and identities")
