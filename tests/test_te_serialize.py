@@ -10,16 +10,28 @@ import sys
 
 import numpy as np
 import pytest
-
-import tensorir as te
 from conftest import ROOT, assert_raises_naming, check, lower_text
-from tensorir import reduce as red
-from tensorir.expr import (Broadcast, Call, Cast, FloatImm, IntImm, Let, Not, Ramp, Select, StringImm, Var,
-                           structural_equal)
-from tensorir.schedule import SCOPE, Schedule
-from tensorir.serialize import SerializeError, load_json, save_json, structural_hash
 from test_te_multi_output import argmax_reducer
 from test_te_tensorize import GEMV_LL, gemm, intrin_gemv
+
+import tensorir as te
+from tensorir import reduce as red
+from tensorir.expr import (
+    Broadcast,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    Let,
+    Not,
+    Ramp,
+    Select,
+    StringImm,
+    Var,
+    structural_equal,
+)
+from tensorir.schedule import SCOPE, Schedule
+from tensorir.serialize import SerializeError, load_json, save_json, structural_hash
 
 
 def roundtrip(obj):
@@ -176,7 +188,10 @@ def test_custom_and_tuple_reducers_travel_as_data():
 def test_builtin_reducers_load_as_themselves():
     A = te.placeholder((4, 5), name="A")
     k = te.reduce_axis((0, 5), name="k")
-    outs = [te.compute((4,), (lambda f: lambda i: f(A[i, k], axis=k))(f)) for f in (te.sum, te.max, te.min)]
+
+    def reduction(f):
+        return te.compute((4,), lambda i: f(A[i, k], axis=k))
+    outs = [reduction(f) for f in (te.sum, te.max, te.min)]
     loaded = roundtrip(outs)
     for t, r in zip(loaded, (red.sum_reducer, red.max_reducer, red.min_reducer)):
         assert t.op.body[0].combiner is r
@@ -236,6 +251,33 @@ def test_extern_group_inline_layout_and_tensorize():
     check(s2, args, lambda a, b: a @ b.T, rtol=1e-4, atol=1e-4)
 
 
+def test_gpu_and_storage_annotations_and_lowered_functions():
+    n = 64
+    A = te.placeholder((n, n), name="A")
+    B = te.compute((n, n), lambda i, j: A[i, j] * 2, name="B")
+    C = te.compute((n, n), lambda i, j: B[i, j] + 1, name="C")
+    s = te.create_schedule(C.op)
+    s.cache_read(A, "shared", [B])
+    xo, xi = s[C].split(C.op.axis[0], factor=16)
+    s[B].compute_at(s[C], xo)
+    s[C].bind(xo, te.thread_axis("blockIdx.x"))
+    s[C].bind(xi, te.thread_axis("threadIdx.x"))
+    s[B].set_store_predicate(B.op.axis[0] < 100)
+    s[B].storage_align(B.op.axis[0], 8, 1)
+    s[B].double_buffer()
+    s[C].prefetch(B, C.op.axis[1], 1)
+    s2, (A2, C2) = roundtrip((s, [A, C]))
+    st = s2[C2]
+    assert [t.thread_tag for t in st.bindings.values()] == ["blockIdx.x", "threadIdx.x"]
+    assert s2[s2.stages[2].op].storage_aligns == s[B].storage_aligns == {0: (8, 1)}
+    assert s2.stages[2].double_buffered and str(s2.stages[2].store_predicate) == str(s[B].store_predicate)
+    assert s2[st.prefetches[0][0]] is s2.stages[2] and structural_hash(s2) == structural_hash(s)
+
+    f = te.lower(te.create_schedule(C.op), [A, C])
+    f2 = roundtrip(f)
+    assert str(f2) == str(f) and structural_hash(f2) == structural_hash(f)
+
+
 # -- expressions ---------------------------------------------------------------------------------------
 def test_every_expression_node_and_var_identity():
     x, y = te.var("x"), te.size_var("y", "int64")
@@ -267,8 +309,8 @@ def test_shared_subexpressions_stay_shared():
     idx = te.placeholder((3, 4), name="idx", dtype="int32")
     val = te.placeholder((3, 4), name="val")
     k = te.reduce_axis((0, 4), "k")
-    T0, T1 = te.compute((3,), lambda i: argmax_reducer()((idx[i, k], val[i, k]), axis=k,
-                                                        init=(te.const(0), te.const(0.0))), name="T")
+    T0, _ = te.compute((3,), lambda i: argmax_reducer()((idx[i, k], val[i, k]), axis=k,
+                                                       init=(te.const(0), te.const(0.0))), name="T")
     b0, b1 = roundtrip(T0).op.body
     assert b0.source is b1.source and b0.condition is b1.condition and b0.init is b1.init
     assert b0.combiner is b1.combiner and b0.axis[0] is b1.axis[0]
@@ -347,6 +389,8 @@ def test_bad_documents_name_the_culprit():
         fn, where = broken(change)
         assert_raises_naming(SerializeError, fn, where, "(Add)", *words)
 
+    assert_raises_naming(SerializeError, lambda: load_json(json.dumps({"format": "tiletune.te", "version": 1})),
+                         "no 'root'")
     cyc = {**doc, "nodes": [{"type": "Cast", "dtype": "float32", "value": {"ref": 0}}], "root": {"ref": 0}}
     assert_raises_naming(SerializeError, lambda: load_json(json.dumps(cyc)), "refers to itself")
 
