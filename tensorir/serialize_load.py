@@ -106,8 +106,10 @@ class Reader:
         self.active.add(k)
         try:
             obj = self.build(codec, entry)
-        except SerializeError:
-            raise
+        except SerializeError as e:
+            if str(e).startswith("load_json:"):
+                raise
+            raise self.fail(str(e)) from None
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
             raise self.fail(f"{type(e).__name__}: {e}") from None
         self.active.discard(k)
@@ -132,10 +134,7 @@ class Reader:
                 self.path.append(k)
                 fields[k] = self.value(entry[k])
                 self.path.pop()
-        try:
-            return codec.make(fields)
-        except SerializeError as e:
-            raise self.fail(str(e)) from None
+        return codec.make(fields)
 
     def reducer(self, entry: dict) -> CommReducer:
         name = entry["name"]
@@ -163,20 +162,20 @@ class Reader:
         sch = Schedule([])
         allowed = set(vars(sch))
         self.path.append("outputs")
-        sch.outputs = [expect(op, Operation, "output") for op in expect(self.value(entry["outputs"]), list,
-                                                                           "outputs")]
+        sch.outputs = [expect(op, Operation, "output") for op in expect(self.value(entry["outputs"]), list, "outputs")]
         self.path.pop()
-        stages, groups = read_array(self, entry["stages"], "stages"), read_array(self, entry.get("groups", []), "groups")
-        for i, rec in enumerate(stages):
+        stages = [expect(r, dict, "stage record") for r in read_array(self, entry["stages"], "stages")]
+        groups = [expect(r, dict, "group record") for r in read_array(self, entry.get("groups", []), "groups")]
+        for i, rec in enumerate(stages):  # every stage exists before any record refers to one
             self.path.append(f"stage {i}")
-            op = self.value(expect(rec, dict, "stage record").get("op"))
-            sch.stages.append(Stage(expect(op, Operation, "op"), sch))
+            sch.stages.append(Stage(expect(self.value(rec.get("op")), Operation, "op"), sch))
             self.path.pop()
         sch.groups = [StageGroup(sch, [], None) for _ in groups]
         self.stages, self.groups = sch.stages, sch.groups
         try:
-            for obj, rec, where in [(st, r, f"stage {st.op.name}") for st, r in zip(sch.stages, stages)] + \
-                    [(g, expect(r, dict, "group record"), f"group {i}") for i, (g, r) in enumerate(zip(sch.groups, groups))]:
+            records = [(st, rec, f"stage {st.op.name}") for st, rec in zip(sch.stages, stages)]
+            records += [(g, rec, f"group {i}") for i, (g, rec) in enumerate(zip(sch.groups, groups))]
+            for obj, rec, where in records:
                 self.path.append(where)
                 self.restore(obj, rec)
                 self.path.pop()

@@ -92,9 +92,17 @@ def _check_annotation(name: str, annotation: str, value) -> None:
 
 
 def expect(value, types, what: str):
+    """``value`` when it is one of ``types``, else a SerializeError naming ``what``."""
     if not isinstance(value, types):
         raise SerializeError(f"{what}: got {type(value).__name__} {value!r}")
     return value
+
+
+def _make_placeholder(d) -> PlaceholderOp:
+    expect(d["name"], str, "name")
+    for e in expect(d["shape"], tuple, "shape"):
+        expect(e, Expr, "shape entry")
+    return PlaceholderOp(d["name"], d["shape"], dt.check(expect(d["dtype"], str, "dtype")))
 
 
 def _make_compute(d) -> ComputeOp:
@@ -146,21 +154,20 @@ def _attr(name: str):
 
 _OP_TAIL = {"tag": _attr("tag"), "attrs": _attr("attrs")}
 CODECS: dict[str, Codec] = {}
-for _mod in map(importlib.import_module, ("tensorir.expr", "tensorir.stmt", "tensorir.buffer", "tensorir.extern",
-                                         "tensorir.tensor", "tensorir.schedule", "tensorir.schedule_layout")):
+for _mod in (importlib.import_module(f"{__package__}.{m}")
+             for m in ("expr", "stmt", "buffer", "extern", "tensor", "schedule", "schedule_layout")):
     for _cls in vars(_mod).values():
         if isinstance(_cls, type) and dataclasses.is_dataclass(_cls) and _cls.__module__ == _mod.__name__:
             CODECS[_cls.__name__] = _dataclass_codec(_cls)
 for _c in (
-        _codec(PlaceholderOp, {k: _attr(k) for k in ("name", "shape", "dtype")}, lambda d: PlaceholderOp(**d)),
+        _codec(PlaceholderOp, {k: _attr(k) for k in ("name", "shape", "dtype")}, _make_placeholder),
         _codec(ComputeOp, {"name": _attr("name"), "axis": _attr("axis"), "body": _attr("bodies"), **_OP_TAIL},
                _make_compute),
         _codec(ScanOp, {**{k: _attr(k) for k in ("name", "scan_axis", "init", "update", "state_placeholder",
                                                   "inputs")}, **_OP_TAIL}, _make_scan),
         _codec(ExternOp, {"name": _attr("name"), "inputs": _attr("inputs"),
-                                 "input_buffers": _attr("input_placeholders"),
-                                 "output_buffers": _attr("output_placeholders"), "body": _attr("body"), **_OP_TAIL},
-               _make_extern),
+                          "input_buffers": _attr("input_placeholders"), "output_buffers": _attr("output_placeholders"),
+                          "body": _attr("body"), **_OP_TAIL}, _make_extern),
         _codec(Tensor, {"op": _attr("op"), "value_index": _attr("value_index")}, _make_tensor, (), False),
         _codec(TensorIntrin, {k: _attr(k) for k in ("name", "op", "inputs", "buffers", "body", "reset", "update",
                                                     "scalar_params")}, lambda d: TensorIntrin(**d))):

@@ -379,7 +379,8 @@ def test_bad_documents_name_the_culprit():
         k = next(i for i, e in enumerate(d["nodes"]) if e["type"] == "Add")
         change(d["nodes"][k])
         return lambda: load_json(json.dumps(d)), f"node {k}"
-    assert_raises_naming(SerializeError, broken(lambda e: e.update(type="os.system"))[0], "unknown node type 'os.system'")
+    fn, where = broken(lambda e: e.update(type="os.system"))
+    assert_raises_naming(SerializeError, fn, where, "unknown node type 'os.system'")
     for change, words in ((lambda e: e.pop("b"), ["missing b"]),
                           (lambda e: e.update(c=1), ["unknown c"]),
                           (lambda e: e.update(b={"ref": 999}), ["reference 999"]),
