@@ -23,6 +23,9 @@ from .tensor_intrin import decl_tensor_intrin
 from . import ir_builder
 from .tensor_compute import TensorComputeOp, TensorIntrinCall
 from .tensor_intrin import TensorIntrin
+from .scan import ScanOp
+from .tensor import ComputeOp, PlaceholderOp
+from .extern import ExternOp
 
 __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
            "placeholder", "reduce_axis", "thread_axis", "comm_reducer", "sum", "max", "min", "abs", "all",
@@ -44,3 +47,6 @@ def __getattr__(name: str):
     """TVM's top-level names (``tvm.nd``, ``tvm.build``, ``tvm.target`` ...) for ``import tensorir as tvm``."""
     from .tvm_compat import resolve
     return resolve(name)
+
+
+__all__ += ["ScanOp", "ComputeOp", "PlaceholderOp", "ExternOp"]

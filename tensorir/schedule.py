@@ -389,6 +389,11 @@ class Schedule:
                                 f"(not reachable from its outputs)")
         return self.stage_map[op]
 
+    def __reduce__(self):
+        """Pickled as its JSON document (data only, see serialize.py), as TVM pickles objects."""
+        from .serialize import load_json, save_json
+        return load_json, (save_json(self),)
+
     def _owner_of(self, iv: IterVar) -> Stage | None:
         for st in self.stages:
             if iv in st.all_iter_vars:

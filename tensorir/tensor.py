@@ -107,6 +107,11 @@ class Operation:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"
 
+    def __reduce__(self):
+        """Pickled as its JSON document (data only, see serialize.py), as TVM pickles objects."""
+        from .serialize import load_json, save_json
+        return load_json, (save_json(self),)
+
 
 class PlaceholderOp(Operation):
     def __init__(self, name: str, shape: tuple, dtype: str):
@@ -219,6 +224,11 @@ class Tensor:
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Tensor) and other.op is self.op and other.value_index == self.value_index
+
+    def __reduce__(self):
+        """Pickled as its JSON document (data only, see serialize.py), as TVM pickles objects."""
+        from .serialize import load_json, save_json
+        return load_json, (save_json(self),)
 
 
 def integral(value, what: str) -> Expr:

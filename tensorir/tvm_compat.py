@@ -50,7 +50,26 @@ def structural_equal(lhs, rhs, map_free_vars: bool = False) -> bool:
     return equal(lhs, rhs)
 
 
-ir = types.SimpleNamespace(assert_structural_equal=assert_structural_equal, structural_equal=structural_equal)
+def save_json(obj) -> str:
+    """``tvm.ir.save_json``: tiletune's versioned JSON of tensor-expression objects (serialize.py)."""
+    from .serialize import save_json as save
+    return save(obj)
+
+
+def load_json(text: str):
+    """``tvm.ir.load_json``: objects back from :func:`save_json` (no code runs while loading)."""
+    from .serialize import load_json as load
+    return load(text)
+
+
+def structural_hash(obj, map_free_vars: bool = False) -> str:
+    """``tvm.ir.structural_hash``: a hex digest of the structure, names and identities ignored."""
+    from .serialize import structural_hash as digest
+    return digest(obj)
+
+
+ir = types.SimpleNamespace(assert_structural_equal=assert_structural_equal, structural_equal=structural_equal,
+                           save_json=save_json, load_json=load_json, structural_hash=structural_hash)
 
 
 def _module(name: str):
