@@ -203,7 +203,7 @@ def _pool_numpy(x, pool_size, strides, dilation, padding, ceil_mode, kind, count
     ew = max(0, (ow - 1) * strides[1] + dilation[1] * (pool_size[1] - 1) + 1 - (x.shape[3] + pl + pr))
     pads = ((0, 0), (0, 0), (pt, pb + eh), (pl, pr + ew))
     if kind == "max":
-        xp = np.pad(x, pads, constant_values=-np.inf)
+        xp = np.pad(x, pads, constant_values=-np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min)
         return np.max([v for _, _, v in _windows(xp, *pool_size, oh, ow, strides, dilation)], axis=0).astype(x.dtype)
     xp = np.pad(x.astype(np.float64), pads)
     mask = np.pad(np.ones((1, 1) + x.shape[2:]), ((0, 0), (0, 0), (pt, pb), (pl, pr)),

@@ -30,8 +30,24 @@ def reduce_infer(x: TensorType, axis, keepdims) -> TensorType:
     return TensorType(shape, x.dtype)
 
 
-REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}
-for _name, _fn in REDUCE.items():
+def _reduce_numpy(fn, identity):
+    def run(x, axis, keepdims):
+        extra = {"initial": identity(x.dtype)} if identity is not None and x.size == 0 else {}
+        axes = None if axis is None else tuple(axis)
+        return np.asarray(fn(x, axis=axes, keepdims=keepdims, **extra)).astype(x.dtype)
+    return run
+
+
+def _lowest(dtype):
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _highest(dtype):
+    return np.inf if dtype.kind == "f" else np.iinfo(dtype).max
+
+
+REDUCE = {"sum": (np.sum, None), "mean": (np.mean, None), "max": (np.max, _lowest), "min": (np.min, _highest),
+          "prod": (np.prod, None)}
+for _name, (_fn, _identity) in REDUCE.items():
     register_op(_name, OpPattern.COMM_REDUCE, reduce_infer, attrs={"axis": None, "keepdims": False},
-                num_inputs=1, numpy=(lambda f: lambda x, axis, keepdims: np.asarray(
-                    f(x, axis=None if axis is None else tuple(axis), keepdims=keepdims)).astype(x.dtype))(_fn))
+                num_inputs=1, numpy=_reduce_numpy(_fn, _identity))
