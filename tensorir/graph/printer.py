@@ -23,7 +23,7 @@ def const_text(c: Const) -> str | None:
     v, dtype = c.value, str(c.value.dtype)
     if v.ndim == 0:
         return _scalar(v, dtype)
-    if v.ndim == 1 and v.size <= _INLINE_MAX and c.name is None:
+    if v.ndim == 1 and v.size <= _INLINE_MAX and c.name is None and not dtype.startswith("float"):
         return "[" + ", ".join(_scalar(x, dtype) for x in v) + "]"
     return None
 
@@ -47,11 +47,12 @@ def call_text(op_name: str, args: list[str], attrs) -> str:
 
 def _body_lines(g: Graph, indent: str) -> list[str]:
     names: dict[int, str] = {id(v): f"%{v.name}" for v in (*g.inputs, *g.params)}
-    lines = []
+    lines, unnamed = [], 0
     for c in g.constants:
         text = const_text(c)
         if text is None:
-            names[id(c)] = f"%{c.name}" if c.name else f"%c{len(lines)}"
+            names[id(c)] = f"%{c.name}" if c.name else f"%c{unnamed}"
+            unnamed += c.name is None
             lines.append(f"{indent}{names[id(c)]} = constant : {c.type}")
         else:
             names[id(c)] = text
