@@ -27,8 +27,9 @@ def small_cnn(seed=0, opset=17):
     from onnx import TensorProto, helper
     rng = np.random.default_rng(seed)
     nd = helper.make_node
-    bn = lambda x, p, y: nd("BatchNormalization", [x, f"{p}.gamma", f"{p}.beta", f"{p}.mean", f"{p}.var"], [y],
-                            epsilon=1e-3)
+
+    def bn(x, p, y):
+        return nd("BatchNormalization", [x, f"{p}.gamma", f"{p}.beta", f"{p}.mean", f"{p}.var"], [y], epsilon=1e-3)
     nodes = [
         nd("Conv", ["x", "c1.w"], ["c1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
         bn("c1", "bn1", "b1"), nd("Relu", ["b1"], ["r1"]),
@@ -64,7 +65,8 @@ def transformer_block(seed=0, d=32, heads=4, ffn=64, opset=17):
     nodes, inits = [], []
 
     def linear(x, name, n_in, n_out):
-        inits.extend([_init(rng, f"{name}.w", (n_in, n_out), 1 / np.sqrt(n_in)), _init(rng, f"{name}.b", (n_out,), 0.1)])
+        inits.extend([_init(rng, f"{name}.w", (n_in, n_out), 1 / np.sqrt(n_in)),
+                      _init(rng, f"{name}.b", (n_out,), 0.1)])
         nodes.extend([nd("MatMul", [x, f"{name}.w"], [f"{name}.mm"]), nd("Add", [f"{name}.mm", f"{name}.b"], [name])])
         return name
 

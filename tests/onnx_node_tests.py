@@ -61,7 +61,8 @@ def at_opset_21(model):
 
 
 def run_case(case_dir: str, fuse: bool = True) -> str:
-    """``"ok"``, ``"newer"`` (the op changed after opset 21, or non-tensor data) or an exception (a mismatch, or an error)."""
+    """``"ok"``, ``"newer"`` (the op changed after opset 21, or non-tensor data) or an exception (a
+    mismatch, or an error)."""
     from tensorir import graph
     try:
         model, inputs, expected = load_case(case_dir)

@@ -113,7 +113,8 @@ def test_unsupported_opset(opset):
 def test_missing_converters_listed_once_with_counts():
     from onnx import TensorProto, helper
     nodes = [helper.make_node("NoSuchOp", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
-             helper.make_node("NoSuchOp", ["b"], ["c"]), helper.make_node("Einsum", ["c", "c"], ["d"], equation="ij,ij->ij"),
+             helper.make_node("NoSuchOp", ["b"], ["c"]),
+             helper.make_node("Einsum", ["c", "c"], ["d"], equation="ij,ij->ij"),
              helper.make_node("Foo", ["d"], ["y"], domain="com.example")]
     m = helper.make_model(helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],

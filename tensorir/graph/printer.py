@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Const, Graph, Kernel, Node, Value, Var
+from .ir import Const, Graph, Kernel
 
 _INLINE_MAX = 8
 _SUFFIX = {"float32": "f", "float64": "f64", "float16": "f16", "int64": "i64", "int32": "i32", "bool": ""}

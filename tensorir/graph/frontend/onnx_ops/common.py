@@ -1,7 +1,6 @@
 """Helpers the converters share: ONNX's padding rules and type codes."""
 from __future__ import annotations
 
-import numpy as np
 
 
 SUPPORTED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
