@@ -1,0 +1,21 @@
+"""``from tensorir import graph``: whole models as a graph of operators.
+
+``g, params = graph.from_onnx(model)`` imports an ONNX model; ``graph.optimize(g, params)`` binds the
+weights and runs the graph passes (fold constants, simplify, fuse); ``print(g)`` shows the graph."""
+from . import op
+from .interpreter import evaluate
+from .ir import Const, Graph, GraphError, Kernel, Node, TensorType, Var, rewrite, topological_order
+from .op import OpPattern, call
+from .passes import PASSES, fuse_ops, optimize
+from .verify import verify
+
+
+def from_onnx(model, shape_dict=None, *, opset=None):
+    """``(graph, params)`` from an ONNX ``ModelProto`` or path (see :mod:`.frontend.onnx`)."""
+    from .frontend.onnx import from_onnx as _from_onnx
+    return _from_onnx(model, shape_dict, opset=opset)
+
+
+__all__ = ["Const", "Graph", "GraphError", "Kernel", "Node", "OpPattern", "PASSES", "TensorType", "Var",
+           "call", "evaluate", "from_onnx", "fuse_ops", "op", "optimize", "rewrite", "topological_order",
+           "verify"]

@@ -1,0 +1,1 @@
+"""Model importers (``onnx``)."""

@@ -1,0 +1,210 @@
+"""``from_onnx(model, shape_dict)``: an ONNX model as a :class:`~tensorir.graph.Graph` and its weights.
+
+Float initializers become parameters (returned as a dict of arrays, as TVM's ``relay.frontend.from_onnx``
+returns them); other initializers (shape data, indices) become constants.  Every symbolic input
+dimension must be bound by ``shape_dict`` (an input name -> its whole shape, or a dimension name ->
+its size).  Each node is converted by the registered converter for its op type and the model's
+opset (:mod:`.registry`); nodes whose inputs are all constant are folded as they are converted, so
+shape subgraphs (``Shape -> Gather -> Concat -> Reshape``) become constants."""
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import numpy as np
+
+from ..ir import Const, Graph, GraphError, TensorType, Value, Var
+from ..op.registry import call
+from ..passes.basic import eliminate_dead_code, fold_node
+from . import onnx_ops  # noqa: F401  (registers the converters)
+from .onnx_ops.common import onnx_dtype
+from .registry import MAX_OPSET, MIN_OPSET, find_converter
+
+
+class Context:
+    """What a converter sees: the model's opset, the node being converted, and helpers."""
+
+    def __init__(self, opset: int, params: dict[str, np.ndarray]):
+        self.opset = opset
+        self.params = params
+        self.node = None
+
+    def call(self, op: str, *inputs: Value, **attrs) -> Value:
+        """A node ``op(*inputs, **attrs)``, folded to a constant when its inputs are constants."""
+        return fold_node(call(op, *inputs, **attrs))
+
+    def const(self, v: Value | None) -> np.ndarray | None:
+        """The array of a constant (or initializer) input; ``None`` when it is computed at run time."""
+        if isinstance(v, Const):
+            return v.value
+        if isinstance(v, Var) and v.kind == "param":
+            return self.params[v.name]
+        return None
+
+    def require_const(self, v: Value | None, what: str) -> np.ndarray:
+        a = self.const(v)
+        if a is None:
+            raise self.error(f"input '{what}' must be a constant once input shapes are bound")
+        return a
+
+    def error(self, msg: str) -> GraphError:
+        n = self.node
+        return GraphError(f"ONNX node {n.name or '(unnamed)'!r} ({n.op_type}): {msg}" if n else msg)
+
+
+def _load(model):
+    import onnx
+    if isinstance(model, onnx.ModelProto):
+        return model, "model"
+    path = os.fspath(model)
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        m = onnx.ModelProto()
+        m.ParseFromString(data)
+    except Exception as e:  # protobuf's DecodeError and friends
+        raise GraphError(f"{path}: not a readable ONNX model (truncated or corrupt file?): {e}") from None
+    if not m.HasField("graph") or not m.opset_import:
+        raise GraphError(f"{path}: not a readable ONNX model (no graph or no opset; truncated or corrupt file?)")
+    return m, path
+
+
+def _opset(m, where: str) -> int:
+    versions = {o.domain or "": o.version for o in m.opset_import}
+    v = versions.get("", versions.get("ai.onnx"))
+    if v is None:
+        raise GraphError(f"{where}: the model imports no opset of the default ONNX domain")
+    if not MIN_OPSET <= v <= MAX_OPSET:
+        raise GraphError(f"{where}: opset {v} is not supported (tiletune imports opsets {MIN_OPSET} through "
+                         f"{MAX_OPSET}; convert the model with onnx.version_converter)")
+    return v
+
+
+def _check_converters(m, opset: int, where: str) -> None:
+    missing = Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
+                      for n in m.graph.node
+                      if n.domain not in ("", "ai.onnx") or find_converter(n.op_type, opset) is None)
+    if missing:
+        listed = ", ".join(f"{op} (x{k})" for op, k in sorted(missing.items()))
+        raise GraphError(f"{where}: no converter at opset {opset} for {len(missing)} op type(s): {listed}")
+
+
+def _input_type(vi, shape_dict: dict, used: set) -> TensorType:
+    t = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type"):
+        raise GraphError(f"input {vi.name!r}: only tensor inputs are supported")
+    try:
+        dtype = onnx_dtype(t.elem_type)
+    except ValueError as e:
+        raise GraphError(f"input {vi.name!r}: {e}") from None
+    dims = list(t.shape.dim)
+    if vi.name in shape_dict:
+        used.add(vi.name)
+        shape = tuple(int(d) for d in shape_dict[vi.name])
+        if len(shape) != len(dims) and t.HasField("shape"):
+            raise GraphError(f"input {vi.name!r}: shape_dict gives {len(shape)} dimensions, the model {len(dims)}")
+        for i, (d, s) in enumerate(zip(dims, shape)):
+            if d.HasField("dim_value") and d.dim_value != s:
+                raise GraphError(f"input {vi.name!r}: dimension {i} is {d.dim_value} in the model, "
+                                 f"not {s} as shape_dict says")
+        return TensorType(shape, dtype)
+    if not t.HasField("shape"):
+        raise GraphError(f"input {vi.name!r} has no shape in the model; give one in shape_dict")
+    shape = []
+    for i, d in enumerate(dims):
+        if d.HasField("dim_value") and d.dim_value > 0:
+            shape.append(d.dim_value)
+        elif d.dim_param and d.dim_param in shape_dict:
+            used.add(d.dim_param)
+            shape.append(int(shape_dict[d.dim_param]))
+        else:
+            sym = f" ('{d.dim_param}')" if d.dim_param else ""
+            raise GraphError(f"input {vi.name!r}: dimension {i}{sym} is dynamic; bind it with "
+                             f"shape_dict={{'{vi.name}': (...)}}" + (f" or {{'{d.dim_param}': n}}" if sym else ""))
+    return TensorType(shape, dtype)
+
+
+def _attrs(node) -> dict:
+    import onnx
+    out = {}
+    for a in node.attribute:
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode()
+        elif isinstance(v, list):
+            v = [x.decode() if isinstance(x, bytes) else x for x in v]
+        elif isinstance(v, onnx.TensorProto):
+            v = onnx.numpy_helper.to_array(v)
+        out[a.name] = v
+    return out
+
+
+def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None) -> tuple[Graph, dict]:
+    """``(graph, params)`` for an ONNX ``ModelProto`` or the path of a ``.onnx`` file."""
+    import onnx
+    m, where = _load(model)
+    opset = opset or _opset(m, where)
+    _check_converters(m, opset, where)
+    g = m.graph
+    shape_dict, used = dict(shape_dict or {}), set()
+    params: dict[str, np.ndarray] = {}
+    values: dict[str, Value] = {}
+    param_vars = []
+    for init in g.initializer:
+        a = onnx.numpy_helper.to_array(init)
+        if a.dtype.kind == "f":
+            params[init.name] = a
+            values[init.name] = Var(init.name, TensorType(a.shape, str(a.dtype)), "param")
+            param_vars.append(values[init.name])
+        else:
+            values[init.name] = Const(a, init.name if a.size > 8 else None)
+    inputs = []
+    for vi in g.input:
+        if vi.name in values:
+            continue  # an initializer listed as an input (opset < 9 style)
+        values[vi.name] = Var(vi.name, _input_type(vi, shape_dict, used))
+        inputs.append(values[vi.name])
+    unused = sorted(set(shape_dict) - used)
+    if unused:
+        raise GraphError(f"shape_dict names {', '.join(map(repr, unused))}, which is neither an input of the "
+                         f"model nor a dimension name (inputs: {', '.join(v.name for v in inputs)})")
+    ctx = Context(opset, params)
+    for node in g.node:
+        ctx.node = node
+        try:
+            args = [values[n] if n else None for n in node.input]
+        except KeyError as e:
+            raise ctx.error(f"input {e.args[0]!r} is not produced by any earlier node") from None
+        try:
+            out = find_converter(node.op_type, opset)(ctx, args, _attrs(node))
+        except GraphError as e:
+            if str(e).startswith("ONNX node"):
+                raise
+            raise ctx.error(str(e)) from None
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        for name, v in zip(node.output, outs):
+            if name:
+                values[name] = v
+        for name in list(node.output)[len(outs):]:
+            if name:
+                values[name] = _Missing(ctx.error(f"output {name!r} is not supported"))
+    outputs = []
+    for o in g.output:
+        v = values.get(o.name)
+        if v is None or isinstance(v, _Missing):
+            raise v.error if v is not None else GraphError(f"graph output {o.name!r} is not produced by any node")
+        outputs.append(v)
+    graph = eliminate_dead_code(Graph(tuple(inputs), tuple(outputs), tuple(param_vars),
+                                      tuple(o.name for o in g.output), g.name or "main"))
+    return graph, {p.name: params[p.name] for p in graph.params}
+
+
+class _Missing(Value):
+    """An optional node output the converter does not produce (an error if anything reads it)."""
+
+    def __init__(self, error: GraphError):
+        self.error = error
+
+    @property
+    def type(self):  # type: ignore[override]
+        raise self.error

@@ -1,0 +1,189 @@
+"""Shape and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split, Slice,
+Gather, Expand, Tile, Pad, and the shape producers Shape, Size, Constant, ConstantOfShape, Range
+(constants once input shapes are bound)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import Const
+from ..registry import converter
+
+
+def _ints(ctx, v, what) -> list[int]:
+    return [int(a) for a in ctx.require_const(v, what).ravel()]
+
+
+def _axes(ctx, inputs, attrs, index=1) -> list[int] | None:
+    """Axes from the ``axes`` attribute (older opsets) or input ``index`` (newer)."""
+    if len(inputs) > index and inputs[index] is not None:
+        return _ints(ctx, inputs[index], "axes")
+    return attrs.get("axes")
+
+
+def reshape_to(ctx, x, shape):
+    return ctx.call("reshape", x, newshape=[int(d) for d in shape])
+
+
+@converter("Reshape", since=5)
+def reshape(ctx, inputs, attrs):
+    x, shape = inputs[0], _ints(ctx, inputs[1], "shape")
+    if not attrs.get("allowzero", 0):
+        shape = [x.type.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    if shape.count(-1) == 1:
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        if known == 0 or x.type.size % known:
+            raise ctx.error(f"cannot reshape {x.type} to {shape}")
+        shape[shape.index(-1)] = x.type.size // known
+    return reshape_to(ctx, x, shape)
+
+
+@converter("Flatten", since=1)
+def flatten(ctx, inputs, attrs):
+    x = inputs[0]
+    axis = attrs.get("axis", 1)
+    axis = axis + x.type.ndim if axis < 0 else axis
+    rows = int(np.prod(x.type.shape[:axis], dtype=np.int64))
+    return reshape_to(ctx, x, [rows, x.type.size // max(rows, 1)])
+
+
+@converter("Squeeze", since=1)
+def squeeze(ctx, inputs, attrs):
+    x = inputs[0]
+    axes = _axes(ctx, inputs, attrs)
+    nd = x.type.ndim
+    drop = {a % nd for a in axes} if axes else {i for i, d in enumerate(x.type.shape) if d == 1}
+    if any(x.type.shape[a] != 1 for a in drop):
+        raise ctx.error(f"cannot squeeze axes {sorted(drop)} of {x.type}")
+    return reshape_to(ctx, x, [d for i, d in enumerate(x.type.shape) if i not in drop])
+
+
+@converter("Unsqueeze", since=1)
+def unsqueeze(ctx, inputs, attrs):
+    x = inputs[0]
+    axes = _axes(ctx, inputs, attrs)
+    nd = x.type.ndim + len(axes)
+    shape, rest = [], iter(x.type.shape)
+    new = {a % nd for a in axes}
+    for i in range(nd):
+        shape.append(1 if i in new else next(rest))
+    return reshape_to(ctx, x, shape)
+
+
+@converter("Transpose", since=1)
+def transpose(ctx, inputs, attrs):
+    perm = attrs.get("perm")
+    return ctx.call("transpose", inputs[0], axes=None if perm is None else list(perm))
+
+
+@converter("Concat", since=1)
+def concat(ctx, inputs, attrs):
+    return ctx.call("concatenate", *[v for v in inputs if v is not None], axis=attrs["axis"])
+
+
+def _slice(ctx, x, starts, ends, axes, steps):
+    nd = x.type.ndim
+    begin, end, strides = [0] * nd, list(x.type.shape), [1] * nd
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a %= nd
+        if st == 0:
+            raise ctx.error("a slice step of 0")
+        begin[a], end[a], strides[a] = slice(s, e, st).indices(x.type.shape[a])
+        if x.type.shape[a] == 0 or len(range(begin[a], end[a], st)) == 0:
+            begin[a], end[a] = 0, 0
+    return ctx.call("strided_slice", x, begin=begin, end=end, strides=strides)
+
+
+@converter("Slice", since=10)
+def slice_op(ctx, inputs, attrs):
+    x = inputs[0]
+    starts, ends = _ints(ctx, inputs[1], "starts"), _ints(ctx, inputs[2], "ends")
+    axes = _ints(ctx, inputs[3], "axes") if len(inputs) > 3 and inputs[3] is not None else list(range(len(starts)))
+    steps = _ints(ctx, inputs[4], "steps") if len(inputs) > 4 and inputs[4] is not None else [1] * len(starts)
+    return _slice(ctx, x, starts, ends, axes, steps)
+
+
+@converter("Split", since=2)
+def split(ctx, inputs, attrs):
+    x = inputs[0]
+    axis = attrs.get("axis", 0) % x.type.ndim
+    size = x.type.shape[axis]
+    sizes = attrs.get("split")
+    if len(inputs) > 1 and inputs[1] is not None:
+        sizes = _ints(ctx, inputs[1], "split")
+    if sizes is None:
+        n = attrs.get("num_outputs", len(ctx.node.output))
+        chunk = -(-size // n)
+        sizes = [min(chunk, size - i * chunk) for i in range(n)]
+    if sum(sizes) != size:
+        raise ctx.error(f"split sizes {list(sizes)} do not add up to {size}")
+    starts = np.cumsum([0] + list(sizes))
+    return [_slice(ctx, x, [int(b)], [int(e)], [axis], [1]) for b, e in zip(starts[:-1], starts[1:])]
+
+
+@converter("Gather", since=1)
+def gather(ctx, inputs, attrs):
+    return ctx.call("take", inputs[0], inputs[1], axis=attrs.get("axis", 0))
+
+
+@converter("Expand", since=8)
+def expand(ctx, inputs, attrs):
+    return ctx.call("broadcast_to", inputs[0], shape=_ints(ctx, inputs[1], "shape"))
+
+
+@converter("Tile", since=6)
+def tile(ctx, inputs, attrs):
+    return ctx.call("tile", inputs[0], reps=_ints(ctx, inputs[1], "repeats"))
+
+
+@converter("Pad", since=11)
+def pad(ctx, inputs, attrs):
+    x = inputs[0]
+    pads = _ints(ctx, inputs[1], "pads")
+    value = ctx.const(inputs[2]) if len(inputs) > 2 and inputs[2] is not None else None
+    axes = _axes(ctx, inputs, attrs, index=3) or list(range(x.type.ndim))
+    k = len(axes)
+    width = [[0, 0] for _ in range(x.type.ndim)]
+    for i, a in enumerate(axes):
+        width[a % x.type.ndim] = [pads[i], pads[i + k]]
+    if any(p < 0 for w in width for p in w):
+        raise ctx.error("negative pads are not supported")
+    mode = attrs.get("mode", "constant")
+    if mode not in ("constant", "edge", "reflect"):
+        raise ctx.error(f"pad mode {mode!r} is not supported")
+    return ctx.call("nn.pad", x, pad_width=width, pad_value=0.0 if value is None else value.item(), pad_mode=mode)
+
+
+@converter("Shape", since=1)
+def shape(ctx, inputs, attrs):
+    dims = inputs[0].type.shape
+    start, end = attrs.get("start", 0), attrs.get("end", len(dims))
+    return Const(np.asarray(dims[slice(start, end)], np.int64))
+
+
+@converter("Size", since=1)
+def size(ctx, inputs, attrs):
+    return Const(np.asarray(inputs[0].type.size, np.int64))
+
+
+@converter("Constant", since=1)
+def constant(ctx, inputs, attrs):
+    if "value" in attrs:
+        return Const(attrs["value"])
+    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
+                       ("value_ints", np.int64)):
+        if key in attrs:
+            return Const(np.asarray(attrs[key], dtype))
+    raise ctx.error(f"unsupported Constant attribute {', '.join(attrs)}")
+
+
+@converter("ConstantOfShape", since=9)
+def constant_of_shape(ctx, inputs, attrs):
+    value = attrs.get("value", np.zeros(1, np.float32))
+    return ctx.call("full", shape=_ints(ctx, inputs[0], "input"), fill_value=value.ravel()[0].item(),
+                    dtype=str(value.dtype))
+
+
+@converter("Range", since=11)
+def range_op(ctx, inputs, attrs):
+    start, limit, delta = (ctx.require_const(v, n) for v, n in zip(inputs, ("start", "limit", "delta")))
+    return Const(np.arange(start, limit, delta, dtype=start.dtype))

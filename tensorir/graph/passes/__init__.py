@@ -1,0 +1,39 @@
+"""Graph passes, each ``Graph -> Graph``, and :func:`optimize`, which runs them in order."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..ir import Graph
+from ..verify import verify
+from .basic import bind_params, eliminate_dead_code, fold_constants, infer_types
+from .fuse import fuse_ops, partition
+from .simplify import simplify
+
+Pass = Callable[[Graph], Graph]
+
+#: The passes :func:`optimize` runs after binding the parameters, in order.
+PASSES: list[tuple[str, Pass]] = [
+    ("infer_types", infer_types),
+    ("fold_constants", fold_constants),
+    ("simplify", simplify),
+    ("fold_constants", fold_constants),   # the weights simplify rescaled
+    ("eliminate_dead_code", eliminate_dead_code),
+    ("fuse_ops", fuse_ops),
+]
+
+
+def optimize(g: Graph, params: dict | None = None, *, fuse: bool = True, check: bool = True) -> Graph:
+    """``g`` with ``params`` bound as constants, run through :data:`PASSES` (``fuse=False`` stops
+    before fusion); ``check`` verifies the graph after every pass."""
+    g = bind_params(g, params)
+    for name, p in PASSES:
+        if name == "fuse_ops" and not fuse:
+            continue
+        g = p(g)
+        if check:
+            verify(g)
+    return g
+
+
+__all__ = ["PASSES", "bind_params", "eliminate_dead_code", "fold_constants", "fuse_ops", "infer_types",
+           "optimize", "partition", "simplify"]

@@ -1,0 +1,142 @@
+"""Whole models through the graph: import (shapes bound from shape_dict), the passes (folding, batch
+norm into conv, identity/dropout away, fusion), against onnxruntime; and the import errors."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+import graph_models as gm  # noqa: E402
+
+from tensorir import graph  # noqa: E402
+from tensorir.graph import GraphError  # noqa: E402
+
+
+def _compare(model, shape_dict, seed=3):
+    g, params = graph.from_onnx(model, shape_dict)
+    x = np.random.default_rng(seed).standard_normal(g.inputs[0].type.shape).astype("float32")
+    want = gm.run_onnxruntime(model, {"x": x})[0]
+    fused = graph.optimize(g, params)
+    for stage, feed in ((g, params), (graph.optimize(g, params, fuse=False), {}), (fused, {})):
+        got = graph.evaluate(stage, {"x": x}, feed)[0]
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+    return g, params, fused
+
+
+def kernels(g):
+    return [tuple(n.op for n in k.nodes) for k in g.kernels]
+
+
+def test_cnn_matches_onnxruntime_and_fuses():
+    g, params, fused = _compare(gm.small_cnn(), {"x": (2, 3, 32, 32)})
+    assert g.inputs[0].type.shape == (2, 3, 32, 32)
+    assert sorted(params) == sorted(p.name for p in g.params) and all(a.dtype == np.float32 for a in params.values())
+    assert kernels(fused) == [
+        ("nn.conv2d", "nn.bias_add", "nn.relu"),
+        ("nn.conv2d", "nn.bias_add", "nn.relu"),                      # depthwise, its bias and BN folded
+        ("nn.conv2d", "nn.bias_add", "add", "nn.relu"),               # conv + bias + residual add + relu
+        ("nn.max_pool2d",), ("nn.avg_pool2d",), ("nn.global_avg_pool2d",), ("reshape",),
+        ("nn.dense", "nn.bias_add"), ("nn.softmax",)]
+    assert fused.nodes[1].inputs[1].type.shape == (8, 1, 3, 3) and fused.nodes[1].op.nodes[0].attrs["groups"] == 8
+
+
+def test_cnn_printed_before_and_after_passes():
+    g, params = graph.from_onnx(gm.small_cnn(), {"N": 1})
+    text = str(g)
+    assert text.count("nn.batch_norm(") == 3 and "nn.dropout(" in text and "copy(" in text
+    assert "%0 = nn.conv2d(%x, %c1.w, strides=[2, 2], padding=[1, 1, 1, 1], dilation=[1, 1], groups=1) " \
+           ": float32[1, 8, 16, 16]" in text
+    # the Shape -> Gather -> Unsqueeze -> Concat subgraph folded to the constant shape of a reshape
+    assert "newshape=[1, 8]" in text and "take(" not in text and "concatenate(" not in text
+    simple = str(graph.optimize(g, params, fuse=False))
+    for gone in ("nn.batch_norm", "nn.dropout", "copy("):
+        assert gone not in simple
+    assert simple.count("nn.conv2d(") == 3
+    fused = str(graph.optimize(g, params))
+    assert "kernel fused_nn_conv2d_nn_bias_add_add_nn_relu(" in fused
+    assert "= fused_nn_conv2d_nn_bias_add_add_nn_relu(%1, %c4, %c5, %0) : float32[1, 8, 16, 16]" in fused
+
+
+def test_transformer_block_matches_onnxruntime_and_fuses():
+    _, _, fused = _compare(gm.transformer_block(), {"batch": 2, "seq": 7})
+    ks = kernels(fused)
+    assert ("nn.dense", "add", "divide", "erf", "add", "multiply", "multiply") in ks   # dense + bias + GELU
+    assert ks.count(("nn.dense", "add", "add")) == 2                                   # + residual
+    assert ks.count(("nn.layer_norm",)) == 2 and ("nn.softmax",) in ks
+    assert sum(k[0] == "nn.batch_matmul" for k in ks) == 2
+    assert len(ks) == 17
+
+
+def test_elementwise_chain_is_one_kernel():
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Sigmoid", ["x"], ["a"]), helper.make_node("Mul", ["a", "x"], ["b"]),
+             helper.make_node("Tanh", ["b"], ["c"]), helper.make_node("Abs", ["c"], ["y"])]
+    m = helper.make_model(helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])]), opset_imports=[helper.make_opsetid("", 13)])
+    fused = graph.optimize(*graph.from_onnx(m))
+    assert kernels(fused) == [("sigmoid", "multiply", "tanh", "abs")]
+
+
+def test_unbound_dynamic_dimension_names_input_and_dimension():
+    with pytest.raises(GraphError, match=r"input 'x': dimension 0 \('N'\) is dynamic"):
+        graph.from_onnx(gm.small_cnn())
+    with pytest.raises(GraphError, match=r"input 'x': dimension 1 \('seq'\) is dynamic"):
+        graph.from_onnx(gm.transformer_block(), {"batch": 1})
+    with pytest.raises(GraphError, match="shape_dict names 'y'"):
+        graph.from_onnx(gm.small_cnn(), {"x": (1, 3, 32, 32), "y": (1,)})
+    with pytest.raises(GraphError, match="dimension 1 is 3 in the model, not 4"):
+        graph.from_onnx(gm.small_cnn(), {"x": (1, 4, 32, 32)})
+
+
+def test_truncated_and_corrupt_files(tmp_path):
+    data = gm.small_cnn().SerializeToString()
+    for name, content in (("truncated.onnx", data[: len(data) // 3]), ("garbage.onnx", b"\x0fnot onnx\xff" * 50),
+                          ("empty.onnx", b"")):
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(GraphError, match="not a readable ONNX model"):
+            graph.from_onnx(str(path), {"N": 1})
+    (tmp_path / "ok.onnx").write_bytes(data)
+    g, _ = graph.from_onnx(tmp_path / "ok.onnx", {"N": 1})
+    assert g.outputs[0].type.shape == (1, 10)
+
+
+@pytest.mark.parametrize("opset", [9, 22])
+def test_unsupported_opset(opset):
+    m = gm.small_cnn()
+    m.opset_import[0].version = opset
+    with pytest.raises(GraphError, match=f"opset {opset} is not supported .*11 through 21"):
+        graph.from_onnx(m, {"N": 1})
+
+
+def test_missing_converters_listed_once_with_counts():
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("NoSuchOp", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("NoSuchOp", ["b"], ["c"]),
+             helper.make_node("Einsum", ["c", "c"], ["d"], equation="ij,ij->ij"),
+             helper.make_node("Foo", ["d"], ["y"], domain="com.example")]
+    m = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    with pytest.raises(GraphError) as e:
+        graph.from_onnx(m)
+    assert "no converter at opset 17 for 3 op type(s): Einsum (x1), NoSuchOp (x2), com.example.Foo (x1)" in str(e.value)
+
+
+def test_constant_gather_out_of_range_names_the_node():
+    from onnx import TensorProto, helper, numpy_helper
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Gather", ["x", "idx"], ["y"], axis=1, name="pick")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+        [numpy_helper.from_array(np.array([-1, 3], np.int64), "idx")]), opset_imports=[helper.make_opsetid("", 13)])
+    g, _ = graph.from_onnx(m)
+    with pytest.raises(GraphError, match="index 3 is outside axis 1 of size 3"):
+        graph.evaluate(g, {"x": np.ones((2, 3), np.float32)})
+    m.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]))
+    m.graph.initializer.append(numpy_helper.from_array(np.ones((2, 3), np.int64), "x"))
+    del m.graph.input[:]
+    with pytest.raises(GraphError, match="ONNX node 'pick' \\(Gather\\): .*index 3 is outside axis 1"):
+        graph.from_onnx(m)
