@@ -1,9 +1,10 @@
 # Quick start: `make demo` (set up, then tune/compile and time a GEMM) and `make test`.
+# `make test-all` also runs the tests marked slow (every ONNX backend node test).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench clean
+.PHONY: demo test test-all bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +17,9 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests
+
+test-all: $(VENV)/.installed
+	$(PY) -m pytest -q -m "slow or not slow" tests
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/gemm_cpu.py
