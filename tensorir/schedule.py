@@ -248,6 +248,7 @@ class Stage:
         if self.is_output:
             raise self._err("compute_at: an output stage cannot be attached inside another stage")
         self._check_scan_placement("compute_at")
+        self._check_group("compute_at", parent)
         self.attach_type, self.attach_stage, self.attach_ivar = SCOPE, parent, iv
         self.group_root = False
 
@@ -268,7 +269,7 @@ class Stage:
     def compute_root(self) -> None:
         """Compute at the root (for a stage of a scan's body: the root of the scan loop; inside a group:
         wherever the group is placed)."""
-        if self.scan_role and self.scan_role[0] != "init":
+        if self.scan_role and self.scan_role[0] != "init" and self.group is None:
             self.attach_type, self.attach_stage, self.attach_ivar = SCAN_UPDATE, self.scan_role[1], None
             return
         self.attach_type, self.attach_stage, self.attach_ivar = ROOT, None, None
@@ -285,6 +286,17 @@ class Stage:
             raise self._err(f"{what}: the stage is the {role} of scan {scan} and writes its buffer "
                             f"{'before' if role == 'init' else 'inside'} the scan loop; it cannot be moved "
                             f"(compute other stages at it instead)")
+
+    def _check_group(self, what: str, parent: "Stage") -> None:
+        """TVM's group rule: a stage of a group attaches only to stages inside that group."""
+        if self.group is None:
+            return
+        g = parent.group
+        while g is not None and g is not self.group:
+            g = g.group
+        if g is None:
+            raise self._err(f"{what}: the stage belongs to {self.group.name} and can only be attached to "
+                            f"stages of that group; stage {parent.op.name} is outside it")
 
     def set_scope(self, scope: str) -> None:
         self.scope = scope

@@ -77,6 +77,10 @@ _NAMES = {
     "gpu": _from("tensorir.ndarray", "cuda"),
     "device": _from("tensorir.ndarray", "device"),
     "convert": _from("tensorir.runtime", "convert"),
+    "container": _module("tensorir.container"),
+    "driver": _module("tensorir.driver"),
+    "transform": _module("tensorir.transform"),
+    "contrib": _module("tensorir.contrib"),
 }
 
 
