@@ -142,6 +142,7 @@ class Stage:
                                     amount if nparts is not None else None))
         pos = self.leaf_iter_vars.index(parent)
         self.leaf_iter_vars[pos:pos + 1] = [outer, inner]
+        self.schedule._retarget_attach(self, parent, inner)
         return outer, inner
 
     def tile(self, x_parent, y_parent, x_factor, y_factor):
@@ -176,6 +177,7 @@ class Stage:
             new = self._new_iv(f"{fused.var.name}.{inner.var.name}.fused", fused.kind)
             self.relations.append(Fuse(fused, inner, new))
             self.leaf_iter_vars[pos_o:pos_o + 2] = [new]
+            self.schedule._retarget_attach(self, inner, new)
             fused = new
         return fused
 
@@ -235,18 +237,16 @@ class Stage:
 
     # -- placement --------------------------------------------------------------------------------
     def compute_at(self, parent: "Stage", iv: IterVar) -> None:
-        """Compute this stage inside loop ``iv`` of ``parent`` (a stage that consumes it)."""
+        """Compute this stage inside loop ``iv`` of ``parent`` (a stage that consumes it).
+
+        As in TVM, where the attachment is wrong only with respect to the rest of the schedule (the
+        stage itself, a stage that does not read this one, an output stage, a cycle) it is refused
+        when the schedule is lowered (``validate_schedule``), naming both stages."""
         if not isinstance(parent, Stage):
             raise self._err(f"compute_at: expected a stage (s[T]), got {parent!r}")
-        if parent is self:
-            raise self._err("compute_at: cannot attach a stage to itself")
         if isinstance(self.op, PlaceholderOp):
             raise self._err("compute_at: a placeholder is an input, it is not computed")
         parent._leaf(iv, f"compute_at({self.op.name})")
-        if not self.schedule._consumes(parent, self):
-            raise self._err(f"compute_at: stage {parent.op.name} does not consume {self.op.name}")
-        if self.is_output:
-            raise self._err("compute_at: an output stage cannot be attached inside another stage")
         self._check_scan_placement("compute_at")
         self._check_group("compute_at", parent)
         self.attach_type, self.attach_stage, self.attach_ivar = SCOPE, parent, iv
@@ -393,6 +393,18 @@ class Schedule:
             raise ScheduleError(f"{getattr(op, 'name', op)!r} has no stage in this schedule "
                                 f"(not reachable from its outputs)")
         return self.stage_map[op]
+
+    def _retarget_attach(self, stage: Stage, old: IterVar, new: IterVar) -> None:
+        """TVM's LegalizeInvalidAttach: what is computed at loop ``old`` of ``stage`` moves to
+        ``new`` when ``old`` is split (to the inner loop) or fused as the inner operand (to the fused
+        loop); computing deeper changes where, not what.  (Fused as the outer operand, the
+        attachment is left invalid and lowering refuses it.)"""
+        for x in list(self.stages) + list(self.groups):
+            if x.attach_type == SCOPE and x.attach_stage is stage and x.attach_ivar is old:
+                x.attach_ivar = new
+        from .schedule_group import place_groups
+        if self.groups:
+            place_groups(self)
 
     def _owner_of(self, iv: IterVar) -> Stage | None:
         for st in self.stages:

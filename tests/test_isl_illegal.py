@@ -182,13 +182,14 @@ def test_vectorized_reduction_inside_cache_write_tile_lowered_correctly_or_refus
 
 
 # -- compute_at into a non-consumer, or too early -------------------------------------------------------
-def test_compute_at_into_a_non_consumer_refused_at_the_call():
+def test_compute_at_into_a_non_consumer_refused():
     A = te.placeholder((16,), name="A")
     P = te.compute((16,), lambda i: A[i] + 1.0, name="P")
     Q = te.compute((16,), lambda i: A[i] * 2.0, name="Q")
     C = te.compute((16,), lambda i: P[i] + Q[i], name="C")
     s = te.create_schedule(C.op)
-    assert_raises_naming(te.ScheduleError, lambda: s[P].compute_at(s[Q], Q.op.axis[0]), "P", "Q")
+    s[P].compute_at(s[Q], Q.op.axis[0])  # as in TVM, refused when lowered
+    refused_at_lower_and_build(te.ScheduleError, s, [A, C], "P", "Q")
 
 
 def test_compute_at_into_the_consumer_of_a_consumer_refused():
@@ -246,7 +247,8 @@ def test_compute_at_to_itself_refused():
     P = te.compute((16,), lambda i: A[i] + 1.0, name="P")
     C = te.compute((16,), lambda i: P[i] * 2.0, name="C")
     s = te.create_schedule(C.op)
-    assert_raises_naming(te.ScheduleError, lambda: s[P].compute_at(s[P], P.op.axis[0]), "P")
+    s[P].compute_at(s[P], P.op.axis[0])  # as in TVM, refused when lowered (and built)
+    refused_at_lower_and_build(te.ScheduleError, s, [A, C], "P", "itself")
 
 
 # -- stale axes and axes of another stage ----------------------------------------------------------------
@@ -284,14 +286,14 @@ def test_compute_at_at_stale_axis_refused_at_the_call():
     assert_raises_naming(te.ScheduleError, lambda: s[P].compute_at(s[C], ci), "ci")
 
 
-def test_attach_axis_split_after_compute_at_refused_at_lower():
-    A = te.placeholder((16,), name="A")
-    P = te.compute((16,), lambda i: A[i] + 1.0, name="P")
-    C = te.compute((16,), lambda ci: P[ci] * 2.0, name="C")
+def test_attach_axis_fused_as_outer_after_compute_at_refused_at_lower():
+    A = te.placeholder((16, 4), name="A")
+    P = te.compute((16, 4), lambda i, j: A[i, j] + 1.0, name="P")
+    C = te.compute((16, 4), lambda ci, cj: P[ci, cj] * 2.0, name="C")
     s = te.create_schedule(C.op)
-    (ci,) = C.op.axis
+    ci, cj = C.op.axis
     s[P].compute_at(s[C], ci)
-    s[C].split(ci, factor=4)
+    s[C].fuse(ci, cj)  # a split or a fuse as the inner axis moves the attachment (TVM's rule)
     refused_at_lower_and_build(te.ScheduleError, s, [A, C], "P", "ci", "C")
 
 
