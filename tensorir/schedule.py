@@ -200,6 +200,9 @@ class Stage:
         self.iter_var_attrs[iv] = IterVarAttr(kind, self, iv)
 
     def vectorize(self, iv: IterVar) -> None:
+        if isinstance(iv, IterVar) and iv.kind == REDUCE and iv in self.all_iter_vars:
+            raise self._err(f"vectorize: axis {iv.var.name} is a reduction axis; cannot vectorize a reduction "
+                            f"(as in TVM): vectorize a data-parallel axis, or rfactor the reduction first")
         self._annotate(iv, "vectorized")
 
     def unroll(self, iv: IterVar) -> None:
@@ -211,7 +214,7 @@ class Stage:
     def pragma(self, iv: IterVar, key: str, value=None) -> None:
         """Attach ``key`` (and ``value``) to loop ``iv``; ``"unroll"`` and ``"vectorize"`` annotate it."""
         if key in ("unroll", "vectorize"):
-            return self._annotate(iv, key + "d" if key == "unroll" else "vectorized")
+            return self.unroll(iv) if key == "unroll" else self.vectorize(iv)
         iv = self._leaf(iv, "pragma")
         self.pragmas.setdefault(iv, []).append((str(key), value))
         self.iter_var_attrs.setdefault(iv, IterVarAttr("", self, iv))
