@@ -171,10 +171,10 @@ class Stage:
                 names = ", ".join(v.var.name for v in self.leaf_iter_vars)
                 raise self._err(f"fuse: axes {fused.var.name} and {inner.var.name} are not adjacent "
                                 f"(outer first) in the loop order [{names}]")
-            if (fused.kind == REDUCE) != (inner.kind == REDUCE):
-                raise self._err(f"fuse: cannot fuse reduce axis with data-parallel axis "
-                                f"({fused.var.name}, {inner.var.name})")
-            new = self._new_iv(f"{fused.var.name}.{inner.var.name}.fused", fused.kind)
+            # TVM: a data-parallel axis fused with a reduction axis gives a reduction loop (the
+            # initialisation then runs over it too, see lower/schedule_ops.py)
+            kind = REDUCE if REDUCE in (fused.kind, inner.kind) else fused.kind
+            new = self._new_iv(f"{fused.var.name}.{inner.var.name}.fused", kind)
             self.relations.append(Fuse(fused, inner, new))
             self.leaf_iter_vars[pos_o:pos_o + 2] = [new]
             self.schedule._retarget_attach(self, inner, new)

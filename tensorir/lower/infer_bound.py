@@ -72,7 +72,8 @@ def schedule_ops(sch: Schedule, bounds=None):
     """The loop nest of the schedule (placeholders and outputs as buffers), before flattening."""
     from . import loop_nest
     args = [st.op.output(0) for st in sch.stages if isinstance(st.op, PlaceholderOp)]
-    args += [sch.stage_map[op].op.output(0) for op in sch.outputs]
+    outputs = dict.fromkeys(sch.stage_map[op].op for op in sch.outputs)  # several outputs of one op: once
+    args += [op.output(k) for op in outputs for k in range(op.num_outputs)]
     return loop_nest(sch, args).body
 
 
