@@ -6,6 +6,7 @@ from enum import IntEnum
 from typing import Sequence
 
 from .error import TVMError
+from .schedule_record import keeps_record, record, recorded
 from .expr import Expr, IntImm, Var, convert
 from .tensor import DATA_PAR, REDUCE, THREAD, IterVar, Operation, PlaceholderOp, Range, Tensor, integral
 
@@ -113,6 +114,7 @@ class Stage:
             raise self._err(f"{what}{axis}: the stage is inlined, it has no loops of its own")
 
     # -- loop transformations ---------------------------------------------------------------------
+    @recorded
     def split(self, parent: IterVar, factor=None, nparts=None,
               disable_predication: bool = False) -> tuple[IterVar, IterVar]:
         """Split ``parent`` into (outer, inner) by ``factor`` (inner extent) or ``nparts`` (outer).
@@ -152,6 +154,7 @@ class Stage:
         self.reorder(xo, yo, xi, yi)
         return xo, yo, xi, yi
 
+    @recorded
     def fuse(self, *args: IterVar) -> IterVar:
         """Fuse adjacent axes (outer first) into one."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
@@ -181,6 +184,7 @@ class Stage:
             fused = new
         return fused
 
+    @recorded
     def reorder(self, *args: IterVar) -> None:
         """Put the given axes, in this order, into the positions they occupy."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
@@ -199,15 +203,18 @@ class Stage:
             raise self._err(f"{kind}: axis {iv.var.name} is bound to {self.bindings[iv].thread_tag}")
         self.iter_var_attrs[iv] = IterVarAttr(kind, self, iv)
 
+    @recorded
     def vectorize(self, iv: IterVar) -> None:
         if isinstance(iv, IterVar) and iv.kind == REDUCE and iv in self.all_iter_vars:
             raise self._err(f"vectorize: axis {iv.var.name} is a reduction axis; cannot vectorize a reduction "
                             f"(as in TVM): vectorize a data-parallel axis, or rfactor the reduction first")
         self._annotate(iv, "vectorized")
 
+    @recorded
     def unroll(self, iv: IterVar) -> None:
         self._annotate(iv, "unrolled")
 
+    @recorded
     def parallel(self, iv: IterVar) -> None:
         self._annotate(iv, "parallel")
 
@@ -219,6 +226,7 @@ class Stage:
         self.pragmas.setdefault(iv, []).append((str(key), value))
         self.iter_var_attrs.setdefault(iv, IterVarAttr("", self, iv))
 
+    @recorded
     def bind(self, iv: IterVar, thread_iv: IterVar) -> None:
         iv = self._leaf(iv, "bind")
         if not isinstance(thread_iv, IterVar) or thread_iv.kind != THREAD:
@@ -228,6 +236,7 @@ class Stage:
                 raise self._err(f"bind: {thread_iv.thread_tag} is already bound to axis {other.var.name}")
         self.bindings[iv] = thread_iv
 
+    @recorded
     def tensorize(self, var: IterVar, tensor_intrin) -> None:
         """Compute the loops from ``var`` inward with ``tensor_intrin`` (``te.decl_tensor_intrin``);
         whether the stage's computation there is the intrinsic's is checked when lowering."""
@@ -239,6 +248,7 @@ class Stage:
         self.tensorize_axis, self.tensorize_intrin = var, tensor_intrin
 
     # -- placement --------------------------------------------------------------------------------
+    @recorded
     def compute_at(self, parent: "Stage", iv: IterVar) -> None:
         """Compute this stage inside loop ``iv`` of ``parent`` (a stage that consumes it).
 
@@ -255,6 +265,7 @@ class Stage:
         self.attach_type, self.attach_stage, self.attach_ivar = SCOPE, parent, iv
         self.group_root = False
 
+    @recorded
     def compute_inline(self) -> None:
         if isinstance(self.op, PlaceholderOp):
             raise self._err("compute_inline: a placeholder cannot be inlined")
@@ -269,6 +280,7 @@ class Stage:
         self.attach_type, self.attach_stage, self.attach_ivar = INLINE, None, None
         self.group_root = False
 
+    @recorded
     def compute_root(self) -> None:
         """Compute at the root (for a stage of a scan's body: the root of the scan loop; inside a group:
         wherever the group is placed)."""
@@ -301,36 +313,43 @@ class Stage:
             raise self._err(f"{what}: the stage belongs to {self.group.name} and can only be attached to "
                             f"stages of that group; stage {parent.op.name} is outside it")
 
+    @recorded
     def set_scope(self, scope: str) -> None:
         self.scope = scope
 
     # -- storage and memory (schedule_storage.py) ------------------------------------------------
+    @recorded
     def set_store_predicate(self, predicate) -> None:
         """Store this stage's values only where ``predicate`` holds (TVM: avoid duplicate stores
         by threads); the predicate may use the stage's loop variables and enclosing ones."""
         from .schedule_storage import set_store_predicate
         set_store_predicate(self, predicate)
 
+    @recorded
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
         """Pad the buffer so that the stride of ``axis``'s dimension is ``k * factor + offset``."""
         from .schedule_storage import storage_align
         storage_align(self, axis, factor, offset)
 
+    @recorded
     def double_buffer(self) -> None:
         """Accepted as in TVM; a no-op on the CPU, where no asynchronous copy overlaps compute."""
         if self.is_output:
             raise self._err("double_buffer: cannot double-buffer an output")
         self.double_buffered = True
 
+    @recorded
     def prefetch(self, tensor: Tensor, var: IterVar, offset) -> None:
         """Recorded as in TVM (a hint); it does not change the generated code."""
         var = self._leaf(var, "prefetch")
         self.prefetches.append((tensor, var, convert(offset)))
 
+    @recorded
     def env_threads(self, threads) -> None:
         raise self._err("env_threads is only valid for composite operations such as scan, "
                         "which this stage is not")
 
+    @recorded
     def transform_layout(self, mapping_function):
         """Store this stage's tensor in the layout ``mapping_function(*indices)`` gives (TVM's
         ``transform_layout``); a compute stage then loops over the new layout's axes, returned."""
@@ -389,6 +408,10 @@ class Schedule:
         self.groups: list = []
         for st in list(self.stages):
             st.op.scheduled(self)
+        self.keep_schedule_record = keeps_record()  # PassContext(config={"te.keep_schedule_record": True})
+        self.schedule_record: list[Schedule] = []
+        self.primitive_record: list[str] = []
+        record(self, "vanilla")
 
     def __getitem__(self, t) -> Stage:
         op = t.op if isinstance(t, Tensor) else t
