@@ -21,6 +21,9 @@ from .buffer import decl_buffer
 from .extern import call_extern, call_intrin, call_packed, extern, get_global_func, register_func
 from .tensor_intrin import decl_tensor_intrin
 from . import ir_builder
+from .tensor import ComputeOp, Operation, PlaceholderOp
+from .scan import ScanOp
+from .extern import ExternOp
 
 __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
            "placeholder", "reduce_axis", "thread_axis", "comm_reducer", "sum", "max", "min", "abs", "all",
@@ -40,3 +43,4 @@ def __getattr__(name: str):
     """TVM's top-level names (``tvm.nd``, ``tvm.build``, ``tvm.target`` ...) for ``import tensorir as tvm``."""
     from .tvm_compat import resolve
     return resolve(name)
+__all__ += ["Operation", "PlaceholderOp", "ComputeOp", "ScanOp", "ExternOp"]
