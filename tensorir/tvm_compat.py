@@ -53,6 +53,12 @@ def structural_equal(lhs, rhs, map_free_vars: bool = False) -> bool:
 ir = types.SimpleNamespace(assert_structural_equal=assert_structural_equal, structural_equal=structural_equal)
 
 
+def _ffi():
+    """``tvm._ffi.base.TVMError`` (code catching TVM's error class by its full path)."""
+    from .error import TVMError
+    return types.SimpleNamespace(base=types.SimpleNamespace(TVMError=TVMError))
+
+
 def _module(name: str):
     return lambda: importlib.import_module(name)
 
@@ -78,6 +84,7 @@ _NAMES = {
     "device": _from("tensorir.ndarray", "device"),
     "convert": _from("tensorir.runtime", "convert"),
     "container": _module("tensorir.container"),
+    "_ffi": _ffi,
     "driver": _module("tensorir.driver"),
     "transform": _module("tensorir.transform"),
     "contrib": _module("tensorir.contrib"),
