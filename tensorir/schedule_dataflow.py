@@ -11,7 +11,7 @@ from .arith import simplify
 from .expr import IntImm, Reduce, Select, TensorLoad, Var, as_bool, const
 from .schedule import Schedule, ScheduleError, Split, Stage
 from .tensor import DATA_PAR, REDUCE, ComputeOp, IterVar, PlaceholderOp, Range, Tensor
-from .visitor import Mutator, substitute
+from .visitor import Mutator, collect, substitute
 
 
 def _replace_loads(body, old_stage: Stage, new: Tensor, sch: Schedule, value_index: int = 0):
@@ -201,6 +201,8 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     for iv in st.op.reduce_axis:
         mapping[iv.var] = simplify(substitute(vals[iv], leaf_map))
     cond = None  # tail guards first: the where= condition may read memory
+    reduce_vars = {iv.var for iv in leaf_reduce}  # the guards of data-axis splits go with the splits
+    conds = [c for c in conds if {v for v in collect(c, Var)} & reduce_vars]
     for c in conds + [as_bool(substitute(body.condition, mapping))]:
         c = substitute(c, leaf_map)
         cond = c if cond is None else cond & c

@@ -8,11 +8,12 @@ def validate_schedule(s: Schedule) -> None:
     for st in s.stages:
         if st.attach_type == SCOPE:
             _check_attachment(s, st)
-            seen, cur = set(), st
+            path, cur = [], st
             while cur.attach_type == SCOPE:
-                if id(cur) in seen:
-                    raise ScheduleError(f"stage {st.op.name}: compute_at forms a cycle")
-                seen.add(id(cur))
+                if cur in path:
+                    names = " -> ".join(p.op.name for p in path + [cur])
+                    raise ScheduleError(f"stage {st.op.name}: compute_at forms a cycle ({names})")
+                path.append(cur)
                 cur = cur.attach_stage
 
 
