@@ -92,12 +92,21 @@ def test_parallel_fused_reduction_axes_refused():
     refused_at_lower_and_build(te.ScheduleError, s, [A, R], "R", f.var.name)
 
 
-def test_fusing_reduction_with_spatial_axis_refused_at_the_call():
+def test_spatial_axis_fused_with_reduction_is_a_reduction_loop():
+    """TVM: the fused loop is a reduction loop (the initialisation runs over it too): it cannot be
+    parallelized or vectorized, and it computes the product."""
     A, B, C, k = gemm()
     s = te.create_schedule(C.op)
     i, j = C.op.axis
     s[C].reorder(i, k, j)
-    assert_raises_naming(te.ScheduleError, lambda: s[C].fuse(i, k), "C", "k", "i")
+    f = s[C].fuse(i, k)
+    assert_raises_naming(te.ScheduleError, lambda: s[C].vectorize(f), "C", f.var.name)
+    s[C].parallel(f)
+    refused_at_lower_and_build(te.ScheduleError, s, [A, B, C], "C", f.var.name)
+    s = te.create_schedule(C.op)
+    s[C].reorder(i, k, j)
+    s[C].fuse(i, k)
+    check(s, [A, B, C], lambda a, b: a.astype("float64") @ b, atol=1e-4)
 
 
 def test_parallel_reduction_axis_of_cache_write_stage_refused():
