@@ -83,11 +83,14 @@ def test_fuse_inner_before_outer():
     assert_raises_naming(te.ScheduleError, lambda: s[Y].fuse(ycol, yrow), "Y", "ycol", "yrow")
 
 
-def test_fuse_reduce_with_data_axis():
+def test_fuse_reduce_with_data_axis_is_a_reduction_loop():
+    """As in TVM, the fused loop is a reduction loop: parallelizing it is refused when lowered."""
     A, S, Y, s = two_stages()
     (row,) = S.op.axis
     (k,) = S.op.reduce_axis
-    assert_raises_naming(te.ScheduleError, lambda: s[S].fuse(row, k), "S", "row", "kred")
+    fused = s[S].fuse(row, k)
+    s[S].parallel(fused)
+    assert_raises_naming(te.ScheduleError, lambda: te.lower(s, [A, Y]), "S", fused.var.name)
 
 
 def test_reorder_duplicate_axis():
