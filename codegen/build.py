@@ -17,6 +17,9 @@ from .target import parse
 
 def lower_to_func(s_or_func, args=None, name: str = "default_function", expand: bool = True) -> LoweredFunc:
     if isinstance(s_or_func, LoweredFunc):
+        if dict(s_or_func.attrs).get("unlowered"):
+            raise TypeError(f"build: function {s_or_func.name} is schedule_to_module's loop nest, not lowered; "
+                            "build the schedule (codegen.build(s, args)) or te.lower's function")
         return s_or_func
     from tensorir import lower
     func = lower(s_or_func, args, name=name, expand=expand)

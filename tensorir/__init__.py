@@ -24,7 +24,7 @@ from . import ir_builder
 from .tensor_compute import TensorComputeOp, TensorIntrinCall
 from .tensor_intrin import TensorIntrin
 from .scan import ScanOp
-from .tensor import ComputeOp, PlaceholderOp
+from .tensor import ComputeOp, Operation, PlaceholderOp
 from .extern import ExternOp
 
 __all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
@@ -49,4 +49,4 @@ def __getattr__(name: str):
     return resolve(name)
 
 
-__all__ += ["ScanOp", "ComputeOp", "PlaceholderOp", "ExternOp"]
+__all__ += ["Operation", "PlaceholderOp", "ComputeOp", "ScanOp", "ExternOp"]

@@ -45,6 +45,7 @@ class Expr:
     def __ge__(self, o): return binary(GE, self, o)
     def __eq__(self, o): return binary(EQ, self, o)  # type: ignore[override]
     def __ne__(self, o): return binary(NE, self, o)  # type: ignore[override]
+    def equal(self, o, span=None): return binary(EQ, self, o)  # TVM's ExprOp.equal: the EQ node
     def __and__(self, o): return binary(And, self, o)
     def __rand__(self, o): return binary(And, o, self)
     def __or__(self, o): return binary(Or, self, o)

@@ -42,7 +42,16 @@ class CommReducer:
         return tuple(cast(d, convert(v, d)) for v, d in zip(values, dtypes))
 
     def __call__(self, source, axis, where=None, init=None):
-        """One :class:`Reduce`, or for a tuple ``source`` a tuple of them (one per element)."""
+        """One :class:`Reduce`, or for a tuple ``source`` a tuple of them (one per element).
+
+        Given values instead of axes (``mysum(a, b)``, ``te.max(a, b, c)``), TVM's reducers combine
+        them directly: ``fcombine(fcombine(a, b), c)``."""
+        if not isinstance(axis, (IterVar, list, tuple)):
+            values = [source, axis] + [x for x in (where, init) if x is not None]
+            out = convert(values[0])
+            for v in values[1:]:
+                out = self.combine(out, convert(v))
+            return out
         axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
         if not axes:
             raise ValueError(f"te.{self.name}: needs at least one reduce axis")

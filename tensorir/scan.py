@@ -48,11 +48,13 @@ class ScanOp(Operation):
         scan = sch.stage_map[self]
         for i, t in enumerate(self.init):
             sch.stage_map[t.op].scan_role = ("init", scan, i)
-        for op in ScanGetBody(self):
-            if op is self:
-                continue
-            st = sch.stage_map[op]
-            st.attach_type, st.attach_stage, st.attach_ivar = SCAN_UPDATE, scan, None
+        # TVM's scan group: the body, placed as one unit in the scan loop
+        from .schedule_group import create_group, place_groups
+        group = create_group(sch, list(self.update), list(self.state_placeholder) + list(self.inputs))
+        group.attach_type, group.attach_stage, group.attach_ivar = SCAN_UPDATE, scan, None
+        group.group_root, group.label = False, f"the body of scan {self.name}"
+        place_groups(sch)
+        for st in group.members:
             st.scan_role = ("body", scan, None)
         for i, t in enumerate(self.update):
             sch.stage_map[t.op].scan_role = ("update", scan, i)

@@ -6,6 +6,7 @@ from enum import IntEnum
 from typing import Sequence
 
 from .error import TVMError
+from .schedule_record import keeps_record, record, recorded
 from .expr import Expr, IntImm, Var, convert
 from .tensor import DATA_PAR, REDUCE, THREAD, IterVar, Operation, PlaceholderOp, Range, Tensor, integral
 
@@ -113,6 +114,7 @@ class Stage:
             raise self._err(f"{what}{axis}: the stage is inlined, it has no loops of its own")
 
     # -- loop transformations ---------------------------------------------------------------------
+    @recorded
     def split(self, parent: IterVar, factor=None, nparts=None,
               disable_predication: bool = False) -> tuple[IterVar, IterVar]:
         """Split ``parent`` into (outer, inner) by ``factor`` (inner extent) or ``nparts`` (outer).
@@ -142,6 +144,7 @@ class Stage:
                                     amount if nparts is not None else None))
         pos = self.leaf_iter_vars.index(parent)
         self.leaf_iter_vars[pos:pos + 1] = [outer, inner]
+        self.schedule._retarget_attach(self, parent, inner)
         return outer, inner
 
     def tile(self, x_parent, y_parent, x_factor, y_factor):
@@ -151,6 +154,7 @@ class Stage:
         self.reorder(xo, yo, xi, yi)
         return xo, yo, xi, yi
 
+    @recorded
     def fuse(self, *args: IterVar) -> IterVar:
         """Fuse adjacent axes (outer first) into one."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
@@ -170,15 +174,17 @@ class Stage:
                 names = ", ".join(v.var.name for v in self.leaf_iter_vars)
                 raise self._err(f"fuse: axes {fused.var.name} and {inner.var.name} are not adjacent "
                                 f"(outer first) in the loop order [{names}]")
-            if (fused.kind == REDUCE) != (inner.kind == REDUCE):
-                raise self._err(f"fuse: cannot fuse reduce axis with data-parallel axis "
-                                f"({fused.var.name}, {inner.var.name})")
-            new = self._new_iv(f"{fused.var.name}.{inner.var.name}.fused", fused.kind)
+            # TVM: a data-parallel axis fused with a reduction axis gives a reduction loop (the
+            # initialisation then runs over it too, see lower/schedule_ops.py)
+            kind = REDUCE if REDUCE in (fused.kind, inner.kind) else fused.kind
+            new = self._new_iv(f"{fused.var.name}.{inner.var.name}.fused", kind)
             self.relations.append(Fuse(fused, inner, new))
             self.leaf_iter_vars[pos_o:pos_o + 2] = [new]
+            self.schedule._retarget_attach(self, inner, new)
             fused = new
         return fused
 
+    @recorded
     def reorder(self, *args: IterVar) -> None:
         """Put the given axes, in this order, into the positions they occupy."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
@@ -197,23 +203,30 @@ class Stage:
             raise self._err(f"{kind}: axis {iv.var.name} is bound to {self.bindings[iv].thread_tag}")
         self.iter_var_attrs[iv] = IterVarAttr(kind, self, iv)
 
+    @recorded
     def vectorize(self, iv: IterVar) -> None:
+        if isinstance(iv, IterVar) and iv.kind == REDUCE and iv in self.all_iter_vars:
+            raise self._err(f"vectorize: axis {iv.var.name} is a reduction axis; cannot vectorize a reduction "
+                            f"(as in TVM): vectorize a data-parallel axis, or rfactor the reduction first")
         self._annotate(iv, "vectorized")
 
+    @recorded
     def unroll(self, iv: IterVar) -> None:
         self._annotate(iv, "unrolled")
 
+    @recorded
     def parallel(self, iv: IterVar) -> None:
         self._annotate(iv, "parallel")
 
     def pragma(self, iv: IterVar, key: str, value=None) -> None:
         """Attach ``key`` (and ``value``) to loop ``iv``; ``"unroll"`` and ``"vectorize"`` annotate it."""
         if key in ("unroll", "vectorize"):
-            return self._annotate(iv, key + "d" if key == "unroll" else "vectorized")
+            return self.unroll(iv) if key == "unroll" else self.vectorize(iv)
         iv = self._leaf(iv, "pragma")
         self.pragmas.setdefault(iv, []).append((str(key), value))
         self.iter_var_attrs.setdefault(iv, IterVarAttr("", self, iv))
 
+    @recorded
     def bind(self, iv: IterVar, thread_iv: IterVar) -> None:
         iv = self._leaf(iv, "bind")
         if not isinstance(thread_iv, IterVar) or thread_iv.kind != THREAD:
@@ -223,6 +236,7 @@ class Stage:
                 raise self._err(f"bind: {thread_iv.thread_tag} is already bound to axis {other.var.name}")
         self.bindings[iv] = thread_iv
 
+    @recorded
     def tensorize(self, var: IterVar, tensor_intrin) -> None:
         """Compute the loops from ``var`` inward with ``tensor_intrin`` (``te.decl_tensor_intrin``);
         whether the stage's computation there is the intrinsic's is checked when lowering."""
@@ -235,23 +249,24 @@ class Stage:
         self.iter_var_attrs[var] = IterVarAttr("tensorized", self, var)
 
     # -- placement --------------------------------------------------------------------------------
+    @recorded
     def compute_at(self, parent: "Stage", iv: IterVar) -> None:
-        """Compute this stage inside loop ``iv`` of ``parent`` (a stage that consumes it)."""
+        """Compute this stage inside loop ``iv`` of ``parent`` (a stage that consumes it).
+
+        As in TVM, where the attachment is wrong only with respect to the rest of the schedule (the
+        stage itself, a stage that does not read this one, an output stage, a cycle) it is refused
+        when the schedule is lowered (``validate_schedule``), naming both stages."""
         if not isinstance(parent, Stage):
             raise self._err(f"compute_at: expected a stage (s[T]), got {parent!r}")
-        if parent is self:
-            raise self._err("compute_at: cannot attach a stage to itself")
         if isinstance(self.op, PlaceholderOp):
             raise self._err("compute_at: a placeholder is an input, it is not computed")
         parent._leaf(iv, f"compute_at({self.op.name})")
-        if not self.schedule._consumes(parent, self):
-            raise self._err(f"compute_at: stage {parent.op.name} does not consume {self.op.name}")
-        if self.is_output:
-            raise self._err("compute_at: an output stage cannot be attached inside another stage")
         self._check_scan_placement("compute_at")
+        self._check_group("compute_at", parent)
         self.attach_type, self.attach_stage, self.attach_ivar = SCOPE, parent, iv
         self.group_root = False
 
+    @recorded
     def compute_inline(self) -> None:
         if isinstance(self.op, PlaceholderOp):
             raise self._err("compute_inline: a placeholder cannot be inlined")
@@ -266,10 +281,11 @@ class Stage:
         self.attach_type, self.attach_stage, self.attach_ivar = INLINE, None, None
         self.group_root = False
 
+    @recorded
     def compute_root(self) -> None:
         """Compute at the root (for a stage of a scan's body: the root of the scan loop; inside a group:
         wherever the group is placed)."""
-        if self.scan_role and self.scan_role[0] != "init":
+        if self.scan_role and self.scan_role[0] != "init" and self.group is None:
             self.attach_type, self.attach_stage, self.attach_ivar = SCAN_UPDATE, self.scan_role[1], None
             return
         self.attach_type, self.attach_stage, self.attach_ivar = ROOT, None, None
@@ -287,36 +303,54 @@ class Stage:
                             f"{'before' if role == 'init' else 'inside'} the scan loop; it cannot be moved "
                             f"(compute other stages at it instead)")
 
+    def _check_group(self, what: str, parent: "Stage") -> None:
+        """TVM's group rule: a stage of a group attaches only to stages inside that group."""
+        if self.group is None:
+            return
+        g = parent.group
+        while g is not None and g is not self.group:
+            g = g.group
+        if g is None:
+            raise self._err(f"{what}: the stage belongs to {self.group.name} and can only be attached to "
+                            f"stages of that group; stage {parent.op.name} is outside it")
+
+    @recorded
     def set_scope(self, scope: str) -> None:
         self.scope = scope
 
     # -- storage and memory (schedule_storage.py) ------------------------------------------------
+    @recorded
     def set_store_predicate(self, predicate) -> None:
         """Store this stage's values only where ``predicate`` holds (TVM: avoid duplicate stores
         by threads); the predicate may use the stage's loop variables and enclosing ones."""
         from .schedule_storage import set_store_predicate
         set_store_predicate(self, predicate)
 
+    @recorded
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
         """Pad the buffer so that the stride of ``axis``'s dimension is ``k * factor + offset``."""
         from .schedule_storage import storage_align
         storage_align(self, axis, factor, offset)
 
+    @recorded
     def double_buffer(self) -> None:
         """Accepted as in TVM; a no-op on the CPU, where no asynchronous copy overlaps compute."""
         if self.is_output:
             raise self._err("double_buffer: cannot double-buffer an output")
         self.double_buffered = True
 
+    @recorded
     def prefetch(self, tensor: Tensor, var: IterVar, offset) -> None:
         """Recorded as in TVM (a hint); it does not change the generated code."""
         var = self._leaf(var, "prefetch")
         self.prefetches.append((tensor, var, convert(offset)))
 
+    @recorded
     def env_threads(self, threads) -> None:
         raise self._err("env_threads is only valid for composite operations such as scan, "
                         "which this stage is not")
 
+    @recorded
     def transform_layout(self, mapping_function):
         """Store this stage's tensor in the layout ``mapping_function(*indices)`` gives (TVM's
         ``transform_layout``); a compute stage then loops over the new layout's axes, returned."""
@@ -381,6 +415,10 @@ class Schedule:
         self.groups: list = []
         for st in list(self.stages):
             st.op.scheduled(self)
+        self.keep_schedule_record = keeps_record()  # PassContext(config={"te.keep_schedule_record": True})
+        self.schedule_record: list[Schedule] = []
+        self.primitive_record: list[str] = []
+        record(self, "vanilla")
 
     def __getitem__(self, t) -> Stage:
         op = t.op if isinstance(t, Tensor) else t
@@ -393,6 +431,18 @@ class Schedule:
         """Pickled as its JSON document (data only, see serialize.py), as TVM pickles objects."""
         from .serialize import load_json, save_json
         return load_json, (save_json(self),)
+
+    def _retarget_attach(self, stage: Stage, old: IterVar, new: IterVar) -> None:
+        """TVM's LegalizeInvalidAttach: what is computed at loop ``old`` of ``stage`` moves to
+        ``new`` when ``old`` is split (to the inner loop) or fused as the inner operand (to the fused
+        loop); computing deeper changes where, not what.  (Fused as the outer operand, the
+        attachment is left invalid and lowering refuses it.)"""
+        for x in list(self.stages) + list(self.groups):
+            if x.attach_type == SCOPE and x.attach_stage is stage and x.attach_ivar is old:
+                x.attach_ivar = new
+        from .schedule_group import place_groups
+        if self.groups:
+            place_groups(self)
 
     def _owner_of(self, iv: IterVar) -> Stage | None:
         for st in self.stages:

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .arith import simplify
-from .expr import Reduce, Select, TensorLoad, Var, as_bool, const
+from .expr import IntImm, Reduce, Select, TensorLoad, Var, as_bool, const
 from .schedule import Schedule, ScheduleError, Split, Stage
 from .tensor import DATA_PAR, REDUCE, ComputeOp, IterVar, PlaceholderOp, Range, Tensor
 from .tensor_compute import TensorComputeOp, cache_write_tensor_compute
-from .visitor import Mutator, substitute
+from .visitor import Mutator, collect, substitute
 
 
 def _replace_loads(body, old_stage: Stage, new: Tensor, sch: Schedule, value_index: int = 0):
@@ -145,6 +145,24 @@ def _leaf_indices(st: Stage, rng: dict, vals: dict) -> dict:
     return vals
 
 
+def _untouched(iv: IterVar, st: Stage) -> IterVar | None:
+    """A reduction axis of ``st`` that is still a loop from zero: the factored stage reduces over
+    that very axis (TVM keeps the reduction axes rfactor does not touch)."""
+    if iv in st.op.reduce_axis and isinstance(iv.dom.min, IntImm) and iv.dom.min.value == 0:
+        return iv
+    return None
+
+
+def _replay_data_splits(st: Stage, rf_stage: Stage, copies: dict) -> None:
+    """The splits of data-parallel axes made before rfactor, applied to the factored stage (TVM
+    keeps them there); the original stage restarts from its root axes."""
+    for rel in st.relations:
+        if rel.parent.kind == REDUCE or rel.parent not in copies:
+            continue
+        amount = {"factor": rel.factor} if rel.factor is not None else {"nparts": rel.nparts}
+        copies[rel.outer], copies[rel.inner] = rf_stage.split(copies[rel.parent], **amount)
+
+
 def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     """Split a reduction: partial results indexed by ``axis`` (a reduce leaf axis) are computed
     first into a new tensor; the original stage then reduces over them.  A tuple reduction gets one
@@ -162,15 +180,18 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
                             f"[0, {ndim}]")
     from .lower.relations import leaf_ranges, root_values
     for rel in st.relations:
-        if not isinstance(rel, Split) or rel.parent.kind != REDUCE:
-            raise ScheduleError(f"rfactor: stage {st.op.name} may only have splits of reduction axes before rfactor")
+        if not isinstance(rel, Split):
+            raise ScheduleError(f"rfactor: stage {st.op.name} may only have splits before rfactor")
     root = {iv: iv.dom for iv in st.op.axis + st.op.reduce_axis}
     rng = leaf_ranges(st, root)
     vals, conds = root_values(st, rng)
     leaf_reduce = [iv for iv in st.leaf_iter_vars if iv.kind == REDUCE]
     rest = [iv for iv in leaf_reduce if iv is not axis]
-    new_rest = [IterVar(Var(iv.var.name, iv.var.dtype), Range(const(0, rng[iv].extent.dtype), rng[iv].extent),
-                        REDUCE) for iv in rest]
+    rest.sort(key=lambda iv: _untouched(iv, st) is None)  # TVM's order: untouched axes first
+    # the other reduction loops (leaves run from zero): the factored stage reduces over them, keeping
+    # their variables (TVM: ``BF.op.body[0].axis`` holds the untouched axes and the split leaves' vars)
+    new_rest = [_untouched(iv, st) or IterVar(iv.var, Range(const(0, rng[iv].extent.dtype), rng[iv].extent),
+                                               REDUCE) for iv in rest]
     data = _copy_axes(st.op.axis)
     fa = IterVar(Var(axis.var.name + ".v", axis.var.dtype), Range(const(0, rng[axis].extent.dtype),
                                                                       simplify(rng[axis].extent)), DATA_PAR)
@@ -181,6 +202,8 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     for iv in st.op.reduce_axis:
         mapping[iv.var] = simplify(substitute(vals[iv], leaf_map))
     cond = None  # tail guards first: the where= condition may read memory
+    reduce_vars = {iv.var for iv in leaf_reduce}  # the guards of data-axis splits go with the splits
+    conds = [c for c in conds if {v for v in collect(c, Var)} & reduce_vars]
     for c in conds + [as_bool(substitute(body.condition, mapping))]:
         c = substitute(c, leaf_map)
         cond = c if cond is None else cond & c
@@ -198,7 +221,8 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
         rf_bodies = [simplify(if_then_else(cond, x, i)) for x, i in zip(sources, ids)]
     rf_op = ComputeOp(f"{st.op.name}.rf", rf_axes, rf_bodies)
     rfs = list(rf_op._outputs)
-    sch._insert_stage(Stage(rf_op, sch), sch.stages.index(st))
+    rf_stage = sch._insert_stage(Stage(rf_op, sch), sch.stages.index(st))
+    _replay_data_splits(st, rf_stage, dict(zip(st.op.axis, data)))
     k = IterVar(Var(axis.var.name + ".v", axis.var.dtype), fa.dom, REDUCE)
     idx = [iv.var for iv in st.op.axis]
     idx.insert(factor_axis, k.var)

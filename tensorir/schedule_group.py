@@ -19,6 +19,7 @@ class StageGroup:
         self.schedule, self.members, self.group = sch, members, parent
         self.attach_type, self.attach_stage, self.attach_ivar = ROOT, None, None
         self.group_root = True
+        self.label: str | None = None  # a name for messages ("the body of scan s")
 
     @property
     def op(self):
@@ -31,6 +32,8 @@ class StageGroup:
 
     @property
     def name(self) -> str:
+        if self.label:
+            return self.label
         return "group(" + ", ".join(st.op.name for st in self.members) + ")"
 
     def __repr__(self) -> str:
@@ -95,28 +98,12 @@ def _ops(x) -> list:
 
 
 def create_group(sch: Schedule, outputs, inputs, include_inputs: bool = False) -> StageGroup:
-    """The stages that compute ``outputs`` from ``inputs``: ``outputs`` included, ``inputs`` only with
-    ``include_inputs`` (and only those the outputs read)."""
+    """The stages on a path from ``inputs`` to ``outputs`` (TVM's ``GetSubGraph``): ``outputs``
+    included, ``inputs`` only with ``include_inputs``."""
     out_ops, in_ops = _ops(outputs), _ops(inputs)
     for op in out_ops + in_ops:
         sch[op]  # raises naming the tensor when it has no stage
-    stop = {id(sch[op]) for op in in_ops}
-    members: list[Stage] = []
-    seen: set[int] = set()
-    todo = [sch[op] for op in out_ops]
-    while todo:
-        st = todo.pop()
-        if id(st) in seen:
-            continue
-        seen.add(id(st))
-        if id(st) in stop:
-            if include_inputs and not isinstance(st.op, PlaceholderOp):
-                members.append(st)
-            continue
-        if isinstance(st.op, PlaceholderOp):
-            continue
-        members.append(st)
-        todo.extend(sch.stage_map[t.op] for t in st.op.input_tensors if t.op in sch.stage_map)
+    members = _subgraph(sch, [sch[op] for op in out_ops], {id(sch[op]) for op in in_ops}, include_inputs)
     if not members:
         raise ScheduleError("create_group: no stage lies between the given outputs and inputs")
     members.sort(key=sch.stages.index)
@@ -136,6 +123,35 @@ def create_group(sch: Schedule, outputs, inputs, include_inputs: bool = False) -
     sch.groups.append(group)
     place_groups(sch)
     return group
+
+
+def _subgraph(sch: Schedule, outs: list[Stage], stop: set[int], include_inputs: bool) -> list[Stage]:
+    """TVM's ``GetSubGraph``: the stages on a path from the ``stop`` stages to ``outs`` (``outs``
+    included; the ``stop`` stages themselves, placeholders excepted, with ``include_inputs``)."""
+    reaches: dict[int, bool] = {}
+    members: list[Stage] = []
+
+    def visit(st: Stage) -> bool:
+        if id(st) in reaches:
+            return reaches[id(st)]
+        if id(st) in stop:
+            reaches[id(st)] = True
+            if include_inputs and not isinstance(st.op, PlaceholderOp):
+                members.append(st)
+            return True
+        reaches[id(st)] = False
+        hit = False
+        for t in st.op.input_tensors:
+            if t.op in sch.stage_map:
+                hit = visit(sch.stage_map[t.op]) or hit
+        reaches[id(st)] = hit
+        if hit:
+            members.append(st)
+        return hit
+
+    for st in outs:
+        visit(st)
+    return members
 
 
 def _chain(g) -> list:

@@ -71,7 +71,11 @@ def guarded_store(st: Stage, store, mapping: dict):
         return store
     from .stmt import IfThenElse
     from .visitor import substitute
-    return IfThenElse(substitute(st.store_predicate, mapping), store)
+    threads, cur = {}, st  # a thread axis' variable (tx.var) is the loop bound to it
+    while cur is not None:
+        threads.update({t.var: iv.var for iv, t in cur.bindings.items() if t.var not in threads})
+        cur = cur.attach_stage
+    return IfThenElse(substitute(substitute(st.store_predicate, threads), mapping), store)
 
 
 __all__ = ["set_store_predicate", "storage_align", "aligned_shape", "guarded_store"]

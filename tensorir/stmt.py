@@ -69,6 +69,15 @@ class Allocate(Stmt):
     buffer: Buffer
     body: Stmt
 
+    @property
+    def extents(self) -> tuple:
+        """TVM's ``Allocate.extents``: the buffer's shape."""
+        return self.buffer.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.buffer.dtype
+
 
 @_node
 class IfThenElse(Stmt):

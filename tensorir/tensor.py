@@ -10,6 +10,11 @@ import numpy as np
 from . import dtype as dt
 from .expr import Expr, ExprLike, IntImm, Reduce, TensorLoad, Var, const, convert, _node
 from .tag import current_tag
+from .error import TVMError
+
+
+class ComputeError(ValueError, TVMError):
+    """An invalid ``te.compute`` body (TVM's VerifyComputeOp); a ``ValueError`` and TVM's error."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -354,7 +359,7 @@ def _check_bodies(name: str, bodies: tuple) -> None:
     if not reduces:
         return
     if len(reduces) != len(bodies):
-        raise ValueError(f"compute {name}: either all outputs are results of one reduction or none is; "
+        raise ComputeError(f"compute {name}: either all outputs are results of one reduction or none is; "
                          "compute the others in their own stage")
     first = reduces[0]
     if len(bodies) == 1 and not isinstance(first.source, tuple):
@@ -363,7 +368,7 @@ def _check_bodies(name: str, bodies: tuple) -> None:
     same = all(r.combiner is first.combiner and r.source is first.source and r.axis == first.axis
                and r.condition is first.condition and r.init is first.init for r in reduces)
     if not same or arity != len(bodies) or [r.value_index for r in reduces] != list(range(arity)):
-        raise ValueError(f"compute {name}: the outputs of a tuple reduction must be all {arity} results of "
+        raise ComputeError(f"compute {name}: the outputs of a tuple reduction must be all {arity} results of "
                          f"one reducer call, in order (return {first.combiner.name}(...) itself); got "
                          f"{len(bodies)} outputs")
 
@@ -371,9 +376,9 @@ def _check_bodies(name: str, bodies: tuple) -> None:
 def _check_no_nested_reduce(name: str, body: Expr) -> None:
     from .visitor import collect
     if collect(body, Reduce):
-        raise ValueError(f"compute {name}: a reduction must be the whole body (te.sum(...) at the top), "
+        raise ComputeError(f"compute {name}: a reduction must be the whole body (te.sum(...) at the top), "
                          "not part of a larger expression; compute it in its own stage")
 
 
-__all__ = ["Range", "IterVar", "Operation", "PlaceholderOp", "ComputeOp", "Tensor", "placeholder",
+__all__ = ["ComputeError", "Range", "IterVar", "Operation", "PlaceholderOp", "ComputeOp", "Tensor", "placeholder",
            "reduce_axis", "thread_axis", "compute", "DATA_PAR", "REDUCE", "THREAD", "OPAQUE", "_node"]

@@ -6,6 +6,8 @@ tensorir builds.  ``Var``, ``SizeVar`` and ``IterVar`` are tensorir's own classe
 """
 from __future__ import annotations
 
+import types as _types
+
 from . import dtype as dt
 from . import expr as _e
 from .expr import Expr as PrimExpr, SizeVar, Var, const, size_var, var  # noqa: F401
@@ -96,3 +98,10 @@ __all__ = ["PrimExpr", "Var", "SizeVar", "IterVar", "const", "var", "size_var", 
            "Reduce", "ProducerLoad", "BufferLoad", "call_intrin", "call_extern", "call_packed", "decl_buffer",
            "ir_builder", "stmt_functor", "Stmt", "Buffer", "For", "IfThenElse",
            "BufferStore", "Allocate", "Evaluate", "LetStmt", "AttrStmt", "SeqStmt", "PrimFunc"]
+
+
+#: ``tvm.tir.stmt``: the statement classes under TVM's names (``tir.stmt.IfThenElse``).
+stmt = _types.SimpleNamespace(Stmt=Stmt, For=For, IfThenElse=IfThenElse, BufferStore=BufferStore,
+                              Allocate=Allocate, Evaluate=Evaluate, LetStmt=LetStmt, AttrStmt=AttrStmt,
+                              SeqStmt=SeqStmt)
+__all__ += ["stmt"]

@@ -72,6 +72,12 @@ ir = types.SimpleNamespace(assert_structural_equal=assert_structural_equal, stru
                            save_json=save_json, load_json=load_json, structural_hash=structural_hash)
 
 
+def _ffi():
+    """``tvm._ffi.base.TVMError`` (code catching TVM's error class by its full path)."""
+    from .error import TVMError
+    return types.SimpleNamespace(base=types.SimpleNamespace(TVMError=TVMError))
+
+
 def _module(name: str):
     return lambda: importlib.import_module(name)
 
@@ -96,6 +102,11 @@ _NAMES = {
     "gpu": _from("tensorir.ndarray", "cuda"),
     "device": _from("tensorir.ndarray", "device"),
     "convert": _from("tensorir.runtime", "convert"),
+    "container": _module("tensorir.container"),
+    "_ffi": _ffi,
+    "driver": _module("tensorir.driver"),
+    "transform": _module("tensorir.transform"),
+    "contrib": _module("tensorir.contrib"),
 }
 
 

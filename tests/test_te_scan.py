@@ -290,8 +290,7 @@ def test_misplaced_scan_stages_are_refused():
     res = te.scan(init, s2, state)
     Z = te.compute((m, n), lambda t, i: res[t, i] + 1.0, name="Z")
     s = te.create_schedule(Z.op)
-    s[s1].compute_at(s[Z], Z.op.axis[0])
-    assert_raises_naming(ScheduleError, lambda: te.lower(s, [X, Z]), "s1", "scan")
+    assert_raises_naming(ScheduleError, lambda: s[s1].compute_at(s[Z], Z.op.axis[0]), "s1", "scan", "Z")
 
 
 # -- CUDA ------------------------------------------------------------------------------------------------------

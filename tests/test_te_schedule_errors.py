@@ -83,11 +83,14 @@ def test_fuse_inner_before_outer():
     assert_raises_naming(te.ScheduleError, lambda: s[Y].fuse(ycol, yrow), "Y", "ycol", "yrow")
 
 
-def test_fuse_reduce_with_data_axis():
+def test_fuse_reduce_with_data_axis_is_a_reduction_loop():
+    """As in TVM, the fused loop is a reduction loop: parallelizing it is refused when lowered."""
     A, S, Y, s = two_stages()
     (row,) = S.op.axis
     (k,) = S.op.reduce_axis
-    assert_raises_naming(te.ScheduleError, lambda: s[S].fuse(row, k), "S", "row", "kred")
+    fused = s[S].fuse(row, k)
+    s[S].parallel(fused)
+    assert_raises_naming(te.ScheduleError, lambda: te.lower(s, [A, Y]), "S", fused.var.name)
 
 
 def test_reorder_duplicate_axis():
@@ -112,13 +115,15 @@ def test_compute_at_stage_that_does_not_consume():
     P = te.compute((8,), lambda pi: A[pi] * 2.0, name="P")
     Q = te.compute((8,), lambda qi: A[qi] + 1.0, name="Q")
     s = te.create_schedule([P.op, Q.op])
-    assert_raises_naming(te.ScheduleError, lambda: s[P].compute_at(s[Q], Q.op.axis[0]), "P", "Q")
+    s[P].compute_at(s[Q], Q.op.axis[0])  # as in TVM, refused when lowered
+    assert_raises_naming(te.ScheduleError, lambda: te.lower(s, [A, P, Q]), "P", "Q")
 
 
 def test_compute_at_consumer_is_producer():
     """Attaching a consumer inside its own producer is the same mistake the other way round."""
     A, S, Y, s = two_stages()
-    assert_raises_naming(te.ScheduleError, lambda: s[Y].compute_at(s[S], S.op.axis[0]), "Y", "S")
+    s[Y].compute_at(s[S], S.op.axis[0])
+    assert_raises_naming(te.ScheduleError, lambda: te.lower(s, [A, Y]), "Y", "S")
 
 
 def test_compute_at_of_an_output_stage():
@@ -126,7 +131,8 @@ def test_compute_at_of_an_output_stage():
     P = te.compute((8,), lambda pi: A[pi] * 2.0, name="P")
     Q = te.compute((8,), lambda qi: P[qi] + 1.0, name="Q")
     s = te.create_schedule([P.op, Q.op])
-    assert_raises_naming(te.ScheduleError, lambda: s[P].compute_at(s[Q], Q.op.axis[0]), "P")
+    s[P].compute_at(s[Q], Q.op.axis[0])
+    assert_raises_naming(te.ScheduleError, lambda: te.lower(s, [A, P, Q]), "P", "output")
 
 
 def test_compute_at_axis_not_of_target():
@@ -137,14 +143,17 @@ def test_compute_at_axis_not_of_target():
 
 def test_compute_at_itself():
     A, S, Y, s = two_stages()
-    assert_raises_naming(te.ScheduleError, lambda: s[S].compute_at(s[S], S.op.axis[0]), "S")
+    s[S].compute_at(s[S], S.op.axis[0])
+    assert_raises_naming(te.ScheduleError, lambda: te.lower(s, [A, Y]), "S", "itself")
 
 
-def test_attach_axis_split_after_compute_at():
+def test_attach_axis_fused_as_outer_after_compute_at():
+    """Split or fused as the inner axis, the attachment follows (tests/test_te_schedule_compat.py);
+    fused as the outer axis, it has no loop left (TVM's LegalizeInvalidAttach leaves it invalid)."""
     A, S, Y, s = two_stages()
     yrow, ycol = Y.op.axis
     s[S].compute_at(s[Y], yrow)
-    s[Y].split(yrow, factor=4)
+    s[Y].fuse(yrow, ycol)
     assert_raises_naming(te.ScheduleError, lambda: te.lower(s, [A, Y]), "S", "yrow", "Y")
 
 

@@ -27,7 +27,7 @@ def attach_path(stage: Stage) -> list[tuple[Stage, IterVar]]:
     leaves = parent.leaf_iter_vars
     if iv not in leaves:
         raise ScheduleError(f"stage {stage.op.name}: attach axis {iv.var.name} is no longer a loop of "
-                            f"stage {parent.op.name} (it was split or fused after compute_at)")
+                            f"stage {parent.op.name} (it was fused as the outer axis after compute_at)")
     return attach_path(parent) + [(parent, v) for v in leaves[:leaves.index(iv) + 1]]
 
 

@@ -22,6 +22,7 @@ from ..visitor import collect, substitute
 from .bounds import _fold, _relaxed, attach_path
 from .gpu_bounds import need_relax
 from .inline import inlined_bodies
+from .op_registry import lowering_of
 from .relations import leaf_ranges, root_values
 from .validate import validate_schedule
 
@@ -30,16 +31,32 @@ class BoundMap(dict):
     """IterVar -> Range, as TVM's ``InferBound`` returns (a ``Map``)."""
 
 
+class _HookBounds:
+    """What an operation's lowering hook (``OpLowering.infer_bounds``: a scan) fills in: its loops'
+    ranges, and the regions it gives the stages it computes itself (a scan's updates: one step)."""
+
+    def __init__(self, sch: Schedule, leaf: dict):
+        self.sch, self.leaf, self.root, self.given, self.var_bounds = sch, leaf, {}, {}, {}
+
+
 def infer_bound(sch: Schedule) -> BoundMap:
     validate_schedule(sch)
     bodies = inlined_bodies(sch)
     size_vars = _size_vars(sch)
     leaf: dict[Stage, dict[IterVar, Range]] = {}
+    hooks = _HookBounds(sch, leaf)
     out = BoundMap()
     for st in reversed(sch.stages):
+        hook = lowering_of(st.op)
+        if hook is not None and not isinstance(st.op, ComputeOp):  # a tensor compute op: as a compute
+            hook.infer_bounds(hooks, st)
+            out.update({iv: r for iv, r in leaf.get(st, {}).items() if iv in st.all_iter_vars})
+            continue
         if not isinstance(st.op, ComputeOp) or st.attach_type == INLINE:
             continue
-        if st.is_output:
+        if st in hooks.given:
+            root = dict(hooks.given[st])
+        elif st.is_output:
             root = {iv: iv.dom for iv in st.op.axis}
         else:
             root = _region(sch, st, bodies, leaf, size_vars)
@@ -56,7 +73,8 @@ def schedule_ops(sch: Schedule, bounds=None):
     """The loop nest of the schedule (placeholders and outputs as buffers), before flattening."""
     from . import loop_nest
     args = [st.op.output(0) for st in sch.stages if isinstance(st.op, PlaceholderOp)]
-    args += [sch.stage_map[op].op.output(0) for op in sch.outputs]
+    outputs = dict.fromkeys(sch.stage_map[op].op for op in sch.outputs)  # several outputs of one op: once
+    args += [op.output(k) for op in outputs for k in range(op.num_outputs)]
     return loop_nest(sch, args).body
 
 
@@ -79,7 +97,7 @@ def _region(sch: Schedule, st: Stage, bodies: dict, leaf: dict, size_vars: list)
     ndim = len(st.op.axis)
     reads, lows, highs = [], [[] for _ in range(ndim)], [[] for _ in range(ndim)]
     for q in sch.stages:
-        if q not in leaf:
+        if q not in leaf or q not in bodies:
             continue
         loads = [ld for ld in collect(bodies[q], TensorLoad) if sch.stage_map.get(ld.tensor.op) is st]
         if not loads:

@@ -135,12 +135,15 @@ class NestBuilder:
         first = next((k for k, iv in enumerate(leaves) if iv in reduce_ivs), len(leaves))
         outer_vars = {iv.var for iv in leaves[:first]}
         leaf_vars = {iv.var for iv in leaves}
-        reduce_vars = {iv.var for iv in leaves if iv in reduce_ivs}
+        # a loop fused from data and reduction axes is in the initialisation's nest too (TVM)
+        data_ivs = set().union(*(derived_from(st, iv) for iv in st.op.axis))
+        pure_reduce = reduce_ivs - data_ivs
+        reduce_vars = {iv.var for iv in leaves if iv in pure_reduce}
         outer_conds, inner_conds = [], []
         for c in conds:
             used = {v for v in collect(c, Var) if v in leaf_vars}
             (outer_conds if used <= outer_vars else inner_conds).append(c)
-        init_leaves = [iv for iv in leaves[first:] if iv not in reduce_ivs]
+        init_leaves = [iv for iv in leaves[first:] if iv not in pure_reduce]
         init_conds = [c for c in inner_conds if not any(v in reduce_vars for v in collect(c, Var))]
         init = self.nest(st, init_leaves, stores(_init_values(body)), init_conds, attach=False)
         update = _update(body, bufs, out_idx)

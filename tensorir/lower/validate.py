@@ -1,18 +1,34 @@
 """Checks of a schedule that only make sense once all primitives were applied."""
 from __future__ import annotations
 
-from ..schedule import SCOPE, Schedule, ScheduleError
+from ..schedule import SCOPE, Schedule, ScheduleError, Stage
 
 
 def validate_schedule(s: Schedule) -> None:
     for st in s.stages:
         if st.attach_type == SCOPE:
-            if st.attach_ivar not in st.attach_stage.leaf_iter_vars:
-                raise ScheduleError(f"stage {st.op.name}: attach axis {st.attach_ivar.var.name} is no longer a "
-                                    f"loop of stage {st.attach_stage.op.name} (split or fused after compute_at)")
-            seen, cur = set(), st
+            _check_attachment(s, st)
+            path, cur = [], st
             while cur.attach_type == SCOPE:
-                if id(cur) in seen:
-                    raise ScheduleError(f"stage {st.op.name}: compute_at forms a cycle")
-                seen.add(id(cur))
+                if cur in path:
+                    names = " -> ".join(p.op.name for p in path + [cur])
+                    raise ScheduleError(f"stage {st.op.name}: compute_at forms a cycle ({names})")
+                path.append(cur)
                 cur = cur.attach_stage
+
+
+def _check_attachment(s: Schedule, st: Stage) -> None:
+    """``st`` is computed inside a loop of ``st.attach_stage``: that stage must read it."""
+    parent, iv = st.attach_stage, st.attach_ivar
+    where = f"stage {st.op.name}: compute_at(s[{parent.op.name}], {iv.var.name})"
+    if parent is st:
+        raise ScheduleError(f"{where}: cannot attach a stage to itself")
+    if st.is_output:
+        raise ScheduleError(f"{where}: {st.op.name} is an output; an output stage cannot be attached "
+                            f"inside another stage")
+    if not s._consumes(parent, st):
+        raise ScheduleError(f"{where}: stage {parent.op.name} does not read {st.op.name} (directly or "
+                            f"through other stages)")
+    if iv not in parent.leaf_iter_vars:
+        raise ScheduleError(f"stage {st.op.name}: attach axis {iv.var.name} is no longer a loop of stage "
+                            f"{parent.op.name} (fused as the outer axis after compute_at)")
