@@ -25,12 +25,13 @@ def random_inputs(values, seed=0):
     return out
 
 
-def check_kernel(kernel, seed=0):
-    """Build ``kernel``'s DAG (generic schedule), run it on NaN-poisoned outputs, compare with numpy."""
+def check_kernel(kernel, seed=0, schedule=lambda kt: default_schedule(kt.outputs)):
+    """Build ``kernel``'s DAG (by default with topi's generic schedule), run it on NaN-poisoned outputs,
+    compare with numpy; returns the DAG."""
     kt = lower_kernel(kernel)
     ins = random_inputs(kernel.body.inputs, seed)
     want = graph.evaluate(kernel.body, {v.name: a for v, a in zip(kernel.body.inputs, ins)})
-    mod = codegen.build(default_schedule(kt.outputs), kt.args, name=kernel.name)
+    mod = codegen.build(schedule(kt), kt.args, name=kernel.name)
     outs = [np.full(w.shape, np.nan if w.dtype.kind == "f" else 7, w.dtype) for w in want]
     mod(*ins, *outs)
     for got, w in zip(outs, want):
