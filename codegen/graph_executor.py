@@ -8,8 +8,8 @@ allocated at build time, and runs the kernels in order over them (TVM's graph ex
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -93,7 +93,7 @@ class GraphModule:
         for name, array in inputs.items():
             if name not in self._inputs:
                 raise ValueError(f"set_input: the graph has no input {name!r} (inputs: {', '.join(self._inputs)})")
-            var, buf = self._inputs[name]
+            buf = self._inputs[name][1]
             arr = np.asarray(array)
             if arr.shape != buf.shape:
                 raise ValueError(f"set_input: input {name!r} must have shape {list(buf.shape)}, got {list(arr.shape)}")
@@ -169,7 +169,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
         try:
             mod = _compile(node.op, target, cache)
             steps.append(_Step(node.op, args, out, _native_step(mod, args + [out]), True))
-        except Exception as e:  # noqa: BLE001  (any failure to lower or build one kernel)
+        except Exception as e:  # any failure to lower or build one kernel
             if fallback == "error":
                 if isinstance(e, GraphError):
                     raise
@@ -182,4 +182,4 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     return GraphModule(g, steps, buffers)
 
 
-__all__ = ["build_model", "GraphModule"]
+__all__ = ["GraphModule", "build_model"]

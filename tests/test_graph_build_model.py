@@ -10,7 +10,7 @@ from tensorir.graph import GraphError, TensorType, Var, call
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
-import graph_models as gm  # noqa: E402
+import graph_models as gm
 
 MODELS = {"small_cnn": (gm.small_cnn, {"N": 2}), "transformer_block": (gm.transformer_block, {"batch": 2, "seq": 7})}
 

@@ -5,7 +5,7 @@ import pytest
 
 import codegen
 from tensorir import graph
-from tensorir.graph import GraphError, Var, TensorType, call
+from tensorir.graph import GraphError, TensorType, Var, call
 from tensorir.graph.lower_te import lower_kernel
 from tensorir.graph.op.registry import OPS
 from tensorir.topi.generic import default_schedule
@@ -49,7 +49,8 @@ def _x(shape=(2, 3, 4, 5), dtype="float32", name="x"):
 
 SINGLE = {
     "unary": lambda x: call("tanh", call("sigmoid", call("abs", x))),
-    "relu_leaky_clip": lambda x: call("clip", call("nn.leaky_relu", call("nn.relu", x), alpha=0.2), a_min=-0.5, a_max=None),
+    "relu_leaky_clip": lambda x: call("clip", call("nn.leaky_relu", call("nn.relu", x), alpha=0.2),
+                                      a_min=-0.5, a_max=None),
     "rsqrt_erf": lambda x: call("erf", call("rsqrt", call("add", call("abs", x), graph.Const(np.float32(1))))),
     "broadcast": lambda x: call("divide", call("subtract", x, _x((4, 1), name="y")), _x((5,), name="z")),
     "compare_where": lambda x: call("where", call("greater", x, _x((5,), name="y")), x, call("negative", x)),

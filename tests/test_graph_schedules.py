@@ -1,15 +1,14 @@
 """Default kernel schedules by pattern (graph/schedules.py): correct on every op and model kernel
 (NaN-poisoned outputs, isl checks on), and shaped as promised: parallel outer loops, vector inner
 ones, reductions per output row, anchors register-blocked with their epilogue in the tile."""
-import numpy as np
 import pytest
+from test_graph_lower_te import SINGLE, check_kernel
 
 import tensorir as te
 from tensorir import graph
 from tensorir.graph import TensorType, Var, call
 from tensorir.graph.lower_te import lower_kernel
 from tensorir.graph.schedules import SCHEDULE_RULES, schedule_kernel
-from test_graph_lower_te import SINGLE, check_kernel
 
 
 def _fuse(out):

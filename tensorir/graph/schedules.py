@@ -2,7 +2,7 @@
 
 ``schedule_kernel(kt)`` takes a kernel's DAG (:class:`~tensorir.graph.lower_te.KernelTE`) and returns a
 schedule: injective stages are inlined (padding stays its own parallel stage), then the rule
-registered for the kernel's anchor (``SCHEDULE_RULES[anchor_op]``, :data:`INJECTIVE` without one)
+registered for the kernel's anchor (``SCHEDULE_RULES[anchor_op]``, ``schedule_injective_kernel`` without)
 schedules the rest:
 
 - injective: outer axes fused and parallel, innermost vectorized (``topi.generic``);
@@ -16,7 +16,7 @@ A rule is ``rule(s, kt, output_stage)``; an auto-scheduler replaces a rule, or `
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..schedule import ROOT, Schedule, Stage, create_schedule
 from ..tensor import ComputeOp
@@ -70,7 +70,7 @@ def schedule_kernel(kt: KernelTE) -> Schedule:
         if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output and not _is_pad(st):
             st.compute_inline()
     out = s[kt.outputs[0]]
-    SCHEDULE_RULES.get(kt.anchor_op, INJECTIVE)(s, kt, out)
+    SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_kernel)(s, kt, out)
     for t in kt.outputs[1:]:
         schedule_injective_from_existing(s, t)
     for st in s.stages:   # whatever a rule left at the root unscheduled: padding, unattached reductions
@@ -82,7 +82,7 @@ def schedule_kernel(kt: KernelTE) -> Schedule:
     return s
 
 
-def INJECTIVE(s: Schedule, kt: KernelTE, out: Stage) -> None:  # noqa: N802
+def schedule_injective_kernel(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """Producers inlined already; the output parallel and vectorized."""
     schedule_injective_from_existing(s, kt.outputs[0])
 

@@ -269,7 +269,8 @@ register_op("nn.global_avg_pool2d", OpPattern.OUT_ELEMWISE_FUSABLE, _global_pool
             numpy=lambda x: x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=np.float64).astype(x.dtype),
             topi=lambda x: topi.nn.global_pool(x, "avg"))
 register_op("nn.global_max_pool2d", OpPattern.OUT_ELEMWISE_FUSABLE, _global_pool_infer, num_inputs=1,
-            numpy=lambda x: x.max(axis=tuple(range(2, x.ndim)), keepdims=True), topi=lambda x: topi.nn.global_pool(x, "max"))
+            numpy=lambda x: x.max(axis=tuple(range(2, x.ndim)), keepdims=True),
+            topi=lambda x: topi.nn.global_pool(x, "max"))
 
 
 def _pad_infer(x: TensorType, pad_width, pad_value, pad_mode) -> TensorType:
