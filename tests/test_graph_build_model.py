@@ -108,3 +108,23 @@ def test_fallback_error_names_the_kernel_numpy_runs_it():
     np.testing.assert_allclose(m(x=a)[0], e / e.sum(axis=1, keepdims=True), rtol=1e-6)
     with pytest.raises(ValueError, match="fallback must be one of error, numpy, got 'skip'"):
         codegen.build_model(g, fallback="skip")
+
+
+def test_identical_kernels_are_built_once(monkeypatch):
+    import sys
+    builder = sys.modules["codegen.build"]
+    names = []
+    real = builder.build
+
+    def counting(s, args, target="llvm", name="default_function"):
+        names.append(name)
+        return real(s, args, target=target, name=name)
+    monkeypatch.setattr(builder, "build", counting)
+    g, params = graph.from_onnx(gm.transformer_block(), {"batch": 1, "seq": 4})
+    m = codegen.build_model(g, params=params)
+    kernels = [k for k, _ in m.kernels]
+    assert {"fused_nn_dense_add", "fused_nn_dense_add_1", "fused_nn_dense_add_2"} <= set(kernels)
+    assert "fused_nn_dense_add_1" not in names and len(names) < len(kernels)   # q, k, v: one build
+    x = np.random.default_rng(5).standard_normal((1, 4, 32)).astype("float32")
+    want = gm.run_onnxruntime(gm.transformer_block(), {"x": x})[0]
+    np.testing.assert_allclose(m(x=x)[0], want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
