@@ -95,3 +95,24 @@ def test_model_kernels_scheduled_correctly(model):
     fused = graph.optimize(*graph.from_onnx(getattr(gm, model)(), shapes))
     for seed, k in enumerate(fused.kernels):
         check_kernel(k, seed, schedule=schedule_kernel)
+
+
+ODD = {   # shapes that leave no vector, a split single axis, reductions that are not a prefix, tails
+    "softmax_axis0_2d": lambda: call("nn.softmax", _x((3, 32)), axis=0),
+    "layer_norm_axis1": lambda: call("nn.layer_norm", _x((2, 3, 5, 8)), _x((3, 5, 8), "g"), _x((3, 5, 8), "b"), axis=1),
+    "mean_to_1d": lambda: call("exp", call("mean", _x((3, 32)), axis=(0,))),
+    "conv_7_wide_strided": lambda: call("nn.relu", call("nn.conv2d", _x((1, 5, 9, 7)), _x((6, 5, 3, 3), "w"),
+                                                        strides=(2, 2), padding=(1, 1, 1, 1))),
+    "conv_depthwise_x2": lambda: call("add", call("nn.conv2d", _x((2, 3, 6, 20)), _x((6, 1, 2, 2), "w"), groups=3),
+                                      _x((6, 1, 1), "b")),
+    "dense_tails": lambda: call("tanh", call("add", call("nn.dense", _x((5, 3)), _x((37, 3), "w")), _x((37,), "b"))),
+    "bmm_batch1": lambda: call("nn.batch_matmul", _x((1, 9, 4)), _x((3, 4, 24), "w"), transpose_b=False),
+    "avg_pool_ceil": lambda: call("nn.avg_pool2d", _x((2, 3, 8, 16)), pool_size=(3, 3), strides=(2, 2),
+                                  padding=(1, 1, 1, 1), ceil_mode=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ODD))
+def test_default_schedule_on_odd_shapes(name):
+    for k in _fuse(ODD[name]()).kernels:
+        check_kernel(k, schedule=schedule_kernel)

@@ -105,10 +105,10 @@ def schedule_reduction(s: Schedule, kt: KernelTE, out: Stage) -> None:
             out.reorder(*axes[:-1], outer, *out.op.reduce_axis, inner)
     attached = [st for st in _root_reductions(s, out) if 0 < len(st.op.axis) and _extents(st) == ext[:len(st.op.axis)]]
     first = min([len(st.op.axis) - 1 for st in attached], default=len(ext))
-    if ext[0] < 8 and len(axes) > 1 and first >= 2:   # a short batch: parallel over batch x channel
+    if ext[0] < 8 and len(axes) > 2 and first >= 2:   # a short batch: parallel over batch x channel
         out.parallel(out.fuse(axes[0], axes[1]))
     else:
-        out.parallel(axes[0])
+        out.parallel(outer if len(axes) == 1 and outer is not None else axes[0])
     for st in attached:
         k = len(st.op.axis)
         st.compute_at(out, outer if k == len(ext) and outer is not None else axes[k - 1])
