@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .build import build, lower_to_func
+from .graph_executor import GraphModule, build_model
 from .export import load_module
 from .extern_code import load_library
 from .llvm import CodegenError
@@ -11,4 +12,4 @@ from .target import parse as parse_target
 from .timer import ProfileResult
 
 __all__ = ["build", "lower_to_func", "load_module", "CodegenError", "Module", "default_num_threads", "Target",
-           "host", "parse_target", "ProfileResult", "load_library"]
+           "host", "parse_target", "ProfileResult", "load_library", "build_model", "GraphModule"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import TensorType
+from ... import topi
+from ..ir import GraphError, TensorType
 from .registry import OpPattern, register_op
 from .reduce import normalize_axes
 from .tensor import same_type
@@ -58,7 +59,14 @@ def conv2d_numpy(x, w, strides, padding, dilation, groups):
     return out.reshape(n, o, oh, ow).astype(x.dtype)
 
 
+def _conv2d_topi(x, w, strides, padding, dilation, groups):
+    if groups == 1:
+        return topi.nn.conv2d_nchw(x, w, strides, padding, dilation)
+    return topi.nn.group_conv2d_nchw(x, w, strides, padding, dilation, groups)
+
+
 register_op("nn.conv2d", OpPattern.OUT_ELEMWISE_FUSABLE, _conv2d_infer, num_inputs=2, numpy=conv2d_numpy,
+            topi=_conv2d_topi,
             attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1})
 
 
@@ -68,7 +76,16 @@ def _dense_infer(x: TensorType, w: TensorType) -> TensorType:
     return TensorType(x.shape[:-1] + (w.shape[0],), x.dtype)
 
 
-register_op("nn.dense", OpPattern.OUT_ELEMWISE_FUSABLE, _dense_infer, num_inputs=2,
+def _dense_topi(x, w):
+    """``topi.nn.dense`` over the rows of ``x`` (leading axes flattened, then restored)."""
+    if x.ndim == 2:
+        return topi.nn.dense(x, w)
+    lead = [int(d) for d in x.shape[:-1]]
+    rows = topi.reshape(x, (int(np.prod(lead)), int(x.shape[-1])))
+    return topi.reshape(topi.nn.dense(rows, w), lead + [int(w.shape[0])])
+
+
+register_op("nn.dense", OpPattern.OUT_ELEMWISE_FUSABLE, _dense_infer, num_inputs=2, topi=_dense_topi,
             numpy=lambda x, w: np.matmul(x.astype(np.float64), w.T.astype(np.float64)).astype(x.dtype))
 
 
@@ -94,7 +111,9 @@ def _batch_matmul_numpy(a, b, transpose_a, transpose_b):
 
 
 register_op("nn.batch_matmul", OpPattern.OUT_ELEMWISE_FUSABLE, _batch_matmul_infer, num_inputs=2,
-            attrs={"transpose_a": False, "transpose_b": True}, numpy=_batch_matmul_numpy)
+            attrs={"transpose_a": False, "transpose_b": True}, numpy=_batch_matmul_numpy,
+            topi=lambda a, b, transpose_a, transpose_b: topi.nn.batch_matmul(
+                a, b, transpose_a=transpose_a, transpose_b=transpose_b))
 
 
 def _channel_shape(x: TensorType, axis: int) -> list[int]:
@@ -109,7 +128,8 @@ def _bias_add_infer(x: TensorType, b: TensorType, axis) -> TensorType:
 
 
 register_op("nn.bias_add", OpPattern.BROADCAST, _bias_add_infer, attrs={"axis": 1}, num_inputs=2,
-            numpy=lambda x, b, axis: x + b.reshape(_channel_shape(TensorType(x.shape, "f"), axis)))
+            numpy=lambda x, b, axis: x + b.reshape(_channel_shape(TensorType(x.shape, "f"), axis)),
+            topi=lambda x, b, axis: topi.add(x, topi.reshape(b, _channel_shape(TensorType(x.shape, "f"), axis))))
 
 
 def _batch_norm_infer(x, gamma, beta, mean, var, axis, epsilon) -> TensorType:
@@ -133,7 +153,8 @@ def _batch_norm_numpy(x, gamma, beta, mean, var, axis, epsilon):
 
 
 register_op("nn.batch_norm", OpPattern.OPAQUE, _batch_norm_infer, attrs={"axis": 1, "epsilon": 1e-5},
-            num_inputs=5, numpy=_batch_norm_numpy)
+            num_inputs=5, numpy=_batch_norm_numpy,
+            topi=lambda x, g, b, m, v, axis, epsilon: topi.nn.batch_norm(x, g, b, m, v, axis, epsilon)[0])
 
 
 def _softmax_numpy(x, axis, log=False):
@@ -149,9 +170,9 @@ def _axis_infer(x: TensorType, axis) -> TensorType:
 
 
 register_op("nn.softmax", OpPattern.OUT_ELEMWISE_FUSABLE, _axis_infer, attrs={"axis": -1}, num_inputs=1,
-            numpy=_softmax_numpy)
+            numpy=_softmax_numpy, topi=lambda x, axis: topi.nn.softmax(x, axis))
 register_op("nn.log_softmax", OpPattern.OUT_ELEMWISE_FUSABLE, _axis_infer, attrs={"axis": -1}, num_inputs=1,
-            numpy=lambda x, axis: _softmax_numpy(x, axis, log=True))
+            numpy=lambda x, axis: _softmax_numpy(x, axis, log=True), topi=lambda x, axis: topi.nn.log_softmax(x, axis))
 
 
 def _layer_norm_infer(x, gamma, beta, axis, epsilon) -> TensorType:
@@ -171,9 +192,11 @@ def _layer_norm_numpy(x, gamma, beta, axis, epsilon):
 
 
 register_op("nn.layer_norm", OpPattern.OUT_ELEMWISE_FUSABLE, _layer_norm_infer, num_inputs=3,
-            attrs={"axis": -1, "epsilon": 1e-5}, numpy=_layer_norm_numpy)
+            attrs={"axis": -1, "epsilon": 1e-5}, numpy=_layer_norm_numpy,
+            topi=lambda x, g, b, axis, epsilon: topi.nn.layer_norm(x, g, b, list(range(axis % x.ndim, x.ndim)),
+                                                                  epsilon))
 register_op("nn.dropout", OpPattern.OPAQUE, same_type, attrs={"rate": 0.5}, num_inputs=1,
-            numpy=lambda x, rate: x)
+            numpy=lambda x, rate: x, topi=lambda x, rate: topi.identity(x))
 
 
 def pool_out(size, k, stride, dilation, pad_begin, pad_end, ceil_mode) -> int:
@@ -214,12 +237,26 @@ def _pool_numpy(x, pool_size, strides, dilation, padding, ceil_mode, kind, count
     return (total / count).astype(x.dtype)
 
 
+def _pool_topi(x, pool_size, strides, dilation, padding, ceil_mode, kind, count_include_pad=False):
+    """``topi.nn.pool2d`` with ONNX's ceil mode as explicit extra trailing padding (it never counts)."""
+    shape = [int(d) for d in x.shape]
+    oh, ow = _pool_infer(TensorType(shape, "f"), pool_size, strides, dilation, padding, ceil_mode).shape[2:]
+    pt, pl, pb, pr = padding
+    eh = max(0, (oh - 1) * strides[0] + dilation[0] * (pool_size[0] - 1) + 1 - (shape[2] + pt + pb))
+    ew = max(0, (ow - 1) * strides[1] + dilation[1] * (pool_size[1] - 1) + 1 - (shape[3] + pl + pr))
+    if kind == "avg" and count_include_pad and (eh or ew):
+        raise GraphError("nn.avg_pool2d: ceil_mode with count_include_pad has no topi lowering")
+    return topi.nn.pool2d(x, pool_size, strides, dilation, (pt, pl, pb + eh, pr + ew), kind,
+                          count_include_pad=count_include_pad)
+
+
 _POOL_ATTRS = {"pool_size": (1, 1), "strides": (1, 1), "dilation": (1, 1), "padding": (0, 0, 0, 0),
                "ceil_mode": False}
 register_op("nn.max_pool2d", OpPattern.OUT_ELEMWISE_FUSABLE, _pool_infer, attrs=_POOL_ATTRS, num_inputs=1,
-            numpy=lambda x, **a: _pool_numpy(x, kind="max", **a))
+            numpy=lambda x, **a: _pool_numpy(x, kind="max", **a), topi=lambda x, **a: _pool_topi(x, kind="max", **a))
 register_op("nn.avg_pool2d", OpPattern.OUT_ELEMWISE_FUSABLE, _pool_infer, num_inputs=1,
-            attrs={**_POOL_ATTRS, "count_include_pad": False}, numpy=lambda x, **a: _pool_numpy(x, kind="avg", **a))
+            attrs={**_POOL_ATTRS, "count_include_pad": False}, numpy=lambda x, **a: _pool_numpy(x, kind="avg", **a),
+            topi=lambda x, **a: _pool_topi(x, kind="avg", **a))
 
 
 def _global_pool_infer(x: TensorType) -> TensorType:
@@ -229,9 +266,11 @@ def _global_pool_infer(x: TensorType) -> TensorType:
 
 
 register_op("nn.global_avg_pool2d", OpPattern.OUT_ELEMWISE_FUSABLE, _global_pool_infer, num_inputs=1,
-            numpy=lambda x: x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=np.float64).astype(x.dtype))
+            numpy=lambda x: x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=np.float64).astype(x.dtype),
+            topi=lambda x: topi.nn.global_pool(x, "avg"))
 register_op("nn.global_max_pool2d", OpPattern.OUT_ELEMWISE_FUSABLE, _global_pool_infer, num_inputs=1,
-            numpy=lambda x: x.max(axis=tuple(range(2, x.ndim)), keepdims=True))
+            numpy=lambda x: x.max(axis=tuple(range(2, x.ndim)), keepdims=True),
+            topi=lambda x: topi.nn.global_pool(x, "max"))
 
 
 def _pad_infer(x: TensorType, pad_width, pad_value, pad_mode) -> TensorType:
@@ -246,6 +285,12 @@ def _pad_numpy(x, pad_width, pad_value, pad_mode):
     return np.pad(x, pad_width, mode=pad_mode)
 
 
+def _pad_topi(x, pad_width, pad_value, pad_mode):
+    if pad_mode != "constant":
+        raise GraphError(f"nn.pad: mode {pad_mode!r} has no topi lowering (constant only)")
+    return topi.nn.pad(x, [a for a, _ in pad_width], [b for _, b in pad_width], pad_value)
+
+
 register_op("nn.pad", OpPattern.INJECTIVE, _pad_infer, attrs={"pad_width": (), "pad_value": 0.0,
                                                               "pad_mode": "constant"},
-            num_inputs=1, numpy=_pad_numpy)
+            num_inputs=1, numpy=_pad_numpy, topi=_pad_topi)

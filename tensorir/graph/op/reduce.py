@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import topi
+from ...expr import const
 from ..ir import TensorType
 from .registry import OpPattern, register_op
 
@@ -46,8 +48,17 @@ def _highest(dtype):
     return np.inf if dtype.kind == "f" else np.iinfo(dtype).max
 
 
-REDUCE = {"sum": (np.sum, None), "mean": (np.mean, None), "max": (np.max, _lowest), "min": (np.min, _highest),
-          "prod": (np.prod, None)}
-for _name, (_fn, _identity) in REDUCE.items():
+def _mean_topi(x, axis, keepdims):
+    count = int(np.prod([int(x.shape[a]) for a in _axes(x, axis)]))
+    return topi.divide(topi.sum(x, None if axis is None else list(axis), keepdims), const(count, x.dtype))
+
+
+def _reduce_topi(fn):
+    return lambda x, axis, keepdims: fn(x, None if axis is None else list(axis), keepdims)
+
+
+REDUCE = {"sum": (np.sum, None, topi.sum), "mean": (np.mean, None, None), "max": (np.max, _lowest, topi.max),
+          "min": (np.min, _highest, topi.min), "prod": (np.prod, None, topi.prod)}
+for _name, (_fn, _identity, _te) in REDUCE.items():
     register_op(_name, OpPattern.COMM_REDUCE, reduce_infer, attrs={"axis": None, "keepdims": False},
-                num_inputs=1, numpy=_reduce_numpy(_fn, _identity))
+                num_inputs=1, numpy=_reduce_numpy(_fn, _identity), topi=_reduce_topi(_te) if _te else _mean_topi)

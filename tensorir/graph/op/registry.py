@@ -1,5 +1,6 @@
-"""The operator registry: each graph operator's attributes, type inference, fusion pattern and numpy
-implementation (what constant folding and the reference evaluator run).
+"""The operator registry: each graph operator's attributes, type inference, fusion pattern, numpy
+implementation (what constant folding and the reference evaluator run) and topi compute (what a
+fused kernel is lowered to, :mod:`tensorir.graph.lower_te`).
 
 Operators register in one file per family (``op/tensor.py``, ``op/nn.py``, ...) with :func:`register_op`;
 :func:`call` makes a typed :class:`~tensorir.graph.ir.Node` of one."""
@@ -32,24 +33,26 @@ InferFn = Callable[..., TensorType]
 @dataclass
 class OpDef:
     """A registered operator. ``infer(*input_types, **attrs)`` gives the output type (raising
-    ``ValueError`` for bad input); ``numpy(*arrays, **attrs)`` computes it."""
+    ``ValueError`` for bad input); ``numpy(*arrays, **attrs)`` computes it; ``topi(*tensors, **attrs)``
+    builds it as a tensor expression (inputs are te tensors, or scalar expressions for 0-d constants)."""
     name: str
     pattern: OpPattern
     infer: InferFn
     attrs: dict[str, Any] = field(default_factory=dict)
     numpy: Callable | None = None
     num_inputs: int | tuple[int, int] | None = None
+    topi: Callable | None = None
 
 
 OPS: dict[str, OpDef] = {}
 
 
 def register_op(name: str, pattern: OpPattern, infer: InferFn, *, attrs: dict | None = None,
-                numpy: Callable | None = None, num_inputs=None) -> OpDef:
+                numpy: Callable | None = None, num_inputs=None, topi: Callable | None = None) -> OpDef:
     """Register operator ``name`` (a second registration of one name is a bug and raises)."""
     if name in OPS:
         raise ValueError(f"operator {name!r} is registered twice")
-    OPS[name] = OpDef(name, pattern, infer, dict(attrs or {}), numpy, num_inputs)
+    OPS[name] = OpDef(name, pattern, infer, dict(attrs or {}), numpy, num_inputs, topi)
     return OPS[name]
 
 

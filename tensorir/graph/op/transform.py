@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import topi
 from ..ir import GraphError, TensorType
 from .registry import OpPattern, register_op
 from .reduce import normalize_axes
@@ -18,7 +19,7 @@ def _reshape_infer(x: TensorType, newshape) -> TensorType:
 
 
 register_op("reshape", OpPattern.INJECTIVE, _reshape_infer, attrs={"newshape": ()}, num_inputs=1,
-            numpy=lambda x, newshape: x.reshape(newshape))
+            numpy=lambda x, newshape: x.reshape(newshape), topi=lambda x, newshape: topi.reshape(x, newshape))
 
 
 def _transpose_axes(ndim: int, axes) -> tuple[int, ...]:
@@ -35,7 +36,7 @@ def _transpose_infer(x: TensorType, axes) -> TensorType:
 
 
 register_op("transpose", OpPattern.INJECTIVE, _transpose_infer, attrs={"axes": None}, num_inputs=1,
-            numpy=lambda x, axes: np.transpose(x, axes))
+            numpy=lambda x, axes: np.transpose(x, axes), topi=lambda x, axes: topi.transpose(x, axes))
 
 
 def _concat_infer(*xs: TensorType, axis) -> TensorType:
@@ -51,7 +52,7 @@ def _concat_infer(*xs: TensorType, axis) -> TensorType:
 
 
 register_op("concatenate", OpPattern.INJECTIVE, _concat_infer, attrs={"axis": 0}, num_inputs=(1, 1 << 30),
-            numpy=lambda *xs, axis: np.concatenate(xs, axis=axis))
+            numpy=lambda *xs, axis: np.concatenate(xs, axis=axis), topi=lambda *xs, axis: topi.concatenate(xs, axis))
 
 
 def slice_length(begin: int, end: int, stride: int) -> int:
@@ -72,7 +73,9 @@ def _slice_infer(x: TensorType, begin, end, strides) -> TensorType:
 
 
 register_op("strided_slice", OpPattern.INJECTIVE, _slice_infer, attrs={"begin": (), "end": (), "strides": ()},
-            num_inputs=1, numpy=lambda x, begin, end, strides: x[_slices(begin, end, strides)])
+            num_inputs=1, numpy=lambda x, begin, end, strides: x[_slices(begin, end, strides)],
+            topi=lambda x, begin, end, strides: topi.strided_slice(
+                x, begin, [None if e < 0 else e for e in end], strides))
 
 
 def _take_infer(data: TensorType, indices: TensorType, axis) -> TensorType:
@@ -91,7 +94,8 @@ def take_numpy(data, indices, axis):
     return np.take(data, np.where(indices < 0, indices + n, indices), axis=axis)
 
 
-register_op("take", OpPattern.INJECTIVE, _take_infer, attrs={"axis": 0}, num_inputs=2, numpy=take_numpy)
+register_op("take", OpPattern.INJECTIVE, _take_infer, attrs={"axis": 0}, num_inputs=2, numpy=take_numpy,
+            topi=lambda data, indices, axis: topi.take(data, indices, axis, mode="wrap"))
 
 
 def _broadcast_to_infer(x: TensorType, shape) -> TensorType:
@@ -102,7 +106,9 @@ def _broadcast_to_infer(x: TensorType, shape) -> TensorType:
 
 
 register_op("broadcast_to", OpPattern.BROADCAST, _broadcast_to_infer, attrs={"shape": ()}, num_inputs=1,
-            numpy=lambda x, shape: np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(shape))).copy())
+            numpy=lambda x, shape: np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(shape))).copy(),
+            topi=lambda x, shape: topi.broadcast_to(x, np.broadcast_shapes(tuple(int(d) for d in x.shape),
+                                                                            tuple(shape))))
 
 
 def _tile_infer(x: TensorType, reps) -> TensorType:
@@ -112,4 +118,4 @@ def _tile_infer(x: TensorType, reps) -> TensorType:
 
 
 register_op("tile", OpPattern.INJECTIVE, _tile_infer, attrs={"reps": ()}, num_inputs=1,
-            numpy=lambda x, reps: np.tile(x, reps))
+            numpy=lambda x, reps: np.tile(x, reps), topi=lambda x, reps: topi.tile(x, reps))

@@ -1,0 +1,171 @@
+"""Default CPU schedules of fused kernels, by pattern (untuned but never naive loops).
+
+``schedule_kernel(kt)`` takes a kernel's DAG (:class:`~tensorir.graph.lower_te.KernelTE`) and returns a
+schedule: injective stages are inlined (padding stays its own parallel stage), then the rule
+registered for the kernel's anchor (``SCHEDULE_RULES[anchor_op]``, ``schedule_injective_kernel`` without)
+schedules the rest:
+
+- injective: outer axes fused and parallel, innermost vectorized (``topi.generic``);
+- reductions (softmax, layer norm, pooling, sum ...): each reduction stage computed at the output's
+  loop over the axes it keeps, the output parallel outside and vectorized inside;
+- conv2d / dense / batch_matmul: the output tiled (output channel or rows x a vector of the innermost
+  axis), the anchor computed per tile with its reduction outside a register block whose innermost
+  axis is vectorized; epilogue ops (bias, residual, activation) live in the tile's loops.
+
+A rule is ``rule(s, kt, output_stage)``; an auto-scheduler replaces a rule, or ``schedule_kernel``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..schedule import ROOT, Schedule, Stage, create_schedule
+from ..tensor import ComputeOp
+from ..topi.generic.injective import schedule_injective_from_existing
+from .lower_te import KernelTE
+
+Rule = Callable[[Schedule, KernelTE, Stage], None]
+SCHEDULE_RULES: dict[str, Rule] = {}
+
+
+def register_schedule(*anchor_ops: str):
+    """Register ``rule`` as the default schedule of kernels anchored by ``anchor_ops``."""
+    def deco(rule: Rule) -> Rule:
+        for name in anchor_ops:
+            SCHEDULE_RULES[name] = rule
+        return rule
+    return deco
+
+
+def _extents(st: Stage) -> list[int]:
+    return [int(iv.dom.extent) for iv in st.op.axis]
+
+
+def _divisor(n: int, choices) -> int:
+    """The first of ``choices`` dividing ``n`` (1 if none)."""
+    return next((c for c in choices if n % c == 0), 1)
+
+
+def _is_pad(st: Stage) -> bool:
+    return "pad" in (st.op.tag or "")
+
+
+def _root_reductions(s: Schedule, out: Stage) -> list[Stage]:
+    return [st for st in s.stages if isinstance(st.op, ComputeOp) and st.op.reduce_axis
+            and st.attach_type == ROOT and st is not out]
+
+
+def _parallel_outer(st: Stage) -> None:
+    """Parallel over the outermost axis, fused with the next when the first is short."""
+    axes = list(st.op.axis)
+    if not axes:
+        return
+    ext = _extents(st)
+    st.parallel(st.fuse(axes[0], axes[1]) if len(axes) > 1 and ext[0] < 8 else axes[0])
+
+
+def schedule_kernel(kt: KernelTE) -> Schedule:
+    """The default schedule of one kernel's DAG (see the module)."""
+    s = create_schedule([t.op for t in kt.outputs])
+    for st in s.stages:
+        if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output and not _is_pad(st):
+            st.compute_inline()
+    out = s[kt.outputs[0]]
+    SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_kernel)(s, kt, out)
+    for t in kt.outputs[1:]:
+        schedule_injective_from_existing(s, t)
+    for st in s.stages:   # whatever a rule left at the root unscheduled: padding, unattached reductions
+        if isinstance(st.op, ComputeOp) and st.attach_type == ROOT and not st.relations and not st.iter_var_attrs:
+            if st.op.reduce_axis:
+                _parallel_outer(st)
+            else:
+                schedule_injective_from_existing(s, st.op.output(0))
+    return s
+
+
+def schedule_injective_kernel(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Producers inlined already; the output parallel and vectorized."""
+    schedule_injective_from_existing(s, kt.outputs[0])
+
+
+@register_schedule("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.max_pool2d", "nn.avg_pool2d",
+                   "nn.global_avg_pool2d", "nn.global_max_pool2d", "sum", "mean", "max", "min", "prod")
+def schedule_reduction(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Reduction stages whose axes are a prefix of the output's computed at the output's loop over that
+    prefix (per row of a softmax or layer norm, per element of a pooled output); the output parallel
+    over its outer axis and vectorized along its innermost."""
+    ext = _extents(out)
+    axes = list(out.op.axis)
+    if not axes:
+        return
+    width = _divisor(ext[-1], (16, 8, 4))
+    outer = inner = None
+    if width > 1:
+        outer, inner = out.split(axes[-1], factor=width)
+        if out.op.reduce_axis:   # a pooled output: its window loops outside the vector
+            out.reorder(*axes[:-1], outer, *out.op.reduce_axis, inner)
+    attached = [st for st in _root_reductions(s, out) if 0 < len(st.op.axis) and _extents(st) == ext[:len(st.op.axis)]]
+    first = min([len(st.op.axis) - 1 for st in attached], default=len(ext))
+    if ext[0] < 8 and len(axes) > 2 and first >= 2:   # a short batch: parallel over batch x channel
+        out.parallel(out.fuse(axes[0], axes[1]))
+    else:
+        out.parallel(outer if len(axes) == 1 and outer is not None else axes[0])
+    for st in attached:
+        k = len(st.op.axis)
+        st.compute_at(out, outer if k == len(ext) and outer is not None else axes[k - 1])
+    if inner is not None:
+        out.vectorize(inner)
+
+
+def _anchor(s: Schedule, out: Stage) -> Stage | None:
+    found = _root_reductions(s, out) + ([out] if out.op.reduce_axis else [])
+    return found[0] if len(found) == 1 else None
+
+
+def _register_block(s: Schedule, out: Stage, anchor: Stage, row_axis: int, row_choices, outer_axes: int) -> None:
+    """Tile the output over (``row_axis``, innermost axis): rows x a vector; the anchor computed per
+    tile (when the output is an epilogue of the same shape) with its reduction outside the block."""
+    ext = _extents(out)
+    axes = list(out.op.axis)
+    same = out is anchor or _extents(anchor) == ext
+    vec = _divisor(ext[-1], (16, 8, 4)) if ext[-1] % 4 == 0 else ext[-1] if ext[-1] <= 16 else 1
+    rows = _divisor(ext[row_axis], row_choices)
+    ro, ri = out.split(axes[row_axis], factor=rows)
+    vo, vi = out.split(axes[-1], factor=vec)
+    middle = [a for k, a in enumerate(axes[:-1]) if k != row_axis]
+    order = middle[:outer_axes] + [ro] + middle[outer_axes:] + [vo]
+    if out is anchor:
+        out.reorder(*order, *anchor.op.reduce_axis, ri, vi)
+    else:
+        out.reorder(*order, ri, vi)
+        if same:
+            anchor.compute_at(out, vo)
+            a_axes = list(anchor.op.axis)
+            a_mid = [a for k, a in enumerate(a_axes[:-1]) if k != row_axis]
+            anchor.reorder(*a_mid, *anchor.op.reduce_axis, a_axes[row_axis], a_axes[-1])
+            if vec > 1 and vec % 4 == 0:
+                anchor.vectorize(a_axes[-1])
+        else:
+            _parallel_outer(anchor)
+    if vec > 1 and vec % 4 == 0:
+        out.vectorize(vi)
+    outer = order[:outer_axes + 1]
+    out.parallel(out.fuse(*outer) if len(outer) > 1 else outer[0])
+
+
+@register_schedule("nn.conv2d")
+def schedule_conv2d(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """NCHW: blocks of output channels x a vector of output columns; (batch, channel block) parallel."""
+    anchor = _anchor(s, out)
+    if anchor is None or len(out.op.axis) != 4:
+        return schedule_reduction(s, kt, out)
+    _register_block(s, out, anchor, row_axis=1, row_choices=(4, 2), outer_axes=1)
+
+
+@register_schedule("nn.dense", "nn.batch_matmul")
+def schedule_matmul(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Blocks of rows x a vector of columns; (batch, row block) parallel."""
+    anchor = _anchor(s, out)
+    if anchor is None or len(out.op.axis) not in (2, 3):
+        return schedule_reduction(s, kt, out)
+    _register_block(s, out, anchor, row_axis=len(out.op.axis) - 2, row_choices=(4, 2),
+                    outer_axes=len(out.op.axis) - 2)
