@@ -7,8 +7,10 @@
 allocations), :mod:`codegen.llvm_math` (intrinsics), :mod:`codegen.llvm_parallel` (parallel loops).
 
 Integer arithmetic in index positions (buffer indices, loop bounds, integer lets) carries ``nsw``;
-float arithmetic carries the fast-math flags ``reassoc contract nsz arcp afn`` (never ``nnan`` /
-``ninf``: NaN and infinity keep their meaning).
+float arithmetic is IEEE (results equal numpy's, operation by operation), except in the value of an
+accumulating store (``C[i] = C[i] + a * b``: a reduction step), which carries the fast-math flags
+``reassoc contract nsz arcp afn`` so multiply-adds become FMAs (never ``nnan`` / ``ninf``: NaN and
+infinity keep their meaning).  A reduction's order differs from numpy's anyway.
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ class CodeGenLLVM:
         self.kernel_name = name
         self._decls: dict[str, ir.Function] = {}
         self._index_depth = 0
+        self.float_flags: tuple = ()  # fast-math flags of float arithmetic being emitted (FAST in accumulations)
         self.mask: ir.Value | None = None        # lane mask while a vector select's arm is emitted
         self._ids = itertools.count()
         self._exprs = {E.Var: self.expr_Var, E.SizeVar: self.expr_Var, E.IntImm: self.expr_Imm, E.FloatImm: self.expr_Imm,
@@ -198,7 +201,11 @@ class CodeGenLLVM:
         b.position_at_end(exit_bb)
 
     def stmt_BufferStore(self, s: S.BufferStore) -> None:
-        llvm_memory.store(self, s)
+        outer, self.float_flags = self.float_flags, FAST if _accumulates(s) else ()
+        try:
+            llvm_memory.store(self, s)
+        finally:
+            self.float_flags = outer
 
     def stmt_Allocate(self, s: S.Allocate) -> None:
         llvm_memory.allocate(self, s)
@@ -325,12 +332,13 @@ class CodeGenLLVM:
             return bb.fcmp_unordered(op, a, b) if op == "!=" else bb.fcmp_ordered(op, a, b)
         simple = {E.Add: bb.fadd, E.Sub: bb.fsub, E.Mul: bb.fmul, E.Div: bb.fdiv, E.Mod: bb.frem}
         if t in simple:
-            return simple[t](a, b, flags=FAST)
+            return simple[t](a, b, flags=self.float_flags)
         if t in (E.Min, E.Max):
             return bb.select(bb.fcmp_ordered("<" if t is E.Min else ">", a, b), a, b)
         if t in (E.FloorDiv, E.FloorMod):
-            q = self.intrinsic("floor", [bb.fdiv(a, b, flags=FAST)])
-            return q if t is E.FloorDiv else bb.fsub(a, bb.fmul(q, b, flags=FAST), flags=FAST)
+            q = self.intrinsic("floor", [bb.fdiv(a, b, flags=self.float_flags)])
+            return q if t is E.FloorDiv else bb.fsub(a, bb.fmul(q, b, flags=self.float_flags),
+                                                     flags=self.float_flags)
         raise CodegenError(f"unsupported float operation {t.__name__}")
 
     def _int_binary(self, t, a, b, b_expr, unsigned: bool) -> ir.Value:
@@ -395,3 +403,9 @@ def codegen_llvm(func: S.LoweredFunc, target: Target) -> tuple[str, bool]:
     cg = CodeGenLLVM(target, name=func.name)
     cg.add_function(func)
     return str(cg.module), cg.uses_openmp
+
+
+def _accumulates(s: S.BufferStore) -> bool:
+    """Whether the store updates its element from its own old value (a reduction step)."""
+    key = structural_key(s.indices)
+    return any(ld.buffer is s.buffer and structural_key(ld.indices) == key for ld in collect(s.value, E.BufferLoad))
