@@ -6,6 +6,7 @@ from ..schedule import SCOPE, Schedule, ScheduleError, Stage
 
 def validate_schedule(s: Schedule) -> None:
     for st in s.stages:
+        _check_reduction_bindings(st)
         if st.attach_type == SCOPE:
             _check_attachment(s, st)
             path, cur = [], st
@@ -32,3 +33,19 @@ def _check_attachment(s: Schedule, st: Stage) -> None:
     if iv not in parent.leaf_iter_vars:
         raise ScheduleError(f"stage {st.op.name}: attach axis {iv.var.name} is no longer a loop of stage "
                             f"{parent.op.name} (fused as the outer axis after compute_at)")
+
+
+def _check_reduction_bindings(st: Stage) -> None:
+    """A reduction loop bound to GPU threads would have every thread update the same outputs (a
+    race); that needs a cross-thread reduction, which tiletune does not lower yet: refused."""
+    from .relations import derived_from
+    reduce_ivs = set()
+    for iv in getattr(st.op, "reduce_axis", ()):
+        reduce_ivs |= derived_from(st, iv)
+    for iv, thread in st.bindings.items():
+        if iv in reduce_ivs and thread.thread_tag != "vthread":
+            raise ScheduleError(
+                f"stage {st.op.name}: axis {iv.var.name} is a reduction axis bound to {thread.thread_tag}: "
+                "every thread would update the same outputs; cross-thread reductions (TVM's "
+                "tvm_thread_allreduce) are not supported yet. Bind data-parallel axes, and reduce "
+                "within each thread (rfactor then bind the factored stage's data axes)")
