@@ -1,52 +1,48 @@
-"""tensorir: tensor expressions, schedules and the loop IR (``import tensorir as te``)."""
-from .expr import Expr, Var, const, var, structural_equal
-from .tensor import IterVar, Range, Tensor, compute, placeholder, reduce_axis, thread_axis
-from .reduce import comm_reducer, sum, max, min  # noqa: A004
-from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_else, log, log2, log10,  # noqa: A004
-                     power, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc)
-from .schedule import Schedule, ScheduleError, Stage, create_schedule
-from .lower import lower
-from .analysis import OutOfBoundsError, analyze
-from .expr import SizeVar, size_var
+"""tensorir: tensor expressions, schedules and the loop IR (``import tensorir as te``).
+
+TVM v0.18's ``te`` names live here; ``import tensorir as tvm`` also finds TVM's top-level names
+(``tvm.tir``, ``tvm.build``, ``tvm.nd`` ...) through :func:`__getattr__` (see docs/porting.md).
+"""
+# expressions
+from .expr import Expr, SizeVar, Var, const, size_var, structural_equal, var
 from .op import (add, ceildiv, div, floordiv, floormod, indexdiv, indexmod, isfinite, isinf, isnan, max_value,
                  min_value, multiply, subtract, truncdiv, truncmod)
-from .tag import TagScope, tag_scope
+from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_else, log, log2, log10,  # noqa: A004
+                     power, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc)
+from .reduce import comm_reducer, sum, max, min  # noqa: A004
+# tensors and operations
+from .tensor import (ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor, compute, placeholder, reduce_axis,
+                     thread_axis)
 from .tensor_slice import TensorSlice
-from .error import TVMError
-from . import error, tir
-from .scan import scan
-from .schedule_layout import AXIS_SEPARATOR
-from . import schedule  # noqa: F401  (te.schedule.InferBound, te.schedule.create_schedule, ... as in TVM)
+from .tag import TagScope, tag_scope
+from .scan import ScanOp, scan
+from .extern import ExternOp, call_extern, call_intrin, call_packed, extern, get_global_func, register_func
 from .buffer import decl_buffer
-from .extern import call_extern, call_intrin, call_packed, extern, get_global_func, register_func
-from .tensor_intrin import decl_tensor_intrin
-from . import ir_builder
+from .tensor_intrin import TensorIntrin, decl_tensor_intrin
 from .tensor_compute import TensorComputeOp, TensorIntrinCall
-from .tensor_intrin import TensorIntrin
-from .scan import ScanOp
-from .tensor import ComputeOp, Operation, PlaceholderOp
-from .extern import ExternOp
+from . import ir_builder
+# schedules, lowering, analysis
+from .schedule import Schedule, ScheduleError, Stage, create_schedule
+from .schedule_layout import AXIS_SEPARATOR
+from .lower import lower
+from .analysis import OutOfBoundsError, analyze
+from .error import TVMError
+from . import error, schedule, tir  # noqa: F401  (te.schedule.InferBound, te.tir.floordiv ... as in TVM)
 
-__all__ = ["Expr", "Var", "const", "var", "structural_equal", "IterVar", "Range", "Tensor", "compute",
-           "placeholder", "reduce_axis", "thread_axis", "comm_reducer", "sum", "max", "min", "abs", "all",
-           "any", "ceil", "cos", "erf", "exp", "exp2", "floor", "if_then_else", "log", "log2", "log10",
-           "power", "round", "rsqrt", "sigmoid", "sin", "sqrt", "tanh", "trunc", "Schedule",
-           "ScheduleError", "Stage", "create_schedule", "lower", "analyze", "OutOfBoundsError"]
-__all__ += ["SizeVar", "size_var", "add", "ceildiv", "div", "floordiv", "floormod", "indexdiv", "indexmod",
-            "isfinite", "isinf", "isnan", "max_value", "min_value", "multiply", "subtract", "truncdiv", "truncmod",
-            "TagScope", "tag_scope", "TensorSlice", "TVMError", "error", "tir"]
-__all__ += ["scan"]
-__all__ += ["AXIS_SEPARATOR", "schedule"]
-__all__ += ["decl_buffer", "extern", "call_extern", "call_intrin", "call_packed", "register_func",
-            "get_global_func", "decl_tensor_intrin", "ir_builder"]
-
-__all__ += ["TensorComputeOp", "TensorIntrinCall", "TensorIntrin"]
+__all__ = ["Expr", "Var", "SizeVar", "const", "var", "size_var", "structural_equal",
+           "add", "ceildiv", "div", "floordiv", "floormod", "indexdiv", "indexmod", "isfinite", "isinf", "isnan",
+           "max_value", "min_value", "multiply", "subtract", "truncdiv", "truncmod",
+           "abs", "all", "any", "ceil", "cos", "erf", "exp", "exp2", "floor", "if_then_else", "log", "log2", "log10",
+           "power", "round", "rsqrt", "sigmoid", "sin", "sqrt", "tanh", "trunc", "comm_reducer", "sum", "max", "min",
+           "Operation", "PlaceholderOp", "ComputeOp", "ScanOp", "ExternOp", "TensorComputeOp", "IterVar", "Range",
+           "Tensor", "TensorSlice", "compute", "placeholder", "reduce_axis", "thread_axis", "TagScope", "tag_scope",
+           "scan", "extern", "call_extern", "call_intrin", "call_packed", "register_func", "get_global_func",
+           "decl_buffer", "TensorIntrin", "TensorIntrinCall", "decl_tensor_intrin", "ir_builder",
+           "Schedule", "ScheduleError", "Stage", "create_schedule", "AXIS_SEPARATOR", "lower", "analyze",
+           "OutOfBoundsError", "TVMError", "error", "schedule", "tir"]
 
 
 def __getattr__(name: str):
     """TVM's top-level names (``tvm.nd``, ``tvm.build``, ``tvm.target`` ...) for ``import tensorir as tvm``."""
     from .tvm_compat import resolve
     return resolve(name)
-
-
-__all__ += ["Operation", "PlaceholderOp", "ComputeOp", "ScanOp", "ExternOp"]
