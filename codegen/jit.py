@@ -62,7 +62,7 @@ def optimize(ir_text: str, target: Target, prepare=None) -> llvm.ModuleRef:
         tm = target_machine(target)
         pto = llvm.create_pipeline_tuning_options(speed_level=3)
         pto.loop_vectorization = True
-        pto.slp_vectorization = True
+        pto.slp_vectorization = False  # LLVM 22 SLP can break valid IR (reordered broadcast stage: abort)
         pto.loop_unrolling = True
         pto.loop_interleaving = True
         pb = llvm.create_pass_builder(tm, pto)

@@ -108,7 +108,23 @@ class Analysis:
         sink, source = p.access_map(sink_write), p.access_map(source_write)
         info = isl.UnionAccessInfo.from_sink(sink)
         info = info.set_must_source(source) if source_write else info.set_may_source(source)
-        return info.set_schedule_map(_padded_schedule(p)).compute_flow()
+        try:
+            return info.set_schedule_map(_padded_schedule(p)).compute_flow()
+        except isl.Error as e:  # an unbounded domain: loops whose extents isl cannot represent
+            raise ScheduleError(self._unbounded_message()) from e
+
+    def _unbounded_message(self) -> str:
+        loops = {}
+        for st in self.program.statements:
+            for f in st.loops:
+                if aff(f.extent) is None:
+                    loops.setdefault(st.stage, []).append(f"{self.names.get(f.loop_var, f.loop_var.name)} "
+                                                          f"(extent {f.extent})")
+        where = "; ".join(f"stage {stage}: loop {', '.join(dict.fromkeys(ls))}" for stage, ls in loops.items()) \
+            or "a loop bound or condition isl cannot represent"
+        return (f"the isl analysis cannot bound the iteration domain ({where}), so it cannot prove the schedule "
+                "free of races and of reads before writes: refused. Constant sizes, or split(factor=...) instead "
+                "of nparts / fuse over symbolic extents, keep loop bounds affine")
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _box(self, buf, skip: tuple = ()) -> isl.Set | None:
