@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import warnings
+
 import numpy as np
 
 from tensorir.graph import Const, Graph, GraphError, Kernel, evaluate, optimize
@@ -157,6 +159,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     buffers: dict[int, np.ndarray] = {id(v): np.zeros(v.type.shape, v.type.dtype) for v in g.inputs}
     cache: dict = {}
     steps: list[_Step] = []
+    fell_back: list[str] = []
     for node in g.nodes:
         args = []
         for v in node.inputs:
@@ -176,6 +179,10 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
                 raise GraphError(f"build_model: kernel {node.op.name} failed to build: {type(e).__name__}: {e}") \
                     from e
             steps.append(_Step(node.op, args, out, _numpy_step(node.op, args, out), False))
+            fell_back.append(f"{node.op.name} ({type(e).__name__}: {str(e).splitlines()[0][:160]})")
+    if fell_back:  # never silent: each kernel named, with why
+        warnings.warn(f"build_model: {len(fell_back)} kernel(s) run by the numpy fallback, not compiled: "
+                      + "; ".join(fell_back), RuntimeWarning, stacklevel=2)
     for o in g.outputs:   # an output that is a constant (one that is an input reads the input's buffer)
         if isinstance(o, Const):
             buffers.setdefault(id(o), np.ascontiguousarray(o.value))
