@@ -124,7 +124,9 @@ class CPrinter:
     def function(self, func: S.LoweredFunc, attributes: str = "") -> str:
         """C source of ``func``: includes, helpers, the kernel with its arguments (pointers, then the
         size vars), the declarations of its buffers and the body."""
+        from tensorir.buffer import AccessPtr
         written = {st.buffer for st in collect(func.body, S.BufferStore)}
+        written |= {p.buffer for p in collect(func.body, AccessPtr) if "w" in p.mask}  # extern code writes
         params = []
         for b in func.buffers:
             const = "" if b in written else "const "
@@ -150,6 +152,7 @@ class CPrinter:
         body = [sig] + decls + self.lines + ["}", ""]
         head = [f"#include <{inc}>" for inc in self.includes if self.include_needed(inc, "\n".join(body))]
         head += [self.helpers[h] for h in sorted(self.need)]
+        head += device_code(func)
         return "\n".join(head + ([""] if head else []) + body)
 
     def include_needed(self, include: str, text: str) -> bool:
@@ -272,6 +275,16 @@ class CPrinter:
 
     def e_BufferLoad(self, e: E.BufferLoad) -> str:
         return f"{self.names[e.buffer]}[{self.expr(e.indices[0])}]"
+
+    def e_CallExtern(self, e) -> str:
+        """A call of a device function (a tensor intrinsic's code on the GPU, from ``pragma(axis,
+        "import_cuda", source)``); Python callbacks (``call_packed``) run on the CPU only."""
+        if e.kind != "extern":
+            raise CodegenError(f"call_packed({e.name}) calls a Python function: it runs on the CPU only")
+        return f"{e.name}({', '.join(self.expr(a) for a in e.call_args)})"
+
+    def e_AccessPtr(self, e) -> str:
+        return f"(&{self.names[e.buffer]}[{self.expr(e.offset)}])"
 
     def e_Let(self, e: E.Let) -> str:
         return self.expr(substitute(e.body, {e.var: e.value}))
@@ -396,3 +409,14 @@ class CPrinter:
 
 
 __all__ = ["CPrinter", "CodegenError", "known_multiple", "lane"]
+
+
+IMPORT_CUDA = "import_cuda"
+
+
+def device_code(func: S.LoweredFunc) -> list[str]:
+    """Device functions given with ``s[T].pragma(axis, "import_cuda", source)`` (or an extern body's
+    ``ib.scope_attr(None, "pragma_import_cuda", source)``), once each, before the kernel."""
+    pragmas = [kv for loop in collect(func.body, S.For) for kv in loop.annotations]
+    pragmas += [(a.key.removeprefix("pragma_"), getattr(a.value, "value", a.value)) for a in collect(func.body, S.Attr)]
+    return list(dict.fromkeys(str(v) for k, v in pragmas if k == IMPORT_CUDA))
