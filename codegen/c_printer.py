@@ -417,6 +417,5 @@ IMPORT_CUDA = "import_cuda"
 def device_code(func: S.LoweredFunc) -> list[str]:
     """Device functions given with ``s[T].pragma(axis, "import_cuda", source)`` (or an extern body's
     ``ib.scope_attr(None, "pragma_import_cuda", source)``), once each, before the kernel."""
-    pragmas = [kv for loop in collect(func.body, S.For) for kv in loop.annotations]
-    pragmas += [(a.key.removeprefix("pragma_"), getattr(a.value, "value", a.value)) for a in collect(func.body, S.Attr)]
-    return list(dict.fromkeys(str(v) for k, v in pragmas if k == IMPORT_CUDA))
+    from .extern_code import pragmas
+    return list(dict.fromkeys(str(v) for k, v in pragmas(func) if k == IMPORT_CUDA))

@@ -100,14 +100,19 @@ def compile_c(source: str) -> str:
     return out
 
 
+def pragmas(func: S.LoweredFunc) -> list[tuple[str, object]]:
+    """Every ``(key, value)`` pragma of ``func``: on loops (``s[T].pragma``) and in ``pragma_*``
+    attributes of extern bodies (``ib.scope_attr``)."""
+    out = [kv for loop in collect(func.body, S.For) for kv in loop.annotations]
+    out += [(a.key.removeprefix("pragma_"), getattr(a.value, "value", a.value)) for a in collect(func.body, S.Attr)]
+    return out
+
+
 def prepare(func: S.LoweredFunc) -> ExternLinkage:
     """The IR to link and libraries to load for ``func``'s pragmas (C sources are compiled and
     loaded now), plus every library loaded with :func:`load_library`."""
     link = ExternLinkage()
-    pragmas = [kv for loop in collect(func.body, S.For) for kv in loop.annotations]
-    pragmas += [(a.key.removeprefix("pragma_"), getattr(a.value, "value", a.value))
-                for a in collect(func.body, S.Attr)]
-    for key, value in pragmas:
+    for key, value in pragmas(func):
         if key == IMPORT_LLVM:
             link.llvm_ir.append(str(value))
         elif key == IMPORT_C:
