@@ -64,8 +64,8 @@ def _unsupported(message: str):
 
 
 def _call(dtype, op, args, span=None) -> PrimExpr:
-    name = op if isinstance(op, str) else getattr(op, "name", str(op))
-    return _e.Call(dt.check(dtype), name.removeprefix("tir."), tuple(_e.convert(a) for a in args))
+    """``tir.Call(dtype, op, args)``: the intrinsic ``op`` (a name or an op with ``.name``)."""
+    return call_intrin(dtype, op if isinstance(op, str) else getattr(op, "name", str(op)), *args)
 
 
 Select = _alias("Select", _e.Select, _select)
