@@ -114,8 +114,8 @@ class GraphModule:
         """Run every kernel in order (after ``set_input(**inputs)``); every input must have been set."""
         if inputs:
             self.set_input(**inputs)
-        missing = [n for n in self._inputs if n not in self._set]
-        if missing:
+        if len(self._set) != len(self._inputs):
+            missing = [n for n in self._inputs if n not in self._set]
             raise ValueError(f"run: input {missing[0]!r} was never set (set_input or m(**inputs))")
         for step in self._steps:
             step.run()
@@ -132,7 +132,7 @@ class GraphModule:
         if missing:
             raise ValueError(f"missing input {missing[0]!r} (inputs: {', '.join(self._inputs)})")
         self.run(**inputs)
-        return [self.get_output(i) for i in range(len(self._outputs))]
+        return [o.copy() for o in self._outputs]
 
     # inspection ------------------------------------------------------------------------------------------
     @property

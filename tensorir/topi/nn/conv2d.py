@@ -33,6 +33,18 @@ def _const_int(op: str, arg: str, e) -> int:
     return int(e.value)
 
 
+def channel_first_args(op: str, Input: Tensor, Filter: Tensor):  # noqa: N803
+    """``Input`` (N, C, H, W) and ``Filter`` (C, M, KH, KW) checked: (n, c, h, w, m, kh, kw), constant
+    kernel sizes (the layout of depthwise and transposed convolutions)."""
+    check_nd(op, "Input", Input, 4)
+    check_nd(op, "Filter", Filter, 4)
+    n, c, h, w = Input.shape
+    fc, m, kh, kw = Filter.shape
+    if not structural_equal(simplify(c), simplify(fc)):
+        raise ValueError(f"{op}: Input {Input.name} has {c} channels, Filter {Filter.name} {fc}")
+    return n, c, h, w, m, _const_int(op, "kernel height", kh), _const_int(op, "kernel width", kw)
+
+
 def conv2d_nchw(Input: Tensor, Filter: Tensor, stride, padding, dilation, out_dtype=None) -> Tensor:  # noqa: N803
     """``Input`` (N, C, H, W) convolved with ``Filter`` (O, C, KH, KW): (N, O, OH, OW)."""
     return group_conv2d_nchw(Input, Filter, stride, padding, dilation, 1, out_dtype, _op="conv2d_nchw")

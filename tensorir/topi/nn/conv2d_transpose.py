@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from ...arith import simplify
-from ...expr import const, structural_equal
+from ...expr import const
 from ...intrin import all as all_, if_then_else
 from ...reduce import sum as rsum
 from ...tensor import Tensor, compute, reduce_axis
 from ..math import check_tensor
-from .conv2d import _const_int
+from .conv2d import channel_first_args
 from .pad import pad
-from .utils import check_nd, get_pad_tuple, pair
+from .utils import get_pad_tuple, pair
 
 
 def dilate(data: Tensor, strides, dilation_value=0.0, name: str = "DilatedInput") -> Tensor:
@@ -32,13 +32,7 @@ def conv2d_transpose_nchw(Input: Tensor, Filter: Tensor, strides, padding, out_d
                           output_padding=(0, 0)) -> Tensor:
     """``Input`` (N, C, H, W), ``Filter`` (C, O, KH, KW): (N, O, (H - 1) * sh - pt - pb + KH + oph, ...)."""
     op = "conv2d_transpose_nchw"
-    check_nd(op, "Input", Input, 4)
-    check_nd(op, "Filter", Filter, 4)
-    n, c, h, w = Input.shape
-    fc, o, kh, kw = Filter.shape
-    if not structural_equal(simplify(c), simplify(fc)):
-        raise ValueError(f"{op}: Input {Input.name} has {c} channels, Filter {Filter.name} {fc}")
-    kh, kw = _const_int(op, "kernel height", kh), _const_int(op, "kernel width", kw)
+    n, c, h, w, o, kh, kw = channel_first_args(op, Input, Filter)
     sh, sw = pair(op, "strides", strides)
     oph, opw = pair(op, "output_padding", output_padding)
     if oph >= sh or opw >= sw:

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 from ...arith import simplify
-from ...expr import structural_equal
 from ...reduce import sum as rsum
 from ...tensor import Tensor, compute, reduce_axis
-from .conv2d import _const_int, conv_geometry
+from .conv2d import channel_first_args, conv_geometry
 from .pad import pad
-from .utils import check_nd, scaled
+from .utils import scaled
 
 
 def depthwise_conv2d_nchw(Input: Tensor, Filter: Tensor, stride, padding, dilation,  # noqa: N803
@@ -15,13 +14,7 @@ def depthwise_conv2d_nchw(Input: Tensor, Filter: Tensor, stride, padding, dilati
     """``Input`` (N, C, H, W), ``Filter`` (C, M, KH, KW): output (N, C * M, OH, OW), channel ``c``
     from input channel ``c // M`` and filter ``(c // M, c % M)``."""
     op = "depthwise_conv2d_nchw"
-    check_nd(op, "Input", Input, 4)
-    check_nd(op, "Filter", Filter, 4)
-    n, c, h, w = Input.shape
-    fc, m, kh, kw = Filter.shape
-    if not structural_equal(simplify(c), simplify(fc)):
-        raise ValueError(f"{op}: Input {Input.name} has {c} channels, Filter {Filter.name} {fc}")
-    kh, kw = _const_int(op, "kernel height", kh), _const_int(op, "kernel width", kw)
+    n, c, h, w, m, kh, kw = channel_first_args(op, Input, Filter)
     (sh, sw), (dh, dw), (pt, pl, pb, pr), oh, ow = conv_geometry(op, h, w, kh, kw, stride, padding, dilation)
     out_dtype = out_dtype or Input.dtype
     data = pad(Input, (0, 0, pt, pl), (0, 0, pb, pr), name="PaddedInput") if any((pt, pl, pb, pr)) else Input

@@ -5,12 +5,12 @@ from ...arith import simplify
 from ...expr import IntImm, convert
 from ...intrin import all as all_, if_then_else
 from ...tensor import Tensor, compute
+from ..math import check_tensor
 
 
 def pad(data: Tensor, pad_before, pad_after=None, pad_value=0.0, name: str = "PadInput", attrs=None) -> Tensor:
     """``data`` with ``pad_before[d]`` / ``pad_after[d]`` elements of ``pad_value`` around axis ``d``."""
-    if not isinstance(data, Tensor):
-        raise TypeError(f"pad: data must be a tensor, got {type(data).__name__}")
+    check_tensor("pad", "data", data)
     pad_after = pad_before if pad_after is None else pad_after
     if len(pad_before) != data.ndim or len(pad_after) != data.ndim:
         raise ValueError(f"pad {data.name}: pad_before {list(pad_before)} and pad_after {list(pad_after)} need "

@@ -16,7 +16,7 @@ from ...reduce import max as rmax, sum as rsum
 from ...tensor import Tensor, compute, reduce_axis
 from ..math import check_tensor
 from .pad import pad
-from .utils import scaled
+from .utils import out_size, scaled
 
 
 def spatial_axes(op: str, data: Tensor, layout: str, n: int) -> list[int]:
@@ -53,11 +53,8 @@ def poolnd(data: Tensor, kernel, stride, dilation, padding, pool_type: str, ceil
     shape = list(data.shape)
     for k, ax in enumerate(axes):
         before[ax], after[ax] = head[k], tail[k] + offset[k]
-        shape[ax] = simplify((data.shape[ax] - (kernel[k] - 1) * dilation[k] - 1 + head[k] + tail[k] + offset[k])
-                             // stride[k] + 1)
-        if isinstance(shape[ax], IntImm) and shape[ax].value < 1:
-            raise ValueError(f"{_op}: the window {kernel} is larger than the padded input {data.name}"
-                             f"{list(map(str, data.shape))}")
+        shape[ax] = out_size(_op, data.shape[ax], head[k] + tail[k] + offset[k], (kernel[k] - 1) * dilation[k] + 1,
+                             stride[k])
     fill = min_value(data.dtype) if pool_type == "max" else const(0, data.dtype)
     temp = pad(data, before, after, fill, name="pad_temp") if any(before + after) else data
     rvs = [reduce_axis((0, k), name=f"rv{i}") for i, k in enumerate(kernel)]

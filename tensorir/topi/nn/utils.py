@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...arith import simplify
 from ...expr import IntImm, convert
 from ...tensor import Tensor
+from ..math import check_tensor
 
 
 def pair(op: str, arg: str, value, n: int = 2) -> tuple:
@@ -45,8 +46,7 @@ def scaled(x, k: int):
 
 
 def check_nd(op: str, arg: str, t, ndim: int) -> Tensor:
-    if not isinstance(t, Tensor):
-        raise TypeError(f"{op}: {arg} must be a tensor, got {type(t).__name__}")
+    check_tensor(op, arg, t)
     if t.ndim != ndim:
         raise ValueError(f"{op}: {arg} ({t.name}) must have {ndim} dimensions, got shape {list(map(str, t.shape))}")
     return t
