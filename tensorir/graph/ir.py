@@ -68,6 +68,23 @@ class Const(Value):
         return TensorType(self.value.shape, str(self.value.dtype))
 
 
+@dataclass(frozen=True)
+class GraphSource:
+    """Where a graph came from: the model file's sha256, opset and producer (recorded in artifacts);
+    ``model`` is the ModelProto itself (in-process only: parity checks run it)."""
+    format: str
+    sha256: str
+    opset: int
+    producer: str = ""
+    producer_version: str = ""
+    path: str | None = None
+    model: Any = field(default=None, repr=False, compare=False)
+
+    def to_json(self) -> dict:
+        return {"format": self.format, "sha256": self.sha256, "opset": self.opset, "producer": self.producer,
+                "producer_version": self.producer_version, "path": self.path}
+
+
 @dataclass(frozen=True, eq=False)
 class Kernel:
     """A fused group: ``body`` is a graph over the group's arguments; a call of it is a :class:`Node`."""
@@ -87,6 +104,7 @@ class Node(Value):
     inputs: tuple[Value, ...]
     attrs: Mapping[str, Any] = field(default_factory=dict)
     type: TensorType | None = None
+    name: str | None = None       # the source model's node name (an ONNX node's), kept by the passes
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", tuple(self.inputs))
@@ -105,6 +123,8 @@ class Graph:
     params: tuple[Var, ...] = ()
     output_names: tuple[str, ...] = ()
     name: str = "main"
+    source: "GraphSource | None" = None     # the model it was imported from (kept by ``optimize``)
+    passes: tuple[str, ...] = ()            # the passes ``optimize`` ran, in order
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", tuple(self.inputs))
@@ -169,10 +189,10 @@ def rewrite(g: Graph, fn: Callable[[Node], Value], *, inputs=None, params=None, 
         if isinstance(v, Node):
             new_inputs = tuple(memo.get(id(i), i) for i in v.inputs)
             node = v if all(a is b for a, b in zip(new_inputs, v.inputs)) else \
-                Node(v.op, new_inputs, v.attrs, v.type)
+                Node(v.op, new_inputs, v.attrs, v.type, v.name)
             if origin is not None:
                 origin[id(node)] = v
             memo[id(v)] = fn(node)
     outputs = tuple(memo.get(id(o), o) for o in g.outputs)
     return Graph(g.inputs if inputs is None else inputs, outputs, g.params if params is None else params,
-                 g.output_names, g.name)
+                 g.output_names, g.name, g.source, g.passes)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from ..op.registry import call
 from ..passes.basic import eliminate_dead_code, fold_node
 from . import onnx_ops  # noqa: F401  (registers the converters)
 from .onnx_ops.common import onnx_dtype
+from .source import onnx_source
 from .registry import MAX_OPSET, MIN_OPSET, find_converter
 
 
@@ -30,8 +32,8 @@ class Context:
         self.node = None
 
     def call(self, op: str, *inputs: Value, **attrs) -> Value:
-        """A node ``op(*inputs, **attrs)``, folded to a constant when its inputs are constants."""
-        return fold_node(call(op, *inputs, **attrs))
+        """A node ``op(*inputs, **attrs)`` named after the ONNX node, folded when its inputs are constants."""
+        return fold_node(replace(call(op, *inputs, **attrs), name=self.node.name or None if self.node else None))
 
     def const(self, v: Value | None) -> np.ndarray | None:
         """The array of a constant (or initializer) input; ``None`` when it is computed at run time."""
@@ -196,6 +198,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
         outputs.append(v)
     graph = eliminate_dead_code(Graph(tuple(inputs), tuple(outputs), tuple(param_vars),
                                       tuple(o.name for o in g.output), g.name or "main"))
+    graph = replace(graph, source=onnx_source(m, where, opset))
     return graph, {p.name: params[p.name] for p in graph.params}
 
 

@@ -1,6 +1,7 @@
 """Graph passes, each ``Graph -> Graph``, and :func:`optimize`, which runs them in order."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 from ..ir import Graph
@@ -25,14 +26,16 @@ PASSES: list[tuple[str, Pass]] = [
 def optimize(g: Graph, params: dict | None = None, *, fuse: bool = True, check: bool = True) -> Graph:
     """``g`` with ``params`` bound as constants, run through :data:`PASSES` (``fuse=False`` stops
     before fusion); ``check`` verifies the graph after every pass."""
+    source, ran = g.source, [*g.passes, "bind_params"]
     g = bind_params(g, params)
     for name, p in PASSES:
         if name == "fuse_ops" and not fuse:
             continue
         g = p(g)
+        ran.append(name)
         if check:
             verify(g)
-    return g
+    return replace(g, source=source, passes=tuple(ran))
 
 
 __all__ = ["PASSES", "bind_params", "eliminate_dead_code", "fold_constants", "fuse_ops", "infer_types",

@@ -26,7 +26,7 @@ def bind_params(g: Graph, params: dict | None) -> Graph:
     remaining = tuple(p for p in g.params if id(p) not in memo)
 
     def swap(n: Node):
-        return Node(n.op, tuple(memo.get(id(i), i) for i in n.inputs), n.attrs, n.type)
+        return Node(n.op, tuple(memo.get(id(i), i) for i in n.inputs), n.attrs, n.type, n.name)
     outputs = tuple(memo.get(id(o), o) for o in g.outputs)
     g2 = Graph(g.inputs, outputs, g.params, g.output_names, g.name)
     return rewrite(g2, swap, params=remaining)
@@ -38,7 +38,7 @@ def infer_types(g: Graph) -> Graph:
         if not isinstance(n.op, str):
             return n
         t = infer_type(n.op, [i.type for i in n.inputs], dict(n.attrs))
-        return n if t == n.type else Node(n.op, n.inputs, n.attrs, t)
+        return n if t == n.type else Node(n.op, n.inputs, n.attrs, t, n.name)
     return rewrite(g, retype)
 
 

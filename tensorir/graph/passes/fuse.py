@@ -29,7 +29,11 @@ class _Group:
 
 
 def _edge_pattern(consumer: Node, value: Value) -> OpPattern:
-    """The consumer's kind, where a broadcast that does not change the shape counts as elementwise."""
+    """The consumer's kind, where a broadcast that does not change the shape counts as elementwise; the
+    computed indices of a ``take`` (Gather) stay a kernel argument (opaque edge), so the model's run
+    entry can check them before the kernel runs."""
+    if consumer.op == "take" and value is consumer.inputs[1] and not isinstance(value, Const):
+        return P.OPAQUE
     kind = get_op(consumer.op).pattern
     return P.ELEMWISE if kind == P.BROADCAST and consumer.type.shape == value.type.shape else kind
 
@@ -123,7 +127,7 @@ def partition(g: Graph) -> list[int]:
                             P.COMM_REDUCE, P.OUT_ELEMWISE_FUSABLE))):
                     commit(i, parent)
             elif kind == P.INJECTIVE and phase == 1:
-                if check_path(i, parent, lambda k, _: k <= P.INJECTIVE):
+                if edge <= P.INJECTIVE and check_path(i, parent, lambda k, _: k <= P.INJECTIVE):
                     commit(i, parent)
     roots = {id(gr): i for i, gr in enumerate(groups) if gr.parent is None}
     return [roots[id(gr.root())] for gr in groups]
@@ -161,7 +165,7 @@ def fuse_ops(g: Graph) -> Graph:
                 local[id(v)] = Var(f"p{len(args)}", v.type)
                 args.append(v)
         for n in group:
-            local[id(n)] = Node(n.op, tuple(local[id(v)] for v in n.inputs), n.attrs, n.type)
+            local[id(n)] = Node(n.op, tuple(local[id(v)] for v in n.inputs), n.attrs, n.type, n.name)
         out = nodes[r]
         escaping = [n for n in group if n is not out and (n in g.outputs or any(
             id(c) not in inside for c in g.consumers.get(n, ())))]
@@ -174,7 +178,7 @@ def fuse_ops(g: Graph) -> Graph:
         call_args = tuple(memo.get(id(a), a) for a in args)
         memo[id(out)] = Node(kernel, call_args, {}, out.type)
     outputs = tuple(memo.get(id(o), o) for o in g.outputs)
-    return Graph(g.inputs, outputs, g.params, g.output_names, g.name)
+    return Graph(g.inputs, outputs, g.params, g.output_names, g.name, g.source, g.passes)
 
 
 def groups_pattern(group: list[Node]) -> OpPattern:

@@ -1,0 +1,117 @@
+"""One LLVM module for a whole model: every kernel, plus the exported run entries (TVM's AOT style).
+
+Each distinct kernel is emitted by :class:`~codegen.llvm.CodeGenLLVM` into its own IR text (so one that
+fails is isolated); :func:`link_model` links those texts into the module of the run entries, which
+is optimized once.  A run entry, one per native segment of the run list::
+
+    int32_t tiletune_model_run(void* const* inputs, void* const* outputs,
+                               uint8_t* workspace, const uint8_t* weights);
+
+takes each buffer's address from its place (:class:`~codegen.model_plan.Loc`), runs the Gather index
+checks of a step before calling its kernel (returning ``1 + check number`` at the first index out of
+range), calls the kernels in order, performs the output copies (single-segment models) and returns 0.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from tensorir.stmt import LoweredFunc
+
+from . import extern_code, jit
+from .llvm import CodeGenLLVM, CodegenError
+from .llvm_types import I1, I8, I32, I64, PTR, VOID, const, mem_type
+from .model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
+from .target import Target
+
+RUN = "tiletune_model_run"
+
+
+def entry_name(segment: int, n_segments: int) -> str:
+    """``tiletune_model_run``, or ``tiletune_model_run_seg<k>`` when fallback steps split the run list."""
+    return RUN if n_segments == 1 else f"{RUN}_seg{segment}"
+
+
+def kernel_ir(func: LoweredFunc, target: Target) -> tuple[str, bool, list]:
+    """IR text of one kernel, whether it runs parallel loops, and IR its pragmas import."""
+    if func.size_vars:
+        raise CodegenError(f"kernel {func.name}: symbolic shapes ({', '.join(v.name for v in func.size_vars)}) "
+                           "are not supported in a model")
+    cg = CodeGenLLVM(target, name=func.name)
+    cg.add_function(func)
+    if cg.packed_calls:
+        raise CodegenError(f"kernel {func.name}: call_packed is not supported in a model")
+    return str(cg.module), cg.uses_openmp, extern_code.prepare(func).llvm_ir
+
+
+def _address(b: ir.IRBuilder, args, loc: Loc) -> ir.Value:
+    inputs, outputs, workspace, weights = args
+    if loc.kind in (INPUT, OUTPUT):
+        table = inputs if loc.kind == INPUT else outputs
+        slot = b.gep(table, [const(I64, loc.index)], inbounds=True, source_etype=PTR)
+        return b.load(slot, typ=PTR)
+    base = workspace if loc.kind == WORKSPACE else weights
+    assert loc.kind in (WORKSPACE, WEIGHTS), loc
+    return b.gep(base, [const(I64, loc.offset)], inbounds=True, source_etype=I8)
+
+
+def _index_check(fn: ir.Function, b: ir.IRBuilder, ptr: ir.Value, loc: Loc, size: int, code: int) -> None:
+    """Loop over the indices at ``ptr``; return ``code`` at the first outside ``[-size, size)``."""
+    count = int(np.prod(loc.shape, dtype=np.int64))
+    if count == 0:
+        return
+    t = mem_type(loc.dtype)
+    pre = b.block
+    loop, cont, fail, done = (fn.append_basic_block(f"check{code}.{s}") for s in ("loop", "next", "fail", "done"))
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(I64)
+    v = b.load(b.gep(ptr, [i], inbounds=True, source_etype=t), typ=t)
+    bad = b.or_(b.icmp_signed("<", v, const(t, -size)), b.icmp_signed(">=", v, const(t, size)))
+    b.cbranch(bad, fail, cont)
+    b.position_at_end(cont)
+    nxt = b.add(i, const(I64, 1))
+    i.add_incoming(const(I64, 0), pre)
+    i.add_incoming(nxt, cont)
+    b.cbranch(b.icmp_signed("<", nxt, const(I64, count)), loop, done)
+    b.position_at_end(fail)
+    b.ret(const(I32, code))
+    b.position_at_end(done)
+
+
+def entries_ir(run: RunList, target: Target, kernel_arity: dict[str, int]) -> str:
+    """The module of the run entries (kernels declared; their definitions are linked in later)."""
+    module = ir.Module(name="tiletune_model")
+    module.triple = target.option("mtriple") or jit.triple()
+    module.data_layout = jit.data_layout(target)
+    kernels = {s: ir.Function(module, ir.FunctionType(VOID, [PTR] * k), name=s) for s, k in kernel_arity.items()}
+    memcpy = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, I64, I1]), name="llvm.memcpy.p0.p0.i64")
+    check_code = {}
+    for k, (i, c) in enumerate(run.checks):
+        check_code[(i, c)] = k + 1
+    segments = run.segments()
+    for seg, steps in enumerate(segments):
+        fn = ir.Function(module, ir.FunctionType(I32, [PTR] * 4), name=entry_name(seg, len(segments)))
+        fn.attributes.add("nounwind")
+        for a, n in zip(fn.args, ("inputs", "outputs", "workspace", "weights")):
+            a.name = n
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        for i in steps:
+            step = run.steps[i]
+            ptrs = [_address(b, fn.args, loc) for loc in step.args + [step.out]]
+            for c in step.checks:
+                _index_check(fn, b, ptrs[c.arg], step.args[c.arg], c.size, check_code[(i, c)])
+            b.call(kernels[step.symbol], ptrs)
+        if run.copies_in_entry:
+            for dst, src in run.copies:
+                b.call(memcpy, [_address(b, fn.args, dst), _address(b, fn.args, src), const(I64, dst.nbytes),
+                                const(I1, 0)])
+        b.ret(const(I32, 0))
+    return str(module)
+
+
+def link_model(entries: str, kernels: list[str], target: Target):
+    """Link the kernels' IR into the entries' module and optimize it (one LLVM module)."""
+    def prepare(mod):
+        extern_code.link_ir(mod, kernels)
+    return jit.optimize(entries, target, prepare)

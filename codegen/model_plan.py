@@ -1,0 +1,244 @@
+"""The run list of a fused graph: one step per kernel call, every buffer given a place.
+
+A place (:class:`Loc`) is one of: input ``i`` / output ``j`` (arrays the caller owns), an offset in the
+workspace (intermediates, packed by :mod:`codegen.memory_plan`) or an offset in the weights blob
+(constants, bound once at build time).  A kernel whose result is a graph output writes it straight
+into that output; an output that is a graph input, a constant or a second copy of another output is
+filled by a copy after the last step (:attr:`RunList.copies`).  Gather index checks
+(:class:`IndexCheck`) are numbered in run order; the run entry returns ``1 + number`` when one fails.
+
+Everything here is JSON data (``to_json`` / ``from_json``): it is what ``graph.json`` holds.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from tensorir.graph import Const, Graph, GraphError, Kernel, Node, Var
+
+from .memory_plan import ALIGN, Lifetime, MemoryPlan, align_up, plan_memory
+
+INPUT, OUTPUT, WORKSPACE, WEIGHTS = "input", "output", "workspace", "weights"
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Where one buffer lives: ``kind`` and ``index`` (input/output number) or byte ``offset``."""
+    kind: str
+    dtype: str
+    shape: tuple
+    index: int = 0
+    offset: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+    def to_json(self) -> dict:
+        d = {"kind": self.kind, "dtype": self.dtype, "shape": list(self.shape)}
+        d.update({"index": self.index} if self.kind in (INPUT, OUTPUT) else {"offset": self.offset})
+        return d
+
+    @staticmethod
+    def from_json(d: dict) -> "Loc":
+        return Loc(d["kind"], d["dtype"], tuple(d["shape"]), d.get("index", 0), d.get("offset", 0))
+
+
+@dataclass(frozen=True)
+class IndexCheck:
+    """Before a step runs: every element of its argument ``arg`` lies in ``[-size, size)`` (a Gather)."""
+    arg: int
+    size: int
+    axis: int
+    node: str
+
+    def message(self, values: np.ndarray) -> str:
+        bad = values[(values < -self.size) | (values >= self.size)]
+        which = f"index {int(bad.flat[0])}" if bad.size else "an index"
+        return f"Gather node {self.node}: {which} out of range for axis {self.axis} of size {self.size}"
+
+
+@dataclass
+class Step:
+    """One kernel call: ``args`` (the kernel's inputs, then ``out``) at their places."""
+    kernel: str
+    symbol: str | None            # exported symbol of a native kernel; None for a fallback step
+    args: list[Loc]
+    out: Loc
+    nodes: list[str]
+    checks: list[IndexCheck] = field(default_factory=list)
+    schedule: dict = field(default_factory=dict)
+    parallel: bool = False
+    body: Kernel | None = None    # the fused group (kept in-process; fallback steps evaluate it)
+
+    @property
+    def native(self) -> bool:
+        return self.symbol is not None
+
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel, "symbol": self.symbol, "native": self.native, "parallel": self.parallel,
+                "args": [a.to_json() for a in self.args], "out": self.out.to_json(), "nodes": self.nodes,
+                "index_checks": [asdict(c) for c in self.checks], "schedule": self.schedule}
+
+    @staticmethod
+    def from_json(d: dict) -> "Step":
+        return Step(d["kernel"], d["symbol"], [Loc.from_json(a) for a in d["args"]], Loc.from_json(d["out"]),
+                    list(d["nodes"]), [IndexCheck(**c) for c in d["index_checks"]], d["schedule"], d["parallel"])
+
+
+@dataclass
+class RunList:
+    inputs: list[tuple[str, str, tuple]]     # (name, dtype, shape)
+    outputs: list[tuple[str, str, tuple]]
+    steps: list[Step]
+    copies: list[tuple[Loc, Loc]]            # (destination, source) after the last step
+    memory: MemoryPlan
+    weights: list[tuple[str, int, int]]      # (constant name, offset, bytes)
+    weights_bytes: int
+
+    @property
+    def checks(self) -> list[tuple[int, IndexCheck]]:
+        """``(step index, check)`` in run order; check ``k`` fails with return code ``k + 1``."""
+        return [(i, c) for i, s in enumerate(self.steps) for c in s.checks]
+
+    @property
+    def copies_in_entry(self) -> bool:
+        """Whether the run entry performs the output copies (no fallback step: one entry runs all)."""
+        return all(s.native for s in self.steps)
+
+    def segments(self) -> list[list[int]]:
+        """Maximal runs of consecutive native steps (each becomes one exported entry); a run list of no
+        steps has one empty segment (its entry only copies)."""
+        out, cur = [], []
+        for i, s in enumerate(self.steps):
+            if s.native:
+                cur.append(i)
+            elif cur:
+                out.append(cur)
+                cur = []
+        if cur or not self.steps:
+            out.append(cur)
+        return out
+
+    def to_json(self) -> dict:
+        io = lambda xs: [{"name": n, "dtype": d, "shape": list(s)} for n, d, s in xs]  # noqa: E731
+        return {"inputs": io(self.inputs), "outputs": io(self.outputs), "steps": [s.to_json() for s in self.steps],
+                "copies": [{"dst": d.to_json(), "src": s.to_json()} for d, s in self.copies],
+                "memory_plan": self.memory.to_json(),
+                "weights": {"bytes": self.weights_bytes, "align": ALIGN,
+                            "constants": [{"name": n, "offset": o, "bytes": b} for n, o, b in self.weights]}}
+
+    @staticmethod
+    def from_json(d: dict) -> "RunList":
+        io = lambda xs: [(x["name"], x["dtype"], tuple(x["shape"])) for x in xs]  # noqa: E731
+        mp = d["memory_plan"]
+        return RunList(io(d["inputs"]), io(d["outputs"]), [Step.from_json(s) for s in d["steps"]],
+                       [(Loc.from_json(c["dst"]), Loc.from_json(c["src"])) for c in d["copies"]],
+                       MemoryPlan(tuple(mp["offsets"]), mp["workspace_bytes"], mp["naive_bytes"]),
+                       [(w["name"], w["offset"], w["bytes"]) for w in d["weights"]["constants"]],
+                       d["weights"]["bytes"])
+
+
+def node_label(n: Node) -> str:
+    """``op`` or ``op (onnx node name)``."""
+    name = getattr(n, "name", None)
+    return f"{n.op_name} ({name})" if name else n.op_name
+
+
+def _index_checks(node: Node) -> list[IndexCheck]:
+    """A check per ``take`` inside the kernel whose indices are a kernel argument (data-dependent)."""
+    body = node.op.body
+    params = {id(v): k for k, v in enumerate(body.inputs)}
+    out = []
+    for n in body.nodes:
+        if n.op != "take":
+            continue
+        data, idx = n.inputs
+        axis = n.attrs["axis"] % data.type.ndim
+        size, label = data.type.shape[axis], getattr(n, "name", None) or "take"
+        const = idx.value if isinstance(idx, Const) else None
+        if id(idx) in params and isinstance(node.inputs[params[id(idx)]], Const):
+            const = node.inputs[params[id(idx)]].value
+        if const is not None:     # constant indices: checked now, once
+            bad = const[(const < -size) | (const >= size)]
+            if bad.size:
+                raise GraphError(f"Gather node {label}: index {int(bad.flat[0])} out of range for axis {axis} "
+                                 f"of size {size}")
+        elif id(idx) in params:
+            out.append(IndexCheck(params[id(idx)], size, axis, label))
+    return out
+
+
+def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict] | None = None,
+             parallel: set | None = None) -> tuple[RunList, np.ndarray]:
+    """The run list of fused graph ``g`` and its weights blob (uint8).  ``symbols[id(node)]`` is the
+    native symbol of each kernel call, None where the step falls back to the reference evaluator."""
+    nodes = g.nodes
+    step_of = {id(n): i for i, n in enumerate(nodes)}
+    inputs = {id(v): i for i, v in enumerate(g.inputs)}
+    first_out: dict[int, int] = {}
+    for j, o in enumerate(g.outputs):
+        first_out.setdefault(id(o), j)
+    last_use = {id(n): i for i, n in enumerate(nodes)}
+    for i, n in enumerate(nodes):
+        for v in n.inputs:
+            if id(v) in step_of:
+                last_use[id(v)] = i
+
+    weights: list[tuple[str, int, int]] = []
+    blob: list[tuple[int, np.ndarray]] = []
+    placed: dict[int, Loc] = {}
+    size = 0
+
+    def weight(c: Const) -> Loc:
+        nonlocal size
+        if id(c) not in placed:
+            a = np.ascontiguousarray(c.value)
+            placed[id(c)] = Loc(WEIGHTS, str(a.dtype), a.shape, offset=size)
+            weights.append((c.name or f"const{len(weights)}", size, a.nbytes))
+            blob.append((size, a))
+            size = align_up(size + a.nbytes)
+        return placed[id(c)]
+
+    inter = [n for n in nodes if id(n) not in first_out]
+    lifetimes = [Lifetime(n.type.size * np.dtype(n.type.dtype).itemsize, step_of[id(n)], last_use[id(n)])
+                 for n in inter]
+    memory = plan_memory(lifetimes)
+    for n, off in zip(inter, memory.offsets):
+        placed[id(n)] = Loc(WORKSPACE, n.type.dtype, n.type.shape, offset=off)
+    for n in nodes:
+        if id(n) in first_out:
+            placed[id(n)] = Loc(OUTPUT, n.type.dtype, n.type.shape, index=first_out[id(n)])
+    for v in g.inputs:
+        placed[id(v)] = Loc(INPUT, v.type.dtype, v.type.shape, index=inputs[id(v)])
+
+    def where(v) -> Loc:
+        if isinstance(v, Const):
+            return weight(v)
+        if id(v) not in placed:
+            kind = "parameter" if isinstance(v, Var) else "value"
+            raise GraphError(f"build_model: {kind} {getattr(v, 'name', v)} has no value (unbound parameter? "
+                             "pass it in params=)")
+        return placed[id(v)]
+
+    steps = []
+    for n in nodes:
+        if not isinstance(n.op, Kernel):
+            raise GraphError(f"build_model: node {n.op_name} is not fused into a kernel (run graph.optimize)")
+        steps.append(Step(n.op.name, symbols.get(id(n)), [where(v) for v in n.inputs], placed[id(n)],
+                          [node_label(x) for x in n.op.body.nodes], _index_checks(n),
+                          (schedules or {}).get(id(n), {}), id(n) in (parallel or ()), n.op))
+    copies = []
+    for j, o in enumerate(g.outputs):
+        src = where(o)
+        if not (src.kind == OUTPUT and src.index == j):
+            copies.append((Loc(OUTPUT, src.dtype, src.shape, index=j), src))
+    data = np.zeros(align_up(max(size, 1)), np.uint8)
+    for off, a in blob:
+        data[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
+    io = lambda xs: [(getattr(v, "name", None) or nm, v.type.dtype, v.type.shape) for v, nm in xs]  # noqa: E731
+    run = RunList(io([(v, v.name) for v in g.inputs]), io(list(zip(g.outputs, g.output_names))), steps, copies,
+                  memory, weights, int(data.size))
+    run.outputs = [(nm, o.type.dtype, o.type.shape) for o, nm in zip(g.outputs, g.output_names)]
+    return run, data

@@ -1,0 +1,84 @@
+"""``ModelModule.profile`` and ``stats``: per-kernel times over the planned buffers, and a summary.
+
+Profiling runs the model once (which checks the inputs and the Gather indices), then calls the steps
+in run order, each ``repeat`` times, through its kernel's exported symbol over the same planned
+buffers (a step never writes its own inputs, so repeating it is harmless), and times the whole call.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class ModelProfile:
+    """Seconds: ``kernels`` is ``(kernel, native, median)`` per step; ``total`` is the whole call's
+    median; ``overhead`` is ``total`` minus the steps' sum."""
+    kernels: list[tuple[str, bool, float]]
+    total: float
+    repeat: int
+
+    @property
+    def kernel_sum(self) -> float:
+        return sum(t for _, _, t in self.kernels)
+
+    @property
+    def overhead(self) -> float:
+        return self.total - self.kernel_sum
+
+    def share(self, i: int) -> float:
+        return self.kernels[i][2] / self.kernel_sum if self.kernel_sum > 0 else 0.0
+
+    def to_json(self) -> dict:
+        return {"kernels": [{"kernel": k, "native": n, "median_ms": t * 1e3} for k, n, t in self.kernels],
+                "total_ms": self.total * 1e3, "kernel_sum_ms": self.kernel_sum * 1e3,
+                "overhead_ms": self.overhead * 1e3, "repeat": self.repeat}
+
+    def __str__(self) -> str:
+        width = max([len("kernel")] + [len(k) for k, _, _ in self.kernels])
+        lines = [f"{'#':>3}  {'kernel':<{width}}  {'kind':<9} {'median ms':>10} {'share':>7}"]
+        for i, (k, native, t) in enumerate(self.kernels):
+            kind = "native" if native else "fallback"
+            lines.append(f"{i:>3}  {k:<{width}}  {kind:<9} {t * 1e3:>10.4f} {100 * self.share(i):>6.1f}%")
+        lines.append(f"kernels sum {self.kernel_sum * 1e3:.4f} ms; whole call {self.total * 1e3:.4f} ms; "
+                     f"overhead {self.overhead * 1e3:.4f} ms (median of {self.repeat})")
+        return "\n".join(lines)
+
+
+def _median_time(fn, repeat: int) -> float:
+    clock, times = time.perf_counter, []
+    for _ in range(repeat):
+        t0 = clock()
+        fn()
+        times.append(clock() - t0)
+    return statistics.median(times)
+
+
+def profile(m, repeat: int = 20, **inputs) -> ModelProfile:
+    if repeat < 1:
+        raise ValueError(f"profile: repeat must be >= 1, got {repeat}")
+    m.run(**inputs)     # checks inputs and indices; leaves every buffer valid for the step timings
+    kernels = []
+    for i, step in enumerate(m.run_list.steps):
+        fn = m.kernel_function(i)
+        kernels.append((step.kernel, step.native, _median_time(fn, repeat)))
+    total = _median_time(m.run, repeat)
+    return ModelProfile(kernels, total, repeat)
+
+
+def stats(m) -> dict:
+    """A summary of ``m``: kernels, fallbacks (with their share of run time once profiled), memory plan."""
+    steps = m.run_list.steps
+    prof = m.last_profile
+    fallback = [{"kernel": s.kernel, "nodes": s.nodes,
+                 "share_of_run_time": None if prof is None else prof.share(i)}
+                for i, s in enumerate(steps) if not s.native]
+    mem = m.run_list.memory
+    return {"kernels": {"total": len(steps), "native": sum(s.native for s in steps),
+                        "distinct_native": len({s.symbol for s in steps if s.native}),
+                        "fallback": len(fallback), "fallback_kernels": fallback},
+            "memory_plan": {"workspace_bytes": mem.peak, "naive_bytes": mem.naive,
+                            "saved": 1 - mem.peak / mem.naive if mem.naive else 0.0},
+            "weights_bytes": m.run_list.weights_bytes,
+            "time_ms": None if prof is None else {"total": prof.total * 1e3, "overhead": prof.overhead * 1e3}}

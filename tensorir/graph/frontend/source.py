@@ -1,0 +1,20 @@
+"""The provenance of an imported model (:class:`~tensorir.graph.ir.GraphSource`): sha256 of its bytes,
+opset and producer, recorded in the artifacts built from it."""
+from __future__ import annotations
+
+import hashlib
+import os
+
+from ..ir import GraphSource
+
+
+def onnx_source(m, where: str, opset: int) -> GraphSource:
+    """The source record of ONNX model ``m`` loaded from ``where`` (a path, or "model")."""
+    if where != "model" and os.path.exists(where):
+        with open(where, "rb") as f:
+            data = f.read()
+        path = os.path.abspath(where)
+    else:
+        data, path = m.SerializeToString(), None
+    return GraphSource("onnx", hashlib.sha256(data).hexdigest(), int(opset), m.producer_name or "",
+                       m.producer_version or "", path, m)
