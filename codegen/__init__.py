@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from .build import build, lower_to_func
-from .graph_executor import GraphModule, build_model
+from .graph_executor import GraphModule, ModelModule, build_model
+from .model_artifact import ArtifactError, load_model
 from .export import load_module
 from .extern_code import load_library
 from .llvm import CodegenError
@@ -12,4 +13,5 @@ from .target import parse as parse_target
 from .timer import ProfileResult
 
 __all__ = ["build", "lower_to_func", "load_module", "CodegenError", "Module", "default_num_threads", "Target",
-           "host", "parse_target", "ProfileResult", "load_library", "build_model", "GraphModule"]
+           "host", "parse_target", "ProfileResult", "load_library", "build_model", "GraphModule",
+           "ModelModule", "load_model", "ArtifactError"]

@@ -20,11 +20,13 @@ from tensorir.stmt import LoweredFunc
 
 from . import extern_code, jit
 from .llvm import CodeGenLLVM, CodegenError
+from .llvm_parallel import thread_count_symbol
 from .llvm_types import I1, I8, I32, I64, PTR, VOID, const, mem_type
 from .model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
 from .target import Target
 
 RUN = "tiletune_model_run"
+SET_THREADS = "tiletune_model_set_num_threads"
 
 
 def entry_name(segment: int, n_segments: int) -> str:
@@ -79,6 +81,16 @@ def _index_check(fn: ir.Function, b: ir.IRBuilder, ptr: ir.Value, loc: Loc, size
     b.position_at_end(done)
 
 
+def _set_threads(module: ir.Module, run: RunList) -> None:
+    """``void tiletune_model_set_num_threads(int32_t n)``: stores ``n`` in every kernel's thread count."""
+    fn = ir.Function(module, ir.FunctionType(VOID, [I32]), name=SET_THREADS)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    for sym in sorted({s.symbol for s in run.steps if s.native and s.parallel}):
+        g = ir.GlobalVariable(module, I32, thread_count_symbol(sym))   # defined by the kernel's module
+        b.store(fn.args[0], g)
+    b.ret_void()
+
+
 def entries_ir(run: RunList, target: Target, kernel_arity: dict[str, int]) -> str:
     """The module of the run entries (kernels declared; their definitions are linked in later)."""
     module = ir.Module(name="tiletune_model")
@@ -107,6 +119,7 @@ def entries_ir(run: RunList, target: Target, kernel_arity: dict[str, int]) -> st
                 b.call(memcpy, [_address(b, fn.args, dst), _address(b, fn.args, src), const(I64, dst.nbytes),
                                 const(I1, 0)])
         b.ret(const(I32, 0))
+    _set_threads(module, run)
     return str(module)
 
 

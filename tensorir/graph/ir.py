@@ -78,11 +78,13 @@ class GraphSource:
     producer: str = ""
     producer_version: str = ""
     path: str | None = None
+    shape_dict: Mapping[str, Any] = field(default_factory=dict)   # the shape bindings it was imported with
     model: Any = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
         return {"format": self.format, "sha256": self.sha256, "opset": self.opset, "producer": self.producer,
-                "producer_version": self.producer_version, "path": self.path}
+                "producer_version": self.producer_version, "path": self.path,
+                "shape_dict": {k: v if isinstance(v, int) else list(v) for k, v in self.shape_dict.items()}}
 
 
 @dataclass(frozen=True, eq=False)

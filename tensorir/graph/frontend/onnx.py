@@ -198,7 +198,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
         outputs.append(v)
     graph = eliminate_dead_code(Graph(tuple(inputs), tuple(outputs), tuple(param_vars),
                                       tuple(o.name for o in g.output), g.name or "main"))
-    graph = replace(graph, source=onnx_source(m, where, opset))
+    graph = replace(graph, source=onnx_source(m, where, opset, shape_dict))
     return graph, {p.name: params[p.name] for p in graph.params}
 
 

@@ -8,7 +8,7 @@ import os
 from ..ir import GraphSource
 
 
-def onnx_source(m, where: str, opset: int) -> GraphSource:
+def onnx_source(m, where: str, opset: int, shape_dict: dict | None = None) -> GraphSource:
     """The source record of ONNX model ``m`` loaded from ``where`` (a path, or "model")."""
     if where != "model" and os.path.exists(where):
         with open(where, "rb") as f:
@@ -17,4 +17,9 @@ def onnx_source(m, where: str, opset: int) -> GraphSource:
     else:
         data, path = m.SerializeToString(), None
     return GraphSource("onnx", hashlib.sha256(data).hexdigest(), int(opset), m.producer_name or "",
-                       m.producer_version or "", path, m)
+                       m.producer_version or "", path, _bindings(shape_dict or {}), m)
+
+
+def _bindings(shape_dict: dict) -> dict:
+    return {str(k): int(v) if isinstance(v, (int,)) or getattr(v, "ndim", 1) == 0 else [int(d) for d in v]
+            for k, v in shape_dict.items()}
