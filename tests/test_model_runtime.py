@@ -1,0 +1,262 @@
+"""The model runtime: one native run entry over a static memory plan (liveness-packed workspace, one
+weights blob), outputs that alias inputs/constants/intermediates, Gather index checks in the entry,
+the reference fallback between native segments, profile/stats/num_threads.  Fresh random inputs;
+every planned buffer and output poisoned with NaN before each run."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import codegen
+from codegen.memory_plan import ALIGN, Lifetime, check_plan, plan_memory
+from codegen.model_plan import OUTPUT, WORKSPACE
+from tensorir import graph
+from tensorir.graph import Const, GraphError, TensorType, Var, call
+
+
+def _poison(m):
+    m.workspace.view(np.uint8)[...] = 0xFF            # NaN in every float32/float64 lane
+    for o in m._outputs:
+        o.view(np.uint8)[...] = 0xFF
+
+
+def _lifetimes_from_graph(m):
+    """Workspace buffers as (offset, bytes, first step, last step): lifetimes from the fused graph's
+    readers (not from the plan), places from the steps."""
+    nodes, run = m.graph.nodes, m.run_list
+    last = {id(n): i for i, n in enumerate(nodes)}
+    for j, n in enumerate(nodes):
+        for v in n.inputs:
+            if id(v) in last:
+                last[id(v)] = max(last[id(v)], j)
+    return [(s.out.offset, s.out.nbytes, i, last[id(nodes[i])])
+            for i, s in enumerate(run.steps) if s.out.kind == WORKSPACE]
+
+
+def _assert_disjoint(m):
+    run = m.run_list
+    bufs = _lifetimes_from_graph(m)
+    assert len(bufs) == len(run.memory.offsets)
+    for i, (o1, n1, a1, b1) in enumerate(bufs):
+        assert o1 % ALIGN == 0 and o1 + n1 <= run.memory.peak
+        for o2, n2, a2, b2 in bufs[:i]:
+            if a1 <= b2 and a2 <= b1:
+                assert o1 + n1 <= o2 or o2 + n2 <= o1, "live-overlapping buffers share bytes"
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_memory_plan_never_overlaps_live_buffers(seed):
+    rng = np.random.default_rng(seed)
+    bufs = []
+    for _ in range(rng.integers(1, 40)):
+        start = int(rng.integers(0, 30))
+        bufs.append(Lifetime(int(rng.choice([0, 1, 3, 64, 100, 4096, int(rng.integers(1, 5000))])), start,
+                             start + int(rng.integers(0, 8))))
+    plan = plan_memory(bufs)
+    check_plan(bufs, plan)
+    assert plan.peak <= plan.naive
+    assert plan.peak >= max(sum(-(-b.size // ALIGN) * ALIGN for b in bufs if b.start <= t <= b.end)
+                            for t in range(40))   # at least the bytes live at once
+
+
+def _random_graph(rng):
+    """A random DAG of elementwise/broadcast/reduce/dense ops over two inputs (several outputs)."""
+    x, y = Var("x", TensorType((4, 8), "float32")), Var("y", TensorType((8,), "float32"))
+    values = [x, call("add", x, y)]
+    for _ in range(int(rng.integers(3, 14))):
+        a, b = (values[int(k)] for k in rng.integers(0, len(values), 2))
+        op = rng.choice(["add", "multiply", "tanh", "exp_neg", "softmax", "dense"])
+        if op in ("add", "multiply"):
+            values.append(call(op, a, b))
+        elif op == "tanh":
+            values.append(call("tanh", a))
+        elif op == "exp_neg":
+            values.append(call("exp", call("negative", call("abs", a))))
+        elif op == "softmax":
+            values.append(call("nn.softmax", a))
+        else:
+            w = Const(rng.standard_normal((8, 8)).astype("float32") * 0.3, f"w{len(values)}")
+            values.append(call("nn.dense", a, w))
+    outs = tuple(values[int(k)] for k in rng.choice(np.arange(1, len(values)), size=min(3, len(values) - 1),
+                                                  replace=False))
+    return graph.Graph((x, y), outs)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_graphs_plans_and_results(seed):
+    rng = np.random.default_rng(100 + seed)
+    g = _random_graph(rng)
+    m = codegen.build_model(g)
+    _assert_disjoint(m)
+    for _ in range(2):
+        a = np.random.default_rng().standard_normal((4, 8)).astype("float32")
+        b = np.random.default_rng().standard_normal(8).astype("float32")
+        want = graph.evaluate(g, {"x": a, "y": b})
+        _poison(m)
+        got = m(x=a, y=b)
+        for w, o in zip(want, got):
+            np.testing.assert_allclose(o, w, rtol=2e-5, atol=1e-5)
+
+
+def test_outputs_that_are_inputs_constants_duplicates_and_intermediates():
+    x = Var("x", TensorType((3, 5), "float32"))
+    c = Const(np.arange(15, dtype="float32").reshape(3, 5), "table")
+    e = call("exp", x)
+    t = call("nn.softmax", e)                     # e is an output and feeds a later kernel
+    g = graph.Graph((x,), (x, c, e, t, e), output_names=("same", "table", "e", "t", "e2"))
+    m = codegen.build_model(g)
+    assert [s.native for s in m.steps] == [True] * len(m.steps) and m.run_list.copies
+    a = np.random.default_rng().standard_normal((3, 5)).astype("float32")
+    _poison(m)
+    same, table, ee, tt, e2 = m(x=a)
+    np.testing.assert_array_equal(same, a)
+    np.testing.assert_array_equal(table, c.value)
+    np.testing.assert_allclose(ee, np.exp(a), rtol=1e-6)
+    np.testing.assert_array_equal(e2, ee)
+    s = np.exp(ee - ee.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(tt, s / s.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_one_native_call_per_run(monkeypatch):
+    g = _random_graph(np.random.default_rng(3))
+    m = codegen.build_model(g)
+    assert len(m._program) == 1 and m._program[0][0] == "native" and len(m.steps) > 1
+    assert m.run_list.memory.peak <= m.run_list.memory.naive
+    # no Python per kernel: the evaluator and per-kernel functions are never touched by run()
+    monkeypatch.setattr(m, "run_fallback", lambda i: pytest.fail("fallback called"))
+    m.run(x=np.ones((4, 8), "float32"), y=np.ones(8, "float32"))
+
+
+def _embedding(n=50, d=6, name="embed"):
+    ids = Var("ids", TensorType((2, 5), "int64"))
+    table = Const(np.random.default_rng(1).standard_normal((n, d)).astype("float32"), "table")
+    shifted = call("add", ids, Const(np.array(1, "int64")))          # computed indices: must stay a buffer
+    from dataclasses import replace
+    gathered = replace(call("take", table, shifted, axis=0), name=name)
+    return graph.Graph((ids,), (call("tanh", gathered),)), table.value
+
+
+def test_gather_indices_are_checked_in_the_entry():
+    g, table = _embedding()
+    m = codegen.build_model(g)
+    take_step = [s for s in m.steps if any(n.startswith("take") for n in s.nodes)][0]
+    assert take_step.checks and take_step.args[take_step.checks[0].arg].kind == WORKSPACE   # materialized
+    rng = np.random.default_rng()
+    ids = rng.integers(-51, 49, (2, 5)).astype("int64")               # +1: [-50, 50), negatives wrap
+    _poison(m)
+    (got,) = m(ids=ids)
+    np.testing.assert_allclose(got, np.tanh(table[np.where(ids + 1 < 0, ids + 51, ids + 1)]), rtol=1e-6)
+    bad = ids.copy()
+    bad[1, 3] = 56
+    with pytest.raises(ValueError, match=r"^Gather node embed \(take\)|^Gather node embed: index 57 out of range "
+                                         r"for axis 0 of size 50$"):
+        m(ids=bad)
+    bad[1, 3] = -52                                                   # -51 is outside [-50, 50)
+    with pytest.raises(ValueError, match="Gather node embed: index -51 out of range for axis 0 of size 50"):
+        m(ids=bad)
+    (again,) = m(ids=ids)                                             # still fine afterwards
+    np.testing.assert_allclose(again, got)
+
+
+def test_gather_constant_indices_checked_at_build():
+    x = Var("x", TensorType((4, 3), "float32"))
+    from dataclasses import replace
+    g = graph.Graph((x,), (replace(call("take", x, Const(np.array([0, 9, 1, 2, 3, 0, 1, 2, 3], "int64"), "idx"),
+                                        axis=0), name="g0"),))
+    with pytest.raises(GraphError, match="Gather node g0: index 9 out of range for axis 0 of size 4"):
+        codegen.build_model(g)
+
+
+def _fallback_graph():
+    x = Var("x", TensorType((2, 5), "float32"))
+    p = call("nn.pad", call("nn.softmax", x), pad_width=((1, 1), (0, 2)), pad_mode="edge")
+    return x, graph.Graph((x,), (call("nn.softmax", call("tanh", p)), p), output_names=("y", "p"))
+
+
+def test_fallback_error_lists_every_op_type_once():
+    _, g = _fallback_graph()
+    with pytest.raises(GraphError, match=r"1 op type\(s\) have no native kernel: nn.pad \(x1\)"):
+        codegen.build_model(g)
+
+
+def test_reference_fallback_splits_the_run_list():
+    _, g = _fallback_graph()
+    with pytest.warns(RuntimeWarning, match=r"run by the reference fallback, not compiled: fused_nn_pad"):
+        m = codegen.build_model(g, fallback="reference")
+    kinds = [k for k, _ in m._program]
+    assert kinds == ["native", "fallback", "native"] and len(m.run_list.segments()) == 2
+    a = np.random.default_rng().standard_normal((2, 5)).astype("float32")
+    _poison(m)
+    y, p = m(x=a)
+    s0 = np.exp(a - a.max(axis=1, keepdims=True))
+    want_p = np.pad(s0 / s0.sum(axis=1, keepdims=True), ((1, 1), (0, 2)), mode="edge")
+    np.testing.assert_allclose(p, want_p, rtol=1e-6)
+    e = np.exp(np.tanh(want_p))
+    np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+    st = m.stats()
+    assert st["kernels"]["fallback"] == 1 and st["kernels"]["fallback_kernels"][0]["kernel"] == "fused_nn_pad"
+    prof = m.profile(x=a, repeat=3, quiet=True)
+    share = m.stats()["kernels"]["fallback_kernels"][0]["share_of_run_time"]
+    assert 0 < share <= 1 and [k for k, _, _ in prof.kernels] == [s.kernel for s in m.steps]
+    with pytest.raises(ValueError, match="fused_nn_pad run by the reference fallback"):
+        m.export_library("/tmp/never_written")
+
+
+def test_profile_stats_and_threads(capsys):
+    g = _random_graph(np.random.default_rng(5))
+    m = codegen.build_model(g)
+    a, b = np.random.default_rng().standard_normal((4, 8)).astype("float32"), np.ones(8, "float32")
+    rep = m.profile(x=a, y=b, repeat=5)
+    out = capsys.readouterr().out
+    assert "whole call" in out and "overhead" in out and all(s.kernel in out for s in m.steps)
+    assert len(rep.kernels) == len(m.steps) and rep.total > 0
+    assert abs(rep.overhead - (rep.total - sum(t for _, _, t in rep.kernels))) < 1e-12
+    st = m.stats()
+    assert st["memory_plan"]["workspace_bytes"] <= st["memory_plan"]["naive_bytes"]
+    assert st["kernels"]["native"] == len(m.steps) and st["kernels"]["fallback"] == 0
+    m.num_threads = 1
+    assert all(t.value == 1 for t in m._threads) and m.num_threads == 1
+    with pytest.raises(ValueError, match="num_threads must be >= 1"):
+        m.num_threads = 0
+    want = graph.evaluate(g, {"x": a, "y": b})
+    for w, o in zip(want, m(x=a, y=b)):
+        np.testing.assert_allclose(o, w, rtol=2e-5, atol=1e-5)
+
+
+def test_onnx_models_plan_and_names():
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    import graph_models as gm
+    for make, shapes in ((gm.small_cnn, {"N": 2}), (gm.transformer_block, {"batch": 2, "seq": 7})):
+        model = make()
+        g, params = graph.from_onnx(model, shapes)
+        assert g.source.opset == 17 and g.source.producer == "tiletune-tests" and len(g.source.sha256) == 64
+        m = codegen.build_model(g, params=params)
+        assert m.meta["passes"][0] == "bind_params" and m.meta["passes"][-1] == "fuse_ops"
+        _assert_disjoint(m)
+        assert m.run_list.memory.peak < m.run_list.memory.naive
+        x = np.random.default_rng().standard_normal(g.inputs[0].type.shape).astype("float32")
+        want = gm.run_onnxruntime(model, {"x": x})[0]
+        _poison(m)
+        np.testing.assert_allclose(m(x=x)[0], want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+
+
+def test_onnx_gather_names_the_onnx_node():
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    table = np.random.default_rng(0).standard_normal((50, 4)).astype("float32")
+    nodes = [helper.make_node("Cast", ["ids"], ["ids64"], to=TensorProto.INT64, name="cast_ids"),
+             helper.make_node("Gather", ["table", "ids64"], ["emb"], axis=0, name="token_embedding"),
+             helper.make_node("Relu", ["emb"], ["y"], name="relu")]
+    gr = helper.make_graph(nodes, "emb", [helper.make_tensor_value_info("ids", TensorProto.INT32, ["B", 3])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 3, 4])],
+                           [numpy_helper.from_array(table, "table")])
+    model = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17)])
+    g, params = graph.from_onnx(model, {"B": 2})
+    m = codegen.build_model(g, params=params)
+    ids = np.random.default_rng().integers(-50, 50, (2, 3)).astype("int32")
+    _poison(m)
+    np.testing.assert_allclose(m(ids=ids)[0], np.maximum(table[ids], 0))
+    ids[0, 2] = 57
+    with pytest.raises(ValueError, match="Gather node token_embedding: index 57 out of range for axis 0 of size 50"):
+        m(ids=ids)
