@@ -6,7 +6,8 @@ The artifact directory:
                      system C compiler (``$CC`` or ``cc``) as :mod:`codegen.export` links kernels.
 * ``graph.json``     the run list (:class:`~codegen.model_plan.RunList`): inputs, outputs, steps with
                      their symbols and planned places, index checks, output copies, the memory plan and
-                     the weight offsets; plus the entry symbols.
+                     the weight offsets; plus the entry symbols, and each reference-fallback step's body
+                     graph (:mod:`codegen.model_fallback`).
 * ``weights.npy``    one ``uint8`` array: the weights blob laid out as planned (loads with
                      ``allow_pickle=False``; its data starts after the ``.npy`` header).
 * ``model.h``        the C interface (:mod:`codegen.model_header`).
@@ -32,6 +33,7 @@ import numpy as np
 from . import jit
 from .export import _dlopen, _link, build_info
 from .model_codegen import entry_name
+from .model_fallback import kernel_from_json, kernel_to_json
 from .model_header import model_header
 from .model_module import ModelModule
 from .model_plan import RunList
@@ -56,9 +58,13 @@ def _sha256(path: str) -> str:
 
 def _graph_json(m: ModelModule) -> dict:
     segments = m.run_list.segments()
-    return {"format": GRAPH_FORMAT, "name": m.meta.get("name", "model"), "target": m.meta["target"],
-            "entries": [{"symbol": entry_name(k, len(segments)), "steps": seg} for k, seg in enumerate(segments)],
-            "copies_in_entry": m.run_list.copies_in_entry, **m.run_list.to_json()}
+    d = {"format": GRAPH_FORMAT, "name": m.meta.get("name", "model"), "target": m.meta["target"],
+         "entries": [{"symbol": entry_name(k, len(segments)), "steps": seg} for k, seg in enumerate(segments)],
+         "copies_in_entry": m.run_list.copies_in_entry, **m.run_list.to_json()}
+    for step, js in zip(m.run_list.steps, d["steps"]):
+        if not step.native:      # the reference fallback runs its body graph
+            js["body"] = kernel_to_json(step.body)
+    return d
 
 
 def _parity(m: ModelModule, seed: int = 0) -> dict | None:
@@ -95,8 +101,15 @@ def _parity(m: ModelModule, seed: int = 0) -> dict | None:
             "max_rel_error": max((o["max_rel_error"] for o in outs), default=0.0), "outputs": outs}
 
 
+def _needs_profile(m: ModelModule) -> bool:
+    return m.last_profile is None and not m.run_list.copies_in_entry and len(m._set) == len(m._inputs)
+
+
 def _manifest(m: ModelModule, files: dict) -> dict:
     run = m.run_list
+    parity = _parity(m)
+    if _needs_profile(m):
+        m.profile(repeat=5, quiet=True)      # the fallback steps' share of run time (inputs from _parity)
     prof = m.last_profile
     source = m.meta.get("source")
     tgt = parse(m.meta["target"])
@@ -114,7 +127,7 @@ def _manifest(m: ModelModule, files: dict) -> dict:
         "memory_plan": {"workspace_bytes": run.memory.peak, "naive_bytes": run.memory.naive},
         "weights_bytes": run.weights_bytes,
         "compile_seconds": m.meta.get("compile_seconds"),
-        "parity": _parity(m),
+        "parity": parity,
         "files": files,
     }
 
@@ -123,10 +136,7 @@ def export_model(m: ModelModule, directory: str) -> None:
     """Write the artifact of ``m`` into ``directory`` (created if needed)."""
     if m._ir is None:
         raise ValueError("export_library: this model was loaded from an artifact; copy its directory instead")
-    if not all(s.native for s in m.run_list.steps):
-        fb = ", ".join(s.kernel for s in m.run_list.steps if not s.native)
-        raise ValueError(f"export_library: kernels {fb} run by the reference fallback, which an artifact cannot "
-                         "hold; build with fallback=\"error\" to see what lacks a native kernel")
+    graph_json = _graph_json(m)     # first: a fallback body that cannot be stored fails before writing
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
     tgt = parse(m.meta["target"])
@@ -137,7 +147,7 @@ def export_model(m: ModelModule, directory: str) -> None:
         _link(obj, os.path.join(tmp, "model.so"), any(s.parallel for s in m.run_list.steps))
         shutil.move(os.path.join(tmp, "model.so"), os.path.join(directory, "model.so"))
     with open(os.path.join(directory, "graph.json"), "w") as f:
-        json.dump(_graph_json(m), f, indent=1)
+        json.dump(graph_json, f, indent=1)
     np.save(os.path.join(directory, "weights.npy"), np.asarray(m.weights), allow_pickle=False)
     with open(os.path.join(directory, "model.h"), "w") as f:
         f.write(model_header(m.run_list, m.meta.get("name", "model")))
@@ -215,6 +225,11 @@ def load_model(directory: str) -> ModelModule:
             "passes": manifest.get("passes", []), "compile_seconds": manifest.get("compile_seconds"),
             "build": {k: manifest.get(k) for k in ("tiletune", "llvmlite", "llvm")}, "source": None,
             "loaded_from": directory}
-    if not all(s.native for s in run.steps):
-        raise ArtifactError(f"load_model: {directory} has reference-fallback steps, which need the graph")
+    for step, js in zip(run.steps, graph["steps"]):
+        if not step.native:
+            try:
+                step.body = kernel_from_json(js["body"])
+            except (KeyError, TypeError, ValueError, IndexError) as e:
+                raise ArtifactError(f"load_model: {os.path.join(directory, 'graph.json')} is corrupt: fallback "
+                                    f"kernel {step.kernel}: {e!r}") from None
     return ModelModule(run, weights, address, keepalive=lib, meta=meta)

@@ -198,8 +198,24 @@ def test_reference_fallback_splits_the_run_list():
     prof = m.profile(x=a, repeat=3, quiet=True)
     share = m.stats()["kernels"]["fallback_kernels"][0]["share_of_run_time"]
     assert 0 < share <= 1 and [k for k, _, _ in prof.kernels] == [s.kernel for s in m.steps]
-    with pytest.raises(ValueError, match="fused_nn_pad run by the reference fallback"):
-        m.export_library("/tmp/never_written")
+
+
+def test_reference_fallback_in_an_artifact(tmp_path):
+    import json
+    _, g = _fallback_graph()
+    with pytest.warns(RuntimeWarning):
+        m = codegen.build_model(g, fallback="reference")
+    m.export_library(str(tmp_path / "fb"))
+    man = json.loads((tmp_path / "fb" / "manifest.json").read_text())
+    assert [f["kernel"] for f in man["fallback"]] == ["fused_nn_pad"] and man["fallback"][0]["nodes"] == ["nn.pad"]
+    assert man["parity"] is None     # not from ONNX: no inputs were set, so no share measured either
+    assert "tiletune_model_run_seg0" in (tmp_path / "fb" / "model.h").read_text()
+    loaded = codegen.load_model(str(tmp_path / "fb"))
+    assert loaded.kernels == m.kernels and loaded.steps[1].body is not None
+    a = np.random.default_rng().standard_normal((2, 5)).astype("float32")
+    _poison(loaded)
+    for got, want in zip(loaded(x=a), m(x=a)):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_profile_stats_and_threads(capsys):
