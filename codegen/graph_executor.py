@@ -44,13 +44,21 @@ def _compile_kernel(kernel: Kernel, target) -> dict:
             "arity": len(func.buffers), "schedule": {"kind": "default", "rule": rule}}
 
 
+def _op_type(n) -> str:
+    """The op type to report: an ``onnx.fallback`` node's ONNX op type (``domain.op`` off the default domain)."""
+    if n.op == "onnx.fallback":
+        domain = n.attrs.get("domain", "")
+        return n.attrs["op_type"] if domain in ("", "ai.onnx") else f"{domain}.{n.attrs['op_type']}"
+    return n.op
+
+
 def _culprit_ops(kernel: Kernel, error: Exception) -> list[str]:
     """The op types of ``kernel`` that have no kernel: those without a topi compute, else the op the
     error names, else every op of the kernel."""
-    ops = [n.op for n in kernel.body.nodes if isinstance(n.op, str)]
-    missing = [o for o in ops if _no_topi(o)]
+    missing = [_op_type(n) for n in kernel.body.nodes if isinstance(n.op, str) and _no_topi(n.op)]
     if missing:
         return missing
+    ops = [n.op for n in kernel.body.nodes if isinstance(n.op, str)]
     named = [o for o in dict.fromkeys(ops) if f": {o}:" in f": {error}"]
     return named[:1] or list(dict.fromkeys(ops))
 

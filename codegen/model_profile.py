@@ -47,6 +47,7 @@ class ModelProfile:
 
 
 def _median_time(fn, repeat: int) -> float:
+    fn()                                    # warm: caches, the OpenMP team
     clock, times = time.perf_counter, []
     for _ in range(repeat):
         t0 = clock()
