@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from tensorir.graph import Const, Graph, GraphError, Kernel, Node, Var
+from tensorir.graph.passes.fuse import INDEX_OPERANDS
 
 from .memory_plan import ALIGN, Lifetime, MemoryPlan, align_up, plan_memory
 
@@ -47,16 +48,18 @@ class Loc:
 
 @dataclass(frozen=True)
 class IndexCheck:
-    """Before a step runs: every element of its argument ``arg`` lies in ``[-size, size)`` (a Gather)."""
+    """Before a step runs: every element of its argument ``arg`` lies in ``[-size, size)`` (the indices of
+    a Gather, ONNX op ``onnx_op``, node ``node``)."""
     arg: int
     size: int
     axis: int
     node: str
+    onnx_op: str = "Gather"
 
     def message(self, values: np.ndarray) -> str:
         bad = values[(values < -self.size) | (values >= self.size)]
         which = f"index {int(bad.flat[0])}" if bad.size else "an index"
-        return f"Gather node {self.node}: {which} out of range for axis {self.axis} of size {self.size}"
+        return f"{self.onnx_op} node {self.node}: {which} out of range for axis {self.axis} of size {self.size}"
 
 
 @dataclass
@@ -142,31 +145,32 @@ class RunList:
 
 def node_label(n: Node) -> str:
     """``op`` or ``op (onnx node name)``."""
-    name = getattr(n, "name", None)
-    return f"{n.op_name} ({name})" if name else n.op_name
+    return f"{n.op_name} ({n.name})" if n.name else n.op_name
 
 
 def _index_checks(node: Node) -> list[IndexCheck]:
-    """A check per ``take`` inside the kernel whose indices are a kernel argument (data-dependent)."""
+    """A check per indexing op (``take``...) inside the kernel whose indices are a kernel argument
+    (data-dependent); constant indices are checked now."""
     body = node.op.body
     params = {id(v): k for k, v in enumerate(body.inputs)}
     out = []
     for n in body.nodes:
-        if n.op != "take":
+        if n.op not in INDEX_OPERANDS:
             continue
-        data, idx = n.inputs
-        axis = n.attrs["axis"] % data.type.ndim
-        size, label = data.type.shape[axis], getattr(n, "name", None) or "take"
+        k, onnx_op = INDEX_OPERANDS[n.op]
+        data, idx = n.inputs[0], n.inputs[k]
+        axis = n.attrs.get("axis", 0) % data.type.ndim
+        size, label = data.type.shape[axis], n.name or n.op
         const = idx.value if isinstance(idx, Const) else None
         if id(idx) in params and isinstance(node.inputs[params[id(idx)]], Const):
             const = node.inputs[params[id(idx)]].value
         if const is not None:     # constant indices: checked now, once
             bad = const[(const < -size) | (const >= size)]
             if bad.size:
-                raise GraphError(f"Gather node {label}: index {int(bad.flat[0])} out of range for axis {axis} "
+                raise GraphError(f"{onnx_op} node {label}: index {int(bad.flat[0])} out of range for axis {axis} "
                                  f"of size {size}")
         elif id(idx) in params:
-            out.append(IndexCheck(params[id(idx)], size, axis, label))
+            out.append(IndexCheck(params[id(idx)], size, axis, label, onnx_op))
     return out
 
 
@@ -237,8 +241,7 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
     data = np.zeros(align_up(max(size, 1)), np.uint8)
     for off, a in blob:
         data[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
-    io = lambda xs: [(getattr(v, "name", None) or nm, v.type.dtype, v.type.shape) for v, nm in xs]  # noqa: E731
-    run = RunList(io([(v, v.name) for v in g.inputs]), io(list(zip(g.outputs, g.output_names))), steps, copies,
-                  memory, weights, int(data.size))
-    run.outputs = [(nm, o.type.dtype, o.type.shape) for o, nm in zip(g.outputs, g.output_names)]
+    run = RunList([(v.name, v.type.dtype, v.type.shape) for v in g.inputs],
+                  [(nm, o.type.dtype, o.type.shape) for o, nm in zip(g.outputs, g.output_names)],
+                  steps, copies, memory, weights, int(data.size))
     return run, data

@@ -117,6 +117,22 @@ def test_outputs_that_are_inputs_constants_duplicates_and_intermediates():
     np.testing.assert_allclose(tt, s / s.sum(axis=1, keepdims=True), rtol=1e-5)
 
 
+def test_graph_without_kernels(tmp_path):
+    x = Var("x", TensorType((2, 3), "int32"))
+    c = Const(np.arange(4, dtype="float64"), "c")
+    m = codegen.build_model(graph.Graph((x,), (x, c)))
+    assert m.steps == [] and m.run_list.memory.peak == 0
+    a = np.random.default_rng().integers(-9, 9, (2, 3)).astype("int32")
+    _poison(m)
+    got_x, got_c = m(x=a)
+    np.testing.assert_array_equal(got_x, a)
+    np.testing.assert_array_equal(got_c, c.value)
+    m.export_library(str(tmp_path / "k"))
+    loaded = codegen.load_model(str(tmp_path / "k"))
+    _poison(loaded)
+    np.testing.assert_array_equal(loaded(x=a)[1], c.value)
+
+
 def test_one_native_call_per_run(monkeypatch):
     g = _random_graph(np.random.default_rng(3))
     m = codegen.build_model(g)

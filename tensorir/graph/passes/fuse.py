@@ -14,6 +14,11 @@ from ..printer import const_text
 
 P = OpPattern
 
+#: Operators with a data-dependent index operand (its position) -> the ONNX op they come from.  That
+#: operand stays a kernel argument (it is never fused into the consumer), so the model's run entry
+#: can check the indices before the kernel runs.
+INDEX_OPERANDS: dict[str, tuple[int, str]] = {"take": (1, "Gather"), "gather": (1, "GatherElements")}
+
 
 class _Group:
     def __init__(self, pattern: OpPattern):
@@ -30,9 +35,9 @@ class _Group:
 
 def _edge_pattern(consumer: Node, value: Value) -> OpPattern:
     """The consumer's kind, where a broadcast that does not change the shape counts as elementwise; the
-    computed indices of a ``take`` (Gather) stay a kernel argument (opaque edge), so the model's run
-    entry can check them before the kernel runs."""
-    if consumer.op == "take" and value is consumer.inputs[1] and not isinstance(value, Const):
+    computed indices of a ``take`` (Gather) stay a kernel argument (opaque edge, :data:`INDEX_OPERANDS`)."""
+    k = INDEX_OPERANDS.get(consumer.op, (None,))[0]
+    if k is not None and value is consumer.inputs[k] and not isinstance(value, Const):
         return P.OPAQUE
     kind = get_op(consumer.op).pattern
     return P.ELEMWISE if kind == P.BROADCAST and consumer.type.shape == value.type.shape else kind
