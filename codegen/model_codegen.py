@@ -125,6 +125,13 @@ def entries_ir(run: RunList, target: Target, kernel_arity: dict[str, int]) -> st
 
 def link_model(entries: str, kernels: list[str], target: Target):
     """Link the kernels' IR into the entries' module and optimize it (one LLVM module)."""
+    import llvmlite.binding as llvm
+
     def prepare(mod):
-        extern_code.link_ir(mod, kernels)
+        for text in kernels:
+            try:
+                mod.link_in(llvm.parse_assembly(text))
+            except RuntimeError as e:
+                first = text.split("define ", 1)[-1].split("(", 1)[0]
+                raise CodegenError(f"linking kernel {first} into the model failed: {e}") from None
     return jit.optimize(entries, target, prepare)
