@@ -33,15 +33,20 @@ from .target import parse
 FALLBACKS = ("error", "reference", "numpy")
 
 
-def _compile_kernel(kernel: Kernel, target) -> dict:
-    """Lower, schedule and emit one kernel: its symbol, IR text, parallelism and schedule origin."""
+def _compile_kernel(kernel: Kernel, target, schedule=None) -> dict:
+    """Lower, schedule and emit one kernel: its symbol, IR text, parallelism and schedule origin.
+    ``schedule(kt)`` may return ``(Schedule, origin dict)`` for the kernel's DAG, or None for the default."""
     from .build import lower_to_func
     kt = lower_kernel(kernel)
-    rule = SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_kernel).__name__
-    func = lower_to_func(schedule_kernel(kt), kt.args, name=kernel.name)
+    chosen = schedule(kt) if schedule is not None else None
+    if chosen is None:
+        rule = SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_kernel).__name__
+        chosen = schedule_kernel(kt), {"kind": "default", "rule": rule}
+    s, origin = chosen
+    func = lower_to_func(s, kt.args, name=kernel.name)
     text, parallel, extra = kernel_ir(func, target)
     return {"symbol": native_symbol(func.name), "ir": [text, *extra], "parallel": parallel,
-            "arity": len(func.buffers), "schedule": {"kind": "default", "rule": rule}}
+            "arity": len(func.buffers), "schedule": dict(origin)}
 
 
 def _op_type(n) -> str:
@@ -70,9 +75,13 @@ def _no_topi(op: str) -> bool:
         return True
 
 
-def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: str = "error") -> ModelModule:
+def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: str = "error", *,
+                schedule=None) -> ModelModule:
     """Compile graph ``g`` (from ``graph.from_onnx``): it is optimized and fused first unless already
-    fused, with ``params`` bound as constants.  See the module for ``fallback``."""
+    fused, with ``params`` bound as constants.  See the module for ``fallback``.  ``schedule(kt)``
+    (optional, for tuning logs) returns ``(Schedule, origin)`` for a kernel's DAG (a
+    :class:`~tensorir.graph.lower_te.KernelTE`) or None for its default schedule; ``origin`` is what the
+    manifest records, e.g. ``{"kind": "record", "log": path, "log_sha256": ..., "record": index}``."""
     if fallback not in FALLBACKS:
         raise ValueError(f"build_model: fallback must be one of {', '.join(FALLBACKS)}, got {fallback!r}")
     if not isinstance(g, Graph):
@@ -92,7 +101,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
         key = kernel_text(Kernel("k", node.op.body, node.op.pattern))
         if key not in cache:
             try:
-                cache[key] = _compile_kernel(node.op, tgt)
+                cache[key] = _compile_kernel(node.op, tgt, schedule)
             except Exception as e:  # any failure to lower, schedule or emit one kernel
                 cache[key] = e
         built = cache[key]

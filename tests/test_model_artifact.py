@@ -273,3 +273,26 @@ def test_c_program_gets_the_gather_error_code(tmp_path):
     loaded = codegen.load_model(str(out))
     with pytest.raises(ValueError, match="Gather node embed: index 50 out of range for axis 0 of size 50"):
         loaded(ids=ids)
+
+
+def test_schedule_origin_from_a_hook(tmp_path):
+    from tensorir.graph.schedules import schedule_kernel
+    x = Var("x", TensorType((4, 16), "float32"))
+    g = graph.Graph((x,), (call("nn.softmax", call("exp", x)), call("tanh", x)))
+    origin = {"kind": "record", "log": "tune.json", "log_sha256": "0" * 64, "record": 3}
+    seen = []
+
+    def from_log(kt):
+        seen.append(kt.kernel.name)
+        return (schedule_kernel(kt), origin) if kt.anchor_op == "nn.softmax" else None
+    m = codegen.build_model(g, schedule=from_log)
+    m.export_library(str(tmp_path / "s"))
+    man = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    kinds = {k["kernel"]: k["schedule"] for k in man["kernels"]}
+    assert len(seen) == 3 and kinds["fused_nn_softmax"] == origin and kinds["fused_exp"]["kind"] == "default"
+    assert kinds["fused_tanh"]["kind"] == "default" and kinds["fused_tanh"]["rule"] == "schedule_injective_kernel"
+    a = np.random.default_rng().standard_normal((4, 16)).astype("float32")
+    e = np.exp(np.exp(a) - np.exp(a).max(axis=1, keepdims=True))
+    p, t = codegen.load_model(str(tmp_path / "s"))(x=a)
+    np.testing.assert_allclose(p, e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(t, np.tanh(a), rtol=1e-6)
