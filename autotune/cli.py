@@ -1,9 +1,12 @@
-"""The ``tiletune`` command line: ``demo``, ``tune-op`` and ``logs best|merge|show|plot``."""
+"""The ``tiletune`` command line: ``demo``, ``tune-op``, ``logs best|merge|show|plot`` and the model
+commands ``compile``, ``run``, ``inspect`` (:mod:`.cli_model`)."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+
+from .cli_model import add_model_commands
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -128,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                       help="files defining the logs' templates: records whose config is not in the template's "
                            "space are refused too (costs are always checked)")
     logs.set_defaults(func=_logs)
+
+    add_model_commands(sub)
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -1,0 +1,191 @@
+"""The model commands of the ``tiletune`` command line: ``compile``, ``run`` and ``inspect``.
+
+::
+
+    tiletune compile model.onnx --shape x=1,3,224,224 [--target T] [--log L] -o out/
+    tiletune run out/ --input x=x.npy [--output y.npz] [--bench]
+    tiletune inspect out/ [--json]
+
+``compile`` imports the model (``graph.from_onnx``), builds it (``codegen.build_model``) and writes the
+artifact (``export_library``); ``run`` loads an artifact with no compiler (``codegen.load_model``);
+``inspect`` prints its manifest.  Bad input (a missing file, a malformed ``--shape``, an input the model
+lacks) is one line on stderr and exit status 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+class CommandError(Exception):
+    """A user error: printed as ``tiletune <command>: error: <message>``."""
+
+
+def parse_shape(text: str) -> tuple[str, object]:
+    """``x=1,3,224,224`` -> ``("x", (1, 3, 224, 224))``; ``N=4`` (a dimension name) -> ``("N", 4)``."""
+    name, sep, dims = text.partition("=")
+    if not sep or not name or not dims:
+        raise CommandError(f"--shape {text!r}: expected NAME=D1,D2,... (an input) or NAME=D (a dimension)")
+    try:
+        values = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        raise CommandError(f"--shape {text!r}: dimensions must be integers") from None
+    if any(v < 0 for v in values):
+        raise CommandError(f"--shape {text!r}: dimensions must not be negative")
+    return name, values[0] if len(values) == 1 and "," not in dims else values
+
+
+def parse_input(text: str) -> tuple[str, str]:
+    """``x=x.npy`` -> ``("x", "x.npy")``."""
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise CommandError(f"--input {text!r}: expected NAME=FILE.npy")
+    return name, path
+
+
+def _load_array(path: str):
+    import numpy as np
+    if not os.path.exists(path):
+        raise CommandError(f"input file {path} does not exist")
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise CommandError(f"input file {path} is not a .npy array: {e}") from None
+
+
+def _compile(args: argparse.Namespace) -> int:
+    import codegen
+    from tensorir import graph
+    shape_dict = dict(parse_shape(s) for s in args.shape)
+    if not os.path.exists(args.model):
+        raise CommandError(f"model file {args.model} does not exist")
+    start = time.perf_counter()
+    g, params = graph.from_onnx(args.model, shape_dict)
+    if args.log:
+        if not os.path.exists(args.log):
+            raise CommandError(f"tuning log {args.log} does not exist")
+        from . import apply_history_best
+        with apply_history_best(args.log):
+            m = codegen.build_model(g, target=args.target, params=params, fallback=args.fallback)
+    else:
+        m = codegen.build_model(g, target=args.target, params=params, fallback=args.fallback)
+    m.export_library(args.output)
+    print(f"compiled {args.model} for {args.target} in {time.perf_counter() - start:.1f} s: {args.output}")
+    print(_summary(_read_manifest(args.output)))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    import codegen
+    m = codegen.load_model(args.artifact)
+    inputs = dict(parse_input(s) for s in args.input)
+    arrays = {name: _load_array(path) for name, path in inputs.items()}
+    outputs = m(**arrays)
+    names = list(m.output_names)
+    for name, out in zip(names, outputs):
+        print(f"{name}: {out.dtype}{list(out.shape)}  min {out.min():.6g}  max {out.max():.6g}  "
+              f"mean {out.mean():.6g}" if out.size and out.dtype.kind in "fiu" else f"{name}: {out.dtype}{list(out.shape)}")
+    if args.output:
+        np.savez(args.output, **dict(zip(names, outputs)))
+        print(f"wrote {args.output}")
+    if args.bench:
+        times = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            m.run()
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        print(f"run: median {times[len(times) // 2] * 1e3:.3f} ms, min {times[0] * 1e3:.3f} ms "
+              f"over {args.repeat} runs ({m.num_threads} threads)")
+    return 0
+
+
+def _read_manifest(directory: str) -> dict:
+    path = os.path.join(directory, "manifest.json")
+    if not os.path.exists(path):
+        raise CommandError(f"{directory} is not a tiletune artifact: {path} does not exist")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise CommandError(f"{path} is not valid JSON: {e}") from None
+
+
+def _summary(manifest: dict) -> str:
+    """A few readable lines of a manifest (``tiletune inspect`` prints the whole of it)."""
+    lines = []
+    src = manifest.get("source") or {}
+    if src:
+        lines.append(f"model     {src.get('path', '?')}  sha256 {str(src.get('sha256', '?'))[:16]}…  "
+                     f"opset {src.get('opset', '?')}  producer {src.get('producer', '?')}")
+    lines.append(f"target    {manifest.get('target', '?')}")
+    kernels = manifest.get("kernels", [])
+    kinds: dict[str, int] = {}
+    for k in kernels:
+        kind = (k.get("schedule") or {}).get("kind", "?") if isinstance(k.get("schedule"), dict) else str(k.get("schedule"))
+        kinds[kind] = kinds.get(kind, 0) + 1
+    lines.append(f"kernels   {len(kernels)} ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})")
+    fallback = manifest.get("fallback_nodes") or manifest.get("fallback") or []
+    lines.append(f"fallback  {len(fallback)} node(s){': ' + ', '.join(map(str, fallback)) if fallback else ''}")
+    plan = manifest.get("memory_plan") or {}
+    if plan:
+        lines.append(f"memory    peak {plan.get('peak_bytes', '?')} bytes (naive {plan.get('naive_bytes', '?')})")
+    parity = manifest.get("parity") or {}
+    if parity:
+        lines.append(f"parity    vs {parity.get('peer', '?')}: max abs {parity.get('max_abs_error', '?')}, "
+                     f"max rel {parity.get('max_rel_error', '?')}")
+    return "\n".join(lines)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    manifest = _read_manifest(args.artifact)
+    if args.json:
+        print(json.dumps(manifest, indent=1))
+    else:
+        print(_summary(manifest))
+        print(json.dumps(manifest, indent=1))
+    return 0
+
+
+def guarded(func):
+    """Run a command, turning user errors into one line on stderr (exit status 2)."""
+    def run(args: argparse.Namespace) -> int:
+        from tensorir.graph import GraphError
+        try:
+            return func(args)
+        except (CommandError, GraphError, ValueError, FileNotFoundError, RuntimeError) as e:
+            print(f"tiletune {args.command}: error: {e}", file=sys.stderr)
+            return 2
+    return run
+
+
+def add_model_commands(sub) -> None:
+    """Add ``compile``, ``run`` and ``inspect`` to the subparsers ``sub``."""
+    comp = sub.add_parser("compile", help="compile an ONNX model into an artifact directory")
+    comp.add_argument("model", help="the .onnx file")
+    comp.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                      help="bind an input's shape (x=1,3,224,224) or a symbolic dimension (N=1); repeatable")
+    comp.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
+    comp.add_argument("--log", default=None, help="tuning log whose best records schedule the kernels")
+    comp.add_argument("--fallback", default="error", choices=["error", "reference"],
+                      help="ops without a kernel: fail the build (default) or run ONNX's reference evaluator")
+    comp.add_argument("-o", "--output", required=True, help="artifact directory")
+    comp.set_defaults(func=guarded(_compile))
+
+    run = sub.add_parser("run", help="run a compiled artifact on .npy inputs")
+    run.add_argument("artifact", help="the directory written by tiletune compile")
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="repeatable")
+    run.add_argument("--output", default=None, help="write the outputs to this .npz")
+    run.add_argument("--bench", action="store_true", help="also time run() (median of --repeat runs)")
+    run.add_argument("--repeat", type=int, default=50)
+    run.set_defaults(func=guarded(_run))
+
+    ins = sub.add_parser("inspect", help="print an artifact's manifest")
+    ins.add_argument("artifact")
+    ins.add_argument("--json", action="store_true", help="only the manifest, as JSON")
+    ins.set_defaults(func=guarded(_inspect))
