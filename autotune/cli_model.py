@@ -123,18 +123,24 @@ def _summary(manifest: dict) -> str:
     if src:
         lines.append(f"model     {src.get('path', '?')}  sha256 {str(src.get('sha256', '?'))[:16]}…  "
                      f"opset {src.get('opset', '?')}  producer {src.get('producer', '?')}")
-    lines.append(f"target    {manifest.get('target', '?')}")
+    target = str(manifest.get("target", "?"))
+    features = manifest.get("cpu_features") or []
+    short = target.split(" -mattr=")[0]
+    lines.append(f"target    {short}" + (f" (+{len(features)} CPU features, see cpu_features)" if features else ""))
+    lines.append(f"built by  tiletune {manifest.get('tiletune', '?')}, llvmlite {manifest.get('llvmlite', '?')}, "
+                 f"LLVM {manifest.get('llvm', '?')} in {manifest.get('compile_seconds', 0):.1f} s")
     kernels = manifest.get("kernels", [])
     kinds: dict[str, int] = {}
     for k in kernels:
-        kind = (k.get("schedule") or {}).get("kind", "?") if isinstance(k.get("schedule"), dict) else str(k.get("schedule"))
+        kind = (k.get("schedule") or {}).get("kind", "?") if k.get("native") else "fallback"
         kinds[kind] = kinds.get(kind, 0) + 1
     lines.append(f"kernels   {len(kernels)} ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})")
-    fallback = manifest.get("fallback_nodes") or manifest.get("fallback") or []
-    lines.append(f"fallback  {len(fallback)} node(s){': ' + ', '.join(map(str, fallback)) if fallback else ''}")
+    fallback = manifest.get("fallback") or []
+    names = [f"{f.get('kernel')} ({', '.join(f.get('nodes', []))})" for f in fallback]
+    lines.append(f"fallback  {len(fallback)} kernel(s){': ' + '; '.join(names) if names else ''}")
     plan = manifest.get("memory_plan") or {}
     if plan:
-        lines.append(f"memory    peak {plan.get('peak_bytes', '?')} bytes (naive {plan.get('naive_bytes', '?')})")
+        lines.append(f"memory    workspace {plan.get('workspace_bytes', '?')} bytes (naive {plan.get('naive_bytes', '?')})")
     parity = manifest.get("parity") or {}
     if parity:
         lines.append(f"parity    vs {parity.get('peer', '?')}: max abs {parity.get('max_abs_error', '?')}, "
@@ -148,7 +154,12 @@ def _inspect(args: argparse.Namespace) -> int:
         print(json.dumps(manifest, indent=1))
     else:
         print(_summary(manifest))
-        print(json.dumps(manifest, indent=1))
+        print("kernels:")
+        for k in manifest.get("kernels", []):
+            sched = k.get("schedule") or {}
+            origin = ", ".join(f"{key}={val}" for key, val in sched.items()) if isinstance(sched, dict) else sched
+            print(f"  {k.get('kernel')}: {' -> '.join(k.get('nodes', []))}  [{origin if k.get('native') else 'fallback'}]")
+        print(f"passes: {', '.join(map(str, manifest.get('passes', [])))}")
     return 0
 
 

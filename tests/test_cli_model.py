@@ -1,0 +1,73 @@
+"""``tiletune compile / run / inspect``: an ONNX model to an artifact, run from .npy files, its manifest
+printed; bad command lines are one error line and exit status 2."""
+import json
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from autotune.cli import main  # noqa: E402
+from graph_models import small_cnn  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    model = d / "cnn.onnx"
+    onnx.save(small_cnn(seed=3), str(model))
+    out = d / "out"
+    assert main(["compile", str(model), "--shape", "x=2,3,32,32", "-o", str(out)]) == 0
+    return d, model, out
+
+
+def test_compile_writes_an_artifact_with_a_manifest(compiled, capsys):
+    d, model, out = compiled
+    for name in ("model.so", "graph.json", "weights.npy", "model.h", "manifest.json"):
+        assert (out / name).exists(), name
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["shape_bindings"]["x"] == [2, 3, 32, 32]
+    assert manifest["source"]["path"].endswith("cnn.onnx")
+    assert all(k["native"] for k in manifest["kernels"])
+    assert main(["inspect", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "kernels" in text and "fused_nn_conv2d" in text and "parity" in text
+    assert main(["inspect", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["format"] == manifest["format"]
+
+
+def test_run_matches_the_reference_evaluator(compiled, tmp_path, capsys):
+    from onnx.reference import ReferenceEvaluator
+    d, model, out = compiled
+    x = np.random.default_rng(7).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = tmp_path / "y.npz"
+    assert main(["run", str(out), "--input", f"x={tmp_path / 'x.npy'}", "--output", str(result), "--bench",
+                 "--repeat", "3"]) == 0
+    assert "median" in capsys.readouterr().out
+    got = np.load(result)["y"]
+    want = ReferenceEvaluator(str(model)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("argv, culprit", [
+    (["compile", "{d}/missing.onnx", "-o", "{d}/o"], "missing.onnx"),
+    (["compile", "{model}", "--shape", "x=2,three", "-o", "{d}/o"], "x=2,three"),
+    (["compile", "{model}", "--shape", "x=2,3,32,32", "--shape", "y=1,2", "-o", "{d}/o"], "'y'"),
+    (["compile", "{model}", "-o", "{d}/o"], "'x'"),                   # the batch is unbound
+    (["run", "{out}", "--input", "z={d}/x.npy"], "'x'"),             # an input the model lacks
+    (["run", "{out}", "--input", "x={d}/none.npy"], "none.npy"),
+    (["run", "{out}", "--input", "x={d}/bad.npy"], "bad.npy"),
+    (["run", "{out}", "--input", "x={d}/small.npy"], "'x'"),         # a wrong shape
+    (["inspect", "{d}"], "manifest.json"),
+])
+def test_bad_command_lines_name_the_culprit(compiled, argv, culprit, capsys):
+    d, model, out = compiled
+    np.save(d / "x.npy", np.ones((2, 3, 32, 32), np.float32))
+    np.save(d / "small.npy", np.ones((1, 3, 32, 32), np.float32))
+    (d / "bad.npy").write_bytes(b"not an array")
+    args = [a.format(d=d, model=model, out=out) for a in argv]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tiletune {args[0]}: error:") and culprit in err, err
+    assert "Traceback" not in err
