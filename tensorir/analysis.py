@@ -179,6 +179,13 @@ class Analysis:
                         what = "parallelize" if loop.kind == PARALLEL else "vectorize"
                         w_idx = ", ".join(expr_text(i, self.names) for i in w.indices)
                         x_idx = ", ".join(expr_text(i, self.names) for i in x.indices)
+                        if w.opaque_dims or x.opaque_dims:
+                            raise ScheduleError(
+                                f"stage {stage}: cannot {what} axis {loop.loop_var.name}: isl cannot prove its "
+                                f"iterations touch different elements of {w.buffer.name} ({w.buffer.name}[{w_idx}] "
+                                f"and {x.buffer.name}[{x_idx}]): an index is not affine (a loop variable times a "
+                                "symbolic size, a division by one, or a loaded value). A constant split factor or "
+                                "nparts keeps it affine")
                         raise ScheduleError(
                             f"stage {stage}: cannot {what} axis {loop.loop_var.name}: it carries a {kind} "
                             f"dependence on {w.buffer.name} between {w.buffer.name}[{w_idx}] and "
