@@ -17,6 +17,7 @@ from typing import Sequence
 import islpy as isl
 
 from .poly import PolyProgram, Statement, aff, buffer_name
+from .poly_split import disjoint_by_split
 from .schedule import ScheduleError
 from .stmt import For, LoweredFunc, PARALLEL, VECTORIZED
 from .visitor import collect
@@ -180,6 +181,9 @@ class Analysis:
                         w_idx = ", ".join(expr_text(i, self.names) for i in w.indices)
                         x_idx = ", ".join(expr_text(i, self.names) for i in x.indices)
                         if w.opaque_dims or x.opaque_dims:
+                            if disjoint_by_split(loop.loop_var, [(w.indices, w_st.loops), (x.indices, x_st.loops)],
+                                                 self.program.params):
+                                continue  # blocks of a split by a symbolic factor
                             raise ScheduleError(
                                 f"stage {stage}: cannot {what} axis {loop.loop_var.name}: isl cannot prove its "
                                 f"iterations touch different elements of {w.buffer.name} ({w.buffer.name}[{w_idx}] "

@@ -284,8 +284,19 @@ class _Builder:
         prog.statements.append(st)
 
     def access(self, st: Statement, buf: Buffer, indices: tuple, guard: list[str], write: bool) -> Access:
+        """The access relation.  A read's non-affine index terms are bounded unknowns (the elements
+        it may read, a superset) when that still proves it inside ``buf``; otherwise, and for
+        writes, an index isl cannot represent is free (assumed inside, listed as unverified)."""
+        if not write:
+            acc = self._access(st, buf, indices, guard, write, Affine(self.scope(), atoms=True))
+            box = _box(self.prog, buf)
+            if box is not None and acc.relation.intersect_params(self.prog.context()).subtract_range(box).is_empty():
+                return acc
+        return self._access(st, buf, indices, guard, write, Affine(self.scope()))
+
+    def _access(self, st: Statement, buf: Buffer, indices: tuple, guard: list[str], write: bool,
+                conv: Affine) -> Access:
         dims = ", ".join(_loop_name(f) for f in self.loops)
-        conv = Affine(self.scope())
         out, cons = [], list(guard)
         for d, i in enumerate(indices):
             a = conv(i)
@@ -304,6 +315,16 @@ class _Builder:
             isl.Map(f"{head}[{', '.join(scope + out)}] : {body} }}").intersect_domain(st.domain)
         opaque = tuple(d for d, o in enumerate(out) if o == f"free{d}")
         return Access(buf, tuple(indices), rel, write, flow, opaque)
+
+
+def _box(prog: PolyProgram, buf: Buffer) -> isl.Set | None:
+    """The elements of ``buf`` (None when its shape is not affine)."""
+    shape = [aff(x) for x in buf.shape]
+    if any(x is None for x in shape):
+        return None
+    dims = ", ".join(f"x{d}" for d in range(len(shape)))
+    body = " and ".join(f"0 <= x{d} < {x}" for d, x in enumerate(shape)) or "1 = 1"
+    return isl.Set(f"{prog.prefix()}{{ {buffer_name(buf)}[{dims}] : {body} }}")
 
 
 def loads_with_conditions(e: Expr, kind=BufferLoad, conds: tuple = ()) -> list[tuple[Expr, tuple]]:

@@ -82,7 +82,7 @@ class Affine:
 
     def __call__(self, e: Expr) -> str | None:
         out = self._exact(e)
-        if out is None and self.atoms and dt.is_int(e.dtype) and dt.lanes(e.dtype) == 1:
+        if out is None and self.atoms and dt.is_int(e.dtype) and dt.lanes(e.dtype) == 1 and not _loads(e):
             key = structural_key(e)
             out = self._atoms.get(key)
             if out is None:
@@ -150,6 +150,12 @@ class Affine:
         return None
 
 
+def _loads(e: Expr) -> bool:
+    from .expr import BufferLoad, TensorLoad
+    from .visitor import collect
+    return bool(collect(e, (BufferLoad, TensorLoad)))
+
+
 def lower_bound(e: Expr, lower: dict) -> int | None:
     """A constant lower bound of ``e`` from the known bounds of its variables, or None."""
     t = type(e)
@@ -172,6 +178,8 @@ def lower_bound(e: Expr, lower: dict) -> int | None:
             return max(known) if known else None
         if t is Mul:
             return a * b if a is not None and b is not None and a >= 0 and b >= 0 else None
+        if t is FloorDiv and type(e.b) is IntImm and e.b.value > 0 and a is not None:
+            return a // e.b.value
         if b is not None and b >= 1:  # floor division and modulo by a positive divisor
             return 0 if t is FloorMod or (a is not None and a >= 0) else None
     return None
