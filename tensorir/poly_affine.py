@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import dtype as dt
-from .expr import Add, Cast, Expr, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Sub, Var, structural_key
+from .expr import Add, Call, Cast, Expr, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Sub, Var, structural_key
 
 #: The largest constant loop range a product is enumerated over.
 MAX_CASES = 64
@@ -129,6 +129,20 @@ class Affine:
         if t in (Min, Max):
             a, b = self(e.a), self(e.b)
             return None if a is None or b is None else f"{t.__name__.lower()}({a}, {b})"
+        if t is Call and len(e.args) == 2 and type(e.args[1]) is IntImm and dt.is_int(e.dtype):
+            return self._bits(e.name, e.args[0], e.args[1].value)
+        return None
+
+    def _bits(self, name: str, x: Expr, c: int) -> str | None:
+        """A shift by a constant (a product or a floor division by 2**c), a mask 2**k - 1 (modulo)."""
+        if name in ("shift_left", "shift_right") and 0 <= c < 63:
+            a = self(x)
+            if a is None:
+                return None
+            return f"({2 ** c} * {a})" if name == "shift_left" else f"floor(({a}) / {2 ** c})"
+        if name == "bitwise_and" and c > 0 and c & (c + 1) == 0:
+            a = self(x)
+            return None if a is None else f"(({a}) mod {c + 1})"
         return None
 
     def _product(self, e) -> str | None:

@@ -68,7 +68,7 @@ class IterVar:
         return lambda self, *o: getattr(self.var, op)(*o)
 
     for _op in ("add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod neg "
-                "lt le gt ge and or").split():
+                "lt le gt ge and rand or ror xor rxor lshift rlshift rshift rrshift invert").split():
         locals()[f"__{_op}__"] = _bin(f"__{_op}__")
     del _op, _bin
 
