@@ -7,6 +7,9 @@ call, in order) is lifted this way, innermost first: ``C.red0``, ``C.red1``, ...
 finish.  A lifted stage's axes are the compute's axes that the reduction reads, in the compute's
 order, then the enclosing reduction axes it reads (a reduction nested in another one), each from 0.
 One reducer call (the same ``Reduce`` object, or the results of one tuple reducer) is one stage.
+A reduction in an arm of a select (or in the source of a reduction with ``where=``) is needed only
+where that arm is taken: its stage reduces under that condition too when it can evaluate it, so a
+read the condition protects (``i > 0`` around ``X[i - 1, k]``) stays protected.
 """
 from __future__ import annotations
 
@@ -58,8 +61,8 @@ class _Lifter(Mutator):
         self.enclosing: list = []     # reduce axes of the reductions being visited, outermost first
         self.lets: list[Var] = []     # variables bound by enclosing Lets
         self.guards: list[Expr] = []  # conditions under which the expression being visited is used
-        self.lifted: dict = {}        # reducer-call key -> (original Reduce kept alive, its op)
-        self.parts: dict = {}         # reducer-call key -> lifted source, condition, init
+        self.lifted: dict = {}        # context key -> (original Reduce kept alive, (its op, read indices))
+        self.parts: dict = {}         # context key -> lifted source, condition, init
 
     def inside(self, r: Reduce) -> tuple:
         """``r``'s source, condition and init with the reductions inside them lifted (once per call)."""
