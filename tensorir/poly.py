@@ -287,12 +287,14 @@ class _Builder:
         """The access relation.  A read's non-affine index terms are bounded unknowns (the elements
         it may read, a superset) when that still proves it inside ``buf``; otherwise, and for
         writes, an index isl cannot represent is free (assumed inside, listed as unverified)."""
-        if not write:
-            acc = self._access(st, buf, indices, guard, write, Affine(self.scope(), atoms=True))
-            box = _box(self.prog, buf)
-            if box is not None and acc.relation.intersect_params(self.prog.context()).subtract_range(box).is_empty():
-                return acc
-        return self._access(st, buf, indices, guard, write, Affine(self.scope()))
+        exact = self._access(st, buf, indices, guard, write, Affine(self.scope()))
+        if write or not exact.opaque_dims:
+            return exact
+        acc = self._access(st, buf, indices, guard, write, Affine(self.scope(), atoms=True))
+        box = _box(self.prog, buf)
+        if box is not None and acc.relation.intersect_params(self.prog.context()).subtract_range(box).is_empty():
+            return acc
+        return exact
 
     def _access(self, st: Statement, buf: Buffer, indices: tuple, guard: list[str], write: bool,
                 conv: Affine) -> Access:

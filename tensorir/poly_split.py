@@ -22,15 +22,15 @@ def disjoint_by_split(v: Var, accesses: list, params: list) -> bool:
     dimension is ``v * F + r`` with one size-only ``F`` and ``0 <= r < F`` proven for every access),
     or both ``v // Q`` and ``v % Q`` (a fused loop, in two dimensions)."""
     ndim = len(accesses[0][0])
-    loop_vars = {f.loop_var for _, ls in accesses for f in ls}
+    sizes = set(params)
     pinned = []
     for d in range(ndim):
-        parts = [_split_term(idx[d], v, loop_vars) for idx, _ in accesses]
+        parts = [_split_term(idx[d], v, sizes) for idx, _ in accesses]
         if any(p is None for p in parts):
             continue
         (g0, f0, _), rest = parts[0], parts[1:]
         same = all(structural_equal(g, g0) and structural_equal(f, f0) for g, f, _ in rest)
-        if same and all(_in_block(r, f0, ls, params, loop_vars) for (_, _, r), (_, ls) in zip(parts, accesses)):
+        if same and all(_in_block(r, f0, ls, params) for (_, _, r), (_, ls) in zip(parts, accesses)):
             pinned.append(g0)
     if any(g is v for g in pinned):
         return True
@@ -50,16 +50,16 @@ def _factors(e: Expr) -> list[Expr]:
     return _factors(e.a) + _factors(e.b) if isinstance(e, Mul) else [e]
 
 
-def _split_term(idx: Expr, v: Var, loop_vars: set) -> tuple[Expr, Expr, Expr] | None:
-    """``(g, F, r)`` with ``idx == g * F + r``, where ``g`` is ``v``, ``v // Q`` or ``v % Q`` (``Q`` free of
-    loop variables), ``F`` is free of loop variables and ``r`` of ``v``."""
+def _split_term(idx: Expr, v: Var, sizes: set) -> tuple[Expr, Expr, Expr] | None:
+    """``(g, F, r)`` with ``idx == g * F + r``, where ``g`` is ``v``, ``v // Q`` or ``v % Q``, ``Q`` and ``F``
+    are over the sizes only (one value for a whole run) and ``r`` is free of ``v``."""
     with_v = [(s, t) for s, t in _terms(idx) if v in collect(t, Var)]
     if len(with_v) != 1 or with_v[0][0] != 1:
         return None
     factors = _factors(with_v[0][1])
-    gs = [f for f in factors if _coordinate(f, v, loop_vars)]
+    gs = [f for f in factors if _coordinate(f, v, sizes)]
     rest = [f for f in factors if not any(f is g for g in gs)]
-    if len(gs) != 1 or any(loop_vars & set(collect(f, Var)) for f in rest):
+    if len(gs) != 1 or not all(_over_sizes(f, sizes) for f in rest):
         return None
     F = const(1, idx.dtype)
     for f in rest:
@@ -72,23 +72,28 @@ def _split_term(idx: Expr, v: Var, loop_vars: set) -> tuple[Expr, Expr, Expr] | 
     return gs[0], F, r if r is not None else const(0, F.dtype)
 
 
-def _coordinate(e: Expr, v: Var, loop_vars: set) -> bool:
-    """``e`` is ``v``, ``v // Q`` or ``v % Q`` with ``Q`` free of loop variables."""
+def _coordinate(e: Expr, v: Var, sizes: set) -> bool:
+    """``e`` is ``v``, ``v // Q`` or ``v % Q`` with ``Q`` over the sizes only."""
     if e is v:
         return True
-    return isinstance(e, (FloorDiv, FloorMod)) and e.a is v and not (loop_vars & set(collect(e.b, Var)))
+    return isinstance(e, (FloorDiv, FloorMod)) and e.a is v and _over_sizes(e.b, sizes)
+
+
+def _over_sizes(e: Expr, sizes: set) -> bool:
+    """``e`` uses only the sizes (no loop or let variable, no load): one value for a whole run."""
+    return set(collect(e, Var)) <= sizes and not collect(e, (BufferLoad, TensorLoad))
 
 
 class _Sizes(Affine):
     """Non-affine terms over sizes only become parameters, one per distinct term."""
 
-    def __init__(self, scope: Scope, loop_vars: set):
+    def __init__(self, scope: Scope, sizes: set):
         super().__init__(scope, atoms=True)
-        self.loop_vars, self.params = loop_vars, {}
+        self.sizes, self.params = sizes, {}
 
     def __call__(self, e: Expr) -> str | None:
         out = self._exact(e)
-        if out is None and not (self.loop_vars & set(collect(e, Var))) and not collect(e, (BufferLoad, TensorLoad)):
+        if out is None and _over_sizes(e, self.sizes):
             key = structural_key(e)
             if key not in self.params:
                 self.params[key] = (f"size{len(self.params)}", e)
@@ -96,11 +101,11 @@ class _Sizes(Affine):
         return out if out is not None else super().__call__(e)
 
 
-def _in_block(r: Expr, F: Expr, loops: list, params: list, loop_vars: set) -> bool:
+def _in_block(r: Expr, F: Expr, loops: list, params: list) -> bool:
     """isl proves ``0 <= r < F`` over the loops (for every value of the size-only unknowns)."""
     from .poly import _constraint
     scope = Scope.of(params, loops)
-    conv = _Sizes(scope, loop_vars)
+    conv = _Sizes(scope, set(params))
     cons = []
     for f in loops:
         for c in (binary(GE, f.loop_var, f.min), binary(LT, f.loop_var, f.min + f.extent)):
