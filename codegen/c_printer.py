@@ -14,6 +14,7 @@ import re
 from math import gcd
 
 from tensorir import dtype as dt
+from tensorir.bitops import BIT_OPS
 from tensorir import expr as E
 from tensorir import stmt as S
 from tensorir.arith import INF, const_bounds, simplify
@@ -267,6 +268,9 @@ class CPrinter:
             one = "1.0f" if d == "float32" else "1.0"
             exp = self.float_funcs["exp"] + self.float_suffix.get(d, "")
             return f"({one} / ({one} + {exp}(-({args[0]}))))"
+        if e.name in BIT_OPS and not dt.is_float(d):  # C's operators, on the operands' integer type
+            op, ctype = BIT_OPS[e.name][0], self.ctype(d)
+            return f"(({ctype})({op}{args[0]}))" if len(args) == 1 else f"(({ctype})({args[0]} {op} {args[1]}))"
         if e.name == "abs" and not dt.is_float(d):
             return f"{'llabs' if d == 'int64' else 'abs'}({args[0]})"
         if e.name in self.float_funcs and d in self.float_suffix:

@@ -189,7 +189,17 @@ def _float_call(cg, name: str, args: list, elem: str, e) -> ir.Value:
     raise _error(e, "is not a known intrinsic")
 
 
+#: integer intrinsics that are one LLVM instruction (signed, unsigned)
+_BIT_INSTR = {"shift_left": ("shl", "shl"), "shift_right": ("ashr", "lshr"), "bitwise_and": ("and_", "and_"),
+              "bitwise_or": ("or_", "or_"), "bitwise_xor": ("xor", "xor")}
+
+
 def _int_call(cg, name: str, args: list, e) -> ir.Value:
+    if name in _BIT_INSTR:
+        signed, unsigned = _BIT_INSTR[name]
+        return getattr(cg.b, unsigned if dt.is_unsigned(e.dtype) or dt.is_bool(e.dtype) else signed)(*args)
+    if name == "bitwise_not":
+        return cg.b.not_(args[0])
     (x,) = args
     if name in ("abs", "fabs"):
         if dt.is_unsigned(e.dtype) or dt.is_bool(e.dtype):

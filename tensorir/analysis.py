@@ -17,6 +17,7 @@ from typing import Sequence
 import islpy as isl
 
 from .poly import PolyProgram, Statement, aff, buffer_name
+from .poly_split import disjoint_by_split
 from .schedule import ScheduleError
 from .stmt import For, LoweredFunc, PARALLEL, VECTORIZED
 from .visitor import collect
@@ -179,6 +180,16 @@ class Analysis:
                         what = "parallelize" if loop.kind == PARALLEL else "vectorize"
                         w_idx = ", ".join(expr_text(i, self.names) for i in w.indices)
                         x_idx = ", ".join(expr_text(i, self.names) for i in x.indices)
+                        if w.opaque_dims or x.opaque_dims:
+                            if disjoint_by_split(loop.loop_var, [(w.indices, w_st.loops), (x.indices, x_st.loops)],
+                                                 self.program.params):
+                                continue  # blocks of a split by a symbolic factor
+                            raise ScheduleError(
+                                f"stage {stage}: cannot {what} axis {loop.loop_var.name}: isl cannot prove its "
+                                f"iterations touch different elements of {w.buffer.name} ({w.buffer.name}[{w_idx}] "
+                                f"and {x.buffer.name}[{x_idx}]): an index is not affine (a loop variable times a "
+                                "symbolic size, a division by one, or a loaded value). A constant split factor or "
+                                "nparts keeps it affine")
                         raise ScheduleError(
                             f"stage {stage}: cannot {what} axis {loop.loop_var.name}: it carries a {kind} "
                             f"dependence on {w.buffer.name} between {w.buffer.name}[{w_idx}] and "

@@ -46,11 +46,22 @@ class Expr:
     def __eq__(self, o): return binary(EQ, self, o)  # type: ignore[override]
     def __ne__(self, o): return binary(NE, self, o)  # type: ignore[override]
     def equal(self, o, span=None): return binary(EQ, self, o)  # TVM's ExprOp.equal: the EQ node
-    def __and__(self, o): return binary(And, self, o)
-    def __rand__(self, o): return binary(And, o, self)
-    def __or__(self, o): return binary(Or, self, o)
-    def __ror__(self, o): return binary(Or, o, self)
-    def __invert__(self): return Not("bool", as_bool(self))
+    # & | ~ are logical on bools and bitwise on integers; << >> ^ are bitwise (tensorir/bitops.py)
+    def __and__(self, o): return _bits().logical_or_bitwise("bitwise_and", self, o, _logical(And))
+    def __rand__(self, o): return _bits().logical_or_bitwise("bitwise_and", o, self, _logical(And))
+    def __or__(self, o): return _bits().logical_or_bitwise("bitwise_or", self, o, _logical(Or))
+    def __ror__(self, o): return _bits().logical_or_bitwise("bitwise_or", o, self, _logical(Or))
+    def __xor__(self, o): return _bits().bitwise_xor(self, o)
+    def __rxor__(self, o): return _bits().bitwise_xor(o, self)
+    def __lshift__(self, o): return _bits().shift_left(self, o)
+    def __rlshift__(self, o): return _bits().shift_left(o, self)
+    def __rshift__(self, o): return _bits().shift_right(self, o)
+    def __rrshift__(self, o): return _bits().shift_right(o, self)
+
+    def __invert__(self):
+        if dt.is_bool(self.dtype):
+            return Not(self.dtype, self)
+        return _bits().bitwise_not(self)
     __hash__ = object.__hash__
 
     def __bool__(self):
@@ -65,6 +76,15 @@ class Expr:
         return expr_str(self)
 
     __repr__ = __str__
+
+
+def _bits():
+    from . import bitops
+    return bitops
+
+
+def _logical(cls):
+    return lambda a, b: binary(cls, a, b)
 
 
 def _binary_or_defer(cls, a: "Expr", b) -> "Expr":

@@ -15,73 +15,46 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from . import dtype as dt
-from .expr import (Add, And, BufferLoad, Cast, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT, Max, Min, Mul,
-                   NE, Not, Or, Select, Sub, Var)
+from .expr import (And, BufferLoad, EQ, Expr, GE, GT, IntImm, LE, LT, Max, Min, NE, Not, Or, Select, Var, binary)
 from .stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, Stmt
 from .visitor import collect
+from .poly_affine import Affine, Scope, aff, isl_name  # noqa: F401  (aff, isl_name: this module's API)
 
 _ctx = isl.DEFAULT_CONTEXT
-
-
-def isl_name(v: Var) -> str:
-    return re.sub(r"\W", "_", v.name) + f"_{v.uid}"
 
 
 def buffer_name(b: Buffer) -> str:
     return re.sub(r"\W", "_", b.name) + f"_b{b.uid}"
 
 
-def aff(e: Expr) -> str | None:
-    """``e`` in isl's affine syntax, or None when isl cannot represent it."""
-    t = type(e)
-    if t is IntImm:
-        return str(e.value)
-    if isinstance(e, Var):
-        return isl_name(e) if dt.is_int(e.dtype) else None
-    if t is Cast and dt.is_int(e.dtype) and dt.is_int(e.value.dtype):
-        return aff(e.value)
-    if t in (Add, Sub):
-        a, b = aff(e.a), aff(e.b)
-        return None if a is None or b is None else f"({a} {'+' if t is Add else '-'} {b})"
-    if t is Mul:
-        if type(e.b) is IntImm:
-            a = aff(e.a)
-            return None if a is None else f"({e.b.value} * {a})"
-        if type(e.a) is IntImm:
-            b = aff(e.b)
-            return None if b is None else f"({e.a.value} * {b})"
-        return None
-    if t in (FloorDiv, FloorMod) and type(e.b) is IntImm and e.b.value > 0:
-        a = aff(e.a)
-        if a is None:
-            return None
-        return f"floor(({a}) / {e.b.value})" if t is FloorDiv else f"(({a}) mod {e.b.value})"
-    if t in (Min, Max):
-        a, b = aff(e.a), aff(e.b)
-        return None if a is None or b is None else f"{t.__name__.lower()}({a}, {b})"
-    return None
-
-
 _CMP = {LT: "<", LE: "<=", GT: ">", GE: ">=", EQ: "=", NE: "!="}
 _NEG = {LT: GE, LE: GT, GT: LE, GE: LT, EQ: NE, NE: EQ}
 
 
-def constraint(e: Expr, negate: bool = False) -> str | None:
-    """A boolean expression as an isl constraint string; None when not representable."""
+def constraint(e: Expr, negate: bool = False, scope: Scope | None = None) -> str | None:
+    """A boolean expression as an isl constraint string; None when not representable.  Given the
+    ``scope`` it is converted in, non-affine terms are kept as far as isl can (see poly_affine): the
+    result is then implied by the condition, never stronger."""
+    conv = Affine(scope, atoms=scope is not None)
+    c = _constraint(e, negate, conv)
+    return None if c is None else conv.wrap(c)
+
+
+def _constraint(e: Expr, negate: bool, conv: Affine) -> str | None:
     t = type(e)
     if t is IntImm:
         return "1 = 1" if bool(e.value) != negate else "1 = 0"
     if t is Not:
-        return constraint(e.a, not negate)
+        return _constraint(e.a, not negate, conv)
     if t in (And, Or):
-        a, b = constraint(e.a, negate), constraint(e.b, negate)
+        a, b = _constraint(e.a, negate, conv), _constraint(e.b, negate, conv)
         conj = (t is And) != negate
         if conj:  # dropping one side of a conjunction over-approximates
             parts = [p for p in (a, b) if p is not None]
             return " and ".join(f"({p})" for p in parts) if parts else None
         return None if a is None or b is None else f"(({a}) or ({b}))"
     if t in _CMP and dt.is_int(e.a.dtype) and dt.lanes(e.a.dtype) == 1:
-        a, b = aff(e.a), aff(e.b)
+        a, b = conv(e.a), conv(e.b)
         if a is None or b is None:
             return None
         op = _CMP[_NEG[t]] if negate else _CMP[t]
@@ -89,6 +62,13 @@ def constraint(e: Expr, negate: bool = False) -> str | None:
             return f"(({a}) < ({b}) or ({a}) > ({b}))"
         return f"{a} {op} {b}"
     return None
+
+
+def loop_constraints(f: For, scope: Scope) -> list[str]:
+    """What a loop's bounds say of its variable (each bound kept as far as isl can express it)."""
+    v = f.loop_var
+    lo, hi = binary(GE, v, f.min), binary(LT, v, f.min + f.extent)
+    return [c for c in (constraint(x, scope=scope) for x in (lo, hi)) if c is not None]
 
 
 @dataclass
@@ -195,29 +175,24 @@ class _Builder:
                 self.position[-1] += 1
         elif isinstance(s, For):
             self.loops.append(s)
-            lo, ext = aff(s.min), aff(s.extent)
-            v = isl_name(s.loop_var)
-            self.conds.append(f"{v} >= {lo}" if lo is not None else "1 = 1")
-            if lo is not None and ext is not None:
-                self.conds.append(f"{v} < {lo} + {ext}")
+            cons = loop_constraints(s, self.scope())
+            self.conds += cons
             self.position.append(0)
             self.visit(s.body)
             self.position.pop()
-            self.conds.pop()
-            if lo is not None and ext is not None:
-                self.conds.pop()
+            del self.conds[len(self.conds) - len(cons):]
             self.loops.pop()
         elif isinstance(s, IfThenElse):
             if collect(s.condition, BufferLoad):
                 stores = collect(s.then_case, BufferStore)
                 self.statement(None, s.condition, stores[0].buffer.name if stores else "?")
-            c = constraint(s.condition)
+            c = constraint(s.condition, scope=self.scope())
             self.conds.append(c or "1 = 1")
             self.visit(s.then_case)
             self.conds.pop()
             if s.else_case is not None:
                 self.position[-1] += 1
-                c = constraint(s.condition, negate=True)
+                c = constraint(s.condition, negate=True, scope=self.scope())
                 self.conds.append(c or "1 = 1")
                 self.visit(s.else_case)
                 self.conds.pop()
@@ -243,6 +218,9 @@ class _Builder:
         elif isinstance(s, Evaluate):
             self.call_statement(s.value)
 
+    def scope(self) -> Scope:
+        return Scope.of(self.prog.params, self.loops)
+
     def call_statement(self, value: Expr) -> None:
         """A statement for an evaluated expression (an extern call): its loads, and each address it
         passes read and/or written over the whole region the address stands for."""
@@ -257,7 +235,7 @@ class _Builder:
                 if ("w" if write else "r") in p.mask:
                     st.accesses.append(self.box_access(st, p.buffer, p.region, write))
         for load, conds in loads_with_conditions(value):
-            st.accesses.append(self.access(st, load.buffer, load.indices, _guards(conds), False))
+            st.accesses.append(self.access(st, load.buffer, load.indices, _guards(conds, self.scope()), False))
         self.prog.statements.append(st)
 
     def box_access(self, st: "Statement", buf: Buffer, region: tuple, write: bool) -> "Access":
@@ -302,28 +280,53 @@ class _Builder:
             st.accesses.append(self.access(st, s.buffer, s.indices, [], True))
         for e in (s.value,) + tuple(s.indices) if s is not None else (cond,):
             for load, conds in loads_with_conditions(e):
-                st.accesses.append(self.access(st, load.buffer, load.indices, _guards(conds), False))
+                st.accesses.append(self.access(st, load.buffer, load.indices, _guards(conds, self.scope()), False))
         prog.statements.append(st)
 
     def access(self, st: Statement, buf: Buffer, indices: tuple, guard: list[str], write: bool) -> Access:
+        """The access relation.  A read's non-affine index terms are bounded unknowns (the elements
+        it may read, a superset) when that still proves it inside ``buf``; otherwise, and for
+        writes, an index isl cannot represent is free (assumed inside, listed as unverified)."""
+        exact = self._access(st, buf, indices, guard, write, Affine(self.scope()))
+        if write or not exact.opaque_dims:
+            return exact
+        acc = self._access(st, buf, indices, guard, write, Affine(self.scope(), atoms=True))
+        box = _box(self.prog, buf)
+        if box is not None and acc.relation.intersect_params(self.prog.context()).subtract_range(box).is_empty():
+            return acc
+        return exact
+
+    def _access(self, st: Statement, buf: Buffer, indices: tuple, guard: list[str], write: bool,
+                conv: Affine) -> Access:
         dims = ", ".join(_loop_name(f) for f in self.loops)
-        out = []
+        out, cons = [], list(guard)
         for d, i in enumerate(indices):
-            a = aff(i)
-            out.append(a if a is not None else f"free{d}")
-        guard = list(guard)
-        for d, o in enumerate(out):  # an index isl cannot represent is assumed inside the buffer
-            extent = aff(buf.shape[d]) if d < len(buf.shape) else None
-            if o == f"free{d}" and extent is not None:
-                guard.append(f"0 <= free{d} < {extent}")
-        cons = " and ".join(f"({c})" for c in guard) or "1 = 1"
+            a = conv(i)
+            out.append(f"x{d}" if a is not None else f"free{d}")
+            if a is not None:
+                cons.append(f"x{d} = {a}")
+            else:  # an index isl cannot represent is assumed inside the buffer
+                extent = aff(buf.shape[d]) if d < len(buf.shape) else None
+                if extent is not None:
+                    cons.append(f"0 <= free{d} < {extent}")
+        body = conv.wrap(" and ".join(f"({c})" for c in cons) or "1 = 1")
         head = f"{self.prog.prefix()}{{ {st.name}[{dims}] -> {buffer_name(buf)}"
-        rel = isl.Map(f"{head}[{', '.join(out)}] : {cons} }}").intersect_domain(st.domain)
+        rel = isl.Map(f"{head}[{', '.join(out)}] : {body} }}").intersect_domain(st.domain)
         scope = [_loop_name(f) for f in self.allocs.get(buf, ())]
         flow = rel if not scope else \
-            isl.Map(f"{head}[{', '.join(scope + out)}] : {cons} }}").intersect_domain(st.domain)
+            isl.Map(f"{head}[{', '.join(scope + out)}] : {body} }}").intersect_domain(st.domain)
         opaque = tuple(d for d, o in enumerate(out) if o == f"free{d}")
         return Access(buf, tuple(indices), rel, write, flow, opaque)
+
+
+def _box(prog: PolyProgram, buf: Buffer) -> isl.Set | None:
+    """The elements of ``buf`` (None when its shape is not affine)."""
+    shape = [aff(x) for x in buf.shape]
+    if any(x is None for x in shape):
+        return None
+    dims = ", ".join(f"x{d}" for d in range(len(shape)))
+    body = " and ".join(f"0 <= x{d} < {x}" for d, x in enumerate(shape)) or "1 = 1"
+    return isl.Set(f"{prog.prefix()}{{ {buffer_name(buf)}[{dims}] : {body} }}")
 
 
 def loads_with_conditions(e: Expr, kind=BufferLoad, conds: tuple = ()) -> list[tuple[Expr, tuple]]:
@@ -354,8 +357,8 @@ def loads_with_conditions(e: Expr, kind=BufferLoad, conds: tuple = ()) -> list[t
     return out
 
 
-def _guards(conds: tuple) -> list[str]:
-    return [c for c in (constraint(x) for x in conds) if c is not None]
+def _guards(conds: tuple, scope: Scope) -> list[str]:
+    return [c for c in (constraint(x, scope=scope) for x in conds) if c is not None]
 
 
 class LoopContext:
@@ -367,6 +370,8 @@ class LoopContext:
         self.dims: list[str] = []
         self.cons: list[str] = [f"{isl_name(v)} >= 1" for v in params]
         self.extra: set[str] = set()
+        self.scope = Scope.of(params, ())
+        self.loops: list[For] = []
 
     def _set(self, extra: str | None = None) -> isl.Set:
         names = [isl_name(v) for v in self.params] + sorted(self.extra)
@@ -382,20 +387,20 @@ class LoopContext:
 
     def push_loop(self, f: For) -> int:
         self.dims.append(isl_name(f.loop_var))
-        lo, ext = aff(f.min), aff(f.extent)
-        added = 0
-        if lo is not None and ext is not None:
-            self._note(f.min), self._note(f.extent)
-            self.cons += [f"{isl_name(f.loop_var)} >= {lo}", f"{isl_name(f.loop_var)} < {lo} + {ext}"]
-            added = 2
-        return added
+        self._note(f.min), self._note(f.extent)
+        cons = loop_constraints(f, self.scope)
+        self.cons += cons
+        self.scope.push(f)
+        self.loops.append(f)
+        return len(cons)
 
     def pop_loop(self, added: int) -> None:
         self.dims.pop()
+        self.scope.pop(self.loops.pop())
         del self.cons[len(self.cons) - added:]
 
     def push_cond(self, cond: Expr, negate: bool = False) -> int:
-        c = constraint(cond, negate)
+        c = constraint(cond, negate, self.scope)
         if c is None:
             return 0
         self._note(cond)
@@ -407,7 +412,7 @@ class LoopContext:
 
     def decide(self, cond: Expr) -> bool | None:
         """True when ``cond`` holds everywhere here, False when nowhere, None otherwise."""
-        c, nc = constraint(cond), constraint(cond, negate=True)
+        c, nc = constraint(cond, False, self.scope), constraint(cond, True, self.scope)
         if c is None or nc is None:
             return None
         self._note(cond)

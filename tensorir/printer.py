@@ -48,6 +48,11 @@ def expr_str(e, parent_prec: int = 0) -> str:
     if t is E.Select:
         return f"select({expr_str(e.cond)}, {expr_str(e.true_value)}, {expr_str(e.false_value)})"
     if t is E.Call:
+        from .bitops import BIT_OPS
+        if e.name in BIT_OPS:  # (a << b), ~a
+            op = BIT_OPS[e.name][0]
+            args = [expr_str(a) for a in e.args]
+            return f"{op}{args[0]}" if len(args) == 1 else f"({args[0]} {op} {args[1]})"
         return f"{e.name}({', '.join(expr_str(a) for a in e.args)})"
     if t is E.TensorLoad:
         return f"{e.tensor.name}[{', '.join(expr_str(i) for i in e.indices)}]"

@@ -68,7 +68,7 @@ class IterVar:
         return lambda self, *o: getattr(self.var, op)(*o)
 
     for _op in ("add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod neg "
-                "lt le gt ge and or").split():
+                "lt le gt ge and rand or ror xor rxor lshift rlshift rshift rrshift invert").split():
         locals()[f"__{_op}__"] = _bin(f"__{_op}__")
     del _op, _bin
 
@@ -336,6 +336,8 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "", att
     if not bodies:
         raise ValueError(f"compute {name}: fcompute returned an empty tuple")
     bodies = tuple(_body(name, k, b) for k, b in enumerate(bodies))
+    from .reduce_lift import lift_reductions
+    bodies = lift_reductions(name, tuple(axis), bodies, ComputeError)
     _check_bodies(name, bodies)
     op = ComputeOp(name, axis, bodies, tag, attrs)
     return op.output(0) if op.num_outputs == 1 else tuple(op.output(k) for k in range(op.num_outputs))
@@ -351,33 +353,15 @@ def _body(name: str, k: int, b) -> Expr:
 
 
 def _check_bodies(name: str, bodies: tuple) -> None:
-    """Reductions are whole bodies; a tuple reduction's results come whole and in order (TVM's rule:
-    outputs that reduce, reduce together)."""
-    reduces = [b for b in bodies if isinstance(b, Reduce)]
-    for b in bodies:
-        _check_no_nested_reduce(name, b.source if isinstance(b, Reduce) else b)
-    if not reduces:
-        return
-    if len(reduces) != len(bodies):
-        raise ComputeError(f"compute {name}: either all outputs are results of one reduction or none is; "
-                         "compute the others in their own stage")
-    first = reduces[0]
-    if len(bodies) == 1 and not isinstance(first.source, tuple):
-        return
-    arity = len(first.source) if isinstance(first.source, tuple) else 1
-    same = all(r.combiner is first.combiner and r.source is first.source and r.axis == first.axis
-               and r.condition is first.condition and r.init is first.init for r in reduces)
-    if not same or arity != len(bodies) or [r.value_index for r in reduces] != list(range(arity)):
-        raise ComputeError(f"compute {name}: the outputs of a tuple reduction must be all {arity} results of "
-                         f"one reducer call, in order (return {first.combiner.name}(...) itself); got "
-                         f"{len(bodies)} outputs")
-
-
-def _check_no_nested_reduce(name: str, body: Expr) -> None:
+    """What a ComputeOp holds (a loaded document is checked too): TVM's reduction form, or no reduction
+    at all (``compute`` has lifted every other reduction into its own stage)."""
+    from .reduce_lift import is_tvm_reduction
     from .visitor import collect
-    if collect(body, Reduce):
-        raise ComputeError(f"compute {name}: a reduction must be the whole body (te.sum(...) at the top), "
-                         "not part of a larger expression; compute it in its own stage")
+    if is_tvm_reduction(bodies):
+        bodies = tuple(b.source for b in bodies[:1])
+    if collect(bodies, Reduce):
+        raise ComputeError(f"compute {name}: a reduction must be the whole body, or the outputs all results of "
+                           "one reducer call in order (te.compute lifts any other into its own stage)")
 
 
 __all__ = ["ComputeError", "Range", "IterVar", "Operation", "PlaceholderOp", "ComputeOp", "Tensor", "placeholder",

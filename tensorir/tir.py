@@ -21,6 +21,7 @@ from .tensor import IterVar  # noqa: F401
 from . import ir_builder, stmt_functor  # noqa: F401
 from .buffer import DeclBuffer as Buffer, decl_buffer  # noqa: F401
 from .extern import call_extern, call_intrin, call_packed  # noqa: F401
+from .bitops import bitwise_and, bitwise_not, bitwise_or, bitwise_xor, shift_left, shift_right  # noqa: F401
 from .stmt import (Allocate, Attr as AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt,  # noqa: F401
                    LoweredFunc as PrimFunc, Seq as SeqStmt, Stmt)
 
@@ -105,3 +106,4 @@ stmt = _types.SimpleNamespace(Stmt=Stmt, For=For, IfThenElse=IfThenElse, BufferS
                               Allocate=Allocate, Evaluate=Evaluate, LetStmt=LetStmt, AttrStmt=AttrStmt,
                               SeqStmt=SeqStmt)
 __all__ += ["stmt"]
+__all__ += ["bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "shift_left", "shift_right"]

@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+from tensorir.bitops import BIT_OPS
+
 from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir import stmt as S
@@ -44,7 +46,8 @@ _CALLS = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10
           "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
           "erf": lambda x: _erf(x).astype(x.dtype), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
           "floor": np.floor, "ceil": np.ceil, "round": np.round, "trunc": np.trunc, "fabs": np.abs,
-          "abs": np.abs, "pow": np.power, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
+          "abs": np.abs, "pow": np.power, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+          **{name: numpy_op for name, (_, _, numpy_op) in BIT_OPS.items()}}
 
 
 def poison(dtype: str):

@@ -359,21 +359,24 @@ def test_cuda_source_stores_both_outputs():
 
 
 # -- misuse ----------------------------------------------------------------------------------------------
-def test_mixed_reduce_and_elementwise_outputs_refused():
+def test_mixed_reduce_and_elementwise_outputs_lift_the_reduction():
+    """TVM refuses these outputs; tiletune computes the reduction in its own stage (test_te_reduction_in_expr)."""
     idx = te.placeholder((4, 4), name="idx", dtype="int32")
     k = te.reduce_axis((0, 4), "k")
-    assert_raises_naming(ValueError, lambda: te.compute((4,), lambda i: (te.sum(idx[i, k], axis=k), idx[i, 0]),
-                                                        name="Bad"), "Bad")
+    S, F = te.compute((4,), lambda i: (te.sum(idx[i, k], axis=k), idx[i, 0]), name="Mixed")
+    assert [t.name for t in S.op.input_tensors] == ["Mixed.red0", "idx"]
 
 
-def test_partial_or_nested_tuple_reduction_refused():
+def test_partial_or_reordered_tuple_reduction_lifted_and_nested_tuple_refused():
     idx, val = te.placeholder((4, 4), name="idx", dtype="int32"), te.placeholder((4, 4), name="val")
     k = te.reduce_axis((0, 4), "k")
     am = argmax_reducer()
-    assert_raises_naming(ValueError, lambda: te.compute((4,), lambda i: am((idx[i, k], val[i, k]), axis=k)[1],
-                                                        name="Half"), "Half", "argmax")
-    assert_raises_naming(ValueError, lambda: te.compute((4,), lambda i: am((idx[i, k], val[i, k]), axis=k)[::-1],
-                                                        name="Swapped"), "Swapped")
+    half = te.compute((4,), lambda i: am((idx[i, k], val[i, k]), axis=k)[1], name="Half")
+    (red,) = half.op.input_tensors
+    assert red.name == "Half.red0.v1" and red.op.num_outputs == 2
+    swapped = te.compute((4,), lambda i: am((idx[i, k], val[i, k]), axis=k)[::-1], name="Swapped")
+    s = te.create_schedule(swapped[0].op)
+    check(s, [idx, val, *swapped], lambda ix, v: (v.max(1), ix[np.arange(4), v.argmax(1)]))
     assert_raises_naming(TypeError, lambda: te.compute((4,), lambda i: (am((idx[i, k], val[i, k]), axis=k),
                                                                         val[i, 0]), name="Nested"), "Nested")
 

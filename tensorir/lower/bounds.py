@@ -6,6 +6,8 @@ relaxed to its range, the loops at or above it stay symbolic.  Regions are clipp
 """
 from __future__ import annotations
 
+from .. import dtype as dt
+
 from ..arith import INF, const_bounds, interval, prove, simplify
 from ..expr import Expr, IntImm, Max, Min, TensorLoad, Var, binary
 from ..schedule import ROOT, SCAN_UPDATE, SCOPE, Schedule, ScheduleError, Stage
@@ -137,7 +139,7 @@ class Bounds:
             if exact is not None and exact.alloc[d] is not None:
                 ub = min(ub, exact.alloc[d])
             dom_ub = const_bounds(dom.extent, self.var_bounds)[1]
-            if ub != INF and ub <= dom_ub:
+            if ub != INF and ub <= dom_ub and ub < dt.max_value(dom.extent.dtype):  # (a dtype's maximum is no bound)
                 alloc.append(IntImm(dom.extent.dtype, int(max(ub, 0))))
             else:
                 alloc.append(dom.extent)

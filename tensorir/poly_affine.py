@@ -1,0 +1,206 @@
+"""Integer expressions in isl's syntax, with local (existential) variables where isl needs them.
+
+Presburger arithmetic has no product of two unknowns, so ``i.outer * ((n + 3) // 4)`` (a split by
+``nparts`` of a symbolic extent) is not affine.  Two sound ways keep such terms:
+
+* exact: a product ``v * e`` whose factor ``v`` is a loop variable of small constant range is the
+  local ``y`` with ``(v = 0 and y = 0) or (v = 1 and y = e) or ...`` (usable in indices too);
+* over-approximate, in conditions and loop bounds only: every other non-affine term becomes a local
+  unknown (one per distinct term in the constraint), so ``i < min(q, n - i.outer * p)`` still gives
+  ``i < q`` and the relation between the arms.  What the constraint says is then implied by the true
+  condition: the domain it describes can only grow, so a proof over it still holds.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+
+from . import dtype as dt
+from .expr import Add, Call, Cast, Expr, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Sub, Var, structural_key
+
+#: The largest constant loop range a product is enumerated over.
+MAX_CASES = 64
+
+_fresh = itertools.count()
+
+
+def isl_name(v: Var) -> str:
+    return re.sub(r"\W", "_", v.name) + f"_{v.uid}"
+
+
+@dataclass
+class Scope:
+    """What is known where expressions are converted."""
+    ranges: dict = field(default_factory=dict)  # Var -> (lo, extent) of loops with constant bounds
+    lower: dict = field(default_factory=dict)   # Var -> a constant lower bound (sizes >= 1, loops from 0)
+
+    @staticmethod
+    def of(params, loops) -> "Scope":
+        """Sizes are at least 1; loops with constant bounds and those starting at a constant."""
+        out = Scope(lower={v: 1 for v in params})
+        for f in loops:
+            out.push(f)
+        return out
+
+    def push(self, f) -> None:
+        if type(f.min) is IntImm:
+            self.lower[f.loop_var] = f.min.value
+            if type(f.extent) is IntImm:
+                self.ranges[f.loop_var] = (f.min.value, f.extent.value)
+
+    def pop(self, f) -> None:
+        self.lower.pop(f.loop_var, None)
+        self.ranges.pop(f.loop_var, None)
+
+
+class Affine:
+    """Converts expressions; the locals it introduces and their defining constraints accumulate in
+    ``locals`` and ``side`` until :meth:`wrap` binds them around a formula."""
+
+    def __init__(self, scope: "Scope | None" = None, atoms: bool = False):
+        scope = scope or Scope()
+        self.ranges, self.lower = scope.ranges, scope.lower
+        self.atoms = atoms             # non-affine terms become unknowns (conditions only)
+        self.locals: list[str] = []
+        self.side: list[str] = []
+        self._atoms: dict = {}
+
+    def local(self) -> str:
+        name = f"loc{next(_fresh)}"
+        self.locals.append(name)
+        return name
+
+    def wrap(self, formula: str) -> str:
+        """``formula`` with this converter's locals bound (and forgotten)."""
+        if not self.locals:
+            return formula
+        body = " and ".join(f"({c})" for c in self.side + [formula])
+        out = f"exists ({', '.join(self.locals)} : {body})"
+        self.locals, self.side, self._atoms = [], [], {}
+        return out
+
+    def __call__(self, e: Expr) -> str | None:
+        out = self._exact(e)
+        if out is None and self.atoms and dt.is_int(e.dtype) and dt.lanes(e.dtype) == 1 and not _loads(e):
+            key = structural_key(e)
+            out = self._atoms.get(key)
+            if out is None:
+                out = self._atoms[key] = self.local()
+                self.side += self._facts(e, out)
+        return out
+
+    def _facts(self, e: Expr, t: str) -> list[str]:
+        """What is known of the unknown ``t`` standing for ``e``: its sign, and the bounds of a
+        floor division or modulo by a positive divisor."""
+        out = []
+        lo = lower_bound(e, self.lower)
+        if lo is not None:
+            out.append(f"{t} >= {lo}")
+        if type(e) in (FloorDiv, FloorMod) and (lower_bound(e.b, self.lower) or 0) >= 1:
+            if type(e) is FloorMod:
+                b = self(e.b)
+                if b is not None:
+                    out.append(f"{t} < {b}")
+            elif (lower_bound(e.a, self.lower) or -1) >= 0:
+                a = self(e.a)
+                if a is not None:
+                    out.append(f"{t} <= {a}")
+        return out
+
+    def _exact(self, e: Expr) -> str | None:
+        t = type(e)
+        if t is IntImm:
+            return str(e.value)
+        if isinstance(e, Var):
+            return isl_name(e) if dt.is_int(e.dtype) else None
+        if t is Cast and dt.is_int(e.dtype) and dt.is_int(e.value.dtype):
+            return self(e.value)
+        if t in (Add, Sub):
+            a, b = self(e.a), self(e.b)
+            return None if a is None or b is None else f"({a} {'+' if t is Add else '-'} {b})"
+        if t is Mul:
+            return self._product(e)
+        if t in (FloorDiv, FloorMod) and type(e.b) is IntImm and e.b.value > 0:
+            a = self(e.a)
+            if a is None:
+                return None
+            return f"floor(({a}) / {e.b.value})" if t is FloorDiv else f"(({a}) mod {e.b.value})"
+        if t in (Min, Max):
+            a, b = self(e.a), self(e.b)
+            return None if a is None or b is None else f"{t.__name__.lower()}({a}, {b})"
+        if t is Call and len(e.args) == 2 and type(e.args[1]) is IntImm and dt.is_int(e.dtype):
+            return self._bits(e.name, e.args[0], e.args[1].value)
+        return None
+
+    def _bits(self, name: str, x: Expr, c: int) -> str | None:
+        """A shift by a constant (a product or a floor division by 2**c), a mask 2**k - 1 (modulo)."""
+        if name in ("shift_left", "shift_right") and 0 <= c < 63:
+            a = self(x)
+            if a is None:
+                return None
+            return f"({2 ** c} * {a})" if name == "shift_left" else f"floor(({a}) / {2 ** c})"
+        if name == "bitwise_and" and c > 0 and c & (c + 1) == 0:
+            a = self(x)
+            return None if a is None else f"(({a}) mod {c + 1})"
+        return None
+
+    def _product(self, e) -> str | None:
+        for c, x in ((e.b, e.a), (e.a, e.b)):
+            if type(c) is IntImm:
+                a = self(x)
+                return None if a is None else f"({c.value} * {a})"
+        for v, x in ((e.a, e.b), (e.b, e.a)):
+            rng = self.ranges.get(v) if isinstance(v, Var) else None
+            if rng is None or rng[1] > MAX_CASES:
+                continue
+            other = self(x)
+            if other is None:
+                return None
+            y, lo, ext = self.local(), rng[0], rng[1]
+            self.side.append(" or ".join(f"({isl_name(v)} = {c} and {y} = {c} * ({other}))"
+                                         for c in range(lo, lo + ext)) or "1 = 0")
+            return y
+        return None
+
+
+def _loads(e: Expr) -> bool:
+    from .expr import BufferLoad, TensorLoad
+    from .visitor import collect
+    return bool(collect(e, (BufferLoad, TensorLoad)))
+
+
+def lower_bound(e: Expr, lower: dict) -> int | None:
+    """A constant lower bound of ``e`` from the known bounds of its variables, or None."""
+    t = type(e)
+    if t is IntImm:
+        return e.value
+    if isinstance(e, Var):
+        return lower.get(e)
+    if t is Cast and dt.is_int(e.dtype):
+        return lower_bound(e.value, lower)
+    if t in (Add, Sub, Mul, FloorDiv, FloorMod, Min, Max):
+        a, b = lower_bound(e.a, lower), lower_bound(e.b, lower)
+        if t is Add:
+            return None if a is None or b is None else a + b
+        if t is Sub:
+            return a - e.b.value if a is not None and type(e.b) is IntImm else None
+        if t is Min:
+            return None if a is None or b is None else min(a, b)
+        if t is Max:
+            known = [x for x in (a, b) if x is not None]
+            return max(known) if known else None
+        if t is Mul:
+            return a * b if a is not None and b is not None and a >= 0 and b >= 0 else None
+        if t is FloorDiv and type(e.b) is IntImm and e.b.value > 0 and a is not None:
+            return a // e.b.value
+        if b is not None and b >= 1:  # floor division and modulo by a positive divisor
+            return 0 if t is FloorMod or (a is not None and a >= 0) else None
+    return None
+
+
+def aff(e: Expr) -> str | None:
+    """``e`` in isl's affine syntax (exactly, with no locals), or None when isl cannot represent it."""
+    conv = Affine()
+    out = conv(e)
+    return out if out is not None and not conv.locals else None
