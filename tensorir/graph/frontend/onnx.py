@@ -4,13 +4,12 @@ Float initializers become parameters (returned as a dict of arrays, as TVM's ``r
 returns them); other initializers (shape data, indices) become constants.  Every symbolic input
 dimension must be bound by ``shape_dict`` (an input name -> its whole shape, or a dimension name ->
 its size).  Each node is converted by the registered converter for its op type and the model's
-opset (:mod:`.registry`); nodes whose inputs are all constant are folded as they are converted, so
+opset (:mod:`.registry`), a node without one becomes an opaque ``onnx.fallback`` node
+(:mod:`.fallback`); nodes whose inputs are all constant are folded as they are converted, so
 shape subgraphs (``Shape -> Gather -> Concat -> Reshape``) become constants."""
 from __future__ import annotations
 
 import os
-from collections import Counter
-
 import numpy as np
 
 from ..ir import Const, Graph, GraphError, TensorType, Value, Var
@@ -18,6 +17,7 @@ from ..op.registry import call
 from ..passes.basic import eliminate_dead_code, fold_node
 from . import onnx_ops  # noqa: F401  (registers the converters)
 from .onnx_ops.common import onnx_dtype
+from .fallback import check_domains, fallback
 from .registry import MAX_OPSET, MIN_OPSET, find_converter
 
 
@@ -80,15 +80,6 @@ def _opset(m, where: str) -> int:
     return v
 
 
-def _check_converters(m, opset: int, where: str) -> None:
-    missing = Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
-                      for n in m.graph.node
-                      if n.domain not in ("", "ai.onnx") or find_converter(n.op_type, opset) is None)
-    if missing:
-        listed = ", ".join(f"{op} (x{k})" for op, k in sorted(missing.items()))
-        raise GraphError(f"{where}: no converter at opset {opset} for {len(missing)} op type(s): {listed}")
-
-
 def _input_type(vi, shape_dict: dict, used: set) -> TensorType:
     t = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
@@ -144,7 +135,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
     import onnx
     m, where = _load(model)
     opset = opset or _opset(m, where)
-    _check_converters(m, opset, where)
+    check_domains(m, where)
     g = m.graph
     shape_dict, used = dict(shape_dict or {}), set()
     params: dict[str, np.ndarray] = {}
@@ -169,6 +160,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
         raise GraphError(f"shape_dict names {', '.join(map(repr, unused))}, which is neither an input of the "
                          f"model nor a dimension name (inputs: {', '.join(v.name for v in inputs)})")
     ctx = Context(opset, params)
+    ctx.opset_imports = list(m.opset_import)
     for node in g.node:
         ctx.node = node
         try:
@@ -176,7 +168,8 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
         except KeyError as e:
             raise ctx.error(f"input {e.args[0]!r} is not produced by any earlier node") from None
         try:
-            out = find_converter(node.op_type, opset)(ctx, args, _attrs(node))
+            convert = find_converter(node.op_type, opset) if node.domain in ("", "ai.onnx") else None
+            out = convert(ctx, args, _attrs(node)) if convert else fallback(ctx, node, args)
         except GraphError as e:
             if str(e).startswith("ONNX node"):
                 raise
