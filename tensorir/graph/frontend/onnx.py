@@ -56,9 +56,19 @@ def _load(model):
     import onnx
     if isinstance(model, onnx.ModelProto):
         return model, "model"
-    path = os.fspath(model)
-    with open(path, "rb") as f:
-        data = f.read()
+    if isinstance(model, (bytes, bytearray)):
+        data, path = bytes(model), "model bytes"
+    else:
+        try:
+            path = os.fspath(model)
+        except TypeError:
+            raise GraphError(f"from_onnx takes an onnx.ModelProto, the bytes of one or a path, not "
+                             f"{type(model).__name__}") from None
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise GraphError(f"{path}: cannot read the ONNX model: {e.strerror or e}") from None
     try:
         m = onnx.ModelProto()
         m.ParseFromString(data)
@@ -66,6 +76,11 @@ def _load(model):
         raise GraphError(f"{path}: not a readable ONNX model (truncated or corrupt file?): {e}") from None
     if not m.HasField("graph") or not m.opset_import:
         raise GraphError(f"{path}: not a readable ONNX model (no graph or no opset; truncated or corrupt file?)")
+    if path != "model bytes" and any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
+        try:
+            onnx.load_external_data_for_model(m, os.path.dirname(os.path.abspath(path)))
+        except Exception as e:  # noqa: BLE001  (a missing or short external data file)
+            raise GraphError(f"{path}: cannot read the model's external weights: {e}") from None
     return m, path
 
 
@@ -142,7 +157,11 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
     values: dict[str, Value] = {}
     param_vars = []
     for init in g.initializer:
-        a = onnx.numpy_helper.to_array(init)
+        try:
+            a = onnx.numpy_helper.to_array(init)
+            onnx_dtype(init.data_type)
+        except Exception as e:  # noqa: BLE001  (an unsupported type, or data that does not fit its shape)
+            raise GraphError(f"{where}: initializer {init.name!r}: {e}") from None
         if a.dtype.kind == "f":
             params[init.name] = a
             values[init.name] = Var(init.name, TensorType(a.shape, str(a.dtype)), "param")
@@ -174,6 +193,8 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
             if str(e).startswith("ONNX node"):
                 raise
             raise ctx.error(str(e)) from None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:  # a malformed node
+            raise ctx.error(f"cannot convert ({type(e).__name__}: {e}); is the node well-formed?") from None
         outs = out if isinstance(out, (list, tuple)) else [out]
         for name, v in zip(node.output, outs):
             if name:
