@@ -125,6 +125,11 @@ def gather(ctx, inputs, attrs):
     return ctx.call("take", inputs[0], inputs[1], axis=attrs.get("axis", 0))
 
 
+@converter("GatherElements", since=11)
+def gather_elements(ctx, inputs, attrs):
+    return ctx.call("gather", inputs[0], inputs[1], axis=attrs.get("axis", 0))
+
+
 @converter("Expand", since=8)
 def expand(ctx, inputs, attrs):
     return ctx.call("broadcast_to", inputs[0], shape=_ints(ctx, inputs[1], "shape"))
