@@ -34,13 +34,21 @@ def load_case(case_dir: str):
     return model, inputs, outputs
 
 
+#: Float inputs that parameterize an op rather than carry data (moved into initializers like integer ones).
+CONSTANT_INPUTS = {"Resize": ("roi", "scales", "sizes")}
+
+
 def _as_initializers(model, names, inputs):
-    """Integer inputs (axes, shapes, slice bounds) and scalars after the first input (clip bounds, pad
-    values) moved into initializers: tiletune compiles for static shapes, so they must be constants."""
+    """Integer inputs (axes, shapes, slice bounds), scalars after the first input (clip bounds, pad
+    values) and :data:`CONSTANT_INPUTS` moved into initializers: tiletune compiles for static shapes,
+    so they must be constants."""
     from onnx import numpy_helper
+    node = model.graph.node[0]
+    params = {node.input[k] for k, n in enumerate(CONSTANT_INPUTS.get(node.op_type, ()), start=1)
+              if k < len(node.input)}
     keep = []
     for k, (name, a) in enumerate(zip(names, inputs)):
-        if a.dtype.kind in "iu" or (a.ndim == 0 and len(inputs) > 1):
+        if a.dtype.kind in "iu" or (a.ndim == 0 and len(inputs) > 1) or name in params:
             model.graph.initializer.append(numpy_helper.from_array(a, name))
         else:
             keep.append((name, a))
@@ -60,9 +68,10 @@ def at_opset_21(model):
         return None
 
 
-def run_case(case_dir: str, fuse: bool = True) -> str:
+def run_case(case_dir: str, fuse: bool = True, build: bool = False) -> str:
     """``"ok"``, ``"newer"`` (the op changed after opset 21, or non-tensor data) or an exception (a
-    mismatch, or an error)."""
+    mismatch, or an error); ``build`` also compiles the graph with ``codegen.build_model`` and checks
+    the compiled outputs."""
     from tensorir import graph
     try:
         model, inputs, expected = load_case(case_dir)
@@ -74,8 +83,11 @@ def run_case(case_dir: str, fuse: bool = True) -> str:
     names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
     feed = dict(_as_initializers(model, names, inputs))
     g, params = graph.from_onnx(model, {n: a.shape for n, a in feed.items()})
-    for stage in (g, graph.optimize(g, params, fuse=fuse)):
-        got = graph.evaluate(stage, feed, params)
+    stages = [graph.evaluate(stage, feed, params) for stage in (g, graph.optimize(g, params, fuse=fuse))]
+    if build:
+        import codegen
+        stages.append(codegen.build_model(g, params=params)(**feed))
+    for got in stages:
         assert len(got) == len(expected)
         for a, b in zip(got, expected):
             assert a.shape == b.shape, f"shape {a.shape} != {b.shape}"

@@ -1,5 +1,5 @@
 """Graph operators: one module per family, all registered in :mod:`.registry` on import."""
-from . import conv_transpose, nn, onnx_fallback, reduce, tensor, transform  # noqa: F401  (registration)
+from . import conv_transpose, image, nn, onnx_fallback, reduce, tensor, transform  # noqa: F401  (registration)
 from .registry import OPS, OpDef, OpPattern, call, get_op, infer_type, register_op
 
 __all__ = ["OPS", "OpDef", "OpPattern", "call", "get_op", "infer_type", "register_op"]
