@@ -89,12 +89,18 @@ def test_one_axis_other_axes_and_axes_attribute():
     _check(_model(y.shape, sizes=[2, 3, 11], mode="cubic"), y)
 
 
-def test_unsupported_resize_is_refused_by_name():
+def test_unsupported_resize_runs_by_reference_and_is_counted():
+    x = np.random.default_rng(5).standard_normal((1, 2, 4, 4)).astype(np.float32)
+    for kw, reason in ((dict(scales=[1, 1, 0.5, 0.5], antialias=1), "antialias=1 is not supported"),
+                       (dict(scales=[1, 2, 2, 2]), "resizing 3 axes at once is not supported")):
+        m = _model(x.shape, mode="linear", **kw)
+        g, params = graph.from_onnx(m)
+        assert graph.unsupported_ops(g) == {"Resize": 1} and reason in g.outputs[0].attrs["reason"]
+        np.testing.assert_allclose(graph.evaluate(g, {"x": x}, params)[0], ReferenceEvaluator(m).run(None, {"x": x})[0])
+
+
+def test_bad_resize_is_refused_by_name():
     x_shape = (1, 1, 4, 4)
-    with pytest.raises(GraphError, match=r"ONNX node 'rs' \(Resize\): antialias=1 is not supported"):
-        graph.from_onnx(_model(x_shape, scales=[1, 1, 0.5, 0.5], mode="linear", antialias=1))
-    with pytest.raises(GraphError, match=r"resizing 3 axes at once is not supported"):
-        graph.from_onnx(_model(x_shape, scales=[1, 2, 2, 2], mode="linear"))
     with pytest.raises(GraphError, match=r"scales/sizes need one entry per resized axis"):
         graph.from_onnx(_model(x_shape, scales=[2, 2], mode="linear"))
 

@@ -1,11 +1,16 @@
-"""ONNX nodes without a converter become ``onnx.fallback`` graph nodes (:mod:`..op.onnx_fallback`):
-never dropped, never a crash at import.  Whether they run (by ONNX's reference evaluator) or refuse
+"""ONNX nodes without a converter, or refused by theirs (:class:`~.registry.Unsupported`: an attribute
+value, rank or dtype tiletune cannot express), become ``onnx.fallback`` graph nodes
+(:mod:`..op.onnx_fallback`): never dropped, never a crash at import.  Whether they run (by ONNX's reference evaluator) or refuse
 to build is the build's choice.  Nodes of domains ONNX's reference evaluator does not know, and
 control flow whose subgraphs read outer values, are refused here with an error naming them."""
 from __future__ import annotations
 
 from ..ir import Const, GraphError
 from ..op.onnx_fallback import OP, OnnxNodeModel, op_label
+from .registry import Unsupported
+
+#: Float initializers up to this many elements (scales, roi) are baked into a fallback node's model.
+SMALL_PARAM = 1024
 
 #: Domains whose ops ``onnx.reference`` can run.
 REFERENCE_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
@@ -32,8 +37,9 @@ def _one_node_model(ctx, node, inputs):
     for name, v in zip(node.input, inputs):
         if not name or v is None:
             continue
-        if isinstance(v, Const):   # shape data, indices: visible to shape inference
-            inits.append(numpy_helper.from_array(v.value, name))
+        value = ctx.const(v)
+        if value is not None and (isinstance(v, Const) or value.size <= SMALL_PARAM):
+            inits.append(numpy_helper.from_array(value, name))   # visible to shape inference
         elif name not in [i.name for i in graph_inputs]:
             graph_inputs.append(helper.make_empty_tensor_value_info(name))
             dynamic.append(v)
@@ -43,7 +49,7 @@ def _one_node_model(ctx, node, inputs):
     return OnnxNodeModel(m.SerializeToString()), dynamic
 
 
-def fallback(ctx, node, inputs) -> list:
+def fallback(ctx, node, inputs, reason: str = "") -> list:
     """One ``onnx.fallback`` node per output of ``node`` (folded when every input is constant)."""
     model, dynamic = _one_node_model(ctx, node, inputs)
     outs = []
@@ -53,7 +59,30 @@ def fallback(ctx, node, inputs) -> list:
             continue
         try:
             outs.append(ctx.call(OP, *dynamic, op_type=node.op_type, domain=node.domain, model=model,
-                                 output_index=len([o for o in node.output[:k] if o])))
+                                 output_index=len([o for o in node.output[:k] if o]), reason=reason))
         except GraphError as e:
-            raise ctx.error(f"no converter, and as a fallback node: {e}") from None
+            what = f"refused ({reason})" if reason else "no converter"
+            raise ctx.error(f"{what}, and as a fallback node: {e}") from None
     return outs
+
+
+def convert_or_fallback(ctx, node, inputs, convert, attrs_of, consumed=()):
+    """``convert``'s result; a node without a converter, one its converter refuses as
+    :class:`Unsupported`, or one whose used outputs the converter does not all produce (MaxPool's
+    indices) becomes fallback nodes (the refusal itself is raised when even ONNX's reference
+    evaluator cannot take the node)."""
+    if convert is None:
+        return fallback(ctx, node, inputs)
+    try:
+        out = convert(ctx, inputs, attrs_of(node))
+        made = len(out) if isinstance(out, (list, tuple)) else 1
+        lacking = [o for o in node.output[made:] if o and o in consumed]
+        if lacking:
+            raise ctx.unsupported(f"output {lacking[0]!r} is not supported")
+        return out
+    except Unsupported as refusal:
+        reason = str(refusal).split("): ", 1)[-1]
+        try:
+            return fallback(ctx, node, inputs, reason=reason)
+        except GraphError:
+            raise refusal from None

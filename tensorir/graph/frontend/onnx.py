@@ -17,8 +17,8 @@ from ..op.registry import call
 from ..passes.basic import eliminate_dead_code, fold_node
 from . import onnx_ops  # noqa: F401  (registers the converters)
 from .onnx_ops.common import onnx_dtype
-from .fallback import check_domains, fallback
-from .registry import MAX_OPSET, MIN_OPSET, find_converter
+from .fallback import check_domains, convert_or_fallback
+from .registry import MAX_OPSET, MIN_OPSET, Unsupported, find_converter
 
 
 class Context:
@@ -30,8 +30,12 @@ class Context:
         self.node = None
 
     def call(self, op: str, *inputs: Value, **attrs) -> Value:
-        """A node ``op(*inputs, **attrs)``, folded to a constant when its inputs are constants."""
-        return fold_node(call(op, *inputs, **attrs))
+        """A node ``op(*inputs, **attrs)``, folded to a constant when its inputs are constants or it
+        has no elements (an empty split, say: no kernel for it)."""
+        node = call(op, *inputs, **attrs)
+        if node.type.size == 0:
+            return Const(np.zeros(node.type.shape, node.type.dtype))
+        return fold_node(node)
 
     def const(self, v: Value | None) -> np.ndarray | None:
         """The array of a constant (or initializer) input; ``None`` when it is computed at run time."""
@@ -47,9 +51,13 @@ class Context:
             raise self.error(f"input '{what}' must be a constant once input shapes are bound")
         return a
 
-    def error(self, msg: str) -> GraphError:
+    def error(self, msg: str, kind: type = GraphError) -> GraphError:
         n = self.node
-        return GraphError(f"ONNX node {n.name or '(unnamed)'!r} ({n.op_type}): {msg}" if n else msg)
+        return kind(f"ONNX node {n.name or '(unnamed)'!r} ({n.op_type}): {msg}" if n else msg)
+
+    def unsupported(self, msg: str) -> Unsupported:
+        """A refusal of what tiletune cannot express; the node may still run by reference (:mod:`.fallback`)."""
+        return self.error(msg, Unsupported)
 
 
 def _load(model):
@@ -179,6 +187,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
         raise GraphError(f"shape_dict names {', '.join(map(repr, unused))}, which is neither an input of the "
                          f"model nor a dimension name (inputs: {', '.join(v.name for v in inputs)})")
     ctx = Context(opset, params)
+    consumed = {name for n in g.node for name in n.input} | {o.name for o in g.output}
     ctx.opset_imports = list(m.opset_import)
     for node in g.node:
         ctx.node = node
@@ -188,7 +197,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
             raise ctx.error(f"input {e.args[0]!r} is not produced by any earlier node") from None
         try:
             convert = find_converter(node.op_type, opset) if node.domain in ("", "ai.onnx") else None
-            out = convert(ctx, args, _attrs(node)) if convert else fallback(ctx, node, args)
+            out = convert_or_fallback(ctx, node, args, convert, _attrs, consumed)
         except GraphError as e:
             if str(e).startswith("ONNX node"):
                 raise

@@ -2,7 +2,8 @@
 
 Its ``model`` attribute is a one-node ONNX model (serialized bytes, :class:`OnnxNodeModel`): the
 node itself, its constant inputs as initializers and the source model's opsets; its graph inputs
-are the node's other inputs in order.  The output type comes from ONNX's shape inference over the
+are the node's other inputs in order; ``reason`` says why it is not converted ("" when no converter
+exists, else the converter's refusal).  The output type comes from ONNX's shape inference over the
 bound input types; the numpy implementation runs the model with ``onnx.reference.ReferenceEvaluator``.
 There is no topi compute: the pattern is OPAQUE (a kernel of its own), and the build either refuses
 it or runs it by reference (``codegen.build_model(..., fallback=...)``).  :func:`unsupported_ops`
@@ -79,11 +80,11 @@ def _infer_cached(data: bytes, types: tuple, output_index: int) -> TensorType:
     return TensorType(dims, onnx_dtype(t.elem_type))
 
 
-def _infer(*types: TensorType, op_type, domain, model, output_index) -> TensorType:
+def _infer(*types: TensorType, op_type, domain, model, output_index, reason) -> TensorType:
     return _infer_cached(model, tuple((t.shape, t.dtype) for t in types), output_index)
 
 
-def _numpy(*arrays, op_type, domain, model, output_index):
+def _numpy(*arrays, op_type, domain, model, output_index, reason):
     m = _model(model)
     feeds = {vi.name: a for vi, a in zip(m.graph.input, arrays)}
     try:
@@ -95,7 +96,7 @@ def _numpy(*arrays, op_type, domain, model, output_index):
 
 
 register_op(OP, OpPattern.OPAQUE, _infer, numpy=_numpy,
-            attrs={"op_type": "", "domain": "", "model": b"", "output_index": 0})
+            attrs={"op_type": "", "domain": "", "model": b"", "output_index": 0, "reason": ""})
 
 
 def unsupported_ops(g: Graph) -> dict[str, int]:

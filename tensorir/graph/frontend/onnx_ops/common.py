@@ -14,7 +14,7 @@ def onnx_dtype(code: int, ctx=None) -> str:
     dtype = {"float": "float32", "double": "float64"}.get(name, name)
     if dtype not in SUPPORTED_DTYPES:
         msg = f"element type {onnx.TensorProto.DataType.Name(code)} is not supported"
-        raise ctx.error(msg) if ctx is not None else ValueError(msg)
+        raise ctx.unsupported(msg) if ctx is not None else ValueError(msg)
     return dtype
 
 

@@ -40,7 +40,7 @@ def conv_transpose(ctx, inputs, attrs):
     bias = inputs[2] if len(inputs) > 2 else None
     nd = x.type.ndim - 2
     if nd not in (1, 2):
-        raise ctx.error(f"{nd}-d transposed convolution is not supported yet (1-d and 2-d are)")
+        raise ctx.unsupported(f"{nd}-d transposed convolution is not supported yet (1-d and 2-d are)")
     kernel = list(w.type.shape[2:])
     if list(attrs.get("kernel_shape", kernel)) != kernel:
         raise ctx.error(f"kernel_shape {list(attrs['kernel_shape'])} differs from the weights' {kernel}")

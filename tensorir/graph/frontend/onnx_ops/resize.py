@@ -62,7 +62,7 @@ def resize(ctx, inputs, attrs):
     x = inputs[0]
     shape, r = list(x.type.shape), x.type.ndim
     if attrs.get("antialias", 0):
-        raise ctx.error("antialias=1 is not supported")
+        raise ctx.unsupported("antialias=1 is not supported")
     mode = attrs.get("mode", "nearest")
     if mode not in METHOD:
         raise ctx.error(f"unknown mode {mode!r}")
@@ -76,7 +76,7 @@ def resize(ctx, inputs, attrs):
     if not moved:
         return ctx.call("copy", x)
     if len(moved) > 2:
-        raise ctx.error(f"resizing {len(moved)} axes at once is not supported (at most two are)")
+        raise ctx.unsupported(f"resizing {len(moved)} axes at once is not supported (at most two are)")
     kept = [a for a in range(r) if a not in moved]
     perm = kept + moved
     y = x if perm == list(range(r)) else ctx.call("transpose", x, axes=perm)

@@ -151,10 +151,10 @@ def pad(ctx, inputs, attrs):
     for i, a in enumerate(axes):
         width[a % x.type.ndim] = [pads[i], pads[i + k]]
     if any(p < 0 for w in width for p in w):
-        raise ctx.error("negative pads are not supported")
+        raise ctx.unsupported("negative pads are not supported")
     mode = attrs.get("mode", "constant")
     if mode not in ("constant", "edge", "reflect"):
-        raise ctx.error(f"pad mode {mode!r} is not supported")
+        raise ctx.unsupported(f"pad mode {mode!r} is not supported")
     return ctx.call("nn.pad", x, pad_width=width, pad_value=0.0 if value is None else value.item(), pad_mode=mode)
 
 
