@@ -96,9 +96,17 @@ def _logical_xor(a, b):
     return topi.not_equal(topi.cast(a, "bool"), topi.cast(b, "bool"))
 
 
+def _power_topi(a, b):
+    """``topi.power`` (float); integers through float64 and back (exact while results fit 2**53)."""
+    dtype = a.dtype
+    if dtype.startswith(("int", "uint")):
+        return topi.cast(topi.power(topi.cast(a, "float64"), topi.cast(b, "float64")), dtype)
+    return topi.power(a, b)
+
+
 BINARY = {"add": (np.add, topi.add), "subtract": (np.subtract, topi.subtract),
           "multiply": (np.multiply, topi.multiply), "divide": (_divide, topi.divide),
-          "power": (np.power, topi.power), "maximum": (np.maximum, topi.maximum),
+          "power": (np.power, _power_topi), "maximum": (np.maximum, topi.maximum),
           "minimum": (np.minimum, topi.minimum), "floor_mod": (np.mod, topi.floor_mod)}
 COMPARE = {"equal": (np.equal, topi.equal), "not_equal": (np.not_equal, topi.not_equal),
            "less": (np.less, topi.less), "less_equal": (np.less_equal, topi.less_equal),
