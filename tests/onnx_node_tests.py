@@ -35,21 +35,22 @@ def load_case(case_dir: str):
     return model, inputs, outputs
 
 
-#: Float inputs that parameterize an op rather than carry data (moved into initializers like integer ones).
-CONSTANT_INPUTS = {"Resize": ("roi", "scales", "sizes")}
+#: Inputs (by position) that parameterize an op rather than carry data: tiletune compiles for static
+#: shapes, so the harness makes them initializers (constants); every other input stays a model input.
+CONSTANT_INPUTS = {"Reshape": {1}, "Expand": {1}, "Tile": {1}, "Slice": {1, 2, 3, 4}, "Split": {1},
+                   "Squeeze": {1}, "Unsqueeze": {1}, "Pad": {1, 2, 3}, "ReduceSum": {1}, "ReduceMean": {1},
+                   "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1}, "ConstantOfShape": {0},
+                   "Range": {0, 1, 2}, "Clip": {1, 2}, "Resize": {1, 2, 3}, "Dropout": {1, 2}}
 
 
 def _as_initializers(model, names, inputs):
-    """Integer inputs (axes, shapes, slice bounds), scalars after the first input (clip bounds, pad
-    values) and :data:`CONSTANT_INPUTS` moved into initializers: tiletune compiles for static shapes,
-    so they must be constants."""
+    """The :data:`CONSTANT_INPUTS` of the model's node moved into initializers; the other inputs fed."""
     from onnx import numpy_helper
     node = model.graph.node[0]
-    params = {node.input[k] for k, n in enumerate(CONSTANT_INPUTS.get(node.op_type, ()), start=1)
-              if k < len(node.input)}
+    params = {node.input[k] for k in CONSTANT_INPUTS.get(node.op_type, ()) if k < len(node.input)}
     keep = []
-    for k, (name, a) in enumerate(zip(names, inputs)):
-        if a.dtype.kind in "iu" or (a.ndim == 0 and len(inputs) > 1) or name in params:
+    for name, a in zip(names, inputs):
+        if name in params:
             model.graph.initializer.append(numpy_helper.from_array(a, name))
         else:
             keep.append((name, a))
@@ -155,7 +156,8 @@ CLAIMED = ["Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "Rel
            "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather", "Expand", "Pad", "Resize",
            "Identity", "Dropout", "Constant", "ConstantOfShape", "Shape", "Range", "Tile"]
 #: Out of scope, by what the refusal says: (pattern, reason).
-SKIP = [(r"element type (BFLOAT16|FLOAT8\w*|U?INT4|FLOAT4\w*|STRING) is not supported", "dtype {0}"),
+SKIP = [(r"element type (BFLOAT16|FLOAT8\w*|U?INT4|FLOAT4\w*|STRING|UINT16|UINT32|UINT64) is not supported",
+         "dtype {0}"),
         (r"training_mode", "training mode")]
 
 

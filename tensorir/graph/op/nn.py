@@ -242,9 +242,14 @@ def _pad_numpy(x, pad_width, pad_value, pad_mode):
 
 
 def _pad_topi(x, pad_width, pad_value, pad_mode):
-    if pad_mode != "constant":
-        raise GraphError(f"nn.pad: mode {pad_mode!r} has no topi lowering (constant only)")
-    return topi.nn.pad(x, [a for a, _ in pad_width], [b for _, b in pad_width], pad_value)
+    """Constant: ``topi.nn.pad``; reflect: ``topi.nn.mirror_pad``; edge has no topi compute (the ONNX
+    converter expresses it with slices and broadcasts)."""
+    before, after = [a for a, _ in pad_width], [b for _, b in pad_width]
+    if pad_mode == "constant":
+        return topi.nn.pad(x, before, after, pad_value)
+    if pad_mode == "reflect":
+        return topi.nn.mirror_pad(x, before, after, "REFLECT")
+    raise GraphError(f"nn.pad: mode {pad_mode!r} has no topi lowering (constant and reflect only)")
 
 
 register_op("nn.pad", OpPattern.INJECTIVE, _pad_infer, attrs={"pad_width": (), "pad_value": 0.0,

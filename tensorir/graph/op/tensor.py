@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ... import topi
+from ...expr import const
 from ..ir import TensorType
 from .registry import OpPattern, register_op
 
@@ -57,7 +58,10 @@ def _clip_topi(x, a_min, a_max):
     """``clip`` with an open side left open (``topi.clip`` takes both bounds)."""
     if a_min is None or a_max is None:
         bound = topi.maximum if a_max is None else topi.minimum
-        return x if a_min is None and a_max is None else bound(x, a_min if a_max is None else a_max)
+        if a_min is None and a_max is None:
+            return x
+        value = a_min if a_max is None else a_max
+        return bound(x, const(int(value) if x.dtype.startswith(("int", "uint")) else value, x.dtype))
     return topi.clip(x, a_min, a_max)
 
 

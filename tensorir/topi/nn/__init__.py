@@ -7,7 +7,7 @@ from .depthwise_conv2d import depthwise_conv2d_nchw
 from .elemwise import leaky_relu, prelu, relu
 from .flatten import flatten
 from .norm import batch_norm, layer_norm
-from .pad import pad
+from .pad import mirror_pad, pad
 from .pooling import adaptive_pool, global_pool, pool1d, pool2d, pool3d
 from .softmax import log_softmax, softmax
 from .upsampling import upsampling
@@ -16,5 +16,5 @@ from .utils import get_pad_tuple
 __all__ = ["batch_matmul", "conv2d", "conv2d_nchw", "conv2d_nhwc", "group_conv2d_nchw", "conv2d_transpose_nchw",
            "group_conv2d_transpose_nchw", "dilate", "dense", "matmul", "depthwise_conv2d_nchw", "leaky_relu", "prelu",
            "relu", "flatten",
-           "batch_norm", "layer_norm", "pad", "adaptive_pool", "global_pool", "pool1d", "pool2d", "pool3d",
+           "batch_norm", "layer_norm", "pad", "mirror_pad", "adaptive_pool", "global_pool", "pool1d", "pool2d", "pool3d",
            "log_softmax", "softmax", "upsampling", "get_pad_tuple"]

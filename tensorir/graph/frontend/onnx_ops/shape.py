@@ -155,7 +155,28 @@ def pad(ctx, inputs, attrs):
     mode = attrs.get("mode", "constant")
     if mode not in ("constant", "edge", "reflect"):
         raise ctx.unsupported(f"pad mode {mode!r} is not supported")
+    if mode == "reflect" and any(max(w) >= d for w, d in zip(width, x.type.shape)):
+        raise ctx.unsupported("reflect pads as large as the axis are not supported")
+    if mode == "edge":
+        return _edge_pad(ctx, x, width)
     return ctx.call("nn.pad", x, pad_width=width, pad_value=0.0 if value is None else value.item(), pad_mode=mode)
+
+
+def _edge_pad(ctx, x, width):
+    """Edge padding as the border slices broadcast and concatenated (all injective: one kernel)."""
+    for axis, (before, after) in enumerate(width):
+        if not before and not after:
+            continue
+        n = x.type.shape[axis]
+        parts = [x]
+        for count, at, place in ((before, 0, 0), (after, n - 1, 1)):
+            if count:
+                border = _slice(ctx, x, [at], [at + 1], [axis], [1])
+                shape = list(x.type.shape)
+                shape[axis] = count
+                parts.insert(place * len(parts), ctx.call("broadcast_to", border, shape=shape))
+        x = ctx.call("concatenate", *parts, axis=axis)
+    return x
 
 
 @converter("Shape", since=1)
