@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import glob
 import os
-import sys
 from collections import defaultdict
 
 import numpy as np
@@ -113,7 +112,8 @@ def run_case(case_dir: str, fuse: bool = True, build: bool = False) -> str:
         if any(n.type.dtype == "float16" and any(i.type.dtype == "float64" for i in n.inputs) for n in g.nodes):
             raise NotBuilt("a float64 -> float16 cast (the LLVM backend's libcall for it crashes)")
         try:
-            module = codegen.build_model(g, params=params, fallback="reference" if graph.unsupported_ops(g) else "error")
+            fallback = "reference" if graph.unsupported_ops(g) else "error"
+            module = codegen.build_model(g, params=params, fallback=fallback)
         except ValueError as e:   # a build without reference fallback yet: fallback nodes are not built
             if "fallback must be one of" not in str(e):
                 raise

@@ -1,8 +1,9 @@
-"""ONNX nodes without a converter, or refused by theirs (:class:`~.registry.Unsupported`: an attribute
-value, rank or dtype tiletune cannot express), become ``onnx.fallback`` graph nodes
-(:mod:`..op.onnx_fallback`): never dropped, never a crash at import.  Whether they run (by ONNX's reference evaluator) or refuse
-to build is the build's choice.  Nodes of domains ONNX's reference evaluator does not know, and
-control flow whose subgraphs read outer values, are refused here with an error naming them."""
+"""ONNX nodes without a converter, or refused by theirs (:class:`~.registry.Unsupported`: an
+attribute value, rank or dtype tiletune cannot express), become ``onnx.fallback`` graph nodes
+(:mod:`..op.onnx_fallback`): never dropped, never a crash at import.  Whether they run (by ONNX's
+reference evaluator) or refuse to build is the build's choice.  Nodes of domains ONNX's reference
+evaluator does not know, and control flow whose subgraphs read outer values, are refused here with
+an error naming them."""
 from __future__ import annotations
 
 from ..ir import Const, GraphError

@@ -15,6 +15,5 @@ from .utils import get_pad_tuple
 
 __all__ = ["batch_matmul", "conv2d", "conv2d_nchw", "conv2d_nhwc", "group_conv2d_nchw", "conv2d_transpose_nchw",
            "group_conv2d_transpose_nchw", "dilate", "dense", "matmul", "depthwise_conv2d_nchw", "leaky_relu", "prelu",
-           "relu", "flatten",
-           "batch_norm", "layer_norm", "pad", "mirror_pad", "adaptive_pool", "global_pool", "pool1d", "pool2d", "pool3d",
-           "log_softmax", "softmax", "upsampling", "get_pad_tuple"]
+           "relu", "flatten", "batch_norm", "layer_norm", "pad", "mirror_pad", "adaptive_pool", "global_pool", "pool1d",
+           "pool2d", "pool3d", "log_softmax", "softmax", "upsampling", "get_pad_tuple"]

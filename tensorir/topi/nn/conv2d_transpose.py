@@ -1,4 +1,5 @@
-"""``conv2d_transpose_nchw``, ``group_conv2d_transpose_nchw`` (the gradient of ``conv2d_nchw`` with respect to its input) and ``dilate``."""
+"""``conv2d_transpose_nchw``, ``group_conv2d_transpose_nchw`` (gradients of ``conv2d_nchw`` with respect to
+its input) and ``dilate``."""
 from __future__ import annotations
 
 from ...arith import simplify

@@ -1,4 +1,5 @@
-"""MaxPool, AveragePool (1-d, 2-d, 3-d; ceil_mode, pads, auto_pad, count_include_pad), GlobalAveragePool, GlobalMaxPool."""
+"""MaxPool, AveragePool (1-d to 3-d; ceil_mode, pads, auto_pad, count_include_pad), GlobalAveragePool,
+GlobalMaxPool."""
 from __future__ import annotations
 
 from ..registry import converter

@@ -89,7 +89,8 @@ def resize(ctx, inputs, attrs):
                  roi=[0.0 if a is None else rois[a][0] for a in pad] + [1.0 if a is None else rois[a][1] for a in pad],
                  method=METHOD[mode], coordinate_transformation_mode=coord,
                  rounding_method=attrs.get("nearest_mode", "round_prefer_floor") if mode == "nearest" else "",
-                 cubic_alpha=float(attrs.get("cubic_coeff_a", -0.75)), cubic_exclude=int(attrs.get("exclude_outside", 0)),
+                 cubic_alpha=float(attrs.get("cubic_coeff_a", -0.75)),
+                 cubic_exclude=int(attrs.get("exclude_outside", 0)),
                  extrapolation_value=float(attrs.get("extrapolation_value", 0.0)))
     y = ctx.call("reshape", y, newshape=[shape[a] for a in kept] + [size[a] for a in moved])
     if perm != list(range(r)):
