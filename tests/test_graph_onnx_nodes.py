@@ -39,10 +39,21 @@ def test_node_cases(op):
         except GraphError as e:
             assert any(r in str(e) for r in REFUSED), f"{os.path.basename(case)}: {e}"
             results.append("refused")
-    if set(results) == {"newer"}:
+    if set(results) <= {"newer", "nontensor"}:
         pytest.skip(f"every {op} case is at an opset above 21 that ONNX's converter cannot lower")
     assert "ok" in results, f"no {op} case passed"
 
 
 def test_core_ops_are_covered():
     assert set(CORE) <= set(_CASES)
+
+
+@pytest.mark.slow
+def test_census_of_claimed_ops_has_no_failures():
+    """Every op issue 11 claims has a converter, and none of its cases fails: each passes, runs a node by
+    reference (named with the reason), or is skipped as out of scope (dtype, training, opset > 21)."""
+    res = nt.census()
+    assert set(res) == set(nt.CLAIMED) and set(nt.CLAIMED) <= set(_all_ops())
+    failed = [line for st in res.values() for line in st["failed"]]
+    assert failed == []
+    assert all(st["ok"] for op, st in res.items() if op not in ("Dropout",) and any(st.values()))

@@ -6,6 +6,7 @@ from . import op
 from .interpreter import evaluate
 from .ir import Const, Graph, GraphError, Kernel, Node, TensorType, Var, rewrite, topological_order
 from .op import OpPattern, call
+from .op.onnx_fallback import unsupported_ops
 from .passes import PASSES, fuse_ops, optimize
 from .verify import verify
 
@@ -18,4 +19,4 @@ def from_onnx(model, shape_dict=None, *, opset=None):
 
 __all__ = ["Const", "Graph", "GraphError", "Kernel", "Node", "OpPattern", "PASSES", "TensorType", "Var",
            "call", "evaluate", "from_onnx", "fuse_ops", "op", "optimize", "rewrite", "topological_order",
-           "verify"]
+           "unsupported_ops", "verify"]

@@ -14,8 +14,8 @@ from .math import (abs, cast, ceil, clip, cos, elemwise_sum, erf, exp, exp2, fas
                    fast_tanh, floor, identity, isfinite, isinf, isnan, log, log2, log10, logical_not, round, rsqrt,
                    sigmoid, sign, sin, sqrt, tanh, trunc)
 from .reduction import all, any, argmax, argmin, max, min, prod, sum  # noqa: A004
-from .transform import (concatenate, expand_dims, repeat, reshape, split, squeeze, strided_slice, take, tile,
-                        transpose, where)
+from .transform import (concatenate, expand_dims, gather, repeat, reshape, split, squeeze, strided_slice, take,
+                        tile, transpose, where)
 from .tensor import full, full_like
 from .tensordot import tensordot
 from . import nn, image, generic, testing
@@ -27,5 +27,5 @@ __all__ += ["abs", "cast", "ceil", "clip", "cos", "elemwise_sum", "erf", "exp", 
             "fast_tanh", "floor", "identity", "isfinite", "isinf", "isnan", "log", "log2", "log10", "logical_not",
             "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "tanh", "trunc", "all", "any", "argmax", "argmin",
             "max", "min", "prod", "sum", "concatenate", "expand_dims", "repeat", "reshape", "split", "squeeze",
-            "strided_slice", "take", "tile", "transpose", "where", "full", "full_like", "tensordot", "nn",
+            "strided_slice", "take", "tile", "transpose", "where", "gather", "full", "full_like", "tensordot", "nn",
             "image", "generic", "testing"]

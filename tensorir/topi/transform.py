@@ -215,11 +215,13 @@ def take(a: Tensor, indices, axis=None, batch_dims: int = 0, mode: str = "clip")
     ax = 0 if axis is None else _axis("take", a, axis)
     n = src.shape[ax]
 
-    def fix(i):
-        i = i if i.dtype == n.dtype else i.astype(n.dtype)
+    def fix(i):   # clip or wrap in the indices' own type (an int64 index must not overflow first)
+        m = n if n.dtype == i.dtype else n.astype(i.dtype)
         if mode == "clip":
-            return binary(Min, binary(Max, i, const(0, n.dtype)), n - 1)
-        return i % n if mode == "wrap" else i
+            i = binary(Min, binary(Max, i, const(0, i.dtype)), m - 1)
+        elif mode == "wrap":
+            i = i % m
+        return i if i.dtype == n.dtype else i.astype(n.dtype)
     k = indices.ndim
     shape = list(src.shape[:ax]) + list(indices.shape) + list(src.shape[ax + 1:])
     return compute(shape, lambda *i: src(*(i[:ax] + (fix(indices(*i[ax:ax + k])),) + i[ax + k:])),
@@ -297,5 +299,20 @@ def repeat(a: Tensor, repeats: int, axis: int) -> Tensor:
                    name="T_repeat", tag=INJECTIVE)
 
 
+def gather(data: Tensor, axis: int, indices: Tensor) -> Tensor:
+    """``out[i0, .., ik, ..] = data[i0, .., indices[i0, .., ik, ..], ..]`` with ``ik`` on ``axis``: the output has
+    ``indices``' shape.  Indices are trusted (as in TVM); clamp them first where they come from data."""
+    check_tensor("gather", "data", data)
+    check_tensor("gather", "indices", indices)
+    ax = _axis("gather", data, axis)
+    if indices.ndim != data.ndim:
+        raise ValueError(f"gather: indices {indices.name} must have {data.ndim} dimensions like {data.name}")
+    if not dt.is_int(indices.dtype):
+        raise TypeError(f"gather: indices {indices.name} must be integers, got {indices.dtype}")
+    n = data.shape[ax]
+    return compute(indices.shape, lambda *i: data(*(i[:ax] + (indices(*i).astype(n.dtype),) + i[ax + 1:])),
+                   name="T_gather", tag=INJECTIVE)
+
+
 __all__ = ["reshape", "transpose", "concatenate", "split", "squeeze", "expand_dims", "strided_slice", "take",
-           "where", "tile", "repeat"]
+           "where", "tile", "repeat", "gather"]

@@ -4,12 +4,12 @@ Float initializers become parameters (returned as a dict of arrays, as TVM's ``r
 returns them); other initializers (shape data, indices) become constants.  Every symbolic input
 dimension must be bound by ``shape_dict`` (an input name -> its whole shape, or a dimension name ->
 its size).  Each node is converted by the registered converter for its op type and the model's
-opset (:mod:`.registry`); nodes whose inputs are all constant are folded as they are converted, so
+opset (:mod:`.registry`), a node without one becomes an opaque ``onnx.fallback`` node
+(:mod:`.fallback`); nodes whose inputs are all constant are folded as they are converted, so
 shape subgraphs (``Shape -> Gather -> Concat -> Reshape``) become constants."""
 from __future__ import annotations
 
 import os
-from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -19,8 +19,9 @@ from ..op.registry import call
 from ..passes.basic import eliminate_dead_code, fold_node
 from . import onnx_ops  # noqa: F401  (registers the converters)
 from .onnx_ops.common import onnx_dtype
+from .fallback import check_domains, convert_or_fallback
+from .registry import MAX_OPSET, MIN_OPSET, Unsupported, find_converter
 from .source import onnx_source
-from .registry import MAX_OPSET, MIN_OPSET, find_converter
 
 
 class Context:
@@ -32,8 +33,12 @@ class Context:
         self.node = None
 
     def call(self, op: str, *inputs: Value, **attrs) -> Value:
-        """A node ``op(*inputs, **attrs)`` named after the ONNX node, folded when its inputs are constants."""
-        return fold_node(replace(call(op, *inputs, **attrs), name=self.node.name or None if self.node else None))
+        """A node ``op(*inputs, **attrs)`` named after the ONNX node, folded to a constant when its inputs
+        are constants or it has no elements (an empty split, say: no kernel for it)."""
+        node = replace(call(op, *inputs, **attrs), name=self.node.name or None if self.node else None)
+        if node.type.size == 0:
+            return Const(np.zeros(node.type.shape, node.type.dtype))
+        return fold_node(node)
 
     def const(self, v: Value | None) -> np.ndarray | None:
         """The array of a constant (or initializer) input; ``None`` when it is computed at run time."""
@@ -49,18 +54,32 @@ class Context:
             raise self.error(f"input '{what}' must be a constant once input shapes are bound")
         return a
 
-    def error(self, msg: str) -> GraphError:
+    def error(self, msg: str, kind: type = GraphError) -> GraphError:
         n = self.node
-        return GraphError(f"ONNX node {n.name or '(unnamed)'!r} ({n.op_type}): {msg}" if n else msg)
+        return kind(f"ONNX node {n.name or '(unnamed)'!r} ({n.op_type}): {msg}" if n else msg)
+
+    def unsupported(self, msg: str) -> Unsupported:
+        """A refusal of what tiletune cannot express; the node may still run by reference (:mod:`.fallback`)."""
+        return self.error(msg, Unsupported)
 
 
 def _load(model):
     import onnx
     if isinstance(model, onnx.ModelProto):
         return model, "model"
-    path = os.fspath(model)
-    with open(path, "rb") as f:
-        data = f.read()
+    if isinstance(model, (bytes, bytearray)):
+        data, path = bytes(model), "model bytes"
+    else:
+        try:
+            path = os.fspath(model)
+        except TypeError:
+            raise GraphError(f"from_onnx takes an onnx.ModelProto, the bytes of one or a path, not "
+                             f"{type(model).__name__}") from None
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise GraphError(f"{path}: cannot read the ONNX model: {e.strerror or e}") from None
     try:
         m = onnx.ModelProto()
         m.ParseFromString(data)
@@ -68,6 +87,11 @@ def _load(model):
         raise GraphError(f"{path}: not a readable ONNX model (truncated or corrupt file?): {e}") from None
     if not m.HasField("graph") or not m.opset_import:
         raise GraphError(f"{path}: not a readable ONNX model (no graph or no opset; truncated or corrupt file?)")
+    if path != "model bytes" and any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
+        try:
+            onnx.load_external_data_for_model(m, os.path.dirname(os.path.abspath(path)))
+        except Exception as e:  # noqa: BLE001  (a missing or short external data file)
+            raise GraphError(f"{path}: cannot read the model's external weights: {e}") from None
     return m, path
 
 
@@ -80,15 +104,6 @@ def _opset(m, where: str) -> int:
         raise GraphError(f"{where}: opset {v} is not supported (tiletune imports opsets {MIN_OPSET} through "
                          f"{MAX_OPSET}; convert the model with onnx.version_converter)")
     return v
-
-
-def _check_converters(m, opset: int, where: str) -> None:
-    missing = Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
-                      for n in m.graph.node
-                      if n.domain not in ("", "ai.onnx") or find_converter(n.op_type, opset) is None)
-    if missing:
-        listed = ", ".join(f"{op} (x{k})" for op, k in sorted(missing.items()))
-        raise GraphError(f"{where}: no converter at opset {opset} for {len(missing)} op type(s): {listed}")
 
 
 def _input_type(vi, shape_dict: dict, used: set) -> TensorType:
@@ -146,14 +161,18 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
     import onnx
     m, where = _load(model)
     opset = opset or _opset(m, where)
-    _check_converters(m, opset, where)
+    check_domains(m, where)
     g = m.graph
     shape_dict, used = dict(shape_dict or {}), set()
     params: dict[str, np.ndarray] = {}
     values: dict[str, Value] = {}
     param_vars = []
     for init in g.initializer:
-        a = onnx.numpy_helper.to_array(init)
+        try:
+            a = onnx.numpy_helper.to_array(init)
+            onnx_dtype(init.data_type)
+        except Exception as e:  # noqa: BLE001  (an unsupported type, or data that does not fit its shape)
+            raise GraphError(f"{where}: initializer {init.name!r}: {e}") from None
         if a.dtype.kind == "f":
             params[init.name] = a
             values[init.name] = Var(init.name, TensorType(a.shape, str(a.dtype)), "param")
@@ -171,6 +190,8 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
         raise GraphError(f"shape_dict names {', '.join(map(repr, unused))}, which is neither an input of the "
                          f"model nor a dimension name (inputs: {', '.join(v.name for v in inputs)})")
     ctx = Context(opset, params)
+    consumed = {name for n in g.node for name in n.input} | {o.name for o in g.output}
+    ctx.opset_imports = list(m.opset_import)
     for node in g.node:
         ctx.node = node
         try:
@@ -178,11 +199,14 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
         except KeyError as e:
             raise ctx.error(f"input {e.args[0]!r} is not produced by any earlier node") from None
         try:
-            out = find_converter(node.op_type, opset)(ctx, args, _attrs(node))
+            convert = find_converter(node.op_type, opset) if node.domain in ("", "ai.onnx") else None
+            out = convert_or_fallback(ctx, node, args, convert, _attrs, consumed)
         except GraphError as e:
             if str(e).startswith("ONNX node"):
                 raise
             raise ctx.error(str(e)) from None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:  # a malformed node
+            raise ctx.error(f"cannot convert ({type(e).__name__}: {e}); is the node well-formed?") from None
         outs = out if isinstance(out, (list, tuple)) else [out]
         for name, v in zip(node.output, outs):
             if name:

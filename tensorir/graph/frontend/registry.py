@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..ir import GraphError
+
 #: The opsets of the default domain that the importer accepts.
 MIN_OPSET, MAX_OPSET = 11, 21
+
+class Unsupported(GraphError):
+    """A converter's refusal of a node it cannot express (an attribute value, a rank, a dtype): the
+    importer keeps the node as an ``onnx.fallback`` node when ONNX's reference evaluator can run it."""
+
 
 CONVERTERS: dict[tuple[str, str], list[tuple[int, Callable]]] = {}
 

@@ -8,6 +8,7 @@ from ... import topi
 from ..ir import GraphError, TensorType
 from .registry import OpPattern, register_op
 from .reduce import normalize_axes
+from .pool3d import pool_numpy, pool_shape, pool_topi
 from .tensor import same_type
 
 
@@ -199,64 +200,19 @@ register_op("nn.dropout", OpPattern.OPAQUE, same_type, attrs={"rate": 0.5}, num_
             numpy=lambda x, rate: x, topi=lambda x, rate: topi.identity(x))
 
 
-def pool_out(size, k, stride, dilation, pad_begin, pad_end, ceil_mode) -> int:
-    span = size + pad_begin + pad_end - dilation * (k - 1) - 1
-    if span < 0:
-        raise ValueError(f"the window ({k}) does not fit an input of size {size}")
-    out = (-(-span // stride) if ceil_mode else span // stride) + 1
-    if ceil_mode and (out - 1) * stride >= size + pad_begin:
-        out -= 1  # the last window must start inside the input or its leading padding
-    return out
-
-
 def _pool_infer(x: TensorType, pool_size, strides, dilation, padding, ceil_mode, **_) -> TensorType:
     if x.ndim != 4:
         raise ValueError("2-d pooling takes NCHW data")
-    pt, pl, pb, pr = padding
-    return TensorType(x.shape[:2] + (pool_out(x.shape[2], pool_size[0], strides[0], dilation[0], pt, pb, ceil_mode),
-                                     pool_out(x.shape[3], pool_size[1], strides[1], dilation[1], pl, pr, ceil_mode)),
-                      x.dtype)
-
-
-def _pool_numpy(x, pool_size, strides, dilation, padding, ceil_mode, kind, count_include_pad=False):
-    pt, pl, pb, pr = padding
-    oh, ow = _pool_infer(TensorType(x.shape, "f"), pool_size, strides, dilation, padding, ceil_mode).shape[2:]
-    # extra rows/columns so that ceil-mode windows stay inside the array; they never count
-    eh = max(0, (oh - 1) * strides[0] + dilation[0] * (pool_size[0] - 1) + 1 - (x.shape[2] + pt + pb))
-    ew = max(0, (ow - 1) * strides[1] + dilation[1] * (pool_size[1] - 1) + 1 - (x.shape[3] + pl + pr))
-    pads = ((0, 0), (0, 0), (pt, pb + eh), (pl, pr + ew))
-    if kind == "max":
-        xp = np.pad(x, pads, constant_values=-np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min)
-        return np.max([v for _, _, v in _windows(xp, *pool_size, oh, ow, strides, dilation)], axis=0).astype(x.dtype)
-    xp = np.pad(x.astype(np.float64), pads)
-    mask = np.pad(np.ones((1, 1) + x.shape[2:]), ((0, 0), (0, 0), (pt, pb), (pl, pr)),
-                  constant_values=1.0 if count_include_pad else 0.0)
-    mask = np.pad(mask, ((0, 0), (0, 0), (0, eh), (0, ew)))
-    total = sum(v for _, _, v in _windows(xp, *pool_size, oh, ow, strides, dilation))
-    count = sum(v for _, _, v in _windows(mask, *pool_size, oh, ow, strides, dilation))
-    return (total / count).astype(x.dtype)
-
-
-def _pool_topi(x, pool_size, strides, dilation, padding, ceil_mode, kind, count_include_pad=False):
-    """``topi.nn.pool2d`` with ONNX's ceil mode as explicit extra trailing padding (it never counts)."""
-    shape = [int(d) for d in x.shape]
-    oh, ow = _pool_infer(TensorType(shape, "f"), pool_size, strides, dilation, padding, ceil_mode).shape[2:]
-    pt, pl, pb, pr = padding
-    eh = max(0, (oh - 1) * strides[0] + dilation[0] * (pool_size[0] - 1) + 1 - (shape[2] + pt + pb))
-    ew = max(0, (ow - 1) * strides[1] + dilation[1] * (pool_size[1] - 1) + 1 - (shape[3] + pl + pr))
-    if kind == "avg" and count_include_pad and (eh or ew):
-        raise GraphError("nn.avg_pool2d: ceil_mode with count_include_pad has no topi lowering")
-    return topi.nn.pool2d(x, pool_size, strides, dilation, (pt, pl, pb + eh, pr + ew), kind,
-                          count_include_pad=count_include_pad)
+    return TensorType(pool_shape(x.shape, pool_size, strides, dilation, padding, ceil_mode), x.dtype)
 
 
 _POOL_ATTRS = {"pool_size": (1, 1), "strides": (1, 1), "dilation": (1, 1), "padding": (0, 0, 0, 0),
                "ceil_mode": False}
 register_op("nn.max_pool2d", OpPattern.OUT_ELEMWISE_FUSABLE, _pool_infer, attrs=_POOL_ATTRS, num_inputs=1,
-            numpy=lambda x, **a: _pool_numpy(x, kind="max", **a), topi=lambda x, **a: _pool_topi(x, kind="max", **a))
+            numpy=lambda x, **a: pool_numpy(x, kind="max", **a), topi=lambda x, **a: pool_topi(x, kind="max", **a))
 register_op("nn.avg_pool2d", OpPattern.OUT_ELEMWISE_FUSABLE, _pool_infer, num_inputs=1,
-            attrs={**_POOL_ATTRS, "count_include_pad": False}, numpy=lambda x, **a: _pool_numpy(x, kind="avg", **a),
-            topi=lambda x, **a: _pool_topi(x, kind="avg", **a))
+            attrs={**_POOL_ATTRS, "count_include_pad": False}, numpy=lambda x, **a: pool_numpy(x, kind="avg", **a),
+            topi=lambda x, **a: pool_topi(x, kind="avg", **a))
 
 
 def _global_pool_infer(x: TensorType) -> TensorType:
@@ -286,9 +242,14 @@ def _pad_numpy(x, pad_width, pad_value, pad_mode):
 
 
 def _pad_topi(x, pad_width, pad_value, pad_mode):
-    if pad_mode != "constant":
-        raise GraphError(f"nn.pad: mode {pad_mode!r} has no topi lowering (constant only)")
-    return topi.nn.pad(x, [a for a, _ in pad_width], [b for _, b in pad_width], pad_value)
+    """Constant: ``topi.nn.pad``; reflect: ``topi.nn.mirror_pad``; edge has no topi compute (the ONNX
+    converter expresses it with slices and broadcasts)."""
+    before, after = [a for a, _ in pad_width], [b for _, b in pad_width]
+    if pad_mode == "constant":
+        return topi.nn.pad(x, before, after, pad_value)
+    if pad_mode == "reflect":
+        return topi.nn.mirror_pad(x, before, after, "REFLECT")
+    raise GraphError(f"nn.pad: mode {pad_mode!r} has no topi lowering (constant and reflect only)")
 
 
 register_op("nn.pad", OpPattern.INJECTIVE, _pad_infer, attrs={"pad_width": (), "pad_value": 0.0,

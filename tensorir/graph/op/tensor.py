@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ... import topi
+from ...expr import const
 from ..ir import TensorType
 from .registry import OpPattern, register_op
 
@@ -57,7 +58,10 @@ def _clip_topi(x, a_min, a_max):
     """``clip`` with an open side left open (``topi.clip`` takes both bounds)."""
     if a_min is None or a_max is None:
         bound = topi.maximum if a_max is None else topi.minimum
-        return x if a_min is None and a_max is None else bound(x, a_min if a_max is None else a_max)
+        if a_min is None and a_max is None:
+            return x
+        value = a_min if a_max is None else a_max
+        return bound(x, const(int(value) if x.dtype.startswith(("int", "uint")) else value, x.dtype))
     return topi.clip(x, a_min, a_max)
 
 
@@ -96,9 +100,17 @@ def _logical_xor(a, b):
     return topi.not_equal(topi.cast(a, "bool"), topi.cast(b, "bool"))
 
 
+def _power_topi(a, b):
+    """``topi.power`` (float); integers through float64 and back (exact while results fit 2**53)."""
+    dtype = a.dtype
+    if dtype.startswith(("int", "uint")):
+        return topi.cast(topi.power(topi.cast(a, "float64"), topi.cast(b, "float64")), dtype)
+    return topi.power(a, b)
+
+
 BINARY = {"add": (np.add, topi.add), "subtract": (np.subtract, topi.subtract),
           "multiply": (np.multiply, topi.multiply), "divide": (_divide, topi.divide),
-          "power": (np.power, topi.power), "maximum": (np.maximum, topi.maximum),
+          "power": (np.power, _power_topi), "maximum": (np.maximum, topi.maximum),
           "minimum": (np.minimum, topi.minimum), "floor_mod": (np.mod, topi.floor_mod)}
 COMPARE = {"equal": (np.equal, topi.equal), "not_equal": (np.not_equal, topi.not_equal),
            "less": (np.less, topi.less), "less_equal": (np.less_equal, topi.less_equal),

@@ -1,11 +1,13 @@
 """Injective operators that move data: ``reshape``, ``transpose``, ``concatenate``, ``strided_slice``,
-``take``, ``broadcast_to``, ``tile``.  Attributes are fully resolved (no -1 or 0 placeholders in a
+``take``, ``gather``, ``broadcast_to``, ``tile``.  Attributes are fully resolved (no -1 or 0 placeholders in a
 reshape, slices normalized per axis), so a later pass reads them without the source model's rules."""
 from __future__ import annotations
 
 import numpy as np
 
 from ... import topi
+from ...expr import Max, Min, Select, binary, const
+from ...tensor import Tensor, compute
 from ..ir import GraphError, TensorType
 from .registry import OpPattern, register_op
 from .reduce import normalize_axes
@@ -94,8 +96,30 @@ def take_numpy(data, indices, axis):
     return np.take(data, np.where(indices < 0, indices + n, indices), axis=axis)
 
 
+def safe_indices(indices, n: int, clamp: bool):
+    """``indices`` with ONNX's negative indices wrapped once, then (``clamp``) clamped into ``[0, n)``."""
+    if not isinstance(indices, Tensor):   # a 0-d constant index arrives as a scalar expression
+        value = indices
+        indices = compute((), lambda: value, name="index")
+    dtype = indices.dtype
+
+    def fix(*i):
+        v = indices(*i)
+        v = Select(dtype, v < const(0, dtype), v + const(n, dtype), v)
+        return binary(Min, binary(Max, v, const(0, dtype)), const(n - 1, dtype)) if clamp else v
+    return compute(indices.shape, fix, name="safe_indices", tag="elemwise")
+
+
+def take_topi(data, indices, axis):
+    """ONNX's Gather as ``topi.take`` that never reads outside ``data``: a negative index wraps once
+    (ONNX's rule), then ``mode="clip"`` clamps every index into the axis, so data-dependent indices
+    are memory safe (an index still outside the axis is wrong data, reported elsewhere)."""
+    n = int(data.shape[normalize_axes([axis], data.ndim)[0]])
+    return topi.take(data, safe_indices(indices, n, clamp=False), axis, mode="clip")
+
+
 register_op("take", OpPattern.INJECTIVE, _take_infer, attrs={"axis": 0}, num_inputs=2, numpy=take_numpy,
-            topi=lambda data, indices, axis: topi.take(data, indices, axis, mode="wrap"))
+            topi=take_topi)
 
 
 def _broadcast_to_infer(x: TensorType, shape) -> TensorType:
@@ -119,3 +143,32 @@ def _tile_infer(x: TensorType, reps) -> TensorType:
 
 register_op("tile", OpPattern.INJECTIVE, _tile_infer, attrs={"reps": ()}, num_inputs=1,
             numpy=lambda x, reps: np.tile(x, reps), topi=lambda x, reps: topi.tile(x, reps))
+
+
+def _gather_infer(data: TensorType, indices: TensorType, axis) -> TensorType:
+    if indices.dtype not in ("int32", "int64"):
+        raise ValueError(f"indices must be int32 or int64, not {indices.dtype}")
+    ax = normalize_axes([axis], data.ndim)[0]
+    if indices.ndim != data.ndim or any(i > d for k, (i, d) in enumerate(zip(indices.shape, data.shape)) if k != ax):
+        raise ValueError(f"indices {indices} do not fit data {data} off axis {axis}")
+    return TensorType(indices.shape, data.dtype)
+
+
+def gather_numpy(data, indices, axis):
+    """``np.take_along_axis`` with ONNX's rule: negative indices wrap once; anything else outside raises."""
+    n = data.shape[axis]
+    bad = (indices < -n) | (indices >= n)
+    if bad.any():
+        raise GraphError(f"gather: index {int(indices[bad].flat[0])} is outside axis {axis} of size {n}")
+    region = tuple(slice(0, d) if k != axis % data.ndim else slice(None) for k, d in enumerate(indices.shape))
+    return np.take_along_axis(data[region], np.where(indices < 0, indices + n, indices), axis=axis)
+
+
+def gather_topi(data, indices, axis):
+    """``topi.gather`` (ONNX's GatherElements) over indices wrapped and clamped into the axis: memory safe."""
+    ax = normalize_axes([axis], data.ndim)[0]
+    return topi.gather(data, ax, safe_indices(indices, int(data.shape[ax]), clamp=True))
+
+
+register_op("gather", OpPattern.INJECTIVE, _gather_infer, attrs={"axis": 0}, num_inputs=2, numpy=gather_numpy,
+            topi=gather_topi)

@@ -1,4 +1,4 @@
 """``topi.image``: resizing."""
-from .resize import resize2d
+from .resize import resize1d, resize2d
 
-__all__ = ["resize2d"]
+__all__ = ["resize1d", "resize2d"]

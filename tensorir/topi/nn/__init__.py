@@ -1,19 +1,19 @@
 """``topi.nn``: neural-network operators as te computes (TVM's names and argument orders)."""
 from .batch_matmul import batch_matmul
 from .conv2d import conv2d, conv2d_nchw, conv2d_nhwc, group_conv2d_nchw
-from .conv2d_transpose import conv2d_transpose_nchw, dilate
+from .conv2d_transpose import conv2d_transpose_nchw, dilate, group_conv2d_transpose_nchw
 from .dense import dense, matmul
 from .depthwise_conv2d import depthwise_conv2d_nchw
 from .elemwise import leaky_relu, prelu, relu
 from .flatten import flatten
 from .norm import batch_norm, layer_norm
-from .pad import pad
+from .pad import mirror_pad, pad
 from .pooling import adaptive_pool, global_pool, pool1d, pool2d, pool3d
 from .softmax import log_softmax, softmax
 from .upsampling import upsampling
 from .utils import get_pad_tuple
 
 __all__ = ["batch_matmul", "conv2d", "conv2d_nchw", "conv2d_nhwc", "group_conv2d_nchw", "conv2d_transpose_nchw",
-           "dilate", "dense", "matmul", "depthwise_conv2d_nchw", "leaky_relu", "prelu", "relu", "flatten",
-           "batch_norm", "layer_norm", "pad", "adaptive_pool", "global_pool", "pool1d", "pool2d", "pool3d",
-           "log_softmax", "softmax", "upsampling", "get_pad_tuple"]
+           "group_conv2d_transpose_nchw", "dilate", "dense", "matmul", "depthwise_conv2d_nchw", "leaky_relu", "prelu",
+           "relu", "flatten", "batch_norm", "layer_norm", "pad", "mirror_pad", "adaptive_pool", "global_pool", "pool1d",
+           "pool2d", "pool3d", "log_softmax", "softmax", "upsampling", "get_pad_tuple"]

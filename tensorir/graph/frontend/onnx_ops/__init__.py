@@ -1,2 +1,2 @@
 """ONNX converters, one module per op family (importing them registers them)."""
-from . import conv, elementwise, gemm, normalization, pool, reduce, shape  # noqa: F401
+from . import conv, conv_transpose, elementwise, gemm, normalization, pool, reduce, resize, shape  # noqa: F401

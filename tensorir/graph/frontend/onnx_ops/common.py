@@ -3,8 +3,8 @@ from __future__ import annotations
 
 
 
-SUPPORTED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                    "float16", "float32", "float64")
+#: The element types tensorir computes with (``tensorir.dtype``): no uint16/32/64, bfloat16, float8, int4.
+SUPPORTED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
 
 
 def onnx_dtype(code: int, ctx=None) -> str:
@@ -14,7 +14,7 @@ def onnx_dtype(code: int, ctx=None) -> str:
     dtype = {"float": "float32", "double": "float64"}.get(name, name)
     if dtype not in SUPPORTED_DTYPES:
         msg = f"element type {onnx.TensorProto.DataType.Name(code)} is not supported"
-        raise ctx.error(msg) if ctx is not None else ValueError(msg)
+        raise ctx.unsupported(msg) if ctx is not None else ValueError(msg)
     return dtype
 
 

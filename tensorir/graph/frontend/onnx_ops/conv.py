@@ -17,7 +17,7 @@ def conv(ctx, inputs, attrs):
     bias = inputs[2] if len(inputs) > 2 else None
     nd = x.type.ndim - 2
     if nd not in (1, 2):
-        raise ctx.error(f"{nd}-d convolution is not supported yet (1-d and 2-d are)")
+        raise ctx.unsupported(f"{nd}-d convolution is not supported yet (1-d and 2-d are)")
     kernel = list(attrs.get("kernel_shape", w.type.shape[2:]))
     strides = list(attrs.get("strides", [1] * nd))
     dilations = list(attrs.get("dilations", [1] * nd))

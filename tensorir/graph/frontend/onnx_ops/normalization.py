@@ -10,7 +10,7 @@ from ..registry import converter
 @converter("BatchNormalization", since=1)
 def batch_norm(ctx, inputs, attrs):
     if attrs.get("training_mode", 0):
-        raise ctx.error("training_mode=1 is not supported (inference only)")
+        raise ctx.unsupported("training_mode=1 is not supported (inference only)")
     return ctx.call("nn.batch_norm", *inputs[:5], axis=1, epsilon=float(attrs.get("epsilon", 1e-5)))
 
 
@@ -61,6 +61,6 @@ def dropout(ctx, inputs, attrs):
     rate = float(ratio) if ratio is not None else float(attrs.get("ratio", 0.5))
     training = len(inputs) > 2 and inputs[2] is not None and bool(ctx.require_const(inputs[2], "training_mode"))
     if training and rate != 0.0:
-        raise ctx.error("training_mode=True is not supported (inference only)")
+        raise ctx.unsupported("training_mode=True is not supported (inference only)")
     mask = ctx.call("full", shape=list(x.type.shape), fill_value=True, dtype="bool")
     return [ctx.call("nn.dropout", x, rate=rate), mask]

@@ -125,6 +125,11 @@ def gather(ctx, inputs, attrs):
     return ctx.call("take", inputs[0], inputs[1], axis=attrs.get("axis", 0))
 
 
+@converter("GatherElements", since=11)
+def gather_elements(ctx, inputs, attrs):
+    return ctx.call("gather", inputs[0], inputs[1], axis=attrs.get("axis", 0))
+
+
 @converter("Expand", since=8)
 def expand(ctx, inputs, attrs):
     return ctx.call("broadcast_to", inputs[0], shape=_ints(ctx, inputs[1], "shape"))
@@ -146,11 +151,32 @@ def pad(ctx, inputs, attrs):
     for i, a in enumerate(axes):
         width[a % x.type.ndim] = [pads[i], pads[i + k]]
     if any(p < 0 for w in width for p in w):
-        raise ctx.error("negative pads are not supported")
+        raise ctx.unsupported("negative pads are not supported")
     mode = attrs.get("mode", "constant")
     if mode not in ("constant", "edge", "reflect"):
-        raise ctx.error(f"pad mode {mode!r} is not supported")
+        raise ctx.unsupported(f"pad mode {mode!r} is not supported")
+    if mode == "reflect" and any(max(w) >= d for w, d in zip(width, x.type.shape)):
+        raise ctx.unsupported("reflect pads as large as the axis are not supported")
+    if mode == "edge":
+        return _edge_pad(ctx, x, width)
     return ctx.call("nn.pad", x, pad_width=width, pad_value=0.0 if value is None else value.item(), pad_mode=mode)
+
+
+def _edge_pad(ctx, x, width):
+    """Edge padding as the border slices broadcast and concatenated (all injective: one kernel)."""
+    for axis, (before, after) in enumerate(width):
+        if not before and not after:
+            continue
+        n = x.type.shape[axis]
+        parts = [x]
+        for count, at, place in ((before, 0, 0), (after, n - 1, 1)):
+            if count:
+                border = _slice(ctx, x, [at], [at + 1], [axis], [1])
+                shape = list(x.type.shape)
+                shape[axis] = count
+                parts.insert(place * len(parts), ctx.call("broadcast_to", border, shape=shape))
+        x = ctx.call("concatenate", *parts, axis=axis)
+    return x
 
 
 @converter("Shape", since=1)

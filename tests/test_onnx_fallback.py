@@ -1,0 +1,106 @@
+"""ONNX nodes without a converter: an opaque ``onnx.fallback`` node typed by ONNX's shape inference and
+run by ONNX's reference evaluator; counted by ``graph.unsupported_ops``; never dropped."""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+from tensorir import graph  # noqa: E402
+from tensorir.graph import GraphError, OpPattern  # noqa: E402
+from tensorir.graph.op import get_op  # noqa: E402
+
+
+def _model(nodes, inputs, outputs, inits=(), opsets=(("", 17),)):
+    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, list(inits)),
+                             opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+
+
+def _info(name, dtype, shape):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def _mixed():
+    nodes = [helper.make_node("Einsum", ["x", "x"], ["a"], equation="ij,jk->ik", name="ein"),
+             helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("TopK", ["b", "k"], ["v", "i"], axis=1, name="top"),
+             helper.make_node("Einsum", ["v", "v"], ["w"], equation="ij,ij->ij")]
+    return _model(nodes, [_info("x", TensorProto.FLOAT, ["N", "N"])],
+                  [_info("w", TensorProto.FLOAT, None), _info("i", TensorProto.INT64, None)],
+                  [numpy_helper.from_array(np.array([2], np.int64), "k")])
+
+
+def test_fallback_nodes_typed_counted_and_run_by_reference():
+    m = _mixed()
+    g, params = graph.from_onnx(m, {"N": 4})
+    fallbacks = [n for n in g.nodes if n.op == "onnx.fallback"]
+    assert sorted(n.attrs["op_type"] for n in fallbacks) == ["Einsum", "Einsum", "TopK", "TopK"]
+    assert [str(n.type) for n in fallbacks if n.attrs["op_type"] == "TopK"] == ["float32[4, 2]", "int64[4, 2]"]
+    assert graph.unsupported_ops(g) == {"Einsum": 2, "TopK": 1}   # TopK's two outputs are one ONNX node
+    assert get_op("onnx.fallback").pattern == OpPattern.OPAQUE and get_op("onnx.fallback").topi is None
+    assert 'onnx.fallback(%x, op_type="Einsum", domain="", model=<onnx model' in str(g)
+    x = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
+    want = ReferenceEvaluator(m).run(None, {"x": x})
+    for stage in (g, graph.optimize(g, params)):
+        got = graph.evaluate(stage, {"x": x})
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+    fused = graph.optimize(g, params)
+    assert graph.unsupported_ops(fused) == {"Einsum": 2, "TopK": 1}
+    # each fallback node is a kernel of its own
+    for n in fused.nodes:
+        ops = {b.op for b in n.op.body.nodes}
+        assert ops == {"onnx.fallback"} or "onnx.fallback" not in ops
+
+
+def test_fallback_with_constant_inputs_folds_at_import():
+    m = _model([helper.make_node("Einsum", ["c", "c"], ["a"], equation="i,i->i"),
+                helper.make_node("Add", ["x", "a"], ["y"])],
+               [_info("x", TensorProto.FLOAT, [3])], [_info("y", TensorProto.FLOAT, [3])],
+               [numpy_helper.from_array(np.array([1, 2, 3], np.int64), "c")])
+    m.graph.node[1].input[1] = "a_f"
+    m.graph.node.insert(1, helper.make_node("Cast", ["a"], ["a_f"], to=TensorProto.FLOAT))
+    g, _ = graph.from_onnx(m)
+    assert graph.unsupported_ops(g) == {}
+    x = np.random.default_rng(1).standard_normal(3).astype(np.float32)
+    np.testing.assert_allclose(graph.evaluate(g, {"x": x})[0], x + np.array([1, 4, 9], np.float32))
+
+
+def test_fallback_shape_inference_uses_constant_inputs():
+    """A fallback op whose output shape depends on a constant input (Upsample-like ops): the constant is
+    baked into the one-node model, so ONNX's shape inference sees it."""
+    m = _model([helper.make_node("CenterCropPad", ["x", "s"], ["y"])],
+               [_info("x", TensorProto.FLOAT, [5, 6])], [_info("y", TensorProto.FLOAT, None)],
+               [numpy_helper.from_array(np.array([3, 8], np.int64), "s")], opsets=(("", 18),))
+    g, _ = graph.from_onnx(m)
+    assert g.outputs[0].type.shape == (3, 8)
+    x = np.random.default_rng(2).standard_normal((5, 6)).astype(np.float32)
+    np.testing.assert_array_equal(graph.evaluate(g, {"x": x})[0], ReferenceEvaluator(m).run(None, {"x": x})[0])
+
+
+def test_data_dependent_fallback_shape_is_a_clear_error():
+    m = _model([helper.make_node("NonZero", ["x"], ["y"], name="nz")],
+               [_info("x", TensorProto.FLOAT, [2, 3])], [_info("y", TensorProto.INT64, None)])
+    with pytest.raises(GraphError, match=r"ONNX node 'nz' \(NonZero\): no converter.*depends on the data"):
+        graph.from_onnx(m)
+
+
+def test_unknown_domain_is_refused_by_name():
+    m = _model([helper.make_node("Foo", ["x"], ["y"], domain="com.example"),
+                helper.make_node("Foo", ["y"], ["z"], domain="com.example")],
+               [_info("x", TensorProto.FLOAT, [2])], [_info("z", TensorProto.FLOAT, [2])],
+               opsets=(("", 17), ("com.example", 1)))
+    with pytest.raises(GraphError, match=r"2 node\(s\) of unknown domains \(com.example.Foo \(x2\)\)"):
+        graph.from_onnx(m)
+
+
+def test_control_flow_without_converter_is_refused_by_name():
+    then = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [],
+                             [_info("t", TensorProto.FLOAT, [2])])
+    m = _model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=then, name="branch")],
+               [_info("c", TensorProto.BOOL, []), _info("x", TensorProto.FLOAT, [2])],
+               [_info("y", TensorProto.FLOAT, [2])])
+    with pytest.raises(GraphError, match=r"ONNX node 'branch' \(If\): control flow"):
+        graph.from_onnx(m)
