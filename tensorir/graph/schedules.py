@@ -169,3 +169,58 @@ def schedule_matmul(s: Schedule, kt: KernelTE, out: Stage) -> None:
         return schedule_reduction(s, kt, out)
     _register_block(s, out, anchor, row_axis=len(out.op.axis) - 2, row_choices=(4, 2),
                     outer_axes=len(out.op.axis) - 2)
+
+
+def _row_block(n: int, limit: int = 16) -> int:
+    """The register-block length along an axis of ``n``: its largest divisor up to ``limit``, or ``8``
+    (a guarded tail) when ``n`` only has small divisors (a prime extent)."""
+    best = max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+    return 8 if best < 4 and n > limit else best
+
+
+def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, at, rows, vec) -> None:
+    """The anchor as a register block of ``rows`` x ``vec`` (unrolled x vectorized) with its reduction
+    outside, computed per tile at ``out``'s loop ``at`` (or ``out`` itself); ``outer`` fused parallel."""
+    if out is anchor:
+        out.reorder(*outer, at, *anchor.op.reduce_axis, rows, vec)
+        out.unroll(rows)
+    else:
+        out.reorder(*outer, at, rows, vec)
+        anchor.compute_at(out, at)
+        a = list(anchor.op.axis)
+        anchor.reorder(*anchor.op.reduce_axis, a[-2], a[-1])
+        anchor.unroll(a[-2])
+        anchor.vectorize(a[-1])
+    out.vectorize(vec)
+    out.parallel(out.fuse(*outer) if len(outer) > 1 else outer[0])
+
+
+@register_schedule("nn.contrib_conv2d_NCHWc")
+def schedule_conv2d_nchwc(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """NCHW[x]c: per (batch, channel block, output row) in parallel, tiles of output columns x the
+    channel block (a vector), the reduction over input channel blocks, kernel rows and columns and the
+    channels of a block outside each tile; the epilogue (bias, residual, activation) per tile."""
+    anchor = _anchor(s, out)
+    if anchor is None or len(out.op.axis) != 5 or _extents(anchor) != _extents(out):
+        return schedule_reduction(s, kt, out)
+    n, oc, oh, ow, oc_b = out.op.axis
+    wo, wi = out.split(ow, factor=_row_block(_extents(out)[3]))
+    if out is not anchor:   # the anchor's own axes: the column tile and the channel vector
+        a = list(anchor.op.axis)
+        anchor.reorder(*a[:3], a[3], a[4])
+    _block_anchor(s, out, anchor, [n, oc, oh], wo, wi, oc_b)
+
+
+@register_schedule("nn.contrib_dense_pack")
+def schedule_dense_pack(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Packed dense: per (batch, block of output columns) in parallel, tiles of rows x the column block
+    (a vector), the reduction outside each tile; the weights of one column block stay in cache while
+    the row tiles pass."""
+    anchor = _anchor(s, out)
+    if anchor is None or len(out.op.axis) < 2 or _extents(anchor) != _extents(out):
+        return schedule_reduction(s, kt, out)
+    ext = _extents(out)
+    axes = list(out.op.axis)
+    ro, ri = out.split(axes[-2], factor=_row_block(ext[-2], 8))
+    vo, vi = out.split(axes[-1], factor=_divisor(ext[-1], (16, 8, 4)))
+    _block_anchor(s, out, anchor, [*axes[:-2], vo], ro, ri, vi)
