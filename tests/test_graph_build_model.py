@@ -124,8 +124,9 @@ def test_identical_kernels_are_built_once(monkeypatch):
     g, params = graph.from_onnx(gm.transformer_block(), {"batch": 1, "seq": 4})
     m = codegen.build_model(g, params=params)
     kernels = [k for k, _ in m.kernels]
-    assert {"fused_nn_dense_add", "fused_nn_dense_add_1", "fused_nn_dense_add_2"} <= set(kernels)
-    assert "fused_nn_dense_add_1" not in names and len(names) < len(kernels)   # q, k, v: one build
+    qkv = ["fused_nn_contrib_dense_pack_add" + k for k in ("", "_1", "_2")]
+    assert set(qkv) <= set(kernels)
+    assert qkv[1] not in names and len(names) < len(kernels)   # q, k, v: one build
     x = np.random.default_rng(5).standard_normal((1, 4, 32)).astype("float32")
     want = gm.run_onnxruntime(gm.transformer_block(), {"x": x})[0]
     np.testing.assert_allclose(m(x=x)[0], want, rtol=1e-4, atol=1e-5 * np.abs(want).max())

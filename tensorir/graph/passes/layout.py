@@ -3,7 +3,7 @@
 
 - ``nn.conv2d`` (one group, constant weights) becomes ``nn.contrib_conv2d_NCHWc`` over ``NCHW[x]c``
   data with its weights packed ``OIHW[x]i[y]o`` once, here (a constant);
-- ``nn.dense`` (constant weights) becomes ``nn.contrib_dense_pack`` with weights packed ``NC[y]n``;
+- ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with weights packed ``NC[y]n``;
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add`` and broadcast
   arithmetic with per-channel constants follow the layout (:data:`FOLLOWERS`); any other reader gets
   the plain NCHW value through one ``layout_transform`` (made once, shared), as do the outputs.
@@ -88,9 +88,9 @@ def _conv2d(st: _Layouts, n: Node):
 @_rule("nn.dense")
 def _dense(st: _Layouts, n: Node):
     x, w = (st.get_plain(v) for v in n.inputs)
-    if not isinstance(w, Const) or w.type.dtype != "float32":
-        return None
-    bn = next(b for b in BLOCKS if w.type.shape[0] % b == 0)
+    if not isinstance(w, Const) or w.type.dtype != "float32" or w.type.shape[0] % 8:
+        return None   # packing pays where the output columns fill vectors of 8 or 16
+    bn = 16 if w.type.shape[0] % 16 == 0 else 8
     return call("nn.contrib_dense_pack", x, Const(layout_transform_numpy(w.value, "NC", f"NC{bn}n")),
                 weight_layout=f"NC{bn}n")
 
