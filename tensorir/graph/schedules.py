@@ -178,14 +178,17 @@ def _row_block(n: int, limit: int = 16) -> int:
     return 8 if best < 4 and n > limit else best
 
 
-def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, at, rows, vec) -> None:
+def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, middle, at, rows, vec) -> None:
     """The anchor as a register block of ``rows`` x ``vec`` (unrolled x vectorized) with its reduction
-    outside, computed per tile at ``out``'s loop ``at`` (or ``out`` itself); ``outer`` fused parallel."""
+    outside, computed per tile at ``out``'s loop ``at`` (or ``out`` itself); ``outer`` fused parallel,
+    ``middle`` (a loop or None) between them.  (Parallel loops stay unfused with ``middle``: the tile's
+    bounds then stay constant, its accumulators in registers.)"""
+    between = [middle] if middle is not None else []
     if out is anchor:
-        out.reorder(*outer, at, *anchor.op.reduce_axis, rows, vec)
+        out.reorder(*outer, *between, at, *anchor.op.reduce_axis, rows, vec)
         out.unroll(rows)
     else:
-        out.reorder(*outer, at, rows, vec)
+        out.reorder(*outer, *between, at, rows, vec)
         anchor.compute_at(out, at)
         a = list(anchor.op.axis)
         anchor.reorder(*anchor.op.reduce_axis, a[-2], a[-1])
@@ -208,7 +211,7 @@ def schedule_conv2d_nchwc(s: Schedule, kt: KernelTE, out: Stage) -> None:
     if out is not anchor:   # the anchor's own axes: the column tile and the channel vector
         a = list(anchor.op.axis)
         anchor.reorder(*a[:3], a[3], a[4])
-    _block_anchor(s, out, anchor, [n, oc, oh], wo, wi, oc_b)
+    _block_anchor(s, out, anchor, [n, oc], oh, wo, wi, oc_b)
 
 
 @register_schedule("nn.contrib_dense_pack")
@@ -223,4 +226,4 @@ def schedule_dense_pack(s: Schedule, kt: KernelTE, out: Stage) -> None:
     axes = list(out.op.axis)
     ro, ri = out.split(axes[-2], factor=_row_block(ext[-2], 8))
     vo, vi = out.split(axes[-1], factor=_divisor(ext[-1], (16, 8, 4)))
-    _block_anchor(s, out, anchor, [*axes[:-2], vo], ro, ri, vi)
+    _block_anchor(s, out, anchor, [*axes[:-2], vo], None, ro, ri, vi)

@@ -117,11 +117,16 @@ def _bias_add(st: _Layouts, n: Node):
 
 
 def _follow(st: _Layouts, n: Node):
-    """An elementwise or broadcast op over blocked NCHW data (and per-channel constants) stays blocked."""
+    """An elementwise or broadcast op over blocked NCHW data (and per-channel constants) stays blocked,
+    unless more of its operands are at hand in NCHW than blocked."""
     blocks = {st.blocked[id(v)][1] for v in n.inputs if id(v) in st.blocked}
     if len(blocks) != 1 or n.type.ndim != 4:
         return None
     block = blocks.pop()
+    full = [v for v in n.inputs if v.type.shape == n.type.shape and not isinstance(v, Const)]
+    to_blocked = sum(id(v) not in st.blocked for v in full)
+    if to_blocked > sum(id(v) not in st.plain for v in full):
+        return None   # fewer conversions in NCHW
     args = []
     for v in n.inputs:
         if v.type.shape == n.type.shape:   # blocked already, or converted once

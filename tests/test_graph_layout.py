@@ -1,0 +1,138 @@
+"""Blocked layouts: ``topi.layout_transform`` (and its numpy twin), ``topi.nn.conv2d_NCHWc`` and
+``topi.nn.dense_pack`` under their default schedules (NaN-poisoned outputs, isl checks on, extents
+the register tiles do not divide), and the ``alter_op_layout`` pass (graph printed before and after,
+results equal, activations blocked between convolutions)."""
+import numpy as np
+import pytest
+from test_graph_lower_te import check_kernel
+
+import tensorir as te
+from tensorir import graph, topi
+from tensorir.graph import Const, TensorType, Var, call
+from tensorir.graph.lower_te import lower_kernel
+from tensorir.graph.passes import alter_op_layout, fold_constants
+from tensorir.graph.schedules import schedule_kernel
+from tensorir.topi.layout import layout_transform_numpy
+
+
+def _x(shape, name="x"):
+    return Var(name, TensorType(shape, "float32"))
+
+
+def _w(shape, seed=0):
+    return Const((np.random.default_rng(seed).standard_normal(shape) * 0.3).astype("float32"))
+
+
+def _graph(out):
+    return graph.Graph(tuple(v for v in graph.topological_order([out]) if isinstance(v, Var)), (out,))
+
+
+def _kernels(out):
+    return graph.fuse_ops(_graph(out)).kernels
+
+
+def test_layout_transform_numpy():
+    x = np.random.default_rng(0).standard_normal((2, 32, 3, 5)).astype("float32")
+    b = layout_transform_numpy(x, "NCHW", "NCHW16c")
+    assert b.shape == (2, 2, 3, 5, 16) and b[1, 1, 2, 4, 3] == x[1, 19, 2, 4]
+    assert np.array_equal(layout_transform_numpy(layout_transform_numpy(b, "NCHW16c", "NCHW8c"), "NCHW8c", "NCHW"), x)
+    w = np.arange(32 * 24 * 9, dtype="float32").reshape(32, 24, 3, 3)
+    p = layout_transform_numpy(w, "OIHW", "OIHW8i16o")
+    assert p.shape == (2, 3, 3, 3, 8, 16) and p[1, 2, 0, 1, 5, 7] == w[23, 21, 0, 1]
+    assert layout_transform_numpy(w[:, :, 0, 0], "NC", "NC8n")[3, 5, 2] == w[26, 5, 0, 0]
+
+
+@pytest.mark.parametrize("src, dst", [("NCHW", "NCHW8c"), ("NCHW8c", "NCHW"), ("NCHW8c", "NCHW4c")])
+def test_layout_transform_kernel(src, dst):
+    shape = (2, 16, 3, 5) if src == "NCHW" else (2, 2, 3, 5, 8)
+    (k,) = _kernels(call("layout_transform", _x(shape), src_layout=src, dst_layout=dst))
+    check_kernel(k, schedule=schedule_kernel)
+
+
+@pytest.mark.parametrize("layout, err", [
+    ("NCHW16", "expected upper-case axes"), ("NCHWc", "needs a factor"), ("NCHW4h4h", "each axis once"),
+    ("NCH4w", "every block of an axis"), ("NCHW5c", "axis C of 16 is not a multiple of its block 5")])
+def test_layout_errors_name_the_layout(layout, err):
+    with pytest.raises(ValueError, match=err):
+        topi.layout_transform(te.placeholder((1, 16, 4, 4), name="x"), "NCHW", layout)
+
+
+@pytest.mark.parametrize("shape, oc, k, stride, pad", [
+    ((1, 1, 9, 9, 3), 1, 3, 1, 1),      # 3 input channels in one block (a first layer)
+    ((2, 2, 7, 7, 8), 2, 3, 1, 1),      # 7 columns: one tile of 7
+    ((1, 1, 19, 19, 4), 1, 3, 2, 1),    # 10 columns: a tile of 10
+    ((1, 1, 5, 37, 4), 1, 1, 1, 0),     # 37 columns (a prime): tiles of 8 and a guarded tail
+    ((1, 1, 12, 12, 4), 3, 7, 2, 3),    # 7x7 stride 2
+])
+def test_conv2d_nchwc_default_schedule(shape, oc, k, stride, pad):
+    ib, ob = shape[4], 8
+    x = _x(shape)
+    conv = call("nn.contrib_conv2d_NCHWc", x, _x((oc, shape[1], k, k, ib, ob), "w"), strides=(stride, stride),
+                padding=(pad,) * 4, data_layout=f"NCHW{ib}c", kernel_layout=f"OIHW{ib}i{ob}o", out_layout=f"NCHW{ob}c")
+    res = _x(conv.type.shape, "r")
+    for out in (conv, call("nn.relu", call("add", call("add", conv, _x((1, oc, 1, 1, ob), "b")), res))):
+        (kern,) = _kernels(out)
+        check_kernel(kern, schedule=schedule_kernel)
+
+
+def test_conv2d_nchwc_tile_is_register_blocked():
+    conv = call("nn.contrib_conv2d_NCHWc", _x((1, 2, 14, 14, 16)), _x((2, 2, 3, 3, 16, 16), "w"), padding=(1,) * 4)
+    (kern,) = _kernels(call("nn.relu", call("add", conv, _x((1, 2, 1, 1, 16), "b"))))
+    kt = lower_kernel(kern)
+    text = str(te.lower(schedule_kernel(kt), kt.args))
+    head, tile = text.split("parallel for (i0.i1.fused, 2) {\n    for (i2, 14) {")   # batch x channel block
+    assert "allocate conv2d_NCHWc[float32 * 1 * 1 * 1 * 14 * 16]" in tile   # 14 columns x 16 channels
+    loops = [ln.strip() for ln in tile.splitlines() if " for (" in ln]
+    assert loops[:4] == ["for (rc_o, 2) {", "for (ry, 3) {", "for (rx, 3) {", "for (rc_i, 16) {"]
+    assert "for (x, 14)" not in tile and "conv2d_NCHWc[ramp(208, 1, 16)]" in tile     # unrolled columns
+    assert "T_relu[ramp(" in tile and "allocate data_pad" in head             # padding its own stage
+
+
+@pytest.mark.parametrize("m, lead", [(8, ()), (13, (2,)), (3, (1,))])
+def test_dense_pack_default_schedule(m, lead):
+    x = _x((*lead, m, 24))
+    d = call("nn.contrib_dense_pack", x, _x((3, 24, 16), "w"), weight_layout="NC16n")
+    for out in (d, call("erf", call("add", d, _x((48,), "b")))):
+        (kern,) = _kernels(out)
+        check_kernel(kern, schedule=schedule_kernel)
+
+
+def _conv_net():
+    """conv -> bias -> relu -> conv -> + residual -> relu -> max pool, and a grouped conv beside."""
+    x = _x((1, 32, 10, 10))
+    c1 = call("nn.relu", call("nn.bias_add", call("nn.conv2d", x, _w((32, 32, 3, 3)), padding=(1,) * 4), _w((32,), 1)))
+    c2 = call("nn.conv2d", c1, _w((32, 32, 1, 1), 2))
+    r = call("nn.relu", call("add", call("multiply", c2, _w((32, 1, 1), 3)), c1))
+    dw = call("nn.conv2d", r, _w((32, 1, 3, 3), 4), padding=(1,) * 4, groups=32)
+    return call("nn.max_pool2d", call("add", dw, r), pool_size=(2, 2), strides=(2, 2))
+
+
+def test_alter_op_layout_keeps_activations_blocked():
+    g = _graph(_conv_net())
+    before = str(g)
+    assert before.count("nn.conv2d(") == 3 and "layout_transform" not in before
+    after = fold_constants(alter_op_layout(g))
+    text = str(after)
+    assert text.count("nn.contrib_conv2d_NCHWc(") == 2 and text.count("nn.conv2d(") == 1   # grouped stays NCHW
+    assert 'kernel_layout="OIHW16i16o"' in text and text.count("layout_transform(") == 2   # in, and out once
+    assert "= add(%9, %8) : float32[1, 32, 10, 10]" in text   # the residual is at hand in NCHW already
+    assert '= layout_transform(%x, src_layout="NCHW", dst_layout="NCHW16c") : float32[1, 2, 10, 10, 16]' in text
+    assert "multiply(%" in text and "float32[1, 2, 1, 1, 16]" in text   # the per-channel constant follows
+    assert after.outputs[0].type == g.outputs[0].type
+    x = np.random.default_rng(7).standard_normal((1, 32, 10, 10)).astype("float32")
+    want = graph.evaluate(g, {"x": x})[0]
+    np.testing.assert_allclose(graph.evaluate(after, {"x": x})[0], want, rtol=1e-5, atol=1e-5)
+    m = __import__("codegen").build_model(_graph(_conv_net()))
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=x)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_alter_op_layout_leaves_other_graphs_alone():
+    x, w = _x((1, 8, 6, 6)), _x((8, 8, 3, 3), "w")
+    g = _graph(call("nn.relu", call("nn.conv2d", x, w)))   # weights not constant: nothing to pack
+    assert str(alter_op_layout(g)) == str(g)
+    d = _graph(call("nn.dense", _x((4, 12)), _w((10, 12))))   # 10 outputs: not a vector's multiple
+    assert str(alter_op_layout(d)) == str(d)
+    d = _graph(call("nn.dense", _x((4, 12)), _w((24, 12))))
+    assert 'nn.contrib_dense_pack(%x, %c0, weight_layout="NC8n") : float32[4, 24]' in str(alter_op_layout(d))
