@@ -35,9 +35,9 @@ def test_cnn_matches_onnxruntime_and_fuses():
     assert kernels(fused) == [
         to_blocked, ("nn.contrib_conv2d_NCHWc", "add", "nn.relu"), to_plain,
         ("nn.conv2d", "nn.bias_add", "nn.relu"),                      # depthwise, its bias and BN folded
-        to_blocked, ("nn.contrib_conv2d_NCHWc", "add", "add", "nn.relu"), to_plain,   # + bias + residual + relu
-        ("nn.max_pool2d",), ("nn.avg_pool2d",), ("nn.global_avg_pool2d",), ("reshape",),
-        ("nn.dense", "nn.bias_add"), ("nn.softmax",)]
+        to_blocked, ("nn.contrib_conv2d_NCHWc", "add", "add", "nn.relu"),   # + bias + residual + relu
+        ("nn.contrib_max_pool2d_NCHWc",), ("nn.contrib_avg_pool2d_NCHWc",), ("mean",),   # pooled blocked
+        ("layout_transform", "reshape"), ("nn.dense", "nn.bias_add"), ("nn.softmax",)]
     assert fused.nodes[3].inputs[1].type.shape == (8, 1, 3, 3) and fused.nodes[3].op.nodes[0].attrs["groups"] == 8
 
 

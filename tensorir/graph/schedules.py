@@ -88,6 +88,7 @@ def schedule_injective_kernel(s: Schedule, kt: KernelTE, out: Stage) -> None:
 
 
 @register_schedule("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.max_pool2d", "nn.avg_pool2d",
+                   "nn.contrib_max_pool2d_NCHWc", "nn.contrib_avg_pool2d_NCHWc",
                    "nn.global_avg_pool2d", "nn.global_max_pool2d", "sum", "mean", "max", "min", "prod")
 def schedule_reduction(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """Reduction stages whose axes are a prefix of the output's computed at the output's loop over that

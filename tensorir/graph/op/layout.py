@@ -1,5 +1,7 @@
 """Blocked-layout operators (TVM Relay's names): ``layout_transform`` (injective), the packed
-convolution ``nn.contrib_conv2d_NCHWc`` and the packed dense ``nn.contrib_dense_pack`` (anchors).
+convolution ``nn.contrib_conv2d_NCHWc`` and the packed dense ``nn.contrib_dense_pack`` (anchors), and
+pooling over ``NCHW[x]c`` data, ``nn.contrib_max_pool2d_NCHWc`` / ``nn.contrib_avg_pool2d_NCHWc`` (TVM
+gives ``nn.max_pool2d`` a ``layout`` attribute instead).
 The layout pass (:mod:`..passes.layout`) introduces them; weights arrive packed (folded constants)."""
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from ...topi.layout import layout_shape, layout_transform, layout_transform_nump
 from ...topi.nn.conv2d_nchwc import conv2d_NCHWc
 from ...topi.nn.dense_pack import dense_pack
 from ..ir import TensorType
-from .nn import conv2d_numpy, conv_out
+from .nn import _POOL_ATTRS, _pool_infer, _pool_numpy, conv2d_numpy, conv_out
 from .registry import OpPattern, register_op
 
 
@@ -72,3 +74,33 @@ register_op("nn.contrib_dense_pack", OpPattern.OUT_ELEMWISE_FUSABLE, _dense_pack
             topi=lambda x, w, weight_layout: dense_pack(x, w))
 
 
+
+
+def _pool_nchwc_infer(x: TensorType, layout, **attrs) -> TensorType:
+    block = _block(layout)
+    if x.ndim != 5 or x.shape[4] != block:
+        raise ValueError(f"blocked pooling takes {layout} data, got {x}")
+    plain = TensorType(x.shape[:1] + (x.shape[1] * block,) + x.shape[2:4], x.dtype)
+    return TensorType(layout_shape(_pool_infer(plain, **attrs).shape, "NCHW", layout), x.dtype)
+
+
+def _pool_nchwc_numpy(kind):
+    def run(x, layout, **attrs):
+        return layout_transform_numpy(_pool_numpy(layout_transform_numpy(x, layout, "NCHW"), kind=kind, **attrs),
+                                      "NCHW", layout)
+    return run
+
+
+def _pool_nchwc_topi(kind):
+    def build(x, layout, pool_size, strides, dilation, padding, ceil_mode, count_include_pad=True):
+        if ceil_mode:   # ONNX's ceil mode differs from TVM's; the layout pass leaves such pools in NCHW
+            raise ValueError(f"nn.contrib_{kind}_pool2d_NCHWc: ceil_mode is not supported")
+        return topi.nn.pool2d(x, pool_size, strides, dilation, padding, kind, layout=layout,
+                              count_include_pad=count_include_pad)
+    return build
+
+
+for _kind, _extra in (("max", {}), ("avg", {"count_include_pad": False})):
+    register_op(f"nn.contrib_{_kind}_pool2d_NCHWc", OpPattern.OUT_ELEMWISE_FUSABLE, _pool_nchwc_infer, num_inputs=1,
+                attrs={**_POOL_ATTRS, **_extra, "layout": "NCHW16c"}, numpy=_pool_nchwc_numpy(_kind),
+                topi=_pool_nchwc_topi(_kind))

@@ -4,8 +4,8 @@
 - ``nn.conv2d`` (one group, constant weights) becomes ``nn.contrib_conv2d_NCHWc`` over ``NCHW[x]c``
   data with its weights packed ``OIHW[x]i[y]o`` once, here (a constant);
 - ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with weights packed ``NC[y]n``;
-- blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add`` and broadcast
-  arithmetic with per-channel constants follow the layout (:data:`FOLLOWERS`); any other reader gets
+- blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
+  arithmetic with per-channel constants and pooling follow the layout (:data:`RULES`); any other reader gets
   the plain NCHW value through one ``layout_transform`` (made once, shared), as do the outputs.
 """
 from __future__ import annotations
@@ -114,6 +114,24 @@ def _bias_add(st: _Layouts, n: Node):
     xb, block = st.blocked[id(x)]
     per_channel = Const(b.value.reshape(1, -1, 1, 1))
     return call("add", xb, _channel_const(per_channel, x.type.shape[1], block)), block
+
+
+@_rule("nn.max_pool2d", "nn.avg_pool2d")
+def _pool(st: _Layouts, n: Node):
+    (x,) = n.inputs
+    if id(x) not in st.blocked or n.attrs["ceil_mode"]:
+        return None
+    xb, block = st.blocked[id(x)]
+    return call(f"nn.contrib_{n.op[3:6]}_pool2d_NCHWc", xb, layout=f"NCHW{block}c", **dict(n.attrs)), block
+
+
+@_rule("nn.global_avg_pool2d", "nn.global_max_pool2d")
+def _global_pool(st: _Layouts, n: Node):
+    (x,) = n.inputs
+    if id(x) not in st.blocked or x.type.ndim != 4:
+        return None
+    xb, block = st.blocked[id(x)]
+    return call("mean" if "avg" in n.op else "max", xb, axis=(2, 3), keepdims=True), block
 
 
 def _follow(st: _Layouts, n: Node):
