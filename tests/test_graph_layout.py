@@ -57,15 +57,16 @@ def test_layout_errors_name_the_layout(layout, err):
         topi.layout_transform(te.placeholder((1, 16, 4, 4), name="x"), "NCHW", layout)
 
 
-@pytest.mark.parametrize("shape, oc, k, stride, pad", [
-    ((1, 1, 9, 9, 3), 1, 3, 1, 1),      # 3 input channels in one block (a first layer)
-    ((2, 2, 7, 7, 8), 2, 3, 1, 1),      # 7 columns: one tile of 7
-    ((1, 1, 19, 19, 4), 1, 3, 2, 1),    # 10 columns: a tile of 10
-    ((1, 1, 5, 37, 4), 1, 1, 1, 0),     # 37 columns (a prime): tiles of 8 and a guarded tail
-    ((1, 1, 12, 12, 4), 3, 7, 2, 3),    # 7x7 stride 2
+@pytest.mark.parametrize("shape, oc, k, stride, pad, ob", [
+    ((1, 1, 9, 9, 3), 1, 3, 1, 1, 8),      # 3 input channels in one block (a first layer)
+    ((2, 2, 7, 7, 8), 2, 3, 1, 1, 8),      # 7 columns: one tile of 7
+    ((1, 1, 19, 19, 4), 1, 3, 2, 1, 8),    # 10 columns: a tile of 10
+    ((1, 1, 5, 37, 4), 1, 1, 1, 0, 8),     # 37 columns (a prime): tiles of 8 and a guarded tail
+    ((1, 1, 12, 12, 4), 3, 7, 2, 3, 8),    # 7x7 stride 2
+    ((1, 2, 6, 6, 2), 1, 3, 1, 1, 10),     # 10 output channels: a vector of 10
 ])
-def test_conv2d_nchwc_default_schedule(shape, oc, k, stride, pad):
-    ib, ob = shape[4], 8
+def test_conv2d_nchwc_default_schedule(shape, oc, k, stride, pad, ob):
+    ib = shape[4]
     x = _x(shape)
     conv = call("nn.contrib_conv2d_NCHWc", x, _x((oc, shape[1], k, k, ib, ob), "w"), strides=(stride, stride),
                 padding=(pad,) * 4, data_layout=f"NCHW{ib}c", kernel_layout=f"OIHW{ib}i{ob}o", out_layout=f"NCHW{ob}c")
