@@ -99,7 +99,7 @@ def test_dense_pack_default_schedule(m, lead):
 
 
 def _conv_net():
-    """conv -> bias -> relu -> conv -> + residual -> relu -> max pool, and a grouped conv beside."""
+    """conv -> bias -> relu -> conv -> * scale + residual -> relu -> depthwise conv + residual -> max pool."""
     x = _x((1, 32, 10, 10))
     c1 = call("nn.relu", call("nn.bias_add", call("nn.conv2d", x, _w((32, 32, 3, 3)), padding=(1,) * 4), _w((32,), 1)))
     c2 = call("nn.conv2d", c1, _w((32, 32, 1, 1), 2))
@@ -114,9 +114,13 @@ def test_alter_op_layout_keeps_activations_blocked():
     assert before.count("nn.conv2d(") == 3 and "layout_transform" not in before
     after = fold_constants(alter_op_layout(g))
     text = str(after)
-    assert text.count("nn.contrib_conv2d_NCHWc(") == 2 and text.count("nn.conv2d(") == 1   # grouped stays NCHW
-    assert 'kernel_layout="OIHW16i16o"' in text and text.count("layout_transform(") == 2   # in, and out once
-    assert "= add(%9, %8) : float32[1, 32, 10, 10]" in text   # the residual is at hand in NCHW already
+    assert text.count("nn.contrib_conv2d_NCHWc(") == 2 and "nn.conv2d(" not in text
+    assert 'kernel_layout="OIHW16i16o"' in text and text.count("layout_transform(") == 2   # the edges only
+    assert '= layout_transform(%x, src_layout="NCHW", dst_layout="NCHW16c") : float32[1, 2, 10, 10, 16]' in text
+    assert "multiply(%" in text and "float32[1, 2, 1, 1, 16]" in text   # the per-channel constant follows
+    assert 'nn.contrib_depthwise_conv2d_NCHWc(%7, %c4, strides=[1, 1], padding=[1, 1, 1, 1], dilation=[1, 1], ' \
+           'data_layout="NCHW16c", kernel_layout="OIHW1i16o", out_layout="NCHW16c") : float32[1, 2, 10, 10, 16]' in text
+    assert "nn.contrib_max_pool2d_NCHWc(%9, " in text
     assert after.outputs[0].type == g.outputs[0].type
     x = np.random.default_rng(7).standard_normal((1, 32, 10, 10)).astype("float32")
     want = graph.evaluate(g, {"x": x})[0]
@@ -125,6 +129,17 @@ def test_alter_op_layout_keeps_activations_blocked():
     for buf in m.buffers:
         buf.fill(np.nan)
     np.testing.assert_allclose(m(x=x)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_follower_stays_nchw_where_that_converts_less():
+    c = call("nn.relu", call("nn.conv2d", _x((1, 16, 6, 6)), _w((16, 16, 3, 3)), padding=(1,) * 4))
+    grouped = call("nn.conv2d", c, _w((16, 8, 1, 1), 1), groups=2)   # stays NCHW: reads c converted back
+    g = _graph(call("add", grouped, c))
+    text = str(alter_op_layout(g))
+    assert text.count("layout_transform(") == 2 and "nn.conv2d(%3, %c1, " in text and "= add(%4, %3) " in text
+    x = np.random.default_rng(2).standard_normal((1, 16, 6, 6)).astype("float32")
+    np.testing.assert_allclose(graph.evaluate(alter_op_layout(g), {"x": x})[0], graph.evaluate(g, {"x": x})[0],
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_alter_op_layout_leaves_other_graphs_alone():
@@ -158,3 +173,15 @@ def test_ceil_mode_pooling_stays_nchw():
     conv = call("nn.conv2d", _x((1, 16, 8, 8)), _w((16, 16, 1, 1)))
     text = str(alter_op_layout(_graph(call("nn.max_pool2d", conv, pool_size=(3, 3), strides=(2, 2), ceil_mode=True))))
     assert "nn.max_pool2d(" in text and "NCHWc" in text
+
+
+@pytest.mark.parametrize("shape, k, stride, pad", [((1, 2, 9, 9, 8), 3, 1, 1), ((2, 1, 13, 37, 4), 3, 2, 1),
+                                                  ((1, 1, 7, 7, 16), 5, 1, 2)])
+def test_depthwise_conv2d_nchwc_default_schedule(shape, k, stride, pad):
+    b = shape[4]
+    conv = call("nn.contrib_depthwise_conv2d_NCHWc", _x(shape), _x((shape[1], 1, k, k, 1, b), "w"),
+                strides=(stride, stride), padding=(pad,) * 4, data_layout=f"NCHW{b}c", kernel_layout=f"OIHW1i{b}o",
+                out_layout=f"NCHW{b}c")
+    for out in (conv, call("clip", call("add", conv, _x((1, shape[1], 1, 1, b), "b")), a_min=0.0, a_max=6.0)):
+        (kern,) = _kernels(out)
+        check_kernel(kern, schedule=schedule_kernel)

@@ -31,14 +31,13 @@ def test_cnn_matches_onnxruntime_and_fuses():
     g, params, fused = _compare(gm.small_cnn(), {"x": (2, 3, 32, 32)})
     assert g.inputs[0].type.shape == (2, 3, 32, 32)
     assert sorted(params) == sorted(p.name for p in g.params) and all(a.dtype == np.float32 for a in params.values())
-    to_blocked, to_plain = ("layout_transform",), ("layout_transform",)   # convs run NCHW[x]c (alter_op_layout)
-    assert kernels(fused) == [
-        to_blocked, ("nn.contrib_conv2d_NCHWc", "add", "nn.relu"), to_plain,
-        ("nn.conv2d", "nn.bias_add", "nn.relu"),                      # depthwise, its bias and BN folded
-        to_blocked, ("nn.contrib_conv2d_NCHWc", "add", "add", "nn.relu"),   # + bias + residual + relu
-        ("nn.contrib_max_pool2d_NCHWc",), ("nn.contrib_avg_pool2d_NCHWc",), ("mean",),   # pooled blocked
+    assert kernels(fused) == [   # convs and pools in NCHW[x]c (alter_op_layout), its edges converted
+        ("layout_transform",), ("nn.contrib_conv2d_NCHWc", "add", "nn.relu"),
+        ("nn.contrib_depthwise_conv2d_NCHWc", "add", "nn.relu"),                  # its bias and BN folded
+        ("nn.contrib_conv2d_NCHWc", "add", "add", "nn.relu"),                     # + bias + residual + relu
+        ("nn.contrib_max_pool2d_NCHWc",), ("nn.contrib_avg_pool2d_NCHWc",), ("mean",),
         ("layout_transform", "reshape"), ("nn.dense", "nn.bias_add"), ("nn.softmax",)]
-    assert fused.nodes[3].inputs[1].type.shape == (8, 1, 3, 3) and fused.nodes[3].op.nodes[0].attrs["groups"] == 8
+    assert fused.nodes[2].inputs[1].type.shape == (1, 1, 3, 3, 1, 8)   # depthwise weights packed OIHW1i8o
 
 
 def test_cnn_printed_before_and_after_passes():
@@ -52,10 +51,10 @@ def test_cnn_printed_before_and_after_passes():
     simple = str(graph.optimize(g, params, fuse=False))
     for gone in ("nn.batch_norm", "nn.dropout", "copy("):
         assert gone not in simple
-    assert simple.count("nn.conv2d(") + simple.count("nn.contrib_conv2d_NCHWc(") == 3
+    assert simple.count("nn.contrib_conv2d_NCHWc(") == 2 and simple.count("nn.contrib_depthwise_conv2d_NCHWc(") == 1
     fused = str(graph.optimize(g, params))
     assert "kernel fused_nn_contrib_conv2d_NCHWc_add_add_nn_relu(" in fused
-    assert "= fused_nn_contrib_conv2d_NCHWc_add_add_nn_relu(%4, %c4, %c5, %1) : float32[1, 1, 16, 16, 8]" in fused
+    assert "= fused_nn_contrib_conv2d_NCHWc_add_add_nn_relu(%2, %c4, %c5, %1) : float32[1, 1, 16, 16, 8]" in fused
 
 
 def test_transformer_block_matches_onnxruntime_and_fuses():

@@ -199,7 +199,7 @@ def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, middle, a
     out.parallel(out.fuse(*outer) if len(outer) > 1 else outer[0])
 
 
-@register_schedule("nn.contrib_conv2d_NCHWc")
+@register_schedule("nn.contrib_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc")
 def schedule_conv2d_nchwc(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """NCHW[x]c: per (batch, channel block, output row) in parallel, tiles of output columns x the
     channel block (a vector), the reduction over input channel blocks, kernel rows and columns and the

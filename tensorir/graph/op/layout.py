@@ -1,5 +1,5 @@
 """Blocked-layout operators (TVM Relay's names): ``layout_transform`` (injective), the packed
-convolution ``nn.contrib_conv2d_NCHWc`` and the packed dense ``nn.contrib_dense_pack`` (anchors), and
+convolutions ``nn.contrib_conv2d_NCHWc`` and ``nn.contrib_depthwise_conv2d_NCHWc``, the packed dense ``nn.contrib_dense_pack`` (anchors), and
 pooling over ``NCHW[x]c`` data, ``nn.contrib_max_pool2d_NCHWc`` / ``nn.contrib_avg_pool2d_NCHWc`` (TVM
 gives ``nn.max_pool2d`` a ``layout`` attribute instead).
 The layout pass (:mod:`..passes.layout`) introduces them; weights arrive packed (folded constants)."""
@@ -9,7 +9,7 @@ import numpy as np
 
 from ... import topi
 from ...topi.layout import layout_shape, layout_transform, layout_transform_numpy, parse_layout
-from ...topi.nn.conv2d_nchwc import conv2d_NCHWc
+from ...topi.nn.conv2d_nchwc import conv2d_NCHWc, depthwise_conv2d_NCHWc
 from ...topi.nn.dense_pack import dense_pack
 from ..ir import TensorType
 from .nn import _POOL_ATTRS, _pool_infer, _pool_numpy, conv2d_numpy, conv_out
@@ -54,6 +54,32 @@ register_op("nn.contrib_conv2d_NCHWc", OpPattern.OUT_ELEMWISE_FUSABLE, _conv_nch
                 x, w, strides, padding, dilation, data_layout, out_layout),
             attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "data_layout": "NCHW16c",
                    "kernel_layout": "OIHW16i16o", "out_layout": "NCHW16c"})
+
+
+def _depthwise_nchwc_infer(x: TensorType, w: TensorType, strides, padding, dilation, data_layout, kernel_layout,
+                           out_layout) -> TensorType:
+    block = _block(data_layout)
+    if x.ndim != 5 or w.ndim != 6 or _block(out_layout) != block or w.shape[:2] != (x.shape[1], 1) \
+            or w.shape[4:] != (1, block):
+        raise ValueError(f"depthwise data {x} ({data_layout}) and kernel {w} ({kernel_layout}) do not fit")
+    pt, pl, pb, pr = padding
+    return TensorType((x.shape[0], x.shape[1], conv_out(x.shape[2], w.shape[2], strides[0], dilation[0], pt + pb),
+                       conv_out(x.shape[3], w.shape[3], strides[1], dilation[1], pl + pr), block), x.dtype)
+
+
+def _depthwise_nchwc_numpy(x, w, strides, padding, dilation, data_layout, kernel_layout, out_layout):
+    plain = layout_transform_numpy(x, data_layout, "NCHW")
+    y = conv2d_numpy(plain, layout_transform_numpy(w, kernel_layout, "OIHW"), strides, padding, dilation,
+                     plain.shape[1])
+    return layout_transform_numpy(y, "NCHW", out_layout)
+
+
+register_op("nn.contrib_depthwise_conv2d_NCHWc", OpPattern.OUT_ELEMWISE_FUSABLE, _depthwise_nchwc_infer,
+            num_inputs=2, numpy=_depthwise_nchwc_numpy,
+            topi=lambda x, w, strides, padding, dilation, data_layout, kernel_layout, out_layout:
+            depthwise_conv2d_NCHWc(x, w, strides, padding, dilation, data_layout, out_layout),
+            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "data_layout": "NCHW16c",
+                   "kernel_layout": "OIHW1i16o", "out_layout": "NCHW16c"})
 
 
 def _dense_pack_infer(x: TensorType, w: TensorType, weight_layout) -> TensorType:

@@ -2,7 +2,8 @@
 ``AlterOpLayout`` with ``conv2d_NCHWc`` and ``dense_pack``).
 
 - ``nn.conv2d`` (one group, constant weights) becomes ``nn.contrib_conv2d_NCHWc`` over ``NCHW[x]c``
-  data with its weights packed ``OIHW[x]i[y]o`` once, here (a constant);
+  data with its weights packed ``OIHW[x]i[y]o`` once, here (a constant); a depthwise one (a group per
+  channel) ``nn.contrib_depthwise_conv2d_NCHWc`` (weights ``OIHW1i[x]o``); other grouped ones stay;
 - ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with weights packed ``NC[y]n``;
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
   arithmetic with per-channel constants and pooling follow the layout (:data:`RULES`); any other reader gets
@@ -73,9 +74,19 @@ def _float4d(v: Value) -> bool:
 @_rule("nn.conv2d")
 def _conv2d(st: _Layouts, n: Node):
     x, w = n.inputs
-    if n.attrs["groups"] != 1 or not isinstance(w, Const) or not _float4d(x) or w.type.dtype != "float32":
+    if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != "float32":
         return None
     o, i = w.type.shape[:2]
+    if n.attrs["groups"] == o == x.type.shape[1] and i == 1:   # depthwise: channels stay in their lanes
+        block = channel_block(o)
+        kernel_layout = f"OIHW1i{block}o"
+        y = call("nn.contrib_depthwise_conv2d_NCHWc", st.get_blocked(x, block),
+                 Const(layout_transform_numpy(w.value, "OIHW", kernel_layout)), strides=n.attrs["strides"],
+                 padding=n.attrs["padding"], dilation=n.attrs["dilation"], data_layout=f"NCHW{block}c",
+                 kernel_layout=kernel_layout, out_layout=f"NCHW{block}c")
+        return y, block
+    if n.attrs["groups"] != 1:
+        return None
     ib, ob = channel_block(i), channel_block(o)
     kernel_layout = f"OIHW{ib}i{ob}o"
     packed = Const(layout_transform_numpy(w.value, "OIHW", kernel_layout))
