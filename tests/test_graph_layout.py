@@ -185,3 +185,19 @@ def test_depthwise_conv2d_nchwc_default_schedule(shape, k, stride, pad):
     for out in (conv, call("clip", call("add", conv, _x((1, shape[1], 1, 1, b), "b")), a_min=0.0, a_max=6.0)):
         (kern,) = _kernels(out)
         check_kernel(kern, schedule=schedule_kernel)
+
+
+def test_channel_concatenation_stays_blocked():
+    x = _x((1, 16, 5, 5))
+    a = call("nn.conv2d", x, _w((16, 16, 1, 1)))
+    b = call("nn.conv2d", x, _w((32, 16, 3, 3), 1), padding=(1,) * 4)
+    g = _graph(call("nn.relu", call("concatenate", a, b, call("sigmoid", a), axis=1)))
+    after = alter_op_layout(g)
+    text = str(after)
+    assert "= concatenate(%1, %2, %3, axis=1) : float32[1, 4, 5, 5, 16]" in text
+    assert text.count("layout_transform(") == 2
+    data = np.random.default_rng(3).standard_normal((1, 16, 5, 5)).astype("float32")
+    np.testing.assert_allclose(graph.evaluate(after, {"x": data})[0], graph.evaluate(g, {"x": data})[0], rtol=1e-5,
+                               atol=1e-5)
+    odd = _graph(call("concatenate", a, call("nn.conv2d", x, _w((8, 16, 1, 1), 2)), x, axis=1))
+    assert "= concatenate(%2, %4, %x, axis=1) : float32[1, 40, 5, 5]" in str(alter_op_layout(odd))   # 16c, 8c: NCHW

@@ -6,7 +6,7 @@
   channel) ``nn.contrib_depthwise_conv2d_NCHWc`` (weights ``OIHW1i[x]o``); other grouped ones stay;
 - ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with weights packed ``NC[y]n``;
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
-  arithmetic with per-channel constants and pooling follow the layout (:data:`RULES`); any other reader gets
+  arithmetic with per-channel constants, pooling and channel concatenation follow the layout (:data:`RULES`); any other reader gets
   the plain NCHW value through one ``layout_transform`` (made once, shared), as do the outputs.
 """
 from __future__ import annotations
@@ -143,6 +143,19 @@ def _global_pool(st: _Layouts, n: Node):
         return None
     xb, block = st.blocked[id(x)]
     return call("mean" if "avg" in n.op else "max", xb, axis=(2, 3), keepdims=True), block
+
+
+@_rule("concatenate")
+def _concatenate(st: _Layouts, n: Node):
+    """Channel concatenation of blocked data (every part a whole number of blocks) stays blocked."""
+    blocks = {st.blocked[id(v)][1] for v in n.inputs if id(v) in st.blocked}
+    if len(blocks) != 1 or n.type.ndim != 4 or n.attrs["axis"] not in (1, -3):
+        return None
+    block = blocks.pop()
+    if any(v.type.shape[1] % block for v in n.inputs) or \
+            sum(id(v) not in st.blocked for v in n.inputs) > sum(id(v) not in st.plain for v in n.inputs):
+        return None
+    return call("concatenate", *(st.get_blocked(v, block) for v in n.inputs), axis=1), block
 
 
 def _follow(st: _Layouts, n: Node):
