@@ -81,3 +81,17 @@ def test_resnet18_full_size_matches_onnxruntime():
 @pytest.mark.slow
 def test_bert_base_layer_full_size_matches_onnxruntime():
     _check(testing.bert_layer(), testing.bert_inputs())
+
+
+def test_small_cnn_with_depthwise_and_pools_compiled_blocked():
+    import graph_models as gm
+    model = gm.small_cnn(seed=4)
+    x = np.random.default_rng(5).standard_normal((3, 3, 32, 32)).astype("float32")
+    g, params = graph.from_onnx(model, {"N": 3})
+    m = codegen.build_model(g, params=params)
+    names = [k for k, _ in m.kernels]
+    assert any("depthwise_conv2d_NCHWc" in k for k in names) and any("avg_pool2d_NCHWc" in k for k in names)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    want = gm.run_onnxruntime(model, {"x": x})[0]
+    np.testing.assert_allclose(m(x=x)[0], want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
