@@ -77,11 +77,14 @@ def test_conv2d_nchwc_default_schedule(shape, oc, k, stride, pad, ob):
 
 
 def test_conv2d_nchwc_tile_is_register_blocked():
-    conv = call("nn.contrib_conv2d_NCHWc", _x((1, 2, 14, 14, 16)), _x((2, 2, 3, 3, 16, 16), "w"), padding=(1,) * 4)
-    (kern,) = _kernels(call("nn.relu", call("add", conv, _x((1, 2, 1, 1, 16), "b"))))
-    kt = lower_kernel(kern)
-    text = str(te.lower(schedule_kernel(kt), kt.args))
-    head, tile = text.split("parallel for (i0.i1.fused, 2) {\n    for (i2, 14) {")   # batch x channel block
+    def lowered(oc):
+        conv = call("nn.contrib_conv2d_NCHWc", _x((1, 2, 14, 14, 16)), _x((oc, 2, 3, 3, 16, 16), "w"), padding=(1,) * 4)
+        (kern,) = _kernels(call("nn.relu", call("add", conv, _x((1, oc, 1, 1, 16), "b"))))
+        kt = lower_kernel(kern)
+        return str(te.lower(schedule_kernel(kt), kt.args))
+    assert "parallel for (i0.i1.fused.i2.fused, 28)" in lowered(2)   # 2 channel blocks: rows in parallel too
+    text = lowered(16)
+    head, tile = text.split("parallel for (i0.i1.fused, 16) {\n    for (i2, 14) {")   # batch x channel block
     assert "allocate conv2d_NCHWc[float32 * 1 * 1 * 1 * 14 * 16]" in tile   # 14 columns x 16 channels
     loops = [ln.strip() for ln in tile.splitlines() if " for (" in ln]
     assert loops[:4] == ["for (rc_o, 2) {", "for (ry, 3) {", "for (rx, 3) {", "for (rc_i, 16) {"]

@@ -24,6 +24,9 @@ from ..topi.generic.injective import schedule_injective_from_existing
 from .lower_te import KernelTE
 
 Rule = Callable[[Schedule, KernelTE, Stage], None]
+
+#: A parallel loop over fewer iterations than this also takes the next loop (rows of a blocked conv).
+MIN_PARALLEL_TASKS = 16
 SCHEDULE_RULES: dict[str, Rule] = {}
 
 
@@ -201,18 +204,19 @@ def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, middle, a
 
 @register_schedule("nn.contrib_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc")
 def schedule_conv2d_nchwc(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """NCHW[x]c: per (batch, channel block, output row) in parallel, tiles of output columns x the
-    channel block (a vector), the reduction over input channel blocks, kernel rows and columns and the
-    channels of a block outside each tile; the epilogue (bias, residual, activation) per tile."""
+    """NCHW[x]c: per (batch, channel block) in parallel (with the output rows too where those are fewer
+    than :data:`MIN_PARALLEL_TASKS`), tiles of output columns x the channel block (a vector), the
+    reduction over input channel blocks, kernel rows and columns and the channels of a block outside
+    each tile; the epilogue (bias, residual, activation) per tile."""
     anchor = _anchor(s, out)
     if anchor is None or len(out.op.axis) != 5 or _extents(anchor) != _extents(out):
         return schedule_reduction(s, kt, out)
     n, oc, oh, ow, oc_b = out.op.axis
     wo, wi = out.split(ow, factor=_row_block(_extents(out)[3]))
-    if out is not anchor:   # the anchor's own axes: the column tile and the channel vector
-        a = list(anchor.op.axis)
-        anchor.reorder(*a[:3], a[3], a[4])
-    _block_anchor(s, out, anchor, [n, oc], oh, wo, wi, oc_b)
+    if _extents(out)[0] * _extents(out)[1] >= MIN_PARALLEL_TASKS:
+        _block_anchor(s, out, anchor, [n, oc], oh, wo, wi, oc_b)
+    else:   # few channel blocks (the first stages of a CNN): rows join the parallel loop
+        _block_anchor(s, out, anchor, [n, oc, oh], None, wo, wi, oc_b)
 
 
 @register_schedule("nn.contrib_dense_pack")
