@@ -82,7 +82,7 @@ def test_conv2d_nchwc_tile_is_register_blocked():
         (kern,) = _kernels(call("nn.relu", call("add", conv, _x((1, oc, 1, 1, 16), "b"))))
         kt = lower_kernel(kern)
         return str(te.lower(schedule_kernel(kt), kt.args))
-    assert "parallel for (i0.i1.fused.i2.fused, 28)" in lowered(2)   # 2 channel blocks: rows in parallel too
+    assert "parallel for (i0.i1.fused.i2.fused_1, 28)" in lowered(2)   # 2 channel blocks: rows in parallel too
     text = lowered(16)
     head, tile = text.split("parallel for (i0.i1.fused, 16) {\n    for (i2, 14) {")   # batch x channel block
     assert "allocate conv2d_NCHWc[float32 * 1 * 1 * 1 * 14 * 16]" in tile   # 14 columns x 16 channels
