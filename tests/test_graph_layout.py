@@ -204,3 +204,19 @@ def test_channel_concatenation_stays_blocked():
                                atol=1e-5)
     odd = _graph(call("concatenate", a, call("nn.conv2d", x, _w((8, 16, 1, 1), 2)), x, axis=1))
     assert "= concatenate(%2, %4, %x, axis=1) : float32[1, 40, 5, 5]" in str(alter_op_layout(odd))   # 16c, 8c: NCHW
+
+
+def test_squeeze_excitation_stays_blocked():
+    x = _x((2, 32, 6, 6))
+    c = call("nn.relu", call("nn.conv2d", x, _w((32, 32, 3, 3)), padding=(1,) * 4))
+    squeeze = call("nn.relu", call("nn.conv2d", call("nn.global_avg_pool2d", c), _w((8, 32, 1, 1), 1)))
+    scale = call("sigmoid", call("nn.conv2d", squeeze, _w((32, 8, 1, 1), 2)))
+    g = _graph(call("multiply", c, scale))
+    after = fold_constants(alter_op_layout(g))
+    text = str(after)
+    assert text.count("layout_transform(") == 2 and "= multiply(%2, %7) : float32[2, 2, 6, 6, 16]" in text
+    data = np.random.default_rng(4).standard_normal((2, 32, 6, 6)).astype("float32")
+    np.testing.assert_allclose(graph.evaluate(after, {"x": data})[0], graph.evaluate(g, {"x": data})[0], rtol=1e-5,
+                               atol=1e-5)
+    for kern in graph.fuse_ops(after).kernels:
+        check_kernel(kern, schedule=schedule_kernel)

@@ -4,16 +4,16 @@
 - ``nn.conv2d`` (one group, constant weights) becomes ``nn.contrib_conv2d_NCHWc`` over ``NCHW[x]c``
   data with its weights packed ``OIHW[x]i[y]o`` once, here (a constant); a depthwise one (a group per
   channel) ``nn.contrib_depthwise_conv2d_NCHWc`` (weights ``OIHW1i[x]o``); other grouped ones stay;
-- ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with weights packed ``NC[y]n``;
+- ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with
+  weights packed ``NC[y]n``;
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
-  arithmetic with per-channel constants, pooling and channel concatenation follow the layout (:data:`RULES`); any other reader gets
-  the plain NCHW value through one ``layout_transform`` (made once, shared), as do the outputs.
+  arithmetic with per-channel operands, pooling and channel concatenation follow the layout
+  (:data:`RULES`); any other reader gets the plain NCHW value through one ``layout_transform`` (made
+  once, shared), as do the outputs.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import numpy as np
 
 from ...topi.layout import layout_transform_numpy
 from .. import op as _op  # noqa: F401  (the operators are registered)
@@ -159,8 +159,9 @@ def _concatenate(st: _Layouts, n: Node):
 
 
 def _follow(st: _Layouts, n: Node):
-    """An elementwise or broadcast op over blocked NCHW data (and per-channel constants) stays blocked,
-    unless more of its operands are at hand in NCHW than blocked."""
+    """An elementwise or broadcast op over blocked NCHW data stays blocked (operands with all the
+    channels, such as a squeeze-excitation scale ``[N, C, 1, 1]``, blocked too; per-channel constants
+    repacked), unless more of its full-size operands are at hand in NCHW than blocked."""
     blocks = {st.blocked[id(v)][1] for v in n.inputs if id(v) in st.blocked}
     if len(blocks) != 1 or n.type.ndim != 4:
         return None
@@ -171,7 +172,7 @@ def _follow(st: _Layouts, n: Node):
         return None   # fewer conversions in NCHW
     args = []
     for v in n.inputs:
-        if v.type.shape == n.type.shape:   # blocked already, or converted once
+        if v.type.ndim == 4 and v.type.shape[1] == n.type.shape[1]:   # all channels: blocked, or converted once
             args.append(st.get_blocked(v, block))
         elif isinstance(v, Const) and (c := _channel_const(v, n.type.shape[1], block)) is not None:
             args.append(c)
