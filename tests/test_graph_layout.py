@@ -220,3 +220,10 @@ def test_squeeze_excitation_stays_blocked():
                                atol=1e-5)
     for kern in graph.fuse_ops(after).kernels:
         check_kernel(kern, schedule=schedule_kernel)
+
+
+def test_shaped_broadcasts_read_nchw():
+    c = call("nn.conv2d", _x((1, 16, 4, 4)), _w((16, 16, 1, 1)))
+    g = _graph(call("add", call("broadcast_to", call("sigmoid", c), shape=(2, 16, 4, 4)), _x((2, 16, 4, 4), "y")))
+    text = str(alter_op_layout(g))
+    assert "= broadcast_to(%3, shape=[2, 16, 4, 4])" in text and '= sigmoid(%1) : float32[1, 1, 4, 4, 16]' in text

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from ...topi.layout import layout_transform_numpy
 from .. import op as _op  # noqa: F401  (the operators are registered)
-from ..ir import Const, Graph, Node, Value, topological_order
+from ..ir import Const, Graph, GraphError, Node, Value, topological_order
 from ..op import layout as _layout_ops  # noqa: F401  (layout_transform, contrib ops)
 from ..op.registry import OpPattern, call, get_op
 
@@ -182,8 +182,10 @@ def _follow(st: _Layouts, n: Node):
 
 
 def _is_follower(op_name: str, n: Node) -> bool:
-    pattern = get_op(op_name).pattern
-    return pattern == OpPattern.ELEMWISE or (pattern == OpPattern.BROADCAST and n.type.ndim == 4)
+    """Elementwise and broadcast ops whose attributes say nothing about axes or shapes."""
+    op = get_op(op_name)
+    return (op.pattern == OpPattern.ELEMWISE or (op.pattern == OpPattern.BROADCAST and n.type.ndim == 4)) \
+        and not {"axis", "axes", "shape", "newshape"} & set(op.attrs)
 
 
 def alter_op_layout(g: Graph) -> Graph:
@@ -196,7 +198,10 @@ def alter_op_layout(g: Graph) -> Graph:
         rule = RULES.get(v.op) if isinstance(v.op, str) else None
         if rule is None and isinstance(v.op, str) and _is_follower(v.op, v):
             rule = _follow
-        new = rule(st, v) if rule is not None else None
+        try:
+            new = rule(st, v) if rule is not None else None
+        except GraphError:   # a blocked form the operator's type rule refuses: keep it in NCHW
+            new = None
         if isinstance(new, tuple):
             st.blocked[id(v)] = new
         elif new is not None:
