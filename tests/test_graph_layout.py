@@ -64,12 +64,14 @@ def test_layout_errors_name_the_layout(layout, err):
     ((1, 1, 5, 37, 4), 1, 1, 1, 0, 8),     # 37 columns (a prime): tiles of 8 and a guarded tail
     ((1, 1, 12, 12, 4), 3, 7, 2, 3, 8),    # 7x7 stride 2
     ((1, 2, 6, 6, 2), 1, 3, 1, 1, 10),     # 10 output channels: a vector of 10
+    ((1, 1, 11, 11, 4), 1, 3, 1, (2, 2), 8),   # dilated 2
 ])
 def test_conv2d_nchwc_default_schedule(shape, oc, k, stride, pad, ob):
     ib = shape[4]
     x = _x(shape)
+    pad, dilation = pad if isinstance(pad, tuple) else (pad, 1)
     conv = call("nn.contrib_conv2d_NCHWc", x, _x((oc, shape[1], k, k, ib, ob), "w"), strides=(stride, stride),
-                padding=(pad,) * 4, data_layout=f"NCHW{ib}c", kernel_layout=f"OIHW{ib}i{ob}o", out_layout=f"NCHW{ob}c")
+                padding=(pad,) * 4, dilation=(dilation, dilation), data_layout=f"NCHW{ib}c", kernel_layout=f"OIHW{ib}i{ob}o", out_layout=f"NCHW{ob}c")
     res = _x(conv.type.shape, "r")
     for out in (conv, call("nn.relu", call("add", call("add", conv, _x((1, oc, 1, 1, ob), "b")), res))):
         (kern,) = _kernels(out)
