@@ -10,7 +10,10 @@ schedules the rest:
   loop over the axes it keeps, the output parallel outside and vectorized inside;
 - conv2d / dense / batch_matmul: the output tiled (output channel or rows x a vector of the innermost
   axis), the anchor computed per tile with its reduction outside a register block whose innermost
-  axis is vectorized; epilogue ops (bias, residual, activation) live in the tile's loops.
+  axis is vectorized; epilogue ops (bias, residual, activation) live in the tile's loops;
+- the blocked forms the layout pass makes (``contrib_conv2d_NCHWc``, ``contrib_depthwise_conv2d_NCHWc``,
+  ``contrib_dense_pack``): a register block of output columns (or rows) unrolled x the channel (or
+  column) block as one vector, the reduction outside it, weights read as contiguous vectors.
 
 A rule is ``rule(s, kt, output_stage)``; an auto-scheduler replaces a rule, or ``schedule_kernel``.
 """
