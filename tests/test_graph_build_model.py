@@ -116,10 +116,11 @@ def test_identical_kernels_are_built_once():
     g, params = graph.from_onnx(gm.transformer_block(), {"batch": 1, "seq": 4})
     m = codegen.build_model(g, params=params)
     kernels = [k for k, _ in m.kernels]
-    assert {"fused_nn_dense_add", "fused_nn_dense_add_1", "fused_nn_dense_add_2"} <= set(kernels)
+    qkv = ["fused_nn_contrib_dense_pack_add" + k for k in ("", "_1", "_2")]
+    assert set(qkv) <= set(kernels)
     symbols = {s.kernel: s.symbol for s in m.steps}
-    assert symbols["fused_nn_dense_add_1"] == symbols["fused_nn_dense_add"] == "tiletune_fused_nn_dense_add"
-    assert "define void @tiletune_fused_nn_dense_add_1(" not in m._ir     # q, k, v: one kernel in the module
+    assert symbols[qkv[1]] == symbols[qkv[0]] == "tiletune_" + qkv[0]
+    assert f"define void @tiletune_{qkv[1]}(" not in m._ir     # q, k, v: one kernel in the module
     assert m.stats()["kernels"]["distinct_native"] < len(kernels)
     x = np.random.default_rng(5).standard_normal((1, 4, 32)).astype("float32")
     want = gm.run_onnxruntime(gm.transformer_block(), {"x": x})[0]

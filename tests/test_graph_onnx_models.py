@@ -31,13 +31,13 @@ def test_cnn_matches_onnxruntime_and_fuses():
     g, params, fused = _compare(gm.small_cnn(), {"x": (2, 3, 32, 32)})
     assert g.inputs[0].type.shape == (2, 3, 32, 32)
     assert sorted(params) == sorted(p.name for p in g.params) and all(a.dtype == np.float32 for a in params.values())
-    assert kernels(fused) == [
-        ("nn.conv2d", "nn.bias_add", "nn.relu"),
-        ("nn.conv2d", "nn.bias_add", "nn.relu"),                      # depthwise, its bias and BN folded
-        ("nn.conv2d", "nn.bias_add", "add", "nn.relu"),               # conv + bias + residual add + relu
-        ("nn.max_pool2d",), ("nn.avg_pool2d",), ("nn.global_avg_pool2d",), ("reshape",),
-        ("nn.dense", "nn.bias_add"), ("nn.softmax",)]
-    assert fused.nodes[1].inputs[1].type.shape == (8, 1, 3, 3) and fused.nodes[1].op.nodes[0].attrs["groups"] == 8
+    assert kernels(fused) == [   # convs and pools in NCHW[x]c (alter_op_layout), its edges converted
+        ("layout_transform",), ("nn.contrib_conv2d_NCHWc", "add", "nn.relu"),
+        ("nn.contrib_depthwise_conv2d_NCHWc", "add", "nn.relu"),                  # its bias and BN folded
+        ("nn.contrib_conv2d_NCHWc", "add", "add", "nn.relu"),                     # + bias + residual + relu
+        ("nn.contrib_max_pool2d_NCHWc",), ("nn.contrib_avg_pool2d_NCHWc",), ("mean",),
+        ("layout_transform", "reshape"), ("nn.dense", "nn.bias_add"), ("nn.softmax",)]
+    assert fused.nodes[2].inputs[1].type.shape == (1, 1, 3, 3, 1, 8)   # depthwise weights packed OIHW1i8o
 
 
 def test_cnn_printed_before_and_after_passes():
@@ -51,17 +51,18 @@ def test_cnn_printed_before_and_after_passes():
     simple = str(graph.optimize(g, params, fuse=False))
     for gone in ("nn.batch_norm", "nn.dropout", "copy("):
         assert gone not in simple
-    assert simple.count("nn.conv2d(") == 3
+    assert simple.count("nn.contrib_conv2d_NCHWc(") == 2 and simple.count("nn.contrib_depthwise_conv2d_NCHWc(") == 1
     fused = str(graph.optimize(g, params))
-    assert "kernel fused_nn_conv2d_nn_bias_add_add_nn_relu(" in fused
-    assert "= fused_nn_conv2d_nn_bias_add_add_nn_relu(%1, %c4, %c5, %0) : float32[1, 8, 16, 16]" in fused
+    assert "kernel fused_nn_contrib_conv2d_NCHWc_add_add_nn_relu(" in fused
+    assert "= fused_nn_contrib_conv2d_NCHWc_add_add_nn_relu(%2, %c4, %c5, %1) : float32[1, 1, 16, 16, 8]" in fused
 
 
 def test_transformer_block_matches_onnxruntime_and_fuses():
     _, _, fused = _compare(gm.transformer_block(), {"batch": 2, "seq": 7})
     ks = kernels(fused)
-    assert ("nn.dense", "add", "divide", "erf", "add", "multiply", "multiply") in ks   # dense + bias + GELU
-    assert ks.count(("nn.dense", "add", "add")) == 2                                   # + residual
+    dense = "nn.contrib_dense_pack"   # nn.dense with its weights packed (alter_op_layout)
+    assert (dense, "add", "divide", "erf", "add", "multiply", "multiply") in ks   # dense + bias + GELU
+    assert ks.count((dense, "add", "add")) == 2                                   # + residual
     assert ks.count(("nn.layer_norm",)) == 2 and ("nn.softmax",) in ks
     assert sum(k[0] == "nn.batch_matmul" for k in ks) == 2
     assert len(ks) == 17

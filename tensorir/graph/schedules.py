@@ -10,7 +10,10 @@ schedules the rest:
   loop over the axes it keeps, the output parallel outside and vectorized inside;
 - conv2d / dense / batch_matmul: the output tiled (output channel or rows x a vector of the innermost
   axis), the anchor computed per tile with its reduction outside a register block whose innermost
-  axis is vectorized; epilogue ops (bias, residual, activation) live in the tile's loops.
+  axis is vectorized; epilogue ops (bias, residual, activation) live in the tile's loops;
+- the blocked forms the layout pass makes (``contrib_conv2d_NCHWc``, ``contrib_depthwise_conv2d_NCHWc``,
+  ``contrib_dense_pack``): a register block of output columns (or rows) unrolled x the channel (or
+  column) block as one vector, the reduction outside it, weights read as contiguous vectors.
 
 A rule is ``rule(s, kt, output_stage)``; an auto-scheduler replaces a rule, or ``schedule_kernel``.
 """
@@ -24,6 +27,9 @@ from ..topi.generic.injective import schedule_injective_from_existing
 from .lower_te import KernelTE
 
 Rule = Callable[[Schedule, KernelTE, Stage], None]
+
+#: A parallel loop over fewer iterations than this also takes the next loop (rows of a blocked conv).
+MIN_PARALLEL_TASKS = 16
 SCHEDULE_RULES: dict[str, Rule] = {}
 
 
@@ -88,6 +94,7 @@ def schedule_injective_kernel(s: Schedule, kt: KernelTE, out: Stage) -> None:
 
 
 @register_schedule("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.max_pool2d", "nn.avg_pool2d",
+                   "nn.contrib_max_pool2d_NCHWc", "nn.contrib_avg_pool2d_NCHWc",
                    "nn.global_avg_pool2d", "nn.global_max_pool2d", "sum", "mean", "max", "min", "prod")
 def schedule_reduction(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """Reduction stages whose axes are a prefix of the output's computed at the output's loop over that
@@ -169,3 +176,62 @@ def schedule_matmul(s: Schedule, kt: KernelTE, out: Stage) -> None:
         return schedule_reduction(s, kt, out)
     _register_block(s, out, anchor, row_axis=len(out.op.axis) - 2, row_choices=(4, 2),
                     outer_axes=len(out.op.axis) - 2)
+
+
+def _row_block(n: int, limit: int = 16) -> int:
+    """The register-block length along an axis of ``n``: its largest divisor up to ``limit``, or ``8``
+    (a guarded tail) when ``n`` only has small divisors (a prime extent)."""
+    best = max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+    return 8 if best < 4 and n > limit else best
+
+
+def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, middle, at, rows, vec) -> None:
+    """The anchor as a register block of ``rows`` x ``vec`` (unrolled x vectorized) with its reduction
+    outside, computed per tile at ``out``'s loop ``at`` (or ``out`` itself); ``outer`` fused parallel,
+    ``middle`` (a loop or None) between them.  (Parallel loops stay unfused with ``middle``: the tile's
+    bounds then stay constant, its accumulators in registers.)"""
+    between = [middle] if middle is not None else []
+    if out is anchor:
+        out.reorder(*outer, *between, at, *anchor.op.reduce_axis, rows, vec)
+        out.unroll(rows)
+    else:
+        out.reorder(*outer, *between, at, rows, vec)
+        anchor.compute_at(out, at)
+        a = list(anchor.op.axis)
+        anchor.reorder(*anchor.op.reduce_axis, a[-2], a[-1])
+        anchor.unroll(a[-2])
+        anchor.vectorize(a[-1])
+    out.vectorize(vec)
+    out.parallel(out.fuse(*outer) if len(outer) > 1 else outer[0])
+
+
+@register_schedule("nn.contrib_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc")
+def schedule_conv2d_nchwc(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """NCHW[x]c: per (batch, channel block) in parallel (with the output rows too where those are fewer
+    than :data:`MIN_PARALLEL_TASKS`), tiles of output columns x the channel block (a vector), the
+    reduction over input channel blocks, kernel rows and columns and the channels of a block outside
+    each tile; the epilogue (bias, residual, activation) per tile."""
+    anchor = _anchor(s, out)
+    if anchor is None or len(out.op.axis) != 5 or _extents(anchor) != _extents(out):
+        return schedule_reduction(s, kt, out)
+    n, oc, oh, ow, oc_b = out.op.axis
+    wo, wi = out.split(ow, factor=_row_block(_extents(out)[3]))
+    if _extents(out)[0] * _extents(out)[1] >= MIN_PARALLEL_TASKS:
+        _block_anchor(s, out, anchor, [n, oc], oh, wo, wi, oc_b)
+    else:   # few channel blocks (the first stages of a CNN): rows join the parallel loop
+        _block_anchor(s, out, anchor, [n, oc, oh], None, wo, wi, oc_b)
+
+
+@register_schedule("nn.contrib_dense_pack")
+def schedule_dense_pack(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Packed dense: per (batch, block of output columns) in parallel, tiles of rows x the column block
+    (a vector), the reduction outside each tile; the weights of one column block stay in cache while
+    the row tiles pass."""
+    anchor = _anchor(s, out)
+    if anchor is None or len(out.op.axis) < 2 or _extents(anchor) != _extents(out):
+        return schedule_reduction(s, kt, out)
+    ext = _extents(out)
+    axes = list(out.op.axis)
+    ro, ri = out.split(axes[-2], factor=_row_block(ext[-2], 8))
+    vo, vi = out.split(axes[-1], factor=_divisor(ext[-1], (16, 8, 4)))
+    _block_anchor(s, out, anchor, [*axes[:-2], vo], None, ro, ri, vi)

@@ -29,3 +29,5 @@ __all__ += ["abs", "cast", "ceil", "clip", "cos", "elemwise_sum", "erf", "exp", 
             "max", "min", "prod", "sum", "concatenate", "expand_dims", "repeat", "reshape", "split", "squeeze",
             "strided_slice", "take", "tile", "transpose", "where", "gather", "full", "full_like", "tensordot", "nn",
             "image", "generic", "testing"]
+from .layout import layout_transform  # noqa: E402
+__all__ += ["layout_transform"]

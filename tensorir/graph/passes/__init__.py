@@ -8,6 +8,7 @@ from ..ir import Graph
 from ..verify import verify
 from .basic import bind_params, eliminate_dead_code, fold_constants, infer_types
 from .fuse import fuse_ops, partition
+from .layout import alter_op_layout
 from .simplify import simplify
 
 Pass = Callable[[Graph], Graph]
@@ -19,6 +20,8 @@ PASSES: list[tuple[str, Pass]] = [
     ("simplify", simplify),
     ("fold_constants", fold_constants),   # the weights simplify rescaled
     ("eliminate_dead_code", eliminate_dead_code),
+    ("alter_op_layout", alter_op_layout),   # blocked conv / dense layouts, weights packed
+    ("fold_constants", fold_constants),
     ("fuse_ops", fuse_ops),
 ]
 
@@ -38,5 +41,5 @@ def optimize(g: Graph, params: dict | None = None, *, fuse: bool = True, check: 
     return replace(g, source=source, passes=tuple(ran))
 
 
-__all__ = ["PASSES", "bind_params", "eliminate_dead_code", "fold_constants", "fuse_ops", "infer_types",
+__all__ = ["PASSES", "alter_op_layout", "bind_params", "eliminate_dead_code", "fold_constants", "fuse_ops", "infer_types",
            "optimize", "partition", "simplify"]

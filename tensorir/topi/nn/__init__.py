@@ -17,3 +17,6 @@ __all__ = ["batch_matmul", "conv2d", "conv2d_nchw", "conv2d_nhwc", "group_conv2d
            "group_conv2d_transpose_nchw", "dilate", "dense", "matmul", "depthwise_conv2d_nchw", "leaky_relu", "prelu",
            "relu", "flatten", "batch_norm", "layer_norm", "pad", "mirror_pad", "adaptive_pool", "global_pool", "pool1d",
            "pool2d", "pool3d", "log_softmax", "softmax", "upsampling", "get_pad_tuple"]
+from .conv2d_nchwc import conv2d_NCHWc, depthwise_conv2d_NCHWc  # noqa: E402
+from .dense_pack import dense_pack  # noqa: E402
+__all__ += ["conv2d_NCHWc", "depthwise_conv2d_NCHWc", "dense_pack"]

@@ -1,7 +1,7 @@
 """Pooling (TVM's ``topi.nn.pooling``): ``pool1d``/``pool2d``/``pool3d`` (``"max"`` / ``"avg"``, dilation,
 padding (before..., after...), ``ceil_mode``, ``count_include_pad``), ``adaptive_pool``, ``global_pool``.
 
-The layout (``"NCHW"``, ``"NHWC"``, ``"NCDHW"`` ...) names the spatial axes ``D``, ``H``, ``W``.  As in
+The layout (``"NCHW"``, ``"NHWC"``, ``"NCDHW"``, blocked ``"NCHW16c"`` ...) names the spatial axes ``D``, ``H``, ``W``.  As in
 TVM: max pads with the dtype's lowest value, ``ceil_mode`` adds ``stride - 1`` to the trailing padding,
 the average divides by the window size clipped to the padded input (``count_include_pad``) or to
 the input (else, at least 1).  Stages: ``pad_temp``, ``pool_max`` or ``pool_sum`` + ``pool_avg``.
@@ -14,19 +14,24 @@ from ...intrin import all as all_
 from ...op import min_value, truncdiv
 from ...reduce import max as rmax, sum as rsum
 from ...tensor import Tensor, compute, reduce_axis
+from ..layout import parse_layout
 from ..math import check_tensor
 from .pad import pad
 from .utils import out_size, scaled
 
 
 def spatial_axes(op: str, data: Tensor, layout: str, n: int) -> list[int]:
-    """The positions of the last ``n`` of ``D``, ``H``, ``W`` in ``layout``."""
+    """The positions of the last ``n`` of ``D``, ``H``, ``W`` in ``layout`` (which may carry channel
+    blocks, ``"NCHW16c"``; the spatial axes themselves are never split)."""
     names = "DHW"[3 - n:]
-    if not layout.isalpha() or not layout.isupper() or len(layout) != data.ndim or \
-            any(layout.count(c) != 1 for c in names):
+    try:
+        axes = [a for a, _ in parse_layout(layout)]
+    except ValueError:
+        axes = []
+    if len(axes) != data.ndim or any(axes.count(c) != 1 or c.lower() in axes for c in names):
         raise ValueError(f"{op}: layout {layout!r} does not fit {data.name} ({data.ndim} dimensions) with "
-                         f"spatial axes {names} (split layouts such as NCHW4c are not supported)")
-    return [layout.index(c) for c in names]
+                         f"spatial axes {names}, each whole")
+    return [axes.index(c) for c in names]
 
 
 def _ints(op: str, arg: str, v, n: int) -> list[int]:

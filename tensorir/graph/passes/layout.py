@@ -1,0 +1,217 @@
+"""``alter_op_layout``: convolutions and dense layers in the blocked layouts CPUs run fastest (TVM's
+``AlterOpLayout`` with ``conv2d_NCHWc`` and ``dense_pack``).
+
+- ``nn.conv2d`` (one group, constant weights) becomes ``nn.contrib_conv2d_NCHWc`` over ``NCHW[x]c``
+  data with its weights packed ``OIHW[x]i[y]o`` once, here (a constant); a depthwise one (a group per
+  channel) ``nn.contrib_depthwise_conv2d_NCHWc`` (weights ``OIHW1i[x]o``); other grouped ones stay;
+- ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with
+  weights packed ``NC[y]n``;
+- blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
+  arithmetic with per-channel operands, pooling and channel concatenation follow the layout
+  (:data:`RULES`); any other reader gets the plain NCHW value through one ``layout_transform`` (made
+  once, shared), as do the outputs.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...topi.layout import layout_transform_numpy
+from .. import op as _op  # noqa: F401  (the operators are registered)
+from ..ir import Const, Graph, GraphError, Node, Value, topological_order
+from ..op import layout as _layout_ops  # noqa: F401  (layout_transform, contrib ops)
+from ..op.registry import OpPattern, call, get_op
+
+#: Channel block sizes tried, largest first (16 float32 = one AVX-512 vector).
+BLOCKS = (16, 8, 4, 2, 1)
+
+
+def channel_block(c: int, limit: int = 16) -> int:
+    """The channel block of ``c`` channels: ``c`` itself when it is at most ``limit`` (the first layer's
+    3 channels), else the largest of :data:`BLOCKS` dividing it."""
+    return c if c <= limit else next(b for b in BLOCKS if c % b == 0)
+
+
+class _Layouts:
+    """Each value of the source graph in the new graph: plain, and/or blocked as ``(value, block)``."""
+
+    def __init__(self):
+        self.plain: dict[int, Value] = {}
+        self.blocked: dict[int, tuple[Value, int]] = {}
+        self.converted: dict[tuple[int, int], Value] = {}
+
+    def get_plain(self, v: Value) -> Value:
+        if id(v) not in self.plain:
+            b, x = self.blocked[id(v)]
+            self.plain[id(v)] = call("layout_transform", b, src_layout=f"NCHW{x}c", dst_layout="NCHW")
+        return self.plain[id(v)]
+
+    def get_blocked(self, v: Value, block: int) -> Value:
+        if id(v) in self.blocked and self.blocked[id(v)][1] == block:
+            return self.blocked[id(v)][0]
+        key = (id(v), block)
+        if key not in self.converted:
+            self.converted[key] = call("layout_transform", self.get_plain(v), src_layout="NCHW",
+                                       dst_layout=f"NCHW{block}c")
+        return self.converted[key]
+
+
+Rule = Callable[[_Layouts, Node], "tuple[Value, int] | Value | None"]
+RULES: dict[str, Rule] = {}
+
+
+def _rule(*names: str):
+    def deco(fn: Rule) -> Rule:
+        for n in names:
+            RULES[n] = fn
+        return fn
+    return deco
+
+
+def _float4d(v: Value) -> bool:
+    return v.type.ndim == 4 and v.type.dtype == "float32"
+
+
+@_rule("nn.conv2d")
+def _conv2d(st: _Layouts, n: Node):
+    x, w = n.inputs
+    if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != "float32":
+        return None
+    o, i = w.type.shape[:2]
+    if n.attrs["groups"] == o == x.type.shape[1] and i == 1:   # depthwise: channels stay in their lanes
+        block = channel_block(o)
+        kernel_layout = f"OIHW1i{block}o"
+        y = call("nn.contrib_depthwise_conv2d_NCHWc", st.get_blocked(x, block),
+                 Const(layout_transform_numpy(w.value, "OIHW", kernel_layout)), strides=n.attrs["strides"],
+                 padding=n.attrs["padding"], dilation=n.attrs["dilation"], data_layout=f"NCHW{block}c",
+                 kernel_layout=kernel_layout, out_layout=f"NCHW{block}c")
+        return y, block
+    if n.attrs["groups"] != 1:
+        return None
+    ib, ob = channel_block(i), channel_block(o)
+    kernel_layout = f"OIHW{ib}i{ob}o"
+    packed = Const(layout_transform_numpy(w.value, "OIHW", kernel_layout))
+    y = call("nn.contrib_conv2d_NCHWc", st.get_blocked(x, ib), packed, strides=n.attrs["strides"],
+             padding=n.attrs["padding"], dilation=n.attrs["dilation"], data_layout=f"NCHW{ib}c",
+             kernel_layout=kernel_layout, out_layout=f"NCHW{ob}c")
+    return y, ob
+
+
+@_rule("nn.dense")
+def _dense(st: _Layouts, n: Node):
+    x, w = (st.get_plain(v) for v in n.inputs)
+    if not isinstance(w, Const) or w.type.dtype != "float32" or w.type.shape[0] % 8:
+        return None   # packing pays where the output columns fill vectors of 8 or 16
+    bn = 16 if w.type.shape[0] % 16 == 0 else 8
+    return call("nn.contrib_dense_pack", x, Const(layout_transform_numpy(w.value, "NC", f"NC{bn}n")),
+                weight_layout=f"NC{bn}n")
+
+
+def _channel_const(c: Const, channels: int, block: int) -> Const | None:
+    """A constant broadcast against NCHW data, in the blocked layout (None if it is not per channel)."""
+    shape = (1,) * (4 - c.type.ndim) + c.type.shape
+    if c.type.ndim > 4 or shape[0] != 1 or shape[2:] != (1, 1) or shape[1] not in (1, channels):
+        return None
+    v = c.value.reshape(shape)
+    if shape[1] == 1:
+        return Const(v.reshape(1, 1, 1, 1, 1))
+    return Const(layout_transform_numpy(v, "NCHW", f"NCHW{block}c"))
+
+
+@_rule("nn.bias_add")
+def _bias_add(st: _Layouts, n: Node):
+    x, b = n.inputs
+    if id(x) not in st.blocked or n.attrs["axis"] not in (1, -3) or not isinstance(b, Const):
+        return None
+    xb, block = st.blocked[id(x)]
+    per_channel = Const(b.value.reshape(1, -1, 1, 1))
+    return call("add", xb, _channel_const(per_channel, x.type.shape[1], block)), block
+
+
+@_rule("nn.max_pool2d", "nn.avg_pool2d")
+def _pool(st: _Layouts, n: Node):
+    (x,) = n.inputs
+    if id(x) not in st.blocked or n.attrs["ceil_mode"]:
+        return None
+    xb, block = st.blocked[id(x)]
+    return call(f"nn.contrib_{n.op[3:6]}_pool2d_NCHWc", xb, layout=f"NCHW{block}c", **dict(n.attrs)), block
+
+
+@_rule("nn.global_avg_pool2d", "nn.global_max_pool2d")
+def _global_pool(st: _Layouts, n: Node):
+    (x,) = n.inputs
+    if id(x) not in st.blocked or x.type.ndim != 4:
+        return None
+    xb, block = st.blocked[id(x)]
+    return call("mean" if "avg" in n.op else "max", xb, axis=(2, 3), keepdims=True), block
+
+
+@_rule("concatenate")
+def _concatenate(st: _Layouts, n: Node):
+    """Channel concatenation of blocked data (every part a whole number of blocks) stays blocked."""
+    blocks = {st.blocked[id(v)][1] for v in n.inputs if id(v) in st.blocked}
+    if len(blocks) != 1 or n.type.ndim != 4 or n.attrs["axis"] not in (1, -3):
+        return None
+    block = blocks.pop()
+    if any(v.type.shape[1] % block for v in n.inputs) or \
+            sum(id(v) not in st.blocked for v in n.inputs) > sum(id(v) not in st.plain for v in n.inputs):
+        return None
+    return call("concatenate", *(st.get_blocked(v, block) for v in n.inputs), axis=1), block
+
+
+def _follow(st: _Layouts, n: Node):
+    """An elementwise or broadcast op over blocked NCHW data stays blocked (operands with all the
+    channels, such as a squeeze-excitation scale ``[N, C, 1, 1]``, blocked too; per-channel constants
+    repacked), unless more of its full-size operands are at hand in NCHW than blocked."""
+    blocks = {st.blocked[id(v)][1] for v in n.inputs if id(v) in st.blocked}
+    if len(blocks) != 1 or n.type.ndim != 4:
+        return None
+    block = blocks.pop()
+    full = [v for v in n.inputs if v.type.shape == n.type.shape and not isinstance(v, Const)]
+    to_blocked = sum(id(v) not in st.blocked for v in full)
+    if to_blocked > sum(id(v) not in st.plain for v in full):
+        return None   # fewer conversions in NCHW
+    args = []
+    for v in n.inputs:
+        if v.type.ndim == 4 and v.type.shape[1] == n.type.shape[1]:   # all channels: blocked, or converted once
+            args.append(st.get_blocked(v, block))
+        elif isinstance(v, Const) and (c := _channel_const(v, n.type.shape[1], block)) is not None:
+            args.append(c)
+        else:
+            return None
+    return call(n.op, *args, **dict(n.attrs)), block
+
+
+def _is_follower(op_name: str, n: Node) -> bool:
+    """Elementwise and broadcast ops whose attributes say nothing about axes or shapes."""
+    op = get_op(op_name)
+    return (op.pattern == OpPattern.ELEMWISE or (op.pattern == OpPattern.BROADCAST and n.type.ndim == 4)) \
+        and not {"axis", "axes", "shape", "newshape"} & set(op.attrs)
+
+
+def alter_op_layout(g: Graph) -> Graph:
+    """``g`` with convolutions in ``NCHW[x]c`` and dense layers packed (see the module)."""
+    st = _Layouts()
+    for v in topological_order(g.outputs):
+        if not isinstance(v, Node):
+            st.plain[id(v)] = v
+            continue
+        rule = RULES.get(v.op) if isinstance(v.op, str) else None
+        if rule is None and isinstance(v.op, str) and _is_follower(v.op, v):
+            rule = _follow
+        try:
+            new = rule(st, v) if rule is not None else None
+        except GraphError:   # a blocked form the operator's type rule refuses: keep it in NCHW
+            new = None
+        if isinstance(new, tuple):
+            st.blocked[id(v)] = new
+        elif new is not None:
+            st.plain[id(v)] = new
+        else:
+            inputs = tuple(st.get_plain(i) for i in v.inputs)
+            st.plain[id(v)] = v if all(a is b for a, b in zip(inputs, v.inputs)) else \
+                Node(v.op, inputs, v.attrs, v.type)
+    outputs = tuple(st.get_plain(o) for o in g.outputs)
+    return Graph(g.inputs, outputs, g.params, g.output_names, g.name)
+
+
+__all__ = ["BLOCKS", "RULES", "alter_op_layout", "channel_block"]
