@@ -95,7 +95,7 @@ class SketchPolicy:
 
     def _sample_simple(self, info: StageInfo, p: Point, rng: random.Random) -> None:
         k = info.index
-        if info.attach is not None:
+        if info.guests:
             p.holes[f"A{k}"] = rng.randint(0, 1)
         if info.reduce or not info.spatial:
             p.holes[f"S{k}.p"] = rng.randint(0, len(info.spatial))
@@ -128,7 +128,7 @@ class SketchPolicy:
             elif info.kind == "rfactor":
                 p.holes[f"F{k}"] = _best(math.prod(info.reduce), (16, 8, 4, 2))
             elif info.kind == "simple" and info.guest is None:
-                if info.attach is not None:
+                if info.guests:
                     p.holes[f"A{k}"] = 1
                 if not info.reduce and info.spatial:
                     p.holes[f"S{k}.v"] = _best(info.spatial[-1], (16, 8, 4))

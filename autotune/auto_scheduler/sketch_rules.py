@@ -127,9 +127,9 @@ def _simple(state: State, info, h, infos) -> None:
     reductions attached here are computed at its outer fused loop."""
     k = info.index
     sid = state.stage_id(info.op)
-    if info.attach is not None and h.get(f"A{k}", 0):
+    if info.attach is not None and h.get(f"A{info.attach}", 0):
         return                                   # computed at its consumer (done when the consumer was built)
-    guests = [infos[g] for g in info.guests if h.get(f"A{g}", 0)]
+    guests = [infos[g] for g in info.guests] if h.get(f"A{k}", 0) else []
     leaves = state.leaves(sid)[:len(info.spatial)]
     if not leaves:
         return
