@@ -128,10 +128,11 @@ class Bounds:
             inside = False
             if exact is not None and exact.bounds[d] is not None:  # isl's exact hull
                 lo, hi = exact.bounds[d]
-                # isl's hull lies in the domain; with the full constant width of the relaxed region
-                # it was not cut, so clipping would only hide its constant extent (a fused loop outside)
+                # isl's hull lies in the domain wherever something is needed: needed everywhere, with
+                # the full constant width of the relaxed region, clipping would only hide its constant
+                # extent (under a fused loop, whose hull isl writes with divisions)
                 width = simplify(hi - lo + 1)
-                inside = isinstance(ext_unclipped, IntImm) and isinstance(width, IntImm) and \
+                inside = exact.total and isinstance(ext_unclipped, IntImm) and isinstance(width, IntImm) and \
                     width.value == ext_unclipped.value
             # clip to the domain (also where nothing is needed: the extent becomes zero)
             if not inside and not prove(lo >= dom.min, self.var_bounds):
