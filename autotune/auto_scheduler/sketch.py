@@ -128,8 +128,8 @@ class SketchPolicy:
             elif info.kind == "rfactor":
                 p.holes[f"F{k}"] = _best(math.prod(info.reduce), (16, 8, 4, 2))
             elif info.kind == "simple" and info.guest is None:
-                if info.guests:
-                    p.holes[f"A{k}"] = 1
+                if info.guests:       # measured: reductions at the root beat them at the consumer's loop
+                    p.holes[f"A{k}"] = 0
                 if not info.reduce and info.spatial:
                     p.holes[f"S{k}.v"] = _best(info.spatial[-1], (16, 8, 4))
                 p.holes[f"S{k}.p"] = _parallel_depth(info.spatial, info.spatial[:-1] if not info.reduce
