@@ -111,18 +111,18 @@ class SketchPolicy:
             if info.kind == "tile":
                 n = len(info.spatial)
                 for a, e in enumerate(info.spatial):
+                    # a register tile of 4 x 32 lanes, accumulated over an L1-sized local tile
                     if a == n - 1:
                         l3 = _best(e, (32, 16, 8, 4, 2))
-                        l1 = _best(e // l3, (4, 2))
-                        p.holes[f"T{k}.s{a}"] = [l1, 1, l3]
+                        p.holes[f"T{k}.s{a}"] = [1, _best(e // l3, (4, 2)), l3]
                     elif a == n - 2:
                         l3 = _best(e, (4, 2, 3))
-                        p.holes[f"T{k}.s{a}"] = [_best(e // l3, (8, 4, 2)), 1, l3]
+                        p.holes[f"T{k}.s{a}"] = [1, _best(e // l3, (16, 8, 4, 2)), l3]
                     else:
                         p.holes[f"T{k}.s{a}"] = [1, 1, 1]
                 for a, e in enumerate(info.reduce):
-                    p.holes[f"T{k}.r{a}"] = [_best(e, (4, 3, 2)) if a == len(info.reduce) - 1 else 1]
-                p.holes[f"T{k}.u"] = 64
+                    p.holes[f"T{k}.r{a}"] = [_best(e, (8, 4, 3, 2)) if a == len(info.reduce) - 1 else 1]
+                p.holes[f"T{k}.u"] = 16
                 p.holes[f"T{k}.p"] = _parallel_depth(info.spatial, [e // math.prod(p.holes[f"T{k}.s{a}"])
                                                                     for a, e in enumerate(info.spatial)])
             elif info.kind == "rfactor":
@@ -180,9 +180,9 @@ def _best(n: int, prefs) -> int:
 
 
 def _parallel_depth(extents: list[int], outer: list[int]) -> int:
-    """How many outer loops to fuse for a parallel loop with enough iterations (>= 16 per core)."""
+    """How many outer loops to fuse for a parallel loop with enough iterations (>= 4 per core)."""
     import os
-    want, total = 16 * (os.cpu_count() or 1), 1
+    want, total = 4 * (os.cpu_count() or 1), 1
     for d, e in enumerate(outer):
         total *= e
         if total >= want:
