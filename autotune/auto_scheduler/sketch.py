@@ -117,7 +117,8 @@ class SketchPolicy:
                         p.holes[f"T{k}.s{a}"] = [1, _best(e // l3, (4, 2)), l3]
                     elif a == n - 2:
                         l3 = _best(e, (4, 2, 3))
-                        p.holes[f"T{k}.s{a}"] = [1, _best(e // l3, (16, 8, 4, 2)), l3]
+                        rest = e // l3          # rows per local tile, leaving the outer loop >= 2 for threads
+                        p.holes[f"T{k}.s{a}"] = [1, _best(rest, [x for x in (16, 8, 4, 2) if rest // x >= 2]), l3]
                     else:
                         p.holes[f"T{k}.s{a}"] = [1, 1, 1]
                 for a, e in enumerate(info.reduce):
