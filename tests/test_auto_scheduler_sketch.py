@@ -8,7 +8,7 @@ import pytest
 
 import tensorir as te
 
-from autotune.auto_scheduler import ComputeDAG, SketchPolicy, default_schedule
+from autotune.auto_scheduler import ComputeDAG, SketchSpace, default_schedule
 
 import auto_scheduler_dags as dags
 from conftest import check
@@ -19,7 +19,7 @@ SAMPLES_PER_SKETCH = 2
 @pytest.mark.parametrize("make", dags.ALL, ids=lambda f: f.__name__)
 def test_sampled_states_are_correct(make):
     tensors, ref = make()
-    policy = SketchPolicy(ComputeDAG(tensors))
+    policy = SketchSpace(ComputeDAG(tensors))
     rng = random.Random(11)
     points = [policy.default()]
     for k in range(len(policy.sketches)):
@@ -34,17 +34,17 @@ def test_sampled_states_are_correct(make):
 
 
 def test_rules_pick_the_structure():
-    kinds = lambda make: {i.name: i.kind for i in SketchPolicy(ComputeDAG(make()[0])).infos if i.kind != "placeholder"}
+    kinds = lambda make: {i.name: i.kind for i in SketchSpace(ComputeDAG(make()[0])).infos if i.kind != "placeholder"}
     assert kinds(dags.gemm) == {"C": "tile"}
     assert kinds(dags.conv2d) == {"pad_temp": "inline", "conv2d_nchw": "tile"}
     assert kinds(dags.row_sum) == {"S": "rfactor"}
     assert kinds(dags.softmax) == {"T_softmax_maxelem": "simple", "T_softmax_exp": "inline",
                                    "T_softmax_expsum": "simple", "T_softmax_norm": "simple"}
-    pol = SketchPolicy(ComputeDAG(dags.dense_bias_relu()[0]))
+    pol = SketchSpace(ComputeDAG(dags.dense_bias_relu()[0]))
     dense = next(i for i in pol.infos if i.name == "T_matmul_NT")
     assert pol.infos[dense.host].name == "T_relu" and len(pol.sketches) == 1     # fused into its consumer
-    assert len(SketchPolicy(ComputeDAG(dags.gemm()[0])).sketches) == 2            # with and without cache_write
-    softmax = SketchPolicy(ComputeDAG(dags.softmax()[0]))
+    assert len(SketchSpace(ComputeDAG(dags.gemm()[0])).sketches) == 2            # with and without cache_write
+    softmax = SketchSpace(ComputeDAG(dags.softmax()[0]))
     norm = next(i for i in softmax.infos if i.name == "T_softmax_norm")
     assert sorted(softmax.infos[g].name for g in norm.guests) == ["T_softmax_expsum", "T_softmax_maxelem"]
 
@@ -58,7 +58,7 @@ def test_default_point_structure_gemm():
 
 
 def test_sample_mutate_stay_in_the_space():
-    policy = SketchPolicy(ComputeDAG(dags.conv2d()[0]))
+    policy = SketchSpace(ComputeDAG(dags.conv2d()[0]))
     rng = random.Random(5)
     p = policy.sample(rng)
     info = next(i for i in policy.infos if i.kind == "tile")

@@ -9,7 +9,7 @@ import pytest
 import tensorir as te
 from tensorir.schedule import ScheduleError
 
-from autotune.auto_scheduler import ComputeDAG, SearchTask, SketchPolicy, State, register_workload
+from autotune.auto_scheduler import ComputeDAG, SearchTask, SketchSpace, State, register_workload
 from autotune.auto_scheduler.transform_step import step_from_json, steps_from_json
 
 import auto_scheduler_dags as dags
@@ -24,7 +24,7 @@ def _lowered(state: State) -> str:
 def test_replay_is_deterministic(make):
     tensors, _ = make()
     dag = ComputeDAG(tensors)
-    policy = SketchPolicy(dag)
+    policy = SketchSpace(dag)
     rng = random.Random(3)
     for point in [policy.default()] + [policy.sample(rng) for _ in range(3)]:
         state = policy.build(point)

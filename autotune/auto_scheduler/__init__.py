@@ -17,9 +17,9 @@ from .compute_dag import ComputeDAG, register_workload
 from .dispatch import schedule_dag
 from .loop_state import State
 from .records import RecordToFile, load_records
-from .search_policy import SketchSearch
+from .search_policy import SketchPolicy
 from .search_task import SearchTask, TuningOptions, default_schedule
-from .sketch import SketchPolicy
+from .sketch import SketchSpace
 
 __all__ = ["ComputeDAG", "register_workload", "SearchTask", "TuningOptions", "RecordToFile", "load_records",
-           "State", "SketchPolicy", "SketchSearch", "default_schedule", "schedule_dag"]
+           "State", "SketchSpace", "SketchPolicy", "default_schedule", "schedule_dag"]

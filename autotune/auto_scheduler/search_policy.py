@@ -1,4 +1,4 @@
-"""``SketchSearch``: evolutionary search over sketch points, ranked by the learned cost model.
+"""``SketchPolicy``: evolutionary search over sketch points, ranked by the learned cost model.
 
 Each round: a population of random points from the sketches plus mutations and crossovers of the
 best measured points is built into states, lowered (no isl check) and scored by autotune's
@@ -31,18 +31,28 @@ def _is_refusal(result) -> bool:
         result.error_msg.startswith(REFUSALS)
 
 
-class SketchSearch:
-    """TVM's ``SketchPolicy`` role: ``SketchSearch(task).run(TuningOptions(...))``."""
+class SketchPolicy:
+    """TVM's search policy: ``task.tune(options, search_policy=SketchPolicy(task, program_cost_model=...))``.
 
-    def __init__(self, task, population: int = 48, elites: int = 8, eps_greedy: float = 0.1, seed: int | None = None):
+    ``program_cost_model``: an ``autotune.cost_model.CostModel`` (default: a fresh one); ``params``:
+    ``population`` (random points per round, 48), ``elites`` (best measured points mutated, 8),
+    ``eps_greedy`` (share of each round drawn at random, 0.1)."""
+
+    def __init__(self, task, program_cost_model=None, params: dict | None = None, seed: int | None = None,
+                 verbose: int = 1, init_search_callbacks=None):
+        params = dict(params or {})
+        unknown = set(params) - {"population", "elites", "eps_greedy"}
+        if unknown:
+            raise ValueError(f"SketchPolicy: unknown params {sorted(unknown)} (population, elites, eps_greedy)")
         self.task = task
-        self.population, self.elites, self.eps = population, elites, eps_greedy
+        self.population, self.elites = int(params.get("population", 48)), int(params.get("elites", 8))
+        self.eps = float(params.get("eps_greedy", 0.1))
         self.seed = seed
         self.measured: dict[str, float] = {}           # steps key -> cost (inf: failed)
         self.points: dict[str, object] = {}             # steps key -> Point (measured here)
         self.X: list[np.ndarray] = []
         self.costs: list[float] = []
-        self.model = CostModel(seed=0)
+        self.model = program_cost_model if program_cost_model is not None else CostModel(seed=0)
         self.isl_refused = 0        # candidates the isl analysis refused at build time
         self.invalid_points = 0     # sketch points whose steps a schedule primitive refused
         self.seconds = {"search": 0.0, "model": 0.0, "measure": 0.0}
@@ -137,7 +147,7 @@ class SketchSearch:
         out = []
         for p in points:
             try:
-                state = self.task.policy.build(p)
+                state = self.task.space.build(p)
             except ScheduleError:
                 self.invalid_points += 1
                 continue
@@ -154,7 +164,7 @@ class SketchSearch:
         return out
 
     def _propose(self, n: int, rng: random.Random, first: bool) -> list:
-        pol, seen = self.task.policy, set()
+        pol, seen = self.task.space, set()
         if first or not self.model.is_trained:
             points = ([pol.default()] if first else []) + [pol.sample(rng) for _ in range(4 * n)]
             return self._candidates(points, seen)[:n]
@@ -185,4 +195,4 @@ class SketchSearch:
         return [pool[i] for i in order]
 
 
-__all__ = ["SketchSearch"]
+__all__ = ["SketchPolicy"]

@@ -91,7 +91,7 @@ class SearchTask:
         self.args = ()
         self.workload = (WORKLOAD_NAME, (self.workload_key,))
         self.template = _MeasureInfo(self.desc)
-        self._policy = None
+        self._space = None
         self._payload = None
         self._flop = None
 
@@ -124,19 +124,20 @@ class SearchTask:
 
     # -- the search space ------------------------------------------------------------------------------------
     @property
-    def policy(self):
-        if self._policy is None:
-            from .sketch import SketchPolicy
-            self._policy = SketchPolicy(self.compute_dag)
-        return self._policy
+    def space(self):
+        """The sketches of the DAG and their holes (``SketchSpace``)."""
+        if self._space is None:
+            from .sketch import SketchSpace
+            self._space = SketchSpace(self.compute_dag)
+        return self._space
 
     def default_state(self) -> State:
-        return default_state(self.compute_dag, self.policy)
+        return default_state(self.compute_dag, self.space)
 
     # -- tuning and deployment ---------------------------------------------------------------------------------
     def tune(self, tuning_options, search_policy=None):
-        from .search_policy import SketchSearch
-        search = search_policy or SketchSearch(self)
+        from .search_policy import SketchPolicy
+        search = search_policy or SketchPolicy(self)
         return search.run(tuning_options)
 
     def best_record(self, log):
@@ -175,13 +176,13 @@ def _task_from_payload(dag_json: str, workload_key: str, target: str, name: str)
                       desc=name)
 
 
-def default_state(dag: ComputeDAG, policy=None) -> State:
+def default_state(dag: ComputeDAG, space=None) -> State:
     """The heuristic schedule of ``dag`` (no measurement); the naive schedule if it is refused."""
     from tensorir.schedule import ScheduleError
-    from .sketch import SketchPolicy
-    policy = policy or SketchPolicy(dag)
+    from .sketch import SketchSpace
+    space = space or SketchSpace(dag)
     try:
-        return policy.build(policy.default())
+        return space.build(space.default())
     except ScheduleError:
         return State(dag)
 

@@ -7,10 +7,10 @@ split by ``rfactor``, computed at their consumer's outer loop, or left at the ro
 are numbers: tile lengths, unroll depth (the largest inner loop nest unrolled, Ansor's
 ``auto_unroll_max_step``), how many outer loops are fused into the parallel loop, vector length,
 rfactor length and whether a reduction is computed at its consumer.  A :class:`Point` is a sketch
-and its filled holes (a dict of JSON values); :meth:`SketchPolicy.build` turns it into a
+and its filled holes (a dict of JSON values); :meth:`SketchSpace.build` turns it into a
 :class:`~autotune.auto_scheduler.loop_state.State` whose steps are the record.
 
-``SketchPolicy.default()`` is the heuristic point used with no measurement: register tiles of 4 x
+``SketchSpace.default()`` is the heuristic point used with no measurement: register tiles of 4 x
 (16 or 32) lanes accumulating in a local cache, a parallel outer loop, unrolled inner loops.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ MAX_VECTOR = 64
 
 @dataclass
 class Point:
-    """A sketch (index into ``SketchPolicy.sketches``) with its holes filled."""
+    """A sketch (index into ``SketchSpace.sketches``) with its holes filled."""
     sketch: int
     holes: dict = field(default_factory=dict)
 
@@ -58,7 +58,7 @@ def _pick(rng: random.Random, options: list[int], cap: int) -> int:
     return rng.choice(options)
 
 
-class SketchPolicy:
+class SketchSpace:
     """The sketches of a DAG and the operations of the search on their points."""
 
     def __init__(self, dag):
@@ -205,4 +205,4 @@ def _move_factor(extent: int, lengths: list[int], rng: random.Random) -> list[in
     return levels[1:]
 
 
-__all__ = ["SketchPolicy", "Point", "divisors", "UNROLL_STEPS"]
+__all__ = ["SketchSpace", "Point", "divisors", "UNROLL_STEPS"]
