@@ -68,4 +68,30 @@ def row_sum():
     return [A, te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="S")], lambda a: a.sum(axis=1)
 
 
-ALL = [gemm, conv2d, softmax, layer_norm, dense_bias_relu, batch_matmul, row_sum]
+def full_sum():
+    """Two reduction axes and no spatial one: rfactor of the innermost."""
+    A = te.placeholder((16, 256), name="A")
+    return [A, topi.sum(A)], lambda a: np.asarray(a.sum(dtype=np.float64))
+
+
+def max_pool():
+    X = te.placeholder((1, 4, 8, 8), name="X")
+    return [X, topi.nn.pool2d(X, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), "max")], \
+        lambda x: x.reshape(1, 4, 4, 2, 4, 2).max(axis=(3, 5))
+
+
+def two_outputs():
+    """An inlined stage read by two outputs."""
+    X = te.placeholder((16, 24), name="X")
+    E = topi.exp(X)
+    return [X, topi.add(E, 1.0), topi.multiply(E, 2.0)], lambda x: (np.exp(x) + 1, np.exp(x) * 2)
+
+
+def argmax():
+    """A tuple reduction (two outputs of one operation)."""
+    X = te.placeholder((8, 32), name="X")
+    return [X, topi.argmax(X, axis=1)], lambda x: x.argmax(axis=1).astype("int32")
+
+
+ALL = [gemm, conv2d, softmax, layer_norm, dense_bias_relu, batch_matmul, row_sum, full_sum, max_pool, two_outputs,
+       argmax]

@@ -55,10 +55,10 @@ def has_reduce(op) -> bool:
 
 
 def has_data_reuse(op) -> bool:
-    """A reduction reading some tensor with indices that leave out a spatial loop variable."""
+    """A reduction reading some tensor with indices that leave out a spatial loop variable (of extent > 1)."""
     if not has_reduce(op):
         return False
-    spatial = {iv.var for iv in op.axis}
+    spatial = {iv.var for iv in op.axis if not (isinstance(iv.dom.extent, IntImm) and iv.dom.extent.value == 1)}
     from tensorir.expr import Var
     for load in collect(op.bodies, TensorLoad):
         used = {v for v in collect(load.indices, Var)}

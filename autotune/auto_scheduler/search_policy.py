@@ -148,7 +148,7 @@ class SketchPolicy:
         for p in points:
             try:
                 state = self.task.space.build(p)
-            except ScheduleError:
+            except (ScheduleError, ValueError, TypeError, KeyError, IndexError):
                 self.invalid_points += 1
                 continue
             key = state.key()

@@ -183,7 +183,10 @@ def default_state(dag: ComputeDAG, space=None) -> State:
     space = space or SketchSpace(dag)
     try:
         return space.build(space.default())
-    except ScheduleError:
+    except (ScheduleError, ValueError, TypeError, KeyError, IndexError) as e:
+        import warnings
+        warnings.warn(f"auto_scheduler: the default point of {dag.workload_key()} is refused ({type(e).__name__}: "
+                      f"{e}); using the naive schedule", stacklevel=2)
         return State(dag)
 
 

@@ -88,7 +88,7 @@ class SketchSpace:
                 p.holes[f"T{k}.u"] = rng.choice(UNROLL_STEPS)
                 p.holes[f"T{k}.p"] = rng.randint(1, len(info.spatial))
             elif info.kind == "rfactor":
-                p.holes[f"F{k}"] = _pick(rng, [d for d in divisors(math.prod(info.reduce)) if d >= 4] or [1], 128)
+                p.holes[f"F{k}"] = _pick(rng, [d for d in divisors(info.reduce[-1]) if d >= 4] or [1], 128)
             elif info.kind == "simple" and info.guest is None:
                 self._sample_simple(info, p, rng)
         return p
@@ -127,7 +127,7 @@ class SketchSpace:
                 p.holes[f"T{k}.p"] = _parallel_depth(info.spatial, [e // math.prod(p.holes[f"T{k}.s{a}"])
                                                                     for a, e in enumerate(info.spatial)])
             elif info.kind == "rfactor":
-                p.holes[f"F{k}"] = _best(math.prod(info.reduce), (16, 8, 4, 2))
+                p.holes[f"F{k}"] = _best(info.reduce[-1], (16, 8, 4, 2))
             elif info.kind == "simple" and info.guest is None:
                 if info.guests:       # measured: reductions at the root beat them at the consumer's loop
                     p.holes[f"A{k}"] = 0

@@ -147,15 +147,13 @@ def _simple(state: State, info, h, infos) -> None:
 
 
 def _rfactor(state: State, sid: int, info, h) -> None:
-    """Split the (fused) reduction, factor out its inner part: partial results computed with the
-    factored loop innermost and vectorized, then reduced."""
+    """Split the innermost reduction loop, factor out its inner part: partial results computed with
+    the factored loop innermost and vectorized, then reduced."""
     n = len(info.spatial)
-    leaves = state.leaves(sid)
-    k = state.fuse(sid, leaves[n:])
-    f = h[f"F{info.index}"]
-    ko, ki = state.split(sid, k, [f])
+    k = state.leaves(sid)[-1]
+    ko, ki = state.split(sid, k, [h[f"F{info.index}"]])
     rf = state.rfactor(sid, ki, 0)
-    rl = state.leaves(rf)           # [k.v, spatial..., ko]
+    rl = state.leaves(rf)           # [k.v, spatial..., other reduction loops]
     state.reorder(rf, rl[1:] + rl[:1])
     state.vectorize(rf, rl[0])
     if n and math.prod(info.spatial) > 1:
