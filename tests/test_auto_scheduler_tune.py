@@ -127,3 +127,22 @@ def test_default_point_of_every_dag_is_correct(make):
         warnings.simplefilter("error")
         s, args = auto_scheduler.default_schedule(tensors)
     check(s, args, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_bad_candidate_costs_one_trial(tuned):
+    """Steps a primitive refuses and steps isl refuses come back as errors of their trial, never raise."""
+    task, log, _ = tuned
+    from autotune.auto_scheduler.search_task import StateConfig
+    from autotune.auto_scheduler.search_policy import _is_refusal
+    good = task.default_state().to_json()
+    racing = [["RE", 2, [2, 0, 1]], ["AN", 2, 0, "parallel"]]   # the reduction loop outermost, in parallel
+    inputs = [autotune.MeasureInput(task, StateConfig(tuple(s))) for s in (good, [["SP", 9, 0, [4]]], racing)]
+    option = autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=2),
+                                     runner=autotune.LocalRunner(number=1, repeat=1, timeout=10))
+    try:
+        ok, bad_index, race = option.measure(inputs)
+    finally:
+        option.close()
+    assert ok.error_no == autotune.MeasureErrorNo.NO_ERROR
+    assert bad_index.error_no == autotune.MeasureErrorNo.INSTANTIATION_ERROR and "stage index 9" in bad_index.error_msg
+    assert race.error_no == autotune.MeasureErrorNo.BUILD_ERROR and _is_refusal(race), race.error_msg[:300]
