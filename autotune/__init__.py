@@ -12,6 +12,7 @@
         s, args = gemm(1024, 1024, 1024)            # the best config, no tuning
 """
 from . import callback, record, task, tuner
+from . import auto_scheduler
 from .builder import LocalBuilder
 from .dispatch import apply_history_best
 from .measure import MeasureErrorNo, MeasureInput, MeasureResult, measure_option
@@ -23,3 +24,4 @@ __all__ = ["template", "get_config", "task", "measure_option", "LocalBuilder", "
            "record", "apply_history_best", "dispatch_stats", "reset_dispatch_stats", "MeasureErrorNo",
            "MeasureInput", "MeasureResult", "ConfigSpace", "ConfigEntity", "FallbackConfig", "InstantiationError",
            "FallbackWarning"]
+__all__ += ["auto_scheduler"]

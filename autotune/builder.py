@@ -18,13 +18,14 @@ from .worker import OK, TIMEOUT, WorkerPool
 
 
 def build_job(p: dict) -> dict:
-    """Runs in a worker: ``{"task", "index", "dir"}`` -> ``{"error_no", "path", "msg", "seconds"}``."""
+    """Runs in a worker: ``{"task", "index", "dir"}`` -> ``{"error_no", "path", "msg", "seconds"}``; a config
+    given as data (``"config"``: an auto-scheduler candidate's steps) is instantiated instead of the index."""
     from .task import Task
     from .template import safe_name
     t0 = time.perf_counter()
     try:
         task = Task.from_payload(p["task"])
-        s, args = task.instantiate(p["index"])
+        s, args = task.instantiate(p["index"] if p.get("config") is None else p["config"])
     except Exception as e:  # noqa: BLE001 - the config is invalid, whatever the template raised
         return {"error_no": int(MeasureErrorNo.INSTANTIATION_ERROR), "path": "",
                 "msg": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
@@ -81,6 +82,7 @@ class LocalBuilder:
         if self._pool is None:
             self._pool = WorkerPool(self.n_parallel, scratch="tiletune_build_")
         jobs = [("autotune.builder:build_job", {"task": inp.task.payload(), "index": inp.config.index,
+                                                 "config": getattr(inp.config, "payload", None),   # data configs
                                                  "dir": self._pool.dir}) for inp in inputs]
         out = []
         for o in self._pool.map(jobs, self.timeout):

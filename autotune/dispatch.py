@@ -62,6 +62,13 @@ class ApplyHistoryBest(DispatchContext):
         valid = refuse(records, self.source, space=space)
         return space.get(valid[0].index) if valid else None
 
+    def query_auto_scheduler(self, workload_key: str):
+        """The steps (JSON) of the fastest auto-scheduler record of the DAG of ``workload_key`` (matched
+        by its structural hash) for this target, or None."""
+        from .auto_scheduler.records import best_record
+        rec = best_record([r for rs in self.best.values() for r in rs], workload_key, str(self.target))
+        return rec.knobs["steps"] if rec is not None else None
+
     def best_record(self, workload):
         """The record a call with ``workload`` would use (None if it falls back)."""
         rs = self.best.get(workload)

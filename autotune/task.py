@@ -67,6 +67,9 @@ class Task:
 
     @staticmethod
     def from_payload(p: dict) -> "Task":
+        if p.get("kind") == "auto_scheduler":
+            from .auto_scheduler.search_task import SearchTask
+            return SearchTask.from_payload(p)
         return _cached_task(p["name"], _hashable(p["args"]), p["target"], p.get("module", ""), p.get("file", ""),
                             p.get("pickled", ""))
 

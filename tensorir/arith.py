@@ -146,6 +146,9 @@ class Simplifier(Mutator):
 
     def visit_For(self, s):
         lo, ext = self.visit(s.min), self.visit(s.extent)
+        if isinstance(ext, IntImm) and ext.value == 1 and not s.thread_tag:
+            from .visitor import substitute       # a unit loop: its body once, at its one value
+            return self.visit(substitute(s.body, {s.loop_var: lo}))
         lo_b, ext_b = const_bounds(lo, self.bounds), const_bounds(ext, self.bounds)
         old = self.bounds.get(s.loop_var)
         self.bounds[s.loop_var] = (lo_b[0], lo_b[1] + ext_b[1] - 1)
@@ -154,9 +157,6 @@ class Simplifier(Mutator):
             self.bounds.pop(s.loop_var, None)
         else:
             self.bounds[s.loop_var] = old
-        if isinstance(ext, IntImm) and ext.value == 1 and not s.thread_tag:
-            from .visitor import substitute
-            return self.visit(substitute(s.body, {s.loop_var: lo}))
         if lo is s.min and ext is s.extent and body is s.body:
             return s
         from dataclasses import replace

@@ -430,6 +430,7 @@ class Region:
     bounds: list          # exact (min, max) Exprs, or None where isl's answer has no Expr form
     alloc: list           # the largest extent over all values of the fixed loops (int or None)
     outside: tuple | None  # (read index, {Var or "x<d>": value}): a read leaving the domain there
+    total: bool = False    # something is needed at every value of the fixed loops and sizes
 
 
 def needed_region(ndim: int, reads: list, fixed: list, params: list[Var], domain: list) -> Region | None:
@@ -498,7 +499,8 @@ def needed_region(ndim: int, reads: list, fixed: list, params: list[Var], domain
         bounds.append(None if e_lo is None or e_hi is None else (e_lo, e_hi))
         width = hi.sub(lo).add_constant_val(one).max_val()
         alloc.append(int(width.to_python()) if width.is_int() else None)
-    return Region(bounds, alloc, outside)
+    total = region.params().is_equal(context)
+    return Region(bounds, alloc, outside, total)
 
 
 def _coord(pt, kind, k: int) -> int:

@@ -127,12 +127,19 @@ class Bounds:
                 alloc.append(dom.extent)
                 continue
             ext_unclipped = simplify(hi - lo + 1)
+            inside = False
             if exact is not None and exact.bounds[d] is not None:  # isl's exact hull
                 lo, hi = exact.bounds[d]
+                # isl's hull lies in the domain wherever something is needed: needed everywhere, with
+                # the full constant width of the relaxed region, clipping would only hide its constant
+                # extent (under a fused loop, whose hull isl writes with divisions)
+                width = simplify(hi - lo + 1)
+                inside = exact.total and isinstance(ext_unclipped, IntImm) and isinstance(width, IntImm) and \
+                    width.value == ext_unclipped.value
             # clip to the domain (also where nothing is needed: the extent becomes zero)
-            if not prove(lo >= dom.min, self.var_bounds):
+            if not inside and not prove(lo >= dom.min, self.var_bounds):
                 lo = simplify(binary(Max, lo, dom.min))
-            if not prove(hi <= dmax, self.var_bounds):
+            if not inside and not prove(hi <= dmax, self.var_bounds):
                 hi = simplify(binary(Min, hi, dmax))
             region[iv] = Range(lo, simplify(hi - lo + 1))
             ub = const_bounds(ext_unclipped, self.var_bounds)[1]

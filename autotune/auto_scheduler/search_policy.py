@@ -1,0 +1,198 @@
+"""``SketchPolicy``: evolutionary search over sketch points, ranked by the learned cost model.
+
+Each round: a population of random points from the sketches plus mutations and crossovers of the
+best measured points is built into states, lowered (no isl check) and scored by autotune's
+``CostModel`` on ``features.extract`` of the loop IR; a second generation mutates the best scored.
+The round measures the top ``num_measures_per_round`` new states, with an ``eps_greedy`` share
+drawn at random from the rest (the first round: the default point first, the rest at random), and
+the model is refit on every measurement.  States whose steps are in the log already count as
+measured trials and are never measured again (resume).  Candidates isl refuses when they are built
+(an access out of bounds, a racing parallel or vector loop) cost one trial and are counted.
+"""
+from __future__ import annotations
+
+import random
+import sys
+import time
+
+import numpy as np
+
+from ..cost_model import CostModel
+from ..features import FAILED_VECTOR, extract
+from ..measure import MeasureErrorNo, MeasureInput, measure_option
+from .records import RecordToFile, load_records, steps_key
+from .search_task import StateConfig
+
+REFUSALS = ("OutOfBoundsError", "ScheduleError")
+
+
+def _is_refusal(result) -> bool:
+    return result.error_no in (MeasureErrorNo.BUILD_ERROR, MeasureErrorNo.INSTANTIATION_ERROR) and \
+        result.error_msg.startswith(REFUSALS)
+
+
+class SketchPolicy:
+    """TVM's search policy: ``task.tune(options, search_policy=SketchPolicy(task, program_cost_model=...))``.
+
+    ``program_cost_model``: an ``autotune.cost_model.CostModel`` (default: a fresh one); ``params``:
+    ``population`` (random points per round, 48), ``elites`` (best measured points mutated, 8),
+    ``eps_greedy`` (share of each round drawn at random, 0.1)."""
+
+    def __init__(self, task, program_cost_model=None, params: dict | None = None, seed: int | None = None,
+                 verbose: int = 1, init_search_callbacks=None):
+        params = dict(params or {})
+        unknown = set(params) - {"population", "elites", "eps_greedy"}
+        if unknown:
+            raise ValueError(f"SketchPolicy: unknown params {sorted(unknown)} (population, elites, eps_greedy)")
+        self.task = task
+        self.population, self.elites = int(params.get("population", 48)), int(params.get("elites", 8))
+        self.eps = float(params.get("eps_greedy", 0.1))
+        self.seed = seed
+        self.measured: dict[str, float] = {}           # steps key -> cost (inf: failed)
+        self.points: dict[str, object] = {}             # steps key -> Point (measured here)
+        self.X: list[np.ndarray] = []
+        self.costs: list[float] = []
+        self.model = program_cost_model if program_cost_model is not None else CostModel(seed=0)
+        self.isl_refused = 0        # candidates the isl analysis refused at build time
+        self.invalid_points = 0     # sketch points whose steps a schedule primitive refused
+        self.seconds = {"search": 0.0, "model": 0.0, "measure": 0.0}
+        self.best_cost, self.best_steps = float("inf"), None
+        self.history: list[tuple[int, float]] = []      # (trial, best cost so far)
+
+    # -- the loop ---------------------------------------------------------------------------------------
+    def run(self, opts):
+        rng = random.Random(opts.seed if self.seed is None else self.seed)
+        logs = [cb.filename for cb in opts.measure_callbacks if isinstance(cb, RecordToFile)]
+        self._resume(logs)
+        resumed = len(self.measured)
+        target = opts.num_measure_trials
+        measure = measure_option(opts.builder, opts.runner)
+        rounds, stale = 0, 0
+        try:
+            while len(self.measured) < target:
+                n = min(opts.num_measures_per_round, target - len(self.measured))
+                t0 = time.perf_counter()
+                batch = self._propose(n, rng, first=rounds == 0 and not self.measured)
+                self.seconds["search"] += time.perf_counter() - t0
+                if not batch:
+                    break
+                inputs = [MeasureInput(self.task, StateConfig(tuple(state.to_json()))) for _, state, _ in batch]
+                t0 = time.perf_counter()
+                results = measure.measure(inputs)
+                self.seconds["measure"] += time.perf_counter() - t0
+                for cb in opts.measure_callbacks:
+                    cb(self, inputs, results)
+                before = self.best_cost
+                for (point, state, vec), inp, res in zip(batch, inputs, results):
+                    self._add(steps_key(inp.config.payload), vec, res.cost, point, state)
+                    self.isl_refused += _is_refusal(res)
+                t0 = time.perf_counter()
+                self.model.fit(np.array(self.X), np.array(self.costs))
+                self.seconds["model"] += time.perf_counter() - t0
+                rounds += 1
+                stale = stale + 1 if self.best_cost >= before else 0
+                if opts.verbose:
+                    print(f"[auto_scheduler] {self.task.desc}: trials {len(self.measured)}/{target}, best "
+                          f"{self.best_cost * 1e3:.4f} ms ({self._gflops():.1f} GFLOPS), isl refused {self.isl_refused}",
+                          file=sys.stderr)
+                if opts.early_stopping and stale * opts.num_measures_per_round >= opts.early_stopping:
+                    break
+        finally:
+            measure.close()
+        if opts.verbose:
+            s = self.seconds
+            print(f"[auto_scheduler] {self.task.desc}: {len(self.measured) - resumed} measured, {resumed} from the log; "
+                  f"search {s['search']:.1f} s, cost model {s['model']:.1f} s, build+measure {s['measure']:.1f} s; "
+                  f"isl refused {self.isl_refused}, invalid sketch points {self.invalid_points}", file=sys.stderr)
+        return self
+
+    def _gflops(self) -> float:
+        return self.task.flop / self.best_cost / 1e9 if np.isfinite(self.best_cost) and self.task.flop else 0.0
+
+    def _add(self, key: str, vec, cost: float, point=None, state=None) -> None:
+        self.measured[key] = cost
+        if point is not None:
+            self.points[key] = point
+        self.X.append(vec)
+        self.costs.append(cost)
+        if cost < self.best_cost:
+            self.best_cost, self.best_steps = cost, key
+        self.history.append((len(self.measured), self.best_cost))
+
+    def _resume(self, logs) -> None:
+        """Trials in the logs count as measured; their features train the model."""
+        from .loop_state import State
+        for rec in load_records(logs, self.task.workload_key) if logs else []:
+            if rec.target != self.task.target:
+                continue
+            key = steps_key(rec.knobs["steps"])
+            if key in self.measured:
+                continue
+            try:
+                vec = extract(State(self.task.compute_dag, rec.knobs["steps"]).lower(check=False, expand=False))
+            except Exception:  # noqa: BLE001 - a record that no longer replays scores as failed
+                vec = FAILED_VECTOR
+            self._add(key, vec, rec.cost)
+        if self.X:
+            self.model.fit(np.array(self.X), np.array(self.costs))
+
+    # -- candidates ----------------------------------------------------------------------------------------
+    def _elite_points(self) -> list:
+        ranked = sorted((c, k) for k, c in self.measured.items() if k in self.points and np.isfinite(c))
+        return [self.points[k] for _, k in ranked[:self.elites]]
+
+    def _candidates(self, points, seen: set) -> list:
+        """Build, dedupe and featurize points: [(point, state, features)]."""
+        from tensorir.schedule import ScheduleError
+        out = []
+        for p in points:
+            try:
+                state = self.task.space.build(p)
+            except (ScheduleError, ValueError, TypeError, KeyError, IndexError):
+                self.invalid_points += 1
+                continue
+            key = state.key()
+            if key in seen or key in self.measured:
+                continue
+            seen.add(key)
+            try:
+                vec = extract(state.lower(check=False, expand=False))
+            except Exception:  # noqa: BLE001 - a state that does not lower is refused here
+                self.invalid_points += 1
+                continue
+            out.append((p, state, vec))
+        return out
+
+    def _propose(self, n: int, rng: random.Random, first: bool) -> list:
+        pol, seen = self.task.space, set()
+        if first or not self.model.is_trained:
+            points = ([pol.default()] if first else []) + [pol.sample(rng) for _ in range(4 * n)]
+            return self._candidates(points, seen)[:n]
+        elites = self._elite_points()
+        points = [pol.sample(rng) for _ in range(self.population)]
+        for e in elites:
+            points += [pol.mutate(e, rng) for _ in range(3)]
+            points.append(pol.crossover(e, rng.choice(elites), rng))
+        pool = self._candidates(points, seen)
+        scored = self._score(pool)
+        children = []
+        for p, _, _ in scored[:self.population // 4]:
+            children += [pol.mutate(p, rng), pol.mutate(pol.mutate(p, rng), rng)]
+        pool = self._score(scored + self._candidates(children, seen))
+        n_random = int(round(self.eps * n))
+        chosen = pool[:n - n_random]
+        rest = pool[n - n_random:]
+        chosen += rng.sample(rest, min(n_random, len(rest)))
+        return chosen
+
+    def _score(self, pool: list) -> list:
+        if not pool:
+            return []
+        t0 = time.perf_counter()
+        scores = self.model.predict(np.array([v for _, _, v in pool]))
+        self.seconds["model"] += time.perf_counter() - t0
+        order = np.argsort(-scores, kind="stable")
+        return [pool[i] for i in order]
+
+
+__all__ = ["SketchPolicy"]

@@ -1,0 +1,208 @@
+"""CPU sketches and their holes: the schedule space of a DAG, derived from the DAG alone.
+
+A *sketch* fixes the structure: which stages are inlined, tiled (Ansor's "SSRSRS": four levels of
+spatial loops, two of reduction loops, ordered S0 S1 R0 S2 R1 S3), tiled into a ``local`` cache
+(``cache_write``) or fused into their elementwise consumer (computed at the consumer's S1 loops),
+split by ``rfactor``, computed at their consumer's outer loop, or left at the root.  Its *holes*
+are numbers: tile lengths, unroll depth (the largest inner loop nest unrolled, Ansor's
+``auto_unroll_max_step``), how many outer loops are fused into the parallel loop, vector length,
+rfactor length and whether a reduction is computed at its consumer.  A :class:`Point` is a sketch
+and its filled holes (a dict of JSON values); :meth:`SketchSpace.build` turns it into a
+:class:`~autotune.auto_scheduler.loop_state.State` whose steps are the record.
+
+``SketchSpace.default()`` is the heuristic point used with no measurement: register tiles of 4 x
+(16 or 32) lanes accumulating in a local cache, a parallel outer loop, unrolled inner loops.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass, field
+
+from .analysis import StageInfo, analyze
+from .loop_state import State
+
+UNROLL_STEPS = (0, 16, 64, 512)
+MAX_SKETCHES = 16
+VECTOR_LANES = 16            # float32 lanes of one AVX-512 register
+MAX_VECTOR = 64
+
+
+@dataclass
+class Point:
+    """A sketch (index into ``SketchSpace.sketches``) with its holes filled."""
+    sketch: int
+    holes: dict = field(default_factory=dict)
+
+    def copy(self) -> "Point":
+        return Point(self.sketch, {k: list(v) if isinstance(v, list) else v for k, v in self.holes.items()})
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _prime_factors(n: int) -> list[int]:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out + ([n] if n > 1 else [])
+
+
+def _pick(rng: random.Random, options: list[int], cap: int) -> int:
+    options = [d for d in options if d <= cap] or [1]
+    return rng.choice(options)
+
+
+class SketchSpace:
+    """The sketches of a DAG and the operations of the search on their points."""
+
+    def __init__(self, dag):
+        self.dag = dag
+        self.infos: list[StageInfo] = analyze(dag)
+        tiles = [i.index for i in self.infos if i.kind == "tile" and i.host is None]
+        # per unfused tiled stage: tiled into a local cache (True) or directly (False); cache first
+        self.cache_stages = tiles
+        self.sketches = [dict(zip(tiles, c)) for c in itertools.product((True, False), repeat=len(tiles))]
+        self.sketches = self.sketches[:MAX_SKETCHES]
+
+    # -- holes ---------------------------------------------------------------------------------------------
+    def sample(self, rng: random.Random) -> Point:
+        p = Point(rng.randrange(len(self.sketches)))
+        for info in self.infos:
+            k = info.index
+            if info.kind == "tile":
+                for a, e in enumerate(info.spatial):
+                    last = a == len(info.spatial) - 1
+                    l3 = _pick(rng, [d for d in divisors(e) if not last or d % 8 == 0] or divisors(e),
+                               MAX_VECTOR if last else 8)
+                    l2 = _pick(rng, divisors(e // l3), 8)
+                    l1 = _pick(rng, divisors(e // l3 // l2), 32)
+                    p.holes[f"T{k}.s{a}"] = [l1, l2, l3]
+                for a, e in enumerate(info.reduce):
+                    p.holes[f"T{k}.r{a}"] = [_pick(rng, divisors(e), 16)]
+                p.holes[f"T{k}.u"] = rng.choice(UNROLL_STEPS)
+                p.holes[f"T{k}.p"] = rng.randint(1, len(info.spatial))
+            elif info.kind == "rfactor":
+                p.holes[f"F{k}"] = _pick(rng, [d for d in divisors(info.reduce[-1]) if d >= 4] or [1], 128)
+            elif info.kind == "simple" and info.guest is None:
+                self._sample_simple(info, p, rng)
+        return p
+
+    def _sample_simple(self, info: StageInfo, p: Point, rng: random.Random) -> None:
+        k = info.index
+        if info.guests:
+            p.holes[f"A{k}"] = rng.randint(0, 1)
+        if info.reduce or not info.spatial:
+            p.holes[f"S{k}.p"] = rng.randint(0, len(info.spatial))
+            return
+        p.holes[f"S{k}.v"] = _pick(rng, [d for d in divisors(info.spatial[-1]) if d in (1, 4, 8, 16, 32, 64)], 64)
+        p.holes[f"S{k}.p"] = rng.randint(0, len(info.spatial))
+
+    def default(self) -> Point:
+        """The heuristic point: no measurement, used for every kernel without a record."""
+        p = Point(0)
+        for info in self.infos:
+            k = info.index
+            if info.kind == "tile":
+                n = len(info.spatial)
+                for a, e in enumerate(info.spatial):
+                    # a register tile of 4 x 32 lanes, accumulated over an L1-sized local tile
+                    if a == n - 1:
+                        l3 = _best(e, (32, 16, 8, 4, 2))
+                        p.holes[f"T{k}.s{a}"] = [1, _best(e // l3, (4, 2)), l3]
+                    elif a == n - 2:
+                        l3 = _best(e, (4, 2, 3))
+                        rest = e // l3          # rows per local tile, leaving the outer loop >= 2 for threads
+                        p.holes[f"T{k}.s{a}"] = [1, _best(rest, [x for x in (16, 8, 4, 2) if rest // x >= 2]), l3]
+                    else:
+                        p.holes[f"T{k}.s{a}"] = [1, 1, 1]
+                for a, e in enumerate(info.reduce):
+                    p.holes[f"T{k}.r{a}"] = [_best(e, (8, 4, 3, 2)) if a == len(info.reduce) - 1 else 1]
+                p.holes[f"T{k}.u"] = 16
+                p.holes[f"T{k}.p"] = _parallel_depth(info.spatial, [e // math.prod(p.holes[f"T{k}.s{a}"])
+                                                                    for a, e in enumerate(info.spatial)])
+            elif info.kind == "rfactor":
+                p.holes[f"F{k}"] = _best(info.reduce[-1], (16, 8, 4, 2))
+            elif info.kind == "simple" and info.guest is None:
+                if info.guests:       # measured: reductions at the root beat them at the consumer's loop
+                    p.holes[f"A{k}"] = 0
+                if not info.reduce and info.spatial:
+                    p.holes[f"S{k}.v"] = _best(info.spatial[-1], (16, 8, 4))
+                p.holes[f"S{k}.p"] = _parallel_depth(info.spatial, info.spatial[:-1] if not info.reduce
+                                                     else info.spatial)
+        return p
+
+    def mutate(self, p: Point, rng: random.Random) -> Point:
+        """One hole changed: a prime factor moved between two tile levels, or a choice resampled."""
+        q = p.copy()
+        if not q.holes or rng.random() < 0.05:
+            q.sketch = rng.randrange(len(self.sketches))
+            return q
+        key = rng.choice(sorted(q.holes))
+        info = self.infos[int(key[1:].split(".")[0])]
+        if key.startswith("T") and ".s" in key or ".r" in key:
+            extent = (info.spatial if ".s" in key else info.reduce)[int(key.split(".")[1][1:])]
+            q.holes[key] = _move_factor(extent, q.holes[key], rng)
+        else:
+            fresh = self.sample(rng).holes
+            if key in fresh:
+                q.holes[key] = fresh[key]
+        return q
+
+    def crossover(self, a: Point, b: Point, rng: random.Random) -> Point:
+        """Per stage, the holes of one parent or the other (same sketch as ``a``)."""
+        q = a.copy()
+        if a.sketch != b.sketch:
+            return q
+        for k in {key[1:].split(".")[0] for key in a.holes}:
+            if rng.random() < 0.5:
+                for key in a.holes:
+                    if key[1:].split(".")[0] == k and key in b.holes:
+                        q.holes[key] = b.holes[key]
+        return q
+
+    # -- building ------------------------------------------------------------------------------------------
+    def build(self, p: Point) -> State:
+        """The state of point ``p`` (raises ``ScheduleError`` if a step is refused)."""
+        from .sketch_rules import build_state
+        return build_state(self, p)
+
+
+def _best(n: int, prefs) -> int:
+    for x in prefs:
+        if n % x == 0:
+            return x
+    return 1
+
+
+def _parallel_depth(extents: list[int], outer: list[int]) -> int:
+    """How many outer loops to fuse for a parallel loop with enough iterations (>= 4 per core)."""
+    import os
+    want, total = 4 * (os.cpu_count() or 1), 1
+    for d, e in enumerate(outer):
+        total *= e
+        if total >= want:
+            return d + 1
+    return len(outer) or (1 if extents else 0)
+
+
+def _move_factor(extent: int, lengths: list[int], rng: random.Random) -> list[int]:
+    """Move one prime factor between two of the levels (the outermost level is implicit)."""
+    levels = [extent // math.prod(lengths)] + list(lengths)
+    src = [i for i, x in enumerate(levels) if x > 1]
+    if not src:
+        return list(lengths)
+    i = rng.choice(src)
+    j = rng.choice([x for x in range(len(levels)) if x != i])
+    f = rng.choice(_prime_factors(levels[i]))
+    levels[i] //= f
+    levels[j] *= f
+    return levels[1:]
+
+
+__all__ = ["SketchSpace", "Point", "divisors", "UNROLL_STEPS"]

@@ -1,0 +1,164 @@
+"""Building a state from a sketch point: the CPU rules as steps on a :class:`State`.
+
+Stages are visited consumers first (so a producer computed at a consumer finds the consumer's loops
+already tiled); stage indices are looked up by operation each time, as ``cache_write`` and
+``rfactor`` insert stages.
+"""
+from __future__ import annotations
+
+import math
+
+from .loop_state import State
+
+
+def build_state(policy, p) -> State:
+    state = State(policy.dag)
+    infos = policy.infos
+    sketch = policy.sketches[p.sketch]
+    h = p.holes
+    for info in infos:
+        if info.kind == "inline":
+            state.compute_inline(state.stage_id(info.op))
+    for info in reversed(infos):
+        k = info.index
+        if info.kind == "tile" and info.host is None:
+            if sketch.get(k, False):
+                cid = state.cache_write(state.stage_id(info.op), "local")
+                _tile_pair(state, state.stage_id(info.op), cid, info, h)
+            else:
+                _tile(state, state.stage_id(info.op), info, h)
+        elif info.kind == "simple" and info.guest is not None:
+            guest = infos[info.guest]
+            _tile_pair(state, state.stage_id(info.op), state.stage_id(guest.op), guest, h)
+        elif info.kind == "simple":
+            _simple(state, info, h, infos)
+        elif info.kind == "rfactor":
+            _rfactor(state, state.stage_id(info.op), info, h)
+    return state
+
+
+def _tiles(info, h) -> tuple[list, list]:
+    k = info.index
+    return ([h[f"T{k}.s{a}"] for a in range(len(info.spatial))], [h[f"T{k}.r{a}"] for a in range(len(info.reduce))])
+
+
+def _annotate_inner(state: State, sid: int, inner: list, extents: dict, max_step: int) -> None:
+    """Vectorize the innermost loop (if longer than 1), then unroll the loops just outside it while the
+    unrolled nest stays within ``max_step`` iterations."""
+    loops = list(inner)
+    if loops and extents[loops[-1]] > 1:
+        state.vectorize(sid, loops.pop())
+    prod = 1
+    for iv in reversed(loops):
+        prod *= extents[iv]
+        if prod > max_step:
+            break
+        if extents[iv] > 1:
+            state.unroll(sid, iv)
+
+
+def _parallel(state: State, sid: int, loops: list) -> None:
+    loops = [iv for iv in loops]
+    if loops:
+        state.parallel(sid, state.fuse(sid, loops))
+
+
+def _tile(state: State, sid: int, info, h) -> None:
+    """SSRSRS on a root stage: S0 S1 R0 S2 R1 S3; parallel fused S0, vectorized S3, unrolled inner."""
+    spatial, reduce = _tiles(info, h)
+    leaves = state.leaves(sid)
+    n = len(info.spatial)
+    S, R, ext = [[], [], [], []], [[], []], {}
+    for a, iv in enumerate(leaves[:n]):
+        parts = state.split(sid, iv, spatial[a])
+        for lvl, (x, e) in enumerate(zip(parts, [info.spatial[a] // math.prod(spatial[a])] + spatial[a])):
+            S[lvl].append(x)
+            ext[x] = e
+    for a, iv in enumerate(leaves[n:]):
+        parts = state.split(sid, iv, reduce[a])
+        for lvl, (x, e) in enumerate(zip(parts, [info.reduce[a] // math.prod(reduce[a])] + reduce[a])):
+            R[lvl].append(x)
+            ext[x] = e
+    order = S[0] + S[1] + R[0] + S[2] + R[1] + S[3]
+    state.reorder(sid, order)
+    _annotate_inner(state, sid, S[2] + R[1] + S[3], ext, h[f"T{info.index}.u"])
+    _parallel(state, sid, S[0][:h[f"T{info.index}.p"]])
+
+
+def _tile_pair(state: State, oid: int, tid: int, info, h) -> None:
+    """Tile ``info``'s stage ``tid`` (S2 R... S3 levels, R0 S2 R1 S3) computed at the S1 loops of the
+    elementwise stage ``oid`` (its consumer, or the stage copying its local cache), which is tiled
+    S0 S1 and then the rest, vectorized."""
+    spatial, reduce = _tiles(info, h)
+    n = len(info.spatial)
+    O0, O1, Oin, ext = [], [], [], {}
+    for a, iv in enumerate(state.leaves(oid)[:n]):
+        l1, l2, l3 = spatial[a]
+        parts = state.split(oid, iv, [l1, l2 * l3])
+        O0.append(parts[0])
+        O1.append(parts[1])
+        Oin.append(parts[2])
+    state.reorder(oid, O0 + O1 + Oin)
+    if spatial[-1][2] > 1 and spatial[-1][1] > 1:
+        Oin[-1:] = state.split(oid, Oin[-1], [spatial[-1][2]])
+    if spatial[-1][2] > 1:
+        state.vectorize(oid, Oin[-1])
+    _parallel(state, oid, O0[:h[f"T{info.index}.p"]])
+    O1 = [iv for iv in state.leaves(oid) if iv in O1]
+    state.compute_at(tid, oid, O1[-1])
+    leaves = state.leaves(tid)
+    S2, S3, R0, R1 = [], [], [], []
+    for a, iv in enumerate(leaves[:n]):
+        x, y = state.split(tid, iv, [spatial[a][2]])
+        S2.append(x)
+        S3.append(y)
+        ext[x], ext[y] = spatial[a][1], spatial[a][2]
+    for a, iv in enumerate(leaves[n:]):
+        x, y = state.split(tid, iv, reduce[a])
+        R0.append(x)
+        R1.append(y)
+        ext[x], ext[y] = info.reduce[a] // reduce[a][0], reduce[a][0]
+    state.reorder(tid, R0 + S2 + R1 + S3)
+    _annotate_inner(state, tid, S2 + R1 + S3, ext, h[f"T{info.index}.u"])
+
+
+def _simple(state: State, info, h, infos) -> None:
+    """A root stage: parallel outer loops, the last loop split and its inner part vectorized; the
+    reductions attached here are computed at its outer fused loop."""
+    k = info.index
+    sid = state.stage_id(info.op)
+    if info.attach is not None and h.get(f"A{info.attach}", 0):
+        return                                   # computed at its consumer (done when the consumer was built)
+    guests = [infos[g] for g in info.guests] if h.get(f"A{k}", 0) else []
+    leaves = state.leaves(sid)[:len(info.spatial)]
+    if not leaves:
+        return
+    v = h.get(f"S{k}.v", 1)
+    depth = len(guests[0].spatial) if guests else h[f"S{k}.p"]
+    if v > 1 and not info.reduce and depth < len(leaves):
+        last = state.split(sid, leaves[-1], [v])
+        state.vectorize(sid, last[1])
+        leaves = leaves[:-1] + [last[0]]
+    if depth:
+        fused = state.fuse(sid, leaves[:depth])
+        state.parallel(sid, fused)
+        for g in sorted(guests, key=lambda g: g.index):
+            state.compute_at(state.stage_id(g.op), sid, fused)
+
+
+def _rfactor(state: State, sid: int, info, h) -> None:
+    """Split the innermost reduction loop, factor out its inner part: partial results computed with
+    the factored loop innermost and vectorized, then reduced."""
+    n = len(info.spatial)
+    k = state.leaves(sid)[-1]
+    ko, ki = state.split(sid, k, [h[f"F{info.index}"]])
+    rf = state.rfactor(sid, ki, 0)
+    rl = state.leaves(rf)           # [k.v, spatial..., other reduction loops]
+    state.reorder(rf, rl[1:] + rl[:1])
+    state.vectorize(rf, rl[0])
+    if n and math.prod(info.spatial) > 1:
+        rl = state.leaves(rf)
+        state.parallel(rf, state.fuse(rf, rl[:n]))
+
+
+__all__ = ["build_state"]

@@ -1,0 +1,259 @@
+"""Transform steps: a schedule as data.
+
+Each step is one schedule primitive with its operands named by position: a stage by its index in
+``s.stages`` at the time the step runs, a loop by its index in that stage's ``leaf_iter_vars``
+(as Ansor's transform steps do).  A step is a JSON list, ``["SP", stage, iter, [lengths]]``, so a
+tuning record stores the schedule as data, never code, and replaying the steps on a fresh
+``te.create_schedule`` of the same DAG gives the same schedule (the same lowered text).
+
+=======  =========================================  ==============================================
+kind     JSON                                       primitive
+=======  =========================================  ==============================================
+SP       ["SP", s, i, [l1, ..., ln]]                split loop i into n + 1 loops; the inner ones
+                                                    have extents l1..ln (ln innermost)
+RE       ["RE", s, [i0, i1, ...]]                   reorder: the leaf loops in this order
+FU       ["FU", s, [i, i + 1, ...]]                 fuse adjacent loops
+AN       ["AN", s, i, "parallel"]                   parallel / vectorize / unroll
+PR       ["PR", s, i, key, value]                   pragma
+BI       ["BI", s, i, "threadIdx.x"]                bind to a thread axis
+CA       ["CA", s, target, i]                       compute_at loop i of stage target
+CI / CR  ["CI", s] / ["CR", s]                      compute_inline / compute_root
+CHR      ["CHR", s, scope, [reader stages]]         cache_read (a new stage after s)
+CHW      ["CHW", s, scope]                          cache_write (a new stage before s)
+RF       ["RF", s, i, factor_axis]                  rfactor over reduce loop i (a new stage before s)
+=======  =========================================  ==============================================
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+from tensorir.schedule import ScheduleError
+
+ANNOTATIONS = ("parallel", "vectorize", "unroll")
+STEP_KINDS: dict[str, type] = {}
+
+
+def _register(cls):
+    STEP_KINDS[cls.kind] = cls
+    return cls
+
+
+def stage_at(sch, stage_id: int):
+    if not isinstance(stage_id, int) or not 0 <= stage_id < len(sch.stages):
+        raise ScheduleError(f"step: stage index {stage_id!r} out of range (the schedule has {len(sch.stages)} "
+                            "stages)")
+    return sch.stages[stage_id]
+
+
+def iter_at(stage, iter_id: int):
+    leaves = stage.leaf_iter_vars
+    if not isinstance(iter_id, int) or not 0 <= iter_id < len(leaves):
+        raise ScheduleError(f"stage {stage.op.name}: step: loop index {iter_id!r} out of range (leaf loops: "
+                            f"{', '.join(iv.var.name for iv in leaves)})")
+    return leaves[iter_id]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One primitive on stage ``stage_id``; ``apply(sch)`` runs it, ``to_json()`` is its record."""
+    kind: ClassVar[str] = ""
+    stage_id: int
+
+    def to_json(self) -> list:
+        return [self.kind, *(_plain(getattr(self, f.name)) for f in fields(self))]
+
+    def apply(self, sch):
+        raise NotImplementedError
+
+
+def _plain(v):
+    return list(v) if isinstance(v, tuple) else v
+
+
+@_register
+@dataclass(frozen=True)
+class SplitStep(Step):
+    kind: ClassVar[str] = "SP"
+    iter_id: int
+    lengths: tuple
+
+    def apply(self, sch):
+        st = stage_at(sch, self.stage_id)
+        x, parts = iter_at(st, self.iter_id), []
+        for k in range(len(self.lengths)):
+            outer, x = st.split(x, factor=math.prod(self.lengths[k:]))
+            parts.append(outer)
+        return parts + [x]
+
+
+@_register
+@dataclass(frozen=True)
+class ReorderStep(Step):
+    kind: ClassVar[str] = "RE"
+    order: tuple
+
+    def apply(self, sch):
+        st = stage_at(sch, self.stage_id)
+        st.reorder(*[iter_at(st, i) for i in self.order])
+
+
+@_register
+@dataclass(frozen=True)
+class FuseStep(Step):
+    kind: ClassVar[str] = "FU"
+    iter_ids: tuple
+
+    def apply(self, sch):
+        st = stage_at(sch, self.stage_id)
+        return st.fuse(*[iter_at(st, i) for i in self.iter_ids])
+
+
+@_register
+@dataclass(frozen=True)
+class AnnotationStep(Step):
+    kind: ClassVar[str] = "AN"
+    iter_id: int
+    annotation: str
+
+    def apply(self, sch):
+        st = stage_at(sch, self.stage_id)
+        if self.annotation not in ANNOTATIONS:
+            raise ScheduleError(f"stage {st.op.name}: unknown annotation {self.annotation!r} (one of {ANNOTATIONS})")
+        getattr(st, self.annotation)(iter_at(st, self.iter_id))
+
+
+@_register
+@dataclass(frozen=True)
+class PragmaStep(Step):
+    kind: ClassVar[str] = "PR"
+    iter_id: int
+    key: str
+    value: object = None
+
+    def apply(self, sch):
+        st = stage_at(sch, self.stage_id)
+        st.pragma(iter_at(st, self.iter_id), self.key, self.value)
+
+
+@_register
+@dataclass(frozen=True)
+class BindStep(Step):
+    kind: ClassVar[str] = "BI"
+    iter_id: int
+    thread_tag: str
+
+    def apply(self, sch):
+        from tensorir import thread_axis
+        st = stage_at(sch, self.stage_id)
+        st.bind(iter_at(st, self.iter_id), thread_axis(self.thread_tag))
+
+
+@_register
+@dataclass(frozen=True)
+class ComputeAtStep(Step):
+    kind: ClassVar[str] = "CA"
+    target_stage_id: int
+    target_iter_id: int
+
+    def apply(self, sch):
+        target = stage_at(sch, self.target_stage_id)
+        stage_at(sch, self.stage_id).compute_at(target, iter_at(target, self.target_iter_id))
+
+
+@_register
+@dataclass(frozen=True)
+class ComputeInlineStep(Step):
+    kind: ClassVar[str] = "CI"
+
+    def apply(self, sch):
+        stage_at(sch, self.stage_id).compute_inline()
+
+
+@_register
+@dataclass(frozen=True)
+class ComputeRootStep(Step):
+    kind: ClassVar[str] = "CR"
+
+    def apply(self, sch):
+        stage_at(sch, self.stage_id).compute_root()
+
+
+def _outputs(st):
+    outs = [st.op.output(k) for k in range(st.op.num_outputs)]
+    return outs if len(outs) > 1 else outs[0]
+
+
+@_register
+@dataclass(frozen=True)
+class CacheReadStep(Step):
+    """The cache stage is inserted right after stage ``stage_id``."""
+    kind: ClassVar[str] = "CHR"
+    scope: str
+    reader_stage_ids: tuple
+
+    def apply(self, sch):
+        st = stage_at(sch, self.stage_id)
+        readers = [stage_at(sch, r).op for r in self.reader_stage_ids]
+        return sch.cache_read(st.op.output(0), self.scope, readers)
+
+
+@_register
+@dataclass(frozen=True)
+class CacheWriteStep(Step):
+    """The cache stage is inserted right before stage ``stage_id`` (which then copies it out)."""
+    kind: ClassVar[str] = "CHW"
+    scope: str
+
+    def apply(self, sch):
+        return sch.cache_write(_outputs(stage_at(sch, self.stage_id)), self.scope)
+
+
+@_register
+@dataclass(frozen=True)
+class RfactorStep(Step):
+    """The partial-result stage is inserted right before stage ``stage_id``."""
+    kind: ClassVar[str] = "RF"
+    iter_id: int
+    factor_axis: int = 0
+
+    def apply(self, sch):
+        st = stage_at(sch, self.stage_id)
+        return sch.rfactor(st.op.output(0), iter_at(st, self.iter_id), self.factor_axis)
+
+
+def step_from_json(v) -> Step:
+    """The step a JSON list describes; a malformed one raises ``ValueError`` naming it."""
+    if not isinstance(v, list) or not v or v[0] not in STEP_KINDS:
+        raise ValueError(f"not a transform step: {v!r} (kinds: {', '.join(STEP_KINDS)})")
+    cls = STEP_KINDS[v[0]]
+    names = [f.name for f in fields(cls)]
+    args = v[1:]
+    if not len(names) - (cls is PragmaStep) <= len(args) <= len(names):
+        raise ValueError(f"transform step {v!r}: {cls.__name__} takes {len(names)} operands")
+    values = []
+    for name, a in zip(names, args):
+        if isinstance(a, list):
+            if not all(isinstance(x, int) and not isinstance(x, bool) for x in a):
+                raise ValueError(f"transform step {v!r}: {name} must be a list of integers")
+            a = tuple(a)
+        elif name.endswith("_id") and not (isinstance(a, int) and not isinstance(a, bool)):
+            raise ValueError(f"transform step {v!r}: {name} must be an integer")
+        values.append(a)
+    return cls(*values)
+
+
+def steps_from_json(vs) -> list[Step]:
+    if not isinstance(vs, list):
+        raise ValueError(f"transform steps must be a JSON list, got {type(vs).__name__}")
+    return [step_from_json(v) for v in vs]
+
+
+def steps_to_json(steps) -> list:
+    return [s.to_json() for s in steps]
+
+
+__all__ = ["Step", "SplitStep", "ReorderStep", "FuseStep", "AnnotationStep", "PragmaStep", "BindStep",
+           "ComputeAtStep", "ComputeInlineStep", "ComputeRootStep", "CacheReadStep", "CacheWriteStep",
+           "RfactorStep", "step_from_json", "steps_from_json", "steps_to_json", "STEP_KINDS"]
