@@ -26,7 +26,7 @@ from ..cost_model import CostModel
 from ..features import FAILED_VECTOR, extract
 from ..measure import MeasureErrorNo, MeasureInput, measure_option
 from .records import RecordToFile, load_records, steps_key
-from .search_task import StateConfig, steps_index
+from .search_task import StateConfig, key_index
 from .storage import SharedSearch
 
 REFUSALS = ("OutOfBoundsError", "ScheduleError")
@@ -151,7 +151,7 @@ class SketchPolicy:
         """Learn the trials peers finished (model data and best) and skip what they are measuring."""
         if self.shared is None:
             return
-        known = {steps_index(_steps(k)) for k in self.measured}
+        known = {key_index(k) for k in self.measured}
         new = self.shared.foreign(known)
         for steps, result in new:
             self._add(steps_key(steps), self._features(steps), result.cost, own=False)
@@ -215,7 +215,7 @@ class SketchPolicy:
                 self.invalid_points += 1
                 continue
             key = state.key()
-            if key in seen or key in self.measured or (self._busy and steps_index(_steps(key)) in self._busy):
+            if key in seen or key in self.measured or (self._busy and key_index(key) in self._busy):
                 continue
             seen.add(key)
             try:
@@ -256,11 +256,6 @@ class SketchPolicy:
         self.seconds["model"] += time.perf_counter() - t0
         order = np.argsort(-scores, kind="stable")
         return [pool[i] for i in order]
-
-
-def _steps(key: str) -> list:
-    import json
-    return json.loads(key)
 
 
 __all__ = ["SketchPolicy"]

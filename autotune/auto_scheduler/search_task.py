@@ -56,8 +56,12 @@ class StateConfig:
 
 def steps_index(steps: list) -> int:
     """A stable non-negative integer naming a list of steps (the record's config index)."""
-    text = json.dumps(steps, separators=(",", ":"))
-    return int(hashlib.sha1(text.encode()).hexdigest()[:12], 16)
+    return key_index(json.dumps(steps, separators=(",", ":")))
+
+
+def key_index(key: str) -> int:
+    """``steps_index`` of the steps whose canonical JSON text is ``key``."""
+    return int(hashlib.sha1(key.encode()).hexdigest()[:12], 16)
 
 
 class SearchTask:
