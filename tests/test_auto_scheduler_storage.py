@@ -229,7 +229,7 @@ def _three_processes_one_killed(tmp_path, storage, trials, kill_after, resume):
 
 
 def test_three_processes_on_postgres_one_killed(tmp_path, postgres_url):  # noqa: F811 - the fixture
-    _three_processes_one_killed(tmp_path, postgres_url, trials=8, kill_after=4, resume=True)
+    _three_processes_one_killed(tmp_path, postgres_url, trials=8, kill_after=4, resume=False)
 
 
 @pytest.mark.slow
