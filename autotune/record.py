@@ -204,13 +204,15 @@ def pick_best(inp, out) -> list[Record]:
 
 
 def merge(inputs, out) -> list[Record]:
-    """Concatenate logs into ``out``, dropping exact duplicates (same problem, config and timestamp)."""
-    seen, merged = set(), []
+    """Join logs into ``out`` (the logs of several tuning processes, say), one record per problem and
+    config (an auto-scheduler candidate's config is its steps hash): the first valid one, else the
+    first; in log order."""
+    chosen: dict[tuple, Record] = {}
     for r in records_of(inputs):
-        k = (r.key, r.index, r.result.timestamp)
-        if k not in seen:
-            seen.add(k)
-            merged.append(r)
+        k = (r.key, r.index)
+        if k not in chosen or (r.result.ok and not chosen[k].result.ok):
+            chosen[k] = r                   # a dict keeps the first insertion's place
+    merged = list(chosen.values())
     save_records(out, merged)
     return merged
 

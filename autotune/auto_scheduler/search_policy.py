@@ -8,6 +8,11 @@ drawn at random from the rest (the first round: the default point first, the res
 the model is refit on every measurement.  States whose steps are in the log already count as
 measured trials and are never measured again (resume).  Candidates isl refuses when they are built
 (an access out of bounds, a racing parallel or vector loop) cost one trial and are counted.
+
+With a shared study (``TuningOptions.storage``, or SQLite beside the log: ``storage.py``) each round
+first learns the trials other processes finished (model data and best, not counted as this
+process's trials), skips candidates measured or claimed elsewhere, and claims its batch before
+measuring it; a trial is logged before it is finished in the study.
 """
 from __future__ import annotations
 
@@ -21,7 +26,8 @@ from ..cost_model import CostModel
 from ..features import FAILED_VECTOR, extract
 from ..measure import MeasureErrorNo, MeasureInput, measure_option
 from .records import RecordToFile, load_records, steps_key
-from .search_task import StateConfig
+from .search_task import StateConfig, key_index
+from .storage import SharedSearch
 
 REFUSALS = ("OutOfBoundsError", "ScheduleError")
 
@@ -58,30 +64,56 @@ class SketchPolicy:
         self.seconds = {"search": 0.0, "model": 0.0, "measure": 0.0}
         self.best_cost, self.best_steps = float("inf"), None
         self.history: list[tuple[int, float]] = []      # (trial, best cost so far)
+        self.trials_done = 0        # trials of this process's log (read back and measured)
+        self.learned = 0            # trials other processes finished, learned from the shared study
+        self.shared: SharedSearch | None = None
+        self._busy: set[int] = set()                    # steps hashes claimed or finished elsewhere
 
     # -- the loop ---------------------------------------------------------------------------------------
     def run(self, opts):
         rng = random.Random(opts.seed if self.seed is None else self.seed)
         logs = [cb.filename for cb in opts.measure_callbacks if isinstance(cb, RecordToFile)]
+        self.shared = SharedSearch.open(self.task, opts, logs[0] if logs else None)
         self._resume(logs)
-        resumed = len(self.measured)
+        resumed = self.trials_done
         target = opts.num_measure_trials
         measure = measure_option(opts.builder, opts.runner)
-        rounds, stale = 0, 0
+        rounds, stale, lost = 0, 0, 0
         try:
-            while len(self.measured) < target:
-                n = min(opts.num_measures_per_round, target - len(self.measured))
+            while self.trials_done < target:
+                n = min(opts.num_measures_per_round, target - self.trials_done)
                 t0 = time.perf_counter()
+                self._sync()
                 batch = self._propose(n, rng, first=rounds == 0 and not self.measured)
                 self.seconds["search"] += time.perf_counter() - t0
                 if not batch:
                     break
                 inputs = [MeasureInput(self.task, StateConfig(tuple(state.to_json()))) for _, state, _ in batch]
+                claims = self._claim(inputs)
+                if claims is not None:
+                    batch = [b for b, i in zip(batch, inputs) if i.config.index in claims]
+                    inputs = [i for i in inputs if i.config.index in claims]
+                    if not batch:              # peers took every candidate: learn what they did, retry
+                        lost += 1
+                        if lost >= 5:
+                            break
+                        continue
+                lost = 0
                 t0 = time.perf_counter()
-                results = measure.measure(inputs)
+                try:
+                    results = measure.measure(inputs)
+                except BaseException:
+                    for tid in (claims or {}).values():     # unmeasured: let peers (or a rerun) take them
+                        self.shared.release(tid)
+                    raise
                 self.seconds["measure"] += time.perf_counter() - t0
-                for cb in opts.measure_callbacks:
-                    cb(self, inputs, results)
+                try:
+                    for cb in opts.measure_callbacks:        # the log first: a finished trial is logged
+                        cb(self, inputs, results)
+                finally:
+                    for inp, res in zip(inputs, results):
+                        if claims is not None:
+                            self.shared.finish(claims[inp.config.index], res)
                 before = self.best_cost
                 for (point, state, vec), inp, res in zip(batch, inputs, results):
                     self._add(steps_key(inp.config.payload), vec, res.cost, point, state)
@@ -92,25 +124,50 @@ class SketchPolicy:
                 rounds += 1
                 stale = stale + 1 if self.best_cost >= before else 0
                 if opts.verbose:
-                    print(f"[auto_scheduler] {self.task.desc}: trials {len(self.measured)}/{target}, best "
-                          f"{self.best_cost * 1e3:.4f} ms ({self._gflops():.1f} GFLOPS), isl refused {self.isl_refused}",
-                          file=sys.stderr)
+                    print(f"[auto_scheduler] {self.task.desc}: trials {self.trials_done}/{target}, best "
+                          f"{self.best_cost * 1e3:.4f} ms ({self._gflops():.1f} GFLOPS), isl refused {self.isl_refused}"
+                          + (f", {self.learned} learned from peers" if self.learned else ""), file=sys.stderr)
                 if opts.early_stopping and stale * opts.num_measures_per_round >= opts.early_stopping:
                     break
         finally:
             measure.close()
         if opts.verbose:
             s = self.seconds
-            print(f"[auto_scheduler] {self.task.desc}: {len(self.measured) - resumed} measured, {resumed} from the log; "
-                  f"search {s['search']:.1f} s, cost model {s['model']:.1f} s, build+measure {s['measure']:.1f} s; "
-                  f"isl refused {self.isl_refused}, invalid sketch points {self.invalid_points}", file=sys.stderr)
+            print(f"[auto_scheduler] {self.task.desc}: {self.trials_done - resumed} measured, {resumed} from the log, "
+                  f"{self.learned} from peers; search {s['search']:.1f} s, cost model {s['model']:.1f} s, "
+                  f"build+measure {s['measure']:.1f} s; isl refused {self.isl_refused}, invalid sketch points "
+                  f"{self.invalid_points}", file=sys.stderr)
         return self
+
+    def _claim(self, inputs) -> dict[int, int] | None:
+        """Claim the batch in the shared study: ``{steps hash: trial id}`` won (None: no study)."""
+        if self.shared is None:
+            return None
+        won = self.shared.claim([i.config for i in inputs])
+        self._busy |= {i.config.index for i in inputs if i.config.index not in won}
+        return won
+
+    def _sync(self) -> None:
+        """Learn the trials peers finished (model data and best) and skip what they are measuring."""
+        if self.shared is None:
+            return
+        known = {key_index(k) for k in self.measured}
+        new = self.shared.foreign(known)
+        for steps, result in new:
+            self._add(steps_key(steps), self._features(steps), result.cost, own=False)
+        self.learned += len(new)
+        self._busy = self.shared.busy() - known
+        if new:
+            t0 = time.perf_counter()
+            self.model.fit(np.array(self.X), np.array(self.costs))
+            self.seconds["model"] += time.perf_counter() - t0
 
     def _gflops(self) -> float:
         return self.task.flop / self.best_cost / 1e9 if np.isfinite(self.best_cost) and self.task.flop else 0.0
 
-    def _add(self, key: str, vec, cost: float, point=None, state=None) -> None:
+    def _add(self, key: str, vec, cost: float, point=None, state=None, own: bool = True) -> None:
         self.measured[key] = cost
+        self.trials_done += own
         if point is not None:
             self.points[key] = point
         self.X.append(vec)
@@ -119,20 +176,26 @@ class SketchPolicy:
             self.best_cost, self.best_steps = cost, key
         self.history.append((len(self.measured), self.best_cost))
 
-    def _resume(self, logs) -> None:
-        """Trials in the logs count as measured; their features train the model."""
+    def _features(self, steps) -> np.ndarray:
         from .loop_state import State
+        try:
+            return extract(State(self.task.compute_dag, steps).lower(check=False, expand=False))
+        except Exception:  # noqa: BLE001 - a record that no longer replays scores as failed
+            return FAILED_VECTOR
+
+    def _resume(self, logs) -> None:
+        """Trials in the logs count as measured; their features train the model; those the shared
+        study lacks are put into it."""
+        busy = self.shared.busy() if self.shared is not None else set()
         for rec in load_records(logs, self.task.workload_key) if logs else []:
             if rec.target != self.task.target:
                 continue
             key = steps_key(rec.knobs["steps"])
             if key in self.measured:
                 continue
-            try:
-                vec = extract(State(self.task.compute_dag, rec.knobs["steps"]).lower(check=False, expand=False))
-            except Exception:  # noqa: BLE001 - a record that no longer replays scores as failed
-                vec = FAILED_VECTOR
-            self._add(key, vec, rec.cost)
+            self._add(key, self._features(rec.knobs["steps"]), rec.cost)
+            if self.shared is not None and rec.index not in busy:
+                self.shared.record_known(rec.knobs["steps"], rec.result)
         if self.X:
             self.model.fit(np.array(self.X), np.array(self.costs))
 
@@ -152,7 +215,7 @@ class SketchPolicy:
                 self.invalid_points += 1
                 continue
             key = state.key()
-            if key in seen or key in self.measured:
+            if key in seen or key in self.measured or (self._busy and key_index(key) in self._busy):
                 continue
             seen.add(key)
             try:

@@ -56,8 +56,12 @@ class StateConfig:
 
 def steps_index(steps: list) -> int:
     """A stable non-negative integer naming a list of steps (the record's config index)."""
-    text = json.dumps(steps, separators=(",", ":"))
-    return int(hashlib.sha1(text.encode()).hexdigest()[:12], 16)
+    return key_index(json.dumps(steps, separators=(",", ":")))
+
+
+def key_index(key: str) -> int:
+    """``steps_index`` of the steps whose canonical JSON text is ``key``."""
+    return int(hashlib.sha1(key.encode()).hexdigest()[:12], 16)
 
 
 class SearchTask:
@@ -200,7 +204,13 @@ def default_schedule(tensors) -> tuple:
 @dataclass
 class TuningOptions:
     """TVM's options: trials to measure, measurements per round, builder and runner (``"local"`` or
-    autotune's LocalBuilder / LocalRunner), callbacks (``RecordToFile``) and verbosity."""
+    autotune's LocalBuilder / LocalRunner), callbacks (``RecordToFile``) and verbosity.
+
+    tiletune's additions: ``storage`` (an optuna storage URL such as ``"postgresql://..."`` or a
+    storage object) shares the search among the processes tuning the same task on it, each claiming
+    its candidates so none is measured twice (see ``auto_scheduler/storage.py``); default: an SQLite
+    file beside the ``RecordToFile`` log, or nothing without a log.  ``study_name`` (default: the
+    workload and target), ``stale_after``: seconds after which a claim from another host is given up."""
     num_measure_trials: int = 0
     early_stopping: int | None = None
     num_measures_per_round: int = 16
@@ -209,6 +219,9 @@ class TuningOptions:
     runner: object = "local"
     measure_callbacks: list = field(default_factory=list)
     seed: int = 0
+    storage: object = None
+    study_name: str | None = None
+    stale_after: float = 3600.0
 
 
 __all__ = ["SearchTask", "TuningOptions", "StateConfig", "default_schedule", "default_state", "steps_index",

@@ -10,8 +10,13 @@ call, then the claimant re-reads the study; of two live trials with the same con
 the lower trial number wins and the other is marked FAIL (``duplicate_of``) and never measured.
 Trials asked from a sampler get their index just after creation, so a claimant first waits for
 lower-numbered RUNNING trials to show theirs.  RUNNING trials of dead processes on this host (a
-``kill -9``) are failed on sight, RUNNING trials from other hosts count as live for ``stale_after``
-seconds.
+``kill -9``) are closed on sight: finished from the owner's log when it holds the trial (the owner
+logs a trial before finishing it, so a kill between the two loses nothing), failed otherwise;
+RUNNING trials from other hosts count as live for ``stale_after`` seconds.
+
+A task without a ``config_space`` (an auto-scheduler task) names its configs by any non-negative
+integer (a hash of the candidate) and its trials have no params; ``claim``'s ``attrs`` store what
+peers need to rebuild a candidate (its steps).
 """
 from __future__ import annotations
 
@@ -27,7 +32,10 @@ def default_study_name(task) -> str:
     import hashlib
     from ..template import workload_str
     digest = hashlib.sha1(task.target.encode()).hexdigest()[:8]
-    return f"{workload_str(task.workload)} @ {task.target.split(' -mattr')[0]} #{digest}"
+    name = f"{workload_str(task.workload)} @ {task.target.split(' -mattr')[0]} #{digest}"
+    if len(name) > 480:                 # optuna's RDB storage keeps at most 512 characters
+        name = name[:430] + " #" + hashlib.sha1(name.encode()).hexdigest()[:16]
+    return name
 
 
 def sqlite_url(path: str) -> str:
@@ -38,10 +46,11 @@ def _storage(storage):
     import optuna
     if storage is None:
         return optuna.storages.InMemoryStorage()
-    if isinstance(storage, str) and storage.startswith("sqlite:"):
+    if isinstance(storage, str):
+        kwargs = {"connect_args": {"timeout": 60}} if storage.startswith("sqlite:") else {}
         for attempt in range(10):       # processes starting together race to create the tables
             try:
-                return optuna.storages.RDBStorage(storage, engine_kwargs={"connect_args": {"timeout": 60}})
+                return optuna.storages.RDBStorage(storage, engine_kwargs=kwargs)
             except Exception as e:  # noqa: BLE001 - sqlalchemy's OperationalError ("table ... already exists")
                 if attempt == 9 or not _racing(e):
                     raise
@@ -66,9 +75,12 @@ def _pid_alive(pid: int) -> bool:
 
 
 class TuningStudy:
-    """One optuna study for one task (``storage``: None for in-memory, an optuna storage URL or object)."""
+    """One optuna study for one task (``storage``: None for in-memory, an optuna storage URL or object;
+    ``log``: this process's JSONL log, named in its claims so that a peer on this host can finish a
+    claim from it after a kill)."""
 
-    def __init__(self, task, storage=None, study_name: str | None = None, sampler=None, stale_after: float = 3600):
+    def __init__(self, task, storage=None, study_name: str | None = None, sampler=None, stale_after: float = 3600,
+                 log: str | None = None):
         import optuna
         from optuna.distributions import IntDistribution
         self.task = task
@@ -90,9 +102,11 @@ class TuningStudy:
             optuna.logging.set_verbosity(level)
         self.storage = self.study._storage
         self.study_id = self.study._study_id
-        self.names = list(task.config_space.space_map)
-        self.distributions = {n: IntDistribution(0, d - 1) for n, d in zip(self.names, task.config_space.dims)}
+        space = getattr(task, "config_space", None)
+        self.names = list(space.space_map) if space is not None else []
+        self.distributions = {n: IntDistribution(0, d - 1) for n, d in zip(self.names, space.dims)} if self.names else {}
         self.host, self.pid = socket.gethostname(), os.getpid()
+        self.log = os.path.abspath(log) if log else None
         self._mine: set[int] = set()
 
     # -- reading -----------------------------------------------------------------------------------------
@@ -102,16 +116,33 @@ class TuningStudy:
                                            states=(TrialState.RUNNING, TrialState.COMPLETE))
 
     def _live(self, t) -> bool:
-        """A RUNNING trial whose owner may still finish it (stale ones of this host are failed)."""
-        from optuna.trial import TrialState
+        """A RUNNING trial whose owner may still finish it, or that was just finished from the log of
+        its dead owner on this host (other dead ones of this host are failed)."""
         owner = t.user_attrs.get("owner") or {}
         if owner.get("host") == self.host:
             if owner.get("pid") == self.pid or _pid_alive(int(owner.get("pid", -1))):
                 return True
-            self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-            return False
+            return self._close_dead(t, owner.get("log"))
         start = t.datetime_start.timestamp() if t.datetime_start else time.time()
         return time.time() - start < self.stale_after
+
+    def _close_dead(self, t, log: str | None) -> bool:
+        """Finish a dead owner's claim from its log if the log holds the trial (True), else fail it."""
+        from optuna.exceptions import UpdateFinishedTrialError
+        from optuna.trial import TrialState
+        idx, result = t.user_attrs.get("config_index"), None
+        if log and idx is not None and os.path.exists(log):
+            from ..record import load_records
+            key = (self.task.workload, self.task.target)
+            result = next((r.result for r in load_records(log) if r.key == key and r.index == int(idx)), None)
+        try:
+            if result is None:
+                self.storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            else:
+                self._write_result(t._trial_id, result)
+        except UpdateFinishedTrialError:
+            pass                        # a peer closed it first
+        return result is not None
 
     def taken(self) -> set[int]:
         """Config indices finished or being measured by anyone."""
@@ -125,6 +156,10 @@ class TuningStudy:
 
     def finished_elsewhere(self, known: set[int]) -> list[tuple[int, MeasureResult]]:
         """Results of COMPLETE trials whose config is not in ``known`` (measured by other processes)."""
+        return [(int(t.user_attrs["config_index"]), result_of(t)) for t in self.finished_trials(known)]
+
+    def finished_trials(self, known: set[int]) -> list:
+        """COMPLETE trials (optuna's FrozenTrial) not claimed here whose config is not in ``known``."""
         from optuna.trial import TrialState
         out = []
         for t in self.storage.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.COMPLETE,)):
@@ -132,20 +167,19 @@ class TuningStudy:
             idx = a.get("config_index")
             if idx is None or int(idx) in known or t._trial_id in self._mine or "error_no" not in a:
                 continue
-            end = t.datetime_complete.timestamp() if t.datetime_complete else time.time()
-            out.append((int(idx), MeasureResult(tuple(a.get("costs", ())), MeasureErrorNo(int(a["error_no"])),
-                                                float(a.get("all_cost", 0.0)), end)))
+            out.append(t)
         return out
 
     # -- claiming ----------------------------------------------------------------------------------------
     def _owner(self) -> dict:
-        return {"host": self.host, "pid": self.pid}
+        return {"host": self.host, "pid": self.pid, **({"log": self.log} if self.log else {})}
 
-    def claim(self, indices: list[int], asked: dict[int, int] | None = None) -> dict[int, int]:
-        """Create RUNNING trials for ``indices`` (or adopt the sampler's trial ``asked[index]``); returns
-        ``{index: trial_id}`` of those this process won."""
+    def claim(self, indices: list[int], asked: dict[int, int] | None = None,
+              attrs: dict[int, dict] | None = None) -> dict[int, int]:
+        """Create RUNNING trials for ``indices`` (or adopt the sampler's trial ``asked[index]``), with the
+        user attributes ``attrs[index]`` if given; returns ``{index: trial_id}`` of those this process won."""
         from optuna.trial import FrozenTrial, TrialState
-        space, asked = self.task.config_space, asked or {}
+        space, asked, attrs = getattr(self.task, "config_space", None), asked or {}, attrs or {}
         created = {}
         for idx in dict.fromkeys(indices):
             if idx in asked:
@@ -153,12 +187,12 @@ class TuningStudy:
                 self.storage.set_trial_user_attr(asked[idx], "config_index", idx)
                 created[idx] = asked[idx]
                 continue
-            params = dict(zip(self.names, space.knob_indices(idx)))
+            params = dict(zip(self.names, space.knob_indices(idx))) if self.names else {}
             template = FrozenTrial(number=-1, state=TrialState.RUNNING, value=None,
                                    datetime_start=datetime.datetime.now(), datetime_complete=None, params=params,
                                    distributions=dict(self.distributions), intermediate_values={},
-                                   user_attrs={"config_index": idx, "owner": self._owner()}, system_attrs={},
-                                   trial_id=-1)
+                                   user_attrs={**attrs.get(idx, {}), "config_index": idx, "owner": self._owner()},
+                                   system_attrs={}, trial_id=-1)
             created[idx] = self.storage.create_new_trial(self.study_id, template_trial=template)
         return self._settle(created)
 
@@ -197,6 +231,9 @@ class TuningStudy:
         return won
 
     def finish(self, trial_id: int, result: MeasureResult) -> None:
+        self._write_result(trial_id, result)
+
+    def _write_result(self, trial_id: int, result: MeasureResult) -> None:
         from optuna.trial import TrialState
         self.storage.set_trial_user_attr(trial_id, "error_no", int(result.error_no))
         self.storage.set_trial_user_attr(trial_id, "costs", list(result.costs))
@@ -208,11 +245,19 @@ class TuningStudy:
         from optuna.trial import TrialState
         self.storage.set_trial_state_values(trial_id, TrialState.FAIL)
 
-    def record_known(self, index: int, result: MeasureResult) -> None:
+    def record_known(self, index: int, result: MeasureResult, attrs: dict | None = None) -> None:
         """Add a finished trial measured before (a log read on resume) so samplers and peers see it."""
-        won = self.claim([index])
+        won = self.claim([index], attrs={index: attrs} if attrs else None)
         if index in won:
             self.finish(won[index], result)
 
 
-__all__ = ["TuningStudy", "default_study_name", "sqlite_url"]
+def result_of(trial) -> MeasureResult:
+    """The measurement a COMPLETE trial holds in its user attributes."""
+    a = trial.user_attrs
+    end = trial.datetime_complete.timestamp() if trial.datetime_complete else time.time()
+    return MeasureResult(tuple(a.get("costs", ())), MeasureErrorNo(int(a["error_no"])), float(a.get("all_cost", 0.0)),
+                         end)
+
+
+__all__ = ["TuningStudy", "default_study_name", "sqlite_url", "result_of"]
