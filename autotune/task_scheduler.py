@@ -37,6 +37,20 @@ class TaskStoppedWarning(UserWarning):
 
 
 # -- one task's tuning, batch by batch --------------------------------------------------------------------
+class _KeepOpen:
+    """A builder or runner whose ``close`` waits for the scheduler's: the search closes its measurer after
+    every run, and the worker processes (and the runner's reference outputs) should last the whole tune."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def close(self) -> None:
+        pass
+
+
 class KernelTuner:
     """Drives one :class:`~autotune.task_extraction.KernelSearchTask` batch by batch: the default
     schedule once, then the auto-scheduler's search (``SketchPolicy``) ``n`` more trials at a time."""
@@ -93,14 +107,10 @@ class KernelTuner:
         if n <= 0:
             return out
         self._results = []
-        extra = {}
-        if self.storage is not None:
-            if "storage" not in getattr(TuningOptions, "__dataclass_fields__", {}):
-                raise NotImplementedError("TaskScheduler.tune(storage=...): this auto-scheduler cannot share "
-                                          "trials through a storage yet (TuningOptions has no storage)")
-            extra["storage"] = self.storage
+        extra = {} if self.storage is None else {"storage": self.storage}
         opts = TuningOptions(num_measure_trials=len(self.policy.measured) + n, num_measures_per_round=n, verbose=0,
-                             builder=self.measure.builder, runner=self.measure.runner, seed=self.seed,
+                             builder=_KeepOpen(self.measure.builder), runner=_KeepOpen(self.measure.runner),
+                             seed=self.seed,
                              measure_callbacks=[RecordToFile(self.log), self._collect], **extra)
         self.seed += 1
         self.policy.run(opts)
@@ -198,6 +208,9 @@ class TaskScheduler:
         if log is None:
             raise ValueError("TaskScheduler.tune: give log= (the JSONL log that records every trial)")
         log = str(log)
+        if storage is not None and not storage_supported():
+            raise NotImplementedError("TaskScheduler.tune(storage=...): this auto-scheduler cannot share trials "
+                                      "through a storage yet (auto_scheduler.TuningOptions has no storage field)")
         measure = measure_option if measure_option is not None else make_measure_option()
         groups = [getattr(t, "anchor_op", None) or "injective" for t in self.tasks]
         self.states = [_TaskState(self.make_tuner(t, log, measure, storage), w, g)
@@ -289,6 +302,12 @@ class TaskScheduler:
                  "stopped": s.stopped} for s in self.states]
 
 
+def storage_supported() -> bool:
+    """Whether the auto-scheduler's search takes ``TuningOptions(storage=...)`` (several processes)."""
+    from .auto_scheduler.search_task import TuningOptions
+    return "storage" in getattr(TuningOptions, "__dataclass_fields__", {})
+
+
 def _read_progress(path: str) -> list[tuple[int, float, float]]:
     out = []
     if not os.path.exists(path):
@@ -316,4 +335,4 @@ def read_progress(log: str) -> list[tuple[int, float, float]]:
     return _read_progress(str(log) + ".progress.jsonl")
 
 
-__all__ = ["TaskScheduler", "KernelTuner", "TaskStoppedWarning", "read_progress"]
+__all__ = ["TaskScheduler", "KernelTuner", "TaskStoppedWarning", "read_progress", "storage_supported"]

@@ -202,3 +202,46 @@ def test_resume_measures_nothing_twice(tuned, tmp_path):
     trials = [c[0] for c in curve]
     assert curve[:len(before)] == before and trials[-1] == 24 and trials == sorted(set(trials))  # it continues
     assert all(a[1] <= b[1] for a, b in zip(curve, curve[1:]))
+
+
+class _FailingBuilder:
+    """Builds like LocalBuilder, except every candidate of one kernel fails as LLVM would."""
+
+    def __init__(self, kernel_name):
+        self.inner, self.kernel_name = autotune.LocalBuilder(n_parallel=1), kernel_name
+
+    def build(self, inputs):
+        from autotune.measure import BuildResult
+        out = self.inner.build([i for i in inputs if i.task.kernel_name != self.kernel_name])[::-1]
+        return [BuildResult("", autotune.MeasureErrorNo.BUILD_ERROR, "LLVM ERROR: cannot select vpermq", 0.01)
+                if i.task.kernel_name == self.kernel_name else out.pop() for i in inputs]
+
+    def close(self):
+        self.inner.close()
+
+
+def test_task_whose_candidates_all_fail_stops_with_its_error(tmp_path):
+    _, g, params = _model("small_cnn")
+    tasks, weights = _pick(*autotune.extract_tasks(g, params))
+    measure = autotune.measure_option(builder=_FailingBuilder(tasks[0].kernel_name),
+                                      runner=autotune.LocalRunner(number=1, repeat=1))
+    log = str(tmp_path / "fail.jsonl")
+    sched = autotune.TaskScheduler(tasks, [10, 1], verbose=0, give_up_after=2)
+    with pytest.warns(autotune.task_scheduler.TaskStoppedWarning, match="cannot select vpermq"):
+        sched.tune(14, measure_option=measure, log=log, num_measures_per_round=4, progress=False)
+    broken, fine = sched.states
+    assert broken.trials == 8 and "every candidate failed" in broken.stopped and "vpermq" in broken.stopped
+    assert fine.trials >= 4 and np.isfinite(fine.best) and "failed" not in fine.stopped
+    assert "vpermq" in sched.table()
+    recs = _records(log)
+    assert sum(r["result"]["error"] == "BUILD_ERROR" for r in recs) == 8     # the failures are in the log too
+
+
+def test_storage_is_passed_on_or_refused_clearly(tuned, tmp_path):
+    from autotune.task_scheduler import storage_supported
+    if storage_supported():
+        pytest.skip("the auto-scheduler takes storage=: covered by the storage tests")
+    _, _, _, tasks, _, _ = tuned
+    with pytest.raises(NotImplementedError, match="storage"):
+        autotune.TaskScheduler(tasks, [1, 1], verbose=0).tune(4, log=str(tmp_path / "s.jsonl"),
+                                                              storage="sqlite:///x.db")
