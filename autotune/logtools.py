@@ -77,9 +77,10 @@ def show_table(records: list[Record], limit: int = 20) -> str:
 
 def model_progress(log: str) -> list[tuple[int, float, float]]:
     """The model-tuning progress of ``log`` (``tiletune tune-model``'s sidecar ``LOG.progress.jsonl``):
-    ``(total trials, seconds, estimated model latency in seconds)`` per batch; empty if there is none."""
+    ``(total trials, seconds, estimated model latency in seconds)`` per batch once every task has a
+    measurement (the warm-up's partial sums are left out); empty if there is none."""
     from .task_scheduler import read_progress
-    return read_progress(log)
+    return read_progress(log, complete_only=True)
 
 
 def plot(logs: list[str], out: str, title: str | None = None) -> str:

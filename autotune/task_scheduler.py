@@ -248,11 +248,11 @@ class TaskScheduler:
                 self._check_stop(s)
                 point = (self.total_trials, offset + time.perf_counter() - start, self.estimated_latency())
                 self.curve.append(point)
-                _append_progress(progress_path, point, s.tuner.name)
+                _append_progress(progress_path, point, s.tuner.name, self._complete())
                 if bar is not None:
                     bar.update(self.total_trials - before)
                     bar.set_description(f"{s.tuner.name[:40]}")
-                    bar.set_postfix_str(f"model {point[2] * 1e3:.3f} ms")
+                    bar.set_postfix_str(f"model {'' if self._complete() else '>= '}{point[2] * 1e3:.3f} ms")
         finally:
             if bar is not None:
                 bar.close()
@@ -262,6 +262,10 @@ class TaskScheduler:
         if self.verbose:
             print(self.table(), file=sys.stderr)
         return self
+
+    def _complete(self) -> bool:
+        """Whether the estimate covers the model: every task measured (or stopped, having failed)."""
+        return all(math.isfinite(s.best) or s.stopped for s in self.states)
 
     def _check_stop(self, s: _TaskState) -> None:
         if s.stopped:
@@ -308,7 +312,7 @@ def storage_supported() -> bool:
     return "storage" in getattr(TuningOptions, "__dataclass_fields__", {})
 
 
-def _read_progress(path: str) -> list[tuple[int, float, float]]:
+def _read_progress(path: str, complete_only: bool = False) -> list[tuple[int, float, float]]:
     out = []
     if not os.path.exists(path):
         return out
@@ -316,23 +320,26 @@ def _read_progress(path: str) -> list[tuple[int, float, float]]:
         for line in f:
             try:
                 d = json.loads(line)
+                if complete_only and not d.get("complete", True):
+                    continue
                 out.append((int(d["trial"]), float(d["seconds"]), float(d["latency"])))
             except (ValueError, KeyError, TypeError):
                 continue
     return out
 
 
-def _append_progress(path: str, point, task: str) -> None:
+def _append_progress(path: str, point, task: str, complete: bool) -> None:
     with open(path, "a") as f:
         f.write(json.dumps({"format": "tiletune.model_progress/1", "trial": point[0], "seconds": point[1],
-                            "latency": point[2], "task": task}) + "\n")
+                            "latency": point[2], "task": task, "complete": complete}) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
 
-def read_progress(log: str) -> list[tuple[int, float, float]]:
-    """The model-tuning progress of ``log``: ``(total trials, seconds, estimated latency)`` per batch."""
-    return _read_progress(str(log) + ".progress.jsonl")
+def read_progress(log: str, complete_only: bool = False) -> list[tuple[int, float, float]]:
+    """The model-tuning progress of ``log``: ``(total trials, seconds, estimated latency)`` per batch;
+    ``complete_only``: only once every task has a measurement (during the warm-up the sum is partial)."""
+    return _read_progress(str(log) + ".progress.jsonl", complete_only)
 
 
 __all__ = ["TaskScheduler", "KernelTuner", "TaskStoppedWarning", "read_progress", "storage_supported"]
