@@ -204,7 +204,11 @@ class TaskScheduler:
              storage=None, num_measures_per_round: int = 8, progress: bool = True):
         """Tune until the log holds ``n_trials`` trials of these tasks (a rerun resumes), ``max_seconds``
         pass, or every task stopped.  ``measure_option``: ``autotune.measure_option(builder, runner)``
-        (default: local).  ``storage``: passed to each task's search (several processes)."""
+        (default: local).  ``storage``: passed to each task's search (several processes).  ``n_trials``
+        may be TVM's ``auto_scheduler.TuningOptions`` (trials, builder, runner, ``RecordToFile`` log);
+        ``log`` defaults to the constructor's ``load_log_file``."""
+        n_trials, measure_option, log = self._from_tuning_options(n_trials, measure_option, log)
+        log = log if log is not None else self.load_log_file
         if log is None:
             raise ValueError("TaskScheduler.tune: give log= (the JSONL log that records every trial)")
         log = str(log)
@@ -266,6 +270,20 @@ class TaskScheduler:
     def _complete(self) -> bool:
         """Whether the estimate covers the model: every task measured (or stopped, having failed)."""
         return all(math.isfinite(s.best) or s.stopped for s in self.states)
+
+    @staticmethod
+    def _from_tuning_options(n_trials, measure, log):
+        """TVM's ``tune(auto_scheduler.TuningOptions(num_measure_trials=..., builder=..., runner=...,
+        measure_callbacks=[RecordToFile(log)]))``: the trials, measurer and log it names."""
+        from .auto_scheduler.records import RecordToFile
+        from .auto_scheduler.search_task import TuningOptions
+        if not isinstance(n_trials, TuningOptions):
+            return n_trials, measure, log
+        opts = n_trials
+        files = [cb.filename for cb in opts.measure_callbacks if isinstance(cb, RecordToFile)]
+        if measure is None:
+            measure = make_measure_option(opts.builder, opts.runner)
+        return opts.num_measure_trials, measure, log if log is not None else (files[0] if files else None)
 
     def _check_stop(self, s: _TaskState) -> None:
         if s.stopped:

@@ -3,6 +3,7 @@ strategy gives more trials to the task that weighs more in the model, round-robi
 converged and exhausted tasks stop, and a task whose candidates all fail stops with its error named
 while the others go on."""
 import math
+import os
 import warnings
 
 import pytest
@@ -115,3 +116,15 @@ def test_bad_arguments():
         TaskScheduler([FakeTask("a", 1), FakeTask("b", 1)], [1])
     with pytest.raises(ValueError, match="log"):
         FakeScheduler([FakeTask("a", 1)], [1]).tune(4)
+
+
+def test_tvm_style_tuning_options(tmp_path):
+    """``tuner.tune(auto_scheduler.TuningOptions(num_measure_trials=..., measure_callbacks=[RecordToFile(log)]))``."""
+    from autotune.auto_scheduler import RecordToFile, TuningOptions
+    log = str(tmp_path / "tvm_style.jsonl")
+    s = FakeScheduler([FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 1e-3, anchor_op="b")], [1, 1], verbose=0)
+    s.tune(TuningOptions(num_measure_trials=12, measure_callbacks=[RecordToFile(log)]), progress=False)
+    assert s.total_trials == 12 and os.path.exists(log + ".progress.jsonl")
+    s2 = FakeScheduler([FakeTask("a", 1e-3)], [1], load_log_file=str(tmp_path / "other.jsonl"), verbose=0)
+    s2.tune(4, measure_option=object(), progress=False)
+    assert os.path.exists(str(tmp_path / "other.jsonl") + ".progress.jsonl")
