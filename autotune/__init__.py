@@ -19,9 +19,12 @@ from .measure import MeasureErrorNo, MeasureInput, MeasureResult, measure_option
 from .runner import LocalRunner
 from .space import ConfigEntity, ConfigSpace, FallbackConfig, InstantiationError
 from .template import FallbackWarning, dispatch_stats, get_config, reset_dispatch_stats, template
+from .task_extraction import extract_tasks
+from .task_scheduler import TaskScheduler
 
 __all__ = ["template", "get_config", "task", "measure_option", "LocalBuilder", "LocalRunner", "tuner", "callback",
            "record", "apply_history_best", "dispatch_stats", "reset_dispatch_stats", "MeasureErrorNo",
            "MeasureInput", "MeasureResult", "ConfigSpace", "ConfigEntity", "FallbackConfig", "InstantiationError",
            "FallbackWarning"]
 __all__ += ["auto_scheduler"]
+__all__ += ["extract_tasks", "TaskScheduler"]

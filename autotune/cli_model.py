@@ -2,11 +2,13 @@
 
 ::
 
+    tiletune tune-model model.onnx --shape x=1,3,224,224 --trials N --log L [--time-budget 1h] [--storage URL]
     tiletune compile model.onnx --shape x=1,3,224,224 [--target T] [--log L] -o out/
     tiletune run out/ --input x=x.npy [--output y.npz] [--bench]
     tiletune inspect out/ [--json]
 
-``compile`` imports the model (``graph.from_onnx``), builds it (``codegen.build_model``) and writes the
+``tune-model`` extracts the model's tasks and tunes them with the task scheduler into the log (a rerun
+of the same command resumes it); ``compile`` imports the model (``graph.from_onnx``), builds it (``codegen.build_model``) and writes the
 artifact (``export_library``); ``run`` loads an artifact with no compiler (``codegen.load_model``);
 ``inspect`` prints its manifest.  Bad input (a missing file, a malformed ``--shape``, an input the model
 lacks) is one line on stderr and exit status 2, never a traceback.
@@ -75,6 +77,47 @@ def _compile(args: argparse.Namespace) -> int:
     m.export_library(args.output)
     print(f"compiled {args.model} for {args.target} in {time.perf_counter() - start:.1f} s: {args.output}")
     print(_summary(_read_manifest(args.output)))
+    return 0
+
+
+def parse_duration(text: str) -> float:
+    """``"1h"``, ``"30m"``, ``"90s"``, ``"3600"`` -> seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    t = text.strip().lower()
+    scale = units.get(t[-1:], None)
+    try:
+        value = float(t[:-1] if scale else t) * (scale or 1)
+    except ValueError:
+        raise CommandError(f"--time-budget {text!r}: expected seconds or a number with s, m, h (1h, 30m)") from None
+    if value <= 0:
+        raise CommandError(f"--time-budget {text!r}: must be positive")
+    return value
+
+
+def _tune_model(args: argparse.Namespace) -> int:
+    from tensorir import graph
+    from . import LocalBuilder, LocalRunner, TaskScheduler, extract_tasks, measure_option
+    shape_dict = dict(parse_shape(s) for s in args.shape)
+    if not os.path.exists(args.model):
+        raise CommandError(f"model file {args.model} does not exist")
+    if args.trials <= 0:
+        raise CommandError(f"--trials {args.trials}: must be positive")
+    budget = parse_duration(args.time_budget) if args.time_budget else None
+    g, params = graph.from_onnx(args.model, shape_dict)
+    tasks, weights = extract_tasks(g, params, target=args.target)
+    print(f"{args.model}: {len(tasks)} tasks ({sum(weights)} kernel calls per inference); log {args.log}")
+    measure = measure_option(builder=LocalBuilder(n_parallel=args.n_parallel, timeout=args.build_timeout),
+                             runner=LocalRunner(number=args.number, repeat=args.repeat, timeout=args.timeout,
+                                                min_repeat_ms=args.min_repeat_ms))
+    sched = TaskScheduler(tasks, weights, strategy=args.strategy)
+    try:
+        sched.tune(args.trials, measure_option=measure, log=args.log, max_seconds=budget, storage=args.storage,
+                   num_measures_per_round=args.per_round)
+    except NotImplementedError as e:
+        raise CommandError(str(e)) from None
+    print(f"tuned {sched.total_trials} trials; estimated model latency {sched.estimated_latency() * 1e3:.4f} ms; "
+          f"deploy with: tiletune compile {args.model} " + " ".join(f"--shape {s}" for s in args.shape)
+          + f" --log {args.log} -o OUT")
     return 0
 
 
@@ -176,7 +219,7 @@ def guarded(func):
 
 
 def add_model_commands(sub) -> None:
-    """Add ``compile``, ``run`` and ``inspect`` to the subparsers ``sub``."""
+    """Add ``tune-model``, ``compile``, ``run`` and ``inspect`` to the subparsers ``sub``."""
     comp = sub.add_parser("compile", help="compile an ONNX model into an artifact directory")
     comp.add_argument("model", help="the .onnx file")
     comp.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
@@ -187,6 +230,25 @@ def add_model_commands(sub) -> None:
                       help="ops without a kernel: fail the build (default) or run ONNX's reference evaluator")
     comp.add_argument("-o", "--output", required=True, help="artifact directory")
     comp.set_defaults(func=guarded(_compile))
+
+    tune = sub.add_parser("tune-model", help="tune every kernel of an ONNX model into a log (a rerun resumes)")
+    tune.add_argument("model", help="the .onnx file")
+    tune.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                      help="bind an input's shape (x=1,3,224,224) or a symbolic dimension (N=1); repeatable")
+    tune.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
+    tune.add_argument("--trials", type=int, required=True, help="trials in the log when done, over all tasks")
+    tune.add_argument("--log", required=True, help="JSON-lines log (appended; a rerun resumes it)")
+    tune.add_argument("--time-budget", default=None, metavar="T", help="stop after T (3600, 90m, 1h); a rerun resumes")
+    tune.add_argument("--storage", default=None, help="optuna storage URL shared by several tuning processes")
+    tune.add_argument("--strategy", default="gradient", choices=["gradient", "round-robin"])
+    tune.add_argument("--per-round", type=int, default=16, help="trials per batch given to one task (default 16)")
+    tune.add_argument("--n-parallel", type=int, default=None, help="build processes (default: CPU count)")
+    tune.add_argument("--build-timeout", type=float, default=10.0)
+    tune.add_argument("--number", type=int, default=4)
+    tune.add_argument("--repeat", type=int, default=3)
+    tune.add_argument("--min-repeat-ms", type=float, default=0)
+    tune.add_argument("--timeout", type=float, default=10.0, help="seconds per measurement")
+    tune.set_defaults(func=guarded(_tune_model))
 
     run = sub.add_parser("run", help="run a compiled artifact on .npy inputs")
     run.add_argument("artifact", help="the directory written by tiletune compile")

@@ -75,15 +75,39 @@ def show_table(records: list[Record], limit: int = 20) -> str:
     return "\n".join(out)
 
 
+def model_progress(log: str) -> list[tuple[int, float, float]]:
+    """The model-tuning progress of ``log`` (``tiletune tune-model``'s sidecar ``LOG.progress.jsonl``):
+    ``(total trials, seconds, estimated model latency in seconds)`` per batch once every task has a
+    measurement (the warm-up's partial sums are left out); empty if there is none."""
+    from .task_scheduler import read_progress
+    return read_progress(log, complete_only=True)
+
+
 def plot(logs: list[str], out: str, title: str | None = None) -> str:
-    """Draw best-so-far GFLOP/s against trials for each log (one line per log and problem) to a PNG."""
+    """Draw best-so-far GFLOP/s against trials for each log (one line per log and problem) to a PNG; logs
+    written by model tuning also get the estimated model latency against trials and against time."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         raise SystemExit("tiletune logs plot needs matplotlib: pip install 'tiletune[plots]'") from None
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    progress = {path: model_progress(path) for path in logs}
+    progress = {p: c for p, c in progress.items() if c}
+    if progress:
+        fig, (ax, ax_trials, ax_time) = plt.subplots(1, 3, figsize=(17, 4.2), dpi=120)
+        for path, curve in progress.items():
+            label = os.path.basename(path)
+            ax_trials.plot([c[0] for c in curve], [c[2] * 1e3 for c in curve], label=label, linewidth=1.5)
+            ax_time.plot([c[1] / 60 for c in curve], [c[2] * 1e3 for c in curve], label=label, linewidth=1.5)
+        for a, xlabel in ((ax_trials, "trials (all tasks)"), (ax_time, "tuning time (min)")):
+            a.set_xlabel(xlabel)
+            a.set_ylabel("estimated model latency (ms)")
+            a.set_title("model latency")
+            a.grid(alpha=0.3)
+            a.legend(fontsize=7)
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
     for path in logs:
         groups: dict[tuple, list[Record]] = {}
         for r in records_of(path):
@@ -107,4 +131,4 @@ def error_name(code: int) -> str:
     return MeasureErrorNo(code).name
 
 
-__all__ = ["best_so_far", "trials_to_reach", "summary", "show_table", "plot"]
+__all__ = ["best_so_far", "trials_to_reach", "summary", "show_table", "plot", "model_progress"]

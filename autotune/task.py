@@ -70,6 +70,9 @@ class Task:
         if p.get("kind") == "auto_scheduler":
             from .auto_scheduler.search_task import SearchTask
             return SearchTask.from_payload(p)
+        if p.get("kind") == "model_kernel":
+            from .task_extraction import KernelSearchTask
+            return KernelSearchTask.from_payload(p)
         return _cached_task(p["name"], _hashable(p["args"]), p["target"], p.get("module", ""), p.get("file", ""),
                             p.get("pickled", ""))
 

@@ -93,6 +93,9 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     source = getattr(g, "source", None)
     if g.params or any(not isinstance(n.op, Kernel) for n in g.nodes):
         g = optimize(g, params or {})
+    if schedule is None:   # inside ``with autotune.apply_history_best(log):`` kernels take their records
+        from autotune.model_history import history_schedule
+        schedule = history_schedule()
     cache: dict[str, dict | Exception] = {}
     symbols, schedules, parallel, failed = {}, {}, set(), []
     for node in g.nodes:
@@ -112,6 +115,8 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
         symbols[id(node)], schedules[id(node)] = built["symbol"], built["schedule"]
         if built["parallel"]:
             parallel.add(id(node))
+    if hasattr(schedule, "warn_missing"):
+        schedule.warn_missing()
     if failed:
         ops = Counter(o for k, e in failed for o in _culprit_ops(k, e))
         listed = ", ".join(f"{o} (x{n})" for o, n in sorted(ops.items()))

@@ -6,6 +6,8 @@ buffers (a step never writes its own inputs, so repeating it is harmless), and t
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import statistics
 import time
 from dataclasses import dataclass
@@ -76,7 +78,9 @@ def stats(m) -> dict:
                  "share_of_run_time": None if prof is None else prof.share(i)}
                 for i, s in enumerate(steps) if not s.native]
     mem = m.run_list.memory
+    schedules = {s.kernel: (s.schedule or {}).get("kind", "?") for s in steps if s.native}
     return {"kernels": {"total": len(steps), "native": sum(s.native for s in steps),
+                        "schedules": dict(Counter(schedules.values())), "schedule_by_kernel": schedules,
                         "distinct_native": len({s.symbol for s in steps if s.native}),
                         "fallback": len(fallback), "fallback_kernels": fallback},
             "memory_plan": {"workspace_bytes": mem.peak, "naive_bytes": mem.naive,

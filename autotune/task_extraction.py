@@ -1,0 +1,137 @@
+"""``extract_tasks(g, params, target)``: one auto-scheduler task per distinct fused-kernel workload of a model.
+
+    g, params = tensorir.graph.from_onnx("model.onnx", {"x": (1, 3, 224, 224)})
+    tasks, weights = autotune.extract_tasks(g, params, target="llvm")
+
+The graph is optimized and fused as ``codegen.build_model`` does; each kernel is lowered to its DAG
+(:func:`tensorir.graph.lower_te.lower_kernel`) and kernels whose DAGs have the same structural hash
+share one task (the q/k/v projections of an attention layer are one task of weight 3).  A task is a
+:class:`KernelSearchTask`: an auto-scheduler ``SearchTask`` whose workload key is the kernel's name
+plus the DAG hash, which also knows the kernel's default schedule (:mod:`tensorir.graph.schedules`)
+so that the tuner measures it once (:data:`DEFAULT_CONFIG`) and deployment never loses to it.
+No hand templates are matched: every kernel gets an auto-scheduler task.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from .auto_scheduler.compute_dag import ComputeDAG
+from .auto_scheduler.search_task import SearchTask
+
+KIND = "model_kernel"            # the payload kind of a KernelSearchTask (see autotune.task.Task.from_payload)
+DEFAULT_INDEX = 0                # the config index of a measured default schedule (step hashes are never 0 in practice)
+
+
+@dataclass(frozen=True)
+class DefaultConfig:
+    """The kernel's default (hand-rule) schedule as a candidate: record knobs ``{"default": rule}``."""
+    rule: str
+    index: int = DEFAULT_INDEX
+
+    @property
+    def payload(self) -> str:
+        return "default"
+
+    def knobs(self) -> dict:
+        return {"default": self.rule}
+
+
+class KernelSearchTask(SearchTask):
+    """A model kernel's auto-scheduler task: ``anchor_op`` selects its default rule, ``kernel_name`` is
+    the fused kernel's name; ``instantiate(DefaultConfig)`` (or ``"default"``) is the default schedule."""
+
+    def __init__(self, compute_dag: ComputeDAG, anchor_op: str | None, kernel_name: str, target="llvm",
+                 workload_key: str | None = None):
+        super().__init__(compute_dag=compute_dag, workload_key=workload_key or compute_dag.workload_key(kernel_name),
+                         target=target, desc=kernel_name)
+        self.anchor_op = anchor_op
+        self.kernel_name = kernel_name
+
+    @property
+    def default_rule(self) -> str:
+        from tensorir.graph.schedules import SCHEDULE_RULES, schedule_injective_kernel
+        return SCHEDULE_RULES.get(self.anchor_op, schedule_injective_kernel).__name__
+
+    def default_config(self) -> DefaultConfig:
+        return DefaultConfig(self.default_rule)
+
+    def default_schedule(self) -> tuple:
+        """``(schedule, args)`` of the kernel's default schedule (``schedules.schedule_kernel``)."""
+        from tensorir.graph.lower_te import KernelTE
+        from tensorir.graph.schedules import schedule_kernel
+        from tensorir.tensor import PlaceholderOp
+        tensors = self.compute_dag.tensors
+        inputs = [t for t in tensors if isinstance(t.op, PlaceholderOp)]
+        outputs = [t for t in tensors if not isinstance(t.op, PlaceholderOp)]
+        return schedule_kernel(KernelTE(None, inputs, outputs, self.anchor_op)), list(tensors)
+
+    def instantiate(self, config) -> tuple:
+        if isinstance(config, DefaultConfig) or config == "default":
+            return self.default_schedule()
+        return super().instantiate(config)
+
+    def payload(self) -> dict:
+        if self._payload is None:
+            self._payload = {**super().payload(), "kind": KIND, "anchor_op": self.anchor_op,
+                             "kernel_name": self.kernel_name}
+        return self._payload
+
+    @staticmethod
+    def from_payload(p: dict) -> "KernelSearchTask":
+        return _task_from_payload(p["dag"], p["workload_key"], p["target"], p["kernel_name"], p.get("anchor_op"))
+
+    def __repr__(self) -> str:
+        return f"KernelSearchTask({self.workload_key}, anchor={self.anchor_op})"
+
+
+@functools.lru_cache(maxsize=16)
+def _task_from_payload(dag_json: str, workload_key: str, target: str, kernel_name: str, anchor_op) -> KernelSearchTask:
+    from tensorir.serialize import load_json
+    return KernelSearchTask(ComputeDAG(load_json(dag_json)), anchor_op, kernel_name, target, workload_key)
+
+
+def fused_graph(g, params=None):
+    """``g`` optimized and fused as ``codegen.build_model`` does (unchanged if it is fused already)."""
+    from tensorir.graph import Kernel, optimize
+    if g.params or any(not isinstance(n.op, Kernel) for n in g.nodes):
+        g = optimize(g, params or {})
+    return g
+
+
+def extract_tasks(g, params: dict | None = None, target="llvm", include_simple_tasks: bool = True) -> tuple:
+    """``(tasks, weights)``: one :class:`KernelSearchTask` per distinct kernel DAG of ``g`` (in order of
+    first use) and how many times one inference runs it.  ``include_simple_tasks=False`` drops kernels
+    with no reduction (injective ones), as TVM's option does."""
+    from tensorir.graph import Kernel
+    from tensorir.graph.lower_te import lower_kernel
+    from tensorir.graph.printer import kernel_text
+    from .task import canonical_target
+    target = canonical_target(target)
+    by_text: dict[str, str | None] = {}
+    tasks: dict[str, KernelSearchTask] = {}
+    weights: dict[str, int] = {}
+    for node in fused_graph(g, params).nodes:
+        if not isinstance(node.op, Kernel):
+            continue
+        text = kernel_text(Kernel("k", node.op.body, node.op.pattern))
+        if text not in by_text:
+            try:
+                kt = lower_kernel(node.op)
+                dag = ComputeDAG(kt.args)
+            except Exception:  # noqa: BLE001 - a kernel without a native DAG (fallback ops) is not tuned
+                by_text[text] = None
+                continue
+            if not include_simple_tasks and kt.anchor_op is None:
+                by_text[text] = None
+                continue
+            by_text[text] = dag.hash
+            if dag.hash not in tasks:
+                tasks[dag.hash] = KernelSearchTask(dag, kt.anchor_op, node.op.name, target)
+        h = by_text[text]
+        if h is not None:
+            weights[h] = weights.get(h, 0) + 1
+    return list(tasks.values()), [weights[h] for h in tasks]
+
+
+__all__ = ["extract_tasks", "KernelSearchTask", "DefaultConfig", "fused_graph", "DEFAULT_INDEX"]

@@ -1,0 +1,363 @@
+"""``TaskScheduler``: tune the tasks of a whole model under one trial budget (Ansor's task scheduler).
+
+    tasks, weights = autotune.extract_tasks(g, params, target="llvm")
+    autotune.TaskScheduler(tasks, weights, strategy="gradient").tune(512, log="model.jsonl", max_seconds=3600)
+    with autotune.apply_history_best("model.jsonl"):
+        m = codegen.build_model(g, "llvm", params)
+
+The objective is the estimated model latency, ``sum(weight_i * best_i)``.  A round-robin warm-up gives
+each task one batch (its first batch measures the kernel's default schedule once, so deployment never
+loses to it); then ``"gradient"`` gives each batch to the task whose next batch promises the largest
+drop of the objective: ``weight * (alpha * backward + (1 - alpha) * forward)`` where ``backward`` is the
+task's improvement per round over the last ``backward_window_size`` rounds and ``forward`` the drop to
+the more optimistic of ``best * (1 - 1 / rounds)`` and ``beta`` x the time the task would take at the
+best throughput (flop/s) reached by a similar task (same anchor op).  ``"round-robin"`` cycles.  A task
+stops when it has not improved over ``early_stopping`` trials, when its space yields no new candidate,
+or when its first ``give_up_after`` batches all fail (the error named in the table and a warning).
+
+Resume: the log's trials count, are never measured again, and the progress sidecar
+``<log>.progress.jsonl`` (one line per batch: total trials, seconds, estimated latency) continues.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from collections import Counter
+
+from .measure import MeasureInput
+from .measure import measure_option as make_measure_option
+
+
+class TaskStoppedWarning(UserWarning):
+    """A task of a model stopped tuning because every candidate failed."""
+
+
+# -- one task's tuning, batch by batch --------------------------------------------------------------------
+class _KeepOpen:
+    """A builder or runner whose ``close`` waits for the scheduler's: the search closes its measurer after
+    every run, and the worker processes (and the runner's reference outputs) should last the whole tune."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def close(self) -> None:
+        pass
+
+
+class KernelTuner:
+    """Drives one :class:`~autotune.task_extraction.KernelSearchTask` batch by batch: the default
+    schedule once, then the auto-scheduler's search (``SketchPolicy``) ``n`` more trials at a time."""
+
+    def __init__(self, task, log: str, measure, storage=None, seed: int = 0):
+        from .auto_scheduler.search_policy import SketchPolicy
+        self.task, self.log, self.measure, self.storage, self.seed = task, log, measure, storage, seed
+        self.policy = SketchPolicy(task, verbose=0)
+        self.default_measured = not hasattr(task, "default_config")
+        self._results: list = []
+
+    @property
+    def name(self) -> str:
+        return getattr(self.task, "desc", str(self.task))
+
+    @property
+    def flop(self) -> float:
+        return float(self.task.flop or 0.0)
+
+    def resume(self) -> list[tuple[float, str]]:
+        """The task's trials already in the log, as ``(cost, error)`` (cost inf on error)."""
+        from .auto_scheduler.compute_dag import key_hash
+        from .record import records_of
+        out = []
+        if not os.path.exists(self.log):
+            return out
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            records = records_of(self.log)
+        for r in records:
+            if r.workload[0] != "auto_scheduler" or r.target != self.task.target or \
+                    key_hash(r.workload[1][0]) != key_hash(self.task.workload_key):
+                continue
+            if isinstance(r.knobs, dict) and "default" in r.knobs:
+                self.default_measured = True
+            out.append((r.cost if r.result.ok else math.inf, r.result.error_msg))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.policy._resume([self.log])
+        return out
+
+    def batch(self, n: int) -> list[tuple[float, str]]:
+        from .auto_scheduler.records import RecordToFile
+        from .auto_scheduler.search_task import TuningOptions
+        from .record import append_records, make_record
+        out = []
+        if not self.default_measured:
+            inp = MeasureInput(self.task, self.task.default_config())
+            res = self.measure.measure([inp])[0]
+            append_records(self.log, [make_record(inp, res)])
+            self.default_measured = True
+            out.append((res.cost if res.ok else math.inf, res.error_msg))
+            n -= 1
+        if n <= 0:
+            return out
+        self._results = []
+        extra = {} if self.storage is None else {"storage": self.storage}
+        opts = TuningOptions(num_measure_trials=len(self.policy.measured) + n, num_measures_per_round=n, verbose=0,
+                             builder=_KeepOpen(self.measure.builder), runner=_KeepOpen(self.measure.runner),
+                             seed=self.seed,
+                             measure_callbacks=[RecordToFile(self.log), self._collect], **extra)
+        self.seed += 1
+        self.policy.run(opts)
+        return out + self._results
+
+    def _collect(self, policy, inputs, results) -> None:
+        self._results += [(r.cost if r.ok else math.inf, r.error_msg) for r in results]
+
+
+# -- the scheduler ------------------------------------------------------------------------------------------
+class _TaskState:
+    def __init__(self, tuner, weight: float, group):
+        self.tuner, self.weight, self.group = tuner, float(weight), group
+        self.trials, self.rounds = 0, 0
+        self.best = math.inf
+        self.history: list[float] = []       # best cost after each round
+        self.last_improved = 0                # trial count at the last improvement
+        self.ok = 0
+        self.errors: Counter = Counter()
+        self.stopped = ""                     # why the task stopped ("" while it tunes)
+
+    def add(self, results) -> None:
+        for cost, err in results:
+            self.trials += 1
+            if math.isfinite(cost):
+                self.ok += 1
+                if cost < self.best:
+                    self.best, self.last_improved = cost, self.trials
+            else:
+                self.errors[(err or "error").splitlines()[0][:200]] += 1
+        self.rounds += 1
+        self.history.append(self.best)
+
+
+class TaskScheduler:
+    """TVM's ``auto_scheduler.TaskScheduler(tasks, task_weights, strategy=...)``; see the module."""
+
+    def __init__(self, tasks, task_weights=None, strategy: str = "gradient", load_log_file=None,
+                 alpha: float = 0.2, beta: float = 2.0, backward_window_size: int = 3,
+                 early_stopping: int | None = 64, give_up_after: int = 3, verbose: int = 1):
+        if strategy not in ("gradient", "round-robin"):
+            raise ValueError(f"TaskScheduler: strategy must be 'gradient' or 'round-robin', got {strategy!r}")
+        self.tasks = list(tasks)
+        if not self.tasks:
+            raise ValueError("TaskScheduler: no tasks to tune")
+        self.weights = [1.0] * len(self.tasks) if task_weights is None else [float(w) for w in task_weights]
+        if len(self.weights) != len(self.tasks):
+            raise ValueError(f"TaskScheduler: {len(self.tasks)} tasks but {len(self.weights)} weights")
+        self.strategy, self.alpha, self.beta, self.window = strategy, alpha, beta, backward_window_size
+        self.early_stopping, self.give_up_after, self.verbose = early_stopping, give_up_after, verbose
+        self.load_log_file = load_log_file
+        self.states: list[_TaskState] = []
+        self.curve: list[tuple[int, float, float]] = []   # (total trials, seconds, estimated latency)
+
+    # -- what tests may replace ---------------------------------------------------------------------------
+    def make_tuner(self, task, log: str, measure, storage):
+        return KernelTuner(task, log, measure, storage)
+
+    # -- the objective ---------------------------------------------------------------------------------------
+    def estimated_latency(self) -> float:
+        """``sum(weight * best)`` over tasks with a measurement (seconds)."""
+        return sum(s.weight * s.best for s in self.states if math.isfinite(s.best))
+
+    @property
+    def total_trials(self) -> int:
+        return sum(s.trials for s in self.states)
+
+    def _gradient(self, i: int) -> float:
+        s = self.states[i]
+        if not math.isfinite(s.best):
+            return -math.inf
+        w = self.window
+        backward = (s.history[-1] - s.history[-1 - w]) / w if len(s.history) > w and \
+            math.isfinite(s.history[-1 - w]) else 0.0
+        g_next = s.best - s.best / max(s.rounds, 1)
+        flop = s.tuner.flop
+        peers = [p for p in self.states if p.group == s.group and p is not s and math.isfinite(p.best) and p.tuner.flop]
+        if flop and peers:
+            best_speed = max([p.tuner.flop / p.best for p in peers] + [flop / s.best])
+            g_next = min(g_next, self.beta * flop / best_speed)
+        forward = g_next - s.best
+        return s.weight * (self.alpha * backward + (1 - self.alpha) * forward)
+
+    def _pick(self, alive: list[int], turn: int) -> int:
+        if self.strategy == "round-robin":
+            return alive[turn % len(alive)]
+        return min(alive, key=lambda i: (self._gradient(i), i))
+
+    # -- the loop ---------------------------------------------------------------------------------------------
+    def tune(self, n_trials: int, measure_option=None, log: str | None = None, max_seconds: float | None = None,
+             storage=None, num_measures_per_round: int = 8, progress: bool = True):
+        """Tune until the log holds ``n_trials`` trials of these tasks (a rerun resumes), ``max_seconds``
+        pass, or every task stopped.  ``measure_option``: ``autotune.measure_option(builder, runner)``
+        (default: local).  ``storage``: passed to each task's search (several processes).  ``n_trials``
+        may be TVM's ``auto_scheduler.TuningOptions`` (trials, builder, runner, ``RecordToFile`` log);
+        ``log`` defaults to the constructor's ``load_log_file``."""
+        n_trials, measure_option, log = self._from_tuning_options(n_trials, measure_option, log)
+        log = log if log is not None else self.load_log_file
+        if log is None:
+            raise ValueError("TaskScheduler.tune: give log= (the JSONL log that records every trial)")
+        log = str(log)
+        if storage is not None and not storage_supported():
+            raise NotImplementedError("TaskScheduler.tune(storage=...): this auto-scheduler cannot share trials "
+                                      "through a storage yet (auto_scheduler.TuningOptions has no storage field)")
+        measure = measure_option if measure_option is not None else make_measure_option()
+        groups = [getattr(t, "anchor_op", None) or "injective" for t in self.tasks]
+        self.states = [_TaskState(self.make_tuner(t, log, measure, storage), w, g)
+                       for t, w, g in zip(self.tasks, self.weights, groups)]
+        for s in self.states:
+            done = s.tuner.resume()
+            for k in range(0, len(done), num_measures_per_round):
+                s.add(done[k:k + num_measures_per_round])
+            if done:
+                self._check_stop(s)
+        progress_path = log + ".progress.jsonl"
+        self.curve = _read_progress(progress_path)
+        offset = self.curve[-1][1] if self.curve else 0.0
+        start = time.perf_counter()
+        bar = self._bar(n_trials) if progress else None
+        turn = 0
+        try:
+            while self.total_trials < n_trials:
+                if max_seconds is not None and time.perf_counter() - start >= max_seconds:
+                    break
+                alive = [i for i, s in enumerate(self.states) if not s.stopped]
+                if not alive:
+                    break
+                warm = [i for i in alive if self.states[i].rounds == 0]
+                i = warm[0] if warm else self._pick(alive, turn)
+                turn += 1
+                s = self.states[i]
+                n = min(num_measures_per_round, n_trials - self.total_trials)
+                results = s.tuner.batch(n)
+                if not results:
+                    s.stopped = "search space exhausted"
+                    continue
+                before = self.total_trials
+                s.add(results)
+                self._check_stop(s)
+                point = (self.total_trials, offset + time.perf_counter() - start, self.estimated_latency())
+                self.curve.append(point)
+                _append_progress(progress_path, point, s.tuner.name, self._complete())
+                if bar is not None:
+                    bar.update(self.total_trials - before)
+                    bar.set_description(f"{s.tuner.name[:40]}")
+                    bar.set_postfix_str(f"model {'' if self._complete() else '>= '}{point[2] * 1e3:.3f} ms")
+        finally:
+            if bar is not None:
+                bar.close()
+            close = getattr(measure, "close", None)
+            if close is not None:
+                close()
+        if self.verbose:
+            print(self.table(), file=sys.stderr)
+        return self
+
+    def _complete(self) -> bool:
+        """Whether the estimate covers the model: every task measured (or stopped, having failed)."""
+        return all(math.isfinite(s.best) or s.stopped for s in self.states)
+
+    @staticmethod
+    def _from_tuning_options(n_trials, measure, log):
+        """TVM's ``tune(auto_scheduler.TuningOptions(num_measure_trials=..., builder=..., runner=...,
+        measure_callbacks=[RecordToFile(log)]))``: the trials, measurer and log it names."""
+        from .auto_scheduler.records import RecordToFile
+        from .auto_scheduler.search_task import TuningOptions
+        if not isinstance(n_trials, TuningOptions):
+            return n_trials, measure, log
+        opts = n_trials
+        files = [cb.filename for cb in opts.measure_callbacks if isinstance(cb, RecordToFile)]
+        if measure is None:
+            measure = make_measure_option(opts.builder, opts.runner)
+        return opts.num_measure_trials, measure, log if log is not None else (files[0] if files else None)
+
+    def _check_stop(self, s: _TaskState) -> None:
+        if s.stopped:
+            return
+        if s.ok == 0 and s.rounds >= self.give_up_after:
+            error = s.errors.most_common(1)[0][0] if s.errors else "no candidate ran"
+            s.stopped = f"every candidate failed: {error}"
+            warnings.warn(f"TaskScheduler: task {s.tuner.name} stopped after {s.trials} trials, {s.stopped}",
+                          TaskStoppedWarning, stacklevel=3)
+        elif self.early_stopping and s.ok and s.trials - s.last_improved >= self.early_stopping:
+            s.stopped = f"converged (no improvement in {self.early_stopping} trials)"
+
+    def _bar(self, total: int):
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return None
+        bar = tqdm(total=total, unit="trial", file=sys.stderr, disable=not self.verbose)
+        bar.update(min(self.total_trials, total))
+        return bar
+
+    def table(self) -> str:
+        """Task, weight, trials, best latency and share of the model's estimated time."""
+        total = self.estimated_latency()
+        rows = [f"{'task':<56s} {'weight':>6s} {'trials':>6s} {'best ms':>10s} {'share':>6s}  status"]
+        for s in self.states:
+            share = s.weight * s.best / total if total and math.isfinite(s.best) else 0.0
+            best = f"{s.best * 1e3:10.4f}" if math.isfinite(s.best) else f"{'-':>10s}"
+            rows.append(f"{s.tuner.name[:56]:<56s} {s.weight:6g} {s.trials:6d} {best} {share:6.1%}  "
+                        f"{s.stopped or 'tuning'}")
+        rows.append(f"estimated model latency {total * 1e3:.4f} ms after {self.total_trials} trials")
+        return "\n".join(rows)
+
+    def summary(self) -> list[dict]:
+        total = self.estimated_latency()
+        return [{"task": s.tuner.name, "weight": s.weight, "trials": s.trials, "best": s.best,
+                 "share": s.weight * s.best / total if total and math.isfinite(s.best) else 0.0,
+                 "stopped": s.stopped} for s in self.states]
+
+
+def storage_supported() -> bool:
+    """Whether the auto-scheduler's search takes ``TuningOptions(storage=...)`` (several processes)."""
+    from .auto_scheduler.search_task import TuningOptions
+    return "storage" in getattr(TuningOptions, "__dataclass_fields__", {})
+
+
+def _read_progress(path: str, complete_only: bool = False) -> list[tuple[int, float, float]]:
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            try:
+                d = json.loads(line)
+                if complete_only and not d.get("complete", True):
+                    continue
+                out.append((int(d["trial"]), float(d["seconds"]), float(d["latency"])))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return out
+
+
+def _append_progress(path: str, point, task: str, complete: bool) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps({"format": "tiletune.model_progress/1", "trial": point[0], "seconds": point[1],
+                            "latency": point[2], "task": task, "complete": complete}) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_progress(log: str, complete_only: bool = False) -> list[tuple[int, float, float]]:
+    """The model-tuning progress of ``log``: ``(total trials, seconds, estimated latency)`` per batch;
+    ``complete_only``: only once every task has a measurement (during the warm-up the sum is partial)."""
+    return _read_progress(str(log) + ".progress.jsonl", complete_only)
+
+
+__all__ = ["TaskScheduler", "KernelTuner", "TaskStoppedWarning", "read_progress", "storage_supported"]

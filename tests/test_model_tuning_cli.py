@@ -1,0 +1,79 @@
+"""``tiletune tune-model`` (a rerun resumes), ``tiletune compile --log`` (the manifest names each kernel's
+record or default) and ``tiletune logs plot`` of a model-tuning log."""
+import json
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from autotune.cli import main  # noqa: E402
+from autotune.cli_model import parse_duration  # noqa: E402
+from graph_models import small_cnn  # noqa: E402
+
+TUNE = ["--trials", "20", "--per-round", "2", "--n-parallel", "1", "--number", "1", "--repeat", "1",
+        "--strategy", "round-robin"]
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tune_model")
+    model = d / "cnn.onnx"
+    onnx.save(small_cnn(seed=1), str(model))
+    log = d / "cnn.jsonl"
+    assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(log), *TUNE]) == 0
+    return d, model, log
+
+
+def _lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def test_tune_model_writes_the_log_and_a_rerun_resumes(tuned, capsys):
+    d, model, log = tuned
+    recs = _lines(log)
+    assert len(recs) == 20 and all(r["workload"][0] == "auto_scheduler" for r in recs)
+    assert sum("default" in r["config"]["knobs"] for r in recs) == 10       # warm-up: one default per task
+    progress = _lines(log.with_name(log.name + ".progress.jsonl"))
+    assert progress[-1]["trial"] == 20
+    assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(log), *TUNE]) == 0
+    assert len(_lines(log)) == 20                                            # nothing measured again
+    assert "estimated model latency" in capsys.readouterr().out
+
+
+def test_compile_from_the_log_names_records(tuned, capsys):
+    d, model, log = tuned
+    out = d / "out"
+    assert main(["compile", str(model), "--shape", "x=1,3,32,32", "--log", str(log), "-o", str(out)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    kinds = [k["schedule"]["kind"] for k in manifest["kernels"]]
+    assert set(kinds) <= {"record", "default"} and any(k["schedule"].get("log") == str(log) for k in manifest["kernels"])
+    tuned_kernels = [k for k in manifest["kernels"] if k["schedule"].get("log")]
+    assert len(tuned_kernels) == len(manifest["kernels"])                   # every task was tuned
+    assert all(k["schedule"]["kind"] == "record" or k["schedule"].get("measured") for k in tuned_kernels)
+    assert "record" in capsys.readouterr().out or all(k == "default" for k in kinds)
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype("float32")
+    np.save(d / "x.npy", x)
+    assert main(["run", str(out), "--input", f"x={d / 'x.npy'}", "--output", str(d / "y.npz")]) == 0
+    from onnx.reference import ReferenceEvaluator
+    want = ReferenceEvaluator(onnx.load(str(model))).run(None, {"x": x})[0]
+    got = np.load(d / "y.npz")["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+
+
+def test_logs_plot_draws_model_latency(tuned, capsys):
+    pytest.importorskip("matplotlib")
+    d, _, log = tuned
+    png = d / "progress.png"
+    assert main(["logs", "plot", str(log), "-o", str(png)]) == 0
+    assert png.stat().st_size > 10_000
+
+
+def test_tune_model_bad_arguments(tuned, capsys):
+    d, model, log = tuned
+    assert main(["tune-model", str(d / "missing.onnx"), "--trials", "4", "--log", str(log)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--trials", "4", "--log", str(log),
+                 "--time-budget", "soon"]) == 2
+    assert "--time-budget" in capsys.readouterr().err
+    assert parse_duration("1h") == 3600 and parse_duration("90m") == 5400 and parse_duration("30") == 30

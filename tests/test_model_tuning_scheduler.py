@@ -1,0 +1,130 @@
+"""The task scheduler's allocation and stopping rules, on fake tasks (no compilation): the gradient
+strategy gives more trials to the task that weighs more in the model, round-robin shares evenly,
+converged and exhausted tasks stop, and a task whose candidates all fail stops with its error named
+while the others go on."""
+import math
+import os
+import warnings
+
+import pytest
+
+from autotune import TaskScheduler
+from autotune.task_scheduler import TaskStoppedWarning
+
+
+class FakeTask:
+    def __init__(self, name, base, flop=1e6, anchor_op="nn.dense", fail=None, space=10**6, plateau=None):
+        self.desc, self.base, self.flop, self.anchor_op = name, base, flop, anchor_op
+        self.fail, self.space, self.plateau = fail, space, plateau
+
+
+class FakeTuner:
+    """Each trial k costs base * (1 + 4 / (k + 1)) (improving, with diminishing returns)."""
+
+    def __init__(self, task):
+        self.task, self.k = task, 0
+
+    name = property(lambda self: self.task.desc)
+    flop = property(lambda self: self.task.flop)
+
+    def resume(self):
+        return []
+
+    def batch(self, n):
+        out = []
+        for _ in range(min(n, self.task.space - self.k)):
+            if self.task.fail:
+                out.append((math.inf, self.task.fail))
+            else:
+                k = min(self.k, self.task.plateau) if self.task.plateau is not None else self.k
+                out.append((self.task.base * (1 + 4 / (k + 1)), ""))
+            self.k += 1
+        return out
+
+
+class FakeScheduler(TaskScheduler):
+    def make_tuner(self, task, log, measure, storage):
+        return FakeTuner(task)
+
+
+def _tune(tasks, weights, n, strategy="gradient", **kw):
+    s = FakeScheduler(tasks, weights, strategy=strategy, verbose=0, **kw)
+    s.tune(n, measure_option=object(), log="unused.jsonl", num_measures_per_round=4, progress=False)
+    return s
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)     # the progress sidecar goes to the temporary directory
+
+
+def test_gradient_gives_more_trials_to_the_heavier_task():
+    tasks = [FakeTask("light", 1e-3, anchor_op="a"), FakeTask("heavy", 1e-3, anchor_op="b")]
+    s = _tune(tasks, [1, 20], 80)
+    light, heavy = (st.trials for st in s.states)
+    assert light + heavy == 80 and light >= 4 and heavy > 2 * light     # warm-up, then the heavy task
+    rr = _tune(tasks, [1, 20], 80, strategy="round-robin")
+    assert [st.trials for st in rr.states] == [40, 40]
+    assert s.estimated_latency() < rr.estimated_latency()
+
+
+def test_gradient_prefers_the_task_with_the_larger_share_of_time():
+    """Same weight, one task ten times slower: its improvements weigh ten times more."""
+    tasks = [FakeTask("fast", 1e-4, anchor_op="a"), FakeTask("slow", 1e-3, anchor_op="b")]
+    s = _tune(tasks, [1, 1], 60)
+    assert s.states[1].trials > 2 * s.states[0].trials
+
+
+def test_converged_and_exhausted_tasks_stop():
+    tasks = [FakeTask("flat", 1e-3, plateau=0, anchor_op="a"), FakeTask("tiny", 1e-3, space=6, anchor_op="b"),
+             FakeTask("big", 1e-3, anchor_op="c")]
+    s = _tune(tasks, [1, 1, 1], 200, early_stopping=12)
+    flat, tiny, big = s.states
+    assert flat.stopped.startswith("converged") and flat.trials <= 16
+    assert tiny.stopped == "search space exhausted" and tiny.trials == 6
+    assert big.trials == 200 - flat.trials - tiny.trials
+
+
+def test_failing_task_stops_with_its_error_named_and_others_go_on():
+    tasks = [FakeTask("broken", 1e-3, fail="BUILD_ERROR: LLVM ERROR: cannot select vector op", anchor_op="a"),
+             FakeTask("fine", 1e-3, anchor_op="b")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        s = _tune(tasks, [5, 1], 40, give_up_after=3)
+    broken, fine = s.states
+    assert broken.trials == 12 and "cannot select vector op" in broken.stopped
+    assert fine.trials == 28 and not fine.stopped
+    msgs = [str(w.message) for w in caught if issubclass(w.category, TaskStoppedWarning)]
+    assert len(msgs) == 1 and "broken" in msgs[0] and "cannot select vector op" in msgs[0]
+    assert "cannot select vector op" in s.table()
+    assert s.estimated_latency() == pytest.approx(fine.best)      # failed tasks add nothing they do not have
+
+
+def test_similar_task_bound_from_flops():
+    """A task far below the throughput its similar task reaches is worth tuning first."""
+    tasks = [FakeTask("good", 1e-3, flop=1e6, anchor_op="conv"), FakeTask("poor", 1e-3, flop=1e4, anchor_op="conv")]
+    s = FakeScheduler(tasks, [1, 1], strategy="round-robin", verbose=0)
+    s.tune(24, measure_option=object(), log="unused.jsonl", num_measures_per_round=4, progress=False)
+    assert [st.trials for st in s.states] == [12, 12]
+    assert s._gradient(1) < 2 * s._gradient(0)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="strategy"):
+        TaskScheduler([FakeTask("a", 1)], [1], strategy="greedy")
+    with pytest.raises(ValueError, match="2 tasks but 1 weights"):
+        TaskScheduler([FakeTask("a", 1), FakeTask("b", 1)], [1])
+    with pytest.raises(ValueError, match="log"):
+        FakeScheduler([FakeTask("a", 1)], [1]).tune(4)
+
+
+def test_tvm_style_tuning_options(tmp_path):
+    """``tuner.tune(auto_scheduler.TuningOptions(num_measure_trials=..., measure_callbacks=[RecordToFile(log)]))``."""
+    from autotune.auto_scheduler import RecordToFile, TuningOptions
+    log = str(tmp_path / "tvm_style.jsonl")
+    s = FakeScheduler([FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 1e-3, anchor_op="b")], [1, 1], verbose=0)
+    s.tune(TuningOptions(num_measure_trials=12, measure_callbacks=[RecordToFile(log)]), progress=False)
+    assert s.total_trials == 12 and os.path.exists(log + ".progress.jsonl")
+    s2 = FakeScheduler([FakeTask("a", 1e-3)], [1], load_log_file=str(tmp_path / "other.jsonl"), verbose=0)
+    s2.tune(4, measure_option=object(), progress=False)
+    assert os.path.exists(str(tmp_path / "other.jsonl") + ".progress.jsonl")
