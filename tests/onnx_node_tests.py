@@ -155,6 +155,9 @@ CLAIMED = ["Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "Rel
            "GlobalMaxPool", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "Reshape", "Flatten",
            "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather", "Expand", "Pad", "Resize",
            "Identity", "Dropout", "Constant", "ConstantOfShape", "Shape", "Range", "Tile"]
+#: Ops added by the ops2 branch (activations, reductions, layout, scatter/gather, quantization).
+CLAIMED += ["Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedRelu", "Shrink", "Tan", "Asin", "Acos",
+            "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "IsNaN", "IsInf", "Mod", "BitShift", "CastLike"]
 #: Out of scope, by what the refusal says: (pattern, reason).
 SKIP = [(r"element type (BFLOAT16|FLOAT8\w*|U?INT4|FLOAT4\w*|STRING|UINT16|UINT32|UINT64) is not supported",
          "dtype {0}"),

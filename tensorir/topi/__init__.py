@@ -31,3 +31,6 @@ __all__ += ["abs", "cast", "ceil", "clip", "cos", "elemwise_sum", "erf", "exp", 
             "image", "generic", "testing"]
 from .layout import layout_transform  # noqa: E402
 __all__ += ["layout_transform"]
+from .trig import acos, acosh, asin, asinh, atan, atanh, cosh, fmod, left_shift, right_shift, sinh, tan  # noqa: E402
+__all__ += ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "fmod", "left_shift", "right_shift", "sinh",
+            "tan"]

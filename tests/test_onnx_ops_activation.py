@@ -1,0 +1,59 @@
+"""Activations and unary math (Elu ... CastLike) compiled natively against onnxruntime."""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+from onnx_op_check import check, node_model
+
+rng = np.random.default_rng()
+
+
+def x(shape=(2, 3, 17), lo=-4.0, hi=4.0, dtype="float32"):
+    return rng.uniform(lo, hi, shape).astype(dtype)
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("Elu", {"alpha": 0.7}), ("Selu", {}), ("Celu", {"alpha": 1.5}), ("Softplus", {}), ("Softsign", {}),
+    ("Mish", {}), ("ThresholdedRelu", {"alpha": 0.3}), ("Shrink", {"lambd": 1.0, "bias": 0.5}),
+    ("Tan", {}), ("Atan", {}), ("Sinh", {}), ("Cosh", {}), ("Asinh", {})])
+def test_activation(op, attrs):
+    check(node_model(op, {"x": x()}, attrs), {"x": x()}, rtol=1e-5, atol=1e-5)
+
+
+def test_softplus_large_inputs_do_not_overflow():
+    data = np.array([[-100.0, -20.0, 0.0, 20.0, 100.0, 88.5]], "float32")
+    check(node_model("Softplus", {"x": data}), {"x": data})
+
+
+@pytest.mark.parametrize("op,lo,hi", [("Asin", -1, 1), ("Acos", -1, 1), ("Atanh", -0.95, 0.95), ("Acosh", 1, 6)])
+def test_domain_limited(op, lo, hi):
+    check(node_model(op, {"x": x(lo=lo, hi=hi)}), {"x": x(lo=lo, hi=hi)}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("pos,neg", [(1, 1), (1, 0), (0, 1)])
+def test_isnan_isinf(pos, neg):
+    data = x()
+    data[0, 0, :4] = [np.nan, np.inf, -np.inf, 0]
+    check(node_model("IsInf", {"x": data}, {"detect_positive": pos, "detect_negative": neg}), {"x": data})
+    check(node_model("IsNaN", {"x": data}), {"x": data})
+
+
+@pytest.mark.parametrize("dtype,fmod", [("int32", 0), ("int64", 1), ("float32", 1), ("int8", 0)])
+def test_mod(dtype, fmod):
+    a = rng.integers(-50, 50, (3, 11)).astype(dtype)
+    b = rng.integers(1, 9, (11,)).astype(dtype) * rng.choice([-1, 1], 11).astype(dtype)
+    if dtype == "float32":
+        a += rng.uniform(0, 1, a.shape).astype(dtype)
+    check(node_model("Mod", {"a": a, "b": b}, {"fmod": fmod}), {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+def test_bitshift(direction):
+    a = rng.integers(0, 255, (4, 9)).astype("uint8")
+    b = rng.integers(0, 8, (4, 9)).astype("uint8")
+    check(node_model("BitShift", {"a": a, "b": b}, {"direction": direction}), {"a": a, "b": b})
+
+
+def test_castlike():
+    a, like = x(), np.zeros((1,), "int32")
+    check(node_model("CastLike", {"a": a}, consts={"like": like}), {"a": a})
