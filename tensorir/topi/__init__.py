@@ -34,3 +34,5 @@ __all__ += ["layout_transform"]
 from .trig import acos, acosh, asin, asinh, atan, atanh, cosh, fmod, left_shift, right_shift, sinh, tan  # noqa: E402
 __all__ += ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "fmod", "left_shift", "right_shift", "sinh",
             "tan"]
+from .sort import topk  # noqa: E402
+__all__ += ["topk"]

@@ -3,5 +3,6 @@ from . import conv_transpose, image, nn, onnx_fallback, reduce, tensor, transfor
 from .registry import OPS, OpDef, OpPattern, call, get_op, infer_type, register_op
 from . import schedule_rules  # noqa: F401,E402  (default schedules of conv2d_transpose, 3-d pooling)
 from . import math_ext  # noqa: F401,E402  (trigonometry, isnan/isinf, fmod, shifts)
+from . import algorithm  # noqa: F401,E402  (argmax, argmin, topk)
 
 __all__ = ["OPS", "OpDef", "OpPattern", "call", "get_op", "infer_type", "register_op"]
