@@ -159,9 +159,11 @@ CLAIMED = ["Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "Rel
 CLAIMED += ["Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedRelu", "Shrink", "Tan", "Asin", "Acos",
             "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "IsNaN", "IsInf", "Mod", "BitShift", "CastLike",
             "ArgMax", "ArgMin", "TopK", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
-            "Hardmax", "LpNormalization", "MeanVarianceNormalization"]
+            "Hardmax", "LpNormalization", "MeanVarianceNormalization", "InstanceNormalization", "GroupNormalization",
+            "LRN", "DepthToSpace", "SpaceToDepth", "Trilu", "CumSum", "OneHot", "GatherND", "ScatterND",
+            "ScatterElements", "Einsum", "QuantizeLinear", "DequantizeLinear"]
 CONSTANT_INPUTS.update({op: {1} for op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
-                                           "ReduceSumSquare", "TopK")})
+                                           "ReduceSumSquare", "TopK", "Trilu", "CumSum", "OneHot")})
 #: Out of scope, by what the refusal says: (pattern, reason).
 SKIP = [(r"element type (BFLOAT16|FLOAT8\w*|U?INT4|FLOAT4\w*|STRING|UINT16|UINT32|UINT64) is not supported",
          "dtype {0}"),

@@ -4,5 +4,6 @@ from .registry import OPS, OpDef, OpPattern, call, get_op, infer_type, register_
 from . import schedule_rules  # noqa: F401,E402  (default schedules of conv2d_transpose, 3-d pooling)
 from . import math_ext  # noqa: F401,E402  (trigonometry, isnan/isinf, fmod, shifts)
 from . import algorithm  # noqa: F401,E402  (argmax, argmin, topk)
+from . import nn_ext  # noqa: F401,E402  (lrn)
 
 __all__ = ["OPS", "OpDef", "OpPattern", "call", "get_op", "infer_type", "register_op"]

@@ -20,3 +20,5 @@ __all__ = ["batch_matmul", "conv2d", "conv2d_nchw", "conv2d_nhwc", "group_conv2d
 from .conv2d_nchwc import conv2d_NCHWc, depthwise_conv2d_NCHWc  # noqa: E402
 from .dense_pack import dense_pack  # noqa: E402
 __all__ += ["conv2d_NCHWc", "depthwise_conv2d_NCHWc", "dense_pack"]
+from .lrn import lrn  # noqa: E402
+__all__ += ["lrn"]
