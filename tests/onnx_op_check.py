@@ -30,9 +30,12 @@ def reference(model, feed: dict) -> list:
     try:
         import onnxruntime as ort
         sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        return sess.run(None, feed)
     except ImportError:
         pass
+    except Exception:  # noqa: BLE001  (onnxruntime refuses what the spec allows: LRN of an even size)
+        pass
+    else:
+        return sess.run(None, feed)
     from onnx.reference import ReferenceEvaluator
     return ReferenceEvaluator(model).run(None, feed)
 

@@ -36,3 +36,6 @@ __all__ += ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "fmod", "
             "tan"]
 from .sort import topk  # noqa: E402
 __all__ += ["topk"]
+from .cumulative import cumsum  # noqa: E402
+from .scatter import gather_nd, scatter_elements, scatter_nd  # noqa: E402
+__all__ += ["cumsum", "gather_nd", "scatter_elements", "scatter_nd"]

@@ -5,5 +5,6 @@ from . import schedule_rules  # noqa: F401,E402  (default schedules of conv2d_tr
 from . import math_ext  # noqa: F401,E402  (trigonometry, isnan/isinf, fmod, shifts)
 from . import algorithm  # noqa: F401,E402  (argmax, argmin, topk)
 from . import nn_ext  # noqa: F401,E402  (lrn)
+from . import indexing  # noqa: F401,E402  (cumsum, gather_nd, scatter_nd, scatter_elements)
 
 __all__ = ["OPS", "OpDef", "OpPattern", "call", "get_op", "infer_type", "register_op"]
