@@ -161,9 +161,10 @@ CLAIMED += ["Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedR
             "ArgMax", "ArgMin", "TopK", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
             "Hardmax", "LpNormalization", "MeanVarianceNormalization", "InstanceNormalization", "GroupNormalization",
             "LRN", "DepthToSpace", "SpaceToDepth", "Trilu", "CumSum", "OneHot", "GatherND", "ScatterND",
-            "ScatterElements", "Einsum", "QuantizeLinear", "DequantizeLinear"]
+            "ScatterElements", "Einsum", "QuantizeLinear", "DequantizeLinear", "RNN", "GRU", "LSTM"]
 CONSTANT_INPUTS.update({op: {1} for op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
                                            "ReduceSumSquare", "TopK", "Trilu", "CumSum", "OneHot")})
+CONSTANT_INPUTS.update({op: {4} for op in ("RNN", "GRU", "LSTM")})   # sequence_lens
 #: Out of scope, by what the refusal says: (pattern, reason).
 SKIP = [(r"element type (BFLOAT16|FLOAT8\w*|U?INT4|FLOAT4\w*|STRING|UINT16|UINT32|UINT64) is not supported",
          "dtype {0}"),
