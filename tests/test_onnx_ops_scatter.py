@@ -102,3 +102,14 @@ def test_constant_indices_out_of_range_name_the_node(op, inputs):
     model.graph.node[0].name = "bad_node"
     with pytest.raises(graph.GraphError, match=f"bad_node.*{op}.*out of range"):
         graph.from_onnx(model)
+
+
+def test_scatter_nd_constant_indices_become_a_static_take():
+    """torch's ``x[:, 2] = v`` export: constant indices, no per-element search in the kernel."""
+    data, upd = randn(2, 5, 8), randn(2, 8)
+    idx = np.array([[0, 2], [-1, -3]], "int64")
+    model = node_model("ScatterND", {"d": data, "u": upd}, {}, consts={"i": idx})
+    model.graph.node[0].input[:] = ["d", "i", "u"]
+    check(model, {"d": data, "u": upd})
+    g, _ = graph.from_onnx(model)
+    assert "scatter_nd" not in {n.op for n in g.nodes}

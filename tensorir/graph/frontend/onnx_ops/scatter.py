@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir import Const
 from ..registry import converter
 
 REDUCTION = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min": "min"}
@@ -64,7 +65,28 @@ def scatter_nd(ctx, inputs, attrs):
     if m > data.type.ndim:
         raise ctx.error(f"index tuples of {m} exceed the data's rank {data.type.ndim}")
     _check_const(ctx, indices, data.type.shape[:m], True)
-    return ctx.call("scatter_nd", data, _first(ctx, indices), updates, mode=_reduction(ctx, attrs))
+    mode = _reduction(ctx, attrs)
+    idx = ctx.const(indices)
+    if idx is not None and mode == "update":
+        return _static_scatter_nd(ctx, data, idx, updates)
+    return ctx.call("scatter_nd", data, _first(ctx, indices), updates, mode=mode)
+
+
+def _static_scatter_nd(ctx, data, idx, updates):
+    """ScatterND with constant indices (torch's ``x[i] = v`` exports): a constant map from each target
+    to the update that lands there (the last one), then ``where(hit, take(updates, map), data)`` with no
+    per-element search."""
+    m = idx.shape[-1]
+    lead = data.type.shape[:m]
+    source = np.full(lead, -1, dtype=np.int64)
+    flat = idx.reshape(-1, m).astype(np.int64)
+    flat = np.where(flat < 0, flat + np.array(lead, dtype=np.int64), flat)
+    source[tuple(flat.T)] = np.arange(len(flat))
+    rest = list(data.type.shape[m:])
+    rows = ctx.call("reshape", updates, newshape=[len(flat)] + rest)
+    picked = ctx.call("take", rows, Const(np.maximum(source, 0)), axis=0)
+    hit = Const((source >= 0).reshape(list(lead) + [1] * len(rest)))
+    return ctx.call("where", hit, picked, data)
 
 
 @converter("ScatterElements", since=11)
