@@ -52,6 +52,7 @@ def test_dequantize(dtype, axis):
 
 def test_quantize_then_dequantize_roundtrip_fuses():
     from onnx import helper, numpy_helper
+
     import codegen
     from tensorir import graph
     x = rng.standard_normal((2, 8)).astype("float32")

@@ -18,7 +18,8 @@ def model(op, seq=5, batch=2, inp=3, hidden=4, direction="forward", layout=0, bi
     from onnx import helper, numpy_helper
     nd = 2 if direction == "bidirectional" else 1
     g = GATES[op]
-    consts = {"W": rng.standard_normal((nd, g * hidden, inp)) * 0.5, "R": rng.standard_normal((nd, g * hidden, hidden)) * 0.5}
+    consts = {"W": rng.standard_normal((nd, g * hidden, inp)) * 0.5,
+              "R": rng.standard_normal((nd, g * hidden, hidden)) * 0.5}
     names = ["X", "W", "R", "", "", "", "", ""]
     if bias:
         consts["B"] = rng.standard_normal((nd, 2 * g * hidden)) * 0.3

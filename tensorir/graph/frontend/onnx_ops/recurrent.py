@@ -86,7 +86,7 @@ def _inputs(ctx, inputs, attrs, op: str):
     layout = int(attrs.get("layout", 0))
     if layout:
         x = ctx.call("transpose", x, axes=[1, 0, 2])
-    seq, batch = x.type.shape[:2]
+    seq = x.type.shape[0]
     if seq_lens is not None:
         lens = ctx.const(seq_lens)
         if lens is None or (np.asarray(lens) != seq).any():

@@ -37,7 +37,7 @@ def topk(ctx, inputs, attrs):
         shape = list(x.type.shape)
         shape[axis] = 0
         return [Const(np.zeros(shape, x.type.dtype)), Const(np.zeros(shape, "int64"))]
-    common = dict(k=k, axis=axis, is_ascend=not attrs.get("largest", 1))
+    common = {"k": k, "axis": axis, "is_ascend": not attrs.get("largest", 1)}
     return [ctx.call("topk", x, ret_type="values", **common), ctx.call("topk", x, ret_type="indices", **common)]
 
 
