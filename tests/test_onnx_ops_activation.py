@@ -47,6 +47,12 @@ def test_mod(dtype, fmod):
     check(node_model("Mod", {"a": a, "b": b}, {"fmod": fmod}), {"a": a, "b": b})
 
 
+def test_float_fmod_is_exact_for_large_quotients():
+    a = (rng.uniform(-1, 1, (64,)) * 1e7).astype("float32")
+    b = rng.uniform(0.1, 3, (64,)).astype("float32")
+    check(node_model("Mod", {"a": a, "b": b}, {"fmod": 1}), {"a": a, "b": b}, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
 def test_bitshift(direction):
     a = rng.integers(0, 255, (4, 9)).astype("uint8")

@@ -7,7 +7,7 @@ float32, as the other float functions do."""
 from __future__ import annotations
 
 from .. import dtype as dt, intrin, op
-from ..expr import Call, Select, const
+from ..expr import Call, Select, cast, const
 from .broadcast import _binary
 from .math import _unary
 
@@ -51,9 +51,13 @@ atanh = _unary("atanh", _atanh)
 
 
 def _fmod(a, b):
-    """C's ``fmod``: the remainder with the dividend's sign (``truncmod`` on integers)."""
+    """C's ``fmod``: the remainder with the dividend's sign (``truncmod`` on integers).  float16/32
+    compute in float64, where ``a - trunc(a / b) * b`` is exact for them; float64 is rounded."""
     if not dt.is_float(a.dtype):
         return op.truncmod(a, b)
+    if dt.bits(a.dtype) < 64:
+        wa, wb = cast("float64", a), cast("float64", b)
+        return cast(a.dtype, wa - intrin.trunc(wa / wb) * wb)
     return a - intrin.trunc(a / b) * b
 
 
