@@ -47,6 +47,17 @@ def test_mod(dtype, fmod):
     check(node_model("Mod", {"a": a, "b": b}, {"fmod": fmod}), {"a": a, "b": b})
 
 
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_integer_mod_by_zero_is_zero_not_a_trap(fmod):
+    import codegen
+    from tensorir import graph
+    a, b = rng.integers(-9, 9, (8,)).astype("int32"), np.array([0, 3, 0, -2, 1, 0, 5, 7], "int32")
+    g, params = graph.from_onnx(node_model("Mod", {"a": a, "b": b}, {"fmod": fmod}))
+    (got,) = codegen.build_model(g, params=params)(a=a, b=b)
+    want = (np.fmod if fmod else np.mod)(a, np.where(b == 0, 1, b))
+    np.testing.assert_array_equal(got, want)
+
+
 def test_float_fmod_is_exact_for_large_quotients():
     a = (rng.uniform(-1, 1, (64,)) * 1e7).astype("float32")
     b = rng.uniform(0.1, 3, (64,)).astype("float32")

@@ -30,7 +30,7 @@ def _clamp(i, n: int):
     return binary(Min, binary(Max, i, const(0, i.dtype)), const(int(n) - 1, i.dtype))
 
 
-def gather_nd(a: Tensor, indices: Tensor, batch_dims: int = 0, index_rank=None) -> Tensor:
+def gather_nd(a: Tensor, indices: Tensor, batch_dims: int = 0) -> Tensor:
     """``out[y..., x...] = a[y[:batch_dims]..., indices[:, y...]..., x...]`` (indices wrapped once, then
     clamped into range)."""
     check_tensor("gather_nd", "a", a)

@@ -51,10 +51,10 @@ atanh = _unary("atanh", _atanh)
 
 
 def _fmod(a, b):
-    """C's ``fmod``: the remainder with the dividend's sign (``truncmod`` on integers).  float16/32
+    """C's ``fmod``: the remainder with the dividend's sign (``truncmod`` on integers, 0 for a zero divisor).  float16/32
     compute in float64, where ``a - trunc(a / b) * b`` is exact for them; float64 is rounded."""
-    if not dt.is_float(a.dtype):
-        return op.truncmod(a, b)
+    if not dt.is_float(a.dtype):   # a zero divisor gives 0 (numpy's answer), never a trap
+        return op.truncmod(a, Select(b.dtype, b == const(0, b.dtype), const(1, b.dtype), b))
     if dt.bits(a.dtype) < 64:
         wa, wb = cast("float64", a), cast("float64", b)
         return cast(a.dtype, wa - intrin.trunc(wa / wb) * wb)

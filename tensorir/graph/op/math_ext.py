@@ -1,5 +1,6 @@
 """More elementwise operators (TVM Relay's names): ``tan asin acos atan sinh cosh asinh acosh atanh``,
-``isnan isinf``, the truncated remainder ``fmod`` and ``left_shift`` / ``right_shift``."""
+``isnan isinf``, the truncated remainder ``mod`` (C's ``fmod``; ``floor_mod`` is numpy's) and
+``left_shift`` / ``right_shift``."""
 from __future__ import annotations
 
 import numpy as np
@@ -54,7 +55,7 @@ def _int_infer(name):
     return infer
 
 
-register_op("fmod", OpPattern.BROADCAST, _binary_infer(None), num_inputs=2, numpy=_fmod_numpy, topi=topi.fmod)
+register_op("mod", OpPattern.BROADCAST, _binary_infer(None), num_inputs=2, numpy=_fmod_numpy, topi=topi.fmod)
 register_op("left_shift", OpPattern.BROADCAST, _int_infer("left_shift"), num_inputs=2,
             numpy=_shift_numpy(np.left_shift), topi=topi.left_shift)
 register_op("right_shift", OpPattern.BROADCAST, _int_infer("right_shift"), num_inputs=2,

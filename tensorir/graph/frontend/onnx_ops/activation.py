@@ -102,10 +102,11 @@ def is_inf(ctx, inputs, attrs):
 def mod(ctx, inputs, attrs):
     a, b = inputs
     if attrs.get("fmod", 0):
-        return ctx.call("fmod", a, b)
+        return ctx.call("mod", a, b)
     if a.type.dtype.startswith("float"):
         raise ctx.error("fmod=0 needs integer inputs (ONNX: float inputs take fmod=1)")
-    return ctx.call("floor_mod", a, b)
+    zero = ctx.call("equal", b, scalar(0, b))   # a zero divisor gives 0 (numpy's answer), never a trap
+    return ctx.call("floor_mod", a, ctx.call("where", zero, scalar(1, b), b))
 
 
 @converter("BitShift", since=11)
