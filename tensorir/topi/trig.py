@@ -51,12 +51,14 @@ atanh = _unary("atanh", _atanh)
 
 
 def _fmod(a, b):
-    """C's ``fmod``: the remainder with the dividend's sign (``truncmod`` on integers, 0 for a zero divisor).  float16/32
-    compute in float64, where ``a - trunc(a / b) * b`` is exact for them; float64 is rounded."""
+    """C's ``fmod``: the remainder with the dividend's sign (``truncmod`` on integers, 0 for a zero
+    divisor).  float32 computes in float64, where ``a - trunc(a / b) * b`` is exact; float16 in float32;
+    float64 in itself (rounded where the quotient passes 2**53)."""
     if not dt.is_float(a.dtype):   # a zero divisor gives 0 (numpy's answer), never a trap
         return op.truncmod(a, Select(b.dtype, b == const(0, b.dtype), const(1, b.dtype), b))
-    if dt.bits(a.dtype) < 64:
-        wa, wb = cast("float64", a), cast("float64", b)
+    if dt.bits(a.dtype) < 64:   # float16 through float32 (LLVM's float64 -> float16 truncation crashes)
+        wide = "float32" if dt.bits(a.dtype) == 16 else "float64"
+        wa, wb = cast(wide, a), cast(wide, b)
         return cast(a.dtype, wa - intrin.trunc(wa / wb) * wb)
     return a - intrin.trunc(a / b) * b
 
