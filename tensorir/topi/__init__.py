@@ -39,3 +39,5 @@ __all__ += ["topk"]
 from .cumulative import cumsum  # noqa: E402
 from .scatter import gather_nd, scatter_elements, scatter_nd  # noqa: E402
 __all__ += ["cumsum", "gather_nd", "scatter_elements", "scatter_nd"]
+from .index_masks import one_hot, trilu  # noqa: E402
+__all__ += ["one_hot", "trilu"]

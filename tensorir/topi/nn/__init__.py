@@ -22,3 +22,5 @@ from .dense_pack import dense_pack  # noqa: E402
 __all__ += ["conv2d_NCHWc", "depthwise_conv2d_NCHWc", "dense_pack"]
 from .lrn import lrn  # noqa: E402
 __all__ += ["lrn"]
+from .space_depth import depth_to_space, space_to_depth  # noqa: E402
+__all__ += ["depth_to_space", "space_to_depth"]
