@@ -116,3 +116,13 @@ def test_one_hot_and_trilu():
     for k, upper in ((0, True), (-1, False), (2, True)):
         (got,) = run(topi.trilu(A, k, upper), [A], [a])
         np.testing.assert_array_equal(got, np.triu(a, k) if upper else np.tril(a, k))
+
+
+@pytest.mark.parametrize("eq,shapes", [("ij,jk->ik", [(3, 4), (4, 5)]), ("bii->bi", [(2, 3, 3)]),
+                                       ("...ij,...jk", [(2, 3, 4), (2, 4, 2)]), ("i,i->", [(6,), (6,)]),
+                                       ("ijk->kj", [(2, 3, 4)])])
+def test_einsum(eq, shapes):
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    ph = [te.placeholder(s, name=f"X{k}") for k, s in enumerate(shapes)]
+    (got,) = run(topi.einsum(eq, *ph), ph, arrays)
+    np.testing.assert_allclose(got, np.einsum(eq, *arrays), rtol=1e-5, atol=1e-5)

@@ -41,3 +41,5 @@ from .scatter import gather_nd, scatter_elements, scatter_nd  # noqa: E402
 __all__ += ["cumsum", "gather_nd", "scatter_elements", "scatter_nd"]
 from .index_masks import one_hot, trilu  # noqa: E402
 __all__ += ["one_hot", "trilu"]
+from .einsum import einsum  # noqa: E402
+__all__ += ["einsum"]
