@@ -55,7 +55,8 @@ def test_detector_like_head():
              helper.make_node("Sub", ["att", "lse"], ["logp"]),
              helper.make_node("CumSum", ["top", "ax0"], ["csum"], reverse=1)]
     inits = [_init("wq", (d, 1)), numpy_helper.from_array(np.array([n], "int64"), "flat"),
-             numpy_helper.from_array(np.array([k], "int64"), "k"), numpy_helper.from_array(np.array([1], "int64"), "ax1"),
+             numpy_helper.from_array(np.array([k], "int64"), "k"),
+             numpy_helper.from_array(np.array([1], "int64"), "ax1"),
              numpy_helper.from_array(np.array(0, "int64"), "ax0")]
     model = _model(nodes, [n, d], ["idx", "logp", "csum"], inits)
     check(model, {"x": rng.standard_normal((n, d)).astype("float32")}, rtol=1e-4, atol=1e-5)
