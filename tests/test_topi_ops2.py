@@ -126,3 +126,16 @@ def test_einsum(eq, shapes):
     ph = [te.placeholder(s, name=f"X{k}") for k, s in enumerate(shapes)]
     (got,) = run(topi.einsum(eq, *ph), ph, arrays)
     np.testing.assert_allclose(got, np.einsum(eq, *arrays), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("groups,axes", [(2, [2, 3]), (3, [2]), (6, [2, 3])])
+def test_group_norm(groups, axes):
+    a = rng.standard_normal((2, 6, 4, 5)).astype("float32")
+    g, b = rng.standard_normal(6).astype("float32"), rng.standard_normal(6).astype("float32")
+    A, G, B = te.placeholder(a.shape, name="A"), te.placeholder((6,), name="G"), te.placeholder((6,), name="B")
+    (got,) = run(topi.nn.group_norm(A, G, B, groups, 1, axes, 1e-5), [A, G, B], [a, g, b])
+    grouped = a.reshape(2, groups, 6 // groups, 4, 5)
+    red = (2,) + tuple(a_ + 1 for a_ in axes)
+    mean, var = grouped.mean(red, keepdims=True), grouped.var(red, keepdims=True)
+    want = ((grouped - mean) / np.sqrt(var + 1e-5)).reshape(a.shape) * g[:, None, None] + b[:, None, None]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -24,3 +24,5 @@ from .lrn import lrn  # noqa: E402
 __all__ += ["lrn"]
 from .space_depth import depth_to_space, space_to_depth  # noqa: E402
 __all__ += ["depth_to_space", "space_to_depth"]
+from .group_norm import group_norm  # noqa: E402
+__all__ += ["group_norm"]
