@@ -161,7 +161,8 @@ CLAIMED += ["Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedR
             "ArgMax", "ArgMin", "TopK", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
             "Hardmax", "LpNormalization", "MeanVarianceNormalization", "InstanceNormalization", "GroupNormalization",
             "LRN", "DepthToSpace", "SpaceToDepth", "Trilu", "CumSum", "OneHot", "GatherND", "ScatterND",
-            "ScatterElements", "Einsum", "QuantizeLinear", "DequantizeLinear", "RNN", "GRU", "LSTM"]
+            "ScatterElements", "Einsum", "QuantizeLinear", "DequantizeLinear", "RNN", "GRU", "LSTM",
+            "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "EyeLike"]
 CONSTANT_INPUTS.update({op: {1} for op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
                                            "ReduceSumSquare", "TopK", "Trilu", "CumSum", "OneHot")})
 CONSTANT_INPUTS.update({op: {4} for op in ("RNN", "GRU", "LSTM")})   # sequence_lens

@@ -74,3 +74,24 @@ def test_bitshift(direction):
 def test_castlike():
     a, like = x(), np.zeros((1,), "int32")
     check(node_model("CastLike", {"a": a}, consts={"like": like}), {"a": a})
+
+
+@pytest.mark.parametrize("op", ["BitwiseAnd", "BitwiseOr", "BitwiseXor"])
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "int8"])
+def test_bitwise(op, dtype):
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, (3, 8)).astype(dtype)
+    b = rng.integers(info.min, info.max, (8,)).astype(dtype)
+    check(node_model(op, {"a": a, "b": b}), {"a": a, "b": b})
+
+
+def test_bitwise_not():
+    a = rng.integers(-1000, 1000, (4, 5)).astype("int16")
+    check(node_model("BitwiseNot", {"a": a}), {"a": a})
+
+
+@pytest.mark.parametrize("k,dtype", [(0, None), (2, 6), (-1, 7)])
+def test_eye_like(k, dtype):
+    a = x((4, 6))
+    attrs = {"k": k} if dtype is None else {"k": k, "dtype": dtype}
+    check(node_model("EyeLike", {"a": a}, attrs), {"a": a})

@@ -32,8 +32,9 @@ __all__ += ["abs", "cast", "ceil", "clip", "cos", "elemwise_sum", "erf", "exp", 
 from .layout import layout_transform  # noqa: E402
 __all__ += ["layout_transform"]
 from .trig import acos, acosh, asin, asinh, atan, atanh, cosh, fmod, left_shift, right_shift, sinh, tan  # noqa: E402
+from .trig import bitwise_and, bitwise_not, bitwise_or, bitwise_xor  # noqa: E402
 __all__ += ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "fmod", "left_shift", "right_shift", "sinh",
-            "tan"]
+            "tan", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor"]
 from .sort import topk  # noqa: E402
 __all__ += ["topk"]
 from .cumulative import cumsum  # noqa: E402

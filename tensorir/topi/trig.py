@@ -1,5 +1,6 @@
 """topi's trigonometric and hyperbolic functions (``topi.tan``, ``topi.asin`` ... ``topi.atanh``) and the
-float remainder ``topi.fmod``.
+float remainder ``topi.fmod``; the integer bit operations ``left_shift right_shift bitwise_and bitwise_or
+bitwise_xor bitwise_not``.
 
 ``tan asin acos atan sinh cosh`` are LLVM intrinsics; ``asinh acosh atanh`` are written with ``log`` and
 ``sqrt`` (``asinh`` odd-symmetric, so it is exact in sign and never cancels).  Integer inputs compute in
@@ -78,5 +79,10 @@ def _shift(name: str, fn):
 left_shift = _shift("left_shift", lambda a, b: a << b)
 right_shift = _shift("right_shift", lambda a, b: a >> b)
 
-__all__ = ["tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod", "left_shift",
+bitwise_and = _binary("bitwise_and", lambda a, b: a & b)
+bitwise_or = _binary("bitwise_or", lambda a, b: a | b)
+bitwise_xor = _binary("bitwise_xor", lambda a, b: a ^ b)
+bitwise_not = _unary("bitwise_not", lambda v: ~v)
+
+__all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod", "left_shift",
            "right_shift"]

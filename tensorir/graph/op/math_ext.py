@@ -1,6 +1,6 @@
 """More elementwise operators (TVM Relay's names): ``tan asin acos atan sinh cosh asinh acosh atanh``,
 ``isnan isinf``, the truncated remainder ``mod`` (C's ``fmod``; ``floor_mod`` is numpy's) and
-``left_shift`` / ``right_shift``."""
+``left_shift`` / ``right_shift``, ``bitwise_and bitwise_or bitwise_xor bitwise_not``."""
 from __future__ import annotations
 
 import numpy as np
@@ -60,3 +60,16 @@ register_op("left_shift", OpPattern.BROADCAST, _int_infer("left_shift"), num_inp
             numpy=_shift_numpy(np.left_shift), topi=topi.left_shift)
 register_op("right_shift", OpPattern.BROADCAST, _int_infer("right_shift"), num_inputs=2,
             numpy=_shift_numpy(np.right_shift), topi=topi.right_shift)
+for _name, _fn in (("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or), ("bitwise_xor", np.bitwise_xor)):
+    register_op(_name, OpPattern.BROADCAST, _int_infer(_name), num_inputs=2,
+                numpy=(lambda f: lambda a, b: f(a, b).astype(a.dtype))(_fn), topi=getattr(topi, _name))
+
+
+def _int_unary_infer(x: TensorType) -> TensorType:
+    if not x.dtype.startswith(("int", "uint")):
+        raise ValueError(f"bitwise_not takes an integer tensor, not {x.dtype}")
+    return x
+
+
+register_op("bitwise_not", OpPattern.ELEMWISE, _int_unary_infer, num_inputs=1, numpy=np.invert,
+            topi=topi.bitwise_not)

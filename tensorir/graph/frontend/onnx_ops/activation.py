@@ -1,9 +1,13 @@
 """More activations and unary math: Elu, Selu, Celu, Softplus, Softsign, Mish, ThresholdedRelu, Shrink,
-the trigonometric and hyperbolic functions, IsNaN, IsInf, Mod, BitShift, CastLike.  Activations are
+the trigonometric and hyperbolic functions, IsNaN, IsInf, Mod, BitShift, Bitwise*, CastLike, EyeLike.  Activations are
 written with the elementwise graph ops, so they fuse into their neighbours' kernels."""
 from __future__ import annotations
 
+import numpy as np
+
+from ...ir import Const
 from ..registry import converter
+from .common import onnx_dtype
 from .elementwise import scalar
 
 TRIG = {"Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh",
@@ -120,3 +124,22 @@ def bit_shift(ctx, inputs, attrs):
 @converter("CastLike", since=15)
 def cast_like(ctx, inputs, attrs):
     return ctx.call("cast", inputs[0], dtype=inputs[1].type.dtype)
+
+
+BITWISE = {"BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor",
+           "BitwiseNot": "bitwise_not"}
+
+
+@converter(*BITWISE, since=18)
+def bitwise(ctx, inputs, attrs):
+    return ctx.call(BITWISE[ctx.node.op_type], *inputs)
+
+
+@converter("EyeLike", since=9)
+def eye_like(ctx, inputs, attrs):
+    """A constant: ones on the ``k``-th diagonal of a 2-d shape."""
+    x = inputs[0]
+    if x.type.ndim != 2:
+        raise ctx.error(f"the input must be 2-d, not {x.type}")
+    dtype = onnx_dtype(attrs["dtype"], ctx) if "dtype" in attrs else x.type.dtype
+    return Const(np.eye(*x.type.shape, k=int(attrs.get("k", 0)), dtype=dtype))
