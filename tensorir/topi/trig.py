@@ -84,5 +84,5 @@ bitwise_or = _binary("bitwise_or", lambda a, b: a | b)
 bitwise_xor = _binary("bitwise_xor", lambda a, b: a ^ b)
 bitwise_not = _unary("bitwise_not", lambda v: ~v)
 
-__all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod", "left_shift",
-           "right_shift"]
+__all__ = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "tan", "asin", "acos", "atan", "sinh", "cosh",
+           "asinh", "acosh", "atanh", "fmod", "left_shift", "right_shift"]
