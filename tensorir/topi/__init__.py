@@ -31,8 +31,8 @@ __all__ += ["abs", "cast", "ceil", "clip", "cos", "elemwise_sum", "erf", "exp", 
             "image", "generic", "testing"]
 from .layout import layout_transform  # noqa: E402
 __all__ += ["layout_transform"]
-from .trig import acos, acosh, asin, asinh, atan, atanh, cosh, fmod, left_shift, right_shift, sinh, tan  # noqa: E402
-from .trig import bitwise_and, bitwise_not, bitwise_or, bitwise_xor  # noqa: E402
+from .math_ext import acos, acosh, asin, asinh, atan, atanh, cosh, fmod, left_shift, right_shift, sinh, tan  # noqa: E402
+from .math_ext import bitwise_and, bitwise_not, bitwise_or, bitwise_xor  # noqa: E402
 __all__ += ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "fmod", "left_shift", "right_shift", "sinh",
             "tan", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor"]
 from .sort import topk  # noqa: E402

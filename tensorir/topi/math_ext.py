@@ -1,4 +1,4 @@
-"""topi's trigonometric and hyperbolic functions (``topi.tan``, ``topi.asin`` ... ``topi.atanh``) and the
+"""More of topi's elementwise math: the trigonometric and hyperbolic functions (``topi.tan``, ``topi.asin`` ... ``topi.atanh``) and the
 float remainder ``topi.fmod``; the integer bit operations ``left_shift right_shift bitwise_and bitwise_or
 bitwise_xor bitwise_not``.
 
