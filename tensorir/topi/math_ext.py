@@ -1,6 +1,6 @@
-"""More of topi's elementwise math: the trigonometric and hyperbolic functions (``topi.tan``, ``topi.asin`` ... ``topi.atanh``) and the
-float remainder ``topi.fmod``; the integer bit operations ``left_shift right_shift bitwise_and bitwise_or
-bitwise_xor bitwise_not``.
+"""More of topi's elementwise math: the trigonometric and hyperbolic functions (``topi.tan``,
+``topi.asin`` ... ``topi.atanh``), the float remainder ``topi.fmod`` and the integer bit operations
+``left_shift right_shift bitwise_and bitwise_or bitwise_xor bitwise_not``.
 
 ``tan asin acos atan sinh cosh`` are LLVM intrinsics; ``asinh acosh atanh`` are written with ``log`` and
 ``sqrt`` (``asinh`` odd-symmetric, so it is exact in sign and never cancels).  Integer inputs compute in
