@@ -155,6 +155,17 @@ CLAIMED = ["Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "Rel
            "GlobalMaxPool", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "Reshape", "Flatten",
            "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather", "Expand", "Pad", "Resize",
            "Identity", "Dropout", "Constant", "ConstantOfShape", "Shape", "Range", "Tile"]
+#: Ops added by the ops2 branch (activations, reductions, layout, scatter/gather, quantization).
+CLAIMED += ["Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedRelu", "Shrink", "Tan", "Asin", "Acos",
+            "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "IsNaN", "IsInf", "Mod", "BitShift", "CastLike",
+            "ArgMax", "ArgMin", "TopK", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
+            "Hardmax", "LpNormalization", "MeanVarianceNormalization", "InstanceNormalization", "GroupNormalization",
+            "LRN", "DepthToSpace", "SpaceToDepth", "Trilu", "CumSum", "OneHot", "GatherND", "ScatterND",
+            "ScatterElements", "Einsum", "QuantizeLinear", "DequantizeLinear", "RNN", "GRU", "LSTM",
+            "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "EyeLike"]
+CONSTANT_INPUTS.update({op: {1} for op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+                                           "ReduceSumSquare", "TopK", "Trilu", "CumSum", "OneHot")})
+CONSTANT_INPUTS.update({op: {4} for op in ("RNN", "GRU", "LSTM")})   # sequence_lens
 #: Out of scope, by what the refusal says: (pattern, reason).
 SKIP = [(r"element type (BFLOAT16|FLOAT8\w*|U?INT4|FLOAT4\w*|STRING|UINT16|UINT32|UINT64) is not supported",
          "dtype {0}"),

@@ -115,25 +115,24 @@ def test_ops_without_converter_become_fallback_nodes_counted_once():
     from onnx import TensorProto, helper
     nodes = [helper.make_node("NoSuchOp", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
              helper.make_node("NoSuchOp", ["b"], ["c"]),
-             helper.make_node("Einsum", ["c", "c"], ["d"], equation="ij,ij->ij"),
+             helper.make_node("CenterCropPad", ["c", "s"], ["d"]),
              helper.make_node("Foo", ["d"], ["y"], domain="com.example")]
     m = helper.make_model(helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])]),
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])], [helper.make_tensor(
+            "s", TensorProto.INT64, [2], [2, 2])]),
+        opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.example", 1)])
     with pytest.raises(GraphError, match=r"unknown domains \(com.example.Foo \(x1\)\)"):
         graph.from_onnx(m)
     del m.graph.node[-1]
     m.graph.output[0].name = "d"
     with pytest.raises(GraphError, match=r"'\(unnamed\)' \(NoSuchOp\): no converter.*shape inference"):
         graph.from_onnx(m)   # an op ONNX does not know cannot even be typed
-    m.graph.node[0].op_type = m.graph.node[2].op_type = "Einsum"
-    m.graph.node[0].input.append("x")
-    m.graph.node[2].input.append("b")
-    for k in (0, 2):
-        m.graph.node[k].attribute.append(helper.make_attribute("equation", "ij,jk->ik"))
+    m.graph.node[0].op_type = m.graph.node[2].op_type = "CenterCropPad"
+    m.graph.node[0].input.append("s")
+    m.graph.node[2].input.append("s")
     g, _ = graph.from_onnx(m)
-    assert graph.unsupported_ops(g) == {"Einsum": 3}
+    assert graph.unsupported_ops(g) == {"CenterCropPad": 3}
 
 
 def test_constant_gather_out_of_range_names_the_node():

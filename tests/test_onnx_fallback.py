@@ -22,24 +22,27 @@ def _info(name, dtype, shape):
 
 
 def _mixed():
-    nodes = [helper.make_node("Einsum", ["x", "x"], ["a"], equation="ij,jk->ik", name="ein"),
+    nodes = [helper.make_node("CenterCropPad", ["x", "s"], ["a"], name="crop"),
              helper.make_node("Relu", ["a"], ["b"]),
-             helper.make_node("TopK", ["b", "k"], ["v", "i"], axis=1, name="top"),
-             helper.make_node("Einsum", ["v", "v"], ["w"], equation="ij,ij->ij")]
+             helper.make_node("DynamicQuantizeLinear", ["b"], ["v", "i", "z"], name="dql"),
+             helper.make_node("CenterCropPad", ["v", "s"], ["w"])]
     return _model(nodes, [_info("x", TensorProto.FLOAT, ["N", "N"])],
-                  [_info("w", TensorProto.FLOAT, None), _info("i", TensorProto.INT64, None)],
-                  [numpy_helper.from_array(np.array([2], np.int64), "k")])
+                  [_info("w", TensorProto.UINT8, None), _info("i", TensorProto.FLOAT, None)],
+                  [numpy_helper.from_array(np.array([4, 4], np.int64), "s")], opsets=(("", 18),))
 
 
 def test_fallback_nodes_typed_counted_and_run_by_reference():
     m = _mixed()
     g, params = graph.from_onnx(m, {"N": 4})
     fallbacks = [n for n in g.nodes if n.op == "onnx.fallback"]
-    assert sorted(n.attrs["op_type"] for n in fallbacks) == ["Einsum", "Einsum", "TopK", "TopK"]
-    assert [str(n.type) for n in fallbacks if n.attrs["op_type"] == "TopK"] == ["float32[4, 2]", "int64[4, 2]"]
-    assert graph.unsupported_ops(g) == {"Einsum": 2, "TopK": 1}   # TopK's two outputs are one ONNX node
+    assert sorted(n.attrs["op_type"] for n in fallbacks) == ["CenterCropPad", "CenterCropPad",
+                                                             "DynamicQuantizeLinear", "DynamicQuantizeLinear"]
+    assert [str(n.type) for n in fallbacks if n.attrs["op_type"] == "DynamicQuantizeLinear"] == ["uint8[4, 4]",
+                                                                                                 "float32[]"]
+    # DynamicQuantizeLinear's outputs are one ONNX node
+    assert graph.unsupported_ops(g) == {"CenterCropPad": 2, "DynamicQuantizeLinear": 1}
     assert get_op("onnx.fallback").pattern == OpPattern.OPAQUE and get_op("onnx.fallback").topi is None
-    assert 'onnx.fallback(%x, op_type="Einsum", domain="", model=<onnx model' in str(g)
+    assert 'onnx.fallback(%x, op_type="CenterCropPad", domain="", model=<onnx model' in str(g)
     x = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
     want = ReferenceEvaluator(m).run(None, {"x": x})
     for stage in (g, graph.optimize(g, params)):
@@ -48,7 +51,7 @@ def test_fallback_nodes_typed_counted_and_run_by_reference():
             assert a.dtype == b.dtype
             np.testing.assert_allclose(a, b, rtol=1e-6)
     fused = graph.optimize(g, params)
-    assert graph.unsupported_ops(fused) == {"Einsum": 2, "TopK": 1}
+    assert graph.unsupported_ops(fused) == {"CenterCropPad": 2, "DynamicQuantizeLinear": 1}
     # each fallback node is a kernel of its own
     for n in fused.nodes:
         ops = {b.op for b in n.op.body.nodes}
@@ -56,16 +59,17 @@ def test_fallback_nodes_typed_counted_and_run_by_reference():
 
 
 def test_fallback_with_constant_inputs_folds_at_import():
-    m = _model([helper.make_node("Einsum", ["c", "c"], ["a"], equation="i,i->i"),
+    m = _model([helper.make_node("CenterCropPad", ["c", "s"], ["a"]),
                 helper.make_node("Add", ["x", "a"], ["y"])],
                [_info("x", TensorProto.FLOAT, [3])], [_info("y", TensorProto.FLOAT, [3])],
-               [numpy_helper.from_array(np.array([1, 2, 3], np.int64), "c")])
+               [numpy_helper.from_array(np.array([1, 2, 3, 4, 5], np.int64), "c"),
+                numpy_helper.from_array(np.array([3], np.int64), "s")], opsets=(("", 18),))
     m.graph.node[1].input[1] = "a_f"
     m.graph.node.insert(1, helper.make_node("Cast", ["a"], ["a_f"], to=TensorProto.FLOAT))
     g, _ = graph.from_onnx(m)
     assert graph.unsupported_ops(g) == {}
     x = np.random.default_rng(1).standard_normal(3).astype(np.float32)
-    np.testing.assert_allclose(graph.evaluate(g, {"x": x})[0], x + np.array([1, 4, 9], np.float32))
+    np.testing.assert_allclose(graph.evaluate(g, {"x": x})[0], x + np.array([2, 3, 4], np.float32))
 
 
 def test_fallback_shape_inference_uses_constant_inputs():

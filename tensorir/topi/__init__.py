@@ -31,3 +31,16 @@ __all__ += ["abs", "cast", "ceil", "clip", "cos", "elemwise_sum", "erf", "exp", 
             "image", "generic", "testing"]
 from .layout import layout_transform  # noqa: E402
 __all__ += ["layout_transform"]
+from .math_ext import acos, acosh, asin, asinh, atan, atanh, cosh, fmod, left_shift, right_shift, sinh, tan  # noqa: E402
+from .math_ext import bitwise_and, bitwise_not, bitwise_or, bitwise_xor  # noqa: E402
+__all__ += ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "fmod", "left_shift", "right_shift", "sinh",
+            "tan", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor"]
+from .sort import topk  # noqa: E402
+__all__ += ["topk"]
+from .cumulative import cumsum  # noqa: E402
+from .scatter import gather_nd, scatter_elements, scatter_nd  # noqa: E402
+__all__ += ["cumsum", "gather_nd", "scatter_elements", "scatter_nd"]
+from .index_masks import one_hot, trilu  # noqa: E402
+__all__ += ["one_hot", "trilu"]
+from .einsum import einsum  # noqa: E402
+__all__ += ["einsum"]

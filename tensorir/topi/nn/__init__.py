@@ -20,3 +20,9 @@ __all__ = ["batch_matmul", "conv2d", "conv2d_nchw", "conv2d_nhwc", "group_conv2d
 from .conv2d_nchwc import conv2d_NCHWc, depthwise_conv2d_NCHWc  # noqa: E402
 from .dense_pack import dense_pack  # noqa: E402
 __all__ += ["conv2d_NCHWc", "depthwise_conv2d_NCHWc", "dense_pack"]
+from .lrn import lrn  # noqa: E402
+__all__ += ["lrn"]
+from .space_depth import depth_to_space, space_to_depth  # noqa: E402
+__all__ += ["depth_to_space", "space_to_depth"]
+from .group_norm import group_norm  # noqa: E402
+__all__ += ["group_norm"]

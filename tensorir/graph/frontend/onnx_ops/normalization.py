@@ -32,15 +32,20 @@ def layer_norm(ctx, inputs, attrs):
     return [y, mean, inv_std]
 
 
-def _softmax(ctx, inputs, attrs, op, default_axis):
-    x = inputs[0]
-    axis = attrs.get("axis", default_axis) % x.type.ndim
+def _flat_2d(ctx, x, axis):
+    """``(x, axis, restore)``: before opset 13, Softmax-like ops view the input as a matrix
+    ``[prod(shape[:axis]), prod(shape[axis:])]`` reduced along its columns; ``restore`` undoes the view."""
     if ctx.opset >= 13 or axis == x.type.ndim - 1:
-        return ctx.call(op, x, axis=axis)
-    # before opset 13 the input is viewed as a matrix [prod(shape[:axis]), prod(shape[axis:])]
+        return x, axis, lambda y: y
     rows = int(np.prod(x.type.shape[:axis], dtype=np.int64))
     flat = ctx.call("reshape", x, newshape=[rows, x.type.size // rows])
-    return ctx.call("reshape", ctx.call(op, flat, axis=1), newshape=list(x.type.shape))
+    return flat, 1, lambda y: ctx.call("reshape", y, newshape=list(x.type.shape))
+
+
+def _softmax(ctx, inputs, attrs, op, default_axis):
+    x = inputs[0]
+    flat, axis, restore = _flat_2d(ctx, x, attrs.get("axis", default_axis) % x.type.ndim)
+    return restore(ctx.call(op, flat, axis=axis))
 
 
 @converter("Softmax", since=1)
