@@ -91,12 +91,14 @@ class Affine:
         return out
 
     def _facts(self, e: Expr, t: str) -> list[str]:
-        """What is known of the unknown ``t`` standing for ``e``: its sign, and the bounds of a
-        floor division or modulo by a positive divisor."""
+        """What is known of the unknown ``t`` standing for ``e``: its sign, the bounds of a floor
+        division or modulo by a positive divisor, and of a product of two factors."""
         out = []
         lo = lower_bound(e, self.lower)
         if lo is not None:
             out.append(f"{t} >= {lo}")
+        if type(e) is Mul:
+            out += self._product_facts(e, t)
         if type(e) in (FloorDiv, FloorMod) and (lower_bound(e.b, self.lower) or 0) >= 1:
             if type(e) is FloorMod:
                 b = self(e.b)
@@ -107,6 +109,21 @@ class Affine:
                 if a is not None:
                     out.append(f"{t} <= {a}")
         return out
+
+    def _product_facts(self, e: Mul, t: str) -> list[str]:
+        """``t = a * b`` with a constant upper bound of ``a`` or ``b``: where both factors are
+        non-negative, ``0 <= t <= hi(a) * b`` and ``t <= hi(b) * a`` (a tile's size ``min(64, n - 64 *
+        i.outer) * min(16, n - 16 * k.outer)`` is then at most 1024, so the loop over it is bounded)."""
+        a, b = self(e.a), self(e.b)
+        if a is None or b is None:
+            return []
+        bounds = []
+        for hi, other in ((upper_bound(e.a, self.ranges, self.lower), b), (upper_bound(e.b, self.ranges, self.lower), a)):
+            if hi is not None and hi >= 0:
+                bounds.append(f"{t} <= {hi} * ({other})")
+        if not bounds:
+            return []
+        return [f"({a}) < 0 or ({b}) < 0 or ({t} >= 0 and {' and '.join(bounds)})"]
 
     def _exact(self, e: Expr) -> str | None:
         t = type(e)
@@ -196,6 +213,44 @@ def lower_bound(e: Expr, lower: dict) -> int | None:
             return a // e.b.value
         if b is not None and b >= 1:  # floor division and modulo by a positive divisor
             return 0 if t is FloorMod or (a is not None and a >= 0) else None
+    return None
+
+
+def upper_bound(e: Expr, ranges: dict, lower: dict) -> int | None:
+    """A constant upper bound of ``e`` from the constant ranges of loop variables, or None."""
+    t = type(e)
+    if t is IntImm:
+        return e.value
+    if isinstance(e, Var):
+        rng = ranges.get(e)
+        return None if rng is None else rng[0] + rng[1] - 1
+    if t is Cast and dt.is_int(e.dtype):
+        return upper_bound(e.value, ranges, lower)
+    if t not in (Add, Sub, Mul, FloorDiv, FloorMod, Min, Max):
+        return None
+    a, b = upper_bound(e.a, ranges, lower), upper_bound(e.b, ranges, lower)
+    if t is Add:
+        return None if a is None or b is None else a + b
+    if t is Sub:
+        lo_b = lower_bound(e.b, lower)
+        return None if a is None or lo_b is None else a - lo_b
+    if t is Min:
+        known = [x for x in (a, b) if x is not None]
+        return min(known) if known else None
+    if t is Max:
+        return None if a is None or b is None else max(a, b)
+    if t is Mul:
+        for c, x, hi in ((e.a, e.b, b), (e.b, e.a, a)):
+            if type(c) is IntImm and c.value >= 0:
+                return None if hi is None else c.value * hi
+        lo_a, lo_b = lower_bound(e.a, lower), lower_bound(e.b, lower)
+        if None in (a, b, lo_a, lo_b) or lo_a < 0 or lo_b < 0:
+            return None
+        return a * b
+    if type(e.b) is IntImm and e.b.value > 0:
+        if t is FloorMod:
+            return e.b.value - 1
+        return None if a is None else a // e.b.value
     return None
 
 
