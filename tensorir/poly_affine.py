@@ -4,11 +4,15 @@ Presburger arithmetic has no product of two unknowns, so ``i.outer * ((n + 3) //
 ``nparts`` of a symbolic extent) is not affine.  Two sound ways keep such terms:
 
 * exact: a product ``v * e`` whose factor ``v`` is a loop variable of small constant range is the
-  local ``y`` with ``(v = 0 and y = 0) or (v = 1 and y = e) or ...`` (usable in indices too);
+  local ``y`` with ``(v = 0 and y = 0) or (v = 1 and y = e) or ...`` (usable in indices too); so is
+  a product or a floor division / modulo whose factor or divisor takes few values (a tile's extent
+  ``d = min(16, n - 16 * k.outer)``: ``(d = 1 and y = x) or (d = 2 and y = floor(x / 2)) or ...``;
+  values below those a bound proves say nothing of ``y``: a superset, never a wrong answer);
 * over-approximate, in conditions and loop bounds only: every other non-affine term becomes a local
   unknown (one per distinct term in the constraint), so ``i < min(q, n - i.outer * p)`` still gives
-  ``i < q`` and the relation between the arms.  What the constraint says is then implied by the true
-  condition: the domain it describes can only grow, so a proof over it still holds.
+  ``i < q`` and the relation between the arms, and a product of non-negative factors with constant
+  upper bounds stays below them.  What the constraint says is then implied by the true condition:
+  the domain it describes can only grow, so a proof over it still holds.
 """
 from __future__ import annotations
 
@@ -21,6 +25,9 @@ from .expr import Add, Call, Cast, Expr, FloorDiv, FloorMod, IntImm, Max, Min, M
 
 #: The largest constant loop range a product is enumerated over.
 MAX_CASES = 64
+#: The most values of a bounded expression (a tile's extent ``min(16, n - 16 * k.outer)``) enumerated
+#: as a factor or a divisor: isl's flow analysis slows down quickly with more cases.
+MAX_VALUE_CASES = 16
 
 _fresh = itertools.count()
 
@@ -143,12 +150,29 @@ class Affine:
             if a is None:
                 return None
             return f"floor(({a}) / {e.b.value})" if t is FloorDiv else f"(({a}) mod {e.b.value})"
+        if t in (FloorDiv, FloorMod):
+            return self._by_bounded_divisor(e)
         if t in (Min, Max):
             a, b = self(e.a), self(e.b)
             return None if a is None or b is None else f"{t.__name__.lower()}({a}, {b})"
         if t is Call and len(e.args) == 2 and type(e.args[1]) is IntImm and dt.is_int(e.dtype):
             return self._bits(e.name, e.args[0], e.args[1].value)
         return None
+
+    def _by_bounded_divisor(self, e) -> str | None:
+        """``a // d`` or ``a % d`` whose divisor is at most a small constant (a tile's extent
+        ``min(16, n - 16 * k.outer)``): one case per positive value of ``d``; where ``d <= 0`` (never
+        where the division runs) the result is unknown."""
+        cases = self._cases(e.b, least=1)  # a divisor below 1 never occurs where the division runs
+        if cases is None:
+            return None
+        a, d = self(e.a), self(e.b)
+        if a is None or d is None:
+            return None
+        y = self.local()
+        op = "floor(({a}) / {c})" if type(e) is FloorDiv else "(({a}) mod {c})"
+        self.side.append(self._by_value(d, cases, lambda c: f"{y} = {op.format(a=a, c=c)}"))
+        return y
 
     def _bits(self, name: str, x: Expr, c: int) -> str | None:
         """A shift by a constant (a product or a floor division by 2**c), a mask 2**k - 1 (modulo)."""
@@ -178,7 +202,36 @@ class Affine:
             self.side.append(" or ".join(f"({isl_name(v)} = {c} and {y} = {c} * ({other}))"
                                          for c in range(lo, lo + ext)) or "1 = 0")
             return y
+        split = [(c, f, x) for f, x in ((e.a, e.b), (e.b, e.a)) if (c := self._cases(f, least=1)) is not None]
+        if split:  # a factor of small constant range (min(16, n - 16 * k.outer)): one case per value
+            cases, f, x = min(split, key=lambda t: t[0][1] - t[0][0])
+            fa, other = self(f), self(x)
+            if fa is None or other is None:
+                return None
+            y = self.local()
+            self.side.append(self._by_value(fa, cases, lambda c: f"{y} = {c} * ({other})"))
+            return y
         return None
+
+    def _cases(self, e: Expr, least: int) -> tuple[int, int, bool] | None:
+        """(lo, hi, open): the values from ``least`` on that an integer expression can take, at most
+        MAX_VALUE_CASES of them; ``open`` when smaller values are possible (they say nothing)."""
+        if isinstance(e, (IntImm, Var)):
+            return None  # constants and loop variables are handled exactly elsewhere
+        hi = upper_bound(e, self.ranges, self.lower)
+        if hi is None:
+            return None
+        lo = lower_bound(e, self.lower)
+        open_ = lo is None or lo < least
+        lo = least if open_ else lo
+        return (lo, hi, open_) if 0 <= hi - lo < MAX_VALUE_CASES else None
+
+    @staticmethod
+    def _by_value(x: str, cases: tuple[int, int, bool], then) -> str:
+        """``(x = c and then(c))`` for each case ``c``; with an open range, ``x < lo`` says nothing."""
+        lo, hi, open_ = cases
+        parts = [f"({x} = {c} and {then(c)})" for c in range(lo, hi + 1)]
+        return " or ".join(parts + ([f"{x} < {lo}"] if open_ else []))
 
 
 def _loads(e: Expr) -> bool:
