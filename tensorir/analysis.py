@@ -126,7 +126,7 @@ class Analysis:
         p = self.program
         sink, source = p.access_map(sink_write), p.access_map(source_write)
         with isl_boundary("computing the flow of values between stages", self._stages,
-                          message=lambda text: self._unbounded_message(text)):
+                          message=lambda text: self._unbounded_message(text) if "unbounded" in text else None):
             info = isl.UnionAccessInfo.from_sink(sink)
             info = info.set_must_source(source) if source_write else info.set_may_source(source)
             return info.set_schedule_map(_padded_schedule(p)).compute_flow()

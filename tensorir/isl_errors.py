@@ -39,19 +39,19 @@ def isl_message(e: BaseException) -> str:
 
 
 @contextmanager
-def isl_boundary(what: str, stage: str | Callable[[], str], message: Callable[[str], str] | None = None) -> Iterator[None]:
+def isl_boundary(what: str, stage: str | Callable[[], str], message: Callable[[str], str | None] | None = None) -> Iterator[None]:
     """Turn an isl failure inside the block into an :class:`IslAnalysisError` saying that the isl
-    analysis failed on ``stage`` while ``what``; ``message(isl_text)`` words it instead when given."""
+    analysis failed on ``stage`` while ``what``; ``message(isl_text)``, when given and not None,
+    words it instead (a known cause)."""
     try:
         yield
     except ISL_ERRORS as e:
         text = isl_message(e)
-        if message is not None:
-            msg = message(text)
-        else:
+        msg = message(text) if message is not None else None
+        if msg is None:
             name = stage() if callable(stage) else stage
-            msg = (f"stage {name}: the isl analysis failed while {what} (isl: {text}); the schedule cannot be "
-                   "proven safe, so it is refused")
+            msg = (f"{'stages' if ', ' in name else 'stage'} {name}: the isl analysis failed while {what} "
+                   f"(isl: {text}); the schedule cannot be proven safe, so it is refused")
         raise IslAnalysisError(msg, text) from None
 
 
