@@ -49,7 +49,7 @@ class Analysis:
 
     # -- the three checks --------------------------------------------------------------------------
     def verify(self) -> None:
-        """Run the checks; an isl failure in one is an ``IslAnalysisError`` naming the stage and the
+        """Run the checks; an isl failure in one is a ``ScheduleError`` naming the stage and the
         check (inner boundaries), or all the stages (this one)."""
         from .analysis_threads import check_scan_threads
         with isl_boundary("proving the schedule safe", self._stages):

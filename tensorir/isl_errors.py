@@ -4,9 +4,9 @@ isl answers tiletune's questions about a loop nest (regions, guards, bounds, rac
 writes).  When it fails instead of answering (``islpy.Error``: an unbounded optimum, a malformed
 set, an operation isl does not support on that input), no raw isl error escapes:
 
-* where the answer proves a schedule safe (the analysis), :func:`isl_boundary` raises an
-  :class:`IslAnalysisError` (a ``ScheduleError``) naming the stage and what was being checked: a
-  schedule that cannot be proven safe is refused;
+* where the answer proves a schedule safe (the analysis), :func:`isl_boundary` raises a
+  ``ScheduleError`` naming the stage and what was being checked (isl's words in its
+  ``isl_message``): a schedule that cannot be proven safe is refused;
 * where the answer only sharpens something that has a sound fallback (a redundant guard, an exact
   region), :func:`isl_or` returns the caller's "cannot tell" value instead.
 """
@@ -24,13 +24,12 @@ from .schedule import ScheduleError
 ISL_ERRORS: tuple = (isl.Error,)
 
 
-class IslAnalysisError(ScheduleError):
-    """isl failed on a question about a stage; the message names the stage and the check, and
-    ``isl_message`` keeps isl's own words."""
-
-    def __init__(self, message: str, isl_message: str = ""):
-        super().__init__(message)
-        self.isl_message = isl_message
+def isl_refusal(message: str, isl_text: str) -> ScheduleError:
+    """The ``ScheduleError`` for an isl failure (a refusal like any other, so tuners count it as
+    one); ``isl_message`` keeps isl's own words."""
+    err = ScheduleError(message)
+    err.isl_message = isl_text
+    return err
 
 
 def isl_message(e: BaseException) -> str:
@@ -40,7 +39,7 @@ def isl_message(e: BaseException) -> str:
 
 @contextmanager
 def isl_boundary(what: str, stage: str | Callable[[], str], message: Callable[[str], str | None] | None = None) -> Iterator[None]:
-    """Turn an isl failure inside the block into an :class:`IslAnalysisError` saying that the isl
+    """Turn an isl failure inside the block into a ``ScheduleError`` saying that the isl
     analysis failed on ``stage`` while ``what``; ``message(isl_text)``, when given and not None,
     words it instead (a known cause)."""
     try:
@@ -52,7 +51,7 @@ def isl_boundary(what: str, stage: str | Callable[[], str], message: Callable[[s
             name = stage() if callable(stage) else stage
             msg = (f"{'stages' if ', ' in name else 'stage'} {name}: the isl analysis failed while {what} "
                    f"(isl: {text}); the schedule cannot be proven safe, so it is refused")
-        raise IslAnalysisError(msg, text) from None
+        raise isl_refusal(msg, text) from None
 
 
 def isl_or(default):
@@ -69,4 +68,4 @@ def isl_or(default):
     return wrap
 
 
-__all__ = ["ISL_ERRORS", "IslAnalysisError", "isl_boundary", "isl_or"]
+__all__ = ["ISL_ERRORS", "isl_boundary", "isl_or", "isl_refusal"]
