@@ -87,6 +87,13 @@ def test_analysis_proves_the_partial_tiles():
     assert ("A.shared", True) not in unverified and ("A", False) not in unverified, unverified
 
 
+@pytest.mark.parametrize("n", [130, 200, 1000])
+def test_shared_tiles_are_one_block_tile(n):
+    """The shared buffers hold one 64x16 tile whatever the size (not the whole matrix at 130)."""
+    src = codegen.build(*tutorial_gemm(n), target="cuda").get_source("cuda")
+    assert "float A_shared[1024]" in src and "float B_shared[1024]" in src, src[:800]
+
+
 @needs_sim
 @pytest.mark.parametrize("n,k_tile", [(128, 16), (130, 16), (200, 16), (130, 8)])
 def test_runs_correctly_divisible_or_not(n, k_tile):
