@@ -16,6 +16,7 @@ from typing import Sequence
 
 import islpy as isl
 
+from .isl_errors import isl_boundary
 from .poly import PolyProgram, Statement, aff, buffer_name
 from .poly_split import disjoint_by_split
 from .schedule import ScheduleError
@@ -33,7 +34,7 @@ class OutOfBoundsError(ScheduleError):
 class Analysis:
     def __init__(self, func: LoweredFunc):
         self.func = func
-        self.program = PolyProgram(func.body, list(func.size_vars))
+        self.program = PolyProgram(func.body, list(func.size_vars))  # isl failures name their stage (poly.py)
         self.stage_of_loop = dict(dict(func.attrs).get("loop_stage", {}))
         self.write_first = set(dict(func.attrs).get("write_before_read", ()))
         stage_of_buffer = dict(dict(func.attrs).get("buffer_stage", {}))  # "T.v0" -> stage "T"
@@ -48,35 +49,49 @@ class Analysis:
 
     # -- the three checks --------------------------------------------------------------------------
     def verify(self) -> None:
-        self.check_in_bounds()
-        self.check_loops()
-        self.check_reads_after_writes()
+        """Run the checks; an isl failure in one is a ``ScheduleError`` naming the stage and the
+        check (inner boundaries), or all the stages (this one)."""
         from .analysis_threads import check_scan_threads
-        check_scan_threads(self)
+        with isl_boundary("proving the schedule safe", self._stages):
+            self.check_in_bounds()
+            self.check_loops()
+            self.check_reads_after_writes()
+            with isl_boundary("checking that the steps of a scan pass no data between GPU threads", self._stages):
+                check_scan_threads(self)
 
     def check_in_bounds(self) -> None:
         ctx = self.program.context()
         boxes: dict = {}
         for st in self.program.statements:
-            for a in st.accesses:
-                key = (a.buffer, a.opaque_dims)
-                box = boxes.get(key)
-                if box is None:
-                    box = boxes[key] = self._box(a.buffer, a.opaque_dims)
-                if box is None:  # a shape isl cannot represent
-                    continue
-                bad = a.relation.intersect_params(ctx).subtract_range(box)
-                if not bad.is_empty():
-                    raise OutOfBoundsError(self._oob_message(st, a, bad))
+            with isl_boundary("proving its reads and writes inside their buffers", st.stage):
+                self._check_in_bounds(st, ctx, boxes)
+
+    def _check_in_bounds(self, st: Statement, ctx: isl.Set, boxes: dict) -> None:
+        for a in st.accesses:
+            key = (a.buffer, a.opaque_dims)
+            box = boxes.get(key)
+            if box is None:
+                box = boxes[key] = self._box(a.buffer, a.opaque_dims)
+            if box is None:  # a shape isl cannot represent
+                continue
+            bad = a.relation.intersect_params(ctx).subtract_range(box)
+            if not bad.is_empty():
+                raise OutOfBoundsError(self._oob_message(st, a, bad))
 
     def check_loops(self) -> None:
         for loop in collect(self.func.body, For):
             if loop.kind in (PARALLEL, VECTORIZED):
-                self._check_loop(loop)
+                stage = self.stage_of_loop.get(loop.loop_var) or self._stage_inside(loop)
+                with isl_boundary(f"checking that axis {loop.loop_var.name} carries no dependence", stage):
+                    self._check_loop(loop)
 
     def check_reads_after_writes(self) -> None:
         args = set(self.func.buffers)
         flow = self._flow(sink_write=False, source_write=True)
+        with isl_boundary("proving every read of an intermediate buffer comes after its write", self._stages):
+            self._check_missing_sources(flow, args)
+
+    def _check_missing_sources(self, flow, args: set) -> None:
         missing = flow.get_must_no_source().intersect_params(self.program.context())
         if missing.is_empty():
             return
@@ -99,22 +114,32 @@ class Analysis:
 
     # -- dependences ---------------------------------------------------------------------------------
     def dependences(self) -> dict[str, isl.UnionMap]:
-        raw = self._flow(sink_write=False, source_write=True).get_must_dependence()
-        war = self._flow(sink_write=True, source_write=False).get_may_dependence()
-        waw = self._flow(sink_write=True, source_write=True).get_must_dependence()
-        return {"read-after-write": raw, "write-after-read": war, "write-after-write": waw}
+        flows = {"read-after-write": (False, True), "write-after-read": (True, False), "write-after-write": (True, True)}
+        out = {}
+        for kind, (sink_write, source_write) in flows.items():
+            flow = self._flow(sink_write=sink_write, source_write=source_write)
+            with isl_boundary(f"computing the {kind} dependences", self._stages):
+                out[kind] = flow.get_must_dependence() if source_write else flow.get_may_dependence()
+        return out
 
     def _flow(self, sink_write: bool, source_write: bool):
         p = self.program
         sink, source = p.access_map(sink_write), p.access_map(source_write)
-        info = isl.UnionAccessInfo.from_sink(sink)
-        info = info.set_must_source(source) if source_write else info.set_may_source(source)
-        try:
+        with isl_boundary("computing the flow of values between stages", self._stages,
+                          message=lambda text: self._unbounded_message(text) if "unbounded" in text else None):
+            info = isl.UnionAccessInfo.from_sink(sink)
+            info = info.set_must_source(source) if source_write else info.set_may_source(source)
             return info.set_schedule_map(_padded_schedule(p)).compute_flow()
-        except isl.Error as e:  # an unbounded domain: loops whose extents isl cannot represent
-            raise ScheduleError(self._unbounded_message()) from e
 
-    def _unbounded_message(self) -> str:
+    def _stages(self) -> str:
+        """The stages of the function (for a failure of a question about all of them)."""
+        return ", ".join(dict.fromkeys(st.stage for st in self.program.statements)) or "?"
+
+    def _stage_inside(self, loop: For) -> str:
+        return next((st.stage for st in self.program.statements if any(f is loop for f in st.loops)), "?")
+
+    def _unbounded_message(self, isl_text: str = "") -> str:
+        """isl's flow analysis failed: the stages whose loops isl cannot represent, the likely cause."""
         loops = {}
         for st in self.program.statements:
             for f in st.loops:
@@ -122,10 +147,11 @@ class Analysis:
                     loops.setdefault(st.stage, []).append(f"{self.names.get(f.loop_var, f.loop_var.name)} "
                                                           f"(extent {f.extent})")
         where = "; ".join(f"stage {stage}: loop {', '.join(dict.fromkeys(ls))}" for stage, ls in loops.items()) \
-            or "a loop bound or condition isl cannot represent"
-        return (f"the isl analysis cannot bound the iteration domain ({where}), so it cannot prove the schedule "
-                "free of races and of reads before writes: refused. Constant sizes, or split(factor=...) instead "
-                "of nparts / fuse over symbolic extents, keep loop bounds affine")
+            or f"stages {self._stages()}: a loop bound or condition isl cannot represent"
+        said = f" (isl: {isl_text})" if isl_text else ""
+        return (f"the isl analysis cannot bound the iteration domain ({where}){said}, so it cannot prove the "
+                "schedule free of races and of reads before writes: refused. Constant sizes, or split(factor=...) "
+                "instead of nparts / fuse over symbolic extents, keep loop bounds affine")
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _box(self, buf, skip: tuple = ()) -> isl.Set | None:
@@ -162,7 +188,7 @@ class Analysis:
 
     def _check_loop(self, loop: For) -> None:
         inside = [st for st in self.program.statements if any(f is loop for f in st.loops)]
-        stage = self.stage_of_loop.get(loop.loop_var, inside[0].stage if inside else "?")
+        stage = self.stage_of_loop.get(loop.loop_var) or self._stage_inside(loop)
         for w_st in inside:
             for w in (a for a in w_st.accesses if a.is_write):
                 if any(f is loop for f in self.program.alloc_loops.get(w.buffer, ())):

@@ -19,6 +19,7 @@ from .expr import (And, BufferLoad, EQ, Expr, GE, GT, IntImm, LE, LT, Max, Min, 
 from .stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, Stmt
 from .visitor import collect
 from .poly_affine import Affine, Scope, aff, isl_name  # noqa: F401  (aff, isl_name: this module's API)
+from .isl_errors import isl_boundary, isl_or
 
 _ctx = isl.DEFAULT_CONTEXT
 
@@ -229,7 +230,12 @@ class _Builder:
         if not ptrs and not collect(value, BufferLoad):
             return
         named = [p for p in ptrs if "w" in p.mask] or ptrs
-        st = self.new_statement(None, named[0].buffer.name if named else "?")
+        stage = named[0].buffer.name if named else "?"
+        with isl_boundary("building the isl model of its accesses (domain, schedule, access relations)", stage):
+            self._call_statement(value, ptrs, stage)
+
+    def _call_statement(self, value: Expr, ptrs: list, stage: str) -> None:
+        st = self.new_statement(None, stage)
         for p in ptrs:
             for write in (False, True):
                 if ("w" if write else "r") in p.mask:
@@ -274,6 +280,10 @@ class _Builder:
 
     def statement(self, s: BufferStore | None, cond: Expr | None, stage: str) -> None:
         """A statement for a store, or for the loads of a condition or let value (``s`` None)."""
+        with isl_boundary("building the isl model of its accesses (domain, schedule, access relations)", stage):
+            self._statement(s, cond, stage)
+
+    def _statement(self, s: BufferStore | None, cond: Expr | None, stage: str) -> None:
         prog = self.prog
         st = self.new_statement(s, stage)
         if s is not None:
@@ -410,6 +420,7 @@ class LoopContext:
     def pop_cond(self, added: int) -> None:
         del self.cons[len(self.cons) - added:]
 
+    @isl_or(None)  # a guard isl cannot decide stays
     def decide(self, cond: Expr) -> bool | None:
         """True when ``cond`` holds everywhere here, False when nowhere, None otherwise."""
         c, nc = constraint(cond, False, self.scope), constraint(cond, True, self.scope)
@@ -433,6 +444,7 @@ class Region:
     total: bool = False    # something is needed at every value of the fixed loops and sizes
 
 
+@isl_or(None)  # callers fall back to interval bounds, as for reads isl cannot represent
 def needed_region(ndim: int, reads: list, fixed: list, params: list[Var], domain: list) -> Region | None:
     """The elements that ``reads`` touch, clipped to ``domain``; None when isl cannot represent it.
 

@@ -87,6 +87,12 @@ def _index_map(fn, ndim: int, st: Stage) -> IndexMap:
 
 def _invert(st: Stage, imap: IndexMap, shape: tuple) -> tuple[list[Range], list[Var], list[Expr]]:
     """Ranges of the new indices, their Vars, and the old indices in terms of them (isl)."""
+    from .isl_errors import isl_boundary
+    with isl_boundary("inverting the index map of transform_layout", st.op.name):
+        return _invert_map(st, imap, shape)
+
+
+def _invert_map(st: Stage, imap: IndexMap, shape: tuple) -> tuple[list[Range], list[Var], list[Expr]]:
     from .poly import aff, aff_to_expr, isl_name, pw_to_expr
     params = [v for v in dict.fromkeys(collect(shape, Var))]
     names = {isl_name(v): v for v in params}

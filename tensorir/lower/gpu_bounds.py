@@ -13,10 +13,14 @@ no thread bindings (every CPU schedule).
 """
 from __future__ import annotations
 
+import itertools
+import math
+
 from ..arith import INF, const_bounds, prove, simplify
 from ..expr import Expr, IntImm, Max, Min, binary
 from ..schedule import Stage
 from ..tensor import IterVar, Range
+from ..visitor import free_vars, substitute
 from .bounds import Bounds, _relaxed, attach_path
 
 SCOPE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
@@ -65,13 +69,32 @@ class ThreadBounds(Bounds):
             if not prove(hi <= dmax, self.var_bounds):
                 hi = simplify(binary(Min, hi, dmax))
             out[iv] = Range(lo, simplify(hi - lo + 1))
-            ub = const_bounds(ext_unclipped, self.var_bounds)[1]
+            ub = _upper(ext_unclipped, self.var_bounds)
             dom_ub = const_bounds(dom.extent, self.var_bounds)[1]
             if ub != INF and ub <= dom_ub:
                 out_alloc.append(IntImm(dom.extent.dtype, int(max(ub, 0))))
             else:
                 out_alloc.append(dom.extent)
         return out, out_alloc
+
+
+def _upper(e: Expr, var_bounds: dict, most: int = 256) -> float:
+    """A constant upper bound of ``e``: the largest value over its variables' ranges when they take
+    at most ``most`` combinations (a block tile's extent ``min(129, 64 * j.outer + 63) - min(128, 64 *
+    j.outer) + 1`` is 64, where intervals say 130), otherwise by intervals."""
+    ub = const_bounds(e, var_bounds)[1]
+    names = list(dict.fromkeys(free_vars(e)))
+    ranges = [var_bounds.get(v, (-INF, INF)) for v in names]
+    if any(lo == -INF or hi == INF for lo, hi in ranges) or \
+            math.prod(int(hi - lo + 1) for lo, hi in ranges) > most:
+        return ub
+    best = -INF
+    for point in itertools.product(*(range(int(lo), int(hi) + 1) for lo, hi in ranges)):
+        value = simplify(substitute(e, {v: IntImm(v.dtype, c) for v, c in zip(names, point)}))
+        if type(value) is not IntImm:
+            return ub
+        best = max(best, value.value)
+    return min(ub, best)
 
 
 __all__ = ["ThreadBounds", "need_relax", "thread_rank", "SCOPE_RANK"]
