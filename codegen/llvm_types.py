@@ -104,6 +104,8 @@ def convert(b: ir.IRBuilder, v: ir.Value, src: str, dst: str) -> ir.Value:
         return b.icmp_unsigned("!=", v, const(v.type, 0))
     if s == "bool":
         return b.uitofp(v, to) if dt.is_float(d) else b.zext(v, to)
+    if s == "float64" and d == "float16":
+        return _double_to_half(b, v, to)
     if dt.is_float(s) and dt.is_float(d):
         return b.fpext(v, to) if dt.bits(d) > dt.bits(s) else b.fptrunc(v, to)
     if dt.is_float(d):
@@ -115,6 +117,29 @@ def convert(b: ir.IRBuilder, v: ir.Value, src: str, dst: str) -> ir.Value:
     if dt.bits(d) < dt.bits(s):
         return b.trunc(v, to)
     return v
+
+
+def _double_to_half(b: ir.IRBuilder, v: ir.Value, to: ir.Type) -> ir.Value:
+    """float64 -> float16 correctly rounded without ``__truncdfhf2`` (absent from the JIT's process):
+    round to float32 *to odd* (truncate, then set the last bit when inexact), then to float16; the odd
+    bit keeps the second rounding from creating a false tie."""
+    n = lanes_of(v)
+    f32, i32 = with_lanes(F32, n), with_lanes(I32, n)
+    t = b.fptrunc(v, f32)
+    back = b.fpext(t, v.type)
+    bits = b.bitcast(t, i32)
+    away = b.fcmp_ordered(">", b.call(_fabs(b, v.type), [back]), b.call(_fabs(b, v.type), [v]))
+    toward_zero = b.select(away, b.sub(bits, const(i32, 1)), bits)
+    odd = b.bitcast(b.or_(toward_zero, const(i32, 1)), f32)
+    exact = b.fcmp_unordered("==", back, v)
+    return b.fptrunc(b.select(exact, t, odd), to)
+
+
+def _fabs(b: ir.IRBuilder, t: ir.Type):
+    m = b.module
+    name = f"llvm.fabs.{mangle(t)}"
+    fn = m.globals.get(name)
+    return fn if fn is not None else ir.Function(m, ir.FunctionType(t, [t]), name=name)
 
 
 def to_i64(b: ir.IRBuilder, v: ir.Value, src: str) -> ir.Value:
