@@ -235,13 +235,3 @@ def test_task_whose_candidates_all_fail_stops_with_its_error(tmp_path):
     assert "vpermq" in sched.table()
     recs = _records(log)
     assert sum(r["result"]["error"] == "BUILD_ERROR" for r in recs) == 8     # the failures are in the log too
-
-
-def test_storage_is_passed_on_or_refused_clearly(tuned, tmp_path):
-    from autotune.task_scheduler import storage_supported
-    if storage_supported():
-        pytest.skip("the auto-scheduler takes storage=: covered by the storage tests")
-    _, _, _, tasks, _, _ = tuned
-    with pytest.raises(NotImplementedError, match="storage"):
-        autotune.TaskScheduler(tasks, [1, 1], verbose=0).tune(4, log=str(tmp_path / "s.jsonl"),
-                                                              storage="sqlite:///x.db")
