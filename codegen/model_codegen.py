@@ -57,14 +57,14 @@ def _address(b: ir.IRBuilder, args, loc: Loc) -> ir.Value:
     return b.gep(base, [const(I64, loc.offset)], inbounds=True, source_etype=I8)
 
 
-def _index_check(fn: ir.Function, b: ir.IRBuilder, ptr: ir.Value, loc: Loc, size: int, code: int) -> None:
-    """Loop over the indices at ``ptr``; return ``code`` at the first outside ``[-size, size)``."""
-    count = int(np.prod(loc.shape, dtype=np.int64))
+def _index_check(fn: ir.Function, b: ir.IRBuilder, ptr: ir.Value, dtype: str, count: int, size: int, label: str,
+                 code: int) -> None:
+    """Loop over the ``count`` indices at ``ptr``; return ``code`` at the first outside ``[-size, size)``."""
     if count == 0:
         return
-    t = mem_type(loc.dtype)
+    t = mem_type(dtype)
     pre = b.block
-    loop, cont, fail, done = (fn.append_basic_block(f"check{code}.{s}") for s in ("loop", "next", "fail", "done"))
+    loop, cont, fail, done = (fn.append_basic_block(f"check{label}.{s}") for s in ("loop", "next", "fail", "done"))
     b.branch(loop)
     b.position_at_end(loop)
     i = b.phi(I64)
@@ -112,7 +112,11 @@ def entries_ir(run: RunList, target: Target, kernel_arity: dict[str, int]) -> st
             step = run.steps[i]
             ptrs = [_address(b, fn.args, loc) for loc in step.args + [step.out]]
             for c in step.checks:
-                _index_check(fn, b, ptrs[c.arg], step.args[c.arg], c.size, check_code[(i, c)])
+                loc = step.args[c.arg]
+                count = int(np.prod(loc.shape, dtype=np.int64)) // len(c.bounds())
+                for m, (_, size) in enumerate(c.bounds()):   # one slice per index component
+                    at = b.gep(ptrs[c.arg], [const(I64, m * count)], inbounds=True, source_etype=mem_type(loc.dtype))
+                    _index_check(fn, b, at, loc.dtype, count, size, f"{check_code[(i, c)]}.{m}", check_code[(i, c)])
             b.call(kernels[step.symbol], ptrs)
         if run.copies_in_entry:
             for dst, src in run.copies:

@@ -156,9 +156,8 @@ class ModelModule:
             raise RuntimeError(f"kernel {step.kernel} is a fallback step, but its graph is unavailable")
         args = [self.view(a) for a in step.args]
         for c in step.checks:
-            v = args[c.arg]
-            if ((v < -c.size) | (v >= c.size)).any():
-                raise ValueError(c.message(v))
+            if c.failing(args[c.arg]) is not None:
+                raise ValueError(c.message(args[c.arg]))
         names = [p.name for p in step.body.body.inputs]
         self.view(step.out)[...] = evaluate(step.body.body, dict(zip(names, args)))[0]
 

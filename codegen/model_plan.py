@@ -49,17 +49,35 @@ class Loc:
 @dataclass(frozen=True)
 class IndexCheck:
     """Before a step runs: every element of its argument ``arg`` lies in ``[-size, size)`` (the indices of
-    a Gather, ONNX op ``onnx_op``, node ``node``)."""
+    a Gather, ONNX op ``onnx_op``, node ``node``).  With ``sizes`` (a GatherND's index tuples, component
+    first), the ``m``-th slice of the argument lies in ``[-sizes[m], sizes[m])``, for axis ``axis + m``."""
     arg: int
     size: int
     axis: int
     node: str
     onnx_op: str = "Gather"
+    sizes: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "sizes", tuple(int(s) for s in self.sizes))   # JSON gives a list
+
+    def bounds(self) -> list[tuple[int, int]]:
+        """``(axis, size)`` per slice of the argument (one slice: the whole argument)."""
+        return [(self.axis + m, s) for m, s in enumerate(self.sizes)] or [(self.axis, self.size)]
+
+    def failing(self, values: np.ndarray) -> tuple[int, int, int] | None:
+        """``(index, axis, size)`` of the first index out of range, or None."""
+        rows = np.asarray(values).reshape(len(self.bounds()), -1)
+        for row, (axis, size) in zip(rows, self.bounds()):
+            bad = row[(row < -size) | (row >= size)]
+            if bad.size:
+                return int(bad[0]), axis, size
+        return None
 
     def message(self, values: np.ndarray) -> str:
-        bad = values[(values < -self.size) | (values >= self.size)]
-        which = f"index {int(bad.flat[0])}" if bad.size else "an index"
-        return f"{self.onnx_op} node {self.node}: {which} out of range for axis {self.axis} of size {self.size}"
+        found = self.failing(values)
+        which, axis, size = (f"index {found[0]}", *found[1:]) if found else ("an index", self.axis, self.size)
+        return f"{self.onnx_op} node {self.node}: {which} out of range for axis {axis} of size {size}"
 
 
 @dataclass
@@ -159,18 +177,22 @@ def _index_checks(node: Node) -> list[IndexCheck]:
             continue
         k, onnx_op = INDEX_OPERANDS[n.op]
         data, idx = n.inputs[0], n.inputs[k]
-        axis = n.attrs.get("axis", 0) % data.type.ndim
-        size, label = data.type.shape[axis], n.name or n.op
+        label = n.name or n.op
+        if n.op == "gather_nd":   # indices (M, ...): component m indexes axis batch_dims + m
+            axis = n.attrs.get("batch_dims", 0)
+            sizes = tuple(data.type.shape[axis:axis + idx.type.shape[0]])
+            check = IndexCheck(params.get(id(idx), -1), max(sizes), axis, label, onnx_op, sizes)
+        else:
+            axis = n.attrs.get("axis", 0) % data.type.ndim
+            check = IndexCheck(params.get(id(idx), -1), data.type.shape[axis], axis, label, onnx_op)
         const = idx.value if isinstance(idx, Const) else None
         if id(idx) in params and isinstance(node.inputs[params[id(idx)]], Const):
             const = node.inputs[params[id(idx)]].value
         if const is not None:     # constant indices: checked now, once
-            bad = const[(const < -size) | (const >= size)]
-            if bad.size:
-                raise GraphError(f"{onnx_op} node {label}: index {int(bad.flat[0])} out of range for axis {axis} "
-                                 f"of size {size}")
+            if check.failing(const) is not None:
+                raise GraphError(check.message(const))
         elif id(idx) in params:
-            out.append(IndexCheck(params[id(idx)], size, axis, label, onnx_op))
+            out.append(check)
     return out
 
 

@@ -292,3 +292,39 @@ def test_onnx_gather_names_the_onnx_node():
     ids[0, 2] = 57
     with pytest.raises(ValueError, match="Gather node token_embedding: index 57 out of range for axis 0 of size 50"):
         m(ids=ids)
+
+
+@pytest.mark.parametrize("batch_dims", [0, 1])
+def test_onnx_gather_nd_checks_each_index_component(batch_dims, tmp_path):
+    """GatherND's index tuples: component m is checked against axis batch_dims + m (in the run entry, and
+    in a loaded artifact); negative indices wrap."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((3, 5, 7, 2)).astype("float32")
+    k = 2   # index tuples of two components after the batch dims
+    ishape = [3, 4, k] if batch_dims else [4, k]
+    nodes = [helper.make_node("GatherND", ["data", "idx"], ["g"], batch_dims=batch_dims, name="pick"),
+             helper.make_node("Neg", ["g"], ["y"])]
+    gr = helper.make_graph(nodes, "gnd", [helper.make_tensor_value_info("idx", TensorProto.INT64, ishape)],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                           [numpy_helper.from_array(data, "data")])
+    model = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)])
+    g, params = graph.from_onnx(model)
+    m = codegen.build_model(g, params=params)
+    sizes = data.shape[batch_dims:batch_dims + k]
+    idx = np.stack([rng.integers(-s, s, ishape[:-1]) for s in sizes], axis=-1).astype("int64")
+    from onnx.reference import ReferenceEvaluator
+    want = ReferenceEvaluator(model).run(None, {"idx": idx})[0]
+    _poison(m)
+    np.testing.assert_allclose(m(idx=idx)[0], want)
+    m.export_library(str(tmp_path / "art"))
+    loaded = codegen.load_model(str(tmp_path / "art"))
+    np.testing.assert_allclose(loaded(idx=idx)[0], want)
+    for comp, bad in ((0, sizes[0]), (1, -sizes[1] - 1)):   # in range for one component, not the other
+        wrong = idx.copy()
+        wrong.reshape(-1, k)[1, comp] = bad
+        msg = f"GatherND node pick: index {bad} out of range for axis {batch_dims + comp} of size {sizes[comp]}"
+        for mod in (m, loaded):
+            with pytest.raises(ValueError, match=msg.replace("-", "\\-")):
+                mod(idx=wrong)

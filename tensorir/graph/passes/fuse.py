@@ -17,7 +17,8 @@ P = OpPattern
 #: Operators with a data-dependent index operand (its position) -> the ONNX op they come from.  That
 #: operand stays a kernel argument (it is never fused into the consumer), so the model's run entry
 #: can check the indices before the kernel runs.
-INDEX_OPERANDS: dict[str, tuple[int, str]] = {"take": (1, "Gather"), "gather": (1, "GatherElements")}
+INDEX_OPERANDS: dict[str, tuple[int, str]] = {"take": (1, "Gather"), "gather": (1, "GatherElements"),
+                                              "gather_nd": (1, "GatherND")}
 
 
 class _Group:
