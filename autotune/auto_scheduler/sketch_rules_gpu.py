@@ -239,20 +239,27 @@ def _best(n: int, prefs) -> int:
 
 
 def _default_tile(info) -> dict:
+    """Threads on the three innermost spatial axes (16 x 8 x 4 where they divide), two virtual threads
+    and 4 outputs per thread on long axes: 64x128 output tiles of 8x8 per thread for a large GEMM
+    (the hand schedule's); reduction slices of 16 of the long reduction axes, short ones (filter
+    windows) whole."""
     k, n = info.index, len(info.spatial)
     h = {}
     for a, e in enumerate(info.spatial):
-        if a >= n - 2:
-            t = _best(e, (8, 4, 2))
-            rest = e // t
-            v = _best(rest, (2,)) if rest >= 64 else 1
-            s4 = _best(rest // v, (2, 4) if rest >= 8 else (1,))
-            h[f"T{k}.s{a}"] = [v, t, 1, s4]
-        else:
+        depth = n - 1 - a               # 0: innermost
+        if depth > 2:
             h[f"T{k}.s{a}"] = [1, 1, 1, 1]
+            continue
+        t = _best(e, ((16, 8, 4, 2) if e >= 256 else (8, 4, 2), (8, 4, 2), (4, 2))[depth])
+        rest = e // t
+        v = 2 if rest >= 32 and rest % 2 == 0 else 1
+        h[f"T{k}.s{a}"] = [v, t, 1, _best(rest // v, (4, 2)) if rest // v >= 4 else 1]
     for a, e in enumerate(info.reduce):
-        last = a == len(info.reduce) - 1
-        h[f"T{k}.r{a}"] = [_best(e, (2,)) if last else 1, _best(e, (8, 4, 2)) if last else 1]
+        if e <= 7:
+            h[f"T{k}.r{a}"] = [1, e]
+        else:
+            r2 = _best(e, (8, 4, 2))
+            h[f"T{k}.r{a}"] = [_best(e // r2, (2,)), r2]
     return h
 
 
