@@ -54,7 +54,7 @@ class GPULimits:
     shared_bytes: int = 48 * 1024    # static shared memory per block
     vthreads: int = 8                # virtual threads per block (their product)
     thread_z: int = 64               # threadIdx.z extent
-    per_thread: int = 256            # outputs one thread keeps in registers (vthread * S3 * S4)
+    per_thread: int = 64             # outputs one thread keeps in registers (vthread * S3 * S4)
 
 
 LIMITS = GPULimits()
@@ -99,9 +99,10 @@ class GPUSketchSpace(SketchSpace):
         p = Point(0)
         for info in self._tiled():
             cap = rng.choice(THREAD_CAPS)
-            for _ in range(64):
+            warp = min(32, math.prod(info.spatial))
+            for attempt in range(96):        # at least a warp per block if the first tries find one
                 h = _sample_tile(info, rng, cap)
-                if self.fits(info, h):
+                if self.fits(info, h) and (attempt >= 64 or _threads(info, h) >= warp):
                     break
             else:
                 h = _smallest_tile(info)
@@ -163,7 +164,7 @@ class GPUSketchSpace(SketchSpace):
         """What a tile point exceeds of the limits (empty: it fits)."""
         lim, k, n = self.limits, info.index, len(info.spatial)
         sp = [h[f"T{k}.s{a}"] for a in range(n)]
-        threads = math.prod(s[1] for s in sp)
+        threads = _threads(info, h)
         out = []
         if threads > lim.threads:
             out.append(f"{threads} threads per block (> {lim.threads})")
@@ -212,6 +213,10 @@ def shared_tiles(info, h: dict) -> dict:
 def shared_bytes(info, h: dict) -> int:
     """Bytes of shared memory of the block tile of a tiled stage."""
     return sum(n * max(dt.bits(t.dtype) // 8, 1) for t, n in shared_tiles(info, h).items())
+
+
+def _threads(info, h: dict) -> int:
+    return math.prod(h[f"T{info.index}.s{a}"][1] for a in range(len(info.spatial)))
 
 
 def _sample_tile(info, rng: random.Random, cap: int) -> dict:
