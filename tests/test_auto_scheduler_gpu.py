@@ -103,7 +103,9 @@ def test_default_schedule_for_cuda_binds_blocks_and_threads():
     tensors, reference = dags.gemm(64, 48, 32)
     s, args = auto_scheduler.default_schedule(tensors, target="cuda")
     mod = codegen.build(s, args, target=TARGET, name="as_gpu_default")
-    assert mod.launch.block == (8, 8, 1) and "__shared__" in mod.get_source("cuda")
+    src = mod.get_source("cuda")
+    assert mod.launch.block == (8, 8, 1) and "__shared__" in src
+    assert "*(float4*)(A_shared" in src and "*(float4*)(B_shared" in src and "*(float2*)(C" in src   # vectors
     rng = np.random.default_rng(1)
     a, b = rng.uniform(-1, 1, (64, 32)).astype("float32"), rng.uniform(-1, 1, (32, 48)).astype("float32")
     cuda_sim.check(mod, [a, b], [np.empty((64, 48), "float32")], reference, rtol=1e-4, atol=1e-4)
@@ -111,7 +113,7 @@ def test_default_schedule_for_cuda_binds_blocks_and_threads():
 
 def test_the_gemm_sketch_is_sssrrsrs():
     """Block / vthread / thread loops bound on the output, R0 R1 S3 R2 S4 on the local cache, shared
-    caches of both inputs fetched by threadIdx, the unroll pragma."""
+    caches of both inputs fetched by threadIdx (vectorized), the unroll pragma."""
     tensors, _ = dags.gemm(64, 48, 32)
     space = _space(tensors)
     steps = space.build(space.default()).to_json()
@@ -120,6 +122,7 @@ def test_the_gemm_sketch_is_sssrrsrs():
     assert [s[2] for s in steps if s[0] == "CHR"] == ["shared", "shared"]
     assert [s[2] for s in steps if s[0] == "CHW"] == ["local"]
     assert ["auto_unroll_max_step", 512] in [s[3:] for s in steps if s[0] == "PR"]
+    assert [s[3] for s in steps if s[0] == "AN"] == ["vectorize"] * 3       # C's store, both fetches
     text = str(State(space.dag, steps).lower(check=True, expand=False))
     assert "A.shared" in text and "B.shared" in text and "C.local" in text
 
@@ -143,6 +146,7 @@ def test_sampling_and_mutation_keep_the_block_limits():
             assert shared_bytes(info, p.holes) <= 48 * 1024
             assert space.violations(info, p.holes) == []
             assert p.holes[f"T{info.index}.u"] in (0, 16, 64, 512, 1024)
+            assert p.holes[f"T{info.index}.f"] in (1, 2, 4)
         assert len({json.dumps(p.holes, sort_keys=True) for p in points}) > 60       # the search moves
 
 

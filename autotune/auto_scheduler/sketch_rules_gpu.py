@@ -44,6 +44,8 @@ from .loop_state import State
 from .sketch import Point, SketchSpace, _move_factor, divisors
 
 UNROLL_STEPS_GPU = (0, 16, 64, 512, 1024)
+VECTOR = (2, 4)                               # vector lengths of global / shared accesses (float2, float4)
+FETCH_VECTORS = (1, 2, 4)
 THREAD_CAPS = (32, 64, 128, 256, 512)         # the sampled bound on threads per block of a tiled stage
 SIMPLE_THREADS = (32, 64, 128, 256, 512, 1024)
 
@@ -108,6 +110,7 @@ class GPUSketchSpace(SketchSpace):
                 h = _smallest_tile(info)
             p.holes.update(h)
             p.holes[f"T{info.index}.u"] = rng.choice(UNROLL_STEPS_GPU)
+            p.holes[f"T{info.index}.f"] = rng.choice(self._fetch_vectors(info, h))
         roots = self.root_stages()
         if roots:       # one thread count for every root stage: they share blockIdx.x / threadIdx.x
             total = math.prod(roots[0].spatial[:_bound_depth(roots[0], self.infos)])
@@ -124,6 +127,7 @@ class GPUSketchSpace(SketchSpace):
                 h = _smallest_tile(info)
             p.holes.update(h)
             p.holes[f"T{info.index}.u"] = 512
+            p.holes[f"T{info.index}.f"] = max(self._fetch_vectors(info, h))
         roots = self.root_stages()
         if roots:
             total = math.prod(roots[0].spatial[:_bound_depth(roots[0], self.infos)])
@@ -146,6 +150,8 @@ class GPUSketchSpace(SketchSpace):
                 q.holes[key] = _move_factor(extent, q.holes[key], rng)
             elif key.endswith(".u"):
                 q.holes[key] = rng.choice(UNROLL_STEPS_GPU)
+            elif key.endswith(".f"):
+                q.holes[key] = rng.choice(FETCH_VECTORS)
             else:
                 q.holes[key] = self.sample(rng).holes[key]
             if q.holes != p.holes and all(self.fits(i, q.holes) for i in self._tiled()):
@@ -155,6 +161,9 @@ class GPUSketchSpace(SketchSpace):
     def crossover(self, a: Point, b: Point, rng: random.Random) -> Point:
         q = super().crossover(a, b, rng)
         return q if all(self.fits(i, q.holes) for i in self._tiled()) else a.copy()
+
+    def _fetch_vectors(self, info, h: dict) -> list[int]:
+        return [f for f in FETCH_VECTORS if f == 1 or self.fits(info, {**h, f"T{info.index}.f": f})]
 
     # -- limits ------------------------------------------------------------------------------------------------
     def fits(self, info, h: dict) -> bool:
@@ -179,9 +188,14 @@ class GPUSketchSpace(SketchSpace):
         smem = shared_bytes(info, h)
         if smem > lim.shared_bytes:
             out.append(f"{smem} bytes of shared memory per block (> {lim.shared_bytes})")
-        small = [t.name for t, e in shared_tiles(info, h).items() if e < threads]
-        if small:     # the cooperative fetch gives every thread at least one element
-            out.append(f"shared tile of {', '.join(small)} smaller than the block's {threads} threads")
+        vec = h.get(f"T{k}.f", 1)
+        tiles = shared_tiles(info, h)
+        small = [t.name for t, (e, _) in tiles.items() if e < threads * vec]
+        if small:     # the cooperative fetch gives every thread at least one element (vector)
+            out.append(f"shared tile of {', '.join(small)} smaller than the block's {threads} threads x {vec}")
+        ragged = [t.name for t, (_, row) in tiles.items() if row % vec]
+        if ragged:
+            out.append(f"shared tile rows of {', '.join(ragged)} not a multiple of the fetch vector {vec}")
         return out
 
     # -- building ------------------------------------------------------------------------------------------------
@@ -194,8 +208,8 @@ class GPUSketchSpace(SketchSpace):
 
 
 def shared_tiles(info, h: dict) -> dict:
-    """The elements of each input's block tile in shared memory: the hull of its accesses with the
-    spatial axes over the block tile and the reductions over ``R1 * R2``."""
+    """``{input: (elements, innermost extent)}`` of each input's block tile in shared memory: the hull
+    of its accesses with the spatial axes over the block tile and the reductions over ``R1 * R2``."""
     k, op = info.index, info.op
     ranges = {}
     for a, iv in enumerate(op.axis):
@@ -207,12 +221,13 @@ def shared_tiles(info, h: dict) -> dict:
         box = [const_bounds(i, ranges) for i in load.indices]
         old = hulls.get(load.tensor, box)
         hulls[load.tensor] = [(min(a[0], b[0]), max(a[1], b[1])) for a, b in zip(old, box)]
-    return {t: int(math.prod(hi - lo + 1 for lo, hi in box)) for t, box in hulls.items()}
+    return {t: (int(math.prod(hi - lo + 1 for lo, hi in box)), int(box[-1][1] - box[-1][0] + 1) if box else 1)
+            for t, box in hulls.items()}
 
 
 def shared_bytes(info, h: dict) -> int:
     """Bytes of shared memory of the block tile of a tiled stage."""
-    return sum(n * max(dt.bits(t.dtype) // 8, 1) for t, n in shared_tiles(info, h).items())
+    return sum(n * max(dt.bits(t.dtype) // 8, 1) for t, (n, _) in shared_tiles(info, h).items())
 
 
 def _threads(info, h: dict) -> int:
@@ -328,9 +343,11 @@ def _multi_level_tile(state: State, info, infos, h) -> None:
     B, V, T, I = [], [], [], []
     for a, iv in enumerate(state.leaves(oid)[:n]):
         v, t, s3, s4 = spatial[a]
-        b_, v_, t_, i_ = state.split(oid, iv, [v, t, s3 * s4])
-        B.append(b_), V.append(v_), T.append(t_), I.append(i_)
+        parts = state.split(oid, iv, [v, t, s3, s4] if a == n - 1 and s3 > 1 and s4 in VECTOR else [v, t, s3 * s4])
+        B.append(parts[0]), V.append(parts[1]), T.append(parts[2]), I.extend(parts[3:])
     state.reorder(oid, B + V + T + I)
+    if spatial[-1][3] in VECTOR:          # the result stored as float2 / float4
+        state.vectorize(oid, I[-1])
     top = _bind_level(state, out, B, "blockIdx")
     for a, x in enumerate(V):
         state.bind(oid, x, "vthread")
@@ -355,16 +372,22 @@ def _multi_level_tile(state: State, info, infos, h) -> None:
         sid = state.cache_read(state.stage_id(op), "shared", [state.stage_id(local)])
         shared = state.stages[sid]
         state.compute_at(sid, state.stage_id(local), R[0][-1])
-        _cooperative_fetch(state, shared, spatial)
+        _cooperative_fetch(state, shared, spatial, h.get(f"T{k}.f", 1))
 
 
-def _cooperative_fetch(state: State, shared, spatial: list) -> None:
+def _cooperative_fetch(state: State, shared, spatial: list, vector: int) -> None:
     """The shared tile's loops fused and split over the block's threads, bound like the writing
-    stage's thread loops (``.x`` the innermost axis' threads, ``.y`` the next, ``.z`` the rest)."""
+    stage's thread loops (``.x`` the innermost axis' threads, ``.y`` the next, ``.z`` the rest);
+    ``vector`` consecutive elements per thread and step, vectorized."""
     sid = state.stage_id(shared)
     n = len(spatial)
     counts = [math.prod(s[1] for s in spatial[:max(n - 2, 0)]), spatial[-2][1] if n > 1 else 1, spatial[-1][1]]
-    loops = [state.fuse(sid, state.leaves(sid))]
+    leaves = state.leaves(sid)
+    if vector > 1:          # the innermost axis split first, so the vector is contiguous in the row
+        last, vec = state.split(sid, leaves[-1], [vector])
+        leaves = leaves[:-1] + [last]
+        state.vectorize(sid, vec)
+    loops = [state.fuse(sid, leaves)]
     for axis, c in zip("xyz", reversed(counts)):
         if axis == "x" or (axis == "y" and n > 1) or (axis == "z" and n > 2):
             rest, inner = state.split(sid, loops[0], [c])
