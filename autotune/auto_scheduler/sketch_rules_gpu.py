@@ -7,8 +7,8 @@ in four levels: block, virtual thread, thread, per-thread; the local stage split
 part once more and its reductions in three levels, ordered ``R0 R1 S3 R2 S4``: with the outer three
 levels of the consumer that makes the five spatial and three reduction levels of Ansor's sketch.
 Each input of the reduction is read through a ``shared`` cache computed at the last ``R0`` loop (a
-block-wide tile of ``R1 * R2`` of each reduction axis) and fetched cooperatively: its loops fused,
-split by the block's thread count, the inner part bound to the thread axis.
+block-wide tile of ``R1 * R2`` of each reduction axis) and fetched cooperatively: its loops fused
+and split by the thread counts of the block's ``.x`` / ``.y`` / ``.z`` axes, each part bound to its axis.
 
 Loops of a level are bound per axis, not fused (``blockIdx``/``threadIdx`` ``.x`` for the innermost
 axis, ``.y`` the next, ``.z`` the remaining outer ones fused; one ``vthread`` per axis): tiletune's
@@ -25,8 +25,12 @@ is the hook); until then such stages get one thread per output too.
 
 Holes (``Point.holes``): ``T{k}.s{a}`` = ``[vthread, threads, S3, S4]`` lengths of spatial axis ``a``
 (the block level is what remains), ``T{k}.r{a}`` = ``[R1, R2]``, ``T{k}.u`` the
-``auto_unroll_max_step`` pragma; ``S{k}.t`` the threads per block of a simple stage.  Sampling and
-mutation keep every point within :data:`LIMITS`: threads per block, shared memory, virtual threads.
+``auto_unroll_max_step`` pragma, ``T{k}.f`` the vector length of the cooperative fetch (1, 2, 4; the
+result is stored in vectors of ``S4`` of the innermost axis when that is 2 or 4); ``S{k}.t`` the
+threads per block of the simple root stages (one count for all: they share ``threadIdx.x``).
+Sampling, mutation and crossover keep every point within :data:`LIMITS` (threads per block,
+``threadIdx.z``, shared memory, virtual threads, outputs per thread) and give each thread at least one
+fetch vector per shared tile; ``build`` refuses a point outside them, naming the stage.
 """
 from __future__ import annotations
 
@@ -118,8 +122,8 @@ class GPUSketchSpace(SketchSpace):
         return p
 
     def default(self) -> Point:
-        """The heuristic point: 8x8 (or fewer) threads of up to 4x4 outputs (2x2 virtual threads on
-        wide axes), reduction slices of 8 to 16, unrolled up to 512 steps, 256 threads per simple block."""
+        """The heuristic point (``_default_tile``), unrolled up to 512 steps, the widest fetch vector that
+        fits; simple stages: up to 128 threads per block."""
         p = Point(0)
         for info in self._tiled():
             h = _default_tile(info)
@@ -344,12 +348,15 @@ def _multi_level_tile(state: State, info, infos, h) -> None:
     for a, iv in enumerate(state.leaves(oid)[:n]):
         v, t, s3, s4 = spatial[a]
         parts = state.split(oid, iv, [v, t, s3, s4] if a == n - 1 and s3 > 1 and s4 in VECTOR else [v, t, s3 * s4])
-        B.append(parts[0]), V.append(parts[1]), T.append(parts[2]), I.extend(parts[3:])
+        B.append(parts[0])
+        V.append(parts[1])
+        T.append(parts[2])
+        I.extend(parts[3:])
     state.reorder(oid, B + V + T + I)
     if spatial[-1][3] in VECTOR:          # the result stored as float2 / float4
         state.vectorize(oid, I[-1])
     top = _bind_level(state, out, B, "blockIdx")
-    for a, x in enumerate(V):
+    for x in V:
         state.bind(oid, x, "vthread")
     thread = _bind_level(state, out, T, "threadIdx")
     state.pragma(oid, top, "auto_unroll_max_step", h[f"T{k}.u"])
@@ -361,7 +368,8 @@ def _multi_level_tile(state: State, info, infos, h) -> None:
     S3, S4, R = [], [], [[], [], []]
     for a, iv in enumerate(leaves[:n]):
         x, y = state.split(lid, iv, [spatial[a][3]])
-        S3.append(x), S4.append(y)
+        S3.append(x)
+        S4.append(y)
     for a, iv in enumerate(leaves[n:]):
         for lvl, x in enumerate(state.split(lid, iv, reduce[a])):
             R[lvl].append(x)
@@ -403,10 +411,10 @@ def _bound_depth(info, infos) -> int:
 def _simple(state: State, info, infos, h, threads: int) -> None:
     """One thread per element of the fused outer loops (the guests' rows, else all spatial loops);
     the attached reductions computed per thread in ``local`` memory."""
+    if info.kind == "rfactor" and supports_cross_thread_reduction():
+        return _cross_thread_reduction(state, info, h)
     guests = [infos[g] for g in sorted(info.guests)]
     stage = state.stages[state.stage_id(info.op)]
-    if supports_cross_thread_reduction() and info.kind == "rfactor":
-        raise NotImplementedError("cross-thread reduction sketch")     # the hook's other branch
     locals_ = [_localize(state, g.op) for g in guests]
     sid = state.stage_id(stage)
     leaves = state.leaves(sid)[:len(info.spatial)]
@@ -419,6 +427,13 @@ def _simple(state: State, info, infos, h, threads: int) -> None:
     state.bind(sid, tx, "threadIdx.x")
     for local in locals_:
         state.compute_at(state.stage_id(local), state.stage_id(stage), tx)
+
+
+def _cross_thread_reduction(state: State, info, h) -> None:
+    """Hook for a small-output, long reduction once the backend reduces across threads: split the
+    reduction, ``rfactor`` its inner part, one block per output with the factored loop bound to
+    ``threadIdx.x`` (TVM's cross-thread ``allreduce``).  Not written until the backend has it."""
+    raise NotImplementedError(f"stage {info.name}: the cross-thread reduction sketch is not written yet")
 
 
 __all__ = ["GPUSketchSpace", "GPULimits", "LIMITS", "build_gpu_state", "shared_bytes",
