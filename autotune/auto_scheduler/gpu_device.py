@@ -15,7 +15,7 @@ def cuda_unmeasurable(target: str, runner) -> str:
     """Why the local runner cannot measure CUDA candidates here ("" when it can, when ``target`` is not
     CUDA, or when the runner is not the local one and so may run elsewhere)."""
     from ..runner import LocalRunner
-    if not is_cuda_target(target) or not (runner == "local" or isinstance(runner, LocalRunner)):
+    if not is_cuda_target(target) or not (runner is None or runner == "local" or isinstance(runner, LocalRunner)):
         return ""
     return _local_cuda_problem()
 
