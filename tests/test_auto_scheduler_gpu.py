@@ -305,3 +305,24 @@ def test_a_cuda_tuning_run_measures_logs_and_replays(tmp_path):
     s, args = task.apply_best(log)
     mod = codegen.build(s, args, target=TARGET, name="as_gpu_tuned")
     assert 1e-6 * math.prod(mod.launch.block) == pytest.approx(search.best_cost)
+
+
+def test_a_reduction_of_another_kernels_result_is_refused_by_name():
+    A = te.placeholder((16, 16), name="A")
+    W = te.placeholder((16, 16), name="W")
+    R = topi.nn.relu(A)
+    k = te.reduce_axis((0, 16), name="k")
+    C = te.compute((16, 16), lambda i, j: te.sum(R[i, k] * W[k, j], axis=k), name="C")
+    with pytest.raises(ScheduleError, match="stage C: reads T_relu, a simple stage computed in the same kernel"):
+        _space([A, W, R, C])
+
+
+@auto_scheduler.register_workload
+def as_gpu_matmul(n):
+    return dags.gemm(n, n, n)[0]
+
+
+def test_a_registered_workload_gets_the_gpu_sketch():
+    task = auto_scheduler.SearchTask(func=as_gpu_matmul, args=(32,), target="cuda")
+    assert isinstance(task.space, GPUSketchSpace)
+    assert any(s[0] == "BI" and s[3] == "threadIdx.x" for s in task.default_state().to_json())

@@ -147,12 +147,12 @@ class SearchTask:
 
     # -- tuning and deployment ---------------------------------------------------------------------------------
     def tune(self, tuning_options, search_policy=None):
+        import warnings
+        from .gpu_device import cuda_unmeasurable
         from .search_policy import SketchPolicy
         search = search_policy or SketchPolicy(self)
-        from .gpu_device import cuda_unmeasurable
         reason = cuda_unmeasurable(self.target, tuning_options.runner)
         if reason:          # no trial could be measured: say so once instead of logging failures
-            import warnings
             warnings.warn(f"auto_scheduler: {self.desc} on {self.target.split()[0]} not tuned: {reason}; "
                           "no trial was measured", UserWarning, stacklevel=2)
             return search

@@ -84,6 +84,13 @@ class GPUSketchSpace(SketchSpace):
 
     def _check_plan(self) -> None:
         outputs = {t.op for t in self.dag.outputs}
+        kinds = {i.op: i.kind for i in self.infos}
+        for info in self._tiled():
+            for t in info.op.input_tensors:
+                if kinds[t.op] not in ("placeholder", "inline"):
+                    raise ScheduleError(f"stage {info.name}: reads {t.op.name}, a {kinds[t.op]} stage computed in the "
+                                        "same kernel by other blocks; the GPU sketch tiles reductions of inputs and "
+                                        "inlined stages only")
         for info in self.infos:
             if info.kind in ("placeholder", "inline") or info.op in outputs:
                 continue
