@@ -23,12 +23,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import codegen  # noqa: E402
-import tensorir as te  # noqa: E402
-from tensorir import topi  # noqa: E402
-
-import autotune  # noqa: E402
-from autotune import auto_scheduler  # noqa: E402
+import autotune
+import codegen
+import tensorir as te
+from autotune import auto_scheduler
+from tensorir import topi
 
 
 def gemm():

@@ -11,26 +11,27 @@ import math
 import random
 import shutil
 import time
-import warnings
 
+import auto_scheduler_dags as dags
+import cuda_sim
 import numpy as np
 import pytest
 
-import codegen
-import cuda_sim
-import tensorir as te
-from tensorir import topi
-from tensorir.schedule import ScheduleError
-
 import autotune
+import codegen
+import tensorir as te
 from autotune import auto_scheduler
 from autotune.auto_scheduler import State
 from autotune.auto_scheduler.sketch import SketchSpace
-from autotune.auto_scheduler.sketch_rules_gpu import LIMITS, GPUSketchSpace, shared_bytes
+from autotune.auto_scheduler.sketch_rules_gpu import (
+    LIMITS,
+    GPUSketchSpace,
+    shared_bytes,
+)
 from autotune.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autotune.record import append_records, make_record
-
-import auto_scheduler_dags as dags
+from tensorir import topi
+from tensorir.schedule import ScheduleError
 
 TARGET = "cuda -arch=sm_90"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
@@ -172,7 +173,7 @@ def test_a_point_over_the_limits_is_refused_by_name():
     tensors, _ = dags.gemm(1024, 1024, 1024)
     space = _space(tensors)
     p = space.default()
-    k = [i for i in space.infos if i.kind == "tile"][0].index
+    k = next(i for i in space.infos if i.kind == "tile").index
     p.holes[f"T{k}.s0"], p.holes[f"T{k}.s1"] = [1, 32, 1, 1], [1, 64, 1, 1]
     with pytest.raises(ScheduleError, match=r"stage C: GPU tile 2048 threads per block \(> 1024\)"):
         space.build(p)
@@ -300,7 +301,8 @@ def test_a_cuda_tuning_run_measures_logs_and_replays(tmp_path):
                                                                                                 timeout=120),
         runner=runner, measure_callbacks=[auto_scheduler.RecordToFile(log)]))
     assert search.trials_done == 4 and runner.checked == 4
-    lines = [json.loads(x) for x in open(log)]
+    with open(log) as f:
+        lines = [json.loads(x) for x in f]
     assert len(lines) == 4 and all(x["result"]["error_no"] == 0 for x in lines)
     s, args = task.apply_best(log)
     mod = codegen.build(s, args, target=TARGET, name="as_gpu_tuned")

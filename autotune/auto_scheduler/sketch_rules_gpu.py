@@ -382,7 +382,6 @@ def _multi_level_tile(state: State, info, infos, h) -> None:
             R[lvl].append(x)
     state.reorder(lid, R[0] + R[1] + S3 + R[2] + S4)
     # shared caches of the inputs at the last R0 loop, fetched by all threads of the block
-    threads = math.prod(s[1] for s in spatial)
     for op in dict.fromkeys(inputs):
         sid = state.cache_read(state.stage_id(op), "shared", [state.stage_id(local)])
         shared = state.stages[sid]
@@ -443,5 +442,5 @@ def _cross_thread_reduction(state: State, info, h) -> None:
     raise NotImplementedError(f"stage {info.name}: the cross-thread reduction sketch is not written yet")
 
 
-__all__ = ["GPUSketchSpace", "GPULimits", "LIMITS", "build_gpu_state", "shared_bytes",
-           "supports_cross_thread_reduction", "UNROLL_STEPS_GPU"]
+__all__ = ["LIMITS", "UNROLL_STEPS_GPU", "GPULimits", "GPUSketchSpace", "build_gpu_state", "shared_bytes",
+           "supports_cross_thread_reduction"]
