@@ -94,6 +94,8 @@ def tune(name: str, tensors, trials: int, log: str, parallel: int):
 def run(name: str, trials: int, log_dir: str, rounds: int, parallel: int) -> dict:
     from cuda_timing import alternate, event_seconds, rel_error, torch_fp32
     torch = torch_fp32()
+    if not torch.cuda.is_available():
+        raise SystemExit("auto_schedule_cuda.py: torch sees no CUDA device; run it on the GPU host")
     tensors, peer_of, peer_name = KERNELS[name]()
     log = os.path.join(log_dir, f"{name}.jsonl")
     task, search, wall = tune(name, tensors, trials, log, parallel)
@@ -154,6 +156,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--parallel", type=int, default=max(1, (os.cpu_count() or 2) - 2), help="nvcc builds at once")
     args = p.parse_args()
+    try:
+        import torch  # noqa: F401 - the peers and the timing
+    except ImportError:
+        raise SystemExit("auto_schedule_cuda.py needs torch with CUDA (the cuBLAS / cuDNN peers and CUDA events)")
     os.makedirs(args.log_dir, exist_ok=True)
     summary = {}
     for name in args.only.split(","):

@@ -328,3 +328,20 @@ def test_a_registered_workload_gets_the_gpu_sketch():
     task = auto_scheduler.SearchTask(func=as_gpu_matmul, args=(32,), target="cuda")
     assert isinstance(task.space, GPUSketchSpace)
     assert any(s[0] == "BI" and s[3] == "threadIdx.x" for s in task.default_state().to_json())
+
+
+def test_the_benchmark_kernels_have_gpu_points():
+    """benchmarks/auto_schedule_cuda.py's kernels at their sizes: default and sampled points lower
+    within the limits (no build)."""
+    import importlib.util as iu
+    import os
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+                        "auto_schedule_cuda.py")
+    spec = iu.spec_from_file_location("auto_schedule_cuda", path)
+    bench = iu.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng = random.Random(0)
+    for name, make in bench.KERNELS.items():
+        space = _space(make()[0])
+        for p in (space.default(), space.sample(rng)):
+            assert "threadIdx.x" in str(space.build(p).lower(check=False, expand=False)), name
