@@ -85,7 +85,8 @@ def reference_job(p: dict) -> dict:
         expected = list(expected) if isinstance(expected, (list, tuple)) else [expected]
         source = "reference function"
     elif fallback is not None:
-        mod = codegen.build(*fallback, target=task.target, name=f"{safe_name(task.name)}_reference")
+        target = getattr(task, "reference_target", task.target)     # an untuned CUDA DAG runs on the CPU
+        mod = codegen.build(*fallback, target=target, name=f"{safe_name(task.name)}_reference")
         expected = [np.full(shp, np.nan, a.dtype) for a, shp in zip(sig.args, _shapes(sig)) if a.written]
         it = iter(expected)
         mod(*[x.copy() if x is not None else next(it) for x in arrays])

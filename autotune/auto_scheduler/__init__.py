@@ -11,7 +11,8 @@
 A schedule is a list of transform steps (``transform_step.py``) replayed on a fresh schedule of the
 DAG (``loop_state.State``); the sketch rules (``analysis.py``, ``sketch.py``, ``sketch_rules.py``)
 derive the space from the DAG; ``search_policy.py`` searches it with the cost model;
-``default_schedule(tensors)`` is the untuned heuristic point.
+``default_schedule(tensors, target)`` is the untuned heuristic point; for ``cuda`` targets the sketches
+are the GPU ones (``sketch_rules_gpu.py``).
 """
 from .compute_dag import ComputeDAG, register_workload
 from .dispatch import schedule_dag

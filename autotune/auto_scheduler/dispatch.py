@@ -16,7 +16,7 @@ def schedule_dag(tensors, target="llvm") -> tuple:
     ctx = DispatchContext.current()
     query = getattr(ctx, "query_auto_scheduler", None)
     steps = query(dag.workload_key()) if query is not None else None
-    state = State(dag, steps) if steps else default_state(dag)
+    state = State(dag, steps) if steps else default_state(dag, target=target)
     return state.schedule, state.args
 
 

@@ -106,6 +106,13 @@ class SearchTask:
             self._flop = self.compute_dag.flop_ct()
         return self._flop
 
+    @property
+    def reference_target(self) -> str:
+        """Where the runner builds the naive schedule for reference outputs: the CPU for a GPU task
+        (the naive schedule binds no thread)."""
+        from ..builder import is_cuda_target
+        return "llvm" if is_cuda_target(self.target) else self.target
+
     def instantiate(self, config) -> tuple:
         """``(schedule, args)`` of a candidate (a StateConfig or a JSON list of steps); a fallback
         config (the runner's reference) is the DAG's naive schedule."""
@@ -131,17 +138,24 @@ class SearchTask:
     def space(self):
         """The sketches of the DAG and their holes (``SketchSpace``)."""
         if self._space is None:
-            from .sketch import SketchSpace
-            self._space = SketchSpace(self.compute_dag)
+            from .sketch import make_space
+            self._space = make_space(self.compute_dag, self.target)
         return self._space
 
     def default_state(self) -> State:
-        return default_state(self.compute_dag, self.space)
+        return default_state(self.compute_dag, self.space, self.target)
 
     # -- tuning and deployment ---------------------------------------------------------------------------------
     def tune(self, tuning_options, search_policy=None):
+        import warnings
+        from .gpu_device import cuda_unmeasurable
         from .search_policy import SketchPolicy
         search = search_policy or SketchPolicy(self)
+        reason = cuda_unmeasurable(self.target, tuning_options.runner)
+        if reason:          # no trial could be measured: say so once instead of logging failures
+            warnings.warn(f"auto_scheduler: {self.desc} on {self.target.split()[0]} not tuned: {reason}; "
+                          "no trial was measured", UserWarning, stacklevel=2)
+            return search
         return search.run(tuning_options)
 
     def best_record(self, log):
@@ -180,12 +194,13 @@ def _task_from_payload(dag_json: str, workload_key: str, target: str, name: str)
                       desc=name)
 
 
-def default_state(dag: ComputeDAG, space=None) -> State:
-    """The heuristic schedule of ``dag`` (no measurement); the naive schedule if it is refused."""
+def default_state(dag: ComputeDAG, space=None, target="llvm") -> State:
+    """The heuristic schedule of ``dag`` for ``target`` (no measurement); the naive schedule if it is
+    refused."""
     from tensorir.schedule import ScheduleError
-    from .sketch import SketchSpace
-    space = space or SketchSpace(dag)
+    from .sketch import make_space
     try:
+        space = space or make_space(dag, target)
         return space.build(space.default())
     except (ScheduleError, ValueError, TypeError, KeyError, IndexError) as e:
         import warnings
@@ -194,10 +209,11 @@ def default_state(dag: ComputeDAG, space=None) -> State:
         return State(dag)
 
 
-def default_schedule(tensors) -> tuple:
-    """``(schedule, args)``: the heuristic default point of the DAG of ``tensors``."""
+def default_schedule(tensors, target="llvm") -> tuple:
+    """``(schedule, args)``: the heuristic default point of the DAG of ``tensors`` for ``target``
+    (``"cuda"``: the GPU sketch's, bound to blocks and threads)."""
     dag = tensors if isinstance(tensors, ComputeDAG) else ComputeDAG(tensors)
-    state = default_state(dag)
+    state = default_state(dag, target=canonical_target(target))
     return state.schedule, state.args
 
 

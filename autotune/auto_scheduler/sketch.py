@@ -173,6 +173,14 @@ class SketchSpace:
         return build_state(self, p)
 
 
+def make_space(dag, target: str = "llvm") -> SketchSpace:
+    """The sketch space of ``dag`` for ``target``: the GPU sketches (``sketch_rules_gpu``) for CUDA."""
+    if str(target).split()[:1] == ["cuda"]:
+        from .sketch_rules_gpu import GPUSketchSpace
+        return GPUSketchSpace(dag)
+    return SketchSpace(dag)
+
+
 def _best(n: int, prefs) -> int:
     for x in prefs:
         if n % x == 0:
@@ -205,4 +213,4 @@ def _move_factor(extent: int, lengths: list[int], rng: random.Random) -> list[in
     return levels[1:]
 
 
-__all__ = ["SketchSpace", "Point", "divisors", "UNROLL_STEPS"]
+__all__ = ["SketchSpace", "Point", "divisors", "UNROLL_STEPS", "make_space"]
