@@ -87,6 +87,8 @@ class SketchSpace:
                     p.holes[f"T{k}.r{a}"] = [_pick(rng, divisors(e), 16)]
                 p.holes[f"T{k}.u"] = rng.choice(UNROLL_STEPS)
                 p.holes[f"T{k}.p"] = rng.randint(1, len(info.spatial))
+                if info.packs:
+                    p.holes[f"P{k}"] = rng.randint(0, 1)
             elif info.kind == "rfactor":
                 p.holes[f"F{k}"] = _pick(rng, [d for d in divisors(info.reduce[-1]) if d >= 4] or [1], 128)
             elif info.kind == "simple" and info.guest is None:
@@ -109,21 +111,7 @@ class SketchSpace:
         for info in self.infos:
             k = info.index
             if info.kind == "tile":
-                n = len(info.spatial)
-                for a, e in enumerate(info.spatial):
-                    # a register tile of 4 x 32 lanes, accumulated over an L1-sized local tile
-                    if a == n - 1:
-                        l3 = _best(e, (32, 16, 8, 4, 2))
-                        p.holes[f"T{k}.s{a}"] = [1, _best(e // l3, (4, 2)), l3]
-                    elif a == n - 2:
-                        l3 = _best(e, (4, 2, 3))
-                        rest = e // l3          # rows per local tile, leaving the outer loop >= 2 for threads
-                        p.holes[f"T{k}.s{a}"] = [1, _best(rest, [x for x in (16, 8, 4, 2) if rest // x >= 2]), l3]
-                    else:
-                        p.holes[f"T{k}.s{a}"] = [1, 1, 1]
-                for a, e in enumerate(info.reduce):
-                    p.holes[f"T{k}.r{a}"] = [_best(e, (8, 4, 3, 2)) if a == len(info.reduce) - 1 else 1]
-                p.holes[f"T{k}.u"] = 16
+                (_register_block if info.packs else _cache_tile)(info, p)
                 p.holes[f"T{k}.p"] = _parallel_depth(info.spatial, [e // math.prod(p.holes[f"T{k}.s{a}"])
                                                                     for a, e in enumerate(info.spatial)])
             elif info.kind == "rfactor":
@@ -171,6 +159,46 @@ class SketchSpace:
         """The state of point ``p`` (raises ``ScheduleError`` if a step is refused)."""
         from .sketch_rules import build_state
         return build_state(self, p)
+
+
+def _register_block(info: StageInfo, p: Point) -> None:
+    """GEMM-like stages (an input worth packing): the input packed into panels of 32 columns and a
+    register block of 8 rows x 32 lanes accumulated over the whole reduction, its 4-long inner
+    reduction loop and rows unrolled (``gemm_packed_cpu``'s shape); 16 x 4 blocks per outer tile."""
+    k, n = info.index, len(info.spatial)
+    for a, e in enumerate(info.spatial):
+        if a == n - 1:
+            l3 = _best(e, (32, 16, 64, 8))
+            p.holes[f"T{k}.s{a}"] = [_best(e // l3, (4, 2)), 1, l3]
+        elif a == n - 2:
+            l3 = _best(e, (8, 4, 6, 2, 3))
+            rest = e // l3
+            p.holes[f"T{k}.s{a}"] = [_best(rest, (16, 8, 4, 2)), 1, l3]
+        else:
+            p.holes[f"T{k}.s{a}"] = [1, 1, 1]
+    for a, e in enumerate(info.reduce):
+        p.holes[f"T{k}.r{a}"] = [_best(e, (4, 2, 3)) if a == len(info.reduce) - 1 else 1]
+    p.holes[f"T{k}.u"] = 64
+    p.holes[f"P{k}"] = 1
+
+
+def _cache_tile(info: StageInfo, p: Point) -> None:
+    """Other tiled stages (convolutions): register tiles of 4 x (16 or 32) lanes accumulating in an
+    L1-sized local tile."""
+    k, n = info.index, len(info.spatial)
+    for a, e in enumerate(info.spatial):
+        if a == n - 1:
+            l3 = _best(e, (32, 16, 8, 4, 2))
+            p.holes[f"T{k}.s{a}"] = [1, _best(e // l3, (4, 2)), l3]
+        elif a == n - 2:
+            l3 = _best(e, (4, 2, 3))
+            rest = e // l3          # rows per local tile, leaving the outer loop >= 2 for threads
+            p.holes[f"T{k}.s{a}"] = [1, _best(rest, [x for x in (16, 8, 4, 2) if rest // x >= 2]), l3]
+        else:
+            p.holes[f"T{k}.s{a}"] = [1, 1, 1]
+    for a, e in enumerate(info.reduce):
+        p.holes[f"T{k}.r{a}"] = [_best(e, (8, 4, 3, 2)) if a == len(info.reduce) - 1 else 1]
+    p.holes[f"T{k}.u"] = 16
 
 
 def _best(n: int, prefs) -> int:

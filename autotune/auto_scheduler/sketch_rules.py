@@ -21,6 +21,8 @@ def build_state(policy, p) -> State:
             state.compute_inline(state.stage_id(info.op))
     for info in reversed(infos):
         k = info.index
+        if info.kind == "tile" and h.get(f"P{k}", 0):
+            _pack(state, info, h, infos)
         if info.kind == "tile" and info.host is None:
             if sketch.get(k, False):
                 cid = state.cache_write(state.stage_id(info.op), "local")
@@ -40,6 +42,21 @@ def build_state(policy, p) -> State:
 def _tiles(info, h) -> tuple[list, list]:
     k = info.index
     return ([h[f"T{k}.s{a}"] for a in range(len(info.spatial))], [h[f"T{k}.r{a}"] for a in range(len(info.reduce))])
+
+
+def _pack(state: State, info, h, infos) -> None:
+    """Read each packable input through a ``global`` copy in panel layout ``[outer dims with
+    j // bn, reduce dims, j % bn]`` (``bn``: the vector tile of the last spatial axis ``j``), built
+    at the root with its outer dims fused into a parallel loop and ``j % bn`` vectorized."""
+    bn = h[f"T{info.index}.s{len(info.spatial) - 1}"][2]
+    if bn == 1:
+        return
+    for src, d, outer, red in info.packs:
+        cid = state.cache_read(state.stage_id(infos[src].op), "global", [state.stage_id(info.op)])
+        layout = [x for e in outer + red for x in (e, bn if e == d else 1, 0)] + [d, 1, bn]
+        axes = state.transform_layout(cid, layout)
+        state.vectorize(cid, axes[-1])
+        _parallel(state, cid, axes[:len(outer)])
 
 
 def _annotate_inner(state: State, sid: int, inner: list, extents: dict, max_step: int) -> None:
