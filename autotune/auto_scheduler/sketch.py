@@ -99,11 +99,15 @@ class SketchSpace:
         k = info.index
         if info.guests:
             p.holes[f"A{k}"] = rng.randint(0, 1)
-        if info.reduce or not info.spatial:
-            p.holes[f"S{k}.p"] = rng.randint(0, len(info.spatial))
-            return
-        p.holes[f"S{k}.v"] = _pick(rng, [d for d in divisors(info.spatial[-1]) if d in (1, 4, 8, 16, 32, 64)], 64)
         p.holes[f"S{k}.p"] = rng.randint(0, len(info.spatial))
+        if info.reduce:
+            p.holes[f"S{k}.ru"] = _pick(rng, divisors(info.reduce[-1]), 16)
+            if info.op.num_outputs == 1 and info.reduce[-1] >= 16:
+                p.holes[f"F{k}"] = rng.choice([0, _pick(rng, [d for d in divisors(info.reduce[-1]) if d >= 4], 64)])
+        elif info.spatial:
+            v = p.holes[f"S{k}.v"] = _pick(rng, [d for d in divisors(info.spatial[-1])
+                                                 if d in (1, 4, 8, 16, 32, 64)], 64)
+            p.holes[f"S{k}.u"] = _pick(rng, divisors(info.spatial[-1] // v), 8)
 
     def default(self) -> Point:
         """The heuristic point: no measurement, used for every kernel without a record."""
@@ -133,7 +137,7 @@ class SketchSpace:
             return q
         key = rng.choice(sorted(q.holes))
         info = self.infos[int(key[1:].split(".")[0])]
-        if key.startswith("T") and ".s" in key or ".r" in key:
+        if key.startswith("T") and (".s" in key or ".r" in key):
             extent = (info.spatial if ".s" in key else info.reduce)[int(key.split(".")[1][1:])]
             q.holes[key] = _move_factor(extent, q.holes[key], rng)
         else:
