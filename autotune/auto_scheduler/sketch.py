@@ -6,12 +6,17 @@ spatial loops, two of reduction loops, ordered S0 S1 R0 S2 R1 S3), tiled into a 
 split by ``rfactor``, computed at their consumer's outer loop, or left at the root.  Its *holes*
 are numbers: tile lengths, unroll depth (the largest inner loop nest unrolled, Ansor's
 ``auto_unroll_max_step``), how many outer loops are fused into the parallel loop, vector length,
-rfactor length and whether a reduction is computed at its consumer.  A :class:`Point` is a sketch
-and its filled holes (a dict of JSON values); :meth:`SketchSpace.build` turns it into a
+rfactor length and whether a reduction is computed at its consumer, whether a GEMM-like stage reads
+its packable inputs repacked into panels (``P``, see ``analysis.packable_inputs``), the unrolling of
+a simple stage's loop outside its vector loop (``S.u``) or of its reduction loop (``S.ru``) and its
+rfactor length (``F``, 0: none).  A :class:`Point` is a sketch and its filled holes (a dict of JSON
+values); :meth:`SketchSpace.build` turns it into a
 :class:`~autotune.auto_scheduler.loop_state.State` whose steps are the record.
 
-``SketchSpace.default()`` is the heuristic point used with no measurement: register tiles of 4 x
-(16 or 32) lanes accumulating in a local cache, a parallel outer loop, unrolled inner loops.
+``SketchSpace.default()`` is the heuristic point used with no measurement: for GEMM-like stages
+the packed panel and a register block of 8 rows x 32 lanes over the whole reduction
+(``gemm_packed_cpu``'s shape), for others register tiles of 4 x (16 or 32) lanes accumulating in
+a local cache; a parallel outer loop, unrolled inner loops.
 """
 from __future__ import annotations
 
