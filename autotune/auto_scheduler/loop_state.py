@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 from .transform_step import (AnnotationStep, BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
-                             ComputeInlineStep, ComputeRootStep, FuseStep, LayoutStep, PragmaStep, ReorderStep, RfactorStep,
-                             SplitStep, Step, steps_from_json, steps_to_json)
+                             ComputeInlineStep, ComputeRootStep, FuseStep, LayoutStep, PragmaStep, ReorderStep,
+                             RfactorStep, SplitStep, Step, steps_from_json, steps_to_json)
 
 
 class State:
