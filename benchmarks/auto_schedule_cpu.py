@@ -155,7 +155,7 @@ class Kernel:
 
     def tune(self, trials: int) -> None:
         before = _lines(self.log)
-        builder, runner = TimedBuilder(), TimedRunner(number=2, repeat=3, min_repeat_ms=20, timeout=20)
+        builder, runner = TimedBuilder(timeout=30), TimedRunner(number=2, repeat=3, min_repeat_ms=20, timeout=20)
         t0 = time.perf_counter()
         search = self.task.tune(auto_scheduler.TuningOptions(
             num_measure_trials=trials, num_measures_per_round=16, verbose=1, builder=builder, runner=runner,
