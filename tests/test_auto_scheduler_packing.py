@@ -8,6 +8,7 @@ import json
 import random
 import re
 
+import numpy as np
 import pytest
 
 import tensorir as te
@@ -81,7 +82,13 @@ def test_packed_steps_replay_to_the_same_schedule(make):
     assert space.build(space.default()).key() == space.build(space.default()).key()
 
 
-@pytest.mark.parametrize("make, packed", [(lambda: dags.gemm(64, 64, 64), "B"), (dags.dense_bias_relu, "W")])
+def _dense(n=16, m=24, k=256):
+    X = te.placeholder((n, k), name="X")
+    W = te.placeholder((m, k), name="W")
+    return [X, W, topi.nn.dense(X, W)], lambda x, w: x @ w.T
+
+
+@pytest.mark.parametrize("make, packed", [(lambda: dags.gemm(64, 64, 256), "B"), (_dense, "W")])
 def test_default_point_reads_a_packed_panel(make, packed):
     tensors, ref = make()
     s, args = default_schedule(tensors)
@@ -92,6 +99,11 @@ def test_default_point_reads_a_packed_panel(make, packed):
     vectors = dict((v, int(n)) for v, n in re.findall(r"vectorized for \(([\w.]+), (\d+)\)", text))
     assert reads and all(vectors.get(var) == int(bn) for bn, var in reads), (reads, vectors)
     check(s, args, ref)
+
+
+def test_default_point_reads_short_reductions_in_place():
+    s, args = default_schedule(dags.gemm(64, 64, 64)[0])
+    assert ".global" not in str(te.lower(s, args, expand=False))
 
 
 def test_layout_step_json_and_refusals():
@@ -134,7 +146,8 @@ def test_softmax_space_is_not_exhausted_early():
 
 @auto_scheduler.register_workload
 def as_pack_dense():
-    return dags.dense_bias_relu()[0]
+    X, W, b = te.placeholder((16, 256), name="X"), te.placeholder((24, 256), name="W"), te.placeholder((24,), name="b")
+    return [X, W, b, topi.nn.relu(topi.add(topi.nn.dense(X, W), b))]
 
 
 def test_tuning_packed_dense_refuses_nothing(tmp_path):
@@ -151,4 +164,4 @@ def test_tuning_packed_dense_refuses_nothing(tmp_path):
         [x["result"]["error_msg"][:200] for x in lines]
     assert any(s[0] == "TL" for s in lines[0]["config"]["knobs"]["steps"])   # the default point, packed
     s, args = task.apply_best(log)
-    check(s, args, dags.dense_bias_relu()[1])
+    check(s, args, lambda x, w, bias: np.maximum(x @ w.T + bias, 0))

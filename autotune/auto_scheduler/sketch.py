@@ -32,6 +32,8 @@ UNROLL_STEPS = (0, 16, 64, 512)
 MAX_SKETCHES = 16
 VECTOR_LANES = 16            # float32 lanes of one AVX-512 register
 MAX_VECTOR = 64
+PACK_MIN_REDUCE = 256        # default point: pack panels only for reductions at least this long (measured:
+                             # batch matmul with K = 64 is faster reading B in place)
 
 
 @dataclass
@@ -171,7 +173,8 @@ class SketchSpace:
 
 
 def _register_block(info: StageInfo, p: Point) -> None:
-    """GEMM-like stages (an input worth packing): the input packed into panels of 32 columns and a
+    """GEMM-like stages (an input worth packing): the input packed into panels of 32 columns (if the
+    reduction is long enough for the panel's stream to pay for its copy) and a
     register block of 8 rows x 32 lanes accumulated over the whole reduction, its 4-long inner
     reduction loop and rows unrolled (``gemm_packed_cpu``'s shape); 16 x 4 blocks per outer tile."""
     k, n = info.index, len(info.spatial)
@@ -188,7 +191,7 @@ def _register_block(info: StageInfo, p: Point) -> None:
     for a, e in enumerate(info.reduce):
         p.holes[f"T{k}.r{a}"] = [_best(e, (4, 2, 3)) if a == len(info.reduce) - 1 else 1]
     p.holes[f"T{k}.u"] = 64
-    p.holes[f"P{k}"] = 1
+    p.holes[f"P{k}"] = int(math.prod(info.reduce) >= PACK_MIN_REDUCE)
 
 
 def _cache_tile(info: StageInfo, p: Point) -> None:
