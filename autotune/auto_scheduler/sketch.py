@@ -184,8 +184,8 @@ def _register_block(info: StageInfo, p: Point) -> None:
             p.holes[f"T{k}.s{a}"] = [_best(e // l3, (4, 2)), 1, l3]
         elif a == n - 2:
             l3 = _best(e, (8, 4, 6, 2, 3))
-            rest = e // l3
-            p.holes[f"T{k}.s{a}"] = [_best(rest, (16, 8, 4, 2)), 1, l3]
+            rest = e // l3          # row blocks per tile, leaving the outer loop >= 2 for threads
+            p.holes[f"T{k}.s{a}"] = [_best(rest, [x for x in (16, 8, 4, 2) if rest // x >= 2]), 1, l3]
         else:
             p.holes[f"T{k}.s{a}"] = [1, 1, 1]
     for a, e in enumerate(info.reduce):
