@@ -8,6 +8,7 @@ loop, so tiling keeps data in cache: GEMM, convolution), who reads it, and the p
 - ``tile``: a reduction with data reuse, tiled SSRSRS; ``host`` is the elementwise consumer it is
   fused into (computed at that consumer's tile loops), if it has exactly one and of its shape;
 - ``rfactor``: a reduction whose spatial extent is too small to parallelize and whose reduction is long;
+  its ``packs`` are the inputs whose panels it may read repacked (see :func:`packable_inputs`);
 - ``simple``: everything else (injective outputs, reductions without reuse); a reduction whose every
   reader is one simple output (through inlined stages or other such reductions) may be computed at
   that output's outer loops (``attach``).
@@ -37,6 +38,7 @@ class StageInfo:
     guest: int | None = None                # the tile stage fused into this one
     attach: int | None = None               # simple reduction: the output it may be computed in
     guests: list = field(default_factory=list)       # simple reductions that may attach here
+    packs: list = field(default_factory=list)        # tile: (input stage, dim of j, outer dims, reduce dims)
 
     @property
     def name(self) -> str:
@@ -67,6 +69,33 @@ def has_data_reuse(op) -> bool:
     return False
 
 
+def packable_inputs(op) -> list[tuple]:
+    """The placeholder inputs of a reduction worth repacking into panels for its vectorized (last
+    spatial) axis ``j``: read only at plain loop variables, one dimension exactly ``j`` and another
+    a reduction variable.  Packed as ``[outer dims (j // bn for j), reduce dims, j % bn]`` the
+    innermost loop streams unit-stride ``bn``-wide rows of one panel (topi's ``dense_pack``: ``W[j, k]``
+    at ``[j // bn, k, j % bn]``).  Returns ``[(tensor op, dim of j, outer dims, reduce dims)]``."""
+    from tensorir.expr import Var
+    if not has_reduce(op) or not op.axis:
+        return []
+    j = op.axis[-1].var
+    reduce_vars = {iv.var for iv in op.reduce_axis}
+    loads: dict = {}
+    for load in collect(op.bodies, TensorLoad):
+        loads.setdefault(load.tensor.op, []).append(load)
+    out = []
+    for t_op, ls in loads.items():
+        if not isinstance(t_op, PlaceholderOp) or any(ld.indices != ls[0].indices for ld in ls):
+            continue
+        idx = ls[0].indices
+        if not all(isinstance(e, Var) for e in idx) or j not in idx or not reduce_vars & set(idx):
+            continue
+        dims = range(len(idx))
+        out.append((t_op, list(idx).index(j), [d for d in dims if idx[d] not in reduce_vars],
+                    [d for d in dims if idx[d] in reduce_vars]))
+    return out
+
+
 def analyze(dag) -> list[StageInfo]:
     s = dag.create_schedule()[0]
     infos = [StageInfo(k, st.op) for k, st in enumerate(s.stages)]
@@ -84,6 +113,7 @@ def analyze(dag) -> list[StageInfo]:
             info.kind = "inline"
         elif has_data_reuse(op):
             info.kind = "tile"
+            info.packs = [(index[t], *rest) for t, *rest in packable_inputs(op) if _extent(op.axis[-1]) % 8 == 0]
         elif info.reduce and math.prod(info.spatial) < RFACTOR_MAX_SPATIAL and \
                 math.prod(info.reduce) >= RFACTOR_MIN_REDUCE and op.num_outputs == 1:
             info.kind = "rfactor"
@@ -118,4 +148,4 @@ def effective_readers(infos: list[StageInfo], k: int) -> list[int]:
     return out
 
 
-__all__ = ["StageInfo", "analyze", "has_reduce", "has_data_reuse", "effective_readers"]
+__all__ = ["StageInfo", "analyze", "has_reduce", "has_data_reuse", "effective_readers", "packable_inputs"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 from .transform_step import (AnnotationStep, BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
-                             ComputeInlineStep, ComputeRootStep, FuseStep, PragmaStep, ReorderStep, RfactorStep,
-                             SplitStep, Step, steps_from_json, steps_to_json)
+                             ComputeInlineStep, ComputeRootStep, FuseStep, LayoutStep, PragmaStep, ReorderStep,
+                             RfactorStep, SplitStep, Step, steps_from_json, steps_to_json)
 
 
 class State:
@@ -95,6 +95,10 @@ class State:
         """Returns the index of the new partial-result stage; the reduction moves to the next index."""
         self.apply(RfactorStep(stage_id, self._i(stage_id, iv), factor_axis))
         return stage_id
+
+    def transform_layout(self, stage_id: int, layout) -> list:
+        """Store the stage in a tiled layout (``LayoutStep``'s triples); returns its new axes."""
+        return self.apply(LayoutStep(stage_id, tuple(int(x) for x in layout)))
 
     def _i(self, stage_id: int, iv) -> int:
         return iv if isinstance(iv, int) else self.iter_id(stage_id, iv)

@@ -6,12 +6,17 @@ spatial loops, two of reduction loops, ordered S0 S1 R0 S2 R1 S3), tiled into a 
 split by ``rfactor``, computed at their consumer's outer loop, or left at the root.  Its *holes*
 are numbers: tile lengths, unroll depth (the largest inner loop nest unrolled, Ansor's
 ``auto_unroll_max_step``), how many outer loops are fused into the parallel loop, vector length,
-rfactor length and whether a reduction is computed at its consumer.  A :class:`Point` is a sketch
-and its filled holes (a dict of JSON values); :meth:`SketchSpace.build` turns it into a
+rfactor length and whether a reduction is computed at its consumer, whether a GEMM-like stage reads
+its packable inputs repacked into panels (``P``, see ``analysis.packable_inputs``), the unrolling of
+a simple stage's loop outside its vector loop (``S.u``) or of its reduction loop (``S.ru``) and its
+rfactor length (``F``, 0: none).  A :class:`Point` is a sketch and its filled holes (a dict of JSON
+values); :meth:`SketchSpace.build` turns it into a
 :class:`~autotune.auto_scheduler.loop_state.State` whose steps are the record.
 
-``SketchSpace.default()`` is the heuristic point used with no measurement: register tiles of 4 x
-(16 or 32) lanes accumulating in a local cache, a parallel outer loop, unrolled inner loops.
+``SketchSpace.default()`` is the heuristic point used with no measurement: for GEMM-like stages
+the packed panel and a register block of 8 rows x 32 lanes over the whole reduction
+(``gemm_packed_cpu``'s shape), for others register tiles of 4 x (16 or 32) lanes accumulating in
+a local cache; a parallel outer loop, unrolled inner loops.
 """
 from __future__ import annotations
 
@@ -27,6 +32,8 @@ UNROLL_STEPS = (0, 16, 64, 512)
 MAX_SKETCHES = 16
 VECTOR_LANES = 16            # float32 lanes of one AVX-512 register
 MAX_VECTOR = 64
+PACK_MIN_REDUCE = 256        # default point: pack panels only for reductions at least this long (measured:
+                             # batch matmul with K = 64 is faster reading B in place)
 
 
 @dataclass
@@ -87,6 +94,8 @@ class SketchSpace:
                     p.holes[f"T{k}.r{a}"] = [_pick(rng, divisors(e), 16)]
                 p.holes[f"T{k}.u"] = rng.choice(UNROLL_STEPS)
                 p.holes[f"T{k}.p"] = rng.randint(1, len(info.spatial))
+                if info.packs:
+                    p.holes[f"P{k}"] = rng.randint(0, 1)
             elif info.kind == "rfactor":
                 p.holes[f"F{k}"] = _pick(rng, [d for d in divisors(info.reduce[-1]) if d >= 4] or [1], 128)
             elif info.kind == "simple" and info.guest is None:
@@ -97,11 +106,15 @@ class SketchSpace:
         k = info.index
         if info.guests:
             p.holes[f"A{k}"] = rng.randint(0, 1)
-        if info.reduce or not info.spatial:
-            p.holes[f"S{k}.p"] = rng.randint(0, len(info.spatial))
-            return
-        p.holes[f"S{k}.v"] = _pick(rng, [d for d in divisors(info.spatial[-1]) if d in (1, 4, 8, 16, 32, 64)], 64)
         p.holes[f"S{k}.p"] = rng.randint(0, len(info.spatial))
+        if info.reduce:
+            p.holes[f"S{k}.ru"] = _pick(rng, divisors(info.reduce[-1]), 16)
+            if info.op.num_outputs == 1 and info.reduce[-1] >= 16:
+                p.holes[f"F{k}"] = rng.choice([0, _pick(rng, [d for d in divisors(info.reduce[-1]) if d >= 4], 64)])
+        elif info.spatial:
+            v = p.holes[f"S{k}.v"] = _pick(rng, [d for d in divisors(info.spatial[-1])
+                                                 if d in (1, 4, 8, 16, 32, 64)], 64)
+            p.holes[f"S{k}.u"] = _pick(rng, divisors(info.spatial[-1] // v), 8)
 
     def default(self) -> Point:
         """The heuristic point: no measurement, used for every kernel without a record."""
@@ -109,21 +122,7 @@ class SketchSpace:
         for info in self.infos:
             k = info.index
             if info.kind == "tile":
-                n = len(info.spatial)
-                for a, e in enumerate(info.spatial):
-                    # a register tile of 4 x 32 lanes, accumulated over an L1-sized local tile
-                    if a == n - 1:
-                        l3 = _best(e, (32, 16, 8, 4, 2))
-                        p.holes[f"T{k}.s{a}"] = [1, _best(e // l3, (4, 2)), l3]
-                    elif a == n - 2:
-                        l3 = _best(e, (4, 2, 3))
-                        rest = e // l3          # rows per local tile, leaving the outer loop >= 2 for threads
-                        p.holes[f"T{k}.s{a}"] = [1, _best(rest, [x for x in (16, 8, 4, 2) if rest // x >= 2]), l3]
-                    else:
-                        p.holes[f"T{k}.s{a}"] = [1, 1, 1]
-                for a, e in enumerate(info.reduce):
-                    p.holes[f"T{k}.r{a}"] = [_best(e, (8, 4, 3, 2)) if a == len(info.reduce) - 1 else 1]
-                p.holes[f"T{k}.u"] = 16
+                (_register_block if info.packs else _cache_tile)(info, p)
                 p.holes[f"T{k}.p"] = _parallel_depth(info.spatial, [e // math.prod(p.holes[f"T{k}.s{a}"])
                                                                     for a, e in enumerate(info.spatial)])
             elif info.kind == "rfactor":
@@ -145,7 +144,7 @@ class SketchSpace:
             return q
         key = rng.choice(sorted(q.holes))
         info = self.infos[int(key[1:].split(".")[0])]
-        if key.startswith("T") and ".s" in key or ".r" in key:
+        if key.startswith("T") and (".s" in key or ".r" in key):
             extent = (info.spatial if ".s" in key else info.reduce)[int(key.split(".")[1][1:])]
             q.holes[key] = _move_factor(extent, q.holes[key], rng)
         else:
@@ -179,6 +178,47 @@ def make_space(dag, target: str = "llvm") -> SketchSpace:
         from .sketch_rules_gpu import GPUSketchSpace
         return GPUSketchSpace(dag)
     return SketchSpace(dag)
+
+
+def _register_block(info: StageInfo, p: Point) -> None:
+    """GEMM-like stages (an input worth packing): the input packed into panels of 32 columns (if the
+    reduction is long enough for the panel's stream to pay for its copy) and a
+    register block of 8 rows x 32 lanes accumulated over the whole reduction, its 4-long inner
+    reduction loop and rows unrolled (``gemm_packed_cpu``'s shape); 16 x 4 blocks per outer tile."""
+    k, n = info.index, len(info.spatial)
+    for a, e in enumerate(info.spatial):
+        if a == n - 1:
+            l3 = _best(e, (32, 16, 64, 8))
+            p.holes[f"T{k}.s{a}"] = [_best(e // l3, (4, 2)), 1, l3]
+        elif a == n - 2:
+            l3 = _best(e, (8, 4, 6, 2, 3))
+            rest = e // l3          # row blocks per tile, leaving the outer loop >= 2 for threads
+            p.holes[f"T{k}.s{a}"] = [_best(rest, [x for x in (16, 8, 4, 2) if rest // x >= 2]), 1, l3]
+        else:
+            p.holes[f"T{k}.s{a}"] = [1, 1, 1]
+    for a, e in enumerate(info.reduce):
+        p.holes[f"T{k}.r{a}"] = [_best(e, (4, 2, 3)) if a == len(info.reduce) - 1 else 1]
+    p.holes[f"T{k}.u"] = 64
+    p.holes[f"P{k}"] = int(math.prod(info.reduce) >= PACK_MIN_REDUCE)
+
+
+def _cache_tile(info: StageInfo, p: Point) -> None:
+    """Other tiled stages (convolutions): register tiles of 4 x (16 or 32) lanes accumulating in an
+    L1-sized local tile."""
+    k, n = info.index, len(info.spatial)
+    for a, e in enumerate(info.spatial):
+        if a == n - 1:
+            l3 = _best(e, (32, 16, 8, 4, 2))
+            p.holes[f"T{k}.s{a}"] = [1, _best(e // l3, (4, 2)), l3]
+        elif a == n - 2:
+            l3 = _best(e, (4, 2, 3))
+            rest = e // l3          # rows per local tile, leaving the outer loop >= 2 for threads
+            p.holes[f"T{k}.s{a}"] = [1, _best(rest, [x for x in (16, 8, 4, 2) if rest // x >= 2]), l3]
+        else:
+            p.holes[f"T{k}.s{a}"] = [1, 1, 1]
+    for a, e in enumerate(info.reduce):
+        p.holes[f"T{k}.r{a}"] = [_best(e, (8, 4, 3, 2)) if a == len(info.reduce) - 1 else 1]
+    p.holes[f"T{k}.u"] = 16
 
 
 def _best(n: int, prefs) -> int:

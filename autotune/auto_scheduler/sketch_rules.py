@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from .analysis import RFACTOR_MAX_SPATIAL
 from .loop_state import State
 
 
@@ -21,6 +22,8 @@ def build_state(policy, p) -> State:
             state.compute_inline(state.stage_id(info.op))
     for info in reversed(infos):
         k = info.index
+        if info.kind == "tile" and h.get(f"P{k}", 0):
+            _pack(state, info, h, infos)
         if info.kind == "tile" and info.host is None:
             if sketch.get(k, False):
                 cid = state.cache_write(state.stage_id(info.op), "local")
@@ -33,13 +36,28 @@ def build_state(policy, p) -> State:
         elif info.kind == "simple":
             _simple(state, info, h, infos)
         elif info.kind == "rfactor":
-            _rfactor(state, state.stage_id(info.op), info, h)
+            _rfactor(state, state.stage_id(info.op), info, h, depth=len(info.spatial))
     return state
 
 
 def _tiles(info, h) -> tuple[list, list]:
     k = info.index
     return ([h[f"T{k}.s{a}"] for a in range(len(info.spatial))], [h[f"T{k}.r{a}"] for a in range(len(info.reduce))])
+
+
+def _pack(state: State, info, h, infos) -> None:
+    """Read each packable input through a ``global`` copy in panel layout ``[outer dims with
+    j // bn, reduce dims, j % bn]`` (``bn``: the vector tile of the last spatial axis ``j``), built
+    at the root with its outer dims fused into a parallel loop and ``j % bn`` vectorized."""
+    bn = h[f"T{info.index}.s{len(info.spatial) - 1}"][2]
+    if bn == 1:
+        return
+    for src, d, outer, red in info.packs:
+        cid = state.cache_read(state.stage_id(infos[src].op), "global", [state.stage_id(info.op)])
+        layout = [x for e in outer + red for x in (e, bn if e == d else 1, 0)] + [d, 1, bn]
+        axes = state.transform_layout(cid, layout)
+        state.vectorize(cid, axes[-1])
+        _parallel(state, cid, axes[:len(outer)])
 
 
 def _annotate_inner(state: State, sid: int, inner: list, extents: dict, max_step: int) -> None:
@@ -123,22 +141,33 @@ def _tile_pair(state: State, oid: int, tid: int, info, h) -> None:
 
 
 def _simple(state: State, info, h, infos) -> None:
-    """A root stage: parallel outer loops, the last loop split and its inner part vectorized; the
-    reductions attached here are computed at its outer fused loop."""
+    """A root stage: parallel outer loops, the last loop split and its inner part vectorized and the
+    loop outside it unrolled (``S.u``); a reduction's innermost loop split and unrolled (``S.ru``) or
+    factored into vectorized partial results (``F``, at the root only); the reductions attached
+    here are computed at its outer fused loop."""
     k = info.index
     sid = state.stage_id(info.op)
-    if info.attach is not None and h.get(f"A{info.attach}", 0):
+    attached = info.attach is not None and h.get(f"A{info.attach}", 0)
+    if info.reduce and not attached and h.get(f"F{k}", 0):
+        _rfactor(state, sid, info, h, h[f"F{k}"], h.get(f"S{k}.p", 1))
+        return
+    if info.reduce and h.get(f"S{k}.ru", 1) > 1:
+        ri = state.split(sid, state.leaves(sid)[-1], [h[f"S{k}.ru"]])
+        state.unroll(sid, ri[1])
+    if attached:
         return                                   # computed at its consumer (done when the consumer was built)
     guests = [infos[g] for g in info.guests] if h.get(f"A{k}", 0) else []
     leaves = state.leaves(sid)[:len(info.spatial)]
     if not leaves:
         return
-    v = h.get(f"S{k}.v", 1)
+    v, u = h.get(f"S{k}.v", 1), h.get(f"S{k}.u", 1)
     depth = len(guests[0].spatial) if guests else h[f"S{k}.p"]
     if v > 1 and not info.reduce and depth < len(leaves):
-        last = state.split(sid, leaves[-1], [v])
-        state.vectorize(sid, last[1])
-        leaves = leaves[:-1] + [last[0]]
+        parts = state.split(sid, leaves[-1], [u, v] if u > 1 else [v])
+        state.vectorize(sid, parts[-1])
+        if u > 1:
+            state.unroll(sid, parts[1])
+        leaves = leaves[:-1] + [parts[0]]
     if depth:
         fused = state.fuse(sid, leaves[:depth])
         state.parallel(sid, fused)
@@ -146,19 +175,22 @@ def _simple(state: State, info, h, infos) -> None:
             state.compute_at(state.stage_id(g.op), sid, fused)
 
 
-def _rfactor(state: State, sid: int, info, h) -> None:
+def _rfactor(state: State, sid: int, info, h, length: int | None = None, depth: int = 1) -> None:
     """Split the innermost reduction loop, factor out its inner part: partial results computed with
-    the factored loop innermost and vectorized, then reduced."""
+    the factored loop innermost and vectorized, then reduced (its first ``depth`` spatial loops
+    fused and parallel in both stages, if the stage has enough points)."""
     n = len(info.spatial)
     k = state.leaves(sid)[-1]
-    ko, ki = state.split(sid, k, [h[f"F{info.index}"]])
+    ko, ki = state.split(sid, k, [length or h[f"F{info.index}"]])
     rf = state.rfactor(sid, ki, 0)
     rl = state.leaves(rf)           # [k.v, spatial..., other reduction loops]
     state.reorder(rf, rl[1:] + rl[:1])
     state.vectorize(rf, rl[0])
-    if n and math.prod(info.spatial) > 1:
+    if n and depth and math.prod(info.spatial) > 1:
         rl = state.leaves(rf)
-        state.parallel(rf, state.fuse(rf, rl[:n]))
+        state.parallel(rf, state.fuse(rf, rl[:min(depth, n)]))
+        if math.prod(info.spatial) >= RFACTOR_MAX_SPATIAL:
+            _parallel(state, rf + 1, state.leaves(rf + 1)[:min(depth, n)])
 
 
 __all__ = ["build_state"]

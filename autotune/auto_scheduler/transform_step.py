@@ -21,6 +21,8 @@ CI / CR  ["CI", s] / ["CR", s]                      compute_inline / compute_roo
 CHR      ["CHR", s, scope, [reader stages]]         cache_read (a new stage after s)
 CHW      ["CHW", s, scope]                          cache_write (a new stage before s)
 RF       ["RF", s, i, factor_axis]                  rfactor over reduce loop i (a new stage before s)
+TL       ["TL", s, [d0, q0, m0, d1, q1, m1, ...]]   transform_layout: index k of the new layout is
+                                                    (old index d_k // q_k) % m_k (m_k = 0: no modulo)
 =======  =========================================  ==============================================
 """
 from __future__ import annotations
@@ -223,6 +225,32 @@ class RfactorStep(Step):
         return sch.rfactor(st.op.output(0), iter_at(st, self.iter_id), self.factor_axis)
 
 
+@_register
+@dataclass(frozen=True)
+class LayoutStep(Step):
+    """``transform_layout`` by a tiling map given as data: triples (old dimension, divisor, modulus),
+    one per new dimension; ``[0, 32, 0, 1, 1, 0, 0, 1, 32]`` stores ``W[j, k]`` at
+    ``[j // 32, k, j % 32]`` (topi's packed dense layout).  Returns the new axes."""
+    kind: ClassVar[str] = "TL"
+    layout: tuple
+
+    def apply(self, sch):
+        st = stage_at(sch, self.stage_id)
+        spec = [self.layout[k:k + 3] for k in range(0, len(self.layout), 3)]
+        ndim = len(st.op.output(0).shape)
+        if len(self.layout) % 3 or any(not 0 <= d < ndim or q < 1 or m < 0 for d, q, m in spec):
+            raise ScheduleError(f"stage {st.op.name}: layout step {list(self.layout)}: give (dimension < {ndim}, "
+                                "divisor >= 1, modulus >= 0) triples")
+
+        def mapping(*idx):
+            out = []
+            for d, q, m in spec:
+                e = idx[d] // q if q > 1 else idx[d]
+                out.append(e % m if m else e)
+            return out
+        return st.transform_layout(mapping)
+
+
 def step_from_json(v) -> Step:
     """The step a JSON list describes; a malformed one raises ``ValueError`` naming it."""
     if not isinstance(v, list) or not v or v[0] not in STEP_KINDS:
@@ -256,4 +284,4 @@ def steps_to_json(steps) -> list:
 
 __all__ = ["Step", "SplitStep", "ReorderStep", "FuseStep", "AnnotationStep", "PragmaStep", "BindStep",
            "ComputeAtStep", "ComputeInlineStep", "ComputeRootStep", "CacheReadStep", "CacheWriteStep",
-           "RfactorStep", "step_from_json", "steps_from_json", "steps_to_json", "STEP_KINDS"]
+           "RfactorStep", "LayoutStep", "step_from_json", "steps_from_json", "steps_to_json", "STEP_KINDS"]
