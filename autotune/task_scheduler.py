@@ -37,30 +37,20 @@ class TaskStoppedWarning(UserWarning):
 
 
 # -- one task's tuning, batch by batch --------------------------------------------------------------------
-class _KeepOpen:
-    """A builder or runner whose ``close`` waits for the scheduler's: the search closes its measurer after
-    every run, and the worker processes (and the runner's reference outputs) should last the whole tune."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def close(self) -> None:
-        pass
-
-
 class KernelTuner:
     """Drives one :class:`~autotune.task_extraction.KernelSearchTask` batch by batch: the default
-    schedule once, then the auto-scheduler's search (``SketchPolicy``) ``n`` more trials at a time."""
+    schedule once, then rounds of the auto-scheduler's search (``SketchPolicy.continue_search_one_round``)
+    measured by the scheduler's ``ProgramMeasurer`` (open for the whole tune; its callback logs).
+    The search shares the study of ``storage`` (default: SQLite beside the log); the default schedule
+    is claimed there too (config index 0), so processes on one storage measure it once in total."""
 
-    def __init__(self, task, log: str, measure, storage=None, seed: int = 0):
+    def __init__(self, task, log: str, measurer, storage=None, seed: int = 0, cost_model=None):
         from .auto_scheduler.search_policy import SketchPolicy
-        self.task, self.log, self.measure, self.storage, self.seed = task, log, measure, storage, seed
-        self.policy = SketchPolicy(task, verbose=0)
+        from .tuner.study import sqlite_url
+        self.task, self.log, self.measurer = task, log, measurer
+        self.policy = SketchPolicy(task, program_cost_model=cost_model, seed=seed, verbose=0)
+        self.policy.share(storage if storage is not None else sqlite_url(log + ".study.db"), log)
         self.default_measured = not hasattr(task, "default_config")
-        self._results: list = []
 
     @property
     def name(self) -> str:
@@ -71,7 +61,8 @@ class KernelTuner:
         return float(self.task.flop or 0.0)
 
     def resume(self) -> list[tuple[float, str]]:
-        """The task's trials already in the log, as ``(cost, error)`` (cost inf on error)."""
+        """The task's trials already in the log, as ``(cost, error)`` (cost inf on error); the search
+        preloads them (``SketchPolicy.preload``) and the shared study gets any it lacks."""
         from .auto_scheduler.compute_dag import key_hash
         from .record import records_of
         out = []
@@ -84,40 +75,51 @@ class KernelTuner:
             if r.workload[0] != "auto_scheduler" or r.target != self.task.target or \
                     key_hash(r.workload[1][0]) != key_hash(self.task.workload_key):
                 continue
-            if isinstance(r.knobs, dict) and "default" in r.knobs:
+            if isinstance(r.knobs, dict) and "default" in r.knobs and not self.default_measured:
                 self.default_measured = True
+                if self.policy.shared.status(r.index) == "free":
+                    self.policy.shared.record_known_index(r.index, r.result, dict(r.knobs))
             out.append((r.cost if r.result.ok else math.inf, r.result.error_msg))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self.policy._resume([self.log])
+            self.policy.preload(self.log)
         return out
 
-    def batch(self, n: int) -> list[tuple[float, str]]:
-        from .auto_scheduler.records import RecordToFile
-        from .auto_scheduler.search_task import TuningOptions
-        from .record import append_records, make_record
-        out = []
-        if not self.default_measured:
-            inp = MeasureInput(self.task, self.task.default_config())
-            res = self.measure.measure([inp])[0]
-            append_records(self.log, [make_record(inp, res)])
+    def _default(self) -> list[tuple[float, str]]:
+        """Measure the default schedule unless a peer on the storage has (or is measuring it now)."""
+        config = self.task.default_config()
+        status = self.policy.shared.status(config.index)
+        if status == "finished":
             self.default_measured = True
-            out.append((res.cost if res.ok else math.inf, res.error_msg))
-            n -= 1
+        if status != "free":
+            return []
+        trial = self.policy.shared.claim_index(config.index, config.knobs())
+        if trial is None:
+            return []
+        inp = MeasureInput(self.task, config)
+        try:
+            res = self.measurer.build_and_run([inp])[0]
+        except BaseException:
+            self.policy.shared.release(trial)
+            raise
+        try:
+            self.measurer.run_callbacks(self.policy, [inp], [res])     # logged before it is finished
+        finally:
+            self.policy.shared.finish(trial, res)
+        self.default_measured = True
+        return [(res.cost if res.ok else math.inf, res.error_msg)]
+
+    def batch(self, n: int) -> list[tuple[float, str]]:
+        out = self._default() if not self.default_measured else []
+        n -= len(out)
         if n <= 0:
             return out
-        self._results = []
-        extra = {} if self.storage is None else {"storage": self.storage}
-        opts = TuningOptions(num_measure_trials=len(self.policy.measured) + n, num_measures_per_round=n, verbose=0,
-                             builder=_KeepOpen(self.measure.builder), runner=_KeepOpen(self.measure.runner),
-                             seed=self.seed,
-                             measure_callbacks=[RecordToFile(self.log), self._collect], **extra)
-        self.seed += 1
-        self.policy.run(opts)
-        return out + self._results
-
-    def _collect(self, policy, inputs, results) -> None:
-        self._results += [(r.cost if r.ok else math.inf, r.error_msg) for r in results]
+        results = []
+        for _ in range(5):          # peers may claim every candidate of a round: learn, propose again
+            inputs, results = self.policy.continue_search_one_round(n, self.measurer)
+            if inputs or self.policy.exhausted:
+                break
+        return out + [(r.cost if r.ok else math.inf, r.error_msg) for r in results]
 
 
 # -- the scheduler ------------------------------------------------------------------------------------------
@@ -162,12 +164,14 @@ class TaskScheduler:
         self.strategy, self.alpha, self.beta, self.window = strategy, alpha, beta, backward_window_size
         self.early_stopping, self.give_up_after, self.verbose = early_stopping, give_up_after, verbose
         self.load_log_file = load_log_file
+        self.cost_model = None              # the auto-scheduler's XGBModel all tasks share (set by tune)
         self.states: list[_TaskState] = []
         self.curve: list[tuple[int, float, float]] = []   # (total trials, seconds, estimated latency)
 
     # -- what tests may replace ---------------------------------------------------------------------------
     def make_tuner(self, task, log: str, measure, storage):
-        return KernelTuner(task, log, measure, storage)
+        """The batch-by-batch tuner of one task (``measure``: the scheduler's ``ProgramMeasurer``)."""
+        return KernelTuner(task, log, measure, storage, cost_model=self.cost_model)
 
     # -- the objective ---------------------------------------------------------------------------------------
     def estimated_latency(self) -> float:
@@ -201,12 +205,14 @@ class TaskScheduler:
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def tune(self, n_trials: int, measure_option=None, log: str | None = None, max_seconds: float | None = None,
-             storage=None, num_measures_per_round: int = 8, progress: bool = True):
+             storage=None, num_measures_per_round: int = 8, progress: bool = True, history=None):
         """Tune until the log holds ``n_trials`` trials of these tasks (a rerun resumes), ``max_seconds``
         pass, or every task stopped.  ``measure_option``: ``autotune.measure_option(builder, runner)``
         (default: local).  ``storage``: passed to each task's search (several processes).  ``n_trials``
         may be TVM's ``auto_scheduler.TuningOptions`` (trials, builder, runner, ``RecordToFile`` log);
-        ``log`` defaults to the constructor's ``load_log_file``."""
+        ``log`` defaults to the constructor's ``load_log_file``.  ``history``: logs (of other models or
+        kernels) whose auto-scheduler records pretrain the cost model all tasks share
+        (``XGBModel.update_from_file``: records whose DAG cannot be rebuilt are skipped and counted)."""
         n_trials, measure_option, log = self._from_tuning_options(n_trials, measure_option, log)
         log = log if log is not None else self.load_log_file
         if log is None:
@@ -215,7 +221,15 @@ class TaskScheduler:
         if storage is not None and not storage_supported():
             raise NotImplementedError("TaskScheduler.tune(storage=...): this auto-scheduler cannot share trials "
                                       "through a storage yet (auto_scheduler.TuningOptions has no storage field)")
-        measure = measure_option if measure_option is not None else make_measure_option()
+        from .auto_scheduler.cost_model import XGBModel
+        from .auto_scheduler.measure import ProgramMeasurer
+        from .auto_scheduler.records import RecordToFile
+        option = measure_option if measure_option is not None else make_measure_option()
+        measure = ProgramMeasurer.from_option(option, [RecordToFile(log)])
+        self.cost_model = XGBModel(seed=0)
+        for h in [history] if isinstance(history, (str, os.PathLike)) else list(history or ()):
+            self.cost_model.update_from_file(h, target=self.tasks[0].target if hasattr(self.tasks[0], "target") else None)
+        _register(self.tasks, log)
         groups = [getattr(t, "anchor_op", None) or "injective" for t in self.tasks]
         self.states = [_TaskState(self.make_tuner(t, log, measure, storage), w, g)
                        for t, w, g in zip(self.tasks, self.weights, groups)]
@@ -260,9 +274,7 @@ class TaskScheduler:
         finally:
             if bar is not None:
                 bar.close()
-            close = getattr(measure, "close", None)
-            if close is not None:
-                close()
+            measure.close()
         if self.verbose:
             print(self.table(), file=sys.stderr)
         return self
@@ -322,6 +334,17 @@ class TaskScheduler:
         return [{"task": s.tuner.name, "weight": s.weight, "trials": s.trials, "best": s.best,
                  "share": s.weight * s.best / total if total and math.isfinite(s.best) else 0.0,
                  "stopped": s.stopped} for s in self.states]
+
+
+def _register(tasks, log: str) -> None:
+    """Make the tasks' DAGs findable from their records: registered here, and in the log's task sidecar
+    (so a later ``--history`` of this log can featurize them in another process)."""
+    from .auto_scheduler.workload_registry import register_workload_tensors, save_task_payloads
+    searched = [t for t in tasks if hasattr(t, "compute_dag") and hasattr(t, "payload")]
+    for t in searched:
+        register_workload_tensors(t.workload_key, t.compute_dag.tensors)
+    if searched:
+        save_task_payloads(log, searched)
 
 
 def storage_supported() -> bool:
