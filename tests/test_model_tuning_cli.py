@@ -77,3 +77,39 @@ def test_tune_model_bad_arguments(tuned, capsys):
                  "--time-budget", "soon"]) == 2
     assert "--time-budget" in capsys.readouterr().err
     assert parse_duration("1h") == 3600 and parse_duration("90m") == 5400 and parse_duration("30") == 30
+
+
+HISTORY_PROBE = """
+import sys, warnings
+from autotune.auto_scheduler import XGBModel
+m = XGBModel()
+with warnings.catch_warnings():
+    warnings.simplefilter("error")          # nothing may be skipped
+    print("LEARNED", m.update_from_file(sys.argv[1]), m.is_trained)
+"""
+
+
+def test_tune_model_with_history(tuned, capsys, tmp_path):
+    """``--history`` pretrains the cost model on an earlier log; its DAGs come from the log's task
+    sidecar, so a fresh process (no task registered) featurizes every record."""
+    import os
+    import subprocess
+    import sys
+    from conftest import ROOT
+    d, model, log = tuned
+    assert os.path.exists(str(log) + ".tasks.jsonl")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", HISTORY_PROBE, str(log)], env=env, cwd=ROOT, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "LEARNED 20 True" in r.stdout
+    new = tmp_path / "again.jsonl"
+    args = [a for a in TUNE if a != "20"]
+    args[args.index("--trials")] = "--trials=4"
+    assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(new), "--history", str(log),
+                 *args]) == 0
+    assert "pretrained on 20 record(s) of 1 log(s)" in capsys.readouterr().out
+    assert len(_lines(new)) == 4
+    assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(new), "--history",
+                 str(tmp_path / "nope.jsonl"), *args]) == 2
+    assert "--history" in capsys.readouterr().err
