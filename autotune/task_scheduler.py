@@ -122,6 +122,39 @@ class KernelTuner:
         return out + [(r.cost if r.ok else math.inf, r.error_msg) for r in results]
 
 
+class TemplateKernelTuner:
+    """Drives one :class:`~autotune.kernel_templates.KernelTemplateTask` batch by batch with a template
+    tuner (``ModelTuner``: its fallback config, the default rule's block, first), measuring with the
+    scheduler's ``ProgramMeasurer`` and logging to the same log; each batch resumes from the log."""
+
+    def __init__(self, task, log: str, measurer, storage=None, seed: int = 0):
+        from .tuner import ModelTuner
+        self.task, self.log = task, log
+        self.tuner = ModelTuner(task, seed=seed, storage=storage)
+        self.option = measurer.as_measure_option()
+        self.logged = 0
+
+    name = property(lambda self: self.task.desc)
+    flop = property(lambda self: float(self.task.flop or 0.0))
+
+    def resume(self) -> list[tuple[float, str]]:
+        from .record import records_of
+        if not os.path.exists(self.log):
+            return []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mine = [r for r in records_of(self.log) if r.key == (self.task.workload, self.task.target)]
+        self.logged = len(mine)
+        return [(r.cost if r.result.ok else math.inf, r.result.error_msg) for r in mine]
+
+    def batch(self, n: int) -> list[tuple[float, str]]:
+        from .callback import log_to_file
+        before = len(self.tuner.history)
+        self.tuner.tune(max(self.tuner.trials_done, self.logged) + n, measure_option=self.option,
+                        callbacks=[log_to_file(self.log)])
+        return [(r.cost if r.ok else math.inf, r.error_msg) for _, r in self.tuner.history[before:]]
+
+
 # -- the scheduler ------------------------------------------------------------------------------------------
 class _TaskState:
     def __init__(self, tuner, weight: float, group):
@@ -170,7 +203,11 @@ class TaskScheduler:
 
     # -- what tests may replace ---------------------------------------------------------------------------
     def make_tuner(self, task, log: str, measure, storage):
-        """The batch-by-batch tuner of one task (``measure``: the scheduler's ``ProgramMeasurer``)."""
+        """The batch-by-batch tuner of one task (``measure``: the scheduler's ``ProgramMeasurer``): a
+        template tuner for a hand-template task, the auto-scheduler's search for the others."""
+        from .kernel_templates import KernelTemplateTask
+        if isinstance(task, KernelTemplateTask):
+            return TemplateKernelTuner(task, log, measure, storage)
         return KernelTuner(task, log, measure, storage, cost_model=self.cost_model)
 
     # -- the objective ---------------------------------------------------------------------------------------
@@ -339,8 +376,9 @@ class TaskScheduler:
 def _register(tasks, log: str) -> None:
     """Make the tasks' DAGs findable from their records: registered here, and in the log's task sidecar
     (so a later ``--history`` of this log can featurize them in another process)."""
+    from .auto_scheduler.search_task import SearchTask
     from .auto_scheduler.workload_registry import register_workload_tensors, save_task_payloads
-    searched = [t for t in tasks if hasattr(t, "compute_dag") and hasattr(t, "payload")]
+    searched = [t for t in tasks if isinstance(t, SearchTask)]
     for t in searched:
         register_workload_tensors(t.workload_key, t.compute_dag.tensors)
     if searched:
@@ -383,4 +421,4 @@ def read_progress(log: str, complete_only: bool = False) -> list[tuple[int, floa
     return _read_progress(str(log) + ".progress.jsonl", complete_only)
 
 
-__all__ = ["TaskScheduler", "KernelTuner", "TaskStoppedWarning", "read_progress", "storage_supported"]
+__all__ = ["TaskScheduler", "KernelTuner", "TemplateKernelTuner", "TaskStoppedWarning", "read_progress", "storage_supported"]

@@ -47,6 +47,12 @@ class ProgramMeasurer:
         self.run_callbacks(policy, inputs, results)
         return results
 
+    def as_measure_option(self) -> "BorrowedOption":
+        """This measurer as an ``autotune.measure_option`` for a template ``Tuner.tune``: it measures with
+        the same builder and runner, and the tuner's ``close`` at the end of its tune leaves them open
+        (this measurer's ``close`` ends them)."""
+        return BorrowedOption(self)
+
     def close(self) -> None:
         close = getattr(self.option, "close", None)
         if close is not None:
@@ -59,4 +65,17 @@ class ProgramMeasurer:
         self.close()
 
 
-__all__ = ["ProgramMeasurer"]
+class BorrowedOption:
+    """A measure option over a ``ProgramMeasurer``'s builder and runner that its borrower cannot close."""
+
+    def __init__(self, measurer: ProgramMeasurer):
+        self.measurer = measurer
+
+    def measure(self, inputs) -> list:
+        return self.measurer.build_and_run(inputs)
+
+    def close(self) -> None:
+        """Nothing: the measurer that lent it closes the builder and the runner."""
+
+
+__all__ = ["ProgramMeasurer", "BorrowedOption"]
