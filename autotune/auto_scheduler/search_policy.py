@@ -1,18 +1,22 @@
 """``SketchPolicy``: evolutionary search over sketch points, ranked by the learned cost model.
 
-Each round: a population of random points from the sketches plus mutations and crossovers of the
-best measured points is built into states, lowered (no isl check) and scored by autotune's
-``CostModel`` on ``features.extract`` of the loop IR; a second generation mutates the best scored.
-The round measures the top ``num_measures_per_round`` new states, with an ``eps_greedy`` share
-drawn at random from the rest (the first round: the default point first, the rest at random), and
-the model is refit on every measurement.  States whose steps are in the log already count as
-measured trials and are never measured again (resume).  Candidates isl refuses when they are built
-(an access out of bounds, a racing parallel or vector loop) cost one trial and are counted.
+One round (``continue_search_one_round(n, measurer)``, TVM's name): a population of random points from
+the sketches plus mutations and crossovers of the best measured points is built into states, lowered
+(no isl check) and scored by the policy's ``XGBModel`` on ``features.extract`` of the loop IR; a
+second generation mutates the best scored.  The round measures the top ``n`` new states with the
+``ProgramMeasurer`` (builder, runner and callbacks, open across rounds), an ``eps_greedy`` share drawn
+at random from the rest, and the model is refit on every measurement.  Until the model is trained the
+first round is the default point and random ones; a model pretrained on other tasks' records
+(``XGBModel.update_from_file``, transfer) ranks the first round already (the default point first).
+``preload(log)`` (``PreloadMeasuredStates``, an init-search callback) reads the task's trials of a log:
+they count as measured and are never measured again (resume).  Candidates isl refuses when they are
+built (an access out of bounds, a racing parallel or vector loop) cost one trial and are counted.
+``run(options)`` is TVM's search: preload the options' log, then rounds until the trials are in it.
 
-With a shared study (``TuningOptions.storage``, or SQLite beside the log: ``storage.py``) each round
-first learns the trials other processes finished (model data and best, not counted as this
-process's trials), skips candidates measured or claimed elsewhere, and claims its batch before
-measuring it; a trial is logged before it is finished in the study.
+With a shared study (``share(storage, log)``; ``run`` joins ``TuningOptions.storage``, or SQLite beside
+the log: ``storage.py``) each round first learns the trials other processes finished (model data and
+best, not counted as this process's trials), skips candidates measured or claimed elsewhere, and
+claims its batch before measuring it; a trial is logged before it is finished in the study.
 """
 from __future__ import annotations
 
