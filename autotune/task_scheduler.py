@@ -78,7 +78,7 @@ class TaskScheduler:
         self.strategy, self.alpha, self.beta, self.window = strategy, alpha, beta, backward_window_size
         self.early_stopping, self.give_up_after, self.verbose = early_stopping, give_up_after, verbose
         self.load_log_file = load_log_file
-        self.cost_model = None              # the auto-scheduler's XGBModel all tasks share (set by tune)
+        self.cost_model = None              # the XGBModel pretrained on the history (set by tune)
         self.states: list[_TaskState] = []
         self.curve: list[tuple[int, float, float]] = []   # (total trials, seconds, estimated latency)
 
@@ -89,7 +89,8 @@ class TaskScheduler:
         from .kernel_templates import KernelTemplateTask
         if isinstance(task, KernelTemplateTask):
             return TemplateKernelTuner(task, log, measure, storage)
-        return KernelTuner(task, log, measure, storage, cost_model=self.cost_model)
+        model = self.cost_model.copy() if self.cost_model is not None and len(self.cost_model) else None
+        return KernelTuner(task, log, measure, storage, cost_model=model)
 
     # -- the objective ---------------------------------------------------------------------------------------
     def estimated_latency(self) -> float:
@@ -129,8 +130,9 @@ class TaskScheduler:
         (default: local).  ``storage``: passed to each task's search (several processes).  ``n_trials``
         may be TVM's ``auto_scheduler.TuningOptions`` (trials, builder, runner, ``RecordToFile`` log);
         ``log`` defaults to the constructor's ``load_log_file``.  ``history``: logs (of other models or
-        kernels) whose auto-scheduler records pretrain the cost model all tasks share
-        (``XGBModel.update_from_file``: records whose DAG cannot be rebuilt are skipped and counted)."""
+        kernels) whose auto-scheduler records pretrain the cost model (``XGBModel.update_from_file``:
+        records whose DAG cannot be rebuilt are skipped and counted); each task's search starts from a
+        copy of it and learns on alone (one model over every task's rows would refit ever slower)."""
         n_trials, measure_option, log = self._from_tuning_options(n_trials, measure_option, log)
         log = log if log is not None else self.load_log_file
         if log is None:

@@ -209,3 +209,16 @@ def test_search_with_a_pretrained_model_and_preloaded_states(tmp_path):
     assert len(inputs) == len(results) == 4 and again.trials_done == 12
     steps = [json.dumps(r.knobs["steps"]) for r in load_records(log)]
     assert len(steps) == 12 == len(set(steps))       # nothing measured twice
+
+
+def test_model_copy_learns_on_alone(tmp_path):
+    """The task scheduler gives each task's search a copy of the pretrained model."""
+    model = auto_scheduler.XGBModel()
+    model.update_from_file(_synthetic_log(str(tmp_path / "gemm128.jsonl"), 128, 16, seed=3))
+    task, inputs = _candidates(256, 4, seed=5)
+    states = [i.config.payload for i in inputs]
+    copy = model.copy()
+    assert copy.is_trained and np.array_equal(copy.predict(task, states), model.predict(task, states))
+    copy.add(np.zeros(len(copy.X[0])), 1e-3, "other")
+    copy.fit()
+    assert len(copy) == 17 and len(model) == 16

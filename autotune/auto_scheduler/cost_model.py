@@ -63,6 +63,15 @@ class XGBModel:
     def __len__(self) -> int:
         return len(self.costs)
 
+    def copy(self) -> "XGBModel":
+        """A model with the same rows and the same fit, learning on from here on its own (the task
+        scheduler gives each task a copy of the model pretrained on the history)."""
+        import copy
+        other = XGBModel(model=copy.copy(self.model))      # shares the fitted trees until it refits
+        other.X, other.costs, other.groups = list(self.X), list(self.costs), list(self.groups)
+        other.loaded, other.skipped = self.loaded, Counter(self.skipped)
+        return other
+
     # -- learning --------------------------------------------------------------------------------------
     def add(self, vec, cost: float, group: str) -> None:
         """One row: features, cost in seconds (inf: failed), its task's name."""
