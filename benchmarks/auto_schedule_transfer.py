@@ -9,9 +9,10 @@ halves: the within-task ceiling of this cost model).
 
     python benchmarks/auto_schedule_transfer.py [--from 128] [--to 256] [--history 48] [--held-out 24]
 
-On the busy two-core dev machine (TILETUNE_NUM_THREADS=1, other jobs running) three runs of the
-defaults gave 0.51, 0.63 and 0.65 transferred, about 0.6 within the task: the candidates' times
-cluster within 2x, and close ones swap between runs.
+On the busy two-core dev machine (TILETUNE_NUM_THREADS=1, other jobs running), the defaults: untrained
+0.500; transferred 0.632 / 0.714 / 0.626 (model seeds 0-2, 182 pairs) against 0.50-0.57 within GEMM 256
+from 12 of its own candidates; earlier runs 0.51-0.65 transferred (the candidates' times cluster within
+2x, and close ones swap between runs).
 """
 from __future__ import annotations
 
