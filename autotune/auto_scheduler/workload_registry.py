@@ -19,7 +19,7 @@ import ast
 import json
 import os
 
-from .compute_dag import _WORKLOADS, ComputeDAG, key_hash
+from .compute_dag import ComputeDAG, key_hash, workload_func
 
 _TENSORS: dict[str, tuple[str, list]] = {}          # key hash -> (workload key, tensors)
 TASKS_SUFFIX = ".tasks.jsonl"
@@ -43,16 +43,16 @@ def workload_key_to_tensors(workload_key: str) -> list:
 
 
 def _dag_from_function(workload_key: str) -> ComputeDAG | None:
-    """The DAG of a registered function whose name and literal arguments spell the key's readable part."""
+    """The DAG of a registered function whose name and literal arguments spell the key's readable part
+    (``matmul_256_256_256``: each split of the name into a registered function and its arguments)."""
     readable, h = workload_key.rsplit("-", 1)[0], key_hash(workload_key)
-    for name, func in list(_WORKLOADS.items()):
-        if readable != name and not readable.startswith(name + "_"):
-            continue
+    parts = readable.split("_")
+    for cut in range(len(parts), 0, -1):
         try:
-            args = [ast.literal_eval(a) if a[:1] in "([{'\"-0123456789" else a
-                    for a in readable[len(name) + 1:].split("_") if a] if readable != name else []
+            func = workload_func("_".join(parts[:cut]))
+            args = [ast.literal_eval(a) if a[:1] in "([{'\"-0123456789" else a for a in parts[cut:] if a]
             dag = ComputeDAG(func(*args))
-        except Exception:  # noqa: BLE001 - not this function, or arguments that do not read back
+        except Exception:  # noqa: BLE001 - not a registered name, or arguments that do not read back
             continue
         if dag.hash == h:
             return dag
