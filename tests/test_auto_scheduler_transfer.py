@@ -169,3 +169,20 @@ def test_model_copy_learns_on_alone(tmp_path):
     copy.add(np.zeros(len(copy.X[0])), 1e-3, "other")
     copy.fit()
     assert len(copy) == 17 and len(model) == 16
+
+
+def test_workload_registry_finds_dags_by_key():
+    """A record's DAG: registered tensors (TVM's ``register_workload_tensors``) or a registered function
+    spelled by the key, checked against the key's structural hash."""
+    from autotune.auto_scheduler import ComputeDAG, register_workload_tensors, workload_key_to_tensors
+    tensors, _ = dags.softmax()
+    key = ComputeDAG(tensors).workload_key("my_softmax")
+    with pytest.raises(KeyError, match="my_softmax"):
+        workload_key_to_tensors(key)
+    register_workload_tensors(key, tensors)
+    assert workload_key_to_tensors(key) == tensors
+    gemm_key = _task(64).workload_key
+    assert gemm_key.startswith("transfer_gemm_64-")
+    assert ComputeDAG(workload_key_to_tensors(gemm_key)).hash == _task(64).compute_dag.hash
+    with pytest.raises(KeyError):            # the name and arguments are right, the hash is not
+        workload_key_to_tensors("transfer_gemm_64-" + "0" * 20)
