@@ -3,6 +3,7 @@
 ::
 
     tiletune tune-model model.onnx --shape x=1,3,224,224 --trials N --log L [--time-budget 1h] [--storage URL]
+                        [--history OTHER.jsonl]
     tiletune compile model.onnx --shape x=1,3,224,224 [--target T] [--log L] -o out/
     tiletune run out/ --input x=x.npy [--output y.npz] [--bench]
     tiletune inspect out/ [--json]
@@ -103,6 +104,9 @@ def _tune_model(args: argparse.Namespace) -> int:
     if args.trials <= 0:
         raise CommandError(f"--trials {args.trials}: must be positive")
     budget = parse_duration(args.time_budget) if args.time_budget else None
+    for h in args.history:
+        if not os.path.exists(h):
+            raise CommandError(f"--history {h}: the log does not exist")
     g, params = graph.from_onnx(args.model, shape_dict)
     tasks, weights = extract_tasks(g, params, target=args.target)
     print(f"{args.model}: {len(tasks)} tasks ({sum(weights)} kernel calls per inference); log {args.log}")
@@ -112,9 +116,13 @@ def _tune_model(args: argparse.Namespace) -> int:
     sched = TaskScheduler(tasks, weights, strategy=args.strategy)
     try:
         sched.tune(args.trials, measure_option=measure, log=args.log, max_seconds=budget, storage=args.storage,
-                   num_measures_per_round=args.per_round)
+                   num_measures_per_round=args.per_round, history=args.history)
     except NotImplementedError as e:
         raise CommandError(str(e)) from None
+    if args.history:
+        skipped = sum(sched.cost_model.skipped.values())
+        print(f"history: the cost model was pretrained on {sched.cost_model.loaded} record(s) of "
+              f"{len(args.history)} log(s)" + (f", {skipped} skipped" if skipped else ""))
     print(f"tuned {sched.total_trials} trials; estimated model latency {sched.estimated_latency() * 1e3:.4f} ms; "
           f"deploy with: tiletune compile {args.model} " + " ".join(f"--shape {s}" for s in args.shape)
           + f" --log {args.log} -o OUT")
@@ -241,6 +249,9 @@ def add_model_commands(sub) -> None:
     tune.add_argument("--time-budget", default=None, metavar="T", help="stop after T (3600, 90m, 1h); a rerun resumes")
     tune.add_argument("--storage", default=None, help="optuna storage URL shared by several tuning processes")
     tune.add_argument("--strategy", default="gradient", choices=["gradient", "round-robin"])
+    tune.add_argument("--history", action="append", default=[], metavar="LOG",
+                      help="an earlier log (other models or kernels) whose records pretrain the cost model; "
+                           "repeatable")
     tune.add_argument("--per-round", type=int, default=16, help="trials per batch given to one task (default 16)")
     tune.add_argument("--n-parallel", type=int, default=None, help="build processes (default: CPU count)")
     tune.add_argument("--build-timeout", type=float, default=10.0)

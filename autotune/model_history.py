@@ -5,7 +5,9 @@
 
 Each kernel's DAG is matched by structural hash against the auto-scheduler records of the log: the
 fastest record wins, whether it is a searched schedule (its steps replayed) or the measured default
-schedule (knobs ``{"default": rule}``, written once per task by the task scheduler).  The manifest
+schedule (knobs ``{"default": rule}``, written once per task by the task scheduler); a kernel a hand
+template fits (``autotune.kernel_templates``) also takes the template's fastest record when it is faster,
+scheduled on the kernel's own tensors (``{"kind": "template", "template", "log", "record"}``).  The manifest
 then says ``{"kind": "record", "log", "log_sha256", "record": {workload_key, steps_sha256, cost}}`` or
 ``{"kind": "default", "rule", "measured": True, "cost"}``; kernels with no record keep their default
 schedule and are named in one warning (:meth:`HistorySchedule.warn_missing`).
@@ -79,6 +81,9 @@ class HistorySchedule:
             self.missing.append(kt.kernel.name if kt.kernel is not None else "?")
             return None
         recs = self.records.get(dag.hash)
+        templated = self._template_record(kt)
+        if templated is not None and (not recs or templated[1].cost <= recs[0].cost):
+            return self._template_schedule(kt, *templated)
         if not recs:
             self.missing.append(kt.kernel.name if kt.kernel is not None else dag.workload_key())
             return None
@@ -91,6 +96,35 @@ class HistorySchedule:
         state = State(dag, best.knobs["steps"])
         return state.schedule, {"kind": "record", "log": self.log, "log_sha256": self.log_sha256,
                                 "record": record_identity(best)}
+
+    def _template_record(self, kt):
+        """``(template, record, config)``: the fastest valid record of the hand template that fits the
+        kernel (``autotune.kernel_templates``), or None."""
+        from .kernel_templates import dag_json, match_template
+        from .record_check import problem
+        from .task import Task
+        from .template import lookup, workload_of
+        target = getattr(self.ctx, "target", "llvm")
+        tmpl, _ = match_template(kt.args, kt.anchor_op, target)
+        if tmpl is None:
+            return None
+        workload = workload_of(tmpl.name, [dag_json(kt.args)])
+        records = self.ctx.best.get(workload) or []
+        if not records:
+            return None
+        space = Task(lookup(tmpl.name), (dag_json(kt.args),), str(target)).config_space
+        for rec in records:                     # fastest first
+            if problem(rec, space) is None:
+                return tmpl, rec, space.get(rec.index)
+        return None
+
+    def _template_schedule(self, kt, tmpl, rec, config):
+        """The template's schedule of the record's config on the kernel's own tensors (epilogue fused)."""
+        knobs = json.dumps(rec.knobs, sort_keys=True, separators=(",", ":"))
+        return tmpl.schedule(config, kt.args), {
+            "kind": "template", "template": tmpl.name, "log": self.log, "log_sha256": self.log_sha256,
+            "record": {"template": tmpl.name, "dag_hash": ComputeDAG(kt.args).hash, "config_index": rec.index,
+                       "knobs_sha256": hashlib.sha256(knobs.encode()).hexdigest()[:16], "cost": rec.cost}}
 
     def warn_missing(self) -> None:
         if self.missing:

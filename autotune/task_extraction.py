@@ -1,4 +1,4 @@
-"""``extract_tasks(g, params, target)``: one auto-scheduler task per distinct fused-kernel workload of a model.
+"""``extract_tasks(g, params, target)``: one task per distinct fused-kernel workload of a model.
 
     g, params = tensorir.graph.from_onnx("model.onnx", {"x": (1, 3, 224, 224)})
     tasks, weights = autotune.extract_tasks(g, params, target="llvm")
@@ -8,8 +8,11 @@ The graph is optimized and fused as ``codegen.build_model`` does; each kernel is
 share one task (the q/k/v projections of an attention layer are one task of weight 3).  A task is a
 :class:`KernelSearchTask`: an auto-scheduler ``SearchTask`` whose workload key is the kernel's name
 plus the DAG hash, which also knows the kernel's default schedule (:mod:`tensorir.graph.schedules`)
-so that the tuner measures it once (:data:`DEFAULT_CONFIG`) and deployment never loses to it.
-No hand templates are matched: every kernel gets an auto-scheduler task.
+so that the tuner measures it once (:class:`DefaultConfig`) and deployment never loses to it.
+A kernel a registered hand template fits (:mod:`autotune.kernel_templates`: a dense with an injective
+epilogue) gets that template's task instead (a :class:`~autotune.kernel_templates.KernelTemplateTask`,
+measured default first: the template's fallback config is the default rule's block); a kernel of such
+an anchor the template does not fit keeps its auto-scheduler task, whose ``template_skipped`` says why.
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ class KernelSearchTask(SearchTask):
                          target=target, desc=kernel_name)
         self.anchor_op = anchor_op
         self.kernel_name = kernel_name
+        self.template_skipped: str | None = None     # why a hand template of this anchor does not fit
 
     @property
     def default_rule(self) -> str:
@@ -99,10 +103,13 @@ def fused_graph(g, params=None):
     return g
 
 
-def extract_tasks(g, params: dict | None = None, target="llvm", include_simple_tasks: bool = True) -> tuple:
-    """``(tasks, weights)``: one :class:`KernelSearchTask` per distinct kernel DAG of ``g`` (in order of
-    first use) and how many times one inference runs it.  ``include_simple_tasks=False`` drops kernels
-    with no reduction (injective ones), as TVM's option does."""
+def extract_tasks(g, params: dict | None = None, target="llvm", include_simple_tasks: bool = True,
+                  templates: bool = True) -> tuple:
+    """``(tasks, weights)``: one task per distinct kernel DAG of ``g`` (in order of first use) and how many
+    times one inference runs it: a :class:`~autotune.kernel_templates.KernelTemplateTask` where a hand
+    template fits (``templates=False``: never), else a :class:`KernelSearchTask`.
+    ``include_simple_tasks=False`` drops kernels with no reduction (injective ones), as TVM's option does."""
+    from .kernel_templates import KernelTemplateTask, match_template
     from tensorir.graph import Kernel
     from tensorir.graph.lower_te import lower_kernel
     from tensorir.graph.printer import kernel_text
@@ -127,7 +134,12 @@ def extract_tasks(g, params: dict | None = None, target="llvm", include_simple_t
                 continue
             by_text[text] = dag.hash
             if dag.hash not in tasks:
-                tasks[dag.hash] = KernelSearchTask(dag, kt.anchor_op, node.op.name, target)
+                tmpl, why = match_template(kt.args, kt.anchor_op, target) if templates else (None, None)
+                if tmpl is not None:
+                    tasks[dag.hash] = KernelTemplateTask(tmpl, kt.args, kt.anchor_op, node.op.name, target)
+                else:
+                    tasks[dag.hash] = KernelSearchTask(dag, kt.anchor_op, node.op.name, target)
+                    tasks[dag.hash].template_skipped = why
         h = by_text[text]
         if h is not None:
             weights[h] = weights.get(h, 0) + 1

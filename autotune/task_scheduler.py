@@ -28,96 +28,12 @@ import time
 import warnings
 from collections import Counter
 
-from .measure import MeasureInput
+from .kernel_tuners import KernelTuner, TemplateKernelTuner
 from .measure import measure_option as make_measure_option
 
 
 class TaskStoppedWarning(UserWarning):
     """A task of a model stopped tuning because every candidate failed."""
-
-
-# -- one task's tuning, batch by batch --------------------------------------------------------------------
-class _KeepOpen:
-    """A builder or runner whose ``close`` waits for the scheduler's: the search closes its measurer after
-    every run, and the worker processes (and the runner's reference outputs) should last the whole tune."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def close(self) -> None:
-        pass
-
-
-class KernelTuner:
-    """Drives one :class:`~autotune.task_extraction.KernelSearchTask` batch by batch: the default
-    schedule once, then the auto-scheduler's search (``SketchPolicy``) ``n`` more trials at a time."""
-
-    def __init__(self, task, log: str, measure, storage=None, seed: int = 0):
-        from .auto_scheduler.search_policy import SketchPolicy
-        self.task, self.log, self.measure, self.storage, self.seed = task, log, measure, storage, seed
-        self.policy = SketchPolicy(task, verbose=0)
-        self.default_measured = not hasattr(task, "default_config")
-        self._results: list = []
-
-    @property
-    def name(self) -> str:
-        return getattr(self.task, "desc", str(self.task))
-
-    @property
-    def flop(self) -> float:
-        return float(self.task.flop or 0.0)
-
-    def resume(self) -> list[tuple[float, str]]:
-        """The task's trials already in the log, as ``(cost, error)`` (cost inf on error)."""
-        from .auto_scheduler.compute_dag import key_hash
-        from .record import records_of
-        out = []
-        if not os.path.exists(self.log):
-            return out
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            records = records_of(self.log)
-        for r in records:
-            if r.workload[0] != "auto_scheduler" or r.target != self.task.target or \
-                    key_hash(r.workload[1][0]) != key_hash(self.task.workload_key):
-                continue
-            if isinstance(r.knobs, dict) and "default" in r.knobs:
-                self.default_measured = True
-            out.append((r.cost if r.result.ok else math.inf, r.result.error_msg))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.policy._resume([self.log])
-        return out
-
-    def batch(self, n: int) -> list[tuple[float, str]]:
-        from .auto_scheduler.records import RecordToFile
-        from .auto_scheduler.search_task import TuningOptions
-        from .record import append_records, make_record
-        out = []
-        if not self.default_measured:
-            inp = MeasureInput(self.task, self.task.default_config())
-            res = self.measure.measure([inp])[0]
-            append_records(self.log, [make_record(inp, res)])
-            self.default_measured = True
-            out.append((res.cost if res.ok else math.inf, res.error_msg))
-            n -= 1
-        if n <= 0:
-            return out
-        self._results = []
-        extra = {} if self.storage is None else {"storage": self.storage}
-        opts = TuningOptions(num_measure_trials=len(self.policy.measured) + n, num_measures_per_round=n, verbose=0,
-                             builder=_KeepOpen(self.measure.builder), runner=_KeepOpen(self.measure.runner),
-                             seed=self.seed,
-                             measure_callbacks=[RecordToFile(self.log), self._collect], **extra)
-        self.seed += 1
-        self.policy.run(opts)
-        return out + self._results
-
-    def _collect(self, policy, inputs, results) -> None:
-        self._results += [(r.cost if r.ok else math.inf, r.error_msg) for r in results]
 
 
 # -- the scheduler ------------------------------------------------------------------------------------------
@@ -162,12 +78,19 @@ class TaskScheduler:
         self.strategy, self.alpha, self.beta, self.window = strategy, alpha, beta, backward_window_size
         self.early_stopping, self.give_up_after, self.verbose = early_stopping, give_up_after, verbose
         self.load_log_file = load_log_file
+        self.cost_model = None              # the XGBModel pretrained on the history (set by tune)
         self.states: list[_TaskState] = []
         self.curve: list[tuple[int, float, float]] = []   # (total trials, seconds, estimated latency)
 
     # -- what tests may replace ---------------------------------------------------------------------------
     def make_tuner(self, task, log: str, measure, storage):
-        return KernelTuner(task, log, measure, storage)
+        """The batch-by-batch tuner of one task (``measure``: the scheduler's ``ProgramMeasurer``): a
+        template tuner for a hand-template task, the auto-scheduler's search for the others."""
+        from .kernel_templates import KernelTemplateTask
+        if isinstance(task, KernelTemplateTask):
+            return TemplateKernelTuner(task, log, measure, storage)
+        model = self.cost_model.copy() if self.cost_model is not None and len(self.cost_model) else None
+        return KernelTuner(task, log, measure, storage, cost_model=model)
 
     # -- the objective ---------------------------------------------------------------------------------------
     def estimated_latency(self) -> float:
@@ -201,12 +124,15 @@ class TaskScheduler:
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def tune(self, n_trials: int, measure_option=None, log: str | None = None, max_seconds: float | None = None,
-             storage=None, num_measures_per_round: int = 8, progress: bool = True):
+             storage=None, num_measures_per_round: int = 8, progress: bool = True, history=None):
         """Tune until the log holds ``n_trials`` trials of these tasks (a rerun resumes), ``max_seconds``
         pass, or every task stopped.  ``measure_option``: ``autotune.measure_option(builder, runner)``
         (default: local).  ``storage``: passed to each task's search (several processes).  ``n_trials``
         may be TVM's ``auto_scheduler.TuningOptions`` (trials, builder, runner, ``RecordToFile`` log);
-        ``log`` defaults to the constructor's ``load_log_file``."""
+        ``log`` defaults to the constructor's ``load_log_file``.  ``history``: logs (of other models or
+        kernels) whose auto-scheduler records pretrain the cost model (``XGBModel.update_from_file``:
+        records whose DAG cannot be rebuilt are skipped and counted); each task's search starts from a
+        copy of it and learns on alone (one model over every task's rows would refit ever slower)."""
         n_trials, measure_option, log = self._from_tuning_options(n_trials, measure_option, log)
         log = log if log is not None else self.load_log_file
         if log is None:
@@ -215,7 +141,16 @@ class TaskScheduler:
         if storage is not None and not storage_supported():
             raise NotImplementedError("TaskScheduler.tune(storage=...): this auto-scheduler cannot share trials "
                                       "through a storage yet (auto_scheduler.TuningOptions has no storage field)")
-        measure = measure_option if measure_option is not None else make_measure_option()
+        from .auto_scheduler.cost_model import XGBModel
+        from .auto_scheduler.measure import ProgramMeasurer
+        from .auto_scheduler.records import RecordToFile
+        option = measure_option if measure_option is not None else make_measure_option()
+        measure = ProgramMeasurer.from_option(option, [RecordToFile(log)])
+        self.cost_model = XGBModel(seed=0)
+        target = getattr(self.tasks[0], "target", None)
+        for h in [history] if isinstance(history, (str, os.PathLike)) else list(history or ()):
+            self.cost_model.update_from_file(h, target=target)
+        _register(self.tasks, log)
         groups = [getattr(t, "anchor_op", None) or "injective" for t in self.tasks]
         self.states = [_TaskState(self.make_tuner(t, log, measure, storage), w, g)
                        for t, w, g in zip(self.tasks, self.weights, groups)]
@@ -260,9 +195,7 @@ class TaskScheduler:
         finally:
             if bar is not None:
                 bar.close()
-            close = getattr(measure, "close", None)
-            if close is not None:
-                close()
+            measure.close()
         if self.verbose:
             print(self.table(), file=sys.stderr)
         return self
@@ -324,6 +257,18 @@ class TaskScheduler:
                  "stopped": s.stopped} for s in self.states]
 
 
+def _register(tasks, log: str) -> None:
+    """Make the tasks' DAGs findable from their records: registered here, and in the log's task sidecar
+    (so a later ``--history`` of this log can featurize them in another process)."""
+    from .auto_scheduler.search_task import SearchTask
+    from .auto_scheduler.workload_registry import register_workload_tensors, save_task_payloads
+    searched = [t for t in tasks if isinstance(t, SearchTask)]
+    for t in searched:
+        register_workload_tensors(t.workload_key, t.compute_dag.tensors)
+    if searched:
+        save_task_payloads(log, searched)
+
+
 def storage_supported() -> bool:
     """Whether the auto-scheduler's search takes ``TuningOptions(storage=...)`` (several processes)."""
     from .auto_scheduler.search_task import TuningOptions
@@ -360,4 +305,5 @@ def read_progress(log: str, complete_only: bool = False) -> list[tuple[int, floa
     return _read_progress(str(log) + ".progress.jsonl", complete_only)
 
 
-__all__ = ["TaskScheduler", "KernelTuner", "TaskStoppedWarning", "read_progress", "storage_supported"]
+__all__ = ["TaskScheduler", "KernelTuner", "TemplateKernelTuner", "TaskStoppedWarning", "read_progress",
+           "storage_supported"]

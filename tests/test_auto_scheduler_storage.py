@@ -4,6 +4,8 @@ In one process on SQLite: a second search learns the first's trials and measures
 claims are kept or dropped, a dead claim is finished from its owner's log, and ``logs merge`` joins
 auto-scheduler logs.  On a real PostgreSQL server (``postgres_server.py``): three tuning processes
 share one task, one is killed with SIGKILL mid-run, and the logs, the study and the merged log agree.
+The measured default of a model kernel (the task scheduler's warm-up) is claimed through the storage
+too: processes on one storage (SQLite in turn, three on PostgreSQL, one killed) measure it once in total.
 """
 from __future__ import annotations
 
@@ -235,3 +237,84 @@ def test_three_processes_on_postgres_one_killed(tmp_path, postgres_url):  # noqa
 @pytest.mark.slow
 def test_three_processes_on_postgres_one_killed_then_resumed(tmp_path, postgres_url):  # noqa: F811
     _three_processes_one_killed(tmp_path, postgres_url, trials=24, kill_after=6, resume=True)
+
+
+# -- the measured default of a model kernel, claimed through the storage ---------------------------------------
+def _kernel_tasks():
+    """Two model-kernel tasks (a dense + ReLU and an injective kernel), each with a default schedule."""
+    from autotune.auto_scheduler import ComputeDAG
+    from autotune.task_extraction import KernelSearchTask
+    from tensorir import topi
+    A = te.placeholder((N, N), name="A")
+    W = te.placeholder((N, N), name="W")
+    dense = KernelSearchTask(ComputeDAG([A, W, topi.nn.relu(topi.nn.dense(A, W))]), "nn.dense", "fused_dense_relu")
+    X = te.placeholder((N, 4 * N), name="X")
+    scale = KernelSearchTask(ComputeDAG([X, te.compute(X.shape, lambda i, j: X[i, j] * 2.0 + 1.0, name="Y")]), None,
+                             "fused_scale")
+    return [dense, scale]
+
+
+def _tune_kernels(log, storage, trials, seed=0):
+    sched = autotune.TaskScheduler(_kernel_tasks(), [1, 1], strategy="round-robin", verbose=0)
+    measure = autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=1),
+                                      runner=autotune.LocalRunner(number=1, repeat=1, timeout=10))
+    return sched.tune(trials, measure_option=measure, log=log, storage=storage, num_measures_per_round=2,
+                      progress=False)
+
+
+def _defaults(log):
+    return [r for r in load_records(log) if "default" in r.knobs] if os.path.exists(log) else []
+
+
+def test_measured_default_is_claimed_through_the_storage(tmp_path):
+    storage = "sqlite:///" + str(tmp_path / "shared.db")
+    a, b = str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
+    _tune_kernels(a, storage, 6)
+    second = _tune_kernels(b, storage, 6)
+    assert sorted(r.workload for r in _defaults(a)) == sorted(t.workload for t in _kernel_tasks())
+    assert _defaults(b) == []                               # finished by the first process: never measured again
+    assert second.total_trials == 6 and all(np.isfinite(s.best) for s in second.states)
+    steps = [r.index for log in (a, b) for r in load_records(log) if "steps" in r.knobs]
+    assert len(steps) == len(set(steps))
+    for task in _kernel_tasks():                             # one COMPLETE default trial per task in the study
+        assert [i for i, _, _ in _complete(storage, task) if i == 0] == [0]
+    c = str(tmp_path / "c.jsonl")                           # without the shared storage (SQLite beside the log)
+    _tune_kernels(c, None, 4)
+    assert len(_defaults(c)) == 2
+
+
+KERNEL_WORKER = f"""
+import sys
+sys.path.insert(0, {os.path.join(ROOT, 'tests')!r})
+import test_auto_scheduler_storage as t
+s = t._tune_kernels(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+print("DONE", s.total_trials, flush=True)
+"""
+
+
+def test_three_model_tuners_on_postgres_measure_each_default_once(tmp_path, postgres_url):  # noqa: F811
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    logs = [str(tmp_path / f"m{i}.jsonl") for i in range(3)]
+    # a database of this test's own: the default's study is named by the task, as in the other tests
+    import sqlalchemy
+    db = f"kernels_{os.getpid()}"
+    with sqlalchemy.create_engine(postgres_url, isolation_level="AUTOCOMMIT").connect() as conn:
+        conn.execute(sqlalchemy.text(f"CREATE DATABASE {db}"))
+    storage = postgres_url.rsplit("/", 1)[0] + "/" + db
+    procs = [subprocess.Popen([sys.executable, "-c", KERNEL_WORKER, log, storage, "12"], env=env, cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for log in logs]
+    victim = procs[0]
+    deadline = time.monotonic() + 240
+    while _lines(logs[0]) < 2 and victim.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    victim.send_signal(signal.SIGKILL)
+    victim.communicate()
+    for p in procs[1:]:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+        assert "DONE 12" in out
+    for task in _kernel_tasks():
+        defaults = [r for log in logs for r in _defaults(log) if r.workload == task.workload]
+        assert len(defaults) == 1, f"{task.desc}: default measured {len(defaults)} times"
+    every = [(r.workload, r.index) for log in logs for r in load_records(log)]
+    assert len(every) == len(set(every)), "a candidate was measured twice across the processes"

@@ -10,6 +10,7 @@ import pytest
 
 import autotune
 import codegen
+from autotune.kernel_templates import KernelTemplateTask
 from autotune.model_history import MissingRecordWarning
 from autotune.task_extraction import KernelSearchTask
 from tensorir import graph
@@ -31,7 +32,8 @@ def _model(name):
 def test_extract_tasks_distinct_workloads_and_weights(name):
     _, g, params = _model(name)
     tasks, weights = autotune.extract_tasks(g, params, target="llvm")
-    assert tasks and len(tasks) == len(weights) and all(isinstance(t, KernelSearchTask) for t in tasks)
+    assert tasks and len(tasks) == len(weights) and all(isinstance(t, (KernelSearchTask, KernelTemplateTask))
+                                                        for t in tasks)
     hashes = [t.compute_dag.hash for t in tasks]
     assert len(set(hashes)) == len(hashes)                                  # one task per distinct DAG
     assert all(t.workload_key == f"{t.kernel_name}-{t.compute_dag.hash}" for t in tasks)

@@ -32,8 +32,9 @@ def _lines(path):
 def test_tune_model_writes_the_log_and_a_rerun_resumes(tuned, capsys):
     d, model, log = tuned
     recs = _lines(log)
-    assert len(recs) == 20 and all(r["workload"][0] == "auto_scheduler" for r in recs)
-    assert sum("default" in r["config"]["knobs"] for r in recs) == 10       # warm-up: one default per task
+    assert len(recs) == 20 and {r["workload"][0] for r in recs} == {"auto_scheduler", "dense_kernel_cpu"}
+    searched = {r["workload"][1][0] for r in recs if r["workload"][0] == "auto_scheduler"}
+    assert sum("default" in r["config"]["knobs"] for r in recs) == len(searched) == 9   # one default per task
     progress = _lines(log.with_name(log.name + ".progress.jsonl"))
     assert progress[-1]["trial"] == 20
     assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(log), *TUNE]) == 0
@@ -47,10 +48,14 @@ def test_compile_from_the_log_names_records(tuned, capsys):
     assert main(["compile", str(model), "--shape", "x=1,3,32,32", "--log", str(log), "-o", str(out)]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     kinds = [k["schedule"]["kind"] for k in manifest["kernels"]]
-    assert set(kinds) <= {"record", "default"} and any(k["schedule"].get("log") == str(log) for k in manifest["kernels"])
+    assert set(kinds) <= {"record", "default", "template"}
+    assert any(k["schedule"].get("log") == str(log) for k in manifest["kernels"])
     tuned_kernels = [k for k in manifest["kernels"] if k["schedule"].get("log")]
     assert len(tuned_kernels) == len(manifest["kernels"])                   # every task was tuned
-    assert all(k["schedule"]["kind"] == "record" or k["schedule"].get("measured") for k in tuned_kernels)
+    assert all(k["schedule"]["kind"] in ("record", "template") or k["schedule"].get("measured")
+               for k in tuned_kernels)
+    assert [k["schedule"].get("template") for k in manifest["kernels"] if k["schedule"]["kind"] == "template"] == \
+        ["dense_kernel_cpu"]                                                 # the fc layer (dense + bias)
     assert "record" in capsys.readouterr().out or all(k == "default" for k in kinds)
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype("float32")
     np.save(d / "x.npy", x)
@@ -77,3 +82,43 @@ def test_tune_model_bad_arguments(tuned, capsys):
                  "--time-budget", "soon"]) == 2
     assert "--time-budget" in capsys.readouterr().err
     assert parse_duration("1h") == 3600 and parse_duration("90m") == 5400 and parse_duration("30") == 30
+
+
+HISTORY_PROBE = """
+import sys, warnings
+from autotune.auto_scheduler import XGBModel
+m = XGBModel()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    print("LEARNED", m.update_from_file(sys.argv[1]), m.is_trained, dict(m.skipped))
+"""
+
+
+def test_tune_model_with_history(tuned, capsys, tmp_path):
+    """``--history`` pretrains the cost model on an earlier log; its DAGs come from the log's task
+    sidecar, so a fresh process (no task registered) featurizes every record."""
+    import os
+    import subprocess
+    import sys
+    from conftest import ROOT
+    d, model, log = tuned
+    assert os.path.exists(str(log) + ".tasks.jsonl")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", HISTORY_PROBE, str(log)], env=env, cwd=ROOT, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    searched = sum(x["workload"][0] == "auto_scheduler" for x in _lines(log))
+    assert searched == 18                   # every searched record learned; the template's 2 are counted
+    assert f"LEARNED {searched} True {{'not an auto-scheduler record': 2}}" in r.stdout
+    new = tmp_path / "again.jsonl"
+    args = [a for a in TUNE if a != "20"]
+    args[args.index("--trials")] = "--trials=4"
+    from autotune.auto_scheduler.cost_model import HistoryWarning
+    with pytest.warns(HistoryWarning, match="2 \\(not an auto-scheduler record\\)"):
+        assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(new), "--history", str(log),
+                     *args]) == 0
+    assert f"pretrained on {searched} record(s) of 1 log(s), 2 skipped" in capsys.readouterr().out
+    assert len(_lines(new)) == 4
+    assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(new), "--history",
+                 str(tmp_path / "nope.jsonl"), *args]) == 2
+    assert "--history" in capsys.readouterr().err

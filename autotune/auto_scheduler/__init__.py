@@ -21,6 +21,12 @@ from .records import RecordToFile, load_records
 from .search_policy import SketchPolicy
 from .search_task import SearchTask, TuningOptions, default_schedule
 from .sketch import SketchSpace
+from .cost_model import XGBModel
+from .measure import ProgramMeasurer
+from .search_policy import PreloadMeasuredStates
+from .workload_registry import register_workload_tensors, workload_key_to_tensors
 
 __all__ = ["ComputeDAG", "register_workload", "SearchTask", "TuningOptions", "RecordToFile", "load_records",
            "State", "SketchSpace", "SketchPolicy", "default_schedule", "schedule_dag"]
+__all__ += ["XGBModel", "ProgramMeasurer", "PreloadMeasuredStates", "register_workload_tensors",
+            "workload_key_to_tensors"]

@@ -1,18 +1,22 @@
 """``SketchPolicy``: evolutionary search over sketch points, ranked by the learned cost model.
 
-Each round: a population of random points from the sketches plus mutations and crossovers of the
-best measured points is built into states, lowered (no isl check) and scored by autotune's
-``CostModel`` on ``features.extract`` of the loop IR; a second generation mutates the best scored.
-The round measures the top ``num_measures_per_round`` new states, with an ``eps_greedy`` share
-drawn at random from the rest (the first round: the default point first, the rest at random), and
-the model is refit on every measurement.  States whose steps are in the log already count as
-measured trials and are never measured again (resume).  Candidates isl refuses when they are built
-(an access out of bounds, a racing parallel or vector loop) cost one trial and are counted.
+One round (``continue_search_one_round(n, measurer)``, TVM's name): a population of random points from
+the sketches plus mutations and crossovers of the best measured points is built into states, lowered
+(no isl check) and scored by the policy's ``XGBModel`` on ``features.extract`` of the loop IR; a
+second generation mutates the best scored.  The round measures the top ``n`` new states with the
+``ProgramMeasurer`` (builder, runner and callbacks, open across rounds), an ``eps_greedy`` share drawn
+at random from the rest, and the model is refit on every measurement.  Until the model is trained the
+first round is the default point and random ones; a model pretrained on other tasks' records
+(``XGBModel.update_from_file``, transfer) ranks the first round already (the default point first).
+``preload(log)`` (``PreloadMeasuredStates``, an init-search callback) reads the task's trials of a log:
+they count as measured and are never measured again (resume).  Candidates isl refuses when they are
+built (an access out of bounds, a racing parallel or vector loop) cost one trial and are counted.
+``run(options)`` is TVM's search: preload the options' log, then rounds until the trials are in it.
 
-With a shared study (``TuningOptions.storage``, or SQLite beside the log: ``storage.py``) each round
-first learns the trials other processes finished (model data and best, not counted as this
-process's trials), skips candidates measured or claimed elsewhere, and claims its batch before
-measuring it; a trial is logged before it is finished in the study.
+With a shared study (``share(storage, log)``; ``run`` joins ``TuningOptions.storage``, or SQLite beside
+the log: ``storage.py``) each round first learns the trials other processes finished (model data and
+best, not counted as this process's trials), skips candidates measured or claimed elsewhere, and
+claims its batch before measuring it; a trial is logged before it is finished in the study.
 """
 from __future__ import annotations
 
@@ -22,11 +26,13 @@ import time
 
 import numpy as np
 
-from ..cost_model import CostModel
 from ..features import FAILED_VECTOR, extract
-from ..measure import MeasureErrorNo, MeasureInput, measure_option
+from ..measure import MeasureErrorNo, MeasureInput
+from .compute_dag import key_hash
+from .cost_model import XGBModel, features_of
+from .measure import ProgramMeasurer
 from .records import RecordToFile, load_records, steps_key
-from .search_task import StateConfig, key_index
+from .search_task import StateConfig, key_index, steps_index
 from .storage import SharedSearch
 
 REFUSALS = ("OutOfBoundsError", "ScheduleError")
@@ -37,12 +43,31 @@ def _is_refusal(result) -> bool:
         result.error_msg.startswith(REFUSALS)
 
 
+class PreloadMeasuredStates:
+    """TVM's init-search callback: ``SketchPolicy(task, init_search_callbacks=[PreloadMeasuredStates(log)])``
+    makes the policy read its task's trials in ``log`` (``policy.preload``): they count as measured,
+    are never measured again and train its cost model."""
+
+    def __init__(self, filename: str):
+        self.filename = str(filename)
+
+    def __call__(self, policy) -> None:
+        policy.preload(self.filename)
+
+
 class SketchPolicy:
     """TVM's search policy: ``task.tune(options, search_policy=SketchPolicy(task, program_cost_model=...))``.
 
-    ``program_cost_model``: an ``autotune.cost_model.CostModel`` (default: a fresh one); ``params``:
-    ``population`` (random points per round, 48), ``elites`` (best measured points mutated, 8),
-    ``eps_greedy`` (share of each round drawn at random, 0.1)."""
+    ``program_cost_model``: an ``auto_scheduler.XGBModel`` (possibly pretrained with
+    ``update_from_file``, possibly shared by the policies of several tasks) or an
+    ``autotune.cost_model.CostModel`` (default: a fresh model); ``params``: ``population`` (random
+    points per round, 48), ``elites`` (best measured points mutated, 8), ``eps_greedy`` (share of each
+    round drawn at random, 0.1); ``init_search_callbacks``: run on the new policy
+    (``PreloadMeasuredStates``).
+
+    One round is ``continue_search_one_round(n, measurer)`` with a ``ProgramMeasurer``; ``run(options)``
+    loops over rounds; ``share(storage, log)`` joins the study that processes tuning this task on one
+    storage share."""
 
     def __init__(self, task, program_cost_model=None, params: dict | None = None, seed: int | None = None,
                  verbose: int = 1, init_search_callbacks=None):
@@ -54,11 +79,14 @@ class SketchPolicy:
         self.population, self.elites = int(params.get("population", 48)), int(params.get("elites", 8))
         self.eps = float(params.get("eps_greedy", 0.1))
         self.seed = seed
+        self.verbose = verbose
         self.measured: dict[str, float] = {}           # steps key -> cost (inf: failed)
         self.points: dict[str, object] = {}             # steps key -> Point (measured here)
-        self.X: list[np.ndarray] = []
+        self.X: list[np.ndarray] = []                   # this task's rows (also in the model)
         self.costs: list[float] = []
-        self.model = program_cost_model if program_cost_model is not None else CostModel(seed=0)
+        model = program_cost_model if program_cost_model is not None else XGBModel(seed=0)
+        self.model = model if isinstance(model, XGBModel) else XGBModel(model=model)
+        self.group = key_hash(task.workload_key)
         self.isl_refused = 0        # candidates the isl analysis refused at build time
         self.invalid_points = 0     # sketch points whose steps a schedule primitive refused
         self.seconds = {"search": 0.0, "model": 0.0, "measure": 0.0}
@@ -66,62 +94,44 @@ class SketchPolicy:
         self.history: list[tuple[int, float]] = []      # (trial, best cost so far)
         self.trials_done = 0        # trials of this process's log (read back and measured)
         self.learned = 0            # trials other processes finished, learned from the shared study
+        self.rounds = 0             # rounds measured by this policy
+        self.exhausted = False      # the last round found no new candidate
         self.shared: SharedSearch | None = None
         self._busy: set[int] = set()                    # steps hashes claimed or finished elsewhere
+        self._unshared: list[tuple[list, object]] = []  # preloaded trials to put into a study joined later
+        self._rng = random.Random(0 if seed is None else seed)
+        for cb in init_search_callbacks or ():
+            cb(self)
 
     # -- the loop ---------------------------------------------------------------------------------------
     def run(self, opts):
-        rng = random.Random(opts.seed if self.seed is None else self.seed)
+        """Search until ``opts.num_measure_trials`` trials of this task are in the log (TVM's ``Search``)."""
+        from .workload_registry import save_task_payloads
+        self._rng = random.Random(opts.seed if self.seed is None else self.seed)
         logs = [cb.filename for cb in opts.measure_callbacks if isinstance(cb, RecordToFile)]
-        self.shared = SharedSearch.open(self.task, opts, logs[0] if logs else None)
-        self._resume(logs)
+        if self.shared is None:
+            shared = SharedSearch.open(self.task, opts, logs[0] if logs else None)
+            if shared is not None:
+                self._join(shared)
+        for log in logs:
+            self.preload(log)
+        if logs:
+            save_task_payloads(logs[0], [self.task])
         resumed = self.trials_done
         target = opts.num_measure_trials
-        measure = measure_option(opts.builder, opts.runner)
-        rounds, stale, lost = 0, 0, 0
+        measurer = ProgramMeasurer(opts.builder, opts.runner, opts.measure_callbacks, opts.verbose)
+        stale, lost = 0, 0
         try:
             while self.trials_done < target:
                 n = min(opts.num_measures_per_round, target - self.trials_done)
-                t0 = time.perf_counter()
-                self._sync()
-                batch = self._propose(n, rng, first=rounds == 0 and not self.measured)
-                self.seconds["search"] += time.perf_counter() - t0
-                if not batch:
-                    break
-                inputs = [MeasureInput(self.task, StateConfig(tuple(state.to_json()))) for _, state, _ in batch]
-                claims = self._claim(inputs)
-                if claims is not None:
-                    batch = [b for b, i in zip(batch, inputs) if i.config.index in claims]
-                    inputs = [i for i in inputs if i.config.index in claims]
-                    if not batch:              # peers took every candidate: learn what they did, retry
-                        lost += 1
-                        if lost >= 5:
-                            break
-                        continue
-                lost = 0
-                t0 = time.perf_counter()
-                try:
-                    results = measure.measure(inputs)
-                except BaseException:
-                    for tid in (claims or {}).values():     # unmeasured: let peers (or a rerun) take them
-                        self.shared.release(tid)
-                    raise
-                self.seconds["measure"] += time.perf_counter() - t0
-                try:
-                    for cb in opts.measure_callbacks:        # the log first: a finished trial is logged
-                        cb(self, inputs, results)
-                finally:
-                    for inp, res in zip(inputs, results):
-                        if claims is not None:
-                            self.shared.finish(claims[inp.config.index], res)
                 before = self.best_cost
-                for (point, state, vec), inp, res in zip(batch, inputs, results):
-                    self._add(steps_key(inp.config.payload), vec, res.cost, point, state)
-                    self.isl_refused += _is_refusal(res)
-                t0 = time.perf_counter()
-                self.model.fit(np.array(self.X), np.array(self.costs))
-                self.seconds["model"] += time.perf_counter() - t0
-                rounds += 1
+                inputs, _ = self.continue_search_one_round(n, measurer)
+                if not inputs:
+                    lost += 1
+                    if self.exhausted or lost >= 5:     # nothing new, or peers took every candidate 5 times
+                        break
+                    continue
+                lost = 0
                 stale = stale + 1 if self.best_cost >= before else 0
                 if opts.verbose:
                     print(f"[auto_scheduler] {self.task.desc}: trials {self.trials_done}/{target}, best "
@@ -130,7 +140,7 @@ class SketchPolicy:
                 if opts.early_stopping and stale * opts.num_measures_per_round >= opts.early_stopping:
                     break
         finally:
-            measure.close()
+            measurer.close()
         if opts.verbose:
             s = self.seconds
             print(f"[auto_scheduler] {self.task.desc}: {self.trials_done - resumed} measured, {resumed} from the log, "
@@ -138,6 +148,88 @@ class SketchPolicy:
                   f"build+measure {s['measure']:.1f} s; isl refused {self.isl_refused}, invalid sketch points "
                   f"{self.invalid_points}", file=sys.stderr)
         return self
+
+    def continue_search_one_round(self, num_measure: int, measurer) -> tuple[list, list]:
+        """One round (TVM's name): learn what peers finished, propose ``num_measure`` new candidates,
+        claim them (with a shared study), measure them with ``measurer`` (a ``ProgramMeasurer``: its
+        callbacks log them before they are finished in the study), learn the results and refit the cost
+        model.  Returns ``(inputs, results)``; both empty when no candidate was left (``exhausted``) or
+        peers claimed them all."""
+        t0 = time.perf_counter()
+        self._sync()
+        batch = self._propose(num_measure, self._rng, first=self.rounds == 0 and not self.measured)
+        self.seconds["search"] += time.perf_counter() - t0
+        self.exhausted = not batch
+        if not batch:
+            return [], []
+        inputs = [MeasureInput(self.task, StateConfig(tuple(state.to_json()))) for _, state, _ in batch]
+        claims = self._claim(inputs)
+        if claims is not None:
+            batch = [b for b, i in zip(batch, inputs) if i.config.index in claims]
+            inputs = [i for i in inputs if i.config.index in claims]
+            if not batch:
+                return [], []
+        t0 = time.perf_counter()
+        try:
+            results = measurer.build_and_run(inputs)
+        except BaseException:
+            for tid in (claims or {}).values():     # unmeasured: let peers (or a rerun) take them
+                self.shared.release(tid)
+            raise
+        self.seconds["measure"] += time.perf_counter() - t0
+        try:
+            measurer.run_callbacks(self, inputs, results)       # the log first: a finished trial is logged
+        finally:
+            for inp, res in zip(inputs, results):
+                if claims is not None:
+                    self.shared.finish(claims[inp.config.index], res)
+        for (point, state, vec), inp, res in zip(batch, inputs, results):
+            self._add(steps_key(inp.config.payload), vec, res.cost, point, state)
+            self.isl_refused += _is_refusal(res)
+        self._fit()
+        self.rounds += 1
+        return inputs, results
+
+    def share(self, storage, log: str | None = None, study_name: str | None = None, stale_after: float = 3600.0):
+        """Join the study of this task on ``storage`` (an optuna storage URL or object) as the process
+        logging to ``log``: candidates are claimed before they are measured, peers' trials are learned."""
+        self._join(SharedSearch(self.task, storage, study_name, log, stale_after))
+        return self
+
+    def _join(self, shared: SharedSearch) -> None:
+        self.shared = shared
+        busy = shared.busy()
+        for steps, result in self._unshared:
+            if steps_index(steps) not in busy:
+                shared.record_known(steps, result)
+        self._unshared = []
+
+    def preload(self, log) -> int:
+        """Read this task's trials in ``log`` (TVM's ``PreloadMeasuredStates``): they count as measured
+        trials, are never measured again and train the cost model; a shared study lacking them gets
+        them.  Returns how many were new."""
+        busy = self.shared.busy() if self.shared is not None else set()
+        new = 0
+        for rec in load_records([str(log)], self.task.workload_key):
+            if rec.target != self.task.target:
+                continue
+            key = steps_key(rec.knobs["steps"])
+            if key in self.measured:
+                continue
+            self._add(key, self._features(rec.knobs["steps"]), rec.cost)
+            new += 1
+            if self.shared is None:
+                self._unshared.append((rec.knobs["steps"], rec.result))
+            elif rec.index not in busy:
+                self.shared.record_known(rec.knobs["steps"], rec.result)
+        if new:
+            self._fit()
+        return new
+
+    def _fit(self) -> None:
+        t0 = time.perf_counter()
+        self.model.fit()
+        self.seconds["model"] += time.perf_counter() - t0
 
     def _claim(self, inputs) -> dict[int, int] | None:
         """Claim the batch in the shared study: ``{steps hash: trial id}`` won (None: no study)."""
@@ -158,9 +250,7 @@ class SketchPolicy:
         self.learned += len(new)
         self._busy = self.shared.busy() - known
         if new:
-            t0 = time.perf_counter()
-            self.model.fit(np.array(self.X), np.array(self.costs))
-            self.seconds["model"] += time.perf_counter() - t0
+            self._fit()
 
     def _gflops(self) -> float:
         return self.task.flop / self.best_cost / 1e9 if np.isfinite(self.best_cost) and self.task.flop else 0.0
@@ -172,32 +262,16 @@ class SketchPolicy:
             self.points[key] = point
         self.X.append(vec)
         self.costs.append(cost)
+        self.model.add(vec, cost, self.group)
         if cost < self.best_cost:
             self.best_cost, self.best_steps = cost, key
         self.history.append((len(self.measured), self.best_cost))
 
     def _features(self, steps) -> np.ndarray:
-        from .loop_state import State
         try:
-            return extract(State(self.task.compute_dag, steps).lower(check=False, expand=False))
+            return features_of(self.task, steps)
         except Exception:  # noqa: BLE001 - a record that no longer replays scores as failed
             return FAILED_VECTOR
-
-    def _resume(self, logs) -> None:
-        """Trials in the logs count as measured; their features train the model; those the shared
-        study lacks are put into it."""
-        busy = self.shared.busy() if self.shared is not None else set()
-        for rec in load_records(logs, self.task.workload_key) if logs else []:
-            if rec.target != self.task.target:
-                continue
-            key = steps_key(rec.knobs["steps"])
-            if key in self.measured:
-                continue
-            self._add(key, self._features(rec.knobs["steps"]), rec.cost)
-            if self.shared is not None and rec.index not in busy:
-                self.shared.record_known(rec.knobs["steps"], rec.result)
-        if self.X:
-            self.model.fit(np.array(self.X), np.array(self.costs))
 
     # -- candidates ----------------------------------------------------------------------------------------
     def _elite_points(self) -> list:
@@ -228,9 +302,11 @@ class SketchPolicy:
 
     def _propose(self, n: int, rng: random.Random, first: bool) -> list:
         pol, seen = self.task.space, set()
-        if first or not self.model.is_trained:
+        if not self.model.is_trained:
             points = ([pol.default()] if first else []) + [pol.sample(rng) for _ in range(4 * n)]
             return self._candidates(points, seen)[:n]
+        default = self._candidates([pol.default()], seen) if first else []   # pretrained: default first
+        n -= len(default)
         elites = self._elite_points()
         points = [pol.sample(rng) for _ in range(self.population)]
         for e in elites:
@@ -246,16 +322,16 @@ class SketchPolicy:
         chosen = pool[:n - n_random]
         rest = pool[n - n_random:]
         chosen += rng.sample(rest, min(n_random, len(rest)))
-        return chosen
+        return default + chosen
 
     def _score(self, pool: list) -> list:
         if not pool:
             return []
         t0 = time.perf_counter()
-        scores = self.model.predict(np.array([v for _, _, v in pool]))
+        scores = self.model.predict_features(np.array([v for _, _, v in pool]))
         self.seconds["model"] += time.perf_counter() - t0
         order = np.argsort(-scores, kind="stable")
         return [pool[i] for i in order]
 
 
-__all__ = ["SketchPolicy"]
+__all__ = ["SketchPolicy", "PreloadMeasuredStates"]

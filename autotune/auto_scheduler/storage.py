@@ -55,6 +55,18 @@ class SharedSearch:
     def release(self, trial_id: int) -> None:
         self.study.release(trial_id)
 
+    def status(self, index: int) -> str:
+        """``"finished"``, ``"claimed"`` or ``"free"`` (see ``TuningStudy.status``)."""
+        return self.study.status(index)
+
+    def claim_index(self, index: int, attrs: dict | None = None) -> int | None:
+        """Claim one candidate named by ``index`` (a model kernel's measured default: index 0, attrs
+        ``{"default": rule}``): its trial id if this process won, else None."""
+        return self.study.claim([index], attrs={index: attrs} if attrs else None).get(index)
+
+    def record_known_index(self, index: int, result, attrs: dict | None = None) -> None:
+        self.study.record_known(index, result, attrs)
+
     def record_known(self, steps: list, result) -> None:
         """Put a trial of this process's log the study lacks into it (resume)."""
         self.study.record_known(steps_index(steps), result, {"steps": steps})

@@ -34,8 +34,8 @@ class OptunaTuner(Tuner):
         self.sampler = make_sampler(sampler, self.seed)
         self.known: dict[int, float] = {}
 
-    def _make_study(self, storage) -> TuningStudy:
-        return TuningStudy(self.task, storage, self.study_name, sampler=self.sampler)
+    def _make_study(self, storage, log: str | None = None) -> TuningStudy:
+        return TuningStudy(self.task, storage, self.study_name, sampler=self.sampler, log=log)
 
     def update(self, inputs, results) -> None:
         for inp, r in zip(inputs, results):

@@ -154,6 +154,19 @@ class TuningStudy:
                 out.add(int(idx))
         return out
 
+    def status(self, index: int) -> str:
+        """``"finished"`` (a COMPLETE trial, by anyone), ``"claimed"`` (a live claim, of this process or
+        another) or ``"free"``: what a process about to measure config ``index`` once in total must know."""
+        from optuna.trial import TrialState
+        live = False
+        for t in self._trials():
+            if t.user_attrs.get("config_index") != index:
+                continue
+            if t.state == TrialState.COMPLETE:
+                return "finished"
+            live = live or self._live(t)
+        return "claimed" if live else "free"
+
     def finished_elsewhere(self, known: set[int]) -> list[tuple[int, MeasureResult]]:
         """Results of COMPLETE trials whose config is not in ``known`` (measured by other processes)."""
         return [(int(t.user_attrs["config_index"]), result_of(t)) for t in self.finished_trials(known)]

@@ -78,8 +78,10 @@ class Tuner:
     def has_next(self) -> bool:
         return len(self.visited) < len(self.space)
 
-    def _make_study(self, storage) -> TuningStudy:
-        return TuningStudy(self.task, storage, self.study_name)
+    def _make_study(self, storage, log: str | None = None) -> TuningStudy:
+        """The study of this tune; ``log`` (this process's log) is named in its claims, so that a peer
+        on this host finishes a claim of this process from it after a kill (as the auto-scheduler's)."""
+        return TuningStudy(self.task, storage, self.study_name, log=log)
 
     # -- helpers -----------------------------------------------------------------------------------------
     @property
@@ -160,7 +162,7 @@ class Tuner:
         if log:
             os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
         storage = self.storage if self.storage is not None else (sqlite_url(log + ".study.db") if log else None)
-        self.study = self._make_study(storage)
+        self.study = self._make_study(storage, log)
         self.stop_reason = None
         previous = [r for r in load_records(log) if r.key == (self.task.workload, self.task.target)] if log else []
         self._resume(previous)

@@ -1,0 +1,90 @@
+"""Hand templates for fused model kernels: which template tunes a kernel, by its anchor op.
+
+``register_kernel_template(name, anchor_ops, mismatch, schedule)`` ties an ``@autotune.template`` whose
+one argument is the kernel's DAG as tensorir JSON to the anchor ops it serves: ``mismatch(tensors)``
+says why a kernel of such an anchor does not fit (or None), ``schedule(cfg, tensors)`` builds the
+schedule of a config on the kernel's own tensors (deployment schedules ``build_model``'s kernel with
+it, epilogue included).  ``extract_tasks`` gives a :class:`KernelTemplateTask` (an ordinary template
+task: ``autotune.task.create(name, args=(dag_json,))``, plus the kernel's name and anchor) to each
+kernel a template fits, an auto-scheduler task to the others.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable
+
+from .task import Task
+
+CPU_TEMPLATE_MODULES = ("autotune.templates.dense_kernel_cpu",)
+
+
+@dataclass(frozen=True)
+class KernelTemplate:
+    name: str
+    anchor_ops: tuple
+    mismatch: Callable
+    schedule: Callable
+    target_kind: str = "llvm"
+
+
+_BY_ANCHOR: dict[str, list[KernelTemplate]] = {}
+
+
+def register_kernel_template(name: str, anchor_ops, mismatch: Callable, schedule: Callable,
+                             target_kind: str = "llvm") -> KernelTemplate:
+    """Serve kernels anchored by ``anchor_ops`` with the registered template ``name`` (see the module)."""
+    kt = KernelTemplate(name, tuple(anchor_ops), mismatch, schedule, target_kind)
+    for op in kt.anchor_ops:
+        _BY_ANCHOR.setdefault(op, []).append(kt)
+    return kt
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin() -> None:
+    import importlib
+    for module in CPU_TEMPLATE_MODULES:
+        mod = importlib.import_module(module)
+        register_kernel_template("dense_kernel_cpu", mod.ANCHORS, mod.mismatch, mod.schedule_dense_kernel)
+
+
+def match_template(tensors, anchor_op: str | None, target) -> tuple[KernelTemplate | None, str | None]:
+    """``(template, None)`` for the first registered template that fits the kernel, else ``(None, why)``
+    (why None: no template is registered for this anchor and target)."""
+    from codegen.target import parse
+    _builtin()
+    kind = parse(target).kind
+    reasons = []
+    for kt in _BY_ANCHOR.get(anchor_op or "", []):
+        if kt.target_kind != kind:
+            continue
+        why = kt.mismatch(tensors)
+        if why is None:
+            return kt, None
+        reasons.append(f"{kt.name}: {why}")
+    return None, "; ".join(reasons) or None
+
+
+def dag_json(tensors) -> str:
+    from tensorir.serialize import save_json
+    return save_json(list(tensors))
+
+
+class KernelTemplateTask(Task):
+    """A model kernel tuned with a hand template: the template task of ``(dag_json,)`` that also knows the
+    kernel (``kernel_name``, ``anchor_op``, ``compute_dag``) for the task scheduler and deployment."""
+
+    def __init__(self, template: KernelTemplate, tensors, anchor_op: str | None, kernel_name: str, target="llvm"):
+        from .auto_scheduler.compute_dag import ComputeDAG
+        from .template import lookup
+        super().__init__(lookup(template.name), (dag_json(tensors),), target)
+        self.kernel_template = template
+        self.compute_dag = ComputeDAG(list(tensors))
+        self.anchor_op, self.kernel_name, self.desc = anchor_op, kernel_name, kernel_name
+        self.workload_key = self.compute_dag.workload_key(kernel_name)
+
+    def __repr__(self) -> str:
+        return f"KernelTemplateTask({self.name}, {self.workload_key}, anchor={self.anchor_op})"
+
+
+__all__ = ["register_kernel_template", "match_template", "KernelTemplateTask", "KernelTemplate", "dag_json"]

@@ -1,0 +1,135 @@
+"""One task of a model tuned batch by batch, as the task scheduler asks (``batch(n)``, ``resume()``).
+
+``KernelTuner`` drives an auto-scheduler task (the kernel's measured default once, claimed through the
+shared study, then rounds of ``SketchPolicy.continue_search_one_round``); ``TemplateKernelTuner`` drives
+a hand-template task with a template tuner.  Both measure with the scheduler's ``ProgramMeasurer`` (open
+for the whole tune) and log to its log; ``batch`` returns ``(cost, error)`` per trial (cost inf on error).
+"""
+from __future__ import annotations
+
+import math
+import os
+import warnings
+
+from .measure import MeasureInput
+
+
+class KernelTuner:
+    """Drives one :class:`~autotune.task_extraction.KernelSearchTask` batch by batch: the default
+    schedule once, then rounds of the auto-scheduler's search (``SketchPolicy.continue_search_one_round``)
+    measured by the scheduler's ``ProgramMeasurer`` (open for the whole tune; its callback logs).
+    The search shares the study of ``storage`` (default: SQLite beside the log); the default schedule
+    is claimed there too (config index 0), so processes on one storage measure it once in total."""
+
+    def __init__(self, task, log: str, measurer, storage=None, seed: int = 0, cost_model=None):
+        from .auto_scheduler.search_policy import SketchPolicy
+        from .tuner.study import sqlite_url
+        self.task, self.log, self.measurer = task, log, measurer
+        self.policy = SketchPolicy(task, program_cost_model=cost_model, seed=seed, verbose=0)
+        self.policy.share(storage if storage is not None else sqlite_url(log + ".study.db"), log)
+        self.default_measured = not hasattr(task, "default_config")
+
+    @property
+    def name(self) -> str:
+        return getattr(self.task, "desc", str(self.task))
+
+    @property
+    def flop(self) -> float:
+        return float(self.task.flop or 0.0)
+
+    def resume(self) -> list[tuple[float, str]]:
+        """The task's trials already in the log, as ``(cost, error)`` (cost inf on error); the search
+        preloads them (``SketchPolicy.preload``) and the shared study gets any it lacks."""
+        from .auto_scheduler.compute_dag import key_hash
+        from .record import records_of
+        out = []
+        if not os.path.exists(self.log):
+            return out
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            records = records_of(self.log)
+        for r in records:
+            if r.workload[0] != "auto_scheduler" or r.target != self.task.target or \
+                    key_hash(r.workload[1][0]) != key_hash(self.task.workload_key):
+                continue
+            if isinstance(r.knobs, dict) and "default" in r.knobs and not self.default_measured:
+                self.default_measured = True
+                if self.policy.shared.status(r.index) == "free":
+                    self.policy.shared.record_known_index(r.index, r.result, dict(r.knobs))
+            out.append((r.cost if r.result.ok else math.inf, r.result.error_msg))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.policy.preload(self.log)
+        return out
+
+    def _default(self) -> list[tuple[float, str]]:
+        """Measure the default schedule unless a peer on the storage has (or is measuring it now)."""
+        config = self.task.default_config()
+        status = self.policy.shared.status(config.index)
+        if status == "finished":
+            self.default_measured = True
+        if status != "free":
+            return []
+        trial = self.policy.shared.claim_index(config.index, config.knobs())
+        if trial is None:
+            return []
+        inp = MeasureInput(self.task, config)
+        try:
+            res = self.measurer.build_and_run([inp])[0]
+        except BaseException:
+            self.policy.shared.release(trial)
+            raise
+        try:
+            self.measurer.run_callbacks(self.policy, [inp], [res])     # logged before it is finished
+        finally:
+            self.policy.shared.finish(trial, res)
+        self.default_measured = True
+        return [(res.cost if res.ok else math.inf, res.error_msg)]
+
+    def batch(self, n: int) -> list[tuple[float, str]]:
+        out = self._default() if not self.default_measured else []
+        n -= len(out)
+        if n <= 0:
+            return out
+        results = []
+        for _ in range(5):          # peers may claim every candidate of a round: learn, propose again
+            inputs, results = self.policy.continue_search_one_round(n, self.measurer)
+            if inputs or self.policy.exhausted:
+                break
+        return out + [(r.cost if r.ok else math.inf, r.error_msg) for r in results]
+
+
+class TemplateKernelTuner:
+    """Drives one :class:`~autotune.kernel_templates.KernelTemplateTask` batch by batch with a template
+    tuner (``ModelTuner``: its fallback config, the default rule's block, first), measuring with the
+    scheduler's ``ProgramMeasurer`` and logging to the same log; each batch resumes from the log."""
+
+    def __init__(self, task, log: str, measurer, storage=None, seed: int = 0):
+        from .tuner import ModelTuner
+        self.task, self.log = task, log
+        self.tuner = ModelTuner(task, seed=seed, storage=storage)
+        self.option = measurer.as_measure_option()
+        self.logged = 0
+
+    name = property(lambda self: self.task.desc)
+    flop = property(lambda self: float(self.task.flop or 0.0))
+
+    def resume(self) -> list[tuple[float, str]]:
+        from .record import records_of
+        if not os.path.exists(self.log):
+            return []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mine = [r for r in records_of(self.log) if r.key == (self.task.workload, self.task.target)]
+        self.logged = len(mine)
+        return [(r.cost if r.result.ok else math.inf, r.result.error_msg) for r in mine]
+
+    def batch(self, n: int) -> list[tuple[float, str]]:
+        from .callback import log_to_file
+        before = len(self.tuner.history)
+        self.tuner.tune(max(self.tuner.trials_done, self.logged) + n, measure_option=self.option,
+                        callbacks=[log_to_file(self.log)])
+        return [(r.cost if r.ok else math.inf, r.error_msg) for _, r in self.tuner.history[before:]]
+
+
+__all__ = ["KernelTuner", "TemplateKernelTuner"]
