@@ -47,6 +47,7 @@ class _TaskState:
         self.ok = 0
         self.errors: Counter = Counter()
         self.stopped = ""                     # why the task stopped ("" while it tunes)
+        self.patience: int | None = None      # trials without improvement before it counts as converged
 
     def add(self, results) -> None:
         for cost, err in results:
@@ -171,8 +172,9 @@ class TaskScheduler:
                 if max_seconds is not None and time.perf_counter() - start >= max_seconds:
                     break
                 alive = [i for i, s in enumerate(self.states) if not s.stopped]
-                if not alive:
+                if not alive and not self._revive_converged():
                     break
+                alive = alive or [i for i, s in enumerate(self.states) if not s.stopped]
                 warm = [i for i in alive if self.states[i].rounds == 0]
                 i = warm[0] if warm else self._pick(alive, turn)
                 turn += 1
@@ -218,6 +220,14 @@ class TaskScheduler:
             measure = make_measure_option(opts.builder, opts.runner)
         return opts.num_measure_trials, measure, log if log is not None else (files[0] if files else None)
 
+    def _revive_converged(self) -> bool:
+        """Every task stopped but trials or time remain: converged tasks tune on, with twice the patience
+        (only exhausted and failing tasks stay stopped)."""
+        revived = [s for s in self.states if s.stopped.startswith("converged")]
+        for s in revived:
+            s.stopped, s.patience = "", 2 * (s.patience or self.early_stopping)
+        return bool(revived)
+
     def _check_stop(self, s: _TaskState) -> None:
         if s.stopped:
             return
@@ -226,8 +236,8 @@ class TaskScheduler:
             s.stopped = f"every candidate failed: {error}"
             warnings.warn(f"TaskScheduler: task {s.tuner.name} stopped after {s.trials} trials, {s.stopped}",
                           TaskStoppedWarning, stacklevel=3)
-        elif self.early_stopping and s.ok and s.trials - s.last_improved >= self.early_stopping:
-            s.stopped = f"converged (no improvement in {self.early_stopping} trials)"
+        elif self.early_stopping and s.ok and s.trials - s.last_improved >= (s.patience or self.early_stopping):
+            s.stopped = f"converged (no improvement in {s.patience or self.early_stopping} trials)"
 
     def _bar(self, total: int):
         try:

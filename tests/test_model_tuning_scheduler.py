@@ -85,6 +85,17 @@ def test_converged_and_exhausted_tasks_stop():
     assert big.trials == 200 - flat.trials - tiny.trials
 
 
+def test_converged_tasks_tune_on_while_trials_remain():
+    """When every task has converged, the budget is not left unspent: they go on with doubled patience
+    (exhausted tasks stay stopped)."""
+    tasks = [FakeTask("flat", 1e-3, plateau=0, anchor_op="a"), FakeTask("flat2", 2e-3, plateau=0, anchor_op="b"),
+             FakeTask("tiny", 1e-3, space=6, anchor_op="c")]
+    s = _tune(tasks, [1, 1, 1], 120, early_stopping=12)
+    flat, flat2, tiny = s.states
+    assert s.total_trials == 120 and tiny.trials == 6
+    assert flat.trials > 16 and flat2.trials > 16 and flat.patience and flat.patience >= 24
+
+
 def test_failing_task_stops_with_its_error_named_and_others_go_on():
     tasks = [FakeTask("broken", 1e-3, fail="BUILD_ERROR: LLVM ERROR: cannot select vector op", anchor_op="a"),
              FakeTask("fine", 1e-3, anchor_op="b")]
