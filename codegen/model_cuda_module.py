@@ -116,7 +116,7 @@ class CUDAModelModule:
         mod = CUDAModule.__new__(CUDAModule)
         mod.func = None
         launch = LaunchConfig(tuple(IntImm("int32", g) for g in k.grid), tuple(k.block), k.shared_bytes)
-        mod._setup(k.signature, (), launch, k.source, self.arch, self.meta.get("target", "cuda"), self.options,
+        mod._setup(k.signature, (), launch, k.source or self.source, self.arch, self.meta.get("target", "cuda"), self.options,
                    k.aligned)
         return mod
 
