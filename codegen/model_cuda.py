@@ -103,18 +103,26 @@ def _is_kernel_start(line: str) -> bool:
 
 
 def combine_sources(sources: list[str]) -> str:
-    """One translation unit: the preamble of each function (includes, helpers, imported device code)
-    once, in first-seen order, then every kernel."""
+    """One translation unit: the preamble of each function (includes and helpers line by line, imported
+    device code block by block) once, in first-seen order, then every kernel."""
+    singles = set(CUDARenderer.helpers.values())
     head: list[str] = []
     bodies: list[str] = []
     for src in sources:
         lines = src.split("\n")
         start = next(i for i, line in enumerate(lines) if _is_kernel_start(line))
-        for chunk in "\n".join(lines[:start]).strip().split("\n\n"):
-            if chunk.strip() and chunk not in head:
-                head.append(chunk)
+        block = []
+        for line in lines[:start]:
+            if line.startswith("#include") or line in singles:
+                if line not in head:
+                    head.append(line)
+            elif line.strip():
+                block.append(line)
+        device = "\n".join(block)
+        if device and device not in head:
+            head.append(device)
         bodies.append("\n".join(lines[start:]).strip())
-    return "\n\n".join(head + bodies) + "\n"
+    return "\n".join(head) + "\n\n" + "\n\n".join(bodies) + "\n"
 
 
 def build_model_cuda(g: Graph, tgt: Target, params: dict | None, fallback: str, schedule=None):
