@@ -122,7 +122,7 @@ def combine_sources(sources: list[str]) -> str:
         if device and device not in head:
             head.append(device)
         bodies.append("\n".join(lines[start:]).strip())
-    return "\n".join(head) + "\n\n" + "\n\n".join(bodies) + "\n"
+    return "\n\n".join(["\n".join(head)] * bool(head) + bodies) + "\n"
 
 
 def build_model_cuda(g: Graph, tgt: Target, params: dict | None, fallback: str, schedule=None):

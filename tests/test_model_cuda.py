@@ -6,6 +6,7 @@ real GPU: ``tests/test_model_cuda_gpu.py``."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 
@@ -16,7 +17,7 @@ import codegen
 import cuda_sim
 from codegen.model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE
 from tensorir import graph
-from tensorir.graph import GraphError, testing
+from tensorir.graph import Const, GraphError, TensorType, Var, call, testing
 from tensorir.graph.schedules_cuda import CUDA_SCHEDULE_RULES
 
 onnx = pytest.importorskip("onnx")
@@ -105,6 +106,25 @@ def test_resnet18_and_bert_layer_small_simulated():
     _check(model, {}, testing.resnet18_inputs(image=32, seed=np.random.default_rng().integers(1 << 30)))
     model = testing.bert_layer(seq=16, hidden=64, heads=4, ffn=128)
     _check(model, {}, testing.bert_inputs(seq=16, hidden=64, seed=np.random.default_rng().integers(1 << 30)))
+
+
+@needs_nvcc
+@needs_sim
+@pytest.mark.parametrize("rows,cols", [(128, 192), (100, 72)])   # tiles that divide (virtual threads), tails
+def test_gemm_kernels_shared_tiles(rows, cols):
+    rng = np.random.default_rng()
+    w, b = rng.standard_normal((cols, 64)).astype("float32"), rng.standard_normal(cols).astype("float32")
+    x, a, c = (Var(n, TensorType(s, "float32")) for n, s in (("x", (rows, 64)), ("a", (3, rows, 40)), ("c", (3, 40, 50))))
+    y = call("nn.relu", call("nn.bias_add", call("nn.dense", x, Const(w)), Const(b), axis=1))
+    z = call("nn.batch_matmul", a, c, transpose_a=False, transpose_b=False)
+    m = codegen.build_model(graph.Graph((x, a, c), (y, z)), target="cuda")
+    assert set(m.stats()["schedules"].values()) == {"schedule_gemm"}
+    dense = m.kernels["fused_nn_dense_nn_bias_add_nn_relu"]
+    assert dense.block == (16, 16, 1) and "p1_shared" in dense.source and re.search(r"float T_matmul_NT\w*\[16\];", dense.source)
+    feeds = {n: rng.standard_normal(v.type.shape).astype("float32") for n, v in (("x", x), ("a", a), ("c", c))}
+    got = simulate(m, feeds)
+    np.testing.assert_allclose(got[0], np.maximum(feeds["x"] @ w.T + b, 0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1], feeds["a"] @ feeds["c"], rtol=1e-4, atol=1e-4)
 
 
 def test_cuda_graph_keeps_nchw_and_plain_weights():

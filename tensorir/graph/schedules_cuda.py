@@ -10,10 +10,11 @@ zero border is computed where it is read), then applies the rule registered for 
   that every reduction stage keeps; the reduction stages in registers (``local``) at the thread's loop,
   the rest of the row looped by the same thread (a pooled output: one thread per element);
 - dense / batch_matmul: TVM's classic shared-memory GEMM (``autotune/templates/gemm_cuda.py``): the
-  output in ``block_m x block_n`` tiles per block, ``thread_m x thread_n`` registers per thread, the
-  reduction in slices of :data:`K_TILE` loaded cooperatively into shared memory; the anchor is the
-  register accumulator and the epilogue (bias, residual, activation) is applied from it; batch axes on
-  ``blockIdx.z``.  Fewer than :data:`GEMM_MIN_ROWS` rows or columns: the reduction rule;
+  output in 64 x 64 tiles per block of 16 x 16 threads, each thread 4 x 4 outputs strided over virtual
+  threads (consecutive threads, consecutive columns; a contiguous 4 x 4 block where tiles leave tails), the reduction in slices of :data:`K_TILE` loaded
+  cooperatively into shared memory (rows padded to an odd stride against bank conflicts); the anchor
+  is the register accumulator and the epilogue (bias, residual, activation) is applied from it; batch
+  axes on ``blockIdx.z``.  Fewer than :data:`GEMM_MIN_ROWS` rows or columns: the reduction rule;
 - conv2d (NCHW, one group): the direct schedule of ``autotune/templates/conv2d_cuda.py`` (output
   channel x row x column tiles per block, the padded input window and the filter slice in shared
   memory), its default config; grouped/depthwise convs: one thread per output element.
@@ -192,30 +193,38 @@ def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
     if anchor is None or len(ext) < 2 or len(anchor.op.reduce_axis) != 1 or min(ext[-2:]) < GEMM_MIN_ROWS:
         return schedule_rows(s, kt, out)
     acc = _accumulator(s, kt, out, anchor)
-    ty_n, yi_n = _tile(ext[-2], 4, 16)
-    tx_n, xi_n = _tile(ext[-1], 4, 16)
+    ty_n, vy_n = _tile(ext[-2], 4, 16)
+    tx_n, vx_n = _tile(ext[-1], 4, 16)
     axes = list(out.op.axis)
-    by, i = out.split(axes[-2], factor=ty_n * yi_n)
-    bx, j = out.split(axes[-1], factor=tx_n * xi_n)
-    ty, yi = out.split(i, nparts=ty_n)
-    tx, xi = out.split(j, nparts=tx_n)
-    out.reorder(*axes[:-2], by, bx, ty, tx, yi, xi)
+    by, i = out.split(axes[-2], factor=ty_n * vy_n)
+    bx, j = out.split(axes[-1], factor=tx_n * vx_n)
+    if ext[-2] % (ty_n * vy_n) == 0 and ext[-1] % (tx_n * vx_n) == 0:
+        vy, ty = out.split(i, nparts=vy_n)      # rows and columns strided over virtual threads: consecutive
+        vx, tx = out.split(j, nparts=vx_n)      # threads take consecutive columns (coalesced stores)
+        out.reorder(*axes[:-2], by, bx, vy, vx, ty, tx)
+        out.bind(vy, thread_axis("vthread", name="vy"))
+        out.bind(vx, thread_axis("vthread", name="vx"))
+    else:                                       # tails: each thread a contiguous 4 x 4 block (guarded)
+        ty, yi = out.split(i, nparts=ty_n)
+        tx, xi = out.split(j, nparts=tx_n)
+        out.reorder(*axes[:-2], by, bx, ty, tx, yi, xi)
+        out.unroll(yi)
     if len(axes) > 2:
         _bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
     _bind(out, by, "blockIdx.y")
     _bind(out, bx, "blockIdx.x")
     _bind(out, ty, "threadIdx.y")
     _bind(out, tx, "threadIdx.x")
-    out.unroll(yi)
     acc.compute_at(out, tx)
     (k,) = acc.op.reduce_axis
     ko, ki = acc.split(k, factor=K_TILE)
     acc.reorder(ko, ki, *acc.op.axis)
-    for a in acc.op.axis[-2:]:
-        acc.unroll(a)
+    acc.unroll(ki)
     for t in dict.fromkeys(acc.op.input_tensors):
         shared = s[s.cache_read(t, "shared", [acc.op.output(0)])]
         shared.compute_at(acc, ko)
+        if len(shared.op.axis) >= 2:        # odd row stride: a warp's column reads hit distinct banks
+            shared.storage_align(shared.op.axis[-2], 2, 1)
         cooperative_fetch(shared, (("threadIdx.x", tx_n), ("threadIdx.y", ty_n)))
 
 
