@@ -16,8 +16,11 @@ zero border is computed where it is read), then applies the rule registered for 
   is the register accumulator and the epilogue (bias, residual, activation) is applied from it; batch
   axes on ``blockIdx.z``.  Fewer than :data:`GEMM_MIN_ROWS` rows or columns: the reduction rule;
 - conv2d (NCHW, one group): the direct schedule of ``autotune/templates/conv2d_cuda.py`` (output
-  channel x row x column tiles per block, the padded input window and the filter slice in shared
-  memory), its default config; grouped/depthwise convs: one thread per output element.
+  channel x row x column tiles per block, the padded input window and the filter slice of 4 input
+  channels in shared memory), with tiles near its default config (4 x 4 channels, up to 8 rows, up to
+  8 x 2 columns) chosen to divide the output (56 columns: 7 threads x 2) and fewer channels per block
+  where the grid would have fewer than :data:`MIN_BLOCKS` blocks; grouped/depthwise convs: one thread
+  per output element.
 
 A rule is ``rule(s, kt, output_stage)``; replace an entry, or ``schedule_kernel_cuda``, to tune.
 
@@ -41,6 +44,7 @@ Rule = Callable[[Schedule, KernelTE, Stage], None]
 THREADS = 256            # threads per block of injective and per-row kernels
 K_TILE = 16              # reduction slice of the shared-memory GEMM
 GEMM_MIN_ROWS = 8        # smaller GEMMs (batch-1 dense) run one thread per output element
+MIN_BLOCKS = 256         # a conv's output-channel tile shrinks until the grid has this many blocks
 #: HOOK: one block per softmax / layer-norm row once cross-thread all-reduce lands in the CUDA backend.
 ONE_BLOCK_PER_ROW = False
 CUDA_SCHEDULE_RULES: dict[str, Rule] = {}
@@ -185,6 +189,15 @@ def _tile(n: int, per_thread: int, threads: int) -> tuple[int, int]:
     return threads, per_thread
 
 
+def _divisor_tile(n: int, threads: int, inner: int) -> tuple[int, int]:
+    """(threads, per-thread) along an axis of ``n`` whose product divides ``n`` (no tails), the largest
+    such tile, more threads first; :func:`_tile` (with tails) when ``n`` has no useful divisor."""
+    best = max(((t * i, t, i) for t in range(1, threads + 1) for i in range(1, inner + 1) if n % (t * i) == 0))
+    if best[0] * 4 < min(n, threads * inner):
+        return _tile(n, inner, threads)
+    return best[1], best[2]
+
+
 @register_cuda_schedule("nn.dense", "nn.batch_matmul", "nn.matmul")
 def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """Shared-memory tiled GEMM (see the module); small or irregular GEMMs: :func:`schedule_rows`."""
@@ -235,10 +248,12 @@ def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
     if anchor is None or len(_extents(out)) != 4 or len(anchor.op.reduce_axis) != 3 or "group" in (anchor.op.tag or ""):
         return schedule_rows(s, kt, out)
     acc = _accumulator(s, kt, out, anchor)
-    _, f_n, y_n, x_n = _extents(out)
-    tf, fi = _tile(f_n, 4, 4)
-    ty, yi = _tile(y_n, 1, 4)
-    tx, xi = _tile(x_n, 2, 8)
+    b_n, f_n, y_n, x_n = _extents(out)
+    ty, yi = _divisor_tile(y_n, 8, 1)
+    tx, xi = _divisor_tile(x_n, 8, 2)
+    tf, fi = _divisor_tile(f_n, 4, 4)
+    while fi > 1 and b_n * -(-f_n // (tf * fi)) * -(-y_n // ty) * -(-x_n // (tx * xi)) < MIN_BLOCKS:
+        fi //= 2                 # deep layers at small batch: more blocks, fewer channels each
     n, f, y, x = out.op.axis
     bf, f = out.split(f, factor=tf * fi)
     by, y = out.split(y, factor=ty * yi)
