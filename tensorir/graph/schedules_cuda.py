@@ -6,15 +6,18 @@ zero border is computed where it is read), then applies the rule registered for 
 
 - injective: the output's axes fused, split into blocks of :data:`THREADS` threads
   (``blockIdx.x`` / ``threadIdx.x``);
-- reductions (pooling, reduce ops, softmax, layer norm): one thread per output row, the leading axes
-  that every reduction stage keeps; the reduction stages in registers (``local``) at the thread's loop,
-  the rest of the row looped by the same thread (a pooled output: one thread per element);
+- reductions (pooling, reduce ops, softmax, layer norm): one thread per output row (blocks of
+  :data:`ROW_THREADS`), the leading axes that every reduction stage keeps; the reduction stages in
+  registers (``local``) at the thread's loop, the rest of the row looped by the same thread (a pooled
+  output: one thread per element);
 - dense / batch_matmul: TVM's classic shared-memory GEMM (``autotune/templates/gemm_cuda.py``): the
-  output in 64 x 64 tiles per block of 16 x 16 threads, each thread 4 x 4 outputs strided over virtual
-  threads (consecutive threads, consecutive columns; a contiguous 4 x 4 block where tiles leave tails), the reduction in slices of :data:`K_TILE` loaded
-  cooperatively into shared memory (rows padded to an odd stride against bank conflicts); the anchor
-  is the register accumulator and the epilogue (bias, residual, activation) is applied from it; batch
-  axes on ``blockIdx.z``.  Fewer than :data:`GEMM_MIN_ROWS` rows or columns: the reduction rule;
+  output in 64 x 64 tiles per block of 16 x 16 threads (down to 64 threads where the grid would have
+  fewer than :data:`MIN_BLOCKS` blocks: BERT's rows at batch 1), each thread 4 x 4 outputs strided
+  over virtual threads (consecutive threads, consecutive columns; a contiguous 4 x 4 block where the
+  tiles leave tails), the reduction in slices of :data:`K_TILE` loaded cooperatively into shared
+  memory (rows padded to an odd stride against bank conflicts); the anchor is the register
+  accumulator and the epilogue (bias, residual, activation) is applied from it; batch axes on
+  ``blockIdx.z``.  Fewer than :data:`GEMM_MIN_ROWS` rows or columns: the reduction rule;
 - conv2d (NCHW, one group): the direct schedule of ``autotune/templates/conv2d_cuda.py`` (output
   channel x row x column tiles per block, the padded input window and the filter slice of 4 input
   channels in shared memory), with tiles near its default config (4 x 4 channels, up to 8 rows, up to
@@ -41,10 +44,11 @@ from .lower_te import KernelTE
 
 Rule = Callable[[Schedule, KernelTE, Stage], None]
 
-THREADS = 256            # threads per block of injective and per-row kernels
+THREADS = 256            # threads per block of injective kernels
 K_TILE = 16              # reduction slice of the shared-memory GEMM
 GEMM_MIN_ROWS = 8        # smaller GEMMs (batch-1 dense) run one thread per output element
-MIN_BLOCKS = 256         # a conv's output-channel tile shrinks until the grid has this many blocks
+MIN_BLOCKS = 256         # conv and GEMM tiles shrink (to a point) until the grid has this many blocks
+ROW_THREADS = 64         # threads per block of per-row kernels (rows spread over more multiprocessors)
 #: HOOK: one block per softmax / layer-norm row once cross-thread all-reduce lands in the CUDA backend.
 ONE_BLOCK_PER_ROW = False
 CUDA_SCHEDULE_RULES: dict[str, Rule] = {}
@@ -123,7 +127,7 @@ def schedule_rows(s: Schedule, kt: KernelTE, out: Stage) -> None:
     for e in ext[:k]:
         rows *= e
     fused = out.fuse(*axes[:k]) if k > 1 else axes[0]
-    bx, tx = out.split(fused, factor=_threads_for(rows))
+    bx, tx = out.split(fused, factor=max(1, min(ROW_THREADS, rows)))
     if out.op.reduce_axis:     # a pooled output: its window loops innermost
         out.reorder(bx, tx, *axes[k:], *out.op.reduce_axis)
     _bind(out, bx, "blockIdx.x")
@@ -208,6 +212,14 @@ def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
     acc = _accumulator(s, kt, out, anchor)
     ty_n, vy_n = _tile(ext[-2], 4, 16)
     tx_n, vx_n = _tile(ext[-1], 4, 16)
+    batch = 1
+    for e in ext[:-2]:
+        batch *= e
+    while ty_n * tx_n > 64 and batch * -(-ext[-2] // (ty_n * vy_n)) * -(-ext[-1] // (tx_n * vx_n)) < MIN_BLOCKS:
+        if ty_n >= tx_n:         # few rows (BERT at batch 1): smaller block tiles keep the SMs busy
+            ty_n //= 2
+        else:
+            tx_n //= 2
     axes = list(out.op.axis)
     by, i = out.split(axes[-2], factor=ty_n * vy_n)
     bx, j = out.split(axes[-1], factor=tx_n * vx_n)
