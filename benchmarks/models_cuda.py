@@ -40,7 +40,8 @@ def torch_runner(model, torch):
         pass
     from onnx import numpy_helper
     F = torch.nn.functional
-    consts = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy()).cuda() for i in model.graph.initializer}
+    host = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    consts = {n: torch.from_numpy(a.copy()).cuda() for n, a in host.items()}
     attrs = [{a.name: _attr(a) for a in n.attribute} for n in model.graph.node]
 
     def conv(x, w, *b, strides=(1, 1), pads=(0, 0, 0, 0), group=1, **_):
@@ -56,16 +57,21 @@ def torch_runner(model, torch):
             x, tuple(kernel_shape), tuple(strides), (pads[0], pads[1])),
         "GlobalAveragePool": lambda x, **_: F.adaptive_avg_pool2d(x, 1),
         "Flatten": lambda x, axis=1, **_: torch.flatten(x, axis), "Gemm": gemm,
-        "MatMul": lambda a, b, **_: a @ b, "Reshape": lambda x, s, **_: x.reshape(tuple(int(d) for d in s.tolist())),
+        "MatMul": lambda a, b, **_: a @ b, "Reshape": lambda x, shape, **_: x.reshape(shape),
         "Transpose": lambda x, perm, **_: x.permute(*perm), "Softmax": lambda x, axis=-1, **_: torch.softmax(x, axis),
         "LayerNormalization": lambda x, g, b, axis=-1, epsilon=1e-5, **_: F.layer_norm(x, g.shape, g, b, epsilon),
         "Identity": lambda x, **_: x,
     }
 
+    for node, a in zip(model.graph.node, attrs):     # constant shapes read once, on the host
+        if node.op_type == "Reshape":
+            a["shape"] = tuple(int(d) for d in host[node.input[1]])
+
     def run(**feeds):
         env = dict(consts, **feeds)
         for node, a in zip(model.graph.node, attrs):
-            env[node.output[0]] = ops[node.op_type](*[env[i] for i in node.input], **a)
+            args = node.input[:1] if node.op_type == "Reshape" else node.input
+            env[node.output[0]] = ops[node.op_type](*[env[i] for i in args], **a)
         return [env[o.name] for o in model.graph.output]
     run.kind = "torch ops per ONNX node"
     return run

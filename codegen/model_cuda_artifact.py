@@ -70,7 +70,7 @@ def export_cuda_model(m, directory: str) -> None:
         "source": source.to_json() if source is not None else None,
         "shape_bindings": {n: list(s) for n, _, s in run.inputs},
         "passes": m.meta.get("passes", []),
-        "kernels": [{"kernel": s.kernel, "symbol": s.symbol, "nodes": s.nodes, "schedule": s.schedule}
+        "kernels": [{"kernel": s.kernel, "symbol": s.symbol, "native": True, "nodes": s.nodes, "schedule": s.schedule}
                     for s in run.steps],
         "fallback": [],
         "memory_plan": {"workspace_bytes": run.memory.peak, "naive_bytes": run.memory.naive},

@@ -60,6 +60,8 @@ class CUDAModelModule:
     """A model compiled for CUDA.  ``m(**inputs)`` returns the outputs (numpy); ``set_input``, ``set_output``,
     ``run``, ``get_output`` as TVM's ``graph_executor.GraphModule``; ``stats``, ``export_library``."""
 
+    num_threads = 1          # host threads (the CPU model's knob; kernels run on the GPU)
+
     def __init__(self, run: RunList, weights: np.ndarray, kernels: dict, source: str, arch: str,
                  options: tuple = (), *, meta: dict | None = None, graph=None, cubin: bytes | None = None,
                  ptxas_log: str = ""):

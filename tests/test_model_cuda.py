@@ -180,3 +180,13 @@ def test_export_and_load_without_compiler(tmp_path, monkeypatch):
         f.write(b"x")
     with pytest.raises(codegen.ArtifactError, match="model.cubin is corrupt"):
         codegen.load_model(tmp_path / "art")
+
+
+@needs_nvcc
+def test_cli_compile_for_cuda(tmp_path, capsys):
+    from autotune.cli import main
+    path = tmp_path / "cnn.onnx"
+    onnx.save(gm.small_cnn(), str(path))
+    assert main(["compile", str(path), "--shape", "x=1,3,32,32", "--target", "cuda", "-o", str(tmp_path / "out")]) == 0
+    assert "target    cuda -arch=" in capsys.readouterr().out
+    assert type(codegen.load_model(tmp_path / "out")).__name__ == "CUDAModelModule"
