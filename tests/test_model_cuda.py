@@ -190,3 +190,26 @@ def test_cli_compile_for_cuda(tmp_path, capsys):
     assert main(["compile", str(path), "--shape", "x=1,3,32,32", "--target", "cuda", "-o", str(tmp_path / "out")]) == 0
     assert "target    cuda -arch=" in capsys.readouterr().out
     assert type(codegen.load_model(tmp_path / "out")).__name__ == "CUDAModelModule"
+
+
+@needs_nvcc
+@needs_sim
+def test_conv_batches_strides_and_tile_size():
+    """Batch 4, 1x1 stride 2 and 3x3 pad 1 convs vs numpy; at batch 32 the shared input tile stays one
+    block's window (the batch is its own grid axis, not fused into a relaxed block index)."""
+    rng = np.random.default_rng()
+    x = Var("x", TensorType((4, 16, 14, 14), "float32"))
+    w1, w3 = rng.standard_normal((64, 16, 1, 1)).astype("float32"), rng.standard_normal((8, 16, 3, 3)).astype("float32")
+    y1 = call("nn.conv2d", x, Const(w1), strides=[2, 2], padding=[0, 0, 0, 0])
+    y3 = call("nn.conv2d", x, Const(w3), strides=[1, 1], padding=[1, 1, 1, 1])
+    m = codegen.build_model(graph.Graph((x,), (y1, y3)), target="cuda")
+    xs = rng.standard_normal((4, 16, 14, 14)).astype("float32")
+    got = simulate(m, {"x": xs})
+    np.testing.assert_allclose(got[0], np.einsum("nchw,fc->nfhw", xs[:, :, ::2, ::2], w1[:, :, 0, 0]), rtol=1e-4, atol=1e-4)
+    pad = np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    win = np.lib.stride_tricks.sliding_window_view(pad, (3, 3), axis=(2, 3))
+    np.testing.assert_allclose(got[1], np.einsum("ncyxhw,fchw->nfyx", win, w3), rtol=1e-4, atol=1e-4)
+    big = Var("x", TensorType((32, 16, 14, 14), "float32"))
+    m = codegen.build_model(graph.Graph((big,), (call("nn.conv2d", big, Const(rng.standard_normal(
+        (512, 16, 1, 1)).astype("float32")), strides=[2, 2], padding=[0, 0, 0, 0]),)), target="cuda")
+    assert max(k.shared_bytes for k in m.kernels.values()) < 4096

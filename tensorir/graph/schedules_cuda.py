@@ -273,9 +273,9 @@ def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
     tfa, fi_a = out.split(f, nparts=tf)
     tya, yi_a = out.split(y, nparts=ty)
     txa, xi_a = out.split(x, nparts=tx)
-    bz = out.fuse(n, bf)
-    out.reorder(bz, by, bx, tfa, tya, txa, fi_a, yi_a, xi_a)
-    for ax, tag in ((bz, "blockIdx.z"), (by, "blockIdx.y"), (bx, "blockIdx.x"), (tfa, "threadIdx.z"),
+    out.reorder(n, bf, by, bx, tfa, tya, txa, fi_a, yi_a, xi_a)
+    bxy = out.fuse(by, bx)    # the pair with the fewest tiles (fused block indices bound tiles less tightly)
+    for ax, tag in ((n, "blockIdx.z"), (bf, "blockIdx.y"), (bxy, "blockIdx.x"), (tfa, "threadIdx.z"),
                     (tya, "threadIdx.y"), (txa, "threadIdx.x")):
         _bind(out, ax, tag)
     acc.compute_at(out, txa)
