@@ -153,6 +153,7 @@ def main(argv=None) -> None:
     p.add_argument("--no-cudnn-benchmark", action="store_true")
     args = p.parse_args(argv)
     import torch
+
     from tensorir.graph import testing
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

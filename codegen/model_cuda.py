@@ -22,7 +22,11 @@ from tensorir import topi
 from tensorir.graph import Graph, GraphError, Kernel, optimize
 from tensorir.graph.lower_te import lower_kernel
 from tensorir.graph.printer import kernel_text
-from tensorir.graph.schedules_cuda import CUDA_SCHEDULE_RULES, schedule_injective_cuda, schedule_kernel_cuda
+from tensorir.graph.schedules_cuda import (
+    CUDA_SCHEDULE_RULES,
+    schedule_injective_cuda,
+    schedule_kernel_cuda,
+)
 from tensorir.lower.gpu import lower_gpu
 from tensorir.lower.vectorize import vectorize_loops
 from tensorir.stmt import LoweredFunc
@@ -67,7 +71,7 @@ class CUDAKernel:
                 "aligned": {str(i): n for i, n in self.aligned.items()}, "schedule": self.schedule}
 
     @staticmethod
-    def from_json(d: dict, source: str = "") -> "CUDAKernel":
+    def from_json(d: dict, source: str = "") -> CUDAKernel:
         return CUDAKernel(d["symbol"], source, tuple(d["grid"]), tuple(d["block"]), int(d["shared_bytes"]),
                           Signature.from_json(d["signature"]), {int(k): int(v) for k, v in d["aligned"].items()},
                           d.get("schedule", {}))
@@ -77,6 +81,7 @@ def compile_kernel(kernel: Kernel, target: Target, symbol: str, schedule=None) -
     """Lower, schedule and print one kernel as a CUDA function named ``symbol``."""
     from tensorir.arith import simplify
     from tensorir.expr import IntImm
+
     from .build import lower_to_func
     kt = lower_kernel(kernel, CUDA_COMPUTES)
     chosen = schedule(kt) if schedule is not None else None
@@ -150,7 +155,7 @@ def build_model_cuda(g: Graph, tgt: Target, params: dict | None, fallback: str, 
             taken.add(symbol)
             try:
                 cache[key] = compile_kernel(node.op, tgt, symbol, schedule)
-            except Exception as e:  # any failure to lower, schedule or print one kernel
+            except Exception as e:  # noqa: BLE001  (any failure to lower, schedule or print one kernel)
                 cache[key] = e
         built = cache[key]
         if isinstance(built, Exception):

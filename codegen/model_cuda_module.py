@@ -34,7 +34,7 @@ MAX_GRAPHS = 8          # CUDA graphs kept per module (one per binding of device
 class _Device:
     """The module's state on the GPU: loaded functions, buffers, packed launches."""
 
-    def __init__(self, m: "CUDAModelModule"):
+    def __init__(self, m: CUDAModelModule):
         from .cuda_module import driver
         drv = self.drv = driver()
         try:
@@ -113,6 +113,7 @@ class CUDAModelModule:
         CPU simulator of the tests, or to time one kernel)."""
         from tensorir.expr import IntImm
         from tensorir.lower.gpu import LaunchConfig
+
         from .cuda_module import CUDAModule
         k = self.kernels[symbol]
         mod = CUDAModule.__new__(CUDAModule)
@@ -243,10 +244,10 @@ class CUDAModelModule:
         dev = self._device()
         if loc.kind == INPUT:
             bound = self._bound_in.get(loc.index)
-            return int(bound.__cuda_array_interface__["data"][0]) if bound is not None else int(dev.own_inputs[loc.index])
+            return _address(bound) if bound is not None else int(dev.own_inputs[loc.index])
         if loc.kind == OUTPUT:
             bound = self._bound_out.get(loc.index)
-            return int(bound.__cuda_array_interface__["data"][0]) if bound is not None else int(dev.own_outputs[loc.index])
+            return _address(bound) if bound is not None else int(dev.own_outputs[loc.index])
         base = dev.workspace if loc.kind == WORKSPACE else dev.weights
         assert loc.kind in (WORKSPACE, WEIGHTS), loc
         return int(base) + loc.offset
@@ -276,8 +277,9 @@ class CUDAModelModule:
                 drv.memcpy_dtod_async(self._pointer(dst), self._pointer(src), dst.nbytes, stream)
 
     def _key(self) -> tuple:
-        return (tuple(sorted((k, self._pointer(Loc(INPUT, "uint8", (0,), index=k))) for k in self._bound_in)),
-                tuple(sorted((k, self._pointer(Loc(OUTPUT, "uint8", (0,), index=k))) for k in self._bound_out)))
+        """The binding the launches were packed for: the device arrays bound as inputs and outputs."""
+        return tuple(tuple(sorted((k, _address(a)) for k, a in bound.items()))
+                     for bound in (self._bound_in, self._bound_out))
 
     def launcher(self):
         """The asynchronous launch of the whole model over the current bindings (a CUDA graph where the
@@ -337,6 +339,10 @@ class CUDAModelModule:
     def __repr__(self) -> str:
         return (f"CUDAModelModule({self.meta.get('name', 'model')}: inputs {self.input_names}, "
                 f"{len(self.run_list.steps)} kernels on {self.arch}, outputs {self.output_names})")
+
+
+def _address(array) -> int:
+    return int(array.__cuda_array_interface__["data"][0])
 
 
 def _c_strides(shape: tuple, itemsize: int) -> tuple:

@@ -6,15 +6,15 @@ real GPU: ``tests/test_model_cuda_gpu.py``."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 
+import cuda_sim
 import numpy as np
 import pytest
 
 import codegen
-import cuda_sim
 from codegen.model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE
 from tensorir import graph
 from tensorir.graph import Const, GraphError, TensorType, Var, call, testing
@@ -22,7 +22,7 @@ from tensorir.graph.schedules_cuda import CUDA_SCHEDULE_RULES
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
-import graph_models as gm  # noqa: E402
+import graph_models as gm
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
 needs_sim = pytest.mark.skipif(not cuda_sim.available(), reason="g++ is needed to run CUDA C on the CPU")
@@ -165,7 +165,7 @@ def test_export_and_load_without_compiler(tmp_path, monkeypatch):
     m.export_library(tmp_path / "art")
     names = sorted(os.listdir(tmp_path / "art"))
     assert names == ["graph.json", "manifest.json", "model.cu", "model.cubin", "weights.npy"]
-    man = json.load(open(tmp_path / "art" / "manifest.json"))
+    man = json.loads((tmp_path / "art" / "manifest.json").read_text())
     assert man["arch"] == m.arch and "nvcc" in man and "gpu" in man and "driver" in man["gpu"]
     assert man["kernels"][0]["schedule"]["kind"] == "default"
     monkeypatch.setenv("TILETUNE_NVCC", "/nonexistent/nvcc")       # loading compiles nothing

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import ctypes
 
+import cuda_sim
 import numpy as np
 import pytest
 
 import codegen
-import cuda_sim
 from tensorir import graph
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
-import graph_models as gm  # noqa: E402
+import graph_models as gm
 
 pytestmark = [pytest.mark.skipif(not cuda_sim.available(), reason="g++ is needed to run CUDA C on the CPU")]
 

@@ -37,8 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..schedule import ROOT, Schedule, Stage, create_schedule
-from ..tensor import thread_axis
-from ..tensor import ComputeOp
+from ..tensor import ComputeOp, thread_axis
 from .ir import GraphError
 from .lower_te import KernelTE
 
@@ -196,7 +195,7 @@ def _tile(n: int, per_thread: int, threads: int) -> tuple[int, int]:
 def _divisor_tile(n: int, threads: int, inner: int) -> tuple[int, int]:
     """(threads, per-thread) along an axis of ``n`` whose product divides ``n`` (no tails), the largest
     such tile, more threads first; :func:`_tile` (with tails) when ``n`` has no useful divisor."""
-    best = max(((t * i, t, i) for t in range(1, threads + 1) for i in range(1, inner + 1) if n % (t * i) == 0))
+    best = max((t * i, t, i) for t in range(1, threads + 1) for i in range(1, inner + 1) if n % (t * i) == 0)
     if best[0] * 4 < min(n, threads * inner):
         return _tile(n, inner, threads)
     return best[1], best[2]
@@ -288,6 +287,16 @@ def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
         cooperative_fetch(shared, (("threadIdx.x", tx), ("threadIdx.y", ty), ("threadIdx.z", tf)))
 
 
-__all__ = ["CUDA_SCHEDULE_RULES", "ONE_BLOCK_PER_ROW", "register_cuda_schedule", "schedule_kernel_cuda",
-           "schedule_injective_cuda", "schedule_rows", "schedule_softmax_norm", "schedule_row_block",
-           "schedule_gemm", "schedule_conv2d_cuda", "cooperative_fetch"]
+__all__ = [
+    "CUDA_SCHEDULE_RULES",
+    "ONE_BLOCK_PER_ROW",
+    "cooperative_fetch",
+    "register_cuda_schedule",
+    "schedule_conv2d_cuda",
+    "schedule_gemm",
+    "schedule_injective_cuda",
+    "schedule_kernel_cuda",
+    "schedule_row_block",
+    "schedule_rows",
+    "schedule_softmax_norm",
+]
