@@ -213,3 +213,23 @@ def test_conv_batches_strides_and_tile_size():
     m = codegen.build_model(graph.Graph((big,), (call("nn.conv2d", big, Const(rng.standard_normal(
         (512, 16, 1, 1)).astype("float32")), strides=[2, 2], padding=[0, 0, 0, 0]),)), target="cuda")
     assert max(k.shared_bytes for k in m.kernels.values()) < 4096
+
+
+@needs_nvcc
+@needs_sim
+@pytest.mark.parametrize("rows,n", [(3, 64), (5, 96), (2, 7)])    # 7: no block size divides: a thread per row
+def test_softmax_and_layer_norm_one_block_per_row(rows, n):
+    rng = np.random.default_rng()
+    x = Var("x", TensorType((2, rows, n), "float32"))
+    gamma, beta = rng.uniform(0.5, 1.5, n).astype("float32"), rng.standard_normal(n).astype("float32")
+    y = call("nn.layer_norm", x, Const(gamma), Const(beta), axis=-1, epsilon=1e-5)
+    z = call("nn.softmax", x, axis=-1)
+    m = codegen.build_model(graph.Graph((x,), (y, z)), target="cuda")
+    norm = m.kernels["fused_nn_layer_norm"]
+    assert norm.block[0] == (n if n % 32 == 0 else min(2 * rows, 64)) and (norm.shared_bytes > 0) == (n % 32 == 0)
+    xs = rng.standard_normal((2, rows, n)).astype("float32") * 3
+    got = simulate(m, {"x": xs})
+    mu, var = xs.mean(-1, keepdims=True), xs.var(-1, keepdims=True)
+    np.testing.assert_allclose(got[0], (xs - mu) / np.sqrt(var + 1e-5) * gamma + beta, rtol=1e-4, atol=1e-4)
+    e = np.exp(xs - xs.max(-1, keepdims=True))
+    np.testing.assert_allclose(got[1], e / e.sum(-1, keepdims=True), rtol=1e-4, atol=1e-6)

@@ -6,10 +6,13 @@ zero border is computed where it is read), then applies the rule registered for 
 
 - injective: the output's axes fused, split into blocks of :data:`THREADS` threads
   (``blockIdx.x`` / ``threadIdx.x``);
-- reductions (pooling, reduce ops, softmax, layer norm): one thread per output row (blocks of
-  :data:`ROW_THREADS`), the leading axes that every reduction stage keeps; the reduction stages in
-  registers (``local``) at the thread's loop, the rest of the row looped by the same thread (a pooled
-  output: one thread per element);
+- reductions (pooling, reduce ops): one thread per output row (blocks of :data:`ROW_THREADS`), the
+  leading axes that every reduction stage keeps; the reduction stages in registers (``local``) at the
+  thread's loop, the rest of the row looped by the same thread (a pooled output: one thread per
+  element);
+- softmax, layer norm over the last axis: one block per row, partial sums per thread in shared memory
+  (``rfactor``) added up by every thread (:func:`schedule_row_block`); rows without a divisor in
+  32..256 (or other axes): one thread per row;
 - dense / batch_matmul: TVM's classic shared-memory GEMM (``autotune/templates/gemm_cuda.py``): the
   output in 64 x 64 tiles per block of 16 x 16 threads (down to 64 threads where the grid would have
   fewer than :data:`MIN_BLOCKS` blocks: BERT's rows at batch 1), each thread 4 x 4 outputs strided
@@ -27,10 +30,10 @@ zero border is computed where it is read), then applies the rule registered for 
 
 A rule is ``rule(s, kt, output_stage)``; replace an entry, or ``schedule_kernel_cuda``, to tune.
 
-HOOK (cross-thread reductions, issue 14 part 2): softmax / layer norm rows run one thread per row
-(:func:`schedule_rows`).  Once the CUDA backend lowers a reduction axis bound to ``threadIdx.x``
-(``tvm_thread_allreduce``), set :data:`ONE_BLOCK_PER_ROW` and fill :func:`schedule_row_block`: a block
-per row, each reduction stage ``rfactor``-free with its reduce axis split by the block's threads.
+HOOK (cross-thread reductions, issue 14 part 2): softmax / layer norm rows reduce through shared
+partials that every thread adds up (:func:`schedule_row_block`).  Once the CUDA backend lowers a
+reduction axis bound to ``threadIdx.x`` (``tvm_thread_allreduce``), bind the partials' reduction to
+``threadIdx.x`` there instead (see its docstring; :data:`THREAD_ALLREDUCE`).
 """
 from __future__ import annotations
 
@@ -48,8 +51,8 @@ K_TILE = 16              # reduction slice of the shared-memory GEMM
 GEMM_MIN_ROWS = 8        # smaller GEMMs (batch-1 dense) run one thread per output element
 MIN_BLOCKS = 256         # conv and GEMM tiles shrink (to a point) until the grid has this many blocks
 ROW_THREADS = 64         # threads per block of per-row kernels (rows spread over more multiprocessors)
-#: HOOK: one block per softmax / layer-norm row once cross-thread all-reduce lands in the CUDA backend.
-ONE_BLOCK_PER_ROW = False
+#: HOOK: softmax / layer-norm rows by warp-shuffle all-reduce once it lands in the CUDA backend.
+THREAD_ALLREDUCE = False
 CUDA_SCHEDULE_RULES: dict[str, Rule] = {}
 
 
@@ -138,17 +141,52 @@ def schedule_rows(s: Schedule, kt: KernelTE, out: Stage) -> None:
 
 @register_cuda_schedule("nn.softmax", "nn.log_softmax", "nn.layer_norm")
 def schedule_softmax_norm(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """Softmax and normalization rows: one thread per row today (:func:`schedule_rows`); one block per
-    row (:func:`schedule_row_block`) once :data:`ONE_BLOCK_PER_ROW` is set (the cross-thread hook)."""
-    if ONE_BLOCK_PER_ROW:
+    """Softmax and normalization rows: one block per row (:func:`schedule_row_block`) where the rows are
+    the output's last axis and it has a divisor in 32..256 (the block), else one thread per row
+    (:func:`schedule_rows`)."""
+    ext = _extents(out)
+    stages = _root_reductions(s, out)
+    if stages and _row_block_threads(ext[-1]) and all(
+            len(st.op.reduce_axis) == 1 and _extents(st) == ext[:-1] for st in stages):
         return schedule_row_block(s, kt, out)
     return schedule_rows(s, kt, out)
 
 
+def _row_block_threads(n: int) -> int:
+    """Threads of a block per row of ``n``: its largest divisor in 32..256 (0 if none)."""
+    return max((d for d in range(32, 257) if n % d == 0), default=0)
+
+
 def schedule_row_block(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """HOOK: one block per row with cross-thread all-reduce (needs ``tvm_thread_allreduce`` lowering in
-    the CUDA backend, issue 14 part 2)."""
-    raise NotImplementedError("one block per row needs cross-thread reductions in the CUDA backend")
+    """One block of ``T`` threads per row (the output's leading axes on ``blockIdx.x`` / ``y`` / ``z``),
+    the row's elements strided over the threads.  Each reduction stage in order (a softmax's max then
+    its sum of exponentials, a layer norm's sum then its squares about the mean) is ``rfactor``-ed by
+    ``T``: the ``T`` partial sums in shared memory, one per thread (coalesced reads of the row), then
+    every thread adds the ``T`` partials itself into registers (broadcast reads; no cross-thread
+    reduction needed).
+
+    HOOK (issue 14 part 2): once the CUDA backend lowers a reduction axis bound to ``threadIdx.x``
+    (``tvm_thread_allreduce``: warp shuffles), bind the partials' reduction there instead and drop the
+    redundant per-thread sums (:data:`THREAD_ALLREDUCE` selects that variant; unused until then)."""
+    ext = _extents(out)
+    threads = _row_block_threads(ext[-1])
+    axes = list(out.op.axis)
+    rows = axes[:-1]
+    if len(rows) > 3:
+        rows = [out.fuse(*rows[:-2]), *rows[-2:]]
+    _, tx = out.split(axes[-1], factor=threads)
+    for ax, tag in zip(reversed(rows), ("blockIdx.x", "blockIdx.y", "blockIdx.z")):
+        _bind(out, ax, tag)
+    _bind(out, tx, "threadIdx.x")
+    at = rows[-1]
+    for st in _root_reductions(s, out):
+        _, inner = st.split(st.op.reduce_axis[0], factor=threads)
+        partial = s[s.rfactor(st.op.output(0), inner)]
+        partial.set_scope("shared")
+        partial.compute_at(out, at)
+        _bind(partial, partial.op.axis[0], "threadIdx.x")
+        st.set_scope("local")
+        st.compute_at(out, at)
 
 
 def _anchor(s: Schedule, out: Stage) -> Stage | None:
@@ -289,7 +327,7 @@ def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
 
 __all__ = [
     "CUDA_SCHEDULE_RULES",
-    "ONE_BLOCK_PER_ROW",
+    "THREAD_ALLREDUCE",
     "cooperative_fetch",
     "register_cuda_schedule",
     "schedule_conv2d_cuda",
