@@ -184,3 +184,19 @@ def test_loaded_artifact_runs(fake, cnn, tmp_path):
     fake.model = loaded
     x = np.random.default_rng().standard_normal((2, 3, 32, 32)).astype("float32")
     _close(loaded(x=x)[0], gm.run_onnxruntime(model, {"x": x})[0])
+
+
+def test_gather_indices_checked_on_the_host(fake):
+    """Data-dependent Gather indices: copied back and checked before their step (no CUDA graph)."""
+    from test_model_runtime import _embedding
+    g, table = _embedding()
+    m = codegen.build_model(g, target="cuda")
+    fake.model = m
+    ids = np.random.default_rng().integers(-51, 49, (2, 5)).astype("int64")
+    (got,) = m(ids=ids)
+    np.testing.assert_allclose(got, np.tanh(table[np.where(ids + 1 < 0, ids + 51, ids + 1)]), rtol=1e-6)
+    assert m.stats()["launch"] == "launch-loop (index checks)"
+    bad = ids.copy()
+    bad[1, 3] = 56
+    with pytest.raises(ValueError, match="Gather node embed: index 57 out of range for axis 0 of size 50"):
+        m(ids=bad)
