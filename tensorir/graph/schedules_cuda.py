@@ -18,9 +18,9 @@ zero border is computed where it is read), then applies the rule registered for 
   fewer than :data:`MIN_BLOCKS` blocks: BERT's rows at batch 1), each thread 4 x 4 outputs strided
   over virtual threads (consecutive threads, consecutive columns; a contiguous 4 x 4 block where the
   tiles leave tails), the reduction in slices of :data:`K_TILE` loaded cooperatively into shared
-  memory (rows padded to an odd stride against bank conflicts); the anchor is the register
-  accumulator and the epilogue (bias, residual, activation) is applied from it; batch axes on
-  ``blockIdx.z``.  Fewer than :data:`GEMM_MIN_ROWS` rows or columns: the reduction rule;
+  memory (float4 loads where the tiles divide; rows padded to an odd stride against bank
+  conflicts); the anchor is the register accumulator and the epilogue (bias, residual, activation) is
+  applied from it; batch axes on ``blockIdx.z``.  Fewer than :data:`GEMM_MIN_ROWS` rows or columns: the reduction rule;
 - conv2d (NCHW, one group): the direct schedule of ``autotune/templates/conv2d_cuda.py`` (output
   channel x row x column tiles per block, the padded input window and the filter slice of 4 input
   channels in shared memory), with tiles near its default config (4 x 4 channels, up to 8 rows, up to
@@ -205,12 +205,17 @@ def _accumulator(s: Schedule, kt: KernelTE, out: Stage, anchor: Stage) -> Stage:
     return anchor
 
 
-def cooperative_fetch(stage: Stage, threads: tuple[tuple[str, int], ...]) -> None:
+def cooperative_fetch(stage: Stage, threads: tuple[tuple[str, int], ...], vector: int = 1) -> None:
     """All threads of the block copy the tile ``stage`` (``threads``: (tag, extent), innermost first):
     its axes fused and split by the block's thread count, consecutive threads taking consecutive
-    elements; the ``nparts`` splits keep every thread axis at its extent even when the tile is smaller
-    than the block (the extra threads are guarded off)."""
+    elements (``vector`` of them each, as one vector load, when the tile's innermost extent is a
+    multiple of it); the ``nparts`` splits keep every thread axis at its extent even when the tile is
+    smaller than the block (the extra threads are guarded off)."""
     axes = list(stage.op.axis)
+    vec = None
+    if vector > 1:
+        outer, vec = stage.split(axes[-1], factor=vector)
+        axes = axes[:-1] + [outer]
     fused = stage.fuse(*axes) if len(axes) > 1 else axes[0]
     total = 1
     for _, n in threads:
@@ -219,6 +224,8 @@ def cooperative_fetch(stage: Stage, threads: tuple[tuple[str, int], ...]) -> Non
     for tag, n in reversed(threads):
         ax, rest = stage.split(rest, nparts=n)
         _bind(stage, ax, tag)
+    if vec is not None:
+        stage.vectorize(vec)
 
 
 def _tile(n: int, per_thread: int, threads: int) -> tuple[int, int]:
@@ -260,7 +267,8 @@ def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
     axes = list(out.op.axis)
     by, i = out.split(axes[-2], factor=ty_n * vy_n)
     bx, j = out.split(axes[-1], factor=tx_n * vx_n)
-    if ext[-2] % (ty_n * vy_n) == 0 and ext[-1] % (tx_n * vx_n) == 0:
+    divides = ext[-2] % (ty_n * vy_n) == 0 and ext[-1] % (tx_n * vx_n) == 0
+    if divides:
         vy, ty = out.split(i, nparts=vy_n)      # rows and columns strided over virtual threads: consecutive
         vx, tx = out.split(j, nparts=vx_n)      # threads take consecutive columns (coalesced stores)
         out.reorder(*axes[:-2], by, bx, vy, vx, ty, tx)
@@ -279,6 +287,7 @@ def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
     _bind(out, tx, "threadIdx.x")
     acc.compute_at(out, tx)
     (k,) = acc.op.reduce_axis
+    vector = 4 if divides and int(k.dom.extent) % K_TILE == 0 and vx_n == 4 else 1   # float4 global loads
     ko, ki = acc.split(k, factor=K_TILE)
     acc.reorder(ko, ki, *acc.op.axis)
     acc.unroll(ki)
@@ -287,7 +296,7 @@ def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
         shared.compute_at(acc, ko)
         if len(shared.op.axis) >= 2:        # odd row stride: a warp's column reads hit distinct banks
             shared.storage_align(shared.op.axis[-2], 2, 1)
-        cooperative_fetch(shared, (("threadIdx.x", tx_n), ("threadIdx.y", ty_n)))
+        cooperative_fetch(shared, (("threadIdx.x", tx_n), ("threadIdx.y", ty_n)), vector)
 
 
 @register_cuda_schedule("nn.conv2d")
