@@ -263,15 +263,14 @@ class CUDAModelModule:
                 if ptrs[i] % need:
                     raise ValueError(f"kernel {step.kernel}: argument {i} starts at {ptrs[i]:#x}, not {need}-byte "
                                      "aligned (vector accesses); pass an aligned device array")
-            fn = dev.functions[step.symbol]
-            out.append((fn, k.grid, k.block, ptrs, step))
+            out.append((_packed(dev.functions[step.symbol], ptrs), k.grid, k.block, ptrs, step))
         return out
 
     def _issue(self, launches, stream) -> None:
         drv = self._dev.drv
-        for fn, grid, block, ptrs, _ in launches:
+        for launch, grid, block, _, _ in launches:
             if 0 not in grid:
-                fn.prepared_async_call(grid, block, stream, *ptrs)
+                launch(grid, block, stream)
         for dst, src in self.run_list.copies:
             if dst.nbytes:
                 drv.memcpy_dtod_async(self._pointer(dst), self._pointer(src), dst.nbytes, stream)
@@ -304,7 +303,7 @@ class CUDAModelModule:
     def _checked_run(self) -> None:
         dev = self._device()
         launches = self._launches()
-        for fn, grid, block, ptrs, step in launches:
+        for launch, grid, block, ptrs, step in launches:
             for c in step.checks:
                 loc = step.args[c.arg]
                 host = np.empty(loc.shape, loc.dtype)
@@ -313,7 +312,7 @@ class CUDAModelModule:
                 if c.failing(host) is not None:
                     raise ValueError(c.message(host))
             if 0 not in grid:
-                fn.prepared_async_call(grid, block, dev.stream, *ptrs)
+                launch(grid, block, dev.stream)
         self._issue([], dev.stream)
 
     def synchronize(self) -> None:
@@ -339,6 +338,18 @@ class CUDAModelModule:
     def __repr__(self) -> str:
         return (f"CUDAModelModule({self.meta.get('name', 'model')}: inputs {self.input_names}, "
                 f"{len(self.run_list.steps)} kernels on {self.arch}, outputs {self.output_names})")
+
+
+def _packed(fn, ptrs: list[int]):
+    """``launch(grid, block, stream)`` of prepared function ``fn`` with its arguments packed once (what
+    pycuda's ``prepared_async_call`` does per call), else through ``prepared_async_call``."""
+    try:
+        from pycuda._pvt_struct import pack
+        buf = pack(fn.arg_format, *ptrs)
+        start = fn._launch_kernel
+    except (ImportError, AttributeError):
+        return lambda grid, block, stream: fn.prepared_async_call(grid, block, stream, *ptrs)
+    return lambda grid, block, stream: start(grid, block, buf, 0, stream)
 
 
 def _address(array) -> int:
