@@ -88,8 +88,11 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
         raise TypeError(f"build_model: expected a tensorir.graph.Graph, got {type(g).__name__}")
     start = time.perf_counter()
     tgt = parse(target)
+    if tgt.kind == "cuda":       # every kernel on the GPU: codegen/model_cuda.py
+        from .model_cuda import build_model_cuda
+        return build_model_cuda(g, tgt, params, fallback, schedule)
     if tgt.kind != "llvm":
-        raise ValueError(f"build_model: target {tgt} is not supported (CPU models build for llvm)")
+        raise ValueError(f"build_model: target {tgt} is not supported (llvm, cuda)")
     source = getattr(g, "source", None)
     if g.params or any(not isinstance(n.op, Kernel) for n in g.nodes):
         g = optimize(g, params or {})

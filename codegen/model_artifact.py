@@ -194,6 +194,9 @@ def load_model(directory: str) -> ModelModule:
     directory = os.fspath(directory)
     if not os.path.isdir(directory):
         raise ArtifactError(f"load_model: {directory} is not a directory")
+    from .model_cuda_artifact import is_cuda_artifact, load_cuda_model
+    if is_cuda_artifact(directory):      # a model built for target="cuda"
+        return load_cuda_model(directory)
     manifest = _read_json(directory, "manifest.json", MANIFEST_FORMAT)
     check_cpu(manifest, directory)
     for name in FILES:

@@ -45,9 +45,10 @@ def _const_tensor(c: Const, name: str):
     return compute((len(items),), pick, name=name)
 
 
-def lower_kernel(kernel: Kernel) -> KernelTE:
+def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
     """``kernel``'s body built from topi computes; a node whose result is not a tensor of its type is a
-    ``GraphError`` naming the kernel and the op."""
+    ``GraphError`` naming the kernel and the op.  ``computes`` (op name -> ``fn(*tensors, **attrs)``)
+    replaces registered computes for a target (CUDA's N-d dense keeps its leading axes)."""
     body = kernel.body
     inputs = [placeholder(v.type.shape, dtype=v.type.dtype, name=v.name) for v in body.inputs]
     env: dict[int, object] = {id(v): t for v, t in zip(body.inputs, inputs)}
@@ -61,10 +62,11 @@ def lower_kernel(kernel: Kernel) -> KernelTE:
             raise GraphError(f"kernel {kernel.name}: %{v.name} is not one of its arguments")
         elif isinstance(v, Node):
             op = get_op(v.op)
-            if op.topi is None:
+            fn = (computes or {}).get(v.op, op.topi)
+            if fn is None:
                 raise GraphError(f"kernel {kernel.name}: {v.op} has no topi compute")
             try:
-                out = op.topi(*(env[id(i)] for i in v.inputs), **v.attrs)
+                out = fn(*(env[id(i)] for i in v.inputs), **v.attrs)
             except (ValueError, TypeError, NotImplementedError) as e:   # GraphError included
                 msg = str(e) if str(e).startswith(v.op) else f"{v.op}: {e}"
                 raise GraphError(f"kernel {kernel.name}: {msg}") from None

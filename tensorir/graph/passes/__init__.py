@@ -26,19 +26,29 @@ PASSES: list[tuple[str, Pass]] = [
 ]
 
 
-def optimize(g: Graph, params: dict | None = None, *, fuse: bool = True, check: bool = True) -> Graph:
+#: Passes for CPU targets only: GPU kernels keep NCHW and unpacked weights.
+CPU_ONLY = ("alter_op_layout",)
+
+
+def optimize(g: Graph, params: dict | None = None, *, fuse: bool = True, check: bool = True,
+             target=None) -> Graph:
     """``g`` with ``params`` bound as constants, run through :data:`PASSES` (``fuse=False`` stops
-    before fusion); ``check`` verifies the graph after every pass."""
+    before fusion); ``check`` verifies the graph after every pass.  ``target`` (default: a CPU): a
+    non-``llvm`` target (``"cuda"``) skips the passes of :data:`CPU_ONLY`."""
     source, ran = g.source, [*g.passes, "bind_params"]
     g = bind_params(g, params)
     for name, p in PASSES:
-        if name == "fuse_ops" and not fuse:
+        if (name == "fuse_ops" and not fuse) or (name in CPU_ONLY and not _is_cpu(target)):
             continue
         g = p(g)
         ran.append(name)
         if check:
             verify(g)
     return replace(g, source=source, passes=tuple(ran))
+
+
+def _is_cpu(target) -> bool:
+    return target is None or str(target).split()[0] == "llvm"
 
 
 __all__ = ["PASSES", "alter_op_layout", "bind_params", "eliminate_dead_code", "fold_constants", "fuse_ops", "infer_types",

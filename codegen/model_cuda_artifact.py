@@ -1,0 +1,131 @@
+"""``CUDAModelModule.export_library(directory)`` and loading it (``codegen.load_model`` dispatches here
+when the directory holds ``model.cubin``).
+
+* ``model.cubin``    every kernel, compiled once by nvcc for the model's arch.
+* ``model.cu``       the CUDA source (for reading; loading does not need it).
+* ``graph.json``     the run list (:class:`~codegen.model_plan.RunList`) and each kernel's launch
+                     (grid, block, shared bytes, signature, vector alignment).
+* ``weights.npy``    the weights blob (``uint8``), uploaded once at the first run.
+* ``manifest.json``  provenance: tiletune, nvcc version, arch, the GPU it was exported on (name,
+                     compute capability, driver; None without one), source model, shape bindings,
+                     passes, kernels with their fused nodes and schedules, memory plan, compile time,
+                     sha256 of every other file.
+
+Loading compiles nothing; it refuses a cubin for another compute capability than the present GPU's
+(when one is visible) and names the file that is missing or corrupt.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from .export import build_info
+from .model_artifact import ArtifactError, _read_json, _sha256
+from .model_plan import RunList
+
+GRAPH_FORMAT = "tiletune.cuda_model/1"
+MANIFEST_FORMAT = "tiletune.cuda_manifest/1"
+FILES = ("model.cubin", "model.cu", "graph.json", "weights.npy")
+
+
+def gpu_info() -> dict:
+    """Name, compute capability and driver version of GPU 0 (None each without pycuda or a GPU)."""
+    info = {"name": None, "compute_capability": None, "driver": None}
+    try:
+        import pycuda.driver as drv
+        drv.init()
+        if drv.Device.count():
+            dev = drv.Device(int(os.environ.get("TILETUNE_CUDA_DEVICE", "0")))
+            major, minor = dev.compute_capability()
+            v = drv.get_driver_version()
+            info = {"name": dev.name(), "compute_capability": f"{major}.{minor}",
+                    "driver": f"{v // 1000}.{(v % 1000) // 10}"}
+    except Exception:  # noqa: BLE001, S110  (no pycuda, no driver, no device)
+        pass
+    return info
+
+
+def export_cuda_model(m, directory: str) -> None:
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    cubin = m.cubin
+    graph = {"format": GRAPH_FORMAT, "name": m.meta.get("name", "model"), "target": m.meta.get("target"),
+             "arch": m.arch, "nvcc_options": list(m.options),
+             "kernels": [k.to_json() for k in m.kernels.values()], **m.run_list.to_json()}
+    with open(os.path.join(directory, "model.cubin"), "wb") as f:
+        f.write(cubin)
+    with open(os.path.join(directory, "model.cu"), "w") as f:
+        f.write(m.source)
+    with open(os.path.join(directory, "graph.json"), "w") as f:
+        json.dump(graph, f, indent=1)
+    np.save(os.path.join(directory, "weights.npy"), np.asarray(m.weights), allow_pickle=False)
+    run = m.run_list
+    source = m.meta.get("source")
+    manifest = {
+        "format": MANIFEST_FORMAT, **m.meta.get("build", build_info("cuda")),
+        "target": m.meta.get("target"), "arch": m.arch, "gpu": gpu_info(),
+        "ptxas_log": m._binaries.get("cubin", (b"", ""))[1],
+        "source": source.to_json() if source is not None else None,
+        "shape_bindings": {n: list(s) for n, _, s in run.inputs},
+        "passes": m.meta.get("passes", []),
+        "kernels": [{"kernel": s.kernel, "symbol": s.symbol, "native": True, "nodes": s.nodes, "schedule": s.schedule}
+                    for s in run.steps],
+        "fallback": [],
+        "memory_plan": {"workspace_bytes": run.memory.peak, "naive_bytes": run.memory.naive},
+        "weights_bytes": run.weights_bytes, "compile_seconds": m.meta.get("compile_seconds"),
+        "files": {name: _sha256(os.path.join(directory, name)) for name in FILES},
+    }
+    with open(os.path.join(directory, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+
+
+def is_cuda_artifact(directory: str) -> bool:
+    return os.path.exists(os.path.join(os.fspath(directory), "model.cubin"))
+
+
+def load_cuda_model(directory: str):
+    """A :class:`~codegen.model_cuda_module.CUDAModelModule` from ``export_library``'s files (no nvcc)."""
+    from .model_cuda import CUDAKernel
+    from .model_cuda_module import CUDAModelModule
+    directory = os.fspath(directory)
+    manifest = _read_json(directory, "manifest.json", MANIFEST_FORMAT)
+    for name in FILES:
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            raise ArtifactError(f"load_model: {path} is missing")
+        want = manifest.get("files", {}).get(name)
+        if want is not None and _sha256(path) != want:
+            raise ArtifactError(f"load_model: {path} is corrupt (its sha256 differs from manifest.json's)")
+    graph = _read_json(directory, "graph.json", GRAPH_FORMAT)
+    present = gpu_info()["compute_capability"]
+    arch = graph.get("arch", "")
+    if present is not None and arch.startswith("sm_") and arch[3:].rstrip("a") != present.replace(".", ""):
+        raise ArtifactError(f"load_model: {directory} holds a cubin for {arch}; this GPU is sm_{present.replace('.', '')} "
+                            "(rebuild with target=\"cuda -arch=...\")")
+    try:
+        run = RunList.from_json(graph)
+        kernels = {k["symbol"]: CUDAKernel.from_json(k) for k in graph["kernels"]}
+    except (KeyError, TypeError, ValueError) as e:
+        raise ArtifactError(f"load_model: {os.path.join(directory, 'graph.json')} is corrupt: {e!r}") from None
+    wpath = os.path.join(directory, "weights.npy")
+    try:
+        weights = np.load(wpath, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise ArtifactError(f"load_model: {wpath} is corrupt: {e}") from None
+    if weights.dtype != np.uint8 or weights.ndim != 1 or weights.size != run.weights_bytes:
+        raise ArtifactError(f"load_model: {wpath} holds {weights.dtype}{list(weights.shape)}, expected "
+                            f"uint8[{run.weights_bytes}] (graph.json)")
+    with open(os.path.join(directory, "model.cubin"), "rb") as f:
+        cubin = f.read()
+    with open(os.path.join(directory, "model.cu")) as f:
+        source = f.read()
+    meta = {"name": graph.get("name", "model"), "target": graph.get("target"), "manifest": manifest,
+            "passes": manifest.get("passes", []), "compile_seconds": manifest.get("compile_seconds"),
+            "build": {k: manifest.get(k) for k in ("tiletune", "nvcc")}, "source": None, "loaded_from": directory}
+    return CUDAModelModule(run, weights, kernels, source, arch, tuple(graph.get("nvcc_options", ())), meta=meta,
+                           cubin=cubin, ptxas_log=manifest.get("ptxas_log", ""))
+
+
+__all__ = ["export_cuda_model", "gpu_info", "is_cuda_artifact", "load_cuda_model"]

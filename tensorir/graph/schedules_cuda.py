@@ -1,0 +1,349 @@
+"""Default CUDA schedules of fused kernels, chosen by pattern (in the spirit of TVM's DLight rules).
+
+``schedule_kernel_cuda(kt)`` inlines every injective stage that is not the output (padding too: its
+zero border is computed where it is read), then applies the rule registered for the kernel's anchor
+(``CUDA_SCHEDULE_RULES[anchor_op]``; kernels without an anchor are injective):
+
+- injective: the output's axes fused, split into blocks of :data:`THREADS` threads
+  (``blockIdx.x`` / ``threadIdx.x``);
+- reductions (pooling, reduce ops): one thread per output row (blocks of :data:`ROW_THREADS`), the
+  leading axes that every reduction stage keeps; the reduction stages in registers (``local``) at the
+  thread's loop, the rest of the row looped by the same thread (a pooled output: one thread per
+  element);
+- softmax, layer norm over the last axis: one block per row, partial sums per thread in shared memory
+  (``rfactor``) added up by every thread (:func:`schedule_row_block`); rows without a divisor in
+  32..256 (or other axes): one thread per row;
+- dense / batch_matmul: TVM's classic shared-memory GEMM (``autotune/templates/gemm_cuda.py``): the
+  output in 64 x 64 tiles per block of 16 x 16 threads (down to 64 threads where the grid would have
+  fewer than :data:`MIN_BLOCKS` blocks: BERT's rows at batch 1), each thread 4 x 4 outputs strided
+  over virtual threads (consecutive threads, consecutive columns; a contiguous 4 x 4 block where the
+  tiles leave tails), the reduction in slices of :data:`K_TILE` loaded cooperatively into shared
+  memory (float4 loads where the tiles divide; rows padded to an odd stride against bank
+  conflicts); the anchor is the register accumulator and the epilogue (bias, residual, activation) is
+  applied from it; batch axes on ``blockIdx.z``.  Fewer than :data:`GEMM_MIN_ROWS` rows or columns: the reduction rule;
+- conv2d (NCHW, one group): the direct schedule of ``autotune/templates/conv2d_cuda.py`` (output
+  channel x row x column tiles per block, the padded input window and the filter slice of 4 input
+  channels in shared memory), with tiles near its default config (4 x 4 channels, up to 8 rows, up to
+  8 x 2 columns) chosen to divide the output (56 columns: 7 threads x 2) and fewer channels per block
+  where the grid would have fewer than :data:`MIN_BLOCKS` blocks; grouped/depthwise convs: one thread
+  per output element.
+
+A rule is ``rule(s, kt, output_stage)``; replace an entry, or ``schedule_kernel_cuda``, to tune.
+
+HOOK (cross-thread reductions, issue 14 part 2): softmax / layer norm rows reduce through shared
+partials that every thread adds up (:func:`schedule_row_block`).  Once the CUDA backend lowers a
+reduction axis bound to ``threadIdx.x`` (``tvm_thread_allreduce``), bind the partials' reduction to
+``threadIdx.x`` there instead (see its docstring; :data:`THREAD_ALLREDUCE`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..schedule import ROOT, Schedule, Stage, create_schedule
+from ..tensor import ComputeOp, thread_axis
+from .ir import GraphError
+from .lower_te import KernelTE
+
+Rule = Callable[[Schedule, KernelTE, Stage], None]
+
+THREADS = 256            # threads per block of injective kernels
+K_TILE = 16              # reduction slice of the shared-memory GEMM
+GEMM_MIN_ROWS = 8        # smaller GEMMs (batch-1 dense) run one thread per output element
+MIN_BLOCKS = 256         # conv and GEMM tiles shrink (to a point) until the grid has this many blocks
+ROW_THREADS = 64         # threads per block of per-row kernels (rows spread over more multiprocessors)
+#: HOOK: softmax / layer-norm rows by warp-shuffle all-reduce once it lands in the CUDA backend.
+THREAD_ALLREDUCE = False
+CUDA_SCHEDULE_RULES: dict[str, Rule] = {}
+
+
+def register_cuda_schedule(*anchor_ops: str):
+    """Register ``rule`` as the default CUDA schedule of kernels anchored by ``anchor_ops``."""
+    def deco(rule: Rule) -> Rule:
+        for name in anchor_ops:
+            CUDA_SCHEDULE_RULES[name] = rule
+        return rule
+    return deco
+
+
+def _extents(st: Stage) -> list[int]:
+    return [int(iv.dom.extent) for iv in st.op.axis]
+
+
+def _bind(stage: Stage, axis, tag: str) -> None:
+    stage.bind(axis, thread_axis(tag))
+
+
+def _root_reductions(s: Schedule, out: Stage) -> list[Stage]:
+    return [st for st in s.stages if isinstance(st.op, ComputeOp) and st.op.reduce_axis
+            and st.attach_type == ROOT and st is not out]
+
+
+def schedule_kernel_cuda(kt: KernelTE) -> Schedule:
+    """The default CUDA schedule of one kernel's DAG (see the module)."""
+    if len(kt.outputs) != 1:
+        raise GraphError(f"kernel {kt.kernel.name}: {len(kt.outputs)} outputs; CUDA kernels of a model have one")
+    s = create_schedule([t.op for t in kt.outputs])
+    for st in s.stages:
+        if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output:
+            st.compute_inline()
+    out = s[kt.outputs[0]]
+    if not out.op.axis:
+        raise GraphError(f"kernel {kt.kernel.name}: a 0-d output; CUDA kernels of a model need an axis")
+    CUDA_SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_cuda)(s, kt, out)
+    return s
+
+
+def _threads_for(n: int) -> int:
+    return max(1, min(THREADS, n))
+
+
+def schedule_injective_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """All axes fused; blocks of :data:`THREADS` threads.  A kernel with reductions left (an anchor
+    without a rule of its own) is scheduled by :func:`schedule_rows`."""
+    if _root_reductions(s, out) or out.op.reduce_axis:
+        return schedule_rows(s, kt, out)
+    axes = list(out.op.axis)
+    fused = out.fuse(*axes) if len(axes) > 1 else axes[0]
+    total = 1
+    for e in _extents(out):
+        total *= e
+    bx, tx = out.split(fused, factor=_threads_for(total))
+    _bind(out, bx, "blockIdx.x")
+    _bind(out, tx, "threadIdx.x")
+
+
+@register_cuda_schedule("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d",
+                        "sum", "mean", "max", "min", "prod", "argmax", "argmin")
+def schedule_rows(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """One thread per row: the output's leading axes that every reduction stage keeps (all of them for a
+    reduction output), fused over blocks of threads; each reduction stage computed in registers at the
+    loop of its own axes, the rest of the row looped by the thread.  A reduction stage whose shape is
+    not a prefix of the output's is computed per output element."""
+    ext = _extents(out)
+    axes = list(out.op.axis)
+    stages = _root_reductions(s, out)
+    prefix = [len(st.op.axis) if 0 < len(st.op.axis) <= len(ext) and _extents(st) == ext[:len(st.op.axis)]
+              else len(ext) for st in stages]
+    k = min(prefix, default=len(ext))
+    rows = 1
+    for e in ext[:k]:
+        rows *= e
+    fused = out.fuse(*axes[:k]) if k > 1 else axes[0]
+    bx, tx = out.split(fused, factor=max(1, min(ROW_THREADS, rows)))
+    if out.op.reduce_axis:     # a pooled output: its window loops innermost
+        out.reorder(bx, tx, *axes[k:], *out.op.reduce_axis)
+    _bind(out, bx, "blockIdx.x")
+    _bind(out, tx, "threadIdx.x")
+    for st, p in zip(stages, prefix):
+        st.set_scope("local")
+        st.compute_at(out, tx if p == k else axes[p - 1])
+
+
+@register_cuda_schedule("nn.softmax", "nn.log_softmax", "nn.layer_norm")
+def schedule_softmax_norm(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Softmax and normalization rows: one block per row (:func:`schedule_row_block`) where the rows are
+    the output's last axis and it has a divisor in 32..256 (the block), else one thread per row
+    (:func:`schedule_rows`)."""
+    ext = _extents(out)
+    stages = _root_reductions(s, out)
+    if stages and _row_block_threads(ext[-1]) and all(
+            len(st.op.reduce_axis) == 1 and _extents(st) == ext[:-1] for st in stages):
+        return schedule_row_block(s, kt, out)
+    return schedule_rows(s, kt, out)
+
+
+def _row_block_threads(n: int) -> int:
+    """Threads of a block per row of ``n``: its largest divisor in 32..256 (0 if none)."""
+    return max((d for d in range(32, 257) if n % d == 0), default=0)
+
+
+def schedule_row_block(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """One block of ``T`` threads per row (the output's leading axes on ``blockIdx.x`` / ``y`` / ``z``),
+    the row's elements strided over the threads.  Each reduction stage in order (a softmax's max then
+    its sum of exponentials, a layer norm's sum then its squares about the mean) is ``rfactor``-ed by
+    ``T``: the ``T`` partial sums in shared memory, one per thread (coalesced reads of the row), then
+    every thread adds the ``T`` partials itself into registers (broadcast reads; no cross-thread
+    reduction needed).
+
+    HOOK (issue 14 part 2): once the CUDA backend lowers a reduction axis bound to ``threadIdx.x``
+    (``tvm_thread_allreduce``: warp shuffles), bind the partials' reduction there instead and drop the
+    redundant per-thread sums (:data:`THREAD_ALLREDUCE` selects that variant; unused until then)."""
+    ext = _extents(out)
+    threads = _row_block_threads(ext[-1])
+    axes = list(out.op.axis)
+    rows = axes[:-1]
+    if len(rows) > 3:
+        rows = [out.fuse(*rows[:-2]), *rows[-2:]]
+    _, tx = out.split(axes[-1], factor=threads)
+    for ax, tag in zip(reversed(rows), ("blockIdx.x", "blockIdx.y", "blockIdx.z")):
+        _bind(out, ax, tag)
+    _bind(out, tx, "threadIdx.x")
+    at = rows[-1]
+    for st in _root_reductions(s, out):
+        _, inner = st.split(st.op.reduce_axis[0], factor=threads)
+        partial = s[s.rfactor(st.op.output(0), inner)]
+        partial.set_scope("shared")
+        partial.compute_at(out, at)
+        _bind(partial, partial.op.axis[0], "threadIdx.x")
+        st.set_scope("local")
+        st.compute_at(out, at)
+
+
+def _anchor(s: Schedule, out: Stage) -> Stage | None:
+    """The kernel's single reduction stage (the output itself or an epilogue's producer of its shape)."""
+    found = _root_reductions(s, out) + ([out] if out.op.reduce_axis else [])
+    if len(found) != 1 or _extents(found[0]) != _extents(out):
+        return None
+    return found[0]
+
+
+def _accumulator(s: Schedule, kt: KernelTE, out: Stage, anchor: Stage) -> Stage:
+    """The anchor as a register stage: itself under an epilogue, a ``cache_write`` when it is the output."""
+    if anchor is out:
+        return s[s.cache_write(kt.outputs[0], "local")]
+    anchor.set_scope("local")
+    return anchor
+
+
+def cooperative_fetch(stage: Stage, threads: tuple[tuple[str, int], ...], vector: int = 1) -> None:
+    """All threads of the block copy the tile ``stage`` (``threads``: (tag, extent), innermost first):
+    its axes fused and split by the block's thread count, consecutive threads taking consecutive
+    elements (``vector`` of them each, as one vector load, when the tile's innermost extent is a
+    multiple of it); the ``nparts`` splits keep every thread axis at its extent even when the tile is
+    smaller than the block (the extra threads are guarded off)."""
+    axes = list(stage.op.axis)
+    vec = None
+    if vector > 1:
+        outer, vec = stage.split(axes[-1], factor=vector)
+        axes = axes[:-1] + [outer]
+    fused = stage.fuse(*axes) if len(axes) > 1 else axes[0]
+    total = 1
+    for _, n in threads:
+        total *= n
+    _, rest = stage.split(fused, factor=total)
+    for tag, n in reversed(threads):
+        ax, rest = stage.split(rest, nparts=n)
+        _bind(stage, ax, tag)
+    if vec is not None:
+        stage.vectorize(vec)
+
+
+def _tile(n: int, per_thread: int, threads: int) -> tuple[int, int]:
+    """(threads, per-thread) along an axis of ``n``: fewer when ``n`` is small."""
+    while threads > 1 and threads * per_thread > max(n, 1) * 2:
+        threads //= 2
+    while per_thread > 1 and threads * per_thread > max(n, 1) * 2:
+        per_thread //= 2
+    return threads, per_thread
+
+
+def _divisor_tile(n: int, threads: int, inner: int) -> tuple[int, int]:
+    """(threads, per-thread) along an axis of ``n`` whose product divides ``n`` (no tails), the largest
+    such tile, more threads first; :func:`_tile` (with tails) when ``n`` has no useful divisor."""
+    best = max((t * i, t, i) for t in range(1, threads + 1) for i in range(1, inner + 1) if n % (t * i) == 0)
+    if best[0] * 4 < min(n, threads * inner):
+        return _tile(n, inner, threads)
+    return best[1], best[2]
+
+
+@register_cuda_schedule("nn.dense", "nn.batch_matmul", "nn.matmul")
+def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Shared-memory tiled GEMM (see the module); small or irregular GEMMs: :func:`schedule_rows`."""
+    anchor = _anchor(s, out)
+    ext = _extents(out)
+    if anchor is None or len(ext) < 2 or len(anchor.op.reduce_axis) != 1 or min(ext[-2:]) < GEMM_MIN_ROWS:
+        return schedule_rows(s, kt, out)
+    acc = _accumulator(s, kt, out, anchor)
+    ty_n, vy_n = _tile(ext[-2], 4, 16)
+    tx_n, vx_n = _tile(ext[-1], 4, 16)
+    batch = 1
+    for e in ext[:-2]:
+        batch *= e
+    while ty_n * tx_n > 64 and batch * -(-ext[-2] // (ty_n * vy_n)) * -(-ext[-1] // (tx_n * vx_n)) < MIN_BLOCKS:
+        if ty_n >= tx_n:         # few rows (BERT at batch 1): smaller block tiles keep the SMs busy
+            ty_n //= 2
+        else:
+            tx_n //= 2
+    axes = list(out.op.axis)
+    by, i = out.split(axes[-2], factor=ty_n * vy_n)
+    bx, j = out.split(axes[-1], factor=tx_n * vx_n)
+    divides = ext[-2] % (ty_n * vy_n) == 0 and ext[-1] % (tx_n * vx_n) == 0
+    if divides:
+        vy, ty = out.split(i, nparts=vy_n)      # rows and columns strided over virtual threads: consecutive
+        vx, tx = out.split(j, nparts=vx_n)      # threads take consecutive columns (coalesced stores)
+        out.reorder(*axes[:-2], by, bx, vy, vx, ty, tx)
+        out.bind(vy, thread_axis("vthread", name="vy"))
+        out.bind(vx, thread_axis("vthread", name="vx"))
+    else:                                       # tails: each thread a contiguous 4 x 4 block (guarded)
+        ty, yi = out.split(i, nparts=ty_n)
+        tx, xi = out.split(j, nparts=tx_n)
+        out.reorder(*axes[:-2], by, bx, ty, tx, yi, xi)
+        out.unroll(yi)
+    if len(axes) > 2:
+        _bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
+    _bind(out, by, "blockIdx.y")
+    _bind(out, bx, "blockIdx.x")
+    _bind(out, ty, "threadIdx.y")
+    _bind(out, tx, "threadIdx.x")
+    acc.compute_at(out, tx)
+    (k,) = acc.op.reduce_axis
+    vector = 4 if divides and int(k.dom.extent) % K_TILE == 0 and vx_n == 4 else 1   # float4 global loads
+    ko, ki = acc.split(k, factor=K_TILE)
+    acc.reorder(ko, ki, *acc.op.axis)
+    acc.unroll(ki)
+    for t in dict.fromkeys(acc.op.input_tensors):
+        shared = s[s.cache_read(t, "shared", [acc.op.output(0)])]
+        shared.compute_at(acc, ko)
+        if len(shared.op.axis) >= 2:        # odd row stride: a warp's column reads hit distinct banks
+            shared.storage_align(shared.op.axis[-2], 2, 1)
+        cooperative_fetch(shared, (("threadIdx.x", tx_n), ("threadIdx.y", ty_n)), vector)
+
+
+@register_cuda_schedule("nn.conv2d")
+def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """NCHW convolution of one group: the direct schedule (see the module); others: per element."""
+    anchor = _anchor(s, out)
+    if anchor is None or len(_extents(out)) != 4 or len(anchor.op.reduce_axis) != 3 or "group" in (anchor.op.tag or ""):
+        return schedule_rows(s, kt, out)
+    acc = _accumulator(s, kt, out, anchor)
+    b_n, f_n, y_n, x_n = _extents(out)
+    ty, yi = _divisor_tile(y_n, 8, 1)
+    tx, xi = _divisor_tile(x_n, 8, 2)
+    tf, fi = _divisor_tile(f_n, 4, 4)
+    while fi > 1 and b_n * -(-f_n // (tf * fi)) * -(-y_n // ty) * -(-x_n // (tx * xi)) < MIN_BLOCKS:
+        fi //= 2                 # deep layers at small batch: more blocks, fewer channels each
+    n, f, y, x = out.op.axis
+    bf, f = out.split(f, factor=tf * fi)
+    by, y = out.split(y, factor=ty * yi)
+    bx, x = out.split(x, factor=tx * xi)
+    tfa, fi_a = out.split(f, nparts=tf)
+    tya, yi_a = out.split(y, nparts=ty)
+    txa, xi_a = out.split(x, nparts=tx)
+    out.reorder(n, bf, by, bx, tfa, tya, txa, fi_a, yi_a, xi_a)
+    bxy = out.fuse(by, bx)    # the pair with the fewest tiles (fused block indices bound tiles less tightly)
+    for ax, tag in ((n, "blockIdx.z"), (bf, "blockIdx.y"), (bxy, "blockIdx.x"), (tfa, "threadIdx.z"),
+                    (tya, "threadIdx.y"), (txa, "threadIdx.x")):
+        _bind(out, ax, tag)
+    acc.compute_at(out, txa)
+    rc, ry, rx = acc.op.reduce_axis
+    rco, rci = acc.split(rc, factor=4)
+    acc.reorder(rco, rci, ry, rx, *acc.op.axis)
+    for t in dict.fromkeys(acc.op.input_tensors):
+        shared = s[s.cache_read(t, "shared", [acc.op.output(0)])]
+        shared.compute_at(acc, rco)
+        cooperative_fetch(shared, (("threadIdx.x", tx), ("threadIdx.y", ty), ("threadIdx.z", tf)))
+
+
+__all__ = [
+    "CUDA_SCHEDULE_RULES",
+    "THREAD_ALLREDUCE",
+    "cooperative_fetch",
+    "register_cuda_schedule",
+    "schedule_conv2d_cuda",
+    "schedule_gemm",
+    "schedule_injective_cuda",
+    "schedule_kernel_cuda",
+    "schedule_row_block",
+    "schedule_rows",
+    "schedule_softmax_norm",
+]
