@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test test-all bench clean
+.PHONY: demo deploy-demo test test-all bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,9 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/tiletune demo
+
+deploy-demo: $(VENV)/.installed
+	$(PY) examples/deploy_shipped_log.py --model bert
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests
