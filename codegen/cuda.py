@@ -15,6 +15,7 @@ Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch
 from __future__ import annotations
 
 from tensorir.lower.gpu import GPULimits, LaunchConfig, lower_gpu
+from tensorir.lower.gpu_allreduce import SHUFFLE, THREAD_INDEX
 from tensorir.lower.vectorize import vectorize_loops
 from tensorir.stmt import For, LoweredFunc
 from tensorir.visitor import collect
@@ -38,6 +39,14 @@ class CUDARenderer(CPrinter):
 
     def include_needed(self, include: str, text: str) -> bool:
         return include != "cuda_fp16.h" or "half" in text
+
+    def e_Call(self, e) -> str:
+        if e.name == THREAD_INDEX:
+            return self.thread_index[e.args[0].value]
+        if e.name == SHUFFLE:        # (value, lane mask, width, active lanes)
+            value, lane_mask, width, active = (self.expr(a) for a in e.args)
+            return f"__shfl_xor_sync((unsigned)({active}), {value}, {lane_mask}, {width})"
+        return super().e_Call(e)
 
 
 def launch_bounds(func: LoweredFunc, launch: LaunchConfig) -> str:

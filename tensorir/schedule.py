@@ -317,6 +317,7 @@ class Stage:
     @recorded
     def set_scope(self, scope: str) -> None:
         self.scope = scope
+        self.scope_given = True  # not inferred from the thread loops around it (gpu_bounds.py)
 
     # -- storage and memory (schedule_storage.py) ------------------------------------------------
     @recorded
