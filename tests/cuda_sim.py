@@ -80,10 +80,13 @@ static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 """
 
-LAUNCHER = r"""
+ENTRY = r"""
 static std::function<void()> tt_body;
 static void tt_entry() { tt_body(); tt_cur->done = true; }
-extern "C" int tt_launch(%(params)s, int gx, int gy, int gz, int bx, int by, int bz) {
+"""
+
+LAUNCHER = r"""
+extern "C" int %(launch)s(%(params)s, int gx, int gy, int gz, int bx, int by, int bz) {
   tt_body = [=]() { %(kernel)s(%(args)s); };
   int n = bx * by * bz;
   std::vector<tt_fiber> fibers(n);
@@ -163,28 +166,30 @@ def _compile(code: str) -> ctypes.CDLL:
 
 
 def run(mod, *arrays) -> None:
-    """Run ``mod`` (a CUDAModule) on numpy ``arrays`` in place, on the CPU."""
+    """Run ``mod`` (a CUDAModule) on numpy ``arrays`` in place, on the CPU: its kernels in order,
+    its intermediates allocated here and poisoned (NaN) before the first kernel."""
     from codegen.cuda import CUDARenderer
     sig, r = mod.signature, CUDARenderer()
-    params, args = [], []
-    for k, a in enumerate(sig.args):
-        params.append(f"void* p{k}")
-        args.append(f"({'' if a.written else 'const '}{r.ctype(a.dtype)}*)p{k}")
-    for k, (_, d) in enumerate(sig.size_vars):
-        params.append(f"{r.ctype(d)} s{k}")
-        args.append(f"s{k}")
-    code = SHIM + mod.get_source("cuda") + LAUNCHER % {"params": ", ".join(params), "kernel": mod.entry_name,
-                                                       "args": ", ".join(args)}
+    dtypes = [a.dtype for a in sig.args] + [b.dtype for b in mod.intermediates]
+    params = [f"void* p{k}" for k in range(len(dtypes))] + [f"{r.ctype(d)} s{k}" for k, (_, d) in
+                                                             enumerate(sig.size_vars)]
+    args = [f"({r.ctype(d)}*)p{k}" for k, d in enumerate(dtypes)] + [f"s{k}" for k in range(len(sig.size_vars))]
+    code = SHIM + mod.get_source("cuda") + ENTRY + "".join(
+        LAUNCHER % {"launch": f"tt_launch{k}", "params": ", ".join(params), "kernel": kern.name,
+                    "args": ", ".join(args)} for k, kern in enumerate(mod.kernels))
     lib = _compile(code)
     packed = mod._packer.pack(tuple(arrays))
     sizes = tuple(packed[len(sig.args):])
-    grid, block = mod._grid(sizes), mod.launch.block
-    fn = lib.tt_launch
-    fn.argtypes = [ctypes.c_void_p] * len(sig.args) + [_CTYPES[d] for _, d in sig.size_vars] + [ctypes.c_int] * 6
-    fn.restype = ctypes.c_int
-    code = fn(*packed, *grid, *block)
-    if code:
-        raise RuntimeError(f"simulated kernel {mod.entry_name}: " + _FAULTS[code])
+    scratch = [np.full(shape, np.nan if np.dtype(b.dtype).kind == "f" else -12345, dtype=b.dtype)
+               for b, shape in zip(mod.intermediates, mod.intermediate_shapes(sizes))]
+    pointers = list(packed[:len(sig.args)]) + [x.ctypes.data for x in scratch]
+    for k, grid, block in mod._launches(sizes):
+        fn = getattr(lib, f"tt_launch{k}")
+        fn.argtypes = [ctypes.c_void_p] * len(dtypes) + [_CTYPES[d] for _, d in sig.size_vars] + [ctypes.c_int] * 6
+        fn.restype = ctypes.c_int
+        code = fn(*pointers, *sizes, *grid, *block)
+        if code:
+            raise RuntimeError(f"simulated kernel {mod.kernels[k].name}: " + _FAULTS[code])
 
 
 def check(mod, inputs: list, outputs: list, reference, rtol=1e-4, atol=1e-4) -> None:
