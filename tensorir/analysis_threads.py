@@ -85,8 +85,10 @@ def _check_thread_loop(analysis, loop, stage: str) -> None:
     for w_st in inside:
         level = next(k for k, f in enumerate(w_st.loops) if f is loop)
         for w in (a for a in w_st.accesses if a.is_write):
-            if _private(w.buffer, loop) or any(f is loop for f in analysis.program.alloc_loops.get(w.buffer, ())):
+            if _private(w.buffer, loop):
                 continue
+            if w.buffer.scope != "shared" and any(f is loop for f in analysis.program.alloc_loops.get(w.buffer, ())):
+                continue  # (shared memory allocated inside a threadIdx loop is still the block's)
             for x_st in inside:
                 if w.buffer.scope == "shared" and x_st is not w_st:
                     continue            # ordered by the barriers between statements
@@ -103,9 +105,10 @@ def _check_thread_loop(analysis, loop, stage: str) -> None:
                     w_idx = ", ".join(expr_text(i, names) for i in w.indices)
                     x_idx = ", ".join(expr_text(i, names) for i in x.indices)
                     who = "threads" if loop.thread_tag.startswith("threadIdx.") else "blocks"
+                    writer = f" (written by stage {w_st.stage})" if w_st.stage != stage else ""
                     raise ScheduleError(
                         f"stage {stage}: cannot bind axis {loop.loop_var.name} to {loop.thread_tag}: it carries a "
-                        f"{kind} dependence on {w.buffer.name} between {w.buffer.name}[{w_idx}] and "
+                        f"{kind} dependence on {w.buffer.name}{writer} between {w.buffer.name}[{w_idx}] and "
                         f"{x.buffer.name}[{x_idx}] ({example}), so two {who} would race. Bind only axes whose "
                         "iterations touch different elements; a reduction axis bound to threadIdx.* is reduced "
                         "across threads, one bound to blockIdx.* needs rfactor and a second stage")

@@ -7,18 +7,18 @@ import numpy as np
 import tensorir as te
 
 
-def _reduce_over_threads(s, R, threads: int, rfactor: bool = True) -> None:
-    """One block per row of ``R``; its reduction across ``threads`` threads of threadIdx.x."""
+def _reduce_over_threads(s, R, threads: int, rfactor: bool = True, rows: bool = True) -> None:
+    """``R``'s reduction across ``threads`` threads of threadIdx.x; with ``rows``, one block per row."""
     tx = te.thread_axis("threadIdx.x")
     ko, ki = s[R].split(R.op.reduce_axis[0], factor=threads)
     if rfactor:
         RF = s.rfactor(R, ki)
-        s[R].bind(s[R].op.axis[0], te.thread_axis("blockIdx.x"))
         s[R].bind(s[R].op.reduce_axis[0], tx)
         s[RF].compute_at(s[R], s[R].op.reduce_axis[0])
     else:
-        s[R].bind(R.op.axis[0], te.thread_axis("blockIdx.x"))
         s[R].bind(ki, tx)
+    if rows:
+        s[R].bind(s[R].op.axis[0], te.thread_axis("blockIdx.x"))
 
 
 def _rows_over_threads(s, T, threads: int) -> None:
@@ -73,7 +73,7 @@ def softmax(n, m, threads: int, one_block: bool = False):
     O = te.compute((n, m), lambda i, j: E[i, j] / S[i], name="O")
     s = te.create_schedule(O.op)
     for R in (M, S):
-        _reduce_over_threads(s, R, threads)
+        _reduce_over_threads(s, R, threads, rows=not one_block)
     _rows_over_threads(s, O, threads)
     if one_block:
         s[E].compute_inline()

@@ -130,9 +130,13 @@ class _AllReduceCode:
         out, mask = [], self.lane_mask()
         off = 1 << (steps - 1)
         while off >= 1:
-            shuffled = tuple(Call(a.dtype, SHUFFLE, (BufferLoad(a.dtype, a, self.zero), _i(off), _i(width), mask))
-                             for a in self.accs)
-            out.append(self.assign(self.combine(self.values(), shuffled)))
+            # every lane shuffles every component before combining (a Select may skip an operand)
+            shuffled = tuple(Var(f"{a.name}.other", a.dtype) for a in self.accs)
+            step = self.assign(self.combine(self.values(), shuffled))
+            for t, a in reversed(list(zip(shuffled, self.accs))):
+                step = LetStmt(t, Call(a.dtype, SHUFFLE, (BufferLoad(a.dtype, a, self.zero), _i(off), _i(width), mask)),
+                               step)
+            out.append(step)
             off //= 2
         return out
 
