@@ -60,7 +60,7 @@ def row_argmax(n, m, threads: int):
     return s, [A, idx, val], lambda a: (a.argmax(1).astype("int32"), a.max(1))
 
 
-def softmax(n, m, threads: int, one_block: bool = False):
+def softmax(n, m, threads: int, one_block: bool = False, bind_exp: bool = True):
     """TVM's row softmax: max, exp, sum and normalize; two rfactored reductions over threadIdx.x.
     Separate root stages build into four kernels; ``one_block`` computes everything in the
     normalizing stage's block (exp inlined, max and sum in shared memory)."""
@@ -80,7 +80,7 @@ def softmax(n, m, threads: int, one_block: bool = False):
         block = s[O].op.axis[0]
         s[M].compute_at(s[O], block)
         s[S].compute_at(s[O], block)
-    else:
+    elif bind_exp:
         _rows_over_threads(s, E, threads)
 
     def ref(a):
