@@ -49,6 +49,7 @@ class _Expand(Mutator):
         self.table, self.block = table, block
         self.divergent: list[Expr] = []
         self.thread_vars: set = set()
+        self.enclosing: dict = {}            # thread tag -> the variable of an enclosing loop bound to it
 
     def visit_IfThenElse(self, s: IfThenElse):
         thread_dependent = bool(collect(s.condition, BufferLoad)) or any(
@@ -61,9 +62,15 @@ class _Expand(Mutator):
             self.divergent.pop()
 
     def visit_For(self, s):
-        if s.kind == "thread" and s.thread_tag in _AXES:
-            self.thread_vars.add(s.loop_var)
-        return self.generic_visit(s)
+        if s.kind != "thread" or s.thread_tag not in _AXES:
+            return self.generic_visit(s)
+        self.thread_vars.add(s.loop_var)
+        saved = dict(self.enclosing)
+        self.enclosing.setdefault(s.thread_tag, s.loop_var)
+        try:
+            return self.generic_visit(s)
+        finally:
+            self.enclosing = saved
 
     def visit_BufferStore(self, s: BufferStore):
         if not (isinstance(s.value, Call) and s.value.name == ALLREDUCE):
@@ -77,23 +84,24 @@ class _Expand(Mutator):
                                 f"is inside 'if ({cond})', which not all threads of a block take; every thread "
                                 "must join it: choose extents that divide, or guard only the reduced values")
         accs = [ld.buffer for ld in s.value.args[1:]]
-        return _AllReduceCode(red, accs, self.block).code()
+        return _AllReduceCode(red, accs, self.block, self.enclosing).code()
 
 
 class _AllReduceCode:
     """The statements of one all-reduce: ``accs`` (local, one element each) in, ``red.results`` out."""
 
-    def __init__(self, red: AllReduce, accs: list, block: tuple):
+    def __init__(self, red: AllReduce, accs: list, block: tuple, enclosing: dict):
         self.red, self.accs, self.block = red, accs, block
+        self.index = lambda tag: enclosing[tag] if tag in enclosing else thread_index(tag)  # a loop var: >= 0
         axis = _AXES.index(red.tag)
         self.R = block[axis]
         self.threads = block[0] * block[1] * block[2]
         self.groups = self.threads // self.R
-        self.lane = thread_index(red.tag)
+        self.lane = self.index(red.tag)
         group, stride = _i(0), 1
         for k, tag in enumerate(_AXES):
             if k != axis and block[k] > 1:
-                group = group + thread_index(tag) * _i(stride)
+                group = group + self.index(tag) * _i(stride)
                 stride *= block[k]
         self.group = group
         self.zero = (_i(0),)
@@ -120,8 +128,7 @@ class _AllReduceCode:
         if self.threads % 32 == 0:
             return _i(-1)
         bx, by, _ = self.block
-        tid = thread_index("threadIdx.x") + thread_index("threadIdx.y") * _i(bx) \
-            + thread_index("threadIdx.z") * _i(bx * by)
+        tid = self.index("threadIdx.x") + self.index("threadIdx.y") * _i(bx) + self.index("threadIdx.z") * _i(bx * by)
         partial = (1 << (self.threads % 32)) - 1
         return Select("int32", binary(EQ, tid // _i(32), _i(self.threads // 32)), _i(partial), _i(-1))
 
