@@ -165,3 +165,49 @@ def test_data_axis_inside_the_reduction_is_refused():
     s[B].bind(ki, te.thread_axis("threadIdx.x"))
     with pytest.raises(te.ScheduleError, match=r"stage B: axis i is a data axis inside the reduction axes"):
         codegen.build(s, [A, B], target="cuda")
+
+
+# -- the simulator models what the all-reduce relies on ------------------------------------------------------
+@needs_sim
+def test_simulator_refuses_a_divergent_shuffle():
+    s, args, ref = cs.row_reduce(2, 100, "sum", 32)
+    mod = codegen.build(s, args, target="cuda")
+    first = "__shfl_xor_sync((unsigned)(-1), B_acc[0], 16, 32)"
+    assert first in mod.get_source()
+    mod._source = mod.get_source().replace(first, f"(((int)threadIdx.x) < 16 ? 0.0f : {first})", 1)
+    with pytest.raises(RuntimeError, match="lanes of a warp reached different shuffles"):
+        cuda_sim.run(mod, _rows(2, 100), np.empty(2, "float32"))
+
+
+def _minus_row_sum():
+    """B[i, j] = A[i, j] - sum_k A[i, k], one block per row; the sum in each thread's registers."""
+    n, m = 3, 128
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), "k")
+    S = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="S")
+    B = te.compute((n, m), lambda i, j: A[i, j] - S[i], name="B")
+    s = te.create_schedule(B.op)
+    i, j = s[B].op.axis
+    jo, ji = s[B].split(j, factor=64)
+    tx = te.thread_axis("threadIdx.x")
+    s[B].bind(i, te.thread_axis("blockIdx.x"))
+    s[B].bind(ji, tx)
+    s[S].compute_at(s[B], i)
+    s[S].set_scope("local")
+    ko, ki = s[S].split(S.op.reduce_axis[0], factor=64)
+    s[S].bind(ki, tx)
+    return codegen.build(s, [A, B], target="cuda"), lambda a: a - a.sum(1, keepdims=True)
+
+
+@needs_sim
+def test_simulator_exposes_a_missing_barrier_between_warps():
+    """Without the barrier after lane 0 of each warp stores its partial sum, a warp reads the other's
+    slot before it is written: the simulator's thread order gives some threads a wrong sum."""
+    mod, ref = _minus_row_sum()
+    a = _rows(3, 128) + 1
+    cuda_sim.check(mod, [a], [np.empty((3, 128), "float32")], ref)
+    store = "S_red_buf[(((int)threadIdx.x) / 32)] = S_acc[0];\n  }\n  __syncthreads();"
+    assert store in mod.get_source()
+    mod._source = mod.get_source().replace(store, store[:-len("__syncthreads();")], 1)
+    with pytest.raises(AssertionError):
+        cuda_sim.check(mod, [a], [np.empty((3, 128), "float32")], ref)
