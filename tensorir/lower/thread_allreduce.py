@@ -21,7 +21,7 @@ The GPU passes expand the intrinsic into warp shuffles and shared memory
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from ..expr import BufferLoad, Call, Expr, IntImm, Reduce, Var, as_bool
 from ..schedule import ScheduleError, Stage
@@ -84,7 +84,7 @@ def cross_thread_nest(b, st: Stage, red: Reduce, reduce_ivs: set, conds: list, u
         init_values = red.combiner.identity_tuple([x.dtype for x in red.source])
     else:
         init_values = (red.combiner.identity(red.dtype),)
-    outs = [f"{t.name}" for t in st.op._outputs] if hasattr(st.op, "_outputs") else [st.op.name]
+    outs = [t.name for t in st.op._outputs]
     dtypes = [v.dtype for v in init_values]
     accs = [Buffer(f"{n}.acc", d, (IntImm("int32", 1),), "local") for n, d in zip(outs, dtypes)]
     reds = [Buffer(f"{n}.red", d, (IntImm("int32", 1),), "local") for n, d in zip(outs, dtypes)]
@@ -115,8 +115,8 @@ def cross_thread_nest(b, st: Stage, red: Reduce, reduce_ivs: set, conds: list, u
 
 
 def _conjuncts(cond: Expr) -> list:
-    from .schedule_ops import _conjuncts as conj
-    return conj(cond)
+    from .schedule_ops import _conjuncts as conjuncts   # (schedule_ops imports this module)
+    return conjuncts(cond)
 
 
 __all__ = ["AllReduce", "ALLREDUCE", "thread_reduce_leaves", "cross_thread_nest"]
