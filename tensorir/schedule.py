@@ -69,6 +69,7 @@ class Stage:
         self.attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
         self.scope = "global"
+        self.scope_given = False  # set_scope was called (else GPU lowering infers it: gpu_bounds.py)
         self.is_output = False
         self.scan_role: tuple | None = None  # ("init" | "body" | "update", scan stage, output index)
         self.group = None             # the StageGroup this stage belongs to (s.create_group)
