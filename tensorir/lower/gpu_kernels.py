@@ -3,8 +3,8 @@
 A schedule whose root stages each bind their own loops to GPU threads, and pass tensors to each other
 through ``global`` intermediates, lowers to one function whose body allocates those intermediates
 and runs the stages in sequence.  No barrier reaches across blocks, so each root stage becomes its own
-kernel: ``default_function_kernel0``, ``_kernel1``... in program order.  Every kernel takes the same
-parameters, the function's buffers, then the intermediates, then the size variables; the module
+kernel: ``default_function_kernel``, ``_kernel_1``, ``_kernel_2``... in program order (TVM's names).
+Every kernel takes the same parameters, the function's buffers, then the intermediates, then the size variables; the module
 allocates the intermediates once (per set of sizes) and reuses them across calls.
 """
 from __future__ import annotations
@@ -29,8 +29,9 @@ def split_kernels(func: LoweredFunc) -> tuple[list[LoweredFunc], tuple]:
                             "stages bound to threads of their own (one kernel each), or give them scope "
                             "'shared' / 'local'")
     params = tuple(func.buffers) + tuple(intermediates)
-    return [LoweredFunc(f"{func.name}_kernel{k}", params, func.size_vars, part, func.attrs)
-            for k, part in enumerate(parts)], tuple(intermediates)
+    names = [f"{func.name}_kernel"] + [f"{func.name}_kernel_{k}" for k in range(1, len(parts))]   # as TVM 0.18
+    return [LoweredFunc(name, params, func.size_vars, part, func.attrs)
+            for name, part in zip(names, parts)], tuple(intermediates)
 
 
 __all__ = ["split_kernels"]
