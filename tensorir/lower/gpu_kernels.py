@@ -4,8 +4,8 @@ A schedule whose root stages each bind their own loops to GPU threads, and pass 
 through ``global`` intermediates, lowers to one function whose body allocates those intermediates
 and runs the stages in sequence.  No barrier reaches across blocks, so each root stage becomes its own
 kernel: ``default_function_kernel``, ``_kernel_1``, ``_kernel_2``... in program order (TVM's names).
-Every kernel takes the same parameters, the function's buffers, then the intermediates, then the size variables; the module
-allocates the intermediates once (per set of sizes) and reuses them across calls.
+Every kernel takes the same parameters, the function's buffers, then the intermediates, then the
+size variables; the module allocates the intermediates once (per set of sizes) and reuses them.
 """
 from __future__ import annotations
 
