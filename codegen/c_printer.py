@@ -122,9 +122,8 @@ class CPrinter:
         self.vector_access: dict = {}   # buffer -> widest vector access in bytes
 
     # -- whole function -----------------------------------------------------------------------------------
-    def function(self, func: S.LoweredFunc, attributes: str = "") -> str:
-        """C source of ``func``: includes, helpers, the kernel with its arguments (pointers, then the
-        size vars), the declarations of its buffers and the body."""
+    def function_parts(self, func: S.LoweredFunc, attributes: str = "") -> tuple[list[str], list[str]]:
+        """(the entries before the kernel: includes, helpers, device functions; the kernel's lines)."""
         from tensorir.buffer import AccessPtr
         written = {st.buffer for st in collect(func.body, S.BufferStore)}
         written |= {p.buffer for p in collect(func.body, AccessPtr) if "w" in p.mask}  # extern code writes
@@ -154,6 +153,12 @@ class CPrinter:
         head = [f"#include <{inc}>" for inc in self.includes if self.include_needed(inc, "\n".join(body))]
         head += [self.helpers[h] for h in sorted(self.need)]
         head += device_code(func)
+        return head, body
+
+    def function(self, func: S.LoweredFunc, attributes: str = "") -> str:
+        """C source of ``func``: includes, helpers, the kernel with its arguments (pointers, then the
+        size vars), the declarations of its buffers and the body."""
+        head, body = self.function_parts(func, attributes)
         return "\n".join(head + ([""] if head else []) + body)
 
     def include_needed(self, include: str, text: str) -> bool:

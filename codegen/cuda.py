@@ -15,6 +15,8 @@ Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch
 from __future__ import annotations
 
 from tensorir.lower.gpu import GPULimits, LaunchConfig, lower_gpu
+from tensorir.lower.gpu_allreduce import SHUFFLE, THREAD_INDEX
+from tensorir.lower.gpu_kernels import split_kernels
 from tensorir.lower.vectorize import vectorize_loops
 from tensorir.stmt import For, LoweredFunc
 from tensorir.visitor import collect
@@ -38,6 +40,14 @@ class CUDARenderer(CPrinter):
 
     def include_needed(self, include: str, text: str) -> bool:
         return include != "cuda_fp16.h" or "half" in text
+
+    def e_Call(self, e) -> str:
+        if e.name == THREAD_INDEX:
+            return self.thread_index[e.args[0].value]
+        if e.name == SHUFFLE:        # (value, lane mask, width, active lanes)
+            value, lane_mask, width, active = (self.expr(a) for a in e.args)
+            return f"__shfl_xor_sync((unsigned)({active}), {value}, {lane_mask}, {width})"
+        return super().e_Call(e)
 
 
 def launch_bounds(func: LoweredFunc, launch: LaunchConfig) -> str:
@@ -69,15 +79,29 @@ def cuda_settings(target: Target) -> tuple[str, GPULimits, tuple]:
 
 
 def build_cuda(func: LoweredFunc, target: Target):
-    from .cuda_module import CUDAModule
+    """A :class:`~codegen.cuda_module.CUDAModule` of one kernel, or of several launched in order when
+    root stages pass global intermediates (``tensorir/lower/gpu_kernels.py``)."""
+    from .cuda_module import CUDAModule, Kernel
     arch, limits, options = cuda_settings(target)
     func = LoweredFunc(func.name, func.buffers, func.size_vars, vectorize_loops(func.body), func.attrs)
-    kernel, launch = lower_gpu(func, limits)
-    renderer = CUDARenderer()
-    source = renderer.function(kernel, launch_bounds(kernel, launch))
-    aligned = {i: renderer.vector_access[b] for i, b in enumerate(kernel.buffers) if b in renderer.vector_access}
+    parts, intermediates = split_kernels(func)
+    heads, bodies, kernels, aligned = [], [], [], {}
+    for part in parts:
+        kernel, launch = lower_gpu(part, limits)
+        renderer = CUDARenderer()
+        head, body = renderer.function_parts(kernel, launch_bounds(kernel, launch))
+        heads += [h for h in head if h not in heads]
+        bodies += body
+        kernels.append(Kernel(kernel.name, launch))
+        for i, b in enumerate(kernel.buffers):
+            if b in renderer.vector_access:
+                aligned[i] = max(aligned.get(i, 0), renderer.vector_access[b])
+    source = "\n".join(heads + ([""] if heads else []) + bodies)
     target_str = str(Target("cuda", "", (), tuple([("arch", arch)] + [kv for kv in target.options if kv[0] != "arch"])))
-    return CUDAModule(kernel, launch, source, arch, target_str, options, aligned)
+    if len(parts) == 1 and not intermediates:
+        return CUDAModule(kernel, launch, source, arch, target_str, options, aligned)
+    return CUDAModule(func, kernels[0].launch, source, arch, target_str, options, aligned, kernels=tuple(kernels),
+                      intermediates=intermediates)
 
 
 __all__ = ["CUDARenderer", "render_cuda", "build_cuda", "cuda_arch", "cuda_settings", "CodegenError"]

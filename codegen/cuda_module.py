@@ -7,6 +7,10 @@ one PyTorch and CuPy use) through ``pycuda.driver.module_from_buffer``.
 ``mod.export_library("k.cubin")`` writes the cubin, ``k.cubin.json`` (signature, launch, arch, build
 info) and ``k.cubin.cu`` (the source); ``codegen.load_module("k.cubin")`` loads it with no compiler.
 
+A module may hold several kernels launched in order (``mod.kernels``; root stages passing global
+intermediates, ``tensorir/lower/gpu_kernels.py``): every kernel takes the arguments, then the
+intermediates, which the module allocates once per set of sizes and reuses across calls.
+
 Calls take numpy arrays (copied to the device and, when written, back) or any object with
 ``__cuda_array_interface__`` (torch and cupy tensors, pycuda GPUArrays), used in place.  Arguments
 are checked as for CPU modules (count, dtype, shape, size vars, contiguity, writability) plus the
@@ -18,6 +22,8 @@ import atexit
 import functools
 import json
 import os
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,6 +37,25 @@ from .signature import Signature
 from .timer import ProfileResult
 
 _PARAM = {"int32": "i", "int64": "q", "int16": "h", "int8": "b", "uint8": "B"}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel of a module: its name in the source and its launch configuration."""
+    name: str
+    launch: object
+
+    def to_json(self, grid: list) -> dict:
+        return {"name": self.name, "grid": grid, "block": list(self.launch.block),
+                "shared_bytes": self.launch.shared_bytes}
+
+
+@dataclass(frozen=True)
+class Intermediate:
+    """A global buffer between two kernels: name, dtype, shape (Exprs over the size vars)."""
+    name: str
+    dtype: str
+    shape: tuple
 
 
 @functools.cache
@@ -89,20 +114,26 @@ class CUDAModule:
     """``mod(*arrays)`` runs the kernel; ``mod.time_evaluator(...)`` times it with CUDA events."""
 
     def __init__(self, func, launch, source: str, arch: str, target: str, options: tuple = (),
-                 aligned: dict | None = None):
+                 aligned: dict | None = None, kernels: tuple | None = None, intermediates: tuple = ()):
         self.func = func
-        self._setup(Signature.from_func(func), func.size_vars, launch, source, arch, target, options, aligned)
+        self._setup(Signature.from_func(func), func.size_vars, launch, source, arch, target, options, aligned,
+                    kernels, tuple(Intermediate(b.name, b.dtype, tuple(b.shape)) for b in intermediates))
         if nvcc_path() is not None:              # compile now, so a broken kernel fails at build time
             self.compile()
 
-    def _setup(self, signature, size_vars, launch, source, arch, target, options, aligned) -> None:
+    def _setup(self, signature, size_vars, launch, source, arch, target, options, aligned, kernels=None,
+               intermediates=()) -> None:
         self.signature, self.entry_name, self._size_vars = signature, signature.name, tuple(size_vars)
         self.launch, self.arch, self.target = launch, arch, target
+        self.kernels = tuple(kernels) if kernels else (Kernel(self.entry_name, launch),)
+        self.intermediates = tuple(intermediates)
+        self._scratch: dict = {}                 # sizes -> device allocations of the intermediates
         self._source, self._options = source, tuple(options)
         self._binaries: dict = {}
         self._aligned = dict(aligned or {})      # argument index -> bytes its pointer must be aligned to
         self._packer = ArgPacker(self.signature)
         self._function = None
+        self._functions: list = []
         self._grids: dict = {}
 
     # -- export and load ---------------------------------------------------------------------------------------
@@ -111,15 +142,24 @@ class CUDAModule:
         Needs nvcc (for the cubin) and a constant grid (a kernel of constant shapes)."""
         from .export import build_info
         path = os.fspath(path)
-        grid = [simplify(g) for g in self.launch.grid]
-        if not all(isinstance(g, IntImm) for g in grid):
-            raise ValueError(f"export_library: CUDA kernel {self.entry_name} has the symbolic grid "
-                             f"{[str(g) for g in grid]}; exporting needs constant shapes")
+        grids = [[simplify(g) for g in k.launch.grid] for k in self.kernels]
+        for k, grid in zip(self.kernels, grids):
+            if not all(isinstance(g, IntImm) for g in grid):
+                raise ValueError(f"export_library: CUDA kernel {k.name} has the symbolic grid "
+                                 f"{[str(g) for g in grid]}; exporting needs constant shapes")
+        grid = grids[0]
+        shapes = [[simplify(x) for x in b.shape] for b in self.intermediates]
+        if not all(isinstance(x, IntImm) for shape in shapes for x in shape):
+            raise ValueError(f"export_library: {self.entry_name}'s intermediates have symbolic shapes; exporting "
+                             "needs constant shapes")
         cubin = self.cubin
         meta = {"kind": "cuda", "signature": self.signature.to_json(), "target": self.target, "arch": self.arch,
                 "options": list(self._options), "grid": [g.value for g in grid], "block": list(self.launch.block),
                 "shared_bytes": self.launch.shared_bytes, "aligned": {str(i): n for i, n in self._aligned.items()},
                 "ptxas_log": self._binaries["cubin"][1],
+                "kernels": [k.to_json([g.value for g in gr]) for k, gr in zip(self.kernels, grids)],
+                "intermediates": [{"name": b.name, "dtype": b.dtype, "shape": [x.value for x in shape]}
+                                  for b, shape in zip(self.intermediates, shapes)],
                 "build": build_info("cuda")}
         with open(path, "wb") as f:
             f.write(cubin)
@@ -138,8 +178,14 @@ class CUDAModule:
                               int(meta["shared_bytes"]))
         src = path + ".cu"
         source = open(src).read() if os.path.exists(src) else ""
+        kernels = tuple(Kernel(k["name"], LaunchConfig(tuple(IntImm("int32", int(g)) for g in k["grid"]),
+                                                       tuple(k["block"]), int(k["shared_bytes"])))
+                        for k in meta.get("kernels", ()))
+        intermediates = tuple(Intermediate(b["name"], b["dtype"], tuple(IntImm("int64", int(x)) for x in b["shape"]))
+                              for b in meta.get("intermediates", ()))
         self._setup(Signature.from_json(meta["signature"]), (), launch, source, meta["arch"], meta["target"],
-                    meta.get("options", ()), {int(k): int(n) for k, n in meta.get("aligned", {}).items()})
+                    meta.get("options", ()), {int(k): int(n) for k, n in meta.get("aligned", {}).items()},
+                    kernels or None, intermediates)
         with open(path, "rb") as f:
             self._binaries["cubin"] = (f.read(), meta.get("ptxas_log", ""))
         return self
@@ -174,27 +220,53 @@ class CUDAModule:
     def _kernel(self):
         if self._function is None:
             drv = driver()
+            types = "P" * (len(self.signature.args) + len(self.intermediates)) + \
+                "".join(_PARAM[d] for _, d in self.signature.size_vars)
             try:
                 mod = drv.module_from_buffer(self.cubin)
-                fn = mod.get_function(self.entry_name)
+                fns = [mod.get_function(k.name).prepare(types) for k in self.kernels]
             except drv.Error as e:
                 raise RuntimeError(f"CUDA kernel {self.entry_name}: loading the {self.arch} cubin failed: {e}") from e
-            types = "P" * len(self.signature.args) + "".join(_PARAM[d] for _, d in self.signature.size_vars)
-            self._module, self._function = mod, fn.prepare(types)
+            self._module, self._functions, self._function = mod, fns, fns[0]
         return self._function
 
-    def _grid(self, sizes: tuple) -> tuple:
-        grid = self._grids.get(sizes)
+    def _evaluate(self, exprs: tuple, sizes: tuple, what: str) -> tuple:
+        values = {v: IntImm(v.dtype, n) for v, n in zip(self._size_vars, sizes)}
+        out = tuple(simplify(substitute(g, values)) for g in exprs)
+        if not all(isinstance(g, IntImm) for g in out):
+            raise RuntimeError(f"CUDA kernel {self.entry_name}: cannot evaluate the {what} {out}")
+        return tuple(g.value for g in out)
+
+    def _grid(self, sizes: tuple, kernel: int = 0) -> tuple:
+        """The grid of kernel ``kernel`` (the first by default) for the given size-var values."""
+        key = (sizes, kernel)
+        grid = self._grids.get(key)
         if grid is None:
-            values = {v: IntImm(v.dtype, n) for v, n in zip(self._size_vars, sizes)}
-            grid = tuple(simplify(substitute(g, values)) for g in self.launch.grid)
-            if not all(isinstance(g, IntImm) for g in grid):
-                raise RuntimeError(f"CUDA kernel {self.entry_name}: cannot evaluate the grid {grid}")
-            grid = self._grids[sizes] = tuple(g.value for g in grid)
+            grid = self._grids[key] = self._evaluate(self.kernels[kernel].launch.grid, sizes, "grid")
         return grid
 
+    def _launches(self, sizes: tuple) -> list:
+        """[(function index, grid, block)] of every kernel, in order."""
+        return [(k, self._grid(sizes, k), kern.launch.block) for k, kern in enumerate(self.kernels)]
+
+    def intermediate_shapes(self, sizes: tuple = ()) -> list:
+        """The shape of each intermediate for the given size-var values."""
+        return [self._evaluate(b.shape, sizes, f"shape of {b.name}") for b in self.intermediates]
+
+    def _intermediates(self, sizes: tuple) -> list:
+        """Device pointers of the intermediates, allocated on first use for these sizes."""
+        if not self.intermediates:
+            return []
+        mems = self._scratch.get(sizes)
+        if mems is None:
+            drv = driver()
+            mems = self._scratch[sizes] = [
+                drv.mem_alloc(max(int(np.prod(shape, dtype=np.int64)) * np.dtype(b.dtype).itemsize, 1))
+                for b, shape in zip(self.intermediates, self.intermediate_shapes(sizes))]
+        return [int(m) for m in mems]
+
     def _prepare(self, arrays: tuple):
-        """(kernel arguments, grid, [(host array, device allocation, written)])."""
+        """(kernel arguments, [(kernel, grid, block)], [(host array, device allocation, written)])."""
         if len(arrays) != len(self.signature.args):
             names = ", ".join(a.name for a in self.signature.args)
             raise TypeError(f"{self.entry_name} takes {len(self.signature.args)} arrays ({names}), got {len(arrays)}")
@@ -226,12 +298,12 @@ class CUDAModule:
                 raise ValueError(f"{arg.label()} starts at {d.ptr:#x}, not {need}-byte aligned, but "
                                  f"{self.entry_name} accesses it with {need}-byte vectors; pass an aligned copy")
             pointers.append(d.ptr)
-        return pointers + list(sizes), self._grid(sizes), copies
+        return pointers + self._intermediates(sizes) + list(sizes), self._launches(sizes), copies
 
-    def _run(self, args, grid) -> None:
-        if 0 in grid:
-            return
-        self._function.prepared_call(grid, self.launch.block, *args)
+    def _run(self, args, launches) -> None:
+        for k, grid, block in launches:
+            if 0 not in grid:
+                self._functions[k].prepared_call(grid, block, *args)
 
     def __call__(self, *arrays) -> None:
         drv = driver()
@@ -240,8 +312,8 @@ class CUDAModule:
             self._run(args, grid)
             drv.Context.synchronize()
         except drv.Error as e:
-            raise RuntimeError(f"CUDA kernel {self.entry_name} (grid {grid}, block {self.launch.block}) "
-                               f"failed: {e}") from e
+            where = ", ".join(f"{self.kernels[k].name} grid {g} block {b}" for k, g, b in grid)
+            raise RuntimeError(f"CUDA kernel {self.entry_name} ({where}) failed: {e}") from e
         for host, mem, written in copies:
             if written and host.nbytes:
                 drv.memcpy_dtoh(host, mem)
@@ -301,8 +373,10 @@ class CUDAModule:
 
     def __repr__(self) -> str:
         args = ", ".join(f"{a.name}: {a.dtype}{a.shape_str()}" for a in self.signature.args)
+        if len(self.kernels) > 1:
+            return f"CUDAModule({self.entry_name}({args}), target={self.target!r}, {len(self.kernels)} kernels)"
         return (f"CUDAModule({self.entry_name}({args}), target={self.target!r}, grid={self.launch.grid}, "
                 f"block={self.launch.block})")
 
 
-__all__ = ["CUDAModule", "driver"]
+__all__ = ["CUDAModule", "Kernel", "Intermediate", "driver"]

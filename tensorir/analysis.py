@@ -3,7 +3,8 @@
 * every read and write stays inside its buffer for all sizes (``OutOfBoundsError`` with a
   counterexample otherwise);
 * no ``parallel`` loop carries a dependence and no ``vectorize`` makes lanes race
-  (``ScheduleError`` naming the stage, the axis and the dependence);
+  (``ScheduleError`` naming the stage, the axis and the dependence), nor does a loop bound to GPU
+  threads or blocks (``analysis_threads.py``);
 * every element of an intermediate buffer is written before it is read, so a ``compute_at`` that
   places a producer too late is refused.
 
@@ -51,13 +52,14 @@ class Analysis:
     def verify(self) -> None:
         """Run the checks; an isl failure in one is a ``ScheduleError`` naming the stage and the
         check (inner boundaries), or all the stages (this one)."""
-        from .analysis_threads import check_scan_threads
+        from .analysis_threads import check_scan_threads, check_thread_loops
         with isl_boundary("proving the schedule safe", self._stages):
             self.check_in_bounds()
             self.check_loops()
             self.check_reads_after_writes()
             with isl_boundary("checking that the steps of a scan pass no data between GPU threads", self._stages):
                 check_scan_threads(self)
+            check_thread_loops(self)
 
     def check_in_bounds(self) -> None:
         ctx = self.program.context()
@@ -226,15 +228,17 @@ def _invariant_store(st: Statement, loop: For) -> bool:
     return st.store is not None and loop.loop_var not in collect(st.store.indices, Var)
 
 
-def _carried(w_st: Statement, w, x_st: Statement, x, loop: For, names: dict) -> tuple[bool, str] | None:
+def _carried(w_st: Statement, w, x_st: Statement, x, loop: For, names: dict,
+             extra: tuple = ()) -> tuple[bool, str] | None:
     """Instances of the two accesses in different iterations of ``loop`` (same iterations of the
-    loops around it) that touch one element: (whether the write's iteration comes first, an
-    example), or None."""
+    loops around it, and the constraints ``extra`` over ``a<k>`` / ``b<k>``, the loops of the
+    write's and the other's statement) that touch one element: (whether the write's iteration
+    comes first, an example), or None."""
     rel = w.relation.apply_range(x.relation.reverse())
     level = next(k for k, f in enumerate(w_st.loops) if f is loop)
     a = [f"a{k}" for k in range(len(w_st.loops))]
     b = [f"b{k}" for k in range(len(x_st.loops))]
-    same = [f"a{k} = b{k}" for k in range(level)]
+    same = [f"a{k} = b{k}" for k in range(level)] + list(extra)
     for order in (f"a{level} < b{level}", f"a{level} > b{level}"):
         cons = " and ".join(same + [order])
         m = isl.Map(f"{{ {w_st.name}[{', '.join(a)}] -> {x_st.name}[{', '.join(b)}] : {cons} }}")

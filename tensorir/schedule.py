@@ -69,6 +69,7 @@ class Stage:
         self.attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
         self.scope = "global"
+        self.scope_given = False  # set_scope was called (else GPU lowering infers it: gpu_bounds.py)
         self.is_output = False
         self.scan_role: tuple | None = None  # ("init" | "body" | "update", scan stage, output index)
         self.group = None             # the StageGroup this stage belongs to (s.create_group)
@@ -317,6 +318,7 @@ class Stage:
     @recorded
     def set_scope(self, scope: str) -> None:
         self.scope = scope
+        self.scope_given = True  # not inferred from the thread loops around it (gpu_bounds.py)
 
     # -- storage and memory (schedule_storage.py) ------------------------------------------------
     @recorded

@@ -7,6 +7,12 @@ the next one, and a barrier is passed once all threads reached it.  Phases alter
 (first to last, then last to first), so a missing barrier deterministically lets a thread read shared
 memory another thread has not written yet, or has already overwritten: the results come out wrong.
 Threads that reach different numbers of barriers are reported as an error (divergent barrier).
+
+``__shfl_xor_sync`` synchronizes the lanes of a warp (32 consecutive linear thread indices): a lane
+deposits its value and waits until every present lane of its warp reached the same shuffle, then
+reads its partner's value.  A shuffle that some lanes of a warp skip, a mask naming a lane that is
+absent or does not take part, or a barrier reached while a warp mate waits in a shuffle is an error;
+reading a lane outside the mask gives NaN bits.
 """
 from __future__ import annotations
 
@@ -29,8 +35,12 @@ SHIM = r"""
 #include <ucontext.h>
 using std::min; using std::max;
 struct tt_dim3 { int x, y, z; };
-struct tt_fiber { ucontext_t ctx; tt_dim3 tid; bool done; int barriers; std::vector<char> stack; };
+struct tt_fiber { ucontext_t ctx; tt_dim3 tid; bool done; int barriers, shuffles, wait; unsigned mask;
+                  unsigned char slot[2][8]; std::vector<char> stack; };
+enum { TT_RUN = 0, TT_BARRIER = 1, TT_SHUFFLE = 2 };
 static tt_fiber* tt_cur;
+static tt_fiber* tt_fibers;
+static int tt_nthreads;
 static ucontext_t tt_sched;
 static tt_dim3 tt_block;
 #define threadIdx (tt_cur->tid)
@@ -42,7 +52,21 @@ static tt_dim3 tt_block;
 #define __restrict__ __restrict
 #define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static
-static inline void __syncthreads() { tt_cur->barriers++; swapcontext(&tt_cur->ctx, &tt_sched); }
+static inline void __syncthreads() { tt_cur->barriers++; tt_cur->wait = TT_BARRIER; swapcontext(&tt_cur->ctx, &tt_sched); }
+template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  static_assert(sizeof(T) <= 8, "shuffled values have at most 8 bytes");
+  tt_fiber* me = tt_cur;
+  int s = me->shuffles & 1;
+  std::memcpy(me->slot[s], &v, sizeof(T));
+  me->mask = mask; me->shuffles++; me->wait = TT_SHUFFLE;
+  swapcontext(&me->ctx, &tt_sched);
+  int t = (int)(me - tt_fibers), lane = t % 32, src = lane ^ lane_mask;
+  if (src / width != lane / width) src = lane;
+  T out;
+  if (t - lane + src >= tt_nthreads || !((mask >> src) & 1u)) std::memset(&out, 0xff, sizeof(T));
+  else std::memcpy(&out, tt_fibers[t - lane + src].slot[s], sizeof(T));
+  return out;
+}
 struct float2 { float x, y; }; struct float4 { float x, y, z, w; };
 struct int2 { int x, y; }; struct int4 { int x, y, z, w; }; struct double2 { double x, y; };
 static inline float2 make_float2(float x, float y) { return {x, y}; }
@@ -56,20 +80,24 @@ static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 """
 
-LAUNCHER = r"""
+ENTRY = r"""
 static std::function<void()> tt_body;
 static void tt_entry() { tt_body(); tt_cur->done = true; }
-extern "C" int tt_launch(%(params)s, int gx, int gy, int gz, int bx, int by, int bz) {
+"""
+
+LAUNCHER = r"""
+extern "C" int %(launch)s(%(params)s, int gx, int gy, int gz, int bx, int by, int bz) {
   tt_body = [=]() { %(kernel)s(%(args)s); };
   int n = bx * by * bz;
   std::vector<tt_fiber> fibers(n);
+  tt_fibers = fibers.data(); tt_nthreads = n;
   for (auto& f : fibers) f.stack.resize(1 << 18);
   for (int z = 0; z < gz; ++z) for (int y = 0; y < gy; ++y) for (int x = 0; x < gx; ++x) {
     tt_block = {x, y, z};
     for (int t = 0; t < n; ++t) {
       tt_fiber& f = fibers[t];
       f.tid = {t %% bx, (t / bx) %% by, t / (bx * by)};
-      f.done = false; f.barriers = 0;
+      f.done = false; f.barriers = 0; f.shuffles = 0; f.wait = TT_RUN;
       getcontext(&f.ctx);
       f.ctx.uc_stack.ss_sp = f.stack.data(); f.ctx.uc_stack.ss_size = f.stack.size();
       f.ctx.uc_link = &tt_sched;
@@ -78,21 +106,40 @@ extern "C" int tt_launch(%(params)s, int gx, int gy, int gz, int bx, int by, int
     for (int phase = 0;; ++phase) {
       for (int k = 0; k < n; ++k) {
         tt_fiber& f = fibers[phase %% 2 ? n - 1 - k : k];
-        if (f.done) continue;
+        if (f.done || f.wait != TT_RUN) continue;
         tt_cur = &f;
         swapcontext(&tt_sched, &f.ctx);
       }
+      bool released = false;
+      for (int w = 0; w < n; w += 32) {     // warps whose lanes all wait in one shuffle go on
+        int end = std::min(w + 32, n);
+        bool any = false;
+        for (int t = w; t < end; ++t) any |= !fibers[t].done && fibers[t].wait == TT_SHUFFLE;
+        if (!any) continue;
+        for (int t = w; t < end; ++t) {
+          tt_fiber& f = fibers[t];
+          if (f.done || f.wait != TT_SHUFFLE || f.shuffles != fibers[w].shuffles) return 2;
+          for (int l = 0; l < 32; ++l) if (((f.mask >> l) & 1u) && w + l >= end) return 3;
+        }
+        for (int t = w; t < end; ++t) fibers[t].wait = TT_RUN;
+        released = true;
+      }
+      if (released) continue;
       int done = 0;
       for (auto& f : fibers) done += f.done;
       for (auto& f : fibers) if (f.barriers != fibers[0].barriers) return 1;
       if (done == n) break;
       if (done) return 1;
+      for (auto& f : fibers) f.wait = TT_RUN;
     }
   }
   return 0;
 }
 """
 
+_FAULTS = {1: "threads of a block reached different barriers",
+           2: "lanes of a warp reached different shuffles (or a barrier while a warp mate waits in a shuffle)",
+           3: "a shuffle's mask names a lane that is not in the block"}
 _CTYPES = {"int32": ctypes.c_int32, "int64": ctypes.c_int64}
 
 
@@ -119,27 +166,30 @@ def _compile(code: str) -> ctypes.CDLL:
 
 
 def run(mod, *arrays) -> None:
-    """Run ``mod`` (a CUDAModule) on numpy ``arrays`` in place, on the CPU."""
+    """Run ``mod`` (a CUDAModule) on numpy ``arrays`` in place, on the CPU: its kernels in order,
+    its intermediates allocated here and poisoned (NaN) before the first kernel."""
     from codegen.cuda import CUDARenderer
     sig, r = mod.signature, CUDARenderer()
-    params, args = [], []
-    for k, a in enumerate(sig.args):
-        params.append(f"void* p{k}")
-        args.append(f"({'' if a.written else 'const '}{r.ctype(a.dtype)}*)p{k}")
-    for k, (_, d) in enumerate(sig.size_vars):
-        params.append(f"{r.ctype(d)} s{k}")
-        args.append(f"s{k}")
-    code = SHIM + mod.get_source("cuda") + LAUNCHER % {"params": ", ".join(params), "kernel": mod.entry_name,
-                                                       "args": ", ".join(args)}
+    dtypes = [a.dtype for a in sig.args] + [b.dtype for b in mod.intermediates]
+    params = [f"void* p{k}" for k in range(len(dtypes))] + [f"{r.ctype(d)} s{k}" for k, (_, d) in
+                                                             enumerate(sig.size_vars)]
+    args = [f"({r.ctype(d)}*)p{k}" for k, d in enumerate(dtypes)] + [f"s{k}" for k in range(len(sig.size_vars))]
+    code = SHIM + mod.get_source("cuda") + ENTRY + "".join(
+        LAUNCHER % {"launch": f"tt_launch{k}", "params": ", ".join(params), "kernel": kern.name,
+                    "args": ", ".join(args)} for k, kern in enumerate(mod.kernels))
     lib = _compile(code)
     packed = mod._packer.pack(tuple(arrays))
     sizes = tuple(packed[len(sig.args):])
-    grid, block = mod._grid(sizes), mod.launch.block
-    fn = lib.tt_launch
-    fn.argtypes = [ctypes.c_void_p] * len(sig.args) + [_CTYPES[d] for _, d in sig.size_vars] + [ctypes.c_int] * 6
-    fn.restype = ctypes.c_int
-    if fn(*packed, *grid, *block):
-        raise RuntimeError(f"simulated kernel {mod.entry_name}: threads of a block reached different barriers")
+    scratch = [np.full(shape, np.nan if np.dtype(b.dtype).kind == "f" else -12345, dtype=b.dtype)
+               for b, shape in zip(mod.intermediates, mod.intermediate_shapes(sizes))]
+    pointers = list(packed[:len(sig.args)]) + [x.ctypes.data for x in scratch]
+    for k, grid, block in mod._launches(sizes):
+        fn = getattr(lib, f"tt_launch{k}")
+        fn.argtypes = [ctypes.c_void_p] * len(dtypes) + [_CTYPES[d] for _, d in sig.size_vars] + [ctypes.c_int] * 6
+        fn.restype = ctypes.c_int
+        code = fn(*pointers, *sizes, *grid, *block)
+        if code:
+            raise RuntimeError(f"simulated kernel {mod.kernels[k].name}: " + _FAULTS[code])
 
 
 def check(mod, inputs: list, outputs: list, reference, rtol=1e-4, atol=1e-4) -> None:

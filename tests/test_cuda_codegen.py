@@ -255,14 +255,19 @@ def test_unbound_stage_and_cpu_annotations_are_refused():
     assert_raises_naming(ScheduleError, lambda: build(s, [A, B]), "B", "i.inner")
 
 
-def test_global_intermediate_is_refused():
+@needs_sim
+def test_global_intermediate_between_root_stages_is_a_second_kernel():
+    """(Refused before multi-kernel modules; tests/test_cuda_multikernel.py has more.)"""
     A = te.placeholder((64,), name="A")
     B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
     C = te.compute((64,), lambda i: B[i] * 2.0, name="C")
     s = te.create_schedule(C.op)
     for T in (B, C):
         s[T].bind(s[T].op.axis[0], te.thread_axis("threadIdx.x"))
-    assert_raises_naming(ScheduleError, lambda: build(s, [A, C]), "B")
+    mod = build(s, [A, C])
+    assert len(mod.kernels) == 2 and [b.name for b in mod.intermediates] == ["B"]
+    a = np.random.default_rng(0).standard_normal(64).astype("float32")
+    cuda_sim.check(mod, [a], [np.empty(64, "float32")], lambda a: (a + 1) * 2)
 
 
 # -- nvcc ----------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from ..stmt import Buffer, LoweredFunc
 from ..tensor import PlaceholderOp, Tensor
 from ..visitor import collect, free_vars
 from .gpu_bounds import ThreadBounds as Bounds  # GPU hook: thread-aware bound inference (gpu_bounds.py)
+from .gpu_bounds import infer_storage_scopes
 from .flatten import flatten
 from .guards import remove_redundant_guards
 from .inline import inlined_bodies
@@ -57,6 +58,7 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
     aliases = buffer_aliases(s)
     tensors, scalars = _split_args(s, args, aliases)
     validate_schedule(s)
+    infer_storage_scopes(s)
     for st in s.stages:
         hook = lowering_of(st.op)
         if hook is not None:
@@ -68,7 +70,8 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
     stmt = remove_redundant_guards(simplify(builder.build()), size_vars)
     func = LoweredFunc(name, tuple(arg_buffers[_key(s, t)] for t in tensors), tuple(size_vars), stmt,
                        (("loop_stage", builder.loop_stage), ("write_before_read", tuple(builder.write_first)),
-                        ("buffer_stage", builder.buffer_stage()), ("call_order", _call_order(args, tensors))))
+                        ("buffer_stage", builder.buffer_stage()), ("call_order", _call_order(args, tensors)),
+                        ("thread_allreduce", builder.allreduce)))
     _check_free_vars(func)
     return func
 

@@ -12,7 +12,9 @@
    checked against ``max_shared_memory`` bytes; ``local`` ones stay per thread;
 5. ``insert_barriers``: ``__syncthreads()`` between a shared-memory write and a later read or
    write of that buffer, in the same sequence or across iterations of an enclosing loop;
-6. ``launch_config``: grid and block extents from the thread loops.
+6. ``expand_allreduce`` (gpu_allreduce.py): cross-thread reductions become warp shuffles and shared
+   memory with their own barriers;
+7. ``launch_config``: grid and block extents from the thread loops.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from ..expr import BufferLoad, Call, Expr, IntImm, StringImm, Var, structural_eq
 from ..schedule import ScheduleError
 from ..stmt import Allocate, BufferStore, Evaluate, For, IfThenElse, LetStmt, LoweredFunc, Seq, Stmt, seq
 from ..visitor import Mutator, collect, substitute
+from .gpu_allreduce import expand_allreduce
 from .gpu_vthread import inject_virtual_threads, is_vthread
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -62,10 +65,10 @@ def lower_gpu(func: LoweredFunc, limits: GPULimits = GPULimits()) -> tuple[Lower
     stages = dict(dict(func.attrs).get("loop_stage", {}))
     verify_bindings(func, limits, stages)
     body = simplify(auto_unroll(inject_virtual_threads(func.body)))
-    body = hoist_shared(body)
-    shared = shared_bytes(body, limits, stages)
-    body = insert_barriers(body)
-    launch = launch_config(body, shared)
+    body = insert_barriers(hoist_shared(body))
+    block = launch_config(body).block
+    body = hoist_shared(expand_allreduce(body, dict(func.attrs).get("thread_allreduce", {}), block))
+    launch = launch_config(body, shared_bytes(body, limits, stages))
     return LoweredFunc(func.name, func.buffers, func.size_vars, body, func.attrs), launch
 
 

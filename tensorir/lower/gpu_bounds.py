@@ -35,6 +35,21 @@ def thread_rank(tag: str) -> int | None:
     return None
 
 
+def infer_storage_scopes(sch) -> None:
+    """TVM's default storage rank: a stage whose scope was never set, attached inside a loop bound to
+    ``threadIdx.*``, is ``local``; inside ``blockIdx.*`` loops only, ``shared`` (global memory cannot
+    be allocated inside a kernel)."""
+    from ..schedule import SCOPE
+    for st in sch.stages:
+        if st.attach_type != SCOPE or st.scope != "global" or getattr(st, "scope_given", False):
+            continue
+        ranks = {thread_rank(p.bindings[iv].thread_tag) for p, iv in attach_path(st) if iv in p.bindings}
+        if 1 in ranks:
+            st.scope = "local"
+        elif 0 in ranks:
+            st.scope = "shared"
+
+
 def need_relax(tag: str, scope: str) -> bool:
     rank = thread_rank(tag)
     return rank is not None and SCOPE_RANK.get(scope, 0) <= rank

@@ -14,6 +14,7 @@ from ..visitor import Mutator, collect, substitute
 from .bounds import Bounds
 from .op_registry import TensorKey, lowering_of
 from .relations import derived_from, root_values
+from .thread_allreduce import cross_thread_nest, thread_reduce_leaves
 from ..schedule_layout import physical_index, physical_shape
 from ..schedule_storage import aligned_shape, guarded_store
 
@@ -36,6 +37,7 @@ class NestBuilder:
         self.loop_stage: dict[Var, str] = {}
         self.offsets: dict[TensorKey, list[Expr]] = {}
         self.write_first: list[Buffer] = []  # arguments whose elements are written before they are read
+        self.allreduce: dict = {}  # cross-thread reductions, for the GPU passes (thread_allreduce.py)
         self.attached: dict[tuple[int, int], list[Stage]] = {}
         for st in sch.stages:
             if st.attach_type == SCOPE:
@@ -132,6 +134,8 @@ class NestBuilder:
                 raise ScheduleError(f"stage {st.op.name}: cannot parallelize axis {iv.var.name}: it is a "
                                     "reduction axis, every iteration updates the same outputs "
                                     "(use s.rfactor to parallelize a reduction)")
+        if thread_reduce_leaves(st, reduce_ivs):  # a reduction axis bound to threadIdx.* (thread_allreduce.py)
+            return cross_thread_nest(self, st, body, reduce_ivs, conds, lambda b, i: _update(body, b, i), stores)
         first = next((k for k, iv in enumerate(leaves) if iv in reduce_ivs), len(leaves))
         outer_vars = {iv.var for iv in leaves[:first]}
         leaf_vars = {iv.var for iv in leaves}

@@ -36,16 +36,15 @@ def _check_attachment(s: Schedule, st: Stage) -> None:
 
 
 def _check_reduction_bindings(st: Stage) -> None:
-    """A reduction loop bound to GPU threads would have every thread update the same outputs (a
-    race); that needs a cross-thread reduction, which tiletune does not lower yet: refused."""
+    """A reduction loop bound to ``blockIdx.*`` would have every block update the same outputs (a
+    race); one bound to ``threadIdx.*`` is lowered as a cross-thread reduction (thread_allreduce.py)."""
     from .relations import derived_from
     reduce_ivs = set()
     for iv in getattr(st.op, "reduce_axis", ()):
         reduce_ivs |= derived_from(st, iv)
     for iv, thread in st.bindings.items():
-        if iv in reduce_ivs and thread.thread_tag != "vthread":
+        if iv in reduce_ivs and thread.thread_tag != "vthread" and not thread.thread_tag.startswith("threadIdx."):
             raise ScheduleError(
                 f"stage {st.op.name}: axis {iv.var.name} is a reduction axis bound to {thread.thread_tag}: "
-                "every thread would update the same outputs; cross-thread reductions (TVM's "
-                "tvm_thread_allreduce) are not supported yet. Bind data-parallel axes, and reduce "
-                "within each thread (rfactor then bind the factored stage's data axes)")
+                "every block would update the same outputs, and blocks do not synchronize. Bind reduction "
+                "axes to threadIdx.* (a cross-thread reduction), or rfactor and reduce in a second stage")
