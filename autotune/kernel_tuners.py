@@ -93,7 +93,7 @@ class KernelTuner:
         sketch with an intermediate stage it cannot place); its default schedule is still measured."""
         from tensorir.schedule import ScheduleError
         try:
-            self.task.space
+            _ = self.task.space
         except ScheduleError as e:
             return f"no search space: {e}"
         return None

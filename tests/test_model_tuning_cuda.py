@@ -54,8 +54,8 @@ def test_extract_tasks_for_cuda_match_the_cuda_build(name):
     """One task per distinct kernel DAG of the graph optimized for CUDA (no CPU layouts), lowered with
     CUDA's computes so that its hash is the one ``build_model(g, "cuda")`` looks up; each task's default
     config is the kernel's default CUDA rule."""
-    from codegen.model_cuda import CUDA_COMPUTES
     from autotune.auto_scheduler import ComputeDAG
+    from codegen.model_cuda import CUDA_COMPUTES
     _, g, params = _model(name)
     tasks, weights = autotune.extract_tasks(g, params, target="cuda")
     assert tasks and len(tasks) == len(weights) and all(isinstance(t, KernelSearchTask) for t in tasks)
