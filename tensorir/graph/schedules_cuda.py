@@ -25,8 +25,9 @@ zero border is computed where it is read), then applies the rule registered for 
   channel x row x column tiles per block, the padded input window and the filter slice of 4 input
   channels in shared memory), with tiles near its default config (4 x 4 channels, up to 8 rows, up to
   8 x 2 columns) chosen to divide the output (56 columns: 7 threads x 2) and fewer channels per block
-  where the grid would have fewer than :data:`MIN_BLOCKS` blocks; grouped/depthwise convs: one thread
-  per output element.
+  where the grid would have fewer than :data:`MIN_BLOCKS` blocks; from batch :data:`CONV_FOLD_MIN_BATCH`
+  each thread also spans :data:`CONV_BATCH_TILE` images (its filter values reused across them, the
+  shared input window holding those images); grouped/depthwise convs: one thread per output element.
 
 A rule is ``rule(s, kt, output_stage)``; replace an entry, or ``schedule_kernel_cuda``, to tune.
 
@@ -50,6 +51,8 @@ THREADS = 256            # threads per block of injective kernels
 K_TILE = 16              # reduction slice of the shared-memory GEMM
 GEMM_MIN_ROWS = 8        # smaller GEMMs (batch-1 dense) run one thread per output element
 MIN_BLOCKS = 256         # conv and GEMM tiles shrink (to a point) until the grid has this many blocks
+CONV_FOLD_MIN_BATCH = 8  # from this batch on, each conv thread also computes CONV_BATCH_TILE images
+CONV_BATCH_TILE = 2
 ROW_THREADS = 64         # threads per block of per-row kernels (rows spread over more multiprocessors)
 #: HOOK: softmax / layer-norm rows by warp-shuffle all-reduce once it lands in the CUDA backend.
 THREAD_ALLREDUCE = False
@@ -310,16 +313,21 @@ def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
     ty, yi = _divisor_tile(y_n, 8, 1)
     tx, xi = _divisor_tile(x_n, 8, 2)
     tf, fi = _divisor_tile(f_n, 4, 4)
-    while fi > 1 and b_n * -(-f_n // (tf * fi)) * -(-y_n // ty) * -(-x_n // (tx * xi)) < MIN_BLOCKS:
+    ni = CONV_BATCH_TILE if b_n >= CONV_FOLD_MIN_BATCH and b_n % CONV_BATCH_TILE == 0 else 1
+    while fi > 1 and b_n // ni * -(-f_n // (tf * fi)) * -(-y_n // ty) * -(-x_n // (tx * xi)) < MIN_BLOCKS:
         fi //= 2                 # deep layers at small batch: more blocks, fewer channels each
     n, f, y, x = out.op.axis
+    inner = []
+    if ni > 1:                  # large batch: each thread's outputs span ni images (its filter values reused)
+        n, ni_a = out.split(n, factor=ni)
+        inner = [ni_a]
     bf, f = out.split(f, factor=tf * fi)
     by, y = out.split(y, factor=ty * yi)
     bx, x = out.split(x, factor=tx * xi)
     tfa, fi_a = out.split(f, nparts=tf)
     tya, yi_a = out.split(y, nparts=ty)
     txa, xi_a = out.split(x, nparts=tx)
-    out.reorder(n, bf, by, bx, tfa, tya, txa, fi_a, yi_a, xi_a)
+    out.reorder(n, bf, by, bx, tfa, tya, txa, *inner, fi_a, yi_a, xi_a)
     bxy = out.fuse(by, bx)    # the pair with the fewest tiles (fused block indices bound tiles less tightly)
     for ax, tag in ((n, "blockIdx.z"), (bf, "blockIdx.y"), (bxy, "blockIdx.x"), (tfa, "threadIdx.z"),
                     (tya, "threadIdx.y"), (txa, "threadIdx.x")):
