@@ -227,7 +227,9 @@ def _rewrite_costs(log, out, cost_of):
 @needs_nvcc
 @needs_sim
 def test_cuda_deploy_keeps_the_default_when_it_measured_faster(tuned, tmp_path):
-    _, g, params, tasks, log, _, _ = tuned
+    """Whichever measured faster is deployed: the default (``{"default": rule}``) or the searched steps
+    (replayed; the model then computes onnxruntime's outputs)."""
+    model, g, params, tasks, log, _, _ = tuned
     fast = str(tmp_path / "default_wins.jsonl")
     _rewrite_costs(log, fast, lambda r: 1e-6 if "default" in r["config"]["knobs"] else 1e-3)
     slow = str(tmp_path / "search_wins.jsonl")
@@ -241,3 +243,6 @@ def test_cuda_deploy_keeps_the_default_when_it_measured_faster(tuned, tmp_path):
         for t in tasks[:2]:                     # the searched ones (the pool has only its default)
             assert by_kernel[t.kernel_name]["kind"] == kind, (t.kernel_name, by_kernel[t.kernel_name])
         assert by_kernel[tasks[2].kernel_name]["kind"] == "default"
+    x = np.random.default_rng().standard_normal(g.inputs[0].type.shape).astype("float32")
+    for a, w in zip(simulate(m, {"x": x}), gm.run_onnxruntime(model, {"x": x})):
+        np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
