@@ -1,5 +1,6 @@
 """The default CUDA conv schedule at large batch (``schedules_cuda.CONV_FOLD_MIN_BATCH`` and up): each
-thread computes ``CONV_BATCH_TILE`` images (the block's shared input window holds them), run on the CPU
+thread computes ``CONV_BATCH_TILE`` images (the block's shared input window holds them) and the reduction
+takes slices of up to 16 input channels (``CONV_RC_TILES``), run on the CPU
 by tests/cuda_sim.py against numpy (NaN-poisoned outputs) for 3x3 pad 1, 1x1 stride 2 and 7x7 stride 2
 convs with an odd channel count; below that batch the schedule is unchanged."""
 from __future__ import annotations
@@ -36,7 +37,8 @@ def _conv_ref(x, w, stride, pad):
 
 @needs_nvcc
 @needs_sim
-@pytest.mark.parametrize("c,f,hw,k,stride,pad", [(5, 8, 6, 3, 1, 1), (4, 16, 7, 1, 2, 0), (3, 4, 9, 7, 2, 3)])
+@pytest.mark.parametrize("c,f,hw,k,stride,pad", [(5, 8, 6, 3, 1, 1), (4, 16, 7, 1, 2, 0), (3, 4, 9, 7, 2, 3),
+                                                  (20, 4, 5, 3, 1, 1)])     # 20: slices of 16 input channels, a tail
 def test_large_batch_conv_spans_images_per_thread(c, f, hw, k, stride, pad):
     batch = sc.CONV_FOLD_MIN_BATCH
     rng = np.random.default_rng()

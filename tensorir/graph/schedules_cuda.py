@@ -27,7 +27,9 @@ zero border is computed where it is read), then applies the rule registered for 
   8 x 2 columns) chosen to divide the output (56 columns: 7 threads x 2) and fewer channels per block
   where the grid would have fewer than :data:`MIN_BLOCKS` blocks; from batch :data:`CONV_FOLD_MIN_BATCH`
   each thread also spans :data:`CONV_BATCH_TILE` images (its filter values reused across them, the
-  shared input window holding those images); grouped/depthwise convs: one thread per output element.
+  shared input window holding those images) and the reduction takes up to 16 input channels per
+  barrier (:data:`CONV_RC_TILES`, within :data:`CONV_SHARED_BUDGET`); grouped/depthwise convs: one
+  thread per output element.
 
 A rule is ``rule(s, kt, output_stage)``; replace an entry, or ``schedule_kernel_cuda``, to tune.
 
@@ -53,6 +55,8 @@ GEMM_MIN_ROWS = 8        # smaller GEMMs (batch-1 dense) run one thread per outp
 MIN_BLOCKS = 256         # conv and GEMM tiles shrink (to a point) until the grid has this many blocks
 CONV_FOLD_MIN_BATCH = 8  # from this batch on, each conv thread also computes CONV_BATCH_TILE images
 CONV_BATCH_TILE = 2
+CONV_RC_TILES = (16, 8, 4)       # input-channel slices per barrier at large batch, longest first that fits
+CONV_SHARED_BUDGET = 24 * 1024   # bytes of shared input window and filters per block at large batch
 ROW_THREADS = 64         # threads per block of per-row kernels (rows spread over more multiprocessors)
 #: HOOK: softmax / layer-norm rows by warp-shuffle all-reduce once it lands in the CUDA backend.
 THREAD_ALLREDUCE = False
@@ -302,6 +306,22 @@ def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
         cooperative_fetch(shared, (("threadIdx.x", tx_n), ("threadIdx.y", ty_n)), vector)
 
 
+def _conv_rc_tile(acc: Stage, tile: tuple[int, int, int, int], out_hw: tuple[int, int]) -> int:
+    """The largest input-channel slice of :data:`CONV_RC_TILES` whose shared tiles (the input window of a
+    block's ``tile`` = (images, channels, rows, columns) of outputs, and its filters) fit
+    :data:`CONV_SHARED_BUDGET` bytes; the stride is the input's extent over the output's."""
+    rc, ry, rx = (int(iv.dom.extent) for iv in acc.op.reduce_axis)
+    data = [tuple(int(d) for d in t.shape[2:]) for t in acc.op.input_tensors if len(t.shape) == 4 and int(t.shape[1]) == rc]
+    h_in, w_in = max(data, key=lambda hw: hw[0] * hw[1]) if data else out_hw     # the input, not the filters
+    sy, sx = max(1, round(h_in / out_hw[0])), max(1, round(w_in / out_hw[1]))
+    ni, nf, ny, nx = tile
+    for c in CONV_RC_TILES:
+        window = ni * ((ny - 1) * sy + ry) * ((nx - 1) * sx + rx)
+        if 4 * min(c, rc) * (window + nf * ry * rx) <= CONV_SHARED_BUDGET:
+            return c
+    return CONV_RC_TILES[-1]
+
+
 @register_cuda_schedule("nn.conv2d")
 def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """NCHW convolution of one group: the direct schedule (see the module); others: per element."""
@@ -334,7 +354,10 @@ def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
         _bind(out, ax, tag)
     acc.compute_at(out, txa)
     rc, ry, rx = acc.op.reduce_axis
-    rco, rci = acc.split(rc, factor=4)
+    rc_tile = 4
+    if ni > 1:                  # large batch: longer slices between barriers, within the shared budget
+        rc_tile = _conv_rc_tile(acc, (ni, tf * fi, ty * yi, tx * xi), (y_n, x_n))
+    rco, rci = acc.split(rc, factor=rc_tile)
     acc.reorder(rco, rci, ry, rx, *acc.op.axis)
     for t in dict.fromkeys(acc.op.input_tensors):
         shared = s[s.cache_read(t, "shared", [acc.op.output(0)])]
