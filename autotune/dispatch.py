@@ -27,6 +27,17 @@ def _target_fits(record_target: str, target) -> bool:
     return r.kind == target.kind and r.mcpu == target.mcpu and r.features <= target.features
 
 
+def best_by_workload(records, target) -> dict[tuple, list]:
+    """The records fitting ``target`` (a parsed Target) by workload, fastest first."""
+    best: dict[tuple, list] = {}
+    for r in records:
+        if _target_fits(r.target, target):
+            best.setdefault(r.workload, []).append(r)
+    for rs in best.values():
+        rs.sort(key=lambda r: r.cost)
+    return best
+
+
 class ApplyHistoryBest(DispatchContext):
     """The best record per workload for ``target`` (default: this machine) from logs or records."""
 
@@ -34,12 +45,8 @@ class ApplyHistoryBest(DispatchContext):
         from codegen.target import parse
         self.target = parse(target)
         self.source = records if isinstance(records, str) else "the given records"
-        self.best: dict[tuple, list] = {}
-        for r in records_of(records):
-            if r.result.ok and _target_fits(r.target, self.target):
-                self.best.setdefault(r.workload, []).append(r)
-        for rs in self.best.values():
-            rs.sort(key=lambda r: r.cost)
+        self.records = [r for r in records_of(records) if r.result.ok]   # every target's (build_model re-targets)
+        self.best = best_by_workload(self.records, self.target)
         self._configs: dict[tuple, object] = {}
 
     def _query(self, workload):
@@ -83,4 +90,4 @@ def apply_history_best(records, target="llvm") -> ApplyHistoryBest:
     return ApplyHistoryBest(records, target)
 
 
-__all__ = ["ApplyHistoryBest", "apply_history_best"]
+__all__ = ["ApplyHistoryBest", "apply_history_best", "best_by_workload"]

@@ -7,6 +7,7 @@ for the whole tune) and log to its log; ``batch`` returns ``(cost, error)`` per 
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import warnings
@@ -86,10 +87,21 @@ class KernelTuner:
         self.default_measured = True
         return [(res.cost if res.ok else math.inf, res.error_msg)]
 
+    @functools.cached_property
+    def stop_reason(self) -> str | None:
+        """Why the search cannot propose anything: the sketch rules refuse the kernel's DAG (a GPU
+        sketch with an intermediate stage it cannot place); its default schedule is still measured."""
+        from tensorir.schedule import ScheduleError
+        try:
+            _ = self.task.space
+        except ScheduleError as e:
+            return f"no search space: {e}"
+        return None
+
     def batch(self, n: int) -> list[tuple[float, str]]:
         out = self._default() if not self.default_measured else []
         n -= len(out)
-        if n <= 0:
+        if n <= 0 or self.stop_reason:
             return out
         results = []
         for _ in range(5):          # peers may claim every candidate of a round: learn, propose again

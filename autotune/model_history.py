@@ -37,12 +37,12 @@ def _file_sha256(path: str) -> str | None:
     return h.hexdigest()
 
 
-def records_by_hash(ctx) -> dict[str, list]:
-    """The valid auto-scheduler and measured-default records of a dispatch context, by DAG hash,
-    fastest first."""
+def records_by_hash(ctx, best: dict | None = None) -> dict[str, list]:
+    """The valid auto-scheduler and measured-default records of a dispatch context (or of ``best``, its
+    records re-read for another target), by DAG hash, fastest first."""
     from .auto_scheduler.records import steps_problem
     out: dict[str, list] = {}
-    for workload, recs in getattr(ctx, "best", {}).items():
+    for workload, recs in (getattr(ctx, "best", {}) if best is None else best).items():
         if workload[0] != WORKLOAD_NAME:
             continue
         for r in recs:
@@ -65,15 +65,21 @@ def record_identity(rec) -> dict:
 class HistorySchedule:
     """``hook(kt) -> (Schedule, origin) | None`` for ``build_model``: the best record of the kernel's DAG."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, target=None):
+        from codegen.target import parse
         self.ctx = ctx
         self.log = ctx.source if isinstance(ctx.source, str) else None
         self.log_sha256 = _file_sha256(self.log)
-        self.records = records_by_hash(ctx)
+        self.target = parse(target) if target is not None else getattr(ctx, "target", parse("llvm"))
+        best = None
+        if self.target.kind != getattr(getattr(ctx, "target", None), "kind", self.target.kind):
+            from .dispatch import best_by_workload   # a CUDA build inside apply_history_best(log) (target llvm)
+            best = best_by_workload(getattr(ctx, "records", ()), self.target)
+        self.best = ctx.best if best is None else best
+        self.records = records_by_hash(ctx, self.best)
         self.missing: list[str] = []
 
     def __call__(self, kt):
-        from tensorir.graph.schedules import SCHEDULE_RULES, schedule_injective_kernel
         from .auto_scheduler.loop_state import State
         try:
             dag = ComputeDAG(kt.args)
@@ -89,10 +95,10 @@ class HistorySchedule:
             return None
         best = recs[0]
         if "default" in best.knobs:
-            rule = SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_kernel).__name__
-            from tensorir.graph.schedules import schedule_kernel
-            return schedule_kernel(kt), {"kind": "default", "rule": rule, "measured": True, "cost": best.cost,
-                                         "log": self.log, "log_sha256": self.log_sha256}
+            from .task_extraction import default_kernel_schedule, default_rule_name
+            return default_kernel_schedule(kt, self.target), {
+                "kind": "default", "rule": default_rule_name(kt.anchor_op, self.target), "measured": True,
+                "cost": best.cost, "log": self.log, "log_sha256": self.log_sha256}
         state = State(dag, best.knobs["steps"])
         return state.schedule, {"kind": "record", "log": self.log, "log_sha256": self.log_sha256,
                                 "record": record_identity(best)}
@@ -104,12 +110,12 @@ class HistorySchedule:
         from .record_check import problem
         from .task import Task
         from .template import lookup, workload_of
-        target = getattr(self.ctx, "target", "llvm")
+        target = self.target
         tmpl, _ = match_template(kt.args, kt.anchor_op, target)
         if tmpl is None:
             return None
         workload = workload_of(tmpl.name, [dag_json(kt.args)])
-        records = self.ctx.best.get(workload) or []
+        records = self.best.get(workload) or []
         if not records:
             return None
         space = Task(lookup(tmpl.name), (dag_json(kt.args),), str(target)).config_space
@@ -133,13 +139,15 @@ class HistorySchedule:
                           f"and use their default schedule: {names}", MissingRecordWarning, stacklevel=3)
 
 
-def history_schedule():
-    """The hook for the innermost ``apply_history_best`` context, or None outside one."""
+def history_schedule(target=None):
+    """The hook for the innermost ``apply_history_best`` context, or None outside one.  ``target``: the
+    build's (``codegen.build_model(g, "cuda")`` takes the log's CUDA records whatever the context's
+    target); default the context's."""
     from .template import DispatchContext
     ctx = DispatchContext.current()
     if ctx is None or not hasattr(ctx, "query_auto_scheduler") or not hasattr(ctx, "best"):
         return None
-    return HistorySchedule(ctx)
+    return HistorySchedule(ctx, target)
 
 
 __all__ = ["HistorySchedule", "history_schedule", "records_by_hash", "record_identity", "MissingRecordWarning"]

@@ -54,8 +54,7 @@ class KernelSearchTask(SearchTask):
 
     @property
     def default_rule(self) -> str:
-        from tensorir.graph.schedules import SCHEDULE_RULES, schedule_injective_kernel
-        return SCHEDULE_RULES.get(self.anchor_op, schedule_injective_kernel).__name__
+        return default_rule_name(self.anchor_op, self.target)
 
     def default_config(self) -> DefaultConfig:
         return DefaultConfig(self.default_rule)
@@ -63,12 +62,11 @@ class KernelSearchTask(SearchTask):
     def default_schedule(self) -> tuple:
         """``(schedule, args)`` of the kernel's default schedule (``schedules.schedule_kernel``)."""
         from tensorir.graph.lower_te import KernelTE
-        from tensorir.graph.schedules import schedule_kernel
         from tensorir.tensor import PlaceholderOp
         tensors = self.compute_dag.tensors
         inputs = [t for t in tensors if isinstance(t.op, PlaceholderOp)]
         outputs = [t for t in tensors if not isinstance(t.op, PlaceholderOp)]
-        return schedule_kernel(KernelTE(None, inputs, outputs, self.anchor_op)), list(tensors)
+        return default_kernel_schedule(KernelTE(None, inputs, outputs, self.anchor_op), self.target), list(tensors)
 
     def instantiate(self, config) -> tuple:
         if isinstance(config, DefaultConfig) or config == "default":
@@ -95,11 +93,45 @@ def _task_from_payload(dag_json: str, workload_key: str, target: str, kernel_nam
     return KernelSearchTask(ComputeDAG(load_json(dag_json)), anchor_op, kernel_name, target, workload_key)
 
 
-def fused_graph(g, params=None):
-    """``g`` optimized and fused as ``codegen.build_model`` does (unchanged if it is fused already)."""
+def _is_cuda(target) -> bool:
+    from codegen.target import parse
+    return parse(target).kind == "cuda"
+
+
+def default_rule_name(anchor_op: str | None, target="llvm") -> str:
+    """The name of the default schedule rule of a kernel anchored by ``anchor_op`` on ``target``
+    (:mod:`tensorir.graph.schedules`, or :mod:`tensorir.graph.schedules_cuda` for CUDA)."""
+    if _is_cuda(target):
+        from tensorir.graph.schedules_cuda import CUDA_SCHEDULE_RULES, schedule_injective_cuda
+        return CUDA_SCHEDULE_RULES.get(anchor_op, schedule_injective_cuda).__name__
+    from tensorir.graph.schedules import SCHEDULE_RULES, schedule_injective_kernel
+    return SCHEDULE_RULES.get(anchor_op, schedule_injective_kernel).__name__
+
+
+def default_kernel_schedule(kt, target="llvm"):
+    """The default schedule of kernel ``kt`` (a :class:`~tensorir.graph.lower_te.KernelTE`) on ``target``."""
+    if _is_cuda(target):
+        from tensorir.graph.schedules_cuda import schedule_kernel_cuda
+        return schedule_kernel_cuda(kt)
+    from tensorir.graph.schedules import schedule_kernel
+    return schedule_kernel(kt)
+
+
+def kernel_computes(target) -> dict | None:
+    """The computes replacing registered ones when ``build_model`` lowers a kernel for ``target``
+    (``lower_kernel(..., computes=)``; CUDA keeps N-d dense), so that extracted DAGs hash as built ones."""
+    if _is_cuda(target):
+        from codegen.model_cuda import CUDA_COMPUTES
+        return CUDA_COMPUTES
+    return None
+
+
+def fused_graph(g, params=None, target="llvm"):
+    """``g`` optimized and fused as ``codegen.build_model(g, target)`` does (CUDA: without the CPU layout
+    passes); unchanged if it is fused already."""
     from tensorir.graph import Kernel, optimize
     if g.params or any(not isinstance(n.op, Kernel) for n in g.nodes):
-        g = optimize(g, params or {})
+        g = optimize(g, params or {}, target=str(target)) if _is_cuda(target) else optimize(g, params or {})
     return g
 
 
@@ -115,16 +147,17 @@ def extract_tasks(g, params: dict | None = None, target="llvm", include_simple_t
     from tensorir.graph.printer import kernel_text
     from .task import canonical_target
     target = canonical_target(target)
+    computes = kernel_computes(target)
     by_text: dict[str, str | None] = {}
     tasks: dict[str, KernelSearchTask] = {}
     weights: dict[str, int] = {}
-    for node in fused_graph(g, params).nodes:
+    for node in fused_graph(g, params, target).nodes:
         if not isinstance(node.op, Kernel):
             continue
         text = kernel_text(Kernel("k", node.op.body, node.op.pattern))
         if text not in by_text:
             try:
-                kt = lower_kernel(node.op)
+                kt = lower_kernel(node.op, computes) if computes else lower_kernel(node.op)
                 dag = ComputeDAG(kt.args)
             except Exception:  # noqa: BLE001 - a kernel without a native DAG (fallback ops) is not tuned
                 by_text[text] = None
@@ -146,4 +179,5 @@ def extract_tasks(g, params: dict | None = None, target="llvm", include_simple_t
     return list(tasks.values()), [weights[h] for h in tasks]
 
 
-__all__ = ["extract_tasks", "KernelSearchTask", "DefaultConfig", "fused_graph", "DEFAULT_INDEX"]
+__all__ = ["extract_tasks", "KernelSearchTask", "DefaultConfig", "fused_graph", "DEFAULT_INDEX", "default_rule_name",
+           "default_kernel_schedule", "kernel_computes"]

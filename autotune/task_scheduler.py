@@ -146,9 +146,14 @@ class TaskScheduler:
         from .auto_scheduler.measure import ProgramMeasurer
         from .auto_scheduler.records import RecordToFile
         option = measure_option if measure_option is not None else make_measure_option()
+        target = getattr(self.tasks[0], "target", None)
+        reason = _unmeasurable(self.tasks, option)
+        if reason:          # CUDA tasks and no GPU here: say so once instead of logging failures
+            warnings.warn(f"TaskScheduler: {len(self.tasks)} task(s) on {str(target).split()[0]} not tuned: "
+                          f"{reason}; no trial was measured", UserWarning, stacklevel=2)
+            return self
         measure = ProgramMeasurer.from_option(option, [RecordToFile(log)])
         self.cost_model = XGBModel(seed=0)
-        target = getattr(self.tasks[0], "target", None)
         for h in [history] if isinstance(history, (str, os.PathLike)) else list(history or ()):
             self.cost_model.update_from_file(h, target=target)
         _register(self.tasks, log)
@@ -182,7 +187,7 @@ class TaskScheduler:
                 n = min(num_measures_per_round, n_trials - self.total_trials)
                 results = s.tuner.batch(n)
                 if not results:
-                    s.stopped = "search space exhausted"
+                    s.stopped = getattr(s.tuner, "stop_reason", None) or "search space exhausted"
                     continue
                 before = self.total_trials
                 s.add(results)
@@ -236,6 +241,8 @@ class TaskScheduler:
             s.stopped = f"every candidate failed: {error}"
             warnings.warn(f"TaskScheduler: task {s.tuner.name} stopped after {s.trials} trials, {s.stopped}",
                           TaskStoppedWarning, stacklevel=3)
+        elif getattr(s.tuner, "default_measured", False) and getattr(s.tuner, "stop_reason", None):
+            s.stopped = s.tuner.stop_reason            # only the default could be measured
         elif self.early_stopping and s.ok and s.trials - s.last_improved >= (s.patience or self.early_stopping):
             s.stopped = f"converged (no improvement in {s.patience or self.early_stopping} trials)"
 
@@ -265,6 +272,17 @@ class TaskScheduler:
         return [{"task": s.tuner.name, "weight": s.weight, "trials": s.trials, "best": s.best,
                  "share": s.weight * s.best / total if total and math.isfinite(s.best) else 0.0,
                  "stopped": s.stopped} for s in self.states]
+
+
+def _unmeasurable(tasks, option) -> str:
+    """Why the local runner cannot measure these (CUDA) tasks here, as ``SearchTask.tune`` asks ("" if it can)."""
+    from .auto_scheduler.gpu_device import cuda_unmeasurable
+    runner = getattr(option, "runner", None)
+    for target in dict.fromkeys(str(getattr(t, "target", "")) for t in tasks):
+        reason = cuda_unmeasurable(target, runner)
+        if reason:
+            return reason
+    return ""
 
 
 def _register(tasks, log: str) -> None:

@@ -101,6 +101,12 @@ def bench(name: str, model, feeds: dict, args, torch) -> None:
     g, params = graph.from_onnx(model)
     m = codegen.build_model(g, target="cuda", params=params)
     compile_s = time.perf_counter() - t
+    compare(name, m, model, feeds, args, torch, f"compile {compile_s:.1f} s")
+
+
+def compare(name: str, m, model, feeds: dict, args, torch, note: str = "") -> dict:
+    """Check CUDA model ``m`` against torch eager on ``feeds``, time both in alternating blocks
+    (``args.blocks`` of ``args.calls`` calls), print one line and return the medians (seconds)."""
     ref = torch_runner(model, torch)
     dev = {k: torch.from_numpy(v).cuda() for k, v in feeds.items()}
     outs = [torch.empty(tuple(s), dtype=getattr(torch, d), device="cuda") for _, d, s in m.run_list.outputs]
@@ -141,7 +147,8 @@ def bench(name: str, model, feeds: dict, args, torch) -> None:
     ta, tb = float(np.median(a)), float(np.median(b))
     print(f"{name:<22} tiletune {ta * 1e3:8.3f} ms   torch eager ({ref.kind}) {tb * 1e3:8.3f} ms   "
           f"ratio {ta / tb:5.2f}x   max rel err {err:.1e}   launch {m.stats()['launch']}   "
-          f"kernels {len(m.run_list.steps)}   compile {compile_s:.1f} s", flush=True)
+          f"kernels {len(m.run_list.steps)}   {note}", flush=True)
+    return {"tiletune_s": ta, "torch_s": tb, "ratio": ta / tb, "max_rel_err": err}
 
 
 def main(argv=None) -> None:

@@ -142,6 +142,9 @@ def build_model_cuda(g: Graph, tgt: Target, params: dict | None, fallback: str, 
     source_info = getattr(g, "source", None)
     if g.params or any(not isinstance(n.op, Kernel) for n in g.nodes):
         g = optimize(g, params or {}, target=str(tgt))
+    if schedule is None:   # inside ``with autotune.apply_history_best(log):`` kernels take their CUDA records
+        from autotune.model_history import history_schedule
+        schedule = history_schedule(tgt)
     cache: dict[str, CUDAKernel | Exception] = {}
     symbols, schedules, failed, taken = {}, {}, [], set()
     for node in g.nodes:
@@ -162,6 +165,8 @@ def build_model_cuda(g: Graph, tgt: Target, params: dict | None, fallback: str, 
             failed.append((node.op, built))
             continue
         symbols[id(node)], schedules[id(node)] = built.symbol, built.schedule
+    if hasattr(schedule, "warn_missing"):
+        schedule.warn_missing()
     if failed:
         ops = Counter(o for k, e in failed for o in _culprit_ops(k, e))
         listed = ", ".join(f"{o} (x{n})" for o, n in sorted(ops.items()))

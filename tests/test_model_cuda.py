@@ -18,6 +18,7 @@ import codegen
 from codegen.model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE
 from tensorir import graph
 from tensorir.graph import Const, GraphError, TensorType, Var, call, testing
+from tensorir.graph import schedules_cuda as sc
 from tensorir.graph.schedules_cuda import CUDA_SCHEDULE_RULES
 
 onnx = pytest.importorskip("onnx")
@@ -213,7 +214,7 @@ def test_conv_batches_strides_and_tile_size():
     big = Var("x", TensorType((32, 16, 14, 14), "float32"))
     m = codegen.build_model(graph.Graph((big,), (call("nn.conv2d", big, Const(rng.standard_normal(
         (512, 16, 1, 1)).astype("float32")), strides=[2, 2], padding=[0, 0, 0, 0]),)), target="cuda")
-    assert max(k.shared_bytes for k in m.kernels.values()) < 4096
+    assert max(k.shared_bytes for k in m.kernels.values()) <= sc.CONV_SHARED_BUDGET   # its images only
 
 
 @needs_nvcc

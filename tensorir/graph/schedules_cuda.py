@@ -25,8 +25,11 @@ zero border is computed where it is read), then applies the rule registered for 
   channel x row x column tiles per block, the padded input window and the filter slice of 4 input
   channels in shared memory), with tiles near its default config (4 x 4 channels, up to 8 rows, up to
   8 x 2 columns) chosen to divide the output (56 columns: 7 threads x 2) and fewer channels per block
-  where the grid would have fewer than :data:`MIN_BLOCKS` blocks; grouped/depthwise convs: one thread
-  per output element.
+  where the grid would have fewer than :data:`MIN_BLOCKS` blocks; from batch :data:`CONV_FOLD_MIN_BATCH`
+  each thread also spans :data:`CONV_BATCH_TILE` images (its filter values reused across them, the
+  shared input window holding those images) and the reduction takes up to 16 input channels per
+  barrier (:data:`CONV_RC_TILES`, within :data:`CONV_SHARED_BUDGET`); grouped/depthwise convs: one
+  thread per output element.
 
 A rule is ``rule(s, kt, output_stage)``; replace an entry, or ``schedule_kernel_cuda``, to tune.
 
@@ -50,6 +53,10 @@ THREADS = 256            # threads per block of injective kernels
 K_TILE = 16              # reduction slice of the shared-memory GEMM
 GEMM_MIN_ROWS = 8        # smaller GEMMs (batch-1 dense) run one thread per output element
 MIN_BLOCKS = 256         # conv and GEMM tiles shrink (to a point) until the grid has this many blocks
+CONV_FOLD_MIN_BATCH = 8  # from this batch on, each conv thread also computes CONV_BATCH_TILE images
+CONV_BATCH_TILE = 2
+CONV_RC_TILES = (16, 8, 4)       # input-channel slices per barrier at large batch, longest first that fits
+CONV_SHARED_BUDGET = 24 * 1024   # bytes of shared input window and filters per block at large batch
 ROW_THREADS = 64         # threads per block of per-row kernels (rows spread over more multiprocessors)
 #: HOOK: softmax / layer-norm rows by warp-shuffle all-reduce once it lands in the CUDA backend.
 THREAD_ALLREDUCE = False
@@ -299,6 +306,22 @@ def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
         cooperative_fetch(shared, (("threadIdx.x", tx_n), ("threadIdx.y", ty_n)), vector)
 
 
+def _conv_rc_tile(acc: Stage, tile: tuple[int, int, int, int], out_hw: tuple[int, int]) -> int:
+    """The largest input-channel slice of :data:`CONV_RC_TILES` whose shared tiles (the input window of a
+    block's ``tile`` = (images, channels, rows, columns) of outputs, and its filters) fit
+    :data:`CONV_SHARED_BUDGET` bytes; the stride is the input's extent over the output's."""
+    rc, ry, rx = (int(iv.dom.extent) for iv in acc.op.reduce_axis)
+    data = [tuple(int(d) for d in t.shape[2:]) for t in acc.op.input_tensors if len(t.shape) == 4 and int(t.shape[1]) == rc]
+    h_in, w_in = max(data, key=lambda hw: hw[0] * hw[1]) if data else out_hw     # the input, not the filters
+    sy, sx = max(1, round(h_in / out_hw[0])), max(1, round(w_in / out_hw[1]))
+    ni, nf, ny, nx = tile
+    for c in CONV_RC_TILES:
+        window = ni * ((ny - 1) * sy + ry) * ((nx - 1) * sx + rx)
+        if 4 * min(c, rc) * (window + nf * ry * rx) <= CONV_SHARED_BUDGET:
+            return c
+    return CONV_RC_TILES[-1]
+
+
 @register_cuda_schedule("nn.conv2d")
 def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """NCHW convolution of one group: the direct schedule (see the module); others: per element."""
@@ -310,23 +333,31 @@ def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
     ty, yi = _divisor_tile(y_n, 8, 1)
     tx, xi = _divisor_tile(x_n, 8, 2)
     tf, fi = _divisor_tile(f_n, 4, 4)
-    while fi > 1 and b_n * -(-f_n // (tf * fi)) * -(-y_n // ty) * -(-x_n // (tx * xi)) < MIN_BLOCKS:
+    ni = CONV_BATCH_TILE if b_n >= CONV_FOLD_MIN_BATCH and b_n % CONV_BATCH_TILE == 0 else 1
+    while fi > 1 and b_n // ni * -(-f_n // (tf * fi)) * -(-y_n // ty) * -(-x_n // (tx * xi)) < MIN_BLOCKS:
         fi //= 2                 # deep layers at small batch: more blocks, fewer channels each
     n, f, y, x = out.op.axis
+    inner = []
+    if ni > 1:                  # large batch: each thread's outputs span ni images (its filter values reused)
+        n, ni_a = out.split(n, factor=ni)
+        inner = [ni_a]
     bf, f = out.split(f, factor=tf * fi)
     by, y = out.split(y, factor=ty * yi)
     bx, x = out.split(x, factor=tx * xi)
     tfa, fi_a = out.split(f, nparts=tf)
     tya, yi_a = out.split(y, nparts=ty)
     txa, xi_a = out.split(x, nparts=tx)
-    out.reorder(n, bf, by, bx, tfa, tya, txa, fi_a, yi_a, xi_a)
+    out.reorder(n, bf, by, bx, tfa, tya, txa, *inner, fi_a, yi_a, xi_a)
     bxy = out.fuse(by, bx)    # the pair with the fewest tiles (fused block indices bound tiles less tightly)
     for ax, tag in ((n, "blockIdx.z"), (bf, "blockIdx.y"), (bxy, "blockIdx.x"), (tfa, "threadIdx.z"),
                     (tya, "threadIdx.y"), (txa, "threadIdx.x")):
         _bind(out, ax, tag)
     acc.compute_at(out, txa)
     rc, ry, rx = acc.op.reduce_axis
-    rco, rci = acc.split(rc, factor=4)
+    rc_tile = 4
+    if ni > 1:                  # large batch: longer slices between barriers, within the shared budget
+        rc_tile = _conv_rc_tile(acc, (ni, tf * fi, ty * yi, tx * xi), (y_n, x_n))
+    rco, rci = acc.split(rc, factor=rc_tile)
     acc.reorder(rco, rci, ry, rx, *acc.op.axis)
     for t in dict.fromkeys(acc.op.input_tensors):
         shared = s[s.cache_read(t, "shared", [acc.op.output(0)])]

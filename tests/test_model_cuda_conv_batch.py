@@ -1,0 +1,63 @@
+"""The default CUDA conv schedule at large batch (``schedules_cuda.CONV_FOLD_MIN_BATCH`` and up): each
+thread computes ``CONV_BATCH_TILE`` images (the block's shared input window holds them) and the reduction
+takes slices of up to 16 input channels (``CONV_RC_TILES``), run on the CPU
+by tests/cuda_sim.py against numpy (NaN-poisoned outputs) for 3x3 pad 1, 1x1 stride 2 and 7x7 stride 2
+convs with an odd channel count; below that batch the schedule is unchanged."""
+from __future__ import annotations
+
+import shutil
+
+import cuda_sim
+import numpy as np
+import pytest
+
+import codegen
+from tensorir import graph
+from tensorir.graph import Const, TensorType, Var, call
+from tensorir.graph import schedules_cuda as sc
+
+pytest.importorskip("onnx")
+from test_model_cuda import simulate
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
+needs_sim = pytest.mark.skipif(not cuda_sim.available(), reason="g++ is needed to run CUDA C on the CPU")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def _conv_ref(x, w, stride, pad):
+    kh, kw = w.shape[2:]
+    p = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    win = np.lib.stride_tricks.sliding_window_view(p, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
+    return np.einsum("ncyxhw,fchw->nfyx", win, w)
+
+
+@needs_nvcc
+@needs_sim
+@pytest.mark.parametrize("c,f,hw,k,stride,pad", [(5, 8, 6, 3, 1, 1), (4, 16, 7, 1, 2, 0), (3, 4, 9, 7, 2, 3),
+                                                  (20, 4, 5, 3, 1, 1)])     # 20: slices of 16 input channels, a tail
+def test_large_batch_conv_spans_images_per_thread(c, f, hw, k, stride, pad):
+    batch = sc.CONV_FOLD_MIN_BATCH
+    rng = np.random.default_rng()
+    w = rng.standard_normal((f, c, k, k)).astype("float32")
+    x = Var("x", TensorType((batch, c, hw, hw), "float32"))
+    y = call("nn.conv2d", x, Const(w), strides=[stride, stride], padding=[pad] * 4)
+    m = codegen.build_model(graph.Graph((x,), (y,)), target="cuda")
+    (kernel,) = m.kernels.values()
+    assert kernel.grid[2] == batch // sc.CONV_BATCH_TILE               # images per block on blockIdx.z
+    xs = rng.standard_normal((batch, c, hw, hw)).astype("float32")
+    (got,) = simulate(m, {"x": xs})
+    np.testing.assert_allclose(got, _conv_ref(xs, w, stride, pad), rtol=1e-4, atol=1e-4)
+
+
+@needs_nvcc
+def test_small_batch_conv_keeps_one_image_per_block():
+    w = np.ones((8, 4, 3, 3), "float32")
+    x = Var("x", TensorType((2, 4, 6, 6), "float32"))
+    m = codegen.build_model(graph.Graph((x,), (call("nn.conv2d", x, Const(w), strides=[1, 1], padding=[1] * 4),)),
+                            target="cuda")
+    (kernel,) = m.kernels.values()
+    assert kernel.grid[2] == 2
