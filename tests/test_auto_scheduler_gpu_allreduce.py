@@ -1,5 +1,5 @@
 """The GPU sketch's cross-thread reduction (Ansor's ``CrossThreadReduction`` rule): row reductions,
-softmax and layer norm get one block per row, the reduction bound to ``threadIdx.x`` and combined by
+softmax, layer norm and a dense with few outputs get one block per row (output), the reduction bound to ``threadIdx.x`` and combined by
 the backend's warp-shuffle all-reduce, the normalizing stage in the same block (one kernel).  Default,
 sampled and mutated points are built to CUDA C and PTX (which must shuffle) and run on the CPU by
 tests/cuda_sim.py against numpy with NaN-poisoned outputs; the thread-count hole stays within its
@@ -50,12 +50,22 @@ def row_max(rows=5, length=300):
     return [A, te.compute((rows,), lambda i: te.max(A[i, k], axis=k), name="M")], lambda a: a.max(1)
 
 
+def dense(n, m, k, bias=True):
+    """A dense with few outputs and a long ``k`` (+ bias + ReLU: the reduction in its consumer's block)."""
+    X, W, b = te.placeholder((n, k), name="X"), te.placeholder((m, k), name="W"), te.placeholder((m,), name="b")
+    if bias:
+        return [X, W, b, topi.nn.relu(topi.add(topi.nn.dense(X, W), b))], lambda x, w, c: np.maximum(x @ w.T + c, 0)
+    return [X, W, topi.nn.dense(X, W)], lambda x, w: x @ w.T
+
+
 DAGS = {      # name: (tensors and reference, rows = blocks of the default point)
     "softmax_7x1000": (lambda: softmax(7, 1000), 7),
     "softmax_64x100": (lambda: softmax(64, 100), 64),
     "layer_norm": (dags.layer_norm, 16),
     "row_sum": (dags.row_sum, 4),
     "row_max": (row_max, 5),
+    "dense": (lambda: dense(3, 5, 300, bias=False), 15),
+    "dense_bias_relu": (lambda: dense(2, 8, 512), 16),
 }
 
 
@@ -92,7 +102,8 @@ def test_the_cross_thread_sketch_is_the_default_and_the_per_thread_one_remains()
         assert p.sketch == 0 and [k for k in p.holes if k.endswith(".x")], name
         rng = random.Random(0)
         assert {space.sample(rng).sketch for _ in range(20)} == {0, 1}, name
-    for tensors in (dags.gemm()[0], dags.max_pool()[0], dags.two_outputs()[0]):    # nothing reduced across threads
+    for tensors in (dags.gemm()[0], dags.max_pool()[0], dags.two_outputs()[0], dags.dense_bias_relu()[0]):
+        # nothing reduced across threads (the dense: more outputs than its k)
         assert _space(tensors).sketches == [{}]
 
 
@@ -110,8 +121,9 @@ def test_default_sampled_and_mutated_points_reduce_across_threads(name):
         assert space.is_cross_thread(p.sketch)
         mod = _build(space.build(p))
         ptx = mod.get_source("ptx")
-        assert ptx.count(".entry") == 1 and "shfl" in ptx, p.holes       # one kernel, warp shuffles
         (threads,) = [v for k, v in p.holes.items() if k.endswith(".x")]
+        assert ptx.count(".entry") == 1, p.holes        # one kernel: warp shuffles, or a shared-memory tree
+        assert ("shfl" in ptx if threads % 32 == 0 else "bar.sync" in ptx), p.holes
         assert mod.launch.grid == (rows, 1, 1) and mod.launch.block == (threads, 1, 1)
         _check(mod, reference, data)
 
@@ -125,7 +137,7 @@ def test_a_thread_count_not_a_multiple_of_a_warp():
     (key,) = p.holes
     p.holes[key] = 100
     mod = _build(space.build(p))
-    assert mod.launch.block == (100, 1, 1)
+    assert mod.launch.block == (100, 1, 1) and "bar.sync" in mod.get_source("ptx")
     _check(mod, reference, np.random.default_rng(2))
 
 

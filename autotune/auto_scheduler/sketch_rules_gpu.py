@@ -85,24 +85,38 @@ def supports_cross_thread_reduction(target: str = "cuda") -> bool:
 
 def cross_thread_stages(infos) -> list:
     """The root stages the cross-thread sketch gives one block per output (row): reductions of at least
-    a warp's worth of elements per output, and outputs whose attached reductions (``guests``) are."""
+    a warp's worth of elements per output, and outputs whose attached reductions (``guests``) are; a
+    reduction with reuse (a dense with few rows and a long ``k``) when it has fewer outputs than
+    elements to reduce per output (Ansor's test), at the root or in its elementwise consumer."""
     def long(i) -> bool:
         return math.prod(i.reduce) >= WARP
     out = []
     for info in infos:
-        if info.kind != "simple" or info.guest is not None or info.attach is not None or not info.spatial:
+        if not info.spatial or info.attach is not None:
             continue
-        if info.reduce and not info.guests and long(info) or \
+        if info.kind == "tile":
+            if long(info) and math.prod(info.spatial) < math.prod(info.reduce):
+                host = infos[info.host] if info.host is not None else info
+                if not host.guests:
+                    out.append(host)
+        elif info.kind != "simple" or info.guest is not None:
+            continue
+        elif info.reduce and not info.guests and long(info) or \
                 info.guests and not info.reduce and any(long(infos[g]) for g in info.guests):
             out.append(info)
     return out
 
 
+def _guests(info) -> list[int]:
+    """The reductions computed in a cross-thread root stage's block."""
+    return sorted(info.guests) + ([info.guest] if info.guest is not None else [])
+
+
 def thread_cap(info, infos) -> int:
     """The most threads of a cross-thread stage's block: its longest row (reduction or elementwise)
     rounded up to a warp, at most the block limit."""
-    if info.guests:
-        rows = [math.prod(infos[g].reduce) for g in info.guests] + [math.prod(info.spatial[_bound_depth(info, infos):])]
+    if _guests(info):
+        rows = [math.prod(infos[g].reduce) for g in _guests(info)] + [math.prod(info.spatial[_depth(info, infos):])]
     else:
         rows = [math.prod(info.reduce)]
     return min(LIMITS.threads, max(WARP, -(-max(rows) // WARP) * WARP))
@@ -143,8 +157,11 @@ class GPUSketchSpace(SketchSpace):
                                 "inside its consumer's threads (one elementwise consumer of its shape, or the rows "
                                 "of one output); this DAG needs it in global memory between kernels")
 
-    def _tiled(self):
-        return [i for i in self.infos if i.kind == "tile"]
+    def _tiled(self, sketch: int | None = None):
+        """The tiled stages (with a sketch: not those it reduces across threads)."""
+        skip = {g for i in self.cross for g in [i.index, *_guests(i)]} \
+            if sketch is not None and self.is_cross_thread(sketch) else set()
+        return [i for i in self.infos if i.kind == "tile" and i.index not in skip]
 
     def root_stages(self, sketch: int | None = None):
         """The simple stages at the root: one thread per element of their fused outer loops (with a
@@ -159,7 +176,7 @@ class GPUSketchSpace(SketchSpace):
 
     def _sample(self, sketch: int, rng: random.Random) -> Point:
         p = Point(sketch)
-        for info in self._tiled():
+        for info in self._tiled(sketch):
             cap = rng.choice(THREAD_CAPS)
             warp = min(32, math.prod(info.spatial))
             for attempt in range(96):        # at least a warp per block if the first tries find one
@@ -185,7 +202,7 @@ class GPUSketchSpace(SketchSpace):
         fits; simple stages: up to 128 threads per block; the cross-thread sketch where there is one, a
         power of two of threads near a quarter of the row (32 to 512)."""
         p = Point(0)
-        for info in self._tiled():
+        for info in self._tiled(0):
             h = _default_tile(info)
             if not self.fits(info, h):
                 h = _smallest_tile(info)
@@ -224,13 +241,13 @@ class GPUSketchSpace(SketchSpace):
                 q.holes[key] = _mutate_threads(q.holes[key], thread_cap(info, self.infos), rng)
             else:
                 q.holes[key] = self._sample(p.sketch, rng).holes[key]
-            if q.holes != p.holes and all(self.fits(i, q.holes) for i in self._tiled()):
+            if q.holes != p.holes and all(self.fits(i, q.holes) for i in self._tiled(p.sketch)):
                 return q
         return p.copy()
 
     def crossover(self, a: Point, b: Point, rng: random.Random) -> Point:
         q = super().crossover(a, b, rng)
-        return q if all(self.fits(i, q.holes) for i in self._tiled()) else a.copy()
+        return q if all(self.fits(i, q.holes) for i in self._tiled(a.sketch)) else a.copy()
 
     def _fetch_vectors(self, info, h: dict) -> list[int]:
         return [f for f in FETCH_VECTORS if f == 1 or self.fits(info, {**h, f"T{info.index}.f": f})]
@@ -270,7 +287,7 @@ class GPUSketchSpace(SketchSpace):
 
     # -- building ------------------------------------------------------------------------------------------------
     def build(self, p: Point) -> State:
-        for info in self._tiled():
+        for info in self._tiled(p.sketch):
             bad = self.violations(info, p.holes)
             if bad:
                 raise ScheduleError(f"stage {info.name}: GPU tile {', '.join(bad)}")
@@ -383,11 +400,12 @@ def build_gpu_state(space: GPUSketchSpace, p: Point) -> State:
     infos, h = space.infos, p.holes
     roots = space.root_stages(p.sketch)
     cross = {i.index for i in space.cross} if space.is_cross_thread(p.sketch) else set()
+    tiled = {i.index for i in space._tiled(p.sketch)}
     for info in reversed(infos):
-        if info.kind == "tile":
-            _multi_level_tile(state, info, infos, h)
-        elif info.index in cross:
+        if info.index in cross:
             _cross_thread_reduction(state, info, infos, h[f"S{info.index}.x"])
+        elif info.index in tiled:
+            _multi_level_tile(state, info, infos, h)
         elif any(r.index == info.index for r in roots):
             _simple(state, info, infos, h, h[f"S{roots[0].index}.t"])
     for info in infos:
@@ -519,17 +537,22 @@ def _cross_thread_reduction(state: State, info, infos, threads: int) -> None:
     them at its block loop, reduced the same way, and strides its row over the same threads."""
     sid = state.stage_id(info.op)
     leaves = state.leaves(sid)
-    depth = len(info.spatial) if info.reduce else _bound_depth(info, infos)
+    depth = _depth(info, infos)
     rows, rest = leaves[:depth], leaves[depth:]
     block = None
     if rows:
         block = state.fuse(sid, rows)
         state.bind(sid, block, "blockIdx.x")
     _over_threads(state, sid, rest, threads)
-    for g in sorted(info.guests):
+    for g in _guests(info):
         gid = state.stage_id(infos[g].op)
         state.compute_at(gid, sid, block)
         _over_threads(state, gid, state.leaves(gid)[len(infos[g].spatial):], threads)
+
+
+def _depth(info, infos) -> int:
+    """How many outer loops of a cross-thread root stage are fused into its block loop."""
+    return len(info.spatial) if info.reduce or info.guest is not None else _bound_depth(info, infos)
 
 
 def _over_threads(state: State, sid: int, loops: list, threads: int) -> None:
