@@ -27,15 +27,17 @@ reduction loops fused and split by the block's thread count, the inner part boun
 (the backend reduces across the threads: warp shuffles and shared memory).  An output whose rows
 feed such reductions (softmax's max and exp-sum, layer norm's sums) gets one block per row: the
 reductions are computed at the block loop, reduced across the threads as above, and the row's
-elements strided over the same ``threadIdx.x``, so the whole operator is one kernel.
+elements strided over the same ``threadIdx.x``, so the whole operator is one kernel.  A reduction
+with reuse that has fewer outputs than elements to reduce per output (a dense with few rows and a long
+``k``) is reduced the same way instead of tiled, its elementwise consumer one block per element.
 
 Holes (``Point.holes``): ``T{k}.s{a}`` = ``[vthread, threads, S3, S4]`` lengths of spatial axis ``a``
 (the block level is what remains), ``T{k}.r{a}`` = ``[R1, R2]``, ``T{k}.u`` the
 ``auto_unroll_max_step`` pragma, ``T{k}.f`` the vector length of the cooperative fetch (1, 2, 4; the
 result is stored in vectors of ``S4`` of the innermost axis when that is 2 or 4); ``S{k}.t`` the
 threads per block of the simple root stages (one count for all); ``S{k}.x`` the threads per block of
-a cross-thread root stage ``k`` (32 to 1024 and at most the row rounded up to a warp; multiples of 32
-preferred, others allowed).
+a cross-thread root stage ``k`` (32 to 1024 and at most the longest row; multiples of 32 preferred,
+others allowed).
 Sampling, mutation and crossover keep every point within :data:`LIMITS` (threads per block,
 ``threadIdx.z``, shared memory, virtual threads, outputs per thread) and give each thread at least one
 fetch vector per shared tile; ``build`` refuses a point outside them, naming the stage.
@@ -113,18 +115,20 @@ def _guests(info) -> list[int]:
 
 
 def thread_cap(info, infos) -> int:
-    """The most threads of a cross-thread stage's block: its longest row (reduction or elementwise)
-    rounded up to a warp, at most the block limit."""
+    """The most threads of a cross-thread stage's block: its longest row (reduction or elementwise; the
+    backend launches no more threads than that), at least a warp, at most the block limit."""
     if _guests(info):
         rows = [math.prod(infos[g].reduce) for g in _guests(info)] + [math.prod(info.spatial[_depth(info, infos):])]
     else:
         rows = [math.prod(info.reduce)]
-    return min(LIMITS.threads, max(WARP, -(-max(rows) // WARP) * WARP))
+    return min(LIMITS.threads, max(WARP, max(rows)))
 
 
 # -- the space -------------------------------------------------------------------------------------------------
 class GPUSketchSpace(SketchSpace):
-    """The GPU sketch of a DAG (one sketch: the plan of each stage is fixed) and its holes."""
+    """The GPU sketches of a DAG and their holes: the cross-thread reduction sketch (0) where
+    :func:`cross_thread_stages` finds a stage for it, and the per-thread one (the plan of every other
+    stage is fixed)."""
 
     def __init__(self, dag, limits: GPULimits = LIMITS):
         super().__init__(dag)
