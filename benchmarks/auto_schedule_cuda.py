@@ -4,7 +4,8 @@ its torch peer (cuBLAS / cuDNN, TF32 off) in one run.
 Kernels (issue 12): GEMM 1024^3 (torch.matmul: cuBLAS), conv2d 1x64x56x56 by 64 filters 3x3 pad 1
 (torch conv2d: cuDNN), dense 128x768 by 3072 + bias + ReLU (torch linear + relu), batch matmul
 12x128x64 by 12x128x64^T (torch.bmm), softmax 8192x1000 and layer norm 512x768 (torch; the GPU
-sketch computes these one thread per row, no cross-thread reduction yet).  For each: ``--trials``
+sketch's default is one block per row, the reductions across its threads, one kernel; the search also
+tries one thread per row).  For each: ``--trials``
 measured trials (``LocalBuilder`` compiles with nvcc in parallel, ``LocalRunner`` checks each
 candidate against the CPU-built reference and times it with CUDA events; records in ``--log-dir``,
 so a rerun resumes), the best-so-far curve, then the untuned default point, the best record and the

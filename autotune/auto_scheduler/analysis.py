@@ -96,7 +96,9 @@ def packable_inputs(op) -> list[tuple]:
     return out
 
 
-def analyze(dag) -> list[StageInfo]:
+def analyze(dag, rfactor: bool = True) -> list[StageInfo]:
+    """The stages' plans; ``rfactor=False`` (GPU: threads reduce across a block instead) plans small-output
+    long reductions as ``simple``."""
     s = dag.create_schedule()[0]
     infos = [StageInfo(k, st.op) for k, st in enumerate(s.stages)]
     index = {st.op: k for k, st in enumerate(s.stages)}
@@ -114,7 +116,7 @@ def analyze(dag) -> list[StageInfo]:
         elif has_data_reuse(op):
             info.kind = "tile"
             info.packs = [(index[t], *rest) for t, *rest in packable_inputs(op) if _extent(op.axis[-1]) % 8 == 0]
-        elif info.reduce and math.prod(info.spatial) < RFACTOR_MAX_SPATIAL and \
+        elif rfactor and info.reduce and math.prod(info.spatial) < RFACTOR_MAX_SPATIAL and \
                 math.prod(info.reduce) >= RFACTOR_MIN_REDUCE and op.num_outputs == 1:
             info.kind = "rfactor"
         else:

@@ -18,16 +18,26 @@ bound inference gives constant per-thread regions that way, where a fused thread
 Every other root stage (injective outputs, reductions without reuse) is fused, split by a sampled
 thread count and bound to ``blockIdx.x`` / ``threadIdx.x``: one thread per output element (one per
 output row for a reduction).  Reductions that feed one such output (softmax, layer norm) are computed
-per thread at its ``threadIdx.x`` loop, in ``local`` memory.  A reduction with a small output and a
-long reduction would rather give one block per output and reduce across its threads after
-``rfactor``: that needs cross-thread reductions in the backend (:func:`supports_cross_thread_reduction`
-is the hook); until then such stages get one thread per output too.
+per thread at its ``threadIdx.x`` loop, in ``local`` memory.
+
+Ansor's *cross-thread reduction* sketch (sketch 0 where some root stage reduces at least a warp's
+worth of elements per output, :func:`cross_thread_stages`; the per-thread sketch above is sketch 1):
+a reduction at the root gets one block per output (its spatial loops fused, ``blockIdx.x``), its
+reduction loops fused and split by the block's thread count, the inner part bound to ``threadIdx.x``
+(the backend reduces across the threads: warp shuffles and shared memory).  An output whose rows
+feed such reductions (softmax's max and exp-sum, layer norm's sums) gets one block per row: the
+reductions are computed at the block loop, reduced across the threads as above, and the row's
+elements strided over the same ``threadIdx.x``, so the whole operator is one kernel.  A reduction
+with reuse that has fewer outputs than elements to reduce per output (a dense with few rows and a long
+``k``) is reduced the same way instead of tiled, its elementwise consumer one block per element.
 
 Holes (``Point.holes``): ``T{k}.s{a}`` = ``[vthread, threads, S3, S4]`` lengths of spatial axis ``a``
 (the block level is what remains), ``T{k}.r{a}`` = ``[R1, R2]``, ``T{k}.u`` the
 ``auto_unroll_max_step`` pragma, ``T{k}.f`` the vector length of the cooperative fetch (1, 2, 4; the
 result is stored in vectors of ``S4`` of the innermost axis when that is 2 or 4); ``S{k}.t`` the
-threads per block of the simple root stages (one count for all: they share ``threadIdx.x``).
+threads per block of the simple root stages (one count for all); ``S{k}.x`` the threads per block of
+a cross-thread root stage ``k`` (32 to 1024 and at most the longest row; multiples of 32 preferred,
+others allowed).
 Sampling, mutation and crossover keep every point within :data:`LIMITS` (threads per block,
 ``threadIdx.z``, shared memory, virtual threads, outputs per thread) and give each thread at least one
 fetch vector per shared tile; ``build`` refuses a point outside them, naming the stage.
@@ -44,6 +54,7 @@ from tensorir.expr import TensorLoad
 from tensorir.schedule import ScheduleError
 from tensorir.visitor import collect
 
+from .analysis import analyze
 from .loop_state import State
 from .sketch import Point, SketchSpace, _move_factor, divisors
 
@@ -52,6 +63,8 @@ VECTOR = (2, 4)                               # vector lengths of global / share
 FETCH_VECTORS = (1, 2, 4)
 THREAD_CAPS = (32, 64, 128, 256, 512)         # the sampled bound on threads per block of a tiled stage
 SIMPLE_THREADS = (32, 64, 128, 256, 512, 1024)
+WARP = 32
+ODD_THREADS = 0.25                            # how often a sampled cross-thread count is not a multiple of 32
 
 
 @dataclass(frozen=True)
@@ -68,19 +81,67 @@ LIMITS = GPULimits()
 
 def supports_cross_thread_reduction(target: str = "cuda") -> bool:
     """Hook: whether the backend reduces across the threads of a block (``threadIdx`` bound to a
-    reduction loop after ``rfactor``).  Not yet: small-output reductions run one thread per output."""
-    return False
+    reduction loop, tensorir/lower/thread_allreduce.py): the cross-thread reduction sketch."""
+    return True
+
+
+def cross_thread_stages(infos) -> list:
+    """The root stages the cross-thread sketch gives one block per output (row): reductions of at least
+    a warp's worth of elements per output, and outputs whose attached reductions (``guests``) are; a
+    reduction with reuse (a dense with few rows and a long ``k``) when it has fewer outputs than
+    elements to reduce per output (Ansor's test), at the root or in its elementwise consumer."""
+    def long(i) -> bool:
+        return math.prod(i.reduce) >= WARP
+    out = []
+    for info in infos:
+        if not info.spatial or info.attach is not None:
+            continue
+        if info.kind == "tile":
+            if long(info) and math.prod(info.spatial) < math.prod(info.reduce):
+                host = infos[info.host] if info.host is not None else info
+                if not host.guests:
+                    out.append(host)
+        elif info.kind != "simple" or info.guest is not None:
+            continue
+        elif info.reduce and not info.guests and long(info) or \
+                info.guests and not info.reduce and any(long(infos[g]) for g in info.guests):
+            out.append(info)
+    return out
+
+
+def _guests(info) -> list[int]:
+    """The reductions computed in a cross-thread root stage's block."""
+    return sorted(info.guests) + ([info.guest] if info.guest is not None else [])
+
+
+def thread_cap(info, infos) -> int:
+    """The most threads of a cross-thread stage's block: its longest row (reduction or elementwise; the
+    backend launches no more threads than that), at least a warp, at most the block limit."""
+    if _guests(info):
+        rows = [math.prod(infos[g].reduce) for g in _guests(info)] + [math.prod(info.spatial[_depth(info, infos):])]
+    else:
+        rows = [math.prod(info.reduce)]
+    return min(LIMITS.threads, max(WARP, max(rows)))
 
 
 # -- the space -------------------------------------------------------------------------------------------------
 class GPUSketchSpace(SketchSpace):
-    """The GPU sketch of a DAG (one sketch: the plan of each stage is fixed) and its holes."""
+    """The GPU sketches of a DAG and their holes: the cross-thread reduction sketch (0) where
+    :func:`cross_thread_stages` finds a stage for it, and the per-thread one (the plan of every other
+    stage is fixed)."""
 
     def __init__(self, dag, limits: GPULimits = LIMITS):
         super().__init__(dag)
         self.limits = limits
-        self.sketches = [{}]
+        self.infos = analyze(dag, rfactor=False)
+        self.cache_stages = []
         self._check_plan()
+        self.cross = cross_thread_stages(self.infos) if supports_cross_thread_reduction() else []
+        per_thread = all(i.spatial for i in self.root_stages())
+        self.sketches = ([{"cross_thread": True}] if self.cross else []) + ([{}] if per_thread or not self.cross else [])
+
+    def is_cross_thread(self, sketch: int) -> bool:
+        return bool(self.sketches[sketch].get("cross_thread"))
 
     def _check_plan(self) -> None:
         outputs = {t.op for t in self.dag.outputs}
@@ -100,17 +161,26 @@ class GPUSketchSpace(SketchSpace):
                                 "inside its consumer's threads (one elementwise consumer of its shape, or the rows "
                                 "of one output); this DAG needs it in global memory between kernels")
 
-    def _tiled(self):
-        return [i for i in self.infos if i.kind == "tile"]
+    def _tiled(self, sketch: int | None = None):
+        """The tiled stages (with a sketch: not those it reduces across threads)."""
+        skip = {g for i in self.cross for g in [i.index, *_guests(i)]} \
+            if sketch is not None and self.is_cross_thread(sketch) else set()
+        return [i for i in self.infos if i.kind == "tile" and i.index not in skip]
 
-    def root_stages(self):
-        """The simple stages at the root: one thread per element of their fused outer loops."""
-        return [i for i in self.infos if i.kind in ("simple", "rfactor") and i.guest is None and i.attach is None]
+    def root_stages(self, sketch: int | None = None):
+        """The simple stages at the root: one thread per element of their fused outer loops (with a
+        sketch: not those it reduces across threads)."""
+        skip = {i.index for i in self.cross} if sketch is not None and self.is_cross_thread(sketch) else set()
+        return [i for i in self.infos if i.kind in ("simple", "rfactor") and i.guest is None and i.attach is None
+                and i.index not in skip]
 
     # -- sampling ----------------------------------------------------------------------------------------------
     def sample(self, rng: random.Random) -> Point:
-        p = Point(0)
-        for info in self._tiled():
+        return self._sample(rng.randrange(len(self.sketches)), rng)
+
+    def _sample(self, sketch: int, rng: random.Random) -> Point:
+        p = Point(sketch)
+        for info in self._tiled(sketch):
             cap = rng.choice(THREAD_CAPS)
             warp = min(32, math.prod(info.spatial))
             for attempt in range(96):        # at least a warp per block if the first tries find one
@@ -122,27 +192,35 @@ class GPUSketchSpace(SketchSpace):
             p.holes.update(h)
             p.holes[f"T{info.index}.u"] = rng.choice(UNROLL_STEPS_GPU)
             p.holes[f"T{info.index}.f"] = rng.choice(self._fetch_vectors(info, h))
-        roots = self.root_stages()
+        roots = self.root_stages(sketch)
         if roots:       # one thread count for every root stage: they share blockIdx.x / threadIdx.x
             total = math.prod(roots[0].spatial[:_bound_depth(roots[0], self.infos)])
             p.holes[f"S{roots[0].index}.t"] = rng.choice([t for t in SIMPLE_THREADS if t < 2 * total] or [32])
+        if self.is_cross_thread(sketch):
+            for info in self.cross:
+                p.holes[f"S{info.index}.x"] = _sample_threads(thread_cap(info, self.infos), rng)
         return p
 
     def default(self) -> Point:
         """The heuristic point (``_default_tile``), unrolled up to 512 steps, the widest fetch vector that
-        fits; simple stages: up to 128 threads per block."""
+        fits; simple stages: up to 128 threads per block; the cross-thread sketch where there is one, a
+        power of two of threads near a quarter of the row (32 to 512)."""
         p = Point(0)
-        for info in self._tiled():
+        for info in self._tiled(0):
             h = _default_tile(info)
             if not self.fits(info, h):
                 h = _smallest_tile(info)
             p.holes.update(h)
             p.holes[f"T{info.index}.u"] = 512
             p.holes[f"T{info.index}.f"] = max(self._fetch_vectors(info, h))
-        roots = self.root_stages()
+        roots = self.root_stages(0)
         if roots:
             total = math.prod(roots[0].spatial[:_bound_depth(roots[0], self.infos)])
             p.holes[f"S{roots[0].index}.t"] = min(128, max(32, 1 << (total - 1).bit_length()))
+        if self.is_cross_thread(0):
+            for info in self.cross:
+                quarter = max(thread_cap(info, self.infos) // 4, 1)
+                p.holes[f"S{info.index}.x"] = min(512, max(WARP, 1 << (quarter - 1).bit_length()))
         return p
 
     def mutate(self, p: Point, rng: random.Random) -> Point:
@@ -163,15 +241,17 @@ class GPUSketchSpace(SketchSpace):
                 q.holes[key] = rng.choice(UNROLL_STEPS_GPU)
             elif key.endswith(".f"):
                 q.holes[key] = rng.choice(FETCH_VECTORS)
+            elif key.endswith(".x"):
+                q.holes[key] = _mutate_threads(q.holes[key], thread_cap(info, self.infos), rng)
             else:
-                q.holes[key] = self.sample(rng).holes[key]
-            if q.holes != p.holes and all(self.fits(i, q.holes) for i in self._tiled()):
+                q.holes[key] = self._sample(p.sketch, rng).holes[key]
+            if q.holes != p.holes and all(self.fits(i, q.holes) for i in self._tiled(p.sketch)):
                 return q
         return p.copy()
 
     def crossover(self, a: Point, b: Point, rng: random.Random) -> Point:
         q = super().crossover(a, b, rng)
-        return q if all(self.fits(i, q.holes) for i in self._tiled()) else a.copy()
+        return q if all(self.fits(i, q.holes) for i in self._tiled(a.sketch)) else a.copy()
 
     def _fetch_vectors(self, info, h: dict) -> list[int]:
         return [f for f in FETCH_VECTORS if f == 1 or self.fits(info, {**h, f"T{info.index}.f": f})]
@@ -211,11 +291,29 @@ class GPUSketchSpace(SketchSpace):
 
     # -- building ------------------------------------------------------------------------------------------------
     def build(self, p: Point) -> State:
-        for info in self._tiled():
+        for info in self._tiled(p.sketch):
             bad = self.violations(info, p.holes)
             if bad:
                 raise ScheduleError(f"stage {info.name}: GPU tile {', '.join(bad)}")
+        if self.is_cross_thread(p.sketch):
+            for info in self.cross:
+                t = p.holes[f"S{info.index}.x"]
+                if not 1 <= t <= self.limits.threads:
+                    raise ScheduleError(f"stage {info.name}: {t} threads per block (1 to {self.limits.threads})")
         return build_gpu_state(self, p)
+
+
+def _sample_threads(cap: int, rng: random.Random) -> int:
+    """A cross-thread block size in 32..cap: a multiple of 32 mostly, any count sometimes."""
+    if rng.random() < ODD_THREADS and cap > WARP:
+        return rng.randint(WARP, cap)
+    return WARP * rng.randint(1, cap // WARP)
+
+
+def _mutate_threads(t: int, cap: int, rng: random.Random) -> int:
+    """A neighbouring block size in 32..cap: doubled, halved, a warp more or less, or resampled."""
+    moves = [2 * t, t // 2, t + WARP, t - WARP, -(-t // WARP) * WARP, _sample_threads(cap, rng)]
+    return min(cap, max(WARP, rng.choice(moves)))
 
 
 def shared_tiles(info, h: dict) -> dict:
@@ -304,9 +402,13 @@ def _smallest_tile(info) -> dict:
 def build_gpu_state(space: GPUSketchSpace, p: Point) -> State:
     state = State(space.dag)
     infos, h = space.infos, p.holes
-    roots = space.root_stages()
+    roots = space.root_stages(p.sketch)
+    cross = {i.index for i in space.cross} if space.is_cross_thread(p.sketch) else set()
+    tiled = {i.index for i in space._tiled(p.sketch)}
     for info in reversed(infos):
-        if info.kind == "tile":
+        if info.index in cross:
+            _cross_thread_reduction(state, info, infos, h[f"S{info.index}.x"])
+        elif info.index in tiled:
             _multi_level_tile(state, info, infos, h)
         elif any(r.index == info.index for r in roots):
             _simple(state, info, infos, h, h[f"S{roots[0].index}.t"])
@@ -417,8 +519,6 @@ def _bound_depth(info, infos) -> int:
 def _simple(state: State, info, infos, h, threads: int) -> None:
     """One thread per element of the fused outer loops (the guests' rows, else all spatial loops);
     the attached reductions computed per thread in ``local`` memory."""
-    if info.kind == "rfactor" and supports_cross_thread_reduction():
-        return _cross_thread_reduction(state, info, h)
     guests = [infos[g] for g in sorted(info.guests)]
     stage = state.stages[state.stage_id(info.op)]
     locals_ = [_localize(state, g.op) for g in guests]
@@ -435,12 +535,36 @@ def _simple(state: State, info, infos, h, threads: int) -> None:
         state.compute_at(state.stage_id(local), state.stage_id(stage), tx)
 
 
-def _cross_thread_reduction(state: State, info, h) -> None:
-    """Hook for a small-output, long reduction once the backend reduces across threads: split the
-    reduction, ``rfactor`` its inner part, one block per output with the factored loop bound to
-    ``threadIdx.x`` (TVM's cross-thread ``allreduce``).  Not written until the backend has it."""
-    raise NotImplementedError(f"stage {info.name}: the cross-thread reduction sketch is not written yet")
+def _cross_thread_reduction(state: State, info, infos, threads: int) -> None:
+    """One block per output (row) of a root stage: a reduction's fused reduction loops split by
+    ``threads``, the inner part bound to ``threadIdx.x``; an output with attached reductions computes
+    them at its block loop, reduced the same way, and strides its row over the same threads."""
+    sid = state.stage_id(info.op)
+    leaves = state.leaves(sid)
+    depth = _depth(info, infos)
+    rows, rest = leaves[:depth], leaves[depth:]
+    block = None
+    if rows:
+        block = state.fuse(sid, rows)
+        state.bind(sid, block, "blockIdx.x")
+    _over_threads(state, sid, rest, threads)
+    for g in _guests(info):
+        gid = state.stage_id(infos[g].op)
+        state.compute_at(gid, sid, block)
+        _over_threads(state, gid, state.leaves(gid)[len(infos[g].spatial):], threads)
 
 
-__all__ = ["LIMITS", "UNROLL_STEPS_GPU", "GPULimits", "GPUSketchSpace", "build_gpu_state", "shared_bytes",
-           "supports_cross_thread_reduction"]
+def _depth(info, infos) -> int:
+    """How many outer loops of a cross-thread root stage are fused into its block loop."""
+    return len(info.spatial) if info.reduce or info.guest is not None else _bound_depth(info, infos)
+
+
+def _over_threads(state: State, sid: int, loops: list, threads: int) -> None:
+    """``loops`` fused, split by ``threads``, the inner part bound to ``threadIdx.x``."""
+    if loops:
+        _, inner = state.split(sid, state.fuse(sid, loops), [threads])
+        state.bind(sid, inner, "threadIdx.x")
+
+
+__all__ = ["LIMITS", "UNROLL_STEPS_GPU", "GPULimits", "GPUSketchSpace", "build_gpu_state", "cross_thread_stages",
+           "shared_bytes", "supports_cross_thread_reduction"]
