@@ -177,6 +177,19 @@ def _read_json(directory: str, name: str, fmt: str) -> dict:
     return d
 
 
+def load_weights(directory: str, run: RunList) -> np.ndarray:
+    """``weights.npy`` of an artifact: the uint8 blob of ``run.weights_bytes`` (never pickle)."""
+    wpath = os.path.join(directory, "weights.npy")
+    try:
+        weights = np.load(wpath, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise ArtifactError(f"load_model: {wpath} is corrupt: {e}") from None
+    if weights.dtype != np.uint8 or weights.ndim != 1 or weights.size != run.weights_bytes:
+        raise ArtifactError(f"load_model: {wpath} holds {weights.dtype}{list(weights.shape)}, expected "
+                            f"uint8[{run.weights_bytes}] (graph.json)")
+    return weights
+
+
 def check_cpu(manifest: dict, where: str) -> None:
     """Refuse an artifact compiled for CPU features (or another architecture) this host lacks."""
     triple = manifest.get("triple")
@@ -211,14 +224,7 @@ def load_model(directory: str) -> ModelModule:
         run = RunList.from_json(graph)
     except (KeyError, TypeError, ValueError) as e:
         raise ArtifactError(f"load_model: {os.path.join(directory, 'graph.json')} is corrupt: {e!r}") from None
-    wpath = os.path.join(directory, "weights.npy")
-    try:
-        weights = np.load(wpath, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise ArtifactError(f"load_model: {wpath} is corrupt: {e}") from None
-    if weights.dtype != np.uint8 or weights.ndim != 1 or weights.size != run.weights_bytes:
-        raise ArtifactError(f"load_model: {wpath} holds {weights.dtype}{list(weights.shape)}, expected "
-                            f"uint8[{run.weights_bytes}] (graph.json)")
+    weights = load_weights(directory, run)
     so = os.path.join(directory, "model.so")
     try:
         lib = _dlopen(os.path.abspath(so))

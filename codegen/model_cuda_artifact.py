@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from .export import build_info
-from .model_artifact import ArtifactError, _read_json, _sha256
+from .model_artifact import ArtifactError, _read_json, _sha256, load_weights
 from .model_plan import RunList
 
 GRAPH_FORMAT = "tiletune.cuda_model/1"
@@ -109,14 +109,7 @@ def load_cuda_model(directory: str):
         kernels = {k["symbol"]: CUDAKernel.from_json(k) for k in graph["kernels"]}
     except (KeyError, TypeError, ValueError) as e:
         raise ArtifactError(f"load_model: {os.path.join(directory, 'graph.json')} is corrupt: {e!r}") from None
-    wpath = os.path.join(directory, "weights.npy")
-    try:
-        weights = np.load(wpath, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise ArtifactError(f"load_model: {wpath} is corrupt: {e}") from None
-    if weights.dtype != np.uint8 or weights.ndim != 1 or weights.size != run.weights_bytes:
-        raise ArtifactError(f"load_model: {wpath} holds {weights.dtype}{list(weights.shape)}, expected "
-                            f"uint8[{run.weights_bytes}] (graph.json)")
+    weights = load_weights(directory, run)
     with open(os.path.join(directory, "model.cubin"), "rb") as f:
         cubin = f.read()
     with open(os.path.join(directory, "model.cu")) as f:
