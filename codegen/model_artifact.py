@@ -177,6 +177,17 @@ def _read_json(directory: str, name: str, fmt: str) -> dict:
     return d
 
 
+def check_files(directory: str, manifest: dict, files) -> None:
+    """Every file of ``files`` is present and matches the sha256 the manifest records for it."""
+    for name in files:
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            raise ArtifactError(f"load_model: {path} is missing")
+        want = manifest.get("files", {}).get(name)
+        if want is not None and _sha256(path) != want:
+            raise ArtifactError(f"load_model: {path} is corrupt (its sha256 differs from manifest.json's)")
+
+
 def load_weights(directory: str, run: RunList) -> np.ndarray:
     """``weights.npy`` of an artifact: the uint8 blob of ``run.weights_bytes`` (never pickle)."""
     wpath = os.path.join(directory, "weights.npy")
@@ -212,13 +223,7 @@ def load_model(directory: str) -> ModelModule:
         return load_cuda_model(directory)
     manifest = _read_json(directory, "manifest.json", MANIFEST_FORMAT)
     check_cpu(manifest, directory)
-    for name in FILES:
-        path = os.path.join(directory, name)
-        if not os.path.exists(path):
-            raise ArtifactError(f"load_model: {path} is missing")
-        want = manifest.get("files", {}).get(name)
-        if want is not None and _sha256(path) != want:
-            raise ArtifactError(f"load_model: {path} is corrupt (its sha256 differs from manifest.json's)")
+    check_files(directory, manifest, FILES)
     graph = _read_json(directory, "graph.json", GRAPH_FORMAT)
     try:
         run = RunList.from_json(graph)

@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from .export import build_info
-from .model_artifact import ArtifactError, _read_json, _sha256, load_weights
+from .model_artifact import ArtifactError, _read_json, _sha256, check_files, load_weights
 from .model_plan import RunList
 
 GRAPH_FORMAT = "tiletune.cuda_model/1"
@@ -91,13 +91,7 @@ def load_cuda_model(directory: str):
     from .model_cuda_module import CUDAModelModule
     directory = os.fspath(directory)
     manifest = _read_json(directory, "manifest.json", MANIFEST_FORMAT)
-    for name in FILES:
-        path = os.path.join(directory, name)
-        if not os.path.exists(path):
-            raise ArtifactError(f"load_model: {path} is missing")
-        want = manifest.get("files", {}).get(name)
-        if want is not None and _sha256(path) != want:
-            raise ArtifactError(f"load_model: {path} is corrupt (its sha256 differs from manifest.json's)")
+    check_files(directory, manifest, FILES)
     graph = _read_json(directory, "graph.json", GRAPH_FORMAT)
     present = gpu_info()["compute_capability"]
     arch = graph.get("arch", "")
