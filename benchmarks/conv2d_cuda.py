@@ -1,12 +1,12 @@
-"""Direct conv2d NCHW on the GPU (ResNet layer 1x64x56x56, 64 filters 3x3, pad 1) beside cuDNN.
+"""Direct conv2d NCHW on the GPU (ResNet layer Nx64x56x56, 64 filters 3x3, pad 1; batch 1 and 32) beside cuDNN.
 
-The best record of ``conv2d_nchw_cuda`` in ``tuning_logs/cuda-<arch>/conv2d_nchw_cuda_resnet_56.jsonl``
-(written by benchmarks/tune_cuda.py) is deployed through ``apply_history_best`` with no tuning; it
+For each batch the best record of ``conv2d_nchw_cuda`` in ``tuning_logs/cuda-<arch>/conv2d_nchw_cuda_resnet_56
+[_b32].jsonl`` (written by benchmarks/tune_cuda.py) is deployed through ``apply_history_best`` with no tuning; it
 and the hand schedule (the template's default; ``--sweep``: the fastest of the hand configs below)
 are checked against a float64 reference and timed against ``torch.nn.functional.conv2d`` (cuDNN,
 TF32 off; default algorithm choice, then ``cudnn.benchmark``) in interleaved rounds with CUDA events.
 
-    python benchmarks/conv2d_cuda.py [--rounds 9] [--sweep] [--log-dir DIR]
+    python benchmarks/conv2d_cuda.py [--batch 1 32] [--rounds 9] [--sweep] [--log-dir DIR]
 """
 from __future__ import annotations
 
@@ -41,24 +41,37 @@ CONFIGS = [
 ]
 
 
+def log_name(batch: int) -> str:
+    """The tuning log of the ResNet layer at ``batch`` (benchmarks/tune_cuda.py's ``conv`` / ``conv_b32``)."""
+    return "conv2d_nchw_cuda_resnet_56.jsonl" if batch == 1 else f"conv2d_nchw_cuda_resnet_56_b{batch}.jsonl"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, nargs="+", default=[1, 32])
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--sweep", action="store_true", help="also the hand configs (the fastest is timed)")
     p.add_argument("--log-dir", default=None, help="default: tuning_logs/cuda-<arch>")
     args = p.parse_args()
+    for n in args.batch:
+        bench(n, args)
+
+
+def bench(N: int, args) -> None:
     torch = torch_fp32()
     import torch.nn.functional as F
     import codegen
     from autotune.templates.conv2d_cuda import conv2d_nchw_cuda_template, conv2d_schedule
-    N, C, H, W, K = 1, 64, 56, 56, 64
+    torch.backends.cudnn.benchmark = False
+    C, H, W, K = 64, 56, 56, 64
     flops = 2.0 * N * K * C * 9 * H * W
     x = torch.randn(N, C, H, W, device="cuda")
     w = torch.randn(K, C, 3, 3, device="cuda")
     ref = F.conv2d(x.double(), w.double(), padding=1)
     outs = {}
-    print(f"conv2d {N}x{C}x{H}x{W}, {K} filters 3x3 pad 1, float32 on {torch.cuda.get_device_name()}; "
+    print(f"\nconv2d {N}x{C}x{H}x{W}, {K} filters 3x3 pad 1, float32 on {torch.cuda.get_device_name()}; "
           f"cuDNN {torch.backends.cudnn.version()} with TF32 off")
+    number = max(5, 100 // N)
 
     def check(label, s, tensors):
         """Build, check on a fresh poisoned output, time once; ``(seconds, launcher)`` or None."""
@@ -70,15 +83,14 @@ def main() -> None:
         mod(x, w, out)
         err = rel_error(out, ref)
         run = mod.launcher(x, w, out)
-        t = event_seconds(run, 200)
+        t = event_seconds(run, 2 * number)
         print(f"  {label:28s} {t * 1e6:7.1f} us  err {err:.1e}  regs {mod.resource_usage['registers']}  "
               f"grid {mod._grid(())} block {mod.launch.block}  build {build_s:.1f}s", flush=True)
         return (t, run) if err < 1e-5 else None
 
     fns = {}
     log_dir = args.log_dir or default_log_dir()
-    tuned = deploy(os.path.join(log_dir, "conv2d_nchw_cuda_resnet_56.jsonl"), conv2d_nchw_cuda_template,
-                   (N, C, H, W, K, 3, 3, 1, 1))
+    tuned = deploy(os.path.join(log_dir, log_name(N)), conv2d_nchw_cuda_template, (N, C, H, W, K, 3, 3, 1, 1))
     if tuned is not None:
         s, tensors, rec = tuned
         print(f"  tuned: record {rec.index} of the log, measured {rec.cost * 1e6:.1f} us when tuned: "
@@ -92,16 +104,18 @@ def main() -> None:
     if launch is not None:
         fns["hand"] = launch
     fns["cudnn"] = lambda: F.conv2d(x, w, padding=1)
-    times = alternate(fns, rounds=args.rounds, number=100)
+    times = alternate(fns, rounds=args.rounds, number=number)
     torch.backends.cudnn.benchmark = True
     times.update(alternate({"cudnn_benchmark": lambda: F.conv2d(x, w, padding=1)}, rounds=args.rounds,
-                           number=100))
-    print(f"\n{'kernel':28s} {'us':>8s} {'TFLOP/s':>8s} {'time / cuDNN':>13s}")
+                           number=number))
+    print(f"\n{'kernel (batch ' + str(N) + ')':28s} {'us':>8s} {'TFLOP/s':>8s} {'time / cuDNN':>13s} "
+          f"{'/ cuDNN bench':>13s}")
     for key, label in (("tuned", "tuned (from the log)"), ("hand", "hand schedule"), ("cudnn", "cuDNN (default)"),
                        ("cudnn_benchmark", "cuDNN (benchmark=True)")):
         if key in times:
             t = times[key]
-            print(f"{label:28s} {t * 1e6:8.1f} {flops / t / 1e12:8.2f} {t / times['cudnn']:13.2f}")
+            print(f"{label:28s} {t * 1e6:8.1f} {flops / t / 1e12:8.2f} {t / times['cudnn']:13.2f} "
+                  f"{t / times['cudnn_benchmark']:13.2f}")
 
 
 if __name__ == "__main__":

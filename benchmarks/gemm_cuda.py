@@ -37,6 +37,14 @@ CONFIGS = [
     ("256x128 t16x8 k8", {"block_m": 256, "thread_m": 16, "k_tile": 8}),
     ("64x128 t8x8 k32", {"k_tile": 32}),
     ("64x64 t4x4 k8", {"block_n": 64, "thread_m": 4, "thread_n": 4, "k_tile": 8}),
+    ("64x128 t8x8 k16 db", {"double_buffer": True}),
+    ("128x128 t8x8 k8 db", {"block_m": 128, "k_tile": 8, "double_buffer": True}),
+    ("128x128 t8x8 k16 db", {"block_m": 128, "double_buffer": True}),
+    ("128x128 t8x8 k8 db 2/SM", {"block_m": 128, "k_tile": 8, "min_blocks_per_sm": 2, "double_buffer": True}),
+    ("128x128 t8x8 k16 db A-rows", {"block_m": 128, "transpose_a": False, "double_buffer": True}),
+    ("128x64 t8x8 k16 db", {"block_m": 128, "block_n": 64, "double_buffer": True}),
+    ("128x256 t8x16 k8 db", {"block_m": 128, "block_n": 256, "thread_n": 16, "k_tile": 8, "double_buffer": True}),
+    ("64x128 t8x8 k32 db", {"k_tile": 32, "double_buffer": True}),
 ]
 
 

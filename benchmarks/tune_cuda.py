@@ -1,7 +1,7 @@
 """Tune the GPU templates on this machine's GPU and write the logs that benchmarks deploy from.
 
 Workloads: fp32 GEMM (``gemm_cuda``) at 1024, 2048 and 4096, and the ResNet conv2d layer
-1x64x56x56, 64 filters 3x3 pad 1 (``conv2d_nchw_cuda``).  Each is tuned with ``ModelTuner``:
+1x64x56x56, 64 filters 3x3 pad 1 (``conv2d_nchw_cuda``), also at batch 32 (``conv_b32``).  Each is tuned with ``ModelTuner``:
 ``LocalBuilder`` compiles candidates with nvcc in parallel processes, ``LocalRunner`` checks each
 against the reference and times it with CUDA events in its own process (a faulting kernel costs one
 trial).  Logs go to ``tuning_logs/cuda-<arch>/`` (a rerun resumes them); ``--trials`` caps the
@@ -26,6 +26,7 @@ WORKLOADS = {
     "gemm2048": ("gemm_cuda", (2048, 2048, 2048), "gemm_cuda_2048.jsonl"),
     "gemm4096": ("gemm_cuda", (4096, 4096, 4096), "gemm_cuda_4096.jsonl"),
     "conv": ("conv2d_nchw_cuda", RESNET_CONV, "conv2d_nchw_cuda_resnet_56.jsonl"),
+    "conv_b32": ("conv2d_nchw_cuda", (32,) + RESNET_CONV[1:], "conv2d_nchw_cuda_resnet_56_b32.jsonl"),
 }
 
 

@@ -49,20 +49,33 @@ def _split3(s, stage, axis, tile):
 def conv2d_schedule(N: int, C: int, H: int, W: int, F: int, KH: int = 3, KW: int = 3, stride: int = 1,
                     pad: int = 1, dtype: str = "float32", tile_f=(1, 4, 4), tile_y=(1, 4, 1), tile_x=(1, 7, 2),
                     rc_tile: int = 4, unroll_max_step: int = 512, unroll_explicit: bool = True,
-                    ry_tile: int | None = None, rx_tile: int | None = None):
+                    ry_tile: int | None = None, rx_tile: int | None = None, double_buffer: bool = False):
     """The direct schedule.  The defaults are the best of benchmarks/conv2d_cuda.py's hand configs for
     the ResNet layer 1x64x56x56, 64 filters 3x3: 21.9 us on an H100 (cuDNN 21.7 us in the same run,
     TF32 off; 2026-11-22).  Threads per block: ``tile_f[1] * tile_y[1] * tile_x[1]`` (threadIdx.z,
     y, x); shared memory: ``4 * rc_tile * (by_tile*stride + KH - 1) * (bx_tile*stride + KW - 1)`` for the
     input plus ``4 * bf_tile * rc_tile * KH * KW`` for the filters.  ``ry_tile`` / ``rx_tile`` smaller than
-    ``KH`` / ``KW`` also split the filter window, loading ``ry_tile x rx_tile`` of it per shared slice."""
+    ``KH`` / ``KW`` also split the filter window, loading ``ry_tile x rx_tile`` of it per shared slice.
+    ``double_buffer``: both shared slices pipelined (next slice prefetched into registers during this
+    one's computation, tensorir/lower/gpu_double_buffer.py); twice the shared memory."""
     data, kernel, padded, out = conv2d_nchw(N, C, H, W, F, KH, KW, stride, pad, dtype)
     s = te.create_schedule(out.op)
     s[padded].compute_inline()
     OL = s.cache_write(out, "local")
-    AA = s.cache_read(padded, "shared", [OL])
-    WW = s.cache_read(kernel, "shared", [OL])
+    schedule_direct(s, out, OL, padded, kernel, stride, tile_f, tile_y, tile_x, rc_tile, unroll_max_step,
+                    unroll_explicit, ry_tile, rx_tile, double_buffer)
+    return s, [data, kernel, out]
 
+
+def schedule_direct(s, out, OL, window, filters, stride: int, tile_f, tile_y, tile_x, rc_tile: int,
+                    unroll_max_step: int = 512, unroll_explicit: bool = True, ry_tile: int | None = None,
+                    rx_tile: int | None = None, double_buffer: bool = False) -> None:
+    """The direct schedule of ``out`` (N, F, OH, OW), computed through the register stage ``OL`` (N, F,
+    OH, OW with reduce axes rc, ry, rx), which reads ``window`` (the padded input) and ``filters``; ``out``
+    may be an epilogue of ``OL`` (bias, activation, residual), applied as each thread writes its tile."""
+    AA = s.cache_read(window, "shared", [OL])
+    WW = s.cache_read(filters, "shared", [OL])
+    KH, KW = (int(iv.dom.extent) for iv in s[OL].op.reduce_axis[1:])
     n, f, y, x = s[out].op.axis
     bf, vf, tf, fi = _split3(s, out, f, tile_f)
     by, vy, ty, yi = _split3(s, out, y, tile_y)
@@ -102,7 +115,8 @@ def conv2d_schedule(N: int, C: int, H: int, W: int, F: int, KH: int = 3, KW: int
              WW: bf_ * rc_tile * ry_tile * rx_tile}
     for load in (AA, WW):
         cooperative_fetch(s, load, threads, tiles[load])
-    return s, [data, kernel, out]
+        if double_buffer:
+            s[load].double_buffer()
 
 
 def _prod(xs) -> int:
@@ -134,6 +148,7 @@ def cooperative_fetch(s, load, threads: tuple, elements: int) -> None:
 # -- the tuning template ---------------------------------------------------------------------------------
 MAX_THREADS = 1024            # threads per block
 MAX_SHARED = 48 * 1024        # bytes of static shared memory per block
+MIN_THREADS = 32             # threads per block (one warp), where the output allows
 
 
 def conv2d_reference(data, kernel, stride: int = 1, pad: int = 1):
@@ -167,12 +182,24 @@ def conv2d_nchw_cuda_template(N: int, C: int, H: int, W: int, F: int, KH: int = 
     (``conv2d_direct``).
 
     tile_f / tile_y / tile_x = [-1 (blocks), virtual threads, threads, per-thread inner] of the output
-    channels, rows and columns; tile_rc / tile_ry / tile_rx = [-1, slice] of
-    the three reduction axes (input channels, filter rows and columns per shared-memory slice); auto_unroll_max_step / unroll_explicit: the unroll
-    pragmas.  The fallback config is ``conv2d_schedule``'s defaults (the best hand config for the
-    ResNet layer).  Configs with more than 1024 threads or 48 KiB of shared memory are rejected."""
+    channels, rows and columns; tile_rc / tile_ry / tile_rx = [-1, slice] of the three reduction axes
+    (input channels, filter rows and columns per shared-memory slice); auto_unroll_max_step /
+    unroll_explicit: the unroll pragmas; double_buffer: pipeline the shared slices (register prefetch,
+    one barrier per slice).  The fallback config is ``conv2d_schedule``'s defaults (the best hand
+    config for the ResNet layer).  Configs with more than 1024 threads, fewer than 32 (a warp, where the
+    output has room for more) or more than 48 KiB of shared memory are rejected (``conv_config``)."""
     cfg = get_config()
     OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
+    kw = conv_config(cfg, N, C, OH, OW, F, KH, KW, stride)
+    return conv2d_schedule(N, C, H, W, F, KH, KW, stride, pad, dtype, **kw)
+
+
+def conv_config(cfg, N: int, C: int, OH: int, OW: int, F: int, KH: int, KW: int, stride: int,
+                fallback: dict | None = None) -> dict:
+    """Define the direct schedule's knobs on ``cfg`` (see the template), fill a fallback config
+    (``fallback``: split sizes by knob name, else the ResNet layer's best hand config where it divides),
+    reject configs over the block limits, and return ``schedule_direct``'s keyword arguments."""
+    cfg.add_flop(2.0 * N * F * OH * OW * C * KH * KW)   # before any rejection: the task's flop comes from config 0
     cfg.define_split("tile_f", F, num_outputs=4, filter=_conv_tile_ok)
     cfg.define_split("tile_y", OH, num_outputs=4, filter=_conv_tile_ok)
     cfg.define_split("tile_x", OW, num_outputs=4, filter=_conv_tile_ok)
@@ -181,29 +208,33 @@ def conv2d_nchw_cuda_template(N: int, C: int, H: int, W: int, F: int, KH: int = 
     cfg.define_split("tile_rx", KW, num_outputs=2)
     cfg.define_knob("auto_unroll_max_step", [0, 512, 1500])
     cfg.define_knob("unroll_explicit", [True, False])
+    cfg.define_knob("double_buffer", [False, True])
     if cfg.is_fallback:
-        for name, total, size in (("tile_f", F, [-1, 1, 4, 4]), ("tile_y", OH, [-1, 1, 4, 1]),
-                                  ("tile_x", OW, [-1, 1, 7, 2]), ("tile_rc", C, [-1, 4]),
-                                  ("tile_ry", KH, [-1, KH]), ("tile_rx", KW, [-1, KW])):
-            if total % math.prod(size[1:]) == 0:
-                cfg[name] = SplitEntity(size)
+        sizes = fallback or {"tile_f": [-1, 1, 4, 4], "tile_y": [-1, 1, 4, 1], "tile_x": [-1, 1, 7, 2],
+                             "tile_rc": [-1, 4]}
+        sizes = dict(sizes, tile_ry=[-1, KH], tile_rx=[-1, KW])
+        for name, total in (("tile_f", F), ("tile_y", OH), ("tile_x", OW), ("tile_rc", C), ("tile_ry", KH),
+                            ("tile_rx", KW)):
+            if total % math.prod(sizes[name][1:]) == 0:
+                cfg[name] = SplitEntity(sizes[name])
         cfg["auto_unroll_max_step"] = cfg.space_map["auto_unroll_max_step"][1]     # 512
     tile_f, tile_y, tile_x = (tuple(cfg[n].size[1:]) for n in ("tile_f", "tile_y", "tile_x"))
     rc_tile, ry_tile, rx_tile = (cfg[n].size[-1] for n in ("tile_rc", "tile_ry", "tile_rx"))
     threads = tile_f[1] * tile_y[1] * tile_x[1]
     if threads > MAX_THREADS:
         cfg.raise_error(f"{threads} threads per block (> {MAX_THREADS})")
+    if threads < MIN_THREADS and OH * OW * F >= 4 * MIN_THREADS:
+        cfg.raise_error(f"{threads} threads per block (< {MIN_THREADS}: less than a warp, and one thread's unrolled "
+                        "share of the shared-memory copy takes nvcc minutes)")
     by_, bx_ = _prod(tile_y), _prod(tile_x)
     shared = 4 * rc_tile * (((by_ - 1) * stride + ry_tile) * ((bx_ - 1) * stride + rx_tile)
-                            + _prod(tile_f) * ry_tile * rx_tile)
+                            + _prod(tile_f) * ry_tile * rx_tile) * (2 if cfg["double_buffer"].val else 1)
     if shared > MAX_SHARED:
         cfg.raise_error(f"{shared} bytes of shared memory per block (> {MAX_SHARED})")
-    s, tensors = conv2d_schedule(N, C, H, W, F, KH, KW, stride, pad, dtype, tile_f=tile_f, tile_y=tile_y,
-                                 tile_x=tile_x, rc_tile=rc_tile,
-                                 unroll_max_step=cfg["auto_unroll_max_step"].val,
-                                 unroll_explicit=cfg["unroll_explicit"].val, ry_tile=ry_tile, rx_tile=rx_tile)
-    cfg.add_flop(2.0 * N * F * OH * OW * C * KH * KW)
-    return s, tensors
+    return dict(tile_f=tile_f, tile_y=tile_y, tile_x=tile_x, rc_tile=rc_tile,
+                unroll_max_step=cfg["auto_unroll_max_step"].val, unroll_explicit=cfg["unroll_explicit"].val,
+                ry_tile=ry_tile, rx_tile=rx_tile, double_buffer=cfg["double_buffer"].val)
 
 
-__all__ = ["conv2d_nchw", "conv2d_schedule", "cooperative_fetch", "conv2d_nchw_cuda_template", "conv2d_reference"]
+__all__ = ["conv2d_nchw", "conv2d_schedule", "schedule_direct", "conv_config", "cooperative_fetch",
+           "conv2d_nchw_cuda_template", "conv2d_reference"]

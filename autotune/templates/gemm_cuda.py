@@ -63,7 +63,8 @@ def _fetch_vector(elements: int, threads: int, vector: int) -> int:
 
 def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int = 64, block_n: int = 128,
                   thread_m: int = 8, thread_n: int = 8, vthread_m: int = 2, vthread_n: int = 2, k_tile: int = 16,
-                  transpose_a: bool = True, vector: int = 4, min_blocks_per_sm: int = 0, unroll_k: bool = True):
+                  transpose_a: bool = True, vector: int = 4, min_blocks_per_sm: int = 0, unroll_k: bool = True,
+                  double_buffer: bool = False):
     """The shared-memory and register-tiled GEMM; sizes must be divisible by the tiles.
 
     The defaults (64x128 block tile, 8x8 per thread as 2x2 virtual threads, k slices of 16) were the
@@ -73,7 +74,9 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
     Threads per block: ``(block_m / thread_m) x (block_n / thread_n)``; shared memory:
     ``k_tile * (block_m + block_n) * 4`` bytes.  ``min_blocks_per_sm`` > 0 asks nvcc to fit that many
     blocks per multiprocessor (``__launch_bounds__``).  ``unroll_k=False`` keeps the loop over the
-    ``k_tile`` slice rolled (the per-thread tile loops stay unrolled)."""
+    ``k_tile`` slice rolled (the per-thread tile loops stay unrolled).  ``double_buffer``: two halves of
+    each shared tile, the next slice loaded into registers while this one is computed, one barrier per
+    slice (``s[T].double_buffer()``, tensorir/lower/gpu_double_buffer.py); twice the shared memory."""
     for name, total, tile in (("M", M, block_m), ("N", N, block_n), ("K", K, k_tile)):
         if total % tile:
             raise ValueError(f"gemm_schedule: {name}={total} is not divisible by its tile {tile}")
@@ -126,6 +129,9 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
     s[BL].compute_at(s[CC], ki)
     for L in (AL, BL):
         s[L].vectorize(s[L].op.axis[-1])
+    if double_buffer:
+        s[AS].double_buffer()
+        s[BS].double_buffer()
     threads = n_ty * n_tx
     cooperative_fetch(s, BS, (n_ty, n_tx), _fetch_vector(k_tile * block_n, threads, vector))
     cooperative_fetch(s, AS, (n_ty, n_tx), _fetch_vector(k_tile * block_m, threads, vector),
@@ -150,7 +156,8 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     tile_y / tile_x = [-1 (blocks), virtual threads, threads, per-thread inner]: the block tile is the
     product of the last three, each thread owns ``vthread x inner`` rows (columns); tile_k = [-1,
     k_tile] (the shared-memory slice); transpose_a: store A's slice transposed; unroll_k: unroll the
-    loop over the slice.  The fallback config is ``gemm_schedule``'s defaults (the best hand config).
+    loop over the slice; double_buffer: pipeline the slices through two halves of shared memory with
+    register prefetch; min_blocks_per_sm: ``__launch_bounds__``'s occupancy hint (0: none).  The fallback config is ``gemm_schedule``'s defaults (the best hand config).
     Configs with more than 1024 threads or 48 KiB of shared memory per block, or with a shared slice
     smaller than the block's thread count, are rejected (``INSTANTIATION_ERROR``)."""
     cfg = get_config()
@@ -159,23 +166,27 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     cfg.define_split("tile_k", K, num_outputs=2, max_factor=32)
     cfg.define_knob("transpose_a", [True, False])
     cfg.define_knob("unroll_k", [True, False])
+    cfg.define_knob("double_buffer", [False, True])
+    cfg.define_knob("min_blocks_per_sm", [0, 2])
     if cfg.is_fallback:
         _gemm_fallback(cfg, M, N, K)
+    cfg.add_flop(2.0 * M * N * K)   # before any rejection: the task's flop comes from config 0
     _, vy, ty, iy = cfg["tile_y"].size
     _, vx, tx, ix = cfg["tile_x"].size
     k_tile = cfg["tile_k"].size[-1]
     block_m, block_n = vy * ty * iy, vx * tx * ix
     if ty * tx > MAX_THREADS:
         cfg.raise_error(f"{ty * tx} threads per block (> {MAX_THREADS})")
-    if 4 * k_tile * (block_m + block_n) > MAX_SHARED:
-        cfg.raise_error(f"{4 * k_tile * (block_m + block_n)} bytes of shared memory per block (> {MAX_SHARED})")
+    shared = 4 * k_tile * (block_m + block_n) * (2 if cfg["double_buffer"].val else 1)
+    if shared > MAX_SHARED:
+        cfg.raise_error(f"{shared} bytes of shared memory per block (> {MAX_SHARED})")
     if k_tile * min(block_m, block_n) < ty * tx:
         cfg.raise_error(f"a shared-memory slice of {k_tile}x{min(block_m, block_n)} elements is smaller than the "
                         f"block's {ty * tx} threads (the cooperative copy needs one element per thread)")
     s, tensors = gemm_schedule(M, N, K, dtype, block_m=block_m, block_n=block_n, thread_m=vy * iy,
                                thread_n=vx * ix, vthread_m=vy, vthread_n=vx, k_tile=k_tile,
-                               transpose_a=cfg["transpose_a"].val, unroll_k=cfg["unroll_k"].val)
-    cfg.add_flop(2.0 * M * N * K)
+                               transpose_a=cfg["transpose_a"].val, unroll_k=cfg["unroll_k"].val,
+                               double_buffer=cfg["double_buffer"].val, min_blocks_per_sm=cfg["min_blocks_per_sm"].val)
     return s, tensors
 
 

@@ -71,7 +71,8 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
     func = LoweredFunc(name, tuple(arg_buffers[_key(s, t)] for t in tensors), tuple(size_vars), stmt,
                        (("loop_stage", builder.loop_stage), ("write_before_read", tuple(builder.write_first)),
                         ("buffer_stage", builder.buffer_stage()), ("call_order", _call_order(args, tensors)),
-                        ("thread_allreduce", builder.allreduce)))
+                        ("thread_allreduce", builder.allreduce),
+                        ("double_buffer", tuple(b.name for (st, _), b in builder.buffers.items() if st.double_buffered))))
     _check_free_vars(func)
     return func
 

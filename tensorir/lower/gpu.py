@@ -12,6 +12,7 @@
    checked against ``max_shared_memory`` bytes; ``local`` ones stay per thread;
 5. ``insert_barriers``: ``__syncthreads()`` between a shared-memory write and a later read or
    write of that buffer, in the same sequence or across iterations of an enclosing loop;
+   then ``inject_double_buffer`` (gpu_double_buffer.py) pipelines the tiles of ``double_buffer`` stages;
 6. ``expand_allreduce`` (gpu_allreduce.py): cross-thread reductions become warp shuffles and shared
    memory with their own barriers;
 7. ``launch_config``: grid and block extents from the thread loops.
@@ -27,6 +28,7 @@ from ..schedule import ScheduleError
 from ..stmt import Allocate, BufferStore, Evaluate, For, IfThenElse, LetStmt, LoweredFunc, Seq, Stmt, seq
 from ..visitor import Mutator, collect, substitute
 from .gpu_allreduce import expand_allreduce
+from .gpu_double_buffer import inject_double_buffer
 from .gpu_vthread import inject_virtual_threads, is_vthread
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -66,6 +68,7 @@ def lower_gpu(func: LoweredFunc, limits: GPULimits = GPULimits()) -> tuple[Lower
     verify_bindings(func, limits, stages)
     body = simplify(auto_unroll(inject_virtual_threads(func.body)))
     body = insert_barriers(hoist_shared(body))
+    body = inject_double_buffer(body, dict(func.attrs).get("double_buffer", ()))
     block = launch_config(body).block
     body = hoist_shared(expand_allreduce(body, dict(func.attrs).get("thread_allreduce", {}), block))
     launch = launch_config(body, shared_bytes(body, limits, stages))

@@ -1,0 +1,231 @@
+"""Double-buffered shared memory (TVM's ``s[T].double_buffer()``), with register prefetch.
+
+Run by ``lower_gpu`` after the barriers are in place.  A loop whose body starts with the cooperative
+fetch of a double-buffered shared stage (stores into shared memory that read no shared memory), then a
+barrier, then the computation that reads the tile::
+
+    for ko:  fetch(ko) -> S;  sync;  compute(S);  sync
+
+becomes a software pipeline over two halves of ``S`` with one barrier per iteration, the global loads
+of the next slice in registers while this one is computed::
+
+    fetch(ko=min) -> S[half 0];  sync
+    for ko:
+        if ko + 1 < end: regs = global slice ko + 1     (loads in flight during compute)
+        compute(S[half ko % 2])
+        if ko + 1 < end: S[half (ko + 1) % 2] = regs
+        sync
+
+Iteration ko writes the half that iteration ko - 1 read, after the barrier that ended it; it reads
+the half written before that barrier.  A stage whose loop does not have this shape (or whose
+buffer is touched outside the loop) is left single-buffered: the request is a hint, as in TVM.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import dtype as dt
+from ..arith import simplify
+from ..expr import BufferLoad, IntImm, Ramp, convert
+from ..stmt import Allocate, Buffer, BufferStore, For, IfThenElse, LetStmt, Seq, Stmt, seq
+from ..visitor import Mutator, collect, substitute
+
+
+class _NoMatch(Exception):
+    """The loop is not a fetch-sync-compute pipeline of a double-buffered tile."""
+
+
+def inject_double_buffer(stmt: Stmt, names) -> Stmt:
+    """Double-buffer the shared buffers named in ``names`` where their loop allows (see module doc)."""
+    from .gpu import barrier, is_barrier
+    shared = {a.buffer for a in collect(stmt, Allocate) if a.buffer.scope == "shared" and a.buffer.name in set(names)}
+    if not shared:
+        return stmt
+    counts = {b: _accesses(stmt, b) for b in shared}
+    doubled: dict = {}
+
+    class Pipeline(Mutator):
+        def visit_For(self, loop: For):
+            loop = self.generic_visit(loop)
+            if loop.kind == "thread":
+                return loop
+            try:
+                return _pipeline(loop, shared, counts, doubled, barrier, is_barrier)
+            except _NoMatch:
+                return loop
+
+    stmt = Pipeline().visit(stmt)
+    return _Rebuffer(doubled).visit(stmt) if doubled else stmt
+
+
+def _accesses(stmt, buf: Buffer) -> int:
+    return len(collect(stmt, lambda n: isinstance(n, (BufferLoad, BufferStore)) and n.buffer is buf))
+
+
+def _size(buf: Buffer) -> int:
+    n = 1
+    for x in buf.shape:
+        x = simplify(convert(x))
+        if not isinstance(x, IntImm):
+            raise _NoMatch
+        n *= x.value
+    return n
+
+
+def _reads_shared(s) -> bool:
+    return any(ld.buffer.scope == "shared" for ld in collect(s, BufferLoad))
+
+
+def _writes(s) -> set:
+    return {st.buffer for st in collect(s, BufferStore)}
+
+
+def _pipeline(loop: For, shared: set, counts: dict, doubled: dict, barrier, is_barrier) -> Stmt:
+    stmts = list(loop.body.stmts) if isinstance(loop.body, Seq) else [loop.body]
+    first = next((k for k, s in enumerate(stmts) if is_barrier(s)), None)
+    if not first:
+        raise _NoMatch
+    head, rest = stmts[:first], stmts[first + 1:]
+    fetch = [s for s in head if _writes(s) and _writes(s) <= shared]
+    others = [s for s in head if s not in fetch]
+    bufs = set().union(*(_writes(s) for s in fetch)) if fetch else set()
+    if (not fetch or any(_reads_shared(s) or collect(s, is_barrier) for s in head)
+            or any(_writes(s) & bufs for s in rest) or bufs & set(doubled)
+            or any(_accesses(loop, b) != counts[b] for b in bufs)
+            or (isinstance(loop.extent, IntImm) and loop.extent.value < 2)):
+        raise _NoMatch
+    sizes = {b: _size(b) for b in bufs}
+    ko, end = loop.loop_var, loop.min + loop.extent
+    nxt = substitute(seq(*fetch), {ko: ko + 1})
+    regs = _Registers(bufs, f"{ko.name}.prefetch")
+    load = regs.split(nxt, into_registers=True)
+    store = regs.split(nxt, into_registers=False, half={b: ((ko + 1) % 2) * sizes[b] for b in bufs})
+    compute = _Offset({b: (ko % 2) * sizes[b] for b in bufs}, loads_only=True).visit(seq(*rest))
+    compute = _strip_trailing_barrier(compute, is_barrier)
+    more = ko + 1 < end
+    body = seq(IfThenElse(more, load), *others, barrier() if others else None, compute,
+               IfThenElse(more, store), barrier())
+    prologue = substitute(seq(*fetch), {ko: loop.min})
+    for b in bufs:
+        doubled[b] = Buffer(b.name, b.dtype, (IntImm("int32", 2 * sizes[b]),), b.scope)
+    return Allocate(regs.buffer(), seq(prologue, barrier(), replace(loop, body=body)))
+
+
+class _Registers:
+    """Split a fetch nest into 'global -> registers' and 'registers -> shared': each store gets its
+    slots in one local buffer, indexed by the nest's own (constant-extent, non-thread) loops."""
+
+    def __init__(self, bufs: set, name: str):
+        self.bufs, self.name, self.dtype = bufs, name, None
+        self.reg = None
+
+    def buffer(self) -> Buffer:
+        return self.reg
+
+    def split(self, nest: Stmt, into_registers: bool, half: dict | None = None) -> Stmt:
+        if self.reg is None:
+            self._plan(nest)
+        slots = iter(self.slots)
+        regs = self
+
+        class Split(Mutator):
+            def visit_BufferStore(self, s: BufferStore):
+                base, lanes = next(slots)
+                index = Ramp(dt.with_lanes("int32", lanes), base, IntImm("int32", 1), lanes) if lanes > 1 else base
+                if into_registers:
+                    return BufferStore(regs.reg, s.value, (index,))
+                value = BufferLoad(s.value.dtype, regs.reg, (index,))
+                return BufferStore(s.buffer, value, (_shift(s.indices[0], half[s.buffer]),))
+
+        return Split().visit(nest)
+
+    def _plan(self, nest: Stmt) -> None:
+        self.slots, offset = [], 0
+
+        def walk(s, loops):
+            nonlocal offset
+            if isinstance(s, For):
+                if s.kind != "thread":
+                    if not (isinstance(s.extent, IntImm) and isinstance(s.min, IntImm)):
+                        raise _NoMatch
+                    loops = loops + [s]
+                walk(s.body, loops)
+            elif isinstance(s, Seq):
+                for x in s.stmts:
+                    walk(x, loops)
+            elif isinstance(s, (IfThenElse,)):
+                if s.else_case is not None:
+                    raise _NoMatch
+                walk(s.then_case, loops)
+            elif isinstance(s, LetStmt):
+                walk(s.body, loops)
+            elif isinstance(s, BufferStore):
+                if s.buffer not in self.bufs or len(s.indices) != 1:
+                    raise _NoMatch
+                lanes = dt.lanes(s.value.dtype)
+                flat, stride = IntImm("int32", 0), 1
+                for f in reversed(loops):
+                    flat = flat + (f.loop_var - f.min) * stride
+                    stride *= f.extent.value
+                self.slots.append((simplify((offset + flat) * lanes) if lanes > 1 else simplify(offset + flat), lanes))
+                offset += stride
+                self.dtype = dt.element(s.value.dtype)
+            else:
+                raise _NoMatch
+
+        walk(nest, [])
+        lanes = {n for _, n in self.slots}
+        if len(lanes) != 1:
+            raise _NoMatch
+        lanes = lanes.pop()
+        self.reg = Buffer(self.name, self.dtype, (IntImm("int32", offset * lanes),), "local")
+
+
+def _shift(index, offset):
+    if isinstance(index, Ramp):
+        return replace(index, base=simplify(index.base + offset))
+    return simplify(index + offset)
+
+
+class _Offset(Mutator):
+    """Add each buffer's half offset to its (flat) indices."""
+
+    def __init__(self, offsets: dict, loads_only: bool):
+        self.offsets, self.loads_only = offsets, loads_only
+
+    def visit_BufferLoad(self, e: BufferLoad):
+        e = self.generic_visit(e)
+        if e.buffer in self.offsets:
+            return replace(e, indices=(_shift(e.indices[0], self.offsets[e.buffer]),))
+        return e
+
+
+class _Rebuffer(Mutator):
+    """Every use of a doubled buffer now names its twice-as-large replacement."""
+
+    def __init__(self, doubled: dict):
+        self.doubled = doubled
+
+    def visit_BufferLoad(self, e):
+        e = self.generic_visit(e)
+        return replace(e, buffer=self.doubled[e.buffer]) if e.buffer in self.doubled else e
+
+    def visit_BufferStore(self, s):
+        s = self.generic_visit(s)
+        return replace(s, buffer=self.doubled[s.buffer]) if s.buffer in self.doubled else s
+
+    def visit_Allocate(self, s):
+        s = self.generic_visit(s)
+        return replace(s, buffer=self.doubled[s.buffer]) if s.buffer in self.doubled else s
+
+
+def _strip_trailing_barrier(s: Stmt, is_barrier) -> Stmt:
+    if isinstance(s, Seq) and s.stmts:
+        *init, last = s.stmts
+        return seq(*init) if is_barrier(last) else seq(*init, _strip_trailing_barrier(last, is_barrier))
+    if isinstance(s, (Allocate, LetStmt)):
+        return replace(s, body=_strip_trailing_barrier(s.body, is_barrier))
+    return s
+
+
+__all__ = ["inject_double_buffer"]
