@@ -56,7 +56,7 @@ def test_compile_from_the_log_names_records(tuned, capsys):
                for k in tuned_kernels)
     assert [k["schedule"].get("template") for k in manifest["kernels"] if k["schedule"]["kind"] == "template"] == \
         ["dense_kernel_cpu"]                                                 # the fc layer (dense + bias)
-    assert "record" in capsys.readouterr().out or all(k == "default" for k in kinds)
+    assert "record" in capsys.readouterr().out or "record" not in kinds    # (defaults can measure faster)
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype("float32")
     np.save(d / "x.npy", x)
     assert main(["run", str(out), "--input", f"x={d / 'x.npy'}", "--output", str(d / "y.npz")]) == 0
