@@ -201,3 +201,41 @@ def check(mod, inputs: list, outputs: list, reference, rtol=1e-4, atol=1e-4) -> 
     refs = ref if isinstance(ref, tuple) else (ref,)
     for o, want in zip(outputs, refs):
         np.testing.assert_allclose(o, want, rtol=rtol, atol=atol)
+
+
+class SimulatedGPU:
+    """A measurement runner for search loops without a GPU: loads each built module, runs it here
+    against ``reference`` on inputs drawn from ``[-spread, spread]`` (NaN-poisoned outputs) and scores it
+    by a made-up cost, threads per block (fewer: faster).  ``blocks`` lists the launch shapes checked,
+    ``errors`` the build errors passed on as failed trials."""
+
+    def __init__(self, reference, spread: float = 1.0, atol: float = 1e-3):
+        self.reference, self.spread, self.atol = reference, spread, atol
+        self.blocks: list = []
+        self.errors: list = []
+
+    def run(self, inputs, builds):
+        import math
+        import time
+
+        import codegen
+        from autotune.measure import MeasureErrorNo, MeasureResult
+        out = []
+        for b in builds:
+            if b.error_no != MeasureErrorNo.NO_ERROR:
+                self.errors.append(b.error_msg)
+                out.append(MeasureResult((), b.error_no, b.seconds, time.time(), b.error_msg))
+                continue
+            mod = codegen.load_module(b.path)
+            rng = np.random.default_rng(0)
+            sig = mod.signature
+            ins = [rng.uniform(-self.spread, self.spread, a.shape).astype(a.dtype) for a in sig.args if not a.written]
+            outs = [np.empty(a.shape, a.dtype) for a in sig.args if a.written]
+            check(mod, ins, outs, self.reference, rtol=1e-3, atol=self.atol)
+            self.blocks.append(mod.launch.block)
+            out.append(MeasureResult((1e-6 * math.prod(mod.launch.block),), MeasureErrorNo.NO_ERROR, b.seconds,
+                                     time.time()))
+        return out
+
+    def close(self):
+        pass

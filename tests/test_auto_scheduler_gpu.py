@@ -261,46 +261,18 @@ def test_runner_checks_a_gpu_candidate_against_the_cpu_reference(tmp_path, monke
     assert out["error_no"] == 0 and out["costs"] == [1e-3] * 2, out["msg"]
 
 
-class _SimulatedGPU:
-    """A runner for the search loop: loads each exported cubin, runs it on the CPU simulator against
-    numpy and scores it by a made-up cost (fewer threads per block, faster), so the search runs end to
-    end with nvcc builds and no GPU."""
-
-    def __init__(self, reference):
-        self.reference, self.checked = reference, 0
-
-    def run(self, inputs, builds):
-        out = []
-        for b in builds:
-            if b.error_no != MeasureErrorNo.NO_ERROR:
-                out.append(MeasureResult((), b.error_no, b.seconds, time.time(), b.error_msg))
-                continue
-            mod = codegen.load_module(b.path)
-            rng = np.random.default_rng(0)
-            ins = [rng.uniform(-1, 1, a.shape).astype(a.dtype) for a in mod.signature.args if not a.written]
-            outs = [np.empty(a.shape, a.dtype) for a in mod.signature.args if a.written]
-            cuda_sim.check(mod, ins, outs, self.reference, rtol=1e-3, atol=1e-3)
-            self.checked += 1
-            out.append(MeasureResult((1e-6 * math.prod(mod.launch.block),), MeasureErrorNo.NO_ERROR, b.seconds,
-                                     time.time()))
-        return out
-
-    def close(self):
-        pass
-
-
 @needs_nvcc
 @needs_sim
 def test_a_cuda_tuning_run_measures_logs_and_replays(tmp_path):
     tensors, reference = dags.gemm(32, 24, 16)
     task = auto_scheduler.SearchTask(compute_dag=auto_scheduler.ComputeDAG(tensors), target=TARGET)
     log = str(tmp_path / "tune.jsonl")
-    runner = _SimulatedGPU(reference)
+    runner = cuda_sim.SimulatedGPU(reference)
     search = task.tune(auto_scheduler.TuningOptions(
         num_measure_trials=4, num_measures_per_round=2, verbose=0, builder=autotune.LocalBuilder(n_parallel=2,
                                                                                                 timeout=120),
         runner=runner, measure_callbacks=[auto_scheduler.RecordToFile(log)]))
-    assert search.trials_done == 4 and runner.checked == 4
+    assert search.trials_done == 4 and len(runner.blocks) == 4
     with open(log) as f:
         lines = [json.loads(x) for x in f]
     assert len(lines) == 4 and all(x["result"]["error_no"] == 0 for x in lines)

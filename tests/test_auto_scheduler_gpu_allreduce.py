@@ -10,7 +10,6 @@ import json
 import math
 import random
 import shutil
-import time
 
 import auto_scheduler_dags as dags
 import cuda_sim
@@ -24,7 +23,6 @@ from autotune import auto_scheduler
 from autotune.auto_scheduler import State
 from autotune.auto_scheduler.sketch import Point
 from autotune.auto_scheduler.sketch_rules_gpu import GPUSketchSpace, supports_cross_thread_reduction
-from autotune.measure import MeasureErrorNo, MeasureResult
 from tensorir import topi
 from tensorir.schedule import ScheduleError
 
@@ -236,40 +234,18 @@ def test_replay_gives_the_same_cuda_source():
     assert math.prod(_build(a).launch.block) == p.holes[f"S{space.cross[0].index}.x"]
 
 
-class _SimulatedGPU:
-    """A runner that checks each built candidate on the CPU simulator against numpy and scores it by
-    its threads per block (a made-up cost), so the search runs end to end without a GPU."""
-
-    def __init__(self, reference):
-        self.reference, self.blocks = reference, []
-
-    def run(self, inputs, builds):
-        out = []
-        for b in builds:
-            assert b.error_no == MeasureErrorNo.NO_ERROR, b.error_msg
-            mod = codegen.load_module(b.path)
-            _check(mod, self.reference, np.random.default_rng(0))
-            self.blocks.append(mod.launch.block)
-            out.append(MeasureResult((1e-6 * math.prod(mod.launch.block),), MeasureErrorNo.NO_ERROR, b.seconds,
-                                     time.time()))
-        return out
-
-    def close(self):
-        pass
-
-
 @needs_nvcc
 @needs_sim
 def test_a_tuning_run_measures_both_sketches_of_softmax(tmp_path):
     tensors, reference = softmax(64, 100)
     task = auto_scheduler.SearchTask(compute_dag=auto_scheduler.ComputeDAG(tensors), target=TARGET)
     log = str(tmp_path / "tune.jsonl")
-    runner = _SimulatedGPU(reference)
+    runner = cuda_sim.SimulatedGPU(reference, spread=2.0, atol=1e-4)
     search = task.tune(auto_scheduler.TuningOptions(
         num_measure_trials=8, num_measures_per_round=4, verbose=0,
         builder=autotune.LocalBuilder(n_parallel=2, timeout=120), runner=runner,
         measure_callbacks=[auto_scheduler.RecordToFile(log)]))
-    assert search.trials_done == 8 and len(runner.blocks) == 8
+    assert search.trials_done == 8 and len(runner.blocks) == 8 and not runner.errors
     with open(log) as f:
         records = [json.loads(x)["config"]["knobs"]["steps"] for x in f]
     per_thread = [r for r in records if any(step[0] == "CHW" for step in r)]     # reductions in local caches

@@ -100,7 +100,7 @@ def _pipeline(loop: For, shared: set, counts: dict, doubled: dict, barrier, is_b
     regs = _Registers(bufs, f"{ko.name}.prefetch")
     load = regs.split(nxt, into_registers=True)
     store = regs.split(nxt, into_registers=False, half={b: ((ko + 1) % 2) * sizes[b] for b in bufs})
-    compute = _Offset({b: (ko % 2) * sizes[b] for b in bufs}, loads_only=True).visit(seq(*rest))
+    compute = _Offset({b: (ko % 2) * sizes[b] for b in bufs}).visit(seq(*rest))
     compute = _strip_trailing_barrier(compute, is_barrier)
     more = ko + 1 < end
     body = seq(IfThenElse(more, load), *others, barrier() if others else None, compute,
@@ -108,7 +108,7 @@ def _pipeline(loop: For, shared: set, counts: dict, doubled: dict, barrier, is_b
     prologue = substitute(seq(*fetch), {ko: loop.min})
     for b in bufs:
         doubled[b] = Buffer(b.name, b.dtype, (IntImm("int32", 2 * sizes[b]),), b.scope)
-    return Allocate(regs.buffer(), seq(prologue, barrier(), replace(loop, body=body)))
+    return Allocate(regs.reg, seq(prologue, barrier(), replace(loop, body=body)))
 
 
 class _Registers:
@@ -118,9 +118,6 @@ class _Registers:
     def __init__(self, bufs: set, name: str):
         self.bufs, self.name, self.dtype = bufs, name, None
         self.reg = None
-
-    def buffer(self) -> Buffer:
-        return self.reg
 
     def split(self, nest: Stmt, into_registers: bool, half: dict | None = None) -> Stmt:
         if self.reg is None:
@@ -188,10 +185,10 @@ def _shift(index, offset):
 
 
 class _Offset(Mutator):
-    """Add each buffer's half offset to its (flat) indices."""
+    """Add each buffer's half offset to the (flat) index of its loads."""
 
-    def __init__(self, offsets: dict, loads_only: bool):
-        self.offsets, self.loads_only = offsets, loads_only
+    def __init__(self, offsets: dict):
+        self.offsets = offsets
 
     def visit_BufferLoad(self, e: BufferLoad):
         e = self.generic_visit(e)
