@@ -36,7 +36,7 @@ class Task:
     def config_space(self) -> ConfigSpace:
         if self._space is None:
             space = ConfigSpace()
-            with using_config(space):
+            with using_config(space), self._target_scope():
                 try:
                     s, tensors = self.template.func(*self.args)
                 except InstantiationError:
@@ -54,8 +54,13 @@ class Task:
         """``(schedule, tensors)`` of the template under ``config`` (an index or an entity)."""
         if not isinstance(config, ConfigEntity) and not getattr(config, "is_fallback", False):
             config = self.config_space.get(int(config))
-        with using_config(config):
+        with using_config(config), self._target_scope():
             return self.template.func(*self.args)
+
+    def _target_scope(self):
+        """``with Target(task.target)``, as TVM instantiates templates: ``Target.current()`` inside one."""
+        from codegen.target import Target
+        return Target(self.target)
 
     def payload(self) -> dict:
         """What a worker process needs to recreate this task (JSON; see :mod:`autotune.shipping`)."""

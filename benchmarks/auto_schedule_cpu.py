@@ -4,7 +4,8 @@ Kernels (issue 12): GEMM 1024^3 (numpy, and the hand-written packed schedule of 
 conv2d 1x64x56x56 by 64 filters 3x3 pad 1 (numpy im2col + matmul), dense 128x768 by 3072 + bias +
 ReLU (numpy), batch matmul 12x128x64x128 (numpy), softmax 8192x1000 (numpy), layer norm 512x768
 (numpy).  For each trial count of ``--trials`` (ascending; each tuning resumes the same log in
-``--log-dir``, so a rerun resumes too): every kernel is tuned up to that count, then the untuned
+``--log-dir``, so a rerun resumes too, and reports each count from the log's first records): every
+kernel is tuned up to that count, then the untuned
 default point, the best record and the peers are timed in alternating rounds (medians), with the
 ratio peer time / ours (> 1: ours is faster), the best-so-far curve, the trials per second and where
 the tuning wall time went (sketch sampling: building, lowering and featurizing candidates; cost
@@ -163,7 +164,7 @@ class Kernel:
         wall = time.perf_counter() - t0
         self.stats = {"trials": trials, "wall": wall, "search": search, "new": _lines(self.log) - before,
                       "build": builder.seconds, "measure": runner.seconds}
-        self.tuned = self._checked("tuned", codegen.build(*self.task.apply_best(self.log)))
+        self.tuned = self._checked("tuned", codegen.build(*self.task.apply_best(_first_records(self.log, trials))))
 
     def report(self, rounds: int) -> dict:
         fns = {"default": self.default, "tuned": self.tuned}
@@ -187,6 +188,17 @@ class Kernel:
             extra = f"  peer/tuned = {t / times['tuned']:.2f}x" if label not in ("tuned", "default") else ""
             print(f"   {label:>16}: {t * 1e3:9.3f} ms  {flop / t / 1e9:7.1f} GFLOP/s{extra}")
         return times
+
+
+def _first_records(path: str, n: int) -> str:
+    """A copy of the first ``n`` records of log ``path`` (the best at ``n`` trials, also when the log
+    holds more: a rerun reports each trial count as it was)."""
+    with open(path) as f:
+        lines = [line for line in f if line.strip()][:n]
+    head = f"{path}.first{n}"
+    with open(head, "w") as f:
+        f.writelines(lines)
+    return head
 
 
 def _lines(path: str) -> int:

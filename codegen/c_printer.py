@@ -145,8 +145,11 @@ class CPrinter:
                 if not isinstance(x, E.IntImm):
                     raise CodegenError(f"buffer {b.name} has the symbolic size {b.shape}")
                 size *= x.value
-            prefix = self.smem_prefix if b.scope == "shared" else ""
-            decls.append(f"  {prefix}{self.ctype(b.dtype)} {self.name(b, b.name)}[{max(size, 1)}];")
+            if b.scope == "shared":
+                decls += self.declare_shared(self.ctype(b.dtype), self.name(b, b.name), max(size, 1),
+                                             dt.itemsize(b.dtype))
+            else:
+                decls.append(f"  {self.ctype(b.dtype)} {self.name(b, b.name)}[{max(size, 1)}];")
         self.stmt(func.body, 1)
         sig = f"{self.kernel_prefix}void {attributes}{func.name}({', '.join(params)}) {{"
         body = [sig] + decls + self.lines + ["}", ""]
@@ -163,6 +166,10 @@ class CPrinter:
 
     def include_needed(self, include: str, text: str) -> bool:
         return True
+
+    def declare_shared(self, ctype: str, name: str, size: int, itemsize: int) -> list[str]:
+        """The declaration lines of a shared buffer of ``size`` elements."""
+        return [f"  {self.smem_prefix}{ctype} {name}[{size}];"]
 
     # -- names ------------------------------------------------------------------------------------------
     def name(self, node, hint: str) -> str:

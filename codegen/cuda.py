@@ -8,7 +8,11 @@ returned :class:`~codegen.cuda_module.CUDAModule` gives the source without a GPU
 launches through pycuda on first call.
 
 Target options: ``-arch=sm_XX``, ``-max_threads_per_block=N`` (1024), ``-max_shared_memory_per_block=B``
-(49152, the static limit), ``-fast_math`` (nvcc ``--use_fast_math``).
+(the arch's opt-in maximum, :data:`OPT_IN_SHARED`: 227 KiB on sm_90), ``-fast_math`` (nvcc ``--use_fast_math``).
+Shared memory: up to :data:`STATIC_SHARED` bytes per block (48 KiB) are declared statically; a kernel that
+needs more declares one ``extern __shared__`` array and carves its buffers out of it at 16-byte aligned
+offsets, and its module launches it with that much dynamic shared memory (after raising the function's
+``MAX_DYNAMIC_SHARED_SIZE_BYTES``).
 Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch_bounds__``), and
 ``auto_unroll_max_step`` / ``unroll_explicit`` (in the GPU passes).
 """
@@ -25,6 +29,13 @@ from .c_printer import CodegenError, CPrinter
 from .nvcc import default_arch
 from .target import Target
 
+STATIC_SHARED = 48 * 1024      # bytes of static shared memory per block; beyond it, dynamic (opt-in)
+#: shared memory per block a kernel may opt in to (bytes), by arch: the default limit of a ``cuda`` target
+OPT_IN_SHARED = {"sm_70": 96 * 1024, "sm_72": 96 * 1024, "sm_75": 64 * 1024, "sm_80": 163 * 1024,
+                 "sm_86": 99 * 1024, "sm_87": 163 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
+                 "sm_100": 227 * 1024, "sm_120": 99 * 1024}
+DYNAMIC_SMEM = "tt_dynamic_smem"
+
 _INDEX = {f"{k}.{d}": f"((int){k}.{d})" for k in ("threadIdx", "blockIdx") for d in "xyz"}
 
 
@@ -38,8 +49,21 @@ class CUDARenderer(CPrinter):
     vector_types = {("float32", 4): "float4", ("float32", 2): "float2", ("int32", 4): "int4", ("int32", 2): "int2",
                     ("float64", 2): "double2"}
 
+    def __init__(self, dynamic_shared: bool = False):
+        super().__init__()
+        self.dynamic_shared = dynamic_shared
+        self.shared_offset = 0
+
     def include_needed(self, include: str, text: str) -> bool:
         return include != "cuda_fp16.h" or "half" in text
+
+    def declare_shared(self, ctype: str, name: str, size: int, itemsize: int) -> list[str]:
+        if not self.dynamic_shared:
+            return super().declare_shared(ctype, name, size, itemsize)
+        head = [] if self.shared_offset else [f"  extern __shared__ __align__(16) unsigned char {DYNAMIC_SMEM}[];"]
+        line = f"  {ctype}* __restrict__ {name} = ({ctype}*)({DYNAMIC_SMEM} + {self.shared_offset});"
+        self.shared_offset += _align16(size * itemsize)
+        return head + [line]
 
     def e_Call(self, e) -> str:
         if e.name == THREAD_INDEX:
@@ -50,6 +74,21 @@ class CUDARenderer(CPrinter):
         return super().e_Call(e)
 
 
+def _align16(n: int) -> int:
+    return (n + 15) // 16 * 16
+
+
+def dynamic_shared_bytes(shared_bytes: int) -> int:
+    """Bytes of dynamic shared memory a kernel with ``shared_bytes`` of shared memory (each buffer rounded
+    up to 16 bytes) launches with: all of it where that exceeds :data:`STATIC_SHARED`, else 0 (static)."""
+    return shared_bytes if shared_bytes > STATIC_SHARED else 0
+
+
+def cuda_renderer(launch: LaunchConfig) -> CUDARenderer:
+    """The renderer of a kernel with launch configuration ``launch`` (dynamic shared memory past 48 KiB)."""
+    return CUDARenderer(dynamic_shared=dynamic_shared_bytes(launch.shared_bytes) > 0)
+
+
 def launch_bounds(func: LoweredFunc, launch: LaunchConfig) -> str:
     min_blocks = [v for f in collect(func.body, For) for k, v in f.annotations if k == "min_blocks_per_sm"]
     extra = f", {int(float(min_blocks[0]))}" if min_blocks else ""
@@ -58,7 +97,7 @@ def launch_bounds(func: LoweredFunc, launch: LaunchConfig) -> str:
 
 def render_cuda(func: LoweredFunc, launch: LaunchConfig) -> str:
     """CUDA C of a function that went through the GPU passes."""
-    return CUDARenderer().function(func, launch_bounds(func, launch))
+    return cuda_renderer(launch).function(func, launch_bounds(func, launch))
 
 
 def cuda_arch(target: Target) -> str:
@@ -72,10 +111,23 @@ def cuda_settings(target: Target) -> tuple[str, GPULimits, tuple]:
     if target.kind != "cuda":
         raise ValueError(f"not a CUDA target: {target}")
     arch = cuda_arch(target)
+    shared = target.option("max_shared_memory_per_block")
     limits = GPULimits(int(target.option("max_threads_per_block", "1024")),
-                       int(target.option("max_shared_memory_per_block", str(48 * 1024))))
+                       int(shared) if shared is not None else shared_limit(arch))
     options = ("--use_fast_math",) if target.option("fast_math") is not None else ()
     return arch, limits, options
+
+
+def shared_limit(arch: str) -> int:
+    """The shared memory per block that kernels for ``arch`` may use (opt-in; 48 KiB for unknown archs)."""
+    return OPT_IN_SHARED.get(arch.rstrip("a"), STATIC_SHARED)
+
+
+def current_shared_limit() -> int:
+    """Shared memory per block on ``Target.current()`` (a task's target while its template instantiates):
+    its ``-max_shared_memory_per_block`` or arch's opt-in maximum; 48 KiB outside a ``cuda`` target."""
+    target = Target.current()
+    return cuda_settings(target)[1].max_shared_memory if target is not None and target.kind == "cuda" else STATIC_SHARED
 
 
 def build_cuda(func: LoweredFunc, target: Target):
@@ -88,7 +140,7 @@ def build_cuda(func: LoweredFunc, target: Target):
     heads, bodies, kernels, aligned = [], [], [], {}
     for part in parts:
         kernel, launch = lower_gpu(part, limits)
-        renderer = CUDARenderer()
+        renderer = cuda_renderer(launch)
         head, body = renderer.function_parts(kernel, launch_bounds(kernel, launch))
         heads += [h for h in head if h not in heads]
         bodies += body
@@ -104,4 +156,4 @@ def build_cuda(func: LoweredFunc, target: Target):
                       intermediates=intermediates)
 
 
-__all__ = ["CUDARenderer", "render_cuda", "build_cuda", "cuda_arch", "cuda_settings", "CodegenError"]
+__all__ = ["CUDARenderer", "render_cuda", "cuda_renderer", "dynamic_shared_bytes", "shared_limit", "current_shared_limit", "STATIC_SHARED", "build_cuda", "cuda_arch", "cuda_settings", "CodegenError"]

@@ -45,6 +45,12 @@ class Kernel:
     name: str
     launch: object
 
+    @property
+    def dynamic_shared(self) -> int:
+        """Bytes of dynamic shared memory it launches with (0: static only)."""
+        from .cuda import dynamic_shared_bytes
+        return dynamic_shared_bytes(self.launch.shared_bytes)
+
     def to_json(self, grid: list) -> dict:
         return {"name": self.name, "grid": grid, "block": list(self.launch.block),
                 "shared_bytes": self.launch.shared_bytes}
@@ -224,7 +230,11 @@ class CUDAModule:
                 "".join(_PARAM[d] for _, d in self.signature.size_vars)
             try:
                 mod = drv.module_from_buffer(self.cubin)
-                fns = [mod.get_function(k.name).prepare(types) for k in self.kernels]
+                fns = [mod.get_function(k.name) for k in self.kernels]
+                for fn, k in zip(fns, self.kernels):
+                    if k.dynamic_shared:
+                        fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_shared)
+                fns = [fn.prepare(types) for fn in fns]
             except drv.Error as e:
                 raise RuntimeError(f"CUDA kernel {self.entry_name}: loading the {self.arch} cubin failed: {e}") from e
             self._module, self._functions, self._function = mod, fns, fns[0]
@@ -303,7 +313,8 @@ class CUDAModule:
     def _run(self, args, launches) -> None:
         for k, grid, block in launches:
             if 0 not in grid:
-                self._functions[k].prepared_call(grid, block, *args)
+                self._functions[k].prepared_call(grid, block, *args,
+                                                 shared_size=self.kernels[k].dynamic_shared)
 
     def __call__(self, *arrays) -> None:
         drv = driver()

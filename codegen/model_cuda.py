@@ -31,7 +31,7 @@ from tensorir.lower.gpu import lower_gpu
 from tensorir.lower.vectorize import vectorize_loops
 from tensorir.stmt import LoweredFunc
 
-from .cuda import CUDARenderer, cuda_settings, launch_bounds
+from .cuda import CUDARenderer, cuda_renderer, cuda_settings, dynamic_shared_bytes, launch_bounds
 from .export import build_info
 from .model_plan import plan_run
 from .signature import Signature
@@ -76,6 +76,11 @@ class CUDAKernel:
                           Signature.from_json(d["signature"]), {int(k): int(v) for k, v in d["aligned"].items()},
                           d.get("schedule", {}))
 
+    @property
+    def dynamic_shared(self) -> int:
+        """Bytes of dynamic shared memory it launches with (0: static only)."""
+        return dynamic_shared_bytes(self.shared_bytes)
+
 
 def compile_kernel(kernel: Kernel, target: Target, symbol: str, schedule=None) -> CUDAKernel:
     """Lower, schedule and print one kernel as a CUDA function named ``symbol``."""
@@ -93,7 +98,7 @@ def compile_kernel(kernel: Kernel, target: Target, symbol: str, schedule=None) -
     _, limits, _ = cuda_settings(target)
     func = LoweredFunc(func.name, func.buffers, func.size_vars, vectorize_loops(func.body), func.attrs)
     func, launch = lower_gpu(func, limits)
-    renderer = CUDARenderer()
+    renderer = cuda_renderer(launch)
     source = renderer.function(func, launch_bounds(func, launch))
     grid = [simplify(g) for g in launch.grid]
     if not all(isinstance(g, IntImm) for g in grid):

@@ -44,6 +44,8 @@ class _Device:
         self.functions = {}
         for sym, k in m.kernels.items():
             fn = self.module.get_function(sym)
+            if k.dynamic_shared:
+                fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_shared)
             self.functions[sym] = fn.prepare("P" * len(k.signature.args))
         self.stream = drv.Stream()
         run = m.run_list
@@ -263,7 +265,7 @@ class CUDAModelModule:
                 if ptrs[i] % need:
                     raise ValueError(f"kernel {step.kernel}: argument {i} starts at {ptrs[i]:#x}, not {need}-byte "
                                      "aligned (vector accesses); pass an aligned device array")
-            out.append((_packed(dev.functions[step.symbol], ptrs), k.grid, k.block, ptrs, step))
+            out.append((_packed(dev.functions[step.symbol], ptrs, k.dynamic_shared), k.grid, k.block, ptrs, step))
         return out
 
     def _issue(self, launches, stream) -> None:
@@ -340,16 +342,17 @@ class CUDAModelModule:
                 f"{len(self.run_list.steps)} kernels on {self.arch}, outputs {self.output_names})")
 
 
-def _packed(fn, ptrs: list[int]):
+def _packed(fn, ptrs: list[int], shared: int = 0):
     """``launch(grid, block, stream)`` of prepared function ``fn`` with its arguments packed once (what
-    pycuda's ``prepared_async_call`` does per call), else through ``prepared_async_call``."""
+    pycuda's ``prepared_async_call`` does per call), else through ``prepared_async_call``; ``shared``
+    bytes of dynamic shared memory."""
     try:
         from pycuda._pvt_struct import pack
         buf = pack(fn.arg_format, *ptrs)
         start = fn._launch_kernel
     except (ImportError, AttributeError):
-        return lambda grid, block, stream: fn.prepared_async_call(grid, block, stream, *ptrs)
-    return lambda grid, block, stream: start(grid, block, buf, 0, stream)
+        return lambda grid, block, stream: fn.prepared_async_call(grid, block, stream, *ptrs, shared_size=shared)
+    return lambda grid, block, stream: start(grid, block, buf, shared, stream)
 
 
 def _address(array) -> int:

@@ -168,13 +168,16 @@ def _compile(code: str) -> ctypes.CDLL:
 def run(mod, *arrays) -> None:
     """Run ``mod`` (a CUDAModule) on numpy ``arrays`` in place, on the CPU: its kernels in order,
     its intermediates allocated here and poisoned (NaN) before the first kernel."""
-    from codegen.cuda import CUDARenderer
+    from codegen.cuda import DYNAMIC_SMEM, OPT_IN_SHARED, CUDARenderer
     sig, r = mod.signature, CUDARenderer()
     dtypes = [a.dtype for a in sig.args] + [b.dtype for b in mod.intermediates]
     params = [f"void* p{k}" for k in range(len(dtypes))] + [f"{r.ctype(d)} s{k}" for k, (_, d) in
                                                              enumerate(sig.size_vars)]
     args = [f"({r.ctype(d)}*)p{k}" for k, d in enumerate(dtypes)] + [f"s{k}" for k in range(len(sig.size_vars))]
-    code = SHIM + mod.get_source("cuda") + ENTRY + "".join(
+    source = mod.get_source("cuda").replace(   # dynamic shared memory: a static block-wide array here
+        f"extern __shared__ __align__(16) unsigned char {DYNAMIC_SMEM}[]",
+        f"__shared__ __align__(16) unsigned char {DYNAMIC_SMEM}[{max(OPT_IN_SHARED.values())}]")
+    code = SHIM + source + ENTRY + "".join(
         LAUNCHER % {"launch": f"tt_launch{k}", "params": ", ".join(params), "kernel": kern.name,
                     "args": ", ".join(args)} for k, kern in enumerate(mod.kernels))
     lib = _compile(code)

@@ -149,7 +149,7 @@ def _illegal(task, knobs):
 
 
 def test_illegal_configs_fail_cleanly():
-    g = _task(GEMM)
+    g = autotune.task.create(*GEMM, target=TARGET + " -max_shared_memory_per_block=49152")   # 64 KiB tiles
     too_much_shared = _illegal(g, {"tile_y": [-1, 4, 8, 8], "tile_x": [-1, 4, 8, 8], "tile_k": [-1, 32],
                                    "transpose_a": True, "unroll_k": True, "double_buffer": False,
                                    "min_blocks_per_sm": 0})

@@ -238,9 +238,9 @@ def test_shared_memory_over_the_limit_is_refused_and_configurable():
     s, args = classic_gemm(n=256, block=128, threads=8, k_tile=32)  # 2 x 128 x 32 x 4 = 32 KiB
     with pytest.raises(ScheduleError, match=r"shared memory of 32768 bytes exceeds the limit of 16384"):
         build(s, args, target="cuda -max_shared_memory_per_block=16384")
-    s, args = classic_gemm(n=256, block=128, threads=8, k_tile=64)  # 64 KiB > 48 KiB default
-    msg = assert_raises_naming(ScheduleError, lambda: build(s, args), "A.shared", "B.shared")
-    assert "49152" in msg
+    s, args = classic_gemm(n=256, block=128, threads=8, k_tile=256)  # 256 KiB > sm_80's opt-in 163 KiB
+    msg = assert_raises_naming(ScheduleError, lambda: build(s, args, target="cuda -arch=sm_80"), "A.shared", "B.shared")
+    assert str(163 * 1024) in msg
 
 
 def test_unbound_stage_and_cpu_annotations_are_refused():

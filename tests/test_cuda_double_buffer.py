@@ -119,13 +119,13 @@ def test_doubled_tiles_count_against_the_shared_memory_limit():
     from tensorir.schedule import ScheduleError
     s, args = gemm_schedule(256, 256, 64, block_m=128, block_n=128, k_tile=32, double_buffer=True)
     with pytest.raises(ScheduleError, match="shared memory of 65536 bytes exceeds"):
-        codegen.build(s, args, target="cuda")
+        codegen.build(s, args, target="cuda -max_shared_memory_per_block=49152")
 
 
 def test_templates_reject_doubled_tiles_over_the_limit():
     import autotune
     import autotune.templates.gemm_cuda  # noqa: F401 - registers the template
-    t = autotune.task.create("gemm_cuda", (1024, 1024, 1024), target="cuda -arch=sm_90")
+    t = autotune.task.create("gemm_cuda", (1024, 1024, 1024), target="cuda -arch=sm_90 -max_shared_memory_per_block=49152")
     space = t.config_space
     idx = next(i for i in range(len(space)) if space.get(i).knobs()["double_buffer"]
                and space.get(i).knobs()["tile_k"] == [-1, 32] and space.get(i).knobs()["tile_y"][1:] == [2, 8, 4]

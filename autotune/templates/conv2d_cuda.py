@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 import tensorir as te
+from codegen.cuda import current_shared_limit
 
 from ..space import SplitEntity
 from ..template import get_config, template
@@ -147,7 +148,6 @@ def cooperative_fetch(s, load, threads: tuple, elements: int) -> None:
 
 # -- the tuning template ---------------------------------------------------------------------------------
 MAX_THREADS = 1024            # threads per block
-MAX_SHARED = 48 * 1024        # bytes of static shared memory per block
 MIN_THREADS = 32             # threads per block (one warp), where the output allows
 
 
@@ -187,7 +187,7 @@ def conv2d_nchw_cuda_template(N: int, C: int, H: int, W: int, F: int, KH: int = 
     unroll_explicit: the unroll pragmas; double_buffer: pipeline the shared slices (register prefetch,
     one barrier per slice).  The fallback config is ``conv2d_schedule``'s defaults (the best hand
     config for the ResNet layer).  Configs with more than 1024 threads, fewer than 32 (a warp, where the
-    output has room for more) or more than 48 KiB of shared memory are rejected (``conv_config``)."""
+    output has room for more) or more shared memory than the target allows (``current_shared_limit``) are rejected (``conv_config``)."""
     cfg = get_config()
     OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
     kw = conv_config(cfg, N, C, OH, OW, F, KH, KW, stride)
@@ -229,8 +229,8 @@ def conv_config(cfg, N: int, C: int, OH: int, OW: int, F: int, KH: int, KW: int,
     by_, bx_ = _prod(tile_y), _prod(tile_x)
     shared = 4 * rc_tile * (((by_ - 1) * stride + ry_tile) * ((bx_ - 1) * stride + rx_tile)
                             + _prod(tile_f) * ry_tile * rx_tile) * (2 if cfg["double_buffer"].val else 1)
-    if shared > MAX_SHARED:
-        cfg.raise_error(f"{shared} bytes of shared memory per block (> {MAX_SHARED})")
+    if shared > current_shared_limit():
+        cfg.raise_error(f"{shared} bytes of shared memory per block (> {current_shared_limit()})")
     return dict(tile_f=tile_f, tile_y=tile_y, tile_x=tile_x, rc_tile=rc_tile,
                 unroll_max_step=cfg["auto_unroll_max_step"].val, unroll_explicit=cfg["unroll_explicit"].val,
                 ry_tile=ry_tile, rx_tile=rx_tile, double_buffer=cfg["double_buffer"].val)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import tensorir as te
+from codegen.cuda import current_shared_limit
 
 from ..space import SplitEntity
 from ..template import get_config, template
@@ -141,7 +142,7 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
 
 # -- the tuning template ---------------------------------------------------------------------------------
 MAX_THREADS = 1024            # threads per block
-MAX_SHARED = 48 * 1024        # bytes of static shared memory per block
+
 
 
 def _gemm_reference(a, b):
@@ -158,7 +159,8 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     k_tile] (the shared-memory slice); transpose_a: store A's slice transposed; unroll_k: unroll the
     loop over the slice; double_buffer: pipeline the slices through two halves of shared memory with
     register prefetch; min_blocks_per_sm: ``__launch_bounds__``'s occupancy hint (0: none).  The fallback config is ``gemm_schedule``'s defaults (the best hand config).
-    Configs with more than 1024 threads or 48 KiB of shared memory per block, or with a shared slice
+    Configs with more than 1024 threads or more shared memory per block than the target allows
+    (``codegen.cuda.current_shared_limit``: 227 KiB on sm_90, dynamic past 48 KiB), or with a shared slice
     smaller than the block's thread count, are rejected (``INSTANTIATION_ERROR``)."""
     cfg = get_config()
     cfg.define_split("tile_y", M, num_outputs=4, filter=_gemm_tile_ok)
@@ -178,8 +180,8 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     if ty * tx > MAX_THREADS:
         cfg.raise_error(f"{ty * tx} threads per block (> {MAX_THREADS})")
     shared = 4 * k_tile * (block_m + block_n) * (2 if cfg["double_buffer"].val else 1)
-    if shared > MAX_SHARED:
-        cfg.raise_error(f"{shared} bytes of shared memory per block (> {MAX_SHARED})")
+    if shared > current_shared_limit():
+        cfg.raise_error(f"{shared} bytes of shared memory per block (> {current_shared_limit()})")
     if k_tile * min(block_m, block_n) < ty * tx:
         cfg.raise_error(f"a shared-memory slice of {k_tile}x{min(block_m, block_n)} elements is smaller than the "
                         f"block's {ty * tx} threads (the cooperative copy needs one element per thread)")

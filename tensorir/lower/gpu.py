@@ -223,8 +223,8 @@ def shared_bytes(stmt: Stmt, limits: GPULimits, stages: dict) -> int:
                                     f"{list(map(str, a.buffer.shape))}; GPU buffers need a constant size "
                                     "(attach it inside loops of constant extent)")
             n *= x.value
-        if a.buffer.scope == "shared":
-            sizes.append((a.buffer.name, n * dt.itemsize(a.buffer.dtype)))
+        if a.buffer.scope == "shared":     # 16-byte aligned, as a dynamic allocation lays them out
+            sizes.append((a.buffer.name, (n * dt.itemsize(a.buffer.dtype) + 15) // 16 * 16))
     total = sum(b for _, b in sizes)
     if total > limits.max_shared_memory:
         parts = ", ".join(f"stage {n}: {b} bytes" for n, b in sizes)
