@@ -16,7 +16,10 @@ from typing import Callable
 
 from .task import Task
 
-CPU_TEMPLATE_MODULES = ("autotune.templates.dense_kernel_cpu",)
+# (template name, module defining it with ANCHORS / mismatch / schedule_*, target kind)
+BUILTIN_KERNEL_TEMPLATES = (("dense_kernel_cpu", "autotune.templates.dense_kernel_cpu", "schedule_dense_kernel", "llvm"),
+                            ("conv2d_kernel_cuda", "autotune.templates.conv2d_kernel_cuda", "schedule_conv2d_kernel",
+                             "cuda"))
 
 
 @dataclass(frozen=True)
@@ -43,9 +46,9 @@ def register_kernel_template(name: str, anchor_ops, mismatch: Callable, schedule
 @functools.lru_cache(maxsize=1)
 def _builtin() -> None:
     import importlib
-    for module in CPU_TEMPLATE_MODULES:
+    for name, module, schedule, kind in BUILTIN_KERNEL_TEMPLATES:
         mod = importlib.import_module(module)
-        register_kernel_template("dense_kernel_cpu", mod.ANCHORS, mod.mismatch, mod.schedule_dense_kernel)
+        register_kernel_template(name, mod.ANCHORS, mod.mismatch, getattr(mod, schedule), kind)
 
 
 def match_template(tensors, anchor_op: str | None, target) -> tuple[KernelTemplate | None, str | None]:
