@@ -6,7 +6,8 @@ says why a kernel of such an anchor does not fit (or None), ``schedule(cfg, tens
 schedule of a config on the kernel's own tensors (deployment schedules ``build_model``'s kernel with
 it, epilogue included).  ``extract_tasks`` gives a :class:`KernelTemplateTask` (an ordinary template
 task: ``autotune.task.create(name, args=(dag_json,))``, plus the kernel's name and anchor) to each
-kernel a template fits, an auto-scheduler task to the others.
+kernel a template fits on the task's target, an auto-scheduler task to the others.  Built in
+(:data:`BUILTIN_KERNEL_TEMPLATES`): ``dense_kernel_cpu`` (llvm) and ``conv2d_kernel_cuda`` (cuda).
 """
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from typing import Callable
 
 from .task import Task
 
-# (template name, module defining it with ANCHORS / mismatch / schedule_*, target kind)
-BUILTIN_KERNEL_TEMPLATES = (("dense_kernel_cpu", "autotune.templates.dense_kernel_cpu", "schedule_dense_kernel", "llvm"),
-                            ("conv2d_kernel_cuda", "autotune.templates.conv2d_kernel_cuda", "schedule_conv2d_kernel",
-                             "cuda"))
+#: (template name, module defining it with ANCHORS and mismatch, its schedule function, target kind)
+BUILTIN_KERNEL_TEMPLATES = (
+    ("dense_kernel_cpu", "autotune.templates.dense_kernel_cpu", "schedule_dense_kernel", "llvm"),
+    ("conv2d_kernel_cuda", "autotune.templates.conv2d_kernel_cuda", "schedule_conv2d_kernel", "cuda"),
+)
 
 
 @dataclass(frozen=True)
