@@ -29,7 +29,7 @@ from tensorir.expr import TensorLoad, Var
 from tensorir.visitor import collect
 
 from ..template import get_config, template
-from .conv2d_cuda import conv_config, schedule_direct
+from .conv2d_cuda import MIN_THREADS, conv_config, schedule_direct
 from .dense_kernel_cpu import _stages
 
 ANCHORS = ("nn.conv2d",)
@@ -106,7 +106,9 @@ def _divisor(n: int, limit: int) -> int:
 def fallback_tiles(N: int, F: int, OH: int, OW: int, C: int) -> dict:
     """The default CUDA rule's tiles (``schedule_conv2d_cuda``: threads x per-thread outputs of channels,
     rows and columns; fewer channels per thread while the grid is small; 4 input channels per slice),
-    each axis's tile shrunk to a divisor of the output where the rule's would leave a tail."""
+    each axis's tile shrunk to a divisor of the output where the rule's would leave a tail, and more
+    channel threads where the block would have fewer than a warp (``conv_config`` refuses such blocks
+    where the output has room for more)."""
     from tensorir.graph.schedules_cuda import MIN_BLOCKS, _divisor_tile
 
     def tile(n, threads, inner):
@@ -120,6 +122,9 @@ def fallback_tiles(N: int, F: int, OH: int, OW: int, C: int) -> dict:
     tf, fi = tile(F, 4, 4)
     while fi > 1 and N * (F // (tf * fi)) * (OH // ty // yi) * (OW // tx // xi) < MIN_BLOCKS:
         fi = _divisor(fi, fi - 1)
+    if tf * ty * tx < MIN_THREADS:
+        tf = next((d for d in range(tf, min(F, 64) + 1) if F % d == 0 and d * ty * tx >= MIN_THREADS), tf)
+        fi = _divisor(F // tf, fi)
     return {"tile_f": [-1, 1, tf, fi], "tile_y": [-1, 1, ty, yi], "tile_x": [-1, 1, tx, xi],
             "tile_rc": [-1, _divisor(C, 4)]}
 
