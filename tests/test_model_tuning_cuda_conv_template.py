@@ -241,17 +241,23 @@ def test_configs_over_the_block_limits_are_rejected_by_name():
 @pytest.mark.parametrize("layer", [dict(), dict(c=64, f=128, hw=56, k=1, stride=2, residual=False)],
                          ids=["3x3_residual_b32", "1x1_stride2_b32"])
 def test_full_size_resnet_layers_compile_within_the_limits(layer):
-    """The fallback and a random double-buffered config of a batch-32 ResNet layer: PTX from nvcc, at
-    most 48 KiB of shared memory (ptxas) and the block the config asks for."""
+    """The fallback and random configs (one double-buffered) of a batch-32 ResNet layer: PTX from nvcc,
+    the block the config asks for, and the shared memory ptxas reports is the template's estimate (its
+    48 KiB check is exact): the shared tiles are one block's, not the batch's."""
+    import math
     t = _resnet_layer(**layer)
-    for i in [_knobs(t)] + _valid(t, 1, seed=3, accept=lambda c: c["double_buffer"].val and c["auto_unroll_max_step"].val
-                                    < 1500):
-        cfg = t.config_space.get(i)
-        s, args = t.instantiate(i)
-        mod = codegen.build(s, args, target=t.target, name=f"conv_kernel_{i}")
+    stride = layer.get("stride", 1)
+    db = _valid(t, 1, seed=3, accept=lambda c: c["double_buffer"].val and c["auto_unroll_max_step"].val < 1500)
+    for i in [_knobs(t)] + db + _valid(t, 1, seed=7, accept=lambda c: c["auto_unroll_max_step"].val == 0):
+        c = t.config_space.get(i)
+        mod = codegen.build(*t.instantiate(i), target=t.target, name=f"conv_kernel_{i}")
         assert ".entry" in mod.get_source("ptx")
-        assert 0 < mod.resource_usage["shared_bytes"] <= 48 * 1024
-        assert tuple(mod.launch.block) == tuple(cfg[k].size[2] for k in ("tile_x", "tile_y", "tile_f"))
+        assert tuple(mod.launch.block) == tuple(c[n].size[2] for n in ("tile_x", "tile_y", "tile_f"))
+        by, bx, bf = (math.prod(c[n].size[1:]) for n in ("tile_y", "tile_x", "tile_f"))
+        rc, ry, rx = (c[n].size[-1] for n in ("tile_rc", "tile_ry", "tile_rx"))
+        window = ((by - 1) * stride + ry) * ((bx - 1) * stride + rx)
+        estimate = 4 * rc * (window + bf * ry * rx) * (2 if c["double_buffer"].val else 1)
+        assert mod.resource_usage["shared_bytes"] == estimate <= 48 * 1024, c.knobs()
 
 
 @needs_sim
@@ -328,3 +334,36 @@ def test_deploy_schedules_the_kernel_with_its_template_record(resnet, tmp_path):
     (got,) = simulate(m, {"data": x})
     assert np.isfinite(got).all() and np.isfinite(want).all()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@needs_nvcc
+@needs_sim
+def test_scheduler_tunes_a_conv_kernel_with_the_template(resnet, tmp_path):
+    """The task scheduler's flow with nvcc builds and a simulated GPU runner (each candidate run on the
+    CPU against the template's reference): the fallback config measured first, no wrong answers; the
+    fastest record deployed (tests/test_model_tuning_cuda_conv_template_gpu.py does this on a GPU)."""
+    _, g, params, tasks, weights = resnet
+    t = _find(tasks, K=3, stride=2)
+    runner = cuda_sim.SimulatedGPU(lambda *x: t.template.reference(*x, args=t.args), atol=1e-4)
+    log = str(tmp_path / "tuned.jsonl")
+    sched = autotune.TaskScheduler([t], [weights[tasks.index(t)]], verbose=0)
+    sched.tune(6, measure_option=autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=1, timeout=120),
+                                                         runner=runner), log=log, num_measures_per_round=3,
+               progress=False)
+    with open(log) as f:
+        recs = [json.loads(x) for x in f if x.strip()]
+    assert len(recs) == sched.total_trials == 6
+    assert all(e.startswith("InstantiationError") and any(r in e for r in REJECTED) for e in runner.errors)
+    cfg = FallbackConfig()
+    t.instantiate(cfg)
+    assert recs[0]["config"]["index"] == t.config_space.index_from_values(cfg.knobs())      # the default first
+    ok = [r for r in recs if r["result"]["error_no"] == 0]
+    assert recs[0] in ok and len(runner.blocks) == len(ok)
+    assert {r["result"]["error"] for r in recs if r not in ok} <= {"INSTANTIATION_ERROR"}
+    fastest = min(ok, key=lambda r: r["result"]["costs"][0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingRecordWarning)
+        with autotune.apply_history_best(log):
+            m = codegen.build_model(g, "cuda", params)
+    (step,) = [s for s in m.run_list.steps if s.schedule["kind"] == "template"]
+    assert step.schedule["record"]["config_index"] == fastest["config"]["index"]
