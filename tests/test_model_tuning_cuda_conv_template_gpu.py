@@ -15,7 +15,9 @@ import pytest
 pytest.importorskip("pycuda.driver")
 pytest.importorskip("onnxruntime")
 import graph_models as gm
-from test_model_cuda_gpu import _close, _poison      # skips this module too without a usable device
+
+# importing test_model_cuda_gpu skips this module too without a usable device
+from test_model_cuda_gpu import _close, _poison
 
 import autotune
 import codegen
@@ -30,8 +32,8 @@ TRIALS_PER_TASK = 8
 
 def _conv(task):
     """(filter size, stride, residual) of a template task's convolution."""
-    from autotune.templates.conv2d_kernel_cuda import conv_geometry
     import tensorir as te
+    from autotune.templates.conv2d_kernel_cuda import conv_geometry
     tensors = task.compute_dag.tensors
     anchor = next(st.op for st in te.create_schedule(tensors[-1].op).stages if getattr(st.op, "reduce_axis", None))
     geo = conv_geometry(anchor)

@@ -79,7 +79,7 @@ def conv_geometry(op) -> ConvGeometry | str:
 
 def mismatch(tensors) -> str | None:
     """Why the template cannot schedule this kernel's DAG (None: it can)."""
-    s, outputs, computes = _stages(tensors)
+    _, outputs, computes = _stages(tensors)
     if len(outputs) != 1:
         return f"{len(outputs)} outputs (the template writes one)"
     reductions = [st for st in computes if st.op.reduce_axis]
@@ -136,7 +136,7 @@ def schedule_conv2d_kernel(cfg, tensors) -> te.Schedule:
     anchor = next(st for st in computes if st.op.reduce_axis)
     geo = conv_geometry(anchor.op)
     if isinstance(geo, str):
-        raise ValueError(f"conv2d_kernel_cuda: cannot schedule this kernel: {geo}")
+        raise ValueError(f"conv2d_kernel_cuda: cannot schedule this kernel: {geo}")  # noqa: TRY004
     for st in computes:
         if not st.op.reduce_axis and st is not out:
             st.compute_inline()                 # padding (read through the shared window), epilogue inputs
@@ -185,5 +185,5 @@ def conv2d_kernel_template(dag_json: str):
     return schedule_conv2d_kernel(cfg, tensors), tensors
 
 
-__all__ = ["conv2d_kernel_template", "schedule_conv2d_kernel", "conv_geometry", "fallback_tiles", "mismatch",
-           "ConvGeometry", "ANCHORS"]
+__all__ = ["ANCHORS", "ConvGeometry", "conv2d_kernel_template", "conv_geometry", "fallback_tiles", "mismatch",
+           "schedule_conv2d_kernel"]
