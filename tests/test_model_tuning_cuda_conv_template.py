@@ -7,8 +7,9 @@ fallback config, the default CUDA rule's tiles, and random configs either are re
 correctly on the CPU under tests/cuda_sim.py (numpy reference, NaN-poisoned outputs, fresh data); the
 CUDA C of full-size ResNet layers compiles with nvcc within the block limits.  Deployment
 (``apply_history_best(log)`` around ``build_model(g, "cuda")``) schedules a kernel with its template
-record (the manifest and ``m.stats()`` say so) and the simulated model matches the CPU build.
-tests/test_model_tuning_cuda_conv_template_gpu.py tunes on a real GPU."""
+record (the manifest and ``m.stats()`` say so) and the simulated model matches the CPU build; a short
+tune by the task scheduler (nvcc builds, simulated runner) measures the fallback first and deploys its
+fastest record.  tests/test_model_tuning_cuda_conv_template_gpu.py tunes on a real GPU."""
 from __future__ import annotations
 
 import json
