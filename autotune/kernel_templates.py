@@ -6,7 +6,8 @@ says why a kernel of such an anchor does not fit (or None), ``schedule(cfg, tens
 schedule of a config on the kernel's own tensors (deployment schedules ``build_model``'s kernel with
 it, epilogue included).  ``extract_tasks`` gives a :class:`KernelTemplateTask` (an ordinary template
 task: ``autotune.task.create(name, args=(dag_json,))``, plus the kernel's name and anchor) to each
-kernel a template fits, an auto-scheduler task to the others.
+kernel a template fits on the task's target, an auto-scheduler task to the others.  Built in
+(:data:`BUILTIN_KERNEL_TEMPLATES`): ``dense_kernel_cpu`` (llvm) and ``conv2d_kernel_cuda`` (cuda).
 """
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from typing import Callable
 
 from .task import Task
 
-CPU_TEMPLATE_MODULES = ("autotune.templates.dense_kernel_cpu",)
+#: (template name, module defining it with ANCHORS and mismatch, its schedule function, target kind)
+BUILTIN_KERNEL_TEMPLATES = (
+    ("dense_kernel_cpu", "autotune.templates.dense_kernel_cpu", "schedule_dense_kernel", "llvm"),
+    ("conv2d_kernel_cuda", "autotune.templates.conv2d_kernel_cuda", "schedule_conv2d_kernel", "cuda"),
+)
 
 
 @dataclass(frozen=True)
@@ -43,9 +48,9 @@ def register_kernel_template(name: str, anchor_ops, mismatch: Callable, schedule
 @functools.lru_cache(maxsize=1)
 def _builtin() -> None:
     import importlib
-    for module in CPU_TEMPLATE_MODULES:
+    for name, module, schedule, kind in BUILTIN_KERNEL_TEMPLATES:
         mod = importlib.import_module(module)
-        register_kernel_template("dense_kernel_cpu", mod.ANCHORS, mod.mismatch, mod.schedule_dense_kernel)
+        register_kernel_template(name, mod.ANCHORS, mod.mismatch, getattr(mod, schedule), kind)
 
 
 def match_template(tensors, anchor_op: str | None, target) -> tuple[KernelTemplate | None, str | None]:

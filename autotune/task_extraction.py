@@ -9,10 +9,11 @@ share one task (the q/k/v projections of an attention layer are one task of weig
 :class:`KernelSearchTask`: an auto-scheduler ``SearchTask`` whose workload key is the kernel's name
 plus the DAG hash, which also knows the kernel's default schedule (:mod:`tensorir.graph.schedules`)
 so that the tuner measures it once (:class:`DefaultConfig`) and deployment never loses to it.
-A kernel a registered hand template fits (:mod:`autotune.kernel_templates`: a dense with an injective
-epilogue) gets that template's task instead (a :class:`~autotune.kernel_templates.KernelTemplateTask`,
-measured default first: the template's fallback config is the default rule's block); a kernel of such
-an anchor the template does not fit keeps its auto-scheduler task, whose ``template_skipped`` says why.
+A kernel a registered hand template fits (:mod:`autotune.kernel_templates`: on CPUs a dense, on CUDA an
+NCHW convolution, with an injective epilogue) gets that template's task instead (a
+:class:`~autotune.kernel_templates.KernelTemplateTask`, measured default first: the template's fallback
+config is the default rule's block); a kernel of such an anchor the template does not fit keeps its
+auto-scheduler task, whose ``template_skipped`` says why.
 """
 from __future__ import annotations
 

@@ -2,9 +2,10 @@
 (224x224, batch 1 and 32) and one BERT-base encoder layer (sequence 128), random weights
 (``tensorir.graph.testing``).
 
-Each model's CUDA tasks are extracted (``autotune.extract_tasks(g, params, "cuda")``: one GPU
-auto-scheduler task per distinct kernel, its default CUDA schedule measured first) and tuned by the task
-scheduler (candidates built by nvcc in ``--builders`` processes, measured through pycuda and checked
+Each model's CUDA tasks are extracted (``autotune.extract_tasks(g, params, "cuda")``: one task per
+distinct kernel, its default CUDA schedule measured first; the ``conv2d_kernel_cuda`` template's task for
+convolutions, a GPU auto-scheduler task for the others, or for all with ``--no-templates``) and tuned by
+the task scheduler (candidates built by nvcc in ``--builders`` processes, measured through pycuda and checked
 against the CPU) into ``<logdir>/<model>.jsonl`` until the model's ``--budget`` of tuning time is spent.
 The budget counts every run on that log (the scheduler's progress file), so a rerun resumes: with a
 per-command time limit, repeat the same command (``--max-run`` caps one run's tuning) until it reports
@@ -15,6 +16,7 @@ the ratio, the trials, the tuning wall time and each kernel's schedule kind.
 
     python benchmarks/tune_model_cuda.py [--model resnet18|bert|all] [--batch 1,32] [--budget 20m]
                                          [--max-run 9m] [--logdir tuning_logs/cuda-sm_90] [--no-tune]
+                                         [--no-templates]
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def tune_and_bench(name: str, model, feeds: dict, args, torch) -> dict:
     from autotune.cli_model import parse_duration
     from tensorir import graph
     g, params = graph.from_onnx(model)
-    tasks, weights = autotune.extract_tasks(g, params, target="cuda")
+    tasks, weights = autotune.extract_tasks(g, params, target="cuda", templates=not args.no_templates)
     log = os.path.join(args.logdir, f"{name}.jsonl")
     os.makedirs(args.logdir, exist_ok=True)
     budget, done = parse_duration(args.budget), spent_seconds(log)
@@ -89,6 +91,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", default="20m", help="tuning time per model, over every run on its log")
     ap.add_argument("--max-run", default=None, help="tuning time of this run per model (e.g. 9m), resumed later")
     ap.add_argument("--no-tune", action="store_true", help="deploy and time from the logs as they are")
+    ap.add_argument("--no-templates", action="store_true",
+                    help="tune convolutions with the auto-scheduler too (not the conv2d_kernel_cuda template)")
     ap.add_argument("--trials", type=int, default=100000, help="trials per model (the budget usually ends first)")
     ap.add_argument("--strategy", choices=["gradient", "round-robin"], default="gradient")
     ap.add_argument("--per-round", type=int, default=16)

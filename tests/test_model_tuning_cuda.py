@@ -1,10 +1,12 @@
-"""Whole-model tuning on CUDA without a GPU: ``extract_tasks(g, params, "cuda")`` gives one GPU
-auto-scheduler task per distinct kernel of the graph as ``build_model(g, "cuda")`` lowers it (DAG hashes
-match); a short tune of a CNN's kernels through the task scheduler with nvcc builds and a simulated GPU
-runner (each candidate's cubin source run on the CPU by tests/cuda_sim.py against the naive schedule
-built for the CPU); deployment from the log (``apply_history_best(log)`` around ``build_model(g,
-"cuda")``: records, measured defaults, the manifest) and the tuned model simulated against onnxruntime
-with NaN-poisoned buffers; with no GPU the scheduler measures nothing."""
+"""Whole-model tuning on CUDA without a GPU: ``extract_tasks(g, params, "cuda", templates=False)`` gives
+one GPU auto-scheduler task per distinct kernel of the graph as ``build_model(g, "cuda")`` lowers it (DAG
+hashes match; with templates, convolutions get ``conv2d_kernel_cuda``'s tasks:
+tests/test_model_tuning_cuda_conv_template.py); a short tune of a CNN's kernels through the task
+scheduler with nvcc builds and a simulated GPU runner (each candidate's cubin source run on the CPU by
+tests/cuda_sim.py against the naive schedule built for the CPU); deployment from the log
+(``apply_history_best(log)`` around ``build_model(g, "cuda")``: records, measured defaults, the manifest)
+and the tuned model simulated against onnxruntime with NaN-poisoned buffers; with no GPU the scheduler
+measures nothing."""
 from __future__ import annotations
 
 import importlib.util
@@ -57,7 +59,7 @@ def test_extract_tasks_for_cuda_match_the_cuda_build(name):
     from autotune.auto_scheduler import ComputeDAG
     from codegen.model_cuda import CUDA_COMPUTES
     _, g, params = _model(name)
-    tasks, weights = autotune.extract_tasks(g, params, target="cuda")
+    tasks, weights = autotune.extract_tasks(g, params, target="cuda", templates=False)
     assert tasks and len(tasks) == len(weights) and all(isinstance(t, KernelSearchTask) for t in tasks)
     assert all(t.target.startswith("cuda") for t in tasks)
     fused = graph.optimize(g, params, target="cuda")
@@ -82,7 +84,7 @@ def test_extract_tasks_for_cuda_match_the_cuda_build(name):
 @pytest.mark.skipif(importlib.util.find_spec("pycuda") is not None, reason="pycuda is installed (a GPU may run it)")
 def test_tuning_cuda_tasks_without_a_gpu_measures_nothing(tmp_path):
     _, g, params = _model("small_cnn")
-    tasks, weights = autotune.extract_tasks(g, params, target="cuda")
+    tasks, weights = autotune.extract_tasks(g, params, target="cuda", templates=False)
     log = tmp_path / "none.jsonl"
     sched = autotune.TaskScheduler(tasks, weights, verbose=0)
     with pytest.warns(UserWarning, match="not tuned: pycuda is not installed.*no trial was measured"):
@@ -149,7 +151,7 @@ def tuned(tmp_path_factory):
     if shutil.which("nvcc") is None or not cuda_sim.available():
         pytest.skip("nvcc and g++ are needed to build and simulate CUDA candidates")
     model, g, params = _model("small_cnn")
-    tasks, weights = _pick(*autotune.extract_tasks(g, params, target="cuda"), TUNED)
+    tasks, weights = _pick(*autotune.extract_tasks(g, params, target="cuda", templates=False), TUNED)
     log = str(tmp_path_factory.mktemp("model_tuning_cuda") / "cnn_cuda.jsonl")
     runner = SimulatedGPU()
     sched = autotune.TaskScheduler(tasks, weights, strategy="round-robin", verbose=0)

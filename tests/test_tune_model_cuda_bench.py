@@ -32,4 +32,4 @@ def test_help_names_the_defaults(capsys):
     except SystemExit:
         pass
     out = capsys.readouterr().out
-    assert "--budget" in out and "--max-run" in out and "--logdir" in out
+    assert "--budget" in out and "--max-run" in out and "--logdir" in out and "--no-templates" in out

@@ -129,13 +129,18 @@ class Bounds:
             ext_unclipped = simplify(hi - lo + 1)
             inside = False
             if exact is not None and exact.bounds[d] is not None:  # isl's exact hull
-                lo, hi = exact.bounds[d]
-                # isl's hull lies in the domain wherever something is needed: needed everywhere, with
-                # the full constant width of the relaxed region, clipping would only hide its constant
-                # extent (under a fused loop, whose hull isl writes with divisions)
-                width = simplify(hi - lo + 1)
-                inside = exact.total and isinstance(ext_unclipped, IntImm) and isinstance(width, IntImm) and \
-                    width.value == ext_unclipped.value
+                x_lo, x_hi = exact.bounds[d]
+                width = simplify(x_hi - x_lo + 1)
+                # the relaxed region, of constant width already as narrow as isl's widest, stays: isl
+                # writes a fused loop's hull with divisions whose width no longer simplifies to a constant
+                tight = isinstance(ext_unclipped, IntImm) and exact.alloc[d] == ext_unclipped.value
+                if not tight or isinstance(width, IntImm):
+                    lo, hi = x_lo, x_hi
+                    # isl's hull lies in the domain wherever something is needed: needed everywhere, with
+                    # the full constant width of the relaxed region, clipping would only hide its constant
+                    # extent (under a fused loop, whose hull isl writes with divisions)
+                    inside = exact.total and isinstance(ext_unclipped, IntImm) and isinstance(width, IntImm) and \
+                        width.value == ext_unclipped.value
             # clip to the domain (also where nothing is needed: the extent becomes zero)
             if not inside and not prove(lo >= dom.min, self.var_bounds):
                 lo = simplify(binary(Max, lo, dom.min))
