@@ -40,10 +40,13 @@ reduction axis bound to ``threadIdx.x`` (``tvm_thread_allreduce``), bind the par
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ..schedule import ROOT, Schedule, Stage, create_schedule
+from ..expr import TensorLoad, Var
 from ..tensor import ComputeOp, thread_axis
+from ..visitor import collect
 from .ir import GraphError
 from .lower_te import KernelTE
 
@@ -60,8 +63,12 @@ CONV_BATCH_TILE = 2
 CONV_RC_TILES = (16, 8, 4)       # input-channel slices per barrier at large batch, longest first that fits
 CONV_SHARED_BUDGET = 24 * 1024   # bytes of shared input window and filters per block at large batch
 ROW_THREADS = 64         # threads per block of per-row kernels (rows spread over more multiprocessors)
-#: HOOK: softmax / layer-norm rows by warp-shuffle all-reduce once it lands in the CUDA backend.
-THREAD_ALLREDUCE = False
+WARP = 32
+ALLREDUCE_MIN = 32       # rows shorter than this are reduced one thread per row
+WARP_ROW_MAX = 128       # rows up to this long: one warp each ...
+WARP_ROWS = 4            # ... and up to this many rows per block (a divisor of the rows)
+ROW_BLOCK_THREADS = 256  # longer rows: one block each, at most this many threads
+SCALAR_THREADS = 1024    # threads of the one block of a reduction to a scalar
 CUDA_SCHEDULE_RULES: dict[str, Rule] = {}
 
 
@@ -96,8 +103,6 @@ def schedule_kernel_cuda(kt: KernelTE) -> Schedule:
         if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output:
             st.compute_inline()
     out = s[kt.outputs[0]]
-    if not out.op.axis:
-        raise GraphError(f"kernel {kt.kernel.name}: a 0-d output; CUDA kernels of a model need an axis")
     CUDA_SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_cuda)(s, kt, out)
     return s
 
@@ -108,11 +113,11 @@ def _threads_for(n: int) -> int:
 
 def schedule_injective_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """All axes fused; blocks of :data:`THREADS` threads.  A kernel with reductions left (an anchor
-    without a rule of its own) is scheduled by :func:`schedule_rows`."""
+    without a rule of its own) is scheduled by :func:`schedule_reduce`."""
     if _root_reductions(s, out) or out.op.reduce_axis:
-        return schedule_rows(s, kt, out)
+        return schedule_reduce(s, kt, out)
     axes = list(out.op.axis)
-    fused = out.fuse(*axes) if len(axes) > 1 else axes[0]
+    fused = out.fuse(*axes) if len(axes) != 1 else axes[0]     # a 0-d output: a unit loop
     total = 1
     for e in _extents(out):
         total *= e
@@ -121,14 +126,15 @@ def schedule_injective_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
     _bind(out, tx, "threadIdx.x")
 
 
-@register_cuda_schedule("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d",
-                        "sum", "mean", "max", "min", "prod", "argmax", "argmin")
 def schedule_rows(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """One thread per row: the output's leading axes that every reduction stage keeps (all of them for a
     reduction output), fused over blocks of threads; each reduction stage computed in registers at the
     loop of its own axes, the rest of the row looped by the thread.  A reduction stage whose shape is
     not a prefix of the output's is computed per output element."""
     ext = _extents(out)
+    if not ext:
+        raise GraphError(f"kernel {kt.kernel.name}: a 0-d output of reductions that are not one row each; "
+                         "CUDA kernels of a model reduce to a scalar through one reduction")
     axes = list(out.op.axis)
     stages = _root_reductions(s, out)
     prefix = [len(st.op.axis) if 0 < len(st.op.axis) <= len(ext) and _extents(st) == ext[:len(st.op.axis)]
@@ -150,52 +156,126 @@ def schedule_rows(s: Schedule, kt: KernelTE, out: Stage) -> None:
 
 @register_cuda_schedule("nn.softmax", "nn.log_softmax", "nn.layer_norm")
 def schedule_softmax_norm(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """Softmax and normalization rows: one block per row (:func:`schedule_row_block`) where the rows are
-    the output's last axis and it has a divisor in 32..256 (the block), else one thread per row
+    """Softmax and normalization: rows reduced across threads (:func:`schedule_row_allreduce`) where the
+    reductions read rows of at least a warp along the output's trailing axes, else one thread per row
     (:func:`schedule_rows`)."""
+    if not _schedule_allreduce(s, out):
+        schedule_rows(s, kt, out)
+
+
+@register_cuda_schedule("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d",
+                        "sum", "mean", "max", "min", "prod", "argmax", "argmin")
+def schedule_reduce(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Reduce ops and pooling: rows reduced across threads (:func:`schedule_row_allreduce`) where one
+    reduction reads rows of at least a warp contiguously (a reduction to a scalar: always), else one
+    thread per row (:func:`schedule_rows`)."""
+    if not _schedule_allreduce(s, out):
+        schedule_rows(s, kt, out)
+
+
+def _schedule_allreduce(s: Schedule, out: Stage) -> bool:
+    """Apply :func:`schedule_row_allreduce` where :func:`allreduce_rows` finds rows for it."""
+    plan = allreduce_rows(s, out)
+    if plan is None:
+        return False
+    schedule_row_allreduce(s, out, *plan)
+    return True
+
+
+def _row_length(st: Stage) -> int:
+    return math.prod(int(iv.dom.extent) for iv in st.op.reduce_axis)
+
+
+def reads_rows(st: Stage) -> bool:
+    """Whether the reduction ``st`` reads each tensor along its last axes with its reduction axes, in
+    their order (consecutive threads of a fused reduction then read consecutive elements)."""
+    rvars = [iv.var for iv in st.op.reduce_axis]
+    for load in collect(st.op.body, TensorLoad):
+        used = [any(v in rvars for v in collect(ix, Var)) for ix in load.indices]
+        if not any(used):
+            continue
+        tail = list(load.indices[len(load.indices) - len(rvars):])
+        if len(tail) < len(rvars) or tail != rvars or any(used[:len(load.indices) - len(rvars)]):
+            return False
+    return True
+
+
+def allreduce_rows(s: Schedule, out: Stage) -> tuple[list[Stage], int] | None:
+    """``(reductions, k)``: the output's leading ``k`` axes are rows whose reductions (``reductions``
+    computed per row, or the output itself) read contiguous rows (:func:`reads_rows`) of at least
+    :data:`ALLREDUCE_MIN` elements (any length when the result is a scalar), the output's other axes
+    the row's elements; None where that does not hold (rows of other shapes, strided reads, short
+    rows)."""
     ext = _extents(out)
     stages = _root_reductions(s, out)
-    if stages and _row_block_threads(ext[-1]) and all(
-            len(st.op.reduce_axis) == 1 and _extents(st) == ext[:-1] for st in stages):
-        return schedule_row_block(s, kt, out)
-    return schedule_rows(s, kt, out)
+    if out.op.reduce_axis:
+        if stages or not reads_rows(out):
+            return None
+        k, reds = len(ext), [out]
+    else:
+        if not stages:
+            return None
+        k = len(stages[0].op.axis)
+        if any(_extents(st) != ext[:k] for st in stages) or k < len(ext) and any(
+                _row_length(st) != math.prod(ext[k:]) for st in stages):
+            return None
+        reds = stages
+    if not all(reads_rows(st) for st in reds):
+        return None
+    if k and max(_row_length(st) for st in reds) < ALLREDUCE_MIN:
+        return None
+    return stages, k
 
 
-def _row_block_threads(n: int) -> int:
-    """Threads of a block per row of ``n``: its largest divisor in 32..256 (0 if none)."""
-    return max((d for d in range(32, 257) if n % d == 0), default=0)
+def _row_threads(n: int, rows: int) -> tuple[int, int]:
+    """(threads per row, rows per block) for rows of ``n``: a warp each up to :data:`WARP_ROW_MAX`
+    (:data:`WARP_ROWS` rows per block where they divide the rows), else the multiple of 32 up to
+    :data:`ROW_BLOCK_THREADS` that covers the row in the fewest passes."""
+    if n <= WARP_ROW_MAX:
+        return WARP, max(d for d in range(1, WARP_ROWS + 1) if rows % d == 0)
+    passes = -(-n // ROW_BLOCK_THREADS)
+    return -(-n // (passes * WARP)) * WARP, 1
 
 
-def schedule_row_block(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """One block of ``T`` threads per row (the output's leading axes on ``blockIdx.x`` / ``y`` / ``z``),
-    the row's elements strided over the threads.  Each reduction stage in order (a softmax's max then
-    its sum of exponentials, a layer norm's sum then its squares about the mean) is ``rfactor``-ed by
-    ``T``: the ``T`` partial sums in shared memory, one per thread (coalesced reads of the row), then
-    every thread adds the ``T`` partials itself into registers (broadcast reads; no cross-thread
-    reduction needed).
-
-    HOOK (issue 14 part 2): once the CUDA backend lowers a reduction axis bound to ``threadIdx.x``
-    (``tvm_thread_allreduce``: warp shuffles), bind the partials' reduction there instead and drop the
-    redundant per-thread sums (:data:`THREAD_ALLREDUCE` selects that variant; unused until then)."""
-    ext = _extents(out)
-    threads = _row_block_threads(ext[-1])
-    axes = list(out.op.axis)
-    rows = axes[:-1]
-    if len(rows) > 3:
-        rows = [out.fuse(*rows[:-2]), *rows[-2:]]
-    _, tx = out.split(axes[-1], factor=threads)
-    for ax, tag in zip(reversed(rows), ("blockIdx.x", "blockIdx.y", "blockIdx.z")):
-        _bind(out, ax, tag)
-    _bind(out, tx, "threadIdx.x")
-    at = rows[-1]
-    for st in _root_reductions(s, out):
-        _, inner = st.split(st.op.reduce_axis[0], factor=threads)
-        partial = s[s.rfactor(st.op.output(0), inner)]
-        partial.set_scope("shared")
-        partial.compute_at(out, at)
-        _bind(partial, partial.op.axis[0], "threadIdx.x")
+def schedule_row_allreduce(s: Schedule, out: Stage, reductions: list[Stage], k: int) -> None:
+    """Rows reduced across the threads of ``threadIdx.x`` (``tvm_thread_allreduce``: warp shuffles, and
+    shared memory between the warps of a block).  The output's leading ``k`` axes are the rows, fused
+    on ``blockIdx.x`` (a warp per row and several rows per block on ``threadIdx.y`` for short rows,
+    :func:`_row_threads`; a reduction to a scalar: one block of up to :data:`SCALAR_THREADS`); each
+    reduction stage (softmax's max then its sum of exponentials, layer norm's sum then its squares
+    about the mean; ``reductions``, or the output itself) is computed in registers at the row loop, its
+    reduction axes fused and strided over the threads, and every thread receives the result; the row's
+    elements of the output (its other axes, fused) are strided over the same threads.  One kernel."""
+    ext, axes = _extents(out), list(out.op.axis)
+    n = max(_row_length(st) for st in reductions + ([out] if out.op.reduce_axis else []))
+    rows = math.prod(ext[:k])
+    if k:
+        threads, per_block = _row_threads(max(n, math.prod(ext[k:])), rows)
+    else:
+        threads, per_block = min(SCALAR_THREADS, -(-n // WARP) * WARP), 1
+    tx = thread_axis("threadIdx.x")
+    row = out.fuse(*axes[:k]) if k != 1 else axes[0]        # none: a unit loop (TVM's singleton)
+    at = row
+    if per_block > 1:
+        row, at = out.split(row, factor=per_block)
+        _bind(out, at, "threadIdx.y")
+    _bind(out, row, "blockIdx.x")
+    if k < len(axes):
+        inner = out.fuse(*axes[k:]) if len(axes) - k > 1 else axes[k]
+        out.bind(out.split(inner, factor=threads)[1], tx)
+    if out.op.reduce_axis:
+        _reduce_over(out, threads, tx)
+    for st in reductions:
         st.set_scope("local")
         st.compute_at(out, at)
+        _reduce_over(st, threads, tx)
+
+
+def _reduce_over(st: Stage, threads: int, tx) -> None:
+    """``st``'s reduction axes fused, split by ``threads``, the inner part bound to ``tx``."""
+    red = list(st.op.reduce_axis)
+    fused = st.fuse(*red) if len(red) > 1 else red[0]
+    st.bind(st.split(fused, factor=threads)[1], tx)
 
 
 def _anchor(s: Schedule, out: Stage) -> Stage | None:
@@ -369,14 +449,16 @@ def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
 
 __all__ = [
     "CUDA_SCHEDULE_RULES",
-    "THREAD_ALLREDUCE",
     "cooperative_fetch",
     "register_cuda_schedule",
     "schedule_conv2d_cuda",
     "schedule_gemm",
     "schedule_injective_cuda",
     "schedule_kernel_cuda",
-    "schedule_row_block",
+    "allreduce_rows",
+    "reads_rows",
+    "schedule_reduce",
+    "schedule_row_allreduce",
     "schedule_rows",
     "schedule_softmax_norm",
 ]
