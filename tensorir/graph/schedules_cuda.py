@@ -227,14 +227,15 @@ def allreduce_rows(s: Schedule, out: Stage) -> tuple[list[Stage], int] | None:
     return stages, k
 
 
-def _row_threads(n: int, rows: int) -> tuple[int, int]:
+def _row_threads(n: int, rows: int, most: int = ROW_BLOCK_THREADS) -> tuple[int, int]:
     """(threads per row, rows per block) for rows of ``n``: a warp each up to :data:`WARP_ROW_MAX`
     (:data:`WARP_ROWS` rows per block where they divide the rows), else the multiple of 32 up to
-    :data:`ROW_BLOCK_THREADS` that covers the row in the fewest passes."""
+    ``most`` that covers the row in the fewest passes and is no longer than the row (a split longer
+    than its loop is cut to the loop: a count that is no multiple of a warp)."""
     if n <= WARP_ROW_MAX:
         return WARP, max(d for d in range(1, WARP_ROWS + 1) if rows % d == 0)
-    passes = -(-n // ROW_BLOCK_THREADS)
-    return -(-n // (passes * WARP)) * WARP, 1
+    passes = -(-n // most)
+    return min(-(-n // (passes * WARP)) * WARP, n // WARP * WARP), 1
 
 
 def schedule_row_allreduce(s: Schedule, out: Stage, reductions: list[Stage], k: int) -> None:
@@ -249,10 +250,7 @@ def schedule_row_allreduce(s: Schedule, out: Stage, reductions: list[Stage], k: 
     ext, axes = _extents(out), list(out.op.axis)
     n = max(_row_length(st) for st in reductions + ([out] if out.op.reduce_axis else []))
     rows = math.prod(ext[:k])
-    if k:
-        threads, per_block = _row_threads(max(n, math.prod(ext[k:])), rows)
-    else:
-        threads, per_block = min(SCALAR_THREADS, -(-n // WARP) * WARP), 1
+    threads, per_block = _row_threads(max(n, math.prod(ext[k:])), rows, ROW_BLOCK_THREADS if k else SCALAR_THREADS)
     tx = thread_axis("threadIdx.x")
     row = out.fuse(*axes[:k]) if k != 1 else axes[0]        # none: a unit loop (TVM's singleton)
     at = row
