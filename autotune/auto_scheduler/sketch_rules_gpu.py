@@ -29,7 +29,10 @@ feed such reductions (softmax's max and exp-sum, layer norm's sums) gets one blo
 reductions are computed at the block loop, reduced across the threads as above, and the row's
 elements strided over the same ``threadIdx.x``, so the whole operator is one kernel.  A reduction
 with reuse that has fewer outputs than elements to reduce per output (a dense with few rows and a long
-``k``) is reduced the same way instead of tiled, its elementwise consumer one block per element.
+``k``) is reduced the same way instead of tiled, its elementwise consumer one block per element.  A
+reduction to a scalar (no spatial loop, any length; :func:`attach_scalar_reductions`: with its 0-d
+elementwise output, ``sum / n``) has only this sketch: one block (``blockIdx.x`` on a unit loop, TVM's
+``fuse()`` of no axes) whose threads reduce every element.
 
 Holes (``Point.holes``): ``T{k}.s{a}`` = ``[vthread, threads, S3, S4]`` lengths of spatial axis ``a``
 (the block level is what remains), ``T{k}.r{a}`` = ``[R1, R2]``, ``T{k}.u`` the
@@ -54,7 +57,7 @@ from tensorir.expr import TensorLoad
 from tensorir.schedule import ScheduleError
 from tensorir.visitor import collect
 
-from .analysis import analyze
+from .analysis import analyze, effective_readers
 from .loop_state import State
 from .sketch import Point, SketchSpace, _move_factor, divisors
 
@@ -87,26 +90,43 @@ def supports_cross_thread_reduction(target: str = "cuda") -> bool:
 
 def cross_thread_stages(infos) -> list:
     """The root stages the cross-thread sketch gives one block per output (row): reductions of at least
-    a warp's worth of elements per output, and outputs whose attached reductions (``guests``) are; a
+    a warp's worth of elements per output or to a scalar, and outputs whose attached reductions
+    (``guests``) are, or that are scalars; a
     reduction with reuse (a dense with few rows and a long ``k``) when it has fewer outputs than
     elements to reduce per output (Ansor's test), at the root or in its elementwise consumer."""
     def long(i) -> bool:
         return math.prod(i.reduce) >= WARP
     out = []
     for info in infos:
-        if not info.spatial or info.attach is not None:
+        if info.attach is not None:
             continue
-        if info.kind == "tile":
+        if info.kind == "tile" and info.spatial:
             if long(info) and math.prod(info.spatial) < math.prod(info.reduce):
                 host = infos[info.host] if info.host is not None else info
                 if not host.guests:
                     out.append(host)
         elif info.kind != "simple" or info.guest is not None:
             continue
-        elif info.reduce and not info.guests and long(info) or \
-                info.guests and not info.reduce and any(long(infos[g]) for g in info.guests):
+        elif info.reduce and not info.guests and (long(info) or not info.spatial) or \
+                info.guests and not info.reduce and (any(long(infos[g]) for g in info.guests) or not info.spatial):
             out.append(info)
     return out
+
+
+def attach_scalar_reductions(infos, dag):
+    """``infos`` with each reduction to a scalar whose one reader is a 0-d output (``sum / n``) planned
+    as that output's guest: both in one block, the output computed by its threads from the result."""
+    outputs = {t.op for t in dag.outputs}
+    for info in infos:
+        if info.kind != "simple" or not info.reduce or info.spatial or info.op in outputs or info.attach is not None:
+            continue
+        eff = effective_readers(infos, info.index)
+        if len(eff) == 1:
+            c = infos[eff[0]]
+            if c.kind == "simple" and c.op in outputs and not c.spatial and not c.reduce and c.guest is None:
+                info.attach = c.index
+                c.guests.append(info.index)
+    return infos
 
 
 def _guests(info) -> list[int]:
@@ -133,11 +153,11 @@ class GPUSketchSpace(SketchSpace):
     def __init__(self, dag, limits: GPULimits = LIMITS):
         super().__init__(dag)
         self.limits = limits
-        self.infos = analyze(dag, rfactor=False)
+        self.infos = attach_scalar_reductions(analyze(dag, rfactor=False), dag)
         self.cache_stages = []
         self._check_plan()
         self.cross = cross_thread_stages(self.infos) if supports_cross_thread_reduction() else []
-        per_thread = all(i.spatial for i in self.root_stages())
+        per_thread = all(i.spatial or not i.reduce and not i.guests for i in self.root_stages())
         self.sketches = ([{"cross_thread": True}] if self.cross else []) + ([{}] if per_thread or not self.cross else [])
 
     def is_cross_thread(self, sketch: int) -> bool:
@@ -517,16 +537,13 @@ def _bound_depth(info, infos) -> int:
 
 
 def _simple(state: State, info, infos, h, threads: int) -> None:
-    """One thread per element of the fused outer loops (the guests' rows, else all spatial loops);
-    the attached reductions computed per thread in ``local`` memory."""
+    """One thread per element of the fused outer loops (the guests' rows, else all spatial loops; a
+    0-d output: a unit loop); the attached reductions computed per thread in ``local`` memory."""
     guests = [infos[g] for g in sorted(info.guests)]
     stage = state.stages[state.stage_id(info.op)]
     locals_ = [_localize(state, g.op) for g in guests]
     sid = state.stage_id(stage)
     leaves = state.leaves(sid)[:len(info.spatial)]
-    if not leaves:
-        raise ScheduleError(f"stage {info.name}: no spatial loop to bind to GPU threads (a reduction to a scalar "
-                            "needs a cross-thread reduction, not yet in the GPU sketch)")
     fused = state.fuse(sid, leaves[:_bound_depth(info, infos)])
     bx, tx = state.split(sid, fused, [threads])
     state.bind(sid, bx, "blockIdx.x")
@@ -536,17 +553,16 @@ def _simple(state: State, info, infos, h, threads: int) -> None:
 
 
 def _cross_thread_reduction(state: State, info, infos, threads: int) -> None:
-    """One block per output (row) of a root stage: a reduction's fused reduction loops split by
-    ``threads``, the inner part bound to ``threadIdx.x``; an output with attached reductions computes
-    them at its block loop, reduced the same way, and strides its row over the same threads."""
+    """One block per output (row) of a root stage (one block for a scalar): a reduction's fused
+    reduction loops split by ``threads``, the inner part bound to ``threadIdx.x``; an output with
+    attached reductions computes them at its block loop, reduced the same way, and strides its row
+    over the same threads."""
     sid = state.stage_id(info.op)
     leaves = state.leaves(sid)
     depth = _depth(info, infos)
     rows, rest = leaves[:depth], leaves[depth:]
-    block = None
-    if rows:
-        block = state.fuse(sid, rows)
-        state.bind(sid, block, "blockIdx.x")
+    block = state.fuse(sid, rows)       # no rows (a reduction to a scalar): a unit loop, one block
+    state.bind(sid, block, "blockIdx.x")
     _over_threads(state, sid, rest, threads)
     for g in _guests(info):
         gid = state.stage_id(infos[g].op)
@@ -566,5 +582,5 @@ def _over_threads(state: State, sid: int, loops: list, threads: int) -> None:
         state.bind(sid, inner, "threadIdx.x")
 
 
-__all__ = ["LIMITS", "UNROLL_STEPS_GPU", "GPULimits", "GPUSketchSpace", "build_gpu_state", "cross_thread_stages",
-           "shared_bytes", "supports_cross_thread_reduction"]
+__all__ = ["LIMITS", "UNROLL_STEPS_GPU", "GPULimits", "GPUSketchSpace", "attach_scalar_reductions", "build_gpu_state",
+           "cross_thread_stages", "shared_bytes", "supports_cross_thread_reduction"]
