@@ -16,7 +16,7 @@ from tensorir import graph
 from tensorir.graph import schedules_cuda as sc
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
 
 pytestmark = pytest.mark.skipif(not cuda_sim.available(), reason="g++ is needed to run CUDA C on the CPU")
 OPSET = 17
@@ -203,3 +203,19 @@ def test_scalar_kernels_around_a_full_reduction():
     assert_shuffles(m, 2)
     assert sorted(k.block for k in m.kernels.values()) == [(1, 1, 1), (992, 1, 1)]
     np.testing.assert_allclose(run(m, x), np.sqrt((x.astype("float64") ** 2).mean()), rtol=1e-5)
+
+
+@pytest.mark.parametrize("batch,k,n", [(1, 512, 1000), (2, 77, 10), (3, 3, 20)])
+def test_small_dense_reduces_each_output_across_threads(batch, k, n):
+    """Fewer rows than the GEMM tiles (a batch-1 classifier): each output's dot product of ``k``
+    reduced across threads (contiguous rows of the input and the weights), the bias added in the same
+    kernel; ``k`` shorter than a warp: one thread per output."""
+    rng = np.random.default_rng()
+    w, b = rng.standard_normal((n, k)).astype("float32"), rng.standard_normal(n).astype("float32")
+    m = build(onnx_model([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], (batch, k), (batch, n),
+                         [("w", w), ("b", b)]))
+    (name, kern), = m.kernels.items()
+    assert m.stats()["schedules"][name] == "schedule_gemm"
+    assert ("__shfl_xor_sync" in kern.source) == (k >= sc.ALLREDUCE_MIN)
+    x = data((batch, k))
+    np.testing.assert_allclose(run(m, x), x @ w.T + b, rtol=1e-4, atol=1e-4)

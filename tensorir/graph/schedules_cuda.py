@@ -6,13 +6,20 @@ zero border is computed where it is read), then applies the rule registered for 
 
 - injective: the output's axes fused, split into blocks of :data:`THREADS` threads
   (``blockIdx.x`` / ``threadIdx.x``);
-- reductions (pooling, reduce ops): one thread per output row (blocks of :data:`ROW_THREADS`), the
-  leading axes that every reduction stage keeps; the reduction stages in registers (``local``) at the
-  thread's loop, the rest of the row looped by the same thread (a pooled output: one thread per
-  element);
-- softmax, layer norm over the last axis: one block per row, partial sums per thread in shared memory
-  (``rfactor``) added up by every thread (:func:`schedule_row_block`); rows without a divisor in
-  32..256 (or other axes): one thread per row;
+- reductions across threads (:func:`schedule_row_allreduce`, TVM's ``tvm_thread_allreduce``: warp
+  shuffles, shared memory between warps) where the rows read contiguously (:func:`reads_rows`) are at
+  least :data:`ALLREDUCE_MIN` long (:func:`allreduce_rows`): softmax / layer norm over trailing axes,
+  reduce ops and global pooling over the last axes.  A warp per row up to :data:`WARP_ROW_MAX`
+  elements (:data:`WARP_ROWS` rows per block on ``threadIdx.y``), else a block per row of up to
+  :data:`ROW_BLOCK_THREADS` threads; the row's reductions (softmax's max and exp-sum, layer norm's sum
+  and squares about the mean) computed in registers at the row loop, their elements strided over
+  ``threadIdx.x`` and combined across the threads, the elementwise epilogue strided over the same
+  threads: one kernel.  A reduction to a scalar (every axis, ``keepdims=0``): one block of up to
+  :data:`SCALAR_THREADS` threads on a unit loop (``fuse()`` of no axes);
+- other reductions (pooling windows, short rows, strided rows): one thread per output row
+  (:func:`schedule_rows`; blocks of :data:`ROW_THREADS`), the leading axes that every reduction stage
+  keeps; the reduction stages in registers (``local``) at the thread's loop, the rest of the row
+  looped by the same thread (a pooled output: one thread per element);
 - dense / batch_matmul: TVM's classic shared-memory GEMM (``autotune/templates/gemm_cuda.py``): the
   output in 64 x 64 tiles per block of 16 x 16 threads (down to 64 threads where the grid would have
   fewer than :data:`MIN_BLOCKS` blocks: BERT's rows at batch 1), each thread 4 x 4 outputs strided
@@ -20,7 +27,8 @@ zero border is computed where it is read), then applies the rule registered for 
   tiles leave tails), the reduction in slices of :data:`K_TILE` loaded cooperatively into shared
   memory (float4 loads where the tiles divide; rows padded to an odd stride against bank
   conflicts); the anchor is the register accumulator and the epilogue (bias, residual, activation) is
-  applied from it; batch axes on ``blockIdx.z``.  Fewer than :data:`GEMM_MIN_ROWS` rows or columns: the reduction rule;
+  applied from it; batch axes on ``blockIdx.z``.  Fewer than :data:`GEMM_MIN_ROWS` rows or columns: the reduction rule
+  (a batch-1 dense: each output's row of ``k`` reduced across threads);
 - conv2d (NCHW, one group): the direct schedule of ``autotune/templates/conv2d_cuda.py`` (output
   channel x row x column tiles per block, the padded input window and the filter slice of 4 input
   channels in shared memory), with tiles near its default config (4 x 4 channels, up to 8 rows, up to
@@ -32,19 +40,14 @@ zero border is computed where it is read), then applies the rule registered for 
   thread per output element.
 
 A rule is ``rule(s, kt, output_stage)``; replace an entry, or ``schedule_kernel_cuda``, to tune.
-
-HOOK (cross-thread reductions, issue 14 part 2): softmax / layer norm rows reduce through shared
-partials that every thread adds up (:func:`schedule_row_block`).  Once the CUDA backend lowers a
-reduction axis bound to ``threadIdx.x`` (``tvm_thread_allreduce``), bind the partials' reduction to
-``threadIdx.x`` there instead (see its docstring; :data:`THREAD_ALLREDUCE`).
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 
-from ..schedule import ROOT, Schedule, Stage, create_schedule
 from ..expr import TensorLoad, Var
+from ..schedule import ROOT, Schedule, Stage, create_schedule
 from ..tensor import ComputeOp, thread_axis
 from ..visitor import collect
 from .ir import GraphError
@@ -335,11 +338,11 @@ def _divisor_tile(n: int, threads: int, inner: int) -> tuple[int, int]:
 
 @register_cuda_schedule("nn.dense", "nn.batch_matmul", "nn.matmul")
 def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """Shared-memory tiled GEMM (see the module); small or irregular GEMMs: :func:`schedule_rows`."""
+    """Shared-memory tiled GEMM (see the module); small or irregular GEMMs: :func:`schedule_reduce`."""
     anchor = _anchor(s, out)
     ext = _extents(out)
     if anchor is None or len(ext) < 2 or len(anchor.op.reduce_axis) != 1 or min(ext[-2:]) < GEMM_MIN_ROWS:
-        return schedule_rows(s, kt, out)
+        return schedule_reduce(s, kt, out)
     acc = _accumulator(s, kt, out, anchor)
     ty_n, vy_n = _tile(ext[-2], 4, 16)
     tx_n, vx_n = _tile(ext[-1], 4, 16)
@@ -404,10 +407,11 @@ def _conv_rc_tile(acc: Stage, tile: tuple[int, int, int, int], out_hw: tuple[int
 
 @register_cuda_schedule("nn.conv2d")
 def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """NCHW convolution of one group: the direct schedule (see the module); others: per element."""
+    """NCHW convolution of one group: the direct schedule (see the module); others: :func:`schedule_reduce`
+    (per element: their windows are short and strided)."""
     anchor = _anchor(s, out)
     if anchor is None or len(_extents(out)) != 4 or len(anchor.op.reduce_axis) != 3 or "group" in (anchor.op.tag or ""):
-        return schedule_rows(s, kt, out)
+        return schedule_reduce(s, kt, out)
     acc = _accumulator(s, kt, out, anchor)
     b_n, f_n, y_n, x_n = _extents(out)
     ty, yi = _divisor_tile(y_n, 8, 1)
@@ -447,14 +451,14 @@ def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
 
 __all__ = [
     "CUDA_SCHEDULE_RULES",
+    "allreduce_rows",
     "cooperative_fetch",
+    "reads_rows",
     "register_cuda_schedule",
     "schedule_conv2d_cuda",
     "schedule_gemm",
     "schedule_injective_cuda",
     "schedule_kernel_cuda",
-    "allreduce_rows",
-    "reads_rows",
     "schedule_reduce",
     "schedule_row_allreduce",
     "schedule_rows",
