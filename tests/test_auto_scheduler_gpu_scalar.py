@@ -1,7 +1,8 @@
-"""The GPU auto-scheduler on reductions to a scalar (no spatial loop): only the cross-thread sketch,
-one block (``blockIdx.x`` on a unit loop) whose ``threadIdx.x`` reduce every element through the
-backend's all-reduce; a 0-d elementwise output of the sum (``sqrt(sum / n)``) in the same block; a
-0-d elementwise output alone on one thread.  Default, sampled and mutated points run on the CPU
+"""The GPU auto-scheduler on reductions to a scalar (no spatial loop): the cross-thread sketch, one
+block (``blockIdx.x`` on a unit loop) whose ``threadIdx.x`` reduce every element through the
+backend's all-reduce; a 0-d elementwise output of the sum (``sqrt(sum / n)``) in the same block; long
+reductions also the partial-sums sketch (``rfactor``: a kernel of one block per slice, then the one
+block); a 0-d elementwise output alone on one thread.  Default, sampled and mutated points run on the CPU
 (tests/cuda_sim.py) against numpy with NaN-poisoned outputs; replayed steps give the same source; a
 short ``SearchTask(..., target="cuda").tune`` with the simulated runner."""
 from __future__ import annotations
@@ -82,6 +83,24 @@ def test_points_reduce_in_one_block(make, shape):
 
 
 @needs_sim
+@pytest.mark.parametrize("make,shape", [(full_sum, (100000,)), (full_max, (100000,)), (rms, (300, 70))])
+def test_partial_sums_in_several_blocks_then_one(make, shape):
+    tensors, reference = make(shape)
+    space = _space(tensors)
+    assert space.sketches == [{"cross_thread": True}, {"cross_thread": True, "partials": True}]
+    rng = random.Random(2)
+    points = [p for p in (space.sample(rng) for _ in range(40)) if space.has_partials(p.sketch)][:3]
+    points.append(space.mutate(points[-1], rng))
+    assert len(points) == 4 and all(space.has_partials(p.sketch) for p in points)
+    for k, p in enumerate(points):
+        blocks = next(v for key, v in p.holes.items() if key.endswith(".b"))
+        assert blocks in (8, 16, 32, 64, 128, 256, 512, 1024) and blocks <= shape[0]
+        mod = _run(space.build(p), reference, shape, k)
+        slice_ = -(-shape[0] // blocks)
+        assert len(mod.kernels) == 2 and mod.launch.grid == (-(-shape[0] // slice_), 1, 1)
+
+
+@needs_sim
 def test_replayed_steps_give_the_same_source():
     tensors, reference = rms((16, 31))
     space = _space(tensors)
@@ -107,7 +126,7 @@ def test_a_0d_elementwise_output_runs_on_one_thread():
 
 @needs_nvcc
 @needs_sim
-@pytest.mark.parametrize("make,shape", [(full_sum, (4096,)), (rms, (16, 31))])
+@pytest.mark.parametrize("make,shape", [(full_sum, (4096,)), (rms, (16, 31)), (full_sum, (50000,))])
 def test_tuning_a_scalar_reduction(tmp_path, make, shape):
     tensors, reference = make(shape)
     task = auto_scheduler.SearchTask(compute_dag=auto_scheduler.ComputeDAG(tensors), target=TARGET)
@@ -118,7 +137,7 @@ def test_tuning_a_scalar_reduction(tmp_path, make, shape):
         builder=autotune.LocalBuilder(n_parallel=2, timeout=120), runner=runner,
         measure_callbacks=[auto_scheduler.RecordToFile(log)]))
     assert search.trials_done == 6 and len(runner.blocks) == 6 and not runner.errors
-    assert all(b[1:] == (1, 1) for b in runner.blocks)
+    assert all(b[1:] == (1, 1) for b in runner.blocks)        # threadIdx.x only (one block, or the partials')
     s, args = task.apply_best(log)
     mod = codegen.build(s, args, target=TARGET, name="as_gpu_scalar_tuned")
     assert 1e-6 * mod.launch.block[0] == pytest.approx(search.best_cost)

@@ -32,7 +32,10 @@ with reuse that has fewer outputs than elements to reduce per output (a dense wi
 ``k``) is reduced the same way instead of tiled, its elementwise consumer one block per element.  A
 reduction to a scalar (no spatial loop, any length; :func:`attach_scalar_reductions`: with its 0-d
 elementwise output, ``sum / n``) has only this sketch: one block (``blockIdx.x`` on a unit loop, TVM's
-``fuse()`` of no axes) whose threads reduce every element.
+``fuse()`` of no axes) whose threads reduce every element; from :data:`PARTIALS_MIN` elements also
+the *partial sums* sketch: ``rfactor`` by the outermost reduction loop split into ``S{k}.b`` slices,
+one block per slice reducing it across threads into a global array (a kernel of its own), then the
+one block reduces those sums (two kernels).
 
 Holes (``Point.holes``): ``T{k}.s{a}`` = ``[vthread, threads, S3, S4]`` lengths of spatial axis ``a``
 (the block level is what remains), ``T{k}.r{a}`` = ``[R1, R2]``, ``T{k}.u`` the
@@ -40,7 +43,7 @@ Holes (``Point.holes``): ``T{k}.s{a}`` = ``[vthread, threads, S3, S4]`` lengths 
 result is stored in vectors of ``S4`` of the innermost axis when that is 2 or 4); ``S{k}.t`` the
 threads per block of the simple root stages (one count for all); ``S{k}.x`` the threads per block of
 a cross-thread root stage ``k`` (32 to 1024 and at most the longest row; multiples of 32 preferred,
-others allowed).
+others allowed); ``S{k}.b`` the blocks of partial sums (:data:`PARTIALS`).
 Sampling, mutation and crossover keep every point within :data:`LIMITS` (threads per block,
 ``threadIdx.z``, shared memory, virtual threads, outputs per thread) and give each thread at least one
 fetch vector per shared tile; ``build`` refuses a point outside them, naming the stage.
@@ -68,6 +71,8 @@ THREAD_CAPS = (32, 64, 128, 256, 512)         # the sampled bound on threads per
 SIMPLE_THREADS = (32, 64, 128, 256, 512, 1024)
 WARP = 32
 ODD_THREADS = 0.25                            # how often a sampled cross-thread count is not a multiple of 32
+PARTIALS = (8, 16, 32, 64, 128, 256, 512, 1024)   # blocks of partial sums of a long reduction to a scalar
+PARTIALS_MIN = 1 << 14                        # the elements from which a scalar reduction has that sketch
 
 
 @dataclass(frozen=True)
@@ -157,8 +162,14 @@ class GPUSketchSpace(SketchSpace):
         self.cache_stages = []
         self._check_plan()
         self.cross = cross_thread_stages(self.infos) if supports_cross_thread_reduction() else []
+        self.partials = {i.index: r for i in self.cross if (r := _partial_sums(i, self.infos)) is not None}
         per_thread = all(i.spatial or not i.reduce and not i.guests for i in self.root_stages())
-        self.sketches = ([{"cross_thread": True}] if self.cross else []) + ([{}] if per_thread or not self.cross else [])
+        self.sketches = ([{"cross_thread": True}] if self.cross else []) + \
+            ([{"cross_thread": True, "partials": True}] if self.partials else []) + \
+            ([{}] if per_thread or not self.cross else [])
+
+    def has_partials(self, sketch: int) -> bool:
+        return bool(self.sketches[sketch].get("partials"))
 
     def is_cross_thread(self, sketch: int) -> bool:
         return bool(self.sketches[sketch].get("cross_thread"))
@@ -219,6 +230,9 @@ class GPUSketchSpace(SketchSpace):
         if self.is_cross_thread(sketch):
             for info in self.cross:
                 p.holes[f"S{info.index}.x"] = _sample_threads(thread_cap(info, self.infos), rng)
+        if self.has_partials(sketch):
+            for k, red in self.partials.items():
+                p.holes[f"S{k}.b"] = rng.choice([b for b in PARTIALS if b <= red.reduce[0]])
         return p
 
     def default(self) -> Point:
@@ -427,7 +441,7 @@ def build_gpu_state(space: GPUSketchSpace, p: Point) -> State:
     tiled = {i.index for i in space._tiled(p.sketch)}
     for info in reversed(infos):
         if info.index in cross:
-            _cross_thread_reduction(state, info, infos, h[f"S{info.index}.x"])
+            _cross_thread_reduction(state, info, infos, h[f"S{info.index}.x"], h.get(f"S{info.index}.b"))
         elif info.index in tiled:
             _multi_level_tile(state, info, infos, h)
         elif any(r.index == info.index for r in roots):
@@ -552,11 +566,14 @@ def _simple(state: State, info, infos, h, threads: int) -> None:
         state.compute_at(state.stage_id(local), state.stage_id(stage), tx)
 
 
-def _cross_thread_reduction(state: State, info, infos, threads: int) -> None:
+def _cross_thread_reduction(state: State, info, infos, threads: int, partials: int | None = None) -> None:
     """One block per output (row) of a root stage (one block for a scalar): a reduction's fused
     reduction loops split by ``threads``, the inner part bound to ``threadIdx.x``; an output with
     attached reductions computes them at its block loop, reduced the same way, and strides its row
-    over the same threads."""
+    over the same threads.  ``partials``: the scalar reduction first sums ``partials`` slices in as
+    many blocks (its own kernel, :func:`_partial_sum_kernel`), the block then reduces those sums."""
+    if partials:
+        _partial_sum_kernel(state, infos[_guests(info)[0]] if _guests(info) else info, threads, partials)
     sid = state.stage_id(info.op)
     leaves = state.leaves(sid)
     depth = _depth(info, infos)
@@ -568,6 +585,28 @@ def _cross_thread_reduction(state: State, info, infos, threads: int) -> None:
         gid = state.stage_id(infos[g].op)
         state.compute_at(gid, sid, block)
         _over_threads(state, gid, state.leaves(gid)[len(infos[g].spatial):], threads)
+
+
+def _partial_sums(info, infos):
+    """The reduction to a scalar of a cross-thread root stage (itself, or its guest) when it is long
+    enough for partial sums in several blocks (:data:`PARTIALS_MIN` elements, an outermost reduction
+    axis of at least the fewest :data:`PARTIALS`); else None."""
+    red = infos[_guests(info)[0]] if len(_guests(info)) == 1 else info
+    if red.spatial or not red.reduce or math.prod(red.reduce) < PARTIALS_MIN or red.reduce[0] < PARTIALS[0]:
+        return None
+    return red
+
+
+def _partial_sum_kernel(state: State, red, threads: int, blocks: int) -> None:
+    """``rfactor`` of ``red`` by its outermost reduction loop split into ``blocks`` slices: the partial
+    sums a root stage in global memory (a kernel of its own: a block per slice, the slice's loops fused
+    and strided over ``threads`` of ``threadIdx.x``); ``red`` then reduces them."""
+    rid = state.stage_id(red.op)
+    outer, _ = state.split(rid, state.leaves(rid)[0], [-(-red.reduce[0] // blocks)])
+    pid = state.rfactor(rid, outer)
+    leaves = state.leaves(pid)
+    state.bind(pid, leaves[0], "blockIdx.x")
+    _over_threads(state, pid, leaves[1:], threads)
 
 
 def _depth(info, infos) -> int:
