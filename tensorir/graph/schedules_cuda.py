@@ -195,10 +195,8 @@ def reads_rows(st: Stage) -> bool:
     rvars = [iv.var for iv in st.op.reduce_axis]
     for load in collect(st.op.body, TensorLoad):
         used = [any(v in rvars for v in collect(ix, Var)) for ix in load.indices]
-        if not any(used):
-            continue
-        tail = list(load.indices[len(load.indices) - len(rvars):])
-        if len(tail) < len(rvars) or tail != rvars or any(used[:len(load.indices) - len(rvars)]):
+        lead = len(used) - len(rvars)        # the indices before the reduction's
+        if any(used) and (lead < 0 or list(load.indices[lead:]) != rvars or any(used[:lead])):
             return False
     return True
 
@@ -206,7 +204,7 @@ def reads_rows(st: Stage) -> bool:
 def allreduce_rows(s: Schedule, out: Stage) -> tuple[list[Stage], int] | None:
     """``(reductions, k)``: the output's leading ``k`` axes are rows whose reductions (``reductions``
     computed per row, or the output itself) read contiguous rows (:func:`reads_rows`) of at least
-    :data:`ALLREDUCE_MIN` elements (any length when the result is a scalar), the output's other axes
+    :data:`ALLREDUCE_MIN` elements (a reduction to a scalar, ``k = 0``: any), the output's other axes
     the row's elements; None where that does not hold (rows of other shapes, strided reads, short
     rows)."""
     ext = _extents(out)
@@ -223,9 +221,7 @@ def allreduce_rows(s: Schedule, out: Stage) -> tuple[list[Stage], int] | None:
                 _row_length(st) != math.prod(ext[k:]) for st in stages):
             return None
         reds = stages
-    if not all(reads_rows(st) for st in reds):
-        return None
-    if k and max(_row_length(st) for st in reds) < ALLREDUCE_MIN:
+    if k and (not all(reads_rows(st) for st in reds) or max(_row_length(st) for st in reds) < ALLREDUCE_MIN):
         return None
     return stages, k
 
