@@ -219,3 +219,20 @@ def test_small_dense_reduces_each_output_across_threads(batch, k, n):
     assert ("__shfl_xor_sync" in kern.source) == (k >= sc.ALLREDUCE_MIN)
     x = data((batch, k))
     np.testing.assert_allclose(run(m, x), x @ w.T + b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_scalar_output_through_the_model_runtime(monkeypatch):
+    """The 0-d output of a full reduction through ``CUDAModelModule``'s executor (a fake pycuda driver
+    whose launches run the CUDA C here: tests/test_model_cuda_runtime_sim.py)."""
+    from test_model_cuda_runtime_sim import FakeDriver
+
+    import codegen.cuda_module as cm
+    drv = FakeDriver()
+    monkeypatch.setattr(cm, "driver", lambda: drv)
+    drv.model = m = build(onnx_model([helper.make_node("ReduceMean", ["x"], ["y"], keepdims=0)], (7, 300), [],
+                                     opset=13))
+    for seed in range(2):
+        x = data((7, 300), seed)
+        (y,) = m(x=x)
+        assert y.shape == ()
+        np.testing.assert_allclose(y, x.astype("float64").mean(), rtol=1e-5, atol=1e-6)
