@@ -236,3 +236,22 @@ def test_a_scalar_output_through_the_model_runtime(monkeypatch):
         (y,) = m(x=x)
         assert y.shape == ()
         np.testing.assert_allclose(y, x.astype("float64").mean(), rtol=1e-5, atol=1e-6)
+
+
+def test_reads_rows_looks_through_inlined_stages():
+    """A reduction over the last axis of an inlined transpose reads its input down the columns (one
+    thread per row suits it); of an inlined elementwise stage (BERT's Pow), along the rows."""
+    import tensorir as te
+    A = te.placeholder((3, 40, 50), name="A")
+    T = te.compute((3, 50, 40), lambda i, j, k: A[i, k, j], name="T")
+    P = te.compute((3, 40, 50), lambda i, j, k: A[i, j, k] * A[i, j, k], name="P")
+
+    def row_sum(src):
+        k = te.reduce_axis((0, int(src.shape[2])), "k")
+        return te.compute(src.shape[:2], lambda i, j: te.sum(src[i, j, k], axis=k), name="R")
+    for src, contiguous in ((T, False), (P, True)):
+        R = row_sum(src)
+        s = te.create_schedule(R.op)
+        assert sc.reads_rows(s, s[R])          # the stage itself is read along its rows
+        s[src].compute_inline()
+        assert sc.reads_rows(s, s[R]) == contiguous

@@ -47,9 +47,9 @@ import math
 from collections.abc import Callable
 
 from ..expr import TensorLoad, Var
-from ..schedule import ROOT, Schedule, Stage, create_schedule
+from ..schedule import INLINE, ROOT, Schedule, Stage, create_schedule
 from ..tensor import ComputeOp, thread_axis
-from ..visitor import collect
+from ..visitor import collect, substitute
 from .ir import GraphError
 from .lower_te import KernelTE
 
@@ -189,16 +189,22 @@ def _row_length(st: Stage) -> int:
     return math.prod(int(iv.dom.extent) for iv in st.op.reduce_axis)
 
 
-def reads_rows(st: Stage) -> bool:
+def reads_rows(s: Schedule, st: Stage) -> bool:
     """Whether the reduction ``st`` reads each tensor along its last axes with its reduction axes, in
-    their order (consecutive threads of a fused reduction then read consecutive elements)."""
+    their order, looking through inlined stages (consecutive threads of a fused reduction then read
+    consecutive elements; a transposed input is read across its rows)."""
     rvars = [iv.var for iv in st.op.reduce_axis]
-    for load in collect(st.op.body, TensorLoad):
-        used = [any(v in rvars for v in collect(ix, Var)) for ix in load.indices]
-        lead = len(used) - len(rvars)        # the indices before the reduction's
-        if any(used) and (lead < 0 or list(load.indices[lead:]) != rvars or any(used[:lead])):
-            return False
-    return True
+    return all(_reads_row(s, load, rvars) for load in collect(st.op.body, TensorLoad))
+
+
+def _reads_row(s: Schedule, load: TensorLoad, rvars: list) -> bool:
+    op = load.tensor.op
+    if isinstance(op, ComputeOp) and s[op].attach_type == INLINE:
+        body = substitute(op.body[load.tensor.value_index], {iv.var: ix for iv, ix in zip(op.axis, load.indices)})
+        return all(_reads_row(s, inner, rvars) for inner in collect(body, TensorLoad))
+    used = [any(v in rvars for v in collect(ix, Var)) for ix in load.indices]
+    lead = len(used) - len(rvars)        # the indices before the reduction's
+    return not any(used) or lead >= 0 and list(load.indices[lead:]) == rvars and not any(used[:lead])
 
 
 def allreduce_rows(s: Schedule, out: Stage) -> tuple[list[Stage], int] | None:
@@ -210,7 +216,7 @@ def allreduce_rows(s: Schedule, out: Stage) -> tuple[list[Stage], int] | None:
     ext = _extents(out)
     stages = _root_reductions(s, out)
     if out.op.reduce_axis:
-        if stages or not reads_rows(out):
+        if stages:
             return None
         k, reds = len(ext), [out]
     else:
@@ -221,7 +227,7 @@ def allreduce_rows(s: Schedule, out: Stage) -> tuple[list[Stage], int] | None:
                 _row_length(st) != math.prod(ext[k:]) for st in stages):
             return None
         reds = stages
-    if k and (not all(reads_rows(st) for st in reds) or max(_row_length(st) for st in reds) < ALLREDUCE_MIN):
+    if k and (not all(reads_rows(s, st) for st in reds) or max(_row_length(st) for st in reds) < ALLREDUCE_MIN):
         return None
     return stages, k
 
