@@ -85,6 +85,15 @@ def test_softmax_rows(n):
     np.testing.assert_allclose(run(m, x), softmax_ref(x), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("n", [77, 1000])
+def test_log_softmax_rows(n):
+    shape = (4, n)
+    m = build(onnx_model([helper.make_node("LogSoftmax", ["x"], ["y"], axis=-1)], shape, shape))
+    assert_shuffles(m, 1)
+    x = data(shape)
+    np.testing.assert_allclose(run(m, x), np.log(softmax_ref(x.astype("float64"))), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("n", LENGTHS)
 def test_onnx_layer_normalization(n):
     shape, rng = (2, 5, n), np.random.default_rng()
