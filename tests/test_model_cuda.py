@@ -219,8 +219,8 @@ def test_conv_batches_strides_and_tile_size():
 
 @needs_nvcc
 @needs_sim
-@pytest.mark.parametrize("rows,n", [(3, 64), (5, 96), (2, 7)])    # 7: no block size divides: a thread per row
-def test_softmax_and_layer_norm_one_block_per_row(rows, n):
+@pytest.mark.parametrize("rows,n", [(3, 64), (5, 96), (2, 7), (2, 300)])  # a warp per row, per thread, a block
+def test_softmax_and_layer_norm_reduce_rows_across_threads(rows, n):
     rng = np.random.default_rng()
     x = Var("x", TensorType((2, rows, n), "float32"))
     gamma, beta = rng.uniform(0.5, 1.5, n).astype("float32"), rng.standard_normal(n).astype("float32")
@@ -228,7 +228,12 @@ def test_softmax_and_layer_norm_one_block_per_row(rows, n):
     z = call("nn.softmax", x, axis=-1)
     m = codegen.build_model(graph.Graph((x,), (y, z)), target="cuda")
     norm = m.kernels["fused_nn_layer_norm"]
-    assert norm.block[0] == (n if n % 32 == 0 else min(2 * rows, 64)) and (norm.shared_bytes > 0) == (n % 32 == 0)
+    if n < sc.ALLREDUCE_MIN:        # rows shorter than a warp: one thread per row
+        assert norm.block == (min(2 * rows, 64), 1, 1) and "__shfl_xor_sync" not in norm.source
+    else:                           # a warp per row (several rows per block), or a block per long row
+        assert norm.block == ((32, max(d for d in (1, 2, 3, 4) if 2 * rows % d == 0), 1) if n <= sc.WARP_ROW_MAX
+                              else (160, 1, 1)) and "__shfl_xor_sync" in norm.source
+        assert (norm.shared_bytes > 0) == (n > sc.WARP_ROW_MAX)     # shared memory only between warps
     xs = rng.standard_normal((2, rows, n)).astype("float32") * 3
     got = simulate(m, {"x": xs})
     mu, var = xs.mean(-1, keepdims=True), xs.var(-1, keepdims=True)

@@ -29,7 +29,13 @@ feed such reductions (softmax's max and exp-sum, layer norm's sums) gets one blo
 reductions are computed at the block loop, reduced across the threads as above, and the row's
 elements strided over the same ``threadIdx.x``, so the whole operator is one kernel.  A reduction
 with reuse that has fewer outputs than elements to reduce per output (a dense with few rows and a long
-``k``) is reduced the same way instead of tiled, its elementwise consumer one block per element.
+``k``) is reduced the same way instead of tiled, its elementwise consumer one block per element.  A
+reduction to a scalar (no spatial loop, any length; :func:`attach_scalar_reductions`: with its 0-d
+elementwise output, ``sum / n``) has only this sketch: one block (``blockIdx.x`` on a unit loop, TVM's
+``fuse()`` of no axes) whose threads reduce every element; from :data:`PARTIALS_MIN` elements also
+the *partial sums* sketch: ``rfactor`` by the outermost reduction loop split into ``S{k}.b`` slices,
+one block per slice reducing it across threads into a global array (a kernel of its own), then the
+one block reduces those sums (two kernels).
 
 Holes (``Point.holes``): ``T{k}.s{a}`` = ``[vthread, threads, S3, S4]`` lengths of spatial axis ``a``
 (the block level is what remains), ``T{k}.r{a}`` = ``[R1, R2]``, ``T{k}.u`` the
@@ -37,7 +43,7 @@ Holes (``Point.holes``): ``T{k}.s{a}`` = ``[vthread, threads, S3, S4]`` lengths 
 result is stored in vectors of ``S4`` of the innermost axis when that is 2 or 4); ``S{k}.t`` the
 threads per block of the simple root stages (one count for all); ``S{k}.x`` the threads per block of
 a cross-thread root stage ``k`` (32 to 1024 and at most the longest row; multiples of 32 preferred,
-others allowed).
+others allowed); ``S{k}.b`` the blocks of partial sums (:data:`PARTIALS`).
 Sampling, mutation and crossover keep every point within :data:`LIMITS` (threads per block,
 ``threadIdx.z``, shared memory, virtual threads, outputs per thread) and give each thread at least one
 fetch vector per shared tile; ``build`` refuses a point outside them, naming the stage.
@@ -54,7 +60,7 @@ from tensorir.expr import TensorLoad
 from tensorir.schedule import ScheduleError
 from tensorir.visitor import collect
 
-from .analysis import analyze
+from .analysis import analyze, effective_readers
 from .loop_state import State
 from .sketch import Point, SketchSpace, _move_factor, divisors
 
@@ -65,6 +71,8 @@ THREAD_CAPS = (32, 64, 128, 256, 512)         # the sampled bound on threads per
 SIMPLE_THREADS = (32, 64, 128, 256, 512, 1024)
 WARP = 32
 ODD_THREADS = 0.25                            # how often a sampled cross-thread count is not a multiple of 32
+PARTIALS = (8, 16, 32, 64, 128, 256, 512, 1024)   # blocks of partial sums of a long reduction to a scalar
+PARTIALS_MIN = 1 << 14                        # the elements from which a scalar reduction has that sketch
 
 
 @dataclass(frozen=True)
@@ -87,26 +95,43 @@ def supports_cross_thread_reduction(target: str = "cuda") -> bool:
 
 def cross_thread_stages(infos) -> list:
     """The root stages the cross-thread sketch gives one block per output (row): reductions of at least
-    a warp's worth of elements per output, and outputs whose attached reductions (``guests``) are; a
+    a warp's worth of elements per output or to a scalar, and outputs whose attached reductions
+    (``guests``) are, or that are scalars; a
     reduction with reuse (a dense with few rows and a long ``k``) when it has fewer outputs than
     elements to reduce per output (Ansor's test), at the root or in its elementwise consumer."""
     def long(i) -> bool:
         return math.prod(i.reduce) >= WARP
     out = []
     for info in infos:
-        if not info.spatial or info.attach is not None:
+        if info.attach is not None:
             continue
-        if info.kind == "tile":
+        if info.kind == "tile" and info.spatial:
             if long(info) and math.prod(info.spatial) < math.prod(info.reduce):
                 host = infos[info.host] if info.host is not None else info
                 if not host.guests:
                     out.append(host)
         elif info.kind != "simple" or info.guest is not None:
             continue
-        elif info.reduce and not info.guests and long(info) or \
-                info.guests and not info.reduce and any(long(infos[g]) for g in info.guests):
+        elif info.reduce and not info.guests and (long(info) or not info.spatial) or \
+                info.guests and not info.reduce and (any(long(infos[g]) for g in info.guests) or not info.spatial):
             out.append(info)
     return out
+
+
+def attach_scalar_reductions(infos, dag):
+    """``infos`` with each reduction to a scalar whose one reader is a 0-d output (``sum / n``) planned
+    as that output's guest: both in one block, the output computed by its threads from the result."""
+    outputs = {t.op for t in dag.outputs}
+    for info in infos:
+        if info.kind != "simple" or not info.reduce or info.spatial or info.op in outputs or info.attach is not None:
+            continue
+        eff = effective_readers(infos, info.index)
+        if len(eff) == 1:
+            c = infos[eff[0]]
+            if c.kind == "simple" and c.op in outputs and not c.spatial and not c.reduce and c.guest is None:
+                info.attach = c.index
+                c.guests.append(info.index)
+    return infos
 
 
 def _guests(info) -> list[int]:
@@ -133,12 +158,18 @@ class GPUSketchSpace(SketchSpace):
     def __init__(self, dag, limits: GPULimits = LIMITS):
         super().__init__(dag)
         self.limits = limits
-        self.infos = analyze(dag, rfactor=False)
+        self.infos = attach_scalar_reductions(analyze(dag, rfactor=False), dag)
         self.cache_stages = []
         self._check_plan()
         self.cross = cross_thread_stages(self.infos) if supports_cross_thread_reduction() else []
-        per_thread = all(i.spatial for i in self.root_stages())
-        self.sketches = ([{"cross_thread": True}] if self.cross else []) + ([{}] if per_thread or not self.cross else [])
+        self.partials = {i.index: r for i in self.cross if (r := _partial_sums(i, self.infos)) is not None}
+        per_thread = all(i.spatial or not i.reduce and not i.guests for i in self.root_stages())
+        self.sketches = ([{"cross_thread": True}] if self.cross else []) + \
+            ([{"cross_thread": True, "partials": True}] if self.partials else []) + \
+            ([{}] if per_thread or not self.cross else [])
+
+    def has_partials(self, sketch: int) -> bool:
+        return bool(self.sketches[sketch].get("partials"))
 
     def is_cross_thread(self, sketch: int) -> bool:
         return bool(self.sketches[sketch].get("cross_thread"))
@@ -199,6 +230,9 @@ class GPUSketchSpace(SketchSpace):
         if self.is_cross_thread(sketch):
             for info in self.cross:
                 p.holes[f"S{info.index}.x"] = _sample_threads(thread_cap(info, self.infos), rng)
+        if self.has_partials(sketch):
+            for k, red in self.partials.items():
+                p.holes[f"S{k}.b"] = rng.choice([b for b in PARTIALS if b <= red.reduce[0]])
         return p
 
     def default(self) -> Point:
@@ -407,7 +441,7 @@ def build_gpu_state(space: GPUSketchSpace, p: Point) -> State:
     tiled = {i.index for i in space._tiled(p.sketch)}
     for info in reversed(infos):
         if info.index in cross:
-            _cross_thread_reduction(state, info, infos, h[f"S{info.index}.x"])
+            _cross_thread_reduction(state, info, infos, h[f"S{info.index}.x"], h.get(f"S{info.index}.b"))
         elif info.index in tiled:
             _multi_level_tile(state, info, infos, h)
         elif any(r.index == info.index for r in roots):
@@ -517,16 +551,13 @@ def _bound_depth(info, infos) -> int:
 
 
 def _simple(state: State, info, infos, h, threads: int) -> None:
-    """One thread per element of the fused outer loops (the guests' rows, else all spatial loops);
-    the attached reductions computed per thread in ``local`` memory."""
+    """One thread per element of the fused outer loops (the guests' rows, else all spatial loops; a
+    0-d output: a unit loop); the attached reductions computed per thread in ``local`` memory."""
     guests = [infos[g] for g in sorted(info.guests)]
     stage = state.stages[state.stage_id(info.op)]
     locals_ = [_localize(state, g.op) for g in guests]
     sid = state.stage_id(stage)
     leaves = state.leaves(sid)[:len(info.spatial)]
-    if not leaves:
-        raise ScheduleError(f"stage {info.name}: no spatial loop to bind to GPU threads (a reduction to a scalar "
-                            "needs a cross-thread reduction, not yet in the GPU sketch)")
     fused = state.fuse(sid, leaves[:_bound_depth(info, infos)])
     bx, tx = state.split(sid, fused, [threads])
     state.bind(sid, bx, "blockIdx.x")
@@ -535,23 +566,47 @@ def _simple(state: State, info, infos, h, threads: int) -> None:
         state.compute_at(state.stage_id(local), state.stage_id(stage), tx)
 
 
-def _cross_thread_reduction(state: State, info, infos, threads: int) -> None:
-    """One block per output (row) of a root stage: a reduction's fused reduction loops split by
-    ``threads``, the inner part bound to ``threadIdx.x``; an output with attached reductions computes
-    them at its block loop, reduced the same way, and strides its row over the same threads."""
+def _cross_thread_reduction(state: State, info, infos, threads: int, partials: int | None = None) -> None:
+    """One block per output (row) of a root stage (one block for a scalar): a reduction's fused
+    reduction loops split by ``threads``, the inner part bound to ``threadIdx.x``; an output with
+    attached reductions computes them at its block loop, reduced the same way, and strides its row
+    over the same threads.  ``partials``: the scalar reduction first sums ``partials`` slices in as
+    many blocks (its own kernel, :func:`_partial_sum_kernel`), the block then reduces those sums."""
+    if partials:
+        _partial_sum_kernel(state, infos[_guests(info)[0]] if _guests(info) else info, threads, partials)
     sid = state.stage_id(info.op)
     leaves = state.leaves(sid)
     depth = _depth(info, infos)
     rows, rest = leaves[:depth], leaves[depth:]
-    block = None
-    if rows:
-        block = state.fuse(sid, rows)
-        state.bind(sid, block, "blockIdx.x")
+    block = state.fuse(sid, rows)       # no rows (a reduction to a scalar): a unit loop, one block
+    state.bind(sid, block, "blockIdx.x")
     _over_threads(state, sid, rest, threads)
     for g in _guests(info):
         gid = state.stage_id(infos[g].op)
         state.compute_at(gid, sid, block)
         _over_threads(state, gid, state.leaves(gid)[len(infos[g].spatial):], threads)
+
+
+def _partial_sums(info, infos):
+    """The reduction to a scalar of a cross-thread root stage (itself, or its guest) when it is long
+    enough for partial sums in several blocks (:data:`PARTIALS_MIN` elements, an outermost reduction
+    axis of at least the fewest :data:`PARTIALS`); else None."""
+    red = infos[_guests(info)[0]] if len(_guests(info)) == 1 else info
+    if red.spatial or not red.reduce or math.prod(red.reduce) < PARTIALS_MIN or red.reduce[0] < PARTIALS[0]:
+        return None
+    return red
+
+
+def _partial_sum_kernel(state: State, red, threads: int, blocks: int) -> None:
+    """``rfactor`` of ``red`` by its outermost reduction loop split into ``blocks`` slices: the partial
+    sums a root stage in global memory (a kernel of its own: a block per slice, the slice's loops fused
+    and strided over ``threads`` of ``threadIdx.x``); ``red`` then reduces them."""
+    rid = state.stage_id(red.op)
+    outer, _ = state.split(rid, state.leaves(rid)[0], [-(-red.reduce[0] // blocks)])
+    pid = state.rfactor(rid, outer)
+    leaves = state.leaves(pid)
+    state.bind(pid, leaves[0], "blockIdx.x")
+    _over_threads(state, pid, leaves[1:], threads)
 
 
 def _depth(info, infos) -> int:
@@ -566,5 +621,5 @@ def _over_threads(state: State, sid: int, loops: list, threads: int) -> None:
         state.bind(sid, inner, "threadIdx.x")
 
 
-__all__ = ["LIMITS", "UNROLL_STEPS_GPU", "GPULimits", "GPUSketchSpace", "build_gpu_state", "cross_thread_stages",
-           "shared_bytes", "supports_cross_thread_reduction"]
+__all__ = ["LIMITS", "UNROLL_STEPS_GPU", "GPULimits", "GPUSketchSpace", "attach_scalar_reductions", "build_gpu_state",
+           "cross_thread_stages", "shared_bytes", "supports_cross_thread_reduction"]

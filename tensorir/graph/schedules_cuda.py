@@ -6,13 +6,20 @@ zero border is computed where it is read), then applies the rule registered for 
 
 - injective: the output's axes fused, split into blocks of :data:`THREADS` threads
   (``blockIdx.x`` / ``threadIdx.x``);
-- reductions (pooling, reduce ops): one thread per output row (blocks of :data:`ROW_THREADS`), the
-  leading axes that every reduction stage keeps; the reduction stages in registers (``local``) at the
-  thread's loop, the rest of the row looped by the same thread (a pooled output: one thread per
-  element);
-- softmax, layer norm over the last axis: one block per row, partial sums per thread in shared memory
-  (``rfactor``) added up by every thread (:func:`schedule_row_block`); rows without a divisor in
-  32..256 (or other axes): one thread per row;
+- reductions across threads (:func:`schedule_row_allreduce`, TVM's ``tvm_thread_allreduce``: warp
+  shuffles, shared memory between warps) where the rows read contiguously (:func:`reads_rows`) are at
+  least :data:`ALLREDUCE_MIN` long (:func:`allreduce_rows`): softmax / layer norm over trailing axes,
+  reduce ops and global pooling over the last axes.  A warp per row up to :data:`WARP_ROW_MAX`
+  elements (:data:`WARP_ROWS` rows per block on ``threadIdx.y``), else a block per row of up to
+  :data:`ROW_BLOCK_THREADS` threads; the row's reductions (softmax's max and exp-sum, layer norm's sum
+  and squares about the mean) computed in registers at the row loop, their elements strided over
+  ``threadIdx.x`` and combined across the threads, the elementwise epilogue strided over the same
+  threads: one kernel.  A reduction to a scalar (every axis, ``keepdims=0``): one block of up to
+  :data:`SCALAR_THREADS` threads on a unit loop (``fuse()`` of no axes);
+- other reductions (pooling windows, short rows, strided rows): one thread per output row
+  (:func:`schedule_rows`; blocks of :data:`ROW_THREADS`), the leading axes that every reduction stage
+  keeps; the reduction stages in registers (``local``) at the thread's loop, the rest of the row
+  looped by the same thread (a pooled output: one thread per element);
 - dense / batch_matmul: TVM's classic shared-memory GEMM (``autotune/templates/gemm_cuda.py``): the
   output in 64 x 64 tiles per block of 16 x 16 threads (down to 64 threads where the grid would have
   fewer than :data:`MIN_BLOCKS` blocks: BERT's rows at batch 1), each thread 4 x 4 outputs strided
@@ -20,7 +27,8 @@ zero border is computed where it is read), then applies the rule registered for 
   tiles leave tails), the reduction in slices of :data:`K_TILE` loaded cooperatively into shared
   memory (float4 loads where the tiles divide; rows padded to an odd stride against bank
   conflicts); the anchor is the register accumulator and the epilogue (bias, residual, activation) is
-  applied from it; batch axes on ``blockIdx.z``.  Fewer than :data:`GEMM_MIN_ROWS` rows or columns: the reduction rule;
+  applied from it; batch axes on ``blockIdx.z``.  Fewer than :data:`GEMM_MIN_ROWS` rows or columns: the reduction rule
+  (a batch-1 dense: each output's row of ``k`` reduced across threads);
 - conv2d (NCHW, one group): the direct schedule of ``autotune/templates/conv2d_cuda.py`` (output
   channel x row x column tiles per block, the padded input window and the filter slice of 4 input
   channels in shared memory), with tiles near its default config (4 x 4 channels, up to 8 rows, up to
@@ -32,18 +40,16 @@ zero border is computed where it is read), then applies the rule registered for 
   thread per output element.
 
 A rule is ``rule(s, kt, output_stage)``; replace an entry, or ``schedule_kernel_cuda``, to tune.
-
-HOOK (cross-thread reductions, issue 14 part 2): softmax / layer norm rows reduce through shared
-partials that every thread adds up (:func:`schedule_row_block`).  Once the CUDA backend lowers a
-reduction axis bound to ``threadIdx.x`` (``tvm_thread_allreduce``), bind the partials' reduction to
-``threadIdx.x`` there instead (see its docstring; :data:`THREAD_ALLREDUCE`).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
-from ..schedule import ROOT, Schedule, Stage, create_schedule
+from ..expr import TensorLoad, Var
+from ..schedule import INLINE, ROOT, Schedule, Stage, create_schedule
 from ..tensor import ComputeOp, thread_axis
+from ..visitor import collect, substitute
 from .ir import GraphError
 from .lower_te import KernelTE
 
@@ -60,8 +66,12 @@ CONV_BATCH_TILE = 2
 CONV_RC_TILES = (16, 8, 4)       # input-channel slices per barrier at large batch, longest first that fits
 CONV_SHARED_BUDGET = 24 * 1024   # bytes of shared input window and filters per block at large batch
 ROW_THREADS = 64         # threads per block of per-row kernels (rows spread over more multiprocessors)
-#: HOOK: softmax / layer-norm rows by warp-shuffle all-reduce once it lands in the CUDA backend.
-THREAD_ALLREDUCE = False
+WARP = 32
+ALLREDUCE_MIN = 32       # rows shorter than this are reduced one thread per row
+WARP_ROW_MAX = 128       # rows up to this long: one warp each ...
+WARP_ROWS = 4            # ... and up to this many rows per block (a divisor of the rows)
+ROW_BLOCK_THREADS = 256  # longer rows: one block each, at most this many threads
+SCALAR_THREADS = 1024    # threads of the one block of a reduction to a scalar
 CUDA_SCHEDULE_RULES: dict[str, Rule] = {}
 
 
@@ -96,8 +106,6 @@ def schedule_kernel_cuda(kt: KernelTE) -> Schedule:
         if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output:
             st.compute_inline()
     out = s[kt.outputs[0]]
-    if not out.op.axis:
-        raise GraphError(f"kernel {kt.kernel.name}: a 0-d output; CUDA kernels of a model need an axis")
     CUDA_SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_cuda)(s, kt, out)
     return s
 
@@ -108,11 +116,11 @@ def _threads_for(n: int) -> int:
 
 def schedule_injective_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """All axes fused; blocks of :data:`THREADS` threads.  A kernel with reductions left (an anchor
-    without a rule of its own) is scheduled by :func:`schedule_rows`."""
+    without a rule of its own) is scheduled by :func:`schedule_reduce`."""
     if _root_reductions(s, out) or out.op.reduce_axis:
-        return schedule_rows(s, kt, out)
+        return schedule_reduce(s, kt, out)
     axes = list(out.op.axis)
-    fused = out.fuse(*axes) if len(axes) > 1 else axes[0]
+    fused = out.fuse(*axes) if len(axes) != 1 else axes[0]     # a 0-d output: a unit loop
     total = 1
     for e in _extents(out):
         total *= e
@@ -121,14 +129,15 @@ def schedule_injective_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
     _bind(out, tx, "threadIdx.x")
 
 
-@register_cuda_schedule("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d",
-                        "sum", "mean", "max", "min", "prod", "argmax", "argmin")
 def schedule_rows(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """One thread per row: the output's leading axes that every reduction stage keeps (all of them for a
     reduction output), fused over blocks of threads; each reduction stage computed in registers at the
     loop of its own axes, the rest of the row looped by the thread.  A reduction stage whose shape is
     not a prefix of the output's is computed per output element."""
     ext = _extents(out)
+    if not ext:
+        raise GraphError(f"kernel {kt.kernel.name}: a 0-d output of reductions that are not one row each; "
+                         "CUDA kernels of a model reduce to a scalar through one reduction")
     axes = list(out.op.axis)
     stages = _root_reductions(s, out)
     prefix = [len(st.op.axis) if 0 < len(st.op.axis) <= len(ext) and _extents(st) == ext[:len(st.op.axis)]
@@ -150,52 +159,126 @@ def schedule_rows(s: Schedule, kt: KernelTE, out: Stage) -> None:
 
 @register_cuda_schedule("nn.softmax", "nn.log_softmax", "nn.layer_norm")
 def schedule_softmax_norm(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """Softmax and normalization rows: one block per row (:func:`schedule_row_block`) where the rows are
-    the output's last axis and it has a divisor in 32..256 (the block), else one thread per row
+    """Softmax and normalization: rows reduced across threads (:func:`schedule_row_allreduce`) where the
+    reductions read rows of at least a warp along the output's trailing axes, else one thread per row
     (:func:`schedule_rows`)."""
+    if not _schedule_allreduce(s, out):
+        schedule_rows(s, kt, out)
+
+
+@register_cuda_schedule("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d",
+                        "sum", "mean", "max", "min", "prod", "argmax", "argmin")
+def schedule_reduce(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Reduce ops and pooling: rows reduced across threads (:func:`schedule_row_allreduce`) where one
+    reduction reads rows of at least a warp contiguously (a reduction to a scalar: always), else one
+    thread per row (:func:`schedule_rows`)."""
+    if not _schedule_allreduce(s, out):
+        schedule_rows(s, kt, out)
+
+
+def _schedule_allreduce(s: Schedule, out: Stage) -> bool:
+    """Apply :func:`schedule_row_allreduce` where :func:`allreduce_rows` finds rows for it."""
+    plan = allreduce_rows(s, out)
+    if plan is None:
+        return False
+    schedule_row_allreduce(s, out, *plan)
+    return True
+
+
+def _row_length(st: Stage) -> int:
+    return math.prod(int(iv.dom.extent) for iv in st.op.reduce_axis)
+
+
+def reads_rows(s: Schedule, st: Stage) -> bool:
+    """Whether the reduction ``st`` reads each tensor along its last axes with its reduction axes, in
+    their order, looking through inlined stages (consecutive threads of a fused reduction then read
+    consecutive elements; a transposed input is read across its rows)."""
+    rvars = [iv.var for iv in st.op.reduce_axis]
+    return all(_reads_row(s, load, rvars) for load in collect(st.op.body, TensorLoad))
+
+
+def _reads_row(s: Schedule, load: TensorLoad, rvars: list) -> bool:
+    op = load.tensor.op
+    if isinstance(op, ComputeOp) and s[op].attach_type == INLINE:
+        body = substitute(op.body[load.tensor.value_index], {iv.var: ix for iv, ix in zip(op.axis, load.indices)})
+        return all(_reads_row(s, inner, rvars) for inner in collect(body, TensorLoad))
+    used = [any(v in rvars for v in collect(ix, Var)) for ix in load.indices]
+    lead = len(used) - len(rvars)        # the indices before the reduction's
+    return not any(used) or lead >= 0 and list(load.indices[lead:]) == rvars and not any(used[:lead])
+
+
+def allreduce_rows(s: Schedule, out: Stage) -> tuple[list[Stage], int] | None:
+    """``(reductions, k)``: the output's leading ``k`` axes are rows whose reductions (``reductions``
+    computed per row, or the output itself) read contiguous rows (:func:`reads_rows`) of at least
+    :data:`ALLREDUCE_MIN` elements (a reduction to a scalar, ``k = 0``: any), the output's other axes
+    the row's elements; None where that does not hold (rows of other shapes, strided reads, short
+    rows)."""
     ext = _extents(out)
     stages = _root_reductions(s, out)
-    if stages and _row_block_threads(ext[-1]) and all(
-            len(st.op.reduce_axis) == 1 and _extents(st) == ext[:-1] for st in stages):
-        return schedule_row_block(s, kt, out)
-    return schedule_rows(s, kt, out)
+    if out.op.reduce_axis:
+        if stages:
+            return None
+        k, reds = len(ext), [out]
+    else:
+        if not stages:
+            return None
+        k = len(stages[0].op.axis)
+        if any(_extents(st) != ext[:k] for st in stages) or k < len(ext) and any(
+                _row_length(st) != math.prod(ext[k:]) for st in stages):
+            return None
+        reds = stages
+    if k and (not all(reads_rows(s, st) for st in reds) or max(_row_length(st) for st in reds) < ALLREDUCE_MIN):
+        return None
+    return stages, k
 
 
-def _row_block_threads(n: int) -> int:
-    """Threads of a block per row of ``n``: its largest divisor in 32..256 (0 if none)."""
-    return max((d for d in range(32, 257) if n % d == 0), default=0)
+def _row_threads(n: int, rows: int, most: int = ROW_BLOCK_THREADS) -> tuple[int, int]:
+    """(threads per row, rows per block) for rows of ``n``: a warp each up to :data:`WARP_ROW_MAX`
+    (:data:`WARP_ROWS` rows per block where they divide the rows), else the multiple of 32 up to
+    ``most`` that covers the row in the fewest passes and is no longer than the row (a split longer
+    than its loop is cut to the loop: a count that is no multiple of a warp)."""
+    if n <= WARP_ROW_MAX:
+        return WARP, max(d for d in range(1, WARP_ROWS + 1) if rows % d == 0)
+    passes = -(-n // most)
+    return min(-(-n // (passes * WARP)) * WARP, n // WARP * WARP), 1
 
 
-def schedule_row_block(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """One block of ``T`` threads per row (the output's leading axes on ``blockIdx.x`` / ``y`` / ``z``),
-    the row's elements strided over the threads.  Each reduction stage in order (a softmax's max then
-    its sum of exponentials, a layer norm's sum then its squares about the mean) is ``rfactor``-ed by
-    ``T``: the ``T`` partial sums in shared memory, one per thread (coalesced reads of the row), then
-    every thread adds the ``T`` partials itself into registers (broadcast reads; no cross-thread
-    reduction needed).
-
-    HOOK (issue 14 part 2): once the CUDA backend lowers a reduction axis bound to ``threadIdx.x``
-    (``tvm_thread_allreduce``: warp shuffles), bind the partials' reduction there instead and drop the
-    redundant per-thread sums (:data:`THREAD_ALLREDUCE` selects that variant; unused until then)."""
-    ext = _extents(out)
-    threads = _row_block_threads(ext[-1])
-    axes = list(out.op.axis)
-    rows = axes[:-1]
-    if len(rows) > 3:
-        rows = [out.fuse(*rows[:-2]), *rows[-2:]]
-    _, tx = out.split(axes[-1], factor=threads)
-    for ax, tag in zip(reversed(rows), ("blockIdx.x", "blockIdx.y", "blockIdx.z")):
-        _bind(out, ax, tag)
-    _bind(out, tx, "threadIdx.x")
-    at = rows[-1]
-    for st in _root_reductions(s, out):
-        _, inner = st.split(st.op.reduce_axis[0], factor=threads)
-        partial = s[s.rfactor(st.op.output(0), inner)]
-        partial.set_scope("shared")
-        partial.compute_at(out, at)
-        _bind(partial, partial.op.axis[0], "threadIdx.x")
+def schedule_row_allreduce(s: Schedule, out: Stage, reductions: list[Stage], k: int) -> None:
+    """Rows reduced across the threads of ``threadIdx.x`` (``tvm_thread_allreduce``: warp shuffles, and
+    shared memory between the warps of a block).  The output's leading ``k`` axes are the rows, fused
+    on ``blockIdx.x`` (a warp per row and several rows per block on ``threadIdx.y`` for short rows,
+    :func:`_row_threads`; a reduction to a scalar: one block of up to :data:`SCALAR_THREADS`); each
+    reduction stage (softmax's max then its sum of exponentials, layer norm's sum then its squares
+    about the mean; ``reductions``, or the output itself) is computed in registers at the row loop, its
+    reduction axes fused and strided over the threads, and every thread receives the result; the row's
+    elements of the output (its other axes, fused) are strided over the same threads.  One kernel."""
+    ext, axes = _extents(out), list(out.op.axis)
+    n = max(_row_length(st) for st in reductions + ([out] if out.op.reduce_axis else []))
+    rows = math.prod(ext[:k])
+    threads, per_block = _row_threads(max(n, math.prod(ext[k:])), rows, ROW_BLOCK_THREADS if k else SCALAR_THREADS)
+    tx = thread_axis("threadIdx.x")
+    row = out.fuse(*axes[:k]) if k != 1 else axes[0]        # none: a unit loop (TVM's singleton)
+    at = row
+    if per_block > 1:
+        row, at = out.split(row, factor=per_block)
+        _bind(out, at, "threadIdx.y")
+    _bind(out, row, "blockIdx.x")
+    if k < len(axes):
+        inner = out.fuse(*axes[k:]) if len(axes) - k > 1 else axes[k]
+        out.bind(out.split(inner, factor=threads)[1], tx)
+    if out.op.reduce_axis:
+        _reduce_over(out, threads, tx)
+    for st in reductions:
         st.set_scope("local")
         st.compute_at(out, at)
+        _reduce_over(st, threads, tx)
+
+
+def _reduce_over(st: Stage, threads: int, tx) -> None:
+    """``st``'s reduction axes fused, split by ``threads``, the inner part bound to ``tx``."""
+    red = list(st.op.reduce_axis)
+    fused = st.fuse(*red) if len(red) > 1 else red[0]
+    st.bind(st.split(fused, factor=threads)[1], tx)
 
 
 def _anchor(s: Schedule, out: Stage) -> Stage | None:
@@ -257,11 +340,11 @@ def _divisor_tile(n: int, threads: int, inner: int) -> tuple[int, int]:
 
 @register_cuda_schedule("nn.dense", "nn.batch_matmul", "nn.matmul")
 def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """Shared-memory tiled GEMM (see the module); small or irregular GEMMs: :func:`schedule_rows`."""
+    """Shared-memory tiled GEMM (see the module); small or irregular GEMMs: :func:`schedule_reduce`."""
     anchor = _anchor(s, out)
     ext = _extents(out)
     if anchor is None or len(ext) < 2 or len(anchor.op.reduce_axis) != 1 or min(ext[-2:]) < GEMM_MIN_ROWS:
-        return schedule_rows(s, kt, out)
+        return schedule_reduce(s, kt, out)
     acc = _accumulator(s, kt, out, anchor)
     ty_n, vy_n = _tile(ext[-2], 4, 16)
     tx_n, vx_n = _tile(ext[-1], 4, 16)
@@ -326,10 +409,11 @@ def _conv_rc_tile(acc: Stage, tile: tuple[int, int, int, int], out_hw: tuple[int
 
 @register_cuda_schedule("nn.conv2d")
 def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """NCHW convolution of one group: the direct schedule (see the module); others: per element."""
+    """NCHW convolution of one group: the direct schedule (see the module); others: :func:`schedule_reduce`
+    (per element: their windows are short and strided)."""
     anchor = _anchor(s, out)
     if anchor is None or len(_extents(out)) != 4 or len(anchor.op.reduce_axis) != 3 or "group" in (anchor.op.tag or ""):
-        return schedule_rows(s, kt, out)
+        return schedule_reduce(s, kt, out)
     acc = _accumulator(s, kt, out, anchor)
     b_n, f_n, y_n, x_n = _extents(out)
     ty, yi = _divisor_tile(y_n, 8, 1)
@@ -369,14 +453,16 @@ def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
 
 __all__ = [
     "CUDA_SCHEDULE_RULES",
-    "THREAD_ALLREDUCE",
+    "allreduce_rows",
     "cooperative_fetch",
+    "reads_rows",
     "register_cuda_schedule",
     "schedule_conv2d_cuda",
     "schedule_gemm",
     "schedule_injective_cuda",
     "schedule_kernel_cuda",
-    "schedule_row_block",
+    "schedule_reduce",
+    "schedule_row_allreduce",
     "schedule_rows",
     "schedule_softmax_norm",
 ]
