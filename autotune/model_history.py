@@ -127,7 +127,9 @@ class HistorySchedule:
     def _template_schedule(self, kt, tmpl, rec, config):
         """The template's schedule of the record's config on the kernel's own tensors (epilogue fused)."""
         knobs = json.dumps(rec.knobs, sort_keys=True, separators=(",", ":"))
-        return tmpl.schedule(config, kt.args), {
+        with self.target:                       # the limits the template checked when tuned
+            s = tmpl.schedule(config, kt.args)
+        return s, {
             "kind": "template", "template": tmpl.name, "log": self.log, "log_sha256": self.log_sha256,
             "record": {"template": tmpl.name, "dag_hash": ComputeDAG(kt.args).hash, "config_index": rec.index,
                        "knobs_sha256": hashlib.sha256(knobs.encode()).hexdigest()[:16], "cost": rec.cost}}

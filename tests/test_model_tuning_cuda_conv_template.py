@@ -201,7 +201,10 @@ def test_fallback_tiles_divide_and_shrink_for_small_grids():
 
 
 # -- configs: rejected by name, or correct ----------------------------------------------------------------------
-def _resnet_layer(n=32, c=64, f=64, hw=56, k=3, stride=1, residual=True):
+STATIC_ONLY = "cuda -arch=sm_90 -max_shared_memory_per_block=49152"   # no dynamic shared memory
+
+
+def _resnet_layer(n=32, c=64, f=64, hw=56, k=3, stride=1, residual=True, target="cuda -arch=sm_90"):
     """A full-size ResNet-18 layer as build_model lowers it: padded input, conv, bias, [residual], ReLU."""
     X = te.placeholder((n, c, hw, hw), name="p0")
     W = te.placeholder((f, c, k, k), name="p1")
@@ -215,7 +218,7 @@ def _resnet_layer(n=32, c=64, f=64, hw=56, k=3, stride=1, residual=True):
                          name="T_relu")
     else:
         out = te.compute(conv.shape, lambda b, o, y, x: conv[b, o, y, x] + B[o], name="T_add")
-    return autotune.task.create(TEMPLATE, (dag_json([*ins, out]),), target="cuda -arch=sm_90")
+    return autotune.task.create(TEMPLATE, (dag_json([*ins, out]),), target=target)
 
 
 def _knobs(task, **change) -> int:
@@ -233,9 +236,13 @@ def test_configs_over_the_block_limits_are_rejected_by_name():
     for change, message in cases:
         with pytest.raises(InstantiationError, match=message):
             t.instantiate(_knobs(t, **change))
+    doubled = dict(tile_y=[-1, 1, 4, 2], tile_x=[-1, 1, 7, 4], tile_rc=[-1, 16], double_buffer=True)
+    static = _resnet_layer(target=STATIC_ONLY)
     with pytest.raises(InstantiationError, match="shared memory"):           # double buffering doubles it
-        t.instantiate(_knobs(t, tile_y=[-1, 1, 4, 2], tile_x=[-1, 1, 7, 4], tile_rc=[-1, 16], double_buffer=True))
-    t.instantiate(_knobs(t, tile_y=[-1, 1, 4, 2], tile_x=[-1, 1, 7, 4], tile_rc=[-1, 16]))
+        static.instantiate(_knobs(static, **doubled))
+    static.instantiate(_knobs(static, **{**doubled, "double_buffer": False}))
+    s, args = t.instantiate(_knobs(t, **doubled))                             # sm_90: dynamic shared memory
+    assert codegen.build(s, args, target=t.target).kernels[0].dynamic_shared > 48 * 1024
 
 
 @needs_nvcc
@@ -246,7 +253,7 @@ def test_full_size_resnet_layers_compile_within_the_limits(layer):
     the block the config asks for, and the shared memory ptxas reports is the template's estimate (its
     48 KiB check is exact): the shared tiles are one block's, not the batch's."""
     import math
-    t = _resnet_layer(**layer)
+    t = _resnet_layer(**layer, target=STATIC_ONLY)
     stride = layer.get("stride", 1)
     db = _valid(t, 1, seed=3, accept=lambda c: c["double_buffer"].val and c["auto_unroll_max_step"].val < 1500)
     for i in [_knobs(t)] + db + _valid(t, 1, seed=7, accept=lambda c: c["auto_unroll_max_step"].val == 0):
