@@ -12,8 +12,8 @@ kernel a template fits on the task's target, an auto-scheduler task to the other
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .task import Task
 
@@ -70,6 +70,30 @@ def match_template(tensors, anchor_op: str | None, target) -> tuple[KernelTempla
     return None, "; ".join(reasons) or None
 
 
+def kernel_stages(tensors):
+    """``(schedule, outputs, compute stages)`` of a kernel's tensors (inputs first, outputs last)."""
+    import tensorir as te
+    from tensorir.tensor import ComputeOp, PlaceholderOp
+    outputs = [t for t in tensors if not isinstance(t.op, PlaceholderOp)]
+    s = te.create_schedule([t.op for t in outputs])
+    return s, outputs, [st for st in s.stages if isinstance(st.op, ComputeOp)]
+
+
+def single_anchor(tensors, what: str):
+    """``(outputs, compute stages, anchor)`` of a kernel with one output and one reduction stage (the
+    anchor a template tiles), else why not (a ``str`` naming ``what`` the template tiles)."""
+    _, outputs, computes = kernel_stages(tensors)
+    if len(outputs) != 1:
+        return f"{len(outputs)} outputs (the template writes one)"
+    reductions = [st for st in computes if st.op.reduce_axis]
+    if len(reductions) != 1:
+        return f"{len(reductions)} reduction stages (the template tiles one {what})"
+    anchor = reductions[0]
+    if [int(d) for d in anchor.op.output(0).shape] != [int(d) for d in outputs[0].shape]:
+        return f"the epilogue changes the {what}'s shape"
+    return outputs, computes, anchor
+
+
 def dag_json(tensors) -> str:
     from tensorir.serialize import save_json
     return save_json(list(tensors))
@@ -92,4 +116,4 @@ class KernelTemplateTask(Task):
         return f"KernelTemplateTask({self.name}, {self.workload_key}, anchor={self.anchor_op})"
 
 
-__all__ = ["register_kernel_template", "match_template", "KernelTemplateTask", "KernelTemplate", "dag_json"]
+__all__ = ["KernelTemplate", "KernelTemplateTask", "dag_json", "match_template", "register_kernel_template"]

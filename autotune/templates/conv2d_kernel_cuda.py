@@ -28,9 +28,9 @@ from tensorir.arith import linear
 from tensorir.expr import TensorLoad, Var
 from tensorir.visitor import collect
 
+from ..kernel_templates import kernel_stages, single_anchor
 from ..template import get_config, template
 from .conv2d_cuda import MIN_THREADS, conv_config, schedule_direct
-from .dense_kernel_cpu import _stages
 
 ANCHORS = ("nn.conv2d",)
 TAG = "conv2d_nchw"          # topi's one-group NCHW convolution (grouped and depthwise ones are tagged otherwise)
@@ -79,20 +79,15 @@ def conv_geometry(op) -> ConvGeometry | str:
 
 def mismatch(tensors) -> str | None:
     """Why the template cannot schedule this kernel's DAG (None: it can)."""
-    _, outputs, computes = _stages(tensors)
-    if len(outputs) != 1:
-        return f"{len(outputs)} outputs (the template writes one)"
-    reductions = [st for st in computes if st.op.reduce_axis]
-    if len(reductions) != 1:
-        return f"{len(reductions)} reduction stages (the template tiles one convolution)"
-    anchor = reductions[0]
+    found = single_anchor(tensors, "convolution")
+    if isinstance(found, str):
+        return found
+    outputs, _, anchor = found
     if len(anchor.op.axis) != 4 or len(anchor.op.reduce_axis) != 3:
         return "not an NCHW convolution with three reduction axes (rc, ry, rx)"
     geo = conv_geometry(anchor.op)
     if isinstance(geo, str):
         return geo
-    if [int(d) for d in anchor.op.output(0).shape] != [int(d) for d in outputs[0].shape]:
-        return "the epilogue changes the convolution's shape"
     dtypes = {t.dtype for t in (geo.window, geo.filters, anchor.op.output(0), outputs[0])}
     if dtypes != {"float32"}:
         return f"dtypes {sorted(dtypes)} (the template's shared-memory limits count float32)"
@@ -131,7 +126,7 @@ def fallback_tiles(N: int, F: int, OH: int, OW: int, C: int) -> dict:
 
 def schedule_conv2d_kernel(cfg, tensors) -> te.Schedule:
     """The schedule of the kernel ``tensors`` under ``cfg`` (a config entity or a space collecting knobs)."""
-    s, outputs, computes = _stages(tensors)
+    s, outputs, computes = kernel_stages(tensors)
     out = s[outputs[0]]
     anchor = next(st for st in computes if st.op.reduce_axis)
     geo = conv_geometry(anchor.op)

@@ -14,34 +14,22 @@ another reduction, several outputs or a non-2-D dense keeps its auto-scheduler t
 from __future__ import annotations
 
 import tensorir as te
-from tensorir.tensor import ComputeOp, PlaceholderOp
 
+from ..kernel_templates import kernel_stages, single_anchor
 from ..space import SplitEntity
 from ..template import get_config, template
 
 ANCHORS = ("nn.dense", "nn.contrib_dense_pack")
 
 
-def _stages(tensors):
-    outputs = [t for t in tensors if not isinstance(t.op, PlaceholderOp)]
-    s = te.create_schedule([t.op for t in outputs])
-    computes = [st for st in s.stages if isinstance(st.op, ComputeOp)]
-    return s, outputs, computes
-
-
 def mismatch(tensors) -> str | None:
     """Why the template cannot schedule this kernel's DAG (None: it can)."""
-    s, outputs, computes = _stages(tensors)
-    if len(outputs) != 1:
-        return f"{len(outputs)} outputs (the template writes one)"
-    reductions = [st for st in computes if st.op.reduce_axis]
-    if len(reductions) != 1:
-        return f"{len(reductions)} reduction stages (the template tiles one dense)"
-    anchor = reductions[0]
+    found = single_anchor(tensors, "dense")
+    if isinstance(found, str):
+        return found
+    outputs, computes, anchor = found
     if len(anchor.op.axis) != 2 or len(anchor.op.reduce_axis) != 1 or len(outputs[0].shape) != 2:
         return "the dense is not 2-D with one reduction axis"
-    if [int(d) for d in anchor.op.output(0).shape] != [int(d) for d in outputs[0].shape]:
-        return "the epilogue changes the dense's shape"
     if any("pad" in (st.op.tag or "") for st in computes):
         return "a padding stage"
     return None
@@ -53,7 +41,7 @@ def _pow2(e) -> bool:
 
 def schedule_dense_kernel(cfg, tensors) -> te.Schedule:
     """The schedule of the kernel ``tensors`` under ``cfg`` (a config entity or a space collecting knobs)."""
-    s, outputs, computes = _stages(tensors)
+    s, outputs, computes = kernel_stages(tensors)
     out = s[outputs[0]]
     for st in computes:
         if not st.op.reduce_axis and st is not out:
