@@ -313,8 +313,8 @@ class CUDAModule:
     def _run(self, args, launches) -> None:
         for k, grid, block in launches:
             if 0 not in grid:
-                self._functions[k].prepared_call(grid, block, *args,
-                                                 shared_size=self.kernels[k].dynamic_shared)
+                shared = self.kernels[k].dynamic_shared
+                self._functions[k].prepared_call(grid, block, *args, **({"shared_size": shared} if shared else {}))
 
     def __call__(self, *arrays) -> None:
         drv = driver()

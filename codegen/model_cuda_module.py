@@ -351,7 +351,8 @@ def _packed(fn, ptrs: list[int], shared: int = 0):
         buf = pack(fn.arg_format, *ptrs)
         start = fn._launch_kernel
     except (ImportError, AttributeError):
-        return lambda grid, block, stream: fn.prepared_async_call(grid, block, stream, *ptrs, shared_size=shared)
+        extra = {"shared_size": shared} if shared else {}
+        return lambda grid, block, stream: fn.prepared_async_call(grid, block, stream, *ptrs, **extra)
     return lambda grid, block, stream: start(grid, block, buf, shared, stream)
 
 
