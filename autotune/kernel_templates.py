@@ -94,6 +94,20 @@ def single_anchor(tensors, what: str):
     return outputs, computes, anchor
 
 
+def instantiate_kernel_template(name: str, dag_json: str, mismatch: Callable, schedule: Callable) -> tuple:
+    """The body of a kernel template ``name``: ``(schedule(cfg, tensors), tensors)`` of the DAG given as
+    tensorir JSON under the current config; a DAG the template does not fit is a ValueError saying why."""
+    from tensorir.serialize import load_json
+
+    from .template import get_config
+    tensors = list(load_json(dag_json))
+    cfg = get_config()
+    why = mismatch(tensors)
+    if why is not None:
+        raise ValueError(f"{name}: cannot schedule this kernel: {why}")
+    return schedule(cfg, tensors), tensors
+
+
 def dag_json(tensors) -> str:
     from tensorir.serialize import save_json
     return save_json(list(tensors))

@@ -132,6 +132,8 @@ class CUDAModule:
         self.signature, self.entry_name, self._size_vars = signature, signature.name, tuple(size_vars)
         self.launch, self.arch, self.target = launch, arch, target
         self.kernels = tuple(kernels) if kernels else (Kernel(self.entry_name, launch),)
+        # per kernel: the launch's keyword arguments (dynamic shared memory), computed once off the hot path
+        self._launch_kw = [{"shared_size": k.dynamic_shared} if k.dynamic_shared else {} for k in self.kernels]
         self.intermediates = tuple(intermediates)
         self._scratch: dict = {}                 # sizes -> device allocations of the intermediates
         self._source, self._options = source, tuple(options)
@@ -313,8 +315,7 @@ class CUDAModule:
     def _run(self, args, launches) -> None:
         for k, grid, block in launches:
             if 0 not in grid:
-                shared = self.kernels[k].dynamic_shared
-                self._functions[k].prepared_call(grid, block, *args, **({"shared_size": shared} if shared else {}))
+                self._functions[k].prepared_call(grid, block, *args, **self._launch_kw[k])
 
     def __call__(self, *arrays) -> None:
         drv = driver()

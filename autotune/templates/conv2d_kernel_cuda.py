@@ -28,8 +28,8 @@ from tensorir.arith import linear
 from tensorir.expr import TensorLoad, Var
 from tensorir.visitor import collect
 
-from ..kernel_templates import kernel_stages, single_anchor
-from ..template import get_config, template
+from ..kernel_templates import instantiate_kernel_template, kernel_stages, single_anchor
+from ..template import template
 from .conv2d_cuda import MIN_THREADS, conv_config, schedule_direct
 
 ANCHORS = ("nn.conv2d",)
@@ -171,13 +171,7 @@ _reference.wants_args = True        # the runner passes args=task.args: (dag_jso
 @template("conv2d_kernel_cuda", reference=_reference)
 def conv2d_kernel_template(dag_json: str):
     """The template over a kernel's DAG given as tensorir JSON (see the module)."""
-    from tensorir.serialize import load_json
-    tensors = list(load_json(dag_json))
-    cfg = get_config()
-    why = mismatch(tensors)
-    if why is not None:
-        raise ValueError(f"conv2d_kernel_cuda: cannot schedule this kernel: {why}")
-    return schedule_conv2d_kernel(cfg, tensors), tensors
+    return instantiate_kernel_template("conv2d_kernel_cuda", dag_json, mismatch, schedule_conv2d_kernel)
 
 
 __all__ = ["ANCHORS", "ConvGeometry", "conv2d_kernel_template", "conv_geometry", "fallback_tiles", "mismatch",

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import tensorir as te
 
-from ..kernel_templates import kernel_stages, single_anchor
+from ..kernel_templates import instantiate_kernel_template, kernel_stages, single_anchor
 from ..space import SplitEntity
-from ..template import get_config, template
+from ..template import template
 
 ANCHORS = ("nn.dense", "nn.contrib_dense_pack")
 
@@ -83,10 +83,4 @@ def schedule_dense_kernel(cfg, tensors) -> te.Schedule:
 @template("dense_kernel_cpu")
 def dense_kernel_template(dag_json: str):
     """The template over a kernel's DAG given as tensorir JSON (see the module)."""
-    from tensorir.serialize import load_json
-    tensors = list(load_json(dag_json))
-    cfg = get_config()
-    why = mismatch(tensors)
-    if why is not None:
-        raise ValueError(f"dense_kernel_cpu: cannot schedule this kernel: {why}")
-    return schedule_dense_kernel(cfg, tensors), tensors
+    return instantiate_kernel_template("dense_kernel_cpu", dag_json, mismatch, schedule_dense_kernel)
