@@ -337,10 +337,13 @@ class ConfigSpace(_Definer):
                             self.flop)
 
     def index_from_values(self, knobs: dict) -> int:
-        """The index of the config whose knob values are ``knobs`` (as a record stores them)."""
-        if set(knobs) != set(self.space_map):
+        """The index of the config whose knob values are ``knobs`` (as a record stores them); a knob the
+        template appended after ``knobs`` were written takes its first choice (as the old index does)."""
+        names = list(self.space_map)
+        given = [n for n in names if n in knobs]
+        if set(knobs) - set(names) or given != names[:len(given)]:
             raise ValueError(f"knobs {sorted(knobs)} do not match the space's {sorted(self.space_map)}")
-        return self.index_of([sp.index_of(knobs[name]) for name, sp in self.space_map.items()])
+        return self.index_of([sp.index_of(knobs[name]) if name in knobs else 0 for name, sp in self.space_map.items()])
 
     def __iter__(self):
         return (self.get(i) for i in range(len(self)))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from tensorir.lower.gpu import GPULimits, LaunchConfig, lower_gpu
 from tensorir.lower.gpu_allreduce import SHUFFLE, THREAD_INDEX
+from tensorir.lower.gpu_double_buffer import CP_ASYNC, CP_ASYNC_COMMIT, CP_ASYNC_WAIT
 from tensorir.lower.gpu_kernels import split_kernels
 from tensorir.lower.vectorize import vectorize_loops
 from tensorir.stmt import For, LoweredFunc
@@ -49,6 +50,32 @@ class CUDARenderer(CPrinter):
     vector_types = {("float32", 4): "float4", ("float32", 2): "float2", ("int32", 4): "int4", ("int32", 2): "int2",
                     ("float64", 2): "double2"}
 
+    helpers = {
+        **CPrinter.helpers,
+        # cp.async (sm_80+): 4/8 bytes through L1 (.ca), 16 bypassing it (.cg); elsewhere (the CPU
+        # simulator) a plain copy, and waiting is a no-op
+        "cp_async": "__device__ __forceinline__ void tt_cp_async(void* dst, const void* src, int bytes) {\n"
+                    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+                    "  unsigned s = (unsigned)__cvta_generic_to_shared(dst);\n"
+                    "  if (bytes == 16) asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" :: \"r\"(s), \"l\"(src));\n"
+                    "  else if (bytes == 8) asm volatile(\"cp.async.ca.shared.global [%0], [%1], 8;\\n\" :: \"r\"(s), \"l\"(src));\n"
+                    "  else asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4;\\n\" :: \"r\"(s), \"l\"(src));\n"
+                    "#else\n"
+                    "  for (int i = 0; i < bytes; ++i) ((char*)dst)[i] = ((const char*)src)[i];\n"
+                    "#endif\n"
+                    "}\n"
+                    "__device__ __forceinline__ void tt_cp_async_commit() {\n"
+                    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+                    "  asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
+                    "#endif\n"
+                    "}\n"
+                    "template <int N> __device__ __forceinline__ void tt_cp_async_wait() {\n"
+                    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+                    "  asm volatile(\"cp.async.wait_group %0;\\n\" :: \"n\"(N) : \"memory\");\n"
+                    "#endif\n"
+                    "}",
+    }
+
     def __init__(self, dynamic_shared: bool = False):
         super().__init__()
         self.dynamic_shared = dynamic_shared
@@ -68,6 +95,18 @@ class CUDARenderer(CPrinter):
     def e_Call(self, e) -> str:
         if e.name == THREAD_INDEX:
             return self.thread_index[e.args[0].value]
+        if e.name == CP_ASYNC:       # (shared address, global address, bytes)
+            dst, src, nbytes = e.args
+            self.need.add("cp_async")
+            if nbytes.value > 4:     # the source must be aligned to the copy, as a vector load would be
+                self.vector_access[src.buffer] = max(self.vector_access.get(src.buffer, 0), nbytes.value)
+            return f"tt_cp_async({self.expr(dst)}, {self.expr(src)}, {nbytes.value})"
+        if e.name == CP_ASYNC_COMMIT:
+            self.need.add("cp_async")
+            return "tt_cp_async_commit()"
+        if e.name == CP_ASYNC_WAIT:
+            self.need.add("cp_async")
+            return f"tt_cp_async_wait<{e.args[0].value}>()"
         if e.name == SHUFFLE:        # (value, lane mask, width, active lanes)
             value, lane_mask, width, active = (self.expr(a) for a in e.args)
             return f"__shfl_xor_sync((unsigned)({active}), {value}, {lane_mask}, {width})"
@@ -113,7 +152,7 @@ def cuda_settings(target: Target) -> tuple[str, GPULimits, tuple]:
     arch = cuda_arch(target)
     shared = target.option("max_shared_memory_per_block")
     limits = GPULimits(int(target.option("max_threads_per_block", "1024")),
-                       int(shared) if shared is not None else shared_limit(arch))
+                       int(shared) if shared is not None else shared_limit(arch), has_async_copy(arch))
     options = ("--use_fast_math",) if target.option("fast_math") is not None else ()
     return arch, limits, options
 
@@ -121,6 +160,12 @@ def cuda_settings(target: Target) -> tuple[str, GPULimits, tuple]:
 def shared_limit(arch: str) -> int:
     """The shared memory per block that kernels for ``arch`` may use (opt-in; 48 KiB for unknown archs)."""
     return OPT_IN_SHARED.get(arch.rstrip("a"), STATIC_SHARED)
+
+
+def has_async_copy(arch: str) -> bool:
+    """Whether ``arch`` has ``cp.async`` (global to shared memory without registers): sm_80 and newer."""
+    digits = "".join(c for c in arch.split("_")[-1] if c.isdigit())
+    return bool(digits) and int(digits) >= 80
 
 
 def current_shared_limit() -> int:

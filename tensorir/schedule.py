@@ -77,6 +77,7 @@ class Stage:
         self.store_predicate = None   # set_store_predicate: stores happen only where it holds
         self.storage_aligns: dict[int, tuple[int, int]] = {}  # dim -> (factor, offset)
         self.double_buffered = False
+        self.async_stages = 0            # double_buffer(async_copy=True, stages=S): S slots filled by cp.async
         self.prefetches: list[tuple[Tensor, IterVar, Expr]] = []
         self.layout_transforms: list = []  # transform_layout: IndexMaps applied to the buffer
         self.tensorize_axis: IterVar | None = None
@@ -335,11 +336,17 @@ class Stage:
         storage_align(self, axis, factor, offset)
 
     @recorded
-    def double_buffer(self) -> None:
-        """Accepted as in TVM; a no-op on the CPU, where no asynchronous copy overlaps compute."""
+    def double_buffer(self, async_copy: bool = False, stages: int = 2) -> None:
+        """Pipeline this shared tile over two halves on CUDA (a no-op on the CPU, where no asynchronous
+        copy overlaps compute).  ``async_copy`` (an extension of TVM's call): fill the slots with
+        ``cp.async`` copies straight from global memory (sm_80 and newer) instead of through registers,
+        ``stages`` slots of the tile in flight (2 or more)."""
         if self.is_output:
             raise self._err("double_buffer: cannot double-buffer an output")
+        if int(stages) < 2 or (int(stages) > 2 and not async_copy):
+            raise self._err(f"double_buffer: stages={stages} (2, or more with async_copy=True)")
         self.double_buffered = True
+        self.async_stages = int(stages) if async_copy else 0
 
     @recorded
     def prefetch(self, tensor: Tensor, var: IterVar, offset) -> None:

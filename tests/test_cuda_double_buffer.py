@@ -1,5 +1,5 @@
 """``s[T].double_buffer()`` on CUDA: the shared tile pipelined over two halves with register prefetch
-(tensorir/lower/gpu_double_buffer.py).
+(tensorir/lower/gpu_double_buffer.py), or with ``cp.async`` copies (``double_buffer(async_copy=True)``).
 
 Checked without a GPU: the CUDA C has twice the shared memory, a prefetch buffer and one barrier per
 slice; it runs correctly on the CPU under tests/cuda_sim.py, whose alternating thread order makes a
@@ -115,6 +115,109 @@ def test_a_request_that_does_not_fit_stays_single_and_correct():
     cuda_sim.check(mod, [a, b], [np.empty((75, 75), np.float32)], lambda x, y: x @ y, rtol=1e-4, atol=1e-3)
 
 
+def _async_gemm(arch: str = "sm_90", stages: int = 2, **kw):
+    s, args = gemm_schedule(256, 256, 64, block_m=128, block_n=128, k_tile=8, double_buffer=True, async_stages=stages,
+                            **kw)
+    return codegen.build(s, args, target=f"cuda -arch={arch}")
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_async_copy_fills_the_slots_without_registers(stages):
+    src = _async_gemm(stages=stages).get_source()
+    loop = _k_loop(src)
+    assert "prefetch" not in src and f"float AT[{1024 * stages}]" in src and f"float B_shared[{1024 * stages}]" in src
+    # B's rows are contiguous: one 16-byte copy per thread; A's slice is stored transposed: lane by lane
+    assert len(re.findall(r"tt_cp_async\(\(&B_shared\[.*, 16\)", loop)) == 1
+    assert len(re.findall(r"tt_cp_async\(\(&AT\[.*, 4\)", loop)) == 4
+    assert f"(k_outer + {stages - 1}) % {stages}" in loop and f"(k_outer % {stages}) * 1024" in loop
+    # slice k_outer landed (at most stages - 2 groups pending) and visible before the loop's one barrier;
+    # the copies of slice k_outer + stages - 1 go out after it, before the compute
+    head = re.search(rf"tt_cp_async_wait<{stages - 2}>\(\)\);\s*__syncthreads\(\);", loop)
+    assert head and loop.count("__syncthreads()") == 1
+    assert head.end() < loop.index("tt_cp_async(") < loop.index("tt_cp_async_commit()") < loop.index("k_inner")
+    # the prologue's stages - 1 slices, one commit group each
+    assert src[:src.index("for (int k_outer ")].count("tt_cp_async_commit()") == 1 + stages - 1   # + the helper
+    assert "cp.async.cg.shared.global" in src and "__CUDA_ARCH__ >= 800" in src
+
+
+def test_three_stages_need_async_copy():
+    from tensorir.schedule import ScheduleError
+    s, _ = gemm_schedule(256, 256, 64, block_m=128, block_n=128, k_tile=8)
+    st = next(st for st in s.stages if st.op.name == "B.shared")
+    with pytest.raises(ScheduleError, match="stages=3"):
+        st.double_buffer(stages=3)
+
+
+def test_async_copy_keeps_the_rows_of_a_contiguous():
+    src = _async_gemm(transpose_a=False).get_source()
+    assert len(re.findall(r"tt_cp_async\(\(&A_shared\[.*, 4\)", _k_loop(src))) == 0
+    assert len(re.findall(r"tt_cp_async\(\(&A_shared\[.*, (8|16)\)", _k_loop(src))) >= 1
+
+
+def test_async_copy_needs_sm80_else_registers():
+    src = _async_gemm("sm_75").get_source()
+    assert "tt_cp_async" not in src and "float k_outer_prefetch[" in src
+
+
+def test_async_copy_ptx_has_cp_async():
+    ptx = _async_gemm().get_source("ptx")
+    assert "cp.async.cg.shared.global" in ptx and "cp.async.ca.shared.global" in ptx
+    assert "cp.async.commit_group" in ptx and "cp.async.wait_group 0" in ptx
+
+
+def test_async_copy_of_a_padded_fetch_keeps_registers():
+    """conv's shared slice of the input reads through a padding select: not a plain copy."""
+    s, args = conv2d_schedule(2, 16, 14, 14, 16, 3, 3, 1, 1, tile_f=(1, 2, 2), tile_y=(1, 7, 1), tile_x=(1, 7, 2),
+                              rc_tile=4, double_buffer=True)
+    for st in s.stages:
+        if st.double_buffered:
+            st.double_buffer(async_copy=True, stages=3)
+    src = codegen.build(s, args, target="cuda -arch=sm_90").get_source()
+    assert "prefetch" in src and "tt_cp_async(" not in src
+
+
+@needs_sim
+@pytest.mark.parametrize("kw", [dict(), dict(transpose_a=False, async_stages=3),
+                                dict(block_m=64, block_n=64, thread_m=4, thread_n=4, k_tile=16, unroll_k=False,
+                                     async_stages=4)])
+def test_async_copy_runs_correctly(kw):
+    M, N, K = 256, 256, 96
+    s, args = gemm_schedule(M, N, K, double_buffer=True, **{"block_m": 128, "block_n": 128, "k_tile": 8,
+                                                            "async_stages": 2, **kw})
+    mod = codegen.build(s, args, target="cuda -arch=sm_90")
+    assert "tt_cp_async(" in mod.get_source()
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((M, K), dtype=np.float32), rng.standard_normal((K, N), dtype=np.float32)
+    cuda_sim.check(mod, [a, b], [np.empty((M, N), np.float32)], lambda x, y: x @ y, rtol=1e-4, atol=1e-3)
+
+
+def test_a_log_written_before_an_appended_knob_stays_valid(tmp_path):
+    """``async_stages`` was appended to ``gemm_cuda``'s knobs at its first choice (0): a record without it
+    keeps its index and is read; one whose knobs disagree with its index is still refused."""
+    import json
+    import warnings
+
+    import autotune
+    import autotune.templates.gemm_cuda  # noqa: F401 - registers the template
+    from autotune.record import load_records
+    t = autotune.task.create("gemm_cuda", (1024, 1024, 1024), target="cuda -arch=sm_90")
+    cfg = t.config_space.get(12345)
+    assert cfg.knobs()["async_stages"] == 0
+    old = {k: v for k, v in cfg.knobs().items() if k != "async_stages"}
+    rec = {"format": "tiletune.record/1", "workload": ["gemm_cuda", [1024, 1024, 1024]],
+           "target": t.target, "config": {"index": 12345, "knobs": old},
+           "result": {"costs": [1e-4], "error_no": 0, "all_cost": 1.0, "timestamp": 1.0}}
+    bad = json.loads(json.dumps(rec))
+    bad["config"]["knobs"]["unroll_k"] = not old["unroll_k"]
+    log = tmp_path / "old.jsonl"
+    log.write_text(json.dumps(rec) + "\n" + json.dumps(bad) + "\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        recs = list(load_records(str(log)))
+    assert [r.index for r in recs] == [12345]
+    assert any("line 2" in str(w.message) and "not those of config 12345" in str(w.message) for w in caught)
+
+
 def test_doubled_tiles_count_against_the_shared_memory_limit():
     from tensorir.schedule import ScheduleError
     s, args = gemm_schedule(256, 256, 64, block_m=128, block_n=128, k_tile=32, double_buffer=True)
@@ -147,6 +250,13 @@ def test_gpu_templates_double_buffered_agree_with_numpy():
     c = np.full((M, N), np.nan, np.float32)
     codegen.build(*gemm_schedule(M, N, K, double_buffer=True, min_blocks_per_sm=2), target="cuda")(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-3)
+    for transpose_a, stages in ((True, 2), (False, 3), (False, 4)):
+        c = np.full((M, N), np.nan, np.float32)
+        mod = codegen.build(*gemm_schedule(M, N, K, double_buffer=True, async_stages=stages, transpose_a=transpose_a),
+                            target="cuda")
+        assert "tt_cp_async(" in mod.get_source()
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-3)
     x = rng.standard_normal((4, 64, 56, 56), dtype=np.float32)
     w = rng.standard_normal((64, 64, 3, 3), dtype=np.float32)
     o = np.full((4, 64, 56, 56), np.nan, np.float32)

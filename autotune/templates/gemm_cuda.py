@@ -65,7 +65,7 @@ def _fetch_vector(elements: int, threads: int, vector: int) -> int:
 def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int = 64, block_n: int = 128,
                   thread_m: int = 8, thread_n: int = 8, vthread_m: int = 2, vthread_n: int = 2, k_tile: int = 16,
                   transpose_a: bool = True, vector: int = 4, min_blocks_per_sm: int = 0, unroll_k: bool = True,
-                  double_buffer: bool = False):
+                  double_buffer: bool = False, async_stages: int = 0):
     """The shared-memory and register-tiled GEMM; sizes must be divisible by the tiles.
 
     The defaults (64x128 block tile, 8x8 per thread as 2x2 virtual threads, k slices of 16) were the
@@ -77,7 +77,9 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
     blocks per multiprocessor (``__launch_bounds__``).  ``unroll_k=False`` keeps the loop over the
     ``k_tile`` slice rolled (the per-thread tile loops stay unrolled).  ``double_buffer``: two halves of
     each shared tile, the next slice loaded into registers while this one is computed, one barrier per
-    slice (``s[T].double_buffer()``, tensorir/lower/gpu_double_buffer.py); twice the shared memory."""
+    slice (``s[T].double_buffer()``, tensorir/lower/gpu_double_buffer.py); twice the shared memory.
+    ``async_stages`` (with ``double_buffer``): that many slices in flight, copied with ``cp.async`` (sm_80+)
+    instead of through registers, which leaves those registers to the computation (0: registers)."""
     for name, total, tile in (("M", M, block_m), ("N", N, block_n), ("K", K, k_tile)):
         if total % tile:
             raise ValueError(f"gemm_schedule: {name}={total} is not divisible by its tile {tile}")
@@ -131,8 +133,8 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
     for L in (AL, BL):
         s[L].vectorize(s[L].op.axis[-1])
     if double_buffer:
-        s[AS].double_buffer()
-        s[BS].double_buffer()
+        s[AS].double_buffer(async_copy=async_stages > 0, stages=max(async_stages, 2))
+        s[BS].double_buffer(async_copy=async_stages > 0, stages=max(async_stages, 2))
     threads = n_ty * n_tx
     cooperative_fetch(s, BS, (n_ty, n_tx), _fetch_vector(k_tile * block_n, threads, vector))
     cooperative_fetch(s, AS, (n_ty, n_tx), _fetch_vector(k_tile * block_m, threads, vector),
@@ -158,7 +160,8 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     product of the last three, each thread owns ``vthread x inner`` rows (columns); tile_k = [-1,
     k_tile] (the shared-memory slice); transpose_a: store A's slice transposed; unroll_k: unroll the
     loop over the slice; double_buffer: pipeline the slices through two halves of shared memory with
-    register prefetch; min_blocks_per_sm: ``__launch_bounds__``'s occupancy hint (0: none).  The fallback config is ``gemm_schedule``'s defaults (the best hand config).
+    register prefetch; min_blocks_per_sm: ``__launch_bounds__``'s occupancy hint (0: none); async_stages:
+    with double_buffer, that many slices in flight filled by ``cp.async`` instead of registers (0: registers).  The fallback config is ``gemm_schedule``'s defaults (the best hand config).
     Configs with more than 1024 threads or more shared memory per block than the target allows
     (``codegen.cuda.current_shared_limit``: 227 KiB on sm_90, dynamic past 48 KiB), or with a shared slice
     smaller than the block's thread count, are rejected (``INSTANTIATION_ERROR``)."""
@@ -170,6 +173,7 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     cfg.define_knob("unroll_k", [True, False])
     cfg.define_knob("double_buffer", [False, True])
     cfg.define_knob("min_blocks_per_sm", [0, 2])
+    cfg.define_knob("async_stages", [0, 2, 3, 4])    # last: logs written before it keep their indices
     if cfg.is_fallback:
         _gemm_fallback(cfg, M, N, K)
     cfg.add_flop(2.0 * M * N * K)   # before any rejection: the task's flop comes from config 0
@@ -179,7 +183,9 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     block_m, block_n = vy * ty * iy, vx * tx * ix
     if ty * tx > MAX_THREADS:
         cfg.raise_error(f"{ty * tx} threads per block (> {MAX_THREADS})")
-    shared = 4 * k_tile * (block_m + block_n) * (2 if cfg["double_buffer"].val else 1)
+    if cfg["async_stages"].val and not cfg["double_buffer"].val:
+        cfg.raise_error("async_stages needs double_buffer (the copies fill the other slots)")
+    shared = 4 * k_tile * (block_m + block_n) * ((cfg["async_stages"].val or 2) if cfg["double_buffer"].val else 1)
     if shared > current_shared_limit():
         cfg.raise_error(f"{shared} bytes of shared memory per block (> {current_shared_limit()})")
     if k_tile * min(block_m, block_n) < ty * tx:
@@ -188,7 +194,8 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     s, tensors = gemm_schedule(M, N, K, dtype, block_m=block_m, block_n=block_n, thread_m=vy * iy,
                                thread_n=vx * ix, vthread_m=vy, vthread_n=vx, k_tile=k_tile,
                                transpose_a=cfg["transpose_a"].val, unroll_k=cfg["unroll_k"].val,
-                               double_buffer=cfg["double_buffer"].val, min_blocks_per_sm=cfg["min_blocks_per_sm"].val)
+                               double_buffer=cfg["double_buffer"].val, min_blocks_per_sm=cfg["min_blocks_per_sm"].val,
+                               async_stages=cfg["async_stages"].val)
     return s, tensors
 
 

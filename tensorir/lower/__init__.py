@@ -72,7 +72,9 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
                        (("loop_stage", builder.loop_stage), ("write_before_read", tuple(builder.write_first)),
                         ("buffer_stage", builder.buffer_stage()), ("call_order", _call_order(args, tensors)),
                         ("thread_allreduce", builder.allreduce),
-                        ("double_buffer", tuple(b.name for (st, _), b in builder.buffers.items() if st.double_buffered))))
+                        ("double_buffer", tuple(b.name for (st, _), b in builder.buffers.items() if st.double_buffered)),
+                        ("async_copy", tuple((b.name, st.async_stages) for (st, _), b in builder.buffers.items()
+                                             if st.async_stages))))
     _check_free_vars(func)
     return func
 

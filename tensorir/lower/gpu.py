@@ -41,6 +41,7 @@ MAX_BLOCK_DIM = {"threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64,
 class GPULimits:
     max_threads: int = 1024
     max_shared_memory: int = 48 * 1024
+    async_copy: bool = False        # the arch has cp.async (sm_80 and newer): double_buffer(async_copy=True)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,9 @@ def lower_gpu(func: LoweredFunc, limits: GPULimits = GPULimits()) -> tuple[Lower
     verify_bindings(func, limits, stages)
     body = simplify(auto_unroll(inject_virtual_threads(func.body)))
     body = insert_barriers(hoist_shared(body))
-    body = inject_double_buffer(body, dict(func.attrs).get("double_buffer", ()))
+    attrs = dict(func.attrs)
+    body = inject_double_buffer(body, attrs.get("double_buffer", ()),
+                                attrs.get("async_copy", ()) if limits.async_copy else ())
     block = launch_config(body).block
     body = hoist_shared(expand_allreduce(body, dict(func.attrs).get("thread_allreduce", {}), block))
     launch = launch_config(body, shared_bytes(body, limits, stages))

@@ -19,6 +19,21 @@ of the next slice in registers while this one is computed::
 Iteration ko writes the half that iteration ko - 1 read, after the barrier that ended it; it reads
 the half written before that barrier.  A stage whose loop does not have this shape (or whose
 buffer is touched outside the loop) is left single-buffered: the request is a hint, as in TVM.
+
+With ``double_buffer(async_copy=True, stages=S)`` on every tile of the fetch, and a target with
+``cp.async`` (sm_80+), the tile gets ``S`` slots (``S >= 2``) filled from global memory without registers
+(``CP_ASYNC`` calls: a float or a contiguous vector of 8 or 16 bytes per copy, a scattered vector lane
+by lane), one commit group per slice, slice k in slot k % S::
+
+    for i < S - 1:  async fetch(min + i) -> S[slot];  commit
+    for ko:
+        wait until at most S - 2 groups are pending (slice ko landed);  sync
+        if ko + S - 1 < end: async fetch(ko + S - 1) -> S[slot (ko + S - 1) % S]
+        commit;  compute(S[slot ko % S])
+    sync
+
+The barrier at the top of iteration ko also ends every read of slot (ko - 1) % S, which that iteration
+refills.  A fetch that is not a plain copy (a padding select, a cast) keeps the register pipeline.
 """
 from __future__ import annotations
 
@@ -26,17 +41,25 @@ from dataclasses import replace
 
 from .. import dtype as dt
 from ..arith import simplify
-from ..expr import BufferLoad, IntImm, Ramp, convert
-from ..stmt import Allocate, Buffer, BufferStore, For, IfThenElse, LetStmt, Seq, Stmt, seq
+from ..buffer import HANDLE, AccessPtr
+from ..expr import BufferLoad, Call, IntImm, Ramp, convert
+from ..stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, Seq, Stmt, seq
 from ..visitor import Mutator, collect, substitute
+
+
+CP_ASYNC = "tt.cp_async"                 # (AccessPtr to shared "w", AccessPtr to global "r", bytes)
+CP_ASYNC_COMMIT = "tt.cp_async_commit"   # the copies issued since the last commit form a group
+CP_ASYNC_WAIT = "tt.cp_async_wait"       # (n): wait until at most n groups of this thread are pending
 
 
 class _NoMatch(Exception):
     """The loop is not a fetch-sync-compute pipeline of a double-buffered tile."""
 
 
-def inject_double_buffer(stmt: Stmt, names) -> Stmt:
-    """Double-buffer the shared buffers named in ``names`` where their loop allows (see module doc)."""
+def inject_double_buffer(stmt: Stmt, names, async_stages=()) -> Stmt:
+    """Double-buffer the shared buffers named in ``names`` where their loop allows; ``async_stages``:
+    ``(name, stages)`` of buffers filled with ``cp.async`` (where all of a fetch's buffers are; see the
+    module doc)."""
     from .gpu import barrier, is_barrier
     shared = {a.buffer for a in collect(stmt, Allocate) if a.buffer.scope == "shared" and a.buffer.name in set(names)}
     if not shared:
@@ -50,7 +73,7 @@ def inject_double_buffer(stmt: Stmt, names) -> Stmt:
             if loop.kind == "thread":
                 return loop
             try:
-                return _pipeline(loop, shared, counts, doubled, barrier, is_barrier)
+                return _pipeline(loop, shared, counts, doubled, barrier, is_barrier, dict(async_stages))
             except _NoMatch:
                 return loop
 
@@ -80,7 +103,7 @@ def _writes(s) -> set:
     return {st.buffer for st in collect(s, BufferStore)}
 
 
-def _pipeline(loop: For, shared: set, counts: dict, doubled: dict, barrier, is_barrier) -> Stmt:
+def _pipeline(loop: For, shared: set, counts: dict, doubled: dict, barrier, is_barrier, async_stages: dict) -> Stmt:
     stmts = list(loop.body.stmts) if isinstance(loop.body, Seq) else [loop.body]
     first = next((k for k, s in enumerate(stmts) if is_barrier(s)), None)
     if not first:
@@ -96,19 +119,101 @@ def _pipeline(loop: For, shared: set, counts: dict, doubled: dict, barrier, is_b
         raise _NoMatch
     sizes = {b: _size(b) for b in bufs}
     ko, end = loop.loop_var, loop.min + loop.extent
+    sync_others = [*others, barrier()] if others else []
+    rest = _strip_trailing_barrier(seq(*rest), is_barrier)
+    if all(b.name in async_stages for b in bufs):
+        try:
+            return _async_pipeline(loop, fetch, sync_others, rest, bufs, sizes, doubled, barrier,
+                                   min(async_stages[b.name] for b in bufs))
+        except _NoMatch:
+            pass
     nxt = substitute(seq(*fetch), {ko: ko + 1})
+    compute = _Offset({b: (ko % 2) * sizes[b] for b in bufs}).visit(rest)
+    more = ko + 1 < end
     regs = _Registers(bufs, f"{ko.name}.prefetch")
     load = regs.split(nxt, into_registers=True)
     store = regs.split(nxt, into_registers=False, half={b: ((ko + 1) % 2) * sizes[b] for b in bufs})
-    compute = _Offset({b: (ko % 2) * sizes[b] for b in bufs}).visit(seq(*rest))
-    compute = _strip_trailing_barrier(compute, is_barrier)
-    more = ko + 1 < end
-    body = seq(IfThenElse(more, load), *others, barrier() if others else None, compute,
-               IfThenElse(more, store), barrier())
-    prologue = substitute(seq(*fetch), {ko: loop.min})
+    body = seq(IfThenElse(more, load), *sync_others, compute, IfThenElse(more, store), barrier())
+    _double(bufs, sizes, doubled, 2)
+    return Allocate(regs.reg, seq(substitute(seq(*fetch), {ko: loop.min}), barrier(), replace(loop, body=body)))
+
+
+def _async_pipeline(loop: For, fetch: list, sync_others: list, rest: Stmt, bufs: set, sizes: dict, doubled: dict,
+                    barrier, stages: int) -> Stmt:
+    """The loop as a ``stages``-slot cp.async pipeline (module doc); _NoMatch if a fetch is not plain copies."""
+    ko, end = loop.loop_var, loop.min + loop.extent
+    stages = max(2, int(stages))
+
+    def copies(k):
+        return _AsyncCopies({b: simplify(k % stages) * sizes[b] for b in bufs}).visit(
+            substitute(seq(*fetch), {ko: k}))
+
+    prologue = []
+    for i in range(stages - 1):
+        k = simplify(loop.min + i)
+        fill = copies(k)
+        known = isinstance(loop.extent, IntImm)
+        if known and i >= loop.extent.value:
+            fill = None
+        elif not known:
+            fill = IfThenElse(k < end, fill)
+        prologue += [fill, cp_async_commit()]
+    nxt = ko + (stages - 1)
+    compute = _Offset({b: (ko % stages) * sizes[b] for b in bufs}).visit(rest)
+    body = seq(cp_async_wait(stages - 2), barrier(), IfThenElse(nxt < end, copies(nxt)), cp_async_commit(),
+               *sync_others, compute)
+    _double(bufs, sizes, doubled, stages)
+    return seq(*prologue, replace(loop, body=body), cp_async_wait(0), barrier())
+
+
+def _double(bufs: set, sizes: dict, doubled: dict, slots: int) -> None:
     for b in bufs:
-        doubled[b] = Buffer(b.name, b.dtype, (IntImm("int32", 2 * sizes[b]),), b.scope)
-    return Allocate(regs.reg, seq(prologue, barrier(), replace(loop, body=body)))
+        doubled[b] = Buffer(b.name, b.dtype, (IntImm("int32", slots * sizes[b]),), b.scope)
+
+
+def cp_async_wait(pending: int) -> Stmt:
+    return Evaluate(Call("int32", CP_ASYNC_WAIT, (IntImm("int32", pending),)))
+
+
+def cp_async_commit() -> Stmt:
+    return Evaluate(Call("int32", CP_ASYNC_COMMIT, ()))
+
+
+def _cp_async(dst: Buffer, dst_index, src: Buffer, src_index, nbytes: int) -> Stmt:
+    return Evaluate(Call("int32", CP_ASYNC, (AccessPtr(HANDLE, dst, (), "w", simplify(dst_index)),
+                                             AccessPtr(HANDLE, src, (), "r", simplify(src_index)),
+                                             IntImm("int32", nbytes))))
+
+
+def _ramp(index) -> tuple:
+    """``(base, stride)`` of a vector index with a constant stride."""
+    if not (isinstance(index, Ramp) and isinstance(index.stride, IntImm)):
+        raise _NoMatch
+    return index.base, index.stride.value
+
+
+class _AsyncCopies(Mutator):
+    """Each store ``S[i] = G[j]`` of a fetch nest as cp.async copies into ``S``'s half (``half``: the
+    offset per buffer): one copy of a float or of a contiguous 8- or 16-byte vector, else lane by lane."""
+
+    def __init__(self, half: dict):
+        self.half = half
+
+    def visit_BufferStore(self, s: BufferStore):
+        v = s.value
+        if not (isinstance(v, BufferLoad) and v.buffer.scope == "global" and len(v.indices) == 1
+                and len(s.indices) == 1 and dt.element(v.dtype) == dt.element(s.buffer.dtype)):
+            raise _NoMatch
+        item, lanes = dt.itemsize(dt.element(v.dtype)), dt.lanes(v.dtype)
+        if item not in (4, 8, 16):
+            raise _NoMatch
+        dst = _shift(s.indices[0], self.half[s.buffer])
+        if lanes == 1:
+            return _cp_async(s.buffer, dst, v.buffer, v.indices[0], item)
+        (d, ds), (g, gs) = _ramp(dst), _ramp(v.indices[0])
+        if ds == 1 and gs == 1 and lanes * item in (8, 16):
+            return _cp_async(s.buffer, d, v.buffer, g, lanes * item)
+        return seq(*(_cp_async(s.buffer, d + i * ds, v.buffer, g + i * gs, item) for i in range(lanes)))
 
 
 class _Registers:
@@ -215,6 +320,9 @@ class _Rebuffer(Mutator):
         s = self.generic_visit(s)
         return replace(s, buffer=self.doubled[s.buffer]) if s.buffer in self.doubled else s
 
+    def visit_AccessPtr(self, e):
+        return replace(e, buffer=self.doubled[e.buffer]) if e.buffer in self.doubled else e
+
 
 def _strip_trailing_barrier(s: Stmt, is_barrier) -> Stmt:
     if isinstance(s, Seq) and s.stmts:
@@ -225,4 +333,4 @@ def _strip_trailing_barrier(s: Stmt, is_barrier) -> Stmt:
     return s
 
 
-__all__ = ["inject_double_buffer"]
+__all__ = ["CP_ASYNC", "CP_ASYNC_COMMIT", "CP_ASYNC_WAIT", "cp_async_commit", "cp_async_wait", "inject_double_buffer"]
