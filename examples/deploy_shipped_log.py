@@ -47,15 +47,20 @@ def _reference(model, inputs: dict, threads: int):
     return f"onnxruntime {ort.__version__}", lambda: sess.run(None, inputs)
 
 
-def _median_ms(fn, calls: int = 10, blocks: int = 6) -> float:
-    times = []
+def _alternate_ms(fns, calls: int = 10, blocks: int = 8) -> list[float]:
+    """Median ms per call of each function, timed in alternating blocks of ``calls`` with a short pause
+    between blocks (thread pools spin after a call and would steal the next block's cores)."""
+    times: list[list[float]] = [[] for _ in fns]
+    for fn in fns:
+        fn()
     for _ in range(blocks):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        times.append((time.perf_counter() - t0) / calls)
-        time.sleep(0.05)
-    return 1e3 * float(np.median(times))
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[i].append((time.perf_counter() - t0) / calls)
+            time.sleep(0.05)
+    return [1e3 * float(np.median(t)) for t in times]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         print("MISMATCH", file=sys.stderr)
         return 1
     if ref_name.startswith("onnxruntime"):
-        ours_ms = _median_ms(lambda: loaded.run(**inputs))
-        ref_ms = _median_ms(ref_run)
+        ours_ms, ref_ms = _alternate_ms([lambda: loaded.run(**inputs), ref_run])
         print(f"{name}: tiletune {ours_ms:.2f} ms, {ref_name} {ref_ms:.2f} ms, ratio {ours_ms / ref_ms:.2f}x "
               f"({args.threads} threads each)")
     return 0
