@@ -107,11 +107,23 @@ class _Collector(Visitor):
         super().visit(node)
 
 
+class _StmtCollector(_Collector):
+    """A collector of statements: expressions hold none, so it does not descend into them."""
+
+    def _visit_value(self, v):
+        if not isinstance(v, Expr):
+            super()._visit_value(v)
+
+
 def collect(node: Any, what) -> list:
-    """All sub-nodes that are instances of ``what`` (a class or tuple) or satisfy it (a callable)."""
-    pred = what if callable(what) and not isinstance(what, type) and not isinstance(what, tuple) \
-        else (lambda n: isinstance(n, what))
-    c = _Collector(pred)
+    """All sub-nodes that are instances of ``what`` (a class or tuple) or satisfy it (a callable).
+    Statement classes are found without walking the expressions (the bulk of an unrolled body)."""
+    if isinstance(what, type) or isinstance(what, tuple):
+        classes = what if isinstance(what, tuple) else (what,)
+        c = (_StmtCollector if all(issubclass(k, Stmt) for k in classes) else _Collector)(
+            lambda n: isinstance(n, what))
+    else:
+        c = _Collector(what)
     c.visit(node)
     return c.found
 
