@@ -18,6 +18,22 @@ Ansor's per-store features do):
 - ``rest.*``: the other stores summed (trip counts, bytes, traffic, vectorized / parallel shares).
 - ``g.*``: the whole function: flops, bytes, arithmetic intensity, allocations (local buffers in
   vector registers: the accumulator pressure), loop and store counts.
+- ``gpu.*``: the kernel of the main store, where loops are bound to GPU thread axes (Ansor's GPU
+  features); all zeros for a CPU function.  Launch shape: grid (product of ``blockIdx`` extents),
+  threads per block (``threadIdx``), their warp fill, virtual threads; memory per block: ``shared``
+  bytes (doubled for ``double_buffer`` stages), ``local`` bytes per thread (times its virtual threads)
+  and the registers they estimate; occupancy on ``GPU_ARCH`` (blocks per SM as limited by threads,
+  shared memory and registers, ``__launch_bounds__``) and waves over ``SMS`` multiprocessors;
+  synchronisation: the ``__syncthreads()`` that ``insert_barriers`` would place (count and executions
+  per thread), cross-thread reductions; access patterns of one warp (lanes along threadIdx.x, then y,
+  z), evaluated exactly at its 32 lanes: the stride along threadIdx.x of each global load / store
+  (0 broadcast, 1 coalesced, more strided; a thread's contiguous vector counts as one), the 32-byte
+  sectors a request moves and the share of them used, the shared-memory bank conflicts (wavefronts
+  per request over the conflict-free count) and stride modulo the 32 banks; flops per thread and
+  per byte of global / shared traffic; for the main store's accesses, their threadIdx.x stride and
+  transfer efficiency.  About 3.5 ms for the CUDA GEMM template's schedule, 11 ms for the conv (most
+  of it placing barriers), against 40-70 ms for lowering them (``benchmarks/cost_model_accuracy_gpu.py``:
+  the group lifts held-out ranking accuracy on the H100 logs by 0.06-0.10 for GEMM).
 
 Magnitudes are ``log2(1 + x)``.  ``extract_config(task, index)`` instantiates a tuning task's
 template and extracts, cached; a config that fails to instantiate or lower gives ``FAILED_VECTOR``
@@ -25,6 +41,7 @@ template and extracts, cached; a config that fails to instantiate or lower gives
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import os
@@ -37,7 +54,9 @@ from tensorir import dtype as dt
 from tensorir.arith import linear
 from tensorir.expr import (Add, Broadcast, Call, Cast, Div, FloorDiv, FloorMod, IntImm, Max, Min, Mod, Mul,
                            Ramp, Select, Sub, Var)
-from tensorir.stmt import PARALLEL, SERIAL, UNROLLED, VECTORIZED, LoweredFunc
+from tensorir.lower.gpu import BLOCK_TAGS, THREAD_TAGS, insert_barriers, is_barrier
+from tensorir.schedule import ScheduleError
+from tensorir.stmt import PARALLEL, SERIAL, THREAD_BINDING, UNROLLED, VECTORIZED, LoweredFunc
 from tensorir.visitor import Visitor
 
 LEVELS = 5                     # innermost loops described one by one
@@ -48,6 +67,17 @@ VECTOR_REG_BYTES, VECTOR_REGS = 64, 32          # AVX-512
 CORES = os.cpu_count() or 1
 UNKNOWN_EXTENT = 64            # stands in for a symbolic extent
 KINDS = (SERIAL, PARALLEL, VECTORIZED, UNROLLED)
+
+# the GPU the ``gpu.*`` occupancy model describes: an H100 (sm_90)
+GPU_ARCH = "sm_90"
+SMS = 132                      # multiprocessors
+WARP = 32
+THREADS_PER_SM, WARPS_PER_SM, BLOCKS_PER_SM = 2048, 64, 32
+REGS_PER_SM, MAX_REGS, REG_UNIT = 65536, 255, 256    # registers are given to warps 256 at a time
+REG_BASE = 24                  # registers beside the local buffers (indices, addresses): an estimate
+SHARED_RESERVED = 1024         # bytes of shared memory the driver keeps per block
+SECTOR = 32                    # bytes of a global memory transaction
+BANKS, BANK_BYTES = 32, 4      # shared memory banks
 
 _STORE = ["trips", "loops", "flops", "flop_per_iter", "int_ops", "divmod_ops", "guards", "reduction",
           "vec_width", "vec_pow2", "vec_partial", "vec_innermost", "unroll_prod", "unroll_loops",
@@ -62,12 +92,23 @@ _REST = ["stores", "trips", "bytes", "traffic_l1", "traffic_l2", "vec_share", "p
 _GLOBAL = ["flops", "bytes", "arg_bytes", "ai", "traffic_l1", "traffic_l2", "stores", "loops", "allocs",
            "local_bytes", "local_regs", "local_fits", "global_alloc_bytes", "par_flop_share",
            "vec_flop_share", "failed"]
+_WARP_ACCESS = ["bytes", "coalesced", "broadcast", "strided", "stride_tx", "efficiency", "warp_bytes"]
+_SHARED_ACCESS = ["bytes", "conflict", "stride_mod32"]
+_GPU = (["kernels", "grid", "grid_dims", "threads", "threads_frac", "warp_multiple", "warp_fill", "tx",
+         "vthreads", "shared_bytes", "shared_buffers", "double_buffer", "local_bytes", "regs", "reg_spill",
+         "min_blocks_per_sm", "blocks_per_sm", "occupancy", "occ_by_threads", "occ_by_shared", "occ_by_regs",
+         "waves", "wave_eff", "sm_fill", "thread_flops", "barriers", "barrier_execs", "flops_per_barrier",
+         "allreduce", "ai_global", "ai_shared"]
+        + [f"gld_{n}" for n in _WARP_ACCESS] + [f"gst_{n}" for n in _WARP_ACCESS]
+        + [f"sld_{n}" for n in _SHARED_ACCESS] + [f"sst_{n}" for n in _SHARED_ACCESS]
+        + [f"acc{j}.{n}" for j in range(ACCESSES) for n in ("stride_tx", "efficiency")])
 
 FEATURE_NAMES: list[str] = (
     [f"main.{n}" for n in _STORE]
     + [f"main.L{k}.{n}" for k in range(LEVELS) for n in _LEVEL]
     + [f"main.acc{j}.{n}" for j in range(ACCESSES) for n in _ACCESS]
-    + [f"rest.{n}" for n in _REST] + [f"g.{n}" for n in _GLOBAL])
+    + [f"rest.{n}" for n in _REST] + [f"g.{n}" for n in _GLOBAL] + [f"gpu.{n}" for n in _GPU])
+GPU_FEATURES = [i for i, n in enumerate(FEATURE_NAMES) if n.startswith("gpu.")]   # indices of the gpu group
 _INDEX = {n: i for i, n in enumerate(FEATURE_NAMES)}
 FAILED_VECTOR = np.full(len(FEATURE_NAMES), -1.0)
 FAILED_VECTOR[_INDEX["g.failed"]] = 1.0
@@ -117,12 +158,18 @@ def _eval(e, env: dict) -> int:
     return 0
 
 
-def _strides(index, loops) -> list[float]:
-    """Average stride (elements per iteration) of ``index`` along each loop's variable."""
+def _affine(index) -> tuple[dict, int] | None:
+    """``index`` as ``({variable: coefficient}, constant)`` when it is affine in variables, else None."""
     lin = linear(index) if dt.lanes(index.dtype) == 1 else None
     if lin is not None and all(isinstance(term, Var) for term, _ in lin[0].values()):
-        coeff = {term: c for term, c in lin[0].values()}
-        return [float(coeff.get(lp[0], 0)) for lp in loops]
+        return {term: c for term, c in lin[0].values()}, lin[1]
+    return None
+
+
+def _strides(index, loops, affine=None) -> list[float]:
+    """Average stride (elements per iteration) of ``index`` along each loop's variable."""
+    if affine is not None:
+        return [float(affine[0].get(lp[0], 0)) for lp in loops]
     base = _eval(index, {})
     return [(_eval(index, {v: ext - 1}) - base) / (ext - 1) if ext > 1 else 0.0 for v, ext, _ in loops]
 
@@ -173,21 +220,30 @@ class _ExprStats(Visitor):
 
 
 class _Access:
-    __slots__ = ("buffer", "strides", "eb", "numel", "key")
+    __slots__ = ("affine", "buffer", "eb", "index", "key", "numel", "strides")
 
     def __init__(self, buffer, index, loops):
-        self.buffer = buffer
-        self.strides = _strides(index, loops)
+        self.buffer, self.index, self.affine = buffer, index, _affine(index)
+        self.strides = _strides(index, loops, self.affine)
         self.eb = _nbytes(buffer.dtype)
         self.numel = max(math.prod(_extent(d) for d in buffer.shape), 1)
         self.key = (buffer.uid, tuple(self.strides), _eval(index, {}))
 
+    def at(self, env: dict) -> int:
+        """The element index with the variables of ``env`` set (the others 0)."""
+        if self.affine is None:
+            return _eval(self.index, env)
+        coeff, const = self.affine
+        return const + sum(c * env.get(v, 0) for v, c in coeff.items())
+
 
 class _Store:
-    """One BufferStore with its loops (outer to inner), accesses and operation counts."""
+    """One BufferStore with its loops (outer to inner, with their thread tags: "" for none), accesses,
+    operation counts and GPU kernel (None on the CPU)."""
 
-    def __init__(self, node, loops, guards):
+    def __init__(self, node, loops, guards, tags=None, kernel=None):
         self.loops, self.guards = loops, guards
+        self.tags, self.kernel = tags or [""] * len(loops), kernel
         stats = _ExprStats()
         stats.visit(node.value)
         index = node.indices[0] if node.indices else IntImm("int32", 0)
@@ -206,6 +262,12 @@ class _Store:
         self.accesses = accs
         self.ext, self.kinds = [e for _, e, _ in loops], [k for _, _, k in loops]
         self.flops = self.trips * self.flop_per_iter
+        # what one GPU thread runs: the untagged loops and the virtual threads, except those a store
+        # into shared / global memory does not depend on (it runs once: tensorir/lower/gpu_vthread.py)
+        private = node.buffer.scope == "local"          # a copy per virtual thread
+        self.thread_trips = float(math.prod(
+            e for i, (e, t) in enumerate(zip(self.ext, self.tags))
+            if not t or (_is_vthread(t) and (private or any(a.strides[i] for a in accs)))))
         self.fps = self._level_footprints()
         self.traffic = self._traffic(L1_BYTES), self._traffic(L2_BYTES)
 
@@ -232,16 +294,62 @@ class _Store:
         return self.fps[-1][1] * LINE * outer
 
 
+def _is_vthread(tag: str) -> bool:
+    return tag.startswith(("vthread", "cthread"))
+
+
+class _Kernel:
+    """A GPU kernel (a root loop bound to a thread axis): the extent of each block / thread axis,
+    its shared and local buffers, the executions per thread of each barrier, launch bounds."""
+
+    def __init__(self):
+        self.extents: dict[str, int] = {}
+        self.shared: list = []
+        self.local: list[tuple] = []            # (buffer, virtual threads around its allocation)
+        self.barriers: list[float] = []
+        self.min_blocks = 0
+
+    def product(self, tags) -> int:
+        return math.prod(self.extents.get(t, 1) for t in tags)
+
+
 class _Walker(Visitor):
     def __init__(self):
         self.loops, self.guards, self.stores, self.allocs, self.nloops = [], 0, [], [], 0
+        self.tags: list[str] = []             # thread tag of each loop in ``loops`` ("" for none)
+        self.kernel: _Kernel | None = None
+        self.kernels: list[_Kernel] = []
 
     def visit_For(self, s):
         self.nloops += 1
         kind = s.kind if s.kind in KINDS else PARALLEL          # a thread binding runs in parallel
-        self.loops.append((s.loop_var, max(_extent(s.extent), 1), kind))
+        ext = max(_extent(s.extent), 1)
+        tag = s.thread_tag if s.kind == THREAD_BINDING else ""
+        opened = bool(tag) and self.kernel is None
+        if opened:
+            self.kernel = _Kernel()
+            self.kernels.append(self.kernel)
+            try:              # the __syncthreads() the CUDA lowering (tensorir/lower/gpu.py) would place
+                s = insert_barriers(s)
+            except ScheduleError:    # shared memory synchronised under a divergent branch: no barriers
+                pass
+        if tag and not _is_vthread(tag):
+            self.kernel.extents.setdefault(tag, ext)
+        if self.kernel is not None:
+            for key, value in s.annotations:
+                if key == "min_blocks_per_sm":
+                    self.kernel.min_blocks = max(self.kernel.min_blocks, int(float(value)))
+        self.loops.append((s.loop_var, ext, kind))
+        self.tags.append(tag)
         self.visit(s.body)
         self.loops.pop()
+        self.tags.pop()
+        if opened:
+            self.kernel = None
+
+    def visit_Evaluate(self, s):
+        if self.kernel is not None and is_barrier(s):
+            self.kernel.barriers.append(float(math.prod(e for (_, e, _), t in zip(self.loops, self.tags) if not t)))
 
     def visit_IfThenElse(self, s):
         self.guards += 1
@@ -252,10 +360,15 @@ class _Walker(Visitor):
 
     def visit_Allocate(self, s):
         self.allocs.append(s.buffer)
+        if self.kernel is not None and s.buffer.scope == "shared":
+            self.kernel.shared.append(s.buffer)
+        elif self.kernel is not None and s.buffer.scope == "local":
+            vthreads = math.prod(e for (_, e, _), t in zip(self.loops, self.tags) if _is_vthread(t))
+            self.kernel.local.append((s.buffer, vthreads))
         self.visit(s.body)
 
     def visit_BufferStore(self, s):
-        self.stores.append(_Store(s, list(self.loops), self.guards))
+        self.stores.append(_Store(s, list(self.loops), self.guards, list(self.tags), self.kernel))
 
 
 # -- per store features -------------------------------------------------------------------------------------
@@ -302,9 +415,14 @@ def _store_features(st: _Store, f: dict, p: str) -> None:
         f.update({q + "extent": _log(ext[i]), q + kinds[i]: 1.0, q + "fp_bytes": _log(b),
                   q + "fp_lines": _log(ln), q + "fits_l1": float(b <= L1_BYTES),
                   q + "fits_l2": float(b <= L2_BYTES), q + "store_invariant": float(inv[i])})
-    loads = sorted(st.accesses[1:], key=lambda a: -_footprint(a.strides, ext, a.eb, a.numel)[0] * a.eb)
-    for j, a in enumerate([store] + loads[:ACCESSES - 1]):
+    for j, a in enumerate(_described_accesses(st)):
         _access_features(a, st, ext, kinds, f, f"{p}acc{j}.")
+
+
+def _described_accesses(st: _Store) -> list[_Access]:
+    """The accesses ``main.acc*`` describe: the store, then the loads of largest footprint."""
+    loads = sorted(st.accesses[1:], key=lambda a: -_footprint(a.strides, st.ext, a.eb, a.numel)[0] * a.eb)
+    return [st.accesses[0]] + loads[:ACCESSES - 1]
 
 
 def _reg_reuse(a: _Access, ext) -> float:
@@ -333,6 +451,168 @@ def _access_features(a: _Access, st: _Store, ext, kinds, f: dict, q: str) -> Non
               q + "vec_gather": float(sv is not None and abs(sv) > 1), q + "reg_reuse": _log(_reg_reuse(a, ext))})
 
 
+# -- GPU kernel features ------------------------------------------------------------------------------------
+@functools.cache
+def shared_per_block() -> int:
+    """Shared memory a block may use on ``GPU_ARCH`` (``codegen.cuda``'s opt-in limit: 227 KiB on sm_90)."""
+    try:
+        from codegen.cuda import shared_limit
+        return shared_limit(GPU_ARCH)
+    except ImportError:
+        return 227 << 10
+
+
+class _WarpAccess:
+    """One warp's request of an access: 32 lanes (threadIdx.x fastest), each taking ``width``
+    consecutive elements of a vectorized loop (its elements one by one when they are not contiguous).
+    ``stride_tx``: elements between neighbouring threadIdx.x, in units of a thread's contiguous vector;
+    ``sectors``: 32-byte sectors the request touches; ``conflict``: shared-memory wavefronts over the
+    conflict-free count; ``requests``: the requests one thread makes."""
+    __slots__ = ("conflict", "raw_stride_tx", "requested", "requests", "sectors", "stride_tx", "thread_bytes")
+
+    def __init__(self, a: _Access, st: _Store, envs: list[dict], tx_vars: list):
+        vec = [i for i, k in enumerate(st.kinds) if k == VECTORIZED]
+        n_vec = st.ext[vec[-1]] if vec else 1
+        sv = a.strides[vec[-1]] if vec else 0.0
+        offsets = [k * sv for k in range(n_vec)] if sv else [0.0]
+        width = n_vec if abs(sv) == 1 else 1
+        elems = {int(base + o) for base in [a.at(env) for env in envs] for o in offsets}
+        self.raw_stride_tx = abs(a.at({v: 1 for v in tx_vars}) - a.at({})) if tx_vars else 0
+        self.stride_tx = self.raw_stride_tx / width
+        self.requested = len(envs) * len(offsets) * a.eb
+        self.sectors = len({e * a.eb // SECTOR for e in elems})
+        words = {e * a.eb // BANK_BYTES for e in elems}
+        per_bank: dict[int, int] = {}
+        for w in words:
+            per_bank[w % BANKS] = per_bank.get(w % BANKS, 0) + 1
+        ideal = math.ceil(self.requested / (BANKS * BANK_BYTES))
+        self.conflict = max(max(per_bank.values(), default=1) / max(ideal, 1), 1.0)
+        self.thread_bytes = st.thread_trips * a.eb
+        self.requests = self.thread_bytes / a.eb / len(offsets)
+
+    @property
+    def moved(self) -> int:
+        return self.sectors * SECTOR
+
+    @property
+    def efficiency(self) -> float:
+        """Share of the moved sectors' bytes the warp asked for (a broadcast counts as fully used)."""
+        return min(self.requested, self.moved) / self.moved
+
+
+def _lane_envs(st: _Store, k: _Kernel) -> tuple[list[dict], list]:
+    """The values of the store's thread variables at each lane of the first warp, and its threadIdx.x
+    variables (loops nested under loops of the same tag are the same hardware index)."""
+    tx, ty, tz = (k.extents.get(t, 1) for t in THREAD_TAGS)
+    vars_of = {t: [v for (v, _, _), tag in zip(st.loops, st.tags) if tag == t] for t in THREAD_TAGS}
+    envs = []
+    for lane in range(min(WARP, tx * ty * tz)):
+        coords = (lane % tx, lane // tx % ty, lane // (tx * ty) % tz)
+        envs.append({v: c for t, c in zip(THREAD_TAGS, coords) for v in vars_of[t]})
+    return envs, vars_of["threadIdx.x"]
+
+
+def _occupancy(threads: int, shared: int, regs: int) -> tuple[int, dict]:
+    """Blocks per multiprocessor and what each resource alone would allow."""
+    warps = max(math.ceil(threads / WARP), 1)
+    per_warp = math.ceil(regs * WARP / REG_UNIT) * REG_UNIT
+    limits = {
+        "threads": THREADS_PER_SM // (warps * WARP) if threads <= 1024 else 0,
+        "shared": 0 if shared > shared_per_block() else
+        (shared_per_block() + SHARED_RESERVED) // (shared + SHARED_RESERVED) if shared else BLOCKS_PER_SM,
+        "regs": (REGS_PER_SM // per_warp) // warps,
+    }
+    return min(BLOCKS_PER_SM, *limits.values()), limits
+
+
+def _gpu_features(stores: list[_Store], main: int, w: _Walker, func: LoweredFunc, f: dict) -> None:
+    """The ``gpu.*`` group, of the kernel that holds the main store (nothing without thread bindings)."""
+    if not w.kernels:
+        return
+    f["gpu.kernels"] = len(w.kernels)
+    k = stores[main].kernel if stores else None
+    if k is None:
+        return
+    st = stores[main]
+    attrs = dict(func.attrs)
+    doubled = set(attrs.get("double_buffer", ()))
+    grid, threads = k.product(BLOCK_TAGS), k.product(THREAD_TAGS)
+    warps = max(math.ceil(threads / WARP), 1)
+    vthreads = math.prod(e for e, t in zip(st.ext, st.tags) if _is_vthread(t))
+    shared = sum((_buffer_bytes(b) + 15) // 16 * 16 * (2 if b.name in doubled else 1) for b in k.shared)
+    db_bytes = sum(_buffer_bytes(b) for b in k.shared if b.name in doubled)
+    local = sum(_buffer_bytes(b) * v for b, v in k.local) + db_bytes / max(threads, 1)   # + prefetch registers
+    need = math.ceil(local / 4) + REG_BASE
+    cap = MAX_REGS
+    if k.min_blocks:                 # __launch_bounds__: nvcc caps the registers to fit min_blocks
+        cap = min(cap, max(REGS_PER_SM // (k.min_blocks * warps * WARP) // 8 * 8, 16))
+    regs = min(need, cap)
+    blocks, limits = _occupancy(threads, shared, regs)
+    waves = grid / (SMS * max(blocks, 1))
+    thread_flops = st.thread_trips * st.flop_per_iter
+    execs = sum(k.barriers)
+    f.update({
+        "gpu.grid": _log(grid), "gpu.grid_dims": sum(t in k.extents for t in BLOCK_TAGS),
+        "gpu.threads": _log(threads), "gpu.threads_frac": threads / 1024,
+        "gpu.warp_multiple": float(threads % WARP == 0), "gpu.warp_fill": threads / (warps * WARP),
+        "gpu.tx": _log(k.extents.get("threadIdx.x", 1)), "gpu.vthreads": _log(vthreads),
+        "gpu.shared_bytes": _log(shared), "gpu.shared_buffers": len(k.shared),
+        "gpu.double_buffer": sum(b.name in doubled for b in k.shared) / max(len(k.shared), 1),
+        "gpu.local_bytes": _log(local), "gpu.regs": regs / MAX_REGS, "gpu.reg_spill": _log(4 * (need - regs)),
+        "gpu.min_blocks_per_sm": k.min_blocks, "gpu.blocks_per_sm": blocks,
+        "gpu.occupancy": blocks * warps / WARPS_PER_SM,
+        **{f"gpu.occ_by_{r}": float(n == blocks) for r, n in limits.items()},
+        "gpu.waves": _log(waves), "gpu.wave_eff": waves / math.ceil(waves) if waves else 0.0,
+        "gpu.sm_fill": min(grid / SMS, 1.0), "gpu.thread_flops": _log(thread_flops),
+        "gpu.barriers": len(k.barriers), "gpu.barrier_execs": _log(execs),
+        "gpu.flops_per_barrier": _log(thread_flops / max(execs, 1)),
+        "gpu.allreduce": len(attrs.get("thread_allreduce", {}) or {}),
+    })
+    # warp access patterns of every store of the kernel
+    seen: dict[int, _WarpAccess] = {}
+    groups: dict[str, list[_WarpAccess]] = {"gld": [], "gst": [], "sld": [], "sst": []}
+    for s in stores:
+        if s.kernel is not k:
+            continue
+        envs, tx_vars = _lane_envs(s, k)
+        for j, a in enumerate(s.accesses):
+            if a.buffer.scope in ("global", "shared"):
+                wa = seen[id(a)] = _WarpAccess(a, s, envs, tx_vars)
+                groups[("g" if a.buffer.scope == "global" else "s") + ("st" if j == 0 else "ld")].append(wa)
+    moved = 0.0
+    for name in ("gld", "gst"):
+        accs = groups[name]
+        req = np.array([a.requests * a.requested for a in accs])
+        total = max(req.sum(), 1e-9)
+        xfer = sum(a.requests * a.moved for a in accs)
+        moved += xfer * warps * grid
+        if not accs:
+            continue
+        f.update({f"gpu.{name}_bytes": _log(xfer * warps * grid),
+                  f"gpu.{name}_coalesced": req @ [a.stride_tx == 1 for a in accs] / total,
+                  f"gpu.{name}_broadcast": req @ [a.stride_tx == 0 for a in accs] / total,
+                  f"gpu.{name}_strided": req @ [a.stride_tx > 1 for a in accs] / total,
+                  f"gpu.{name}_stride_tx": req @ [_log(a.stride_tx) for a in accs] / total,
+                  f"gpu.{name}_efficiency": sum(a.requests * min(a.requested, a.moved) for a in accs) / max(xfer, 1),
+                  f"gpu.{name}_warp_bytes": _log(xfer / max(sum(a.requests for a in accs), 1e-9))})
+    for name in ("sld", "sst"):
+        accs = groups[name]
+        if not accs:
+            continue
+        heaviest = max(accs, key=lambda a: a.requests * a.requested)
+        weight = sum(a.requests for a in accs)
+        f.update({f"gpu.{name}_bytes": _log(sum(a.thread_bytes for a in accs)),
+                  f"gpu.{name}_conflict": sum(a.requests * a.conflict for a in accs) / max(weight, 1e-9),
+                  f"gpu.{name}_stride_mod32": heaviest.raw_stride_tx % BANKS})
+    f["gpu.ai_global"] = _log(thread_flops * threads * grid / max(moved, 1))
+    f["gpu.ai_shared"] = _log(thread_flops / max(sum(a.thread_bytes for a in groups["sld"]), 1))
+    for j, a in enumerate(_described_accesses(st)):
+        wa = seen.get(id(a))
+        f[f"gpu.acc{j}.stride_tx"] = _log(wa.stride_tx) if wa is not None else -1.0
+        f[f"gpu.acc{j}.efficiency"] = (1.0 if wa is None else wa.efficiency if a.buffer.scope == "global"
+                                       else 1.0 / wa.conflict)
+
+
 # -- whole function -----------------------------------------------------------------------------------------
 def extract(func: LoweredFunc) -> np.ndarray:
     """The feature vector (``len(FEATURE_NAMES)`` float64) of a lowered function."""
@@ -342,6 +622,7 @@ def extract(func: LoweredFunc) -> np.ndarray:
     main = max(range(len(stores)), key=lambda i: (stores[i].flops, stores[i].trips, -i), default=-1)
     if stores:
         _store_features(stores[main], f, "main.")
+    _gpu_features(stores, main, w, func, f)
     # per store: flops, bytes, L1 traffic, L2 traffic, trips, vectorized, parallel
     table = np.array([[st.flops, st.trips * sum(a.eb for a in st.accesses), *st.traffic, st.trips,
                        VECTORIZED in st.kinds, PARALLEL in st.kinds] for st in stores]).reshape(-1, 7)
@@ -403,4 +684,4 @@ def extract_config(task, config) -> np.ndarray:
 
 _NO_CHECK = {"check": False} if "check" in inspect.signature(te.lower).parameters else {}
 
-__all__ = ["FEATURE_NAMES", "FAILED_VECTOR", "extract", "extract_config"]
+__all__ = ["FAILED_VECTOR", "FEATURE_NAMES", "GPU_FEATURES", "extract", "extract_config"]
