@@ -31,14 +31,14 @@ def build_job(p: dict) -> dict:
                 "msg": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
     try:
         import codegen
+        from codegen.build import build_library
         name = f"{safe_name(task.name)}_{p['index']}"
-        mod = codegen.build(s, args, target=task.target, name=name)
         stem = os.path.join(p["dir"], f"{name}_{uuid.uuid4().hex[:8]}")
         if is_cuda_target(task.target):
-            path = export_cuda(mod, stem)
-        else:
+            path = export_cuda(codegen.build(s, args, target=task.target, name=name), stem)
+        else:           # the runner loads the shared object: no JIT here
             path = stem + ".so"
-            mod.export_library(path)
+            build_library(s, args, task.target, path, name=name)
     except Exception as e:  # noqa: BLE001
         tb = traceback.format_exc(limit=4)
         return {"error_no": int(MeasureErrorNo.BUILD_ERROR), "path": "",

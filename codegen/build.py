@@ -1,6 +1,8 @@
 """``codegen.build``: a schedule or LoweredFunc to a callable :class:`~codegen.Module`."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tensorir.schedule import ScheduleError
 from tensorir.stmt import THREAD_BINDING, For, LoweredFunc
 from tensorir.visitor import collect
@@ -32,7 +34,7 @@ def check_no_thread_bindings(func: LoweredFunc, tgt) -> None:
     """A CPU target has no GPU threads: a loop bound to ``threadIdx``/``blockIdx``/``vthread`` is a
     schedule for another target, refused naming its stage and axis."""
     stages = dict(dict(func.attrs).get("loop_stage", {}))
-    for loop in collect(func.body, lambda n: isinstance(n, For) and n.kind == THREAD_BINDING):
+    for loop in (f for f in collect(func.body, For) if f.kind == THREAD_BINDING):
         stage = stages.get(loop.loop_var, "?")
         raise ScheduleError(f"stage {stage}: axis {loop.loop_var.name} is bound to {loop.thread_tag}, but target "
                             f"{tgt.kind} has no GPU threads; build for a GPU target (\"cuda\") or remove the bind")
@@ -49,13 +51,43 @@ def build(s_or_func, args=None, target="llvm", name: str = "default_function") -
     if tgt.kind == "cuda":              # unrolled loops stay loops (#pragma unroll): nvcc unrolls them
         from .cuda import build_cuda
         return build_cuda(lower_to_func(s_or_func, args, name, expand=False), tgt)
+    c = _compile_llvm(s_or_func, args, tgt, name)
+    code = jit.JitCode(c.mod, tgt, openmp=c.signature.parallel)
+    sig = c.signature
+    threads = code.global_address(thread_count_symbol(sig.symbol)) if sig.parallel else None
+    packed = code.global_address(packed_symbol(sig.symbol)) if c.extern.packed_sites else None
+    return Module(sig, code.function_address(sig.symbol), str(tgt), keepalive=code, ir=c.ir, func=c.func,
+                  threads_address=threads, extern=c.extern, packed_address=packed)
+
+
+def build_library(s_or_func, args, target, path: str, name: str = "default_function") -> None:
+    """``build(...).export_library(path)`` without loading the code into this process (no JIT): what a
+    tuner's build worker needs, the object emitted straight from the optimized module (CPU targets)."""
+    from .export import write_library
+    tgt = parse(target)
+    if tgt.kind != "llvm":
+        build(s_or_func, args, tgt, name).export_library(path)
+        return
+    c = _compile_llvm(s_or_func, args, tgt, name)
+    write_library(jit.emit_object_of(c.mod, tgt), c.ir, c.signature, str(tgt), c.extern, path)
+
+
+@dataclass
+class _Compiled:
+    mod: object             # the optimized llvmlite ModuleRef
+    ir: str                 # its text
+    signature: Signature
+    extern: object          # extern_code.ExternLinkage
+    func: LoweredFunc
+
+
+def _compile_llvm(s_or_func, args, tgt, name: str) -> _Compiled:
     func = lower_to_func(s_or_func, args, name)
     if tgt.kind != "llvm":
         raise ValueError(f"target {tgt} is not supported by codegen.build yet (llvm, cuda)")
     check_no_thread_bindings(func, tgt)
     cg = CodeGenLLVM(tgt, name=func.name)
     cg.add_function(func)
-    parallel = cg.uses_openmp
     link = extern_code.prepare(func)
     link.packed_sites = list(cg.packed_calls)
 
@@ -64,10 +96,4 @@ def build(s_or_func, args=None, target="llvm", name: str = "default_function") -
         extern_code.check_symbols(m, func)
 
     mod = jit.optimize(str(cg.module), tgt, prepare)
-    optimized = str(mod)
-    code = jit.JitCode(mod, tgt, openmp=parallel)
-    sig = Signature.from_func(func, parallel)
-    threads = code.global_address(thread_count_symbol(sig.symbol)) if parallel else None
-    packed = code.global_address(packed_symbol(sig.symbol)) if link.packed_sites else None
-    return Module(sig, code.function_address(sig.symbol), str(tgt), keepalive=code, ir=optimized, func=func,
-                  threads_address=threads, extern=link, packed_address=packed)
+    return _Compiled(mod, str(mod), Signature.from_func(func, cg.uses_openmp), link, func)

@@ -49,26 +49,30 @@ def build_info(kind: str = "llvm") -> dict:
 
 
 def export_library(mod: Module, path: str) -> None:
-    path = os.fspath(path)
     if mod._ir is None:
         raise ValueError(f"cannot export {mod.entry_name}: its LLVM IR is unavailable ({mod.origin})")
-    target = parse(mod.target)
-    obj = jit.emit_object(mod._ir, target)
+    write_library(jit.emit_object(mod._ir, parse(mod.target)), mod._ir, mod.signature, mod.target, mod.extern, path)
+
+
+def write_library(obj: bytes, ir: str, signature: Signature, target: str, extern, path: str) -> None:
+    """The shared object ``path`` linked from the object code ``obj``, with its ``.json`` (signature,
+    target, build) and ``.ll`` (``ir``) beside it."""
+    path = os.fspath(path)
     with tempfile.TemporaryDirectory(prefix="tiletune_") as tmp:
-        obj_path = os.path.join(tmp, mod.entry_name + ".o")
+        obj_path = os.path.join(tmp, signature.name + ".o")
         with open(obj_path, "wb") as f:
             f.write(obj)
         out_tmp = os.path.join(tmp, "out.so")
-        libraries = list(mod.extern.libraries) if mod.extern is not None else []
-        _link(obj_path, out_tmp, mod.signature.parallel, libraries)
+        libraries = list(extern.libraries) if extern is not None else []
+        _link(obj_path, out_tmp, signature.parallel, libraries)
         shutil.move(out_tmp, path)
-    meta = {"signature": mod.signature.to_json(), "target": mod.target, "build": build_info()}
-    if mod.extern is not None and (mod.extern.libraries or mod.extern.packed_sites):
-        meta["extern"] = mod.extern.to_json()
+    meta = {"signature": signature.to_json(), "target": target, "build": build_info()}
+    if extern is not None and (extern.libraries or extern.packed_sites):
+        meta["extern"] = extern.to_json()
     with open(path + ".json", "w") as f:
         json.dump(meta, f, indent=1)
     with open(path + ".ll", "w") as f:
-        f.write(mod._ir)
+        f.write(ir)
 
 
 def _link(obj: str, out: str, openmp: bool, libraries: list = ()) -> None:

@@ -94,6 +94,13 @@ def emit_object(ir_text: str, target: Target) -> bytes:
         return target_machine(target).emit_object(llvm.parse_assembly(ir_text))
 
 
+def emit_object_of(mod: llvm.ModuleRef, target: Target) -> bytes:
+    """Object code of an already optimized module (no re-parse)."""
+    init()
+    with _lock:
+        return target_machine(target).emit_object(mod)
+
+
 def emit_assembly(ir_text: str, target: Target) -> str:
     init()
     with _lock:
