@@ -83,6 +83,14 @@ def model_progress(log: str) -> list[tuple[int, float, float]]:
     return read_progress(log, complete_only=True)
 
 
+LEGEND_LINES = 10          # more curves than this in the GFLOP/s panel: no legend
+
+
+def _short(text: str, width: int = 48) -> str:
+    """A legend label: a template task over a whole DAG (its JSON) would fill the figure."""
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def plot(logs: list[str], out: str, title: str | None = None) -> str:
     """Draw best-so-far GFLOP/s against trials for each log (one line per log and problem) to a PNG; logs
     written by model tuning also get the estimated model latency against trials and against time."""
@@ -108,19 +116,22 @@ def plot(logs: list[str], out: str, title: str | None = None) -> str:
             a.legend(fontsize=7)
     else:
         fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    lines = 0
     for path in logs:
         groups: dict[tuple, list[Record]] = {}
         for r in records_of(path):
             groups.setdefault(r.key, []).append(r)
         for key, rs in groups.items():
-            label = os.path.basename(path) + ("" if len(groups) == 1 else f" {workload_str(key[0])}")
+            label = os.path.basename(path) + ("" if len(groups) == 1 else f" {_short(workload_str(key[0]))}")
             curve = best_so_far(rs)
             ax.plot(range(1, len(curve) + 1), curve, label=label, linewidth=1.5)
+            lines += 1
     ax.set_xlabel("trials")
     ax.set_ylabel("best GFLOP/s so far")
-    ax.set_title(title or "tuning progress")
+    ax.set_title(title or ("tuning progress" if lines <= LEGEND_LINES else f"tuning progress, {lines} problems"))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    if lines <= LEGEND_LINES:       # a model's dozens of tasks would bury the curves
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
