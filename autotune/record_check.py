@@ -46,10 +46,9 @@ def space_problem(rec, space) -> str | None:
     if rec.index >= len(space):
         return f"config index {rec.index} outside the space of {len(space)} configs"
     knobs = space.get(rec.index).knobs()
-    names = list(knobs)
-    appended = names[len(rec.knobs):] if list(rec.knobs) == names[:len(rec.knobs)] else []
-    appended = {k for k in appended if _plain(knobs[k]) == _plain(space.space_map[k][0].val)}
     # knobs the template appended after the record was written, at their first choice, are what it ran
+    appended = [k for k in space.appended_since(rec.knobs) or ()
+                if _plain(knobs[k]) == _plain(space.space_map[k][0].val)]
     if _plain({k: v for k, v in knobs.items() if k not in appended}) != _plain(rec.knobs):
         return f"knobs {rec.knobs} are not those of config {rec.index} ({knobs})"
     return None

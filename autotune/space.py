@@ -336,12 +336,18 @@ class ConfigSpace(_Definer):
         return ConfigEntity(index, {name: sp[i] for (name, sp), i in zip(self.space_map.items(), picks)},
                             self.flop)
 
+    def appended_since(self, given) -> list[str] | None:
+        """The knobs missing from ``given`` (knob names) when they are the space's last ones: the template
+        appended them after a config of ``given`` was written, and that config's index still selects their
+        first choice.  None when ``given`` is not such a prefix of the space's knobs."""
+        names, given = list(self.space_map), set(given)
+        k = sum(n in given for n in names)
+        return names[k:] if set(names[:k]) == given else None
+
     def index_from_values(self, knobs: dict) -> int:
-        """The index of the config whose knob values are ``knobs`` (as a record stores them); a knob the
-        template appended after ``knobs`` were written takes its first choice (as the old index does)."""
-        names = list(self.space_map)
-        given = [n for n in names if n in knobs]
-        if set(knobs) - set(names) or given != names[:len(given)]:
+        """The index of the config whose knob values are ``knobs`` (as a record stores them); knobs appended
+        since take their first choice (``appended_since``)."""
+        if self.appended_since(knobs) is None:
             raise ValueError(f"knobs {sorted(knobs)} do not match the space's {sorted(self.space_map)}")
         return self.index_of([sp.index_of(knobs[name]) if name in knobs else 0 for name, sp in self.space_map.items()])
 

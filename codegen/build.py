@@ -69,7 +69,7 @@ def build_library(s_or_func, args, target, path: str, name: str = "default_funct
         build(s_or_func, args, tgt, name).export_library(path)
         return
     c = _compile_llvm(s_or_func, args, tgt, name)
-    write_library(jit.emit_object_of(c.mod, tgt), c.ir, c.signature, str(tgt), c.extern, path)
+    write_library(jit.emit_object(c.mod, tgt), c.ir, c.signature, str(tgt), c.extern, path)
 
 
 @dataclass

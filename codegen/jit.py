@@ -88,17 +88,11 @@ class JitCode:
         return self.engine.get_global_value_address(name)
 
 
-def emit_object(ir_text: str, target: Target) -> bytes:
+def emit_object(ir: str | llvm.ModuleRef, target: Target) -> bytes:
+    """Object code of optimized IR, given as text or as the module itself (no re-parse)."""
     init()
     with _lock:
-        return target_machine(target).emit_object(llvm.parse_assembly(ir_text))
-
-
-def emit_object_of(mod: llvm.ModuleRef, target: Target) -> bytes:
-    """Object code of an already optimized module (no re-parse)."""
-    init()
-    with _lock:
-        return target_machine(target).emit_object(mod)
+        return target_machine(target).emit_object(llvm.parse_assembly(ir) if isinstance(ir, str) else ir)
 
 
 def emit_assembly(ir_text: str, target: Target) -> str:
