@@ -191,27 +191,34 @@ class Simplifier(Mutator):
             if (t is Min and d0 >= 0) or (t is Max and d1 <= 0):
                 return b
             return e
-        if t in (LT, LE, GT, GE, EQ, NE) and dt.is_int(a.dtype) and dt.lanes(a.dtype) == 1:
-            d0, d1 = const_bounds(simplify_linear(a - b), self.bounds)
-            decided = {LT: (d1 < 0, d0 >= 0), LE: (d1 <= 0, d0 > 0), GT: (d0 > 0, d1 <= 0),
-                       GE: (d0 >= 0, d1 < 0), EQ: (d0 == d1 == 0, d0 > 0 or d1 < 0),
-                       NE: (d0 > 0 or d1 < 0, d0 == d1 == 0)}[t]
-            if decided[0]:
-                return const(True)
-            if decided[1]:
-                return const(False)
-            return e
-        if t is And:
-            if isinstance(a, IntImm):
-                return b if a.value else a
-            if isinstance(b, IntImm):
-                return a if b.value else b
-        if t is Or:
-            if isinstance(a, IntImm):
-                return a if a.value else b
-            if isinstance(b, IntImm):
-                return b if b.value else a
+        if t in (LT, LE, GT, GE, EQ, NE) and dt.is_int(a.dtype):
+            d = self._difference_bounds(a, b)
+            if d is None:
+                return e
+            decided = _decide(t, *d)
+            if decided is None:
+                return e
+            n = dt.lanes(e.dtype)
+            return const(decided) if n == 1 else Broadcast(e.dtype, const(decided), n)
+        if t in (And, Or):
+            ca, cb = _const_bool(a), _const_bool(b)
+            if ca is not None:
+                return b if ca == (t is And) else a
+            if cb is not None:
+                return a if cb == (t is And) else b
         return e
+
+    def _difference_bounds(self, a: Expr, b: Expr) -> tuple[float, float] | None:
+        """Constant bounds of ``a - b`` over every lane, for scalars, broadcasts and ramps of constant
+        stride (None for other vectors)."""
+        if dt.lanes(a.dtype) == 1:
+            return const_bounds(simplify_linear(a - b), self.bounds)
+        (ba, sa), (bb, sb) = _base_stride(a), _base_stride(b)
+        if ba is None or bb is None:
+            return None
+        lo, hi = const_bounds(simplify_linear(ba - bb), self.bounds)
+        spread = (sa - sb) * (dt.lanes(a.dtype) - 1)
+        return lo + min(0, spread), hi + max(0, spread)
 
     def _distribute_minmax(self, lin, dtype: str) -> Expr | None:
         """``min(a, b) + r -> min(a + r, b + r)`` when that lets the linear parts cancel."""
@@ -286,9 +293,9 @@ class Simplifier(Mutator):
 
     def visit_Select(self, e):
         e = super().generic_visit(e)
-        if isinstance(e.cond, IntImm):
-            return e.true_value if e.cond.value else e.false_value
-        return e
+        c = _const_bool(e.cond)
+        chosen = None if c is None else e.true_value if c else e.false_value
+        return chosen if chosen is not None and dt.lanes(chosen.dtype) == dt.lanes(e.dtype) else e
 
     def visit_Not(self, e):  # noqa: N802
         e = super().generic_visit(e)
@@ -311,6 +318,30 @@ class Simplifier(Mutator):
             from .stmt import Evaluate
             return s.else_case if s.else_case is not None else Evaluate(const(0))
         return s
+
+
+def _decide(t, d0: float, d1: float) -> bool | None:
+    """The value of ``x <op> y`` for every ``x - y`` in ``[d0, d1]``, or None if it depends."""
+    true, false = {LT: (d1 < 0, d0 >= 0), LE: (d1 <= 0, d0 > 0), GT: (d0 > 0, d1 <= 0),
+                   GE: (d0 >= 0, d1 < 0), EQ: (d0 == d1 == 0, d0 > 0 or d1 < 0),
+                   NE: (d0 > 0 or d1 < 0, d0 == d1 == 0)}[t]
+    return True if true else False if false else None
+
+
+def _base_stride(e: Expr) -> tuple[Expr | None, int]:
+    """A vector of integers as ``base + stride * lane`` (base None when it is neither form)."""
+    if isinstance(e, Broadcast) and dt.lanes(e.value.dtype) == 1:
+        return e.value, 0
+    if isinstance(e, Ramp) and isinstance(e.stride, IntImm) and dt.lanes(e.base.dtype) == 1:
+        return e.base, e.stride.value
+    return None, 0
+
+
+def _const_bool(e: Expr) -> bool | None:
+    """The value of a constant condition, scalar or broadcast, else None."""
+    if isinstance(e, Broadcast):
+        e = e.value
+    return bool(e.value) if isinstance(e, IntImm) else None
 
 
 def _fold_divmod_pairs(lin: tuple[dict, int], dtype: str) -> tuple[dict, int]:

@@ -1,6 +1,7 @@
 """Data types: strings like ``"float32"``; vector types append lanes, e.g. ``"float32x8"``."""
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -15,6 +16,11 @@ def parse(dtype: str) -> tuple[str, int]:
     """``"float32x8" -> ("float32", 8)``; raises ``TypeError`` on an unknown dtype."""
     if not isinstance(dtype, str):
         dtype = np.dtype(dtype).name
+    return _parse(dtype)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(dtype: str) -> tuple[str, int]:
     if dtype == "handle":               # an address (extern calls' pointer arguments)
         return dtype, 1
     m = _VEC.match(dtype)

@@ -68,3 +68,24 @@ def test_sample_mutate_stay_in_the_space():
             lengths = p.holes[f"T{info.index}.s{a}"]
             assert len(lengths) == 3 and e % (lengths[0] * lengths[1] * lengths[2]) == 0
     policy.build(p)
+
+
+def test_unroll_budget_counts_vector_registers():
+    """``T.u`` bounds the unrolled nest in steps of one vector register: a 56-lane vector loop is 4 steps,
+    so under 64 steps its 4 x 8 nest unrolls only the inner 8 (an 8-lane loop unrolls both)."""
+    from autotune.auto_scheduler.sketch_rules import _annotate_inner
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def vectorize(self, sid, iv):
+            self.calls.append(("vectorize", iv))
+
+        def unroll(self, sid, iv):
+            self.calls.append(("unroll", iv))
+
+    for lanes, unrolled in ((56, ["b"]), (8, ["b", "a"])):
+        st = Recorder()
+        _annotate_inner(st, 0, ["a", "b", "v"], {"a": 4, "b": 8, "v": lanes}, 64)
+        assert st.calls == [("vectorize", "v")] + [("unroll", x) for x in unrolled], lanes

@@ -163,3 +163,20 @@ def test_simplify_known_rewrites(text, expected):
 def test_bounds_of_unknown_are_infinite():
     x = te.var("x")
     assert const_bounds(x * 2, {}) == (-INF, INF)
+
+
+def test_vector_comparisons_fold_when_every_lane_agrees():
+    """Ramp / broadcast comparisons decided for every lane by the variables' bounds become a broadcast
+    constant (a padding select of an interior vector disappears); one undecided lane keeps them."""
+    x = te.var("x")
+    bounds = {x: (0, 2)}
+    ramp = E.Ramp("int32x16", x + 32, te.const(1), 16)
+    one, end = E.Broadcast("int32x16", te.const(1), 16), E.Broadcast("int32x16", te.const(57), 16)
+    for cond, value in ((ramp >= one, True), (ramp < end, True), (ramp < one, False)):
+        folded = simplify(cond, bounds)
+        assert isinstance(folded, E.Broadcast) and folded.value.value == value, (cond, folded)
+    edge = E.Ramp("int32x16", x + 48, te.const(1), 16)      # lane 15 reaches 63 > 56 when x = 2
+    assert not isinstance(simplify(edge < end, bounds), E.Broadcast)
+    data = E.Broadcast("float32x16", te.const(1.5, "float32"), 16)
+    zero = E.Broadcast("float32x16", te.const(0.0, "float32"), 16)
+    assert simplify(E.Select("float32x16", ramp >= one, data, zero), bounds) is data

@@ -248,3 +248,23 @@ def test_vector_bool_casts(src, dst):
         return (rng.integers(-1, 2, shape)).astype(dtype)  # zeros are common
 
     check(s, [A, C], lambda a: a.astype(dst), inputs={"A": data})
+
+
+def test_non_power_of_two_loop_widens_in_power_of_two_pieces():
+    """A 56-lane loop with a padding select becomes 32-, 16- and 8-lane statements (LLVM legalizes a
+    56-lane vector lane by lane); a 7-lane one 4, 2 and a scalar; results unchanged."""
+    A = te.placeholder((3, 58), name="A")
+    P = te.compute((3, 56), lambda i, j: te.if_then_else(j + 1 < 57, A[i, j + 1], 0.0) * 2.0, name="P")
+    s = vec_inner(te.create_schedule(P.op), P)
+    text = str(te.lower(s, [A, P], simple_mode=True))
+    for lanes in (32, 16, 8):
+        assert f", 1, {lanes})" in text
+    assert ", 1, 56)" not in text
+    check(s, [A, P], lambda a: a[:, 1:57] * 2.0)
+
+    B = te.placeholder((4, 7), name="B")
+    Q = te.compute((4, 7), lambda i, j: B[i, j] + j, name="Q")
+    s = vec_inner(te.create_schedule(Q.op), Q)
+    text = str(te.lower(s, [B, Q], simple_mode=True))
+    assert ", 1, 4)" in text and ", 1, 2)" in text and ", 1, 7)" not in text
+    check(s, [B, Q], lambda b: b + np.arange(7, dtype="float32"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from .analysis import RFACTOR_MAX_SPATIAL
+from .sketch import VECTOR_LANES
 from .loop_state import State
 
 
@@ -62,11 +63,14 @@ def _pack(state: State, info, h, infos) -> None:
 
 def _annotate_inner(state: State, sid: int, inner: list, extents: dict, max_step: int) -> None:
     """Vectorize the innermost loop (if longer than 1), then unroll the loops just outside it while the
-    unrolled nest stays within ``max_step`` iterations."""
+    unrolled nest stays within ``max_step`` steps, a step being one vector register's worth of the
+    vector loop (a 56-lane loop is 4 steps of 16 lanes): unrolled code beyond that compiles slowly and
+    spills."""
     loops = list(inner)
-    if loops and extents[loops[-1]] > 1:
-        state.vectorize(sid, loops.pop())
     prod = 1
+    if loops and extents[loops[-1]] > 1:
+        prod = -(-extents[loops[-1]] // VECTOR_LANES)
+        state.vectorize(sid, loops.pop())
     for iv in reversed(loops):
         prod *= extents[iv]
         if prod > max_step:

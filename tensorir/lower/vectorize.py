@@ -1,5 +1,9 @@
 """Vectorize loops: the loop variable becomes a ``Ramp`` and every expression it reaches a vector.
 
+On the CPU (``pieces=True``) a loop whose extent is not a power of two becomes one vector statement per
+power-of-two piece (56 lanes: 32, 16 and 8; a last single lane stays scalar): LLVM legalizes other
+lengths lane by lane, code that is many times larger, slower to compile and slower to run.
+
 A loop whose extent is not constant, that contains another loop, or whose body cannot be widened
 (a store of a vector into one scalar location, a condition that depends on the lane) stays a scalar
 loop marked ``vectorized`` so the backend may still vectorize it; the isl legality pass decides
@@ -12,8 +16,8 @@ from dataclasses import replace
 from .. import dtype as dt
 from ..arith import Simplifier
 from ..expr import BinaryOp, Broadcast, BufferLoad, Call, Cast, Expr, IntImm, Let, Not, Ramp, Select, Var
-from ..stmt import BufferStore, For, IfThenElse, SERIAL, VECTORIZED
-from ..visitor import Mutator, collect
+from ..stmt import BufferStore, For, IfThenElse, SERIAL, VECTORIZED, seq
+from ..visitor import Mutator, collect, substitute
 
 MAX_LANES = 64
 
@@ -103,7 +107,27 @@ class _Widen(Mutator):
     visit_LetStmt = visit_Let
 
 
+def power_of_two_pieces(n: int) -> list[tuple[int, int]]:
+    """``(start, width)`` of the power-of-two pieces of ``n`` lanes, widest first."""
+    out, start = [], 0
+    while start < n:
+        width = 1 << ((n - start).bit_length() - 1)
+        out.append((start, width))
+        start += width
+    return out
+
+
 class VectorizeLoops(Mutator):
+    def __init__(self, pieces: bool = False):
+        self.pieces = pieces
+
+    def _widen(self, s: For, n: int):
+        if not self.pieces or n & (n - 1) == 0:
+            return _Widen(s.loop_var, s.min, n).visit(s.body)
+        return seq(*(substitute(s.body, {s.loop_var: s.min + start}) if width == 1 else
+                     _Widen(s.loop_var, s.min + start, width).visit(s.body)
+                     for start, width in power_of_two_pieces(n)))
+
     def visit_For(self, s: For):
         s = self.generic_visit(s)
         if s.kind != VECTORIZED:
@@ -111,10 +135,16 @@ class VectorizeLoops(Mutator):
         if not isinstance(s.extent, IntImm) or not 1 < s.extent.value <= MAX_LANES:
             return replace(s, kind=SERIAL) if isinstance(s.extent, IntImm) and s.extent.value == 1 else s
         try:
-            return _Widen(s.loop_var, s.min, s.extent.value).visit(s.body)
+            return self._widen(s, s.extent.value)
         except _CannotVectorize:
             return s
 
 
-def vectorize_loops(stmt):
-    return VectorizeLoops().visit(stmt)
+def vectorize_loops(stmt, pieces: bool = False):
+    """Widen every ``vectorized`` loop; ``pieces``: in power-of-two pieces (see the module's text)."""
+    return VectorizeLoops(pieces).visit(stmt)
+
+
+def vectorize_loops_cpu(stmt):
+    """The CPU pipeline's vectorization: non-power-of-two loops in power-of-two pieces."""
+    return vectorize_loops(stmt, pieces=True)
