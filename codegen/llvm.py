@@ -26,6 +26,7 @@ from tensorir.expr import structural_key
 from tensorir.visitor import collect
 
 from . import jit, llvm_extern, llvm_math, llvm_memory, llvm_parallel
+from .llvm_cse import SHARED, CSEScopes
 from .llvm_types import FAST, I1, PTR, VOID, const, convert, lanes_of, ltype, mangle, splat, to_i64, unify
 from .signature import native_symbol
 from .target import Target
@@ -45,6 +46,7 @@ class Frame:
     vars: dict = field(default_factory=dict)
     bufs: dict = field(default_factory=dict)
     in_parallel: bool = False
+    cse: CSEScopes = field(default_factory=CSEScopes)     # pure integer values emitted so far, by region
 
 
 _ICMP = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
@@ -149,19 +151,20 @@ class CodeGenLLVM:
     def stmt_LetStmt(self, s: S.LetStmt) -> None:
         value = self.index_value(s.value) if dt.is_int(s.var.dtype) else self.expr(s.value)
         self.frame.vars[s.var] = value
-        self.stmt(s.body)
+        with self.frame.cse.region():
+            self.stmt(s.body)
         del self.frame.vars[s.var]
 
     def stmt_IfThenElse(self, s: S.IfThenElse) -> None:
         cond = self.truth(s.condition)
         if s.else_case is None:
-            with self.b.if_then(cond):
+            with self.b.if_then(cond), self.frame.cse.region():
                 self.stmt(s.then_case)
         else:
             with self.b.if_else(cond) as (then, otherwise):
-                with then:
+                with then, self.frame.cse.region():
                     self.stmt(s.then_case)
-                with otherwise:
+                with otherwise, self.frame.cse.region():
                     self.stmt(s.else_case)
 
     def stmt_For(self, s: S.For) -> None:
@@ -193,7 +196,8 @@ class CodeGenLLVM:
         b.cbranch(less("<", iv, end), body_bb, exit_bb)
         b.position_at_end(body_bb)
         self.frame.vars[var] = iv
-        body()
+        with self.frame.cse.region():
+            body()
         del self.frame.vars[var]
         nxt = b.add(iv, const(iv.type, 1), flags=["nsw"])
         b.branch(header)
@@ -215,6 +219,20 @@ class CodeGenLLVM:
 
     # expressions --------------------------------------------------------------------------------------
     def expr(self, e: E.Expr) -> ir.Value:
+        """The value of ``e``; pure integer arithmetic already emitted in a dominating region is reused."""
+        if isinstance(e, SHARED):
+            cse = self.frame.cse
+            key = cse.key(e)
+            if key is not None:
+                key = (self._index_depth > 0, key)
+                v = cse.get(key)
+                if v is None:
+                    v = self._emit(e)
+                    cse.put(key, v)
+                return v
+        return self._emit(e)
+
+    def _emit(self, e: E.Expr) -> ir.Value:
         method = self._exprs.get(type(e))
         if method is None:
             if isinstance(e, E.BinaryOp):
@@ -231,7 +249,14 @@ class CodeGenLLVM:
             self._index_depth -= 1
 
     def offset(self, e: E.Expr) -> ir.Value:
-        return to_i64(self.b, self.index_value(e), e.dtype)
+        cse = self.frame.cse
+        key = cse.key(e)
+        v = cse.get(("i64", key)) if key is not None else None
+        if v is None:
+            v = to_i64(self.b, self.index_value(e), e.dtype)
+            if key is not None:
+                cse.put(("i64", key), v)
+        return v
 
     def truth(self, e: E.Expr) -> ir.Value:
         return convert(self.b, self.expr(e), e.dtype, "bool")
@@ -276,7 +301,7 @@ class CodeGenLLVM:
         b = self.b
         anyc = cond if lanes_of(cond) == 1 else self.intrinsic("vector.reduce.or", [cond], ret=I1)
         pre, saved = b.block, self.mask
-        with b.if_then(anyc):
+        with b.if_then(anyc), self.frame.cse.region():
             self.mask = cond if lanes_of(cond) > 1 else saved
             try:
                 v = self.expr(e)
@@ -294,7 +319,8 @@ class CodeGenLLVM:
     def expr_Let(self, e: E.Let) -> ir.Value:
         self.frame.vars[e.var] = self.index_value(e.value) if dt.is_int(e.var.dtype) else self.expr(e.value)
         try:
-            return self.expr(e.body)
+            with self.frame.cse.region():
+                return self.expr(e.body)
         finally:
             del self.frame.vars[e.var]
 

@@ -7,6 +7,9 @@ an expression is left as it is.
 """
 from __future__ import annotations
 
+import functools
+from dataclasses import fields
+
 from . import dtype as dt
 from .expr import (Add, BinaryOp, Broadcast, Cast, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT, Max,
                    Min, Mul, NE, Ramp, Select, SizeVar, Sub, Var, And, Or, binary, const, structural_key)
@@ -143,16 +146,67 @@ class Simplifier(Mutator):
 
     def __init__(self, bounds: Bounds | None = None):
         self.bounds = dict(bounds or {})
+        self._memo: dict = {}     # structural key of an expression -> its simplification under these bounds
+        self._keys: dict = {}     # id(node) -> (node, its key); the node is held so its id stays its own
+        self._subst: dict = {}    # variables of unit loops -> their value
+
+    def visit(self, node):
+        """Expressions are simplified once per distinct structure and loop scope (unrolled copies repeat
+        the same terms many times)."""
+        if isinstance(node, Expr) and not isinstance(node, (Var, IntImm)):
+            key = self._key(node)
+            out = self._memo.get(key)
+            if out is None:
+                out = self._memo[key] = super().visit(node)
+            return out
+        return super().visit(node)
+
+    def _at(self, var: Var, value: Expr, body):
+        """``body`` simplified with ``var`` replaced by ``value`` (in a scope of its own)."""
+        memo, self._memo = self._memo, {}
+        self._subst[var] = value
+        try:
+            return self.visit(body)
+        finally:
+            del self._subst[var]
+            self._memo = memo
+
+    def visit_Var(self, v: Var):
+        return self._subst.get(v, v)
+
+    def visit_Reduce(self, r):
+        if self._subst:
+            from .visitor import substitute         # also into the reducer and the axes' domains
+            r = substitute(r, self._subst)
+        return self.generic_visit(r)
+
+    def _key(self, e):
+        hit = self._keys.get(id(e))
+        if hit is not None:
+            return hit[1]
+        if isinstance(e, Var):
+            k = ("var", e.uid)
+        elif isinstance(e, Expr):
+            k = (type(e),) + tuple(self._key(getattr(e, f)) for f in _fields_of(type(e)))
+        elif isinstance(e, tuple):
+            k = tuple(self._key(x) for x in e)
+        elif isinstance(e, (int, float, str, bool)) or e is None:
+            return e
+        else:
+            k = ("id", id(e))
+        self._keys[id(e)] = (e, k)
+        return k
 
     def visit_For(self, s):
         lo, ext = self.visit(s.min), self.visit(s.extent)
         if isinstance(ext, IntImm) and ext.value == 1 and not s.thread_tag:
-            from .visitor import substitute       # a unit loop: its body once, at its one value
-            return self.visit(substitute(s.body, {s.loop_var: lo}))
+            return self._at(s.loop_var, lo, s.body)     # a unit loop: its body once, at its one value
         lo_b, ext_b = const_bounds(lo, self.bounds), const_bounds(ext, self.bounds)
-        old = self.bounds.get(s.loop_var)
+        old, memo = self.bounds.get(s.loop_var), self._memo
         self.bounds[s.loop_var] = (lo_b[0], lo_b[1] + ext_b[1] - 1)
+        self._memo = {}
         body = self.visit(s.body)
+        self._memo = memo
         if old is None:
             self.bounds.pop(s.loop_var, None)
         else:
@@ -318,6 +372,11 @@ class Simplifier(Mutator):
             from .stmt import Evaluate
             return s.else_case if s.else_case is not None else Evaluate(const(0))
         return s
+
+
+@functools.lru_cache(maxsize=None)
+def _fields_of(t: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(t))
 
 
 def _decide(t, d0: float, d1: float) -> bool | None:

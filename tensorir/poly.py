@@ -134,11 +134,12 @@ class PolyProgram:
     def schedule(self) -> isl.UnionMap:
         return self.union([s.schedule for s in self.statements])
 
-    def access_map(self, write: bool, private_copies: bool = True) -> isl.UnionMap:
+    def access_map(self, write: bool, private_copies: bool = True, keep=None) -> isl.UnionMap:
+        """The reads (or writes) of every statement; ``keep(buffer)`` picks the buffers (default: all)."""
         maps = []
         for s in self.statements:
             for a in s.accesses:
-                if a.is_write == write:
+                if a.is_write == write and (keep is None or keep(a.buffer)):
                     maps.append(a.flow_relation if private_copies else a.relation)
         return self.union(maps)
 

@@ -110,10 +110,11 @@ def test_real_unbounded_domain_is_wrapped_with_isl_words():
     A = te.placeholder((m, n), name="A")
     k = te.reduce_axis((0, n), "k")
     B = te.compute((m,), lambda i: te.sum(A[i, k], axis=k), name="B")
-    s = te.create_schedule(B.op)
+    C = te.compute((m,), lambda i: B[i] * 2.0, name="C")      # B is read: the flow of B is asked about
+    s = te.create_schedule(C.op)
     s[B].fuse(B.op.axis[0], k)
     with pytest.raises(te.ScheduleError) as info:
-        codegen.build(s, [A, B])
+        codegen.build(s, [A, C])
     assert "unbounded optimum" in info.value.isl_message
     assert "stage B: loop i.k.fused" in str(info.value) and info.value.__cause__ is None
 

@@ -278,11 +278,13 @@ class SketchPolicy:
         ranked = sorted((c, k) for k, c in self.measured.items() if k in self.points and np.isfinite(c))
         return [self.points[k] for _, k in ranked[:self.elites]]
 
-    def _candidates(self, points, seen: set) -> list:
-        """Build, dedupe and featurize points: [(point, state, features)]."""
+    def _candidates(self, points, seen: set, limit: int | None = None) -> list:
+        """Build, dedupe and featurize points: [(point, state, features)], the first ``limit`` of them."""
         from tensorir.schedule import ScheduleError
         out = []
         for p in points:
+            if limit is not None and len(out) >= limit:
+                break
             try:
                 state = self.task.space.build(p)
             except (ScheduleError, ValueError, TypeError, KeyError, IndexError):
@@ -304,7 +306,7 @@ class SketchPolicy:
         pol, seen = self.task.space, set()
         if not self.model.is_trained:
             points = ([pol.default()] if first else []) + [pol.sample(rng) for _ in range(4 * n)]
-            return self._candidates(points, seen)[:n]
+            return self._candidates(points, seen, limit=n)
         default = self._candidates([pol.default()], seen) if first else []   # pretrained: default first
         n -= len(default)
         elites = self._elite_points()
