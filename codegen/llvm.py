@@ -280,21 +280,35 @@ class CodeGenLLVM:
 
     def expr_Select(self, e: E.Select) -> ir.Value:
         """Both arms evaluated and blended, except that an arm which reads memory (or divides by a
-        variable) runs only where the condition holds: behind a branch for a scalar condition, with
-        masked loads behind an "any lane" branch for a vector one (``if_then_else`` guards)."""
+        variable) runs only where the condition holds: behind a branch for a scalar condition; for a
+        vector one its loads are masked, behind an "any lane" branch unless they are all vector loads
+        of the condition's width (``if_then_else`` guards: a padded window's edge)."""
         c = self.truth(e.cond)
         safe = {structural_key(x) for x in collect(e.cond, E.BufferLoad)}
         arms = []
         for value, when in ((e.true_value, c), (e.false_value, None)):
-            if not _may_trap(value, safe):
+            risky = _risky(value, safe)
+            if not risky:
                 arms.append(self.expr(value))
+                continue
+            when = when if when is not None else self.b.xor(c, const(c.type, 1))
+            if lanes_of(c) > 1 and all(type(x) is E.BufferLoad and dt.lanes(x.indices[0].dtype) == lanes_of(c)
+                                       for x in risky):
+                arms.append(self._masked(value, when))
             else:
-                when = when if when is not None else self.b.xor(c, const(c.type, 1))
                 arms.append(self._guarded(value, when))
         t, f = unify(self.b, *arms)
         if lanes_of(c) > lanes_of(t):
             t, f = splat(self.b, t, lanes_of(c)), splat(self.b, f, lanes_of(c))
         return self.b.select(c, t, f)
+
+    def _masked(self, e: E.Expr, cond: ir.Value) -> ir.Value:
+        """Evaluate ``e`` with every vector load masked by ``cond`` (no branch)."""
+        saved, self.mask = self.mask, cond
+        try:
+            return self.expr(e)
+        finally:
+            self.mask = saved
 
     def _guarded(self, e: E.Expr, cond: ir.Value) -> ir.Value:
         """Evaluate ``e`` only if some lane of ``cond`` is true (else poison), loads masked by ``cond``."""
@@ -413,15 +427,15 @@ def _const_value(e: E.Expr):
     return e.value if isinstance(e, E.IntImm) else None
 
 
-def _may_trap(e: E.Expr, safe: set) -> bool:
-    """Whether evaluating ``e`` where it is not needed could fault: memory reads (except those in
-    ``safe``, structural keys of loads that run anyway) and integer division by a variable."""
+def _risky(e: E.Expr, safe: set) -> list:
+    """What could fault if ``e`` were evaluated where it is not needed: memory reads (except those in
+    ``safe``, structural keys of loads that run anyway) and integer divisions by a variable."""
     def risky(x) -> bool:
         if isinstance(x, E.BufferLoad):
             return structural_key(x) not in safe
         return isinstance(x, (E.Div, E.Mod, E.FloorDiv, E.FloorMod)) and dt.is_int(x.dtype) \
             and _const_value(x.b) in (None, 0)
-    return bool(collect(e, risky))
+    return collect(e, risky)
 
 
 def codegen_llvm(func: S.LoweredFunc, target: Target) -> tuple[str, bool]:
@@ -433,5 +447,8 @@ def codegen_llvm(func: S.LoweredFunc, target: Target) -> tuple[str, bool]:
 
 def _accumulates(s: S.BufferStore) -> bool:
     """Whether the store updates its element from its own old value (a reduction step)."""
+    own = collect(s.value, lambda n: type(n) is E.BufferLoad and n.buffer is s.buffer)
+    if not own:
+        return False
     key = structural_key(s.indices)
-    return any(ld.buffer is s.buffer and structural_key(ld.indices) == key for ld in collect(s.value, E.BufferLoad))
+    return any(structural_key(ld.indices) == key for ld in own)

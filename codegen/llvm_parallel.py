@@ -6,8 +6,8 @@ For ``parallel for (i, min, extent) body`` inside function ``f`` we emit
   Buffers arrive as ``noalias`` arguments again, so the body optimizes like a kernel of its own.
 * ``f.parK(ptr closure)``: the OpenMP region function; reads the closure, takes the thread's
   contiguous chunk (``omp_get_thread_num`` / ``omp_get_num_threads``) and calls the body.
-* at the loop's place: a closure struct on the stack (every free variable and buffer pointer of the
-  body, plus min and extent) and ``GOMP_parallel(f.parK, &closure, min(threads, extent), 0)``.
+* at the loop's place: a closure struct on the stack (every variable and buffer pointer bound where the
+  loop is, plus min and extent) and ``GOMP_parallel(f.parK, &closure, min(threads, extent), 0)``.
 
 The thread count comes from the global ``f.num_threads`` (an ``i32`` the :class:`~codegen.Module` sets;
 0 lets libgomp decide).  Parallel loops nested in a parallel body run serially.
@@ -16,10 +16,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from tensorir import expr as E
 from tensorir import stmt as S
-from tensorir.buffer import AccessPtr
-from tensorir.visitor import collect, free_vars
 
 from .llvm_types import I32, PTR, VOID, const, convert, ltype
 
@@ -28,23 +25,10 @@ def thread_count_symbol(func_name: str) -> str:
     return f"{func_name}.num_threads"
 
 
-def captures(s: S.For) -> tuple[list, list]:
-    """Free variables and outside buffers of the loop body, in first-use order."""
-    allocs = collect(s.body, S.Allocate)
-    shape_vars = [v for a in allocs for x in a.buffer.shape if isinstance(x, E.Expr)
-                  for v in free_vars(x)]
-    seen, variables = set(), []
-    for v in free_vars(s.body) + shape_vars:
-        if v is not s.loop_var and v not in seen:
-            seen.add(v)
-            variables.append(v)
-    inner = {a.buffer for a in allocs}
-    buffers, bseen = [], set()
-    for node in collect(s.body, (E.BufferLoad, S.BufferStore, AccessPtr)):
-        if node.buffer not in inner and node.buffer not in bseen:
-            bseen.add(node.buffer)
-            buffers.append(node.buffer)
-    return variables, buffers
+def captures(cg, s: S.For) -> tuple[list, list]:
+    """What the outlined body receives: every variable and buffer bound where the loop is (unused ones
+    cost an argument that LLVM drops; walking an unrolled body to find the used ones cost more)."""
+    return [v for v in cg.frame.vars if v is not s.loop_var], list(cg.frame.bufs)
 
 
 def _thread_count(cg) -> ir.GlobalVariable:
@@ -63,7 +47,7 @@ def emit_parallel_for(cg, s: S.For) -> None:
     t = ltype(var.dtype)
     begin = convert(b, cg.index_value(s.min), s.min.dtype, var.dtype)
     extent = convert(b, cg.index_value(s.extent), s.extent.dtype, var.dtype)
-    variables, buffers = captures(s)
+    variables, buffers = captures(cg, s)
     values = [cg.buffer_ptr(buf) for buf in buffers] + [cg.expr_Var(v) for v in variables]
     names = [buf.name for buf in buffers] + [v.name for v in variables]
     base = cg.fresh(f"{parent.fn.name}.par")

@@ -409,7 +409,17 @@ def structural_key(e: Any) -> Any:
     if isinstance(e, (tuple, list)):
         return tuple(structural_key(x) for x in e)
     if isinstance(e, Expr):
-        return (type(e).__name__,) + tuple(structural_key(getattr(e, f.name)) for f in fields(e))
+        return (type(e).__name__,) + tuple(structural_key(getattr(e, f)) for f in _field_names(type(e)))
     if isinstance(e, (int, float, str, bool)) or e is None:
         return e
     return ("id", id(e))
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(t: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(t)
+    if names is None:
+        names = _FIELD_NAMES[t] = tuple(f.name for f in fields(t))
+    return names

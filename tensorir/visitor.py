@@ -98,21 +98,56 @@ class Mutator:
 
 
 class _Collector(Visitor):
+    """Pre-order search, iterative below the root (collectors walk whole unrolled bodies, where the
+    recursive visitor's per-node dispatch dominated the time)."""
+    skip = ()       # child classes not descended into
+
     def __init__(self, pred: Callable[[Any], bool]):
         self.pred, self.found = pred, []
 
     def visit(self, node):
         if self.pred(node):
             self.found.append(node)
-        super().visit(node)
+        if isinstance(node, (tuple, list)):
+            for x in node:
+                self.visit(x)
+        else:
+            self._descendants(node)
+
+    def _descendants(self, root) -> None:
+        pred, found, skip = self.pred, self.found, self.skip
+        stack = self._children(root, skip)
+        while stack:
+            n = stack.pop()
+            if pred(n):
+                found.append(n)
+            stack.extend(self._children(n, skip))
+
+    @staticmethod
+    def _children(n, skip) -> list:
+        """The child nodes of ``n`` (inside tuples too), last first (a stack pops them in order)."""
+        out = []
+        for name in _child_fields(n):
+            v = getattr(n, name)
+            if isinstance(v, _Node):
+                if not isinstance(v, skip):
+                    out.append(v)
+            elif isinstance(v, tuple):
+                todo = list(v)
+                while todo:
+                    x = todo.pop(0)
+                    if isinstance(x, _Node):
+                        if not isinstance(x, skip):
+                            out.append(x)
+                    elif isinstance(x, tuple):
+                        todo[:0] = x
+        out.reverse()
+        return out
 
 
 class _StmtCollector(_Collector):
     """A collector of statements: expressions hold none, so it does not descend into them."""
-
-    def _visit_value(self, v):
-        if not isinstance(v, Expr):
-            super()._visit_value(v)
+    skip = (Expr,)
 
 
 def collect(node: Any, what) -> list:

@@ -109,7 +109,24 @@ def transformer_block(seed=0, d=32, heads=4, ffn=64, opset=17):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tiletune-tests")
 
 
-def run_onnxruntime(model, feeds: dict) -> list[np.ndarray]:
+def ort_session(model):
+    """An onnxruntime CPU session of ``model``; an onnx newer than the onnxruntime beside it writes an IR
+    version that runtime refuses (seen on a GPU host: 14 against 13), so the model is then saved at the
+    runtime's highest version (the ops are unchanged)."""
+    import re
+
     import onnxruntime as ort
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
+    try:
+        return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001 - onnxruntime's Fail carries the versions in its text
+        m = re.search(r"Unsupported model IR version: \d+, max supported IR version: (\d+)", str(e))
+        if m is None:
+            raise
+        older = type(model)()
+        older.CopyFrom(model)
+        older.ir_version = int(m.group(1))
+        return ort.InferenceSession(older.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def run_onnxruntime(model, feeds: dict) -> list[np.ndarray]:
+    return ort_session(model).run(None, feeds)
