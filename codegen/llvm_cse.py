@@ -25,14 +25,14 @@ class CSEScopes:
 
     def __init__(self):
         self.tables: list[dict] = [{}]
-        self._keys: dict[int, tuple | None] = {}      # id(node) -> key (nodes live as long as the codegen)
+        self._keys: dict[int, tuple] = {}   # id(node) -> (node, key); holding the node keeps its id its own
 
     def key(self, e: E.Expr) -> tuple | None:
         """A structural key of ``e`` when it is pure integer/boolean arithmetic, else None."""
-        k = self._keys.get(id(e), _MISSING)
-        if k is _MISSING:
-            k = self._keys[id(e)] = self._compute(e)
-        return k
+        hit = self._keys.get(id(e), _MISSING)
+        if hit is _MISSING:
+            hit = self._keys[id(e)] = (e, self._compute(e))
+        return hit[1]
 
     def _compute(self, e: E.Expr) -> tuple | None:
         t = type(e)
