@@ -25,37 +25,22 @@ class CSEScopes:
 
     def __init__(self):
         self.tables: list[dict] = [{}]
-        self._keys: dict[int, tuple] = {}   # id(node) -> (node, key); holding the node keeps its id its own
+        self._structural = E.StructuralKeys()
+        self._pure: dict[int, tuple] = {}   # id(node) -> (node, pure?); holding the node keeps its id its own
 
     def key(self, e: E.Expr) -> tuple | None:
-        """A structural key of ``e`` when it is pure integer/boolean arithmetic, else None."""
-        hit = self._keys.get(id(e), _MISSING)
-        if hit is _MISSING:
-            hit = self._keys[id(e)] = (e, self._compute(e))
-        return hit[1]
+        """The structural key of ``e`` when it is pure integer/boolean arithmetic, else None."""
+        return self._structural(e) if self._is_pure(e) else None
 
-    def _compute(self, e: E.Expr) -> tuple | None:
-        t = type(e)
-        if isinstance(e, E.Var):
-            return ("var", e.uid)
-        if t is E.IntImm:
-            return ("imm", e.dtype, e.value)
-        if not isinstance(e, SHARED) or dt.is_float(e.dtype):
-            return None
-        if t is E.Ramp:
-            children = (e.base, e.stride)
-        elif t is E.Broadcast:
-            children = (e.value,)
-        elif t is E.Select:
-            children = (e.cond, e.true_value, e.false_value)
-        elif t is E.Cast:
-            children = (e.value,)
-        else:
-            children = (e.a, e.b) if isinstance(e, E.BinaryOp) else (e.a,)
-        keys = tuple(self.key(c) for c in children)
-        if any(k is None for k in keys):
-            return None
-        return (t.__name__, e.dtype, getattr(e, "lanes", None)) + keys
+    def _is_pure(self, e) -> bool:
+        hit = self._pure.get(id(e), _MISSING)
+        if hit is _MISSING:
+            pure = isinstance(e, E.Var) or type(e) is E.IntImm or (
+                isinstance(e, SHARED) and not dt.is_float(e.dtype)
+                and all(self._is_pure(v) for v in (getattr(e, f) for f in E.field_names(type(e)))
+                        if isinstance(v, E.Expr)))
+            hit = self._pure[id(e)] = (e, pure)
+        return hit[1]
 
     def get(self, key):
         for table in reversed(self.tables):

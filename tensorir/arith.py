@@ -7,12 +7,10 @@ an expression is left as it is.
 """
 from __future__ import annotations
 
-import functools
-from dataclasses import fields
-
 from . import dtype as dt
 from .expr import (Add, BinaryOp, Broadcast, Cast, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT, Max,
-                   Min, Mul, NE, Ramp, Select, SizeVar, Sub, Var, And, Or, binary, const, structural_key)
+                   Min, Mul, NE, Ramp, Select, SizeVar, StructuralKeys, Sub, Var, And, Or, binary, const,
+                   structural_key)
 from .visitor import Mutator
 
 INF = float("inf")
@@ -147,7 +145,7 @@ class Simplifier(Mutator):
     def __init__(self, bounds: Bounds | None = None):
         self.bounds = dict(bounds or {})
         self._memo: dict = {}     # structural key of an expression -> its simplification under these bounds
-        self._keys: dict = {}     # id(node) -> (node, its key); the node is held so its id stays its own
+        self._key = StructuralKeys()
         self._subst: dict = {}    # variables of unit loops -> their value
 
     def visit(self, node):
@@ -179,23 +177,6 @@ class Simplifier(Mutator):
             from .visitor import substitute         # also into the reducer and the axes' domains
             r = substitute(r, self._subst)
         return self.generic_visit(r)
-
-    def _key(self, e):
-        hit = self._keys.get(id(e))
-        if hit is not None:
-            return hit[1]
-        if isinstance(e, Var):
-            k = ("var", e.uid)
-        elif isinstance(e, Expr):
-            k = (type(e),) + tuple(self._key(getattr(e, f)) for f in _fields_of(type(e)))
-        elif isinstance(e, tuple):
-            k = tuple(self._key(x) for x in e)
-        elif isinstance(e, (int, float, str, bool)) or e is None:
-            return e
-        else:
-            k = ("id", id(e))
-        self._keys[id(e)] = (e, k)
-        return k
 
     def visit_For(self, s):
         lo, ext = self.visit(s.min), self.visit(s.extent)
@@ -372,11 +353,6 @@ class Simplifier(Mutator):
             from .stmt import Evaluate
             return s.else_case if s.else_case is not None else Evaluate(const(0))
         return s
-
-
-@functools.lru_cache(maxsize=None)
-def _fields_of(t: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(t))
 
 
 def _decide(t, d0: float, d1: float) -> bool | None:

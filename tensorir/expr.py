@@ -409,16 +409,43 @@ def structural_key(e: Any) -> Any:
     if isinstance(e, (tuple, list)):
         return tuple(structural_key(x) for x in e)
     if isinstance(e, Expr):
-        return (type(e).__name__,) + tuple(structural_key(getattr(e, f)) for f in _field_names(type(e)))
+        return (type(e).__name__,) + tuple(structural_key(getattr(e, f)) for f in field_names(type(e)))
     if isinstance(e, (int, float, str, bool)) or e is None:
         return e
     return ("id", id(e))
 
 
+class StructuralKeys:
+    """``structural_key`` remembered per node, for passes that ask about every subtree of a large tree
+    (each node's key is then built from its children's, not from a new walk).  The nodes are held, so
+    an id is never reused for another node while the memo lives."""
+
+    def __init__(self):
+        self._memo: dict[int, tuple] = {}
+
+    def __call__(self, e: Any) -> Any:
+        hit = self._memo.get(id(e))
+        if hit is not None:
+            return hit[1]
+        if isinstance(e, Var):
+            k = ("var", e.uid)
+        elif isinstance(e, Expr):
+            k = (type(e).__name__,) + tuple(self(getattr(e, f)) for f in field_names(type(e)))
+        elif isinstance(e, (tuple, list)):
+            k = tuple(self(x) for x in e)
+        elif isinstance(e, (int, float, str, bool)) or e is None:
+            return e
+        else:
+            k = ("id", id(e))
+        self._memo[id(e)] = (e, k)
+        return k
+
+
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
-def _field_names(t: type) -> tuple[str, ...]:
+def field_names(t: type) -> tuple[str, ...]:
+    """The dataclass field names of node class ``t`` (cached)."""
     names = _FIELD_NAMES.get(t)
     if names is None:
         names = _FIELD_NAMES[t] = tuple(f.name for f in fields(t))

@@ -126,23 +126,20 @@ class _Collector(Visitor):
     @staticmethod
     def _children(n, skip) -> list:
         """The child nodes of ``n`` (inside tuples too), last first (a stack pops them in order)."""
-        out = []
+        out: list = []
         for name in _child_fields(n):
-            v = getattr(n, name)
-            if isinstance(v, _Node):
-                if not isinstance(v, skip):
-                    out.append(v)
-            elif isinstance(v, tuple):
-                todo = list(v)
-                while todo:
-                    x = todo.pop(0)
-                    if isinstance(x, _Node):
-                        if not isinstance(x, skip):
-                            out.append(x)
-                    elif isinstance(x, tuple):
-                        todo[:0] = x
+            _nodes_in(getattr(n, name), skip, out)
         out.reverse()
         return out
+
+
+def _nodes_in(v, skip, out: list) -> None:
+    if isinstance(v, _Node):
+        if not isinstance(v, skip):
+            out.append(v)
+    elif isinstance(v, tuple):
+        for x in v:
+            _nodes_in(x, skip, out)
 
 
 class _StmtCollector(_Collector):

@@ -18,7 +18,7 @@ from .op_registry import buffer_aliases, lowering_of
 from .schedule_ops import NestBuilder
 from . import scan as _scan  # noqa: F401  (registers the lowering of te.scan)
 from .unroll import unroll_loops
-from .vectorize import vectorize_loops, vectorize_loops_cpu
+from .vectorize import vectorize_loops_cpu
 from .validate import validate_schedule
 from ..schedule_layout import physical_shape
 from . import extern as _extern  # noqa: F401  (registers the lowering of extern stages)
