@@ -6,13 +6,20 @@ Workloads: fp32 GEMM (``gemm_cuda``) at 1024, 2048 and 4096, and the ResNet conv
 against the reference and times it with CUDA events in its own process (a faulting kernel costs one
 trial).  Logs go to ``tuning_logs/cuda-<arch>/`` (a rerun resumes them); ``--trials`` caps the
 trials in each log, ``--max-seconds`` the wall-clock time of each workload in this run.
+``--sweep-top N --set KNOB=V[,V...]`` measures, instead of tuning, the N best configs of the log with
+those knobs set to each combination of the values given (``GridSearchTuner`` over those indices; the
+records join the log like any trial).
 
     python benchmarks/tune_cuda.py [--workloads gemm4096 conv] [--trials 600] [--max-seconds 240]
+    python benchmarks/tune_cuda.py --workloads gemm4096 --sweep-top 24 --set transpose_a=False fragment_k=4 \
+        async_stages=2,3,4
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
+import json
 import os
 import sys
 import time
@@ -55,6 +62,37 @@ class report:
                   f"errors: {errors or 'none'}", flush=True)
 
 
+def _value(text: str):
+    """A knob value from the command line: JSON (``4``, ``true``, ``[1, 2]``) or Python's True/False."""
+    return {"True": True, "False": False}.get(text) if text in ("True", "False") else json.loads(text)
+
+
+def sweep_indices(space, records, top: int, settings: list[str]) -> list[int]:
+    """The config indices of the ``top`` fastest distinct records with the knobs of ``settings``
+    (``KNOB=V[,V...]``) set to each combination of their values; those the template rejects stay in
+    (they cost a trial and are logged as rejected)."""
+    choices = {}
+    for item in settings:
+        name, _, values = item.partition("=")
+        if name not in space.space_map or not values:
+            raise SystemExit(f"--set {item!r}: expected KNOB=V[,V...] with KNOB one of {list(space.space_map)}")
+        choices[name] = [_value(v) for v in values.split(",")]
+    best = sorted((r for r in records if r.result.ok), key=lambda r: r.cost)
+    seen, out = set(), []
+    for rec in best:
+        if len(seen) == top:
+            break
+        if rec.index in seen:
+            continue
+        seen.add(rec.index)
+        for combo in itertools.product(*choices.values()):
+            knobs = {k: space.get(rec.index).knobs()[k] for k in space.space_map} | dict(zip(choices, combo))
+            i = space.index_from_values(knobs)
+            if i not in out:
+                out.append(i)
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
@@ -65,6 +103,9 @@ def main() -> int:
     p.add_argument("--build-timeout", type=float, default=20.0, help="seconds per candidate build")
     p.add_argument("--batch", type=int, default=16, help="configs per tuner batch")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sweep-top", type=int, default=0, metavar="N",
+                   help="instead of tuning, measure the log's N best configs with --set's knob values")
+    p.add_argument("--set", nargs="+", default=[], metavar="KNOB=V[,V...]", help="the knob values of --sweep-top")
     args = p.parse_args()
 
     from autotune import callback, measure_option
@@ -72,7 +113,8 @@ def main() -> int:
     from autotune.runner import LocalRunner
     from autotune.task import create
     from autotune.templates import conv2d_cuda, gemm_cuda  # noqa: F401 - registers the templates
-    from autotune.tuner import ModelTuner
+    from autotune.record import load_records
+    from autotune.tuner import GridSearchTuner, ModelTuner
     from codegen.nvcc import default_arch
     arch = default_arch()
     log_dir = args.log_dir or os.path.join(ROOT, "tuning_logs", f"cuda-{arch}")
@@ -82,12 +124,22 @@ def main() -> int:
         log = os.path.join(log_dir, file)
         task = create(template, args=targs, target=f"cuda -arch={arch}")
         print(f"{name}: {task!r}, {len(task.config_space)} configs, log {os.path.relpath(log)}", flush=True)
-        tuner = ModelTuner(task, seed=args.seed)
+        n_trial = args.trials
+        if args.sweep_top:
+            mine = [r for r in (load_records(log) if os.path.exists(log) else [])
+                    if r.key == (task.workload, task.target)]
+            indices = sweep_indices(task.config_space, mine, args.sweep_top, args.set)
+            print(f"  sweep: {len(indices)} configs from the {args.sweep_top} best records with "
+                  f"{' '.join(args.set)}", flush=True)
+            tuner = GridSearchTuner(task, indices=indices, seed=args.seed)
+            n_trial = len(mine) + len(indices)
+        else:
+            tuner = ModelTuner(task, seed=args.seed)
         tuner.batch_size = args.batch
         option = measure_option(builder=LocalBuilder(n_parallel=n_parallel, timeout=args.build_timeout),
                                 runner=LocalRunner(number=1, repeat=3, min_repeat_ms=10, timeout=10))
         t0 = time.perf_counter()
-        tuner.tune(n_trial=args.trials, measure_option=option, max_seconds=args.max_seconds,
+        tuner.tune(n_trial=n_trial, measure_option=option, max_seconds=args.max_seconds,
                    callbacks=[callback.log_to_file(log), report()])
         best = f"{tuner.best_gflops / 1e3:.2f} TFLOP/s ({tuner.best_cost * 1e6:.1f} us)" \
             if tuner.best_index is not None else "none valid"

@@ -80,6 +80,17 @@ def test_early_stopping(tmp_path):
     assert tuner.trials_done < 200
 
 
+def test_grid_search_over_given_indices_measures_exactly_those(tmp_path):
+    log = str(tmp_path / "t.jsonl")
+    task = _task()
+    want = [len(task.config_space) - 1, 3, 0, 3]
+    tuner = GridSearchTuner(task, indices=want)
+    tuner.tune(n_trial=100, measure_option=_option(), callbacks=[autotune.callback.log_to_file(log)])
+    assert [r.index for r in load_records(log)] == [want[0], 3, 0] and not tuner.has_next()
+    with pytest.raises(ValueError, match="outside"):
+        GridSearchTuner(task, indices=[len(task.config_space)])
+
+
 def test_max_seconds_stops_after_the_batch_in_flight(tmp_path):
     tuner = GridSearchTuner(_task())
     tuner.tune(n_trial=200, measure_option=_option(), max_seconds=0)

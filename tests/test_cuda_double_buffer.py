@@ -61,7 +61,10 @@ def test_gemm_tiles_double_and_one_barrier_per_slice():
 @needs_sim
 @pytest.mark.parametrize("kw", [dict(block_m=128, block_n=128, k_tile=8),
                                 dict(block_m=64, block_n=64, thread_m=4, thread_n=4, k_tile=16, transpose_a=False),
-                                dict(k_tile=32, unroll_k=False)])
+                                dict(k_tile=32, unroll_k=False),
+                                dict(block_m=64, block_n=64, thread_m=4, thread_n=4, k_tile=16, transpose_a=False,
+                                     fragment_k=4, unroll_k=False),
+                                dict(k_tile=8, fragment_k=4)])
 def test_gemm_runs_correctly(kw):
     M, N, K = 256, 256, 96
     s, args = gemm_schedule(M, N, K, double_buffer=True, **kw)
@@ -154,6 +157,21 @@ def test_async_copy_keeps_the_rows_of_a_contiguous():
     assert len(re.findall(r"tt_cp_async\(\(&A_shared\[.*, (8|16)\)", _k_loop(src))) >= 1
 
 
+@needs_sim
+def test_a_fragments_along_k_read_vectors_and_run_correctly():
+    """``fragment_k=4`` with A's rows kept: 16-byte ``cp.async`` copies, and each thread reads its rows of the
+    slice as float4 along k once per four steps."""
+    mod = _async_gemm(transpose_a=False, fragment_k=4)
+    loop = _k_loop(mod.get_source())
+    assert len(re.findall(r"tt_cp_async\(\(&A_shared\[.*, 16\)", loop)) >= 1
+    assert re.search(r"for \(int k_inner_outer = 0; k_inner_outer < 2;.*?float4 _v\d+ = \*\(const float4\*\)\(A_shared",
+                     loop, re.S)
+    assert "k_inner_inner < 4" in loop
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((256, 64), dtype=np.float32), rng.standard_normal((64, 256), dtype=np.float32)
+    cuda_sim.check(mod, [a, b], [np.empty((256, 256), np.float32)], lambda x, y: x @ y, rtol=1e-4, atol=1e-3)
+
+
 def test_async_copy_needs_sm80_else_registers():
     src = _async_gemm("sm_75").get_source()
     assert "tt_cp_async" not in src and "float k_outer_prefetch[" in src
@@ -192,8 +210,9 @@ def test_async_copy_runs_correctly(kw):
 
 
 def test_a_log_written_before_an_appended_knob_stays_valid(tmp_path):
-    """``async_stages`` was appended to ``gemm_cuda``'s knobs at its first choice (0): a record without it
-    keeps its index and is read; one whose knobs disagree with its index is still refused."""
+    """``async_stages`` and then ``fragment_k`` were appended to ``gemm_cuda``'s knobs at their first choices:
+    a record without them keeps its index and is read; one whose knobs disagree with its index is still
+    refused."""
     import json
     import warnings
 
@@ -202,8 +221,9 @@ def test_a_log_written_before_an_appended_knob_stays_valid(tmp_path):
     from autotune.record import load_records
     t = autotune.task.create("gemm_cuda", (1024, 1024, 1024), target="cuda -arch=sm_90")
     cfg = t.config_space.get(12345)
-    assert cfg.knobs()["async_stages"] == 0
-    old = {k: v for k, v in cfg.knobs().items() if k != "async_stages"}
+    appended = ("async_stages", "fragment_k")
+    assert [cfg.knobs()[k] for k in appended] == [0, 1]
+    old = {k: v for k, v in cfg.knobs().items() if k not in appended}
     rec = {"format": "tiletune.record/1", "workload": ["gemm_cuda", [1024, 1024, 1024]],
            "target": t.target, "config": {"index": 12345, "knobs": old},
            "result": {"costs": [1e-4], "error_no": 0, "all_cost": 1.0, "timestamp": 1.0}}

@@ -65,7 +65,7 @@ def _fetch_vector(elements: int, threads: int, vector: int) -> int:
 def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int = 64, block_n: int = 128,
                   thread_m: int = 8, thread_n: int = 8, vthread_m: int = 2, vthread_n: int = 2, k_tile: int = 16,
                   transpose_a: bool = True, vector: int = 4, min_blocks_per_sm: int = 0, unroll_k: bool = True,
-                  double_buffer: bool = False, async_stages: int = 0):
+                  double_buffer: bool = False, async_stages: int = 0, fragment_k: int = 1):
     """The shared-memory and register-tiled GEMM; sizes must be divisible by the tiles.
 
     The defaults (64x128 block tile, 8x8 per thread as 2x2 virtual threads, k slices of 16) were the
@@ -79,8 +79,11 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
     each shared tile, the next slice loaded into registers while this one is computed, one barrier per
     slice (``s[T].double_buffer()``, tensorir/lower/gpu_double_buffer.py); twice the shared memory.
     ``async_stages`` (with ``double_buffer``): that many slices in flight, copied with ``cp.async`` (sm_80+)
-    instead of through registers, which leaves those registers to the computation (0: registers)."""
-    for name, total, tile in (("M", M, block_m), ("N", N, block_n), ("K", K, k_tile)):
+    instead of through registers, which leaves those registers to the computation (0: registers).
+    ``fragment_k`` > 1: each thread loads its fragment of A for that many steps of the slice at once
+    (``thread_m x fragment_k`` registers), so a slice that keeps A's rows (``transpose_a=False``, which
+    ``cp.async`` copies 16 bytes at a time) is read from shared memory as vectors along k."""
+    for name, total, tile in (("M", M, block_m), ("N", N, block_n), ("K", K, k_tile), ("k_tile", k_tile, fragment_k)):
         if total % tile:
             raise ValueError(f"gemm_schedule: {name}={total} is not divisible by its tile {tile}")
     A, B, C, AT = gemm(M, N, K, dtype, transpose_a)
@@ -120,15 +123,23 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
     yc, xc = s[CC].op.axis
     (k,) = s[CC].op.reduce_axis
     ko, ki = s[CC].split(k, factor=k_tile)
-    s[CC].reorder(ko, ki, yc, xc)
-    if unroll_k:
-        s[CC].unroll(ki)
+    if fragment_k > 1:
+        kf, ki = s[CC].split(ki, factor=fragment_k)
+        s[CC].reorder(ko, kf, ki, yc, xc)
+        if unroll_k:
+            s[CC].unroll(kf)
+        s[CC].unroll(ki)           # A's fragment is indexed by ki: registers only if unrolled
+    else:
+        kf = ki
+        s[CC].reorder(ko, ki, yc, xc)
+        if unroll_k:
+            s[CC].unroll(ki)
     s[CC].unroll(yc)
     s[CC].unroll(xc)
 
     s[AS].compute_at(s[CC], ko)
     s[BS].compute_at(s[CC], ko)
-    s[AL].compute_at(s[CC], ki)
+    s[AL].compute_at(s[CC], kf)
     s[BL].compute_at(s[CC], ki)
     for L in (AL, BL):
         s[L].vectorize(s[L].op.axis[-1])
@@ -161,7 +172,8 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     k_tile] (the shared-memory slice); transpose_a: store A's slice transposed; unroll_k: unroll the
     loop over the slice; double_buffer: pipeline the slices through two halves of shared memory with
     register prefetch; min_blocks_per_sm: ``__launch_bounds__``'s occupancy hint (0: none); async_stages:
-    with double_buffer, that many slices in flight filled by ``cp.async`` instead of registers (0: registers).  The fallback config is ``gemm_schedule``'s defaults (the best hand config).
+    with double_buffer, that many slices in flight filled by ``cp.async`` instead of registers (0: registers);
+    fragment_k: steps of the slice whose A fragment each thread loads at once (vectors along k).  The fallback config is ``gemm_schedule``'s defaults (the best hand config).
     Configs with more than 1024 threads or more shared memory per block than the target allows
     (``codegen.cuda.current_shared_limit``: 227 KiB on sm_90, dynamic past 48 KiB), or with a shared slice
     smaller than the block's thread count, are rejected (``INSTANTIATION_ERROR``)."""
@@ -173,7 +185,8 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     cfg.define_knob("unroll_k", [True, False])
     cfg.define_knob("double_buffer", [False, True])
     cfg.define_knob("min_blocks_per_sm", [0, 2])
-    cfg.define_knob("async_stages", [0, 2, 3, 4])    # last: logs written before it keep their indices
+    cfg.define_knob("async_stages", [0, 2, 3, 4])    # appended: logs written before them keep their indices
+    cfg.define_knob("fragment_k", [1, 4])
     if cfg.is_fallback:
         _gemm_fallback(cfg, M, N, K)
     cfg.add_flop(2.0 * M * N * K)   # before any rejection: the task's flop comes from config 0
@@ -188,6 +201,8 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     shared = 4 * k_tile * (block_m + block_n) * ((cfg["async_stages"].val or 2) if cfg["double_buffer"].val else 1)
     if shared > current_shared_limit():
         cfg.raise_error(f"{shared} bytes of shared memory per block (> {current_shared_limit()})")
+    if k_tile % cfg["fragment_k"].val:
+        cfg.raise_error(f"k slices of {k_tile} do not split into A fragments of {cfg['fragment_k'].val}")
     if k_tile * min(block_m, block_n) < ty * tx:
         cfg.raise_error(f"a shared-memory slice of {k_tile}x{min(block_m, block_n)} elements is smaller than the "
                         f"block's {ty * tx} threads (the cooperative copy needs one element per thread)")
@@ -195,7 +210,7 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
                                thread_n=vx * ix, vthread_m=vy, vthread_n=vx, k_tile=k_tile,
                                transpose_a=cfg["transpose_a"].val, unroll_k=cfg["unroll_k"].val,
                                double_buffer=cfg["double_buffer"].val, min_blocks_per_sm=cfg["min_blocks_per_sm"].val,
-                               async_stages=cfg["async_stages"].val)
+                               async_stages=cfg["async_stages"].val, fragment_k=cfg["fragment_k"].val)
     return s, tensors
 
 
