@@ -34,6 +34,8 @@ WORKLOADS = {
     "gemm4096": ("gemm_cuda", (4096, 4096, 4096), "gemm_cuda_4096.jsonl"),
     "conv": ("conv2d_nchw_cuda", RESNET_CONV, "conv2d_nchw_cuda_resnet_56.jsonl"),
     "conv_b32": ("conv2d_nchw_cuda", (32,) + RESNET_CONV[1:], "conv2d_nchw_cuda_resnet_56_b32.jsonl"),
+    # ResNet-18's last stage at batch 32: 7x7 images, 512 channels (the model's slowest convolution)
+    "conv_b32_7": ("conv2d_nchw_cuda", (32, 512, 7, 7, 512, 3, 3, 1, 1), "conv2d_nchw_cuda_resnet_7_b32.jsonl"),
 }
 
 

@@ -32,7 +32,7 @@ from autotune.record import append_records, make_record
 from autotune.space import FallbackConfig, InstantiationError
 from autotune.task_extraction import KernelSearchTask
 from autotune.templates.conv2d_cuda import conv2d_reference
-from autotune.templates.conv2d_kernel_cuda import conv_geometry, fallback_tiles
+from autotune.templates.conv2d_kernel_cuda import conv_geometry, fallback_tiles, small_image_tiles
 from tensorir import graph, topi
 
 onnx = pytest.importorskip("onnx")
@@ -198,6 +198,34 @@ def test_fallback_tiles_divide_and_shrink_for_small_grids():
     odd = fallback_tiles(1, 12, 26, 13, 6)          # 13 columns: the rule takes 8 threads (a tail), here 1
     assert odd["tile_x"] == [-1, 1, 1, 1] and odd["tile_y"] == [-1, 1, 2, 1] and odd["tile_rc"] == [-1, 3]
     assert 12 % (odd["tile_f"][2] * odd["tile_f"][3]) == 0
+
+
+def test_small_images_at_large_batch_take_column_tiles():
+    """ResNet's last stages at batch 32 (7x7 and 14x14 outputs): each thread a column of 7 rows for 4
+    filters, double-buffered; at batch 1 (too few blocks) or on larger images, the rule's tiles."""
+    assert fallback_tiles(32, 512, 7, 7, 512) == {"tile_f": [-1, 2, 8, 2], "tile_y": [-1, 1, 1, 7],
+                                                  "tile_x": [-1, 1, 7, 1], "tile_rc": [-1, 2], "double_buffer": True}
+    assert fallback_tiles(32, 256, 14, 14, 128)["tile_y"] == [-1, 1, 2, 7]
+    assert fallback_tiles(1, 512, 7, 7, 512) == {"tile_f": [-1, 1, 4, 1], "tile_y": [-1, 1, 7, 1],
+                                                 "tile_x": [-1, 1, 7, 1], "tile_rc": [-1, 4]}
+    assert small_image_tiles(1, 512, 7, 7, 512) is None and small_image_tiles(32, 128, 28, 28, 128) is None
+
+
+@needs_sim
+def test_small_image_fallback_computes_the_layer_on_the_simulated_gpu():
+    """The fallback of a batch-32 7x7 layer (8 input channels, so the simulation stays short): double
+    buffered, one block per image and 32 filters, checked against numpy on NaN-poisoned outputs."""
+    t = _resnet_layer(n=32, c=8, f=256, hw=7, residual=True)
+    cfg = FallbackConfig()
+    s, args = t.instantiate(cfg)
+    assert cfg.knobs()["double_buffer"] and cfg.knobs()["tile_y"] == [-1, 1, 1, 7]
+    mod = codegen.build(s, args, target="cuda")
+    assert tuple(mod.launch.block) == (7, 1, 8) and int(np.prod(mod.launch.grid)) == 32 * 256 // 32
+    rng = np.random.default_rng()
+    ins = [rng.uniform(-1, 1, a.shape).astype(a.dtype) for a in mod.signature.args if not a.written]
+    outs = [np.empty(a.shape, a.dtype) for a in mod.signature.args if a.written]
+    desc = {"stride": 1, "K": 3, "relu": True}
+    cuda_sim.check(mod, ins, outs, lambda *x: _numpy(desc, x), rtol=1e-4, atol=1e-4)
 
 
 # -- configs: rejected by name, or correct ----------------------------------------------------------------------

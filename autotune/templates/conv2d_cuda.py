@@ -197,7 +197,8 @@ def conv2d_nchw_cuda_template(N: int, C: int, H: int, W: int, F: int, KH: int = 
 def conv_config(cfg, N: int, C: int, OH: int, OW: int, F: int, KH: int, KW: int, stride: int,
                 fallback: dict | None = None) -> dict:
     """Define the direct schedule's knobs on ``cfg`` (see the template), fill a fallback config
-    (``fallback``: split sizes by knob name, else the ResNet layer's best hand config where it divides),
+    (``fallback``: split sizes by knob name and optionally ``double_buffer: True``, else the ResNet layer's
+    best hand config where it divides),
     reject configs over the block limits, and return ``schedule_direct``'s keyword arguments."""
     cfg.add_flop(2.0 * N * F * OH * OW * C * KH * KW)   # before any rejection: the task's flop comes from config 0
     cfg.define_split("tile_f", F, num_outputs=4, filter=_conv_tile_ok)
@@ -218,6 +219,8 @@ def conv_config(cfg, N: int, C: int, OH: int, OW: int, F: int, KH: int, KW: int,
             if total % math.prod(sizes[name][1:]) == 0:
                 cfg[name] = SplitEntity(sizes[name])
         cfg["auto_unroll_max_step"] = cfg.space_map["auto_unroll_max_step"][1]     # 512
+        if sizes.get("double_buffer"):
+            cfg["double_buffer"] = cfg.space_map["double_buffer"][1]               # True
     tile_f, tile_y, tile_x = (tuple(cfg[n].size[1:]) for n in ("tile_f", "tile_y", "tile_x"))
     rc_tile, ry_tile, rx_tile = (cfg[n].size[-1] for n in ("tile_rc", "tile_ry", "tile_rx"))
     threads = tile_f[1] * tile_y[1] * tile_x[1]
