@@ -32,7 +32,7 @@ from autotune.record import append_records, make_record
 from autotune.space import FallbackConfig, InstantiationError
 from autotune.task_extraction import KernelSearchTask
 from autotune.templates.conv2d_cuda import conv2d_reference
-from autotune.templates.conv2d_kernel_cuda import conv_geometry, fallback_tiles, small_image_tiles
+from autotune.templates.conv2d_kernel_cuda import column_tiles, conv_geometry, fallback_tiles, rule_tiles
 from tensorir import graph, topi
 
 onnx = pytest.importorskip("onnx")
@@ -191,8 +191,8 @@ def test_fallback_config_is_the_default_rules_block(resnet):
 def test_fallback_tiles_divide_and_shrink_for_small_grids():
     """The rule's tiles (56 columns: 7 threads x 2; 4 x 4 channels at batch 32, fewer at batch 1 where
     the grid would be small); where the rule's tile leaves a tail, a divisor of the axis."""
-    assert fallback_tiles(32, 64, 56, 56, 64) == {"tile_f": [-1, 1, 4, 4], "tile_y": [-1, 1, 8, 1],
-                                                  "tile_x": [-1, 1, 7, 2], "tile_rc": [-1, 4]}
+    assert rule_tiles(32, 64, 56, 56, 64) == {"tile_f": [-1, 1, 4, 4], "tile_y": [-1, 1, 8, 1],
+                                              "tile_x": [-1, 1, 7, 2], "tile_rc": [-1, 4]}
     assert fallback_tiles(1, 64, 56, 56, 64)["tile_f"] == [-1, 1, 4, 1]
     assert fallback_tiles(1, 512, 7, 7, 512)["tile_y"] == [-1, 1, 7, 1]
     odd = fallback_tiles(1, 12, 26, 13, 6)          # 13 columns: the rule takes 8 threads (a tail), here 1
@@ -200,22 +200,24 @@ def test_fallback_tiles_divide_and_shrink_for_small_grids():
     assert 12 % (odd["tile_f"][2] * odd["tile_f"][3]) == 0
 
 
-def test_small_images_at_large_batch_take_column_tiles():
-    """ResNet's last stages at batch 32 (7x7 and 14x14 outputs): each thread a column of 7 rows for 4
-    filters, double-buffered; at batch 1 (too few blocks) or on larger images, the rule's tiles."""
+def test_large_grids_take_column_tiles():
+    """At batch 32 each thread computes a column of rows for 4 filters, double-buffered (7x7: 7 rows, one
+    segment; 14x14 and 28x28: two segments of 7; 56x56: 8 rows, 14 columns of threads); the RGB stem
+    and batch 1 keep the rule's tiles."""
     assert fallback_tiles(32, 512, 7, 7, 512) == {"tile_f": [-1, 2, 8, 2], "tile_y": [-1, 1, 1, 7],
                                                   "tile_x": [-1, 1, 7, 1], "tile_rc": [-1, 2], "double_buffer": True}
     assert fallback_tiles(32, 256, 14, 14, 128)["tile_y"] == [-1, 1, 2, 7]
-    assert fallback_tiles(1, 512, 7, 7, 512) == {"tile_f": [-1, 1, 4, 1], "tile_y": [-1, 1, 7, 1],
-                                                 "tile_x": [-1, 1, 7, 1], "tile_rc": [-1, 4]}
-    assert small_image_tiles(1, 512, 7, 7, 512) is None and small_image_tiles(32, 128, 28, 28, 128) is None
+    assert fallback_tiles(32, 128, 28, 28, 128)["tile_y"] == [-1, 1, 2, 7]
+    assert fallback_tiles(32, 64, 56, 56, 64)["tile_x"] == [-1, 1, 14, 1]
+    assert column_tiles(32, 64, 112, 112, 3) is None and column_tiles(1, 512, 7, 7, 512) is None
+    assert fallback_tiles(1, 512, 7, 7, 512) == rule_tiles(1, 512, 7, 7, 512)
 
 
 @needs_sim
-def test_small_image_fallback_computes_the_layer_on_the_simulated_gpu():
-    """The fallback of a batch-32 7x7 layer (8 input channels, so the simulation stays short): double
+def test_column_tile_fallback_computes_the_layer_on_the_simulated_gpu():
+    """The fallback of a batch-32 7x7 layer (16 input channels, so the simulation stays short): double
     buffered, one block per image and 32 filters, checked against numpy on NaN-poisoned outputs."""
-    t = _resnet_layer(n=32, c=8, f=256, hw=7, residual=True)
+    t = _resnet_layer(n=32, c=16, f=256, hw=7, residual=True)
     cfg = FallbackConfig()
     s, args = t.instantiate(cfg)
     assert cfg.knobs()["double_buffer"] and cfg.knobs()["tile_y"] == [-1, 1, 1, 7]

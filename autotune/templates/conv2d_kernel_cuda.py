@@ -98,23 +98,27 @@ def _divisor(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
 
 
-SMALL_IMAGE = 14        # outputs of at most this many rows and columns take small_image_tiles at large batch
-SMALL_IMAGE_FILTERS = 32   # filters per block there
+COLUMN_FILTERS = 32      # filters per block in column_tiles
+COLUMN_MIN_CHANNELS = 16  # fewer input channels (an RGB stem) keep the rule's tiles
 
 
-def small_image_tiles(N: int, F: int, OH: int, OW: int, C: int) -> dict | None:
-    """Tiles for small outputs at large batch (ResNet's last stages at batch 32), where the rule's one or
-    two outputs per channel and thread leave the kernel bound by shared-memory reads: one block per
-    image and 32 filters, each thread a column of up to 8 rows for 4 filters (2 virtual threads of 2),
-    threads over 8 filters x the column segments x every column; 2 input channels per double-buffered
-    slice.  On an H100, ResNet-18's 7x7 512-channel layer at batch 32 ran in 297 us this way against
-    601 us for the best of 64 trials that started from the rule's tiles.  None where the output is larger
-    or the grid would have fewer than ``MIN_BLOCKS`` blocks."""
+def column_tiles(N: int, F: int, OH: int, OW: int, C: int) -> dict | None:
+    """Tiles where the rule's one or two outputs per filter and thread would leave the kernel bound by
+    shared-memory reads: each thread a column of up to 8 rows (a divisor of the output's) for 4 filters
+    (2 virtual threads of 2); threads over 8 filters x 1 or 2 column segments x up to 16 columns; 2 input
+    channels per double-buffered slice.  Measured on an H100 by benchmarks/conv_defaults_cuda.py against
+    the rule's tiles for every convolution of ResNet-18 at batch 32 (tuning_logs/cuda-sm_90/
+    conv_defaults_b32.txt): 7x7 512 channels 328 us against 651 us, 14x14 256 channels 238 against 384,
+    28x28 128 channels 248 against 387, 56x56 64 channels 258 against 330.  None where the input has fewer
+    than 16 channels (the rule was faster on the RGB stem) or the grid would have fewer than
+    ``MIN_BLOCKS`` blocks (batch 1)."""
     from tensorir.graph.schedules_cuda import MIN_BLOCKS
-    if OH > SMALL_IMAGE or OW > SMALL_IMAGE or F % SMALL_IMAGE_FILTERS or N * F // SMALL_IMAGE_FILTERS < MIN_BLOCKS:
+    rows, tx = _divisor(OH, 8), _divisor(OW, 16)
+    ty = 2 if OH % (2 * rows) == 0 else 1
+    if C < COLUMN_MIN_CHANNELS or F % COLUMN_FILTERS or \
+            N * (F // COLUMN_FILTERS) * (OH // (rows * ty)) * (OW // tx) < MIN_BLOCKS:
         return None
-    rows = _divisor(OH, 8)
-    return {"tile_f": [-1, 2, 8, 2], "tile_y": [-1, 1, OH // rows, rows], "tile_x": [-1, 1, OW, 1],
+    return {"tile_f": [-1, 2, 8, 2], "tile_y": [-1, 1, ty, rows], "tile_x": [-1, 1, tx, 1],
             "tile_rc": [-1, _divisor(C, 2)], "double_buffer": True}
 
 
@@ -123,9 +127,9 @@ def fallback_tiles(N: int, F: int, OH: int, OW: int, C: int) -> dict:
     rows and columns; fewer channels per thread while the grid is small; 4 input channels per slice),
     each axis's tile shrunk to a divisor of the output where the rule's would leave a tail, and more
     channel threads where the block would have fewer than a warp (``conv_config`` refuses such blocks
-    where the output has room for more); ``small_image_tiles`` where those apply."""
-    small = small_image_tiles(N, F, OH, OW, C)
-    return small if small is not None else rule_tiles(N, F, OH, OW, C)
+    where the output has room for more); ``column_tiles`` where those apply."""
+    cols = column_tiles(N, F, OH, OW, C)
+    return cols if cols is not None else rule_tiles(N, F, OH, OW, C)
 
 
 def rule_tiles(N: int, F: int, OH: int, OW: int, C: int) -> dict:
@@ -200,5 +204,5 @@ def conv2d_kernel_template(dag_json: str):
     return instantiate_kernel_template("conv2d_kernel_cuda", dag_json, mismatch, schedule_conv2d_kernel)
 
 
-__all__ = ["ANCHORS", "ConvGeometry", "conv2d_kernel_template", "conv_geometry", "fallback_tiles", "mismatch",
-           "rule_tiles", "schedule_conv2d_kernel", "small_image_tiles"]
+__all__ = ["ANCHORS", "ConvGeometry", "column_tiles", "conv2d_kernel_template", "conv_geometry", "fallback_tiles",
+           "mismatch", "rule_tiles", "schedule_conv2d_kernel"]
