@@ -15,7 +15,7 @@ blocks (``benchmarks/models_cuda.py``: fp32, TF32 off, ``cudnn.benchmark`` on). 
 the ratio, the trials, the tuning wall time and each kernel's schedule kind.
 
     python benchmarks/tune_model_cuda.py [--model resnet18|bert|all] [--batch 1,32] [--budget 20m]
-                                         [--max-run 9m] [--logdir tuning_logs/cuda-sm_90] [--no-tune]
+                                         [--max-run 9m] [--logdir tuning_logs/cuda-sm_90] [--no-tune | --no-bench]
                                          [--no-templates]
 """
 from __future__ import annotations
@@ -65,6 +65,10 @@ def tune_and_bench(name: str, model, feeds: dict, args, torch) -> dict:
         trials = sched.total_trials
     tune_s = time.perf_counter() - t0
     total_s = spent_seconds(log)
+    if args.no_bench:
+        print(f"{name}: tuned {tune_s / 60:.1f} min this run, {total_s / 60:.1f} of {budget / 60:.1f} min in all; "
+              "not deployed (--no-bench)", flush=True)
+        return None
     if os.path.exists(log):
         with open(log) as f:
             trials = sum(1 for line in f if line.strip())
@@ -91,6 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", default="20m", help="tuning time per model, over every run on its log")
     ap.add_argument("--max-run", default=None, help="tuning time of this run per model (e.g. 9m), resumed later")
     ap.add_argument("--no-tune", action="store_true", help="deploy and time from the logs as they are")
+    ap.add_argument("--no-bench", action="store_true", help="tune only (a later run deploys and times)")
     ap.add_argument("--no-templates", action="store_true",
                     help="tune convolutions with the auto-scheduler too (not the conv2d_kernel_cuda template)")
     ap.add_argument("--trials", type=int, default=100000, help="trials per model (the budget usually ends first)")
@@ -128,7 +133,7 @@ def main(argv=None) -> int:
                                           testing.resnet18_inputs(batch=batch), args, torch))
     if args.model in ("bert", "all"):
         results.append(tune_and_bench("bert_layer", testing.bert_layer(), testing.bert_inputs(), args, torch))
-    for r in results:
+    for r in filter(None, results):
         print(f"{os.path.basename(r['log']):24s} tuned {r['tiletune_s'] * 1e3:8.3f} ms   torch {r['torch_s'] * 1e3:8.3f} ms"
               f"   ratio {r['ratio']:5.2f}x   trials {r['trials']}   tuning {r['total_tune_s'] / 60:.1f} min")
     return 0
