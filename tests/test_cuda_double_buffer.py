@@ -172,6 +172,26 @@ def test_a_fragments_along_k_read_vectors_and_run_correctly():
     cuda_sim.check(mod, [a, b], [np.empty((256, 256), np.float32)], lambda x, y: x @ y, rtol=1e-4, atol=1e-3)
 
 
+@needs_sim
+def test_pretransposed_a_is_a_kernel_of_its_own_and_both_operands_copy_16_bytes():
+    """``pretranspose_a``: a transpose kernel (32 x 32 tiles through shared memory padded to 33 columns)
+    writes ``AT`` into a buffer of the module, then the GEMM copies rows of ``AT`` and of ``B`` 16 bytes at
+    a time; the two-kernel module is correct on the simulated GPU."""
+    s, args = gemm_schedule(128, 256, 64, block_m=64, block_n=128, k_tile=16, double_buffer=True, async_stages=2,
+                            pretranspose_a=True)
+    mod = codegen.build(s, args, target="cuda -arch=sm_90")
+    src = mod.get_source()
+    assert len(re.findall(r"__global__ void", src)) == 2 and "float A_shared[1056]" in src   # 32 x 33
+    loop = _k_loop(src)
+    assert len(re.findall(r"tt_cp_async\(\(&AT_shared\[.*, 16\)", loop)) >= 1
+    assert len(re.findall(r"tt_cp_async\(\(&B_shared\[.*, 16\)", loop)) >= 1
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((128, 64), dtype=np.float32), rng.standard_normal((64, 256), dtype=np.float32)
+    cuda_sim.check(mod, [a, b], [np.empty((128, 256), np.float32)], lambda x, y: x @ y, rtol=1e-4, atol=1e-3)
+    with pytest.raises(ValueError, match="needs transpose_a=True"):
+        gemm_schedule(128, 256, 64, transpose_a=False, pretranspose_a=True)
+
+
 def test_async_copy_needs_sm80_else_registers():
     src = _async_gemm("sm_75").get_source()
     assert "tt_cp_async" not in src and "float k_outer_prefetch[" in src
@@ -210,7 +230,7 @@ def test_async_copy_runs_correctly(kw):
 
 
 def test_a_log_written_before_an_appended_knob_stays_valid(tmp_path):
-    """``async_stages`` and then ``fragment_k`` were appended to ``gemm_cuda``'s knobs at their first choices:
+    """``async_stages``, then ``fragment_k`` and ``pretranspose_a`` were appended to ``gemm_cuda``'s knobs at their first choices:
     a record without them keeps its index and is read; one whose knobs disagree with its index is still
     refused."""
     import json
@@ -221,8 +241,8 @@ def test_a_log_written_before_an_appended_knob_stays_valid(tmp_path):
     from autotune.record import load_records
     t = autotune.task.create("gemm_cuda", (1024, 1024, 1024), target="cuda -arch=sm_90")
     cfg = t.config_space.get(12345)
-    appended = ("async_stages", "fragment_k")
-    assert [cfg.knobs()[k] for k in appended] == [0, 1]
+    appended = ("async_stages", "fragment_k", "pretranspose_a")
+    assert [cfg.knobs()[k] for k in appended] == [0, 1, False]
     old = {k: v for k, v in cfg.knobs().items() if k not in appended}
     rec = {"format": "tiletune.record/1", "workload": ["gemm_cuda", [1024, 1024, 1024]],
            "target": t.target, "config": {"index": 12345, "knobs": old},

@@ -65,7 +65,8 @@ def _fetch_vector(elements: int, threads: int, vector: int) -> int:
 def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int = 64, block_n: int = 128,
                   thread_m: int = 8, thread_n: int = 8, vthread_m: int = 2, vthread_n: int = 2, k_tile: int = 16,
                   transpose_a: bool = True, vector: int = 4, min_blocks_per_sm: int = 0, unroll_k: bool = True,
-                  double_buffer: bool = False, async_stages: int = 0, fragment_k: int = 1):
+                  double_buffer: bool = False, async_stages: int = 0, fragment_k: int = 1,
+                  pretranspose_a: bool = False):
     """The shared-memory and register-tiled GEMM; sizes must be divisible by the tiles.
 
     The defaults (64x128 block tile, 8x8 per thread as 2x2 virtual threads, k slices of 16) were the
@@ -82,13 +83,21 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
     instead of through registers, which leaves those registers to the computation (0: registers).
     ``fragment_k`` > 1: each thread loads its fragment of A for that many steps of the slice at once
     (``thread_m x fragment_k`` registers), so a slice that keeps A's rows (``transpose_a=False``, which
-    ``cp.async`` copies 16 bytes at a time) is read from shared memory as vectors along k."""
+    ``cp.async`` copies 16 bytes at a time) is read from shared memory as vectors along k.
+    ``pretranspose_a`` (with ``transpose_a``): ``AT = A^T`` is computed by a kernel of its own into a global
+    buffer the module allocates (``transpose_kernel``), and the GEMM reads rows of ``AT``: both operands
+    are then copied 16 bytes at a time (``cp.async``) and read from shared memory as vectors."""
     for name, total, tile in (("M", M, block_m), ("N", N, block_n), ("K", K, k_tile), ("k_tile", k_tile, fragment_k)):
         if total % tile:
             raise ValueError(f"gemm_schedule: {name}={total} is not divisible by its tile {tile}")
+    if pretranspose_a and not transpose_a:
+        raise ValueError("gemm_schedule: pretranspose_a stores A transposed, which needs transpose_a=True")
     A, B, C, AT = gemm(M, N, K, dtype, transpose_a)
     s = te.create_schedule(C.op)
-    if transpose_a:
+    if pretranspose_a:
+        transpose_kernel(s, AT)
+        AS = s.cache_read(AT, "shared", [C])
+    elif transpose_a:
         s[AT].set_scope("shared")
         AS = AT
     else:
@@ -149,8 +158,35 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
     threads = n_ty * n_tx
     cooperative_fetch(s, BS, (n_ty, n_tx), _fetch_vector(k_tile * block_n, threads, vector))
     cooperative_fetch(s, AS, (n_ty, n_tx), _fetch_vector(k_tile * block_m, threads, vector),
-                      transposed_from=0 if transpose_a else None)
+                      transposed_from=0 if transpose_a and not pretranspose_a else None)
     return s, [A, B, C]
+
+
+TRANSPOSE_TILE = 32       # transpose_kernel: a block transposes a 32 x 32 tile through shared memory
+TRANSPOSE_ROWS = 8        # with 32 x 8 threads, 4 elements each
+
+
+def transpose_kernel(s, T) -> None:
+    """Schedule ``T[i, j] = X[j, i]`` (a root stage) as its own kernel: each block copies a 32 x 32 tile of X
+    into shared memory along X's rows and writes it along T's rows, both coalesced; the tile's rows are
+    padded to 33 elements so that reading it by columns hits 32 different banks."""
+    (X,) = T.op.input_tensors
+    XS = s.cache_read(X, "shared", [T])
+    i, j = s[T].op.axis
+    bi, bj, ti, tj = s[T].tile(i, j, TRANSPOSE_TILE, TRANSPOSE_TILE)
+    io, ii = s[T].split(ti, factor=TRANSPOSE_ROWS)
+    s[T].reorder(bi, bj, io, ii, tj)
+    s[T].bind(bi, te.thread_axis("blockIdx.y"))
+    s[T].bind(bj, te.thread_axis("blockIdx.x"))
+    s[T].bind(ii, te.thread_axis("threadIdx.y"))
+    s[T].bind(tj, te.thread_axis("threadIdx.x"))
+    s[XS].compute_at(s[T], bj)
+    s[XS].storage_align(XS.op.axis[0], TRANSPOSE_TILE, 1)
+    xo, xi = s[XS].split(s[XS].op.axis[1], factor=TRANSPOSE_TILE)
+    yo, yi = s[XS].split(s[XS].op.axis[0], factor=TRANSPOSE_ROWS)
+    s[XS].reorder(yo, xo, yi, xi)
+    s[XS].bind(yi, te.thread_axis("threadIdx.y"))
+    s[XS].bind(xi, te.thread_axis("threadIdx.x"))
 
 
 # -- the tuning template ---------------------------------------------------------------------------------
@@ -173,7 +209,8 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     loop over the slice; double_buffer: pipeline the slices through two halves of shared memory with
     register prefetch; min_blocks_per_sm: ``__launch_bounds__``'s occupancy hint (0: none); async_stages:
     with double_buffer, that many slices in flight filled by ``cp.async`` instead of registers (0: registers);
-    fragment_k: steps of the slice whose A fragment each thread loads at once (vectors along k).  The fallback config is ``gemm_schedule``'s defaults (the best hand config).
+    fragment_k: steps of the slice whose A fragment each thread loads at once (vectors along k);
+    pretranspose_a: A transposed by a kernel of its own first (a two-kernel module).  The fallback config is ``gemm_schedule``'s defaults (the best hand config).
     Configs with more than 1024 threads or more shared memory per block than the target allows
     (``codegen.cuda.current_shared_limit``: 227 KiB on sm_90, dynamic past 48 KiB), or with a shared slice
     smaller than the block's thread count, are rejected (``INSTANTIATION_ERROR``)."""
@@ -187,6 +224,7 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     cfg.define_knob("min_blocks_per_sm", [0, 2])
     cfg.define_knob("async_stages", [0, 2, 3, 4])    # appended: logs written before them keep their indices
     cfg.define_knob("fragment_k", [1, 4])
+    cfg.define_knob("pretranspose_a", [False, True])
     if cfg.is_fallback:
         _gemm_fallback(cfg, M, N, K)
     cfg.add_flop(2.0 * M * N * K)   # before any rejection: the task's flop comes from config 0
@@ -201,6 +239,10 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
     shared = 4 * k_tile * (block_m + block_n) * ((cfg["async_stages"].val or 2) if cfg["double_buffer"].val else 1)
     if shared > current_shared_limit():
         cfg.raise_error(f"{shared} bytes of shared memory per block (> {current_shared_limit()})")
+    if cfg["pretranspose_a"].val and not cfg["transpose_a"].val:
+        cfg.raise_error("pretranspose_a stores A transposed, which needs transpose_a")
+    if cfg["pretranspose_a"].val and (M % TRANSPOSE_TILE or K % TRANSPOSE_TILE):
+        cfg.raise_error(f"pretranspose_a transposes 32 x 32 tiles; M={M}, K={K} do not divide")
     if k_tile % cfg["fragment_k"].val:
         cfg.raise_error(f"k slices of {k_tile} do not split into A fragments of {cfg['fragment_k'].val}")
     if k_tile * min(block_m, block_n) < ty * tx:
@@ -210,7 +252,8 @@ def gemm_cuda_template(M: int, N: int, K: int, dtype: str = "float32"):
                                thread_n=vx * ix, vthread_m=vy, vthread_n=vx, k_tile=k_tile,
                                transpose_a=cfg["transpose_a"].val, unroll_k=cfg["unroll_k"].val,
                                double_buffer=cfg["double_buffer"].val, min_blocks_per_sm=cfg["min_blocks_per_sm"].val,
-                               async_stages=cfg["async_stages"].val, fragment_k=cfg["fragment_k"].val)
+                               async_stages=cfg["async_stages"].val, fragment_k=cfg["fragment_k"].val,
+                               pretranspose_a=cfg["pretranspose_a"].val)
     return s, tensors
 
 
@@ -228,4 +271,4 @@ def _gemm_fallback(cfg, M: int, N: int, K: int) -> None:
             cfg[name] = SplitEntity(size)
 
 
-__all__ = ["gemm", "gemm_schedule", "cooperative_fetch", "gemm_cuda_template"]
+__all__ = ["gemm", "gemm_schedule", "cooperative_fetch", "gemm_cuda_template", "transpose_kernel"]
