@@ -62,9 +62,9 @@ def test_gemm_tiles_double_and_one_barrier_per_slice():
 @pytest.mark.parametrize("kw", [dict(block_m=128, block_n=128, k_tile=8),
                                 dict(block_m=64, block_n=64, thread_m=4, thread_n=4, k_tile=16, transpose_a=False),
                                 dict(k_tile=32, unroll_k=False),
-                                dict(block_m=64, block_n=64, thread_m=4, thread_n=4, k_tile=16, transpose_a=False,
-                                     fragment_k=4, unroll_k=False),
-                                dict(k_tile=8, fragment_k=4)])
+                                {"block_m": 64, "block_n": 64, "thread_m": 4, "thread_n": 4, "k_tile": 16,
+                                 "transpose_a": False, "fragment_k": 4, "unroll_k": False},
+                                {"k_tile": 8, "fragment_k": 4}])
 def test_gemm_runs_correctly(kw):
     M, N, K = 256, 256, 96
     s, args = gemm_schedule(M, N, K, double_buffer=True, **kw)
@@ -165,7 +165,7 @@ def test_a_fragments_along_k_read_vectors_and_run_correctly():
     loop = _k_loop(mod.get_source())
     assert len(re.findall(r"tt_cp_async\(\(&A_shared\[.*, 16\)", loop)) >= 1
     assert re.search(r"for \(int k_inner_outer = 0; k_inner_outer < 2;.*?float4 _v\d+ = \*\(const float4\*\)\(A_shared",
-                     loop, re.S)
+                     loop, re.DOTALL)
     assert "k_inner_inner < 4" in loop
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((256, 64), dtype=np.float32), rng.standard_normal((64, 256), dtype=np.float32)
