@@ -62,3 +62,23 @@ def test_small_batch_conv_keeps_one_image_per_block():
                             target="cuda")
     (kernel,) = m.kernels.values()
     assert kernel.grid[2] == 2
+
+
+@needs_nvcc
+@needs_sim
+def test_large_grids_take_a_column_of_rows_per_thread():
+    """Batch 32, 7x7 outputs, 16 input channels: the default rule's column tiles (8 filter threads x 7
+    column threads, each thread 7 rows of 4 filters; one block per image and 32 filters), correct on
+    the simulated GPU against numpy; the same layer at batch 2 keeps the small-grid tiles."""
+    assert sc.conv_column_tile(32, 16, 256, 7, 7) == (8, 4, 1, 7, 7)
+    assert sc.conv_column_tile(2, 16, 256, 7, 7) is None and sc.conv_column_tile(32, 3, 64, 112, 112) is None
+    rng = np.random.default_rng()
+    w = rng.standard_normal((256, 16, 3, 3)).astype("float32")
+    x = Var("x", TensorType((32, 16, 7, 7), "float32"))
+    m = codegen.build_model(graph.Graph((x,), (call("nn.conv2d", x, Const(w), strides=[1, 1], padding=[1] * 4),)),
+                            target="cuda")
+    (kernel,) = m.kernels.values()
+    assert tuple(kernel.block) == (7, 1, 8) and int(np.prod(kernel.grid)) == 32 * 256 // 32
+    xs = rng.standard_normal((32, 16, 7, 7)).astype("float32")
+    (got,) = simulate(m, {"x": xs})
+    np.testing.assert_allclose(got, _conv_ref(xs, w, 1, 1), rtol=1e-4, atol=1e-4)

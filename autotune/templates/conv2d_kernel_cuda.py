@@ -98,27 +98,19 @@ def _divisor(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
 
 
-COLUMN_FILTERS = 32      # filters per block in column_tiles
-COLUMN_MIN_CHANNELS = 16  # fewer input channels (an RGB stem) keep the rule's tiles
-
-
 def column_tiles(N: int, F: int, OH: int, OW: int, C: int) -> dict | None:
-    """Tiles where the rule's one or two outputs per filter and thread would leave the kernel bound by
-    shared-memory reads: each thread a column of up to 8 rows (a divisor of the output's) for 4 filters
-    (2 virtual threads of 2); threads over 8 filters x 1 or 2 column segments x up to 16 columns; 2 input
-    channels per double-buffered slice.  Measured on an H100 by benchmarks/conv_defaults_cuda.py against
-    the rule's tiles for every convolution of ResNet-18 at batch 32 (tuning_logs/cuda-sm_90/
-    conv_defaults_b32.txt): 7x7 512 channels 328 us against 651 us, 14x14 256 channels 238 against 384,
-    28x28 128 channels 248 against 387, 56x56 64 channels 258 against 330.  None where the input has fewer
-    than 16 channels (the rule was faster on the RGB stem) or the grid would have fewer than
-    ``MIN_BLOCKS`` blocks (batch 1)."""
-    from tensorir.graph.schedules_cuda import MIN_BLOCKS
-    rows, tx = _divisor(OH, 8), _divisor(OW, 16)
-    ty = 2 if OH % (2 * rows) == 0 else 1
-    if C < COLUMN_MIN_CHANNELS or F % COLUMN_FILTERS or \
-            N * (F // COLUMN_FILTERS) * (OH // (rows * ty)) * (OW // tx) < MIN_BLOCKS:
+    """The default rule's column tiles (``schedules_cuda.conv_column_tile``: each thread a column of up to
+    8 rows for 4 filters, here as 2 virtual threads of 2) with slices of 2 input channels, double-buffered.
+    Measured on an H100 by benchmarks/conv_defaults_cuda.py against the rule's other tiles for every
+    convolution of ResNet-18 at batch 32 (tuning_logs/cuda-sm_90/conv_defaults_b32.txt): 7x7 512 channels
+    328 us against 651 us, 14x14 256 channels 238 against 384, 28x28 128 channels 248 against 387, 56x56
+    64 channels 258 against 330.  None where the rule takes other tiles (an RGB stem, batch 1)."""
+    from tensorir.graph.schedules_cuda import conv_column_tile
+    tile = conv_column_tile(N, C, F, OH, OW)
+    if tile is None:
         return None
-    return {"tile_f": [-1, 2, 8, 2], "tile_y": [-1, 1, ty, rows], "tile_x": [-1, 1, tx, 1],
+    tf, fi, ty, rows, tx = tile
+    return {"tile_f": [-1, 2, tf, fi // 2], "tile_y": [-1, 1, ty, rows], "tile_x": [-1, 1, tx, 1],
             "tile_rc": [-1, _divisor(C, 2)], "double_buffer": True}
 
 
