@@ -19,25 +19,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
-def _divisor(n: int, limit: int) -> int:
-    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
-
-
 def variants(N: int, F: int, OH: int, OW: int, C: int) -> dict[str, dict]:
     """Knob changes by name: ``rule`` (the default rule's tiles) and column tiles (each thread a column
     of up to 8 rows for 4 filters, threads over 8 filters x up to 16 columns) with variations."""
     from autotune.templates.conv2d_kernel_cuda import rule_tiles
-    rows, tx = _divisor(OH, 8), _divisor(OW, 16)
+    from tensorir.graph.schedules_cuda import largest_divisor
+    rows, tx = largest_divisor(OH, 8), largest_divisor(OW, 16)
     cols = {"tile_f": [-1, 2, 8, 2], "tile_y": [-1, 1, 1, rows], "tile_x": [-1, 1, tx, 1],
-            "tile_rc": [-1, _divisor(C, 2)], "double_buffer": True}
+            "tile_rc": [-1, largest_divisor(C, 2)], "double_buffer": True}
     return {"rule": {**rule_tiles(N, F, OH, OW, C), "double_buffer": False}, "cols": cols,
             "cols f4v": {**cols, "tile_f": [-1, 4, 8, 1]},
             "cols f64": {**cols, "tile_f": [-1, 2, 16, 2]},
-            "cols rc4": {**cols, "tile_rc": [-1, _divisor(C, 4)]},
-            "cols 4rows": {**cols, "tile_y": [-1, 1, 1, _divisor(OH, 4)]},
+            "cols rc4": {**cols, "tile_rc": [-1, largest_divisor(C, 4)]},
+            "cols 4rows": {**cols, "tile_y": [-1, 1, 1, largest_divisor(OH, 4)]},
             "cols 2ty": {**cols, "tile_y": [-1, 1, 2, rows]} if OH % (2 * rows) == 0 else None,
             "32 threads": {**cols, "tile_f": [-1, 4, 8, 1], "tile_y": [-1, 2, 1, rows // 2],
-                           "tile_x": [-1, 1, _divisor(OW, 4), 1]} if rows % 2 == 0 else None}
+                           "tile_x": [-1, 1, largest_divisor(OW, 4), 1]} if rows % 2 == 0 else None}
 
 
 def main() -> int:

@@ -66,7 +66,7 @@ class report:
 
 def _value(text: str):
     """A knob value from the command line: JSON (``4``, ``true``, ``[1, 2]``) or Python's True/False."""
-    return {"True": True, "False": False}.get(text) if text in ("True", "False") else json.loads(text)
+    return text == "True" if text in ("True", "False") else json.loads(text)
 
 
 def sweep_indices(space, records, top: int, settings: list[str]) -> list[int]:
@@ -87,9 +87,9 @@ def sweep_indices(space, records, top: int, settings: list[str]) -> list[int]:
         if rec.index in seen:
             continue
         seen.add(rec.index)
+        base = space.get(rec.index).knobs()
         for combo in itertools.product(*choices.values()):
-            knobs = {k: space.get(rec.index).knobs()[k] for k in space.space_map} | dict(zip(choices, combo))
-            i = space.index_from_values(knobs)
+            i = space.index_from_values({**base, **dict(zip(choices, combo))})
             if i not in out:
                 out.append(i)
     return out
@@ -112,10 +112,10 @@ def main() -> int:
 
     from autotune import callback, measure_option
     from autotune.builder import LocalBuilder
+    from autotune.record import load_records
     from autotune.runner import LocalRunner
     from autotune.task import create
     from autotune.templates import conv2d_cuda, gemm_cuda  # noqa: F401 - registers the templates
-    from autotune.record import load_records
     from autotune.tuner import GridSearchTuner, ModelTuner
     from codegen.nvcc import default_arch
     arch = default_arch()

@@ -26,6 +26,7 @@ import numpy as np
 import tensorir as te
 from tensorir.arith import linear
 from tensorir.expr import TensorLoad, Var
+from tensorir.graph.schedules_cuda import conv_column_tile, largest_divisor
 from tensorir.visitor import collect
 
 from ..kernel_templates import instantiate_kernel_template, kernel_stages, single_anchor
@@ -94,10 +95,6 @@ def mismatch(tensors) -> str | None:
     return None
 
 
-def _divisor(n: int, limit: int) -> int:
-    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
-
-
 def column_tiles(N: int, F: int, OH: int, OW: int, C: int) -> dict | None:
     """The default rule's column tiles (``schedules_cuda.conv_column_tile``: each thread a column of up to
     8 rows for 4 filters, here as 2 virtual threads of 2) with slices of 2 input channels, double-buffered.
@@ -105,13 +102,12 @@ def column_tiles(N: int, F: int, OH: int, OW: int, C: int) -> dict | None:
     convolution of ResNet-18 at batch 32 (tuning_logs/cuda-sm_90/conv_defaults_b32.txt): 7x7 512 channels
     328 us against 651 us, 14x14 256 channels 238 against 384, 28x28 128 channels 248 against 387, 56x56
     64 channels 258 against 330.  None where the rule takes other tiles (an RGB stem, batch 1)."""
-    from tensorir.graph.schedules_cuda import conv_column_tile
     tile = conv_column_tile(N, C, F, OH, OW)
     if tile is None:
         return None
     tf, fi, ty, rows, tx = tile
     return {"tile_f": [-1, 2, tf, fi // 2], "tile_y": [-1, 1, ty, rows], "tile_x": [-1, 1, tx, 1],
-            "tile_rc": [-1, _divisor(C, 2)], "double_buffer": True}
+            "tile_rc": [-1, largest_divisor(C, 2)], "double_buffer": True}
 
 
 def fallback_tiles(N: int, F: int, OH: int, OW: int, C: int) -> dict:
@@ -131,19 +127,19 @@ def rule_tiles(N: int, F: int, OH: int, OW: int, C: int) -> dict:
     def tile(n, threads, inner):
         t, i = _divisor_tile(n, threads, inner)
         if n % (t * i):
-            t = _divisor(n, threads)
-            i = _divisor(n // t, inner)
+            t = largest_divisor(n, threads)
+            i = largest_divisor(n // t, inner)
         return t, i
     ty, yi = tile(OH, 8, 1)
     tx, xi = tile(OW, 8, 2)
     tf, fi = tile(F, 4, 4)
     while fi > 1 and N * (F // (tf * fi)) * (OH // ty // yi) * (OW // tx // xi) < MIN_BLOCKS:
-        fi = _divisor(fi, fi - 1)
+        fi = largest_divisor(fi, fi - 1)
     if tf * ty * tx < MIN_THREADS:
         tf = next((d for d in range(tf, min(F, 64) + 1) if F % d == 0 and d * ty * tx >= MIN_THREADS), tf)
-        fi = _divisor(F // tf, fi)
+        fi = largest_divisor(F // tf, fi)
     return {"tile_f": [-1, 1, tf, fi], "tile_y": [-1, 1, ty, yi], "tile_x": [-1, 1, tx, xi],
-            "tile_rc": [-1, _divisor(C, 4)]}
+            "tile_rc": [-1, largest_divisor(C, 4)]}
 
 
 def schedule_conv2d_kernel(cfg, tensors) -> te.Schedule:

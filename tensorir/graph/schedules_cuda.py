@@ -411,7 +411,8 @@ def _conv_rc_tile(acc: Stage, tile: tuple[int, int, int, int], out_hw: tuple[int
     return CONV_RC_TILES[-1]
 
 
-def _divisor(n: int, limit: int) -> int:
+def largest_divisor(n: int, limit: int) -> int:
+    """The largest divisor of ``n`` that is at most ``limit``."""
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
 
 
@@ -423,7 +424,7 @@ def conv_column_tile(n: int, c: int, f: int, oh: int, ow: int) -> tuple[int, int
     (the tiles below) leave such kernels bound by shared-memory reads: on an H100, ResNet-18's batch-32
     convolutions ran 1.3-3x faster in column tiles (benchmarks/conv_defaults_cuda.py,
     tuning_logs/cuda-sm_90/conv_defaults_b32.txt).  None otherwise."""
-    rows, tx = _divisor(oh, 8), _divisor(ow, 16)
+    rows, tx = largest_divisor(oh, 8), largest_divisor(ow, 16)
     ty = 2 if oh % (2 * rows) == 0 else 1
     if c < COLUMN_MIN_CHANNELS or f % COLUMN_FILTERS or \
             n * (f // COLUMN_FILTERS) * (oh // (rows * ty)) * (ow // tx) < MIN_BLOCKS:
@@ -483,7 +484,9 @@ def schedule_conv2d_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
 __all__ = [
     "CUDA_SCHEDULE_RULES",
     "allreduce_rows",
+    "conv_column_tile",
     "cooperative_fetch",
+    "largest_divisor",
     "reads_rows",
     "register_cuda_schedule",
     "schedule_conv2d_cuda",
