@@ -170,6 +170,25 @@ def assert_close(got: np.ndarray, want: np.ndarray, dtype: str, rtol=None, atol=
         np.testing.assert_array_equal(got, want, err_msg=what)
 
 
+def assert_close_scaled(got, want, scale, dtype: str = "float32", ulps: float = 16, what: str = "output"):
+    """``|got - want| <= ulps * eps(dtype) * scale`` elementwise, NaN where ``want`` is NaN.
+
+    ``scale`` (broadcast against ``want``) is the magnitude of the terms that produced ``want``, e.g.
+    ``np.abs(a).sum(axis=1)`` for a row sum: a rounding error is bounded by the terms, not by the result,
+    which can cancel to near zero (where any bare ``rtol`` fails on some CPU)."""
+    got64, want64 = np.asarray(got, "float64"), np.asarray(want, "float64")
+    assert got64.shape == want64.shape, f"{what}: shape {got64.shape} != {want64.shape}"
+    np.testing.assert_array_equal(np.isnan(got64), np.isnan(want64), err_msg=f"{what}: NaN positions differ")
+    bound = ulps * np.finfo(dtype).eps * np.broadcast_to(np.abs(np.asarray(scale, "float64")), want64.shape)
+    err = np.abs(np.nan_to_num(got64 - want64))
+    bad = err > bound
+    if bad.any():
+        k = np.unravel_index(int(np.argmax(np.where(bad, err / np.maximum(bound, 1e-300), 0))), err.shape)
+        raise AssertionError(f"{what}: {int(bad.sum())} of {err.size} elements differ by more than {ulps} ulps "
+                             f"of their terms' scale; worst at {k}: got {got64[k]}, want {want64[k]}, "
+                             f"allowed {bound[k]:.3g}")
+
+
 def check(s, args, reference, *, sizes=None, seed=0, low=None, high=None, inputs=None,
           rtol=None, atol=None, name="kernel"):
     """Build ``s`` with ``args`` and compare with ``reference`` on random data (see module doc)."""

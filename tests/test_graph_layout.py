@@ -169,7 +169,9 @@ def test_pooling_follows_the_blocked_layout(op, attrs):
     after = fold_constants(alter_op_layout(g))
     assert str(after).count("layout_transform(") == 2 and "_pool2d(" not in str(after)
     data = np.random.default_rng(1).standard_normal((2, 16, 9, 7)).astype("float32")
-    np.testing.assert_allclose(graph.evaluate(after, {"x": data})[0], graph.evaluate(g, {"x": data})[0], rtol=1e-5)
+    want = graph.evaluate(g, {"x": data})[0]
+    np.testing.assert_allclose(graph.evaluate(after, {"x": data})[0], want, rtol=1e-5,
+                               atol=1e-6 * np.abs(want).max())   # pooled conv sums can cancel to ~0
     for kern in graph.fuse_ops(after).kernels:
         check_kernel(kern, schedule=schedule_kernel)
 
