@@ -14,6 +14,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tensorir.dtype import SCALAR_DTYPES
 
 MAX_DIM = 1 << 40             # one dimension's extent
@@ -40,6 +42,9 @@ def _show(value) -> str:
 
 
 def _join(path: str, key: str) -> str:
+    """``path.key``, or ``path["key"]`` for a key that is not an identifier (a file name)."""
+    if not key.isidentifier():
+        return f"{path}[{json.dumps(key)}]"
     return f"{path}.{key}" if path else key
 
 
@@ -111,7 +116,7 @@ class ListOf(Spec):
 
     @property
     def what(self):
-        return f"a list of {_plural(self.item.what)}"
+        return f"a list (each item {self.item.what})"
 
     def check(self, value, path):
         if not isinstance(value, list):
@@ -128,15 +133,15 @@ class MapOf(Spec):
 
     @property
     def what(self):
-        return f"an object of {_plural(self.value.what)}"
+        return f"an object (each value {self.value.what})"
 
     def check(self, value, path):
         if not isinstance(value, dict):
             raise FieldError(path, self.what, value)
         for k, v in value.items():
             if not re.fullmatch(self.keys, k):
-                raise FieldError(f"{path}[{json.dumps(k)}]", f"a key matching {self.keys}", k)
-            self.value.check(v, f"{path}[{json.dumps(k)}]")
+                raise FieldError(_join(path, k), f"a key matching {self.keys}", k)
+            self.value.check(v, _join(path, k))
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,9 @@ class Either(Spec):
                 return
             except FieldError:
                 pass
+        records = [spec for spec in self.options if isinstance(spec, Record)]
+        if isinstance(value, dict) and len(records) == 1:
+            records[0].check(value, path)      # an object: name the field of it that is wrong
         raise FieldError(path, self.what, value)
 
 
@@ -183,10 +191,25 @@ class Shape(Spec):
     what: str = f"a shape (a list of integers in [0, {MAX_DIM}])"
 
     def check(self, value, path):
-        ListOf(Int(0, MAX_DIM, self.what)).check(value, path)
+        if not isinstance(value, list):
+            raise FieldError(path, self.what, value)
+        ListOf(Int(0, MAX_DIM, f"a dimension (an integer in [0, {MAX_DIM}])")).check(value, path)
         n = math.prod(value)
         if n > MAX_ELEMENTS:
             raise FieldError(path, f"a shape of at most {MAX_ELEMENTS} elements", value)
+
+
+class NumpyDType(Spec):
+    """A numpy dtype's name, of data (not ``object``: no Python object is ever built from an artifact)."""
+    what = "a numpy dtype of data (not object)"
+
+    def check(self, value, path):
+        try:
+            ok = isinstance(value, str) and len(value) < 64 and np.dtype(value).kind not in "OV"
+        except (TypeError, ValueError, SyntaxError):
+            ok = False
+        if not ok:
+            raise FieldError(path, self.what, value)
 
 
 class AnyValue(Spec):
@@ -209,10 +232,6 @@ class AttrValue(Spec):
             if isinstance(value, dict) and set(spec.required) <= set(value):
                 return spec.check(value, path)
         raise FieldError(path, self.what, value)
-
-
-def _plural(what: str) -> str:
-    return what[2:] if what.startswith("a ") else what[3:] if what.startswith("an ") else what
 
 
 def check(document, spec: Spec, where: str, error: type = ValueError) -> None:
@@ -240,7 +259,7 @@ def nullable(spec: Spec) -> Spec:
 
 
 _BYTES = Record({"bytes": STR}, closed=True)
-_NDARRAY = Record({"ndarray": ANY, "dtype": DTYPE, "shape": SHAPE}, closed=True)
+_NDARRAY = Record({"ndarray": ANY, "dtype": NumpyDType(), "shape": SHAPE}, closed=True)
 FILE_ENTRY = Either((Record({"sha256": SHA256, "bytes": COUNT}), SHA256), "an object {sha256, bytes}")
 
 
@@ -259,7 +278,7 @@ FALLBACK_BODY = Record({"name": STR, "pattern": STR, "inputs": ListOf(COUNT), "o
                                                 {"var": STR, "const": AttrValue(), "name": nullable(STR), "op": STR,
                                                  "inputs": ListOf(COUNT), "attrs": MapOf(AttrValue()),
                                                  "node_name": nullable(STR)}))})
-STEP = Record({"kernel": STR, "symbol": STR, "native": BOOL, "parallel": BOOL, "args": ListOf(LOC), "out": LOC,
+STEP = Record({"kernel": STR, "symbol": nullable(STR), "native": BOOL, "parallel": BOOL, "args": ListOf(LOC), "out": LOC,
                "nodes": ListOf(STR), "index_checks": ListOf(INDEX_CHECK), "schedule": nullable(OBJECT)},
               {"body": FALLBACK_BODY})
 RUN_LIST = {
@@ -271,7 +290,7 @@ RUN_LIST = {
 }
 PROVENANCE = {       # written by both exporters; read by ``tiletune inspect`` and ``stats()``
     "source": nullable(OBJECT), "shape_bindings": MapOf(SHAPE), "passes": ListOf(STR),
-    "kernels": ListOf(Record({"kernel": STR, "nodes": ListOf(STR)}, {"symbol": STR, "native": BOOL,
+    "kernels": ListOf(Record({"kernel": STR, "nodes": ListOf(STR)}, {"symbol": nullable(STR), "native": BOOL,
                                                                     "schedule": nullable(OBJECT)})),
     "fallback": ListOf(Record({"kernel": STR, "nodes": ListOf(STR)}, {"share_of_run_time": nullable(NUMBER)})),
     "memory_plan": Record({"workspace_bytes": COUNT, "naive_bytes": COUNT}),

@@ -14,10 +14,22 @@ The artifact directory:
 * ``manifest.json``  provenance: versions, target and CPU features, source model (sha256, opset,
                      producer), shape bindings, passes, kernels with their fused nodes and schedule
                      origin, fallback steps, memory plan, compile time, parity against a peer runtime,
-                     and the sha256 of every other file.
+                     and ``files``: the sha256 and size (``{"sha256", "bytes"}``) of every other file.
 
-Loading compiles nothing (dlopen, json, ``np.load``); it refuses an artifact built for CPU features
-this host lacks, and names the file that is missing or corrupt.
+Loading compiles nothing and runs nothing but the shared object the manifest digests (dlopen, JSON,
+the ``.npy`` header; never pickle).  It trusts no byte it has not checked:
+
+* a manifest without ``files``, or not listing every file above, is refused (an entry that is a bare
+  sha256 string, as tiletune wrote before sizes were recorded, still loads);
+* each file is read only if it resolves to a regular file inside the directory (a link inside it is
+  followed; a link leaving it, a FIFO or a device is refused before it is opened: nothing blocks),
+  reading no more than the size the manifest declares, and must match its sha256;
+* ``manifest.json`` and ``graph.json`` must be JSON nested at most
+  :data:`~codegen.safe_files.MAX_JSON_DEPTH` deep and match :mod:`codegen.artifact_schema` (a field
+  of the wrong type is refused naming it);
+* an artifact built for CPU features this host lacks is refused.
+
+Every refusal is one :class:`ArtifactError` naming the file (and the field).
 """
 from __future__ import annotations
 
@@ -230,6 +242,17 @@ def load_weights(path: str, data: bytearray, run: RunList) -> np.ndarray:
         raise ArtifactError(f"load_model: {path} is corrupt: {len(data) - head.tell()} bytes of data, its header "
                             f"declares {run.weights_bytes}")
     return np.frombuffer(data, np.uint8, run.weights_bytes, head.tell())
+
+
+def read_manifest(directory: str) -> dict:
+    """The checked ``manifest.json`` of the artifact ``directory`` (CPU or CUDA), as ``load_model`` reads it."""
+    from .model_cuda_artifact import MANIFEST_FORMAT as CUDA_FORMAT, MANIFEST_SCHEMA as CUDA_SCHEMA, is_cuda_artifact
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise ArtifactError(f"load_model: {directory} is not a directory")
+    cuda = is_cuda_artifact(directory)
+    return read_json(directory, "manifest.json", CUDA_FORMAT if cuda else MANIFEST_FORMAT,
+                     CUDA_SCHEMA if cuda else MANIFEST_SCHEMA)
 
 
 def check_cpu(manifest: dict, where: str) -> None:

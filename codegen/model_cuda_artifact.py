@@ -9,10 +9,11 @@ when the directory holds ``model.cubin``).
 * ``manifest.json``  provenance: tiletune, nvcc version, arch, the GPU it was exported on (name,
                      compute capability, driver; None without one), source model, shape bindings,
                      passes, kernels with their fused nodes and schedules, memory plan, compile time,
-                     sha256 of every other file.
+                     sha256 and size of every other file.
 
-Loading compiles nothing; it refuses a cubin for another compute capability than the present GPU's
-(when one is visible) and names the file that is missing or corrupt.
+Loading compiles nothing; it checks the files as :mod:`codegen.model_artifact` does (regular files
+inside the directory, sizes and digests, JSON depth, the schema), refuses a cubin for another compute
+capability than the present GPU's (when one is visible) and names the file that is missing or corrupt.
 """
 from __future__ import annotations
 
