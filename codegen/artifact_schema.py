@@ -193,7 +193,9 @@ class Shape(Spec):
     def check(self, value, path):
         if not isinstance(value, list):
             raise FieldError(path, self.what, value)
-        ListOf(Int(0, MAX_DIM, f"a dimension (an integer in [0, {MAX_DIM}])")).check(value, path)
+        for k, v in enumerate(value):
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_DIM:
+                raise FieldError(f"{path}[{k}]", f"a dimension (an integer in [0, {MAX_DIM}])", v)
         n = math.prod(value)
         if n > MAX_ELEMENTS:
             raise FieldError(path, f"a shape of at most {MAX_ELEMENTS} elements", value)
@@ -314,6 +316,6 @@ SIGNATURE = Record({"format": STR, "name": STR, "parallel": BOOL,
                     "size_vars": ListOf(Record({"name": STR, "dtype": DTYPE}))},
                    {"symbol": STR, "call_order": ListOf(ListOf(ANY))})
 # CUDA allows a grid of up to 2**31 - 1 blocks along x, and 1024 threads a block
-CUDA_KERNEL = Record({"symbol": STR, "grid": ListOf(Int(1, 1 << 31)), "block": ListOf(Int(1, 1024)),
+CUDA_KERNEL = Record({"symbol": STR, "grid": ListOf(Int(1, (1 << 31) - 1)), "block": ListOf(Int(1, 1024)),
                       "shared_bytes": COUNT, "signature": SIGNATURE, "aligned": MapOf(COUNT, keys="[0-9]+")},
                      {"schedule": nullable(OBJECT)})
