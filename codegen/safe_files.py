@@ -35,6 +35,13 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
 def resolve_inside(directory: str, name: str) -> str:
     """The real path of ``directory/name``, a regular file inside ``directory`` (links followed)."""
     path = os.path.join(directory, name)
@@ -70,7 +77,12 @@ def read_regular(directory: str, name: str, size: int | None = None, max_size: i
             raise UnsafeFile(f"{path} is corrupt: {st.st_size} bytes, manifest.json declares {size}")
         if max_size is not None and st.st_size > max_size:
             raise UnsafeFile(f"{path} is too large: {st.st_size} bytes (at most {max_size})")
-        data = bytearray(st.st_size + 1)
+        if st.st_size > _memory_bytes():
+            raise UnsafeFile(f"{path} is {st.st_size} bytes, more than this machine's memory")
+        try:
+            data = bytearray(st.st_size + 1)
+        except MemoryError:
+            raise UnsafeFile(f"{path} is {st.st_size} bytes, more than fits in memory now") from None
         view, n = memoryview(data), 0
         while n < len(data):
             k = f.readinto(view[n:])

@@ -163,6 +163,15 @@ def test_digest_or_size_mismatch_is_refused(art):
         codegen.load_model(str(art))
 
 
+def test_file_larger_than_memory_is_refused_unread(art):
+    """A (sparse) weights.npy larger than the machine's memory, its size declared: refused, not read."""
+    size = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") + 1
+    os.truncate(art / "weights.npy", size)
+    _edit(art, "manifest.json", ("files", "weights.npy", "bytes"), size)
+    with pytest.raises(ArtifactError, match=f"weights.npy is {size} bytes, more than this machine's memory"):
+        codegen.load_model(str(art))
+
+
 def test_legacy_digest_strings_still_load(art):
     """Artifacts written before the sizes were recorded list each file's sha256 alone."""
     man = json.loads((art / "manifest.json").read_text())
