@@ -14,34 +14,56 @@ The artifact directory:
 * ``manifest.json``  provenance: versions, target and CPU features, source model (sha256, opset,
                      producer), shape bindings, passes, kernels with their fused nodes and schedule
                      origin, fallback steps, memory plan, compile time, parity against a peer runtime,
-                     and the sha256 of every other file.
+                     and ``files``: the sha256 and size (``{"sha256", "bytes"}``) of every other file.
 
-Loading compiles nothing (dlopen, json, ``np.load``); it refuses an artifact built for CPU features
-this host lacks, and names the file that is missing or corrupt.
+Loading compiles nothing and runs nothing but the shared object the manifest digests (dlopen, JSON,
+the ``.npy`` header; never pickle).  It trusts no byte it has not checked:
+
+* a manifest without ``files``, or not listing every file above, is refused (an entry that is a bare
+  sha256 string, as tiletune wrote before sizes were recorded, still loads);
+* each file is read only if it resolves to a regular file inside the directory (a link inside it is
+  followed; a link leaving it, a FIFO or a device is refused before it is opened: nothing blocks),
+  reading no more than the size the manifest declares, and must match its sha256;
+* ``manifest.json`` and ``graph.json`` must be JSON nested at most
+  :data:`~codegen.safe_files.MAX_JSON_DEPTH` deep and match :mod:`codegen.artifact_schema` (a field
+  of the wrong type is refused naming it);
+* an artifact built for CPU features this host lacks is refused.
+
+Every refusal is one :class:`ArtifactError` naming the file (and the field).
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import io
 import json
 import os
 import shutil
 import tempfile
 
 import numpy as np
+from numpy.lib import format as npy_format
 
 from . import jit
+from .artifact_schema import BOOL, COUNT, STR, ListOf, Record, Spec, check, graph_spec, manifest_spec, nullable
 from .export import _dlopen, _link, build_info
 from .model_codegen import entry_name
 from .model_fallback import kernel_from_json, kernel_to_json
 from .model_header import model_header
 from .model_module import ModelModule
 from .model_plan import RunList
+from .safe_files import UnsafeFile, loads_json, read_regular, resolve_inside
 from .target import host, parse
 
 GRAPH_FORMAT = "tiletune.model/1"
 MANIFEST_FORMAT = "tiletune.manifest/1"
 FILES = ("model.so", "graph.json", "weights.npy", "model.h")
+MAX_JSON_BYTES = 64 << 20       # manifest.json, whose own size nothing declares
+MANIFEST_SCHEMA = manifest_spec(FILES, {"target": STR, "triple": STR, "cpu_features": ListOf(STR)},
+                                {"cpu": STR, "llvmlite": nullable(STR), "llvm": nullable(STR)})
+GRAPH_SCHEMA = graph_spec({"target": STR}, {"copies_in_entry": BOOL,
+                                            "entries": ListOf(Record({"symbol": STR, "steps": ListOf(COUNT)}))})
+_NPY_HEADERS = {(1, 0): npy_format.read_array_header_1_0, (2, 0): npy_format.read_array_header_2_0}
 
 
 class ArtifactError(ValueError):
@@ -54,6 +76,12 @@ def _sha256(path: str) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def file_entries(directory: str, names) -> dict:
+    """``manifest.json``'s ``files``: the sha256 and size of each file of ``names``."""
+    return {n: {"sha256": _sha256(os.path.join(directory, n)), "bytes": os.path.getsize(os.path.join(directory, n))}
+            for n in names}
 
 
 def _graph_json(m: ModelModule) -> dict:
@@ -158,47 +186,73 @@ def export_model(m: ModelModule, directory: str) -> None:
     np.save(os.path.join(directory, "weights.npy"), np.asarray(m.weights), allow_pickle=False)
     with open(os.path.join(directory, "model.h"), "w") as f:
         f.write(model_header(m.run_list, m.meta.get("name", "model")))
-    files = {name: _sha256(os.path.join(directory, name)) for name in FILES}
+    files = file_entries(directory, FILES)
     with open(os.path.join(directory, "manifest.json"), "w") as f:
         json.dump(_manifest(m, files), f, indent=1)
 
 
-def _read_json(directory: str, name: str, fmt: str) -> dict:
-    path = os.path.join(directory, name)
+def _safe(read, *args):
+    """``read(*args)`` (a :mod:`codegen.safe_files` function), its refusal an :class:`ArtifactError`."""
     try:
-        with open(path) as f:
-            d = json.load(f)
-    except FileNotFoundError:
-        raise ArtifactError(f"load_model: {path} is missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ArtifactError(f"load_model: {path} is corrupt (not JSON: {e})") from None
+        return read(*args)
+    except UnsafeFile as e:
+        raise ArtifactError(f"load_model: {e}") from None
+
+
+def read_json(directory: str, name: str, fmt: str, spec: Spec, data: bytes | None = None) -> dict:
+    """``directory/name`` (read now, or its bytes ``data``): JSON of format ``fmt`` matching ``spec``."""
+    path = os.path.join(directory, name)
+    if data is None:
+        data = _safe(read_regular, directory, name, None, MAX_JSON_BYTES)
+    d = _safe(loads_json, data, path)
     if not isinstance(d, dict) or d.get("format") != fmt:
         raise ArtifactError(f"load_model: {path} is not a {fmt} file (format {d.get('format') if isinstance(d, dict) else None!r})")
+    check(d, spec, f"load_model: {path}", ArtifactError)
     return d
 
 
-def check_files(directory: str, manifest: dict, files) -> None:
-    """Every file of ``files`` is present and matches the sha256 the manifest records for it."""
-    for name in files:
-        path = os.path.join(directory, name)
-        if not os.path.exists(path):
-            raise ArtifactError(f"load_model: {path} is missing")
-        want = manifest.get("files", {}).get(name)
-        if want is not None and _sha256(path) != want:
-            raise ArtifactError(f"load_model: {path} is corrupt (its sha256 differs from manifest.json's)")
+def read_files(directory: str, manifest: dict, names) -> dict[str, bytearray]:
+    """The bytes of each file of ``names``, of the size and sha256 the (checked) manifest records."""
+    out = {}
+    for name in names:
+        entry = manifest["files"][name]
+        digest, size = (entry, None) if isinstance(entry, str) else (entry["sha256"], entry["bytes"])
+        out[name] = data = _safe(read_regular, directory, name, size)
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ArtifactError(f"load_model: {os.path.join(directory, name)} is corrupt (its sha256 differs from "
+                                "manifest.json's)")
+    return out
 
 
-def load_weights(directory: str, run: RunList) -> np.ndarray:
-    """``weights.npy`` of an artifact: the uint8 blob of ``run.weights_bytes`` (never pickle)."""
-    wpath = os.path.join(directory, "weights.npy")
+def load_weights(path: str, data: bytearray, run: RunList) -> np.ndarray:
+    """The ``weights.npy`` file ``path`` from its bytes ``data``: the uint8 blob of ``run.weights_bytes``
+    (a view of ``data``; only the header is parsed, so nothing can unpickle)."""
+    head = io.BytesIO(bytes(data[:1 << 16]))
     try:
-        weights = np.load(wpath, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise ArtifactError(f"load_model: {wpath} is corrupt: {e}") from None
-    if weights.dtype != np.uint8 or weights.ndim != 1 or weights.size != run.weights_bytes:
-        raise ArtifactError(f"load_model: {wpath} holds {weights.dtype}{list(weights.shape)}, expected "
+        read_header = _NPY_HEADERS.get(npy_format.read_magic(head))
+        if read_header is None:
+            raise ValueError("an .npy version other than 1.0 and 2.0")
+        shape, _, dtype = read_header(head)
+    except (ValueError, OSError, EOFError, SyntaxError) as e:
+        raise ArtifactError(f"load_model: {path} is corrupt: {e}") from None
+    if dtype != np.uint8 or len(shape) != 1 or shape[0] != run.weights_bytes:
+        raise ArtifactError(f"load_model: {path} holds {dtype}{list(shape)}, expected "
                             f"uint8[{run.weights_bytes}] (graph.json)")
-    return weights
+    if len(data) - head.tell() != run.weights_bytes:
+        raise ArtifactError(f"load_model: {path} is corrupt: {len(data) - head.tell()} bytes of data, its header "
+                            f"declares {run.weights_bytes}")
+    return np.frombuffer(data, np.uint8, run.weights_bytes, head.tell())
+
+
+def read_manifest(directory: str) -> dict:
+    """The checked ``manifest.json`` of the artifact ``directory`` (CPU or CUDA), as ``load_model`` reads it."""
+    from .model_cuda_artifact import MANIFEST_FORMAT as CUDA_FORMAT, MANIFEST_SCHEMA as CUDA_SCHEMA, is_cuda_artifact
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise ArtifactError(f"load_model: {directory} is not a directory")
+    cuda = is_cuda_artifact(directory)
+    return read_json(directory, "manifest.json", CUDA_FORMAT if cuda else MANIFEST_FORMAT,
+                     CUDA_SCHEMA if cuda else MANIFEST_SCHEMA)
 
 
 def check_cpu(manifest: dict, where: str) -> None:
@@ -221,18 +275,18 @@ def load_model(directory: str) -> ModelModule:
     from .model_cuda_artifact import is_cuda_artifact, load_cuda_model
     if is_cuda_artifact(directory):      # a model built for target="cuda"
         return load_cuda_model(directory)
-    manifest = _read_json(directory, "manifest.json", MANIFEST_FORMAT)
+    manifest = read_json(directory, "manifest.json", MANIFEST_FORMAT, MANIFEST_SCHEMA)
     check_cpu(manifest, directory)
-    check_files(directory, manifest, FILES)
-    graph = _read_json(directory, "graph.json", GRAPH_FORMAT)
+    files = read_files(directory, manifest, FILES)
+    graph = read_json(directory, "graph.json", GRAPH_FORMAT, GRAPH_SCHEMA, files["graph.json"])
     try:
         run = RunList.from_json(graph)
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, IndexError) as e:      # the schema let something through
         raise ArtifactError(f"load_model: {os.path.join(directory, 'graph.json')} is corrupt: {e!r}") from None
-    weights = load_weights(directory, run)
+    weights = load_weights(os.path.join(directory, "weights.npy"), files["weights.npy"], run)
     so = os.path.join(directory, "model.so")
     try:
-        lib = _dlopen(os.path.abspath(so))
+        lib = _dlopen(_safe(resolve_inside, directory, "model.so"))    # the file whose digest was checked
     except OSError as e:
         raise ArtifactError(f"load_model: {so} does not load: {e}") from None
 

@@ -9,10 +9,11 @@ when the directory holds ``model.cubin``).
 * ``manifest.json``  provenance: tiletune, nvcc version, arch, the GPU it was exported on (name,
                      compute capability, driver; None without one), source model, shape bindings,
                      passes, kernels with their fused nodes and schedules, memory plan, compile time,
-                     sha256 of every other file.
+                     sha256 and size of every other file.
 
-Loading compiles nothing; it refuses a cubin for another compute capability than the present GPU's
-(when one is visible) and names the file that is missing or corrupt.
+Loading compiles nothing; it checks the files as :mod:`codegen.model_artifact` does (regular files
+inside the directory, sizes and digests, JSON depth, the schema), refuses a cubin for another compute
+capability than the present GPU's (when one is visible) and names the file that is missing or corrupt.
 """
 from __future__ import annotations
 
@@ -21,13 +22,18 @@ import os
 
 import numpy as np
 
+from .artifact_schema import CUDA_KERNEL, OBJECT, STR, ListOf, graph_spec, manifest_spec, nullable
 from .export import build_info
-from .model_artifact import ArtifactError, _read_json, _sha256, check_files, load_weights
+from .model_artifact import ArtifactError, file_entries, load_weights, read_files, read_json
 from .model_plan import RunList
 
 GRAPH_FORMAT = "tiletune.cuda_model/1"
 MANIFEST_FORMAT = "tiletune.cuda_manifest/1"
 FILES = ("model.cubin", "model.cu", "graph.json", "weights.npy")
+MANIFEST_SCHEMA = manifest_spec(FILES, {}, {"target": nullable(STR), "arch": STR, "gpu": OBJECT, "ptxas_log": STR,
+                                            "nvcc": nullable(STR)})
+GRAPH_SCHEMA = graph_spec({"arch": STR, "kernels": ListOf(CUDA_KERNEL)},
+                          {"target": nullable(STR), "nvcc_options": ListOf(STR)})
 
 
 def gpu_info() -> dict:
@@ -75,14 +81,14 @@ def export_cuda_model(m, directory: str) -> None:
         "fallback": [],
         "memory_plan": {"workspace_bytes": run.memory.peak, "naive_bytes": run.memory.naive},
         "weights_bytes": run.weights_bytes, "compile_seconds": m.meta.get("compile_seconds"),
-        "files": {name: _sha256(os.path.join(directory, name)) for name in FILES},
+        "files": file_entries(directory, FILES),
     }
     with open(os.path.join(directory, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
 
 
 def is_cuda_artifact(directory: str) -> bool:
-    return os.path.exists(os.path.join(os.fspath(directory), "model.cubin"))
+    return os.path.lexists(os.path.join(os.fspath(directory), "model.cubin"))
 
 
 def load_cuda_model(directory: str):
@@ -90,24 +96,25 @@ def load_cuda_model(directory: str):
     from .model_cuda import CUDAKernel
     from .model_cuda_module import CUDAModelModule
     directory = os.fspath(directory)
-    manifest = _read_json(directory, "manifest.json", MANIFEST_FORMAT)
-    check_files(directory, manifest, FILES)
-    graph = _read_json(directory, "graph.json", GRAPH_FORMAT)
+    manifest = read_json(directory, "manifest.json", MANIFEST_FORMAT, MANIFEST_SCHEMA)
+    files = read_files(directory, manifest, FILES)
+    graph = read_json(directory, "graph.json", GRAPH_FORMAT, GRAPH_SCHEMA, files["graph.json"])
     present = gpu_info()["compute_capability"]
-    arch = graph.get("arch", "")
+    arch = graph["arch"]
     if present is not None and arch.startswith("sm_") and arch[3:].rstrip("a") != present.replace(".", ""):
         raise ArtifactError(f"load_model: {directory} holds a cubin for {arch}; this GPU is sm_{present.replace('.', '')} "
                             "(rebuild with target=\"cuda -arch=...\")")
     try:
         run = RunList.from_json(graph)
         kernels = {k["symbol"]: CUDAKernel.from_json(k) for k in graph["kernels"]}
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, IndexError) as e:      # the schema let something through
         raise ArtifactError(f"load_model: {os.path.join(directory, 'graph.json')} is corrupt: {e!r}") from None
-    weights = load_weights(directory, run)
-    with open(os.path.join(directory, "model.cubin"), "rb") as f:
-        cubin = f.read()
-    with open(os.path.join(directory, "model.cu")) as f:
-        source = f.read()
+    weights = load_weights(os.path.join(directory, "weights.npy"), files["weights.npy"], run)
+    cubin = bytes(files["model.cubin"])
+    try:
+        source = files["model.cu"].decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ArtifactError(f"load_model: {os.path.join(directory, 'model.cu')} is corrupt (not UTF-8: {e})") from None
     meta = {"name": graph.get("name", "model"), "target": graph.get("target"), "manifest": manifest,
             "passes": manifest.get("passes", []), "compile_seconds": manifest.get("compile_seconds"),
             "build": {k: manifest.get(k) for k in ("tiletune", "nvcc")}, "source": None, "loaded_from": directory}

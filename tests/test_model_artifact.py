@@ -64,8 +64,10 @@ def test_layout_and_manifest(exported):
     assert man["compile_seconds"] > 0
     par = man["parity"]
     assert par["peer"].split()[0] in ("onnxruntime", "onnx.reference") and par["max_rel_error"] < 1e-4
-    for name, digest in man["files"].items():
-        assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest
+    assert sorted(man["files"]) == sorted(["model.so", "graph.json", "weights.npy", "model.h"])
+    for name, entry in man["files"].items():
+        data = (out / name).read_bytes()
+        assert entry == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
     gj = json.loads((out / "graph.json").read_text())
     assert gj["entries"] == [{"symbol": "tiletune_model_run", "steps": list(range(len(m.steps)))}]
     assert gj["inputs"] == [{"name": "x", "dtype": "float32", "shape": [2, 7, 32]}]
@@ -136,16 +138,23 @@ def test_corrupt_file_is_named(exported, tmp_path, name):
         codegen.load_model(str(out))
 
 
-def test_corrupt_weights_without_digest_are_named(exported, tmp_path):
-    out = _copy(exported[3], tmp_path)
+def _redigest(out, name):
+    """Record the present sha256 and size of ``out/name`` in the manifest (a consistent, wrong artifact)."""
     man = json.loads((out / "manifest.json").read_text())
-    del man["files"]
+    data = (out / name).read_bytes()
+    man["files"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
     (out / "manifest.json").write_text(json.dumps(man))
+
+
+def test_wrong_weights_with_their_digest_are_named(exported, tmp_path):
+    out = _copy(exported[3], tmp_path)
     np.save(out / "weights.npy", np.zeros(3, "float32"))
+    _redigest(out, "weights.npy")
     with pytest.raises(ArtifactError, match=r"weights.npy holds float32\[3\], expected uint8"):
         codegen.load_model(str(out))
     data = (out / "weights.npy").read_bytes()
     (out / "weights.npy").write_bytes(data[:20])
+    _redigest(out, "weights.npy")
     with pytest.raises(ArtifactError, match="weights.npy is corrupt"):
         codegen.load_model(str(out))
 
