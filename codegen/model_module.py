@@ -257,7 +257,7 @@ class ModelModule:
         step = self.run_list.steps[i]
         if not step.native:
             return lambda: self.run_fallback(i)
-        ptrs = [self.view(a).ctypes.data for a in step.args + [step.out]]
+        ptrs = [self.view(a).ctypes.data for a in step.call_args]
         fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(ptrs))(self._address(step.symbol))
         return lambda: fn(*ptrs)
 
