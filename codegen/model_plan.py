@@ -85,7 +85,8 @@ class IndexCheck:
 @dataclass
 class Step:
     """One kernel call: ``args`` (the kernel's inputs, then ``out``, then ``scratch``) at their places;
-    ``heap_bytes``: what the kernel still allocates on the heap per call (inside parallel loops)."""
+    ``heap_bytes``: what the kernel still allocates on the heap per call (inside parallel loops; None
+    in an artifact written before it was counted)."""
     kernel: str
     symbol: str | None            # exported symbol of a native kernel; None for a fallback step
     args: list[Loc]
@@ -96,7 +97,7 @@ class Step:
     parallel: bool = False
     body: Kernel | None = None    # the fused group (kept in-process; fallback steps evaluate it)
     scratch: list[Loc] = field(default_factory=list)
-    heap_bytes: int = 0
+    heap_bytes: int | None = 0
 
     @property
     def call_args(self) -> list[Loc]:
@@ -117,7 +118,7 @@ class Step:
     def from_json(d: dict) -> "Step":
         return Step(d["kernel"], d["symbol"], [Loc.from_json(a) for a in d["args"]], Loc.from_json(d["out"]),
                     list(d["nodes"]), [IndexCheck(**c) for c in d["index_checks"]], d["schedule"], d["parallel"],
-                    scratch=[Loc.from_json(a) for a in d.get("scratch", [])], heap_bytes=d.get("heap_bytes", 0))
+                    scratch=[Loc.from_json(a) for a in d.get("scratch", [])], heap_bytes=d.get("heap_bytes"))
 
 
 @dataclass

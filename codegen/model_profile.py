@@ -81,18 +81,19 @@ def memory(run, num_threads: int = 1) -> dict:
     """Bytes of one call of run list ``run``: the memory plan, the kernels' scratch (inside it) and heap
     (outside it, per kernel thread) per kernel, and the peak of a call with ``num_threads`` kernel
     threads (workspace, heap, inputs and outputs, weights; each further calling thread adds all but
-    the weights)."""
+    the weights).  The heap and the peak are None for an artifact whose graph.json predates the count."""
     mem = run.memory
     nbytes = lambda specs: sum(Loc(INPUT, d, s).nbytes for _, d, s in specs)  # noqa: E731
     scratch = {s.kernel: sum(a.nbytes for a in s.scratch) for s in run.steps if s.scratch}
-    heap = {s.kernel: s.heap_bytes for s in run.steps if s.heap_bytes}
-    heap_peak = max(heap.values(), default=0) * num_threads
+    heap = {s.kernel: s.heap_bytes for s in run.steps if s.native and s.heap_bytes != 0}
+    counted = None not in heap.values()       # an older artifact's graph.json does not say
+    heap_peak = max(heap.values(), default=0) * num_threads if counted else None
     io = nbytes(run.inputs) + nbytes(run.outputs)
     return {"workspace_bytes": mem.peak, "naive_bytes": mem.naive,
             "saved": 1 - mem.peak / mem.naive if mem.naive else 0.0,
             "scratch_bytes_by_kernel": scratch, "heap_bytes_by_kernel": heap, "num_threads": num_threads,
             "heap_bytes": heap_peak, "io_bytes": io, "weights_bytes": run.weights_bytes,
-            "peak_bytes": mem.peak + heap_peak + io + run.weights_bytes}
+            "peak_bytes": mem.peak + heap_peak + io + run.weights_bytes if counted else None}
 
 
 def stats(m) -> dict:

@@ -134,3 +134,16 @@ def test_hoisted_kernel_runs_over_caller_scratch():
     scratch = np.full(rows * cols, np.nan, "float32")
     f(a, c, scratch.reshape([int(x) for x in b.shape]))
     np.testing.assert_array_equal(c, a * 2 + 1)
+
+
+def test_an_older_graph_json_leaves_the_heap_unknown(built):
+    """A graph.json written before heap bytes were counted: the heap and the peak are unknown, not 0."""
+    from codegen.model_plan import RunList
+    from codegen.model_profile import memory
+    _, m = built
+    d = m.run_list.to_json()
+    for s in d["steps"]:
+        del s["heap_bytes"], s["scratch"]
+    mem = memory(RunList.from_json(d))
+    assert mem["heap_bytes"] is None and mem["peak_bytes"] is None
+    assert memory(m.run_list)["heap_bytes"] == 0 and memory(m.run_list)["peak_bytes"] > 0
