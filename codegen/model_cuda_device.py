@@ -8,7 +8,9 @@ free device memory (pycuda frees an allocation only in the thread that made its 
 
 pycuda keeps a context stack per thread and aborts the process when a thread exits with a context
 on it, so a thread without a current context gets the primary context pushed for each call and
-popped after it (:meth:`SharedDevice.current`).
+popped after it (:meth:`SharedDevice.current`).  A thread's copies go on its own stream, never the
+legacy default stream, which CUDA forbids while another thread captures a CUDA graph on a blocking
+stream.
 """
 from __future__ import annotations
 
@@ -104,6 +106,7 @@ class ThreadSlot:
         self.owner = weakref.ref(owner)
         self.bound_in: dict[int, object] = {}     # input index -> device array bound in place
         self.bound_out: dict[int, object] = {}
+        self.staged: dict[int, np.ndarray] = {}   # input index -> host array being copied in
         self.set: set[str] = set()
 
     @property

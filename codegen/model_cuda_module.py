@@ -173,9 +173,9 @@ class CUDAModelModule:
                     slot.bound_in[k] = arr
                 else:
                     slot.bound_in.pop(k, None)
-                    a = np.ascontiguousarray(arr)
+                    a = slot.staged[k] = np.ascontiguousarray(arr)   # kept until the copy is done
                     if a.nbytes:
-                        slot.drv.memcpy_htod(slot.own_inputs[k], a)
+                        slot.drv.memcpy_htod_async(slot.own_inputs[k], a, slot.stream)
                 slot.set.add(name)
 
     def set_output(self, index: int, array) -> None:
@@ -202,9 +202,10 @@ class CUDAModelModule:
         out = np.empty(shape, dtype)
         with self._current():
             slot = self._device()
-            slot.stream.synchronize()
             if out.nbytes:
-                slot.drv.memcpy_dtoh(out, self._pointer(slot, Loc(OUTPUT, str(dtype), shape, index=index)))
+                ptr = self._pointer(slot, Loc(OUTPUT, str(dtype), shape, index=index))
+                slot.drv.memcpy_dtoh_async(out, ptr, slot.stream)
+            slot.stream.synchronize()
         return out
 
     def __call__(self, **inputs) -> list[np.ndarray]:
@@ -307,8 +308,8 @@ class CUDAModelModule:
             for c in step.checks:
                 loc = step.args[c.arg]
                 host = np.empty(loc.shape, loc.dtype)
+                slot.drv.memcpy_dtoh_async(host, ptrs[c.arg], slot.stream)
                 slot.stream.synchronize()
-                slot.drv.memcpy_dtoh(host, ptrs[c.arg])
                 if c.failing(host) is not None:
                     raise ValueError(c.message(host))
             if 0 not in grid:
@@ -336,6 +337,7 @@ class CUDAModelModule:
             try:
                 launch()
                 slot.stream.synchronize()
+                slot.staged.clear()
             except slot.drv.Error as e:
                 raise RuntimeError(f"model {self.meta.get('name')}: a CUDA kernel failed: {e}") from e
 

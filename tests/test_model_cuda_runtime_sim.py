@@ -102,6 +102,12 @@ class FakeDriver:
         self.need_context()
         ctypes.memmove(dst.ctypes.data, int(src), dst.nbytes)
 
+    def memcpy_htod_async(self, dst, src, stream=None):
+        self.memcpy_htod(dst, src)
+
+    def memcpy_dtoh_async(self, dst, src, stream=None):
+        self.memcpy_dtoh(dst, src)
+
     def memcpy_dtod_async(self, dst, src, nbytes, stream=None):
         self.need_context()
         ctypes.memmove(int(dst), int(src), nbytes)
