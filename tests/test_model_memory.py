@@ -60,6 +60,15 @@ def test_padded_inputs_are_planned_not_allocated(built):
         assert sum(a.nbytes for a in s.scratch) >= padded and all(a.kind == WORKSPACE for a in s.scratch)
         assert s.heap_bytes == 0
     _check_outputs(m, model)
+    x = np.random.default_rng().standard_normal((1, C, HW, HW)).astype("float32")
+    rep = m.profile(repeat=2, quiet=True, x=x)          # each kernel alone, its scratch passed too
+    assert len(rep.kernels) == len(m.steps)
+    m.workspace.view(np.uint8)[...] = 0xFF
+    for i in range(len(m.steps)):                       # the steps one by one give the run's output
+        m.kernel_function(i)()
+    stepwise = m.get_output(0)
+    assert np.isfinite(stepwise).all()
+    np.testing.assert_array_equal(stepwise, m(x=x)[0])
 
 
 def test_scratch_never_overlaps_a_live_buffer(built):
