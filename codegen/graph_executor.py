@@ -4,7 +4,9 @@ Each distinct fused kernel (by text) is lowered to a tensor-expression DAG (:mod
 given its default schedule (:mod:`tensorir.graph.schedules`) and emitted as LLVM IR; the kernels and
 the generated run entries (:mod:`codegen.model_codegen`) become one LLVM module, optimized and
 JIT-compiled once.  Buffers are placed by :mod:`codegen.model_plan` (intermediates in one workspace by
-liveness, constants in one weights blob).
+liveness, constants in one weights blob); a kernel's allocations too large for the stack become
+scratch buffers in that workspace (:func:`~codegen.llvm_memory.hoist_heap_allocations`), so a run
+allocates nothing outside the plan but what parallel loops allocate per thread (``stats()`` reports it).
 
 ``fallback="error"`` (default): a kernel that cannot be compiled fails the build with one GraphError
 listing every such op type with its count.  ``fallback="reference"`` (alias ``"numpy"``): such kernels
@@ -24,6 +26,7 @@ from tensorir.graph.schedules import SCHEDULE_RULES, schedule_injective_kernel, 
 
 from . import jit
 from .export import build_info
+from .llvm_memory import element_count, heap_bytes, hoist_heap_allocations
 from .model_codegen import entries_ir, kernel_ir, link_model
 from .model_module import GraphModule, ModelModule
 from .model_plan import plan_run
@@ -43,10 +46,11 @@ def _compile_kernel(kernel: Kernel, target, schedule=None) -> dict:
         rule = SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_kernel).__name__
         chosen = schedule_kernel(kt), {"kind": "default", "rule": rule}
     s, origin = chosen
-    func = lower_to_func(s, kt.args, name=kernel.name)
+    func, scratch = hoist_heap_allocations(lower_to_func(s, kt.args, name=kernel.name))
     text, parallel, extra = kernel_ir(func, target)
     return {"symbol": native_symbol(func.name), "ir": [text, *extra], "parallel": parallel,
-            "arity": len(func.buffers), "schedule": dict(origin)}
+            "arity": len(func.buffers), "schedule": dict(origin), "heap_bytes": heap_bytes(func),
+            "scratch": [(b.dtype, element_count(b)) for b in scratch]}
 
 
 def _op_type(n) -> str:
@@ -100,7 +104,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
         from autotune.model_history import history_schedule
         schedule = history_schedule()
     cache: dict[str, dict | Exception] = {}
-    symbols, schedules, parallel, failed = {}, {}, set(), []
+    symbols, schedules, parallel, scratch, failed = {}, {}, set(), {}, []
     for node in g.nodes:
         if not isinstance(node.op, Kernel):
             raise GraphError(f"build_model: node {node.op_name} is not fused into a kernel")
@@ -116,6 +120,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
             symbols[id(node)] = None
             continue
         symbols[id(node)], schedules[id(node)] = built["symbol"], built["schedule"]
+        scratch[id(node)] = built["scratch"]
         if built["parallel"]:
             parallel.add(id(node))
     if hasattr(schedule, "warn_missing"):
@@ -131,8 +136,10 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
         warnings.warn(f"build_model: {len(failed)} kernel(s) run by the reference fallback, not compiled: "
                       f"{', '.join(k.name for k, _ in failed)} (op types {listed}; {details})",
                       RuntimeWarning, stacklevel=2)
-    run, weights = plan_run(g, symbols, schedules, parallel)
+    run, weights = plan_run(g, symbols, schedules, parallel, scratch)
     built = {b["symbol"]: b for b in cache.values() if isinstance(b, dict)}
+    for step in run.steps:
+        step.heap_bytes = built[step.symbol]["heap_bytes"] if step.native else 0
     used = {s.symbol for s in run.steps if s.native}
     entries = entries_ir(run, tgt, {s: built[s]["arity"] for s in used})
     mod = link_model(entries, [t for s in sorted(used) for t in built[s]["ir"]], tgt)

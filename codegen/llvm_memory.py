@@ -11,14 +11,23 @@ Index forms of a flat buffer access and what they become:
 
 Under a lane mask (``cg.mask``, set while the arm of a vector select that reads memory is emitted)
 vector loads become masked loads, so lanes whose condition is false never touch memory.
+
+Allocations too large for the stack go to the heap (``aligned_alloc``/``free`` around their use).  In a
+model, :func:`hoist_heap_allocations` turns those outside parallel loops into trailing buffer
+arguments of the kernel, so the model's memory plan places them in its workspace instead;
+:func:`heap_bytes` counts what stays on the heap (allocations inside parallel loops, one per thread).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from llvmlite import ir
 
 from tensorir import dtype as dt
 from tensorir import expr as E
 from tensorir import stmt as S
+
+from tensorir.visitor import Mutator, Visitor
 
 from .llvm_types import I1, I32, I64, PTR, VOID, const, convert, lanes_of, mem_type, splat, with_lanes
 
@@ -114,15 +123,80 @@ def store(cg, s: S.BufferStore) -> None:
                      ret=VOID, overload=[with_lanes(mt, n), addrs.type])
 
 
+def element_count(buf: S.Buffer) -> int | None:
+    """Elements of ``buf``, None where its shape is symbolic."""
+    count = 1
+    for x in buf.shape:
+        x = E.const(x) if isinstance(x, int) else x
+        if not isinstance(x, E.IntImm):
+            return None
+        count *= x.value
+    return count
+
+
+def on_stack(buf: S.Buffer) -> bool:
+    """Whether an allocation of ``buf`` lives on the stack (a constant size up to :data:`STACK_LIMIT`)."""
+    count = element_count(buf)
+    return count is not None and count * dt.itemsize(buf.dtype) <= STACK_LIMIT
+
+
+class _Hoist(Mutator):
+    """Drops the heap-sized, constant-size allocations outside parallel loops, collecting their buffers."""
+
+    def __init__(self):
+        self.hoisted: list[S.Buffer] = []
+        self.parallel = 0
+
+    def visit_For(self, s: S.For):
+        self.parallel += s.kind == S.PARALLEL
+        try:
+            return self.generic_visit(s)
+        finally:
+            self.parallel -= s.kind == S.PARALLEL
+
+    def visit_Allocate(self, s: S.Allocate):
+        body = self.visit(s.body)
+        if self.parallel or on_stack(s.buffer) or element_count(s.buffer) is None:
+            return s if body is s.body else replace(s, body=body)
+        self.hoisted.append(s.buffer)
+        return body
+
+
+def hoist_heap_allocations(func: S.LoweredFunc) -> tuple[S.LoweredFunc, list[S.Buffer]]:
+    """``func`` with each heap allocation outside its parallel loops made a buffer argument (appended
+    after its buffers, before its size vars), and those buffers: the caller provides their memory."""
+    h = _Hoist()
+    body = h.visit(func.body)
+    if not h.hoisted:
+        return func, []
+    return replace(func, buffers=tuple(func.buffers) + tuple(h.hoisted), body=body), h.hoisted
+
+
+class _HeapBytes(Visitor):
+    def __init__(self):
+        self.total = 0
+
+    def visit_Allocate(self, s: S.Allocate):
+        if not on_stack(s.buffer):
+            self.total += (element_count(s.buffer) or 0) * dt.itemsize(s.buffer.dtype)
+        self.visit(s.body)
+
+
+def heap_bytes(func: S.LoweredFunc) -> int:
+    """Bytes of the heap allocations left in ``func``, each counted once (one inside a parallel loop is
+    live once per thread at a time); symbolic sizes, which a model never has, count 0."""
+    v = _HeapBytes()
+    v.visit(func.body)
+    return v.total
+
+
 def allocate(cg, s: S.Allocate) -> None:
     """Stack (entry-block alloca, 64-byte aligned) for small constant sizes, else aligned_alloc/free."""
     buf = s.buffer
     mt, itemsize = mem_type(buf.dtype), dt.itemsize(buf.dtype)
     shape = [E.const(x) if isinstance(x, int) else x for x in buf.shape]
-    count = 1
-    for x in shape:
-        count = count * x.value if count is not None and isinstance(x, E.IntImm) else None
-    if count is not None and count * itemsize <= STACK_LIMIT:
+    count = element_count(buf)
+    if on_stack(buf):
         cg.frame.bufs[buf] = cg.alloca(ir.ArrayType(mt, max(count, 1)), align=ALIGN)
         cg.stmt(s.body)
         del cg.frame.bufs[buf]

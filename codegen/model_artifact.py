@@ -51,6 +51,7 @@ from .model_codegen import entry_name
 from .model_fallback import kernel_from_json, kernel_to_json
 from .model_header import model_header
 from .model_module import ModelModule
+from .model_profile import memory
 from .model_plan import RunList
 from .safe_files import UnsafeFile, loads_json, read_regular, resolve_inside
 from .target import host, parse
@@ -159,7 +160,7 @@ def _manifest(m: ModelModule, files: dict) -> dict:
         "fallback": [{"kernel": s.kernel, "nodes": s.nodes,
                       "share_of_run_time": None if prof is None else prof.share(i)}
                      for i, s in enumerate(run.steps) if not s.native],
-        "memory_plan": {"workspace_bytes": run.memory.peak, "naive_bytes": run.memory.naive},
+        "memory_plan": memory(run),          # one kernel thread; stats() counts the module's
         "weights_bytes": run.weights_bytes,
         "compile_seconds": m.meta.get("compile_seconds"),
         "parity": parity,

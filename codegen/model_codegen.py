@@ -110,7 +110,7 @@ def entries_ir(run: RunList, target: Target, kernel_arity: dict[str, int]) -> st
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         for i in steps:
             step = run.steps[i]
-            ptrs = [_address(b, fn.args, loc) for loc in step.args + [step.out]]
+            ptrs = [_address(b, fn.args, loc) for loc in step.call_args]
             for c in step.checks:
                 loc = step.args[c.arg]
                 count = int(np.prod(loc.shape, dtype=np.int64)) // len(c.bounds())

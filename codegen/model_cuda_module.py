@@ -4,12 +4,14 @@ Without a GPU: ``get_source("cuda" | "ptx")``, ``cubin``, the run list, ``kernel
 kernel as a :class:`~codegen.cuda_module.CUDAModule`, for the CPU simulator), ``export_library``.
 
 With pycuda and a GPU (on first run): the cubin is loaded once into the primary context (the one torch
-and cupy use); the weights blob is uploaded once; one device workspace holds every intermediate (the
-memory plan); the module owns a device buffer per input and output.  ``set_input(name, x)`` copies a
+and cupy use); the weights blob is uploaded once.  Each Python thread that calls the module gets its
+own stream, device workspace (the memory plan) and device buffer per input and output
+(:mod:`codegen.model_cuda_device`), so threads may call one module at once: a thread's ``set_input``,
+``run`` and ``get_output`` see only its own buffers and bindings.  ``set_input(name, x)`` copies a
 numpy array into its buffer, or binds an object with ``__cuda_array_interface__`` (torch, cupy) in
 place, without a copy (it must stay alive and unchanged in shape); ``set_output(i, y)`` binds a device
 array as output ``i`` the same way.  ``run()`` launches the kernels in order on the module's stream and
-waits; ``launcher()`` returns the asynchronous launch for timing loops.
+waits; ``launcher()`` returns the asynchronous launch for timing loops (the calling thread's).
 
 Launches: each step's kernel arguments are packed once per binding of the inputs and outputs; the
 sequence is captured as a CUDA graph through the driver API (``cuStreamBeginCapture`` /
@@ -20,42 +22,16 @@ no graph).
 """
 from __future__ import annotations
 
-import ctypes
 import os
+import threading
 
 import numpy as np
 
+from .model_cuda_device import SharedDevice, ThreadSlot, capture, packed
 from .model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, Step
 from .nvcc import compile_cuda
 
-MAX_GRAPHS = 8          # CUDA graphs kept per module (one per binding of device inputs/outputs)
-
-
-class _Device:
-    """The module's state on the GPU: loaded functions, buffers, packed launches."""
-
-    def __init__(self, m: CUDAModelModule):
-        from .cuda_module import driver
-        drv = self.drv = driver()
-        try:
-            self.module = drv.module_from_buffer(m.cubin)
-        except drv.Error as e:
-            raise RuntimeError(f"model {m.meta.get('name')}: loading the {m.arch} cubin failed: {e}") from e
-        self.functions = {}
-        for sym, k in m.kernels.items():
-            fn = self.module.get_function(sym)
-            if k.dynamic_shared:
-                fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_shared)
-            self.functions[sym] = fn.prepare("P" * len(k.signature.args))
-        self.stream = drv.Stream()
-        run = m.run_list
-        self.weights = drv.mem_alloc(max(run.weights_bytes, 1))
-        if run.weights_bytes:
-            drv.memcpy_htod(self.weights, np.ascontiguousarray(m.weights))
-        self.workspace = drv.mem_alloc(max(run.memory.peak, 1))
-        self.own_inputs = [drv.mem_alloc(max(Loc(INPUT, d, s).nbytes, 1)) for _, d, s in run.inputs]
-        self.own_outputs = [drv.mem_alloc(max(Loc(OUTPUT, d, s).nbytes, 1)) for _, d, s in run.outputs]
-        self.graphs: dict = {}
+MAX_GRAPHS = 8          # CUDA graphs kept per thread (one per binding of device inputs/outputs)
 
 
 class CUDAModelModule:
@@ -75,10 +51,9 @@ class CUDAModelModule:
         self.graph = graph
         self._binaries: dict = {} if cubin is None else {"cubin": (cubin, ptxas_log)}
         self._inputs = {n: k for k, (n, _, _) in enumerate(run.inputs)}
-        self._bound_in: dict[int, object] = {}       # input index -> device array bound in place
-        self._bound_out: dict[int, object] = {}
-        self._set: set[str] = set()
-        self._dev: _Device | None = None
+        self._dev: SharedDevice | None = None
+        self._dev_lock = threading.Lock()
+        self._local = threading.local()              # .slot: the calling thread's ThreadSlot
         self.use_graphs = os.environ.get("TILETUNE_CUDA_GRAPHS", "1") != "0"
         self.launch_mode = None                      # "cuda-graph" / "launch-loop" after the first run
 
@@ -192,40 +167,45 @@ class CUDAModelModule:
             k = self._inputs[name]
             _, dtype, shape = self._spec(INPUT, k)
             self._check("set_input", name, arr, dtype, shape)
-            dev = self._device()
-            if hasattr(arr, "__cuda_array_interface__"):
-                self._bound_in[k] = arr
-            else:
-                self._bound_in.pop(k, None)
-                a = np.ascontiguousarray(arr)
-                if a.nbytes:
-                    dev.drv.memcpy_htod(dev.own_inputs[k], a)
-            self._set.add(name)
+            with self._current():
+                slot = self._device()
+                if hasattr(arr, "__cuda_array_interface__"):
+                    slot.bound_in[k] = arr
+                else:
+                    slot.bound_in.pop(k, None)
+                    a = slot.staged[k] = np.ascontiguousarray(arr)   # kept until the copy is done
+                    if a.nbytes:
+                        slot.drv.memcpy_htod_async(slot.own_inputs[k], a, slot.stream)
+                slot.set.add(name)
 
     def set_output(self, index: int, array) -> None:
         """Write output ``index`` straight into a device array (``__cuda_array_interface__``) from now on;
         ``None`` goes back to the module's own buffer."""
         if not 0 <= index < self.get_num_outputs():
             raise ValueError(f"set_output: index {index!r} is not one of the {self.get_num_outputs()} outputs")
+        with self._current():
+            slot = self._device()
         if array is None:
-            self._bound_out.pop(index, None)
+            slot.bound_out.pop(index, None)
             return
         if not hasattr(array, "__cuda_array_interface__"):
             raise TypeError("set_output: pass a device array (__cuda_array_interface__: torch, cupy)")
         name, dtype, shape = self._spec(OUTPUT, index)
         self._check("set_output", name, array, dtype, shape)
-        self._bound_out[index] = array
+        slot.bound_out[index] = array
 
     def get_output(self, index: int) -> np.ndarray:
-        """A numpy copy of output ``index`` of the last run."""
+        """A numpy copy of output ``index`` of the calling thread's last run."""
         if not isinstance(index, (int, np.integer)) or not 0 <= index < self.get_num_outputs():
             raise ValueError(f"get_output: index {index!r} is not one of the {self.get_num_outputs()} outputs")
-        dev = self._device()
         _, dtype, shape = self._spec(OUTPUT, index)
         out = np.empty(shape, dtype)
-        dev.stream.synchronize()
-        if out.nbytes:
-            dev.drv.memcpy_dtoh(out, self._pointer(Loc(OUTPUT, str(dtype), shape, index=index)))
+        with self._current():
+            slot = self._device()
+            if out.nbytes:
+                ptr = self._pointer(slot, Loc(OUTPUT, str(dtype), shape, index=index))
+                slot.drv.memcpy_dtoh_async(out, ptr, slot.stream)
+            slot.stream.synchronize()
         return out
 
     def __call__(self, **inputs) -> list[np.ndarray]:
@@ -233,127 +213,137 @@ class CUDAModelModule:
         missing = [n for n in self._inputs if n not in inputs]
         if missing:
             raise ValueError(f"missing input {missing[0]!r} (inputs: {', '.join(self._inputs)})")
-        self.run(**inputs)
-        return [self.get_output(k) for k in range(self.get_num_outputs())]
+        with self._current():
+            self.run(**inputs)
+            return [self.get_output(k) for k in range(self.get_num_outputs())]
 
     # -- running ---------------------------------------------------------------------------------------------
-    def _device(self) -> _Device:
-        if self._dev is None:
-            self._dev = _Device(self)
-        return self._dev
+    def _shared(self) -> SharedDevice:
+        with self._dev_lock:
+            if self._dev is None:
+                self._dev = SharedDevice(self)
+            return self._dev
 
-    def _pointer(self, loc: Loc) -> int:
-        dev = self._device()
+    def _current(self):
+        """A block with the module's context current in the calling thread (see SharedDevice.current)."""
+        return self._shared().current()
+
+    def _device(self) -> ThreadSlot:
+        """The calling thread's state on the GPU (call with the context current)."""
+        dev = self._shared()
+        slot = getattr(self._local, "slot", None)
+        if slot is None or slot.dev is not dev:
+            slot = self._local.slot = dev.slot(self.run_list)
+        return slot
+
+    def _pointer(self, slot: ThreadSlot, loc: Loc) -> int:
         if loc.kind == INPUT:
-            bound = self._bound_in.get(loc.index)
-            return _address(bound) if bound is not None else int(dev.own_inputs[loc.index])
+            bound = slot.bound_in.get(loc.index)
+            return _address(bound) if bound is not None else int(slot.own_inputs[loc.index])
         if loc.kind == OUTPUT:
-            bound = self._bound_out.get(loc.index)
-            return _address(bound) if bound is not None else int(dev.own_outputs[loc.index])
-        base = dev.workspace if loc.kind == WORKSPACE else dev.weights
+            bound = slot.bound_out.get(loc.index)
+            return _address(bound) if bound is not None else int(slot.own_outputs[loc.index])
+        base = slot.workspace if loc.kind == WORKSPACE else slot.weights
         assert loc.kind in (WORKSPACE, WEIGHTS), loc
         return int(base) + loc.offset
 
-    def _launches(self) -> list:
-        """(function, grid, block, packed arguments, step) per step over the current bindings."""
-        dev = self._device()
+    def _launches(self, slot: ThreadSlot) -> list:
+        """(function, grid, block, packed arguments, step) per step over the slot's bindings."""
         out = []
         for step in self.run_list.steps:
             k = self.kernels[step.symbol]
-            ptrs = [self._pointer(loc) for loc in step.args + [step.out]]
+            ptrs = [self._pointer(slot, loc) for loc in step.args + [step.out]]
             for i, need in k.aligned.items():
                 if ptrs[i] % need:
                     raise ValueError(f"kernel {step.kernel}: argument {i} starts at {ptrs[i]:#x}, not {need}-byte "
                                      "aligned (vector accesses); pass an aligned device array")
-            out.append((_packed(dev.functions[step.symbol], ptrs, k.dynamic_shared), k.grid, k.block, ptrs, step))
+            out.append((packed(slot.functions[step.symbol], ptrs, k.dynamic_shared), k.grid, k.block, ptrs, step))
         return out
 
-    def _issue(self, launches, stream) -> None:
-        drv = self._dev.drv
+    def _issue(self, slot: ThreadSlot, launches) -> None:
         for launch, grid, block, _, _ in launches:
             if 0 not in grid:
-                launch(grid, block, stream)
+                launch(grid, block, slot.stream)
         for dst, src in self.run_list.copies:
             if dst.nbytes:
-                drv.memcpy_dtod_async(self._pointer(dst), self._pointer(src), dst.nbytes, stream)
+                slot.drv.memcpy_dtod_async(self._pointer(slot, dst), self._pointer(slot, src), dst.nbytes,
+                                           slot.stream)
 
-    def _key(self) -> tuple:
+    @staticmethod
+    def _key(slot: ThreadSlot) -> tuple:
         """The binding the launches were packed for: the device arrays bound as inputs and outputs."""
         return tuple(tuple(sorted((k, _address(a)) for k, a in bound.items()))
-                     for bound in (self._bound_in, self._bound_out))
+                     for bound in (slot.bound_in, slot.bound_out))
 
     def launcher(self):
-        """The asynchronous launch of the whole model over the current bindings (a CUDA graph where the
-        driver allows): call it in timing loops; ``m.synchronize()`` waits."""
-        if len(self._set) != len(self._inputs):
-            missing = [n for n in self._inputs if n not in self._set]
+        """The asynchronous launch of the whole model over the calling thread's bindings (a CUDA graph
+        where the driver allows): call it in timing loops, in this thread; ``m.synchronize()`` waits."""
+        dev = self._shared()
+        with dev.current():
+            fn = self._launch_function()
+        return dev.bound(fn)
+
+    def _launch_function(self):
+        """The launch of :meth:`launcher` (call with the context current)."""
+        slot = self._device()
+        if len(slot.set) != len(self._inputs):
+            missing = [n for n in self._inputs if n not in slot.set]
             raise ValueError(f"run: input {missing[0]!r} was never set (set_input or m(**inputs))")
-        dev = self._device()
         if self.run_list.checks:          # data-dependent indices: checked on the host, step by step
             self.launch_mode = "launch-loop (index checks)"
-            return self._checked_run
-        key = self._key()
-        if key not in dev.graphs:
-            launches = self._launches()
-            graph = _capture(self, launches) if self.use_graphs else None
+            return lambda: self._checked_run(slot)
+        key = self._key(slot)
+        if key not in slot.graphs:
+            launches = self._launches(slot)
+            issue = lambda: self._issue(slot, launches)  # noqa: E731
+            graph = capture(slot, issue, launches) if self.use_graphs else None
             self.launch_mode = "cuda-graph" if graph is not None else "launch-loop"
-            if len(dev.graphs) >= MAX_GRAPHS:
-                dev.graphs.pop(next(iter(dev.graphs)))
-            dev.graphs[key] = graph if graph is not None else (lambda ls=launches: self._issue(ls, dev.stream))
-        return dev.graphs[key]
+            if len(slot.graphs) >= MAX_GRAPHS:
+                slot.graphs.pop(next(iter(slot.graphs)))
+            slot.graphs[key] = graph if graph is not None else issue
+        return slot.graphs[key]
 
-    def _checked_run(self) -> None:
-        dev = self._device()
-        launches = self._launches()
-        for launch, grid, block, ptrs, step in launches:
+    def _checked_run(self, slot: ThreadSlot) -> None:
+        for launch, grid, block, ptrs, step in self._launches(slot):
             for c in step.checks:
                 loc = step.args[c.arg]
                 host = np.empty(loc.shape, loc.dtype)
-                dev.stream.synchronize()
-                dev.drv.memcpy_dtoh(host, ptrs[c.arg])
+                slot.drv.memcpy_dtoh_async(host, ptrs[c.arg], slot.stream)
+                slot.stream.synchronize()
                 if c.failing(host) is not None:
                     raise ValueError(c.message(host))
             if 0 not in grid:
-                launch(grid, block, dev.stream)
-        self._issue([], dev.stream)
+                launch(grid, block, slot.stream)
+        self._issue(slot, [])
 
     def synchronize(self) -> None:
-        self._device().stream.synchronize()
+        """Wait for the calling thread's launches."""
+        with self._current():
+            self._device().stream.synchronize()
 
     def run(self, **inputs) -> None:
-        """Run the model (after ``set_input(**inputs)``) and wait for it; a kernel fault is a RuntimeError."""
-        if inputs:
-            self.set_input(**inputs)
-        launch = self.launcher()
-        dev = self._device()
-        for arr in list(self._bound_in.values()) + list(self._bound_out.values()):
-            stream = arr.__cuda_array_interface__.get("stream")
-            if stream not in (None, 1, 2):
-                dev.drv.Context.synchronize()   # a producer on another stream: wait for it
-                break
-        try:
-            launch()
-            dev.stream.synchronize()
-        except dev.drv.Error as e:
-            raise RuntimeError(f"model {self.meta.get('name')}: a CUDA kernel failed: {e}") from e
+        """Run the model (after ``set_input(**inputs)``) over the calling thread's buffers and wait for it;
+        a kernel fault is a RuntimeError."""
+        with self._current():
+            if inputs:
+                self.set_input(**inputs)
+            launch = self._launch_function()
+            slot = self._device()
+            for arr in list(slot.bound_in.values()) + list(slot.bound_out.values()):
+                stream = arr.__cuda_array_interface__.get("stream")
+                if stream not in (None, 1, 2):
+                    slot.drv.Context.synchronize()   # a producer on another stream: wait for it
+                    break
+            try:
+                launch()
+                slot.stream.synchronize()
+                slot.staged.clear()
+            except slot.drv.Error as e:
+                raise RuntimeError(f"model {self.meta.get('name')}: a CUDA kernel failed: {e}") from e
 
     def __repr__(self) -> str:
         return (f"CUDAModelModule({self.meta.get('name', 'model')}: inputs {self.input_names}, "
                 f"{len(self.run_list.steps)} kernels on {self.arch}, outputs {self.output_names})")
-
-
-def _packed(fn, ptrs: list[int], shared: int = 0):
-    """``launch(grid, block, stream)`` of prepared function ``fn`` with its arguments packed once (what
-    pycuda's ``prepared_async_call`` does per call), else through ``prepared_async_call``; ``shared``
-    bytes of dynamic shared memory."""
-    try:
-        from pycuda._pvt_struct import pack
-        buf = pack(fn.arg_format, *ptrs)
-        start = fn._launch_kernel
-    except (ImportError, AttributeError):
-        extra = {"shared_size": shared} if shared else {}
-        return lambda grid, block, stream: fn.prepared_async_call(grid, block, stream, *ptrs, **extra)
-    return lambda grid, block, stream: start(grid, block, buf, shared, stream)
 
 
 def _address(array) -> int:
@@ -366,35 +356,6 @@ def _c_strides(shape: tuple, itemsize: int) -> tuple:
         out.append(step)
         step *= max(d, 1)
     return tuple(reversed(out))
-
-
-def _capture(m: CUDAModelModule, launches):
-    """A CUDA graph of the launch sequence (driver API through ctypes), or None where capture fails."""
-    dev = m._dev
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        stream = ctypes.c_void_p(dev.stream.handle)
-        relaxed = 2                                       # CU_STREAM_CAPTURE_MODE_RELAXED
-        if lib.cuStreamBeginCapture_v2(stream, relaxed) != 0:
-            return None
-        try:
-            m._issue(launches, dev.stream)
-        finally:
-            graph = ctypes.c_void_p()
-            rc = lib.cuStreamEndCapture(stream, ctypes.byref(graph))
-        if rc != 0 or not graph.value:
-            return None
-        exe = ctypes.c_void_p()
-        if lib.cuGraphInstantiateWithFlags(ctypes.byref(exe), graph, ctypes.c_ulonglong(0)) != 0:
-            return None
-    except (OSError, AttributeError, dev.drv.Error):
-        return None
-
-    def launch(_keep=(launches, graph)) -> None:
-        rc = lib.cuGraphLaunch(exe, stream)
-        if rc != 0:
-            raise RuntimeError(f"cuGraphLaunch failed with CUDA error {rc}")
-    return launch
 
 
 __all__ = ["CUDAModelModule"]

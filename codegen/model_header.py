@@ -36,7 +36,9 @@ def model_header(run: RunList, name: str = "model") -> str:
              f"#define TILETUNE_MODEL_NUM_OUTPUTS {len(run.outputs)}", "",
              *_io("input", run.inputs), "", *_io("output", run.outputs), "",
              "/* Runs the model: inputs[i] / outputs[j] point at the arrays (C order); returns 0, or 1 + k when",
-             "   Gather index check k of graph.json finds an index outside its axis (outputs are then invalid). */"]
+             "   Gather index check k of graph.json finds an index outside its axis (outputs are then invalid).",
+             "   Reentrant: threads may run it at once, each with its own workspace, inputs and outputs (the",
+             "   weights may be shared); the workspace holds the kernels' scratch (heap use: manifest.json). */"]
     if all(s.native for s in run.steps):
         lines.append(f"int32_t {entries[0]}(void* const* inputs, void* const* outputs, uint8_t* workspace, "
                      "const uint8_t* weights);")

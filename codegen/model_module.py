@@ -1,14 +1,19 @@
 """``ModelModule``: a compiled model run by its native entry (TVM's graph-executor interface).
 
-The module owns one aligned array per graph input and output, the workspace of the memory plan and
-the weights blob; their addresses are packed once, so ``run()`` is one native call (or, where
-fallback steps split the run list, one call per native segment with the fallback steps between).
+The weights blob is bound once and shared.  Each Python thread that calls the module gets its own
+:class:`RunContext` on first use: one aligned array per graph input and output and the workspace of
+the memory plan, their addresses packed once, so ``run()`` is one native call (or, where fallback
+steps split the run list, one call per native segment with the fallback steps between).  Threads may
+therefore call one module at once (the native call releases the GIL): a thread's ``set_input``,
+``run`` and ``get_output`` see only its own buffers, and the generated code keeps no state of its own
+besides the thread-count globals ``num_threads`` sets (read, never written, by a run).
 Built in-process (:func:`codegen.build_model`) or loaded from an artifact (:func:`codegen.load_model`):
 the same class, given how to find a symbol's address.
 """
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -34,6 +39,22 @@ def _array(dtype: str, shape: tuple) -> np.ndarray:
     return aligned_empty(max(nbytes, 1))[:nbytes].view(dtype).reshape(shape)
 
 
+class RunContext:
+    """One thread's buffers: the inputs, the outputs, the workspace, which inputs were set, and the
+    packed argument tuple of the run entries (pointer tables to the inputs and outputs)."""
+
+    def __init__(self, run: RunList, weights: np.ndarray):
+        self.inputs = {n: _array(d, s) for n, d, s in run.inputs}
+        self.outputs = [_array(d, s) for _, d, s in run.outputs]
+        self.workspace = aligned_empty(max(run.memory.peak, 1))
+        self.set: set[str] = set()
+        in_ptrs = (ctypes.c_void_p * max(1, len(run.inputs)))(*[a.ctypes.data for a in self.inputs.values()])
+        out_ptrs = (ctypes.c_void_p * max(1, len(self.outputs)))(*[a.ctypes.data for a in self.outputs])
+        self.tables = (in_ptrs, out_ptrs)   # kept alive: the entry reads them
+        self.args = (ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), self.workspace.ctypes.data,
+                     weights.ctypes.data)
+
+
 class ModelModule:
     """A compiled model.  ``m(**inputs)`` returns the outputs; ``set_input``, ``run``, ``get_output`` as
     TVM's ``graph_executor.GraphModule``; ``profile``, ``stats``, ``num_threads``, ``export_library``."""
@@ -48,15 +69,8 @@ class ModelModule:
         self._address = address
         self.weights = aligned_empty(weights.size)
         self.weights[...] = weights        # bound once; never copied per run
-        self.workspace = aligned_empty(max(run.memory.peak, 1))
-        self._inputs = {n: _array(d, s) for n, d, s in run.inputs}
-        self._outputs = [_array(d, s) for _, d, s in run.outputs]
-        self._set: set[str] = set()
-        in_ptrs = (ctypes.c_void_p * max(1, len(run.inputs)))(*[a.ctypes.data for a in self._inputs.values()])
-        out_ptrs = (ctypes.c_void_p * max(1, len(self._outputs)))(*[a.ctypes.data for a in self._outputs])
-        self._ptr_tables = (in_ptrs, out_ptrs)
-        self._args = (ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), self.workspace.ctypes.data,
-                      self.weights.ctypes.data)
+        self._local = threading.local()    # .ctx: the calling thread's RunContext
+        self._input_index = {n: k for k, (n, _, _) in enumerate(run.inputs)}
         segments = run.segments()
         seg_of = {i: k for k, seg in enumerate(segments) for i in seg}
         self._program: list = []            # ("native", entry) / ("fallback", step index), in run order
@@ -75,54 +89,84 @@ class ModelModule:
                          for s in {s.symbol: s for s in run.steps if s.native and s.parallel}.values()]
         self.num_threads = default_num_threads()
         self.last_profile = None
+        self._context()                     # the building thread's buffers, at once
+
+    # per-thread state ----------------------------------------------------------------------------------
+    def _context(self) -> RunContext:
+        """The calling thread's buffers (made on its first call; freed with the thread)."""
+        ctx = getattr(self._local, "ctx", None)
+        if ctx is None:
+            ctx = self._local.ctx = RunContext(self.run_list, self.weights)
+        return ctx
+
+    @property
+    def workspace(self) -> np.ndarray:
+        """The calling thread's workspace (the memory plan's intermediates)."""
+        return self._context().workspace
+
+    @property
+    def _inputs(self) -> dict[str, np.ndarray]:
+        return self._context().inputs
+
+    @property
+    def _outputs(self) -> list[np.ndarray]:
+        return self._context().outputs
+
+    @property
+    def _set(self) -> set[str]:
+        """The inputs the calling thread has set."""
+        return self._context().set
 
     # places ------------------------------------------------------------------------------------------
     def view(self, loc: Loc) -> np.ndarray:
-        """The numpy view of one planned buffer."""
+        """The numpy view of one planned buffer (the calling thread's, but for the shared weights)."""
+        ctx = self._context()
         if loc.kind == INPUT:
-            return self._inputs[self.run_list.inputs[loc.index][0]]
+            return ctx.inputs[self.run_list.inputs[loc.index][0]]
         if loc.kind == OUTPUT:
-            return self._outputs[loc.index]
-        base = self.workspace if loc.kind == WORKSPACE else self.weights
+            return ctx.outputs[loc.index]
+        base = ctx.workspace if loc.kind == WORKSPACE else self.weights
         assert loc.kind in (WORKSPACE, WEIGHTS), loc
         return base[loc.offset:loc.offset + loc.nbytes].view(loc.dtype).reshape(loc.shape)
 
     @property
     def buffers(self) -> list[np.ndarray]:
-        """Each step's result buffer, in run order (views into the workspace or the outputs)."""
+        """Each step's result buffer, in run order (views into the calling thread's workspace or outputs)."""
         return [self.view(s.out) for s in self.run_list.steps]
 
     # inputs --------------------------------------------------------------------------------------------
     @property
     def input_names(self) -> list[str]:
-        return list(self._inputs)
+        return list(self._input_index)
 
     @property
     def output_names(self) -> list[str]:
         return [n for n, _, _ in self.run_list.outputs]
 
     def get_num_inputs(self) -> int:
-        return len(self._inputs)
+        return len(self._input_index)
 
     def get_num_outputs(self) -> int:
-        return len(self._outputs)
+        return len(self.run_list.outputs)
 
     def set_input(self, key=None, value=None, **inputs) -> None:
         """Copy ``value`` into input ``key`` (and each ``name=array`` of ``inputs``); a name the graph
-        does not have, or an array of another shape or dtype, is a ValueError naming the input."""
+        does not have, or an array of another shape or dtype, is a ValueError naming the input.  The
+        value goes to the calling thread's buffer: another thread's ``run`` does not see it."""
         if key is not None:
             inputs = {key: value, **inputs}
+        ctx = self._context()
         for name, array in inputs.items():
-            if name not in self._inputs:
-                raise ValueError(f"set_input: the graph has no input {name!r} (inputs: {', '.join(self._inputs)})")
-            buf = self._inputs[name]
+            if name not in ctx.inputs:
+                raise ValueError(f"set_input: the graph has no input {name!r} (inputs: {', '.join(ctx.inputs)})")
+            buf = ctx.inputs[name]
             arr = np.asarray(array)
             if arr.shape != buf.shape:
                 raise ValueError(f"set_input: input {name!r} must have shape {list(buf.shape)}, got {list(arr.shape)}")
             if arr.dtype != buf.dtype:
                 raise ValueError(f"set_input: input {name!r} must be {buf.dtype}, got {arr.dtype}")
             np.copyto(buf, arr)
-            self._set.add(name)
+            ctx.set.add(name)
 
     def get_input(self, name: str) -> np.ndarray:
         if name not in self._inputs:
@@ -131,15 +175,17 @@ class ModelModule:
 
     # running -------------------------------------------------------------------------------------------
     def run(self, **inputs) -> None:
-        """Run the model (after ``set_input(**inputs)``); every input must have been set."""
+        """Run the model (after ``set_input(**inputs)``) over the calling thread's buffers; every input
+        must have been set (by this thread)."""
         if inputs:
             self.set_input(**inputs)
-        if len(self._set) != len(self._inputs):
-            missing = [n for n in self._inputs if n not in self._set]
+        ctx = self._context()
+        if len(ctx.set) != len(ctx.inputs):
+            missing = [n for n in ctx.inputs if n not in ctx.set]
             raise ValueError(f"run: input {missing[0]!r} was never set (set_input or m(**inputs))")
         for kind, what in self._program:
             if kind == "native":
-                rc = what(*self._args)
+                rc = what(*ctx.args)
                 if rc:
                     self._raise(rc)
             else:
@@ -168,22 +214,23 @@ class ModelModule:
         raise ValueError(c.message(self.view(self.run_list.steps[i].args[c.arg])))
 
     def get_output(self, index: int) -> np.ndarray:
-        """A copy of output ``index`` of the last run."""
-        if not isinstance(index, (int, np.integer)) or not 0 <= index < len(self._outputs):
-            raise ValueError(f"get_output: index {index!r} is not one of the {len(self._outputs)} outputs")
-        return self._outputs[index].copy()
+        """A copy of output ``index`` of the calling thread's last run."""
+        outputs = self._context().outputs
+        if not isinstance(index, (int, np.integer)) or not 0 <= index < len(outputs):
+            raise ValueError(f"get_output: index {index!r} is not one of the {len(outputs)} outputs")
+        return outputs[index].copy()
 
     def __call__(self, **inputs) -> list[np.ndarray]:
         """The outputs for ``inputs`` (every graph input, by name)."""
-        missing = [n for n in self._inputs if n not in inputs]
+        missing = [n for n in self._input_index if n not in inputs]
         if missing:
-            raise ValueError(f"missing input {missing[0]!r} (inputs: {', '.join(self._inputs)})")
+            raise ValueError(f"missing input {missing[0]!r} (inputs: {', '.join(self._input_index)})")
         self.run(**inputs)
         return [o.copy() for o in self._outputs]
 
     @property
     def num_threads(self) -> int:
-        """Threads of the kernels' parallel loops (all kernels)."""
+        """Threads of the kernels' parallel loops (all kernels; one setting for every calling thread)."""
         return self._num_threads
 
     @num_threads.setter
@@ -205,11 +252,12 @@ class ModelModule:
         return [(s.kernel, s.native) for s in self.run_list.steps]
 
     def kernel_function(self, i: int) -> Callable:
-        """Step ``i``'s kernel called over the planned buffers (no index checks): a no-argument callable."""
+        """Step ``i``'s kernel called over the planned buffers of the calling thread (no index checks): a
+        no-argument callable."""
         step = self.run_list.steps[i]
         if not step.native:
             return lambda: self.run_fallback(i)
-        ptrs = [self.view(a).ctypes.data for a in step.args + [step.out]]
+        ptrs = [self.view(a).ctypes.data for a in step.call_args]
         fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(ptrs))(self._address(step.symbol))
         return lambda: fn(*ptrs)
 

@@ -2,7 +2,9 @@
 
 A place (:class:`Loc`) is one of: input ``i`` / output ``j`` (arrays the caller owns), an offset in the
 workspace (intermediates, packed by :mod:`codegen.memory_plan`) or an offset in the weights blob
-(constants, bound once at build time).  A kernel whose result is a graph output writes it straight
+(constants, bound once at build time).  A kernel's scratch buffers (its allocations too large for the
+stack, :func:`codegen.llvm_memory.hoist_heap_allocations`) are workspace places live during its step
+only, passed after its output.  A kernel whose result is a graph output writes it straight
 into that output; an output that is a graph input, a constant or a second copy of another output is
 filled by a copy after the last step (:attr:`RunList.copies`).  Gather index checks
 (:class:`IndexCheck`) are numbered in run order; the run entry returns ``1 + number`` when one fails.
@@ -82,7 +84,9 @@ class IndexCheck:
 
 @dataclass
 class Step:
-    """One kernel call: ``args`` (the kernel's inputs, then ``out``) at their places."""
+    """One kernel call: ``args`` (the kernel's inputs, then ``out``, then ``scratch``) at their places;
+    ``heap_bytes``: what the kernel still allocates on the heap per call (inside parallel loops; None
+    in an artifact written before it was counted)."""
     kernel: str
     symbol: str | None            # exported symbol of a native kernel; None for a fallback step
     args: list[Loc]
@@ -92,6 +96,13 @@ class Step:
     schedule: dict = field(default_factory=dict)
     parallel: bool = False
     body: Kernel | None = None    # the fused group (kept in-process; fallback steps evaluate it)
+    scratch: list[Loc] = field(default_factory=list)
+    heap_bytes: int | None = 0
+
+    @property
+    def call_args(self) -> list[Loc]:
+        """The kernel's arguments in call order: inputs, output, scratch."""
+        return self.args + [self.out] + self.scratch
 
     @property
     def native(self) -> bool:
@@ -100,12 +111,14 @@ class Step:
     def to_json(self) -> dict:
         return {"kernel": self.kernel, "symbol": self.symbol, "native": self.native, "parallel": self.parallel,
                 "args": [a.to_json() for a in self.args], "out": self.out.to_json(), "nodes": self.nodes,
-                "index_checks": [asdict(c) for c in self.checks], "schedule": self.schedule}
+                "index_checks": [asdict(c) for c in self.checks], "schedule": self.schedule,
+                "scratch": [a.to_json() for a in self.scratch], "heap_bytes": self.heap_bytes}
 
     @staticmethod
     def from_json(d: dict) -> "Step":
         return Step(d["kernel"], d["symbol"], [Loc.from_json(a) for a in d["args"]], Loc.from_json(d["out"]),
-                    list(d["nodes"]), [IndexCheck(**c) for c in d["index_checks"]], d["schedule"], d["parallel"])
+                    list(d["nodes"]), [IndexCheck(**c) for c in d["index_checks"]], d["schedule"], d["parallel"],
+                    scratch=[Loc.from_json(a) for a in d.get("scratch", [])], heap_bytes=d.get("heap_bytes"))
 
 
 @dataclass
@@ -197,9 +210,11 @@ def _index_checks(node: Node) -> list[IndexCheck]:
 
 
 def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict] | None = None,
-             parallel: set | None = None) -> tuple[RunList, np.ndarray]:
+             parallel: set | None = None, scratch: dict[int, list[tuple[str, int]]] | None = None
+             ) -> tuple[RunList, np.ndarray]:
     """The run list of fused graph ``g`` and its weights blob (uint8).  ``symbols[id(node)]`` is the
-    native symbol of each kernel call, None where the step falls back to the reference evaluator."""
+    native symbol of each kernel call, None where the step falls back to the reference evaluator;
+    ``scratch[id(node)]``: the ``(dtype, elements)`` of each scratch buffer its kernel takes."""
     nodes = g.nodes
     step_of = {id(n): i for i, n in enumerate(nodes)}
     inputs = {id(v): i for i, v in enumerate(g.inputs)}
@@ -230,9 +245,13 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
     inter = [n for n in nodes if id(n) not in first_out]
     lifetimes = [Lifetime(n.type.size * np.dtype(n.type.dtype).itemsize, step_of[id(n)], last_use[id(n)])
                  for n in inter]
-    memory = plan_memory(lifetimes)
+    temps = [(i, d, k) for i, n in enumerate(nodes) for d, k in (scratch or {}).get(id(n), ())]
+    memory = plan_memory(lifetimes + [Lifetime(k * np.dtype(d).itemsize, i, i) for i, d, k in temps])
     for n, off in zip(inter, memory.offsets):
         placed[id(n)] = Loc(WORKSPACE, n.type.dtype, n.type.shape, offset=off)
+    step_scratch: dict[int, list[Loc]] = {}
+    for (i, d, k), off in zip(temps, memory.offsets[len(inter):]):
+        step_scratch.setdefault(i, []).append(Loc(WORKSPACE, d, (k,), offset=off))
     for n in nodes:
         if id(n) in first_out:
             placed[id(n)] = Loc(OUTPUT, n.type.dtype, n.type.shape, index=first_out[id(n)])
@@ -254,7 +273,8 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
             raise GraphError(f"build_model: node {n.op_name} is not fused into a kernel (run graph.optimize)")
         steps.append(Step(n.op.name, symbols.get(id(n)), [where(v) for v in n.inputs], placed[id(n)],
                           [node_label(x) for x in n.op.body.nodes], _index_checks(n),
-                          (schedules or {}).get(id(n), {}), id(n) in (parallel or ()), n.op))
+                          (schedules or {}).get(id(n), {}), id(n) in (parallel or ()), n.op,
+                          step_scratch.get(step_of[id(n)], [])))
     copies = []
     for j, o in enumerate(g.outputs):
         src = where(o)

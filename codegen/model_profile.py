@@ -1,5 +1,10 @@
 """``ModelModule.profile`` and ``stats``: per-kernel times over the planned buffers, and a summary.
 
+The memory summary counts what one call uses: the workspace (intermediates and the kernels' scratch
+buffers, planned together), the inputs and outputs (one set per calling thread), the heap the kernels
+still allocate inside parallel loops (per kernel thread, at most ``num_threads`` at once) and the
+weights (one copy, shared by every thread).
+
 Profiling runs the model once (which checks the inputs and the Gather indices), then calls the steps
 in run order, each ``repeat`` times, through its kernel's exported symbol over the same planned
 buffers (a step never writes its own inputs, so repeating it is harmless), and times the whole call.
@@ -11,6 +16,8 @@ from collections import Counter
 import statistics
 import time
 from dataclasses import dataclass
+
+from .model_plan import INPUT, Loc
 
 
 @dataclass
@@ -70,6 +77,25 @@ def profile(m, repeat: int = 20, **inputs) -> ModelProfile:
     return ModelProfile(kernels, total, repeat)
 
 
+def memory(run, num_threads: int = 1) -> dict:
+    """Bytes of one call of run list ``run``: the memory plan, the kernels' scratch (inside it) and heap
+    (outside it, per kernel thread) per kernel, and the peak of a call with ``num_threads`` kernel
+    threads (workspace, heap, inputs and outputs, weights; each further calling thread adds all but
+    the weights).  The heap and the peak are None for an artifact whose graph.json predates the count."""
+    mem = run.memory
+    nbytes = lambda specs: sum(Loc(INPUT, d, s).nbytes for _, d, s in specs)  # noqa: E731
+    scratch = {s.kernel: sum(a.nbytes for a in s.scratch) for s in run.steps if s.scratch}
+    heap = {s.kernel: s.heap_bytes for s in run.steps if s.native and s.heap_bytes != 0}
+    counted = None not in heap.values()       # an older artifact's graph.json does not say
+    heap_peak = max(heap.values(), default=0) * num_threads if counted else None
+    io = nbytes(run.inputs) + nbytes(run.outputs)
+    return {"workspace_bytes": mem.peak, "naive_bytes": mem.naive,
+            "saved": 1 - mem.peak / mem.naive if mem.naive else 0.0,
+            "scratch_bytes_by_kernel": scratch, "heap_bytes_by_kernel": heap, "num_threads": num_threads,
+            "heap_bytes": heap_peak, "io_bytes": io, "weights_bytes": run.weights_bytes,
+            "peak_bytes": mem.peak + heap_peak + io + run.weights_bytes if counted else None}
+
+
 def stats(m) -> dict:
     """A summary of ``m``: kernels, fallbacks (with their share of run time once profiled), memory plan."""
     steps = m.run_list.steps
@@ -77,13 +103,11 @@ def stats(m) -> dict:
     fallback = [{"kernel": s.kernel, "nodes": s.nodes,
                  "share_of_run_time": None if prof is None else prof.share(i)}
                 for i, s in enumerate(steps) if not s.native]
-    mem = m.run_list.memory
     schedules = {s.kernel: (s.schedule or {}).get("kind", "?") for s in steps if s.native}
     return {"kernels": {"total": len(steps), "native": sum(s.native for s in steps),
                         "schedules": dict(Counter(schedules.values())), "schedule_by_kernel": schedules,
                         "distinct_native": len({s.symbol for s in steps if s.native}),
                         "fallback": len(fallback), "fallback_kernels": fallback},
-            "memory_plan": {"workspace_bytes": mem.peak, "naive_bytes": mem.naive,
-                            "saved": 1 - mem.peak / mem.naive if mem.naive else 0.0},
+            "memory_plan": memory(m.run_list, m.num_threads),
             "weights_bytes": m.run_list.weights_bytes,
             "time_ms": None if prof is None else {"total": prof.total * 1e3, "overhead": prof.overhead * 1e3}}

@@ -6,6 +6,7 @@ the executor interface and its errors, and the exported artifact run the same wa
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import cuda_sim
 import numpy as np
@@ -30,19 +31,53 @@ class FakeDriver:
     def __init__(self):
         self.allocs: list[np.ndarray] = []
         self.launches = 0
+        self.lock = threading.Lock()
         self.htod_bytes = 0
         self.model = None
 
     class Context:
+        """pycuda's per-thread context stack: every driver call needs a context current in its thread."""
+        stacks = threading.local()
+
         @staticmethod
         def synchronize():
-            pass
+            FakeDriver.need_context()
+
+        @classmethod
+        def _stack(cls) -> list:
+            if not hasattr(cls.stacks, "s"):
+                cls.stacks.s = []
+            return cls.stacks.s
+
+        @classmethod
+        def get_current(cls):
+            return cls._stack()[-1] if cls._stack() else None
+
+        def push(self):
+            self._stack().append(self)
+
+        @classmethod
+        def pop(cls):
+            assert cls._stack(), "pop with no current context"
+            cls._stack().pop()
+
+    @staticmethod
+    def need_context():
+        assert FakeDriver.Context.get_current() is not None, "a driver call with no current context"
+
+    def push_primary(self):
+        """What codegen.cuda_module.driver() does: the primary context pushed in the calling thread."""
+        self.Context().push()
+        return self
 
     class Stream:
         handle = 0
 
+        def __init__(self):
+            FakeDriver.need_context()
+
         def synchronize(self):
-            pass
+            FakeDriver.need_context()
 
     class _Alloc:
         def __init__(self, nbytes):
@@ -52,19 +87,29 @@ class FakeDriver:
             return self.buf.ctypes.data
 
     def mem_alloc(self, nbytes):
+        self.need_context()
         a = self._Alloc(nbytes)
         self.allocs.append(a.buf)
         return a
 
     def memcpy_htod(self, dst, src):
+        self.need_context()
         src = np.ascontiguousarray(src)
         ctypes.memmove(int(dst), src.ctypes.data, src.nbytes)
         self.htod_bytes += src.nbytes
 
     def memcpy_dtoh(self, dst, src):
+        self.need_context()
         ctypes.memmove(dst.ctypes.data, int(src), dst.nbytes)
 
+    def memcpy_htod_async(self, dst, src, stream=None):
+        self.memcpy_htod(dst, src)
+
+    def memcpy_dtoh_async(self, dst, src, stream=None):
+        self.memcpy_dtoh(dst, src)
+
     def memcpy_dtod_async(self, dst, src, nbytes, stream=None):
+        self.need_context()
         ctypes.memmove(int(dst), int(src), nbytes)
 
     def module_from_buffer(self, cubin):
@@ -85,6 +130,7 @@ class Function:
         return self
 
     def prepared_async_call(self, grid, block, stream, *ptrs):
+        FakeDriver.need_context()
         assert tuple(grid) == self.mod._grid(()) and tuple(block) == tuple(self.mod.launch.block)
         arrays = []
         for p, a in zip(ptrs, self.mod.signature.args):
@@ -92,8 +138,9 @@ class Function:
             n = int(np.prod(a.shape))
             raw = (ctypes.c_uint8 * (n * dtype.itemsize)).from_address(p)
             arrays.append(np.frombuffer(raw, dtype).reshape(a.shape))
-        cuda_sim.run(self.mod, *arrays)
-        self.drv.launches += 1
+        with self.drv.lock:             # the simulator keeps its fibers in globals: one launch at a time
+            cuda_sim.run(self.mod, *arrays)
+            self.drv.launches += 1
 
 
 class DeviceArray:
@@ -101,8 +148,8 @@ class DeviceArray:
 
     def __init__(self, drv, array):
         self.host = np.ascontiguousarray(array)
-        self.alloc = drv.mem_alloc(self.host.nbytes)
-        drv.memcpy_htod(self.alloc, self.host)
+        self.alloc = drv._Alloc(self.host.nbytes)       # torch's or cupy's own memory: no pycuda context
+        self.alloc.buf[...] = self.host.reshape(-1).view(np.uint8)
         self.__cuda_array_interface__ = {"shape": self.host.shape, "typestr": self.host.dtype.str,
                                          "data": (int(self.alloc), False), "version": 3, "strides": None}
 
@@ -114,8 +161,10 @@ class DeviceArray:
 def fake(monkeypatch):
     drv = FakeDriver()
     import codegen.cuda_module as cm
-    monkeypatch.setattr(cm, "driver", lambda: drv)
-    return drv
+    monkeypatch.setattr(cm, "driver", drv.push_primary)
+    yield drv
+    while drv.Context.get_current() is not None:     # as the atexit hook of driver() does
+        drv.Context.pop()
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +215,7 @@ def test_device_arrays_bound_in_place(fake, cnn):
         m.run()
         assert fake.htod_bytes == copied + m.run_list.weights_bytes        # no input copy, only the weights
         _close(dy.numpy(), gm.run_onnxruntime(model, {"x": x})[0])
-        launches = m._dev.graphs
+        launches = m._device().graphs
         m.run()
         assert len(launches) == 1                                          # same binding: cached launches
     finally:
@@ -200,3 +249,59 @@ def test_gather_indices_checked_on_the_host(fake):
     bad[1, 3] = 56
     with pytest.raises(ValueError, match="Gather node embed: index 57 out of range for axis 0 of size 50"):
         m(ids=bad)
+
+
+def test_threads_get_their_own_buffers(fake, cnn):
+    """4 threads call one model at once (m(**x) and set_input/run/get_output, outputs poisoned first):
+    each gets its own input's outputs; a worker thread's driver calls run with the context pushed and
+    leave its context stack empty (pycuda aborts a thread that exits with a context pushed)."""
+    model, m = cnn
+    fake.model = m
+    m._dev = None
+    rng = np.random.default_rng()
+    refs = []
+    for _ in range(4):
+        x = rng.standard_normal((2, 3, 32, 32)).astype("float32")
+        want = m(x=x)[0]
+        _close(want, gm.run_onnxruntime(model, {"x": x})[0])
+        refs.append((x, want))
+    wrong, errors = [], []
+    start = threading.Barrier(len(refs))
+
+    def work(t: int) -> None:
+        try:
+            start.wait()
+            x, want = refs[t]
+            for k in range(4):
+                with m._current():                 # the calling thread's output buffer
+                    m._device().own_outputs[0].buf[...] = 0xFF
+                if k % 2:
+                    got = m(x=x)[0]
+                else:
+                    m.set_input("x", x)
+                    m.run()
+                    got = m.get_output(0)
+                if not np.array_equal(got, want):
+                    wrong.append((t, k))
+            assert fake.Context.get_current() is None, "the thread's context stack is not empty"
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(f"thread {t}: {type(e).__name__}: {e}")
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(len(refs))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors and not wrong, (len(errors), errors[:3], wrong[:5])
+    assert len(m._dev.slots) <= len(refs) + 1
+    seen = {}
+
+    def other():
+        try:
+            m.run()
+        except ValueError as e:
+            seen["error"] = str(e)
+    m.set_input("x", refs[0][0])
+    th = threading.Thread(target=other)
+    th.start()
+    th.join()
+    assert "was never set" in seen["error"]         # this thread's set_input is not the other's
