@@ -373,8 +373,8 @@ class CodeGenLLVM:
         simple = {E.Add: bb.fadd, E.Sub: bb.fsub, E.Mul: bb.fmul, E.Div: bb.fdiv, E.Mod: bb.frem}
         if t in simple:
             return simple[t](a, b, flags=self.float_flags)
-        if t in (E.Min, E.Max):
-            return bb.select(bb.fcmp_ordered("<" if t is E.Min else ">", a, b), a, b)
+        if t in (E.Min, E.Max):   # IEEE 754-2019 minimum/maximum: NaN propagates, -0.0 < +0.0
+            return self.intrinsic("minimum" if t is E.Min else "maximum", [a, b])
         if t in (E.FloorDiv, E.FloorMod):
             q = self.intrinsic("floor", [bb.fdiv(a, b, flags=self.float_flags)])
             return q if t is E.FloorDiv else bb.fsub(a, bb.fmul(q, b, flags=self.float_flags),
