@@ -217,6 +217,7 @@ onnx = pytest.importorskip("onnx")
 from onnx_op_check import node_model, reference  # noqa: E402
 
 from tensorir import graph  # noqa: E402
+from tensorir.graph.interpreter import evaluate  # noqa: E402
 
 
 def _ours(model, feed):
@@ -288,6 +289,26 @@ def test_onnx_maxpool_and_global_maxpool():
     want = topi.testing.pool2d_ref(x, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), "max")
     check_ort(pool, {"x": x}, want)
     check_ort(node_model("GlobalMaxPool", {"x": x}), {"x": x}, x.max(axis=(2, 3), keepdims=True))
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+def test_onnx_topk_nan_ranks_above_every_number(largest):
+    """onnxruntime's TopK (and numpy's sort): NaN is the largest; the NaNs in index order."""
+    x = np.array([[NAN, -2.0, -0.5, NAN, 0.0, 0.5, 2.0, 1.0], [3.0, 1.0, NAN, 2.0, 1.0, 0.0, 4.0, -1.0]], "float32")
+    for k in (3, 8):
+        model = node_model("TopK", {"x": x}, {"largest": largest}, consts={"k": np.array([k], "int64")}, n_out=2)
+        g, params = graph.from_onnx(model, {"x": x.shape})
+        got = codegen.build_model(g, params=params)(x=x)
+        want = reference(model, {"x": x})
+        for a, b in zip(got, want):
+            same(a, b)
+        for a, b in zip(evaluate(g, {"x": x}, params), want):   # the numpy reference
+            same(a, b)
+
+
+def test_onnx_sign_of_nan():
+    x = np.array([NAN, -2.0, -0.0, 0.0, 3.0], "float32")
+    assert np.isnan(check_ort(node_model("Sign", {"x": x}), {"x": x})[0])
 
 
 def test_onnx_conv_relu_nan_input():
