@@ -364,3 +364,22 @@ def test_cuda_sim_max_min_and_cross_thread_reduction(kind):
     out = poisoned(6)
     cuda_sim.run(codegen.build(s, args, target="cuda"), x, out)
     same(out, (np.max if kind == "max" else np.min)(x, axis=1))
+
+
+def test_cuda_sim_argmax_first_nan_across_threads():
+    cuda_sim = pytest.importorskip("cuda_sim")
+    if not cuda_sim.available():
+        pytest.skip("g++ is needed to run CUDA C on the CPU")
+    import cuda_schedules as cs
+    A = te.placeholder((5, 300), name="A")
+    out = topi.argmax(A, axis=1)
+    s = te.create_schedule(out.op)
+    cs._reduce_over_threads(s, out.op.input_tensors[0], 64, rfactor=False)   # the (index, value) pairs
+    s[out].bind(s[out].op.axis[0], te.thread_axis("blockIdx.x"))
+    x = np.random.default_rng(4).standard_normal((5, 300)).astype("float32")
+    for row, p in enumerate([0, 1, 63, 64, 299]):
+        x[row, p] = NAN
+    x[4, 10] = NAN
+    got = poisoned(5, "int32")
+    cuda_sim.run(codegen.build(s, [A, out], target="cuda"), x, got)
+    same(got, np.argmax(x, axis=1).astype("int32"))

@@ -2,17 +2,17 @@
 padding (before..., after...), ``ceil_mode``, ``count_include_pad``), ``adaptive_pool``, ``global_pool``.
 
 The layout (``"NCHW"``, ``"NHWC"``, ``"NCDHW"``, blocked ``"NCHW16c"`` ...) names the spatial axes ``D``, ``H``, ``W``.  As in
-TVM: max pads with the dtype's lowest value (-inf for floats: a window of -inf gives -inf; a NaN in a
-window gives NaN, see docs/architecture.md), ``ceil_mode`` adds ``stride - 1`` to the trailing padding,
+TVM: max pads with the dtype's lowest value (but -inf for floats, where TVM's is the lowest finite one:
+a window of -inf gives -inf; a NaN in a window gives NaN), ``ceil_mode`` adds ``stride - 1`` to the trailing padding,
 the average divides by the window size clipped to the padded input (``count_include_pad``) or to
 the input (else, at least 1).  Stages: ``pad_temp``, ``pool_max`` or ``pool_sum`` + ``pool_avg``.
 """
 from __future__ import annotations
 
+from ... import dtype as dt
 from ...arith import simplify
 from ...expr import IntImm, Max, Min, binary, const
 from ...intrin import all as all_
-from ... import dtype as dt
 from ...op import truncdiv
 from ...reduce import max as rmax, sum as rsum
 from ...tensor import Tensor, compute, reduce_axis
