@@ -110,6 +110,10 @@ class CPrinter:
                     "{ T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }",
         "floormod": "template <typename T> __device__ __forceinline__ T tt_floormod(T a, T b) "
                     "{ T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }",
+        "fmax": "template <typename T> __device__ __forceinline__ T tt_fmax(T a, T b) "
+                "{ return (a > b || a != a) ? a : (b > a || b != b) ? b : (signbit(a) ? b : a); }",
+        "fmin": "template <typename T> __device__ __forceinline__ T tt_fmin(T a, T b) "
+                "{ return (a < b || a != a) ? a : (b < a || b != b) ? b : (signbit(a) ? a : b); }",
     }
 
     def __init__(self):
@@ -247,11 +251,7 @@ class CPrinter:
         a, b, t = self.expr(e.a), self.expr(e.b), type(e)
         is_int = dt.is_int(e.a.dtype) or dt.is_bool(e.a.dtype)
         if t in (E.Min, E.Max):
-            if dt.element(e.dtype) in self.float_suffix:
-                f = ("fmin" if t is E.Min else "fmax") + self.float_suffix[dt.element(e.dtype)]
-                return f"{f}({a}, {b})"
-            return f"{'min' if t is E.Min else 'max'}({a}, {b})" if is_int else \
-                f"(({a}) {'<' if t is E.Min else '>'} ({b}) ? ({a}) : ({b}))"
+            return self.min_max(t, a, b, dt.element(e.dtype), is_int)
         if t in (E.FloorDiv, E.FloorMod):
             if self.provably_nonneg(e.a) and isinstance(e.b, E.IntImm) and e.b.value > 0:
                 return f"({a} {'/' if t is E.FloorDiv else '%'} {b})"
@@ -260,6 +260,17 @@ class CPrinter:
             return f"tt_{key}({a}, {b})"
         sym = {E.Mod: "%", E.Div: "/"}.get(t, e.symbol)
         return f"({a} {sym} {b})"
+
+    def min_max(self, t: type, a: str, b: str, elem: str, is_int: bool) -> str:
+        """``min`` / ``max`` of integers; of floats IEEE 754-2019 ``minimum`` / ``maximum`` (``tt_fmin`` /
+        ``tt_fmax``: NaN propagates, -0.0 < +0.0; not ``fminf`` / ``fmaxf``, which drop a NaN), half in float."""
+        if is_int:
+            return f"{'min' if t is E.Min else 'max'}({a}, {b})"
+        key = "fmin" if t is E.Min else "fmax"
+        self.need.add(key)
+        if elem == "float16":
+            return f"{self.float_to_half}(tt_{key}({self.half_to_float}({a}), {self.half_to_float}({b})))"
+        return f"tt_{key}({a}, {b})"
 
     def provably_nonneg(self, e: E.Expr) -> bool:
         return const_bounds(e, {v: (0, INF) for v in self.nonneg})[0] >= 0

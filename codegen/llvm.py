@@ -10,7 +10,8 @@ Integer arithmetic in index positions (buffer indices, loop bounds, integer lets
 float arithmetic is IEEE (results equal numpy's, operation by operation), except in the value of an
 accumulating store (``C[i] = C[i] + a * b``: a reduction step), which carries the fast-math flags
 ``reassoc contract nsz arcp afn`` so multiply-adds become FMAs (never ``nnan`` / ``ninf``: NaN and
-infinity keep their meaning).  A reduction's order differs from numpy's anyway.
+infinity keep their meaning).  A reduction's order differs from numpy's anyway.  Float ``Max`` / ``Min``
+are ``llvm.maximum`` / ``llvm.minimum`` (NaN propagates; see docs/architecture.md, "NaN and signed zero").
 """
 from __future__ import annotations
 
@@ -114,12 +115,14 @@ class CodeGenLLVM:
             self._decls[name] = fn
         return fn
 
-    def intrinsic(self, name: str, args: list, ret: ir.Type | None = None, overload=None) -> ir.Value:
-        """Call ``llvm.<name>.<suffix>`` where the suffix mangles ``overload`` (default: first arg type)."""
+    def intrinsic(self, name: str, args: list, ret: ir.Type | None = None, overload=None,
+                  flags: tuple = ()) -> ir.Value:
+        """Call ``llvm.<name>.<suffix>`` where the suffix mangles ``overload`` (default: first arg type);
+        ``flags`` are fast-math flags of the call."""
         types = overload if overload is not None else [args[0].type]
         full = "llvm." + name + "".join("." + mangle(t) for t in types)
         fn = self.declare(full, ret if ret is not None else args[0].type, [a.type for a in args])
-        return self.b.call(fn, args)
+        return self.b.call(fn, args, fastmath=flags)
 
     def alloca(self, t: ir.Type, count: ir.Value | None = None, align: int = ALIGN) -> ir.Value:
         """Stack memory, allocated once in the entry block of the current function."""
@@ -373,8 +376,9 @@ class CodeGenLLVM:
         simple = {E.Add: bb.fadd, E.Sub: bb.fsub, E.Mul: bb.fmul, E.Div: bb.fdiv, E.Mod: bb.frem}
         if t in simple:
             return simple[t](a, b, flags=self.float_flags)
-        if t in (E.Min, E.Max):
-            return bb.select(bb.fcmp_ordered("<" if t is E.Min else ">", a, b), a, b)
+        if t in (E.Min, E.Max):   # IEEE 754-2019 minimum/maximum: NaN propagates, -0.0 < +0.0 (nsz in a
+            # reduction step: the sign of a zero is then either's, and max pooling stays vmaxps + a NaN blend)
+            return self.intrinsic("minimum" if t is E.Min else "maximum", [a, b], flags=self.float_flags)
         if t in (E.FloorDiv, E.FloorMod):
             q = self.intrinsic("floor", [bb.fdiv(a, b, flags=self.float_flags)])
             return q if t is E.FloorDiv else bb.fsub(a, bb.fmul(q, b, flags=self.float_flags),

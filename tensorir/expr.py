@@ -330,6 +330,20 @@ def as_bool(e: ExprLike) -> Expr:
     return e if dt.is_bool(e.dtype) else binary(NE, e, const(0, e.dtype))
 
 
+def fmaximum(x: float, y: float) -> float:
+    """IEEE 754-2019 ``maximum``, the float ``Max`` of every backend: NaN propagates, -0.0 < +0.0."""
+    if x != x or y != y:
+        return math.nan
+    return x if x > y or (x == y and not math.copysign(1.0, x) < 0) else y
+
+
+def fminimum(x: float, y: float) -> float:
+    """IEEE 754-2019 ``minimum``, the float ``Min`` of every backend: NaN propagates, -0.0 < +0.0."""
+    if x != x or y != y:
+        return math.nan
+    return x if x < y or (x == y and math.copysign(1.0, x) < 0) else y
+
+
 def _fold(cls, a, b):
     x, y = a.value, b.value
     if cls in (FloorDiv, FloorMod, Div, Mod) and y == 0:
@@ -338,7 +352,8 @@ def _fold(cls, a, b):
         table = {Add: x + y, Sub: x - y, Mul: x * y, FloorDiv: x // y if y else 0, FloorMod: x % y if y else 0,
                  Div: int(x / y) if y else 0, Mod: int(math.fmod(x, y)) if y else 0, Min: min(x, y), Max: max(x, y)}
     else:
-        table = {Add: x + y, Sub: x - y, Mul: x * y, Div: x / y if y else 0, Min: min(x, y), Max: max(x, y)}
+        table = {Add: x + y, Sub: x - y, Mul: x * y, Div: x / y if y else 0, Min: fminimum(x, y),
+                 Max: fmaximum(x, y)}
     if cls in table:
         return table[cls]
     cmp = {EQ: x == y, NE: x != y, LT: x < y, LE: x <= y, GT: x > y, GE: x >= y,

@@ -37,8 +37,24 @@ def _truncdiv(a, b):
 _INT_OPS = {E.Add: np.add, E.Sub: np.subtract, E.Mul: np.multiply, E.FloorDiv: np.floor_divide,
             E.FloorMod: np.mod, E.Div: _truncdiv, E.Mod: lambda a, b: a - b * _truncdiv(a, b),
             E.Min: np.minimum, E.Max: np.maximum}
+
+
+def fmaximum(a, b):
+    """IEEE 754-2019 ``maximum`` (the float ``Max`` of every backend): NaN propagates, -0.0 < +0.0."""
+    a, b = np.asarray(a), np.asarray(b)
+    tie = np.where(np.signbit(a), b, a)
+    return np.where(np.isnan(a) | np.isnan(b), a + b, np.where(a > b, a, np.where(b > a, b, tie)))
+
+
+def fminimum(a, b):
+    """IEEE 754-2019 ``minimum``: NaN propagates, -0.0 < +0.0."""
+    a, b = np.asarray(a), np.asarray(b)
+    tie = np.where(np.signbit(a), a, b)
+    return np.where(np.isnan(a) | np.isnan(b), a + b, np.where(a < b, a, np.where(b < a, b, tie)))
+
+
 _FLOAT_OPS = {E.Add: np.add, E.Sub: np.subtract, E.Mul: np.multiply, E.Div: np.divide,
-              E.Min: np.fmin, E.Max: np.fmax}
+              E.Min: fminimum, E.Max: fmaximum}
 _CMP = {E.EQ: np.equal, E.NE: np.not_equal, E.LT: np.less, E.LE: np.less_equal, E.GT: np.greater,
         E.GE: np.greater_equal, E.And: np.logical_and, E.Or: np.logical_or}
 _erf = np.vectorize(math.erf, otypes=[np.float64])

@@ -8,7 +8,7 @@ LLVM backend already lowers float32 ``exp``/``tanh``/``erf`` to vectorizing poly
 from __future__ import annotations
 
 from .. import dtype as dt, intrin, op
-from ..expr import Expr, Max, Min, Select, binary, cast as _cast, const, convert, structural_equal
+from ..expr import NE, Expr, Max, Min, Select, binary, cast as _cast, const, convert, structural_equal
 from ..tensor import Tensor, compute
 from .tag import ELEMWISE
 
@@ -60,10 +60,11 @@ fast_exp, fast_tanh, fast_erf = exp, tanh, erf
 
 
 def sign(x: Tensor) -> Tensor:
-    """-1, 0 or 1 elementwise, in ``x``'s dtype."""
+    """-1, 0 or 1 elementwise, in ``x``'s dtype; NaN for NaN (numpy's ``np.sign``)."""
     def f(v):
         one, zero = const(1, v.dtype), const(0, v.dtype)
-        return Select(v.dtype, v > zero, one, Select(v.dtype, v < zero, zero - one, zero))
+        rest = Select(v.dtype, binary(NE, v, v), v, zero) if dt.is_float(v.dtype) else zero   # NaN stays
+        return Select(v.dtype, v > zero, one, Select(v.dtype, v < zero, zero - one, rest))
     return elemwise("sign", x, f)
 
 

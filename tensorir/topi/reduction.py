@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from .. import dtype as dt
 from .. import reduce as R
-from ..expr import Max, Min, Select, as_bool, binary, cast, const
-from ..op import max_value, min_value
+from ..expr import NE, And, Max, Min, Not, Or, Select, as_bool, binary, cast, const
 from ..tensor import Tensor, compute, reduce_axis
 from .tag import COMM_REDUCE, COMM_REDUCE_IDX
 
@@ -88,15 +87,24 @@ any = _logical("any", any_reducer)  # noqa: A001
 
 
 def _arg_reducer(better, select_last_index: bool, name: str):
-    """(index, value) pairs: keep the better value; on a tie the first (or last) index."""
+    """(index, value) pairs: keep the better value, a NaN beating any number (numpy's rule: the first
+    NaN's index); on a tie (equal values, or two NaNs) the first (or last) index.  The identity's index
+    -1 loses every tie, so a row of -inf (argmax) or +inf (argmin) gives index 0, not -1."""
     def combine(x, y):
         (ix, vx), (iy, vy) = x, y
-        tie_pick = binary(Max, ix, iy) if select_last_index else binary(Min, ix, iy)
-        idx = Select(ix.dtype, better(vx, vy), ix, Select(ix.dtype, better(vy, vx), iy, tie_pick))
-        val = Select(vx.dtype, better(vx, vy), vx, vy)
+        x_wins, y_wins = better(vx, vy), better(vy, vx)
+        if dt.is_float(vx.dtype):
+            nan_x, nan_y = binary(NE, vx, vx), binary(NE, vy, vy)
+            x_wins = binary(Or, x_wins, binary(And, nan_x, Not("bool", nan_y)))
+            y_wins = binary(Or, y_wins, binary(And, nan_y, Not("bool", nan_x)))
+        either_unset = binary(Or, ix < const(0, ix.dtype), iy < const(0, iy.dtype))
+        first_or_last = binary(Max, ix, iy) if select_last_index else binary(Min, ix, iy)
+        tie_pick = Select(ix.dtype, either_unset, binary(Max, ix, iy), first_or_last)
+        idx = Select(ix.dtype, x_wins, ix, Select(ix.dtype, y_wins, iy, tie_pick))
+        val = Select(vx.dtype, x_wins, vx, vy)
         return idx, val
-    worst = min_value if name == "argmax" else max_value
-    return R.comm_reducer(combine, lambda ti, tv: (const(-1, ti), worst(tv)), name)
+    worst = dt.min_value if name == "argmax" else dt.max_value   # -inf / +inf for floats
+    return R.comm_reducer(combine, lambda ti, tv: (const(-1, ti), const(worst(tv), tv)), name)
 
 
 def _arg(op: str, better):
@@ -116,7 +124,8 @@ def _arg(op: str, better):
         return compute(idx.shape, lambda *i: idx(*i), name=f"{data.name}_red", tag=COMM_REDUCE_IDX)
     f.__name__ = op
     f.__doc__ = (f"``topi.{op}(data, axis=None, keepdims=False, select_last_index=False)``: int32 indices "
-                 "(flattened over the reduced axes when there are several); ties give the first index.")
+                 "(flattened over the reduced axes when there are several); ties give the first index, "
+                 "and a NaN wins (numpy's rule).")
     return f
 
 

@@ -2,15 +2,28 @@
 tensor expressions (TVM's is an extern sort).
 
 Each element's rank along the axis is a count: the elements that beat it, plus its equals at lower
-indices (so ties keep the lower index first, as ONNX and numpy's stable sort).  Output position ``p``
+indices (so ties keep the lower index first, as ONNX and numpy's stable sort); NaN ranks above every
+number, as in numpy's sort and onnxruntime's TopK.  Output position ``p``
 then takes the one element whose rank is ``p``: a sum of a ``select`` over the axis, so no read
 depends on the data and none can go out of bounds.  The work is ``n * (n + k)`` per row."""
 from __future__ import annotations
 
+from .. import dtype as dt
 from .. import reduce as R
-from ..expr import Select, cast, const
+from ..expr import NE, And, Not, Or, Select, binary, cast, const
 from ..tensor import Tensor, compute, reduce_axis
 from .reduction import normalize_axis
+
+
+def _order(a, b, is_ascend: bool):
+    """(``a`` comes before ``b``, ``a`` ties ``b``) in numpy's sort order, where NaN is above every number
+    (first among the largest, last among the smallest, as onnxruntime's TopK) and ties every NaN."""
+    beats, equal = (a < b) if is_ascend else (a > b), a == b
+    if dt.is_float(a.dtype):
+        nan_a, nan_b = binary(NE, a, a), binary(NE, b, b)
+        above = binary(And, nan_b, Not("bool", nan_a)) if is_ascend else binary(And, nan_a, Not("bool", nan_b))
+        beats, equal = binary(Or, beats, above), binary(Or, equal, binary(And, nan_a, nan_b))
+    return beats, equal
 
 
 def _rank(data: Tensor, axis: int, is_ascend: bool) -> Tensor:
@@ -21,8 +34,8 @@ def _rank(data: Tensor, axis: int, is_ascend: bool) -> Tensor:
         other = list(i)
         other[axis] = j
         a, b = data(*other), data(*i)
-        beats = (a < b) if is_ascend else (a > b)
-        wins = beats | ((a == b) & (j.var < i[axis]))
+        beats, equal = _order(a, b, is_ascend)
+        wins = beats | (equal & (j.var < i[axis]))
         return R.sum(Select("int32", wins, const(1, "int32"), const(0, "int32")), axis=j)
     return compute(data.shape, f, name=f"{data.name}_rank", tag="topk_rank")
 

@@ -53,8 +53,12 @@ def _topk_infer(x: TensorType, k, axis, ret_type, is_ascend, dtype) -> TensorTyp
 
 
 def _topk_numpy(x, k, axis, ret_type, is_ascend, dtype):
-    order = np.argsort(x if is_ascend else -x, axis=axis, kind="stable") if x.dtype.kind != "u" or is_ascend \
-        else np.argsort(np.iinfo(x.dtype).max - x, axis=axis, kind="stable")
+    if is_ascend:
+        order = np.argsort(x, axis=axis, kind="stable")     # NaN last: NaN is above every number
+    elif x.dtype.kind == "f":                               # NaN first, then the largest
+        order = np.lexsort((-x, ~np.isnan(x)), axis=axis)
+    else:
+        order = np.argsort(np.iinfo(x.dtype).max - x if x.dtype.kind == "u" else -x, axis=axis, kind="stable")
     idx = np.take(order, np.arange(k), axis=axis)
     return np.take_along_axis(x, idx, axis) if ret_type == "values" else idx.astype(dtype)
 

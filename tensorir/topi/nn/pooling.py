@@ -2,16 +2,18 @@
 padding (before..., after...), ``ceil_mode``, ``count_include_pad``), ``adaptive_pool``, ``global_pool``.
 
 The layout (``"NCHW"``, ``"NHWC"``, ``"NCDHW"``, blocked ``"NCHW16c"`` ...) names the spatial axes ``D``, ``H``, ``W``.  As in
-TVM: max pads with the dtype's lowest value, ``ceil_mode`` adds ``stride - 1`` to the trailing padding,
+TVM: max pads with the dtype's lowest value (but -inf for floats, where TVM's is the lowest finite one:
+a window of -inf gives -inf; a NaN in a window gives NaN), ``ceil_mode`` adds ``stride - 1`` to the trailing padding,
 the average divides by the window size clipped to the padded input (``count_include_pad``) or to
 the input (else, at least 1).  Stages: ``pad_temp``, ``pool_max`` or ``pool_sum`` + ``pool_avg``.
 """
 from __future__ import annotations
 
+from ... import dtype as dt
 from ...arith import simplify
 from ...expr import IntImm, Max, Min, binary, const
 from ...intrin import all as all_
-from ...op import min_value, truncdiv
+from ...op import truncdiv
 from ...reduce import max as rmax, sum as rsum
 from ...tensor import Tensor, compute, reduce_axis
 from ..layout import parse_layout
@@ -60,7 +62,7 @@ def poolnd(data: Tensor, kernel, stride, dilation, padding, pool_type: str, ceil
         before[ax], after[ax] = head[k], tail[k] + offset[k]
         shape[ax] = out_size(_op, data.shape[ax], head[k] + tail[k] + offset[k], (kernel[k] - 1) * dilation[k] + 1,
                              stride[k])
-    fill = min_value(data.dtype) if pool_type == "max" else const(0, data.dtype)
+    fill = const(dt.min_value(data.dtype), data.dtype) if pool_type == "max" else const(0, data.dtype)  # -inf
     temp = pad(data, before, after, fill, name="pad_temp") if any(before + after) else data
     rvs = [reduce_axis((0, k), name=f"rv{i}") for i, k in enumerate(kernel)]
 

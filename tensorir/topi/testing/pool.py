@@ -7,6 +7,11 @@ import itertools
 import numpy as np
 
 
+def _lowest(dtype):
+    """Max pooling's padding: -inf for floats (topi.nn.pool pads with it), the minimum for integers."""
+    return -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min
+
+
 def poolnd_python(np_data, kernel, strides, dilation, padding_before, padding_after, pool_type,
                   count_include_pad: bool = True, ceil_mode: bool = False, dtype: str = "float32",
                   layout: str | None = None) -> np.ndarray:
@@ -32,7 +37,7 @@ def poolnd_python(np_data, kernel, strides, dilation, padding_before, padding_af
             elif within_pad:
                 in_padded += 1
         if pool_type == "max":
-            val = np.max(taps, axis=0) if taps else np.full(x.shape[:-nd], np.finfo(dtype).min)
+            val = np.max(taps, axis=0) if taps else np.full(x.shape[:-nd], _lowest(dtype))
         else:
             total = np.sum(taps, axis=0) if taps else np.zeros(x.shape[:-nd])
             val = total / max(len(taps) + (in_padded if count_include_pad else 0), 1)
