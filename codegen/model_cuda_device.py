@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import threading
 import weakref
 
@@ -24,31 +25,55 @@ import numpy as np
 from .model_plan import INPUT, OUTPUT, Loc
 
 
+STREAM_NON_BLOCKING = 1      # CU_STREAM_NON_BLOCKING: another thread's legacy-stream work (torch) never
+                             # waits on, or is refused by, a stream of ours that is capturing a CUDA graph
+
+
+def wait_for_producer(slot: "ThreadSlot", producer) -> None:
+    """Order ``slot``'s stream after the work queued so far on ``producer``, a ``__cuda_array_interface__``
+    stream (None: nothing to wait for; 1 and 2: the legacy and per-thread default streams, which are also
+    CUDA's handles for them): an event recorded there and waited on here, else the whole device."""
+    if producer is None:
+        return
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        event = ctypes.c_void_p()
+        if lib.cuEventCreate(ctypes.byref(event), 2) == 0:          # CU_EVENT_DISABLE_TIMING
+            try:
+                if (lib.cuEventRecord(event, ctypes.c_void_p(int(producer))) == 0
+                        and lib.cuStreamWaitEvent(ctypes.c_void_p(slot.stream.handle), event, 0) == 0):
+                    return
+            finally:
+                lib.cuEventDestroy_v2(event)
+    except (OSError, AttributeError, TypeError, ValueError):
+        pass
+    slot.drv.Context.synchronize()
+
+
 class SharedDevice:
     """What every thread shares: the primary context, the loaded functions, the weights."""
 
     def __init__(self, m):
         from .cuda_module import driver
-        drv = self.drv = driver()
-        self.ctx = drv.Context.get_current()    # driver() made the primary context current here
-        try:
-            self.module = drv.module_from_buffer(m.cubin)
-        except drv.Error as e:
-            raise RuntimeError(f"model {m.meta.get('name')}: loading the {m.arch} cubin failed: {e}") from e
-        self.functions = {}
-        for sym, k in m.kernels.items():
-            fn = self.module.get_function(sym)
-            if k.dynamic_shared:
-                fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_shared)
-            self.functions[sym] = fn.prepare("P" * len(k.signature.args))
-        run = m.run_list
-        self.weights = drv.mem_alloc(max(run.weights_bytes, 1))
-        if run.weights_bytes:
-            drv.memcpy_htod(self.weights, np.ascontiguousarray(m.weights))
+        drv = self.drv = driver()               # pycuda initialised (its first call pushes in its thread)
+        self.ctx = drv.Device(int(os.environ.get("TILETUNE_CUDA_DEVICE", "0"))).retain_primary_context()
+        with self.current():                    # a worker thread that comes first has no context current
+            try:
+                self.module = drv.module_from_buffer(m.cubin)
+            except drv.Error as e:
+                raise RuntimeError(f"model {m.meta.get('name')}: loading the {m.arch} cubin failed: {e}") from e
+            self.functions = {}
+            for sym, k in m.kernels.items():
+                fn = self.module.get_function(sym)
+                if k.dynamic_shared:
+                    fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_shared)
+                self.functions[sym] = fn.prepare("P" * len(k.signature.args))
+            run = m.run_list
+            self.weights = drv.mem_alloc(max(run.weights_bytes, 1))
+            if run.weights_bytes:
+                drv.memcpy_htod(self.weights, np.ascontiguousarray(m.weights))
         self.slots: list[ThreadSlot] = []
         self.lock = threading.Lock()
-        if threading.current_thread() is not threading.main_thread():
-            drv.Context.pop()                   # a worker thread must not exit with driver()'s push
 
     def bound(self, fn):
         """``fn`` as is where the calling thread has a context current, else ``fn`` run inside
@@ -94,7 +119,7 @@ class ThreadSlot:
     def __init__(self, dev: SharedDevice, run, owner: threading.Thread):
         drv = self.drv = dev.drv
         self.dev = dev
-        self.stream = drv.Stream()
+        self.stream = drv.Stream(flags=STREAM_NON_BLOCKING)   # no implicit sync with the legacy stream
         self.workspace = drv.mem_alloc(max(run.memory.peak, 1))
         self.own_inputs = [drv.mem_alloc(max(Loc(INPUT, d, s).nbytes, 1)) for _, d, s in run.inputs]
         self.own_outputs = [drv.mem_alloc(max(Loc(OUTPUT, d, s).nbytes, 1)) for _, d, s in run.outputs]

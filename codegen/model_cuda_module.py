@@ -27,7 +27,7 @@ import threading
 
 import numpy as np
 
-from .model_cuda_device import SharedDevice, ThreadSlot, capture, packed
+from .model_cuda_device import SharedDevice, ThreadSlot, capture, packed, wait_for_producer
 from .model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, Step
 from .nvcc import compile_cuda
 
@@ -329,11 +329,9 @@ class CUDAModelModule:
                 self.set_input(**inputs)
             launch = self._launch_function()
             slot = self._device()
-            for arr in list(slot.bound_in.values()) + list(slot.bound_out.values()):
-                stream = arr.__cuda_array_interface__.get("stream")
-                if stream not in (None, 1, 2):
-                    slot.drv.Context.synchronize()   # a producer on another stream: wait for it
-                    break
+            for producer in {arr.__cuda_array_interface__.get("stream")
+                             for arr in list(slot.bound_in.values()) + list(slot.bound_out.values())}:
+                wait_for_producer(slot, producer)     # the bound arrays' producers first
             try:
                 launch()
                 slot.stream.synchronize()

@@ -61,6 +61,13 @@ class FakeDriver:
             assert cls._stack(), "pop with no current context"
             cls._stack().pop()
 
+    class Device:
+        def __init__(self, ordinal: int):
+            self.ordinal = ordinal
+
+        def retain_primary_context(self):
+            return FakeDriver.Context()
+
     @staticmethod
     def need_context():
         assert FakeDriver.Context.get_current() is not None, "a driver call with no current context"
@@ -73,7 +80,7 @@ class FakeDriver:
     class Stream:
         handle = 0
 
-        def __init__(self):
+        def __init__(self, flags=0):
             FakeDriver.need_context()
 
         def synchronize(self):
@@ -305,3 +312,41 @@ def test_threads_get_their_own_buffers(fake, cnn):
     th.start()
     th.join()
     assert "was never set" in seen["error"]         # this thread's set_input is not the other's
+
+
+def test_first_use_in_a_worker_thread(monkeypatch, cnn):
+    """``driver()`` is cached: only the thread that called it first (here main) has the primary context
+    pushed.  A worker thread that uses the model first still loads it (the context pushed around the
+    load) and leaves its context stack empty."""
+    import codegen.cuda_module as cm
+    drv, first = FakeDriver(), []
+
+    def cached_driver():
+        if not first:
+            drv.Context().push()
+            first.append(threading.current_thread())
+        return drv
+    monkeypatch.setattr(cm, "driver", cached_driver)
+    cached_driver()
+    model, m = cnn
+    drv.model = m
+    m._dev = None
+    x = np.random.default_rng().standard_normal((2, 3, 32, 32)).astype("float32")
+    got, errors = {}, []
+
+    def work():
+        try:
+            got["out"] = m(x=x)[0]
+            assert drv.Context.get_current() is None, "the worker's context stack is not empty"
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(f"{type(e).__name__}: {e}")
+    th = threading.Thread(target=work)
+    th.start()
+    th.join()
+    try:
+        assert not errors, errors
+        _close(got["out"], gm.run_onnxruntime(model, {"x": x})[0])
+        np.testing.assert_array_equal(got["out"], m(x=x)[0])
+    finally:
+        while drv.Context.get_current() is not None:
+            drv.Context.pop()

@@ -123,8 +123,8 @@ def test_first_use_in_a_worker_thread():
     assert "out" in got
     for a, b in zip(got["out"], m(**feeds)):
         np.testing.assert_array_equal(a, b)
-    assert len(m._dev.slots) == 2
-    th = threading.Thread(target=lambda: got.setdefault("again", m(**feeds)))   # reuses the ended slot
+    assert len(m._dev.slots) == 1             # main took over the slot the ended worker left
+    th = threading.Thread(target=lambda: got.setdefault("again", m(**feeds)))   # main's is taken: a new one
     th.start()
     th.join()
-    assert len(m._dev.slots) == 2 and all(np.array_equal(a, b) for a, b in zip(got["again"], got["out"]))
+    assert len(m._dev.slots) <= 2 and all(np.array_equal(a, b) for a, b in zip(got["again"], got["out"]))
