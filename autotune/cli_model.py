@@ -69,6 +69,7 @@ def _compile(args: argparse.Namespace) -> int:
         input_file(args.log, "tuning log")
     start = time.perf_counter()
     g, params = graph.from_onnx(args.model, shape_dict)
+    g = _checked(g, params, args)
     if args.log:
         from . import apply_history_best
         with apply_history_best(args.log):
@@ -80,6 +81,25 @@ def _compile(args: argparse.Namespace) -> int:
     print(f"compiled {args.model} for {args.target} in {time.perf_counter() - start:.1f} s: {args.output}")
     print(_summary(_read_manifest(args.output)))
     return 0
+
+
+def _checked(g, params, args: argparse.Namespace):
+    """The model's fused graph once ``graph.check`` finds nothing the build would refuse (before any
+    kernel is compiled); with ``--fallback reference``, kernels without a native build are allowed."""
+    from tensorir import graph
+    target = check_target(args.target)
+    computes = None
+    if target.kind == "cuda":
+        from codegen.model_cuda import CUDA_COMPUTES as computes
+    report = graph.check(g, str(target), params, lower=False, computes=computes)
+    refused = report.fatal if args.fallback == "reference" else report.problems
+    if refused:
+        listed = "; ".join(map(str, refused[:8])) + (f"; ... ({len(refused) - 8} more)" if len(refused) > 8 else "")
+        hint = "" if report.fatal or args.fallback == "reference" else \
+            "; compile with --fallback reference to run them through the reference evaluator"
+        raise CommandError(f"{args.model}: {len(refused)} node(s) would get no native kernel for {target.kind}: "
+                           f"{listed}{hint}")
+    return report.graph
 
 
 def parse_duration(text: str) -> float:
