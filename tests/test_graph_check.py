@@ -94,6 +94,34 @@ def test_check_predicts_the_build(name, lower):
         assert p.op in str(p) and p.reason
 
 
+def _onnx_model(nodes, x_shape):
+    return helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 17)])
+
+
+REAL = {   # cases real use found; whether they build may change, the check must agree with the build
+    "global_avg_pool_3d": lambda: _onnx_model([helper.make_node("GlobalAveragePool", ["x"], ["y"], name="gap")],
+                                              [1, 4, 10]),
+    "chain_of_200": lambda: _onnx_model([helper.make_node("Relu" if i % 2 else "Neg", ["x" if i == 0 else f"t{i - 1}"],
+                                                          ["y" if i == 199 else f"t{i}"], name=f"n{i}")
+                                         for i in range(200)], [4, 4]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_check_agrees_with_the_build_on_real_cases(name):
+    g, params = graph.from_onnx(REAL[name]())
+    report = graph.check(g, "llvm", params)
+    try:
+        m = codegen.build_model(g, "llvm", params)
+    except GraphError as e:
+        assert not report.ok, f"check said OK, the build failed: {e}"
+        return
+    assert report.ok, f"check flagged {report}, the build succeeded"
+    assert all(compiled for _, compiled in m.kernels)
+
+
 def test_check_finds_what_unsupported_ops_misses():
     """The issue's case: no unconverted ONNX node, yet the build fails; the check names the node."""
     g, params, _ = GRAPHS["picky_refuses"]
