@@ -49,6 +49,16 @@ def parse_input(text: str) -> tuple[str, str]:
     return name, path
 
 
+def _unique(option: str, pairs: list[tuple[str, object]]) -> dict:
+    """``dict(pairs)``, refusing a name given twice (the second would silently win)."""
+    out: dict = {}
+    for name, value in pairs:
+        if name in out:
+            raise CommandError(f"{option} {name}: given twice")
+        out[name] = value
+    return out
+
+
 def _load_array(path: str):
     import numpy as np
     input_file(path, "input file")
@@ -61,7 +71,7 @@ def _load_array(path: str):
 def _compile(args: argparse.Namespace) -> int:
     import codegen
     from tensorir import graph
-    shape_dict = dict(parse_shape(s) for s in args.shape)
+    shape_dict = _unique("--shape", [parse_shape(s) for s in args.shape])
     input_file(args.model, "model file")
     check_target(args.target)
     output_dir(args.output, "-o")
@@ -119,7 +129,7 @@ def parse_duration(text: str) -> float:
 def _tune_model(args: argparse.Namespace) -> int:
     from tensorir import graph
     from . import LocalBuilder, LocalRunner, TaskScheduler, extract_tasks, measure_option
-    shape_dict = dict(parse_shape(s) for s in args.shape)
+    shape_dict = _unique("--shape", [parse_shape(s) for s in args.shape])
     input_file(args.model, "model file")
     check_target(args.target)
     output_file(args.log, "--log")
@@ -152,7 +162,7 @@ def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
     import codegen
-    inputs = dict(parse_input(s) for s in args.input)
+    inputs = _unique("--input", [parse_input(s) for s in args.input])
     if args.output:
         output_file(args.output, "--output")
     arrays = {name: _load_array(path) for name, path in inputs.items()}

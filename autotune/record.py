@@ -181,12 +181,17 @@ def save_records(path, records: Iterable[Record]) -> None:
     path = os.fspath(path)
     tmp = path + ".tmp"
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(tmp, "w") as f:
-        for r in records:
-            f.write(r.dumps() + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            for r in records:
+                f.write(r.dumps() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.isfile(tmp):
+            os.remove(tmp)                  # nothing left behind
+        raise
 
 
 # -- selecting ---------------------------------------------------------------------------------------------

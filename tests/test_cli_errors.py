@@ -67,6 +67,7 @@ CASES = [
     (["compile", "cnn.onnx", "-o", "new/out"], "'x'"),                         # the batch is unbound
     (["compile", "cnn.onnx", "--shape", "x=2,3,32,32", "--target", "foo", "-o", "out"], "foo"),
     (["compile", "cnn.onnx", "--shape", "x=2,3,32,32", "--fallback", "maybe", "-o", "out"], "maybe"),
+    (["compile", "cnn.onnx", "--shape", "x=2,3,32,32", "--shape", "x=1,3,32,32", "-o", "out"], "--shape x"),
     # tune-model
     (["tune-model", "cnn.onnx", "--shape", "x=2,3,32,32", "--trials", "2", "--log", "adir"], "adir"),
     (["tune-model", "cnn.onnx", "--shape", "x=2,3,32,32", "--trials", "0", "--log", "t.jsonl"], "--trials"),
@@ -111,6 +112,7 @@ CASES = [
     (["run", "afile", "--input", "x=x.npy"], "afile"),
     (["run", "missing", "--input", "x=x.npy"], "missing"),
     (["run", "art", "--input", "x=x.npy", "--repeat", "0"], "--repeat"),
+    (["run", "art", "--input", "x=x.npy", "--input", "x=small.npy"], "--input x"),
     # inspect
     (["inspect", "adir"], "adir"),
     (["inspect", "afile"], "afile"),
