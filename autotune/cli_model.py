@@ -246,14 +246,18 @@ def _inspect(args: argparse.Namespace) -> int:
     manifest = _read_manifest(args.artifact)
     if args.json:
         print(json.dumps(manifest, indent=1))
-    else:
-        print(_summary(manifest))
-        print("kernels:")
+        return 0
+    try:
+        lines = [_summary(manifest), "kernels:"]
         for k in manifest.get("kernels", []):
             sched = k.get("schedule") or {}
             origin = ", ".join(f"{key}={val}" for key, val in sched.items()) if isinstance(sched, dict) else sched
-            print(f"  {k.get('kernel')}: {' -> '.join(k.get('nodes', []))}  [{origin if k.get('native') else 'fallback'}]")
-        print(f"passes: {', '.join(map(str, manifest.get('passes', [])))}")
+            lines.append(f"  {k.get('kernel')}: {' -> '.join(k.get('nodes', []))}  "
+                         f"[{origin if k.get('native') else 'fallback'}]")
+        lines.append(f"passes: {', '.join(map(str, manifest.get('passes', [])))}")
+    except (TypeError, AttributeError, ValueError) as e:     # a field of the wrong type
+        raise CommandError(f"{os.path.join(args.artifact, 'manifest.json')} is corrupt: {type(e).__name__}: {e}") from None
+    print("\n".join(lines))
     return 0
 
 

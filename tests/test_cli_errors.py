@@ -46,6 +46,8 @@ def work(tmp_path_factory):
     (d / "broken.py").write_text("def f(:\n")
     (d / "nested").mkdir()
     (d / "nested" / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    (d / "typed").mkdir()
+    (d / "typed" / "manifest.json").write_text(json.dumps({"format": "tiletune.model/1", "kernels": 5, "fallback": 3}))
     task = autotune.task.create("gemm_packed_cpu", args=(32, 32, 32))
     ok = MeasureResult((1e-4,), MeasureErrorNo.NO_ERROR, 0.1, time.time())
     append_records(d / "log.jsonl", [make_record(MeasureInput(task, task.config_space.get(i)), ok) for i in (0, 5)])
@@ -117,6 +119,7 @@ CASES = [
     (["inspect", "adir"], "adir"),
     (["inspect", "afile"], "afile"),
     (["inspect", "nested"], "manifest.json"),
+    (["inspect", "typed"], "manifest.json"),
     # demo and the command itself
     (["demo", "--size", "0"], "--size"),
     (["demo", "--log", "adir"], "adir"),

@@ -142,3 +142,24 @@ def test_unbuildable_record_is_skipped_and_the_next_best_used(small_model, tmp_p
     want = ReferenceEvaluator(model).run(None, {"x": x})[0]
     got = m(x=x)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="nvcc is not on the PATH")
+def test_unbuildable_cuda_record_is_skipped_and_the_next_best_used(small_model, tmp_path):
+    """The same for a CUDA build (compiled by nvcc, not run: no GPU needed)."""
+    import codegen
+    from autotune.model_history import StaleRecordWarning
+    _, g, params, _ = small_model
+    tasks, _ = autotune.extract_tasks(g, params, target="cuda")
+    task = next(t for t in tasks if type(t).__name__ == "KernelSearchTask" and t.anchor_op is None)
+    log = tmp_path / "stale_cuda.jsonl"
+    append_records(log, [make_record(MeasureInput(task, task.default_config()), _ok(1e-3)),
+                         _steps_record(task, [["SP", 99, 0, [4]]], 1e-6)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with autotune.apply_history_best(str(log), target="cuda"):
+            m = codegen.build_model(g, "cuda", params)
+    stale = [str(w.message) for w in caught if issubclass(w.category, StaleRecordWarning)]
+    assert len(stale) == 1 and f"{log} line 2" in stale[0], stale
+    origin = {s.kernel: s.schedule for s in m.run_list.steps}[task.kernel_name]
+    assert origin["kind"] == "default" and origin["cost"] == 1e-3
