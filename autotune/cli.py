@@ -8,8 +8,8 @@ import json
 import os
 import sys
 
-from .cli_io import (ArgumentParser, CommandError, check_target, input_file, nonnegative_float, nonnegative_int, output_file,
-                     positive_float, positive_int, report, user_errors, writing_file)
+from .cli_io import (ArgumentParser, CommandError, check_target, input_file, nonnegative_float, nonnegative_int,
+                     output_file, positive_float, positive_int, report, user_errors, writing_file)
 from .cli_model import add_model_commands
 
 

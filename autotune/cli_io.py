@@ -111,7 +111,10 @@ def output_dir(path: str, what: str) -> str:
     """``path`` if a directory can be written there: a directory, or nothing yet."""
     if os.path.exists(path) and not os.path.isdir(path):
         raise CommandError(f"{what} {path} exists and is not a directory")
-    _check_parent(path, what)
+    if os.path.isdir(path) and not os.access(path, os.W_OK):
+        raise CommandError(f"{what} {path} is not writable")
+    if not os.path.isdir(path):
+        _check_parent(path, what)
     return path
 
 
@@ -145,15 +148,17 @@ def writing_file(path: str):
 
 @contextlib.contextmanager
 def writing_dir(path: str):
-    """Yield a temporary directory beside ``path``; on success its files move into ``path`` (created if
-    needed, files of the same names replaced), on failure it is removed with any directory made for it."""
-    created = _missing_parents(path)
-    parent = os.path.dirname(os.path.abspath(path))
+    """Yield a temporary directory beside ``path`` (inside it, if it exists); on success its files move
+    into ``path`` (created if needed, files of the same names replaced), on failure it is removed with
+    any directory made for it."""
+    exists = os.path.isdir(path)
+    created = None if exists else _missing_parents(path)
+    parent = path if exists else os.path.dirname(os.path.abspath(path))    # the temporary inside, if it exists
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(path))}.", suffix=".partial", dir=parent)
     try:
         yield tmp
-        if not os.path.exists(path):
+        if not exists:
             os.rename(tmp, path)
         else:
             for name in os.listdir(tmp):
@@ -166,6 +171,6 @@ def writing_dir(path: str):
         raise
 
 
-__all__ = ["CommandError", "ArgumentParser", "check_target", "report", "message", "user_errors", "input_file", "output_file",
-           "output_dir", "writing_file", "writing_dir", "positive_int", "nonnegative_int", "positive_float",
+__all__ = ["CommandError", "ArgumentParser", "check_target", "report", "message", "user_errors", "input_file",
+           "output_file", "output_dir", "writing_file", "writing_dir", "positive_int", "nonnegative_int", "positive_float",
            "nonnegative_float"]

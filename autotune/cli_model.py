@@ -23,8 +23,8 @@ import os
 import sys
 import time
 
-from .cli_io import (CommandError, check_target, input_file, nonnegative_float, output_dir, output_file, positive_float, positive_int,
-                     writing_dir, writing_file)
+from .cli_io import (CommandError, check_target, input_file, nonnegative_float, output_dir, output_file,
+                     positive_float, positive_int, writing_dir, writing_file)
 
 
 def parse_shape(text: str) -> tuple[str, object]:
@@ -107,7 +107,7 @@ def _checked(g, params, args: argparse.Namespace):
         listed = "; ".join(map(str, refused[:8])) + (f"; ... ({len(refused) - 8} more)" if len(refused) > 8 else "")
         hint = "" if report.fatal or args.fallback == "reference" else \
             "; compile with --fallback reference to run them through the reference evaluator"
-        raise CommandError(f"{args.model}: {len(refused)} node(s) would get no native kernel for {target.kind}: "
+        raise CommandError(f"{args.model} would not build for {target.kind} ({len(refused)} problem(s)): "
                            f"{listed}{hint}")
     return report.graph
 
@@ -256,7 +256,8 @@ def _inspect(args: argparse.Namespace) -> int:
                          f"[{origin if k.get('native') else 'fallback'}]")
         lines.append(f"passes: {', '.join(map(str, manifest.get('passes', [])))}")
     except (TypeError, AttributeError, ValueError) as e:     # a field of the wrong type
-        raise CommandError(f"{os.path.join(args.artifact, 'manifest.json')} is corrupt: {type(e).__name__}: {e}") from None
+        path = os.path.join(args.artifact, "manifest.json")
+        raise CommandError(f"{path} is corrupt: {type(e).__name__}: {e}") from None
     print("\n".join(lines))
     return 0
 
@@ -287,7 +288,8 @@ def add_model_commands(sub) -> None:
     tune.add_argument("--history", action="append", default=[], metavar="LOG",
                       help="an earlier log (other models or kernels) whose records pretrain the cost model; "
                            "repeatable")
-    tune.add_argument("--per-round", type=positive_int, default=16, help="trials per batch given to one task (default 16)")
+    tune.add_argument("--per-round", type=positive_int, default=16,
+                      help="trials per batch given to one task (default 16)")
     tune.add_argument("--n-parallel", type=positive_int, default=None, help="build processes (default: CPU count)")
     tune.add_argument("--build-timeout", type=positive_float, default=10.0)
     tune.add_argument("--number", type=positive_int, default=4)

@@ -1,8 +1,9 @@
 """Records that cannot be true are refused wherever a log is read.
 
 A log is data anyone can edit, merge or copy: a successful record with a zero, negative, NaN or
-infinite cost, or one below the physical floor (:func:`cost_floor`), would win every comparison, one whose config index lies outside the template's space
-or whose knobs are not those of its index would deploy a config nobody measured.  Every reader of
+infinite cost, or one below the physical floor (:func:`cost_floor`), would win every comparison; one
+whose config index lies outside the template's space or whose knobs are not those of its index would
+deploy a config nobody measured.  Every reader of
 records (``load_records``, hence ``apply_history_best``, ``pick_best``, ``merge``, ``tiletune logs``,
 a resumed tune and a cost model trained on history) drops them and names them in one warning per
 log: its path, each line number and what is wrong with it.

@@ -23,6 +23,7 @@ def from_onnx(model, shape_dict=None, *, opset=None):
     return _from_onnx(model, shape_dict, opset=opset)
 
 
-__all__ = ["CheckReport", "check", "Const", "Graph", "GraphError", "Kernel", "Node", "OpPattern", "PASSES", "TensorType", "Var",
+__all__ = ["CheckReport", "check",
+           "Const", "Graph", "GraphError", "Kernel", "Node", "OpPattern", "PASSES", "TensorType", "Var",
            "call", "evaluate", "from_onnx", "fuse_ops", "op", "optimize", "rewrite", "topological_order",
            "unsupported_ops", "verify"]
