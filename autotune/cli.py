@@ -1,16 +1,22 @@
 """The ``tiletune`` command line: ``demo``, ``tune-op``, ``logs best|merge|show|plot`` and the model
-commands ``compile``, ``run``, ``inspect`` (:mod:`.cli_model`)."""
+commands ``compile``, ``run``, ``inspect`` (:mod:`.cli_model`).  Every user error is one line on stderr
+and exit status 2, with nothing left behind (:mod:`.cli_io`)."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
+from .cli_io import (ArgumentParser, CommandError, check_target, input_file, nonnegative_float, nonnegative_int,
+                     output_file, positive_float, positive_int, report, user_errors, writing_file)
 from .cli_model import add_model_commands
 
 
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
+    if args.log:
+        output_file(args.log, "--log")
     return run_demo(size=args.size, trials=args.trials, rounds=args.rounds, log=args.log, seed=args.seed)
 
 
@@ -23,18 +29,45 @@ def parse_arg(text: str):
         return text
 
 
+def _load_templates(path: str, template: str | None = None):
+    """Import a user's template file (its tuning code does not run); a file that does not import is a
+    user error naming it."""
+    from .template import importing_template, load_file
+    input_file(path, "template file")
+    try:
+        if template is None:
+            with importing_template(""):
+                return load_file(path)
+        return load_file(path, template=template)
+    except (SyntaxError, ImportError) as e:
+        raise CommandError(f"template file {path} does not import: {type(e).__name__}: {e}") from None
+
+
 def _tune_op(args: argparse.Namespace) -> int:
     from . import callback, measure_option, task as task_mod
     from .builder import LocalBuilder
     from .record import load_records
     from .runner import LocalRunner
-    from .template import load_file
+    from .template import lookup
     from .tuner import get_tuner
     path, sep, name = args.template.rpartition(":")
-    if not sep or not path:
-        raise SystemExit(f"tune-op: expected FILE.py:TEMPLATE, got {args.template!r}")
-    load_file(path, template=name)          # the file's own tuning code, if any, does not run
-    task = task_mod.create(name, args=tuple(parse_arg(a) for a in args.args), target=args.target)
+    if not sep or not path or not name:
+        raise CommandError(f"expected FILE.py:TEMPLATE, got {args.template!r}")
+    check_target(args.target)
+    output_file(args.log, "--log")
+    for h in args.history:
+        input_file(h, "--history log")
+    _load_templates(path, template=name)          # the file's own tuning code, if any, does not run
+    try:
+        lookup(name)
+    except KeyError:
+        raise CommandError(f"{path} defines no template named {name!r}") from None
+    try:
+        task = task_mod.create(name, args=tuple(parse_arg(a) for a in args.args), target=args.target)
+        task.config_space, task.flop         # the template runs here: its refusal names the arguments
+    except (TypeError, ValueError, IndexError) as e:     # the template refuses these arguments
+        raise CommandError(f"template {name!r} with --args {' '.join(args.args) or '(none)'}: "
+                           f"{type(e).__name__}: {e}") from None
     print(f"{task!r}: {len(task.config_space)} configs, {task.flop / 1e9:.3f} GFLOP per run", file=sys.stderr)
     tuner = get_tuner(args.tuner)(task, seed=args.seed, storage=args.storage, study_name=args.study_name)
     if args.history:
@@ -58,41 +91,45 @@ def _tune_op(args: argparse.Namespace) -> int:
 def _logs(args: argparse.Namespace) -> int:
     from . import logtools
     from .record import merge, pick_best, records_of
-    from .template import importing_template, load_file
+    for path in args.logs:
+        input_file(path, "log")
+    if args.action in ("best", "merge") and not args.output:
+        raise CommandError(f"logs {args.action}: give the output log with -o")
+    if args.output:
+        output_file(args.output, "-o")
     for path in args.templates:         # their spaces let the records' configs be checked too
-        with importing_template(""):    # a script's own tuning code does not run
-            load_file(path)
+        _load_templates(path)
     if args.action == "show":
         records = records_of(args.logs)
-        print(logtools.summary(records))
+        print(logtools.summary(records) or f"no records in {', '.join(args.logs)}")
         if args.top:
             print(logtools.show_table(records, args.top))
     elif args.action == "best":
-        best = pick_best(args.logs, _need_out(args))
+        with writing_file(args.output) as tmp:
+            best = pick_best(args.logs, tmp)
         print(f"wrote the best of {len(best)} problem(s) to {args.output}")
     elif args.action == "merge":
-        merged = merge(args.logs, _need_out(args))
+        with writing_file(args.output) as tmp:
+            merged = merge(args.logs, tmp)
         print(f"wrote {len(merged)} record(s) to {args.output}")
     elif args.action == "plot":
-        print(f"wrote {logtools.plot(args.logs, args.output or 'tuning.png', args.title)}")
+        out = args.output or "tuning.png"
+        output_file(out, "-o")
+        with writing_file(out) as tmp:
+            logtools.plot(args.logs, tmp, args.title, format=os.path.splitext(out)[1][1:].lower() or "png")
+        print(f"wrote {out}")
     return 0
 
 
-def _need_out(args) -> str:
-    if not args.output:
-        raise SystemExit(f"tiletune logs {args.action}: give the output file with -o")
-    return args.output
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tiletune", description="Tensor-expression compiler and autotuner")
+    parser = ArgumentParser(prog="tiletune", description="Tensor-expression compiler and autotuner")
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="tune a GEMM on this machine, deploy it from the log, time it beside "
                                        "numpy and the untuned schedule")
-    demo.add_argument("--size", type=int, default=1024, help="M = N = K (default 1024)")
-    demo.add_argument("--trials", type=int, default=64, help="tuning trials (default 64)")
-    demo.add_argument("--rounds", type=int, default=5, help="alternating timing rounds (default 5)")
+    demo.add_argument("--size", type=positive_int, default=1024, help="M = N = K (default 1024)")
+    demo.add_argument("--trials", type=positive_int, default=64, help="tuning trials (default 64)")
+    demo.add_argument("--rounds", type=positive_int, default=5, help="alternating timing rounds (default 5)")
     demo.add_argument("--log", default=None, help="tuning log (default .tiletune_cache/demo/gemm_SIZE.jsonl, "
                                                   "started afresh)")
     demo.add_argument("--seed", type=int, default=0)
@@ -102,22 +139,22 @@ def main(argv: list[str] | None = None) -> int:
     tune.add_argument("template", metavar="FILE.py:TEMPLATE")
     tune.add_argument("--args", nargs="*", default=[], help="template arguments (JSON values or strings)")
     tune.add_argument("--target", default="llvm")
-    tune.add_argument("--trials", type=int, default=100, help="trials in the log when done (default 100)")
+    tune.add_argument("--trials", type=positive_int, default=100, help="trials in the log when done (default 100)")
     tune.add_argument("--log", required=True, help="JSON-lines log (appended; a rerun resumes it)")
     tune.add_argument("--tuner", default="model", choices=["model", "random", "grid", "ga", "optuna"])
     tune.add_argument("--seed", type=int, default=None)
-    tune.add_argument("--early-stopping", type=int, default=None, metavar="N")
-    tune.add_argument("--max-seconds", type=float, default=None, metavar="S",
+    tune.add_argument("--early-stopping", type=positive_int, default=None, metavar="N")
+    tune.add_argument("--max-seconds", type=positive_float, default=None, metavar="S",
                       help="stop after the batch that ends S seconds into tuning (a rerun resumes)")
     tune.add_argument("--history", nargs="*", default=[], metavar="LOG", help="earlier logs to warm the tuner")
     tune.add_argument("--storage", default=None, help="optuna storage URL (default: sqlite beside the log)")
     tune.add_argument("--study-name", default=None)
-    tune.add_argument("--n-parallel", type=int, default=None, help="build processes (default: CPU count)")
-    tune.add_argument("--build-timeout", type=float, default=10.0)
-    tune.add_argument("--number", type=int, default=4)
-    tune.add_argument("--repeat", type=int, default=3)
-    tune.add_argument("--min-repeat-ms", type=float, default=0)
-    tune.add_argument("--timeout", type=float, default=10.0, help="seconds per measurement")
+    tune.add_argument("--n-parallel", type=positive_int, default=None, help="build processes (default: CPU count)")
+    tune.add_argument("--build-timeout", type=positive_float, default=10.0)
+    tune.add_argument("--number", type=positive_int, default=4)
+    tune.add_argument("--repeat", type=positive_int, default=3)
+    tune.add_argument("--min-repeat-ms", type=nonnegative_float, default=0)
+    tune.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per measurement")
     tune.add_argument("--cache-flush", action="store_true")
     tune.set_defaults(func=_tune_op)
 
@@ -125,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.add_argument("action", choices=["show", "best", "merge", "plot"])
     logs.add_argument("logs", nargs="+", metavar="LOG")
     logs.add_argument("-o", "--output", default=None, help="output log (best, merge) or PNG (plot)")
-    logs.add_argument("--top", type=int, default=0, help="show: also list the N fastest configs")
+    logs.add_argument("--top", type=nonnegative_int, default=0, help="show: also list the N fastest configs")
     logs.add_argument("--title", default=None, help="plot title")
     logs.add_argument("--templates", nargs="*", default=[], metavar="FILE.py",
                       help="files defining the logs' templates: records whose config is not in the template's "
@@ -135,7 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     add_model_commands(sub)
 
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except user_errors() as e:     # the one place a user error becomes a line and exit status 2
+        return report(args.command, e)
 
 
 if __name__ == "__main__":

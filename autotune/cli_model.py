@@ -12,7 +12,8 @@
 of the same command resumes it); ``compile`` imports the model (``graph.from_onnx``), builds it (``codegen.build_model``) and writes the
 artifact (``export_library``); ``run`` loads an artifact with no compiler (``codegen.load_model``);
 ``inspect`` prints its manifest.  Bad input (a missing file, a malformed ``--shape``, an input the model
-lacks) is one line on stderr and exit status 2, never a traceback.
+lacks) is one line on stderr and exit status 2, never a traceback, and leaves no file behind
+(:mod:`.cli_io`).
 """
 from __future__ import annotations
 
@@ -22,9 +23,8 @@ import os
 import sys
 import time
 
-
-class CommandError(Exception):
-    """A user error: printed as ``tiletune <command>: error: <message>``."""
+from .cli_io import (CommandError, check_target, input_file, nonnegative_float, output_dir, output_file,
+                     positive_float, positive_int, writing_dir, writing_file)
 
 
 def parse_shape(text: str) -> tuple[str, object]:
@@ -49,10 +49,19 @@ def parse_input(text: str) -> tuple[str, str]:
     return name, path
 
 
+def _unique(option: str, pairs: list[tuple[str, object]]) -> dict:
+    """``dict(pairs)``, refusing a name given twice (the second would silently win)."""
+    out: dict = {}
+    for name, value in pairs:
+        if name in out:
+            raise CommandError(f"{option} {name}: given twice")
+        out[name] = value
+    return out
+
+
 def _load_array(path: str):
     import numpy as np
-    if not os.path.exists(path):
-        raise CommandError(f"input file {path} does not exist")
+    input_file(path, "input file")
     try:
         return np.load(path, allow_pickle=False)
     except (ValueError, OSError) as e:
@@ -62,23 +71,45 @@ def _load_array(path: str):
 def _compile(args: argparse.Namespace) -> int:
     import codegen
     from tensorir import graph
-    shape_dict = dict(parse_shape(s) for s in args.shape)
-    if not os.path.exists(args.model):
-        raise CommandError(f"model file {args.model} does not exist")
+    shape_dict = _unique("--shape", [parse_shape(s) for s in args.shape])
+    input_file(args.model, "model file")
+    check_target(args.target)
+    output_dir(args.output, "-o")
+    if args.log:
+        input_file(args.log, "tuning log")
     start = time.perf_counter()
     g, params = graph.from_onnx(args.model, shape_dict)
+    g = _checked(g, params, args)
     if args.log:
-        if not os.path.exists(args.log):
-            raise CommandError(f"tuning log {args.log} does not exist")
         from . import apply_history_best
         with apply_history_best(args.log):
             m = codegen.build_model(g, target=args.target, params=params, fallback=args.fallback)
     else:
         m = codegen.build_model(g, target=args.target, params=params, fallback=args.fallback)
-    m.export_library(args.output)
+    with writing_dir(args.output) as tmp:
+        m.export_library(tmp)
     print(f"compiled {args.model} for {args.target} in {time.perf_counter() - start:.1f} s: {args.output}")
     print(_summary(_read_manifest(args.output)))
     return 0
+
+
+def _checked(g, params, args: argparse.Namespace):
+    """The model's fused graph once ``graph.check`` finds nothing the build would refuse (before any
+    kernel is compiled); with ``--fallback reference``, kernels without a native build are allowed."""
+    from tensorir import graph
+    target = check_target(args.target)
+    computes = None
+    if target.kind == "cuda":
+        from codegen.model_cuda import CUDA_COMPUTES as computes
+    report = graph.check(g, str(target), params, lower=False, computes=computes)
+    refused = report.fatal if args.fallback == "reference" else report.problems
+    if refused:
+        listed = "; ".join(map(str, refused[:8])) + (f"; ... ({len(refused) - 8} more)" if len(refused) > 8 else "")
+        hint = "" if report.fatal or args.fallback == "reference" else \
+            "; compile with --fallback reference to run them through the reference evaluator"
+        raise CommandError(f"{args.model} would not build for {target.kind} ({len(refused)} problem(s)): "
+                           f"{listed}{hint}")
+    return report.graph
 
 
 def parse_duration(text: str) -> float:
@@ -98,15 +129,13 @@ def parse_duration(text: str) -> float:
 def _tune_model(args: argparse.Namespace) -> int:
     from tensorir import graph
     from . import LocalBuilder, LocalRunner, TaskScheduler, extract_tasks, measure_option
-    shape_dict = dict(parse_shape(s) for s in args.shape)
-    if not os.path.exists(args.model):
-        raise CommandError(f"model file {args.model} does not exist")
-    if args.trials <= 0:
-        raise CommandError(f"--trials {args.trials}: must be positive")
+    shape_dict = _unique("--shape", [parse_shape(s) for s in args.shape])
+    input_file(args.model, "model file")
+    check_target(args.target)
+    output_file(args.log, "--log")
     budget = parse_duration(args.time_budget) if args.time_budget else None
     for h in args.history:
-        if not os.path.exists(h):
-            raise CommandError(f"--history {h}: the log does not exist")
+        input_file(h, "--history log")
     g, params = graph.from_onnx(args.model, shape_dict)
     tasks, weights = extract_tasks(g, params, target=args.target)
     print(f"{args.model}: {len(tasks)} tasks ({sum(weights)} kernel calls per inference); log {args.log}")
@@ -133,16 +162,23 @@ def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
     import codegen
-    m = codegen.load_model(args.artifact)
-    inputs = dict(parse_input(s) for s in args.input)
+    inputs = _unique("--input", [parse_input(s) for s in args.input])
+    if args.output:
+        output_file(args.output, "--output")
     arrays = {name: _load_array(path) for name, path in inputs.items()}
+    m = codegen.load_model(args.artifact)
+    unknown = [n for n in inputs if n not in m.input_names]
+    if unknown:
+        raise CommandError(f"--input {unknown[0]}: the model has no input {unknown[0]!r} "
+                           f"(inputs: {', '.join(map(repr, m.input_names))})")
     outputs = m(**arrays)
     names = list(m.output_names)
     for name, out in zip(names, outputs):
         print(f"{name}: {out.dtype}{list(out.shape)}  min {out.min():.6g}  max {out.max():.6g}  "
               f"mean {out.mean():.6g}" if out.size and out.dtype.kind in "fiu" else f"{name}: {out.dtype}{list(out.shape)}")
     if args.output:
-        np.savez(args.output, **dict(zip(names, outputs)))
+        with writing_file(args.output) as tmp, open(tmp, "wb") as f:
+            np.savez(f, **dict(zip(names, outputs)))      # a file object: no ".npz" appended to the name
         print(f"wrote {args.output}")
     if args.bench:
         times = []
@@ -160,11 +196,18 @@ def _read_manifest(directory: str) -> dict:
     path = os.path.join(directory, "manifest.json")
     if not os.path.exists(path):
         raise CommandError(f"{directory} is not a tiletune artifact: {path} does not exist")
+    if not os.path.isfile(path):
+        raise CommandError(f"{directory} is not a tiletune artifact: {path} is not a regular file")
     try:
-        with open(path) as f:
-            return json.load(f)
-    except json.JSONDecodeError as e:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CommandError(f"{path} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise CommandError(f"{path} is nested too deeply to be a manifest") from None
+    if not isinstance(manifest, dict):
+        raise CommandError(f"{path} is not a manifest (a JSON object expected, got {type(manifest).__name__})")
+    return manifest
 
 
 def _summary(manifest: dict) -> str:
@@ -203,27 +246,20 @@ def _inspect(args: argparse.Namespace) -> int:
     manifest = _read_manifest(args.artifact)
     if args.json:
         print(json.dumps(manifest, indent=1))
-    else:
-        print(_summary(manifest))
-        print("kernels:")
+        return 0
+    try:
+        lines = [_summary(manifest), "kernels:"]
         for k in manifest.get("kernels", []):
             sched = k.get("schedule") or {}
             origin = ", ".join(f"{key}={val}" for key, val in sched.items()) if isinstance(sched, dict) else sched
-            print(f"  {k.get('kernel')}: {' -> '.join(k.get('nodes', []))}  [{origin if k.get('native') else 'fallback'}]")
-        print(f"passes: {', '.join(map(str, manifest.get('passes', [])))}")
+            lines.append(f"  {k.get('kernel')}: {' -> '.join(k.get('nodes', []))}  "
+                         f"[{origin if k.get('native') else 'fallback'}]")
+        lines.append(f"passes: {', '.join(map(str, manifest.get('passes', [])))}")
+    except (TypeError, AttributeError, ValueError) as e:     # a field of the wrong type
+        path = os.path.join(args.artifact, "manifest.json")
+        raise CommandError(f"{path} is corrupt: {type(e).__name__}: {e}") from None
+    print("\n".join(lines))
     return 0
-
-
-def guarded(func):
-    """Run a command, turning user errors into one line on stderr (exit status 2)."""
-    def run(args: argparse.Namespace) -> int:
-        from tensorir.graph import GraphError
-        try:
-            return func(args)
-        except (CommandError, GraphError, ValueError, FileNotFoundError, RuntimeError) as e:
-            print(f"tiletune {args.command}: error: {e}", file=sys.stderr)
-            return 2
-    return run
 
 
 def add_model_commands(sub) -> None:
@@ -237,14 +273,14 @@ def add_model_commands(sub) -> None:
     comp.add_argument("--fallback", default="error", choices=["error", "reference"],
                       help="ops without a kernel: fail the build (default) or run ONNX's reference evaluator")
     comp.add_argument("-o", "--output", required=True, help="artifact directory")
-    comp.set_defaults(func=guarded(_compile))
+    comp.set_defaults(func=_compile)
 
     tune = sub.add_parser("tune-model", help="tune every kernel of an ONNX model into a log (a rerun resumes)")
     tune.add_argument("model", help="the .onnx file")
     tune.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
                       help="bind an input's shape (x=1,3,224,224) or a symbolic dimension (N=1); repeatable")
     tune.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
-    tune.add_argument("--trials", type=int, required=True, help="trials in the log when done, over all tasks")
+    tune.add_argument("--trials", type=positive_int, required=True, help="trials in the log when done, over all tasks")
     tune.add_argument("--log", required=True, help="JSON-lines log (appended; a rerun resumes it)")
     tune.add_argument("--time-budget", default=None, metavar="T", help="stop after T (3600, 90m, 1h); a rerun resumes")
     tune.add_argument("--storage", default=None, help="optuna storage URL shared by several tuning processes")
@@ -252,24 +288,25 @@ def add_model_commands(sub) -> None:
     tune.add_argument("--history", action="append", default=[], metavar="LOG",
                       help="an earlier log (other models or kernels) whose records pretrain the cost model; "
                            "repeatable")
-    tune.add_argument("--per-round", type=int, default=16, help="trials per batch given to one task (default 16)")
-    tune.add_argument("--n-parallel", type=int, default=None, help="build processes (default: CPU count)")
-    tune.add_argument("--build-timeout", type=float, default=10.0)
-    tune.add_argument("--number", type=int, default=4)
-    tune.add_argument("--repeat", type=int, default=3)
-    tune.add_argument("--min-repeat-ms", type=float, default=0)
-    tune.add_argument("--timeout", type=float, default=10.0, help="seconds per measurement")
-    tune.set_defaults(func=guarded(_tune_model))
+    tune.add_argument("--per-round", type=positive_int, default=16,
+                      help="trials per batch given to one task (default 16)")
+    tune.add_argument("--n-parallel", type=positive_int, default=None, help="build processes (default: CPU count)")
+    tune.add_argument("--build-timeout", type=positive_float, default=10.0)
+    tune.add_argument("--number", type=positive_int, default=4)
+    tune.add_argument("--repeat", type=positive_int, default=3)
+    tune.add_argument("--min-repeat-ms", type=nonnegative_float, default=0)
+    tune.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per measurement")
+    tune.set_defaults(func=_tune_model)
 
     run = sub.add_parser("run", help="run a compiled artifact on .npy inputs")
     run.add_argument("artifact", help="the directory written by tiletune compile")
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="repeatable")
     run.add_argument("--output", default=None, help="write the outputs to this .npz")
     run.add_argument("--bench", action="store_true", help="also time run() (median of --repeat runs)")
-    run.add_argument("--repeat", type=int, default=50)
-    run.set_defaults(func=guarded(_run))
+    run.add_argument("--repeat", type=positive_int, default=50)
+    run.set_defaults(func=_run)
 
     ins = sub.add_parser("inspect", help="print an artifact's manifest")
     ins.add_argument("artifact")
     ins.add_argument("--json", action="store_true", help="only the manifest, as JSON")
-    ins.set_defaults(func=guarded(_inspect))
+    ins.set_defaults(func=_inspect)

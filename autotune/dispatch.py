@@ -44,7 +44,7 @@ class ApplyHistoryBest(DispatchContext):
     def __init__(self, records, target="llvm"):
         from codegen.target import parse
         self.target = parse(target)
-        self.source = records if isinstance(records, str) else "the given records"
+        self.source = records if isinstance(records, str) else "no records" if records is None else "the given records"
         self.records = [r for r in records_of(records) if r.result.ok]   # every target's (build_model re-targets)
         self.best = best_by_workload(self.records, self.target)
         self._configs: dict[tuple, object] = {}
@@ -86,7 +86,8 @@ class ApplyHistoryBest(DispatchContext):
 
 
 def apply_history_best(records, target="llvm") -> ApplyHistoryBest:
-    """A dispatch context serving the best records of ``records`` (a log path, paths, or records)."""
+    """A dispatch context serving the best records of ``records`` (a log path, paths, or records; None:
+    none, so every call takes its fallback config, as in TVM)."""
     return ApplyHistoryBest(records, target)
 
 

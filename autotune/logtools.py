@@ -91,15 +91,16 @@ def _short(text: str, width: int = 48) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def plot(logs: list[str], out: str, title: str | None = None) -> str:
-    """Draw best-so-far GFLOP/s against trials for each log (one line per log and problem) to a PNG; logs
-    written by model tuning also get the estimated model latency against trials and against time."""
+def plot(logs: list[str], out: str, title: str | None = None, format: str | None = None) -> str:
+    """Draw best-so-far GFLOP/s against trials for each log (one line per log and problem) to a PNG (or
+    ``format``, default from ``out``'s extension); logs written by model tuning also get the estimated
+    model latency against trials and against time."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise SystemExit("tiletune logs plot needs matplotlib: pip install 'tiletune[plots]'") from None
+        raise RuntimeError("tiletune logs plot needs matplotlib: pip install 'tiletune[plots]'") from None
     progress = {path: model_progress(path) for path in logs}
     progress = {p: c for p, c in progress.items() if c}
     if progress:
@@ -133,7 +134,7 @@ def plot(logs: list[str], out: str, title: str | None = None) -> str:
     if lines <= LEGEND_LINES:       # a model's dozens of tasks would bury the curves
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out)
+    fig.savefig(out, format=format)
     plt.close(fig)
     return out
 

@@ -10,7 +10,9 @@ template fits (``autotune.kernel_templates``) also takes the template's fastest 
 scheduled on the kernel's own tensors (``{"kind": "template", "template", "log", "record"}``).  The manifest
 then says ``{"kind": "record", "log", "log_sha256", "record": {workload_key, steps_sha256, cost}}`` or
 ``{"kind": "default", "rule", "measured": True, "cost"}``; kernels with no record keep their default
-schedule and are named in one warning (:meth:`HistorySchedule.warn_missing`).
+schedule and are named in one warning (:meth:`HistorySchedule.warn_missing`).  A record whose schedule no
+longer builds (its steps do not replay, or the schedule fails to lower) is skipped with a warning naming
+the log and line (:class:`StaleRecordWarning`), and the kernel takes the next best record or its default.
 """
 from __future__ import annotations
 
@@ -25,6 +27,11 @@ from .auto_scheduler.search_task import WORKLOAD_NAME
 
 class MissingRecordWarning(UserWarning):
     """Some kernels of a model have no record in the tuning log and use their default schedule."""
+
+
+class StaleRecordWarning(UserWarning):
+    """A record's schedule no longer builds (the compiler or the log changed): its kernel takes the next
+    best record, or its default schedule."""
 
 
 def _file_sha256(path: str) -> str | None:
@@ -78,30 +85,61 @@ class HistorySchedule:
         self.best = ctx.best if best is None else best
         self.records = records_by_hash(ctx, self.best)
         self.missing: list[str] = []
+        self.rejected: set[int] = set()             # ids of records whose schedule failed to build
+        self._chosen: dict[int, tuple] = {}         # id(kt) -> (record, kernel name) last returned
 
     def __call__(self, kt):
-        from .auto_scheduler.loop_state import State
         try:
             dag = ComputeDAG(kt.args)
         except (TypeError, ValueError):
             self.missing.append(kt.kernel.name if kt.kernel is not None else "?")
             return None
-        recs = self.records.get(dag.hash)
+        name = kt.kernel.name if kt.kernel is not None else dag.workload_key()
+        candidates = [(r, lambda r=r: self._record_schedule(kt, dag, r))
+                      for r in self.records.get(dag.hash, ()) if id(r) not in self.rejected]
         templated = self._template_record(kt)
-        if templated is not None and (not recs or templated[1].cost <= recs[0].cost):
-            return self._template_schedule(kt, *templated)
-        if not recs:
-            self.missing.append(kt.kernel.name if kt.kernel is not None else dag.workload_key())
-            return None
-        best = recs[0]
-        if "default" in best.knobs:
+        if templated is not None:       # first: it wins a tie
+            candidates.insert(0, (templated[1], lambda: self._template_schedule(kt, *templated)))
+        if not candidates and not any(id(r) in self.rejected for r in self.records.get(dag.hash, ())):
+            self.missing.append(name)
+        for rec, make in sorted(candidates, key=lambda c: c[0].cost):     # fastest first
+            try:
+                chosen = make()
+            except Exception as e:  # noqa: BLE001 - a record that no longer replays: the next one
+                self._reject(rec, name, e)
+                continue
+            self._chosen[id(kt)] = (rec, name)
+            return chosen
+        return None
+
+    def reject(self, kt, error: Exception) -> bool:
+        """The schedule last chosen for ``kt`` failed to build (``error``): warn naming its log line, and
+        answer the next call with the next best record (or the default).  False if none was chosen."""
+        chosen = self._chosen.pop(id(kt), None)
+        if chosen is None:
+            return False
+        self._reject(*chosen, error)
+        return True
+
+    def _reject(self, rec, name: str, error: Exception) -> None:
+        self.rejected.add(id(rec))
+        where = f"{self.log or 'the records'}" + (f" line {rec.line}" if rec.line else "")
+        first = (str(error).splitlines() or [""])[0][:200]
+        warnings.warn(f"build_model: the record at {where} (kernel {name}, cost {rec.cost:g} s) no longer builds: "
+                      f"{type(error).__name__}: {first}; the kernel takes its next best record or its default "
+                      "schedule", StaleRecordWarning, stacklevel=4)
+
+    def _record_schedule(self, kt, dag, rec):
+        """The searched schedule (steps replayed) or the measured default schedule of ``rec``."""
+        from .auto_scheduler.loop_state import State
+        if "default" in rec.knobs:
             from .task_extraction import default_kernel_schedule, default_rule_name
             return default_kernel_schedule(kt, self.target), {
                 "kind": "default", "rule": default_rule_name(kt.anchor_op, self.target), "measured": True,
-                "cost": best.cost, "log": self.log, "log_sha256": self.log_sha256}
-        state = State(dag, best.knobs["steps"])
+                "cost": rec.cost, "log": self.log, "log_sha256": self.log_sha256}
+        state = State(dag, rec.knobs["steps"])
         return state.schedule, {"kind": "record", "log": self.log, "log_sha256": self.log_sha256,
-                                "record": record_identity(best)}
+                                "record": record_identity(rec)}
 
     def _template_record(self, kt):
         """``(template, record, config)``: the fastest valid record of the hand template that fits the
@@ -120,7 +158,7 @@ class HistorySchedule:
             return None
         space = Task(lookup(tmpl.name), (dag_json(kt.args),), str(target)).config_space
         for rec in records:                     # fastest first
-            if problem(rec, space) is None:
+            if id(rec) not in self.rejected and problem(rec, space) is None:
                 return tmpl, rec, space.get(rec.index)
         return None
 
@@ -152,4 +190,5 @@ def history_schedule(target=None):
     return HistorySchedule(ctx, target)
 
 
-__all__ = ["HistorySchedule", "history_schedule", "records_by_hash", "record_identity", "MissingRecordWarning"]
+__all__ = ["HistorySchedule", "history_schedule", "records_by_hash", "record_identity", "MissingRecordWarning",
+           "StaleRecordWarning"]

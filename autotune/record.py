@@ -12,8 +12,9 @@ A line names everything that gives its numbers their meaning::
 
 Loading parses JSON only (never pickle, never code).  Lines that are not valid records -- a torn
 last line after a kill, a foreign format version -- are skipped, and records that cannot be true (a
-zero cost, a config outside the template's space: see :mod:`autotune.record_check`) are refused; one
-warning per log names them by line.
+zero cost or one below the physical floor, a config outside the template's space: see
+:mod:`autotune.record_check`) are refused; one warning per log names them by line.  A line nested too
+deeply for Python's parser (``[[[[...``) is skipped like a torn one.
 """
 from __future__ import annotations
 
@@ -119,8 +120,8 @@ def parse_lines(lines: Iterable[str], source: str = "log") -> list[Record]:
             continue
         try:
             records.append(replace(Record.from_json(json.loads(line)), line=number))
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError):
-            corrupt.append(number)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError):
+            corrupt.append(number)          # RecursionError: JSON nested too deeply to parse
     return refuse(records, source, corrupt=corrupt)
 
 
@@ -138,8 +139,11 @@ def load_records(path) -> list[Record]:
 
 
 def records_of(source) -> list[Record]:
-    """Records from a path, a list of paths, or records (each checked as a log's are)."""
+    """Records from a path, a list of paths, or records (each checked as a log's are); None has none
+    (TVM's ``apply_history_best(None)``)."""
     from .record_check import refuse
+    if source is None:
+        return []
     if isinstance(source, (str, os.PathLike)):
         return load_records(source)
     source = list(source)
@@ -177,12 +181,17 @@ def save_records(path, records: Iterable[Record]) -> None:
     path = os.fspath(path)
     tmp = path + ".tmp"
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(tmp, "w") as f:
-        for r in records:
-            f.write(r.dumps() + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            for r in records:
+                f.write(r.dumps() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.isfile(tmp):
+            os.remove(tmp)                  # nothing left behind
+        raise
 
 
 # -- selecting ---------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Records that cannot be true are refused wherever a log is read.
 
 A log is data anyone can edit, merge or copy: a successful record with a zero, negative, NaN or
-infinite cost would win every comparison, one whose config index lies outside the template's space
-or whose knobs are not those of its index would deploy a config nobody measured.  Every reader of
+infinite cost, or one below the physical floor (:func:`cost_floor`), would win every comparison; one
+whose config index lies outside the template's space or whose knobs are not those of its index would
+deploy a config nobody measured.  Every reader of
 records (``load_records``, hence ``apply_history_best``, ``pick_best``, ``merge``, ``tiletune logs``,
 a resumed tune and a cost model trained on history) drops them and names them in one warning per
 log: its path, each line number and what is wrong with it.
@@ -20,10 +21,21 @@ from .template import _TEMPLATES, thaw
 
 _spaces: dict[tuple, object] = {}         # (workload, template function) -> ConfigSpace or None
 
+MIN_CALL_SECONDS = 1e-10      # one clock cycle at 10 GHz: no kernel call returns sooner
+MAX_FLOP_PER_SECOND = 1e17    # ~50x the densest accelerator today (H100 fp8: ~2e15 dense)
+
+
+def cost_floor(rec) -> float:
+    """The least time a run of ``rec``'s workload can take: one clock cycle at 10 GHz, and its ``flop``
+    at 1e17 FLOP/s (both generous, so a true measurement is never refused).  A record does not know its
+    output size, only its flop count: a cost below this is an edited or broken log, not a fast kernel."""
+    flop = rec.flop if isinstance(rec.flop, (int, float)) and math.isfinite(rec.flop) and rec.flop > 0 else 0.0
+    return max(MIN_CALL_SECONDS, flop / MAX_FLOP_PER_SECOND)
+
 
 def cost_problem(rec) -> str | None:
     """What makes a record impossible whatever its template: a successful trial needs costs, each
-    positive and finite; a config index is never negative."""
+    finite and at least :func:`cost_floor`; a config index is never negative."""
     if rec.index < 0:
         return f"negative config index {rec.index}"
     r = rec.result
@@ -38,6 +50,9 @@ def cost_problem(rec) -> str | None:
             return "an infinite cost"
         if c <= 0:
             return f"cost {c:g} s (a run takes a positive time)"
+        if c < cost_floor(rec):
+            return (f"cost {c:g} s below the physical floor {cost_floor(rec):g} s (one 10 GHz cycle, or "
+                    f"{rec.flop:g} flop at {MAX_FLOP_PER_SECOND:g} FLOP/s)")
     return None
 
 
@@ -94,7 +109,10 @@ def refuse(records, source: str, space=None, corrupt: list[int] = ()) -> list:
     lines that were not records at all) are named in one warning about ``source``."""
     kept, refused = [], []
     for k, rec in enumerate(records):
-        why = problem(rec, space)
+        try:
+            why = problem(rec, space)
+        except RecursionError:
+            why = "knobs or workload nested too deeply"
         if why is None:
             kept.append(rec)
         else:
@@ -116,4 +134,4 @@ def _numbers(lines: list[int], limit: int = 20) -> str:
     return text + (f", ... ({len(lines) - limit} more)" if len(lines) > limit else "")
 
 
-__all__ = ["refuse", "problem", "cost_problem", "space_problem", "space_of"]
+__all__ = ["refuse", "problem", "cost_problem", "cost_floor", "space_problem", "space_of"]

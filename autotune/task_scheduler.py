@@ -314,7 +314,7 @@ def _read_progress(path: str, complete_only: bool = False) -> list[tuple[int, fl
                 if complete_only and not d.get("complete", True):
                     continue
                 out.append((int(d["trial"]), float(d["seconds"]), float(d["latency"])))
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):    # RecursionError: nested too deeply
                 continue
     return out
 

@@ -38,10 +38,21 @@ FALLBACKS = ("error", "reference", "numpy")
 
 def _compile_kernel(kernel: Kernel, target, schedule=None) -> dict:
     """Lower, schedule and emit one kernel: its symbol, IR text, parallelism and schedule origin.
-    ``schedule(kt)`` may return ``(Schedule, origin dict)`` for the kernel's DAG, or None for the default."""
-    from .build import lower_to_func
+    ``schedule(kt)`` may return ``(Schedule, origin dict)`` for the kernel's DAG, or None for the default;
+    a chosen schedule that fails to build is handed back (``schedule.reject(kt, error)``: a tuning
+    record that no longer builds, named in a warning) and the hook asked again."""
     kt = lower_kernel(kernel)
-    chosen = schedule(kt) if schedule is not None else None
+    while True:
+        chosen = schedule(kt) if schedule is not None else None
+        try:
+            return _emit_kernel(kernel, kt, target, chosen)
+        except Exception as e:  # noqa: BLE001 - the hook takes its next record, or the error stands
+            if chosen is None or not getattr(schedule, "reject", lambda *_: False)(kt, e):
+                raise
+
+
+def _emit_kernel(kernel: Kernel, kt, target, chosen) -> dict:
+    from .build import lower_to_func
     if chosen is None:
         rule = SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_kernel).__name__
         chosen = schedule_kernel(kt), {"kind": "default", "rule": rule}

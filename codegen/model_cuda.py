@@ -83,13 +83,23 @@ class CUDAKernel:
 
 
 def compile_kernel(kernel: Kernel, target: Target, symbol: str, schedule=None) -> CUDAKernel:
-    """Lower, schedule and print one kernel as a CUDA function named ``symbol``."""
+    """Lower, schedule and print one kernel as a CUDA function named ``symbol`` (a record whose schedule
+    fails to build is handed back to the hook, as in ``graph_executor._compile_kernel``)."""
+    kt = lower_kernel(kernel, CUDA_COMPUTES)
+    while True:
+        chosen = schedule(kt) if schedule is not None else None
+        try:
+            return _emit_kernel(kernel, kt, target, symbol, chosen)
+        except Exception as e:  # noqa: BLE001 - the hook takes its next record, or the error stands
+            if chosen is None or not getattr(schedule, "reject", lambda *_: False)(kt, e):
+                raise
+
+
+def _emit_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen) -> CUDAKernel:
     from tensorir.arith import simplify
     from tensorir.expr import IntImm
 
     from .build import lower_to_func
-    kt = lower_kernel(kernel, CUDA_COMPUTES)
-    chosen = schedule(kt) if schedule is not None else None
     if chosen is None:
         rule = CUDA_SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_cuda).__name__
         chosen = schedule_kernel_cuda(kt), {"kind": "default", "rule": rule}

@@ -91,7 +91,7 @@ def load_task_payloads(log: str) -> dict[str, dict]:
             try:
                 p = json.loads(line)
                 out[str(p["workload_key"])] = p
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):    # RecursionError: nested too deeply
                 continue
     return out
 

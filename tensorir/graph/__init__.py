@@ -1,8 +1,10 @@
 """``from tensorir import graph``: whole models as a graph of operators.
 
 ``g, params = graph.from_onnx(model)`` imports an ONNX model; ``graph.optimize(g, params)`` binds the
-weights and runs the graph passes (fold constants, simplify, fuse); ``print(g)`` shows the graph."""
+weights and runs the graph passes (fold constants, simplify, fuse); ``print(g)`` shows the graph;
+``graph.check(g, target, params)`` says what a build would refuse, and why, before any code is generated."""
 from . import op
+from .check import CheckReport, check
 from .interpreter import evaluate
 from .ir import Const, Graph, GraphError, Kernel, Node, TensorType, Var, rewrite, topological_order
 from .op import OpPattern, call
@@ -21,6 +23,7 @@ def from_onnx(model, shape_dict=None, *, opset=None):
     return _from_onnx(model, shape_dict, opset=opset)
 
 
-__all__ = ["Const", "Graph", "GraphError", "Kernel", "Node", "OpPattern", "PASSES", "TensorType", "Var",
+__all__ = ["CheckReport", "check",
+           "Const", "Graph", "GraphError", "Kernel", "Node", "OpPattern", "PASSES", "TensorType", "Var",
            "call", "evaluate", "from_onnx", "fuse_ops", "op", "optimize", "rewrite", "topological_order",
            "unsupported_ops", "verify"]
