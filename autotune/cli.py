@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:        # the reader went away (`tiletune logs show x | head`): stop quietly
+        sys.stderr.close()
+        return 0
     except user_errors() as e:     # the one place a user error becomes a line and exit status 2
         return report(args.command, e)
 

@@ -193,21 +193,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _read_manifest(directory: str) -> dict:
-    path = os.path.join(directory, "manifest.json")
-    if not os.path.exists(path):
-        raise CommandError(f"{directory} is not a tiletune artifact: {path} does not exist")
-    if not os.path.isfile(path):
-        raise CommandError(f"{directory} is not a tiletune artifact: {path} is not a regular file")
+    """The artifact's checked manifest, read as ``load_model`` reads it (regular files only, bounded, schema)."""
+    from codegen.model_artifact import read_manifest
+    if not os.path.exists(os.path.join(directory, "manifest.json")):
+        raise CommandError(f"{directory} is not a tiletune artifact: {directory}/manifest.json does not exist")
     try:
-        with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CommandError(f"{path} is not valid JSON: {e}") from None
-    except RecursionError:
-        raise CommandError(f"{path} is nested too deeply to be a manifest") from None
-    if not isinstance(manifest, dict):
-        raise CommandError(f"{path} is not a manifest (a JSON object expected, got {type(manifest).__name__})")
-    return manifest
+        return read_manifest(directory)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
 
 
 def _summary(manifest: dict) -> str:
