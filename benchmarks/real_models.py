@@ -21,7 +21,7 @@ mean of the ratios.  Each failure is classified:
 
     python benchmarks/zoo/fetch.py                      # once: download and verify the zoo
     python benchmarks/real_models.py [--model NAME ...] [--no-time] [--threads 2] [--timeout 600]
-                                     [--jobs 1] [--json results.json]
+                                     [--batch N] [--jobs 1] [--json results.json]
 """
 from __future__ import annotations
 
@@ -49,9 +49,10 @@ OWN_PACKAGES = ("tensorir", "codegen", "autotune")
 
 
 # ----------------------------------------------------------------------------------------------- inputs
-def make_inputs(model_path: Path, spec: dict, seed: int) -> dict:
+def make_inputs(model_path: Path, spec: dict, seed: int, batch: int | None = None) -> dict:
     """Random inputs for the model's graph inputs: dtypes from the model, shapes, value ranges and
-    fills from the manifest's ``spec`` (``{"shape", "range": [lo, hi)}`` or ``{"shape", "fill"}``)."""
+    fills from the manifest's ``spec`` (``{"shape", "range": [lo, hi)}`` or ``{"shape", "fill"}``);
+    ``batch`` replaces the first dimension of every input whose first dimension is dynamic."""
     import numpy as np
     import onnx
     from onnx import helper
@@ -67,6 +68,9 @@ def make_inputs(model_path: Path, spec: dict, seed: int) -> dict:
         s = spec[vi.name]
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
         shape = tuple(s["shape"])
+        dims = vi.type.tensor_type.shape.dim
+        if batch and shape and dims and not dims[0].dim_value > 0:
+            shape = (batch, *shape[1:])
         if "fill" in s:
             out[vi.name] = np.full(shape, s["fill"], dtype=dtype)
         elif s.get("pattern") == "bars":
@@ -216,7 +220,8 @@ def _time(run_ours, run_ort, blocks: int, budget_s: float = 2.0) -> tuple[float,
     return 1e3 * float(np.median(ours)), 1e3 * float(np.median(ort))
 
 
-def worker(name: str, out: str, threads: int, tol: float, do_time: bool, blocks: int) -> None:
+def worker(name: str, out: str, threads: int, tol: float, do_time: bool, blocks: int,
+           batch: int | None = None) -> None:
     """Run one model through every stage, saving the result after each (a crash leaves the stage)."""
     import faulthandler
     faulthandler.enable()
@@ -225,7 +230,8 @@ def worker(name: str, out: str, threads: int, tol: float, do_time: bool, blocks:
     res = {"name": name, "stage": "inputs"}
     _save(out, res)
     try:
-        inputs = [make_inputs(path, entry["inputs"], seed) for seed in (0, 1)]
+        inputs = [make_inputs(path, entry["inputs"], seed, batch) for seed in (0, 1)]
+        res["shapes"] = {k: list(v.shape) for k, v in inputs[0].items()}
         sess = _ort_session(path, threads)
         refs = [sess.run(None, x) for x in inputs]
         plain = _ort_session(path, 1, optimize=False)
@@ -290,7 +296,8 @@ def run_one(entry: dict, args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "result.json")
         cmd = [sys.executable, __file__, "--worker", entry["name"], "--out", out, "--threads", str(args.threads),
-               "--tol", str(args.tol), "--blocks", str(args.blocks)] + (["--no-time"] if args.no_time else [])
+               "--tol", str(args.tol), "--blocks", str(args.blocks)] + (["--no-time"] if args.no_time else []) \
+            + (["--batch", str(args.batch)] if args.batch else [])
         env = dict(os.environ, TILETUNE_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -358,13 +365,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600, help="seconds per model")
     ap.add_argument("--tol", type=float, default=1e-3, help="largest scaled error accepted")
     ap.add_argument("--blocks", type=int, default=8, help="alternating timing blocks")
+    ap.add_argument("--batch", type=int, help="batch size for the inputs whose first dimension is dynamic")
     ap.add_argument("--jobs", type=int, default=1, help="models checked at once (never when timing)")
     ap.add_argument("--json", help="also write the results to this JSON file")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.out, args.threads, args.tol, not args.no_time, args.blocks)
+        worker(args.worker, args.out, args.threads, args.tol, not args.no_time, args.blocks, args.batch)
         return 0
     entries = zoo.select(zoo.load_manifest(), args.model)
     missing = [e["name"] for e in entries if not zoo.is_fetched(e)]
