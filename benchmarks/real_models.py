@@ -17,7 +17,9 @@ mean of the ratios.  Each failure is classified:
 - ``WRONG``: an output differs from onnxruntime's: shape, dtype, NaN, or a scaled error above both
   ``--tol`` and ten times onnxruntime's own disagreement with itself (its optimized run against its
   unoptimized single-thread run, column "ort noise": a saturated sigmoid near zero, say, is
-  ill-conditioned for every implementation).
+  ill-conditioned for every implementation);
+- ``ort-failed``: onnxruntime itself rejects the inputs (the manifest's shapes, or ``--batch`` on an
+  input whose first dimension is not the batch).
 
     python benchmarks/zoo/fetch.py                      # once: download and verify the zoo
     python benchmarks/real_models.py [--model NAME ...] [--no-time] [--threads 2] [--timeout 600]
