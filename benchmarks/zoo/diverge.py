@@ -16,11 +16,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fetch as zoo  # noqa: E402
-from real_models import compare, make_inputs  # noqa: E402
+from check import compare, make_inputs  # noqa: E402
 
 
 def with_outputs(path: Path, names: list[str]):

@@ -147,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     for m in models:
         if args.list:
             state = "fetched" if is_fetched(m, args.cache) else "-"
-            print(f"{m['name']:22} {m['kind']:20} {sum(f['size'] for f in model_files(m)) / 1e6:6.1f} MB  {state:7}  {m['description']}")
+            mb = sum(f["size"] for f in model_files(m)) / 1e6
+            print(f"{m['name']:22} {m['kind']:20} {mb:6.1f} MB  {state:7}  {m['description']}")
             continue
         try:
             print(f"{m['name']:22} {fetch(m, args.cache)}")
