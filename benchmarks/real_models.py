@@ -1,0 +1,271 @@
+"""Real pretrained ONNX models (the zoo, ``benchmarks/zoo``) through tiletune, beside onnxruntime.
+
+Per model, in a subprocess of its own (a segfault or a hang is caught, with a timeout): import
+(``tensorir.graph.from_onnx`` with the manifest's input shapes), build (``codegen.build_model``,
+target llvm, untuned), run on two sets of random inputs of the model's dtypes (token ids within their
+vocabulary), compare every output with onnxruntime's (the max error scaled by the output's largest
+magnitude), then time ours against onnxruntime with the same thread count, alternating blocks with
+short pauses, medians and their ratio (unless ``--no-time``).  A table follows, with the geometric
+mean of the ratios.  Each failure is classified:
+
+- ``refused``: a deliberate error of tiletune (its own exception classes), the message's first line;
+- ``INTERNAL``: a raw Python error from inside tiletune (``TypeError``, ``KeyError``,
+  ``RecursionError``, ... also when ``build_model`` wraps one in its "no native kernel" message),
+  with the innermost tiletune frame;
+- ``CRASH``: the subprocess died of a signal (the stage it was in and faulthandler's last frames);
+- ``TIMEOUT``: no answer within ``--timeout`` seconds (a hang, or a very slow stage: see the stage);
+- ``WRONG``: an output differs from onnxruntime's: shape, dtype, NaN, or a scaled error above both
+  ``--tol`` and ten times onnxruntime's own disagreement with itself (its optimized run against its
+  unoptimized single-thread run, column "ort noise": a saturated sigmoid near zero, say, is
+  ill-conditioned for every implementation);
+- ``ort-failed``: onnxruntime itself rejects the inputs (the manifest's shapes, or ``--batch`` on an
+  input whose first dimension is not the batch).
+
+    python benchmarks/zoo/fetch.py                      # once: download and verify the zoo
+    python benchmarks/real_models.py [--model NAME ...] [--no-time] [--threads 2] [--timeout 600]
+                                     [--batch N] [--jobs 1] [--json results.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks" / "zoo"))
+
+import fetch as zoo  # noqa: E402  (benchmarks/zoo/fetch.py)
+from check import classify, compare, make_inputs  # noqa: E402  (benchmarks/zoo/check.py)
+
+
+# --------------------------------------------------------------------------------------------- worker
+def _save(path: str, result: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f)
+    os.replace(tmp, path)
+
+
+def _ort_session(path: Path, threads: int, optimize: bool = True):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def _median_block(fn, calls: int) -> float:
+    import numpy as np
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def _time(run_ours, run_ort, blocks: int, budget_s: float = 2.0) -> tuple[float, float]:
+    """Medians (ms) of alternating blocks of calls, the block size chosen so that one block of each
+    takes about ``budget_s / blocks``."""
+    import numpy as np
+    run_ours(), run_ort()
+    once = max(_median_block(run_ours, 1), _median_block(run_ort, 1), 1e-5)
+    calls = max(1, min(50, int(budget_s / blocks / once)))
+    ours, ort = [], []
+    for _ in range(blocks):
+        ours.append(_median_block(run_ours, calls))
+        time.sleep(0.05)
+        ort.append(_median_block(run_ort, calls))
+        time.sleep(0.05)
+    return 1e3 * float(np.median(ours)), 1e3 * float(np.median(ort))
+
+
+def worker(name: str, out: str, threads: int, tol: float, do_time: bool, blocks: int,
+           batch: int | None = None) -> None:
+    """Run one model through every stage, saving the result after each (a crash leaves the stage)."""
+    import faulthandler
+    faulthandler.enable()
+    entry = zoo.select(zoo.load_manifest(), [name])[0]
+    path = zoo.model_path(entry)
+    res = {"name": name, "stage": "inputs"}
+    _save(out, res)
+    try:
+        inputs = [make_inputs(path, entry["inputs"], seed, batch) for seed in (0, 1)]
+        res["shapes"] = {k: list(v.shape) for k, v in inputs[0].items()}
+        sess = _ort_session(path, threads)
+        refs = [sess.run(None, x) for x in inputs]
+        plain = _ort_session(path, 1, optimize=False)
+        noise = [compare(a, b)[0] for x, r in zip(inputs, refs) for a, b in zip(plain.run(None, x), r)]
+        res["ort_noise"] = max(noise, default=0.0)
+    except Exception as e:  # noqa: BLE001  (the manifest's inputs do not fit the model)
+        res.update(status="ort-failed", error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        _save(out, res)
+        return
+    import codegen
+    from tensorir import graph
+    shape_dict = {k: v.shape for k, v in inputs[0].items()}
+    res["stage"] = "import"
+    _save(out, res)
+    try:
+        t = time.perf_counter()
+        g, params = graph.from_onnx(str(path), shape_dict)
+        res["import_s"] = time.perf_counter() - t
+        res["stage"] = "build"
+        _save(out, res)
+        t = time.perf_counter()
+        m = codegen.build_model(g, target="llvm", params=params)
+        res["build_s"] = time.perf_counter() - t
+        res["stage"] = "run"
+        _save(out, res)
+        outs = [m(**x) for x in inputs]
+    except Exception as e:  # noqa: BLE001  (classified and reported)
+        res.update(classify(e))
+        _save(out, res)
+        return
+    res["stage"] = "compare"
+    errors, problems = [], []
+    names = [o.name for o in sess.get_outputs()]
+    for k, (ours_k, refs_k) in enumerate(zip(outs, refs)):
+        if len(ours_k) != len(refs_k):
+            problems.append(f"{len(ours_k)} outputs, onnxruntime {len(refs_k)}")
+            continue
+        for name_j, o, r in zip(names, ours_k, refs_k):
+            err, problem = compare(o, r)
+            errors.append(err)
+            if problem or err > max(tol, 10 * res["ort_noise"]):
+                problems.append(f"output {name_j!r} (inputs seed {k}): " + (problem or f"scaled error {err:.2e}"))
+    res["max_err"] = max(errors, default=0.0)
+    if problems:
+        res.update(status="WRONG", error="; ".join(problems[:3]))
+        _save(out, res)
+        return
+    res["status"] = "ok"
+    _save(out, res)
+    if do_time:
+        res["stage"] = "time"
+        _save(out, res)
+        x = inputs[0]
+        res["ours_ms"], res["ort_ms"] = _time(lambda: m.run(**x), lambda: sess.run(None, x), blocks)
+        res["stage"] = "done"
+        _save(out, res)
+
+
+# --------------------------------------------------------------------------------------------- parent
+def run_one(entry: dict, args) -> dict:
+    """One model in a subprocess: its result, with crashes and timeouts classified."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "result.json")
+        cmd = [sys.executable, __file__, "--worker", entry["name"], "--out", out, "--threads", str(args.threads),
+               "--tol", str(args.tol), "--blocks", str(args.blocks)] + (["--no-time"] if args.no_time else []) \
+            + (["--batch", str(args.batch)] if args.batch else [])
+        env = dict(os.environ, TILETUNE_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                start_new_session=True)
+        try:
+            log, _ = proc.communicate(timeout=args.timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            log, _ = proc.communicate()
+            timed_out = True
+        res = json.load(open(out)) if os.path.exists(out) else {"name": entry["name"], "stage": "start"}
+    res["wall_s"] = time.perf_counter() - start
+    tail = [ln for ln in (log or "").splitlines() if ln.strip() and not ln.startswith("Extension modules")][-8:]
+    if timed_out:
+        res.update(status="TIMEOUT", error=f"no answer after {args.timeout:.0f} s in stage {res['stage']}")
+    elif proc.returncode < 0:
+        sig = signal.Signals(-proc.returncode).name
+        res.update(status="CRASH", error=f"{sig} in stage {res['stage']}", log=tail)
+    elif proc.returncode != 0 or "status" not in res:
+        res.update(status="INTERNAL", error=f"worker exited {proc.returncode} in stage {res['stage']}", log=tail)
+    elif res["status"] == "ok" and not args.no_time and res.get("stage") != "done":
+        res.update(status="INTERNAL", error="timing did not finish", log=tail)
+    return res
+
+
+def _fmt(v, spec: str, missing: str = "-") -> str:
+    return missing if v is None else format(v, spec)
+
+
+def table(results: list[dict], manifest: dict) -> str:
+    rows = [f"{'model':22} {'kind':20} {'import':>7} {'build':>7} {'max err':>9} {'ort noise':>9} "
+            f"{'ours ms':>9} {'ort ms':>9} {'ratio':>6}  status"]
+    ratios = []
+    for r in results:
+        ratio = r["ours_ms"] / r["ort_ms"] if r.get("ours_ms") and r.get("ort_ms") else None
+        if ratio:
+            ratios.append(ratio)
+        imp = _fmt(r.get("import_s"), ".1f") + "s" if r.get("import_s") is not None else "fail" \
+            if r.get("stage") == "import" else "-"
+        bld = _fmt(r.get("build_s"), ".1f") + "s" if r.get("build_s") is not None else "fail" \
+            if r.get("stage") == "build" else "-"
+        status = r["status"] + (f": {r['error']}" if r.get("error") else "")
+        if r.get("where"):
+            status += f"  [{r['where']}]"
+        rows.append(f"{r['name']:22} {manifest[r['name']]['kind']:20} {imp:>7} {bld:>7} "
+                    f"{_fmt(r.get('max_err'), '9.1e'):>9} {_fmt(r.get('ort_noise'), '9.1e'):>9} "
+                    f"{_fmt(r.get('ours_ms'), '9.2f'):>9} "
+                    f"{_fmt(r.get('ort_ms'), '9.2f'):>9} {_fmt(ratio, '5.2f') + 'x' if ratio else '-':>6}  {status}")
+    counts = {}
+    for r in results:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    rows.append("statuses: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if ratios:
+        geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        rows.append(f"geometric mean ratio (ours / onnxruntime) over {len(ratios)} models: {geo:.2f}x")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", action="append", help="only this zoo model (repeatable)")
+    ap.add_argument("--no-time", action="store_true", help="check outputs only, no timing")
+    ap.add_argument("--threads", type=int, default=2, help="tiletune workers = onnxruntime intra-op threads")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per model")
+    ap.add_argument("--tol", type=float, default=1e-3, help="largest scaled error accepted")
+    ap.add_argument("--blocks", type=int, default=8, help="alternating timing blocks")
+    ap.add_argument("--batch", type=int, help="batch size for the inputs whose first dimension is dynamic")
+    ap.add_argument("--jobs", type=int, default=1, help="models checked at once (never when timing)")
+    ap.add_argument("--json", help="also write the results to this JSON file")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.out, args.threads, args.tol, not args.no_time, args.blocks, args.batch)
+        return 0
+    entries = zoo.select(zoo.load_manifest(), args.model)
+    missing = [e["name"] for e in entries if not zoo.is_fetched(e)]
+    if missing:
+        print(f"fetching {', '.join(missing)} (benchmarks/zoo/fetch.py)", flush=True)
+        for e in entries:
+            if e["name"] in missing:
+                zoo.fetch(e)
+    jobs = args.jobs if args.no_time else 1
+
+    def one(e):
+        r = run_one(e, args)
+        print(f"  {r['name']:22} {r['status']:9} {r.get('error', '')[:150]}  ({r['wall_s']:.0f} s)", flush=True)
+        return r
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        results = list(pool.map(one, entries))
+    print(table(results, {e["name"]: e for e in entries}))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Find the first ONNX node of a zoo model whose output tiletune computes differently from onnxruntime.
+
+Intermediate tensors are made graph outputs (all float tensors, or every ``--stride``-th node's, or the
+``--node`` named ones), the model is built and run on the manifest's random inputs, and each
+intermediate is compared with onnxruntime's (max error scaled by the tensor's largest magnitude).  The
+first tensor above ``--tol`` is printed with its node, and the worst inputs of that node.  Making a
+tensor an output changes fusion, so a divergence that vanishes here is itself a finding.
+
+    python benchmarks/zoo/diverge.py MODEL [--stride 1] [--node NAME ...] [--tol 1e-3] [--show 20]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fetch as zoo  # noqa: E402
+from check import compare, make_inputs  # noqa: E402
+
+
+def with_outputs(path: Path, names: list[str]):
+    """The model at ``path`` (external data loaded) with ``names`` added as graph outputs."""
+    import onnx
+    m = onnx.load(str(path))
+    have = {o.name for o in m.graph.output}
+    for n in names:
+        if n not in have:
+            m.graph.output.append(onnx.ValueInfoProto(name=n))
+    return m
+
+
+def float_tensors(path: Path) -> list[tuple[str, str, str]]:
+    """``(tensor, node name, op type)`` of every float output of a node, in graph order."""
+    import onnx
+    m = onnx.shape_inference.infer_shapes(onnx.load(str(path), load_external_data=False))
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in m.graph.value_info}
+    return [(o, n.name, n.op_type) for n in m.graph.node for o in n.output
+            if o and types.get(o) == onnx.TensorProto.FLOAT and n.op_type not in ("Constant", "Shape")]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--stride", type=int, default=1, help="every k-th float tensor")
+    ap.add_argument("--node", action="append", help="only these tensors (by name)")
+    ap.add_argument("--tol", type=float, default=1e-3)
+    ap.add_argument("--show", type=int, default=20, help="print this many tensors around the first bad one")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    import onnxruntime as ort
+    import codegen
+    from tensorir import graph
+    entry = zoo.select(zoo.load_manifest(), [args.model])[0]
+    path = zoo.fetch(entry)
+    cands = float_tensors(path)
+    if args.node:
+        cands = [c for c in cands if c[0] in args.node]
+    else:
+        cands = cands[args.stride - 1::args.stride]
+    names = [c[0] for c in cands]
+    model = with_outputs(path, names)
+    x = make_inputs(path, entry["inputs"], args.seed)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    outs = [o.name for o in sess.get_outputs()]
+    ref = dict(zip(outs, sess.run(None, x)))
+    g, params = graph.from_onnx(model, {k: v.shape for k, v in x.items()})
+    m = codegen.build_model(g, target="llvm", params=params)
+    ours = dict(zip(outs, m(**x)))
+    rows, first = [], None
+    for i, (t, node, op) in enumerate(cands):
+        err, problem = compare(ours[t], ref[t])
+        rows.append((t, node, op, err, problem))
+        if first is None and (problem or err > args.tol):
+            first = i
+    lo = max(0, (first or 0) - args.show // 2)
+    for t, node, op, err, problem in rows[lo:lo + args.show]:
+        mark = "  <-- first" if first is not None and rows[first][0] == t else ""
+        print(f"{node:40} {op:20} {t:40} {err:9.2e} {problem or ''}{mark}")
+    if first is None:
+        print(f"no intermediate of the {len(rows)} compared differs by more than {args.tol:g} "
+              f"(worst {max(r[3] for r in rows):.2e})")
+    else:
+        print(f"first divergence: tensor {rows[first][0]!r} of node {rows[first][1]!r} ({rows[first][2]}), "
+              f"scaled error {rows[first][3]:.2e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
