@@ -82,7 +82,7 @@ class NDArray(np.ndarray):
 
 
 def _wrap(a: np.ndarray, dev: Device | None) -> NDArray:
-    out = np.ascontiguousarray(a).view(NDArray)
+    out = np.asarray(a, order="C").view(NDArray)  # (ascontiguousarray makes a 0-d array 1-d)
     out._device = dev
     return out
 

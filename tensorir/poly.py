@@ -9,7 +9,6 @@ constraint or an unconstrained index, never a wrong answer.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -18,14 +17,14 @@ from . import dtype as dt
 from .expr import (And, BufferLoad, EQ, Expr, GE, GT, IntImm, LE, LT, Max, Min, NE, Not, Or, Select, Var, binary)
 from .stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, Stmt
 from .visitor import collect
-from .poly_affine import Affine, Scope, aff, isl_name  # noqa: F401  (aff, isl_name: this module's API)
+from .poly_affine import Affine, Scope, aff, isl_ident, isl_name  # noqa: F401  (aff, isl_name: this module's API)
 from .isl_errors import isl_boundary, isl_or
 
 _ctx = isl.DEFAULT_CONTEXT
 
 
 def buffer_name(b: Buffer) -> str:
-    return re.sub(r"\W", "_", b.name) + f"_b{b.uid}"
+    return isl_ident(b.name, f"_b{b.uid}")
 
 
 _CMP = {LT: "<", LE: "<=", GT: ">", GE: ">=", EQ: "=", NE: "!="}
@@ -221,7 +220,11 @@ class _Builder:
             self.call_statement(s.value)
 
     def scope(self) -> Scope:
-        return Scope.of(self.prog.params, self.loops)
+        out = Scope.of(self.prog.params, ())
+        out.bound = set(self.prog.params) | set(self.prog._extra_params)
+        for f in self.loops:
+            out.push(f)
+        return out
 
     def call_statement(self, value: Expr) -> None:
         """A statement for an evaluated expression (an extern call): its loads, and each address it
