@@ -31,6 +31,15 @@ class Device:
         except Exception:  # no pycuda, no driver, no GPU
             return False
 
+    @property
+    def compute_version(self) -> str | None:
+        """A CUDA GPU's compute capability (``"9.0"``), through pycuda; None elsewhere."""
+        if self.device_type != "cuda" or not self.exist:
+            return None
+        import pycuda.driver as drv
+        major, minor = drv.Device(self.device_id).compute_capability()
+        return f"{major}.{minor}"
+
     def sync(self) -> None:
         """Kernels return when done (CPU) or are waited for by the module (CUDA): nothing to do."""
 
