@@ -36,6 +36,7 @@ def parameter(*values, ids=None, by_dict: dict | None = None):
     """A parametrized pytest fixture (``size = tvm.testing.parameter(1, 10, 100)``): a test taking
     ``size`` runs once per value; several parameters give every combination."""
     import pytest
+    _provide_target_fixtures(sys._getframe(1).f_globals)
     if by_dict is not None:
         if values or ids:
             raise ValueError("tvm.testing.parameter: by_dict cannot be given with positional values or ids")
@@ -56,6 +57,7 @@ def parameters(*value_sets, ids=None) -> list:
     fixture of the calling module, which each returned fixture reads its element of."""
     import pytest
     hidden = f"_tvm_parameters_{next(_group)}"
+    _provide_target_fixtures(sys._getframe(1).f_globals)
     sys._getframe(1).f_globals[hidden] = pytest.fixture(
         params=[tuple(v) for v in value_sets], ids=ids, scope="session")(lambda *_cls, request: request.param)
     width = len(value_sets[0]) if value_sets else 0
@@ -72,10 +74,23 @@ def fixture(func=None, *, cache_return_value: bool = False):
     """``@tvm.testing.fixture``: a pytest fixture; with ``cache_return_value=True`` its value is
     computed once per distinct argument values and each test gets a deep copy."""
     import pytest
+    _provide_target_fixtures(sys._getframe(1).f_globals)
 
     def wrap(fn):
         return pytest.fixture(_cached(fn) if cache_return_value else fn)
     return wrap if func is None else wrap(func)
+
+
+def _provide_target_fixtures(module: dict) -> None:
+    """TVM's pytest plugin gives every test module ``target`` (each enabled target) and ``dev`` (its
+    device) fixtures; a module using these helpers gets them too, unless it defines its own."""
+    import pytest
+    from .ndarray import device
+    if "target" not in module:
+        module["target"] = pytest.fixture(params=[t for t, _ in enabled_targets()], scope="session")(
+            lambda *_cls, request: request.param)
+    if "dev" not in module:
+        module["dev"] = pytest.fixture(lambda *_cls, target: device(target))
 
 
 def _cached(fn):
@@ -153,6 +168,25 @@ def enabled_targets() -> list:
     return [(t, device(t)) for t in ("llvm", "cuda") if device_enabled(t)]
 
 
+def parametrize_targets(*args):
+    """``@tvm.testing.parametrize_targets("llvm", "cuda")`` (bare: both): the test runs once per target,
+    taking ``target`` and/or ``dev`` (its device); targets not here are skipped."""
+    if len(args) == 1 and callable(args[0]):
+        return parametrize_targets("llvm", "cuda")(args[0])
+
+    def wrap(func):
+        import pytest
+        from .ndarray import device
+        names = [n for n in ("target", "dev") if n in inspect.signature(func).parameters]
+        if not names:
+            raise TypeError(f"parametrize_targets: {func.__name__} takes neither 'target' nor 'dev'")
+        cases = [pytest.param(*[{"target": t, "dev": device(t)}[n] for n in names], id=str(t),
+                              marks=[] if device_enabled(t) else [pytest.mark.skip(reason=f"{t} is not enabled")])
+                 for t in args]
+        return pytest.mark.parametrize(",".join(names), cases)(func)
+    return wrap
+
+
 def main() -> None:
     """``tvm.testing.main()`` at the end of a test file: run it with pytest."""
     import pytest
@@ -161,4 +195,4 @@ def main() -> None:
 
 __all__ = ["assert_allclose", "assert_prim_expr_equal", "parameter", "parameters", "fixture", "Feature",
            "requires_llvm", "requires_gpu", "requires_cuda", "requires_tensorcore", "uses_gpu",
-           "device_enabled", "enabled_targets", "main"]
+           "device_enabled", "enabled_targets", "parametrize_targets", "main"]
