@@ -19,7 +19,36 @@ def build(inputs, args=None, target=None, target_host=None, runtime=None, name: 
     mod = codegen.build(inputs, args, target="llvm" if target is None else target, name=name)
     if not hasattr(mod, "imported_modules"):  # TVM's host module imports the device module
         mod.imported_modules = [mod] if "cuda" in type(mod).__name__.lower() else []
+    if not hasattr(mod, "save") and getattr(mod, "_ir", None) is not None:
+        mod.save = lambda path, fmt="": save_object(mod, path, fmt)
     return mod
+
+
+def save_object(mod, path: str, fmt: str = "") -> None:
+    """TVM's ``Module.save``: a CPU kernel's object code (``.o``) or LLVM IR (``.ll``).  The object's
+    signature goes to ``path.json``, where ``tvm.contrib.cc.create_shared`` finds it, so that
+    ``tvm.runtime.load_module`` loads the shared object linked from it."""
+    import json
+    from codegen import jit
+    from codegen.export import build_info
+    from codegen.target import parse
+    kind = fmt or str(path).rsplit(".", 1)[-1]
+    if kind == "ll":
+        with open(path, "w") as f:
+            f.write(mod._ir)
+        return
+    if kind not in ("o", "obj"):
+        raise ValueError(f"Module.save({path!r}): format {kind!r} is not supported; use a .o (object code) "
+                         "or .ll (LLVM IR) file, or export_library for a loadable shared object")
+    with open(path, "wb") as f:
+        f.write(jit.emit_object(mod._ir, parse(mod.target)))
+    meta = {"signature": mod.signature.to_json(), "target": mod.target, "build": build_info(),
+            "link": ["-lm"] + (["-lgomp"] if mod.signature.parallel else [])}
+    if mod.extern is not None and (mod.extern.libraries or mod.extern.packed_sites):
+        meta["extern"] = mod.extern.to_json()
+        meta["link"] += [x for lib in mod.extern.libraries for x in (lib, f"-Wl,-rpath,{lib.rsplit('/', 1)[0]}")]
+    with open(f"{path}.json", "w") as f:
+        json.dump(meta, f, indent=1)
 
 
 def assert_structural_equal(lhs, rhs, map_free_vars: bool = False) -> None:

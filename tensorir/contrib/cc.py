@@ -5,6 +5,7 @@ The compiler is ``cc=`` when given, else ``$CXX``, ``$CC``, then the first of ``
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -23,11 +24,27 @@ def _compile(output: str, objects, options, cc: str | None, cwd: str | None, sha
     if compiler is None:
         raise RuntimeError("no C compiler found (set $CC or $CXX, or install cc/g++)")
     objects = [objects] if isinstance(objects, str) else list(objects)
+    kernels = _kernel_meta(objects, cwd)
     flags = ["-shared", "-fPIC"] if shared else []
-    cmd = [compiler, *flags, "-o", output, *objects, *(options or [])]
+    link = [x for meta in kernels for x in meta.pop("link", [])]
+    cmd = [compiler, *flags, "-o", output, *objects, *(options or []), *dict.fromkeys(link)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
     if proc.returncode != 0:
         raise RuntimeError(f"Compilation error ({' '.join(cmd)}):\n{proc.stdout}{proc.stderr}")
+    if shared and len(kernels) == 1:  # the signature tvm.runtime.load_module reads beside the library
+        with open(os.path.join(cwd or "", f"{output}.json"), "w") as f:
+            json.dump(kernels[0], f, indent=1)
+
+
+def _kernel_meta(objects: list, cwd: str | None) -> list[dict]:
+    """The signatures ``Module.save`` wrote beside kernel objects (``k.o.json``)."""
+    out = []
+    for obj in objects:
+        path = os.path.join(cwd or "", f"{obj}.json")
+        if os.path.isfile(path):
+            with open(path) as f:
+                out.append(json.load(f))
+    return out
 
 
 def create_shared(output: str, objects, options=None, cc: str | None = None, cwd: str | None = None,
