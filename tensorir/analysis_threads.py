@@ -10,9 +10,6 @@ barrier pass, two writes alone are not a race).  Loops nested in a thread loop a
 thread index run with its value.  A reduction axis bound to ``threadIdx.*`` is lowered as a
 cross-thread reduction (``lower/thread_allreduce.py``), whose accumulators are ``local``.
 
-``check_private_flow``: a read of a ``local`` buffer finds the value its own thread wrote (the
-loop nest's order is one thread after another; on the GPU each thread has its own copy).
-
 ``check_scan_threads``: the steps of a scan on the GPU; no thread touches global memory another
 thread writes.
 
@@ -117,46 +114,6 @@ def _check_thread_loop(analysis, loop, stage: str) -> None:
                         "across threads, one bound to blockIdx.* needs rfactor and a second stage")
 
 
-def check_private_flow(analysis) -> None:
-    """Refuse a read of a ``local`` buffer (one copy per thread) whose value, in the loop nest's order,
-    another thread wrote: on the GPU that thread's copy was never written (``ScheduleError``)."""
-    prog = analysis.program
-    if not any(_tags(st) and any(a.buffer.scope == "local" and not a.is_write for a in st.accesses)
-               for st in prog.statements):
-        return
-    flow = analysis._flow(sink_write=False, source_write=True, keep=lambda b: b.scope == "local")
-    deps = flow.get_must_dependence().get_map_list()
-    by_name = {st.name: st for st in prog.statements}
-    for m in (deps.get_at(k) for k in range(deps.n_map())):
-        s, t = by_name[m.get_tuple_name(isl.dim_type.in_)], by_name[m.get_tuple_name(isl.dim_type.out)]
-        ts, tt = _tags(s), _tags(t)
-        common = [tag for tag in ts if tag in tt]
-        if not common:
-            continue
-        a = [f"a{k}" for k in range(len(s.loops))]
-        b = [f"b{k}" for k in range(len(t.loops))]
-        differ = " or ".join(f"a{ts[tag]} != b{tt[tag]}" for tag in common)
-        other = isl.Map(f"{{ {s.name}[{', '.join(a)}] -> {t.name}[{', '.join(b)}] : {differ} }}")
-        hit = m.intersect(other.align_params(m.get_space())).intersect_params(prog.context())
-        if not hit.is_empty():
-            raise _foreign_read(analysis, s, t, hit)
-
-
-def _foreign_read(analysis, s, t, hit) -> ScheduleError:
-    pt = hit.wrap().sample_point()
-    n = len(s.loops)
-    val = lambda k: int(pt.get_coordinate_val(isl.dim_type.set, k).to_python())  # noqa: E731
-    where = lambda st, off: ", ".join(f"{f.thread_tag}={val(off + k)}" for k, f in enumerate(st.loops)  # noqa: E731
-                                      if f.kind == "thread" and f.thread_tag in _TAGS)
-    buf = next(a.buffer for a in t.accesses if not a.is_write and a.buffer.scope == "local" and
-               any(w.buffer is a.buffer for w in s.accesses if w.is_write))
-    return ScheduleError(
-        f"stage {t.stage}: reads {buf.name}, a local buffer (each GPU thread has its own copy), at an element "
-        f"that another thread computed (written by stage {s.stage} at {where(s, 0)}, read at {where(t, n)}), so "
-        f"the read would find its own copy unwritten. Bind {s.stage}'s axes so that each thread computes the "
-        f"elements it reads, or place {buf.name} in shared memory")
-
-
 def _check_pair(analysis, s, w, t, x, common: list[str]) -> None:
     rel = w.relation.apply_range(x.relation.reverse())
     a = [f"a{k}" for k in range(len(s.loops))]
@@ -184,4 +141,4 @@ def _check_pair(analysis, s, w, t, x, common: list[str]) -> None:
         f"each thread only reads the elements it computed itself")
 
 
-__all__ = ["check_scan_threads", "check_thread_loops", "check_private_flow"]
+__all__ = ["check_scan_threads", "check_thread_loops"]
