@@ -124,12 +124,13 @@ class ThreadBounds(Bounds):
                 out_alloc.append(dom.extent)
         return out, out_alloc
 
-
     def _per_thread(self, st: Stage, alloc: list[Expr]) -> list[Expr]:
         """A ``local`` stage read inside ``threadIdx`` loops below its attach point (TVM's ``NeedRelax``
         keeps them): each thread's copy spans only what that thread reads, at an offset that depends
         on its index (TVM's allocation of 97 where the block reads 128).  The producer keeps its whole
         region, each thread computing its share; isl proves each thread reads what it wrote itself."""
+        if not st.op.axis:
+            return alloc
         fixed = {(id(s), id(v)) for s, v in attach_path(st)}
         lows, highs = [[] for _ in st.op.axis], [[] for _ in st.op.axis]
         held_tags: set = set()
@@ -153,7 +154,9 @@ class ThreadBounds(Bounds):
                     self.var_bounds[hold[v.var]] = (0, max(hi, top))
                 else:
                     relax[v.var] = (IntImm(v.var.dtype, 0), simplify(self.leaf[s][v].extent - 1))
-            held_tags |= set(hold.values())
+            if not hold or (held_tags and set(hold.values()) != held_tags):
+                return alloc  # a reader outside those thread loops reads every thread's share
+            held_tags = set(hold.values())
             vals, _ = root_values(q, self.leaf[q], self.var_bounds)
             mapping = {iv.var: vals[iv] for iv in q.all_iter_vars if iv in q.op.axis or iv in q.op.reduce_axis}
             for ld in loads:
@@ -163,7 +166,8 @@ class ThreadBounds(Bounds):
                         return alloc
                     lows[d].append(rng[0])
                     highs[d].append(rng[1])
-        own = {thread_index(s.bindings[v].thread_tag) for s, v in self.loops_of(st) if v in s.bindings}
+        own = {thread_index(s.bindings[v].thread_tag) for s, v in self.loops_of(st)
+               if v in s.bindings and s.bindings[v].thread_tag.startswith("threadIdx.")}
         if not held_tags or not held_tags <= own or not lows[0]:
             return alloc  # no thread index to place it by, or one the producer's loops lack
         offsets, out = [], []
