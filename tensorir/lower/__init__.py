@@ -67,7 +67,10 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
     bodies = inlined_bodies(s)
     bounds = Bounds(s, bodies, size_vars)
     builder = NestBuilder(s, bodies, bounds, arg_buffers, aliases)
-    stmt = remove_redundant_guards(simplify(bind_thread_indices(builder.build())), size_vars)
+    body = builder.build()
+    if bounds.thread_offsets:  # per-thread local buffers: their offsets name each loop's thread index
+        body = bind_thread_indices(body)
+    stmt = remove_redundant_guards(simplify(body), size_vars)
     func = LoweredFunc(name, tuple(arg_buffers[_key(s, t)] for t in tensors), tuple(size_vars), stmt,
                        (("loop_stage", builder.loop_stage), ("write_before_read", tuple(builder.write_first)),
                         ("buffer_stage", builder.buffer_stage()), ("call_order", _call_order(args, tensors)),

@@ -69,16 +69,14 @@ def thread_index(tag: str) -> Var:
 
 def bind_thread_indices(stmt):
     """Replace :func:`thread_index` variables inside each thread loop by that loop's variable."""
-    from ..stmt import For
     from ..visitor import Mutator
-    index = {v: tag for tag, v in _THREAD_INDEX.items()}
 
     class Bind(Mutator):
         def visit_For(self, f):
             f = self.generic_visit(f)
             v = _THREAD_INDEX.get(f.thread_tag) if f.kind == "thread" else None
             return f if v is None else substitute(f, {v: f.loop_var})
-    return Bind().visit(stmt) if index else stmt
+    return Bind().visit(stmt)
 
 
 class ThreadBounds(Bounds):
