@@ -113,6 +113,12 @@ class Analysis:
                 continue
             st = self._statement(m.get_tuple_name(isl.dim_type.in_))
             point = _describe(m.wrap().sample_point())
+            if buf.scope == "local" and any(f.kind == "thread" for f in st.loops):
+                raise ScheduleError(
+                    f"stage {st.stage} reads {buf.name}, a local buffer (each GPU thread has its own copy), at an "
+                    f"element its own thread has not computed (at {point}; the thread indices are the thr "
+                    f"dimensions): bind {buf.name}'s axes so that each thread computes the elements it reads, or "
+                    f"place it in shared memory")
             if buf in self.write_first:
                 raise ScheduleError(
                     f"stage {st.stage} reads {buf.name} at an element not computed yet (at {point}): the "

@@ -11,12 +11,14 @@ import numpy as np
 
 #: Device kind names TVM accepts, by the kind they denote.
 _KINDS = {"cpu": "cpu", "llvm": "cpu", "c": "cpu", "stackvm": "cpu", "cuda": "cuda", "gpu": "cuda",
-          "nvptx": "cuda"}
+          "nvptx": "cuda", "cl": "opencl", "opencl": "opencl", "vulkan": "vulkan", "metal": "metal",
+          "rocm": "rocm", "vpi": "vpi", "ext_dev": "ext_dev", "hexagon": "hexagon", "webgpu": "webgpu"}
 
 
 @dataclass(frozen=True)
 class Device:
-    """A device (``tvm.cpu(0)``, ``tvm.cuda(0)``); arrays live in host memory either way."""
+    """A device (``tvm.cpu(0)``, ``tvm.cuda(0)``); arrays live in host memory either way.  TVM's other
+    kinds (``tvm.device("opencl")``) name devices that never exist here."""
     device_type: str = "cpu"
     device_id: int = 0
 
@@ -24,12 +26,23 @@ class Device:
     def exist(self) -> bool:
         if self.device_type == "cpu":
             return True
+        if self.device_type != "cuda":  # devices tiletune has no backend for (TVM's opencl, vulkan ...)
+            return False
         try:
             import pycuda.driver as drv
             drv.init()
             return self.device_id < drv.Device.count()
         except Exception:  # no pycuda, no driver, no GPU
             return False
+
+    @property
+    def compute_version(self) -> str | None:
+        """A CUDA GPU's compute capability (``"9.0"``), through pycuda; None elsewhere."""
+        if self.device_type != "cuda" or not self.exist:
+            return None
+        import pycuda.driver as drv
+        major, minor = drv.Device(self.device_id).compute_capability()
+        return f"{major}.{minor}"
 
     def sync(self) -> None:
         """Kernels return when done (CPU) or are waited for by the module (CUDA): nothing to do."""
@@ -82,19 +95,21 @@ class NDArray(np.ndarray):
 
 
 def _wrap(a: np.ndarray, dev: Device | None) -> NDArray:
-    out = np.ascontiguousarray(a).view(NDArray)
+    out = np.asarray(a, order="C").view(NDArray)  # (ascontiguousarray makes a 0-d array 1-d)
     out._device = dev
     return out
 
 
-def array(arr, dev: Device | None = None) -> NDArray:
-    """A copy of ``arr`` (``tvm.nd.array(x, dev)``)."""
-    return _wrap(np.array(arr, copy=True), dev)
+def array(arr, dev: Device | None = None, mem_scope=None, *, device: Device | None = None) -> NDArray:
+    """A copy of ``arr`` (``tvm.nd.array(x, dev)``, ``device=dev``)."""
+    return _wrap(np.array(arr, copy=True), device or dev)
 
 
-def empty(shape, dtype="float32", dev: Device | None = None) -> NDArray:
-    """An uninitialized array (``tvm.nd.empty``); float arrays are filled with NaN so an element a
-    kernel forgets to write shows."""
+def empty(shape, dtype="float32", dev: Device | None = None, mem_scope=None, *,
+          device: Device | None = None) -> NDArray:
+    """An uninitialized array (``tvm.nd.empty(shape, dtype, dev)``, ``device=dev``); float arrays are
+    filled with NaN so an element a kernel forgets to write shows."""
+    dev = device or dev
     shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
     dtype = np.dtype(dtype)
     fill = np.full(shape, np.nan, dtype) if dtype.kind in "fc" else np.empty(shape, dtype)

@@ -9,7 +9,6 @@ constraint or an unconstrained index, never a wrong answer.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -18,14 +17,14 @@ from . import dtype as dt
 from .expr import (And, BufferLoad, EQ, Expr, GE, GT, IntImm, LE, LT, Max, Min, NE, Not, Or, Select, Var, binary)
 from .stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, Stmt
 from .visitor import collect
-from .poly_affine import Affine, Scope, aff, isl_name  # noqa: F401  (aff, isl_name: this module's API)
+from .poly_affine import Affine, Scope, aff, isl_ident, isl_name  # noqa: F401  (aff, isl_name: this module's API)
 from .isl_errors import isl_boundary, isl_or
 
 _ctx = isl.DEFAULT_CONTEXT
 
 
 def buffer_name(b: Buffer) -> str:
-    return re.sub(r"\W", "_", b.name) + f"_b{b.uid}"
+    return isl_ident(b.name, f"_b{b.uid}")
 
 
 _CMP = {LT: "<", LE: "<=", GT: ">", GE: ">=", EQ: "=", NE: "!="}
@@ -167,6 +166,7 @@ class _Builder:
             if v not in known and v not in loop_vars and dt.is_int(v.dtype):
                 known.add(v)
                 self.prog._extra_params.append(v)
+        self.thread_tags = _thread_extents(body, set(self.prog.params) | set(self.prog._extra_params))
         self.visit(body)
 
     def visit(self, s: Stmt) -> None:
@@ -221,7 +221,11 @@ class _Builder:
             self.call_statement(s.value)
 
     def scope(self) -> Scope:
-        return Scope.of(self.prog.params, self.loops)
+        out = Scope.of(self.prog.params, ())
+        out.bound = set(self.prog.params) | set(self.prog._extra_params)
+        for f in self.loops:
+            out.push(f)
+        return out
 
     def call_statement(self, value: Expr) -> None:
         """A statement for an evaluated expression (an extern call): its loads, and each address it
@@ -259,10 +263,28 @@ class _Builder:
         loops = ", ".join(_loop_name(f) for f in self.loops)
         head = f"{self.prog.prefix()}{{ {st.name}[{loops}] -> {buffer_name(buf)}"
         rel = isl.Map(f"{head}[{dims}] : {body} }}").intersect_domain(st.domain)
-        scope = [_loop_name(f) for f in self.allocs.get(buf, ())]
-        flow = rel if not scope else \
-            isl.Map(f"{head}[{', '.join(scope + [dims])}] : {body} }}").intersect_domain(st.domain)
+        scope, copies = self.private_prefix(buf)
+        flow = rel if not scope else isl.Map(f"{head}[{', '.join(scope + [dims])}] : "
+                                             f"{' and '.join([body] + copies)} }}").intersect_domain(st.domain)
         return Access(buf, tuple(lo for lo, _ in region), rel, write, flow)
+
+    def private_prefix(self, buf: Buffer) -> tuple[list[str], list[str]]:
+        """The dimensions that tell private copies of ``buf`` apart in flow relations, with their
+        constraints: the loops it is allocated in (a copy per iteration) and, for ``local`` memory,
+        the GPU thread indices (a copy per thread; a statement outside a thread loop runs in every
+        thread, so it touches every thread's copy)."""
+        scope = [_loop_name(f) for f in self.allocs.get(buf, ())]
+        if buf.scope != "local" or not self.thread_tags:
+            return scope, []
+        cons = []
+        for k, (tag, extent) in enumerate(self.thread_tags.items()):
+            own = next((f for f in self.loops if f.kind == "thread" and f.thread_tag == tag), None)
+            scope.append(f"thr{k}")
+            if own is not None:
+                cons.append(f"thr{k} = {_loop_name(own)}")
+            else:  # (an extent isl cannot write leaves the copies unbounded: reads of them are refused)
+                cons.append(f"0 <= thr{k}" + (f" < {extent}" if extent is not None else ""))
+        return scope, cons
 
     def new_statement(self, s: BufferStore | None, stage: str) -> "Statement":
         prog = self.prog
@@ -323,11 +345,25 @@ class _Builder:
         body = conv.wrap(" and ".join(f"({c})" for c in cons) or "1 = 1")
         head = f"{self.prog.prefix()}{{ {st.name}[{dims}] -> {buffer_name(buf)}"
         rel = isl.Map(f"{head}[{', '.join(out)}] : {body} }}").intersect_domain(st.domain)
-        scope = [_loop_name(f) for f in self.allocs.get(buf, ())]
-        flow = rel if not scope else \
-            isl.Map(f"{head}[{', '.join(scope + out)}] : {body} }}").intersect_domain(st.domain)
+        scope, copies = self.private_prefix(buf)
+        flow = rel if not scope else isl.Map(f"{head}[{', '.join(scope + out)}] : "
+                                             f"{' and '.join([body] + copies)} }}").intersect_domain(st.domain)
         opaque = tuple(d for d, o in enumerate(out) if o == f"free{d}")
         return Access(buf, tuple(indices), rel, write, flow, opaque)
+
+
+#: GPU thread indices: each thread has its own copy of a ``local`` buffer.
+THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+
+
+def _thread_extents(body: Stmt, params: set) -> dict[str, str | None]:
+    """The GPU thread tags of the loop nest, with an extent of one of their loops in isl syntax
+    (None where isl cannot write it over the parameters)."""
+    out: dict = {}
+    for f in collect(body, For):
+        if f.kind == "thread" and f.thread_tag in THREAD_TAGS and out.get(f.thread_tag) is None:
+            out[f.thread_tag] = aff(f.extent) if set(collect(f.extent, Var)) <= params else None
+    return {tag: out[tag] for tag in THREAD_TAGS if tag in out}
 
 
 def _box(prog: PolyProgram, buf: Buffer) -> isl.Set | None:

@@ -32,8 +32,14 @@ MAX_VALUE_CASES = 16
 _fresh = itertools.count()
 
 
+def isl_ident(name: str, suffix: str) -> str:
+    """``name`` as an isl identifier, made unique by ``suffix``: ASCII letters, digits and ``_``
+    only, never starting with a digit (isl reads ``2n`` as ``2 * n``), never an isl keyword."""
+    return "v" * (not name[:1].isalpha() or not name[:1].isascii()) + re.sub(r"[^A-Za-z0-9_]", "_", name) + suffix
+
+
 def isl_name(v: Var) -> str:
-    return re.sub(r"\W", "_", v.name) + f"_{v.uid}"
+    return isl_ident(v.name, f"_{v.uid}")
 
 
 @dataclass
@@ -41,6 +47,8 @@ class Scope:
     """What is known where expressions are converted."""
     ranges: dict = field(default_factory=dict)  # Var -> (lo, extent) of loops with constant bounds
     lower: dict = field(default_factory=dict)   # Var -> a constant lower bound (sizes >= 1, loops from 0)
+    bound: set | None = None   # the variables isl knows here (None: all); others are unknowns, never
+                               # printed (a loop variable used outside its loop would not parse)
 
     @staticmethod
     def of(params, loops) -> "Scope":
@@ -51,12 +59,16 @@ class Scope:
         return out
 
     def push(self, f) -> None:
+        if self.bound is not None:
+            self.bound.add(f.loop_var)
         if type(f.min) is IntImm:
             self.lower[f.loop_var] = f.min.value
             if type(f.extent) is IntImm:
                 self.ranges[f.loop_var] = (f.min.value, f.extent.value)
 
     def pop(self, f) -> None:
+        if self.bound is not None:
+            self.bound.discard(f.loop_var)
         self.lower.pop(f.loop_var, None)
         self.ranges.pop(f.loop_var, None)
 
@@ -67,7 +79,7 @@ class Affine:
 
     def __init__(self, scope: "Scope | None" = None, atoms: bool = False):
         scope = scope or Scope()
-        self.ranges, self.lower = scope.ranges, scope.lower
+        self.ranges, self.lower, self.bound = scope.ranges, scope.lower, scope.bound
         self.atoms = atoms             # non-affine terms become unknowns (conditions only)
         self.locals: list[str] = []
         self.side: list[str] = []
@@ -137,7 +149,7 @@ class Affine:
         if t is IntImm:
             return str(e.value)
         if isinstance(e, Var):
-            return isl_name(e) if dt.is_int(e.dtype) else None
+            return isl_name(e) if dt.is_int(e.dtype) and (self.bound is None or e in self.bound) else None
         if t is Cast and dt.is_int(e.dtype) and dt.is_int(e.value.dtype):
             return self(e.value)
         if t in (Add, Sub):

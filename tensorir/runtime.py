@@ -18,4 +18,11 @@ def convert(value):
     return _convert_scalar(value)
 
 
-__all__ = ["convert", "const", "Device", "NDArray", "cpu", "cuda", "device"]
+def load_module(path: str):
+    """``tvm.runtime.load_module``: a kernel library written by ``export_library`` (or linked by
+    ``tvm.contrib.cc.create_shared`` from ``Module.save``'s object), through ``codegen.load_module``."""
+    from codegen.export import load_module as load
+    return load(path)
+
+
+__all__ = ["load_module", "convert", "const", "Device", "NDArray", "cpu", "cuda", "device"]

@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib
 import types
 
-import numpy as np
-
 
 def build(inputs, args=None, target=None, target_host=None, runtime=None, name: str = "default_function",
           binds=None):
@@ -18,30 +16,45 @@ def build(inputs, args=None, target=None, target_host=None, runtime=None, name: 
     if binds:
         raise NotImplementedError("tvm.build(binds=...): buffer binds are not supported")
     import codegen
-    return codegen.build(inputs, args, target="llvm" if target is None else target, name=name)
+    mod = codegen.build(inputs, args, target="llvm" if target is None else target, name=name)
+    if not hasattr(mod, "imported_modules"):  # TVM's host module imports the device module
+        mod.imported_modules = [mod] if "cuda" in type(mod).__name__.lower() else []
+    if not hasattr(mod, "save") and getattr(mod, "_ir", None) is not None:
+        mod.save = lambda path, fmt="": save_object(mod, path, fmt)
+    return mod
 
 
-def assert_allclose(actual, desired, rtol: float = 1e-7, atol: float = 1e-7) -> None:
-    """``tvm.testing.assert_allclose``: numpy's, with TVM's default tolerances."""
-    np.testing.assert_allclose(np.asarray(actual), np.asarray(desired), rtol=rtol, atol=atol, verbose=True)
+def save_object(mod, path: str, fmt: str = "") -> None:
+    """TVM's ``Module.save``: a CPU kernel's object code (``.o``) or LLVM IR (``.ll``).  The object's
+    signature goes to ``path.json``, where ``tvm.contrib.cc.create_shared`` finds it, so that
+    ``tvm.runtime.load_module`` loads the shared object linked from it."""
+    import json
+    from codegen import jit
+    from codegen.export import build_info
+    from codegen.target import parse
+    kind = fmt or str(path).rsplit(".", 1)[-1]
+    if kind == "ll":
+        with open(path, "w") as f:
+            f.write(mod._ir)
+        return
+    if kind not in ("o", "obj"):
+        raise ValueError(f"Module.save({path!r}): format {kind!r} is not supported; use a .o (object code) "
+                         "or .ll (LLVM IR) file, or export_library for a loadable shared object")
+    with open(path, "wb") as f:
+        f.write(jit.emit_object(mod._ir, parse(mod.target)))
+    meta = {"signature": mod.signature.to_json(), "target": mod.target, "build": build_info(),
+            "link": ["-lm"] + (["-lgomp"] if mod.signature.parallel else [])}
+    if mod.extern is not None and (mod.extern.libraries or mod.extern.packed_sites):
+        meta["extern"] = mod.extern.to_json()
+        meta["link"] += [x for lib in mod.extern.libraries for x in (lib, f"-Wl,-rpath,{lib.rsplit('/', 1)[0]}")]
+    with open(f"{path}.json", "w") as f:
+        json.dump(meta, f, indent=1)
 
 
 def assert_structural_equal(lhs, rhs, map_free_vars: bool = False) -> None:
     """``tvm.ir.assert_structural_equal``: same tree, Vars by identity."""
     if not structural_equal(lhs, rhs):
         raise ValueError(f"structural mismatch:\n  {lhs}\nvs\n  {rhs}")
-
-
-def assert_prim_expr_equal(lhs, rhs) -> None:
-    """``tvm.testing.assert_prim_expr_equal``: equal after simplifying their difference."""
-    from .arith import simplify
-    from .expr import IntImm, convert
-    diff = simplify(convert(lhs) - convert(rhs))
-    if not (isinstance(diff, IntImm) and diff.value == 0):
-        raise ValueError(f"{lhs} and {rhs} are not equal (difference {diff})")
-
-
-testing = types.SimpleNamespace(assert_allclose=assert_allclose, assert_prim_expr_equal=assert_prim_expr_equal)
 
 
 def structural_equal(lhs, rhs, map_free_vars: bool = False) -> bool:
@@ -94,7 +107,7 @@ _NAMES = {
     "target": _module("codegen.target"),
     "autotvm": _module("autotune"),
     "build": lambda: build,
-    "testing": lambda: testing,
+    "testing": _module("tensorir.testing"),
     "ir": lambda: ir,
     "arith": _module("tensorir.arith"),
     "cpu": _from("tensorir.ndarray", "cpu"),
@@ -118,4 +131,4 @@ def resolve(name: str):
     return loader()
 
 
-__all__ = ["build", "assert_allclose", "testing", "resolve"]
+__all__ = ["build", "resolve"]

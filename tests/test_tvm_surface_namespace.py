@@ -39,8 +39,9 @@ def test_lazy_namespace():
     assert tvm.autotvm is autotune and tvm.lower is te.lower and tvm.error.TVMError is tvm.TVMError
     assert tvm.runtime.convert is tvm.convert and tvm.topi.add is not None
     assert tvm.device("cuda", 1) == tvm.cuda(1) and tvm.device("llvm") == tvm.cpu()
+    assert not tvm.device("opencl").exist  # TVM's other kinds name devices that are never here
     with pytest.raises(ValueError, match="device type"):
-        tvm.device("opencl")
+        tvm.device("tpu")
     with pytest.raises(AttributeError, match="no_such_name"):
         tvm.no_such_name
     assert not hasattr(tvm, "relay")

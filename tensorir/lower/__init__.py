@@ -10,7 +10,7 @@ from ..stmt import Buffer, LoweredFunc
 from ..tensor import PlaceholderOp, Tensor
 from ..visitor import collect, free_vars
 from .gpu_bounds import ThreadBounds as Bounds  # GPU hook: thread-aware bound inference (gpu_bounds.py)
-from .gpu_bounds import infer_storage_scopes
+from .gpu_bounds import bind_thread_indices, infer_storage_scopes
 from .flatten import flatten
 from .guards import remove_redundant_guards
 from .inline import inlined_bodies
@@ -67,7 +67,10 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
     bodies = inlined_bodies(s)
     bounds = Bounds(s, bodies, size_vars)
     builder = NestBuilder(s, bodies, bounds, arg_buffers, aliases)
-    stmt = remove_redundant_guards(simplify(builder.build()), size_vars)
+    body = builder.build()
+    if bounds.thread_offsets:  # per-thread local buffers: their offsets name each loop's thread index
+        body = bind_thread_indices(body)
+    stmt = remove_redundant_guards(simplify(body), size_vars)
     func = LoweredFunc(name, tuple(arg_buffers[_key(s, t)] for t in tensors), tuple(size_vars), stmt,
                        (("loop_stage", builder.loop_stage), ("write_before_read", tuple(builder.write_first)),
                         ("buffer_stage", builder.buffer_stage()), ("call_order", _call_order(args, tensors)),

@@ -17,11 +17,12 @@ import itertools
 import math
 
 from ..arith import INF, const_bounds, prove, simplify
-from ..expr import Expr, IntImm, Max, Min, binary
+from ..expr import Expr, IntImm, Max, Min, TensorLoad, Var, binary
 from ..schedule import Stage
-from ..tensor import IterVar, Range
-from ..visitor import free_vars, substitute
-from .bounds import Bounds, _relaxed, attach_path
+from ..tensor import ComputeOp, IterVar, Range
+from ..visitor import collect, free_vars, substitute
+from .bounds import Bounds, _fold, _relaxed, attach_path
+from .relations import root_values
 
 SCOPE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
 
@@ -55,11 +56,40 @@ def need_relax(tag: str, scope: str) -> bool:
     return rank is not None and SCOPE_RANK.get(scope, 0) <= rank
 
 
+_THREAD_INDEX: dict[str, Var] = {}
+
+
+def thread_index(tag: str) -> Var:
+    """The index of GPU thread axis ``tag`` (``threadIdx.x``) in a per-thread buffer offset; each
+    thread loop bound to ``tag`` gives it its own variable (:func:`bind_thread_indices`)."""
+    if tag not in _THREAD_INDEX:
+        _THREAD_INDEX[tag] = Var(tag, "int32")
+    return _THREAD_INDEX[tag]
+
+
+def bind_thread_indices(stmt):
+    """Replace :func:`thread_index` variables inside each thread loop by that loop's variable."""
+    from ..visitor import Mutator
+
+    class Bind(Mutator):
+        def visit_For(self, f):
+            f = self.generic_visit(f)
+            v = _THREAD_INDEX.get(f.thread_tag) if f.kind == "thread" else None
+            return f if v is None else substitute(f, {v: f.loop_var})
+    return Bind().visit(stmt)
+
+
 class ThreadBounds(Bounds):
     """:class:`Bounds` whose regions span the threads that share a stage's storage."""
 
+    def __init__(self, *args, **kwargs):
+        self.thread_offsets: dict[Stage, list[Expr]] = {}  # per-thread buffers' offsets (thread_index vars)
+        super().__init__(*args, **kwargs)
+
     def _needed(self, st: Stage) -> tuple[dict[IterVar, Range], list[Expr]]:
         region, alloc = super()._needed(st)
+        if st.scope == "local":
+            alloc = self._per_thread(st, alloc)
         relax = {}
         for s, v in attach_path(st):
             t = s.bindings.get(v)
@@ -91,6 +121,64 @@ class ThreadBounds(Bounds):
             else:
                 out_alloc.append(dom.extent)
         return out, out_alloc
+
+    def _per_thread(self, st: Stage, alloc: list[Expr]) -> list[Expr]:
+        """A ``local`` stage read inside ``threadIdx`` loops below its attach point (TVM's ``NeedRelax``
+        keeps them): each thread's copy spans only what that thread reads, at an offset that depends
+        on its index (TVM's allocation of 97 where the block reads 128).  The producer keeps its whole
+        region, each thread computing its share; isl proves each thread reads what it wrote itself."""
+        if not st.op.axis:
+            return alloc
+        fixed = {(id(s), id(v)) for s, v in attach_path(st)}
+        lows, highs = [[] for _ in st.op.axis], [[] for _ in st.op.axis]
+        held_tags: set = set()
+        for q in self.sch.stages:
+            if q not in self.bodies or q not in self.root:
+                continue
+            loads = [ld for ld in collect(self.bodies[q], TensorLoad) if self.sch.stage_map.get(ld.tensor.op) is st]
+            if not loads:
+                continue
+            if not isinstance(q.op, ComputeOp) or q.tensorize_intrin is not None:
+                return alloc
+            relax, hold = {}, {}
+            for s, v in self.loops_of(q):
+                if (id(s), id(v)) in fixed:
+                    continue
+                t = s.bindings.get(v)
+                if t is not None and t.thread_tag.startswith("threadIdx."):
+                    hold[v.var] = thread_index(t.thread_tag)
+                    top = const_bounds(self.leaf[s][v].extent, self.var_bounds)[1] - 1
+                    lo, hi = self.var_bounds.get(hold[v.var], (0, top))
+                    self.var_bounds[hold[v.var]] = (0, max(hi, top))
+                else:
+                    relax[v.var] = (IntImm(v.var.dtype, 0), simplify(self.leaf[s][v].extent - 1))
+            if not hold or (held_tags and set(hold.values()) != held_tags):
+                return alloc  # a reader outside those thread loops reads every thread's share
+            held_tags = set(hold.values())
+            vals, _ = root_values(q, self.leaf[q], self.var_bounds)
+            mapping = {iv.var: vals[iv] for iv in q.all_iter_vars if iv in q.op.axis or iv in q.op.reduce_axis}
+            for ld in loads:
+                for d, idx in enumerate(ld.indices):
+                    rng = _relaxed(substitute(simplify(substitute(idx, mapping)), hold), relax)
+                    if rng is None:
+                        return alloc
+                    lows[d].append(rng[0])
+                    highs[d].append(rng[1])
+        own = {thread_index(s.bindings[v].thread_tag) for s, v in self.loops_of(st)
+               if v in s.bindings and s.bindings[v].thread_tag.startswith("threadIdx.")}
+        if not held_tags or not held_tags <= own or not lows[0]:
+            return alloc  # no thread index to place it by, or one the producer's loops lack
+        offsets, out = [], []
+        for d, old in enumerate(alloc):
+            lo, hi = _fold(Min, lows[d]), _fold(Max, highs[d])
+            ub = _upper(simplify(hi - lo + 1), self.var_bounds)
+            old_ub = const_bounds(old, self.var_bounds)[1]
+            offsets.append(lo)
+            out.append(IntImm(old.dtype, int(ub)) if ub != INF and 0 < ub <= old_ub else None)
+        if any(o is None for o in out) or all(o.value == const_bounds(a, self.var_bounds)[1] for o, a in zip(out, alloc)):
+            return alloc
+        self.thread_offsets[st] = offsets
+        return out
 
 
 def _upper(e: Expr, var_bounds: dict, most: int = 256) -> float:

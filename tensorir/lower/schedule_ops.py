@@ -60,7 +60,7 @@ class NestBuilder:
             key = (st, out.value_index)
             if key in self.aliases:
                 continue
-            self.offsets[key] = [root[iv].min for iv in st.op.axis]
+            self.offsets[key] = self.bounds.thread_offsets.get(st) or [root[iv].min for iv in st.op.axis]
             if key in self.arg_keys:  # an argument attached somewhere: written in place
                 self.offsets[key] = [const(0, iv.var.dtype) for iv in st.op.axis]
             if key not in self.buffers:

@@ -97,16 +97,19 @@ def cross_thread_nest(b, st: Stage, red: Reduce, reduce_ivs: set, conds: list, u
     acc_values = tuple(BufferLoad(a.dtype, a, zero) for a in accs)
     combine = seq(*[BufferStore(r, Call(r.dtype, ALLREDUCE, (IntImm("int32", k),) + acc_values), zero)
                     for k, r in enumerate(reds)])
-    per_thread = seq(init, accumulate, combine)
-    for a in reversed(accs):
-        per_thread = Allocate(a, per_thread)
-    across = b.nest(st, [tx], per_thread, [])
     reduce_vars = {iv.var for iv in leaves[first:]}
     data_conds = [c for c in conds if not any(v in reduce_vars for v in collect(c, Var))]
     out = stores(tuple(BufferLoad(r.dtype, r, zero) for r in reds))
     for c in data_conds:
         out = IfThenElse(c, out)
-    body = seq(across, out)
+    # a store predicate on the thread axis (TVM's ``set_store_predicate(tx.var.equal(0))``) needs its
+    # variable: the stores then follow the allreduce inside the thread loop (TVM's own structure)
+    inside = tx.var in collect(out, Var)
+    per_thread = seq(init, accumulate, combine, out) if inside else seq(init, accumulate, combine)
+    for a in reversed(accs):
+        per_thread = Allocate(a, per_thread)
+    across = b.nest(st, [tx], per_thread, [])
+    body = across if inside else seq(across, out)
     for r in reversed(reds):
         body = Allocate(r, body)
     b.allreduce[reds[0].uid] = AllReduce(st.op.name, tx.var.name, st.bindings[tx].thread_tag, red.combiner,
