@@ -1,8 +1,8 @@
 """The dispatcher that ``call_packed`` sites of a kernel call: slots back to Python values.
 
 Each kernel with packed calls owns one dispatcher (a ctypes callback, so the call takes the GIL:
-packed functions inside parallel loops run one at a time).  Buffers arrive as numpy arrays viewing
-the kernel's memory (write into them, e.g. ``out[:] = ...``), integers as ``int``, floats as
+packed functions inside parallel loops run one at a time).  Buffers arrive as NDArrays (numpy arrays with TVM's
+methods) viewing the kernel's memory (write into them, e.g. ``out[:] = ...``), integers as ``int``, floats as
 ``float``, strings as ``str``.  An exception raised by the function is kept, the call returns -1 to
 the kernel, and the module raises it once the kernel returns.
 """
@@ -14,6 +14,7 @@ import struct
 import numpy as np
 
 from tensorir.extern import get_global_func
+from tensorir.ndarray import NDArray
 
 DISPATCH = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64))
 
@@ -73,4 +74,4 @@ def _array(address: int, dtype: str, shape: tuple) -> np.ndarray:
     npd = np.dtype(np.bool_ if dtype == "bool" else dtype)
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
     raw = (ctypes.c_char * (count * npd.itemsize)).from_address(address)
-    return np.frombuffer(raw, dtype=npd, count=count).reshape(shape)
+    return np.frombuffer(raw, dtype=npd, count=count).reshape(shape).view(NDArray)   # TVM's x.numpy() etc.

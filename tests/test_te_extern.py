@@ -316,3 +316,21 @@ def test_extern_body_carries_its_c_code():
     a, b = rand(12), nans(12)
     f(a, b)
     np.testing.assert_allclose(b, 1.5 * a, rtol=1e-6)
+
+
+def test_packed_functions_get_ndarrays():
+    """TVM's extern tutorial: a registered function reads ``x.numpy()`` and writes ``y.copyfrom(...)``."""
+    import tensorir as tvm
+    n = 10
+    A = te.placeholder((n,), name="A")
+
+    @tvm.register_func("test_extern.numpy_plus_one", override=True)
+    def plus_one(x, y):
+        assert isinstance(x, tvm.nd.NDArray)
+        y.copyfrom(x.numpy() + 1)
+    B = te.extern((n,), [A], lambda ins, outs: te.call_packed("test_extern.numpy_plus_one", ins[0], outs[0]),
+                  name="B")
+    f = codegen.build(te.create_schedule(B.op), [A, B])
+    a, b = rand(n), nans(n)
+    f(a, b)
+    np.testing.assert_array_equal(b, a + 1)
