@@ -27,6 +27,7 @@ from .export import build_info
 from .model_codegen import entries_ir, kernel_ir, link_model
 from .model_module import GraphModule, ModelModule
 from .model_plan import plan_run
+from .model_plan_check import check_run_list
 from .signature import native_symbol
 from .target import parse
 
@@ -46,7 +47,8 @@ def _compile_kernel(kernel: Kernel, target, schedule=None) -> dict:
     func = lower_to_func(s, kt.args, name=kernel.name)
     text, parallel, extra = kernel_ir(func, target)
     return {"symbol": native_symbol(func.name), "ir": [text, *extra], "parallel": parallel,
-            "arity": len(func.buffers), "schedule": dict(origin)}
+            "arity": len(func.buffers), "schedule": dict(origin),
+            "signature": [(b.dtype, tuple(int(d) for d in b.shape)) for b in func.buffers]}
 
 
 def _op_type(n) -> str:
@@ -100,7 +102,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
         from autotune.model_history import history_schedule
         schedule = history_schedule()
     cache: dict[str, dict | Exception] = {}
-    symbols, schedules, parallel, failed = {}, {}, set(), []
+    symbols, schedules, signatures, parallel, failed = {}, {}, {}, set(), []
     for node in g.nodes:
         if not isinstance(node.op, Kernel):
             raise GraphError(f"build_model: node {node.op_name} is not fused into a kernel")
@@ -116,6 +118,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
             symbols[id(node)] = None
             continue
         symbols[id(node)], schedules[id(node)] = built["symbol"], built["schedule"]
+        signatures[id(node)] = built["signature"]
         if built["parallel"]:
             parallel.add(id(node))
     if hasattr(schedule, "warn_missing"):
@@ -131,7 +134,8 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
         warnings.warn(f"build_model: {len(failed)} kernel(s) run by the reference fallback, not compiled: "
                       f"{', '.join(k.name for k, _ in failed)} (op types {listed}; {details})",
                       RuntimeWarning, stacklevel=2)
-    run, weights = plan_run(g, symbols, schedules, parallel)
+    run, weights = plan_run(g, symbols, schedules, parallel, signatures)
+    check_run_list(run)     # every buffer a kernel gets is the one it was lowered for, inside its blob
     built = {b["symbol"]: b for b in cache.values() if isinstance(b, dict)}
     used = {s.symbol for s in run.steps if s.native}
     entries = entries_ir(run, tgt, {s: built[s]["arity"] for s in used})

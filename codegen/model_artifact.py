@@ -37,6 +37,7 @@ from .model_fallback import kernel_from_json, kernel_to_json
 from .model_header import model_header
 from .model_module import ModelModule
 from .model_plan import RunList
+from .model_plan_check import check_run_list
 from .target import host, parse
 
 GRAPH_FORMAT = "tiletune.model/1"
@@ -229,6 +230,7 @@ def load_model(directory: str) -> ModelModule:
         run = RunList.from_json(graph)
     except (KeyError, TypeError, ValueError) as e:
         raise ArtifactError(f"load_model: {os.path.join(directory, 'graph.json')} is corrupt: {e!r}") from None
+    check_run_list(run, f"load_model: {os.path.join(directory, 'graph.json')}", ArtifactError)
     weights = load_weights(directory, run)
     so = os.path.join(directory, "model.so")
     try:

@@ -92,6 +92,7 @@ class Step:
     schedule: dict = field(default_factory=dict)
     parallel: bool = False
     body: Kernel | None = None    # the fused group (kept in-process; fallback steps evaluate it)
+    signature: list[tuple[str, tuple]] | None = None   # (dtype, shape) per buffer the native kernel was lowered for
 
     @property
     def native(self) -> bool:
@@ -100,12 +101,16 @@ class Step:
     def to_json(self) -> dict:
         return {"kernel": self.kernel, "symbol": self.symbol, "native": self.native, "parallel": self.parallel,
                 "args": [a.to_json() for a in self.args], "out": self.out.to_json(), "nodes": self.nodes,
-                "index_checks": [asdict(c) for c in self.checks], "schedule": self.schedule}
+                "index_checks": [asdict(c) for c in self.checks], "schedule": self.schedule,
+                "signature": None if self.signature is None else
+                [{"dtype": d, "shape": list(s)} for d, s in self.signature]}
 
     @staticmethod
     def from_json(d: dict) -> "Step":
         return Step(d["kernel"], d["symbol"], [Loc.from_json(a) for a in d["args"]], Loc.from_json(d["out"]),
-                    list(d["nodes"]), [IndexCheck(**c) for c in d["index_checks"]], d["schedule"], d["parallel"])
+                    list(d["nodes"]), [IndexCheck(**c) for c in d["index_checks"]], d["schedule"], d["parallel"],
+                    signature=None if d.get("signature") is None else
+                    [(b["dtype"], tuple(b["shape"])) for b in d["signature"]])
 
 
 @dataclass
@@ -197,9 +202,10 @@ def _index_checks(node: Node) -> list[IndexCheck]:
 
 
 def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict] | None = None,
-             parallel: set | None = None) -> tuple[RunList, np.ndarray]:
+             parallel: set | None = None, signatures: dict[int, list] | None = None) -> tuple[RunList, np.ndarray]:
     """The run list of fused graph ``g`` and its weights blob (uint8).  ``symbols[id(node)]`` is the
-    native symbol of each kernel call, None where the step falls back to the reference evaluator."""
+    native symbol of each kernel call, None where the step falls back to the reference evaluator;
+    ``signatures[id(node)]`` the ``(dtype, shape)`` of each buffer its kernel was lowered for."""
     nodes = g.nodes
     step_of = {id(n): i for i, n in enumerate(nodes)}
     inputs = {id(v): i for i, v in enumerate(g.inputs)}
@@ -254,7 +260,8 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
             raise GraphError(f"build_model: node {n.op_name} is not fused into a kernel (run graph.optimize)")
         steps.append(Step(n.op.name, symbols.get(id(n)), [where(v) for v in n.inputs], placed[id(n)],
                           [node_label(x) for x in n.op.body.nodes], _index_checks(n),
-                          (schedules or {}).get(id(n), {}), id(n) in (parallel or ()), n.op))
+                          (schedules or {}).get(id(n), {}), id(n) in (parallel or ()), n.op,
+                          (signatures or {}).get(id(n))))
     copies = []
     for j, o in enumerate(g.outputs):
         src = where(o)

@@ -88,7 +88,7 @@ def test_nested_vector_select_reads_only_where_every_condition_holds(parallel):
 
 # -- a whole model: YOLOv8's box decode -----------------------------------------------------------------
 def box_decode_model(n: int = 512, classes: int = 16):
-    """YOLOv8's head in small: ``distances`` (1, 4, n) and ``scores`` (1, 4 + classes, n) -> boxes
+    """YOLOv8's head in small: ``softmax(distances)`` (1, 4, n) and ``scores`` (1, 4 + classes, n) -> boxes
     ``concat((x1y1 + x2y2) / 2, x2y2 - x1y1) * stride`` and ``sigmoid`` class scores, (1, 4 + classes, n);
     anchors and strides are constants (the weights blob)."""
     import onnx
@@ -101,7 +101,8 @@ def box_decode_model(n: int = 512, classes: int = 16):
              i64("s0", [0]), i64("s2", [2]), i64("s4", [4]), i64("sc", [4 + classes]), i64("ax", [1]),
              numpy_helper.from_array(np.array(2.0, np.float32), "two")]
     mk = helper.make_node
-    nodes = [mk("Slice", ["dist", "s0", "s2", "ax"], ["lt"]), mk("Slice", ["dist", "s2", "s4", "ax"], ["rb"]),
+    nodes = [mk("Softmax", ["dist"], ["sd"], axis=1),     # a kernel of its own: its result is in the workspace
+             mk("Slice", ["sd", "s0", "s2", "ax"], ["lt"]), mk("Slice", ["sd", "s2", "s4", "ax"], ["rb"]),
              mk("Sub", ["anchors", "lt"], ["x1y1"]), mk("Add", ["anchors", "rb"], ["x2y2"]),
              mk("Add", ["x1y1", "x2y2"], ["sum"]), mk("Div", ["sum", "two"], ["c"]),
              mk("Sub", ["x2y2", "x1y1"], ["wh"]), mk("Concat", ["c", "wh"], ["box"], axis=1),
@@ -175,3 +176,112 @@ def run_yolo(threads: int) -> None:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_yolov8n_320_runs_and_matches_onnxruntime(threads):
     assert_clean(run_isolated(f"t.run_yolo({threads})"))
+
+
+# -- the run list against the kernels ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def box_model():
+    import codegen
+    from tensorir import graph
+    g, params = graph.from_onnx(box_decode_model(n=64, classes=4))
+    return codegen.build_model(g, params=params)
+
+
+def _copy(run):
+    from codegen.model_plan import RunList
+    return RunList.from_json(run.to_json())
+
+
+def _mutated(run, step: int, arg: int | None = None, **changes):
+    """A copy of ``run`` with ``changes`` to one place of step ``step`` (``arg`` None: its output)."""
+    from dataclasses import replace
+    run = _copy(run)
+    s = run.steps[step]
+    if arg is None:
+        s.out = replace(s.out, **changes)
+    else:
+        s.args[arg] = replace(s.args[arg], **changes)
+    return run
+
+
+def test_built_run_list_records_and_passes_its_kernel_signatures(box_model):
+    from codegen.model_plan_check import check_run_list
+    run = box_model.run_list
+    assert all(s.signature == [(a.dtype, a.shape) for a in s.args + [s.out]] for s in run.steps)
+    check_run_list(run)
+
+
+def _first_workspace_arg(run):
+    from codegen.model_plan import WORKSPACE
+    return next((i, k) for i, s in enumerate(run.steps) for k, a in enumerate(s.args) if a.kind == WORKSPACE)
+
+
+@pytest.mark.parametrize("case, pattern", [
+    ("shape", r"step \d+ \(kernel \w+\): argument \d+ is \w+ float32\[.*\], the kernel was lowered for float32"),
+    ("dtype", r"argument \d+ is \w+ int32.*lowered for float32"),
+    ("offset", r"argument \d+: float32\[.*\] at workspace offset \d+ ends at byte \d+, past the workspace"),
+    ("unaligned", r"argument \d+: workspace offset \d+ is not a non-negative multiple of 64"),
+    ("input", r"output: output 7 does not exist"),
+    ("arity", r"\d+ buffers passed, the kernel was lowered for \d+"),
+    ("workspace", r"past the workspace of 1 bytes"),
+])
+def test_run_list_mismatch_is_refused_naming_kernel_and_argument(box_model, case, pattern):
+    from dataclasses import replace
+
+    from codegen.model_plan_check import check_run_list
+    from tensorir.graph import GraphError
+    run = box_model.run_list
+    i, k = _first_workspace_arg(run)
+    loc = run.steps[i].args[k]
+    if case == "shape":
+        bad = _mutated(run, i, k, shape=(1,) + tuple(loc.shape))
+        bad.steps[i].args[k] = replace(bad.steps[i].args[k], shape=tuple(loc.shape[:-1]) + (loc.shape[-1] // 2,))
+    elif case == "dtype":
+        bad = _mutated(run, i, k, dtype="int32")
+    elif case == "offset":
+        bad = _mutated(run, i, k, offset=run.memory.peak // 64 * 64)
+    elif case == "unaligned":
+        bad = _mutated(run, i, k, offset=loc.offset + 4)
+    elif case == "input":
+        bad = _mutated(run, len(run.steps) - 1, None, index=7)
+    elif case == "arity":
+        bad = _copy(run)
+        bad.steps[i].args.append(loc)
+    else:
+        bad = _copy(run)
+        bad.memory = replace(bad.memory, peak=1)
+    with pytest.raises(GraphError, match=pattern):
+        check_run_list(bad)
+
+
+def test_artifact_with_a_one_byte_workspace_is_refused_at_load(box_model, tmp_path):
+    """graph.json's memory plan shrunk to 1 byte (manifest digest updated): refused before any run,
+    instead of the kernels writing kilobytes past it."""
+    import hashlib
+    import json
+
+    import codegen
+    from codegen import ArtifactError
+    out = tmp_path / "m"
+    box_model.export_library(str(out))
+    gj = json.loads((out / "graph.json").read_text())
+    assert gj["memory_plan"]["workspace_bytes"] > 1000
+    gj["memory_plan"]["workspace_bytes"] = 1
+    (out / "graph.json").write_text(json.dumps(gj))
+    man = json.loads((out / "manifest.json").read_text())
+    man["files"]["graph.json"] = hashlib.sha256((out / "graph.json").read_bytes()).hexdigest()
+    (out / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(ArtifactError, match=r"graph.json: step \d+ \(kernel \w+\): .* past the workspace of 1 bytes"):
+        codegen.load_model(str(out))
+
+
+def test_artifact_round_trip_keeps_signatures(box_model, tmp_path):
+    import codegen
+    out = tmp_path / "m"
+    box_model.export_library(str(out))
+    m = codegen.load_model(str(out))
+    assert [s.signature for s in m.run_list.steps] == [s.signature for s in box_model.run_list.steps]
+    rng = np.random.default_rng(3)
+    feed = {"dist": rng.uniform(0, 5, (1, 4, 64)).astype(np.float32),
+            "scores": rng.standard_normal((1, 8, 64)).astype(np.float32)}
+    np.testing.assert_array_equal(m(**feed)[0], box_model(**feed)[0])
