@@ -230,7 +230,6 @@ def load_model(directory: str) -> ModelModule:
         run = RunList.from_json(graph)
     except (KeyError, TypeError, ValueError) as e:
         raise ArtifactError(f"load_model: {os.path.join(directory, 'graph.json')} is corrupt: {e!r}") from None
-    check_run_list(run, f"load_model: {os.path.join(directory, 'graph.json')}", ArtifactError)
     weights = load_weights(directory, run)
     so = os.path.join(directory, "model.so")
     try:
@@ -244,6 +243,7 @@ def load_model(directory: str) -> ModelModule:
         except AttributeError:
             raise ArtifactError(f"load_model: {so} has no symbol {symbol!r} (graph.json names it)") from None
 
+    check_run_list(run, f"load_model: {os.path.join(directory, 'graph.json')}", ArtifactError, address)
     meta = {"name": graph.get("name", "model"), "target": graph["target"], "manifest": manifest,
             "passes": manifest.get("passes", []), "compile_seconds": manifest.get("compile_seconds"),
             "build": {k: manifest.get(k) for k in ("tiletune", "llvmlite", "llvm")}, "source": None,

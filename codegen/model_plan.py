@@ -11,6 +11,8 @@ Everything here is JSON data (``to_json`` / ``from_json``): it is what ``graph.j
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -164,6 +166,12 @@ class RunList:
                        MemoryPlan(tuple(mp["offsets"]), mp["workspace_bytes"], mp["naive_bytes"]),
                        [(w["name"], w["offset"], w["bytes"]) for w in d["weights"]["constants"]],
                        d["weights"]["bytes"])
+
+
+def plan_digest(run: RunList) -> str:
+    """sha256 (hex) of the run list's JSON: compiled into the run entries' module, so a loaded
+    ``graph.json`` is checked to be the one its ``model.so`` was generated for."""
+    return hashlib.sha256(json.dumps(run.to_json(), sort_keys=True).encode()).hexdigest()
 
 
 def node_label(n: Node) -> str:

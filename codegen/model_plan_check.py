@@ -6,7 +6,9 @@ kind, dtype and shape, lies wholly inside the workspace / weights blob it names 
 non-negative offset) or is the declared input / output of that number with its dtype and shape, and a
 native step's arguments are exactly, in number, order, dtype and shape, the buffers its kernel was
 lowered for (:attr:`~codegen.model_plan.Step.signature`).  ``build_model`` runs it on every run list
-it plans; ``load_model`` on every ``graph.json`` before the first run.
+it plans; ``load_model`` on every ``graph.json`` before the first run, and checks that ``graph.json``
+is the run list ``model.so``'s run entries were generated for (their places are compiled in: a
+``graph.json`` edited consistently, digests included, still cannot move a buffer under them).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import numpy as np
 from tensorir.graph import GraphError
 
 from .memory_plan import ALIGN
-from .model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
+from .model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
 
 KINDS = (INPUT, OUTPUT, WORKSPACE, WEIGHTS)
 
@@ -94,9 +96,21 @@ def _check_step(run: RunList, i: int, where: str) -> None:
                              f"for {dtype}{list(shape)}")
 
 
-def check_run_list(run: RunList, where: str = "build_model", error: type[Exception] = GraphError) -> None:
+def check_compiled_for(run: RunList, address) -> None:
+    """The run entries at ``address(symbol)`` were generated for ``run`` (their places are compiled in)."""
+    import ctypes
+    from .model_codegen import PLAN_DIGEST
+    compiled = ctypes.string_at(address(PLAN_DIGEST), 64).decode("ascii", "replace")
+    if compiled != plan_digest(run):
+        raise ValueError("the run list differs from the one the model's native code was generated for "
+                         f"({PLAN_DIGEST} {compiled[:12]}..., the run list's {plan_digest(run)[:12]}...)")
+
+
+def check_run_list(run: RunList, where: str = "build_model", error: type[Exception] = GraphError,
+                   compiled=None) -> None:
     """Refuse (``error``, naming the step, kernel and argument) a run list that would hand a kernel a
-    buffer it could touch outside of: see the module docstring."""
+    buffer it could touch outside of: see the module docstring.  ``compiled`` (a symbol -> address
+    function of a loaded model library): also refuse a run list other than the one it was built for."""
     try:
         _count(run.memory.peak, "the memory plan's workspace_bytes")
         _count(run.weights_bytes, "the weights' bytes")
@@ -116,6 +130,8 @@ def check_run_list(run: RunList, where: str = "build_model", error: type[Excepti
             if dst.kind != OUTPUT or dst.nbytes != src.nbytes:
                 raise ValueError(f"{where}: output copy {k}: {src.kind} {src.dtype}{list(src.shape)} into "
                                  f"{dst.kind} {dst.dtype}{list(dst.shape)}")
+        if compiled is not None:
+            check_compiled_for(run, compiled)
     except ValueError as e:
         msg = str(e) if str(e).startswith(where) else f"{where}: {e}"
         raise error(msg) from None

@@ -285,3 +285,31 @@ def test_artifact_round_trip_keeps_signatures(box_model, tmp_path):
     feed = {"dist": rng.uniform(0, 5, (1, 4, 64)).astype(np.float32),
             "scores": rng.standard_normal((1, 8, 64)).astype(np.float32)}
     np.testing.assert_array_equal(m(**feed)[0], box_model(**feed)[0])
+
+
+def test_artifact_graph_json_must_be_the_one_model_so_was_built_for(box_model, tmp_path):
+    """The run entries have the places compiled in: a graph.json edited consistently (here a larger
+    workspace and one buffer moved into it, digests updated) passes every place check, but is refused."""
+    import hashlib
+    import json
+
+    import codegen
+    from codegen import ArtifactError
+    out = tmp_path / "m"
+    box_model.export_library(str(out))
+    gj = json.loads((out / "graph.json").read_text())
+    producer = next(s for s in gj["steps"] if s["out"]["kind"] == "workspace")
+    old = producer["out"]["offset"]
+    new = -(-gj["memory_plan"]["workspace_bytes"] // 64) * 64      # a fresh place after every other buffer
+    gj["memory_plan"]["workspace_bytes"] = new + (1 << 20)
+    for s in gj["steps"]:
+        for loc in s["args"] + [s["out"]]:
+            if loc["kind"] == "workspace" and loc["offset"] == old:
+                loc["offset"] = new
+    (out / "graph.json").write_text(json.dumps(gj))
+    man = json.loads((out / "manifest.json").read_text())
+    man["files"]["graph.json"] = hashlib.sha256((out / "graph.json").read_bytes()).hexdigest()
+    (out / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(ArtifactError, match="graph.json: the run list differs from the one the model's native "
+                                            "code was generated for"):
+        codegen.load_model(str(out))
