@@ -110,6 +110,9 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
         if key not in cache:
             try:
                 cache[key] = _compile_kernel(node.op, tgt, schedule)
+            except RecursionError:   # fusion's caps (passes/fuse_cost.py) keep kernels of graphs below it
+                cache[key] = GraphError(f"kernel {node.op.name}: its expressions nest too deep to compile "
+                                        "(Python's recursion limit)")
             except Exception as e:  # any failure to lower, schedule or emit one kernel
                 cache[key] = e
         built = cache[key]

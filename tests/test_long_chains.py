@@ -82,3 +82,17 @@ def test_group_cost_counts_inputs_read_twice():
     ops = [n for n in nodes if isinstance(n, graph.Node)]
     cost = group_cost(ops, list(range(len(ops))))
     assert cost.nodes >= 2 ** 8 and cost.depth >= 8 * 2
+
+
+def test_kernel_too_deep_for_the_compiler_is_named(monkeypatch):
+    """A kernel fused past the caps by hand: a GraphError naming the kernel and the reason, not "no
+    native kernel" for ops that have kernels."""
+    from tensorir.graph import optimize
+    from tensorir.graph.passes import fuse_cost
+    g, params = graph.from_onnx(chain_model(600, ["Relu", "Neg"]))
+    monkeypatch.setattr(fuse_cost, "MAX_FUSED_DEPTH", 10 ** 6)
+    monkeypatch.setattr(fuse_cost, "MAX_FUSED_OPS", 10 ** 6)
+    fused = optimize(g, params)
+    assert len(fused.nodes) == 1
+    with pytest.raises(graph.GraphError, match=r"kernel fused_\w+: its expressions nest too deep to compile"):
+        codegen.build_model(fused)
