@@ -119,7 +119,8 @@ def check_run_list(run: RunList, where: str = "build_model", error: type[Excepti
                 _dtype(dtype, f"{kind} {name!r}")
                 _dims(shape, f"{kind} {name!r}")
         for name, off, nbytes in run.weights:
-            if _count(off, f"constant {name!r}: offset") + _count(nbytes, f"constant {name!r}: bytes") > run.weights_bytes:
+            end = _count(off, f"constant {name!r}: offset") + _count(nbytes, f"constant {name!r}: bytes")
+            if end > run.weights_bytes:
                 raise ValueError(f"constant {name!r} at offset {off} ({nbytes} bytes) ends past the weights of "
                                  f"{run.weights_bytes} bytes")
         for i in range(len(run.steps)):
