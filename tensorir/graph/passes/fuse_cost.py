@@ -96,6 +96,8 @@ def op_cost(n: Node) -> OpCost:
     key = (n.op, repr(sorted(n.attrs.items())), tuple((v.type.dtype, v.type.shape) for v in n.inputs))
     hit = _CACHE.get(key)
     if hit is None:
+        if len(_CACHE) >= 1 << 14:       # bounded across many builds (a tuner's)
+            _CACHE.clear()
         hit = _CACHE[key] = _measure(n)
     return hit
 
