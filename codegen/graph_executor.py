@@ -30,6 +30,7 @@ from .llvm_memory import element_count, heap_bytes, hoist_heap_allocations
 from .model_codegen import entries_ir, kernel_ir, link_model
 from .model_module import GraphModule, ModelModule
 from .model_plan import plan_run
+from .model_plan_check import check_run_list
 from .signature import native_symbol
 from .target import parse
 
@@ -61,7 +62,9 @@ def _emit_kernel(kernel: Kernel, kt, target, chosen) -> dict:
     text, parallel, extra = kernel_ir(func, target)
     return {"symbol": native_symbol(func.name), "ir": [text, *extra], "parallel": parallel,
             "arity": len(func.buffers), "schedule": dict(origin), "heap_bytes": heap_bytes(func),
-            "scratch": [(b.dtype, element_count(b)) for b in scratch]}
+            "scratch": [(b.dtype, element_count(b)) for b in scratch],
+            "signature": [(b.dtype, tuple(int(d) for d in b.shape)) for b in func.buffers[:len(kt.args)]]
+                         + [(b.dtype, (element_count(b),)) for b in scratch]}
 
 
 def _op_type(n) -> str:
@@ -115,7 +118,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
         from autotune.model_history import history_schedule
         schedule = history_schedule()
     cache: dict[str, dict | Exception] = {}
-    symbols, schedules, parallel, scratch, failed = {}, {}, set(), {}, []
+    symbols, schedules, signatures, parallel, scratch, failed = {}, {}, {}, set(), {}, []
     for node in g.nodes:
         if not isinstance(node.op, Kernel):
             raise GraphError(f"build_model: node {node.op_name} is not fused into a kernel")
@@ -123,6 +126,9 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
         if key not in cache:
             try:
                 cache[key] = _compile_kernel(node.op, tgt, schedule)
+            except RecursionError:   # fusion's caps (passes/fuse_cost.py) keep kernels of graphs below it
+                cache[key] = GraphError(f"kernel {node.op.name}: its expressions nest too deep to compile "
+                                        "(Python's recursion limit)")
             except Exception as e:  # any failure to lower, schedule or emit one kernel
                 cache[key] = e
         built = cache[key]
@@ -132,6 +138,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
             continue
         symbols[id(node)], schedules[id(node)] = built["symbol"], built["schedule"]
         scratch[id(node)] = built["scratch"]
+        signatures[id(node)] = built["signature"]
         if built["parallel"]:
             parallel.add(id(node))
     if hasattr(schedule, "warn_missing"):
@@ -147,7 +154,8 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
         warnings.warn(f"build_model: {len(failed)} kernel(s) run by the reference fallback, not compiled: "
                       f"{', '.join(k.name for k, _ in failed)} (op types {listed}; {details})",
                       RuntimeWarning, stacklevel=2)
-    run, weights = plan_run(g, symbols, schedules, parallel, scratch)
+    run, weights = plan_run(g, symbols, schedules, parallel, scratch, signatures)
+    check_run_list(run)     # every buffer a kernel gets is the one it was lowered for, inside its blob
     built = {b["symbol"]: b for b in cache.values() if isinstance(b, dict)}
     for step in run.steps:
         step.heap_bytes = built[step.symbol]["heap_bytes"] if step.native else 0

@@ -294,7 +294,7 @@ class CodeGenLLVM:
             if not risky:
                 arms.append(self.expr(value))
                 continue
-            when = when if when is not None else self.b.xor(c, const(c.type, 1))
+            when = self._within(when if when is not None else self.b.xor(c, const(c.type, 1)))
             if lanes_of(c) > 1 and all(type(x) is E.BufferLoad and dt.lanes(x.indices[0].dtype) == lanes_of(c)
                                        for x in risky):
                 arms.append(self._masked(value, when))
@@ -304,6 +304,13 @@ class CodeGenLLVM:
         if lanes_of(c) > lanes_of(t):
             t, f = splat(self.b, t, lanes_of(c)), splat(self.b, f, lanes_of(c))
         return self.b.select(c, t, f)
+
+    def _within(self, cond: ir.Value) -> ir.Value:
+        """``cond`` and the lane mask of the enclosing arms: in nested selects a lane reads memory only
+        where every enclosing condition holds (isl proves the accesses only there)."""
+        if self.mask is None or lanes_of(self.mask) != lanes_of(cond):
+            return cond
+        return self.b.and_(self.mask, cond)
 
     def _masked(self, e: E.Expr, cond: ir.Value) -> ir.Value:
         """Evaluate ``e`` with every vector load masked by ``cond`` (no branch)."""

@@ -54,6 +54,7 @@ from .model_module import ModelModule
 from .model_profile import memory
 from .model_plan import RunList
 from .safe_files import UnsafeFile, loads_json, read_regular, resolve_inside
+from .model_plan_check import check_run_list
 from .target import host, parse
 
 GRAPH_FORMAT = "tiletune.model/1"
@@ -297,6 +298,7 @@ def load_model(directory: str) -> ModelModule:
         except AttributeError:
             raise ArtifactError(f"load_model: {so} has no symbol {symbol!r} (graph.json names it)") from None
 
+    check_run_list(run, f"load_model: {os.path.join(directory, 'graph.json')}", ArtifactError, address)
     meta = {"name": graph.get("name", "model"), "target": graph["target"], "manifest": manifest,
             "passes": manifest.get("passes", []), "compile_seconds": manifest.get("compile_seconds"),
             "build": {k: manifest.get(k) for k in ("tiletune", "llvmlite", "llvm")}, "source": None,

@@ -22,11 +22,12 @@ from . import extern_code, jit
 from .llvm import CodeGenLLVM, CodegenError
 from .llvm_parallel import thread_count_symbol
 from .llvm_types import I1, I8, I32, I64, PTR, VOID, const, mem_type
-from .model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
+from .model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
 from .target import Target
 
 RUN = "tiletune_model_run"
 SET_THREADS = "tiletune_model_set_num_threads"
+PLAN_DIGEST = "tiletune_model_plan_sha256"   # the run list the entries were generated for (64 hex chars)
 
 
 def entry_name(segment: int, n_segments: int) -> str:
@@ -124,6 +125,9 @@ def entries_ir(run: RunList, target: Target, kernel_arity: dict[str, int]) -> st
                                 const(I1, 0)])
         b.ret(const(I32, 0))
     _set_threads(module, run)
+    digest = ir.GlobalVariable(module, ir.ArrayType(I8, 64), PLAN_DIGEST)
+    digest.initializer = ir.Constant(ir.ArrayType(I8, 64), bytearray(plan_digest(run).encode()))
+    digest.global_constant = True
     return str(module)
 
 

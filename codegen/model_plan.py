@@ -13,6 +13,8 @@ Everything here is JSON data (``to_json`` / ``from_json``): it is what ``graph.j
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -98,6 +100,7 @@ class Step:
     body: Kernel | None = None    # the fused group (kept in-process; fallback steps evaluate it)
     scratch: list[Loc] = field(default_factory=list)
     heap_bytes: int | None = 0
+    signature: list[tuple[str, tuple]] | None = None   # (dtype, shape) per buffer the native kernel was lowered for
 
     @property
     def call_args(self) -> list[Loc]:
@@ -112,13 +115,17 @@ class Step:
         return {"kernel": self.kernel, "symbol": self.symbol, "native": self.native, "parallel": self.parallel,
                 "args": [a.to_json() for a in self.args], "out": self.out.to_json(), "nodes": self.nodes,
                 "index_checks": [asdict(c) for c in self.checks], "schedule": self.schedule,
-                "scratch": [a.to_json() for a in self.scratch], "heap_bytes": self.heap_bytes}
+                "scratch": [a.to_json() for a in self.scratch], "heap_bytes": self.heap_bytes,
+                "signature": None if self.signature is None else
+                [{"dtype": d, "shape": list(s)} for d, s in self.signature]}
 
     @staticmethod
     def from_json(d: dict) -> "Step":
         return Step(d["kernel"], d["symbol"], [Loc.from_json(a) for a in d["args"]], Loc.from_json(d["out"]),
                     list(d["nodes"]), [IndexCheck(**c) for c in d["index_checks"]], d["schedule"], d["parallel"],
-                    scratch=[Loc.from_json(a) for a in d.get("scratch", [])], heap_bytes=d.get("heap_bytes"))
+                    scratch=[Loc.from_json(a) for a in d.get("scratch", [])], heap_bytes=d.get("heap_bytes"),
+                    signature=None if d.get("signature") is None else
+                    [(b["dtype"], tuple(b["shape"])) for b in d["signature"]])
 
 
 @dataclass
@@ -174,6 +181,12 @@ class RunList:
                        d["weights"]["bytes"])
 
 
+def plan_digest(run: RunList) -> str:
+    """sha256 (hex) of the run list's JSON: compiled into the run entries' module, so a loaded
+    ``graph.json`` is checked to be the one its ``model.so`` was generated for."""
+    return hashlib.sha256(json.dumps(run.to_json(), sort_keys=True).encode()).hexdigest()
+
+
 def node_label(n: Node) -> str:
     """``op`` or ``op (onnx node name)``."""
     return f"{n.op_name} ({n.name})" if n.name else n.op_name
@@ -210,11 +223,12 @@ def _index_checks(node: Node) -> list[IndexCheck]:
 
 
 def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict] | None = None,
-             parallel: set | None = None, scratch: dict[int, list[tuple[str, int]]] | None = None
-             ) -> tuple[RunList, np.ndarray]:
+             parallel: set | None = None, scratch: dict[int, list[tuple[str, int]]] | None = None,
+             signatures: dict[int, list] | None = None) -> tuple[RunList, np.ndarray]:
     """The run list of fused graph ``g`` and its weights blob (uint8).  ``symbols[id(node)]`` is the
     native symbol of each kernel call, None where the step falls back to the reference evaluator;
-    ``scratch[id(node)]``: the ``(dtype, elements)`` of each scratch buffer its kernel takes."""
+    ``scratch[id(node)]``: the ``(dtype, elements)`` of each scratch buffer its kernel takes;
+    ``signatures[id(node)]`` the ``(dtype, shape)`` of each buffer its kernel was lowered for (scratch last)."""
     nodes = g.nodes
     step_of = {id(n): i for i, n in enumerate(nodes)}
     inputs = {id(v): i for i, v in enumerate(g.inputs)}
@@ -274,7 +288,7 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
         steps.append(Step(n.op.name, symbols.get(id(n)), [where(v) for v in n.inputs], placed[id(n)],
                           [node_label(x) for x in n.op.body.nodes], _index_checks(n),
                           (schedules or {}).get(id(n), {}), id(n) in (parallel or ()), n.op,
-                          step_scratch.get(step_of[id(n)], [])))
+                          step_scratch.get(step_of[id(n)], []), signature=(signatures or {}).get(id(n))))
     copies = []
     for j, o in enumerate(g.outputs):
         src = where(o)

@@ -90,10 +90,12 @@ def concatenate(a_tuple, axis: int = 0) -> Tensor:
             idx = list(i)
             idx[axis] = i[axis] - offsets[k]
             return ts[k](*idx)
-        out = load(len(ts) - 1)
-        for k in range(len(ts) - 2, -1, -1):
-            out = Select(first.dtype, i[axis] < offsets[k + 1], load(k), out)
-        return out
+        def pick(lo: int, hi: int):      # a balanced tree of selects: log2(len(ts)) deep, not len(ts)
+            if hi - lo == 1:
+                return load(lo)
+            mid = (lo + hi + 1) // 2
+            return Select(first.dtype, i[axis] < offsets[mid], pick(lo, mid), pick(mid, hi))
+        return pick(0, len(ts))
     return compute(shape, f, name="T_concat", tag=INJECTIVE)
 
 

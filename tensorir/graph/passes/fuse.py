@@ -5,12 +5,19 @@ outputs passes through) when the kinds along the way allow it:
 - an ``out_elemwise_fusable`` anchor (conv2d, dense) takes the elementwise/broadcast ops after it;
 - elementwise and broadcast ops join an injective, reduction or anchored consumer;
 - injective ops (reshape, transpose) join injective consumers, after the anchors are done.
+
+A fusion that would make the kernel's inlined body larger than :data:`~.fuse_cost.MAX_FUSED_NODES`
+expression nodes, deeper than :data:`~.fuse_cost.MAX_FUSED_DEPTH` levels or longer than
+:data:`~.fuse_cost.MAX_FUSED_OPS` ops is not made: the node ends a kernel of its own (long chains of
+ops become several kernels, so no pass meets an expression deeper than Python's recursion limit and no
+kernel's body grows exponentially with ops that read their input twice).
 """
 from __future__ import annotations
 
 from ..ir import Const, Graph, GraphError, Kernel, Node, Value, Var
 from ..op.registry import OpPattern, get_op
 from ..printer import const_text
+from .fuse_cost import group_cost
 
 P = OpPattern
 
@@ -26,6 +33,7 @@ class _Group:
         self.parent: _Group | None = None
         self.pattern = pattern
         self.anchored = pattern == P.OUT_ELEMWISE_FUSABLE
+        self.members: list[int] = []
 
     def root(self) -> "_Group":
         g = self
@@ -88,6 +96,8 @@ def partition(g: Graph) -> list[int]:
     outs = {id(o) for o in g.outputs}
     dom = _PostDominators(nodes, readers, [id(n) in outs for n in nodes])
     groups = [_Group(get_op(n.op).pattern) for n in nodes]
+    for i, gr in enumerate(groups):
+        gr.members.append(i)
 
     def check_path(src: int, sink: int, ok) -> bool:
         seen, stack = set(), [j for j, _ in readers[src]]
@@ -102,8 +112,9 @@ def partition(g: Graph) -> list[int]:
                 stack.extend(k for k, _ in readers[j])
         return True
 
-    def commit(src: int, sink: int) -> None:
-        target = groups[sink].root()
+    def joined(src: int, sink: int) -> list[_Group]:
+        """The groups that fusing ``src`` into ``sink`` merges into ``sink``'s group."""
+        target, out = groups[sink].root(), {}
         seen, stack = set(), [src]
         while stack:
             j = stack.pop()
@@ -112,11 +123,22 @@ def partition(g: Graph) -> list[int]:
             seen.add(j)
             child = groups[j].root()
             if child is not target:
-                child.parent = target
-                if child.anchored:
-                    target.anchored = True
-                    target.pattern = max(child.pattern, target.pattern)
+                out[id(child)] = child
             stack.extend(k for k, _ in readers[j])
+        return list(out.values())
+
+    def commit(src: int, sink: int) -> None:
+        target = groups[sink].root()
+        children = joined(src, sink)
+        if not group_cost(nodes, target.members + [m for c in children for m in c.members]).fits():
+            return
+        for child in children:
+            child.parent = target
+            target.members += child.members
+            child.members = []
+            if child.anchored:
+                target.anchored = True
+                target.pattern = max(child.pattern, target.pattern)
 
     for phase in (0, 1):
         for i in range(len(nodes)):

@@ -1,0 +1,142 @@
+"""``check_run_list``: every buffer a run list hands a kernel is one the kernel may use in full.
+
+isl proves each kernel's accesses inside the buffers of its own signature; this check closes the rest:
+each place (:class:`~codegen.model_plan.Loc`) of a step, an index check or an output copy has a known
+kind, dtype and shape, lies wholly inside the workspace / weights blob it names (aligned, at a
+non-negative offset) or is the declared input / output of that number with its dtype and shape, and a
+native step's arguments are exactly, in number, order, dtype and shape, the buffers its kernel was
+lowered for (:attr:`~codegen.model_plan.Step.signature`).  ``build_model`` runs it on every run list
+it plans; ``load_model`` on every ``graph.json`` before the first run, and checks that ``graph.json``
+is the run list ``model.so``'s run entries were generated for (their places are compiled in: a
+``graph.json`` edited consistently, digests included, still cannot move a buffer under them).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorir.graph import GraphError
+
+from .memory_plan import ALIGN
+from .model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
+
+KINDS = (INPUT, OUTPUT, WORKSPACE, WEIGHTS)
+
+
+def _is_count(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0
+
+
+def _dims(shape, what: str) -> tuple[int, ...]:
+    if not isinstance(shape, (tuple, list)) or not all(_is_count(d) for d in shape):
+        raise ValueError(f"{what}: shape {shape!r} is not a list of non-negative integers")
+    return tuple(shape)
+
+
+def _dtype(dtype, what: str) -> np.dtype:
+    try:
+        t = np.dtype(dtype) if isinstance(dtype, str) else None
+    except TypeError:
+        t = None
+    if t is None or t.kind not in "biuf":
+        raise ValueError(f"{what}: dtype {dtype!r} is not a numeric dtype")
+    return t
+
+
+def _count(x, what: str) -> int:
+    if not _is_count(x):
+        raise ValueError(f"{what} is {x!r}, not a non-negative integer")
+    return x
+
+
+def _check_loc(run: RunList, loc: Loc, what: str) -> None:
+    if loc.kind not in KINDS:
+        raise ValueError(f"{what}: kind {loc.kind!r} is not one of {', '.join(KINDS)}")
+    _dtype(loc.dtype, what)
+    _dims(loc.shape, what)
+    desc = f"{loc.dtype}{list(loc.shape)}"
+    if loc.kind in (INPUT, OUTPUT):
+        table = run.inputs if loc.kind == INPUT else run.outputs
+        if not _is_count(loc.index) or loc.index >= len(table):
+            raise ValueError(f"{what}: {loc.kind} {loc.index!r} does not exist (the model has {len(table)})")
+        name, dtype, shape = table[loc.index]
+        if np.dtype(dtype) != np.dtype(loc.dtype) or tuple(shape) != tuple(loc.shape):
+            raise ValueError(f"{what}: {desc} does not match {loc.kind} {name!r} ({dtype}{list(shape)})")
+        return
+    size = run.memory.peak if loc.kind == WORKSPACE else run.weights_bytes
+    off = loc.offset
+    if not _is_count(off) or off % ALIGN:
+        raise ValueError(f"{what}: {loc.kind} offset {off!r} is not a non-negative multiple of {ALIGN}")
+    if off + loc.nbytes > size:
+        raise ValueError(f"{what}: {desc} at {loc.kind} offset {off} ends at byte {off + loc.nbytes}, past the "
+                         f"{loc.kind} of {size} bytes")
+
+
+def _check_step(run: RunList, i: int, where: str) -> None:
+    step = run.steps[i]
+    at = f"{where}: step {i} (kernel {step.kernel})"
+    places = step.call_args
+
+    def label(k: int) -> str:
+        n = len(step.args)
+        return f"argument {k}" if k < n else "output" if k == n else f"scratch {k - n - 1}"
+    for k, loc in enumerate(places):
+        _check_loc(run, loc, f"{at}: {label(k)}")
+    if step.out.kind in (INPUT, WEIGHTS):
+        raise ValueError(f"{at}: writes its result into the {step.out.kind}s")
+    for c in step.checks:
+        if not _is_count(c.arg) or c.arg >= len(step.args):
+            raise ValueError(f"{at}: index check of node {c.node} names argument {c.arg!r} of {len(step.args)}")
+    if not step.native:
+        return
+    if step.signature is None:
+        raise ValueError(f"{at}: no kernel signature to check its buffers against (re-export the model)")
+    if len(step.signature) != len(places):
+        raise ValueError(f"{at}: {len(places)} buffers passed, the kernel was lowered for {len(step.signature)}")
+    for k, (loc, (dtype, shape)) in enumerate(zip(places, step.signature)):
+        name = label(k)
+        _dims(shape, f"{at}: signature of {name}")
+        if np.dtype(loc.dtype) != _dtype(dtype, f"{at}: signature of {name}") or tuple(loc.shape) != tuple(shape):
+            raise ValueError(f"{at}: {name} is {loc.kind} {loc.dtype}{list(loc.shape)}, the kernel was lowered "
+                             f"for {dtype}{list(shape)}")
+
+
+def check_compiled_for(run: RunList, address) -> None:
+    """The run entries at ``address(symbol)`` were generated for ``run`` (their places are compiled in)."""
+    import ctypes
+    from .model_codegen import PLAN_DIGEST
+    compiled = ctypes.string_at(address(PLAN_DIGEST), 64).decode("ascii", "replace")
+    if compiled != plan_digest(run):
+        raise ValueError("the run list differs from the one the model's native code was generated for "
+                         f"({PLAN_DIGEST} {compiled[:12]}..., the run list's {plan_digest(run)[:12]}...)")
+
+
+def check_run_list(run: RunList, where: str = "build_model", error: type[Exception] = GraphError,
+                   compiled=None) -> None:
+    """Refuse (``error``, naming the step, kernel and argument) a run list that would hand a kernel a
+    buffer it could touch outside of: see the module docstring.  ``compiled`` (a symbol -> address
+    function of a loaded model library): also refuse a run list other than the one it was built for."""
+    try:
+        _count(run.memory.peak, "the memory plan's workspace_bytes")
+        _count(run.weights_bytes, "the weights' bytes")
+        for kind, table in (("input", run.inputs), ("output", run.outputs)):
+            for name, dtype, shape in table:
+                _dtype(dtype, f"{kind} {name!r}")
+                _dims(shape, f"{kind} {name!r}")
+        for name, off, nbytes in run.weights:
+            end = _count(off, f"constant {name!r}: offset") + _count(nbytes, f"constant {name!r}: bytes")
+            if end > run.weights_bytes:
+                raise ValueError(f"constant {name!r} at offset {off} ({nbytes} bytes) ends past the weights of "
+                                 f"{run.weights_bytes} bytes")
+        for i in range(len(run.steps)):
+            _check_step(run, i, where)
+        for k, (dst, src) in enumerate(run.copies):
+            _check_loc(run, dst, f"{where}: output copy {k}: destination")
+            _check_loc(run, src, f"{where}: output copy {k}: source")
+            if dst.kind != OUTPUT or dst.nbytes != src.nbytes:
+                raise ValueError(f"{where}: output copy {k}: {src.kind} {src.dtype}{list(src.shape)} into "
+                                 f"{dst.kind} {dst.dtype}{list(dst.shape)}")
+        if compiled is not None:
+            check_compiled_for(run, compiled)
+    except ValueError as e:
+        msg = str(e) if str(e).startswith(where) else f"{where}: {e}"
+        raise error(msg) from None
