@@ -34,6 +34,7 @@ from tensorir.stmt import LoweredFunc
 from .cuda import CUDARenderer, cuda_renderer, cuda_settings, dynamic_shared_bytes, launch_bounds
 from .export import build_info
 from .model_plan import plan_run
+from .model_plan_check import check_run_list
 from .signature import Signature
 from .target import Target
 
@@ -75,6 +76,11 @@ class CUDAKernel:
         return CUDAKernel(d["symbol"], source, tuple(d["grid"]), tuple(d["block"]), int(d["shared_bytes"]),
                           Signature.from_json(d["signature"]), {int(k): int(v) for k, v in d["aligned"].items()},
                           d.get("schedule", {}))
+
+    @property
+    def buffers(self) -> list[tuple[str, tuple]]:
+        """``(dtype, shape)`` of each buffer the kernel was lowered for, in call order (``Step.signature``)."""
+        return [(a.dtype, tuple(a.shape)) for a in self.signature.args]
 
     @property
     def dynamic_shared(self) -> int:
@@ -161,7 +167,7 @@ def build_model_cuda(g: Graph, tgt: Target, params: dict | None, fallback: str, 
         from autotune.model_history import history_schedule
         schedule = history_schedule(tgt)
     cache: dict[str, CUDAKernel | Exception] = {}
-    symbols, schedules, failed, taken = {}, {}, [], set()
+    symbols, schedules, signatures, failed, taken = {}, {}, {}, [], set()
     for node in g.nodes:
         if not isinstance(node.op, Kernel):
             raise GraphError(f"build_model: node {node.op_name} is not fused into a kernel")
@@ -179,7 +185,7 @@ def build_model_cuda(g: Graph, tgt: Target, params: dict | None, fallback: str, 
         if isinstance(built, Exception):
             failed.append((node.op, built))
             continue
-        symbols[id(node)], schedules[id(node)] = built.symbol, built.schedule
+        symbols[id(node)], schedules[id(node)], signatures[id(node)] = built.symbol, built.schedule, built.buffers
     if hasattr(schedule, "warn_missing"):
         schedule.warn_missing()
     if failed:
@@ -188,7 +194,8 @@ def build_model_cuda(g: Graph, tgt: Target, params: dict | None, fallback: str, 
         details = "; ".join(f"kernel {k.name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}" for k, e in failed)
         raise GraphError(f"build_model: {len(ops)} op type(s) have no CUDA kernel: {listed} ({details}); "
                          f"target {tgt.kind} has no reference fallback")
-    run, weights = plan_run(g, symbols, schedules)
+    run, weights = plan_run(g, symbols, schedules, signatures=signatures)
+    check_run_list(run)     # every buffer a kernel gets is the one it was lowered for, inside its blob
     kernels = {k.symbol: k for k in cache.values() if isinstance(k, CUDAKernel)}
     used = [s.symbol for s in run.steps]
     kernels = {s: kernels[s] for s in dict.fromkeys(used)}

@@ -26,6 +26,7 @@ from .artifact_schema import CUDA_KERNEL, OBJECT, STR, ListOf, graph_spec, manif
 from .export import build_info
 from .model_artifact import ArtifactError, file_entries, load_weights, read_files, read_json
 from .model_plan import RunList
+from .model_plan_check import check_run_list
 
 GRAPH_FORMAT = "tiletune.cuda_model/1"
 MANIFEST_FORMAT = "tiletune.cuda_manifest/1"
@@ -109,6 +110,12 @@ def load_cuda_model(directory: str):
         kernels = {k["symbol"]: CUDAKernel.from_json(k) for k in graph["kernels"]}
     except (KeyError, TypeError, ValueError, IndexError) as e:      # the schema let something through
         raise ArtifactError(f"load_model: {os.path.join(directory, 'graph.json')} is corrupt: {e!r}") from None
+    where = f"load_model: {os.path.join(directory, 'graph.json')}"
+    for i, step in enumerate(run.steps):     # each step's buffers are those its kernel was lowered for
+        if step.symbol not in kernels or step.signature != kernels[step.symbol].buffers:
+            raise ArtifactError(f"{where}: step {i} (kernel {step.kernel}) does not match the signature of "
+                                f"kernel {step.symbol!r}")
+    check_run_list(run, where, ArtifactError)
     weights = load_weights(os.path.join(directory, "weights.npy"), files["weights.npy"], run)
     cubin = bytes(files["model.cubin"])
     try:

@@ -370,3 +370,16 @@ def test_cuda_fifo_and_link_are_refused(cuda_art, tmp_path):
     os.remove(cuda_art / "model.cu")
     os.symlink("/dev/zero", cuda_art / "model.cu")
     assert "model.cu is a link to /dev/zero, outside the artifact directory" in _load_in_subprocess(cuda_art)
+
+
+@pytest.mark.parametrize("path, value, message", [
+    # the weights' place moved past the weights (digest updated): the run-list check refuses it
+    (("steps", 0, "args", 1, "offset"), 4096, r"step 0 \(kernel fused_multiply_exp\): argument 1: .* past the weights of 128 bytes"),
+    # a step whose buffers (and signature) were edited to differ from its compiled kernel's
+    (("steps", 0, "signature", 0, "shape"), [4, 4], r"step 0 \(kernel fused_multiply_exp\) does not match the signature"),
+    (("steps", 0, "args", 0, "shape"), [8, 8], r"argument 0: float32\[8, 8\] does not match input 'x'"),
+])
+def test_cuda_run_list_is_checked_against_its_kernels(cuda_art, path, value, message):
+    _edit(cuda_art, "graph.json", path, value)
+    with pytest.raises(ArtifactError, match=message):
+        codegen.load_model(str(cuda_art))
