@@ -1,6 +1,8 @@
 """MaxPool, AveragePool (1-d to 3-d; ceil_mode, pads, auto_pad, count_include_pad), GlobalAveragePool,
-GlobalMaxPool."""
+GlobalMaxPool (any rank >= 3)."""
 from __future__ import annotations
+
+import numpy as np
 
 from ..registry import converter
 from .common import spatial_pads
@@ -39,11 +41,23 @@ def avg_pool(ctx, inputs, attrs):
     return _pool(ctx, inputs, attrs, "nn.avg_pool2d", count_include_pad=bool(attrs.get("count_include_pad", 0)))
 
 
+def _global_pool(ctx, x, op):
+    """``op`` (2-d global pooling) over every spatial axis of an (N, C, ...) input of any rank >= 3: other
+    ranks go through (N, C, 1, L), L the product of the spatial sizes (one reduction either way)."""
+    if x.type.ndim < 3:
+        raise ctx.error(f"global pooling needs an (N, C, ...) input of rank 3 or more, got {x.type}")
+    if x.type.ndim == 4:
+        return ctx.call(op, x)
+    n, c, *spatial = x.type.shape
+    flat = ctx.call("reshape", x, newshape=[n, c, 1, int(np.prod(spatial, dtype=np.int64))])
+    return ctx.call("reshape", ctx.call(op, flat), newshape=[n, c] + [1] * len(spatial))
+
+
 @converter("GlobalAveragePool", since=1)
 def global_avg_pool(ctx, inputs, attrs):
-    return ctx.call("nn.global_avg_pool2d", inputs[0])
+    return _global_pool(ctx, inputs[0], "nn.global_avg_pool2d")
 
 
 @converter("GlobalMaxPool", since=1)
 def global_max_pool(ctx, inputs, attrs):
-    return ctx.call("nn.global_max_pool2d", inputs[0])
+    return _global_pool(ctx, inputs[0], "nn.global_max_pool2d")
