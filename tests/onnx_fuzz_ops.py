@@ -117,6 +117,8 @@ def flatten(b, x, shape):
 def squeeze_unsqueeze(b, x, shape):
     r = len(shape)
     ones = [i for i, d in enumerate(shape) if d == 1]
+    if ones and b.rng.random() < 0.15:
+        return b.node("Squeeze", [x])
     if ones and b.rng.random() < 0.5:
         axes = sorted(int(a) for a in b.rng.choice(ones, int(b.rng.integers(1, len(ones) + 1)), replace=False))
         axes = [a - r if b.rng.random() < 0.3 else a for a in axes]
@@ -251,6 +253,16 @@ def resize(b, x, shape):
     for a in moved:
         roi[a], roi[r + a] = sorted(b.rng.uniform(-0.2, 1.2, 2))
     ins = [x, b.const(roi) if coord == "tf_crop_and_resize" else ""]
+    if b.opset >= 18 and coord != "tf_crop_and_resize" and b.rng.random() < 0.3:   # the axes attribute
+        attrs["axes"] = [a - r if b.rng.random() < 0.5 else a for a in moved]
+        if b.rng.random() < 0.5:
+            sizes = np.array([int(b.rng.integers(1, 2 * shape[a] + 3)) for a in moved], np.int64)
+            policy = str(rng_choice(b.rng, ["stretch", "not_larger", "not_smaller"]))
+            if policy != "stretch":   # onnxruntime 1.32 ignores these sizes on negative axes (unlike the spec)
+                attrs["axes"] = moved
+            return b.node("Resize", [x, "", "", b.const(sizes)], keep_aspect_ratio_policy=policy, **attrs)
+        scales = np.array([rng_choice(b.rng, [0.5, 0.75, 1.5, 2.0]) for _ in moved], np.float32)
+        return b.node("Resize", [x, "", b.const(scales)], **attrs)
     if b.rng.random() < 0.5:
         scales = np.ones(r, np.float32)
         for a in moved:
@@ -272,6 +284,9 @@ def reduce(b, x, shape):
     attrs = {"keepdims": int(b.rng.integers(2))}
     ins = [x]
     axes = [a - r if b.rng.random() < 0.3 else a for a in _subset(b.rng, r)] if r and b.rng.random() < 0.8 else None
+    if axes is None and (op == "ReduceSum" and b.opset >= 13 or b.opset >= 18) and b.rng.random() < 0.3:
+        ins.append(b.const(np.zeros(0, np.int64)))       # empty axes: all, or none with noop_with_empty_axes
+        attrs["noop_with_empty_axes"] = int(b.rng.integers(2))
     if axes is not None:
         if op == "ReduceSum" and b.opset >= 13 or b.opset >= 18:
             ins.append(b.const(np.array(axes, np.int64)))
@@ -396,6 +411,90 @@ def cast_cumsum(b, x, shape):
                   exclusive=int(b.rng.integers(2)), reverse=int(b.rng.integers(2)))
 
 
+def lp_pool(b, x, shape):
+    if len(shape) not in (3, 4):
+        return None
+    p = int(rng_choice(b.rng, [1, 2, 3]))
+    if b.rng.random() < 0.4:
+        return b.node("GlobalLpPool", [x], p=p)
+    attrs = _spatial(b, shape)
+    if b.opset >= 18 and b.rng.random() < 0.3 and "auto_pad" not in attrs:
+        attrs["dilations"] = [1 + int(b.rng.integers(2)) if d > 2 * k else 1
+                              for d, k in zip(shape[2:], attrs["kernel_shape"])]
+    return b.node("LpPool", [x], p=p, **attrs)
+
+
+def conv_transpose(b, x, shape):
+    if len(shape) not in (3, 4):
+        return None
+    c, m = shape[1], int(b.rng.integers(1, 4))
+    attrs = _spatial(b, shape)
+    attrs.pop("auto_pad", None)
+    if b.rng.random() < 0.3:
+        attrs["output_padding"] = [int(b.rng.integers(0, s)) for s in attrs.get("strides", [1] * (len(shape) - 2))]
+    w = b.rng.uniform(-1, 1, [c, m] + attrs["kernel_shape"]).astype(np.float32)
+    return b.node("ConvTranspose", [x, b.const(w)], **attrs)
+
+
+def depth_space(b, x, shape):
+    if len(shape) != 4:
+        return None
+    k = 2
+    if shape[1] % (k * k) == 0 and b.rng.random() < 0.5:
+        return b.node("DepthToSpace", [x], blocksize=k, mode=str(rng_choice(b.rng, ["DCR", "CRD"])))
+    if shape[2] % k or shape[3] % k:
+        return None
+    return b.node("SpaceToDepth", [x], blocksize=k)
+
+
+def positive_math(b, x, shape):
+    """Sqrt, Log, Reciprocal, Pow of ``|x| + c`` (c >= 0.25: finite, away from the poles)."""
+    pos = b.node("Add", [b.node("Abs", [x])[0], b.const(np.float32(b.rng.uniform(0.25, 1)))])[0]
+    op = str(rng_choice(b.rng, ["Sqrt", "Log", "Reciprocal", "Pow"]))
+    if op == "Pow":
+        return b.node("Pow", [pos, b.const(np.float32(rng_choice(b.rng, [2.0, 0.5, -1.0, 3.0, 1.5])))])
+    return b.node(op, [pos])
+
+
+def shape_chain(b, x, shape):
+    """Shape -> Slice/Gather -> Concat -> Reshape: a shape subgraph folded to a constant."""
+    if not shape:
+        return None
+    s = b.node("Shape", [x])[0]
+    r = len(shape)
+    head = b.node("Slice", [s, b.const(_ints(0)), b.const(_ints(r - 1)), b.const(_ints(0))])[0] if r > 1 else None
+    tail = b.node("Gather", [s, b.const(_ints(r - 1))])[0]
+    dims = [head, tail] if head else [tail]
+    return b.node("Reshape", [x, b.node("Concat", [b.const(_ints(1))] + dims, axis=0)[0]])
+
+
+def einsum(b, x, shape):
+    if len(shape) == 2:
+        eq, other = str(rng_choice(b.rng, ["ij,jk->ik", "ij,kj->ik", "ij,ij->i", "ij->ji", "ij,j->i"])), None
+        if eq == "ij->ji":
+            return b.node("Einsum", [x], equation=eq)
+        other = {"ij,jk->ik": (shape[1], 3), "ij,kj->ik": (2, shape[1]), "ij,ij->i": shape, "ij,j->i": (shape[1],)}[eq]
+        return b.node("Einsum", [x, b.partner(tuple(other))], equation=eq)
+    if len(shape) == 3:
+        return b.node("Einsum", [x, b.partner((shape[0], shape[2], 2))], equation="bij,bjk->bik")
+    return None
+
+
+def misc(b, x, shape):
+    if len(shape) >= 2 and b.rng.random() < 0.5:
+        ins = [x] + ([b.const(np.int64(b.rng.integers(-2, 3)))] if b.rng.random() < 0.5 else [])
+        return b.node("Trilu", ins, upper=int(b.rng.integers(2)))
+    if shape and b.rng.random() < 0.5:
+        return b.node("Hardmax", [x], axis=_axis(b.rng, len(shape))) if b.exact(x) else None
+    if not b.exact(x):
+        return None
+    return b.node("Mod", [x, b.const(np.float32(rng_choice(b.rng, [1.5, -0.75, 2.0])))], fmod=1)
+
+
+def _ints(*v):
+    return np.array(v, np.int64)
+
+
 def rng_choice(rng, options):
     return options[int(rng.integers(len(options)))]
 
@@ -404,4 +503,5 @@ def rng_choice(rng, options):
 GENERATORS = [(unary, 3), (activation, 2), (discontinuous, 1), (clip, 1), (binary, 5), (where, 1), (reshape, 3),
               (flatten, 1), (squeeze_unsqueeze, 2), (transpose, 2), (concat, 2), (split, 2), (slice_, 5), (gather, 2),
               (pad, 3), (expand_tile, 2), (resize, 6), (reduce, 3), (arg, 1), (softmax, 2), (pool, 3), (conv, 3),
-              (matmul, 2), (gemm, 2), (norm, 2), (cast_cumsum, 1)]
+              (matmul, 2), (gemm, 2), (norm, 2), (cast_cumsum, 1), (lp_pool, 1), (conv_transpose, 2), (depth_space, 1),
+              (positive_math, 2), (shape_chain, 1), (einsum, 1), (misc, 1)]

@@ -125,3 +125,14 @@ def test_resize_to_one_row_folds_its_coordinate_in_float32():
     (row 0) where the kernel and onnxruntime compute 1.0 in float32 (row 1)."""
     _resize(_x(3, 5, 4, 4), {"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
                              "nearest_mode": "floor"}, scales=[1, 1, 1 / 3, 1])
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 5), (2, 1, 5, 4)])
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lp_pooling(shape, p):
+    """GlobalLpPool and LpPool (refused before: no converter) against onnxruntime."""
+    x = _x(*shape)
+    check(node_model("GlobalLpPool", {"x": x}, {"p": p}), {"x": x}, rtol=1e-5, atol=1e-5)
+    k = [2] * (len(shape) - 2)
+    check(node_model("LpPool", {"x": x}, {"p": p, "kernel_shape": k, "strides": [2] * len(k), "pads": [1] * 2 * len(k)}),
+          {"x": x}, rtol=1e-5, atol=1e-5)

@@ -1,11 +1,12 @@
 """MaxPool, AveragePool (1-d to 3-d; ceil_mode, pads, auto_pad, count_include_pad), GlobalAveragePool,
-GlobalMaxPool (any rank >= 3)."""
+GlobalMaxPool, GlobalLpPool (any rank >= 3), LpPool (through AveragePool)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..registry import converter
 from .common import spatial_pads
+from .elementwise import scalar
 
 
 def _pool(ctx, inputs, attrs, op, **extra):
@@ -61,3 +62,35 @@ def global_avg_pool(ctx, inputs, attrs):
 @converter("GlobalMaxPool", since=1)
 def global_max_pool(ctx, inputs, attrs):
     return _global_pool(ctx, inputs[0], "nn.global_max_pool2d")
+
+
+def _abs_pow(ctx, x, p: int):
+    if p == 1:
+        return ctx.call("abs", x)
+    return ctx.call("multiply", x, x) if p == 2 else ctx.call("power", ctx.call("abs", x), scalar(p, x))
+
+
+def _root(ctx, s, p: int):
+    if p == 1:
+        return s
+    return ctx.call("sqrt", s) if p == 2 else ctx.call("power", s, scalar(1.0 / p, s))
+
+
+@converter("GlobalLpPool", since=2)
+def global_lp_pool(ctx, inputs, attrs):
+    """``(sum |x|^p)^(1/p)`` over every spatial axis."""
+    x, p = inputs[0], int(attrs.get("p", 2))
+    if x.type.ndim < 3:
+        raise ctx.error(f"global pooling needs an (N, C, ...) input of rank 3 or more, got {x.type}")
+    return _root(ctx, ctx.call("sum", _abs_pow(ctx, x, p), axis=list(range(2, x.type.ndim)), keepdims=True), p)
+
+
+@converter("LpPool", since=11)
+def lp_pool(ctx, inputs, attrs):
+    """``(sum |x|^p)^(1/p)`` over each window: the padded average of ``|x|^p`` times the window size."""
+    x, p = inputs[0], int(attrs.get("p", 2))
+    if attrs.get("ceil_mode", 0):
+        raise ctx.unsupported("LpPool with ceil_mode=1 is not supported")
+    avg = _pool(ctx, [_abs_pow(ctx, x, p)], attrs, "nn.avg_pool2d", count_include_pad=True)
+    size = float(np.prod(attrs["kernel_shape"]))
+    return _root(ctx, ctx.call("multiply", avg, scalar(size, avg)), p)
