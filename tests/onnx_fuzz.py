@@ -1,5 +1,5 @@
 """A differential fuzzer of the ONNX frontend: random small ONNX graphs (opsets 13-18, the ops of
-:mod:`onnx_fuzz_ops`) built by tiletune for LLVM and run against onnxruntime on fresh random data,
+:mod:`onnx_fuzz_ops`, :mod:`onnx_fuzz_nn`) built by tiletune for LLVM and run against onnxruntime on fresh random data,
 every buffer poisoned with NaN before the run.  ``generate(seed)`` gives the same model for a seed.
 
 Each seed ends as one of: ``ok``; ``refused`` (a clear :class:`GraphError` at import, or an op left to the
@@ -22,7 +22,16 @@ from dataclasses import dataclass
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx_fuzz_nn as nn  # noqa: E402
 import onnx_fuzz_ops as ops  # noqa: E402
+
+#: (op generator, weight): how often each is drawn.
+GENERATORS = [(ops.unary, 3), (ops.activation, 2), (ops.discontinuous, 1), (ops.clip, 1), (ops.binary, 5),
+              (ops.where, 1), (ops.reshape, 3), (ops.flatten, 1), (ops.squeeze_unsqueeze, 2), (ops.transpose, 2),
+              (ops.concat, 2), (ops.split, 2), (ops.slice_, 5), (ops.gather, 2), (ops.pad, 3), (ops.expand_tile, 2),
+              (ops.cast_cumsum, 1), (ops.positive_math, 2), (ops.shape_chain, 1), (ops.misc, 1), (ops.int_ops, 2),
+              (nn.resize, 6), (nn.reduce, 3), (nn.arg, 1), (nn.softmax, 2), (nn.pool, 3), (nn.conv, 3), (nn.matmul, 2),
+              (nn.gemm, 2), (nn.norm, 2), (nn.lp_pool, 1), (nn.conv_transpose, 2), (nn.depth_space, 1), (nn.einsum, 1)]
 
 #: Ops whose output is an exact function of exact inputs (no rounding), so discontinuous ops may read it.
 EXACT_OPS = {"Identity", "Neg", "Abs", "Relu", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat",
@@ -130,7 +139,7 @@ def generate(seed: int, only: tuple[str, ...] = ()):
     rng = np.random.default_rng(seed)
     b = Builder(rng, int(rng.integers(13, 19)))
     b.add_input(_input_shape(rng))
-    gens, weights = zip(*[(g, w) for g, w in ops.GENERATORS if not only or g.__name__ in only])
+    gens, weights = zip(*[(g, w) for g, w in GENERATORS if not only or g.__name__ in only])
     p = np.array(weights, float) / sum(weights)
     last: list[str] = []
     for _ in range(int(rng.integers(1, 6))):
@@ -255,7 +264,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("seeds", nargs="?", default="0:200", help="START:STOP (default 0:200)")
     p.add_argument("--show", type=int, help="print one seed's model and result")
-    p.add_argument("--only", default="", help="comma-separated generator names (onnx_fuzz_ops), e.g. resize,slice_")
+    p.add_argument("--only", default="", help="comma-separated generator names (GENERATORS), e.g. resize,slice_")
     args = p.parse_args(argv)
     only = tuple(filter(None, args.only.split(",")))
     if args.show is not None:
