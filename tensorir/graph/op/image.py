@@ -1,6 +1,7 @@
 """``image.resize2d`` (Relay's name): ONNX Resize over the ``H``, ``W`` axes of NCHW data, lowered to
 ``topi.image.resize2d``; the numpy implementation interpolates one axis at a time in float64 (as ONNX's
-reference does, from float32 coordinates as onnxruntime's), with the coordinate formulas of :func:`tensorir.topi.image.resize.source_coordinate`.
+reference does, from float32 coordinates as onnxruntime's), with the coordinate formulas of
+:func:`tensorir.topi.image.resize.source_coordinate`.
 
 Attributes: ``size`` (h, w); ``scale`` (ONNX's scale factors, or ``None`` for ``size / input``);
 ``roi`` (start_h, start_w, end_h, end_w; ``tf_crop_and_resize`` only); TVM's ``method``

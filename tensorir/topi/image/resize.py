@@ -1,17 +1,18 @@
 """``topi.image.resize1d`` / ``resize2d``: nearest-neighbour, linear and cubic resizing (tag ``"resize"``).
 
 Output cell ``y`` of an axis of input size ``n`` and output size ``m`` reads input coordinate ``x`` by
-``coordinate_transformation_mode`` (``s`` the scale, ``m / n`` unless given; ONNX's formulas in
-float32 with onnxruntime's operation order, with ``m`` the integer output length as the spec's ``length_resized``
-and onnxruntime have it): ``half_pixel`` ``(y + 0.5) / s - 0.5``, ``pytorch_half_pixel`` (the same,
-``0`` when ``m == 1``), ``half_pixel_symmetric`` (half_pixel shifted to keep the centre),
-``align_corners`` ``y (n - 1) / (m - 1)`` (``0`` when ``m == 1``), ``asymmetric`` ``y / s``,
-``tf_half_pixel_for_nn`` ``(y + 0.5) / s``, ``tf_crop_and_resize`` (``roi`` start/end as fractions of
-the input, ``m - 1`` steps between them; outside the input reads ``extrapolation_value``).  Nearest rounds ``x`` by ``rounding_method`` (default ``floor``,
-``round`` for ``align_corners``, as TVM); linear weighs ``floor(x)`` and ``floor(x) + 1``; cubic the
-four around with Keys' kernel of coefficient ``bicubic_alpha`` (``bicubic_exclude``: taps outside the
-input dropped and the rest renormalized).  Taps are clamped into the input (edge padding), so every
-read is in bounds.  An axis whose size, scale and roi leave it unchanged is not interpolated."""
+``coordinate_transformation_mode`` (``s`` the scale, ``m / n`` unless given; ONNX's formulas in float32
+with onnxruntime's operation order, with ``m`` the integer output length as the spec's
+``length_resized`` and onnxruntime have it): ``half_pixel`` ``(y + 0.5) / s - 0.5``,
+``pytorch_half_pixel`` (the same, ``0`` when ``m == 1``), ``half_pixel_symmetric`` (half_pixel shifted
+to keep the centre), ``align_corners`` ``y (n - 1) / (m - 1)`` (``0`` when ``m == 1``), ``asymmetric``
+``y / s``, ``tf_half_pixel_for_nn`` ``(y + 0.5) / s``, ``tf_crop_and_resize`` (``roi`` start/end as
+fractions of the input, ``m - 1`` steps between them; outside the input reads ``extrapolation_value``).
+Nearest rounds ``x`` by ``rounding_method`` (default ``floor``, ``round`` for ``align_corners``, as
+TVM); linear weighs ``floor(x)`` and ``floor(x) + 1``; cubic the four around with Keys' kernel of
+coefficient ``bicubic_alpha`` (``bicubic_exclude``: taps outside the input dropped and the rest
+renormalized).  Taps are clamped into the input (edge padding), so every read is in bounds.  An axis
+whose size, scale and roi leave it unchanged is not interpolated."""
 from __future__ import annotations
 
 from itertools import product
