@@ -136,3 +136,12 @@ def test_lp_pooling(shape, p):
     k = [2] * (len(shape) - 2)
     check(node_model("LpPool", {"x": x}, {"p": p, "kernel_shape": k, "strides": [2] * len(k), "pads": [1] * 2 * len(k)}),
           {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["edge", "reflect"])
+def test_edge_padding_of_an_axis_cropped_empty_is_refused(mode):
+    """Fuzz seed 1391: negative pads crop an axis to nothing and positive ones pad it by edge: there is no
+    edge (onnxruntime refuses the node); it became an empty (3, 0) output of the wrong shape."""
+    m = node_model("Pad", {"x": _x(3, 2)}, {"mode": mode}, consts={"p": _ints(0, -2, 0, 1)})
+    with pytest.raises(GraphError, match=rf"Pad\): pad mode '{mode}' has nothing to pad from: axis 1 is empty"):
+        graph.from_onnx(m)

@@ -168,6 +168,10 @@ def pad(ctx, inputs, attrs):
     mode = attrs.get("mode", "constant")
     if mode not in ("constant", "edge", "reflect"):
         raise ctx.unsupported(f"pad mode {mode!r} is not supported")
+    empty = [a for a, (w, d) in enumerate(zip(width, x.type.shape)) if d == 0 and max(w) > 0]
+    if mode != "constant" and empty:
+        raise ctx.error(f"pad mode {mode!r} has nothing to pad from: axis {empty[0]} is empty "
+                        f"(after the negative pads), as onnxruntime refuses it")
     if mode == "reflect" and any(max(w) >= d for w, d in zip(width, x.type.shape)):
         raise ctx.unsupported("reflect pads as large as the axis are not supported")
     if mode == "edge":
