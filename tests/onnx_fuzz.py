@@ -1,12 +1,14 @@
 """A differential fuzzer of the ONNX frontend: random small ONNX graphs (opsets 13-18, the ops of
-:mod:`onnx_fuzz_ops`, :mod:`onnx_fuzz_nn`) built by tiletune for LLVM and run against onnxruntime on fresh random data,
-every buffer poisoned with NaN before the run.  ``generate(seed)`` gives the same model for a seed.
+:mod:`onnx_fuzz_ops`, :mod:`onnx_fuzz_nn`) built by tiletune for LLVM and run against onnxruntime on
+fresh random data, every buffer poisoned with NaN before the run. ``generate(seed)`` gives the same
+model for a seed.
 
-Each seed ends as one of: ``ok``; ``refused`` (a clear :class:`GraphError` at import, or an op left to the
-reference fallback, with the converter's reason); ``wrong`` (a shape, dtype or value that differs from
-onnxruntime beyond a tolerance scaled to the data); ``crash`` (anything else: a raw exception, or a
-build failure of a graph whose ops were all accepted); ``invalid`` (onnxruntime itself refuses the
-model or gives non-finite values: the generator's fault, not tiletune's).
+Each seed ends as one of: ``ok``; ``refused`` (a clear :class:`GraphError` at import, or an op left to
+the reference fallback, with the converter's reason); ``wrong`` (a shape, dtype or value that differs
+from onnxruntime beyond a tolerance scaled to the data); ``crash`` (anything else: a raw exception, or a
+build failure of a graph whose ops were all accepted); ``invalid`` (onnxruntime itself refuses the model
+or gives non-finite values: the generator's fault, not tiletune's; the detail says whether tiletune
+refuses such a model too).
 
 ``python tests/onnx_fuzz.py 0:2000`` runs seeds 0..1999 and prints a summary; ``--show SEED`` prints
 one seed's model and result (the reproducer to minimize)."""
@@ -192,6 +194,16 @@ def _fallback_reasons(g) -> list[str]:
     return out
 
 
+def _tiletune_view(model) -> str:
+    """What tiletune's importer says of a model onnxruntime refuses (it should refuse it too)."""
+    from tensorir import graph
+    try:
+        graph.from_onnx(model)
+    except Exception as e:  # noqa: BLE001
+        return f"; tiletune refuses it too ({type(e).__name__})"
+    return "; tiletune imports it"
+
+
 def compare(got, want) -> str:
     """'' when ``got`` matches ``want`` (shape, dtype, values within a tolerance scaled to the data)."""
     want = np.asarray(want)
@@ -219,7 +231,7 @@ def run_case(seed: int, only: tuple[str, ...] = ()) -> Result:
     try:
         want = _reference(model, feeds)
     except Exception as e:  # noqa: BLE001
-        return Result("invalid", f"onnxruntime: {str(e).splitlines()[0][:300]}")
+        return Result("invalid", f"onnxruntime: {str(e).splitlines()[0][:300]}{_tiletune_view(model)}")
     if not all(np.isfinite(w).all() for w in want if np.asarray(w).dtype.kind == "f"):
         return Result("invalid", "onnxruntime gives non-finite values")
     try:
