@@ -1,10 +1,11 @@
 # Quick start: `make demo` (set up, then tune/compile and time a GEMM) and `make test`.
-# `make test-all` also runs the tests marked slow (every ONNX backend node test).
+# `make test-all` also runs the tests marked slow (every ONNX backend node test); `make fuzz` runs the ONNX
+# differential fuzzer over 2,000 seeds.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo deploy-demo test test-all bench clean
+.PHONY: demo deploy-demo test test-all fuzz bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +24,12 @@ test: $(VENV)/.installed
 
 test-all: $(VENV)/.installed
 	$(PY) -m pytest -q -m "slow or not slow" tests
+
+# The differential ONNX fuzzer (tests/onnx_fuzz.py) against onnxruntime: 2,000 seeds (about 20 minutes on
+# 2 cores) and a summary (ok, wrong, crash, refused by reason); FUZZ_SEEDS=START:STOP picks others.
+FUZZ_SEEDS ?= 0:2000
+fuzz: $(VENV)/.installed
+	$(PY) tests/onnx_fuzz.py $(FUZZ_SEEDS)
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/gemm_cpu.py

@@ -361,6 +361,15 @@ def _fold(cls, a, b):
     return cmp.get(cls)
 
 
+def _rounded(v, dtype: str):
+    """A folded float ``v`` rounded to ``dtype`` as the machine would (Python folds in float64)."""
+    if isinstance(v, float) and dt.element(dtype) in ("float16", "float32"):
+        import numpy as np
+        with np.errstate(over="ignore"):
+            return float(np.asarray(v, dt.element(dtype)))
+    return v
+
+
 def binary(cls, a: ExprLike, b: ExprLike) -> Expr:
     """Build ``cls(a, b)`` with Python numbers converted and dtypes promoted."""
     a = convert(a, b.dtype if isinstance(b, Expr) else None)
@@ -377,7 +386,7 @@ def binary(cls, a: ExprLike, b: ExprLike) -> Expr:
     if isinstance(a, (IntImm, FloatImm)) and isinstance(b, (IntImm, FloatImm)):
         v = _fold(cls, a, b)
         if v is not None:
-            return const(v, out_dtype)
+            return const(_rounded(v, out_dtype), out_dtype)
     if dt.is_int(out_dtype) and dt.lanes(out_dtype) == 1:
         if cls in (Add, Sub) and is_const(b, 0) or cls in (Mul, FloorDiv) and is_const(b, 1):
             return a

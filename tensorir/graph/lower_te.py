@@ -64,7 +64,8 @@ def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
             op = get_op(v.op)
             fn = (computes or {}).get(v.op, op.topi)
             if fn is None:
-                raise GraphError(f"kernel {kernel.name}: {v.op} has no topi compute")
+                why = v.attrs.get("reason")    # an onnx.fallback node: its converter's refusal
+                raise GraphError(f"kernel {kernel.name}: {v.op} has no topi compute" + (f" ({why})" if why else ""))
             try:
                 out = fn(*(env[id(i)] for i in v.inputs), **v.attrs)
             except (ValueError, TypeError, NotImplementedError) as e:   # GraphError included

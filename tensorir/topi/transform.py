@@ -39,9 +39,9 @@ def reshape(a: Tensor, newshape) -> Tensor:
     unknown = [k for k, s in enumerate(newshape) if _const(s) == -1]
     if len(unknown) > 1:
         raise ValueError(f"reshape {a.name}: newshape {list(map(str, newshape))} has more than one -1")
-    total = simplify(prod(a.shape))
+    total = simplify(convert(prod(a.shape)))   # prod(()) is the int 1
     if unknown:
-        rest = simplify(prod([s for k, s in enumerate(newshape) if k != unknown[0]]))
+        rest = simplify(convert(prod([s for k, s in enumerate(newshape) if k != unknown[0]])))
         newshape[unknown[0]] = simplify(total // rest)
     if _const(total) is not None and _const(prod(newshape)) is not None and _const(total) != _const(prod(newshape)):
         raise ValueError(f"reshape: cannot reshape {a.name}{list(map(str, a.shape))} ({_const(total)} elements) "

@@ -156,6 +156,25 @@ def _attrs(node) -> dict:
     return out
 
 
+def _node_label(node) -> str:
+    return f"node {node.name or '(unnamed)'!r} ({node.op_type})"
+
+
+def _check_single_writers(g, where: str) -> None:
+    """A ``GraphError`` naming both writers when two nodes (or a node and a graph input or initializer)
+    write one tensor name: ONNX graphs are SSA, and onnx.checker and onnxruntime refuse such a model."""
+    writers = {i.name: f"initializer {i.name!r}" for i in g.initializer}
+    writers.update({vi.name: f"graph input {vi.name!r}" for vi in g.input if vi.name not in writers})
+    for node in g.node:
+        for name in node.output:
+            if not name:
+                continue
+            if name in writers:
+                raise GraphError(f"{where}: tensor {name!r} is written twice, by {writers[name]} and by "
+                                 f"{_node_label(node)}; an ONNX graph must assign each tensor once")
+            writers[name] = _node_label(node)
+
+
 def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None) -> tuple[Graph, dict]:
     """``(graph, params)`` for an ONNX ``ModelProto`` or the path of a ``.onnx`` file."""
     import onnx
@@ -192,6 +211,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
     ctx = Context(opset, params)
     consumed = {name for n in g.node for name in n.input} | {o.name for o in g.output}
     ctx.opset_imports = list(m.opset_import)
+    _check_single_writers(g, where)
     for node in g.node:
         ctx.node = node
         try:

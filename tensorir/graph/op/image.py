@@ -1,6 +1,7 @@
 """``image.resize2d`` (Relay's name): ONNX Resize over the ``H``, ``W`` axes of NCHW data, lowered to
 ``topi.image.resize2d``; the numpy implementation interpolates one axis at a time in float64 (as ONNX's
-reference does), with the coordinate formulas of :func:`tensorir.topi.image.resize.source_coordinate`.
+reference does, from float32 coordinates as onnxruntime's), with the coordinate formulas of
+:func:`tensorir.topi.image.resize.source_coordinate`.
 
 Attributes: ``size`` (h, w); ``scale`` (ONNX's scale factors, or ``None`` for ``size / input``);
 ``roi`` (start_h, start_w, end_h, end_w; ``tf_crop_and_resize`` only); TVM's ``method``
@@ -39,7 +40,8 @@ def _axis_numpy(a, axis, m, scale, mode, roi, method, rounding, alpha, exclude, 
     n = a.shape[axis]
     if n == m and scale in (None, 1.0) and tuple(roi) == (0.0, 1.0):
         return a
-    x = source_coordinate(np.arange(m, dtype=np.float64), n, m, scale, mode, roi, constant=float)
+    x = source_coordinate(np.arange(m, dtype=np.float32), n, m, scale, mode, roi, constant=np.float32)
+    x = np.asarray(x).astype(np.float64)
     lo = np.floor(x)
     r = x - lo
     lo = lo.astype(np.int64)

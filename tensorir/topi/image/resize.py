@@ -1,16 +1,18 @@
 """``topi.image.resize1d`` / ``resize2d``: nearest-neighbour, linear and cubic resizing (tag ``"resize"``).
 
 Output cell ``y`` of an axis of input size ``n`` and output size ``m`` reads input coordinate ``x`` by
-``coordinate_transformation_mode`` (``s`` the scale, ``m / n`` unless given; ONNX's formulas and
-operation order, in float64): ``half_pixel`` ``(y + 0.5) / s - 0.5``, ``pytorch_half_pixel`` (the same,
-``-0.5`` when ``m == 1``), ``half_pixel_symmetric`` (half_pixel shifted to keep the centre),
-``align_corners`` ``y (n - 1) / (m - 1)``, ``asymmetric`` ``y / s``, ``tf_half_pixel_for_nn``
-``(y + 0.5) / s``, ``tf_crop_and_resize`` (``roi`` start/end as fractions of the input; outside the
-input reads ``extrapolation_value``).  Nearest rounds ``x`` by ``rounding_method`` (default ``floor``,
-``round`` for ``align_corners``, as TVM); linear weighs ``floor(x)`` and ``floor(x) + 1``; cubic the
-four around with Keys' kernel of coefficient ``bicubic_alpha`` (``bicubic_exclude``: taps outside the
-input dropped and the rest renormalized).  Taps are clamped into the input (edge padding), so every
-read is in bounds.  An axis whose size, scale and roi leave it unchanged is not interpolated."""
+``coordinate_transformation_mode`` (``s`` the scale, ``m / n`` unless given; ONNX's formulas in float32
+with onnxruntime's operation order, with ``m`` the integer output length as the spec's
+``length_resized`` and onnxruntime have it): ``half_pixel`` ``(y + 0.5) / s - 0.5``,
+``pytorch_half_pixel`` (the same, ``0`` when ``m == 1``), ``half_pixel_symmetric`` (half_pixel shifted
+to keep the centre), ``align_corners`` ``y (n - 1) / (m - 1)`` (``0`` when ``m == 1``), ``asymmetric``
+``y / s``, ``tf_half_pixel_for_nn`` ``(y + 0.5) / s``, ``tf_crop_and_resize`` (``roi`` start/end as
+fractions of the input, ``m - 1`` steps between them; outside the input reads ``extrapolation_value``).
+Nearest rounds ``x`` by ``rounding_method`` (default ``floor``, ``round`` for ``align_corners``, as
+TVM); linear weighs ``floor(x)`` and ``floor(x) + 1``; cubic the four around with Keys' kernel of
+coefficient ``bicubic_alpha`` (``bicubic_exclude``: taps outside the input dropped and the rest
+renormalized).  Taps are clamped into the input (edge padding), so every read is in bounds.  An axis
+whose size, scale and roi leave it unchanged is not interpolated."""
 from __future__ import annotations
 
 from itertools import product
@@ -36,26 +38,33 @@ def _k(v: float):
     return const(float(v), F64)
 
 
-def source_coordinate(y, n: int, m: int, scale: float | None, mode: str, roi=(0.0, 1.0), constant=_k):
-    """The input coordinate (float64) that output index ``y`` reads: ``y`` a float64 expression, or a
-    numpy array with ``constant=float``."""
+def _k32(v: float):
+    return const(float(np.float32(v)), "float32")
+
+
+def source_coordinate(y, n: int, m: int, scale: float | None, mode: str, roi=(0.0, 1.0), constant=_k32):
+    """The input coordinate that output index ``y`` reads, in float32 with onnxruntime's operation order
+    (its nearest-neighbour picks at exact ties depend on it): ``y`` a float32 expression, or a numpy
+    float32 array with ``constant=np.float32``."""
     k = constant
-    s = m / n if scale is None else scale
-    width = m if scale is None else scale * n       # ONNX's "output_width": scale * input size
+    s = np.float32(m / n if scale is None else scale)
     if mode == "align_corners":
-        return y * k(0.0) if width == 1 else y * k(n - 1) / k(width - 1)
+        return y * k(0.0) if m == 1 else y * k(n - 1) / k(m - 1)
     if mode == "asymmetric":
         return y / k(s)
     if mode == "tf_half_pixel_for_nn":
         return (y + k(0.5)) / k(s)
-    if mode == "tf_crop_and_resize":   # ONNX's roi is a float32 tensor, and its arithmetic stays float32
+    if mode == "tf_crop_and_resize":   # ONNX's roi is a float32 tensor
         r0, r1 = np.float32(roi[0]), np.float32(roi[1])
-        if width == 1:
-            return y * k(0.0) + k(float((r1 - r0) * np.float32(n - 1) / np.float32(2) + r0 * np.float32(n - 1)))
-        return y * k(float(r1 - r0)) * k(n - 1) / k(width - 1) + k(float(r0 * np.float32(n - 1)))
-    if mode == "pytorch_half_pixel" and width == 1:
-        return y * k(0.0) - k(0.5)
-    if mode == "half_pixel_symmetric":
+        if m == 1:
+            return y * k(0.0) + k(0.5 * float(r0 + r1) * (n - 1))
+        return k(r0 * np.float32(n - 1)) + y * k(r1 - r0) * k(n - 1) / k(m - 1)
+    if mode == "pytorch_half_pixel" and m == 1:
+        return y * k(0.0)
+    if mode == "half_pixel_symmetric":   # opset 19: ONNX's reference, in float64 (see docs/onnx.md)
+        y, k = (y.astype(np.float64), float) if isinstance(y, np.ndarray) else (cast(F64, y), _k)
+        s = m / n if scale is None else scale
+        width = s * n                                  # ONNX's "output_width": scale * input size
         return k(n / 2 * (1 - m / width)) + (y + k(0.5)) / k(s) - k(0.5)
     return (y + k(0.5)) / k(s) - k(0.5)
 
@@ -130,7 +139,8 @@ def resize_nd(data: Tensor, axes, size, scale=None, roi=None, method: str = "lin
         per_axis, outside = [], []
         for j in active:
             n = ins[j]
-            x = source_coordinate(cast(F64, i[axes[j]]), n, outs[j], scales[j], mode, (roi[j], roi[k + j]))
+            x = cast(F64, source_coordinate(cast("float32", i[axes[j]]), n, outs[j], scales[j], mode,
+                                            (roi[j], roi[k + j])))
             if mode == "tf_crop_and_resize":
                 outside += [x < _k(0), x > _k(n - 1)]
             per_axis.append(_taps(x, n, method, rounding, bicubic_alpha, bool(bicubic_exclude)))

@@ -2,13 +2,14 @@
 modes nearest / linear / cubic, every ``coordinate_transformation_mode`` and ``nearest_mode``,
 ``exclude_outside``, ``cubic_coeff_a``, ``extrapolation_value``; ``antialias`` is refused.
 
-Sizes and scale factors follow ONNX's reference: sizes from scales are ``floor(scale * input)``,
-coordinates use the given scale (``size / input`` for sizes), an axis left unchanged is not
-interpolated.  Up to two resized axes become ``image.resize2d`` over NCHW: the other axes are moved
-first and folded into the batch (a transpose and reshape around it when needed)."""
+Sizes and scale factors follow the spec and onnxruntime where they agree, and onnxruntime where they
+differ (docs/onnx.md, "Resize"): sizes from scales are ``floor(scale * input)``, coordinates use the
+given scale (``size / input`` for sizes) and the integer output length (``align_corners``,
+``pytorch_half_pixel``, ``tf_crop_and_resize``); an axis of scale 1 is copied (its roi ignored), and
+an output shaped as the input is a copy of it.  Up to two resized axes become ``image.resize2d`` over
+NCHW: the other axes are moved first and folded into the batch (a transpose and reshape around it
+when needed)."""
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -71,9 +72,8 @@ def resize(ctx, inputs, attrs):
     roi = _optional(ctx, inputs, 1, "roi") if coord == "tf_crop_and_resize" else None
     scales, sizes = _optional(ctx, inputs, 2, "scales"), _optional(ctx, inputs, 3, "sizes")
     scale, size, rois = _plan(ctx, shape, scales, sizes, roi, axes, attrs.get("keep_aspect_ratio_policy", "stretch"))
-    moved = [a for a in range(r) if not (math.isclose(scale[a], 1.0) and size[a] == shape[a]
-                                         and math.isclose(rois[a][0], 0.0) and math.isclose(rois[a][1], 1.0))]
-    if not moved:
+    moved = [a for a in range(r) if scale[a] != 1.0]   # onnxruntime: an axis of scale 1 is copied (roi ignored)
+    if not moved or size == shape:                    # onnxruntime: an output shaped as the input is a copy
         return ctx.call("copy", x)
     if len(moved) > 2:
         raise ctx.unsupported(f"resizing {len(moved)} axes at once is not supported (at most two are)")

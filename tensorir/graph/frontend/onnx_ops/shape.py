@@ -80,14 +80,27 @@ def concat(ctx, inputs, attrs):
     return ctx.call("concatenate", *[v for v in inputs if v is not None], axis=attrs["axis"])
 
 
+def slice_bounds(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
+    """ONNX Slice's clamping of one axis: a negative ``start``/``end`` counts from the end once, then
+    ``start`` is clamped into ``[0, dim]`` (``[0, dim - 1]`` for a negative step) and ``end`` into
+    ``[0, dim]`` (``[-1, dim - 1]`` for a negative step: ``-1`` is "through element 0").  Unlike
+    Python's ``slice.indices``, a negative step's start below ``-dim`` clamps to 0, not to empty."""
+    start, end = (v + dim if v < 0 else v for v in (start, end))
+    lo, hi = (0, dim) if step > 0 else (-1, dim - 1)
+    return min(max(start, 0), hi), min(max(end, lo), hi)
+
+
 def _slice(ctx, x, starts, ends, axes, steps):
     nd = x.type.ndim
     begin, end, strides = [0] * nd, list(x.type.shape), [1] * nd
     for s, e, a, st in zip(starts, ends, axes, steps):
+        if not -nd <= a < nd:
+            raise ctx.error(f"slice axis {a} is outside the {nd} axes of {x.type}")
         a %= nd
         if st == 0:
             raise ctx.error("a slice step of 0")
-        begin[a], end[a], strides[a] = slice(s, e, st).indices(x.type.shape[a])
+        begin[a], end[a] = slice_bounds(s, e, st, x.type.shape[a])
+        strides[a] = st
         if x.type.shape[a] == 0 or len(range(begin[a], end[a], st)) == 0:
             begin[a], end[a] = 0, 0
     return ctx.call("strided_slice", x, begin=begin, end=end, strides=strides)
@@ -150,16 +163,30 @@ def pad(ctx, inputs, attrs):
     width = [[0, 0] for _ in range(x.type.ndim)]
     for i, a in enumerate(axes):
         width[a % x.type.ndim] = [pads[i], pads[i + k]]
-    if any(p < 0 for w in width for p in w):
-        raise ctx.unsupported("negative pads are not supported")
+    x = _crop(ctx, x, width)
+    width = [[max(p, 0) for p in w] for w in width]
     mode = attrs.get("mode", "constant")
     if mode not in ("constant", "edge", "reflect"):
         raise ctx.unsupported(f"pad mode {mode!r} is not supported")
+    empty = [a for a, (w, d) in enumerate(zip(width, x.type.shape)) if d == 0 and max(w) > 0]
+    if mode != "constant" and empty:
+        raise ctx.error(f"pad mode {mode!r} has nothing to pad from: axis {empty[0]} is empty "
+                        f"(after the negative pads), as onnxruntime refuses it")
     if mode == "reflect" and any(max(w) >= d for w, d in zip(width, x.type.shape)):
         raise ctx.unsupported("reflect pads as large as the axis are not supported")
     if mode == "edge":
         return _edge_pad(ctx, x, width)
     return ctx.call("nn.pad", x, pad_width=width, pad_value=0.0 if value is None else value.item(), pad_mode=mode)
+
+
+def _crop(ctx, x, width):
+    """``x`` without what negative pads remove (ONNX crops first, then pads what is positive)."""
+    cut = [(a, -min(b, 0), d + min(e, 0)) for a, ((b, e), d) in enumerate(zip(width, x.type.shape)) if min(b, e) < 0]
+    if any(lo > hi for _, lo, hi in cut):
+        raise ctx.error(f"pads {width} crop more than the whole of {x.type}")
+    if not cut:
+        return x
+    return _slice(ctx, x, [lo for _, lo, _ in cut], [hi for *_, hi in cut], [a for a, *_ in cut], [1] * len(cut))
 
 
 def _edge_pad(ctx, x, width):
