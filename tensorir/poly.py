@@ -166,7 +166,9 @@ class _Builder:
             if v not in known and v not in loop_vars and dt.is_int(v.dtype):
                 known.add(v)
                 self.prog._extra_params.append(v)
-        self.thread_tags = _thread_extents(body, set(self.prog.params) | set(self.prog._extra_params))
+        self._params = set(self.prog.params) | set(self.prog._extra_params)
+        self.thread_tags = _thread_extents(body, self._params)
+        self._kernel_extents: dict[int, dict] = {}
         self.visit(body)
 
     def visit(self, s: Stmt) -> None:
@@ -277,14 +279,29 @@ class _Builder:
         if buf.scope != "local" or not self.thread_tags:
             return scope, []
         cons = []
+        kernel = self.kernel_extents()
         for k, (tag, extent) in enumerate(self.thread_tags.items()):
             own = next((f for f in self.loops if f.kind == "thread" and f.thread_tag == tag), None)
             scope.append(f"thr{k}")
             if own is not None:
                 cons.append(f"thr{k} = {_loop_name(own)}")
+            elif kernel is not None and tag not in kernel:   # this kernel launches one thread along tag
+                cons.append(f"thr{k} = 0")
             else:  # (an extent isl cannot write leaves the copies unbounded: reads of them are refused)
+                extent = extent if kernel is None else kernel[tag]
                 cons.append(f"0 <= thr{k}" + (f" < {extent}" if extent is not None else ""))
         return scope, cons
+
+    def kernel_extents(self) -> dict[str, str | None] | None:
+        """The thread extents of the kernel the current statement is in (the loop nest under its
+        outermost thread loop: kernels of one function launch different numbers of threads), None
+        outside every thread loop."""
+        root = next((f for f in self.loops if f.kind == "thread"), None)
+        if root is None:
+            return None
+        if id(root) not in self._kernel_extents:
+            self._kernel_extents[id(root)] = _thread_extents(root, self._params)
+        return self._kernel_extents[id(root)]
 
     def new_statement(self, s: BufferStore | None, stage: str) -> "Statement":
         prog = self.prog
