@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from .cli_io import (ArgumentParser, CommandError, check_target, input_file, nonnegative_float, nonnegative_int,
+from .cli_io import (ArgumentParser, CommandError, add_measure_args, check_target, input_file, nonnegative_int,
                      output_file, positive_float, positive_int, report, user_errors, writing_file)
 from .cli_model import add_model_commands
 
@@ -149,12 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     tune.add_argument("--history", nargs="*", default=[], metavar="LOG", help="earlier logs to warm the tuner")
     tune.add_argument("--storage", default=None, help="optuna storage URL (default: sqlite beside the log)")
     tune.add_argument("--study-name", default=None)
-    tune.add_argument("--n-parallel", type=positive_int, default=None, help="build processes (default: CPU count)")
-    tune.add_argument("--build-timeout", type=positive_float, default=10.0)
-    tune.add_argument("--number", type=positive_int, default=4)
-    tune.add_argument("--repeat", type=positive_int, default=3)
-    tune.add_argument("--min-repeat-ms", type=nonnegative_float, default=0)
-    tune.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per measurement")
+    add_measure_args(tune)
     tune.add_argument("--cache-flush", action="store_true")
     tune.set_defaults(func=_tune_op)
 

@@ -174,3 +174,13 @@ def writing_dir(path: str):
 __all__ = ["CommandError", "ArgumentParser", "check_target", "report", "message", "user_errors", "input_file",
            "output_file", "output_dir", "writing_file", "writing_dir", "positive_int", "nonnegative_int", "positive_float",
            "nonnegative_float"]
+
+
+def add_measure_args(parser) -> None:
+    """The measurement options that ``tune`` and ``tune-model`` share."""
+    parser.add_argument("--n-parallel", type=positive_int, default=None, help="build processes (default: CPU count)")
+    parser.add_argument("--build-timeout", type=positive_float, default=10.0)
+    parser.add_argument("--number", type=positive_int, default=4)
+    parser.add_argument("--repeat", type=positive_int, default=3)
+    parser.add_argument("--min-repeat-ms", type=nonnegative_float, default=0)
+    parser.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per measurement")

@@ -20,11 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
-from .cli_io import (CommandError, check_target, input_file, nonnegative_float, output_dir, output_file,
-                     positive_float, positive_int, writing_dir, writing_file)
+from .cli_io import (CommandError, add_measure_args, check_target, input_file, output_dir, output_file,
+                     positive_int, writing_dir, writing_file)
 
 
 def parse_shape(text: str) -> tuple[str, object]:
@@ -283,12 +282,7 @@ def add_model_commands(sub) -> None:
                            "repeatable")
     tune.add_argument("--per-round", type=positive_int, default=16,
                       help="trials per batch given to one task (default 16)")
-    tune.add_argument("--n-parallel", type=positive_int, default=None, help="build processes (default: CPU count)")
-    tune.add_argument("--build-timeout", type=positive_float, default=10.0)
-    tune.add_argument("--number", type=positive_int, default=4)
-    tune.add_argument("--repeat", type=positive_int, default=3)
-    tune.add_argument("--min-repeat-ms", type=nonnegative_float, default=0)
-    tune.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per measurement")
+    add_measure_args(tune)
     tune.set_defaults(func=_tune_model)
 
     run = sub.add_parser("run", help="run a compiled artifact on .npy inputs")
