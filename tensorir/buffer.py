@@ -89,14 +89,18 @@ class AccessPtr(Expr):
     """The address of ``buffer``'s element ``offset`` (flat, from the region's first element), used by
     extern code as ``mask`` says.  Once bound, ``region`` holds ``(min, extent)`` per dimension of the
     real buffer: what the analysis assumes the code touches; flattening folds the region's first
-    element into ``offset`` and empties it."""
+    element into ``offset`` and empties it.  ``is_data`` marks a declared buffer's ``data`` bound to
+    its real buffer: the base address, printed as the buffer's name as TVM prints ``buf.data``."""
     dtype: str
     buffer: Any
     region: tuple
     mask: str
     offset: Expr
+    is_data: bool = False
 
     def text(self, show) -> str:
+        if self.is_data:
+            return self.buffer.name
         if not self.region:  # flattened
             return f"&{self.buffer.name}[{show(self.offset)}] ({self.mask})"
         where = ", ".join(f"{show(lo)}:{show(lo + ext)}" for lo, ext in self.region)

@@ -97,7 +97,8 @@ def symbols(decl: DeclBuffer, region: Region, what: str, bounds=None, output: bo
     if isinstance(decl.elem_offset, Var):
         mapping[decl.elem_offset] = simplify(flat_index(real.shape, tuple(region.mins)))
     if decl.data is not None:
-        mapping[decl.data] = AccessPtr(HANDLE, real, Region.whole(real).box, "rw" if output else "r", const(0))
+        mapping[decl.data] = AccessPtr(HANDLE, real, Region.whole(real).box, "rw" if output else "r", const(0),
+                                       is_data=True)
     return mapping
 
 
