@@ -421,9 +421,10 @@ def simplify(node, bounds: Bounds | None = None):
 
 
 # -- symbolic intervals -------------------------------------------------------------------------------------
-def interval(e: Expr, relax: dict) -> tuple[Expr, Expr] | None:
+def interval(e: Expr, relax: dict, bounds: Bounds | None = None) -> tuple[Expr, Expr] | None:
     """Symbolic inclusive (lo, hi) of integer ``e`` when the Vars in ``relax`` range over their
-    (lo, hi) pairs and every other Var is held fixed.  None when no bound can be stated."""
+    (lo, hi) pairs and every other Var is held fixed.  None when no bound can be stated.
+    ``bounds`` (fixed Vars' ranges, e.g. sizes ``>= 1``) lets a symbolic divisor count as positive."""
     t = type(e)
     if t is IntImm:
         return e, e
@@ -434,7 +435,7 @@ def interval(e: Expr, relax: dict) -> tuple[Expr, Expr] | None:
     if not any(v in relax for v in _vars(e)):
         return e, e
     if t in (Add, Sub):
-        a, b = interval(e.a, relax), interval(e.b, relax)
+        a, b = interval(e.a, relax, bounds), interval(e.b, relax, bounds)
         if a is None or b is None:
             return None
         if t is Add:
@@ -443,14 +444,14 @@ def interval(e: Expr, relax: dict) -> tuple[Expr, Expr] | None:
     if t is Mul:
         for x, y in ((e.a, e.b), (e.b, e.a)):
             if type(y) is IntImm:
-                a = interval(x, relax)
+                a = interval(x, relax, bounds)
                 if a is None:
                     return None
                 lo, hi = simplify(a[0] * y), simplify(a[1] * y)
                 return (lo, hi) if y.value >= 0 else (hi, lo)
         return None
-    if t in (FloorDiv, FloorMod) and type(e.b) is IntImm and e.b.value > 0:
-        a = interval(e.a, relax)
+    if t in (FloorDiv, FloorMod) and _positive_divisor(e.b, relax, bounds):
+        a = interval(e.a, relax, bounds)
         if a is None:
             return None
         if t is FloorDiv:
@@ -458,18 +459,25 @@ def interval(e: Expr, relax: dict) -> tuple[Expr, Expr] | None:
         if structural_key(simplify(FloorDiv(e.dtype, a[0], e.b))) == \
                 structural_key(simplify(FloorDiv(e.dtype, a[1], e.b))):
             return simplify(FloorMod(e.dtype, a[0], e.b)), simplify(FloorMod(e.dtype, a[1], e.b))
-        return IntImm(e.dtype, 0), IntImm(e.dtype, e.b.value - 1)
+        return IntImm(e.dtype, 0), simplify(e.b - 1)
     if t in (Min, Max):
-        a, b = interval(e.a, relax), interval(e.b, relax)
+        a, b = interval(e.a, relax, bounds), interval(e.b, relax, bounds)
         if a is None or b is None:
             return None
         return simplify(binary(t, a[0], b[0])), simplify(binary(t, a[1], b[1]))
     if t is Select:
-        a, b = interval(e.true_value, relax), interval(e.false_value, relax)
+        a, b = interval(e.true_value, relax, bounds), interval(e.false_value, relax, bounds)
         if a is None or b is None:
             return None
         return simplify(binary(Min, a[0], b[0])), simplify(binary(Max, a[1], b[1]))
     return None
+
+
+def _positive_divisor(b: Expr, relax: dict, bounds: Bounds | None) -> bool:
+    """``b`` is fixed while ``relax`` ranges (floor division by it is then monotone) and ``>= 1``."""
+    if type(b) is IntImm:
+        return b.value > 0
+    return not any(v in relax for v in _vars(b)) and prove(b >= 1, bounds)
 
 
 def _vars(e: Expr) -> list[Var]:

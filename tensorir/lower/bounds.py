@@ -182,15 +182,16 @@ def _fold(cls, xs: list[Expr]) -> Expr:
     return out
 
 
-def _relaxed(e: Expr, relax: dict) -> tuple[Expr, Expr] | None:
-    """Interval of ``e`` with relaxed vars replaced until none remains (ranges may nest)."""
-    rng = interval(e, relax)
+def _relaxed(e: Expr, relax: dict, bounds=None) -> tuple[Expr, Expr] | None:
+    """Interval of ``e`` with relaxed vars replaced until none remains (ranges may nest); ``bounds``:
+    the fixed vars' ranges (``arith.interval``)."""
+    rng = interval(e, relax, bounds)
     for _ in range(8):
         if rng is None:
             return None
         if not any(v in relax for v in collect(rng[0], Var) + collect(rng[1], Var)):
             return rng
-        lo, hi = interval(rng[0], relax), interval(rng[1], relax)
+        lo, hi = interval(rng[0], relax, bounds), interval(rng[1], relax, bounds)
         if lo is None or hi is None:
             return None
         rng = (lo[0], hi[1])

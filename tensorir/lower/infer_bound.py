@@ -13,7 +13,7 @@ module only reports.
 """
 from __future__ import annotations
 
-from ..arith import prove, simplify
+from ..arith import INF, prove, simplify
 from ..expr import IntImm, Max, Min, TensorLoad, Var
 from ..poly import needed_region
 from ..schedule import INLINE, Schedule, Stage
@@ -96,6 +96,7 @@ def _region(sch: Schedule, st: Stage, bodies: dict, leaf: dict, size_vars: list)
     thread_relax = {v.var for s in sch.stages for v, t in s.bindings.items() if _relaxes(t.thread_tag, st.scope)}
     ndim = len(st.op.axis)
     reads, lows, highs = [], [[] for _ in range(ndim)], [[] for _ in range(ndim)]
+    sizes = {v: (1, INF) for v in size_vars}  # as the isl context below: a size divides monotonically
     for q in sch.stages:
         if q not in leaf or q not in bodies:
             continue
@@ -113,7 +114,7 @@ def _region(sch: Schedule, st: Stage, bodies: dict, leaf: dict, size_vars: list)
             indices = tuple(simplify(substitute(i, mapping)) for i in ld.indices)
             reads.append((indices, relax, []))
             for d, idx in enumerate(indices):
-                rng = _relaxed(idx, relax)
+                rng = _relaxed(idx, relax, sizes)
                 lows[d].append(rng[0] if rng else None)
                 highs[d].append(rng[1] if rng else None)
     if not reads:
