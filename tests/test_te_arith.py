@@ -147,6 +147,32 @@ def test_interval_contains_every_value_of_relaxed_vars(seed):
     assert checked > 0
 
 
+@pytest.mark.parametrize("make", [
+    lambda i, j, k, n: (j * 5 + i) // n,
+    lambda i, j, k, n: (i - k * 3 + j) // (n * 2 + j),
+    lambda i, j, k, n: (j * 9 + i) % n,
+    lambda i, j, k, n: (n * j + k + 4) % n,
+])
+def test_interval_divides_by_a_fixed_symbol_proved_positive(make):
+    """A divisor holding no relaxed var and proved ``>= 1`` under the bounds (a size) is monotone: every
+    value lies in the interval; a divisor that may be 0 or negative (j, unbounded n) gives no interval."""
+    g = Gen(500)
+    i, j, k, n = g.vars
+    relax = {i: (te.const(0), te.const(15)), k: (te.const(-4), te.const(4))}
+    e = make(i, j, k, n)
+    rng = interval(e, relax, g.bounds)
+    assert rng is not None
+    for env in g.points():
+        lo, hi = evaluate(rng[0], env), evaluate(rng[1], env)
+        for iv in range(16):
+            for kv in range(-4, 5):
+                v = evaluate(e, {**env, i: iv, k: kv})
+                assert lo <= v <= hi, f"interval({e}) = [{rng[0]}, {rng[1]}] misses {v} at i={iv} k={kv} {env}"
+    assert interval(e, relax) is None
+    assert interval((i + k) // j, relax, g.bounds) is None
+    assert interval((i + k) // (n + i), relax, g.bounds) is None
+
+
 @pytest.mark.parametrize("text, expected", [
     (lambda i, j: (i * 4 + j) // 4, "i"),           # j in [0, 3]
     (lambda i, j: (i * 4 + j) % 4, "j"),
