@@ -293,7 +293,7 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
     for j, o in enumerate(g.outputs):
         src = where(o)
         if not (src.kind == OUTPUT and src.index == j):
-            copies.append((Loc(OUTPUT, src.dtype, src.shape, index=j), src))
+            copies.append((Loc(OUTPUT, o.type.dtype, tuple(o.type.shape), index=j), src))   # the output's own shape
     data = np.zeros(align_up(max(size, 1)), np.uint8)
     for off, a in blob:
         data[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)

@@ -145,3 +145,16 @@ def test_edge_padding_of_an_axis_cropped_empty_is_refused(mode):
     m = node_model("Pad", {"x": _x(3, 2)}, {"mode": mode}, consts={"p": _ints(0, -2, 0, 1)})
     with pytest.raises(GraphError, match=rf"Pad\): pad mode '{mode}' has nothing to pad from: axis 1 is empty"):
         graph.from_onnx(m)
+
+
+def test_a_0d_output_folded_to_a_constant():
+    """Fuzz seed 113: an output computed from constants alone is copied out of the weights; the copy's
+    destination has the output's 0-d shape (the run-list check refused a (1,)-shaped one)."""
+    from onnx import numpy_helper
+    nodes = [helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Relu", ["x"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(3.0, np.float32), "a"), numpy_helper.from_array(np.array(2.0, np.float32), "b")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [3])],
+                          [helper.make_tensor_value_info("q", 1, []), helper.make_tensor_value_info("y", 1, [3])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    check(m, {"x": _x(3)})
