@@ -172,7 +172,7 @@ def test_compile_refuses_a_flagged_model_before_compiling(tmp_path):
     import sys
     import os
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": root}
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run([sys.executable, "-m", "autotune.cli", "compile", str(path), "-o", str(tmp_path / "out")],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
