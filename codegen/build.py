@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tensorir.error import bounded_nesting
 from tensorir.schedule import ScheduleError
 from tensorir.stmt import THREAD_BINDING, For, LoweredFunc
 from tensorir.visitor import collect
@@ -40,6 +41,7 @@ def check_no_thread_bindings(func: LoweredFunc, tgt) -> None:
                             f"{tgt.kind} has no GPU threads; build for a GPU target (\"cuda\") or remove the bind")
 
 
+@bounded_nesting
 def build(s_or_func, args=None, target="llvm", name: str = "default_function") -> Module:
     """Compile a schedule (lowered with ``tensorir.lower(s, args, name=name)``) or a LoweredFunc.
 

@@ -10,7 +10,7 @@ import numpy as np
 from . import dtype as dt
 from .expr import Expr, ExprLike, IntImm, Reduce, TensorLoad, Var, const, convert, _node
 from .tag import current_tag
-from .error import TVMError
+from .error import TVMError, bounded_nesting
 
 
 class ComputeError(ValueError, TVMError):
@@ -308,6 +308,7 @@ def thread_axis(dom=None, tag: str = "", name: str = "", span=None) -> IterVar:
     return IterVar(Var(name or tag), rng, THREAD, tag)
 
 
+@bounded_nesting
 def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "", attrs=None):
     """``te.compute``: a tensor whose element at ``indices`` is ``fcompute(*indices)``.
 

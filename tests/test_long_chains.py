@@ -96,3 +96,34 @@ def test_kernel_too_deep_for_the_compiler_is_named(monkeypatch):
     assert len(fused.nodes) == 1
     with pytest.raises(graph.GraphError, match=r"kernel fused_\w+: its expressions nest too deep to compile"):
         codegen.build_model(fused)
+
+
+def _deep_compute(levels: int):
+    import tensorir as te
+    A = te.placeholder((4,), name="A")
+
+    def body(i):
+        e = A[i]
+        for _ in range(levels):
+            e = e * 0.5 + 1.0
+        return e
+    return A, te.compute((4,), body, name="B")
+
+
+def test_a_deep_te_expression_builds():
+    """800 nested multiply-adds (1,600 levels) lower and compile (the entry points make room for them)."""
+    import tensorir as te
+    A, B = _deep_compute(800)
+    m = codegen.build(te.create_schedule(B.op), [A, B])
+    a, b = np.array([0.0, 1.0, 2.0, -2.0], np.float32), np.full(4, np.nan, np.float32)
+    m(a, b)
+    want = a.astype(np.float64)
+    for _ in range(800):
+        want = want * 0.5 + 1.0
+    np.testing.assert_allclose(b, want, rtol=1e-5)
+
+
+def test_a_too_deep_te_expression_is_one_clear_error():
+    from tensorir.error import NestingError
+    with pytest.raises(NestingError, match="compute 'B': an expression nests too deep.*split it"):
+        _deep_compute(4000)

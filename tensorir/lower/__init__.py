@@ -21,10 +21,12 @@ from .unroll import unroll_loops
 from .vectorize import vectorize_loops_cpu
 from .validate import validate_schedule
 from ..schedule_layout import physical_shape
+from ..error import bounded_nesting
 from . import extern as _extern  # noqa: F401  (registers the lowering of extern stages)
 from . import tensor_compute as _tensor_compute  # noqa: F401  (registers the lowering of tensor compute stages)
 
 
+@bounded_nesting
 def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mode: bool = False,
           expand: bool = True, check: bool = True, show_analysis: bool = False) -> LoweredFunc:
     """``te.lower(s, [A, B, C])``: the loop IR of the schedule as a function of its arguments.
