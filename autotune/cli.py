@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 
 from .cli_io import (ArgumentParser, CommandError, add_measure_args, check_target, input_file, nonnegative_int,
                      output_file, positive_float, positive_int, report, user_errors, writing_file)
@@ -121,7 +122,12 @@ def _logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"tiletune: warning: {message} ({category.__name__})\n"
+
+
 def main(argv: list[str] | None = None) -> int:
+    warnings.formatwarning = _one_line_warning     # a skipped log line is one line, not a source excerpt
     parser = ArgumentParser(prog="tiletune", description="Tensor-expression compiler and autotuner")
     sub = parser.add_subparsers(dest="command", required=True)
 
