@@ -41,10 +41,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "benchmarks" / "zoo"))
 
 import fetch as zoo  # noqa: E402  (benchmarks/zoo/fetch.py)
 from check import classify, compare, make_inputs  # noqa: E402  (benchmarks/zoo/check.py)
+from models_cpu import _block  # noqa: E402  (the median of one block of calls, as models_cpu times it)
 
 
 # --------------------------------------------------------------------------------------------- worker
@@ -65,28 +67,18 @@ def _ort_session(path: Path, threads: int, optimize: bool = True):
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
-def _median_block(fn, calls: int) -> float:
-    import numpy as np
-    times = []
-    for _ in range(calls):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
-
-
 def _time(run_ours, run_ort, blocks: int, budget_s: float = 2.0) -> tuple[float, float]:
     """Medians (ms) of alternating blocks of calls, the block size chosen so that one block of each
     takes about ``budget_s / blocks``."""
     import numpy as np
     run_ours(), run_ort()
-    once = max(_median_block(run_ours, 1), _median_block(run_ort, 1), 1e-5)
+    once = max(_block(run_ours, 1), _block(run_ort, 1), 1e-5)
     calls = max(1, min(50, int(budget_s / blocks / once)))
     ours, ort = [], []
     for _ in range(blocks):
-        ours.append(_median_block(run_ours, calls))
+        ours.append(_block(run_ours, calls))
         time.sleep(0.05)
-        ort.append(_median_block(run_ort, calls))
+        ort.append(_block(run_ort, calls))
         time.sleep(0.05)
     return 1e3 * float(np.median(ours)), 1e3 * float(np.median(ort))
 
