@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import threading
 import weakref
@@ -23,6 +24,13 @@ import weakref
 import numpy as np
 
 from .model_plan import INPUT, OUTPUT, Loc
+
+
+@functools.cache
+def libcuda() -> ctypes.CDLL:
+    """The CUDA driver library, for the calls pycuda lacks (graphs, events on foreign streams); opened once
+    (a run waits on its producers through it)."""
+    return ctypes.CDLL("libcuda.so.1")
 
 
 STREAM_NON_BLOCKING = 1      # CU_STREAM_NON_BLOCKING: another thread's legacy-stream work (torch) never
@@ -36,7 +44,7 @@ def wait_for_producer(slot: "ThreadSlot", producer) -> None:
     if producer is None:
         return
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
+        lib = libcuda()
         event = ctypes.c_void_p()
         if lib.cuEventCreate(ctypes.byref(event), 2) == 0:          # CU_EVENT_DISABLE_TIMING
             try:
@@ -162,7 +170,7 @@ def capture(slot: ThreadSlot, issue, keep):
     None where capture fails; ``keep`` stays alive with it (the packed launches)."""
     drv = slot.drv
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
+        lib = libcuda()
         stream = ctypes.c_void_p(slot.stream.handle)
         relaxed = 2                                       # CU_STREAM_CAPTURE_MODE_RELAXED
         if lib.cuStreamBeginCapture_v2(stream, relaxed) != 0:
