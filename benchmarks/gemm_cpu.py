@@ -16,7 +16,7 @@ import numpy as np
 import codegen
 from autotune.compare import alternate, gflops
 from autotune.templates.gemm_cpu import naive_schedule, packed_schedule
-from tensorir.analysis import Analysis
+from tensorir.poly.analysis import Analysis
 from tensorir.lower import loop_nest
 
 

@@ -5,7 +5,7 @@ TVM v0.18's ``te`` names live here; ``import tensorir as tvm`` also finds TVM's 
 """
 # expressions
 from .expr import Expr, SizeVar, Var, const, size_var, structural_equal, var
-from .op import (add, ceildiv, div, floordiv, floormod, indexdiv, indexmod, isfinite, isinf, isnan, max_value,
+from .expr_ops import (add, ceildiv, div, floordiv, floormod, indexdiv, indexmod, isfinite, isinf, isnan, max_value,
                  min_value, multiply, subtract, truncdiv, truncmod)
 from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_else, log, log2, log10,  # noqa: A004
                      power, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc)
@@ -23,9 +23,9 @@ from .tensor_compute import TensorComputeOp, TensorIntrinCall
 from . import ir_builder
 # schedules, lowering, analysis
 from .schedule import Schedule, ScheduleError, Stage, create_schedule
-from .schedule_layout import AXIS_SEPARATOR
+from .schedule.layout import AXIS_SEPARATOR
 from .lower import lower
-from .analysis import OutOfBoundsError, analyze
+from .poly.analysis import OutOfBoundsError, analyze
 from .error import TVMError
 from . import error, schedule, tir  # noqa: F401  (te.schedule.InferBound, te.tir.floordiv ... as in TVM)
 

@@ -49,7 +49,7 @@ class ScanOp(Operation):
         for i, t in enumerate(self.init):
             sch.stage_map[t.op].scan_role = ("init", scan, i)
         # TVM's scan group: the body, placed as one unit in the scan loop
-        from .schedule_group import create_group, place_groups
+        from .schedule.group import create_group, place_groups
         group = create_group(sch, list(self.update), list(self.state_placeholder) + list(self.inputs))
         group.attach_type, group.attach_stage, group.attach_ivar = SCAN_UPDATE, scan, None
         group.group_root, group.label = False, f"the body of scan {self.name}"

@@ -229,7 +229,7 @@ def cache_write_tensor_compute(sch, st, scope: str, tensor):
     opaque axes, with the same intrinsic and reduce axes; the stage then copies it out."""
     from .lower.relations import derived_from, leaf_ranges, root_values
     from .schedule import ScheduleError, Stage
-    from .schedule_dataflow import _leaf_indices, _set_op
+    from .schedule.dataflow import _leaf_indices, _set_op
     old: TensorComputeOp = st.op
     for iv in old.reduce_axis:
         if derived_from(st, iv) != {iv}:

@@ -13,9 +13,9 @@ from . import expr as _e
 from .expr import Expr as PrimExpr, SizeVar, Var, const, size_var, var  # noqa: F401
 from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_else, log, log2, log10,  # noqa: F401,A004
                      power, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc)
-from .op import (add, ceildiv, div, floordiv, floormod, indexdiv, indexmod, isfinite, isinf, isnan,  # noqa: F401
+from .expr_ops import (add, ceildiv, div, floordiv, floormod, indexdiv, indexmod, isfinite, isinf, isnan,  # noqa: F401
                  max_value, min_value, multiply, subtract, truncdiv, truncmod)
-from .op import generic_cast as cast  # noqa: F401
+from .expr_ops import generic_cast as cast  # noqa: F401
 from .reduce import CommReducer, comm_reducer, max, min, sum  # noqa: F401,A004
 from .tensor import IterVar  # noqa: F401
 from . import ir_builder, stmt_functor  # noqa: F401

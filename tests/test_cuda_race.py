@@ -1,6 +1,6 @@
 """The isl race check covers loops bound to GPU threads and blocks as it covers CPU ``parallel``
 loops: one that carries a dependence, and is not lowered as a cross-thread reduction, is refused
-naming the stage and the axis (tensorir/analysis_threads.py)."""
+naming the stage and the axis (tensorir/poly/threads.py)."""
 from __future__ import annotations
 
 import pytest
@@ -59,7 +59,7 @@ def test_block_loop_carrying_a_dependence_is_refused():
     s[B].bind(j, te.thread_axis("blockIdx.y"))
     s[B].bind(i, te.thread_axis("threadIdx.x"))
     assert "__global__" in codegen.build(s, [A, B], target="cuda").get_source()   # distinct elements
-    from tensorir.analysis import Analysis
+    from tensorir.poly.analysis import Analysis
     from tensorir.lower import loop_nest
     from tensorir.stmt import BufferStore
     from tensorir.visitor import Mutator

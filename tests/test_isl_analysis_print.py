@@ -8,7 +8,7 @@ import islpy as isl
 import pytest
 
 import tensorir as te
-from tensorir.analysis import Analysis
+from tensorir.poly.analysis import Analysis
 from tensorir.lower import loop_nest
 
 

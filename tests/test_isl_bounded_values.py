@@ -7,7 +7,7 @@ import islpy as isl
 
 import tensorir as te
 from tensorir.expr import const, Min
-from tensorir.poly_affine import Affine, Scope, isl_name, upper_bound
+from tensorir.poly.affine import Affine, Scope, isl_name, upper_bound
 from tensorir.stmt import Evaluate, For
 
 

@@ -13,7 +13,7 @@ import re
 import pytest
 
 import tensorir as te
-from tensorir.analysis import Analysis
+from tensorir.poly.analysis import Analysis
 from tensorir.stmt import (PARALLEL, SERIAL, VECTORIZED, Allocate, Buffer, BufferStore, For, LoweredFunc,
                            Seq)
 

@@ -9,7 +9,7 @@ import pytest
 import codegen
 import tensorir as te
 from conftest import assert_raises_naming, build, check, run_check
-from tensorir.analysis import OutOfBoundsError
+from tensorir.poly.analysis import OutOfBoundsError
 from tensorir.schedule import ScheduleError
 from tensorir.stmt import Allocate, For, LetStmt
 from tensorir.visitor import collect

@@ -7,7 +7,7 @@ from conftest import assert_close_scaled
 
 import codegen
 import tensorir as te
-from tensorir.analysis import OutOfBoundsError
+from tensorir.poly.analysis import OutOfBoundsError
 
 rng = np.random.default_rng(7)
 

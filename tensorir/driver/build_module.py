@@ -22,7 +22,7 @@ def schedule_to_module(sch, args: Sequence | None = None, name: str = "main", bi
         raise NotImplementedError("schedule_to_module(binds=...): buffer binds are not supported")
     if args is None:
         raise TypeError("schedule_to_module: give the argument tensors (args=[A, B, ...])")
-    from ..analysis import Analysis
+    from ..poly.analysis import Analysis
     func = loop_nest(sch, args, name)
     Analysis(func).verify()
     return LoweredFunc(func.name, func.buffers, func.size_vars, func.body, func.attrs + ((UNLOWERED, True),))

@@ -20,7 +20,7 @@ from . import scan as _scan  # noqa: F401  (registers the lowering of te.scan)
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops_cpu
 from .validate import validate_schedule
-from ..schedule_layout import physical_shape
+from ..schedule.layout import physical_shape
 from ..error import bounded_nesting
 from . import extern as _extern  # noqa: F401  (registers the lowering of extern stages)
 from . import tensor_compute as _tensor_compute  # noqa: F401  (registers the lowering of tensor compute stages)
@@ -40,7 +40,7 @@ def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mo
     func = loop_nest(s, args, name)
     attrs = dict(func.attrs)
     if check or show_analysis:
-        from ..analysis import Analysis
+        from ..poly.analysis import Analysis
         analysis = Analysis(func)
         if check:
             analysis.verify()

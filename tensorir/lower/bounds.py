@@ -160,7 +160,7 @@ class Bounds:
 
     def _outside(self, st: Stage, reads: list, outside: tuple) -> Exception:
         """An out-of-bounds error for a read of ``st`` past its domain, at isl's point."""
-        from ..analysis import OutOfBoundsError
+        from ..poly.analysis import OutOfBoundsError
         from ..printer import expr_text
         k, point = outside
         elem = [point[f"x{d}"] for d in range(len(st.op.axis))]

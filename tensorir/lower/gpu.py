@@ -80,7 +80,7 @@ def lower_gpu(func: LoweredFunc, limits: GPULimits = GPULimits()) -> tuple[Lower
 
 def is_scan_loop(loop: For) -> bool:
     """The serial loop of a ``te.scan``; isl proved its steps need no synchronisation between
-    threads (``analysis_threads.py``)."""
+    threads (``poly/threads.py``)."""
     return any(k == "scan_update_scope" for k, _ in loop.annotations)
 
 

@@ -15,8 +15,8 @@ from .bounds import Bounds
 from .op_registry import TensorKey, lowering_of
 from .relations import derived_from, root_values
 from .thread_allreduce import cross_thread_nest, thread_reduce_leaves
-from ..schedule_layout import physical_index, physical_shape
-from ..schedule_storage import aligned_shape, guarded_store
+from ..schedule.layout import physical_index, physical_shape
+from ..schedule.storage import aligned_shape, guarded_store
 
 _KIND = {"parallel": "parallel", "vectorized": "vectorized", "unrolled": "unrolled"}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .. import dtype as dt, intrin, op
+from .. import dtype as dt, expr_ops as op, intrin
 from ..expr import Expr, IntImm, Max, Min, binary, convert, structural_equal
 from ..tensor import Tensor, compute, integral
 from .tag import BROADCAST, ELEMWISE

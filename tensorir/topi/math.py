@@ -7,7 +7,7 @@ LLVM backend already lowers float32 ``exp``/``tanh``/``erf`` to vectorizing poly
 """
 from __future__ import annotations
 
-from .. import dtype as dt, intrin, op
+from .. import dtype as dt, expr_ops as op, intrin
 from ..expr import NE, Expr, Max, Min, Select, binary, cast as _cast, const, convert, structural_equal
 from ..tensor import Tensor, compute
 from .tag import ELEMWISE

@@ -7,7 +7,7 @@
 float32, as the other float functions do."""
 from __future__ import annotations
 
-from .. import dtype as dt, intrin, op
+from .. import dtype as dt, expr_ops as op, intrin
 from ..expr import Call, Select, cast, const
 from .broadcast import _binary
 from .math import _unary

@@ -13,7 +13,7 @@ from functools import reduce as _fold
 
 from .. import reduce as R
 from ..expr import Max, Min, Select, binary, cast, const
-from ..op import max_value, min_value
+from ..expr_ops import max_value, min_value
 from ..tensor import Tensor, compute, reduce_axis
 from .math import check_tensor
 

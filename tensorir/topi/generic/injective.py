@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...expr import IntImm
 from ...schedule import Schedule, create_schedule
-from ...schedule_graph import AutoInlineInjective
+from ...schedule.graph import AutoInlineInjective
 from ...tensor import ComputeOp, Tensor
 from ...arith import simplify
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...expr import IntImm
 from ...arith import simplify
 from ...schedule import ROOT, Schedule, create_schedule
-from ...schedule_graph import AutoInlineInjective
+from ...schedule.graph import AutoInlineInjective
 from ...tensor import ComputeOp
 from .injective import as_list, schedule_injective_from_existing
 

@@ -13,7 +13,7 @@ from ... import dtype as dt
 from ...arith import simplify
 from ...expr import IntImm, Max, Min, binary, const
 from ...intrin import all as all_
-from ...op import truncdiv
+from ...expr_ops import truncdiv
 from ...reduce import max as rmax, sum as rsum
 from ...tensor import Tensor, compute, reduce_axis
 from ..layout import parse_layout

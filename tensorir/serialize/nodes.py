@@ -1,9 +1,9 @@
 """The node types of tensor-expression JSON documents (serialize.py): how each registered class is
 written (its fields) and rebuilt and checked (``make``); reducers loaded from their stored expressions.
 
-Every dataclass of expr, stmt, buffer, extern, tensor, schedule and schedule_layout is registered by its
+Every dataclass of expr, stmt, buffer, extern, tensor, schedule and schedule.layout is registered by its
 fields; operations, tensors and tensor intrinsics by their constructor's arguments; ``CommReducer``
-and ``Schedule`` have their own writers and readers (serialize.py, serialize_load.py).
+and ``Schedule`` have their own writers and readers (serialize/__init__.py, serialize/load.py).
 """
 from __future__ import annotations
 
@@ -14,18 +14,19 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
-from . import dtype as dt
-from . import expr, schedule_layout, stmt, tensor
-from .buffer import DeclBuffer
-from .error import TVMError
-from .expr import Expr, Var
-from .extern import ExternOp
-from .reduce import CommReducer, max_reducer, min_reducer, sum_reducer
-from .scan import ScanOp, _check_dataflow
-from .schedule import AttachType, Schedule
-from .tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, _check_bodies
-from .tensor_intrin import TensorIntrin
-from .visitor import substitute
+from .. import dtype as dt
+from .. import expr, stmt, tensor
+from ..schedule import layout as schedule_layout
+from ..buffer import DeclBuffer
+from ..error import TVMError
+from ..expr import Expr, Var
+from ..extern import ExternOp
+from ..reduce import CommReducer, max_reducer, min_reducer, sum_reducer
+from ..scan import ScanOp, _check_dataflow
+from ..schedule import AttachType, Schedule
+from ..tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, _check_bodies
+from ..tensor_intrin import TensorIntrin
+from ..visitor import substitute
 
 FORMAT, VERSION = "tiletune.te", 1
 BUILTIN_REDUCERS = {"sum": sum_reducer, "max": max_reducer, "min": min_reducer}
@@ -154,8 +155,8 @@ def _attr(name: str):
 
 _OP_TAIL = {"tag": _attr("tag"), "attrs": _attr("attrs")}
 CODECS: dict[str, Codec] = {}
-for _mod in (importlib.import_module(f"{__package__}.{m}")
-             for m in ("expr", "stmt", "buffer", "extern", "tensor", "schedule", "schedule_layout")):
+for _mod in (importlib.import_module(f"tensorir.{m}")
+             for m in ("expr", "stmt", "buffer", "extern", "tensor", "schedule", "schedule.layout")):
     for _cls in vars(_mod).values():
         if isinstance(_cls, type) and dataclasses.is_dataclass(_cls) and _cls.__module__ == _mod.__name__:
             CODECS[_cls.__name__] = _dataclass_codec(_cls)

@@ -7,8 +7,8 @@ written into the member stages, so lowering sees ordinary ``compute_at`` attachm
 """
 from __future__ import annotations
 
-from .schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Stage
-from .tensor import IterVar, PlaceholderOp, Tensor
+from . import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Stage
+from ..tensor import IterVar, PlaceholderOp, Tensor
 
 
 class StageGroup:

@@ -5,10 +5,10 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Sequence
 
-from .error import TVMError
-from .schedule_record import keeps_record, record, recorded
-from .expr import Expr, IntImm, Var, convert
-from .tensor import DATA_PAR, REDUCE, THREAD, IterVar, Operation, PlaceholderOp, Range, Tensor, integral
+from ..error import TVMError
+from .record import keeps_record, record, recorded
+from ..expr import Expr, IntImm, Var, convert
+from ..tensor import DATA_PAR, REDUCE, THREAD, IterVar, Operation, PlaceholderOp, Range, Tensor, integral
 
 
 class ScheduleError(ValueError, TVMError):
@@ -296,7 +296,7 @@ class Stage:
             self.schedule._place_groups()
 
     def _check_scan_placement(self, what: str) -> None:
-        from .scan import ScanOp
+        from ..scan import ScanOp
         if isinstance(self.op, ScanOp):
             raise self._err(f"{what}: a scan stage stays at the root")
         if self.scan_role and self.scan_role[0] in ("init", "update"):
@@ -321,18 +321,18 @@ class Stage:
         self.scope = scope
         self.scope_given = True  # not inferred from the thread loops around it (gpu_bounds.py)
 
-    # -- storage and memory (schedule_storage.py) ------------------------------------------------
+    # -- storage and memory (schedule/storage.py) ------------------------------------------------
     @recorded
     def set_store_predicate(self, predicate) -> None:
         """Store this stage's values only where ``predicate`` holds (TVM: avoid duplicate stores
         by threads); the predicate may use the stage's loop variables and enclosing ones."""
-        from .schedule_storage import set_store_predicate
+        from .storage import set_store_predicate
         set_store_predicate(self, predicate)
 
     @recorded
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
         """Pad the buffer so that the stride of ``axis``'s dimension is ``k * factor + offset``."""
-        from .schedule_storage import storage_align
+        from .storage import storage_align
         storage_align(self, axis, factor, offset)
 
     @recorded
@@ -363,7 +363,7 @@ class Stage:
     def transform_layout(self, mapping_function):
         """Store this stage's tensor in the layout ``mapping_function(*indices)`` gives (TVM's
         ``transform_layout``); a compute stage then loops over the new layout's axes, returned."""
-        from .schedule_layout import transform_layout
+        from .layout import transform_layout
         return transform_layout(self, mapping_function)
 
     # -- convenience (TVM style) ------------------------------------------------------------------
@@ -400,7 +400,7 @@ class IterVarAttr(str):
 
     @property
     def pragma_keys(self) -> list:
-        from .expr import StringImm
+        from ..expr import StringImm
         return [StringImm("handle", k) for k, _ in self.stage.pragmas.get(self.iv, [])] if self.stage else []
 
     @property
@@ -438,7 +438,7 @@ class Schedule:
 
     def __reduce__(self):
         """Pickled as its JSON document (data only, see serialize.py), as TVM pickles objects."""
-        from .serialize import load_json, save_json
+        from ..serialize import load_json, save_json
         return load_json, (save_json(self),)
 
     def _retarget_attach(self, stage: Stage, old: IterVar, new: IterVar) -> None:
@@ -449,7 +449,7 @@ class Schedule:
         for x in list(self.stages) + list(self.groups):
             if x.attach_type == SCOPE and x.attach_stage is stage and x.attach_ivar is old:
                 x.attach_ivar = new
-        from .schedule_group import place_groups
+        from .group import place_groups
         if self.groups:
             place_groups(self)
 
@@ -488,16 +488,16 @@ class Schedule:
         return new
 
     def cache_read(self, tensor: Tensor, scope: str, readers) -> Tensor:
-        from .schedule_dataflow import cache_read
+        from .dataflow import cache_read
         return cache_read(self, tensor, scope, readers)
 
     def cache_write(self, tensor, scope: str):
         """Returns the cache tensor; for a list of all outputs of one operation, the list of them."""
-        from .schedule_dataflow import cache_write
+        from .dataflow import cache_write
         return cache_write(self, tensor, scope)
 
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
-        from .schedule_dataflow import rfactor
+        from .dataflow import rfactor
         return rfactor(self, tensor, axis, factor_axis)
 
     def normalize(self) -> "Schedule":
@@ -506,18 +506,18 @@ class Schedule:
 
     def create_group(self, outputs, inputs, include_inputs: bool = False):
         """A group of the stages between ``inputs`` and ``outputs`` (``outputs`` included, ``inputs``
-        too when ``include_inputs``) that ``compute_at`` places as one unit (schedule_group.py)."""
-        from .schedule_group import create_group
+        too when ``include_inputs``) that ``compute_at`` places as one unit (schedule/group.py)."""
+        from .group import create_group
         return create_group(self, outputs, inputs, include_inputs)
 
     def _place_groups(self) -> None:
-        from .schedule_group import place_groups
+        from .group import place_groups
         place_groups(self)
 
 
 def _post_order(outputs: Sequence[Operation]) -> list[Operation]:
     """Producers before consumers (TVM's post-DFS order over the read graph)."""
-    from .schedule_graph import CreateReadGraph, PostDFSOrder
+    from .graph import CreateReadGraph, PostDFSOrder
     return PostDFSOrder(outputs, CreateReadGraph(outputs))
 
 
@@ -535,13 +535,13 @@ def create_schedule(ops) -> Schedule:
 
 def InferBound(sch: Schedule) -> dict:  # noqa: N802 (TVM's name)
     """``tvm.te.schedule.InferBound``: the range of every iter var of every stage (lower/infer_bound.py)."""
-    from .lower.infer_bound import infer_bound
+    from ..lower.infer_bound import infer_bound
     return infer_bound(sch)
 
 
 def ScheduleOps(sch: Schedule, bounds=None):  # noqa: N802 (TVM's name)
     """``tvm.te.schedule.ScheduleOps``: the schedule's loop nest (lower/infer_bound.py)."""
-    from .lower.infer_bound import schedule_ops
+    from ..lower.infer_bound import schedule_ops
     return schedule_ops(sch, bounds)
 
 
@@ -552,15 +552,15 @@ __all__ += ["IterVar", "IterVarAttr", "InferBound", "ScheduleOps"]
 
 
 def __getattr__(name: str):
-    """TVM's graph helpers live in schedule_graph.py (it imports this module) but are found here, as
+    """TVM's graph helpers live in schedule/graph.py (it imports this module) but are found here, as
     ``tvm.te.schedule.CreateReadGraph`` and friends are."""
-    from . import schedule_graph
-    if name in schedule_graph.__all__:
-        return getattr(schedule_graph, name)
+    from . import graph
+    if name in graph.__all__:
+        return getattr(graph, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-from .scan import ScanFixPointAnalysis, ScanGetBody  # noqa: E402,F401  (te.schedule.ScanGetBody, as TVM)
-from .buffer import DeclBuffer as Buffer  # noqa: E402  (te.schedule.Buffer: the class of te.decl_buffer's buffers)
+from ..scan import ScanFixPointAnalysis, ScanGetBody  # noqa: E402,F401  (te.schedule.ScanGetBody, as TVM)
+from ..buffer import DeclBuffer as Buffer  # noqa: E402  (te.schedule.Buffer: the class of te.decl_buffer's buffers)
 
 __all__ += ["Buffer"]

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from .expr import Expr, Var, const, convert
-from .schedule import Stage
-from .tensor import DATA_PAR, ComputeOp, IterVar, Range
-from .visitor import collect, substitute
+from ..expr import Expr, Var, const, convert
+from . import Stage
+from ..tensor import DATA_PAR, ComputeOp, IterVar, Range
+from ..visitor import collect, substitute
 
 
 class _AxisSeparator:
@@ -87,13 +87,13 @@ def _index_map(fn, ndim: int, st: Stage) -> IndexMap:
 
 def _invert(st: Stage, imap: IndexMap, shape: tuple) -> tuple[list[Range], list[Var], list[Expr]]:
     """Ranges of the new indices, their Vars, and the old indices in terms of them (isl)."""
-    from .isl_errors import isl_boundary
+    from ..poly.errors import isl_boundary
     with isl_boundary("inverting the index map of transform_layout", st.op.name):
         return _invert_map(st, imap, shape)
 
 
 def _invert_map(st: Stage, imap: IndexMap, shape: tuple) -> tuple[list[Range], list[Var], list[Expr]]:
-    from .poly import aff, aff_to_expr, isl_name, pw_to_expr
+    from ..poly import aff, aff_to_expr, isl_name, pw_to_expr
     params = [v for v in dict.fromkeys(collect(shape, Var))]
     names = {isl_name(v): v for v in params}
     ys = [Var(f"ax{k}") for k in range(len(imap.final_indices))]
@@ -119,7 +119,7 @@ def _invert_map(st: Stage, imap: IndexMap, shape: tuple) -> tuple[list[Range], l
         lo, hi = pw_to_expr(image.dim_min(k), names, context, "min"), pw_to_expr(image.dim_max(k), names, context, "max")
         if lo is None or hi is None:
             raise st._err(f"transform_layout: cannot bound new index {k} of the mapping")
-        from .arith import simplify
+        from ..arith import simplify
         ranges.append(Range(simplify(lo), simplify(hi - lo + 1)))
         box.append(f"{aff(lo)} <= {isl_name(y)} <= {aff(hi)}")
     full = isl.Set(prefix + "{ [" + ", ".join(isl_name(y) for y in ys) + "] : " + " and ".join(box) + " }")
@@ -139,8 +139,8 @@ def _invert_map(st: Stage, imap: IndexMap, shape: tuple) -> tuple[list[Range], l
 
 def _check_no_padding(st: Stage, imap: IndexMap, shape: tuple) -> None:
     """TVM's rule: ``x // k`` and ``x % k`` split ``x`` evenly, or the layout would be padded."""
-    from .arith import interval, prove, simplify
-    from .expr import FloorDiv, FloorMod
+    from ..arith import interval, prove, simplify
+    from ..expr import FloorDiv, FloorMod
     relax = {x: (const(0, x.dtype), simplify(e - 1)) for x, e in zip(imap.initial_indices, shape)}
     for e in imap.final_indices:
         for d in collect(e, lambda n: isinstance(n, (FloorDiv, FloorMod))):
@@ -181,7 +181,7 @@ def physical_shape(st: Stage, shape: tuple) -> tuple:
 
 def physical_index(st: Stage, indices: tuple) -> tuple:
     """Buffer indices of the element at logical ``indices`` of ``st``'s tensor."""
-    from .arith import simplify
+    from ..arith import simplify
     for imap, _, mins in st.layout_transforms:
         indices = tuple(simplify(e - lo) for e, lo in zip(imap.map_indices(indices), mins))
     return indices

@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 import islpy as isl
 
-from .schedule import ScheduleError
+from ..schedule import ScheduleError
 
 #: Every exception islpy raises for a failed isl operation.
 ISL_ERRORS: tuple = (isl.Error,)

@@ -20,8 +20,8 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from . import dtype as dt
-from .expr import Add, Call, Cast, Expr, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Sub, Var, structural_key
+from .. import dtype as dt
+from ..expr import Add, Call, Cast, Expr, FloorDiv, FloorMod, IntImm, Max, Min, Mul, Sub, Var, structural_key
 
 #: The largest constant loop range a product is enumerated over.
 MAX_CASES = 64
@@ -247,8 +247,8 @@ class Affine:
 
 
 def _loads(e: Expr) -> bool:
-    from .expr import BufferLoad, TensorLoad
-    from .visitor import collect
+    from ..expr import BufferLoad, TensorLoad
+    from ..visitor import collect
     return bool(collect(e, (BufferLoad, TensorLoad)))
 
 

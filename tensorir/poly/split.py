@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import islpy as isl
 
-from .expr import Add, BufferLoad, Expr, FloorDiv, FloorMod, TensorLoad, const, GE, LT, Mul, Sub, Var, binary, structural_equal, structural_key
-from .poly_affine import Affine, Scope, isl_name, lower_bound
-from .visitor import collect
+from ..expr import Add, BufferLoad, Expr, FloorDiv, FloorMod, TensorLoad, const, GE, LT, Mul, Sub, Var, binary, structural_equal, structural_key
+from .affine import Affine, Scope, isl_name, lower_bound
+from ..visitor import collect
 
 
 def disjoint_by_split(v: Var, accesses: list, params: list) -> bool:
@@ -103,7 +103,7 @@ class _Sizes(Affine):
 
 def _in_block(r: Expr, F: Expr, loops: list, params: list) -> bool:
     """isl proves ``0 <= r < F`` over the loops (for every value of the size-only unknowns)."""
-    from .poly import _constraint
+    from . import _constraint
     scope = Scope.of(params, loops)
     conv = _Sizes(scope, set(params))
     cons = []

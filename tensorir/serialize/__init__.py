@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from .expr import Reduce, Var
-from .reduce import CommReducer
-from .schedule import IterVarAttr, Schedule, Stage
-from .schedule_group import StageGroup
-from .serialize_load import Reader, read_array
-from .serialize_nodes import (BUILTIN_REDUCERS, ENUMS, FORMAT, VERSION, Codec, SerializeError, StoredReducer,
+from ..expr import Reduce, Var
+from ..reduce import CommReducer
+from ..schedule import IterVarAttr, Schedule, Stage
+from ..schedule.group import StageGroup
+from .load import Reader, read_array
+from .nodes import (BUILTIN_REDUCERS, ENUMS, FORMAT, VERSION, Codec, SerializeError, StoredReducer,
                               codec_of, deep_recursion)
 
 

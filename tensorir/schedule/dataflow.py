@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .arith import simplify
-from .expr import IntImm, Reduce, Select, TensorLoad, Var, as_bool, const
-from .schedule import Schedule, ScheduleError, Split, Stage
-from .tensor import DATA_PAR, REDUCE, ComputeOp, IterVar, PlaceholderOp, Range, Tensor
-from .tensor_compute import TensorComputeOp, cache_write_tensor_compute
-from .visitor import Mutator, collect, substitute
+from ..arith import simplify
+from ..expr import IntImm, Reduce, Select, TensorLoad, Var, as_bool, const
+from . import Schedule, ScheduleError, Split, Stage
+from ..tensor import DATA_PAR, REDUCE, ComputeOp, IterVar, PlaceholderOp, Range, Tensor
+from ..tensor_compute import TensorComputeOp, cache_write_tensor_compute
+from ..visitor import Mutator, collect, substitute
 
 
 def _replace_loads(body, old_stage: Stage, new: Tensor, sch: Schedule, value_index: int = 0):
@@ -79,7 +79,7 @@ def cache_write(sch: Schedule, tensor, scope: str):
     the tensor's layout with fresh loops.  The cache stage takes over the reduction axes (so ``k``
     handles work on it).  A multi-output operation is cached as a whole: ``tensor`` is then the
     list of all its outputs, and so is the result (TVM)."""
-    from .lower.relations import leaf_ranges, root_values
+    from ..lower.relations import leaf_ranges, root_values
     tensors = list(tensor) if isinstance(tensor, (list, tuple)) else [tensor]
     if not tensors or not all(isinstance(t, Tensor) for t in tensors):
         raise ScheduleError(f"cache_write: expected a tensor or a list of the outputs of one operation, "
@@ -131,7 +131,7 @@ def cache_write(sch: Schedule, tensor, scope: str):
 
 def _leaf_indices(st: Stage, rng: dict, vals: dict) -> dict:
     """Each leaf's value in terms of the root axes (TVM's PassDownIndex)."""
-    from .schedule import Fuse
+    from . import Fuse
     vals = dict(vals)
     for rel in st.relations:
         if isinstance(rel, Split):
@@ -178,7 +178,7 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
     if not 0 <= factor_axis <= ndim:
         raise ScheduleError(f"stage {st.op.name}: rfactor: factor_axis {factor_axis} out of range "
                             f"[0, {ndim}]")
-    from .lower.relations import leaf_ranges, root_values
+    from ..lower.relations import leaf_ranges, root_values
     for rel in st.relations:
         if not isinstance(rel, Split):
             raise ScheduleError(f"rfactor: stage {st.op.name} may only have splits before rfactor")
@@ -215,7 +215,7 @@ def rfactor(sch: Schedule, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
         rf_bodies = [Reduce(x.dtype, body.combiner, source, tuple(new_rest), cond, None, k)
                      for k, x in enumerate(sources)]
     else:
-        from .intrin import if_then_else
+        from ..intrin import if_then_else
         ids = body.combiner.identity_tuple([x.dtype for x in sources]) if is_tuple \
             else (body.combiner.identity(body.dtype),)
         rf_bodies = [simplify(if_then_else(cond, x, i)) for x, i in zip(sources, ids)]

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
-from . import dtype as dt
-from .expr import (And, BufferLoad, EQ, Expr, GE, GT, IntImm, LE, LT, Max, Min, NE, Not, Or, Select, Var, binary)
-from .stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, Stmt
-from .visitor import collect
-from .poly_affine import Affine, Scope, aff, isl_ident, isl_name  # noqa: F401  (aff, isl_name: this module's API)
-from .isl_errors import isl_boundary, isl_or
+from .. import dtype as dt
+from ..expr import (And, BufferLoad, EQ, Expr, GE, GT, IntImm, LE, LT, Max, Min, NE, Not, Or, Select, Var, binary)
+from ..stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, Stmt
+from ..visitor import collect
+from .affine import Affine, Scope, aff, isl_ident, isl_name  # noqa: F401  (aff, isl_name: this module's API)
+from .errors import isl_boundary, isl_or
 
 _ctx = isl.DEFAULT_CONTEXT
 
@@ -33,7 +33,7 @@ _NEG = {LT: GE, LE: GT, GT: LE, GE: LT, EQ: NE, NE: EQ}
 
 def constraint(e: Expr, negate: bool = False, scope: Scope | None = None) -> str | None:
     """A boolean expression as an isl constraint string; None when not representable.  Given the
-    ``scope`` it is converted in, non-affine terms are kept as far as isl can (see poly_affine): the
+    ``scope`` it is converted in, non-affine terms are kept as far as isl can (see poly/affine.py): the
     result is then implied by the condition, never stronger."""
     conv = Affine(scope, atoms=scope is not None)
     c = _constraint(e, negate, conv)
@@ -158,7 +158,7 @@ class _Builder:
     def build(self, body: Stmt) -> None:
         bound = {v for v in collect(body, For)}
         known = set(self.prog.params)
-        from .stmt import LetStmt
+        from ..stmt import LetStmt
         # bound, not params: loop vars, and let vars other than integers tied to an affine value
         loop_vars = {f.loop_var for f in bound} | {x.var for x in collect(body, LetStmt)
                                                    if not (dt.is_int(x.var.dtype) and aff(x.value) is not None)}
@@ -172,7 +172,7 @@ class _Builder:
         self.visit(body)
 
     def visit(self, s: Stmt) -> None:
-        from .stmt import Seq, LetStmt, Attr
+        from ..stmt import Seq, LetStmt, Attr
         if isinstance(s, Seq):
             for x in s.stmts:
                 self.visit(x)
@@ -232,7 +232,7 @@ class _Builder:
     def call_statement(self, value: Expr) -> None:
         """A statement for an evaluated expression (an extern call): its loads, and each address it
         passes read and/or written over the whole region the address stands for."""
-        from .buffer import AccessPtr
+        from ..buffer import AccessPtr
         ptrs = collect(value, AccessPtr)
         if not ptrs and not collect(value, BufferLoad):
             return
@@ -575,7 +575,7 @@ def _coord(pt, kind, k: int) -> int:
 
 def pw_to_expr(pa: isl.PwAff, names: dict, context: isl.Set, combine: str) -> Expr | None:
     """A piecewise affine bound as an Expr: one piece, or the min/max of its pieces."""
-    from .expr import binary
+    from ..expr import binary
     pa = pa.gist_params(context) if hasattr(pa, "gist_params") else pa
     pieces = pa.get_pieces()
     exprs = [aff_to_expr(a, names) for _, a in pieces]
@@ -599,8 +599,8 @@ def pw_to_expr(pa: isl.PwAff, names: dict, context: isl.Set, combine: str) -> Ex
 
 def aff_to_expr(a: isl.Aff, names: dict) -> Expr | None:
     """An integer-valued isl affine expression (with floor divisions) as an Expr."""
-    from .arith import simplify
-    from .expr import const
+    from ..arith import simplify
+    from ..expr import const
 
     def val(v) -> tuple[int, int]:
         return v.get_num_si(), v.get_den_val().get_num_si()

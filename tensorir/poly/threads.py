@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import islpy as isl
 
-from .printer import expr_text
-from .schedule import ScheduleError
+from ..printer import expr_text
+from ..schedule import ScheduleError
 
 _TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 
@@ -55,9 +55,9 @@ def check_scan_threads(analysis) -> None:
 
 def check_thread_loops(analysis) -> None:
     """Refuse a loop bound to GPU threads or blocks that carries a dependence (``ScheduleError``)."""
-    from .isl_errors import isl_boundary
-    from .stmt import For
-    from .visitor import collect
+    from .errors import isl_boundary
+    from ..stmt import For
+    from ..visitor import collect
     for loop in collect(analysis.func.body, For):
         if loop.kind != "thread" or loop.thread_tag not in _TAGS:
             continue

@@ -4,7 +4,7 @@
   counterexample otherwise);
 * no ``parallel`` loop carries a dependence and no ``vectorize`` makes lanes race
   (``ScheduleError`` naming the stage, the axis and the dependence), nor does a loop bound to GPU
-  threads or blocks (``analysis_threads.py``);
+  threads or blocks (``poly/threads.py``);
 * every element of an intermediate buffer is written before it is read, so a ``compute_at`` that
   places a producer too late is refused.
 
@@ -17,14 +17,14 @@ from typing import Sequence
 
 import islpy as isl
 
-from .isl_errors import isl_boundary
-from .poly import PolyProgram, Statement, aff, buffer_name
-from .poly_split import disjoint_by_split
-from .schedule import ScheduleError
-from .stmt import For, LoweredFunc, PARALLEL, VECTORIZED
-from .visitor import collect
-from .expr import Var
-from .printer import display_names, expr_text
+from .errors import isl_boundary
+from . import PolyProgram, Statement, aff, buffer_name
+from .split import disjoint_by_split
+from ..schedule import ScheduleError
+from ..stmt import For, LoweredFunc, PARALLEL, VECTORIZED
+from ..visitor import collect
+from ..expr import Var
+from ..printer import display_names, expr_text
 
 
 class OutOfBoundsError(ScheduleError):
@@ -52,7 +52,7 @@ class Analysis:
     def verify(self) -> None:
         """Run the checks; an isl failure in one is a ``ScheduleError`` naming the stage and the
         check (inner boundaries), or all the stages (this one)."""
-        from .analysis_threads import check_scan_threads, check_thread_loops
+        from .threads import check_scan_threads, check_thread_loops
         with isl_boundary("proving the schedule safe", self._stages):
             self.check_in_bounds()
             self.check_loops()
@@ -289,7 +289,7 @@ def _padded_schedule(p: PolyProgram) -> isl.UnionMap:
 
 def analyze(s, args: Sequence, name: str = "default_function") -> Analysis:
     """The isl analysis of a schedule (``print`` it to see domains and dependences)."""
-    from .lower import loop_nest
+    from ..lower import loop_nest
     return Analysis(loop_nest(s, args, name))
 
 

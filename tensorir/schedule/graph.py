@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from .expr import TensorLoad
-from .schedule import ROOT, Schedule, Stage
-from .tensor import ComputeOp, IterVar, Operation, Tensor
-from .visitor import collect
+from ..expr import TensorLoad
+from . import ROOT, Schedule, Stage
+from ..tensor import ComputeOp, IterVar, Operation, Tensor
+from ..visitor import collect
 
 ReadGraph = dict  # Operation -> list[Tensor]
 
@@ -49,7 +49,7 @@ def PostDFSOrder(roots: Sequence[Operation], read_graph: ReadGraph) -> list[Oper
 
 def CreateAttachPath(sch: Schedule) -> dict[Operation, list[IterVar]]:  # noqa: N802
     """Each operation mapped to the loops that enclose it, innermost first (TVM's order)."""
-    from .lower.bounds import attach_path
+    from ..lower.bounds import attach_path
     return {st.op: [iv for _, iv in reversed(attach_path(st))] for st in sch.stages}
 
 

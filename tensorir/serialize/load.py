@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .expr import Expr, Var
-from .reduce import CommReducer
-from .schedule import IterVarAttr, Schedule, Stage
-from .schedule_group import StageGroup
-from .serialize_nodes import BUILTIN_REDUCERS, CODECS, ENUMS, Codec, SerializeError, StoredReducer, expect
-from .tensor import Operation
+from ..expr import Expr, Var
+from ..reduce import CommReducer
+from ..schedule import IterVarAttr, Schedule, Stage
+from ..schedule.group import StageGroup
+from .nodes import BUILTIN_REDUCERS, CODECS, ENUMS, Codec, SerializeError, StoredReducer, expect
+from ..tensor import Operation
 
 
 class Reader:

@@ -8,10 +8,10 @@ argument's buffer keeps its caller's layout, so aligning it is refused.
 """
 from __future__ import annotations
 
-from . import dtype as dt
-from .expr import IntImm, as_bool, const
-from .schedule import ScheduleError, Stage
-from .tensor import IterVar, PlaceholderOp
+from .. import dtype as dt
+from ..expr import IntImm, as_bool, const
+from . import ScheduleError, Stage
+from ..tensor import IterVar, PlaceholderOp
 
 
 def set_store_predicate(st: Stage, predicate) -> None:
@@ -69,8 +69,8 @@ def guarded_store(st: Stage, store, mapping: dict):
     """``store`` under the stage's store predicate (its axes replaced through ``mapping``)."""
     if st.store_predicate is None:
         return store
-    from .stmt import IfThenElse
-    from .visitor import substitute
+    from ..stmt import IfThenElse
+    from ..visitor import substitute
     threads, cur = {}, st  # a thread axis' variable (tx.var) is the loop bound to it
     while cur is not None:
         threads.update({t.var: iv.var for iv, t in cur.bindings.items() if t.var not in threads})
