@@ -95,11 +95,10 @@ def _compile(args: argparse.Namespace) -> int:
 def _checked(g, params, args: argparse.Namespace):
     """The model's fused graph once ``graph.check`` finds nothing the build would refuse (before any
     kernel is compiled); with ``--fallback reference``, kernels without a native build are allowed."""
+    from codegen.model_build import PROFILES
     from tensorir import graph
     target = check_target(args.target)
-    computes = None
-    if target.kind == "cuda":
-        from codegen.model_cuda import CUDA_COMPUTES as computes
+    computes = getattr(PROFILES.get(target.kind), "computes", None)     # the build's (CUDA: N-d dense)
     report = graph.check(g, str(target), params, lower=False, computes=computes)
     refused = report.fatal if args.fallback == "reference" else report.problems
     if refused:

@@ -76,6 +76,12 @@ class ApplyHistoryBest(DispatchContext):
         rec = best_record([r for rs in self.best.values() for r in rs], workload_key, str(self.target))
         return rec.knobs["steps"] if rec is not None else None
 
+    def model_schedule(self, target):
+        """``codegen.build_model``'s schedule source inside this context: each kernel takes the best
+        record of its DAG for the build's ``target`` (:class:`~autotune.model_history.HistorySchedule`)."""
+        from .model_history import HistorySchedule
+        return HistorySchedule(self, target)
+
     def best_record(self, workload):
         """The record a call with ``workload`` would use (None if it falls back)."""
         rs = self.best.get(workload)

@@ -1,7 +1,7 @@
 """Deployment of a tuned model: the ``schedule=`` hook of ``codegen.build_model`` served from a log.
 
     with autotune.apply_history_best("model.jsonl"):
-        m = codegen.build_model(g, "llvm", params)     # build_model asks history_schedule() for its hook
+        m = codegen.build_model(g, "llvm", params)     # takes ApplyHistoryBest.model_schedule(target)
 
 Each kernel's DAG is matched by structural hash against the auto-scheduler records of the log: the
 fastest record wins, whether it is a searched schedule (its steps replayed) or the measured default
@@ -77,10 +77,14 @@ class HistorySchedule:
         self.ctx = ctx
         self.log = ctx.source if isinstance(ctx.source, str) else None
         self.log_sha256 = _file_sha256(self.log)
-        self.target = parse(target) if target is not None else getattr(ctx, "target", parse("llvm"))
+        own = getattr(ctx, "target", parse("llvm"))
+        build = parse(target) if target is not None else own
+        # the context's target (its records were chosen for it) unless the build is for another kind
+        # (a CUDA build inside apply_history_best(log), whose target is llvm): then the log's records again
+        self.target = own if build.kind == own.kind else build
         best = None
-        if self.target.kind != getattr(getattr(ctx, "target", None), "kind", self.target.kind):
-            from .dispatch import best_by_workload   # a CUDA build inside apply_history_best(log) (target llvm)
+        if self.target is not own:
+            from .dispatch import best_by_workload
             best = best_by_workload(getattr(ctx, "records", ()), self.target)
         self.best = ctx.best if best is None else best
         self.records = records_by_hash(ctx, self.best)
@@ -179,16 +183,5 @@ class HistorySchedule:
                           f"and use their default schedule: {names}", MissingRecordWarning, stacklevel=3)
 
 
-def history_schedule(target=None):
-    """The hook for the innermost ``apply_history_best`` context, or None outside one.  ``target``: the
-    build's (``codegen.build_model(g, "cuda")`` takes the log's CUDA records whatever the context's
-    target); default the context's."""
-    from .template import DispatchContext
-    ctx = DispatchContext.current()
-    if ctx is None or not hasattr(ctx, "query_auto_scheduler") or not hasattr(ctx, "best"):
-        return None
-    return HistorySchedule(ctx, target)
-
-
-__all__ = ["HistorySchedule", "history_schedule", "records_by_hash", "record_identity", "MissingRecordWarning",
+__all__ = ["HistorySchedule", "records_by_hash", "record_identity", "MissingRecordWarning",
            "StaleRecordWarning"]

@@ -3,9 +3,10 @@
     g, params = tensorir.graph.from_onnx("model.onnx", {"x": (1, 3, 224, 224)})
     tasks, weights = autotune.extract_tasks(g, params, target="llvm")
 
-The graph is optimized and fused as ``codegen.build_model`` does; each kernel is lowered to its DAG
-(:func:`tensorir.graph.lower_te.lower_kernel`) and kernels whose DAGs have the same structural hash
-share one task (the q/k/v projections of an attention layer are one task of weight 3).  A task is a
+The graph's kernels are the model build's own (``codegen.model_build.model_kernels``: optimized, fused
+and lowered to their DAGs with the target's computes), so a task hashes the DAG ``codegen.build_model``
+deploys; kernels whose DAGs have the same structural hash share one task (the q/k/v projections of an
+attention layer are one task of weight 3).  A task is a
 :class:`KernelSearchTask`: an auto-scheduler ``SearchTask`` whose workload key is the kernel's name
 plus the DAG hash, which also knows the kernel's default schedule (:mod:`tensorir.graph.schedules`)
 so that the tuner measures it once (:class:`DefaultConfig`) and deployment never loses to it.
@@ -118,67 +119,36 @@ def default_kernel_schedule(kt, target="llvm"):
     return schedule_kernel(kt)
 
 
-def kernel_computes(target) -> dict | None:
-    """The computes replacing registered ones when ``build_model`` lowers a kernel for ``target``
-    (``lower_kernel(..., computes=)``; CUDA keeps N-d dense), so that extracted DAGs hash as built ones."""
-    if _is_cuda(target):
-        from codegen.model_cuda import CUDA_COMPUTES
-        return CUDA_COMPUTES
-    return None
-
-
-def fused_graph(g, params=None, target="llvm"):
-    """``g`` optimized and fused as ``codegen.build_model(g, target)`` does (CUDA: without the CPU layout
-    passes); unchanged if it is fused already."""
-    from tensorir.graph import Kernel, optimize
-    if g.params or any(not isinstance(n.op, Kernel) for n in g.nodes):
-        g = optimize(g, params or {}, target=str(target)) if _is_cuda(target) else optimize(g, params or {})
-    return g
-
-
 def extract_tasks(g, params: dict | None = None, target="llvm", include_simple_tasks: bool = True,
                   templates: bool = True) -> tuple:
     """``(tasks, weights)``: one task per distinct kernel DAG of ``g`` (in order of first use) and how many
     times one inference runs it: a :class:`~autotune.kernel_templates.KernelTemplateTask` where a hand
     template fits (``templates=False``: never), else a :class:`KernelSearchTask`.
     ``include_simple_tasks=False`` drops kernels with no reduction (injective ones), as TVM's option does."""
+    from codegen.model_build import fused_graph, model_kernels
     from .kernel_templates import KernelTemplateTask, match_template
-    from tensorir.graph import Kernel
-    from tensorir.graph.lower_te import lower_kernel
-    from tensorir.graph.printer import kernel_text
     from .task import canonical_target
     target = canonical_target(target)
-    computes = kernel_computes(target)
-    by_text: dict[str, str | None] = {}
     tasks: dict[str, KernelSearchTask] = {}
     weights: dict[str, int] = {}
-    for node in fused_graph(g, params, target).nodes:
-        if not isinstance(node.op, Kernel):
+    for mk in model_kernels(fused_graph(g, params, target), target):
+        kt = mk.te
+        if kt is None or (not include_simple_tasks and kt.anchor_op is None):
+            continue            # a kernel without a native DAG (fallback ops) is not tuned
+        try:
+            dag = ComputeDAG(kt.args)
+        except Exception:  # noqa: BLE001 - nor is one whose DAG the auto-scheduler cannot take
             continue
-        text = kernel_text(Kernel("k", node.op.body, node.op.pattern))
-        if text not in by_text:
-            try:
-                kt = lower_kernel(node.op, computes) if computes else lower_kernel(node.op)
-                dag = ComputeDAG(kt.args)
-            except Exception:  # noqa: BLE001 - a kernel without a native DAG (fallback ops) is not tuned
-                by_text[text] = None
-                continue
-            if not include_simple_tasks and kt.anchor_op is None:
-                by_text[text] = None
-                continue
-            by_text[text] = dag.hash
-            if dag.hash not in tasks:
-                tmpl, why = match_template(kt.args, kt.anchor_op, target) if templates else (None, None)
-                if tmpl is not None:
-                    tasks[dag.hash] = KernelTemplateTask(tmpl, kt.args, kt.anchor_op, node.op.name, target)
-                else:
-                    tasks[dag.hash] = KernelSearchTask(dag, kt.anchor_op, node.op.name, target)
-                    tasks[dag.hash].template_skipped = why
-        h = by_text[text]
-        if h is not None:
-            weights[h] = weights.get(h, 0) + 1
+        if dag.hash not in tasks:
+            tmpl, why = match_template(kt.args, kt.anchor_op, target) if templates else (None, None)
+            if tmpl is not None:
+                tasks[dag.hash] = KernelTemplateTask(tmpl, kt.args, kt.anchor_op, mk.kernel.name, target)
+            else:
+                tasks[dag.hash] = KernelSearchTask(dag, kt.anchor_op, mk.kernel.name, target)
+                tasks[dag.hash].template_skipped = why
+        weights[dag.hash] = weights.get(dag.hash, 0) + len(mk.nodes)
     return list(tasks.values()), [weights[h] for h in tasks]
 
 
-__all__ = ["extract_tasks", "KernelSearchTask", "DefaultConfig", "fused_graph", "DEFAULT_INDEX", "default_rule_name",
-           "default_kernel_schedule", "kernel_computes"]
+__all__ = ["extract_tasks", "KernelSearchTask", "DefaultConfig", "DEFAULT_INDEX", "default_rule_name",
+           "default_kernel_schedule"]

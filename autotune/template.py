@@ -26,6 +26,8 @@ from typing import Callable
 
 import numpy as np
 
+from tensorir.schedule.dispatch import DispatchContext as _BaseContext
+
 from .space import ConfigEntity, FallbackConfig
 
 _current_config: contextvars.ContextVar = contextvars.ContextVar("tiletune_config", default=None)
@@ -283,13 +285,15 @@ def reset_dispatch_stats() -> None:
     _stats = _Stats()
 
 
-class DispatchContext:
-    """Answers "which config for this workload?"; contexts nest (``with ctx:``)."""
-    _stack: list["DispatchContext"] = []
+class DispatchContext(_BaseContext):
+    """Answers "which config for this workload?"; contexts nest (``with ctx:``).  The stack is
+    :class:`tensorir.schedule.dispatch.DispatchContext`'s (so ``codegen.build_model`` sees these
+    contexts); outside every context :meth:`current` is the root context (fallback configs)."""
 
     @staticmethod
     def current() -> "DispatchContext":
-        return DispatchContext._stack[-1] if DispatchContext._stack else _ROOT
+        ctx = _BaseContext.current()
+        return ctx if ctx is not None else _ROOT
 
     def _query(self, workload) -> ConfigEntity | None:
         return None
@@ -309,13 +313,6 @@ class DispatchContext:
 
     def _where(self) -> str:
         return "(no apply_history_best context)"
-
-    def __enter__(self):
-        DispatchContext._stack.append(self)
-        return self
-
-    def __exit__(self, *exc):
-        DispatchContext._stack.remove(self)
 
 
 class FallbackWarning(UserWarning):
