@@ -130,16 +130,15 @@ def model_kernels(g: Graph, target="llvm") -> list[ModelKernel]:
         key = kernel_text(Kernel("k", node.op.body, node.op.pattern))
         if key not in kernels:
             mk = kernels[key] = ModelKernel(node.op)
-            mk.te, mk.error = _attempt(node.op, lambda k=node.op: lower_kernel(k, computes) if computes
-                                       else lower_kernel(k))
+            mk.te, mk.error = _attempt(node.op, lower_kernel, node.op, computes)
         kernels[key].nodes.append(node)
     return list(kernels.values())
 
 
-def _attempt(kernel: Kernel, step: Callable) -> tuple:
-    """``(result, None)``, or ``(None, error)`` when ``step()`` fails (lowering, scheduling or compiling)."""
+def _attempt(kernel: Kernel, step: Callable, *args) -> tuple:
+    """``(result, None)``, or ``(None, error)`` when ``step(*args)`` fails (lowering, scheduling or compiling)."""
     try:
-        return step(), None
+        return step(*args), None
     except RecursionError:   # fusion's caps (passes/fuse_cost.py) keep kernels of graphs below it
         return None, GraphError(f"kernel {kernel.name}: its expressions nest too deep to compile "
                                 "(Python's recursion limit)")
@@ -189,15 +188,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     g = fused_graph(g, params, tgt)
     if schedule is None:   # inside ``with autotune.apply_history_best(log):`` kernels take their records
         schedule = model_schedule(tgt)
-    taken: set[str] = set()
-    compiled: dict[int, CompiledKernel | Exception] = {}
-    for mk in model_kernels(g, tgt):
-        symbol = _unique(mk.kernel.name, taken)
-        built, error = (None, mk.error) if mk.error is not None else \
-            _attempt(mk.kernel, lambda: _compile(profile, mk, tgt, symbol, schedule))
-        compiled.update((id(n), built if error is None else error) for n in mk.nodes)
-    if hasattr(schedule, "warn_missing"):
-        schedule.warn_missing()
+    compiled = compile_kernels(model_kernels(g, tgt), profile, tgt, schedule)
     failed = [(n.op, compiled[id(n)]) for n in g.nodes if isinstance(compiled[id(n)], Exception)]
     if failed:
         _report_failures(failed, profile, tgt, fallback)
@@ -213,6 +204,23 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     m = profile.finish(profile.runtime, g, run, weights, used, tgt, meta)
     m.meta["compile_seconds"] = time.perf_counter() - start
     return m
+
+
+def compile_kernels(kernels: list[ModelKernel], profile: TargetProfile, target: Target,
+                    schedule=None) -> dict[int, CompiledKernel | Exception]:
+    """Each distinct kernel scheduled (by ``schedule``, else its default) and compiled once, as a unique
+    symbol (its name, ``_`` appended while taken): by ``id(node)`` of every node that runs it, the
+    compiled kernel or why it did not compile."""
+    taken: set[str] = set()
+    compiled: dict[int, CompiledKernel | Exception] = {}
+    for mk in kernels:
+        symbol = _unique(mk.kernel.name, taken)
+        built, error = (None, mk.error) if mk.error is not None else \
+            _attempt(mk.kernel, _compile, profile, mk, target, symbol, schedule)
+        compiled.update((id(n), built if error is None else error) for n in mk.nodes)
+    if hasattr(schedule, "warn_missing"):
+        schedule.warn_missing()
+    return compiled
 
 
 # -- failures ---------------------------------------------------------------------------------------------
@@ -260,5 +268,5 @@ def _no_topi(op: str) -> bool:
         return True
 
 
-__all__ = ["FALLBACKS", "PROFILES", "ModelKernel", "TargetProfile", "build_model", "default_schedule", "fused_graph",
-           "model_kernels", "target_profile"]
+__all__ = ["FALLBACKS", "PROFILES", "ModelKernel", "TargetProfile", "build_model", "compile_kernels",
+           "default_schedule", "fused_graph", "model_kernels", "target_profile"]

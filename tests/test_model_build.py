@@ -71,7 +71,7 @@ def test_build_takes_its_schedules_from_the_dispatch_context():
     want = graph.evaluate(g, {"x": x, "y": y})
     for b in m.buffers:
         b.fill(np.nan)
-    for got, ref in zip(m(x=x, y=y), want):
+    for got, ref in zip(m(x=x, y=y), want, strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())
 
 
