@@ -126,6 +126,7 @@ def extract_tasks(g, params: dict | None = None, target="llvm", include_simple_t
     template fits (``templates=False``: never), else a :class:`KernelSearchTask`.
     ``include_simple_tasks=False`` drops kernels with no reduction (injective ones), as TVM's option does."""
     from codegen.model_build import fused_graph, model_kernels
+
     from .kernel_templates import KernelTemplateTask, match_template
     from .task import canonical_target
     target = canonical_target(target)

@@ -32,6 +32,7 @@ from .model_plan import RunList
 from .signature import Signature
 from .target import Target
 
+
 def _dense_nd(x, w):
     """``nn.dense`` over the last axis of N-d data without flattening it (rows stay ``[..., i]``, so the
     GEMM schedule tiles the row axis directly and the epilogue needs no reshape)."""
