@@ -46,10 +46,9 @@ def found(root: Path) -> list[str]:
     return [str(v) for v in violations]
 
 
-@pytest.mark.xfail(strict=True, reason="today's upward imports, removed by issue 25's other branches "
-                   "(remove this mark on merge): codegen/graph_executor.py:118 and codegen/model_cuda.py:167 "
-                   "import autotune.model_history; tensorir/contrib/nvcc.py:19,30,40, tensorir/runtime.py:24 and "
-                   "tensorir/tvm_compat.py:18,32,33,34 import codegen (they move into tensorir/compat/)")
+@pytest.mark.xfail(strict=True, reason="today's upward imports, removed by issue 25's model-driver branch (remove "
+                   "this mark on merge): codegen/graph_executor.py:118 and codegen/model_cuda.py:167 import "
+                   "autotune.model_history")
 def test_real_tree_keeps_the_contract():
     violations, nfiles = layers.check()
     assert nfiles > 200, "the checker read too few files: is layers.ROOT the repository?"
