@@ -65,7 +65,7 @@ def _tune_op(args: argparse.Namespace) -> int:
         raise CommandError(f"{path} defines no template named {name!r}") from None
     try:
         task = task_mod.create(name, args=tuple(parse_arg(a) for a in args.args), target=args.target)
-        task.config_space, task.flop         # the template runs here: its refusal names the arguments
+        task.config_space, task.flop         # noqa: B018 - the template runs here: its refusal names the arguments
     except (TypeError, ValueError, IndexError) as e:     # the template refuses these arguments
         raise CommandError(f"template {name!r} with --args {' '.join(args.args) or '(none)'}: "
                            f"{type(e).__name__}: {e}") from None

@@ -84,7 +84,7 @@ def driver():
 def _pop_context(drv) -> None:
     try:
         drv.Context.pop()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - no context to pop, or a driver already shut down
         pass
 
 

@@ -47,7 +47,7 @@ def _compile_kernel(kernel: Kernel, target, schedule=None) -> dict:
         chosen = schedule(kt) if schedule is not None else None
         try:
             return _emit_kernel(kernel, kt, target, chosen)
-        except Exception as e:  # noqa: BLE001 - the hook takes its next record, or the error stands
+        except Exception as e:  # the hook takes its next record, or the error stands
             if chosen is None or not getattr(schedule, "reject", lambda *_: False)(kt, e):
                 raise
 
@@ -129,7 +129,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
             except RecursionError:   # fusion's caps (passes/fuse_cost.py) keep kernels of graphs below it
                 cache[key] = GraphError(f"kernel {node.op.name}: its expressions nest too deep to compile "
                                         "(Python's recursion limit)")
-            except Exception as e:  # any failure to lower, schedule or emit one kernel
+            except Exception as e:  # noqa: BLE001 - any failure to lower, schedule or emit one kernel
                 cache[key] = e
         built = cache[key]
         if isinstance(built, Exception):

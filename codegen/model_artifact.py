@@ -113,13 +113,13 @@ def _parity(m: ModelModule, seed: int = 0) -> dict | None:
     try:
         import onnxruntime as ort
         peer = f"onnxruntime {ort.__version__}"
-        run = lambda: ort.InferenceSession(model.SerializeToString(),  # noqa: E731
+        run = lambda: ort.InferenceSession(model.SerializeToString(),
                                            providers=["CPUExecutionProvider"]).run(None, feeds)
     except ImportError:
         import onnx
         from onnx.reference import ReferenceEvaluator
         peer = f"onnx.reference {onnx.__version__}"
-        run = lambda: ReferenceEvaluator(model).run(None, feeds)  # noqa: E731
+        run = lambda: ReferenceEvaluator(model).run(None, feeds)
     try:
         want = run()
     except Exception as e:  # noqa: BLE001  (the peer cannot run the model: recorded, not fatal)

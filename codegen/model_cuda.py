@@ -96,7 +96,7 @@ def compile_kernel(kernel: Kernel, target: Target, symbol: str, schedule=None) -
         chosen = schedule(kt) if schedule is not None else None
         try:
             return _emit_kernel(kernel, kt, target, symbol, chosen)
-        except Exception as e:  # noqa: BLE001 - the hook takes its next record, or the error stands
+        except Exception as e:  # the hook takes its next record, or the error stands
             if chosen is None or not getattr(schedule, "reject", lambda *_: False)(kt, e):
                 raise
 

@@ -49,7 +49,7 @@ def gpu_info() -> dict:
             v = drv.get_driver_version()
             info = {"name": dev.name(), "compute_capability": f"{major}.{minor}",
                     "driver": f"{v // 1000}.{(v % 1000) // 10}"}
-    except Exception:  # noqa: BLE001, S110  (no pycuda, no driver, no device)
+    except Exception:  # noqa: BLE001 - no pycuda, no driver, no device
         pass
     return info
 

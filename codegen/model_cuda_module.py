@@ -295,7 +295,7 @@ class CUDAModelModule:
         key = self._key(slot)
         if key not in slot.graphs:
             launches = self._launches(slot)
-            issue = lambda: self._issue(slot, launches)  # noqa: E731
+            issue = lambda: self._issue(slot, launches)
             graph = capture(slot, issue, launches) if self.use_graphs else None
             self.launch_mode = "cuda-graph" if graph is not None else "launch-loop"
             if len(slot.graphs) >= MAX_GRAPHS:

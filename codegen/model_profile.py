@@ -83,7 +83,7 @@ def memory(run, num_threads: int = 1) -> dict:
     threads (workspace, heap, inputs and outputs, weights; each further calling thread adds all but
     the weights).  The heap and the peak are None for an artifact whose graph.json predates the count."""
     mem = run.memory
-    nbytes = lambda specs: sum(Loc(INPUT, d, s).nbytes for _, d, s in specs)  # noqa: E731
+    nbytes = lambda specs: sum(Loc(INPUT, d, s).nbytes for _, d, s in specs)
     scratch = {s.kernel: sum(a.nbytes for a in s.scratch) for s in run.steps if s.scratch}
     heap = {s.kernel: s.heap_bytes for s in run.steps if s.native and s.heap_bytes != 0}
     counted = None not in heap.values()       # an older artifact's graph.json does not say

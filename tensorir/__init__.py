@@ -8,9 +8,9 @@ TVM v0.18's ``te`` names live here; ``import tensorir as tvm`` also finds TVM's 
 from .expr import Expr, SizeVar, Var, const, size_var, structural_equal, var
 from .expr_ops import (add, ceildiv, div, floordiv, floormod, indexdiv, indexmod, isfinite, isinf, isnan, max_value,
                  min_value, multiply, subtract, truncdiv, truncmod)
-from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_else, log, log2, log10,  # noqa: A004
+from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_else, log, log2, log10,
                      power, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc)
-from .reduce import comm_reducer, sum, max, min  # noqa: A004
+from .reduce import comm_reducer, sum, max, min
 # tensors and operations
 from .tensor import (ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor, compute, placeholder, reduce_axis,
                      thread_axis)
@@ -28,9 +28,9 @@ from .schedule.layout import AXIS_SEPARATOR
 from .lower import lower
 from .poly.analysis import OutOfBoundsError, analyze
 from .error import TVMError
-from . import compat, error, schedule  # noqa: F401  (te.schedule.InferBound ... as in TVM)
+from . import compat, error, schedule  # te.schedule.InferBound ... as in TVM
 compat.install()          # tensorir.tir, tensorir.contrib.cc ... are tensorir.compat's modules
-from .compat import tir  # noqa: E402  (te.tir.floordiv ... as in TVM)
+from .compat import tir  # te.tir.floordiv ... as in TVM
 
 __all__ = ["Expr", "Var", "SizeVar", "const", "var", "size_var", "structural_equal",
            "add", "ceildiv", "div", "floordiv", "floormod", "indexdiv", "indexmod", "isfinite", "isinf", "isnan",

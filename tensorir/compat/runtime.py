@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..expr import Expr, const, convert as _convert_scalar
-from ..ndarray import Device, NDArray, cpu, cuda, device  # noqa: F401
+from ..ndarray import Device, NDArray, cpu, cuda, device
 
 
 def convert(value):

@@ -100,7 +100,7 @@ def _cached(fn):
     def inner(*args, **kwargs):
         try:
             key = repr((args, sorted(kwargs.items())))
-        except Exception:  # an argument without a usable repr: no caching
+        except Exception:  # noqa: BLE001 - an argument without a usable repr: no caching
             return fn(*args, **kwargs)
         if key not in cache:
             cache[key] = fn(*args, **kwargs)
@@ -115,7 +115,7 @@ def _cuda_capability() -> tuple[int, int] | None:
         import pycuda.driver as drv
         drv.init()
         return drv.Device(0).compute_capability() if drv.Device.count() else None
-    except Exception:  # no pycuda, no driver, no GPU
+    except Exception:  # noqa: BLE001 - no pycuda, no driver, no GPU
         return None
 
 
