@@ -25,7 +25,7 @@ import numpy as np
 def tune_and_bench(name: str, model, inputs: dict, args) -> dict:
     import autotune
     import codegen
-    from autotune.cli_model import parse_duration
+    from autotune.cli.arguments import parse_duration
     from models_cpu import _block, _ort_session
     from tensorir import graph
     g, params = graph.from_onnx(model)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .build import build, lower_to_func
 from .graph_executor import GraphModule, ModelModule, build_model
-from .model_artifact import ArtifactError, load_model
+from .runtime import ArtifactError, load_model
 from .export import load_module
 from .extern_code import load_library
 from .llvm import CodegenError

@@ -100,7 +100,7 @@ class _Array:
             self.host, self.shape, self.dtype = None, tuple(cai["shape"]), np.dtype(cai["typestr"])
             self.ptr, self.readonly = int(cai["data"][0]), bool(cai["data"][1])
             strides = cai.get("strides")
-            self.contiguous = strides is None or tuple(strides) == _c_strides(self.shape, self.dtype.itemsize)
+            self.contiguous = strides is None or tuple(strides) == c_strides(self.shape, self.dtype.itemsize)
             self.stream = cai.get("stream")
         else:
             raise TypeError(f"argument {i} ({spec.name}) must be a numpy.ndarray or an object with "
@@ -108,7 +108,8 @@ class _Array:
         self.ndim = len(self.shape)
 
 
-def _c_strides(shape: tuple, itemsize: int) -> tuple:
+def c_strides(shape: tuple, itemsize: int) -> tuple:
+    """The byte strides of a C-contiguous array of ``shape`` (what ``__cuda_array_interface__`` may give)."""
     out, step = [], itemsize
     for d in reversed(shape):
         out.append(step)
@@ -391,4 +392,4 @@ class CUDAModule:
                 f"block={self.launch.block})")
 
 
-__all__ = ["CUDAModule", "Kernel", "Intermediate", "driver"]
+__all__ = ["CUDAModule", "Kernel", "Intermediate", "c_strides", "driver"]

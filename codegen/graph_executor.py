@@ -28,7 +28,7 @@ from . import jit
 from .export import build_info
 from .llvm_memory import element_count, heap_bytes, hoist_heap_allocations
 from .model_codegen import entries_ir, kernel_ir, link_model
-from .model_module import GraphModule, ModelModule
+from .runtime.cpu import GraphModule, ModelModule
 from .model_plan import plan_run
 from .model_plan_check import check_run_list
 from .signature import native_symbol

@@ -154,7 +154,7 @@ def combine_sources(sources: list[str]) -> str:
 def build_model_cuda(g: Graph, tgt: Target, params: dict | None, fallback: str, schedule=None):
     """See :func:`codegen.build_model`; the CUDA half (the module docstring)."""
     from .graph_executor import _culprit_ops
-    from .model_cuda_module import CUDAModelModule
+    from .runtime.cuda import CUDAModelModule
     if fallback != "error":
         raise ValueError(f"build_model: target {tgt.kind} runs no reference fallback (fallback={fallback!r}); "
                          "every kernel must compile for the GPU (build for llvm to run unsupported ops on the CPU)")

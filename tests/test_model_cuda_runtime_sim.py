@@ -1,4 +1,4 @@
-"""The GPU runtime of CUDA models (``codegen/model_cuda_module.py``) without a GPU: a fake pycuda driver
+"""The GPU runtime of CUDA models (``codegen/runtime/cuda.py``) without a GPU: a fake pycuda driver
 whose device memory is host memory and whose kernel launches run the model's CUDA C on the CPU
 (``tests/cuda_sim.py``).  Covers weights uploaded once, the device workspace, numpy inputs copied in,
 ``__cuda_array_interface__`` inputs and outputs bound in place (no copies), launch caching per binding,

@@ -120,8 +120,8 @@ def box_decode_model(n: int = 512, classes: int = 16):
 
 def fence_model_buffers() -> None:
     """Every buffer a ModelModule allocates (weights, workspace, inputs, outputs) ends at a guard page."""
-    from codegen import model_module
-    assert hasattr(model_module, "aligned_empty"), "model_module no longer allocates through aligned_empty"
+    from codegen.runtime import cpu as model_module
+    assert hasattr(model_module, "aligned_empty"), "codegen.runtime.cpu no longer allocates through aligned_empty"
     model_module.aligned_empty = fenced
 
 

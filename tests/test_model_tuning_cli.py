@@ -8,7 +8,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 from autotune.cli import main
-from autotune.cli_model import parse_duration
+from autotune.cli.arguments import parse_duration
 from graph_models import small_cnn
 
 TUNE = ["--trials", "20", "--per-round", "2", "--n-parallel", "1", "--number", "1", "--repeat", "1",

@@ -1,4 +1,4 @@
-"""``ModelModule.profile`` and ``stats``: per-kernel times over the planned buffers, and a summary.
+"""``profile`` and ``stats`` of a model module: per-kernel times over the planned buffers, and a summary.
 
 The memory summary counts what one call uses: the workspace (intermediates and the kernels' scratch
 buffers, planned together), the inputs and outputs (one set per calling thread), the heap the kernels
@@ -6,8 +6,9 @@ still allocate inside parallel loops (per kernel thread, at most ``num_threads``
 weights (one copy, shared by every thread).
 
 Profiling runs the model once (which checks the inputs and the Gather indices), then calls the steps
-in run order, each ``repeat`` times, through its kernel's exported symbol over the same planned
-buffers (a step never writes its own inputs, so repeating it is harmless), and times the whole call.
+in run order, each ``repeat`` times, through the module's ``kernel_function`` (its kernel over the
+same planned buffers, waited for; a step never writes its own inputs, so repeating it is harmless),
+and times the whole call.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from .model_plan import INPUT, Loc
+from ..model_plan import INPUT, Loc
 
 
 @dataclass
