@@ -32,6 +32,7 @@ from tensorir.expr import IntImm
 from tensorir.visitor import substitute
 
 from .args import ArgPacker
+from .module import KernelModule
 from .nvcc import compile_cuda, nvcc_path, resource_usage
 from .signature import Signature
 from .timer import ProfileResult
@@ -117,7 +118,7 @@ def c_strides(shape: tuple, itemsize: int) -> tuple:
     return tuple(reversed(out))
 
 
-class CUDAModule:
+class CUDAModule(KernelModule):
     """``mod(*arrays)`` runs the kernel; ``mod.time_evaluator(...)`` times it with CUDA events."""
 
     def __init__(self, func, launch, source: str, arch: str, target: str, options: tuple = (),
@@ -348,10 +349,8 @@ class CUDAModule:
 
         As for CPU modules, leading non-int positional arguments (TVM's entry name, device) are ignored
         and ints after them are ``number, repeat, min_repeat_ms``."""
-        nums = [x for x in compat if isinstance(x, (int, float)) and not isinstance(x, bool)]
-        given = [number, repeat, min_repeat_ms]
-        given[:len(nums[:3])] = nums[:3]
-        number, repeat, min_repeat_ms = int(given[0]), int(given[1]), float(given[2])
+        number, repeat, min_repeat_ms = self.timing_args(compat, number, repeat, min_repeat_ms)
+        number, repeat, min_repeat_ms = int(number), int(repeat), float(min_repeat_ms)
         if number < 1 or repeat < 1:
             raise ValueError(f"number and repeat must be >= 1, got number={number}, repeat={repeat}")
 
@@ -385,7 +384,7 @@ class CUDAModule:
         return evaluator
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{a.name}: {a.dtype}{a.shape_str()}" for a in self.signature.args)
+        args = self.args_text()
         if len(self.kernels) > 1:
             return f"CUDAModule({self.entry_name}({args}), target={self.target!r}, {len(self.kernels)} kernels)"
         return (f"CUDAModule({self.entry_name}({args}), target={self.target!r}, grid={self.launch.grid}, "

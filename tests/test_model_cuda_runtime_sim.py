@@ -233,6 +233,22 @@ def test_device_arrays_bound_in_place(fake, cnn):
         m.set_output(0, DeviceArray(fake, np.zeros((2, 9), np.float32)))
 
 
+def test_profile_times_every_kernel(fake, cnn):
+    """``profile`` (the model modules' shared one) on the GPU runtime: the run, then each step through
+    ``kernel_function`` (warm-up and ``repeat``), then the whole call (warm-up and ``repeat``); the outputs
+    stay those of the inputs given."""
+    model, m = cnn
+    fake.model = m
+    m._dev = None
+    x = np.random.default_rng().standard_normal((2, 3, 32, 32)).astype("float32")
+    before, n = fake.launches, len(m.steps)
+    report = m.profile(repeat=2, quiet=True, x=x)
+    assert [(k, native) for k, native, _ in report.kernels] == [(s.kernel, True) for s in m.steps]
+    assert all(t > 0 for _, _, t in report.kernels) and report.total > 0 and m.last_profile is report
+    assert fake.launches - before == n + 3 * n + 3 * n
+    _close(m.get_output(0), gm.run_onnxruntime(model, {"x": x})[0])
+
+
 def test_loaded_artifact_runs(fake, cnn, tmp_path):
     model, m = cnn
     m.export_library(tmp_path / "art")

@@ -92,6 +92,14 @@ def unique(option: str, pairs: list[tuple[str, object]]) -> dict:
     return out
 
 
+def add_model_args(parser) -> None:
+    """The model, its ``--shape`` bindings and the ``--target``: what ``compile`` and ``tune-model`` take first."""
+    parser.add_argument("model", help="the .onnx file")
+    parser.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                        help="bind an input's shape (x=1,3,224,224) or a symbolic dimension (N=1); repeatable")
+    parser.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
+
+
 def add_measure_args(parser) -> None:
     """The measurement options that ``tune-op`` and ``tune-model`` share."""
     parser.add_argument("--n-parallel", type=positive_int, default=None, help="build processes (default: CPU count)")
@@ -102,5 +110,5 @@ def add_measure_args(parser) -> None:
     parser.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per measurement")
 
 
-__all__ = ["add_measure_args", "check_target", "nonnegative_float", "nonnegative_int", "parse_arg", "parse_duration",
-           "parse_input", "parse_shape", "positive_float", "positive_int", "unique"]
+__all__ = ["add_measure_args", "add_model_args", "check_target", "nonnegative_float", "nonnegative_int", "parse_arg",
+           "parse_duration", "parse_input", "parse_shape", "positive_float", "positive_int", "unique"]

@@ -17,7 +17,7 @@ import json
 import os
 import time
 
-from .arguments import check_target, parse_input, parse_shape, positive_int, unique
+from .arguments import add_model_args, check_target, parse_input, parse_shape, positive_int, unique
 from .errors import CommandError
 from .files import input_file, output_dir, output_file, writing_dir, writing_file
 
@@ -175,10 +175,7 @@ def _inspect(args: argparse.Namespace) -> int:
 def add_compile(sub) -> None:
     """``tiletune compile model.onnx --shape ... -o OUT``."""
     comp = sub.add_parser("compile", help="compile an ONNX model into an artifact directory")
-    comp.add_argument("model", help="the .onnx file")
-    comp.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
-                      help="bind an input's shape (x=1,3,224,224) or a symbolic dimension (N=1); repeatable")
-    comp.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
+    add_model_args(comp)
     comp.add_argument("--log", default=None, help="tuning log whose best records schedule the kernels")
     comp.add_argument("--fallback", default="error", choices=["error", "reference"],
                       help="ops without a kernel: fail the build (default) or run ONNX's reference evaluator")

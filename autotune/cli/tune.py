@@ -16,8 +16,8 @@ import argparse
 import os
 import sys
 
-from .arguments import (add_measure_args, check_target, nonnegative_int, parse_arg, parse_duration, parse_shape,
-                        positive_float, positive_int, unique)
+from .arguments import (add_measure_args, add_model_args, check_target, nonnegative_int, parse_arg, parse_duration,
+                        parse_shape, positive_float, positive_int, unique)
 from .errors import CommandError
 from .files import input_file, output_file, writing_file
 
@@ -204,10 +204,7 @@ def add_logs(sub) -> None:
 def add_tune_model(sub) -> None:
     """``tiletune tune-model model.onnx --trials N --log L``."""
     tune = sub.add_parser("tune-model", help="tune every kernel of an ONNX model into a log (a rerun resumes)")
-    tune.add_argument("model", help="the .onnx file")
-    tune.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
-                      help="bind an input's shape (x=1,3,224,224) or a symbolic dimension (N=1); repeatable")
-    tune.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
+    add_model_args(tune)
     tune.add_argument("--trials", type=positive_int, required=True, help="trials in the log when done, over all tasks")
     tune.add_argument("--log", required=True, help="JSON-lines log (appended; a rerun resumes it)")
     tune.add_argument("--time-budget", default=None, metavar="T", help="stop after T (3600, 90m, 1h); a rerun resumes")

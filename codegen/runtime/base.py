@@ -25,6 +25,8 @@ from ..model_plan import INPUT, RunList, Step
 from .artifact import artifact_for
 from .profile import ModelProfile, profile
 
+_NO_SCOPE = contextlib.nullcontext()     # reusable: a call on the CPU needs no context
+
 
 class ModelModuleBase:
     """A compiled model.  ``m(**inputs)`` returns the outputs (numpy); ``set_input``, ``run``, ``get_output``
@@ -59,7 +61,7 @@ class ModelModuleBase:
 
     def _scope(self):
         """The block every call runs in (the target's context current in the calling thread)."""
-        return contextlib.nullcontext()
+        return _NO_SCOPE
 
     # -- names -------------------------------------------------------------------------------------------------
     @property
