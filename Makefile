@@ -1,11 +1,12 @@
 # Quick start: `make demo` (set up, then tune/compile and time a GEMM) and `make test`.
 # `make test-all` also runs the tests marked slow (every ONNX backend node test); `make fuzz` runs the ONNX
-# differential fuzzer over 2,000 seeds.
+# differential fuzzer over 2,000 seeds; `make lint` runs ruff (pyproject.toml) and the layer contract
+# (tests/layers.py: tensorir <- codegen <- autotune, tensorir/compat on top).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo deploy-demo test test-all fuzz bench clean
+.PHONY: demo deploy-demo lint test test-all fuzz bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +19,10 @@ demo: $(VENV)/.installed
 
 deploy-demo: $(VENV)/.installed
 	$(PY) examples/deploy_shipped_log.py --model bert
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(PY) tests/layers.py
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests

@@ -39,7 +39,7 @@ def build_job(p: dict) -> dict:
         else:           # the runner loads the shared object: no JIT here
             path = stem + ".so"
             build_library(s, args, task.target, path, name=name)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any build failure is a BUILD_ERROR result
         tb = traceback.format_exc(limit=4)
         return {"error_no": int(MeasureErrorNo.BUILD_ERROR), "path": "",
                 "msg": f"{type(e).__name__}: {e}\n{tb}", "seconds": time.perf_counter() - t0}

@@ -33,7 +33,7 @@ def pack(info: TemplateInfo) -> str:
     import cloudpickle
     try:
         blob = cloudpickle.dumps((info.name, info.func, info.reference, info.rtol, info.atol, info.file))
-    except Exception as e:  # noqa: BLE001 - whatever pickling raised, say which template and why
+    except Exception as e:  # whatever pickling raised, say which template and why
         raise RuntimeError(f"template {info.name!r} is defined in {info.module} and cannot be sent to the "
                            f"measurement workers ({type(e).__name__}: {e}); move it to a module the workers can "
                            "import, or keep globals it uses picklable") from e

@@ -103,7 +103,7 @@ class SplitSpace(Space):
     kind = "split"
 
     def __init__(self, product: int, num_outputs: int = 2, policy: str = "factors", candidate=None,
-                 max_factor: int | None = None, filter: Callable | None = None):  # noqa: A002
+                 max_factor: int | None = None, filter: Callable | None = None):
         if num_outputs < 2:
             raise ValueError(f"define_split: num_outputs must be >= 2, got {num_outputs}")
         self.product, self.num_outputs, self.policy = product, num_outputs, policy
@@ -260,7 +260,7 @@ class _Definer:
         raise NotImplementedError
 
     def define_split(self, name: str, axis, num_outputs: int = 2, policy: str = "factors", candidate=None,
-                     max_factor: int | None = None, filter: Callable | None = None) -> None:  # noqa: A002
+                     max_factor: int | None = None, filter: Callable | None = None) -> None:
         self._define(name, lambda: SplitSpace(_axis_length(axis), num_outputs, policy, candidate, max_factor,
                                               filter))
 

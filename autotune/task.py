@@ -38,9 +38,9 @@ class Task:
             space = ConfigSpace()
             with using_config(space), self._target_scope():
                 try:
-                    s, tensors = self.template.func(*self.args)
+                    _, tensors = self.template.func(*self.args)
                 except InstantiationError:
-                    s = tensors = None       # the space is complete; its first point is just invalid
+                    tensors = None           # the space is complete; its first point is just invalid
             if not space.flop and tensors is not None:
                 space.flop = float(count_flop(tensors))
             self._space = space

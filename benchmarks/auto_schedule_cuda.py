@@ -160,7 +160,8 @@ def main() -> None:
     try:
         import torch  # noqa: F401 - the peers and the timing
     except ImportError:
-        raise SystemExit("auto_schedule_cuda.py needs torch with CUDA (the cuBLAS / cuDNN peers and CUDA events)")
+        raise SystemExit("auto_schedule_cuda.py needs torch with CUDA (the cuBLAS / cuDNN peers and "
+                         "CUDA events)") from None
     os.makedirs(args.log_dir, exist_ok=True)
     summary = {}
     for name in args.only.split(","):

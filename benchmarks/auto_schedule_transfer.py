@@ -26,12 +26,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import tensorir as te  # noqa: E402
+import tensorir as te
 
-import autotune  # noqa: E402
-from autotune import auto_scheduler  # noqa: E402
-from autotune.auto_scheduler.search_task import StateConfig  # noqa: E402
-from autotune.measure import MeasureInput  # noqa: E402
+import autotune
+from autotune import auto_scheduler
+from autotune.auto_scheduler.search_task import StateConfig
+from autotune.measure import MeasureInput
 
 
 @auto_scheduler.register_workload

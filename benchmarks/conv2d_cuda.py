@@ -18,8 +18,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cuda_timing import alternate, event_seconds, fastest, rel_error, torch_fp32  # noqa: E402
-from from_log import default_log_dir, deploy  # noqa: E402
+from cuda_timing import alternate, event_seconds, fastest, rel_error, torch_fp32
+from from_log import default_log_dir, deploy
 
 # (name, conv2d_schedule keyword arguments): tiles are (vthreads, threads, per thread) of f, y, x
 CONFIGS = [

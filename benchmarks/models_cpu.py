@@ -77,8 +77,8 @@ def bench(name: str, model, inputs: dict, threads: int, blocks: int, calls: int,
     ref = sess.run(None, inputs)[0]
     err = float(np.max(np.abs(ours - ref)) / max(np.max(np.abs(ref)), 1e-30))
     ort_times, our_times = [], []
-    run_ort = lambda: sess.run(None, inputs)   # noqa: E731
-    run_ours = lambda: m.run(**inputs)         # noqa: E731
+    run_ort = lambda: sess.run(None, inputs)
+    run_ours = lambda: m.run(**inputs)
     run_ort(), run_ours()
     for _ in range(blocks):
         our_times.append(_block(run_ours, calls))

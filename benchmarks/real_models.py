@@ -44,9 +44,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "benchmarks" / "zoo"))
 
-import fetch as zoo  # noqa: E402  (benchmarks/zoo/fetch.py)
-from check import classify, compare, make_inputs  # noqa: E402  (benchmarks/zoo/check.py)
-from models_cpu import _block  # noqa: E402  (the median of one block of calls, as models_cpu times it)
+import fetch as zoo  # benchmarks/zoo/fetch.py
+from check import classify, compare, make_inputs  # benchmarks/zoo/check.py
+from models_cpu import _block  # the median of one block of calls, as models_cpu times it
 
 
 # --------------------------------------------------------------------------------------------- worker

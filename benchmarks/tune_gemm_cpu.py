@@ -25,14 +25,14 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import codegen  # noqa: E402
-import autotune  # noqa: E402
-from autotune.compare import alternate, gflops  # noqa: E402
-from autotune.cost_model import CostModel  # noqa: E402
-from autotune.logtools import best_so_far, trials_to_reach  # noqa: E402
-from autotune.record import load_records, merge  # noqa: E402
-from autotune.templates.gemm_cpu import gemm_packed_template  # noqa: E402
-from autotune.tuner import ModelTuner, OptunaTuner, RandomTuner  # noqa: E402
+import codegen
+import autotune
+from autotune.compare import alternate, gflops
+from autotune.cost_model import CostModel
+from autotune.logtools import best_so_far, trials_to_reach
+from autotune.record import load_records, merge
+from autotune.templates.gemm_cpu import gemm_packed_template
+from autotune.tuner import ModelTuner, OptunaTuner, RandomTuner
 
 TUNERS = {"model": ModelTuner, "random": RandomTuner, "optuna": OptunaTuner}
 CHECKPOINTS = (10, 20, 30, 50, 75, 100, 150, 200)

@@ -25,7 +25,7 @@ import numpy as np
 def tune_and_bench(name: str, model, inputs: dict, args) -> dict:
     import autotune
     import codegen
-    from autotune.cli_model import parse_duration
+    from autotune.cli.arguments import parse_duration
     from models_cpu import _block, _ort_session
     from tensorir import graph
     g, params = graph.from_onnx(model)
@@ -48,8 +48,8 @@ def tune_and_bench(name: str, model, inputs: dict, args) -> dict:
     sess = _ort_session(model, args.threads)
     ours, ref = m(**inputs)[0], sess.run(None, inputs)[0]
     err = float(np.max(np.abs(ours - ref)) / max(np.max(np.abs(ref)), 1e-30))
-    run_ort = lambda: sess.run(None, inputs)   # noqa: E731
-    run_ours = lambda: m.run(**inputs)         # noqa: E731
+    run_ort = lambda: sess.run(None, inputs)
+    run_ours = lambda: m.run(**inputs)
     run_ort(), run_ours()
     ort_times, our_times = [], []
     for _ in range(args.blocks):

@@ -40,7 +40,7 @@ def tune_and_bench(name: str, model, feeds: dict, args, torch) -> dict:
 
     import autotune
     import codegen
-    from autotune.cli_model import parse_duration
+    from autotune.cli.arguments import parse_duration
     from tensorir import graph
     g, params = graph.from_onnx(model)
     tasks, weights = autotune.extract_tasks(g, params, target="cuda", templates=not args.no_templates)

@@ -222,7 +222,7 @@ class AnyValue(Spec):
 
 
 class AttrValue(Spec):
-    """A fallback body's attribute or constant (:mod:`codegen.model_fallback`'s encoding)."""
+    """A fallback body's attribute or constant (:mod:`codegen.runtime.fallback`'s encoding)."""
     what = "a JSON scalar, or an object {bytes}, {ndarray, dtype, shape} or {tuple}"
 
     def check(self, value, path):

@@ -32,6 +32,7 @@ from tensorir.expr import IntImm
 from tensorir.visitor import substitute
 
 from .args import ArgPacker
+from .module import KernelModule
 from .nvcc import compile_cuda, nvcc_path, resource_usage
 from .signature import Signature
 from .timer import ProfileResult
@@ -84,7 +85,7 @@ def driver():
 def _pop_context(drv) -> None:
     try:
         drv.Context.pop()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - no context to pop, or a driver already shut down
         pass
 
 
@@ -100,7 +101,7 @@ class _Array:
             self.host, self.shape, self.dtype = None, tuple(cai["shape"]), np.dtype(cai["typestr"])
             self.ptr, self.readonly = int(cai["data"][0]), bool(cai["data"][1])
             strides = cai.get("strides")
-            self.contiguous = strides is None or tuple(strides) == _c_strides(self.shape, self.dtype.itemsize)
+            self.contiguous = strides is None or tuple(strides) == c_strides(self.shape, self.dtype.itemsize)
             self.stream = cai.get("stream")
         else:
             raise TypeError(f"argument {i} ({spec.name}) must be a numpy.ndarray or an object with "
@@ -108,7 +109,8 @@ class _Array:
         self.ndim = len(self.shape)
 
 
-def _c_strides(shape: tuple, itemsize: int) -> tuple:
+def c_strides(shape: tuple, itemsize: int) -> tuple:
+    """The byte strides of a C-contiguous array of ``shape`` (what ``__cuda_array_interface__`` may give)."""
     out, step = [], itemsize
     for d in reversed(shape):
         out.append(step)
@@ -116,7 +118,7 @@ def _c_strides(shape: tuple, itemsize: int) -> tuple:
     return tuple(reversed(out))
 
 
-class CUDAModule:
+class CUDAModule(KernelModule):
     """``mod(*arrays)`` runs the kernel; ``mod.time_evaluator(...)`` times it with CUDA events."""
 
     def __init__(self, func, launch, source: str, arch: str, target: str, options: tuple = (),
@@ -347,10 +349,8 @@ class CUDAModule:
 
         As for CPU modules, leading non-int positional arguments (TVM's entry name, device) are ignored
         and ints after them are ``number, repeat, min_repeat_ms``."""
-        nums = [x for x in compat if isinstance(x, (int, float)) and not isinstance(x, bool)]
-        given = [number, repeat, min_repeat_ms]
-        given[:len(nums[:3])] = nums[:3]
-        number, repeat, min_repeat_ms = int(given[0]), int(given[1]), float(given[2])
+        number, repeat, min_repeat_ms = self.timing_args(compat, number, repeat, min_repeat_ms)
+        number, repeat, min_repeat_ms = int(number), int(repeat), float(min_repeat_ms)
         if number < 1 or repeat < 1:
             raise ValueError(f"number and repeat must be >= 1, got number={number}, repeat={repeat}")
 
@@ -384,11 +384,11 @@ class CUDAModule:
         return evaluator
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{a.name}: {a.dtype}{a.shape_str()}" for a in self.signature.args)
+        args = self.args_text()
         if len(self.kernels) > 1:
             return f"CUDAModule({self.entry_name}({args}), target={self.target!r}, {len(self.kernels)} kernels)"
         return (f"CUDAModule({self.entry_name}({args}), target={self.target!r}, grid={self.launch.grid}, "
                 f"block={self.launch.block})")
 
 
-__all__ = ["CUDAModule", "Kernel", "Intermediate", "driver"]
+__all__ = ["CUDAModule", "Kernel", "Intermediate", "c_strides", "driver"]

@@ -44,10 +44,9 @@ from tensorir.graph.schedules_cuda import CUDA_SCHEDULE_RULES, schedule_injectiv
 from tensorir.schedule.dispatch import model_schedule
 
 from . import model_cuda, model_llvm
-from .model_cuda_module import CUDAModelModule
-from .model_module import ModelModule
 from .model_plan import plan_run
 from .model_plan_check import check_run_list
+from .runtime import CUDAModelModule, ModelModule
 from .target import Target, parse
 
 FALLBACKS = ("error", "reference", "numpy")
@@ -153,7 +152,7 @@ def _compile(profile: TargetProfile, mk: ModelKernel, target: Target, symbol: st
         chosen = schedule(mk.te) if schedule is not None else None
         try:
             return profile.compile_kernel(mk.kernel, mk.te, target, symbol, chosen or default_schedule(mk.te, target))
-        except Exception as e:  # noqa: BLE001 - the source takes its next record, or the error stands
+        except Exception as e:  # the source takes its next record, or the error stands
             if chosen is None or not getattr(schedule, "reject", lambda *_: False)(mk.te, e):
                 raise
 

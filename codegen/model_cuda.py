@@ -1,5 +1,5 @@
 """The CUDA half of ``codegen.build_model`` (its ``cuda`` target profile): every fused kernel as a CUDA
-kernel, all in one CUDA source compiled once by nvcc, run by :class:`~codegen.model_cuda_module.CUDAModelModule`.
+kernel, all in one CUDA source compiled once by nvcc, run by :class:`~codegen.runtime.cuda.CUDAModelModule`.
 
 The graph is optimized for the GPU (``optimize(..., target="cuda")``: no NCHWc / packed layouts); each
 distinct kernel is lowered with :data:`CUDA_COMPUTES` (N-d dense keeps its leading axes), given its

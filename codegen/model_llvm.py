@@ -6,7 +6,7 @@ allocations too large for the stack become scratch buffers in the workspace
 (:func:`~codegen.llvm_memory.hoist_heap_allocations`), so a run allocates nothing outside the plan but
 what parallel loops allocate per thread (``stats()`` reports it).  :func:`finish` links the kernels and
 the generated run entries (:mod:`codegen.model_codegen`) into one LLVM module, optimized and
-JIT-compiled once, run by :class:`~codegen.model_module.ModelModule`.
+JIT-compiled once, run by :class:`~codegen.runtime.cpu.ModelModule`.
 """
 from __future__ import annotations
 

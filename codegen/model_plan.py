@@ -163,7 +163,7 @@ class RunList:
         return out
 
     def to_json(self) -> dict:
-        io = lambda xs: [{"name": n, "dtype": d, "shape": list(s)} for n, d, s in xs]  # noqa: E731
+        io = lambda xs: [{"name": n, "dtype": d, "shape": list(s)} for n, d, s in xs]
         return {"inputs": io(self.inputs), "outputs": io(self.outputs), "steps": [s.to_json() for s in self.steps],
                 "copies": [{"dst": d.to_json(), "src": s.to_json()} for d, s in self.copies],
                 "memory_plan": self.memory.to_json(),
@@ -172,7 +172,7 @@ class RunList:
 
     @staticmethod
     def from_json(d: dict) -> "RunList":
-        io = lambda xs: [(x["name"], x["dtype"], tuple(x["shape"])) for x in xs]  # noqa: E731
+        io = lambda xs: [(x["name"], x["dtype"], tuple(x["shape"])) for x in xs]
         mp = d["memory_plan"]
         return RunList(io(d["inputs"]), io(d["outputs"]), [Step.from_json(s) for s in d["steps"]],
                        [(Loc.from_json(c["dst"]), Loc.from_json(c["src"])) for c in d["copies"]],

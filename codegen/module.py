@@ -23,7 +23,31 @@ def default_num_threads() -> int:
     return os.cpu_count() or 1
 
 
-class Module:
+class KernelModule:
+    """What a compiled kernel is on every target (:class:`Module` on the CPU,
+    :class:`~codegen.cuda_module.CUDAModule` on the GPU): ``mod(*arrays)`` runs it, ``mod.signature``,
+    ``mod.entry_name`` and ``mod.target`` describe it, ``mod.time_evaluator(...)`` times it."""
+
+    signature: Signature
+    entry_name: str
+    target: str
+
+    @staticmethod
+    def timing_args(compat: tuple, number, repeat, min_repeat_ms) -> tuple:
+        """``(number, repeat, min_repeat_ms)`` of a ``time_evaluator`` call: for TVM compatibility, leading
+        positional arguments that are not numbers (``mod.entry_name``, a device) are ignored and the
+        numbers after them are taken as ``number, repeat, min_repeat_ms``."""
+        nums = [x for x in compat if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        given = [number, repeat, min_repeat_ms]
+        given[:len(nums[:3])] = nums[:3]
+        return tuple(given)
+
+    def args_text(self) -> str:
+        """``name: dtype[shape]`` of each argument, for ``repr``."""
+        return ", ".join(f"{a.name}: {a.dtype}{a.shape_str()}" for a in self.signature.args)
+
+
+class Module(KernelModule):
     """A native kernel plus its signature.
 
     ``mod(*arrays)`` checks the arrays (see :mod:`codegen.args`) and runs the kernel; the size vars are
@@ -82,10 +106,7 @@ class Module:
         For TVM compatibility leading positional arguments that are not ints (``mod.entry_name``, a
         device) are ignored; ints after them are taken as ``number, repeat, min_repeat_ms``.
         """
-        nums = [x for x in compat if isinstance(x, (int, float)) and not isinstance(x, bool)]
-        given = [number, repeat, min_repeat_ms]
-        given[:len(nums[:3])] = nums[:3]
-        number, repeat, min_repeat_ms = given
+        number, repeat, min_repeat_ms = self.timing_args(compat, number, repeat, min_repeat_ms)
         return make_evaluator(self, int(number), int(repeat), min_repeat_ms, cooldown_interval_ms)
 
     # inspection and export ------------------------------------------------------------------------------
@@ -108,5 +129,4 @@ class Module:
         export_library(self, path)
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{a.name}: {a.dtype}{a.shape_str()}" for a in self.signature.args)
-        return f"Module({self.entry_name}({args}), target={self.target!r}, {self.origin})"
+        return f"Module({self.entry_name}({self.args_text()}), target={self.target!r}, {self.origin})"

@@ -1,15 +1,16 @@
 """tensorir: tensor expressions, schedules and the loop IR (``import tensorir as te``).
 
 TVM v0.18's ``te`` names live here; ``import tensorir as tvm`` also finds TVM's top-level names
-(``tvm.tir``, ``tvm.build``, ``tvm.nd`` ...) through :func:`__getattr__` (see docs/porting.md).
+(``tvm.tir``, ``tvm.build``, ``tvm.nd`` ...) through :func:`__getattr__` (see docs/porting.md); they live in
+:mod:`tensorir.compat`, on top of the core.
 """
 # expressions
 from .expr import Expr, SizeVar, Var, const, size_var, structural_equal, var
 from .expr_ops import (add, ceildiv, div, floordiv, floormod, indexdiv, indexmod, isfinite, isinf, isnan, max_value,
                  min_value, multiply, subtract, truncdiv, truncmod)
-from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_else, log, log2, log10,  # noqa: A004
+from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_else, log, log2, log10,
                      power, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc)
-from .reduce import comm_reducer, sum, max, min  # noqa: A004
+from .reduce import comm_reducer, sum, max, min
 # tensors and operations
 from .tensor import (ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor, compute, placeholder, reduce_axis,
                      thread_axis)
@@ -27,7 +28,9 @@ from .schedule.layout import AXIS_SEPARATOR
 from .lower import lower
 from .poly.analysis import OutOfBoundsError, analyze
 from .error import TVMError
-from . import error, schedule, tir  # noqa: F401  (te.schedule.InferBound, te.tir.floordiv ... as in TVM)
+from . import compat, error, schedule  # te.schedule.InferBound ... as in TVM
+compat.install()          # tensorir.tir, tensorir.contrib.cc ... are tensorir.compat's modules
+from .compat import tir  # te.tir.floordiv ... as in TVM
 
 __all__ = ["Expr", "Var", "SizeVar", "const", "var", "size_var", "structural_equal",
            "add", "ceildiv", "div", "floordiv", "floormod", "indexdiv", "indexmod", "isfinite", "isinf", "isnan",
@@ -44,5 +47,5 @@ __all__ = ["Expr", "Var", "SizeVar", "const", "var", "size_var", "structural_equ
 
 def __getattr__(name: str):
     """TVM's top-level names (``tvm.nd``, ``tvm.build``, ``tvm.target`` ...) for ``import tensorir as tvm``."""
-    from .tvm_compat import resolve
+    from .compat.toplevel import resolve
     return resolve(name)

@@ -332,7 +332,7 @@ class Simplifier(Mutator):
         chosen = None if c is None else e.true_value if c else e.false_value
         return chosen if chosen is not None and dt.lanes(chosen.dtype) == dt.lanes(e.dtype) else e
 
-    def visit_Not(self, e):  # noqa: N802
+    def visit_Not(self, e):
         e = super().generic_visit(e)
         if isinstance(e.a, IntImm):
             return const(not e.a.value)

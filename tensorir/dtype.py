@@ -84,7 +84,7 @@ def promote(a: str, b: str) -> str:
     n = max(la, lb)
     if ea == eb:
         return with_lanes(ea, n)
-    rank = lambda e: (is_float(e), not is_bool(e), bits(e), is_unsigned(e))  # noqa: E731
+    rank = lambda e: (is_float(e), not is_bool(e), bits(e), is_unsigned(e))
     return with_lanes(max(ea, eb, key=rank), n)
 
 

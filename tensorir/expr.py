@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Union
+from typing import Any
 
 from . import dtype as dt
 
@@ -257,7 +257,7 @@ class Let(Expr):
     body: Expr
 
 
-ExprLike = Union[Expr, int, float, bool]
+ExprLike = Expr | int | float | bool
 
 
 # construction helpers -----------------------------------------------------------------------------

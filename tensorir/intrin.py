@@ -27,11 +27,11 @@ def _unary(name: str):
     return f
 
 
-exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, erf, sigmoid, sin, cos, floor, ceil, round, trunc = (  # noqa: A001
+exp, exp2, log, log2, log10, sqrt, rsqrt, tanh, erf, sigmoid, sin, cos, floor, ceil, round, trunc = (
     _unary(n) for n in UNARY_FLOAT)
 
 
-def abs(x) -> Expr:  # noqa: A001
+def abs(x) -> Expr:
     """Elementwise absolute value of an integer or float expression."""
     x = convert(x)
     return Call(x.dtype, "fabs" if dt.is_float(x.dtype) else "abs", (x,))
@@ -55,14 +55,14 @@ def if_then_else(cond, t, f) -> Expr:
     return Select(common, cond, _match(t, common), _match(f, common))
 
 
-def all(*conds) -> Expr:  # noqa: A001
+def all(*conds) -> Expr:
     """Logical and of all arguments (``te.all``)."""
     if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
         conds = tuple(conds[0])
     return _fold(lambda a, b: binary(And, a, b), [as_bool(c) for c in conds])
 
 
-def any(*conds) -> Expr:  # noqa: A001
+def any(*conds) -> Expr:
     """Logical or of all arguments (``te.any``)."""
     if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
         conds = tuple(conds[0])

@@ -32,7 +32,7 @@ class Device:
             import pycuda.driver as drv
             drv.init()
             return self.device_id < drv.Device.count()
-        except Exception:  # no pycuda, no driver, no GPU
+        except Exception:  # noqa: BLE001 - no pycuda, no driver, no GPU
             return False
 
     @property

@@ -9,7 +9,7 @@ from . import dtype as dt
 
 # display names of the loop variables of the statement being printed (distinct Vars that share a
 # name, such as a producer's `i` inside its consumer's `i`, print as `i` and `i_1`)
-_names: contextvars.ContextVar[dict] = contextvars.ContextVar("names", default={})
+_names: contextvars.ContextVar[dict] = contextvars.ContextVar("names", default={})  # noqa: B039 - read only
 
 _PREC = {E.Or: 1, E.And: 2, E.EQ: 3, E.NE: 3, E.LT: 4, E.LE: 4, E.GT: 4, E.GE: 4,
          E.Add: 5, E.Sub: 5, E.Mul: 6, E.Div: 6, E.Mod: 6, E.FloorDiv: 6, E.FloorMod: 6}

@@ -104,12 +104,12 @@ max_reducer = comm_reducer(lambda x, y: binary(Max, x, y), lambda t: const(dt.mi
 min_reducer = comm_reducer(lambda x, y: binary(Min, x, y), lambda t: const(dt.max_value(t), t), "min")
 
 
-def sum(expr, axis=None, where=None, init=None):  # noqa: A001
+def sum(expr, axis=None, where=None, init=None):
     """``te.sum(expr, axis=k)``."""
     if axis is None:
         raise TypeError("te.sum needs axis=")
     return sum_reducer(expr, axis, where=where, init=init)
 
 
-max = _reducer_or_elementwise(max_reducer, Max)  # noqa: A001
-min = _reducer_or_elementwise(min_reducer, Min)  # noqa: A001
+max = _reducer_or_elementwise(max_reducer, Max)
+min = _reducer_or_elementwise(min_reducer, Min)

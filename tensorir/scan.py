@@ -157,7 +157,7 @@ def _check_dataflow(op: ScanOp) -> None:
 
 
 # -- graph analyses (te.schedule.ScanGetBody / ScanFixPointAnalysis) ---------------------------------------
-def ScanGetBody(scan_op: ScanOp) -> list[Operation]:  # noqa: N802 (TVM's name)
+def ScanGetBody(scan_op: ScanOp) -> list[Operation]:  # TVM's name
     """The operations between the states (and ``inputs``) and the updates, producers first: what
     runs inside the scan loop."""
     scan_op = scan_op.op if isinstance(scan_op, Tensor) else scan_op
@@ -185,7 +185,7 @@ def ScanGetBody(scan_op: ScanOp) -> list[Operation]:  # noqa: N802 (TVM's name)
     return out
 
 
-def ScanFixPointAnalysis(scan_op: ScanOp) -> dict[IterVar, IntImm]:  # noqa: N802 (TVM's name)
+def ScanFixPointAnalysis(scan_op: ScanOp) -> dict[IterVar, IntImm]:  # TVM's name
     """For each spatial axis of the scan (``op.spatial_axis_``): 1 when the body maps dimension k of
     the state exactly onto dimension k of its update (the scan could be sliced along it), else 0."""
     scan_op = scan_op.op if isinstance(scan_op, Tensor) else scan_op

@@ -64,7 +64,7 @@ class IterVar:
             raise AttributeError(name)
         return getattr(self.var, name)
 
-    def _bin(op):  # noqa: N805
+    def _bin(op):
         return lambda self, *o: getattr(self.var, op)(*o)
 
     for _op in ("add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod neg "
@@ -203,7 +203,7 @@ class Tensor:
     # whole-tensor arithmetic (TVM's tensor overload): elementwise computes from tensorir.topi
     __tensor_operand__ = True  # an Expr on the left defers to these operators
 
-    def _topi(name, swap=False):  # noqa: N805
+    def _topi(name, swap=False):
         def f(self, other):
             from . import topi
             return getattr(topi, name)(other, self) if swap else getattr(topi, name)(self, other)

@@ -33,7 +33,7 @@ class TensorSlice:
     def asobject(self) -> Expr:
         return self.as_expr()
 
-    def _value(op):  # noqa: N805
+    def _value(op):
         return lambda self, *other: getattr(self.as_expr(), op)(*other)
 
     for _op in ("add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod neg pos "

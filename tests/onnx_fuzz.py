@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import onnx_fuzz_nn as nn  # noqa: E402
-import onnx_fuzz_ops as ops  # noqa: E402
+import onnx_fuzz_nn as nn
+import onnx_fuzz_ops as ops
 
 #: (op generator, weight): how often each is drawn.
 GENERATORS = [(ops.unary, 3), (ops.activation, 2), (ops.discontinuous, 1), (ops.clip, 1), (ops.binary, 5),

@@ -169,7 +169,7 @@ def norm(b, x, shape):
         return None
     c = shape[1]
     kind = str(rng_choice(b.rng, ["BatchNormalization", "InstanceNormalization", "LayerNormalization"]))
-    u = lambda lo, hi, s: b.const(b.rng.uniform(lo, hi, s).astype(np.float32))  # noqa: E731
+    u = lambda lo, hi, s: b.const(b.rng.uniform(lo, hi, s).astype(np.float32))
     if kind == "BatchNormalization":
         return b.node(kind, [x, u(0.5, 1.5, c), u(-1, 1, c), u(-1, 1, c), u(0.5, 2, c)], epsilon=1e-3)
     if kind == "InstanceNormalization":

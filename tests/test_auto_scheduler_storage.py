@@ -10,7 +10,6 @@ too: processes on one storage (SQLite in turn, three on PostgreSQL, one killed) 
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import signal
 import subprocess

@@ -8,7 +8,7 @@ import pytest
 import autotune
 from autotune.measure import MeasureErrorNo, MeasureInput
 
-import autotune_fixtures  # noqa: F401 - registers the test templates
+import autotune_fixtures  # registers the test templates
 
 E = MeasureErrorNo
 

@@ -10,7 +10,7 @@ import pytest
 import autotune
 from autotune.cli import main
 from autotune.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from autotune.record import (CorruptLogWarning, Record, append_records, load_records, make_record, merge,
+from autotune.record import (CorruptLogWarning, append_records, load_records, make_record, merge,
                              pick_best)
 from autotune.templates.gemm_cpu import gemm_packed_template  # noqa: F401
 

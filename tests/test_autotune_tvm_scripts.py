@@ -282,7 +282,7 @@ def test_autotvm_measure_options_and_tuner_names():
     task = autotune.task.create("tutorial/matmul", args=(32, 32, 32, "float32"), target="llvm", target_host="llvm")
     assert "tile_y" in str(task.config_space)
     tuner = autotune.tuner.XGBTuner(task, loss_type="rank", feature_type="knob")
-    assert isinstance(tuner, autotune.tuner.ModelTuner)
+    assert isinstance(tuner, autotune.tuner.ModelTuner) and type(tuner).__name__ == "TVMModelTuner"
     with pytest.raises(ValueError, match="loss_type"):
         XGBTuner(task, loss_type="hinge")
     for cls in (autotune.tuner.RandomTuner, autotune.tuner.GridSearchTuner, autotune.tuner.GATuner):

@@ -7,8 +7,8 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from autotune.cli import main  # noqa: E402
-from graph_models import small_cnn  # noqa: E402
+from autotune.cli import main
+from graph_models import small_cnn
 
 
 @pytest.fixture(scope="module")

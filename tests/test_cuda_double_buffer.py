@@ -237,7 +237,7 @@ def test_a_log_written_before_an_appended_knob_stays_valid(tmp_path):
     import warnings
 
     import autotune
-    import autotune.templates.gemm_cuda  # noqa: F401 - registers the template
+    import autotune.templates.gemm_cuda  # registers the template
     from autotune.record import load_records
     t = autotune.task.create("gemm_cuda", (1024, 1024, 1024), target="cuda -arch=sm_90")
     cfg = t.config_space.get(12345)
@@ -267,7 +267,7 @@ def test_doubled_tiles_count_against_the_shared_memory_limit():
 
 def test_templates_reject_doubled_tiles_over_the_limit():
     import autotune
-    import autotune.templates.gemm_cuda  # noqa: F401 - registers the template
+    import autotune.templates.gemm_cuda  # registers the template
     t = autotune.task.create("gemm_cuda", (1024, 1024, 1024), target="cuda -arch=sm_90 -max_shared_memory_per_block=49152")
     space = t.config_space
     idx = next(i for i in range(len(space)) if space.get(i).knobs()["double_buffer"]

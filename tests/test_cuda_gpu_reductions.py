@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pycuda.driver")
-import codegen  # noqa: E402
-import cuda_schedules as cs  # noqa: E402
-import tensorir as te  # noqa: E402
-from codegen.cuda_module import driver  # noqa: E402
+import codegen
+import cuda_schedules as cs
+import tensorir as te
+from codegen.cuda_module import driver
 
 try:
     driver()

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pycuda.driver")
-import codegen  # noqa: E402
-import tensorir as te  # noqa: E402
-from codegen.cuda_module import driver  # noqa: E402
-from conftest import ROOT, run_check  # noqa: E402
-from test_cuda_codegen import classic_gemm, conv2d_reference, elementwise  # noqa: E402
+import codegen
+import tensorir as te
+from codegen.cuda_module import driver
+from conftest import ROOT, run_check
+from test_cuda_codegen import classic_gemm, conv2d_reference, elementwise
 
 try:
     driver()
@@ -56,7 +56,7 @@ def test_symbolic_sizes_and_row_reduction():
 
 def test_gemm_schedules():
     from autotune.templates.gemm_cuda import gemm_schedule
-    ref = lambda a, b: a.astype("float64") @ b  # noqa: E731
+    ref = lambda a, b: a.astype("float64") @ b
     s, args = classic_gemm(n=128)
     run_check(build(s, args), args, ref, rtol=1e-4, atol=1e-4)
     for kw in ({}, {"k_tile": 16, "transpose_a": False}, {"block_m": 64, "block_n": 64}):

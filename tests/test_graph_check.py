@@ -14,9 +14,9 @@ from tensorir.graph import GraphError, OpPattern, TensorType, Var, call
 from tensorir.graph.op.registry import OPS, register_op
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
 
-import graph_models as gm  # noqa: E402
+import graph_models as gm
 
 
 def _same(x: TensorType, **_) -> TensorType:

@@ -80,7 +80,7 @@ def test_evaluate_matches_numpy():
 
 def test_graph_is_immutable():
     g = small_graph()
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):
         g.outputs = ()
     with pytest.raises(TypeError):
         g.nodes[0].attrs["groups"] = 2

@@ -8,11 +8,11 @@ import pytest
 pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-import codegen  # noqa: E402
-from tensorir import graph  # noqa: E402
-from tensorir.graph import testing  # noqa: E402
+import codegen
+from tensorir import graph
+from tensorir.graph import testing
 
-import graph_models  # noqa: E402
+import graph_models
 
 
 def _check(model, inputs, rtol=1e-4):

@@ -5,10 +5,10 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
-import graph_models as gm  # noqa: E402
+import graph_models as gm
 
-from tensorir import graph  # noqa: E402
-from tensorir.graph import GraphError  # noqa: E402
+from tensorir import graph
+from tensorir.graph import GraphError
 
 
 def _compare(model, shape_dict, seed=3):

@@ -9,9 +9,9 @@ import os
 import pytest
 
 pytest.importorskip("onnx")
-import onnx_node_tests as nt  # noqa: E402
+import onnx_node_tests as nt
 
-from tensorir.graph import GraphError  # noqa: E402
+from tensorir.graph import GraphError
 
 CORE = ["Add", "AveragePool", "BatchNormalization", "Concat", "Conv", "Div", "Erf", "Flatten", "Gather", "Gemm",
         "GlobalAveragePool", "LayerNormalization", "MatMul", "MaxPool", "Mul", "Relu", "Reshape", "Shape",

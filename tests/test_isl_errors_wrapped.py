@@ -14,7 +14,6 @@ import codegen
 import tensorir as te
 from tensorir import poly
 from tensorir.poly import analysis
-from tensorir.schedule import layout as schedule_layout
 
 
 def failing(*_args, **_kwargs):

@@ -335,8 +335,8 @@ def cuda_artifact(tmp_path_factory):
 
 @pytest.fixture
 def cuda_art(cuda_artifact, tmp_path, monkeypatch):
-    from codegen import model_cuda_artifact
-    monkeypatch.setattr(model_cuda_artifact, "gpu_info", lambda: {"compute_capability": None})
+    from codegen.runtime import artifact_cuda
+    monkeypatch.setattr(artifact_cuda, "gpu_info", lambda: {"compute_capability": None})
     dst = tmp_path / "cuda"
     shutil.copytree(cuda_artifact, dst)
     return dst

@@ -1,4 +1,4 @@
-"""The GPU runtime of CUDA models (``codegen/model_cuda_module.py``) without a GPU: a fake pycuda driver
+"""The GPU runtime of CUDA models (``codegen/runtime/cuda.py``) without a GPU: a fake pycuda driver
 whose device memory is host memory and whose kernel launches run the model's CUDA C on the CPU
 (``tests/cuda_sim.py``).  Covers weights uploaded once, the device workspace, numpy inputs copied in,
 ``__cuda_array_interface__`` inputs and outputs bound in place (no copies), launch caching per binding,
@@ -231,6 +231,22 @@ def test_device_arrays_bound_in_place(fake, cnn):
         m.set_output(0, np.zeros((2, 10), np.float32))
     with pytest.raises(ValueError, match="must have shape"):
         m.set_output(0, DeviceArray(fake, np.zeros((2, 9), np.float32)))
+
+
+def test_profile_times_every_kernel(fake, cnn):
+    """``profile`` (the model modules' shared one) on the GPU runtime: the run, then each step through
+    ``kernel_function`` (warm-up and ``repeat``), then the whole call (warm-up and ``repeat``); the outputs
+    stay those of the inputs given."""
+    model, m = cnn
+    fake.model = m
+    m._dev = None
+    x = np.random.default_rng().standard_normal((2, 3, 32, 32)).astype("float32")
+    before, n = fake.launches, len(m.steps)
+    report = m.profile(repeat=2, quiet=True, x=x)
+    assert [(k, native) for k, native, _ in report.kernels] == [(s.kernel, True) for s in m.steps]
+    assert all(t > 0 for _, _, t in report.kernels) and report.total > 0 and m.last_profile is report
+    assert fake.launches - before == n + 3 * n + 3 * n
+    _close(m.get_output(0), gm.run_onnxruntime(model, {"x": x})[0])
 
 
 def test_loaded_artifact_runs(fake, cnn, tmp_path):

@@ -148,7 +148,7 @@ def test_hoisted_kernel_runs_over_caller_scratch():
 def test_an_older_graph_json_leaves_the_heap_unknown(built):
     """A graph.json written before heap bytes were counted: the heap and the peak are unknown, not 0."""
     from codegen.model_plan import RunList
-    from codegen.model_profile import memory
+    from codegen.runtime.profile import memory
     _, m = built
     d = m.run_list.to_json()
     for s in d["steps"]:

@@ -96,7 +96,7 @@ def box_decode_model(n: int = 512, classes: int = 16):
     rng = np.random.default_rng(0)
     anchors = rng.uniform(0, 40, (1, 2, n)).astype(np.float32)
     strides = rng.choice([8.0, 16.0, 32.0], (1, n)).astype(np.float32)
-    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
     inits = [numpy_helper.from_array(anchors, "anchors"), numpy_helper.from_array(strides, "strides"),
              i64("s0", [0]), i64("s2", [2]), i64("s4", [4]), i64("sc", [4 + classes]), i64("ax", [1]),
              numpy_helper.from_array(np.array(2.0, np.float32), "two")]
@@ -120,8 +120,8 @@ def box_decode_model(n: int = 512, classes: int = 16):
 
 def fence_model_buffers() -> None:
     """Every buffer a ModelModule allocates (weights, workspace, inputs, outputs) ends at a guard page."""
-    from codegen import model_module
-    assert hasattr(model_module, "aligned_empty"), "model_module no longer allocates through aligned_empty"
+    from codegen.runtime import cpu as model_module
+    assert hasattr(model_module, "aligned_empty"), "codegen.runtime.cpu no longer allocates through aligned_empty"
     model_module.aligned_empty = fenced
 
 

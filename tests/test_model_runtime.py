@@ -2,14 +2,13 @@
 weights blob), outputs that alias inputs/constants/intermediates, Gather index checks in the entry,
 the reference fallback between native segments, profile/stats/num_threads.  Fresh random inputs;
 every planned buffer and output poisoned with NaN before each run."""
-import ctypes
 
 import numpy as np
 import pytest
 
 import codegen
 from codegen.memory_plan import ALIGN, Lifetime, check_plan, plan_memory
-from codegen.model_plan import OUTPUT, WORKSPACE
+from codegen.model_plan import WORKSPACE
 from tensorir import graph
 from tensorir.graph import Const, GraphError, TensorType, Var, call
 
@@ -256,7 +255,7 @@ def test_profile_stats_and_threads(capsys):
 
 
 def test_onnx_models_plan_and_names():
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
     import graph_models as gm
     for make, shapes in ((gm.small_cnn, {"N": 2}), (gm.transformer_block, {"batch": 2, "seq": 7})):
@@ -274,7 +273,7 @@ def test_onnx_models_plan_and_names():
 
 
 def test_onnx_gather_names_the_onnx_node():
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
     table = np.random.default_rng(0).standard_normal((50, 4)).astype("float32")
     nodes = [helper.make_node("Cast", ["ids"], ["ids64"], to=TensorProto.INT64, name="cast_ids"),
@@ -298,7 +297,7 @@ def test_onnx_gather_names_the_onnx_node():
 def test_onnx_gather_nd_checks_each_index_component(batch_dims, tmp_path):
     """GatherND's index tuples: component m is checked against axis batch_dims + m (in the run entry, and
     in a loaded artifact); negative indices wrap."""
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(3)
     data = rng.standard_normal((3, 5, 7, 2)).astype("float32")

@@ -2,7 +2,6 @@
 deployment from its log (manifest kinds, outputs against onnxruntime with NaN-poisoned buffers),
 resume, and the measured default schedule winning when no searched schedule beats it."""
 import json
-import os
 import warnings
 
 import numpy as np

@@ -7,9 +7,9 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from autotune.cli import main  # noqa: E402
-from autotune.cli_model import parse_duration  # noqa: E402
-from graph_models import small_cnn  # noqa: E402
+from autotune.cli import main
+from autotune.cli.arguments import parse_duration
+from graph_models import small_cnn
 
 TUNE = ["--trials", "20", "--per-round", "2", "--n-parallel", "1", "--number", "1", "--repeat", "1",
         "--strategy", "round-robin"]

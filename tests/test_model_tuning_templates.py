@@ -18,7 +18,7 @@ from tensorir import graph
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
-import graph_models as gm  # noqa: E402
+import graph_models as gm
 
 
 def _mlp(seed=0):

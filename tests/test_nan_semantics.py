@@ -81,7 +81,7 @@ def test_te_elementwise_max_min(kind, dtype, lanes):
 
 
 def test_constant_folding_propagates_nan():
-    f32 = lambda v: const(v, "float32")  # noqa: E731
+    f32 = lambda v: const(v, "float32")
     for cls in (Max, Min):
         assert np.isnan(binary(cls, f32(1.0), f32(NAN)).value)
         assert np.isnan(binary(cls, f32(NAN), f32(1.0)).value)
@@ -219,10 +219,10 @@ def test_topi_pooling():
 
 # --- ONNX against onnxruntime ----------------------------------------------------------------------------
 onnx = pytest.importorskip("onnx")
-from onnx_op_check import node_model, reference  # noqa: E402
+from onnx_op_check import node_model, reference
 
-from tensorir import graph  # noqa: E402
-from tensorir.graph.interpreter import evaluate  # noqa: E402
+from tensorir import graph
+from tensorir.graph.interpreter import evaluate
 
 
 def _ours(model, feed):

@@ -7,11 +7,11 @@ import pytest
 
 pytest.importorskip("pycuda.driver")
 pytest.importorskip("onnx")
-from onnx_op_check import node_model  # noqa: E402
+from onnx_op_check import node_model
 
-import codegen  # noqa: E402
-from codegen.cuda_module import driver  # noqa: E402
-from tensorir import graph  # noqa: E402
+import codegen
+from codegen.cuda_module import driver
+from tensorir import graph
 
 try:
     driver()

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
 
-from tensorir import graph  # noqa: E402
-from tensorir.graph import GraphError  # noqa: E402
+from tensorir import graph
+from tensorir.graph import GraphError
 
 
 def _relu(shape=("N", 3), opset=17, name="x"):

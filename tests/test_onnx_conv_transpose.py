@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
-import codegen  # noqa: E402
-from tensorir import graph, topi  # noqa: E402
-from tensorir.graph import GraphError  # noqa: E402
+import codegen
+from tensorir import graph, topi
+from tensorir.graph import GraphError
 
 CASES = {
     "plain": dict(x=(1, 3, 4, 5), w=(3, 2, 3, 3), attrs={}),

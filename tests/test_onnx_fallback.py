@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
-from tensorir import graph  # noqa: E402
-from tensorir.graph import GraphError, OpPattern  # noqa: E402
-from tensorir.graph.op import get_op  # noqa: E402
+from tensorir import graph
+from tensorir.graph import GraphError, OpPattern
+from tensorir.graph.op import get_op
 
 
 def _model(nodes, inputs, outputs, inits=(), opsets=(("", 17),)):

@@ -5,7 +5,7 @@ reference fallback) passes; a wrong answer or a crash fails, naming the seed to 
 import pytest
 
 pytest.importorskip("onnxruntime")
-import onnx_fuzz  # noqa: E402
+import onnx_fuzz
 
 #: Seeds per CI batch (each test builds its seeds one after the other; about 0.5 s a seed on 2 cores).
 BATCH, BATCHES = 50, 5

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnxruntime")
-from onnx import helper  # noqa: E402
+from onnx import helper
 
-import codegen  # noqa: E402
-from onnx_op_check import check, node_model  # noqa: E402
-from tensorir import graph  # noqa: E402
-from tensorir.graph import GraphError  # noqa: E402
+import codegen
+from onnx_op_check import check, node_model
+from tensorir import graph
+from tensorir.graph import GraphError
 
 I64 = np.iinfo(np.int64)
 RNG = np.random.default_rng(24)

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx_op_check import check  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
+from onnx_op_check import check
 
 rng = np.random.default_rng()
 

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
-import codegen  # noqa: E402
-from tensorir import graph, te, topi  # noqa: E402
+import codegen
+from tensorir import graph, te, topi
 
 
 @pytest.mark.parametrize("mode", ["edge", "reflect", "constant", "wrap"])

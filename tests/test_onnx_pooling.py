@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-from onnx import TensorProto, helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
 
-import codegen  # noqa: E402
-from tensorir import graph  # noqa: E402
+import codegen
+from tensorir import graph
 
 CASES = [
     ("MaxPool", (1, 2, 5, 6, 7), dict(kernel_shape=[2, 3, 2], strides=[2, 1, 2], pads=[1, 0, 1, 0, 1, 1])),

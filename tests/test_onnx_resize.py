@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
-import codegen  # noqa: E402
-import onnx_node_tests as nt  # noqa: E402
-from tensorir import graph  # noqa: E402
-from tensorir.graph import GraphError  # noqa: E402
+import codegen
+import onnx_node_tests as nt
+from tensorir import graph
+from tensorir.graph import GraphError
 
 COORDS = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
           "tf_crop_and_resize"]

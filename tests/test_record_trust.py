@@ -12,7 +12,7 @@ import pytest
 import autotune
 from autotune.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autotune.record import CorruptLogWarning, append_records, load_records, make_record, merge, pick_best
-from autotune.templates.gemm_cpu import gemm_packed_template  # noqa: F401
+from autotune.templates.gemm_cpu import gemm_packed_template
 
 
 def _ok(cost: float) -> MeasureResult:

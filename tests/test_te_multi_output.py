@@ -8,7 +8,7 @@ import pytest
 
 import codegen
 import tensorir as te
-from conftest import assert_raises_naming, build, check, run_check
+from conftest import assert_raises_naming, check, run_check
 from tensorir.poly.analysis import OutOfBoundsError
 from tensorir.schedule import ScheduleError
 from tensorir.stmt import Allocate, For, LetStmt

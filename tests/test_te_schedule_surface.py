@@ -295,7 +295,7 @@ def test_reducer_identity_uses_an_axis(variant):
 
     def f(n):
         rv = te.reduce_axis((0, n))
-        init = lambda dtype: te.if_then_else(n > 1, te.const(0, dtype), n.astype(dtype))  # noqa: E731
+        init = lambda dtype: te.if_then_else(n > 1, te.const(0, dtype), n.astype(dtype))
         red = te.comm_reducer(lambda x, y: te.max(x + y, n.astype("float32")), init, name="sum")
         return red(X[rv], axis=rv)
 

@@ -185,7 +185,7 @@ def test_odd_and_wide_vector_widths(dtype, lanes):
     A = te.placeholder((3, lanes), name="A", dtype=dtype)
     if dtype == "bool":
         C = te.compute((3, lanes), lambda i, j: ~A[i, j] | (j % 2 == 0), name="C")
-        ref = lambda a: ~a | (np.arange(lanes) % 2 == 0)  # noqa: E731
+        ref = lambda a: ~a | (np.arange(lanes) % 2 == 0)
     else:
         C = te.compute((3, lanes), lambda i, j: A[i, j] * 2 + A[2 - i, lanes - 1 - j], name="C")
 

@@ -59,7 +59,7 @@ def test_bound_fusesplit1():
     for i in range(1, 6):
         for j in range(1, 6):
             for k in range(1, 6):
-                vars = tvm.runtime.convert(
+                vars = tvm.runtime.convert(  # noqa: A001 - TVM's test, ported with import changes only
                     {
                         split1: tvm.tir.const(i, "int32"),
                         l: tvm.tir.const(j, "int32"),

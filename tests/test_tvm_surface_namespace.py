@@ -43,7 +43,7 @@ def test_lazy_namespace():
     with pytest.raises(ValueError, match="device type"):
         tvm.device("tpu")
     with pytest.raises(AttributeError, match="no_such_name"):
-        tvm.no_such_name
+        _ = tvm.no_such_name
     assert not hasattr(tvm, "relay")
 
 

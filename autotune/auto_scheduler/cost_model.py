@@ -164,7 +164,7 @@ class XGBModel:
         for st in states:
             try:
                 rows.append(features_of(task, st.to_json() if hasattr(st, "to_json") else st))
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a state that does not lower has the failed features
                 rows.append(FAILED_VECTOR)
         return self.predict_features(np.array(rows))
 

@@ -149,7 +149,7 @@ def schedule_conv2d_kernel(cfg, tensors) -> te.Schedule:
     anchor = next(st for st in computes if st.op.reduce_axis)
     geo = conv_geometry(anchor.op)
     if isinstance(geo, str):
-        raise ValueError(f"conv2d_kernel_cuda: cannot schedule this kernel: {geo}")  # noqa: TRY004
+        raise ValueError(f"conv2d_kernel_cuda: cannot schedule this kernel: {geo}")
     for st in computes:
         if not st.op.reduce_axis and st is not out:
             st.compute_inline()                 # padding (read through the shared window), epilogue inputs

@@ -1,6 +1,7 @@
 """Tuners: the base owns the loop, each strategy chooses the next batch and learns from results.
 
-``ModelTuner`` (the default: a learned cost model; ``XGBTuner`` is AutoTVM's name for it),
+``ModelTuner`` (the default: a learned cost model; ``XGBTuner``, AutoTVM's name, is ``TVMModelTuner``: it
+takes AutoTVM's arguments, and runs no XGBoost),
 ``RandomTuner``, ``GridSearchTuner``, ``GATuner`` and ``OptunaTuner`` (optuna's samplers).  All run over an
 optuna study (see :mod:`autotune.tuner.study`).
 """
@@ -11,7 +12,7 @@ from .optuna_tuner import OptunaTuner
 from .random_tuner import RandomTuner
 from .study import TuningStudy
 from .tuner import Tuner, TuningStoppedWarning
-from .xgboost_tuner import XGBTuner
+from .tvm_model_tuner import TVMModelTuner, XGBTuner
 
 TUNERS = {"model": ModelTuner, "random": RandomTuner, "grid": GridSearchTuner, "ga": GATuner, "optuna": OptunaTuner}
 
@@ -24,5 +25,5 @@ def get_tuner(name: str):
         raise ValueError(f"unknown tuner {name!r}; use one of {', '.join(TUNERS)}") from None
 
 
-__all__ = ["Tuner", "ModelTuner", "XGBTuner", "RandomTuner", "GridSearchTuner", "GATuner", "OptunaTuner",
-           "TuningStudy", "TuningStoppedWarning", "TUNERS", "get_tuner"]
+__all__ = ["Tuner", "ModelTuner", "TVMModelTuner", "XGBTuner", "RandomTuner", "GridSearchTuner", "GATuner",
+           "OptunaTuner", "TuningStudy", "TuningStoppedWarning", "TUNERS", "get_tuner"]

@@ -51,7 +51,7 @@ def _storage(storage):
         for attempt in range(10):       # processes starting together race to create the tables
             try:
                 return optuna.storages.RDBStorage(storage, engine_kwargs=kwargs)
-            except Exception as e:  # noqa: BLE001 - sqlalchemy's OperationalError ("table ... already exists")
+            except Exception as e:  # sqlalchemy's OperationalError ("table ... already exists")
                 if attempt == 9 or not _racing(e):
                     raise
                 time.sleep(0.2 * (attempt + 1))
@@ -94,7 +94,7 @@ class TuningStudy:
                     self.study = optuna.create_study(storage=store, study_name=study_name or default_study_name(task),
                                                      sampler=sampler, direction="minimize", load_if_exists=True)
                     break
-                except Exception as e:  # noqa: BLE001 - a concurrent creation; the next try loads it
+                except Exception as e:  # a concurrent creation; the next try loads it
                     if attempt == 9 or not _racing(e):
                         raise
                     time.sleep(0.2 * (attempt + 1))

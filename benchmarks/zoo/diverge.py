@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fetch as zoo  # noqa: E402
-from check import compare, make_inputs  # noqa: E402
+import fetch as zoo
+from check import compare, make_inputs
 
 
 def with_outputs(path: Path, names: list[str]):

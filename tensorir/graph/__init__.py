@@ -16,7 +16,7 @@ from .verify import verify
 def from_onnx(model, shape_dict=None, *, opset=None):
     """``(graph, params)`` from an ONNX ``ModelProto`` or path (see :mod:`.frontend.onnx`)."""
     try:
-        import onnx  # noqa: F401
+        import onnx
     except ImportError:
         raise GraphError("graph.from_onnx needs the onnx package: pip install 'tiletune[onnx]'") from None
     from .frontend.onnx import from_onnx as _from_onnx

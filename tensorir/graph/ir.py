@@ -9,7 +9,7 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterable, Mapping, Union
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -102,7 +102,7 @@ class Kernel:
 @dataclass(frozen=True, eq=False)
 class Node(Value):
     """``op(*inputs, **attrs) : type``; ``op`` is a registered operator name or a fused :class:`Kernel`."""
-    op: Union[str, Kernel]
+    op: str | Kernel
     inputs: tuple[Value, ...]
     attrs: Mapping[str, Any] = field(default_factory=dict)
     type: TensorType | None = None

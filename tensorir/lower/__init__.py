@@ -16,14 +16,14 @@ from .guards import remove_redundant_guards
 from .inline import inlined_bodies
 from .op_registry import buffer_aliases, lowering_of
 from .schedule_ops import NestBuilder
-from . import scan as _scan  # noqa: F401  (registers the lowering of te.scan)
+from . import scan as _scan  # registers the lowering of te.scan
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops_cpu
 from .validate import validate_schedule
 from ..schedule.layout import physical_shape
 from ..error import bounded_nesting
-from . import extern as _extern  # noqa: F401  (registers the lowering of extern stages)
-from . import tensor_compute as _tensor_compute  # noqa: F401  (registers the lowering of tensor compute stages)
+from . import extern as _extern  # registers the lowering of extern stages
+from . import tensor_compute as _tensor_compute  # registers the lowering of tensor compute stages
 
 
 @bounded_nesting

@@ -17,7 +17,7 @@ from .. import dtype as dt
 from ..expr import (And, BufferLoad, EQ, Expr, GE, GT, IntImm, LE, LT, Max, Min, NE, Not, Or, Select, Var, binary)
 from ..stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, Stmt
 from ..visitor import collect
-from .affine import Affine, Scope, aff, isl_ident, isl_name  # noqa: F401  (aff, isl_name: this module's API)
+from .affine import Affine, Scope, aff, isl_ident, isl_name  # aff, isl_name: this module's API
 from .errors import isl_boundary, isl_or
 
 _ctx = isl.DEFAULT_CONTEXT

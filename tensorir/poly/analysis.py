@@ -262,7 +262,7 @@ def _carried(w_st: Statement, w, x_st: Statement, x, loop: For, names: dict,
         n = len(w_st.loops)
         va = [int(pt.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)]
         vb = [int(pt.get_coordinate_val(isl.dim_type.set, n + k).to_python()) for k in range(len(x_st.loops))]
-        it = lambda st, v: ", ".join(f"{names.get(f.loop_var, f.loop_var.name)}={c}"  # noqa: E731
+        it = lambda st, v: ", ".join(f"{names.get(f.loop_var, f.loop_var.name)}={c}"
                                      for f, c in zip(st.loops, v))
         return order.startswith(f"a{level} <"), f"e.g. iterations ({it(w_st, va)}) and ({it(x_st, vb)})"
     return None

@@ -129,7 +129,7 @@ def _check_pair(analysis, s, w, t, x, common: list[str]) -> None:
     va = [int(pt.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)]
     vb = [int(pt.get_coordinate_val(isl.dim_type.set, n + k).to_python()) for k in range(len(t.loops))]
     names = analysis.names
-    where = lambda st, v: ", ".join(f"{f.thread_tag if f.kind == 'thread' else names.get(f.loop_var, f.loop_var.name)}"  # noqa: E731
+    where = lambda st, v: ", ".join(f"{f.thread_tag if f.kind == 'thread' else names.get(f.loop_var, f.loop_var.name)}"
                                     f"={c}" for f, c in zip(st.loops, v))
     w_idx = ", ".join(expr_text(i, names) for i in w.indices)
     x_idx = ", ".join(expr_text(i, names) for i in x.indices)

@@ -533,13 +533,13 @@ def create_schedule(ops) -> Schedule:
     return Schedule(norm)
 
 
-def InferBound(sch: Schedule) -> dict:  # noqa: N802 (TVM's name)
+def InferBound(sch: Schedule) -> dict:  # TVM's name
     """``tvm.te.schedule.InferBound``: the range of every iter var of every stage (lower/infer_bound.py)."""
     from ..lower.infer_bound import infer_bound
     return infer_bound(sch)
 
 
-def ScheduleOps(sch: Schedule, bounds=None):  # noqa: N802 (TVM's name)
+def ScheduleOps(sch: Schedule, bounds=None):  # TVM's name
     """``tvm.te.schedule.ScheduleOps``: the schedule's loop nest (lower/infer_bound.py)."""
     from ..lower.infer_bound import schedule_ops
     return schedule_ops(sch, bounds)
@@ -560,7 +560,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-from ..scan import ScanFixPointAnalysis, ScanGetBody  # noqa: E402,F401  (te.schedule.ScanGetBody, as TVM)
-from ..buffer import DeclBuffer as Buffer  # noqa: E402  (te.schedule.Buffer: the class of te.decl_buffer's buffers)
+from ..scan import ScanFixPointAnalysis, ScanGetBody  # te.schedule.ScanGetBody, as TVM
+from ..buffer import DeclBuffer as Buffer  # te.schedule.Buffer: the class of te.decl_buffer's buffers
 
 __all__ += ["Buffer"]

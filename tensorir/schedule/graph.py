@@ -16,7 +16,7 @@ from ..visitor import collect
 ReadGraph = dict  # Operation -> list[Tensor]
 
 
-def CreateReadGraph(roots: Sequence[Operation]) -> ReadGraph:  # noqa: N802 (TVM's name)
+def CreateReadGraph(roots: Sequence[Operation]) -> ReadGraph:  # TVM's name
     """Every operation reachable from ``roots`` mapped to the tensors it reads, in first-read order."""
     graph: ReadGraph = {}
     todo = [r.op if isinstance(r, Tensor) else r for r in roots]
@@ -29,7 +29,7 @@ def CreateReadGraph(roots: Sequence[Operation]) -> ReadGraph:  # noqa: N802 (TVM
     return graph
 
 
-def PostDFSOrder(roots: Sequence[Operation], read_graph: ReadGraph) -> list[Operation]:  # noqa: N802
+def PostDFSOrder(roots: Sequence[Operation], read_graph: ReadGraph) -> list[Operation]:
     """Operations in post-order of a depth-first walk from ``roots``: producers before consumers."""
     order: list[Operation] = []
     seen: set[int] = set()
@@ -47,7 +47,7 @@ def PostDFSOrder(roots: Sequence[Operation], read_graph: ReadGraph) -> list[Oper
     return order
 
 
-def CreateAttachPath(sch: Schedule) -> dict[Operation, list[IterVar]]:  # noqa: N802
+def CreateAttachPath(sch: Schedule) -> dict[Operation, list[IterVar]]:
     """Each operation mapped to the loops that enclose it, innermost first (TVM's order)."""
     from ..lower.bounds import attach_path
     return {st.op: [iv for _, iv in reversed(attach_path(st))] for st in sch.stages}
@@ -82,17 +82,17 @@ def _auto_inline(sch: Schedule, kind: Callable[[Operation], bool]) -> None:
             st.compute_inline()
 
 
-def AutoInlineElemWise(sch: Schedule) -> None:  # noqa: N802
+def AutoInlineElemWise(sch: Schedule) -> None:
     """Inline every unscheduled, non-output elementwise stage."""
     _auto_inline(sch, is_elem_wise)
 
 
-def AutoInlineBroadcast(sch: Schedule) -> None:  # noqa: N802
+def AutoInlineBroadcast(sch: Schedule) -> None:
     """Inline every unscheduled, non-output stage tagged ``"broadcast"``."""
     _auto_inline(sch, is_broadcast)
 
 
-def AutoInlineInjective(sch: Schedule) -> None:  # noqa: N802
+def AutoInlineInjective(sch: Schedule) -> None:
     """Inline every unscheduled, non-output stage without a reduction."""
     _auto_inline(sch, is_injective)
 

@@ -13,7 +13,7 @@ import functools
 
 def keeps_record() -> bool:
     """Whether schedules created now keep a record (the current PassContext's config)."""
-    from ..transform import PassContext
+    from ..pass_context import PassContext
     return bool(PassContext.current().get_config("te.keep_schedule_record", False))
 
 

@@ -18,7 +18,7 @@ from .tag import BROADCAST, ELEMWISE
 def broadcast_shape(a: Tensor, b: Tensor) -> tuple:
     """numpy's broadcast of two tensors' shapes; an error names both tensors and the dimension."""
     nd = max(a.ndim, b.ndim)
-    pad = lambda t: (None,) * (nd - t.ndim) + tuple(t.shape)  # noqa: E731
+    pad = lambda t: (None,) * (nd - t.ndim) + tuple(t.shape)
     out = []
     for d, (x, y) in enumerate(zip(pad(a), pad(b))):
         if x is None or _is_one(x):

@@ -66,9 +66,9 @@ prod_reducer = R.comm_reducer(lambda x, y: x * y, lambda t: const(1, t), "prod")
 all_reducer = R.comm_reducer(lambda x, y: x & y, lambda t: const(True, t), "all")
 any_reducer = R.comm_reducer(lambda x, y: x | y, lambda t: const(False, t), "any")
 
-sum = _comm("sum", R.sum_reducer)  # noqa: A001
-max = _comm("max", R.max_reducer)  # noqa: A001
-min = _comm("min", R.min_reducer)  # noqa: A001
+sum = _comm("sum", R.sum_reducer)
+max = _comm("max", R.max_reducer)
+min = _comm("min", R.min_reducer)
 prod = _comm("prod", prod_reducer)
 
 
@@ -82,8 +82,8 @@ def _logical(op: str, reducer):
     return f
 
 
-all = _logical("all", all_reducer)  # noqa: A001
-any = _logical("any", any_reducer)  # noqa: A001
+all = _logical("all", all_reducer)
+any = _logical("any", any_reducer)
 
 
 def _arg_reducer(better, select_last_index: bool, name: str):

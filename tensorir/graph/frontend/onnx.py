@@ -83,7 +83,7 @@ def _load(model):
     try:
         m = onnx.ModelProto()
         m.ParseFromString(data)
-    except Exception as e:  # protobuf's DecodeError and friends
+    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
         raise GraphError(f"{path}: not a readable ONNX model (truncated or corrupt file?): {e}") from None
     if not m.HasField("graph") or not m.opset_import:
         raise GraphError(f"{path}: not a readable ONNX model (no graph or no opset; truncated or corrupt file?)")

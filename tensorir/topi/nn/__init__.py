@@ -17,12 +17,12 @@ __all__ = ["batch_matmul", "conv2d", "conv2d_nchw", "conv2d_nhwc", "group_conv2d
            "group_conv2d_transpose_nchw", "dilate", "dense", "matmul", "depthwise_conv2d_nchw", "leaky_relu", "prelu",
            "relu", "flatten", "batch_norm", "layer_norm", "pad", "mirror_pad", "adaptive_pool", "global_pool", "pool1d",
            "pool2d", "pool3d", "log_softmax", "softmax", "upsampling", "get_pad_tuple"]
-from .conv2d_nchwc import conv2d_NCHWc, depthwise_conv2d_NCHWc  # noqa: E402
-from .dense_pack import dense_pack  # noqa: E402
+from .conv2d_nchwc import conv2d_NCHWc, depthwise_conv2d_NCHWc
+from .dense_pack import dense_pack
 __all__ += ["conv2d_NCHWc", "depthwise_conv2d_NCHWc", "dense_pack"]
-from .lrn import lrn  # noqa: E402
+from .lrn import lrn
 __all__ += ["lrn"]
-from .space_depth import depth_to_space, space_to_depth  # noqa: E402
+from .space_depth import depth_to_space, space_to_depth
 __all__ += ["depth_to_space", "space_to_depth"]
-from .group_norm import group_norm  # noqa: E402
+from .group_norm import group_norm
 __all__ += ["group_norm"]

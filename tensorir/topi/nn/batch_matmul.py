@@ -21,7 +21,7 @@ def batch_matmul(tensor_a: Tensor, tensor_b: Tensor, oshape=None, out_dtype=None
     bb, kb, n = tensor_b.shape if not transpose_b else (tensor_b.shape[0], tensor_b.shape[2], tensor_b.shape[1])
     if not structural_equal(simplify(ka), simplify(kb)):
         raise ValueError(f"{op}: the reduction sizes differ: {tensor_a.name} gives {ka}, {tensor_b.name} gives {kb}")
-    one = lambda x: equal_const_int(x, 1)  # noqa: E731
+    one = lambda x: equal_const_int(x, 1)
     if not (one(ba) or one(bb) or structural_equal(simplify(ba), simplify(bb))):
         raise ValueError(f"{op}: batch sizes {ba} ({tensor_a.name}) and {bb} ({tensor_b.name}) do not broadcast")
     batch = bb if one(ba) else ba

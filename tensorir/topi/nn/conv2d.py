@@ -33,7 +33,7 @@ def _const_int(op: str, arg: str, e) -> int:
     return int(e.value)
 
 
-def channel_first_args(op: str, Input: Tensor, Filter: Tensor):  # noqa: N803
+def channel_first_args(op: str, Input: Tensor, Filter: Tensor):
     """``Input`` (N, C, H, W) and ``Filter`` (C, M, KH, KW) checked: (n, c, h, w, m, kh, kw), constant
     kernel sizes (the layout of depthwise and transposed convolutions)."""
     check_nd(op, "Input", Input, 4)
@@ -45,12 +45,12 @@ def channel_first_args(op: str, Input: Tensor, Filter: Tensor):  # noqa: N803
     return n, c, h, w, m, _const_int(op, "kernel height", kh), _const_int(op, "kernel width", kw)
 
 
-def conv2d_nchw(Input: Tensor, Filter: Tensor, stride, padding, dilation, out_dtype=None) -> Tensor:  # noqa: N803
+def conv2d_nchw(Input: Tensor, Filter: Tensor, stride, padding, dilation, out_dtype=None) -> Tensor:
     """``Input`` (N, C, H, W) convolved with ``Filter`` (O, C, KH, KW): (N, O, OH, OW)."""
     return group_conv2d_nchw(Input, Filter, stride, padding, dilation, 1, out_dtype, _op="conv2d_nchw")
 
 
-def group_conv2d_nchw(Input: Tensor, Filter: Tensor, stride, padding, dilation, groups: int,  # noqa: N803
+def group_conv2d_nchw(Input: Tensor, Filter: Tensor, stride, padding, dilation, groups: int,
                       out_dtype=None, _op: str = "group_conv2d_nchw") -> Tensor:
     """Grouped convolution: ``Filter`` (O, C / groups, KH, KW); output channel ``o`` reads the input
     channels of group ``o // (O / groups)``."""
@@ -80,7 +80,7 @@ def group_conv2d_nchw(Input: Tensor, Filter: Tensor, stride, padding, dilation, 
     return compute((n, o, oh, ow), f, name=_op, tag=_op)
 
 
-def conv2d_nhwc(Input: Tensor, Filter: Tensor, stride, padding, dilation, out_dtype="float32") -> Tensor:  # noqa: N803
+def conv2d_nhwc(Input: Tensor, Filter: Tensor, stride, padding, dilation, out_dtype="float32") -> Tensor:
     """``Input`` (N, H, W, C) convolved with ``Filter`` (KH, KW, C, O) (HWIO): (N, OH, OW, O)."""
     op = "conv2d_nhwc"
     check_nd(op, "Input", Input, 4)
@@ -100,7 +100,7 @@ def conv2d_nhwc(Input: Tensor, Filter: Tensor, stride, padding, dilation, out_dt
         * Filter[ry, rx, rc, ff].astype(out_dtype), axis=[ry, rx, rc]), name="Conv2dOutput", tag=op)
 
 
-def conv2d(input: Tensor, filter: Tensor, strides, padding, dilation, data_layout: str = "NCHW",  # noqa: A002
+def conv2d(input: Tensor, filter: Tensor, strides, padding, dilation, data_layout: str = "NCHW",
            kernel_layout: str = "", out_dtype=None) -> Tensor:
     """``conv2d_nchw`` (layout ``"NCHW"``, kernel OIHW) or ``conv2d_nhwc`` (``"NHWC"``, kernel HWIO)."""
     if data_layout == "NCHW" and kernel_layout in ("", "OIHW"):

@@ -15,7 +15,7 @@ from .pad import pad
 from .utils import check_nd, scaled
 
 
-def conv2d_NCHWc(data: Tensor, kernel: Tensor, stride, padding, dilation, layout: str, out_layout: str,  # noqa: N802
+def conv2d_NCHWc(data: Tensor, kernel: Tensor, stride, padding, dilation, layout: str, out_layout: str,
                  out_dtype=None) -> Tensor:
     """``data`` (N, C/x, H, W, x) convolved with ``kernel`` (O/y, C/x, KH, KW, x, y): (N, O/y, OH, OW, y);
     ``layout`` and ``out_layout`` (``"NCHW8c"``...) must name the blocks the shapes have."""
@@ -45,7 +45,7 @@ def conv2d_NCHWc(data: Tensor, kernel: Tensor, stride, padding, dilation, layout
 
 
 
-def depthwise_conv2d_NCHWc(Input: Tensor, Filter: Tensor, stride, padding, dilation, layout: str,  # noqa: N802,N803
+def depthwise_conv2d_NCHWc(Input: Tensor, Filter: Tensor, stride, padding, dilation, layout: str,
                            out_layout: str, out_dtype=None) -> Tensor:
     """Depthwise (channel multiplier 1) ``Input`` (N, C/x, H, W, x) with ``Filter`` (C/x, 1, KH, KW, 1, x),
     TVM's ``OIHW1i[x]o``: (N, C/x, OH, OW, x); each channel of a block its own vector lane."""

@@ -29,7 +29,7 @@ def dilate(data: Tensor, strides, dilation_value=0.0, name: str = "DilatedInput"
     return compute(shape, f, name=name, tag="injective,dilate")
 
 
-def conv2d_transpose_nchw(Input: Tensor, Filter: Tensor, strides, padding, out_dtype=None,  # noqa: N803
+def conv2d_transpose_nchw(Input: Tensor, Filter: Tensor, strides, padding, out_dtype=None,
                           output_padding=(0, 0)) -> Tensor:
     """``Input`` (N, C, H, W), ``Filter`` (C, O, KH, KW): (N, O, (H - 1) * sh - pt - pb + KH + oph, ...)."""
     return group_conv2d_transpose_nchw(Input, Filter, strides, padding, out_dtype, output_padding, 1,

@@ -9,7 +9,7 @@ from .pad import pad
 from .utils import scaled
 
 
-def depthwise_conv2d_nchw(Input: Tensor, Filter: Tensor, stride, padding, dilation,  # noqa: N803
+def depthwise_conv2d_nchw(Input: Tensor, Filter: Tensor, stride, padding, dilation,
                           out_dtype=None) -> Tensor:
     """``Input`` (N, C, H, W), ``Filter`` (C, M, KH, KW): output (N, C * M, OH, OW), channel ``c``
     from input channel ``c // M`` and filter ``(c // M, c % M)``."""

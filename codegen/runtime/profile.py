@@ -1,4 +1,4 @@
-"""``ModelModule.profile`` and ``stats``: per-kernel times over the planned buffers, and a summary.
+"""``profile`` and ``stats`` of a model module: per-kernel times over the planned buffers, and a summary.
 
 The memory summary counts what one call uses: the workspace (intermediates and the kernels' scratch
 buffers, planned together), the inputs and outputs (one set per calling thread), the heap the kernels
@@ -6,8 +6,9 @@ still allocate inside parallel loops (per kernel thread, at most ``num_threads``
 weights (one copy, shared by every thread).
 
 Profiling runs the model once (which checks the inputs and the Gather indices), then calls the steps
-in run order, each ``repeat`` times, through its kernel's exported symbol over the same planned
-buffers (a step never writes its own inputs, so repeating it is harmless), and times the whole call.
+in run order, each ``repeat`` times, through the module's ``kernel_function`` (its kernel over the
+same planned buffers, waited for; a step never writes its own inputs, so repeating it is harmless),
+and times the whole call.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from .model_plan import INPUT, Loc
+from ..model_plan import INPUT, Loc
 
 
 @dataclass
@@ -83,7 +84,7 @@ def memory(run, num_threads: int = 1) -> dict:
     threads (workspace, heap, inputs and outputs, weights; each further calling thread adds all but
     the weights).  The heap and the peak are None for an artifact whose graph.json predates the count."""
     mem = run.memory
-    nbytes = lambda specs: sum(Loc(INPUT, d, s).nbytes for _, d, s in specs)  # noqa: E731
+    nbytes = lambda specs: sum(Loc(INPUT, d, s).nbytes for _, d, s in specs)
     scratch = {s.kernel: sum(a.nbytes for a in s.scratch) for s in run.steps if s.scratch}
     heap = {s.kernel: s.heap_bytes for s in run.steps if s.native and s.heap_bytes != 0}
     counted = None not in heap.values()       # an older artifact's graph.json does not say

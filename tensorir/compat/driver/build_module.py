@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..lower import loop_nest
-from ..lower import lower as _lower
-from ..stmt import LoweredFunc
+from ...lower import loop_nest
+from ...lower import lower as _lower
+from ...stmt import LoweredFunc
 
 UNLOWERED = "unlowered"   # attribute of schedule_to_module's function: not through lower's passes
 
@@ -22,7 +22,7 @@ def schedule_to_module(sch, args: Sequence | None = None, name: str = "main", bi
         raise NotImplementedError("schedule_to_module(binds=...): buffer binds are not supported")
     if args is None:
         raise TypeError("schedule_to_module: give the argument tensors (args=[A, B, ...])")
-    from ..poly.analysis import Analysis
+    from ...poly.analysis import Analysis
     func = loop_nest(sch, args, name)
     Analysis(func).verify()
     return LoweredFunc(func.name, func.buffers, func.size_vars, func.body, func.attrs + ((UNLOWERED, True),))
@@ -38,7 +38,7 @@ def lower(inp, args: Sequence | None = None, name: str = "main", binds=None, sim
 def build(inputs, args=None, target=None, target_host=None, runtime=None, name: str = "default_function",
           binds=None):
     """``tvm.driver.build``: ``codegen.build`` (as ``tvm.build``)."""
-    from ..tvm_compat import build as _build
+    from ..toplevel import build as _build
     return _build(inputs, args, target, target_host, runtime, name, binds)
 
 

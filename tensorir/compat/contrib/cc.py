@@ -68,7 +68,7 @@ def cross_compiler(compile_func, options=None, output_format: str | None = None,
     if isinstance(compile_func, str):
         compiler = compile_func
 
-        def compile_func(output, objects, options=None, cc=None, cwd=None, ccache_env=None):  # noqa: F811
+        def compile_func(output, objects, options=None, cc=None, cwd=None, ccache_env=None):
             create_shared(output, objects, options, cc=compiler, cwd=cwd)
 
     def do_compile(output, objects, options=None, cc=None, cwd=None, ccache_env=None):

@@ -1,19 +1,14 @@
-"""The model commands of the ``tiletune`` command line: ``compile``, ``run`` and ``inspect``.
+"""The model commands of the ``tiletune`` command line::
 
-::
-
-    tiletune tune-model model.onnx --shape x=1,3,224,224 --trials N --log L [--time-budget 1h] [--storage URL]
-                        [--history OTHER.jsonl]
     tiletune compile model.onnx --shape x=1,3,224,224 [--target T] [--log L] -o out/
     tiletune run out/ --input x=x.npy [--output y.npz] [--bench]
     tiletune inspect out/ [--json]
 
-``tune-model`` extracts the model's tasks and tunes them with the task scheduler into the log (a rerun
-of the same command resumes it); ``compile`` imports the model (``graph.from_onnx``), builds it (``codegen.build_model``) and writes the
+``compile`` imports the model (``graph.from_onnx``), builds it (``codegen.build_model``) and writes the
 artifact (``export_library``); ``run`` loads an artifact with no compiler (``codegen.load_model``);
 ``inspect`` prints its manifest.  Bad input (a missing file, a malformed ``--shape``, an input the model
 lacks) is one line on stderr and exit status 2, never a traceback, and leaves no file behind
-(:mod:`.cli_io`).
+(:mod:`.errors`, :mod:`.files`).
 """
 from __future__ import annotations
 
@@ -22,40 +17,9 @@ import json
 import os
 import time
 
-from .cli_io import (CommandError, add_measure_args, check_target, input_file, output_dir, output_file,
-                     positive_int, writing_dir, writing_file)
-
-
-def parse_shape(text: str) -> tuple[str, object]:
-    """``x=1,3,224,224`` -> ``("x", (1, 3, 224, 224))``; ``N=4`` (a dimension name) -> ``("N", 4)``."""
-    name, sep, dims = text.partition("=")
-    if not sep or not name or not dims:
-        raise CommandError(f"--shape {text!r}: expected NAME=D1,D2,... (an input) or NAME=D (a dimension)")
-    try:
-        values = tuple(int(d) for d in dims.split(","))
-    except ValueError:
-        raise CommandError(f"--shape {text!r}: dimensions must be integers") from None
-    if any(v < 0 for v in values):
-        raise CommandError(f"--shape {text!r}: dimensions must not be negative")
-    return name, values[0] if len(values) == 1 and "," not in dims else values
-
-
-def parse_input(text: str) -> tuple[str, str]:
-    """``x=x.npy`` -> ``("x", "x.npy")``."""
-    name, sep, path = text.partition("=")
-    if not sep or not name or not path:
-        raise CommandError(f"--input {text!r}: expected NAME=FILE.npy")
-    return name, path
-
-
-def _unique(option: str, pairs: list[tuple[str, object]]) -> dict:
-    """``dict(pairs)``, refusing a name given twice (the second would silently win)."""
-    out: dict = {}
-    for name, value in pairs:
-        if name in out:
-            raise CommandError(f"{option} {name}: given twice")
-        out[name] = value
-    return out
+from .arguments import add_model_args, check_target, parse_input, parse_shape, positive_int, unique
+from .errors import CommandError
+from .files import input_file, output_dir, output_file, writing_dir, writing_file
 
 
 def _load_array(path: str):
@@ -70,7 +34,7 @@ def _load_array(path: str):
 def _compile(args: argparse.Namespace) -> int:
     import codegen
     from tensorir import graph
-    shape_dict = _unique("--shape", [parse_shape(s) for s in args.shape])
+    shape_dict = unique("--shape", [parse_shape(s) for s in args.shape])
     input_file(args.model, "model file")
     check_target(args.target)
     output_dir(args.output, "-o")
@@ -80,7 +44,7 @@ def _compile(args: argparse.Namespace) -> int:
     g, params = graph.from_onnx(args.model, shape_dict)
     g = _checked(g, params, args)
     if args.log:
-        from . import apply_history_best
+        from .. import apply_history_best
         with apply_history_best(args.log):
             m = codegen.build_model(g, target=args.target, params=params, fallback=args.fallback)
     else:
@@ -110,57 +74,11 @@ def _checked(g, params, args: argparse.Namespace):
     return report.graph
 
 
-def parse_duration(text: str) -> float:
-    """``"1h"``, ``"30m"``, ``"90s"``, ``"3600"`` -> seconds."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    t = text.strip().lower()
-    scale = units.get(t[-1:], None)
-    try:
-        value = float(t[:-1] if scale else t) * (scale or 1)
-    except ValueError:
-        raise CommandError(f"--time-budget {text!r}: expected seconds or a number with s, m, h (1h, 30m)") from None
-    if value <= 0:
-        raise CommandError(f"--time-budget {text!r}: must be positive")
-    return value
-
-
-def _tune_model(args: argparse.Namespace) -> int:
-    from tensorir import graph
-    from . import LocalBuilder, LocalRunner, TaskScheduler, extract_tasks, measure_option
-    shape_dict = _unique("--shape", [parse_shape(s) for s in args.shape])
-    input_file(args.model, "model file")
-    check_target(args.target)
-    output_file(args.log, "--log")
-    budget = parse_duration(args.time_budget) if args.time_budget else None
-    for h in args.history:
-        input_file(h, "--history log")
-    g, params = graph.from_onnx(args.model, shape_dict)
-    tasks, weights = extract_tasks(g, params, target=args.target)
-    print(f"{args.model}: {len(tasks)} tasks ({sum(weights)} kernel calls per inference); log {args.log}")
-    measure = measure_option(builder=LocalBuilder(n_parallel=args.n_parallel, timeout=args.build_timeout),
-                             runner=LocalRunner(number=args.number, repeat=args.repeat, timeout=args.timeout,
-                                                min_repeat_ms=args.min_repeat_ms))
-    sched = TaskScheduler(tasks, weights, strategy=args.strategy)
-    try:
-        sched.tune(args.trials, measure_option=measure, log=args.log, max_seconds=budget, storage=args.storage,
-                   num_measures_per_round=args.per_round, history=args.history)
-    except NotImplementedError as e:
-        raise CommandError(str(e)) from None
-    if args.history:
-        skipped = sum(sched.cost_model.skipped.values())
-        print(f"history: the cost model was pretrained on {sched.cost_model.loaded} record(s) of "
-              f"{len(args.history)} log(s)" + (f", {skipped} skipped" if skipped else ""))
-    print(f"tuned {sched.total_trials} trials; estimated model latency {sched.estimated_latency() * 1e3:.4f} ms; "
-          f"deploy with: tiletune compile {args.model} " + " ".join(f"--shape {s}" for s in args.shape)
-          + f" --log {args.log} -o OUT")
-    return 0
-
-
 def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
     import codegen
-    inputs = _unique("--input", [parse_input(s) for s in args.input])
+    inputs = unique("--input", [parse_input(s) for s in args.input])
     if args.output:
         output_file(args.output, "--output")
     arrays = {name: _load_array(path) for name, path in inputs.items()}
@@ -192,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _read_manifest(directory: str) -> dict:
     """The artifact's checked manifest, read as ``load_model`` reads it (regular files only, bounded, schema)."""
-    from codegen.model_artifact import read_manifest
+    from codegen.runtime import read_manifest
     if not os.path.exists(os.path.join(directory, "manifest.json")):
         raise CommandError(f"{directory} is not a tiletune artifact: {directory}/manifest.json does not exist")
     try:
@@ -253,37 +171,19 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_model_commands(sub) -> None:
-    """Add ``tune-model``, ``compile``, ``run`` and ``inspect`` to the subparsers ``sub``."""
+def add_compile(sub) -> None:
+    """``tiletune compile model.onnx --shape ... -o OUT``."""
     comp = sub.add_parser("compile", help="compile an ONNX model into an artifact directory")
-    comp.add_argument("model", help="the .onnx file")
-    comp.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
-                      help="bind an input's shape (x=1,3,224,224) or a symbolic dimension (N=1); repeatable")
-    comp.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
+    add_model_args(comp)
     comp.add_argument("--log", default=None, help="tuning log whose best records schedule the kernels")
     comp.add_argument("--fallback", default="error", choices=["error", "reference"],
                       help="ops without a kernel: fail the build (default) or run ONNX's reference evaluator")
     comp.add_argument("-o", "--output", required=True, help="artifact directory")
     comp.set_defaults(func=_compile)
 
-    tune = sub.add_parser("tune-model", help="tune every kernel of an ONNX model into a log (a rerun resumes)")
-    tune.add_argument("model", help="the .onnx file")
-    tune.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
-                      help="bind an input's shape (x=1,3,224,224) or a symbolic dimension (N=1); repeatable")
-    tune.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
-    tune.add_argument("--trials", type=positive_int, required=True, help="trials in the log when done, over all tasks")
-    tune.add_argument("--log", required=True, help="JSON-lines log (appended; a rerun resumes it)")
-    tune.add_argument("--time-budget", default=None, metavar="T", help="stop after T (3600, 90m, 1h); a rerun resumes")
-    tune.add_argument("--storage", default=None, help="optuna storage URL shared by several tuning processes")
-    tune.add_argument("--strategy", default="gradient", choices=["gradient", "round-robin"])
-    tune.add_argument("--history", action="append", default=[], metavar="LOG",
-                      help="an earlier log (other models or kernels) whose records pretrain the cost model; "
-                           "repeatable")
-    tune.add_argument("--per-round", type=positive_int, default=16,
-                      help="trials per batch given to one task (default 16)")
-    add_measure_args(tune)
-    tune.set_defaults(func=_tune_model)
 
+def add_run(sub) -> None:
+    """``tiletune run OUT --input NAME=FILE.npy``."""
     run = sub.add_parser("run", help="run a compiled artifact on .npy inputs")
     run.add_argument("artifact", help="the directory written by tiletune compile")
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="repeatable")
@@ -292,7 +192,13 @@ def add_model_commands(sub) -> None:
     run.add_argument("--repeat", type=positive_int, default=50)
     run.set_defaults(func=_run)
 
+
+def add_inspect(sub) -> None:
+    """``tiletune inspect OUT [--json]``."""
     ins = sub.add_parser("inspect", help="print an artifact's manifest")
     ins.add_argument("artifact")
     ins.add_argument("--json", action="store_true", help="only the manifest, as JSON")
     ins.set_defaults(func=_inspect)
+
+
+__all__ = ["add_compile", "add_inspect", "add_run"]

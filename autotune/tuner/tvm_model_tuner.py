@@ -1,10 +1,11 @@
-"""``XGBTuner``: AutoTVM's name for its learned-cost-model tuner, served by :class:`ModelTuner`.
+"""``TVMModelTuner``: :class:`ModelTuner` called with AutoTVM's ``XGBTuner`` arguments; ``XGBTuner`` is its
+TVM name.  No XGBoost runs.
 
 AutoTVM's ``XGBTuner`` fits XGBoost to loop features and searches with simulated annealing;
-tiletune's :class:`~autotune.tuner.ModelTuner` fits extremely randomized trees to loop-IR features
-with a rank-oriented target and picks from a candidate pool (see ``model_tuner.py``).  The options
-are AutoTVM's and are checked, but the model's own choices stand: ``feature_type``, ``loss_type``,
-``optimizer``, ``num_threads`` and ``log_interval`` do not change what it does;
+tiletune's :class:`~autotune.tuner.ModelTuner` fits extremely randomized trees (scikit-learn) to loop-IR
+features with a rank-oriented target and picks from a candidate pool (see ``model_tuner.py``).  The
+options are AutoTVM's and are checked, but the model's own choices stand: ``feature_type``,
+``loss_type``, ``optimizer``, ``num_threads`` and ``log_interval`` do not change what it does;
 ``diversity_filter_ratio`` sets ModelTuner's ``diversity``.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ FEATURE_TYPES = ("itervar", "knob", "curve")
 LOSS_TYPES = ("reg", "rank", "rank-binary")
 
 
-class XGBTuner(ModelTuner):
+class TVMModelTuner(ModelTuner):
     def __init__(self, task, plan_size: int = 64, feature_type: str = "itervar", loss_type: str = "reg",
                  num_threads: int | None = None, optimizer="sa", diversity_filter_ratio=None, log_interval: int = 50,
                  **kwargs):
@@ -32,4 +33,6 @@ class XGBTuner(ModelTuner):
         self.plan_size, self.feature_type, self.loss_type = plan_size, feature_type, loss_type
 
 
-__all__ = ["XGBTuner"]
+XGBTuner = TVMModelTuner  # AutoTVM's name, for ports
+
+__all__ = ["TVMModelTuner", "XGBTuner"]

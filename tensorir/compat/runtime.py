@@ -1,8 +1,8 @@
 """``tvm.runtime`` for ports: :func:`convert`, :func:`const` and the array and device types."""
 from __future__ import annotations
 
-from .expr import Expr, const, convert as _convert_scalar
-from .ndarray import Device, NDArray, cpu, cuda, device  # noqa: F401
+from ..expr import Expr, const, convert as _convert_scalar
+from ..ndarray import Device, NDArray, cpu, cuda, device
 
 
 def convert(value):

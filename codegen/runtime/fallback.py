@@ -1,6 +1,7 @@
-"""Reference-fallback kernels in an artifact: a fused kernel's body graph as JSON and back.
+"""Reference-fallback steps: run through the graph's reference evaluator, and stored in an artifact.
 
-A fallback step has no native code; ``graph.json`` holds its body (inputs, small constants, nodes
+A fallback step has no native code: :func:`run_reference` evaluates its body graph over the step's
+buffers (its index checks first).  ``graph.json`` holds the body (inputs, small constants, nodes
 with their operator names, attributes and types) so a loaded model runs it through the graph's
 reference evaluator, as the built one does.  Attribute values are JSON scalars and strings, with
 tagged forms for tuples, numpy arrays and bytes (an ``onnx.fallback`` node's one-node model);
@@ -12,7 +13,21 @@ import base64
 
 import numpy as np
 
-from tensorir.graph import Const, Graph, Kernel, Node, TensorType, Var, topological_order
+from tensorir.graph import Const, Graph, Kernel, Node, TensorType, Var, evaluate, topological_order
+
+from ..model_plan import Step
+
+
+def run_reference(step: Step, args: list[np.ndarray], out: np.ndarray) -> None:
+    """Fallback step ``step`` over its argument buffers ``args``, into ``out`` (a failing index check is
+    the ValueError it names)."""
+    if step.body is None:
+        raise RuntimeError(f"kernel {step.kernel} is a fallback step, but its graph is unavailable")
+    for c in step.checks:
+        if c.failing(args[c.arg]) is not None:
+            raise ValueError(c.message(args[c.arg]))
+    names = [p.name for p in step.body.body.inputs]
+    out[...] = evaluate(step.body.body, dict(zip(names, args)))[0]
 
 
 def _encode(v, where: str):

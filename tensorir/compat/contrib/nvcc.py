@@ -61,7 +61,7 @@ def get_target_compute_version(target=None) -> str:
     m = re.match(r"sm_(\d+)(\d)", str(arch))
     if m:
         return f"{m.group(1)}.{m.group(2)}"
-    from ..ndarray import cuda
+    from ...ndarray import cuda
     version = cuda(0).compute_version
     if version is None:
         raise ValueError("no CUDA GPU here: give the target's arch (-arch=sm_XY) to know the compute version")
@@ -84,7 +84,7 @@ def have_bf16(compute_version: str) -> bool:
 
 def have_tensorcore(compute_version: str | None = None, target=None) -> bool:
     if compute_version is None:
-        from ..ndarray import cuda
+        from ...ndarray import cuda
         compute_version = cuda(0).compute_version
         if compute_version is None:
             return False

@@ -59,25 +59,25 @@ def assert_structural_equal(lhs, rhs, map_free_vars: bool = False) -> None:
 
 def structural_equal(lhs, rhs, map_free_vars: bool = False) -> bool:
     """``tvm.ir.structural_equal``: same tree, Vars by identity."""
-    from .expr import structural_equal as equal
+    from ..expr import structural_equal as equal
     return equal(lhs, rhs)
 
 
 def save_json(obj) -> str:
     """``tvm.ir.save_json``: tiletune's versioned JSON of tensor-expression objects (serialize.py)."""
-    from .serialize import save_json as save
+    from ..serialize import save_json as save
     return save(obj)
 
 
 def load_json(text: str):
     """``tvm.ir.load_json``: objects back from :func:`save_json` (no code runs while loading)."""
-    from .serialize import load_json as load
+    from ..serialize import load_json as load
     return load(text)
 
 
 def structural_hash(obj, map_free_vars: bool = False) -> str:
     """``tvm.ir.structural_hash``: a hex digest of the structure, names and identities ignored."""
-    from .serialize import structural_hash as digest
+    from ..serialize import structural_hash as digest
     return digest(obj)
 
 
@@ -87,7 +87,7 @@ ir = types.SimpleNamespace(assert_structural_equal=assert_structural_equal, stru
 
 def _ffi():
     """``tvm._ffi.base.TVMError`` (code catching TVM's error class by its full path)."""
-    from .error import TVMError
+    from ..error import TVMError
     return types.SimpleNamespace(base=types.SimpleNamespace(TVMError=TVMError))
 
 
@@ -101,25 +101,25 @@ def _from(module: str, attr: str):
 
 _NAMES = {
     "te": _module("tensorir"),
-    "runtime": _module("tensorir.runtime"),
+    "runtime": _module("tensorir.compat.runtime"),
     "nd": _module("tensorir.ndarray"),
     "topi": _module("tensorir.topi"),
     "target": _module("codegen.target"),
     "autotvm": _module("autotune"),
     "build": lambda: build,
-    "testing": _module("tensorir.testing"),
+    "testing": _module("tensorir.compat.testing"),
     "ir": lambda: ir,
     "arith": _module("tensorir.arith"),
     "cpu": _from("tensorir.ndarray", "cpu"),
     "cuda": _from("tensorir.ndarray", "cuda"),
     "gpu": _from("tensorir.ndarray", "cuda"),
     "device": _from("tensorir.ndarray", "device"),
-    "convert": _from("tensorir.runtime", "convert"),
-    "container": _module("tensorir.container"),
+    "convert": _from("tensorir.compat.runtime", "convert"),
+    "container": _module("tensorir.compat.container"),
     "_ffi": _ffi,
-    "driver": _module("tensorir.driver"),
-    "transform": _module("tensorir.transform"),
-    "contrib": _module("tensorir.contrib"),
+    "driver": _module("tensorir.compat.driver"),
+    "transform": _module("tensorir.compat.transform"),
+    "contrib": _module("tensorir.compat.contrib"),
 }
 
 

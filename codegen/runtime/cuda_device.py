@@ -1,4 +1,4 @@
-"""The GPU state of a :class:`~codegen.model_cuda_module.CUDAModelModule`: shared, and per calling thread.
+"""The GPU state of a :class:`~codegen.runtime.cuda.CUDAModelModule`: shared, and per calling thread.
 
 :class:`SharedDevice` (one per module): the primary context, the loaded cubin's functions and the
 weights, uploaded once.  :class:`ThreadSlot` (one per Python thread that calls the module): its stream,
@@ -23,7 +23,7 @@ import weakref
 
 import numpy as np
 
-from .model_plan import INPUT, OUTPUT, Loc
+from ..model_plan import INPUT, OUTPUT, Loc
 
 
 @functools.cache
@@ -62,7 +62,7 @@ class SharedDevice:
     """What every thread shares: the primary context, the loaded functions, the weights."""
 
     def __init__(self, m):
-        from .cuda_module import driver
+        from ..cuda_module import driver
         drv = self.drv = driver()               # pycuda initialised (its first call pushes in its thread)
         self.ctx = drv.Device(int(os.environ.get("TILETUNE_CUDA_DEVICE", "0"))).retain_primary_context()
         with self.current():                    # a worker thread that comes first has no context current

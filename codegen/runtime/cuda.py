@@ -6,12 +6,13 @@ kernel as a :class:`~codegen.cuda_module.CUDAModule`, for the CPU simulator), ``
 With pycuda and a GPU (on first run): the cubin is loaded once into the primary context (the one torch
 and cupy use); the weights blob is uploaded once.  Each Python thread that calls the module gets its
 own stream, device workspace (the memory plan) and device buffer per input and output
-(:mod:`codegen.model_cuda_device`), so threads may call one module at once: a thread's ``set_input``,
+(:mod:`codegen.runtime.cuda_device`), so threads may call one module at once: a thread's ``set_input``,
 ``run`` and ``get_output`` see only its own buffers and bindings.  ``set_input(name, x)`` copies a
 numpy array into its buffer, or binds an object with ``__cuda_array_interface__`` (torch, cupy) in
 place, without a copy (it must stay alive and unchanged in shape); ``set_output(i, y)`` binds a device
 array as output ``i`` the same way.  ``run()`` launches the kernels in order on the module's stream and
 waits; ``launcher()`` returns the asynchronous launch for timing loops (the calling thread's).
+The interface and its checks are :class:`~codegen.runtime.base.ModelModuleBase`'s.
 
 Launches: each step's kernel arguments are packed once per binding of the inputs and outputs; the
 sequence is captured as a CUDA graph through the driver API (``cuStreamBeginCapture`` /
@@ -24,43 +25,38 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
-from .model_cuda_device import SharedDevice, ThreadSlot, capture, packed, wait_for_producer
-from .model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, Step
-from .nvcc import compile_cuda
+from ..cuda_module import c_strides
+from ..model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
+from ..nvcc import compile_cuda, nvcc_path
+from .base import ModelModuleBase
+from .cuda_device import SharedDevice, ThreadSlot, capture, packed, wait_for_producer
 
 MAX_GRAPHS = 8          # CUDA graphs kept per thread (one per binding of device inputs/outputs)
 
 
-class CUDAModelModule:
+class CUDAModelModule(ModelModuleBase):
     """A model compiled for CUDA.  ``m(**inputs)`` returns the outputs (numpy); ``set_input``, ``set_output``,
-    ``run``, ``get_output`` as TVM's ``graph_executor.GraphModule``; ``stats``, ``export_library``."""
-
-    num_threads = 1          # host threads (the CPU model's knob; kernels run on the GPU)
+    ``run``, ``get_output`` as TVM's ``graph_executor.GraphModule``; ``profile``, ``stats``, ``export_library``."""
 
     def __init__(self, run: RunList, weights: np.ndarray, kernels: dict, source: str, arch: str,
                  options: tuple = (), *, meta: dict | None = None, graph=None, cubin: bytes | None = None,
                  ptxas_log: str = ""):
-        self.run_list = run
-        self.weights = np.ascontiguousarray(weights)
+        super().__init__(run, np.ascontiguousarray(weights), meta=meta, graph=graph)
         self.kernels = dict(kernels)                 # symbol -> CUDAKernel
         self.source, self.arch, self.options = source, arch, tuple(options)
-        self.meta = dict(meta or {})
-        self.graph = graph
         self._binaries: dict = {} if cubin is None else {"cubin": (cubin, ptxas_log)}
-        self._inputs = {n: k for k, (n, _, _) in enumerate(run.inputs)}
         self._dev: SharedDevice | None = None
         self._dev_lock = threading.Lock()
-        self._local = threading.local()              # .slot: the calling thread's ThreadSlot
         self.use_graphs = os.environ.get("TILETUNE_CUDA_GRAPHS", "1") != "0"
         self.launch_mode = None                      # "cuda-graph" / "launch-loop" after the first run
 
     # -- without a GPU -----------------------------------------------------------------------------------------
     def compile(self, fmt: str = "cubin") -> bytes | None:
         """nvcc's ``fmt`` ("cubin" / "ptx") of the whole source (cached); None without nvcc."""
-        from .nvcc import nvcc_path
         if fmt not in self._binaries:
             if nvcc_path() is None:
                 return None
@@ -91,7 +87,7 @@ class CUDAModelModule:
         from tensorir.expr import IntImm
         from tensorir.lower.gpu import LaunchConfig
 
-        from .cuda_module import CUDAModule
+        from ..cuda_module import CUDAModule
         k = self.kernels[symbol]
         mod = CUDAModule.__new__(CUDAModule)
         mod.func = None
@@ -100,83 +96,62 @@ class CUDAModelModule:
                    k.aligned)
         return mod
 
-    @property
-    def steps(self) -> list[Step]:
-        return self.run_list.steps
-
-    @property
-    def input_names(self) -> list[str]:
-        return list(self._inputs)
-
-    @property
-    def output_names(self) -> list[str]:
-        return [n for n, _, _ in self.run_list.outputs]
-
-    def get_num_inputs(self) -> int:
-        return len(self._inputs)
-
-    def get_num_outputs(self) -> int:
-        return len(self.run_list.outputs)
-
-    def stats(self, quiet: bool = True) -> dict:
+    def _stats(self) -> dict:
         """Kernels and launches, the memory plan (device workspace peak against the naive sum), the
         weights' bytes, how launches are issued."""
         run = self.run_list
-        out = {"target": self.meta.get("target"), "kernels": len(self.kernels), "launches": len(run.steps),
-               "native_steps": len(run.steps), "fallback_steps": [],
-               "workspace_bytes": run.memory.peak, "naive_workspace_bytes": run.memory.naive,
-               "weights_bytes": run.weights_bytes, "launch": self.launch_mode or "not run yet",
-               "schedules": {s.kernel: s.schedule.get("rule", s.schedule.get("kind")) for s in run.steps}}
-        if not quiet:
-            print(out)
-        return out
+        return {"target": self.meta.get("target"), "kernels": len(self.kernels), "launches": len(run.steps),
+                "native_steps": len(run.steps), "fallback_steps": [],
+                "workspace_bytes": run.memory.peak, "naive_workspace_bytes": run.memory.naive,
+                "weights_bytes": run.weights_bytes, "launch": self.launch_mode or "not run yet",
+                "schedules": {s.kernel: s.schedule.get("rule", s.schedule.get("kind")) for s in run.steps}}
 
-    def export_library(self, directory: str) -> None:
-        """Write the artifact (see :mod:`codegen.model_cuda_artifact`)."""
-        from .model_cuda_artifact import export_cuda_model
-        export_cuda_model(self, directory)
+    def _kernels_note(self) -> str:
+        return f"on {self.arch}"
+
+    # -- per-thread state on the GPU ---------------------------------------------------------------------------
+    def _shared(self) -> SharedDevice:
+        with self._dev_lock:
+            if self._dev is None:
+                self._dev = SharedDevice(self)
+            return self._dev
+
+    def _current(self):
+        """A block with the module's context current in the calling thread (see SharedDevice.current)."""
+        return self._shared().current()
+
+    _scope = _current
+
+    def _new_state(self) -> ThreadSlot:
+        return self._shared().slot(self.run_list)
+
+    def _current_state(self, slot: ThreadSlot) -> bool:
+        return slot.dev is self._shared()
+
+    def _device(self) -> ThreadSlot:
+        """The calling thread's state on the GPU (call with the context current)."""
+        return self._thread_state()
 
     # -- inputs and outputs ------------------------------------------------------------------------------------
-    def _spec(self, kind: str, k: int) -> tuple[str, np.dtype, tuple]:
-        n, d, s = (self.run_list.inputs if kind == INPUT else self.run_list.outputs)[k]
-        return n, np.dtype(d), tuple(s)
+    def _layout(self, what: str, name: str, array) -> tuple[tuple, np.dtype]:
+        if not hasattr(array, "__cuda_array_interface__"):
+            return super()._layout(what, name, array)
+        cai = array.__cuda_array_interface__
+        shape, dtype = tuple(cai["shape"]), np.dtype(cai["typestr"])
+        strides = cai.get("strides")
+        if strides is not None and tuple(strides) != c_strides(shape, dtype.itemsize):
+            raise ValueError(f"{what}: {name!r} is not C-contiguous; pass a contiguous device array")
+        return shape, dtype
 
-    def _check(self, what: str, name: str, arr, dtype, shape) -> None:
-        if hasattr(arr, "__cuda_array_interface__"):
-            cai = arr.__cuda_array_interface__
-            got_shape, got_dtype = tuple(cai["shape"]), np.dtype(cai["typestr"])
-            strides = cai.get("strides")
-            if strides is not None and tuple(strides) != _c_strides(got_shape, got_dtype.itemsize):
-                raise ValueError(f"{what}: {name!r} is not C-contiguous; pass a contiguous device array")
-        else:
-            got_shape, got_dtype = np.shape(arr), np.asarray(arr).dtype
-        if tuple(got_shape) != shape:
-            raise ValueError(f"{what}: {name!r} must have shape {list(shape)}, got {list(got_shape)}")
-        if got_dtype != dtype:
-            raise ValueError(f"{what}: {name!r} must be {dtype}, got {got_dtype}")
-
-    def set_input(self, key=None, value=None, **inputs) -> None:
-        """Copy a numpy array into input ``key`` (and each ``name=array``), or bind a device array
-        (``__cuda_array_interface__``) in place; a name the graph lacks, or another shape or dtype, is a
-        ValueError naming the input."""
-        if key is not None:
-            inputs = {key: value, **inputs}
-        for name, arr in inputs.items():
-            if name not in self._inputs:
-                raise ValueError(f"set_input: the graph has no input {name!r} (inputs: {', '.join(self._inputs)})")
-            k = self._inputs[name]
-            _, dtype, shape = self._spec(INPUT, k)
-            self._check("set_input", name, arr, dtype, shape)
-            with self._current():
-                slot = self._device()
-                if hasattr(arr, "__cuda_array_interface__"):
-                    slot.bound_in[k] = arr
-                else:
-                    slot.bound_in.pop(k, None)
-                    a = slot.staged[k] = np.ascontiguousarray(arr)   # kept until the copy is done
-                    if a.nbytes:
-                        slot.drv.memcpy_htod_async(slot.own_inputs[k], a, slot.stream)
-                slot.set.add(name)
+    def _bind_input(self, slot: ThreadSlot, k: int, array) -> None:
+        """A numpy array is copied into the thread's buffer; a device array is bound in place."""
+        if hasattr(array, "__cuda_array_interface__"):
+            slot.bound_in[k] = array
+            return
+        slot.bound_in.pop(k, None)
+        a = slot.staged[k] = np.ascontiguousarray(array)   # kept until the copy is done
+        if a.nbytes:
+            slot.drv.memcpy_htod_async(slot.own_inputs[k], a, slot.stream)
 
     def set_output(self, index: int, array) -> None:
         """Write output ``index`` straight into a device array (``__cuda_array_interface__``) from now on;
@@ -190,52 +165,19 @@ class CUDAModelModule:
             return
         if not hasattr(array, "__cuda_array_interface__"):
             raise TypeError("set_output: pass a device array (__cuda_array_interface__: torch, cupy)")
-        name, dtype, shape = self._spec(OUTPUT, index)
-        self._check("set_output", name, array, dtype, shape)
+        self._check("set_output", OUTPUT, index, array)
         slot.bound_out[index] = array
 
-    def get_output(self, index: int) -> np.ndarray:
-        """A numpy copy of output ``index`` of the calling thread's last run."""
-        if not isinstance(index, (int, np.integer)) or not 0 <= index < self.get_num_outputs():
-            raise ValueError(f"get_output: index {index!r} is not one of the {self.get_num_outputs()} outputs")
+    def _read_output(self, slot: ThreadSlot, index: int) -> np.ndarray:
         _, dtype, shape = self._spec(OUTPUT, index)
         out = np.empty(shape, dtype)
-        with self._current():
-            slot = self._device()
-            if out.nbytes:
-                ptr = self._pointer(slot, Loc(OUTPUT, str(dtype), shape, index=index))
-                slot.drv.memcpy_dtoh_async(out, ptr, slot.stream)
-            slot.stream.synchronize()
+        if out.nbytes:
+            ptr = self._pointer(slot, Loc(OUTPUT, str(dtype), shape, index=index))
+            slot.drv.memcpy_dtoh_async(out, ptr, slot.stream)
+        slot.stream.synchronize()
         return out
 
-    def __call__(self, **inputs) -> list[np.ndarray]:
-        """The outputs (numpy) for ``inputs`` (every graph input, by name; numpy or device arrays)."""
-        missing = [n for n in self._inputs if n not in inputs]
-        if missing:
-            raise ValueError(f"missing input {missing[0]!r} (inputs: {', '.join(self._inputs)})")
-        with self._current():
-            self.run(**inputs)
-            return [self.get_output(k) for k in range(self.get_num_outputs())]
-
-    # -- running ---------------------------------------------------------------------------------------------
-    def _shared(self) -> SharedDevice:
-        with self._dev_lock:
-            if self._dev is None:
-                self._dev = SharedDevice(self)
-            return self._dev
-
-    def _current(self):
-        """A block with the module's context current in the calling thread (see SharedDevice.current)."""
-        return self._shared().current()
-
-    def _device(self) -> ThreadSlot:
-        """The calling thread's state on the GPU (call with the context current)."""
-        dev = self._shared()
-        slot = getattr(self._local, "slot", None)
-        if slot is None or slot.dev is not dev:
-            slot = self._local.slot = dev.slot(self.run_list)
-        return slot
-
+    # -- running -----------------------------------------------------------------------------------------------
     def _pointer(self, slot: ThreadSlot, loc: Loc) -> int:
         if loc.kind == INPUT:
             bound = slot.bound_in.get(loc.index)
@@ -280,22 +222,20 @@ class CUDAModelModule:
         where the driver allows): call it in timing loops, in this thread; ``m.synchronize()`` waits."""
         dev = self._shared()
         with dev.current():
-            fn = self._launch_function()
+            slot = self._device()
+            self._check_set(slot)
+            fn = self._launch_function(slot)
         return dev.bound(fn)
 
-    def _launch_function(self):
+    def _launch_function(self, slot: ThreadSlot):
         """The launch of :meth:`launcher` (call with the context current)."""
-        slot = self._device()
-        if len(slot.set) != len(self._inputs):
-            missing = [n for n in self._inputs if n not in slot.set]
-            raise ValueError(f"run: input {missing[0]!r} was never set (set_input or m(**inputs))")
         if self.run_list.checks:          # data-dependent indices: checked on the host, step by step
             self.launch_mode = "launch-loop (index checks)"
             return lambda: self._checked_run(slot)
         key = self._key(slot)
         if key not in slot.graphs:
             launches = self._launches(slot)
-            issue = lambda: self._issue(slot, launches)  # noqa: E731
+            issue = lambda: self._issue(slot, launches)
             graph = capture(slot, issue, launches) if self.use_graphs else None
             self.launch_mode = "cuda-graph" if graph is not None else "launch-loop"
             if len(slot.graphs) >= MAX_GRAPHS:
@@ -321,39 +261,35 @@ class CUDAModelModule:
         with self._current():
             self._device().stream.synchronize()
 
-    def run(self, **inputs) -> None:
-        """Run the model (after ``set_input(**inputs)``) over the calling thread's buffers and wait for it;
-        a kernel fault is a RuntimeError."""
-        with self._current():
-            if inputs:
-                self.set_input(**inputs)
-            launch = self._launch_function()
-            slot = self._device()
-            for producer in {arr.__cuda_array_interface__.get("stream")
-                             for arr in list(slot.bound_in.values()) + list(slot.bound_out.values())}:
-                wait_for_producer(slot, producer)     # the bound arrays' producers first
-            try:
-                launch()
-                slot.stream.synchronize()
-                slot.staged.clear()
-            except slot.drv.Error as e:
-                raise RuntimeError(f"model {self.meta.get('name')}: a CUDA kernel failed: {e}") from e
+    def _launch(self, slot: ThreadSlot) -> None:
+        """Launch over the calling thread's buffers, after the bound arrays' producers, and wait; a kernel
+        fault is a RuntimeError."""
+        launch = self._launch_function(slot)
+        for producer in {arr.__cuda_array_interface__.get("stream")
+                         for arr in list(slot.bound_in.values()) + list(slot.bound_out.values())}:
+            wait_for_producer(slot, producer)
+        try:
+            launch()
+            slot.stream.synchronize()
+            slot.staged.clear()
+        except slot.drv.Error as e:
+            raise RuntimeError(f"model {self.meta.get('name')}: a CUDA kernel failed: {e}") from e
 
-    def __repr__(self) -> str:
-        return (f"CUDAModelModule({self.meta.get('name', 'model')}: inputs {self.input_names}, "
-                f"{len(self.run_list.steps)} kernels on {self.arch}, outputs {self.output_names})")
+    def kernel_function(self, i: int) -> Callable[[], None]:
+        dev = self._shared()
+        with dev.current():
+            slot = self._device()
+            launch, grid, block, _, _ = self._launches(slot)[i]
+
+        def call() -> None:
+            if 0 not in grid:
+                launch(grid, block, slot.stream)
+            slot.stream.synchronize()
+        return dev.bound(call)
 
 
 def _address(array) -> int:
     return int(array.__cuda_array_interface__["data"][0])
-
-
-def _c_strides(shape: tuple, itemsize: int) -> tuple:
-    out, step = [], itemsize
-    for d in reversed(shape):
-        out.append(step)
-        step *= max(d, 1)
-    return tuple(reversed(out))
 
 
 __all__ = ["CUDAModelModule"]

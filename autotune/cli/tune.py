@@ -1,39 +1,38 @@
-"""The ``tiletune`` command line: ``demo``, ``tune-op``, ``logs best|merge|show|plot`` and the model
-commands ``compile``, ``run``, ``inspect`` (:mod:`.cli_model`).  Every user error is one line on stderr
-and exit status 2, with nothing left behind (:mod:`.cli_io`)."""
+"""The tuning commands of the ``tiletune`` command line::
+
+    tiletune demo [--size N] [--trials N]
+    tiletune tune-op FILE.py:TEMPLATE --args ... --trials N --log L [--tuner model|random|grid|ga|optuna]
+    tiletune logs show|best|merge|plot LOG... [-o OUT]
+    tiletune tune-model model.onnx --shape x=1,3,224,224 --trials N --log L [--time-budget 1h] [--storage URL]
+                        [--history OTHER.jsonl]
+
+``demo`` tunes a GEMM, deploys it from the log and times it beside numpy; ``tune-op`` tunes one
+template into a log; ``logs`` reads logs; ``tune-model`` extracts a model's tasks and tunes them with
+the task scheduler into the log (a rerun of the same command resumes it).
+"""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import warnings
 
-from .cli_io import (ArgumentParser, CommandError, add_measure_args, check_target, input_file, nonnegative_int,
-                     output_file, positive_float, positive_int, report, user_errors, writing_file)
-from .cli_model import add_model_commands
+from .arguments import (add_measure_args, add_model_args, check_target, nonnegative_int, parse_arg, parse_duration,
+                        parse_shape, positive_float, positive_int, unique)
+from .errors import CommandError
+from .files import input_file, output_file, writing_file
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from ..demo import run_demo
     if args.log:
         output_file(args.log, "--log")
     return run_demo(size=args.size, trials=args.trials, rounds=args.rounds, log=args.log, seed=args.seed)
 
 
-def parse_arg(text: str):
-    """A template argument from the command line: JSON if it parses (``64``, ``1.5``, ``[1, 2]``,
-    ``true``), else the string itself (``float32``)."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
 def _load_templates(path: str, template: str | None = None):
     """Import a user's template file (its tuning code does not run); a file that does not import is a
     user error naming it."""
-    from .template import importing_template, load_file
+    from ..template import importing_template, load_file
     input_file(path, "template file")
     try:
         if template is None:
@@ -45,12 +44,12 @@ def _load_templates(path: str, template: str | None = None):
 
 
 def _tune_op(args: argparse.Namespace) -> int:
-    from . import callback, measure_option, task as task_mod
-    from .builder import LocalBuilder
-    from .record import load_records
-    from .runner import LocalRunner
-    from .template import lookup
-    from .tuner import get_tuner
+    from .. import callback, measure_option, task as task_mod
+    from ..builder import LocalBuilder
+    from ..record import load_records
+    from ..runner import LocalRunner
+    from ..template import lookup
+    from ..tuner import get_tuner
     path, sep, name = args.template.rpartition(":")
     if not sep or not path or not name:
         raise CommandError(f"expected FILE.py:TEMPLATE, got {args.template!r}")
@@ -65,7 +64,7 @@ def _tune_op(args: argparse.Namespace) -> int:
         raise CommandError(f"{path} defines no template named {name!r}") from None
     try:
         task = task_mod.create(name, args=tuple(parse_arg(a) for a in args.args), target=args.target)
-        task.config_space, task.flop         # the template runs here: its refusal names the arguments
+        task.config_space, task.flop         # noqa: B018 - the template runs here: its refusal names the arguments
     except (TypeError, ValueError, IndexError) as e:     # the template refuses these arguments
         raise CommandError(f"template {name!r} with --args {' '.join(args.args) or '(none)'}: "
                            f"{type(e).__name__}: {e}") from None
@@ -90,8 +89,8 @@ def _tune_op(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from . import logtools
-    from .record import merge, pick_best, records_of
+    from .. import logtools
+    from ..record import merge, pick_best, records_of
     for path in args.logs:
         input_file(path, "log")
     if args.action in ("best", "merge") and not args.output:
@@ -122,15 +121,40 @@ def _logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one_line_warning(message, category, filename, lineno, line=None) -> str:
-    return f"tiletune: warning: {message} ({category.__name__})\n"
+def _tune_model(args: argparse.Namespace) -> int:
+    from tensorir import graph
+    from .. import LocalBuilder, LocalRunner, TaskScheduler, extract_tasks, measure_option
+    shape_dict = unique("--shape", [parse_shape(s) for s in args.shape])
+    input_file(args.model, "model file")
+    check_target(args.target)
+    output_file(args.log, "--log")
+    budget = parse_duration(args.time_budget) if args.time_budget else None
+    for h in args.history:
+        input_file(h, "--history log")
+    g, params = graph.from_onnx(args.model, shape_dict)
+    tasks, weights = extract_tasks(g, params, target=args.target)
+    print(f"{args.model}: {len(tasks)} tasks ({sum(weights)} kernel calls per inference); log {args.log}")
+    measure = measure_option(builder=LocalBuilder(n_parallel=args.n_parallel, timeout=args.build_timeout),
+                             runner=LocalRunner(number=args.number, repeat=args.repeat, timeout=args.timeout,
+                                                min_repeat_ms=args.min_repeat_ms))
+    sched = TaskScheduler(tasks, weights, strategy=args.strategy)
+    try:
+        sched.tune(args.trials, measure_option=measure, log=args.log, max_seconds=budget, storage=args.storage,
+                   num_measures_per_round=args.per_round, history=args.history)
+    except NotImplementedError as e:
+        raise CommandError(str(e)) from None
+    if args.history:
+        skipped = sum(sched.cost_model.skipped.values())
+        print(f"history: the cost model was pretrained on {sched.cost_model.loaded} record(s) of "
+              f"{len(args.history)} log(s)" + (f", {skipped} skipped" if skipped else ""))
+    print(f"tuned {sched.total_trials} trials; estimated model latency {sched.estimated_latency() * 1e3:.4f} ms; "
+          f"deploy with: tiletune compile {args.model} " + " ".join(f"--shape {s}" for s in args.shape)
+          + f" --log {args.log} -o OUT")
+    return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    warnings.formatwarning = _one_line_warning     # a skipped log line is one line, not a source excerpt
-    parser = ArgumentParser(prog="tiletune", description="Tensor-expression compiler and autotuner")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def add_demo(sub) -> None:
+    """``tiletune demo``."""
     demo = sub.add_parser("demo", help="tune a GEMM on this machine, deploy it from the log, time it beside "
                                        "numpy and the untuned schedule")
     demo.add_argument("--size", type=positive_int, default=1024, help="M = N = K (default 1024)")
@@ -141,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=_demo)
 
+
+def add_tune_op(sub) -> None:
+    """``tiletune tune-op FILE.py:TEMPLATE --args ...``."""
     tune = sub.add_parser("tune-op", help="tune one template: FILE.py:TEMPLATE --args ...")
     tune.add_argument("template", metavar="FILE.py:TEMPLATE")
     tune.add_argument("--args", nargs="*", default=[], help="template arguments (JSON values or strings)")
@@ -159,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     tune.add_argument("--cache-flush", action="store_true")
     tune.set_defaults(func=_tune_op)
 
+
+def add_logs(sub) -> None:
+    """``tiletune logs show|best|merge|plot LOG...``."""
     logs = sub.add_parser("logs", help="tuning logs: show, best, merge, plot")
     logs.add_argument("action", choices=["show", "best", "merge", "plot"])
     logs.add_argument("logs", nargs="+", metavar="LOG")
@@ -170,17 +200,23 @@ def main(argv: list[str] | None = None) -> int:
                            "space are refused too (costs are always checked)")
     logs.set_defaults(func=_logs)
 
-    add_model_commands(sub)
 
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except BrokenPipeError:        # the reader went away (`tiletune logs show x | head`): stop quietly
-        sys.stderr.close()
-        return 0
-    except user_errors() as e:     # the one place a user error becomes a line and exit status 2
-        return report(args.command, e)
+def add_tune_model(sub) -> None:
+    """``tiletune tune-model model.onnx --trials N --log L``."""
+    tune = sub.add_parser("tune-model", help="tune every kernel of an ONNX model into a log (a rerun resumes)")
+    add_model_args(tune)
+    tune.add_argument("--trials", type=positive_int, required=True, help="trials in the log when done, over all tasks")
+    tune.add_argument("--log", required=True, help="JSON-lines log (appended; a rerun resumes it)")
+    tune.add_argument("--time-budget", default=None, metavar="T", help="stop after T (3600, 90m, 1h); a rerun resumes")
+    tune.add_argument("--storage", default=None, help="optuna storage URL shared by several tuning processes")
+    tune.add_argument("--strategy", default="gradient", choices=["gradient", "round-robin"])
+    tune.add_argument("--history", action="append", default=[], metavar="LOG",
+                      help="an earlier log (other models or kernels) whose records pretrain the cost model; "
+                           "repeatable")
+    tune.add_argument("--per-round", type=positive_int, default=16,
+                      help="trials per batch given to one task (default 16)")
+    add_measure_args(tune)
+    tune.set_defaults(func=_tune_model)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = ["add_demo", "add_logs", "add_tune_model", "add_tune_op"]

@@ -24,8 +24,8 @@ def assert_allclose(actual, desired, rtol: float = 1e-7, atol: float = 1e-7) -> 
 
 def assert_prim_expr_equal(lhs, rhs) -> None:
     """``tvm.testing.assert_prim_expr_equal``: equal after simplifying their difference."""
-    from .arith import simplify
-    from .expr import IntImm, convert
+    from ..arith import simplify
+    from ..expr import IntImm, convert
     diff = simplify(convert(lhs) - convert(rhs))
     if not (isinstance(diff, IntImm) and diff.value == 0):
         raise ValueError(f"{lhs} and {rhs} are not equal (difference {diff})")
@@ -85,7 +85,7 @@ def _provide_target_fixtures(module: dict) -> None:
     """TVM's pytest plugin gives every test module ``target`` (each enabled target) and ``dev`` (its
     device) fixtures; a module using these helpers gets them too, unless it defines its own."""
     import pytest
-    from .ndarray import device
+    from ..ndarray import device
     if "target" not in module:
         module["target"] = pytest.fixture(params=[t for t, _ in enabled_targets()], scope="session")(
             lambda *_cls, request: request.param)
@@ -100,7 +100,7 @@ def _cached(fn):
     def inner(*args, **kwargs):
         try:
             key = repr((args, sorted(kwargs.items())))
-        except Exception:  # an argument without a usable repr: no caching
+        except Exception:  # noqa: BLE001 - an argument without a usable repr: no caching
             return fn(*args, **kwargs)
         if key not in cache:
             cache[key] = fn(*args, **kwargs)
@@ -115,7 +115,7 @@ def _cuda_capability() -> tuple[int, int] | None:
         import pycuda.driver as drv
         drv.init()
         return drv.Device(0).compute_capability() if drv.Device.count() else None
-    except Exception:  # no pycuda, no driver, no GPU
+    except Exception:  # noqa: BLE001 - no pycuda, no driver, no GPU
         return None
 
 
@@ -164,7 +164,7 @@ def device_enabled(target) -> bool:
 
 def enabled_targets() -> list:
     """``(target, device)`` pairs that can run here (TVM's default: llvm, and cuda with a GPU)."""
-    from .ndarray import device
+    from ..ndarray import device
     return [(t, device(t)) for t in ("llvm", "cuda") if device_enabled(t)]
 
 
@@ -176,7 +176,7 @@ def parametrize_targets(*args):
 
     def wrap(func):
         import pytest
-        from .ndarray import device
+        from ..ndarray import device
         names = [n for n in ("target", "dev") if n in inspect.signature(func).parameters]
         if not names:
             raise TypeError(f"parametrize_targets: {func.__name__} takes neither 'target' nor 'dev'")

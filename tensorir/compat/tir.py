@@ -8,24 +8,24 @@ from __future__ import annotations
 
 import types as _types
 
-from . import dtype as dt
-from . import expr as _e
-from .expr import Expr as PrimExpr, SizeVar, Var, const, size_var, var  # noqa: F401
-from .intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_else, log, log2, log10,  # noqa: F401,A004
+from .. import dtype as dt
+from .. import expr as _e
+from ..expr import Expr as PrimExpr, SizeVar, Var, const, size_var, var
+from ..intrin import (abs, all, any, ceil, cos, erf, exp, exp2, floor, if_then_else, log, log2, log10,
                      power, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc)
-from .expr_ops import (add, ceildiv, div, floordiv, floormod, indexdiv, indexmod, isfinite, isinf, isnan,  # noqa: F401
+from ..expr_ops import (add, ceildiv, div, floordiv, floormod, indexdiv, indexmod, isfinite, isinf, isnan,
                  max_value, min_value, multiply, subtract, truncdiv, truncmod)
-from .expr_ops import generic_cast as cast  # noqa: F401
-from .reduce import CommReducer, comm_reducer, max, min, sum  # noqa: F401,A004
-from .tensor import IterVar  # noqa: F401
-from . import ir_builder, stmt_functor  # noqa: F401
-from .buffer import DeclBuffer as Buffer, decl_buffer  # noqa: F401
-from .extern import call_extern, call_intrin, call_packed  # noqa: F401
-from .bitops import bitwise_and, bitwise_not, bitwise_or, bitwise_xor, shift_left, shift_right  # noqa: F401
-from .stmt import (Allocate, Attr as AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt,  # noqa: F401
+from ..expr_ops import generic_cast as cast
+from ..reduce import CommReducer, comm_reducer, max, min, sum
+from ..tensor import IterVar
+from .. import ir_builder, stmt_functor
+from ..buffer import DeclBuffer as Buffer, decl_buffer
+from ..extern import call_extern, call_intrin, call_packed
+from ..bitops import bitwise_and, bitwise_not, bitwise_or, bitwise_xor, shift_left, shift_right
+from ..stmt import (Allocate, Attr as AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt,
                    LoweredFunc as PrimFunc, Seq as SeqStmt, Stmt)
 
-pow = power  # noqa: A001
+pow = power
 
 
 class _NodeClass(type):

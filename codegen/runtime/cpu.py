@@ -1,0 +1,197 @@
+"""``ModelModule``: a compiled model run by its native entry on the CPU (TVM's graph-executor interface).
+
+The weights blob is bound once and shared.  Each Python thread that calls the module gets its own
+:class:`RunContext` on first use: one aligned array per graph input and output and the workspace of
+the memory plan, their addresses packed once, so ``run()`` is one native call (or, where fallback
+steps split the run list, one call per native segment with the fallback steps between).  Threads may
+therefore call one module at once (the native call releases the GIL): a thread's ``set_input``,
+``run`` and ``get_output`` see only its own buffers, and the generated code keeps no state of its own
+besides the thread-count globals ``num_threads`` sets (read, never written, by a run).
+Built in-process (:func:`codegen.build_model`) or loaded from an artifact (:func:`codegen.load_model`):
+the same class, given how to find a symbol's address.  The interface and its checks are
+:class:`~codegen.runtime.base.ModelModuleBase`'s.
+"""
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+
+import numpy as np
+
+from ..llvm_parallel import thread_count_symbol
+from ..memory_plan import ALIGN
+from ..model_codegen import entry_name
+from ..model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
+from ..module import default_num_threads
+from .base import ModelModuleBase
+from .fallback import run_reference
+from .profile import stats
+
+_ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def aligned_empty(nbytes: int) -> np.ndarray:
+    """``nbytes`` uninitialised bytes starting at a multiple of :data:`ALIGN`."""
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    skip = (-raw.ctypes.data) % ALIGN
+    return raw[skip:skip + nbytes]
+
+
+def _array(dtype: str, shape: tuple) -> np.ndarray:
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return aligned_empty(max(nbytes, 1))[:nbytes].view(dtype).reshape(shape)
+
+
+class RunContext:
+    """One thread's buffers: the inputs, the outputs, the workspace, which inputs were set, and the
+    packed argument tuple of the run entries (pointer tables to the inputs and outputs)."""
+
+    def __init__(self, run: RunList, weights: np.ndarray):
+        self.inputs = {n: _array(d, s) for n, d, s in run.inputs}
+        self.outputs = [_array(d, s) for _, d, s in run.outputs]
+        self.workspace = aligned_empty(max(run.memory.peak, 1))
+        self.set: set[str] = set()
+        in_ptrs = (ctypes.c_void_p * max(1, len(run.inputs)))(*[a.ctypes.data for a in self.inputs.values()])
+        out_ptrs = (ctypes.c_void_p * max(1, len(self.outputs)))(*[a.ctypes.data for a in self.outputs])
+        self.tables = (in_ptrs, out_ptrs)   # kept alive: the entry reads them
+        self.args = (ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), self.workspace.ctypes.data,
+                     weights.ctypes.data)
+
+
+class ModelModule(ModelModuleBase):
+    """A model compiled for the CPU.  ``m(**inputs)`` returns the outputs; ``set_input``, ``run``,
+    ``get_output`` as TVM's ``graph_executor.GraphModule``; ``profile``, ``stats``, ``num_threads``,
+    ``export_library``."""
+
+    def __init__(self, run: RunList, weights: np.ndarray, address: Callable[[str], int], *, keepalive=None,
+                 meta: dict | None = None, ir: str | None = None, graph=None):
+        blob = aligned_empty(weights.size)
+        blob[...] = weights                 # bound once; never copied per run
+        super().__init__(run, blob, meta=meta, graph=graph)
+        self._ir = ir
+        self._keepalive = keepalive
+        self._address = address
+        segments = run.segments()
+        seg_of = {i: k for k, seg in enumerate(segments) for i in seg}
+        self._program: list = []            # ("native", entry) / ("fallback", step index), in run order
+        entered: set[int] = set()
+        for i, s in enumerate(run.steps):
+            if not s.native:
+                self._program.append(("fallback", i))
+            elif seg_of[i] not in entered:
+                entered.add(seg_of[i])
+                self._program.append(("native", _ENTRY(address(entry_name(seg_of[i], len(segments))))))
+        if not run.steps:
+            self._program.append(("native", _ENTRY(address(entry_name(0, 1)))))
+        self._python_copies = not run.copies_in_entry
+        self._checks = run.checks
+        self._threads = [ctypes.c_int32.from_address(address(thread_count_symbol(s.symbol)))
+                         for s in {s.symbol: s for s in run.steps if s.native and s.parallel}.values()]
+        self.num_threads = default_num_threads()
+        self._thread_state()                # the building thread's buffers, at once
+
+    # -- per-thread buffers ------------------------------------------------------------------------------------
+    def _new_state(self) -> RunContext:
+        return RunContext(self.run_list, self.weights)
+
+    @property
+    def workspace(self) -> np.ndarray:
+        """The calling thread's workspace (the memory plan's intermediates)."""
+        return self._thread_state().workspace
+
+    @property
+    def _outputs(self) -> list[np.ndarray]:
+        return self._thread_state().outputs
+
+    def view(self, loc: Loc) -> np.ndarray:
+        """The numpy view of one planned buffer (the calling thread's, but for the shared weights)."""
+        ctx = self._thread_state()
+        if loc.kind == INPUT:
+            return ctx.inputs[self.run_list.inputs[loc.index][0]]
+        if loc.kind == OUTPUT:
+            return ctx.outputs[loc.index]
+        base = ctx.workspace if loc.kind == WORKSPACE else self.weights
+        assert loc.kind in (WORKSPACE, WEIGHTS), loc
+        return base[loc.offset:loc.offset + loc.nbytes].view(loc.dtype).reshape(loc.shape)
+
+    @property
+    def buffers(self) -> list[np.ndarray]:
+        """Each step's result buffer, in run order (views into the calling thread's workspace or outputs)."""
+        return [self.view(s.out) for s in self.run_list.steps]
+
+    # -- inputs and outputs ------------------------------------------------------------------------------------
+    def _bind_input(self, ctx: RunContext, k: int, array) -> None:
+        np.copyto(ctx.inputs[self.run_list.inputs[k][0]], np.asarray(array))
+
+    def get_input(self, name: str) -> np.ndarray:
+        inputs = self._thread_state().inputs
+        if name not in inputs:
+            raise ValueError(f"get_input: the graph has no input {name!r} (inputs: {', '.join(inputs)})")
+        return inputs[name].copy()
+
+    def _read_output(self, ctx: RunContext, index: int) -> np.ndarray:
+        return ctx.outputs[index].copy()
+
+    # -- running -----------------------------------------------------------------------------------------------
+    def _launch(self, ctx: RunContext) -> None:
+        for kind, what in self._program:
+            if kind == "native":
+                rc = what(*ctx.args)
+                if rc:
+                    self._raise(rc)
+            else:
+                self.run_fallback(what)
+        if self._python_copies:
+            for dst, src in self.run_list.copies:
+                np.copyto(self.view(dst), self.view(src))
+
+    def run_fallback(self, i: int) -> None:
+        """Step ``i`` through the graph's reference evaluator (its index checks first)."""
+        step = self.run_list.steps[i]
+        run_reference(step, [self.view(a) for a in step.args], self.view(step.out))
+
+    def _raise(self, rc: int):
+        if not 1 <= rc <= len(self._checks):
+            raise RuntimeError(f"the model's run entry returned the unknown error code {rc}")
+        i, c = self._checks[rc - 1]
+        raise ValueError(c.message(self.view(self.run_list.steps[i].args[c.arg])))
+
+    @property
+    def num_threads(self) -> int:
+        """Threads of the kernels' parallel loops (all kernels; one setting for every calling thread)."""
+        return self._num_threads
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        if int(n) < 1:
+            raise ValueError(f"num_threads must be >= 1, got {n}")
+        self._num_threads = int(n)
+        for t in self._threads:
+            t.value = int(n)
+
+    # -- inspection --------------------------------------------------------------------------------------------
+    @property
+    def kernels(self) -> list[tuple[str, bool]]:
+        """``(kernel name, native)`` per step; ``native`` is False for a reference-fallback step."""
+        return [(s.kernel, s.native) for s in self.run_list.steps]
+
+    def kernel_function(self, i: int) -> Callable[[], None]:
+        step = self.run_list.steps[i]
+        if not step.native:
+            return lambda: self.run_fallback(i)
+        ptrs = [self.view(a).ctypes.data for a in step.call_args]
+        fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(ptrs))(self._address(step.symbol))
+        return lambda: fn(*ptrs)
+
+    def _stats(self) -> dict:
+        """Kernels (native and fallback, with the fallback share of run time when profiled), the memory
+        plan (peak against the naive sum) and the weights' bytes."""
+        return stats(self)
+
+    def _kernels_note(self) -> str:
+        return f"({sum(s.native for s in self.run_list.steps)} native)"
+
+
+GraphModule = ModelModule   # the earlier name (TVM's)
+
+__all__ = ["GraphModule", "ModelModule", "RunContext", "aligned_empty"]
