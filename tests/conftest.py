@@ -43,7 +43,7 @@ BACKEND = os.environ.get("TILETUNE_TEST_BACKEND", "llvm")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-
+# -- what a test needs (markers), the compile cache ------------------------------------------------------
 def _cuda_device_missing() -> str | None:
     from codegen.cuda_module import driver
     try:
@@ -71,6 +71,12 @@ def pytest_runtest_setup(item):
     for marker in NEEDS:
         if item.get_closest_marker(marker) is not None and (why := missing(marker)):
             pytest.skip(why)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    """nvcc's and extern code's compile cache in this session's temporary directory, not ~/.cache."""
+    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
 #: Default (rtol, atol) per output dtype.

@@ -36,11 +36,6 @@ from tensorir.schedule import ScheduleError
 TARGET = "cuda -arch=sm_90"
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def injective_chain():
     X = te.placeholder((12, 20), name="X")
     Y = te.placeholder((12, 20), name="Y")

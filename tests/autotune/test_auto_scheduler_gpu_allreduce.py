@@ -28,11 +28,6 @@ from tensorir.schedule import ScheduleError
 TARGET = "cuda -arch=sm_90"
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def softmax(rows, length):
     X = te.placeholder((rows, length), name="X")
 

@@ -25,11 +25,6 @@ TARGET = "cuda -arch=sm_90"
 SHAPES = [(1,), (31,), (1000,), (4096,), (16, 31), (64, 64)]
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def full_sum(shape):
     A = te.placeholder(shape, name="A")
     return [A, topi.sum(A)], lambda a: np.asarray(a.sum(dtype=np.float64))

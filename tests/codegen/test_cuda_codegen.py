@@ -21,11 +21,6 @@ from tensorir.visitor import collect
 gpu = importlib.import_module("tensorir.lower.gpu")
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 class Sim:
     """A CUDAModule run by the CPU simulator, callable like a module."""
 

@@ -20,12 +20,6 @@ from autotune.templates.gemm_cuda import gemm_schedule
 from test_cuda_gemm_nondivisible import tutorial_gemm
 
 
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def _double(s, *names):
     for st in s.stages:
         if st.op.name in names:

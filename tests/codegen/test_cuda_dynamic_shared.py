@@ -26,11 +26,6 @@ from tensorir.schedule import ScheduleError
 BIG = dict(block_m=128, block_n=128, k_tile=32, double_buffer=True)
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def test_kernels_past_48_kib_declare_dynamic_shared_memory():
     mod = codegen.build(*gemm_schedule(256, 256, 128, **BIG), target="cuda -arch=sm_90")
     src = mod.get_source()

@@ -18,12 +18,6 @@ import cuda_sim
 import tensorir as te
 
 
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def tutorial_gemm(n, tile=64, threads=16, k_tile=16):
     """C = A @ B (n x n, ``n`` an int or a te.var) with TVM's GPU GEMM tutorial schedule."""
     A = te.placeholder((n, n), name="A")

@@ -15,12 +15,6 @@ import cuda_sim
 import tensorir as te
 
 
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def _rows(n, m, seed=0):
     return np.random.default_rng(seed).standard_normal((n, m)).astype("float32") * 3
 

@@ -25,12 +25,6 @@ pytest.importorskip("onnxruntime")
 import graph_models as gm
 
 
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def simulate(m, inputs: dict) -> list[np.ndarray]:
     """Run every step's kernel of CUDA model ``m`` in order on the CPU (cuda_sim) over host copies of the
     planned buffers: the workspace and the outputs start as NaN."""

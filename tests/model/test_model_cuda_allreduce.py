@@ -21,11 +21,6 @@ pytestmark = pytest.mark.cuda_sim
 OPSET = 17
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def onnx_model(nodes, shape, out_shape, inits=(), opset=OPSET):
     """A one-input (``x``), one-output (``y``) float32 ONNX model."""
     g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],

@@ -18,12 +18,6 @@ pytest.importorskip("onnx")
 from test_model_cuda import simulate
 
 
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def _conv_ref(x, w, stride, pad):
     kh, kw = w.shape[2:]
     p = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))

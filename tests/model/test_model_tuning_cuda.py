@@ -36,12 +36,6 @@ import graph_models as gm
 from test_model_cuda import simulate
 
 
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def _model(name):
     make, shapes = {"small_cnn": (gm.small_cnn, {"N": 1}),
                     "transformer_block": (gm.transformer_block, {"batch": 1, "seq": 20})}[name]

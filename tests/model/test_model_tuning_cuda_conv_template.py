@@ -40,11 +40,6 @@ TEMPLATE = "conv2d_kernel_cuda"
 REJECTED = ("threads per block", "bytes of shared memory")       # conv_config's reasons
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 @pytest.fixture(scope="module")
 def resnet():
     """ResNet-18 at 32x32, 8 channels wide, batch 2: its kernels and their CUDA tasks."""

@@ -295,11 +295,6 @@ def test_misplaced_scan_stages_are_refused():
 # -- CUDA ------------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def bind_columns(s, *tensors):
     """The tutorial's GPU schedule: columns over blocks of 64 threads."""
     for t in tensors:
@@ -312,7 +307,7 @@ def bind_columns(s, *tensors):
 
 
 @pytest.mark.cuda_sim
-def test_cuda_cumsum_tutorial(_cache):
+def test_cuda_cumsum_tutorial():
     X, _, init, update, res = cumsum()
     s = te.create_schedule(res.op)
     bind_columns(s, init, update)
@@ -328,7 +323,7 @@ def test_cuda_cumsum_tutorial(_cache):
 
 
 @pytest.mark.cuda_sim
-def test_cuda_scan_reading_other_threads_is_refused(_cache):
+def test_cuda_scan_reading_other_threads_is_refused():
     m, n = te.var("m"), te.var("n")
     X = te.placeholder((m, n), name="X")
     state = te.placeholder((m, n), name="state")

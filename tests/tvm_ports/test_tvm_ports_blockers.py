@@ -15,12 +15,6 @@ from tensorir.stmt import Allocate, IfThenElse
 from tensorir.visitor import collect
 
 
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 # -- the reduction tutorial's cross-thread reduction --------------------------------------------
 def _row_sum_over_threads():
     n, m = te.var("n"), te.var("m")

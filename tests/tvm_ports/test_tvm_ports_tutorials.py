@@ -13,11 +13,6 @@ from tensorir import te
 rng = np.random.default_rng(7)
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def _row_sum():
     n, m = te.var("n"), te.var("m")
     A = te.placeholder((n, m), name="A")
