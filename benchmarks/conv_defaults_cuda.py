@@ -47,7 +47,7 @@ def main() -> int:
     import autotune
     from autotune.kernel_templates import KernelTemplateTask
     from autotune.record import load_records
-    from autotune.space import FallbackConfig
+    from tensorir.schedule.space import FallbackConfig
     from autotune.tuner import GridSearchTuner
     from tensorir import graph
     from tensorir.graph import testing

@@ -29,7 +29,7 @@ from autotune.kernel_templates import KernelTemplateTask, dag_json, match_templa
 from autotune.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autotune.model_history import MissingRecordWarning
 from autotune.record import append_records, make_record
-from autotune.space import FallbackConfig, InstantiationError
+from tensorir.schedule.space import FallbackConfig, InstantiationError
 from autotune.task_extraction import KernelSearchTask
 from autotune.templates.conv2d_cuda import conv2d_reference
 from autotune.templates.conv2d_kernel_cuda import column_tiles, conv_geometry, fallback_tiles, rule_tiles

@@ -24,7 +24,7 @@ import autotune
 import codegen
 from autotune.kernel_templates import KernelTemplateTask
 from autotune.model_history import MissingRecordWarning
-from autotune.space import FallbackConfig
+from tensorir.schedule.space import FallbackConfig
 from tensorir import graph
 from tensorir.graph import testing
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import tensorir as te
 
 from ..kernel_templates import instantiate_kernel_template, kernel_stages, single_anchor
-from ..space import SplitEntity
+from tensorir.schedule.space import SplitEntity
 from ..template import template
 
 ANCHORS = ("nn.dense", "nn.contrib_dense_pack")

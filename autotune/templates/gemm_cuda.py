@@ -15,7 +15,7 @@ import math
 import tensorir as te
 from codegen.cuda import current_shared_limit
 
-from ..space import SplitEntity
+from tensorir.schedule.space import SplitEntity
 from ..template import get_config, template
 
 
