@@ -140,3 +140,29 @@ ODD = {   # shapes that leave no vector, a split single axis, reductions that ar
 def test_default_schedule_on_odd_shapes(name):
     for k in _fuse(ODD[name]()).kernels:
         check_kernel(k, schedule=schedule_kernel)
+
+
+def test_a_config_of_an_entrys_space_schedules_the_kernel():
+    """The CPU dense entry: no config (or a fallback one) is the default rule; a config of its space (the
+    ``dense_kernel_cpu`` template's) schedules the kernel with its knobs, correctly, and says so."""
+    from tensorir.schedule.space import ConfigSpace, FallbackConfig
+    (kernel,) = _fuse(call("nn.relu", call("add", call("nn.dense", _x((8, 12)), _x((32, 12), "w")), _x((32,), "b")))).kernels
+    kt = lower_kernel(kernel)
+    entry = schedule_entry("nn.dense")
+    space = ConfigSpace()
+    entry.space(space, kt)
+    assert entry.template == "dense_kernel_cpu" and entry.fits(kt) is None and len(space) > 8
+    default = str(te.lower(kernel_schedule(kt)[0], kt.args))
+    assert str(te.lower(kernel_schedule(kt, "llvm", FallbackConfig())[0], kt.args)) == default
+    seen = set()
+    for index in (1, len(space) // 2, len(space) - 1):
+        cfg = space.get(index)
+        s, origin = kernel_schedule(kt, "llvm", cfg)
+        assert origin == {"kind": "config", "rule": "schedule_matmul", "template": "dense_kernel_cpu", "config_index": index}
+        seen.add(str(te.lower(s, kt.args)))
+        check_kernel(kernel, schedule=lambda kt, cfg=cfg: kernel_schedule(kt, "llvm", cfg)[0])
+    assert len(seen) == 3 and default not in seen
+    # a kernel the space does not fit (a 3-D batch_matmul anchor has no space; a padded dense would not fit)
+    (bmm,) = _fuse(call("nn.batch_matmul", _x((3, 8, 6)), _x((3, 8, 6), "w"))).kernels
+    assert schedule_entry("nn.batch_matmul").space is None
+    assert kernel_schedule(lower_kernel(bmm), "llvm", space.get(1))[1] == {"kind": "default", "rule": "schedule_matmul"}

@@ -15,8 +15,8 @@ import math
 import tensorir as te
 from codegen.cuda import current_shared_limit
 from tensorir.graph.schedules.helpers import cooperative_fetch, fetch_vector
-
 from tensorir.schedule.space import SplitEntity
+
 from ..template import get_config, template
 
 

@@ -298,5 +298,6 @@ def schedule_conv2d_kernel(cfg, kt: KernelTE, shared_limit: int | None = None) -
 #: :func:`~.registry.register_schedule`'s arguments for the entry this space serves
 SPACE = {"template": TEMPLATE, "fits": fits, "space": schedule_conv2d_kernel}
 
-__all__ = ["ConvGeometry", "MAX_THREADS", "MIN_THREADS", "SPACE", "TAG", "TEMPLATE", "column_tiles", "conv_column_tile", "conv_geometry",
-           "direct_config", "fallback_tiles", "fits", "rule_tiles", "schedule_conv2d_kernel", "schedule_direct"]
+__all__ = ["ConvGeometry", "MAX_THREADS", "MIN_THREADS", "SPACE", "TAG", "TEMPLATE", "column_tiles",
+           "conv_column_tile", "conv_geometry", "direct_config", "fallback_tiles", "fits", "rule_tiles",
+           "schedule_conv2d_kernel", "schedule_direct"]

@@ -17,8 +17,6 @@ rule of the kernel's anchor (``rule(s, kt, output_stage)``, registered as the ke
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ...schedule import ROOT, Schedule, Stage, create_schedule
 from ...tensor import ComputeOp
 from ...topi.generic.injective import schedule_injective_from_existing
@@ -26,23 +24,14 @@ from ..lower_te import KernelTE
 from . import cpu_dense
 from .helpers import extents as _extents
 from .helpers import first_divisor, largest_divisor, root_reductions, single_reduction, vector_width
-from .registry import register_schedule
-
-Rule = Callable[[Schedule, KernelTE, Stage], None]
+from .registry import Rule, rule_registrar
 
 #: A parallel loop over fewer iterations than this also takes the next loop (rows of a blocked conv).
 MIN_PARALLEL_TASKS = 16
 
 
-def register_rule(*anchor_ops: str | None, **space):
-    """Register ``rule(s, kt, out)`` as the CPU schedule (named after it) of kernels anchored by
-    ``anchor_ops``, applied by :func:`schedule_kernel`; ``space``: :func:`~.registry.register_schedule`'s
-    ``template``, ``fits`` and ``space``."""
-    def deco(rule: Rule) -> Rule:
-        register_schedule(*anchor_ops, target="llvm", name=rule.__name__, **space)(
-            lambda cfg, kt: schedule_kernel(kt, rule))
-        return rule
-    return deco
+#: ``@register_rule(*anchor_ops, **space)``: ``rule(s, kt, out)`` as a CPU entry, applied by :func:`schedule_kernel`
+register_rule = rule_registrar("llvm", lambda kt, rule: schedule_kernel(kt, rule))
 
 
 def _is_pad(st: Stage) -> bool:

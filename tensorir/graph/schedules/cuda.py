@@ -44,8 +44,6 @@ anchor are injective):
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ...schedule import Schedule, Stage, create_schedule
 from ...tensor import ComputeOp, thread_axis
 from ..ir import GraphError
@@ -55,9 +53,7 @@ from .helpers import bind as _bind
 from .helpers import cooperative_fetch, single_reduction, thread_tile
 from .helpers import extents as _extents
 from .helpers import root_reductions as _root_reductions
-from .registry import register_schedule
-
-Rule = Callable[[Schedule, KernelTE, Stage], None]
+from .registry import Rule, rule_registrar
 
 THREADS = 256            # threads per block of injective kernels
 K_TILE = 16              # reduction slice of the shared-memory GEMM
@@ -65,15 +61,9 @@ GEMM_MIN_ROWS = 8        # smaller GEMMs (batch-1 dense) run one thread per outp
 MIN_BLOCKS = 256         # conv and GEMM tiles shrink (to a point) until the grid has this many blocks
 
 
-def register_cuda_rule(*anchor_ops: str | None, **space):
-    """Register ``rule(s, kt, out)`` as the CUDA schedule (named after it) of kernels anchored by
-    ``anchor_ops``, applied by :func:`schedule_kernel_cuda`; ``space``: :func:`~.registry.register_schedule`'s
-    ``template``, ``fits`` and ``space``."""
-    def deco(rule: Rule) -> Rule:
-        register_schedule(*anchor_ops, target="cuda", name=rule.__name__, **space)(
-            lambda cfg, kt: schedule_kernel_cuda(kt, rule))
-        return rule
-    return deco
+#: ``@register_cuda_rule(*anchor_ops, **space)``: ``rule(s, kt, out)`` as a CUDA entry, applied by
+#: :func:`schedule_kernel_cuda`
+register_cuda_rule = rule_registrar("cuda", lambda kt, rule: schedule_kernel_cuda(kt, rule))
 
 
 def schedule_kernel_cuda(kt: KernelTE, rule: Rule) -> Schedule:
@@ -181,5 +171,5 @@ def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
                           layout="blocked")
 
 
-__all__ = ["K_TILE", "MIN_BLOCKS", "THREADS", "accumulator", "anchor_stage", "register_cuda_rule", "schedule_gemm", "schedule_injective_cuda",
-           "schedule_kernel_cuda"]
+__all__ = ["K_TILE", "MIN_BLOCKS", "THREADS", "accumulator", "anchor_stage", "register_cuda_rule", "schedule_gemm",
+           "schedule_injective_cuda", "schedule_kernel_cuda"]

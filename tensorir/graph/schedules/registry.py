@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ...schedule import Schedule
+from ...schedule import Schedule, Stage
 from ...schedule.space import FallbackConfig
 from ..lower_te import KernelTE
 
 TARGETS = ("llvm", "cuda")
+Rule = Callable[[Schedule, KernelTE, Stage], None]     # a pattern rule: schedules the stages of ``s`` from ``out``
 
 
 @dataclass(frozen=True)
@@ -50,17 +51,26 @@ def register_schedule(*anchor_ops: str | None, target: str = "llvm", name: str |
         raise ValueError(f"register_schedule: target {target!r} is not one of {TARGETS}")
 
     def deco(default: Callable) -> Callable:
-        schedule = default
-        if space is not None:
-            def schedule(cfg, kt: KernelTE) -> Schedule:
-                if cfg.is_fallback or fits(kt) is not None:
-                    return default(cfg, kt)
-                return space(cfg, kt)
-        entry = ScheduleEntry(name or default.__name__, target, tuple(anchor_ops), schedule, template, fits, space)
+        def tuned(cfg, kt: KernelTE) -> Schedule:
+            return default(cfg, kt) if cfg.is_fallback or fits(kt) is not None else space(cfg, kt)
+        entry = ScheduleEntry(name or default.__name__, target, tuple(anchor_ops), default if space is None else tuned,
+                              template, fits, space)
         for op in anchor_ops:
             _ENTRIES[target, op] = entry
         return default
     return deco
+
+
+def rule_registrar(target: str, apply: Callable):
+    """``register_rule(*anchor_ops, **space)``: a decorator registering ``rule(s, kt, out)`` as the ``target``
+    entry (named after the rule) of kernels anchored by ``anchor_ops``, applied by ``apply(kt, rule)``;
+    ``space``: :func:`register_schedule`'s ``template``, ``fits`` and ``space``."""
+    def register_rule(*anchor_ops: str | None, **space):
+        def deco(rule: Rule) -> Rule:
+            register_schedule(*anchor_ops, target=target, name=rule.__name__, **space)(lambda cfg, kt: apply(kt, rule))
+            return rule
+        return deco
+    return register_rule
 
 
 def schedule_entry(anchor_op: str | None, target="llvm") -> ScheduleEntry:
@@ -92,5 +102,5 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
                "config_index": getattr(cfg, "index", None)}
 
 
-__all__ = ["ScheduleEntry", "TARGETS", "default_rule_name", "kernel_schedule", "register_schedule", "schedule_entry",
-           "target_kind", "template_entries"]
+__all__ = ["Rule", "ScheduleEntry", "TARGETS", "default_rule_name", "kernel_schedule", "register_schedule",
+           "rule_registrar", "schedule_entry", "target_kind", "template_entries"]
