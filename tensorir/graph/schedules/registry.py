@@ -45,10 +45,13 @@ def target_kind(target) -> str:
 def register_schedule(*anchor_ops: str | None, target: str = "llvm", name: str | None = None,
                       template: str | None = None, fits: Callable | None = None, space: Callable | None = None):
     """Register ``default(cfg, kt)`` as the schedule of kernels anchored by ``anchor_ops`` on ``target``
-    (``None``: kernels without an entry); with ``space`` (and ``fits``, ``template``) a config other than
-    the fallback one schedules a kernel ``fits`` accepts with ``space(cfg, kt)``."""
+    (``None``: kernels without an entry; a later registration replaces an earlier one); with ``space`` (and
+    ``fits``, ``template``) a config other than the fallback one schedules a kernel ``fits`` accepts with
+    ``space(cfg, kt)``."""
     if target not in TARGETS:
         raise ValueError(f"register_schedule: target {target!r} is not one of {TARGETS}")
+    if space is not None and (fits is None or template is None):
+        raise ValueError(f"register_schedule {name or ''} {anchor_ops}: a space needs fits= and template=")
 
     def deco(default: Callable) -> Callable:
         def tuned(cfg, kt: KernelTE) -> Schedule:
