@@ -22,7 +22,7 @@ from tensorir.graph import Graph, GraphError, Kernel, optimize
 from tensorir.graph.lower_te import lower_kernel
 from tensorir.graph.op.registry import get_op
 from tensorir.graph.printer import kernel_text
-from tensorir.graph.schedules import SCHEDULE_RULES, schedule_injective_kernel, schedule_kernel
+from tensorir.graph.schedules import kernel_schedule
 
 from . import jit
 from .export import build_info
@@ -55,8 +55,7 @@ def _compile_kernel(kernel: Kernel, target, schedule=None) -> dict:
 def _emit_kernel(kernel: Kernel, kt, target, chosen) -> dict:
     from .build import lower_to_func
     if chosen is None:
-        rule = SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_kernel).__name__
-        chosen = schedule_kernel(kt), {"kind": "default", "rule": rule}
+        chosen = kernel_schedule(kt, "llvm")
     s, origin = chosen
     func, scratch = hoist_heap_allocations(lower_to_func(s, kt.args, name=kernel.name))
     text, parallel, extra = kernel_ir(func, target)

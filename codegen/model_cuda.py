@@ -22,11 +22,7 @@ from tensorir import topi
 from tensorir.graph import Graph, GraphError, Kernel, optimize
 from tensorir.graph.lower_te import lower_kernel
 from tensorir.graph.printer import kernel_text
-from tensorir.graph.schedules_cuda import (
-    CUDA_SCHEDULE_RULES,
-    schedule_injective_cuda,
-    schedule_kernel_cuda,
-)
+from tensorir.graph.schedules import kernel_schedule
 from tensorir.lower.gpu import lower_gpu
 from tensorir.lower.vectorize import vectorize_loops
 from tensorir.stmt import LoweredFunc
@@ -107,8 +103,7 @@ def _emit_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen) -> CUD
 
     from .build import lower_to_func
     if chosen is None:
-        rule = CUDA_SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_cuda).__name__
-        chosen = schedule_kernel_cuda(kt), {"kind": "default", "rule": rule}
+        chosen = kernel_schedule(kt, "cuda")
     s, origin = chosen
     func = lower_to_func(s, kt.args, name=symbol, expand=False)
     _, limits, _ = cuda_settings(target)

@@ -14,7 +14,7 @@ import autotune
 import codegen
 import cuda_sim
 from autotune.measure import MeasureErrorNo, MeasureInput
-from autotune.space import FallbackConfig
+from tensorir.schedule.space import FallbackConfig
 from autotune.templates import conv2d_cuda, gemm_cuda
 
 E = MeasureErrorNo

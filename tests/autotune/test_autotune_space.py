@@ -7,7 +7,7 @@ import pytest
 
 import tensorir as te
 import autotune
-from autotune.space import (AnnotateSpace, ConfigSpace, FallbackConfig, ReorderSpace, SplitEntity, SplitSpace)
+from tensorir.schedule.space import (AnnotateSpace, ConfigSpace, FallbackConfig, ReorderSpace, SplitEntity, SplitSpace)
 from autotune.task import count_flop
 from autotune.templates.gemm_cpu import gemm_packed_template  # noqa: F401 - registers gemm_packed_cpu
 

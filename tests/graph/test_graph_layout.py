@@ -11,8 +11,12 @@ from tensorir import graph, topi
 from tensorir.graph import Const, TensorType, Var, call
 from tensorir.graph.lower_te import lower_kernel
 from tensorir.graph.passes import alter_op_layout, fold_constants
-from tensorir.graph.schedules import schedule_kernel
+from tensorir.graph.schedules import kernel_schedule
 from tensorir.topi.layout import layout_transform_numpy
+
+
+def schedule_kernel(kt):
+    return kernel_schedule(kt)[0]
 
 
 def _x(shape, name="x"):

@@ -1,4 +1,4 @@
-"""Default kernel schedules by pattern (graph/schedules.py): correct on every op and model kernel
+"""Default kernel schedules by pattern (graph/schedules/): correct on every op and model kernel
 (NaN-poisoned outputs, isl checks on), and shaped as promised: parallel outer loops, vector inner
 ones, reductions per output row, anchors register-blocked with their epilogue in the tile."""
 import pytest
@@ -8,7 +8,12 @@ import tensorir as te
 from tensorir import graph
 from tensorir.graph import TensorType, Var, call
 from tensorir.graph.lower_te import lower_kernel
-from tensorir.graph.schedules import SCHEDULE_RULES, schedule_kernel
+from tensorir.graph.schedules import default_rule_name, kernel_schedule, register_schedule, schedule_entry
+from tensorir.graph.schedules import registry
+
+
+def schedule_kernel(kt):
+    return kernel_schedule(kt)[0]
 
 
 def _fuse(out):
@@ -75,16 +80,35 @@ def test_injective_kernel_parallel_and_vectorized():
     assert "parallel for" in text and "ramp(" in text and "allocate" not in text
 
 
-def test_a_rule_can_be_replaced():
+def test_an_entry_can_be_replaced():
     calls = []
-    old = SCHEDULE_RULES["nn.softmax"]
-    SCHEDULE_RULES["nn.softmax"] = lambda s, kt, out: calls.append(kt.kernel.name)
+    old = schedule_entry("nn.softmax")
+
+    def mine(cfg, kt):
+        calls.append((kt.kernel.name, cfg.is_fallback))
+        return old.schedule(cfg, kt)
+    register_schedule("nn.softmax", name="mine")(mine)
     try:
         (kernel,) = _fuse(call("nn.softmax", _x((4, 6)))).kernels
         check_kernel(kernel, schedule=schedule_kernel)
+        assert default_rule_name("nn.softmax") == "mine" and default_rule_name("nn.softmax", "cuda") != "mine"
     finally:
-        SCHEDULE_RULES["nn.softmax"] = old
-    assert calls == ["fused_nn_softmax"]
+        registry._ENTRIES["llvm", "nn.softmax"] = old
+    assert calls == [("fused_nn_softmax", True)] and default_rule_name("nn.softmax") == "schedule_reduction"
+
+
+def test_every_anchor_op_has_an_entry_on_both_targets_and_names_its_rule():
+    """Kernels without an entry take the injective one; origins name the rule logs record."""
+    from tensorir.graph.op.registry import OPS, OpPattern
+    anchors = [n for n, op in OPS.items() if op.pattern in (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)]
+    assert default_rule_name(None) == "schedule_injective_kernel" and default_rule_name(None, "cuda -arch=sm_90") \
+        == "schedule_injective_cuda"
+    assert default_rule_name("nn.dense") == "schedule_matmul" and default_rule_name("nn.dense", "cuda") == "schedule_gemm"
+    assert default_rule_name("nn.conv2d", "cuda") == "schedule_conv2d_cuda" and default_rule_name("topk") == "_schedule_topk"
+    for op in anchors:
+        assert schedule_entry(op).target == "llvm" and schedule_entry(op, "cuda").target == "cuda"
+    (kernel,) = _fuse(call("nn.softmax", _x((4, 6)))).kernels
+    assert kernel_schedule(lower_kernel(kernel))[1] == {"kind": "default", "rule": "schedule_reduction"}
 
 
 @pytest.mark.parametrize("model", ["small_cnn", "transformer_block"])
@@ -116,3 +140,29 @@ ODD = {   # shapes that leave no vector, a split single axis, reductions that ar
 def test_default_schedule_on_odd_shapes(name):
     for k in _fuse(ODD[name]()).kernels:
         check_kernel(k, schedule=schedule_kernel)
+
+
+def test_a_config_of_an_entrys_space_schedules_the_kernel():
+    """The CPU dense entry: no config (or a fallback one) is the default rule; a config of its space (the
+    ``dense_kernel_cpu`` template's) schedules the kernel with its knobs, correctly, and says so."""
+    from tensorir.schedule.space import ConfigSpace, FallbackConfig
+    (kernel,) = _fuse(call("nn.relu", call("add", call("nn.dense", _x((8, 12)), _x((32, 12), "w")), _x((32,), "b")))).kernels
+    kt = lower_kernel(kernel)
+    entry = schedule_entry("nn.dense")
+    space = ConfigSpace()
+    entry.space(space, kt)
+    assert entry.template == "dense_kernel_cpu" and entry.fits(kt) is None and len(space) > 8
+    default = str(te.lower(kernel_schedule(kt)[0], kt.args))
+    assert str(te.lower(kernel_schedule(kt, "llvm", FallbackConfig())[0], kt.args)) == default
+    seen = set()
+    for index in (1, len(space) // 2, len(space) - 1):
+        cfg = space.get(index)
+        s, origin = kernel_schedule(kt, "llvm", cfg)
+        assert origin == {"kind": "config", "rule": "schedule_matmul", "template": "dense_kernel_cpu", "config_index": index}
+        seen.add(str(te.lower(s, kt.args)))
+        check_kernel(kernel, schedule=lambda kt, cfg=cfg: kernel_schedule(kt, "llvm", cfg)[0])
+    assert len(seen) == 3 and default not in seen
+    # a kernel the space does not fit (a 3-D batch_matmul anchor has no space; a padded dense would not fit)
+    (bmm,) = _fuse(call("nn.batch_matmul", _x((3, 8, 6)), _x((3, 8, 6), "w"))).kernels
+    assert schedule_entry("nn.batch_matmul").space is None
+    assert kernel_schedule(lower_kernel(bmm), "llvm", space.get(1))[1] == {"kind": "default", "rule": "schedule_matmul"}

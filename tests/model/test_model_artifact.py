@@ -285,7 +285,7 @@ def test_c_program_gets_the_gather_error_code(tmp_path):
 
 
 def test_schedule_origin_from_a_hook(tmp_path):
-    from tensorir.graph.schedules import schedule_kernel
+    from tensorir.graph.schedules import kernel_schedule
     x = Var("x", TensorType((4, 16), "float32"))
     g = graph.Graph((x,), (call("nn.softmax", call("exp", x)), call("tanh", x)))
     origin = {"kind": "record", "log": "tune.json", "log_sha256": "0" * 64, "record": 3}
@@ -293,7 +293,7 @@ def test_schedule_origin_from_a_hook(tmp_path):
 
     def from_log(kt):
         seen.append(kt.kernel.name)
-        return (schedule_kernel(kt), origin) if kt.anchor_op == "nn.softmax" else None
+        return (kernel_schedule(kt)[0], origin) if kt.anchor_op == "nn.softmax" else None
     m = codegen.build_model(g, schedule=from_log)
     m.export_library(str(tmp_path / "s"))
     man = json.loads((tmp_path / "s" / "manifest.json").read_text())

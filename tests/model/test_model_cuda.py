@@ -17,8 +17,7 @@ import codegen
 from codegen.model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE
 from tensorir import graph
 from tensorir.graph import Const, GraphError, TensorType, Var, call, testing
-from tensorir.graph import schedules_cuda as sc
-from tensorir.graph.schedules_cuda import CUDA_SCHEDULE_RULES
+from tensorir.graph.schedules import cuda_conv, cuda_rows, schedule_entry
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -131,7 +130,7 @@ def test_cuda_graph_keeps_nchw_and_plain_weights():
 
 def test_rules_registered_by_pattern():
     for op in ("nn.conv2d", "nn.dense", "nn.batch_matmul", "nn.softmax", "nn.layer_norm", "nn.max_pool2d", "sum"):
-        assert op in CUDA_SCHEDULE_RULES
+        assert schedule_entry(op, "cuda").anchor_ops != (None,)
 
 
 def test_fallback_ops_refused_naming_them():
@@ -205,7 +204,7 @@ def test_conv_batches_strides_and_tile_size():
     big = Var("x", TensorType((32, 16, 14, 14), "float32"))
     m = codegen.build_model(graph.Graph((big,), (call("nn.conv2d", big, Const(rng.standard_normal(
         (512, 16, 1, 1)).astype("float32")), strides=[2, 2], padding=[0, 0, 0, 0]),)), target="cuda")
-    assert max(k.shared_bytes for k in m.kernels.values()) <= sc.CONV_SHARED_BUDGET   # its images only
+    assert max(k.shared_bytes for k in m.kernels.values()) <= cuda_conv.CONV_SHARED_BUDGET   # its images only
 
 
 @pytest.mark.nvcc
@@ -219,12 +218,12 @@ def test_softmax_and_layer_norm_reduce_rows_across_threads(rows, n):
     z = call("nn.softmax", x, axis=-1)
     m = codegen.build_model(graph.Graph((x,), (y, z)), target="cuda")
     norm = m.kernels["fused_nn_layer_norm"]
-    if n < sc.ALLREDUCE_MIN:        # rows shorter than a warp: one thread per row
+    if n < cuda_rows.ALLREDUCE_MIN:        # rows shorter than a warp: one thread per row
         assert norm.block == (min(2 * rows, 64), 1, 1) and "__shfl_xor_sync" not in norm.source
     else:                           # a warp per row (several rows per block), or a block per long row
-        assert norm.block == ((32, max(d for d in (1, 2, 3, 4) if 2 * rows % d == 0), 1) if n <= sc.WARP_ROW_MAX
+        assert norm.block == ((32, max(d for d in (1, 2, 3, 4) if 2 * rows % d == 0), 1) if n <= cuda_rows.WARP_ROW_MAX
                               else (160, 1, 1)) and "__shfl_xor_sync" in norm.source
-        assert (norm.shared_bytes > 0) == (n > sc.WARP_ROW_MAX)     # shared memory only between warps
+        assert (norm.shared_bytes > 0) == (n > cuda_rows.WARP_ROW_MAX)     # shared memory only between warps
     xs = rng.standard_normal((2, rows, n)).astype("float32") * 3
     got = simulate(m, {"x": xs})
     mu, var = xs.mean(-1, keepdims=True), xs.var(-1, keepdims=True)

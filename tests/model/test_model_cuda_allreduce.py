@@ -1,4 +1,4 @@
-"""Default CUDA schedules of model kernels that reduce rows across threads (``schedules_cuda``:
+"""Default CUDA schedules of model kernels that reduce rows across threads (``schedules.cuda_rows``:
 ``tvm_thread_allreduce``, warp shuffles and shared memory): softmax, ONNX LayerNormalization, the
 decomposed layer norm BERT exports (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div), reduce ops
 over the last axes and to a scalar.  Small ONNX graphs are built with ``codegen.build_model(...,
@@ -12,7 +12,7 @@ import pytest
 
 import codegen
 from tensorir import graph
-from tensorir.graph import schedules_cuda as sc
+from tensorir.graph.schedules import cuda_rows as sc
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper

@@ -1,4 +1,4 @@
-"""The default CUDA conv schedule at large batch (``schedules_cuda.CONV_FOLD_MIN_BATCH`` and up): each
+"""The default CUDA conv schedule at large batch (``schedules.cuda_conv.CONV_FOLD_MIN_BATCH`` and up): each
 thread computes ``CONV_BATCH_TILE`` images (the block's shared input window holds them) and the reduction
 takes slices of up to 16 input channels (``CONV_RC_TILES``), run on the CPU
 by tests/cuda_sim.py against numpy (NaN-poisoned outputs) for 3x3 pad 1, 1x1 stride 2 and 7x7 stride 2
@@ -12,7 +12,8 @@ import pytest
 import codegen
 from tensorir import graph
 from tensorir.graph import Const, TensorType, Var, call
-from tensorir.graph import schedules_cuda as sc
+from tensorir.graph.schedules import conv2d_direct
+from tensorir.graph.schedules import cuda_conv as sc
 
 pytest.importorskip("onnx")
 from test_model_cuda import simulate
@@ -60,8 +61,8 @@ def test_large_grids_take_a_column_of_rows_per_thread():
     """Batch 32, 7x7 outputs, 16 input channels: the default rule's column tiles (8 filter threads x 7
     column threads, each thread 7 rows of 4 filters; one block per image and 32 filters), correct on
     the simulated GPU against numpy; the same layer at batch 2 keeps the small-grid tiles."""
-    assert sc.conv_column_tile(32, 16, 256, 7, 7) == (8, 4, 1, 7, 7)
-    assert sc.conv_column_tile(2, 16, 256, 7, 7) is None and sc.conv_column_tile(32, 3, 64, 112, 112) is None
+    assert conv2d_direct.conv_column_tile(32, 16, 256, 7, 7) == (8, 4, 1, 7, 7)
+    assert conv2d_direct.conv_column_tile(2, 16, 256, 7, 7) is None and conv2d_direct.conv_column_tile(32, 3, 64, 112, 112) is None
     rng = np.random.default_rng()
     w = rng.standard_normal((256, 16, 3, 3)).astype("float32")
     x = Var("x", TensorType((32, 16, 7, 7), "float32"))

@@ -28,16 +28,16 @@ from autotune.kernel_templates import KernelTemplateTask, dag_json, match_templa
 from autotune.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autotune.model_history import MissingRecordWarning
 from autotune.record import append_records, make_record
-from autotune.space import FallbackConfig, InstantiationError
+from tensorir.schedule.space import FallbackConfig, InstantiationError
 from autotune.task_extraction import KernelSearchTask
 from autotune.templates.conv2d_cuda import conv2d_reference
-from autotune.templates.conv2d_kernel_cuda import column_tiles, conv_geometry, fallback_tiles, rule_tiles
+from tensorir.graph.schedules.conv2d_direct import column_tiles, conv_geometry, fallback_tiles, rule_tiles
 from tensorir import graph, topi
 
 onnx = pytest.importorskip("onnx")
 
 TEMPLATE = "conv2d_kernel_cuda"
-REJECTED = ("threads per block", "bytes of shared memory")       # conv_config's reasons
+REJECTED = ("threads per block", "bytes of shared memory")       # direct_config's reasons
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def _numpy(desc, ins):
 
 def _valid(task, n, seed, accept=lambda cfg: True) -> list[int]:
     """``n`` random configs of ``task`` that the template accepts and ``accept`` likes; every rejection
-    must be one of the template's named ones (conv_config's block limits)."""
+    must be one of the template's named ones (direct_config's block limits)."""
     rng, space, out = random.Random(seed), task.config_space, []
     for _ in range(3000):
         i = rng.randrange(len(space))
@@ -159,7 +159,7 @@ def test_fallback_config_is_the_default_rules_block(resnet):
     """Each conv task's fallback config is in its space and accepted; it launches the default CUDA rule's
     block (threads) and as many blocks (measured first, it is the default the tuner must beat), with
     more channel threads where the rule's block is under a warp (the 2 x 2 outputs of stage 3)."""
-    from autotune.task_extraction import default_kernel_schedule
+    from tensorir.graph.schedules import kernel_schedule
     from tensorir.graph.lower_te import KernelTE
     _, _, _, tasks, _ = resnet
     convs = [t for t in tasks if isinstance(t, KernelTemplateTask)]
@@ -173,7 +173,7 @@ def test_fallback_config_is_the_default_rules_block(resnet):
         tensors = t.compute_dag.tensors
         inputs = [x for x in tensors if isinstance(x.op, te.PlaceholderOp)]
         kt = KernelTE(None, inputs, [tensors[-1]], "nn.conv2d")
-        rule = codegen.build(default_kernel_schedule(kt, "cuda"), list(tensors), target="cuda").launch
+        rule = codegen.build(kernel_schedule(kt, "cuda")[0], list(tensors), target="cuda").launch
         if np.prod(rule.block) >= 32:
             assert mine.block == rule.block and np.prod(mine.grid) == np.prod(rule.grid), t.kernel_name
         else:

@@ -22,7 +22,7 @@ import autotune
 import codegen
 from autotune.kernel_templates import KernelTemplateTask
 from autotune.model_history import MissingRecordWarning
-from autotune.space import FallbackConfig
+from tensorir.schedule.space import FallbackConfig
 from tensorir import graph
 from tensorir.graph import testing
 
@@ -34,7 +34,7 @@ TRIALS_PER_TASK = 8
 def _conv(task):
     """(filter size, stride, residual) of a template task's convolution."""
     import tensorir as te
-    from autotune.templates.conv2d_kernel_cuda import conv_geometry
+    from tensorir.graph.schedules.conv2d_direct import conv_geometry
     tensors = task.compute_dag.tensors
     anchor = next(st.op for st in te.create_schedule(tensors[-1].op).stages if getattr(st.op, "reduce_axis", None))
     geo = conv_geometry(anchor)

@@ -113,7 +113,8 @@ def test_deploy_uses_template_records_with_the_epilogue_fused(tuned, tmp_path):
 
 def test_every_template_config_schedules_the_kernel_correctly(tuned):
     """Each measured config, built on the kernel's own tensors as deployment does, against numpy."""
-    from autotune.templates.dense_kernel_cpu import schedule_dense_kernel
+    from autotune.kernel_templates import kernel_te
+    from tensorir.graph.schedules.cpu_dense import schedule_dense_kernel
     _, _, _, tasks, log, _ = tuned
     task = tasks[0]
     tensors = task.compute_dag.tensors
@@ -125,7 +126,7 @@ def test_every_template_config_schedules_the_kernel_correctly(tuned):
     configs = {r.index for r in autotune.record.load_records(log) if r.workload == task.workload}
     assert len(configs) >= 4
     for index in sorted(configs):
-        s = schedule_dense_kernel(task.config_space.get(index), tensors)
+        s = schedule_dense_kernel(task.config_space.get(index), kernel_te(tensors))
         f = codegen.build(s, tensors)
         out = np.full(want.shape, np.nan, "float32")
         f(*ins, out)
