@@ -17,7 +17,7 @@ from .builder import LocalBuilder
 from .dispatch import apply_history_best
 from .measure import MeasureErrorNo, MeasureInput, MeasureResult, measure_option
 from .runner import LocalRunner
-from .space import ConfigEntity, ConfigSpace, FallbackConfig, InstantiationError
+from tensorir.schedule.space import ConfigEntity, ConfigSpace, FallbackConfig, InstantiationError
 from .template import FallbackWarning, dispatch_stats, get_config, reset_dispatch_stats, template
 from .task_extraction import extract_tasks
 from .task_scheduler import TaskScheduler

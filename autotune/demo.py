@@ -19,7 +19,7 @@ from .compare import alternate, gflops
 from .dispatch import apply_history_best
 from .measure import measure_option
 from .runner import LocalRunner
-from .space import FallbackConfig
+from tensorir.schedule.space import FallbackConfig
 from .task import create
 from .templates.gemm_cpu import gemm_packed_template
 from .tuner import ModelTuner

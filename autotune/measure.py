@@ -28,7 +28,7 @@ class MeasureErrorNo(enum.IntEnum):
 @dataclass(frozen=True)
 class MeasureInput:
     task: object                # autotune.task.Task
-    config: object              # autotune.space.ConfigEntity
+    config: object              # tensorir.schedule.space.ConfigEntity
 
 
 @dataclass(frozen=True)

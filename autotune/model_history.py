@@ -137,8 +137,8 @@ class HistorySchedule:
         """The searched schedule (steps replayed) or the measured default schedule of ``rec``."""
         from .auto_scheduler.loop_state import State
         if "default" in rec.knobs:
-            from .task_extraction import default_kernel_schedule, default_rule_name
-            return default_kernel_schedule(kt, self.target), {
+            from tensorir.graph.schedules import default_rule_name, kernel_schedule
+            return kernel_schedule(kt, self.target)[0], {
                 "kind": "default", "rule": default_rule_name(kt.anchor_op, self.target), "measured": True,
                 "cost": rec.cost, "log": self.log, "log_sha256": self.log_sha256}
         state = State(dag, rec.knobs["steps"])

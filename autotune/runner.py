@@ -63,7 +63,7 @@ def reference_job(p: dict) -> dict:
     import codegen
     from codegen.signature import Signature
     from tensorir import lower
-    from .space import FallbackConfig
+    from tensorir.schedule.space import FallbackConfig
     from .task import Task
     from .template import safe_name
     task = Task.from_payload(p["task"])

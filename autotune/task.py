@@ -1,7 +1,7 @@
 """Tasks: a template, its arguments and a target -- what one tuning run optimizes.
 
 ``autotune.task.create("gemm_packed", args=(1024, 1024, 1024), target="llvm")`` looks the template
-up, collects its config space (running it once with a :class:`~autotune.space.ConfigSpace`) and
+up, collects its config space (running it once with a :class:`~tensorir.schedule.space.ConfigSpace`) and
 counts its floating-point operations (``cfg.add_flop`` if the template calls it, else from the
 compute definitions).  ``task.instantiate(config)`` runs the template with one config.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 
-from .space import ConfigEntity, ConfigSpace, InstantiationError
+from tensorir.schedule.space import ConfigEntity, ConfigSpace, InstantiationError
 from .template import TemplateInfo, lookup, thaw, using_config, workload_of, workload_str
 
 

@@ -56,19 +56,21 @@ class KernelSearchTask(SearchTask):
 
     @property
     def default_rule(self) -> str:
+        from tensorir.graph.schedules import default_rule_name
         return default_rule_name(self.anchor_op, self.target)
 
     def default_config(self) -> DefaultConfig:
         return DefaultConfig(self.default_rule)
 
     def default_schedule(self) -> tuple:
-        """``(schedule, args)`` of the kernel's default schedule (``schedules.schedule_kernel``)."""
+        """``(schedule, args)`` of the kernel's default schedule (``tensorir.graph.schedules.kernel_schedule``)."""
         from tensorir.graph.lower_te import KernelTE
+        from tensorir.graph.schedules import kernel_schedule
         from tensorir.tensor import PlaceholderOp
         tensors = self.compute_dag.tensors
         inputs = [t for t in tensors if isinstance(t.op, PlaceholderOp)]
         outputs = [t for t in tensors if not isinstance(t.op, PlaceholderOp)]
-        return default_kernel_schedule(KernelTE(None, inputs, outputs, self.anchor_op), self.target), list(tensors)
+        return kernel_schedule(KernelTE(None, inputs, outputs, self.anchor_op), self.target)[0], list(tensors)
 
     def instantiate(self, config) -> tuple:
         if isinstance(config, DefaultConfig) or config == "default":
@@ -93,30 +95,6 @@ class KernelSearchTask(SearchTask):
 def _task_from_payload(dag_json: str, workload_key: str, target: str, kernel_name: str, anchor_op) -> KernelSearchTask:
     from tensorir.serialize import load_json
     return KernelSearchTask(ComputeDAG(load_json(dag_json)), anchor_op, kernel_name, target, workload_key)
-
-
-def _is_cuda(target) -> bool:
-    from codegen.target import parse
-    return parse(target).kind == "cuda"
-
-
-def default_rule_name(anchor_op: str | None, target="llvm") -> str:
-    """The name of the default schedule rule of a kernel anchored by ``anchor_op`` on ``target``
-    (:mod:`tensorir.graph.schedules`, or :mod:`tensorir.graph.schedules_cuda` for CUDA)."""
-    if _is_cuda(target):
-        from tensorir.graph.schedules_cuda import CUDA_SCHEDULE_RULES, schedule_injective_cuda
-        return CUDA_SCHEDULE_RULES.get(anchor_op, schedule_injective_cuda).__name__
-    from tensorir.graph.schedules import SCHEDULE_RULES, schedule_injective_kernel
-    return SCHEDULE_RULES.get(anchor_op, schedule_injective_kernel).__name__
-
-
-def default_kernel_schedule(kt, target="llvm"):
-    """The default schedule of kernel ``kt`` (a :class:`~tensorir.graph.lower_te.KernelTE`) on ``target``."""
-    if _is_cuda(target):
-        from tensorir.graph.schedules_cuda import schedule_kernel_cuda
-        return schedule_kernel_cuda(kt)
-    from tensorir.graph.schedules import schedule_kernel
-    return schedule_kernel(kt)
 
 
 def extract_tasks(g, params: dict | None = None, target="llvm", include_simple_tasks: bool = True,
@@ -151,5 +129,4 @@ def extract_tasks(g, params: dict | None = None, target="llvm", include_simple_t
     return list(tasks.values()), [weights[h] for h in tasks]
 
 
-__all__ = ["extract_tasks", "KernelSearchTask", "DefaultConfig", "DEFAULT_INDEX", "default_rule_name",
-           "default_kernel_schedule"]
+__all__ = ["extract_tasks", "KernelSearchTask", "DefaultConfig", "DEFAULT_INDEX"]

@@ -6,7 +6,7 @@ its knobs from :func:`get_config`.  Who decides the config:
 * a task collecting its space or instantiating a config (``Task.instantiate``) sets it directly;
 * a plain call ``f(*args)`` asks the innermost dispatch context: ``autotune.apply_history_best(log)``
   answers with the best record for the workload and target; with no context, or no record, the
-  template gets its :class:`~autotune.space.FallbackConfig` and a warning naming the workload is
+  template gets its :class:`~tensorir.schedule.space.FallbackConfig` and a warning naming the workload is
   issued and counted in :func:`dispatch_stats` -- a fallback is never silent.
 
 The registry of templates and the context stack are the only global state of the autotuner.
@@ -27,8 +27,7 @@ from typing import Callable
 import numpy as np
 
 from tensorir.schedule.dispatch import DispatchContext as _BaseContext
-
-from .space import ConfigEntity, FallbackConfig
+from tensorir.schedule.space import ConfigEntity, FallbackConfig
 
 _current_config: contextvars.ContextVar = contextvars.ContextVar("tiletune_config", default=None)
 

@@ -4,7 +4,7 @@ For each convolution kernel of the model (``conv2d_kernel_cuda`` tasks of ``auto
 the template's config with the default rule's tiles (``rule_tiles``) and each variant below are built
 and measured like tuning trials (checked against the CPU, CUDA events; ``GridSearchTuner`` over exactly
 those configs, into a scratch log), and the table of times is printed with the fastest per kernel.
-This is how ``small_image_tiles`` (autotune/templates/conv2d_kernel_cuda.py) was chosen.
+This is how ``small_image_tiles`` (tensorir/graph/schedules/conv2d_direct.py) was chosen.
 
     python benchmarks/conv_defaults_cuda.py [--model resnet18] [--batch 32] [--log /tmp/conv_defaults.jsonl]
 """
@@ -22,8 +22,8 @@ sys.path.insert(0, ROOT)
 def variants(N: int, F: int, OH: int, OW: int, C: int) -> dict[str, dict]:
     """Knob changes by name: ``rule`` (the default rule's tiles) and column tiles (each thread a column
     of up to 8 rows for 4 filters, threads over 8 filters x up to 16 columns) with variations."""
-    from autotune.templates.conv2d_kernel_cuda import rule_tiles
-    from tensorir.graph.schedules_cuda import largest_divisor
+    from tensorir.graph.schedules.conv2d_direct import rule_tiles
+    from tensorir.graph.schedules.helpers import largest_divisor
     rows, tx = largest_divisor(OH, 8), largest_divisor(OW, 16)
     cols = {"tile_f": [-1, 2, 8, 2], "tile_y": [-1, 1, 1, rows], "tile_x": [-1, 1, tx, 1],
             "tile_rc": [-1, largest_divisor(C, 2)], "double_buffer": True}
@@ -47,7 +47,7 @@ def main() -> int:
     import autotune
     from autotune.kernel_templates import KernelTemplateTask
     from autotune.record import load_records
-    from autotune.space import FallbackConfig
+    from tensorir.schedule.space import FallbackConfig
     from autotune.tuner import GridSearchTuner
     from tensorir import graph
     from tensorir.graph import testing

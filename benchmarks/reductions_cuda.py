@@ -1,4 +1,4 @@
-"""Model kernels that reduce rows across threads (default CUDA schedules, ``schedules_cuda``) on the
+"""Model kernels that reduce rows across threads (default CUDA schedules, ``schedules.cuda_rows``) on the
 GPU beside torch eager: softmax of BERT-base attention (12 x 128 x 128) and of 8192 x 1000, ONNX
 LayerNormalization and BERT's decomposed ReduceMean layer norm (128 x 768), ReduceMean over the last
 axis (4096 x 1000), a ReduceSum of 2^20 elements to a scalar (one block) and a batch-1 classifier
@@ -16,8 +16,8 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "model")]   # test_model_cuda_allreduce
 
 
 def cases(torch):

@@ -39,8 +39,7 @@ from tensorir.graph import Graph, GraphError, Kernel, optimize
 from tensorir.graph.lower_te import KernelTE, lower_kernel
 from tensorir.graph.op.registry import get_op
 from tensorir.graph.printer import kernel_text
-from tensorir.graph.schedules import SCHEDULE_RULES, schedule_injective_kernel, schedule_kernel
-from tensorir.graph.schedules_cuda import CUDA_SCHEDULE_RULES, schedule_injective_cuda, schedule_kernel_cuda
+from tensorir.graph.schedules import kernel_schedule
 from tensorir.schedule.dispatch import model_schedule
 
 from . import model_cuda, model_llvm
@@ -93,11 +92,7 @@ def target_profile(target) -> TargetProfile:
 
 def default_schedule(kt: KernelTE, target: Target) -> tuple:
     """``(Schedule, origin)``: kernel ``kt``'s untuned schedule on ``target`` (its anchor op's default rule)."""
-    if target.kind == "cuda":
-        rule = CUDA_SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_cuda).__name__
-        return schedule_kernel_cuda(kt), {"kind": "default", "rule": rule}
-    rule = SCHEDULE_RULES.get(kt.anchor_op, schedule_injective_kernel).__name__
-    return schedule_kernel(kt), {"kind": "default", "rule": rule}
+    return kernel_schedule(kt, target)
 
 
 # -- passes and kernels -----------------------------------------------------------------------------------

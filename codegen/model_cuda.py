@@ -3,7 +3,7 @@ kernel, all in one CUDA source compiled once by nvcc, run by :class:`~codegen.ru
 
 The graph is optimized for the GPU (``optimize(..., target="cuda")``: no NCHWc / packed layouts); each
 distinct kernel is lowered with :data:`CUDA_COMPUTES` (N-d dense keeps its leading axes), given its
-default GPU schedule (:mod:`tensorir.graph.schedules_cuda`) or its schedule source's, lowered through
+default GPU schedule (:mod:`tensorir.graph.schedules`) or its schedule source's, lowered through
 the GPU passes and printed as one ``extern "C" __global__`` function (:func:`compile_kernel`); the
 functions share one translation unit (:func:`combine_sources`: includes and helpers once).  Buffers are
 placed by :mod:`codegen.model_plan` as on the CPU: intermediates in one device workspace by liveness,

@@ -10,11 +10,21 @@ equalling the sentinel.  The inputs must come back unchanged.
 Set ``TILETUNE_TEST_BACKEND=interp`` to run the same tests through ``tests/ir_interp.py`` (a slow
 interpreter of the lowered IR) instead of LLVM: a failure with both backends is a lowering bug, a
 failure with LLVM only is a code generation bug.
+
+The tests live in one folder per subsystem (``te/``, ``isl/``, ``topi/``, ``graph/``, ``codegen/``,
+``model/``, ``autotune/``, ``tvm_ports/``); the helpers shared by them (this module, ``cuda_sim``,
+``graph_models``, ``onnx_op_check``...) stay here, in ``tests/``, which pytest puts on ``sys.path``
+because this conftest sits in it.  A test that needs hardware or a tool says so with a marker
+(registered in setup.cfg), checked once here: ``gpu`` (pycuda and a CUDA device; ``pytest -m gpu``
+runs only those), ``nvcc`` (nvcc on the PATH, no GPU needed), ``cuda_sim`` (g++, to run CUDA C on the
+CPU).  Where the need is missing, the test is skipped with one reason.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -26,10 +36,48 @@ from tensorir.expr import IntImm
 from tensorir.tensor import PlaceholderOp
 from tensorir.visitor import substitute
 
+import cuda_sim
 import ir_interp
 
 BACKEND = os.environ.get("TILETUNE_TEST_BACKEND", "llvm")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# -- what a test needs (markers), the compile cache ------------------------------------------------------
+def _cuda_device_missing() -> str | None:
+    from codegen.cuda_module import driver
+    try:
+        driver()
+    except Exception as e:  # noqa: BLE001 - any failure to open a device means: no GPU here
+        return f"needs a CUDA device: {e}"
+    return None
+
+
+#: Marker -> why what its tests need is missing here (None: present).
+NEEDS = {
+    "gpu": _cuda_device_missing,
+    "nvcc": lambda: None if shutil.which("nvcc") else "nvcc is not on the PATH",
+    "cuda_sim": lambda: None if cuda_sim.available() else "g++ is needed to run CUDA C on the CPU",
+}
+
+
+@functools.cache
+def missing(marker: str) -> str | None:
+    return NEEDS[marker]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    for marker in NEEDS:
+        if item.get_closest_marker(marker) is not None and (why := missing(marker)):
+            pytest.skip(why)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    """nvcc's and extern code's compile cache in this session's temporary directory, not ~/.cache."""
+    monkeypatch.setenv("TILETUNE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
 
 #: Default (rtol, atol) per output dtype.
 TOLERANCE = {"float16": (2e-3, 2e-3), "float32": (1e-5, 1e-5), "float64": (1e-12, 1e-12)}

@@ -1,6 +1,6 @@
 """A slow reference interpreter of lowered loop IR, for the test suite only.
 
-``TILETUNE_TEST_BACKEND=interp pytest tests/test_te_*.py`` runs the differential tests through this
+``TILETUNE_TEST_BACKEND=interp pytest tests/te/test_te_*.py`` runs the differential tests through this
 interpreter instead of the LLVM backend.  That separates lowering bugs (wrong with both backends)
 from code generation bugs (wrong only with LLVM), and lets the tests run before the backend exists.
 

@@ -14,8 +14,9 @@ import math
 
 import tensorir as te
 from codegen.cuda import current_shared_limit
+from tensorir.graph.schedules.helpers import cooperative_fetch, fetch_vector
+from tensorir.schedule.space import SplitEntity
 
-from ..space import SplitEntity
 from ..template import get_config, template
 
 
@@ -30,36 +31,6 @@ def gemm(M: int, N: int, K: int, dtype: str = "float32", transpose_a: bool = Fal
         return A, B, C, AT
     C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
     return A, B, C, None
-
-
-def cooperative_fetch(s, T, threads: tuple, vector: int, transposed_from: int | None = None) -> None:
-    """Copy stage ``T`` (a shared-memory tile) with all threads of the block: the innermost axis is
-    split by ``vector`` and vectorized, the rest fused and bound to (threadIdx.y, threadIdx.x).
-
-    ``transposed_from=d``: the tile's axis ``d`` is contiguous in the source instead (``AT[k, m] =
-    A[m, k]``): that axis is vectorized, so each thread reads one vector of the source."""
-    ty, tx = threads
-    axes = list(s[T].op.axis)
-    if transposed_from is None:
-        outer, vec = s[T].split(axes[-1], factor=vector)
-        fused = s[T].fuse(*axes[:-1], outer)
-    else:
-        outer, vec = s[T].split(axes[transposed_from], factor=vector)
-        rest = [a for k, a in enumerate(axes) if k != transposed_from]
-        s[T].reorder(outer, *rest, vec)
-        fused = s[T].fuse(outer, *rest)
-    fused, itx = s[T].split(fused, factor=tx)
-    _, ity = s[T].split(fused, factor=ty)
-    s[T].bind(ity, te.thread_axis("threadIdx.y"))
-    s[T].bind(itx, te.thread_axis("threadIdx.x"))
-    s[T].vectorize(vec)
-
-
-def _fetch_vector(elements: int, threads: int, vector: int) -> int:
-    """The widest vector (at most ``vector``) that still gives every thread a whole number of them."""
-    while vector > 1 and (elements % (vector * threads) or elements < vector * threads):
-        vector //= 2
-    return vector
 
 
 def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int = 64, block_n: int = 128,
@@ -156,8 +127,9 @@ def gemm_schedule(M: int, N: int, K: int, dtype: str = "float32", block_m: int =
         s[AS].double_buffer(async_copy=async_stages > 0, stages=max(async_stages, 2))
         s[BS].double_buffer(async_copy=async_stages > 0, stages=max(async_stages, 2))
     threads = n_ty * n_tx
-    cooperative_fetch(s, BS, (n_ty, n_tx), _fetch_vector(k_tile * block_n, threads, vector))
-    cooperative_fetch(s, AS, (n_ty, n_tx), _fetch_vector(k_tile * block_m, threads, vector),
+    block = (("threadIdx.x", n_tx), ("threadIdx.y", n_ty))
+    cooperative_fetch(s[BS], block, fetch_vector(k_tile * block_n, threads, vector))
+    cooperative_fetch(s[AS], block, fetch_vector(k_tile * block_m, threads, vector),
                       transposed_from=0 if transpose_a and not pretranspose_a else None)
     return s, [A, B, C]
 
@@ -271,4 +243,4 @@ def _gemm_fallback(cfg, M: int, N: int, K: int) -> None:
             cfg[name] = SplitEntity(size)
 
 
-__all__ = ["gemm", "gemm_schedule", "cooperative_fetch", "gemm_cuda_template", "transpose_kernel"]
+__all__ = ["gemm", "gemm_schedule", "gemm_cuda_template", "transpose_kernel"]

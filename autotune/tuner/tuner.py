@@ -254,7 +254,7 @@ class Tuner:
     def default_index(self) -> int | None:
         """The index of the template's default (fallback) config, None if it is not in the space or
         the template rejects it."""
-        from ..space import FallbackConfig
+        from tensorir.schedule.space import FallbackConfig
         cfg = FallbackConfig()
         try:
             self.task.instantiate(cfg)

@@ -109,11 +109,8 @@ def _kernel_error(kernel: Kernel, kind: str, lower: bool, computes) -> Exception
     from .lower_te import lower_kernel
     try:
         kt = lower_kernel(kernel, computes)
-        if kind == "cuda":
-            from .schedules_cuda import schedule_kernel_cuda as schedule
-        else:
-            from .schedules import schedule_kernel as schedule
-        s = schedule(kt)
+        from .schedules import kernel_schedule
+        s, _ = kernel_schedule(kt, kind)
         if lower:
             from .. import lower as te_lower
             te_lower(s, kt.args, name=kernel.name, expand=kind != "cuda")

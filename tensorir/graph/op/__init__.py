@@ -1,7 +1,6 @@
 """Graph operators: one module per family, all registered in :mod:`.registry` on import."""
 from . import conv_transpose, image, nn, onnx_fallback, reduce, tensor, transform  # registration
 from .registry import OPS, OpDef, OpPattern, call, get_op, infer_type, register_op
-from . import schedule_rules  # default schedules of conv2d_transpose, 3-d pooling
 from . import math_ext  # trigonometry, isnan/isinf, fmod, shifts
 from . import algorithm  # argmax, argmin, topk
 from . import nn_ext  # lrn

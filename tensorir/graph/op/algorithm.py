@@ -7,7 +7,6 @@ import numpy as np
 
 from ... import topi
 from ..ir import TensorType
-from ..schedules import SCHEDULE_RULES, _parallel_outer, schedule_reduction
 from .registry import OpPattern, register_op
 
 
@@ -36,7 +35,6 @@ for _name, _fn in (("argmax", np.argmax), ("argmin", np.argmin)):
                 num_inputs=1, numpy=_arg_numpy(_fn),
                 topi=(lambda f: lambda x, axis, keepdims, select_last_index:
                       f(x, axis, keepdims, select_last_index))(getattr(topi, _name)))
-    SCHEDULE_RULES.setdefault(_name, schedule_reduction)
 
 
 def _topk_infer(x: TensorType, k, axis, ret_type, is_ascend, dtype) -> TensorType:
@@ -63,13 +61,7 @@ def _topk_numpy(x, k, axis, ret_type, is_ascend, dtype):
     return np.take_along_axis(x, idx, axis) if ret_type == "values" else idx.astype(dtype)
 
 
-def _schedule_topk(s, kt, out) -> None:
-    """Each row's ranks at the root, parallel; the picked outputs parallel (both are reductions)."""
-    _parallel_outer(out)
-
-
 register_op("topk", OpPattern.OPAQUE, _topk_infer,
             attrs={"k": 1, "axis": -1, "ret_type": "values", "is_ascend": False, "dtype": "int64"}, num_inputs=1,
             numpy=_topk_numpy, topi=lambda x, k, axis, ret_type, is_ascend, dtype:
             topi.topk(x, k, axis, ret_type, is_ascend, dtype))
-SCHEDULE_RULES.setdefault("topk", _schedule_topk)

@@ -8,7 +8,6 @@ import numpy as np
 
 from ... import topi
 from ..ir import TensorType
-from ..schedules import SCHEDULE_RULES, schedule_reduction
 from .registry import OpPattern, register_op
 
 COMBINE = {"update": lambda old, new: new, "add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
@@ -114,5 +113,3 @@ def _scatter_elements_numpy(data, indices, updates, axis, reduction):
 register_op("scatter_elements", OpPattern.OPAQUE, _scatter_elements_infer, attrs={"axis": 0, "reduction": "update"},
             num_inputs=3, numpy=_scatter_elements_numpy,
             topi=lambda d, i, u, axis, reduction: topi.scatter_elements(d, i, u, axis, reduction))
-for _name in ("cumsum", "scatter_nd", "scatter_elements"):
-    SCHEDULE_RULES.setdefault(_name, schedule_reduction)

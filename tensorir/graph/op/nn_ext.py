@@ -5,7 +5,6 @@ import numpy as np
 
 from ... import topi
 from ..ir import TensorType
-from ..schedules import SCHEDULE_RULES, schedule_reduction
 from .registry import OpPattern, register_op
 
 
@@ -30,4 +29,3 @@ register_op("nn.lrn", OpPattern.OPAQUE, _lrn_infer,
             attrs={"size": 5, "axis": 1, "alpha": 0.0001, "beta": 0.75, "bias": 2.0}, num_inputs=1,
             numpy=_lrn_numpy, topi=lambda x, size, axis, alpha, beta, bias: topi.nn.lrn(x, size, axis, alpha,
                                                                                         beta, bias))
-SCHEDULE_RULES.setdefault("nn.lrn", schedule_reduction)

@@ -1,0 +1,29 @@
+"""Kernel schedules: one entry per (anchor op pattern, target) in one registry, TVM's topi strategies' shape.
+
+``kernel_schedule(kt, target, cfg=None) -> (schedule, origin)`` schedules a fused kernel's DAG
+(:class:`~tensorir.graph.lower_te.KernelTE`) with its anchor's entry: the untuned default without a config
+(origin ``{"kind": "default", "rule": name}``, the name manifests and tuning logs record), or a config of the
+entry's space.  ``default_rule_name(anchor_op, target)`` names the default.
+
+- :mod:`.registry`: ``register_schedule``, the lookup, ``kernel_schedule``;
+- :mod:`.helpers`: divisor tiles, vector widths, thread binding, cooperative fetch (the operator templates
+  of :mod:`autotune.templates` use them too);
+- :mod:`.cpu` (with the dense space :mod:`.cpu_dense`, template ``dense_kernel_cpu``): CPU defaults;
+- :mod:`.cuda`, :mod:`.cuda_rows`, :mod:`.cuda_conv` (with the direct conv space :mod:`.conv2d_direct`,
+  template ``conv2d_kernel_cuda``): CUDA defaults.
+"""
+from __future__ import annotations
+
+from . import cpu, cuda, cuda_conv  # their entries register on import
+from .registry import (
+    ScheduleEntry,
+    default_rule_name,
+    kernel_schedule,
+    register_schedule,
+    schedule_entry,
+    target_kind,
+    template_entries,
+)
+
+__all__ = ["ScheduleEntry", "default_rule_name", "kernel_schedule", "register_schedule", "schedule_entry",
+           "target_kind", "template_entries"]

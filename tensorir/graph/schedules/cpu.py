@@ -1,0 +1,219 @@
+"""Default CPU schedules of fused kernels, by pattern (untuned but never naive loops).
+
+:func:`schedule_kernel` inlines the injective stages (padding stays its own parallel stage), then the
+rule of the kernel's anchor (``rule(s, kt, output_stage)``, registered as the kernel's entry in
+:mod:`.registry`; :func:`schedule_injective_kernel` without) schedules the rest:
+
+- injective: outer axes fused and parallel, innermost vectorized (``topi.generic``);
+- reductions (softmax, layer norm, pooling, sum ...): each reduction stage computed at the output's
+  loop over the axes it keeps, the output parallel outside and vectorized inside;
+- conv2d / dense / batch_matmul: the output tiled (output channel or rows x a vector of the innermost
+  axis), the anchor computed per tile with its reduction outside a register block whose innermost
+  axis is vectorized; epilogue ops (bias, residual, activation) live in the tile's loops (a 2-D dense
+  also has the config space of :mod:`.cpu_dense`);
+- the blocked forms the layout pass makes (``contrib_conv2d_NCHWc``, ``contrib_depthwise_conv2d_NCHWc``,
+  ``contrib_dense_pack``): a register block of output columns (or rows) unrolled x the channel (or
+  column) block as one vector, the reduction outside it, weights read as contiguous vectors.
+"""
+from __future__ import annotations
+
+from ...schedule import ROOT, Schedule, Stage, create_schedule
+from ...tensor import ComputeOp
+from ...topi.generic.injective import schedule_injective_from_existing
+from ..lower_te import KernelTE
+from . import cpu_dense
+from .helpers import extents as _extents
+from .helpers import first_divisor, largest_divisor, root_reductions, single_reduction, vector_width
+from .registry import Rule, rule_registrar
+
+#: A parallel loop over fewer iterations than this also takes the next loop (rows of a blocked conv).
+MIN_PARALLEL_TASKS = 16
+
+
+#: ``@register_rule(*anchor_ops, **space)``: ``rule(s, kt, out)`` as a CPU entry, applied by :func:`schedule_kernel`
+register_rule = rule_registrar("llvm", lambda kt, rule: schedule_kernel(kt, rule))
+
+
+def _is_pad(st: Stage) -> bool:
+    return "pad" in (st.op.tag or "")
+
+
+def parallel_outer(st: Stage) -> None:
+    """Parallel over the outermost axis, fused with the next when the first is short."""
+    axes = list(st.op.axis)
+    if not axes:
+        return
+    ext = _extents(st)
+    st.parallel(st.fuse(axes[0], axes[1]) if len(axes) > 1 and ext[0] < 8 else axes[0])
+
+
+def schedule_kernel(kt: KernelTE, rule: Rule) -> Schedule:
+    """One kernel's DAG scheduled by ``rule`` (see the module)."""
+    s = create_schedule([t.op for t in kt.outputs])
+    for st in s.stages:
+        if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output and not _is_pad(st):
+            st.compute_inline()
+    out = s[kt.outputs[0]]
+    rule(s, kt, out)
+    for t in kt.outputs[1:]:
+        schedule_injective_from_existing(s, t)
+    for st in s.stages:   # whatever a rule left at the root unscheduled: padding, unattached reductions
+        if isinstance(st.op, ComputeOp) and st.attach_type == ROOT and not st.relations and not st.iter_var_attrs:
+            if st.op.reduce_axis:
+                parallel_outer(st)
+            else:
+                schedule_injective_from_existing(s, st.op.output(0))
+    return s
+
+
+@register_rule(None)
+def schedule_injective_kernel(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Producers inlined already; the output parallel and vectorized."""
+    schedule_injective_from_existing(s, kt.outputs[0])
+
+
+@register_rule("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.max_pool2d", "nn.avg_pool2d",
+               "nn.contrib_max_pool2d_NCHWc", "nn.contrib_avg_pool2d_NCHWc", "nn.max_pool3d", "nn.avg_pool3d",
+               "nn.global_avg_pool2d", "nn.global_max_pool2d", "sum", "mean", "max", "min", "prod",
+               "argmax", "argmin", "nn.lrn", "cumsum", "scatter_nd", "scatter_elements")
+def schedule_reduction(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Reduction stages whose axes are a prefix of the output's computed at the output's loop over that
+    prefix (per row of a softmax or layer norm, per element of a pooled output); the output parallel
+    over its outer axis and vectorized along its innermost."""
+    ext = _extents(out)
+    axes = list(out.op.axis)
+    if not axes:
+        return
+    width = vector_width(ext[-1])
+    outer = inner = None
+    if width > 1:
+        outer, inner = out.split(axes[-1], factor=width)
+        if out.op.reduce_axis:   # a pooled output: its window loops outside the vector
+            out.reorder(*axes[:-1], outer, *out.op.reduce_axis, inner)
+    attached = [st for st in root_reductions(s, out) if 0 < len(st.op.axis) and _extents(st) == ext[:len(st.op.axis)]]
+    first = min([len(st.op.axis) - 1 for st in attached], default=len(ext))
+    if ext[0] < 8 and len(axes) > 2 and first >= 2:   # a short batch: parallel over batch x channel
+        out.parallel(out.fuse(axes[0], axes[1]))
+    else:
+        out.parallel(outer if len(axes) == 1 and outer is not None else axes[0])
+    for st in attached:
+        k = len(st.op.axis)
+        st.compute_at(out, outer if k == len(ext) and outer is not None else axes[k - 1])
+    if inner is not None:
+        out.vectorize(inner)
+
+
+def _register_block(s: Schedule, out: Stage, anchor: Stage, row_axis: int, row_choices, outer_axes: int) -> None:
+    """Tile the output over (``row_axis``, innermost axis): rows x a vector; the anchor computed per
+    tile (when the output is an epilogue of the same shape) with its reduction outside the block."""
+    ext = _extents(out)
+    axes = list(out.op.axis)
+    same = out is anchor or _extents(anchor) == ext
+    vec = vector_width(ext[-1]) if ext[-1] % 4 == 0 else ext[-1] if ext[-1] <= 16 else 1
+    rows = first_divisor(ext[row_axis], row_choices)
+    ro, ri = out.split(axes[row_axis], factor=rows)
+    vo, vi = out.split(axes[-1], factor=vec)
+    middle = [a for k, a in enumerate(axes[:-1]) if k != row_axis]
+    order = middle[:outer_axes] + [ro] + middle[outer_axes:] + [vo]
+    if out is anchor:
+        out.reorder(*order, *anchor.op.reduce_axis, ri, vi)
+    else:
+        out.reorder(*order, ri, vi)
+        if same:
+            anchor.compute_at(out, vo)
+            a_axes = list(anchor.op.axis)
+            a_mid = [a for k, a in enumerate(a_axes[:-1]) if k != row_axis]
+            anchor.reorder(*a_mid, *anchor.op.reduce_axis, a_axes[row_axis], a_axes[-1])
+            if vec > 1 and vec % 4 == 0:
+                anchor.vectorize(a_axes[-1])
+        else:
+            parallel_outer(anchor)
+    if vec > 1 and vec % 4 == 0:
+        out.vectorize(vi)
+    outer = order[:outer_axes + 1]
+    out.parallel(out.fuse(*outer) if len(outer) > 1 else outer[0])
+
+
+@register_rule("nn.conv2d", "nn.conv2d_transpose")
+def schedule_conv2d(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """NCHW: blocks of output channels x a vector of output columns; (batch, channel block) parallel."""
+    anchor = single_reduction(s, out)
+    if anchor is None or len(out.op.axis) != 4:
+        return schedule_reduction(s, kt, out)
+    _register_block(s, out, anchor, row_axis=1, row_choices=(4, 2), outer_axes=1)
+
+
+@register_rule("nn.batch_matmul")
+@register_rule("nn.dense", **cpu_dense.SPACE)
+def schedule_matmul(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Blocks of rows x a vector of columns; (batch, row block) parallel."""
+    anchor = single_reduction(s, out)
+    if anchor is None or len(out.op.axis) not in (2, 3):
+        return schedule_reduction(s, kt, out)
+    _register_block(s, out, anchor, row_axis=len(out.op.axis) - 2, row_choices=(4, 2),
+                    outer_axes=len(out.op.axis) - 2)
+
+
+def _row_block(n: int, limit: int = 16) -> int:
+    """The register-block length along an axis of ``n``: its largest divisor up to ``limit``, or ``8``
+    (a guarded tail) when ``n`` only has small divisors (a prime extent)."""
+    best = largest_divisor(n, limit)
+    return 8 if best < 4 and n > limit else best
+
+
+def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, middle, at, rows, vec) -> None:
+    """The anchor as a register block of ``rows`` x ``vec`` (unrolled x vectorized) with its reduction
+    outside, computed per tile at ``out``'s loop ``at`` (or ``out`` itself); ``outer`` fused parallel,
+    ``middle`` (a loop or None) between them.  (Parallel loops stay unfused with ``middle``: the tile's
+    bounds then stay constant, its accumulators in registers.)"""
+    between = [middle] if middle is not None else []
+    if out is anchor:
+        out.reorder(*outer, *between, at, *anchor.op.reduce_axis, rows, vec)
+        out.unroll(rows)
+    else:
+        out.reorder(*outer, *between, at, rows, vec)
+        anchor.compute_at(out, at)
+        a = list(anchor.op.axis)
+        anchor.reorder(*anchor.op.reduce_axis, a[-2], a[-1])
+        anchor.unroll(a[-2])
+        anchor.vectorize(a[-1])
+    out.vectorize(vec)
+    out.parallel(out.fuse(*outer) if len(outer) > 1 else outer[0])
+
+
+@register_rule("nn.contrib_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc")
+def schedule_conv2d_nchwc(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """NCHW[x]c: per (batch, channel block) in parallel (with the output rows too where those are fewer
+    than :data:`MIN_PARALLEL_TASKS`), tiles of output columns x the channel block (a vector), the
+    reduction over input channel blocks, kernel rows and columns and the channels of a block outside
+    each tile; the epilogue (bias, residual, activation) per tile."""
+    anchor = single_reduction(s, out)
+    if anchor is None or len(out.op.axis) != 5 or _extents(anchor) != _extents(out):
+        return schedule_reduction(s, kt, out)
+    n, oc, oh, ow, oc_b = out.op.axis
+    wo, wi = out.split(ow, factor=_row_block(_extents(out)[3]))
+    if _extents(out)[0] * _extents(out)[1] >= MIN_PARALLEL_TASKS:
+        _block_anchor(s, out, anchor, [n, oc], oh, wo, wi, oc_b)
+    else:   # few channel blocks (the first stages of a CNN): rows join the parallel loop
+        _block_anchor(s, out, anchor, [n, oc, oh], None, wo, wi, oc_b)
+
+
+@register_rule("nn.contrib_dense_pack", **cpu_dense.SPACE)
+def schedule_dense_pack(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Packed dense: per (batch, block of output columns) in parallel, tiles of rows x the column block
+    (a vector), the reduction outside each tile; the weights of one column block stay in cache while
+    the row tiles pass."""
+    anchor = single_reduction(s, out)
+    if anchor is None or len(out.op.axis) < 2 or _extents(anchor) != _extents(out):
+        return schedule_reduction(s, kt, out)
+    ext = _extents(out)
+    axes = list(out.op.axis)
+    ro, ri = out.split(axes[-2], factor=_row_block(ext[-2], 8))
+    vo, vi = out.split(axes[-1], factor=vector_width(ext[-1]))
+    _block_anchor(s, out, anchor, [*axes[:-2], vo], None, ro, ri, vi)
+
+
+@register_rule("topk")
+def _schedule_topk(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """Each row's ranks at the root, parallel; the picked outputs parallel (both are reductions)."""
+    parallel_outer(out)

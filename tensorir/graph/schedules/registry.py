@@ -1,0 +1,109 @@
+"""The registry of kernel schedules: one entry per (anchor op, target kind), TVM's topi strategies' shape.
+
+An entry is ``schedule(cfg, kt) -> Schedule`` (``kt``: a :class:`~tensorir.graph.lower_te.KernelTE`).  With
+a :class:`~tensorir.schedule.space.FallbackConfig` it is the untuned default (its ``name`` is the rule that
+build manifests and tuning logs record, ``{"default": name}``); an entry with a config space also takes a
+config of that space (``space(cfg, kt)``: the knobs defined on ``cfg``, their fallback values the default's
+choices fitted to the space), tuned as the template ``template`` (:mod:`autotune.kernel_templates`) on
+kernels its ``fits(kt)`` accepts (it returns why not, or None).  Kernels whose anchor has no entry take the
+target's entry registered for ``None`` (injective schedules).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...schedule import Schedule, Stage
+from ...schedule.space import FallbackConfig
+from ..lower_te import KernelTE
+
+TARGETS = ("llvm", "cuda")
+Rule = Callable[[Schedule, KernelTE, Stage], None]     # a pattern rule: schedules the stages of ``s`` from ``out``
+
+
+@dataclass(frozen=True)
+class ScheduleEntry:
+    """``schedule(cfg, kt)``: the kernel's schedule under ``cfg`` (see the module)."""
+    name: str
+    target: str
+    anchor_ops: tuple
+    schedule: Callable
+    template: str | None = None
+    fits: Callable | None = None
+    space: Callable | None = None
+
+
+_ENTRIES: dict[tuple[str, str | None], ScheduleEntry] = {}
+
+
+def target_kind(target) -> str:
+    """``"cuda"`` for a CUDA target (a ``Target`` or its string), else ``"llvm"`` (the CPU)."""
+    kind = getattr(target, "kind", None) or str(target).split()[0]
+    return "cuda" if kind == "cuda" else "llvm"
+
+
+def register_schedule(*anchor_ops: str | None, target: str = "llvm", name: str | None = None,
+                      template: str | None = None, fits: Callable | None = None, space: Callable | None = None):
+    """Register ``default(cfg, kt)`` as the schedule of kernels anchored by ``anchor_ops`` on ``target``
+    (``None``: kernels without an entry; a later registration replaces an earlier one); with ``space`` (and
+    ``fits``, ``template``) a config other than the fallback one schedules a kernel ``fits`` accepts with
+    ``space(cfg, kt)``."""
+    if target not in TARGETS:
+        raise ValueError(f"register_schedule: target {target!r} is not one of {TARGETS}")
+    if space is not None and (fits is None or template is None):
+        raise ValueError(f"register_schedule {name or ''} {anchor_ops}: a space needs fits= and template=")
+
+    def deco(default: Callable) -> Callable:
+        def tuned(cfg, kt: KernelTE) -> Schedule:
+            return default(cfg, kt) if cfg.is_fallback or fits(kt) is not None else space(cfg, kt)
+        entry = ScheduleEntry(name or default.__name__, target, tuple(anchor_ops), default if space is None else tuned,
+                              template, fits, space)
+        for op in anchor_ops:
+            _ENTRIES[target, op] = entry
+        return default
+    return deco
+
+
+def rule_registrar(target: str, apply: Callable):
+    """``register_rule(*anchor_ops, **space)``: a decorator registering ``rule(s, kt, out)`` as the ``target``
+    entry (named after the rule) of kernels anchored by ``anchor_ops``, applied by ``apply(kt, rule)``;
+    ``space``: :func:`register_schedule`'s ``template``, ``fits`` and ``space``."""
+    def register_rule(*anchor_ops: str | None, **space):
+        def deco(rule: Rule) -> Rule:
+            register_schedule(*anchor_ops, target=target, name=rule.__name__, **space)(lambda cfg, kt: apply(kt, rule))
+            return rule
+        return deco
+    return register_rule
+
+
+def schedule_entry(anchor_op: str | None, target="llvm") -> ScheduleEntry:
+    """The entry scheduling kernels anchored by ``anchor_op`` on ``target``."""
+    kind = target_kind(target)
+    return _ENTRIES.get((kind, anchor_op)) or _ENTRIES[kind, None]
+
+
+def template_entries(template: str) -> list[ScheduleEntry]:
+    """The entries whose config space is tuned as ``template``."""
+    return list({id(e): e for e in _ENTRIES.values() if e.template == template}.values())
+
+
+def default_rule_name(anchor_op: str | None, target="llvm") -> str:
+    """The name of the default schedule of a kernel anchored by ``anchor_op`` on ``target``."""
+    return schedule_entry(anchor_op, target).name
+
+
+def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, dict]:
+    """``(schedule, origin)`` of kernel ``kt`` on ``target``: its default (``cfg`` None or a fallback
+    config; origin ``{"kind": "default", "rule": name}``) or ``cfg``'s schedule of the entry's space
+    (origin ``{"kind": "config", "rule", "template", "config_index"}``)."""
+    entry = schedule_entry(kt.anchor_op, target)
+    cfg = FallbackConfig() if cfg is None else cfg
+    s = entry.schedule(cfg, kt)
+    if cfg.is_fallback or entry.space is None or entry.fits(kt) is not None:
+        return s, {"kind": "default", "rule": entry.name}
+    return s, {"kind": "config", "rule": entry.name, "template": entry.template,
+               "config_index": getattr(cfg, "index", None)}
+
+
+__all__ = ["Rule", "ScheduleEntry", "TARGETS", "default_rule_name", "kernel_schedule", "register_schedule",
+           "rule_registrar", "schedule_entry", "target_kind", "template_entries"]

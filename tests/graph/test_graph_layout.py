@@ -1,0 +1,237 @@
+"""Blocked layouts: ``topi.layout_transform`` (and its numpy twin), ``topi.nn.conv2d_NCHWc`` and
+``topi.nn.dense_pack`` under their default schedules (NaN-poisoned outputs, isl checks on, extents
+the register tiles do not divide), and the ``alter_op_layout`` pass (graph printed before and after,
+results equal, activations blocked between convolutions)."""
+import numpy as np
+import pytest
+from test_graph_lower_te import check_kernel
+
+import tensorir as te
+from tensorir import graph, topi
+from tensorir.graph import Const, TensorType, Var, call
+from tensorir.graph.lower_te import lower_kernel
+from tensorir.graph.passes import alter_op_layout, fold_constants
+from tensorir.graph.schedules import kernel_schedule
+from tensorir.topi.layout import layout_transform_numpy
+
+
+def schedule_kernel(kt):
+    return kernel_schedule(kt)[0]
+
+
+def _x(shape, name="x"):
+    return Var(name, TensorType(shape, "float32"))
+
+
+def _w(shape, seed=0):
+    return Const((np.random.default_rng(seed).standard_normal(shape) * 0.3).astype("float32"))
+
+
+def _graph(out):
+    return graph.Graph(tuple(v for v in graph.topological_order([out]) if isinstance(v, Var)), (out,))
+
+
+def _kernels(out):
+    return graph.fuse_ops(_graph(out)).kernels
+
+
+def test_layout_transform_numpy():
+    x = np.random.default_rng(0).standard_normal((2, 32, 3, 5)).astype("float32")
+    b = layout_transform_numpy(x, "NCHW", "NCHW16c")
+    assert b.shape == (2, 2, 3, 5, 16) and b[1, 1, 2, 4, 3] == x[1, 19, 2, 4]
+    assert np.array_equal(layout_transform_numpy(layout_transform_numpy(b, "NCHW16c", "NCHW8c"), "NCHW8c", "NCHW"), x)
+    w = np.arange(32 * 24 * 9, dtype="float32").reshape(32, 24, 3, 3)
+    p = layout_transform_numpy(w, "OIHW", "OIHW8i16o")
+    assert p.shape == (2, 3, 3, 3, 8, 16) and p[1, 2, 0, 1, 5, 7] == w[23, 21, 0, 1]
+    assert layout_transform_numpy(w[:, :, 0, 0], "NC", "NC8n")[3, 5, 2] == w[26, 5, 0, 0]
+
+
+@pytest.mark.parametrize("src, dst", [("NCHW", "NCHW8c"), ("NCHW8c", "NCHW"), ("NCHW8c", "NCHW4c")])
+def test_layout_transform_kernel(src, dst):
+    shape = (2, 16, 3, 5) if src == "NCHW" else (2, 2, 3, 5, 8)
+    (k,) = _kernels(call("layout_transform", _x(shape), src_layout=src, dst_layout=dst))
+    check_kernel(k, schedule=schedule_kernel)
+
+
+@pytest.mark.parametrize("layout, err", [
+    ("NCHW16", "expected upper-case axes"), ("NCHWc", "needs a factor"), ("NCHW4h4h", "each axis once"),
+    ("NCH4w", "every block of an axis"), ("NCHW5c", "axis C of 16 is not a multiple of its block 5")])
+def test_layout_errors_name_the_layout(layout, err):
+    with pytest.raises(ValueError, match=err):
+        topi.layout_transform(te.placeholder((1, 16, 4, 4), name="x"), "NCHW", layout)
+
+
+@pytest.mark.parametrize("shape, oc, k, stride, pad, ob", [
+    ((1, 1, 9, 9, 3), 1, 3, 1, 1, 8),      # 3 input channels in one block (a first layer)
+    ((2, 2, 7, 7, 8), 2, 3, 1, 1, 8),      # 7 columns: one tile of 7
+    ((1, 1, 19, 19, 4), 1, 3, 2, 1, 8),    # 10 columns: a tile of 10
+    ((1, 1, 5, 37, 4), 1, 1, 1, 0, 8),     # 37 columns (a prime): tiles of 8 and a guarded tail
+    ((1, 1, 12, 12, 4), 3, 7, 2, 3, 8),    # 7x7 stride 2
+    ((1, 2, 6, 6, 2), 1, 3, 1, 1, 10),     # 10 output channels: a vector of 10
+    ((1, 1, 11, 11, 4), 1, 3, 1, (2, 2), 8),   # dilated 2
+])
+def test_conv2d_nchwc_default_schedule(shape, oc, k, stride, pad, ob):
+    ib = shape[4]
+    x = _x(shape)
+    pad, dilation = pad if isinstance(pad, tuple) else (pad, 1)
+    conv = call("nn.contrib_conv2d_NCHWc", x, _x((oc, shape[1], k, k, ib, ob), "w"), strides=(stride, stride),
+                padding=(pad,) * 4, dilation=(dilation, dilation), data_layout=f"NCHW{ib}c", kernel_layout=f"OIHW{ib}i{ob}o", out_layout=f"NCHW{ob}c")
+    res = _x(conv.type.shape, "r")
+    for out in (conv, call("nn.relu", call("add", call("add", conv, _x((1, oc, 1, 1, ob), "b")), res))):
+        (kern,) = _kernels(out)
+        check_kernel(kern, schedule=schedule_kernel)
+
+
+def test_conv2d_nchwc_tile_is_register_blocked():
+    def lowered(oc):
+        conv = call("nn.contrib_conv2d_NCHWc", _x((1, 2, 14, 14, 16)), _x((oc, 2, 3, 3, 16, 16), "w"), padding=(1,) * 4)
+        (kern,) = _kernels(call("nn.relu", call("add", conv, _x((1, oc, 1, 1, 16), "b"))))
+        kt = lower_kernel(kern)
+        return str(te.lower(schedule_kernel(kt), kt.args))
+    assert "parallel for (i0.i1.fused.i2.fused_1, 28)" in lowered(2)   # 2 channel blocks: rows in parallel too
+    text = lowered(16)
+    head, tile = text.split("parallel for (i0.i1.fused, 16) {\n    for (i2, 14) {")   # batch x channel block
+    assert "allocate conv2d_NCHWc[float32 * 1 * 1 * 1 * 14 * 16]" in tile   # 14 columns x 16 channels
+    loops = [ln.strip() for ln in tile.splitlines() if " for (" in ln]
+    assert loops[:4] == ["for (rc_o, 2) {", "for (ry, 3) {", "for (rx, 3) {", "for (rc_i, 16) {"]
+    assert "for (x, 14)" not in tile and "conv2d_NCHWc[ramp(208, 1, 16)]" in tile     # unrolled columns
+    assert "T_relu[ramp(" in tile and "allocate data_pad" in head             # padding its own stage
+
+
+@pytest.mark.parametrize("m, lead", [(8, ()), (13, (2,)), (3, (1,))])
+def test_dense_pack_default_schedule(m, lead):
+    x = _x((*lead, m, 24))
+    d = call("nn.contrib_dense_pack", x, _x((3, 24, 16), "w"), weight_layout="NC16n")
+    for out in (d, call("erf", call("add", d, _x((48,), "b")))):
+        (kern,) = _kernels(out)
+        check_kernel(kern, schedule=schedule_kernel)
+
+
+def _conv_net():
+    """conv -> bias -> relu -> conv -> * scale + residual -> relu -> depthwise conv + residual -> max pool."""
+    x = _x((1, 32, 10, 10))
+    c1 = call("nn.relu", call("nn.bias_add", call("nn.conv2d", x, _w((32, 32, 3, 3)), padding=(1,) * 4), _w((32,), 1)))
+    c2 = call("nn.conv2d", c1, _w((32, 32, 1, 1), 2))
+    r = call("nn.relu", call("add", call("multiply", c2, _w((32, 1, 1), 3)), c1))
+    dw = call("nn.conv2d", r, _w((32, 1, 3, 3), 4), padding=(1,) * 4, groups=32)
+    return call("nn.max_pool2d", call("add", dw, r), pool_size=(2, 2), strides=(2, 2))
+
+
+def test_alter_op_layout_keeps_activations_blocked():
+    g = _graph(_conv_net())
+    before = str(g)
+    assert before.count("nn.conv2d(") == 3 and "layout_transform" not in before
+    after = fold_constants(alter_op_layout(g))
+    text = str(after)
+    assert text.count("nn.contrib_conv2d_NCHWc(") == 2 and "nn.conv2d(" not in text
+    assert 'kernel_layout="OIHW16i16o"' in text and text.count("layout_transform(") == 2   # the edges only
+    assert '= layout_transform(%x, src_layout="NCHW", dst_layout="NCHW16c") : float32[1, 2, 10, 10, 16]' in text
+    assert "multiply(%" in text and "float32[1, 2, 1, 1, 16]" in text   # the per-channel constant follows
+    assert 'nn.contrib_depthwise_conv2d_NCHWc(%7, %c4, strides=[1, 1], padding=[1, 1, 1, 1], dilation=[1, 1], ' \
+           'data_layout="NCHW16c", kernel_layout="OIHW1i16o", out_layout="NCHW16c") : float32[1, 2, 10, 10, 16]' in text
+    assert "nn.contrib_max_pool2d_NCHWc(%9, " in text
+    assert after.outputs[0].type == g.outputs[0].type
+    x = np.random.default_rng(7).standard_normal((1, 32, 10, 10)).astype("float32")
+    want = graph.evaluate(g, {"x": x})[0]
+    np.testing.assert_allclose(graph.evaluate(after, {"x": x})[0], want, rtol=1e-5, atol=1e-5)
+    m = __import__("codegen").build_model(_graph(_conv_net()))
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=x)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_follower_stays_nchw_where_that_converts_less():
+    c = call("nn.relu", call("nn.conv2d", _x((1, 16, 6, 6)), _w((16, 16, 3, 3)), padding=(1,) * 4))
+    grouped = call("nn.conv2d", c, _w((16, 8, 1, 1), 1), groups=2)   # stays NCHW: reads c converted back
+    g = _graph(call("add", grouped, c))
+    text = str(alter_op_layout(g))
+    assert text.count("layout_transform(") == 2 and "nn.conv2d(%3, %c1, " in text and "= add(%4, %3) " in text
+    x = np.random.default_rng(2).standard_normal((1, 16, 6, 6)).astype("float32")
+    np.testing.assert_allclose(graph.evaluate(alter_op_layout(g), {"x": x})[0], graph.evaluate(g, {"x": x})[0],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_alter_op_layout_leaves_other_graphs_alone():
+    x, w = _x((1, 8, 6, 6)), _x((8, 8, 3, 3), "w")
+    g = _graph(call("nn.relu", call("nn.conv2d", x, w)))   # weights not constant: nothing to pack
+    assert str(alter_op_layout(g)) == str(g)
+    d = _graph(call("nn.dense", _x((4, 12)), _w((10, 12))))   # 10 outputs: not a vector's multiple
+    assert str(alter_op_layout(d)) == str(d)
+    d = _graph(call("nn.dense", _x((4, 12)), _w((24, 12))))
+    assert 'nn.contrib_dense_pack(%x, %c0, weight_layout="NC8n") : float32[4, 24]' in str(alter_op_layout(d))
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("nn.max_pool2d", dict(pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))),
+    ("nn.avg_pool2d", dict(pool_size=(3, 3), strides=(2, 2), padding=(1, 0, 1, 1))),
+    ("nn.avg_pool2d", dict(pool_size=(2, 3), padding=(1, 1, 0, 1), count_include_pad=True)),
+    ("nn.global_avg_pool2d", {}), ("nn.global_max_pool2d", {})])
+def test_pooling_follows_the_blocked_layout(op, attrs):
+    x = _x((2, 16, 9, 7))
+    conv = call("nn.conv2d", x, _w((16, 16, 1, 1)))
+    g = _graph(call(op, conv, **attrs))
+    after = fold_constants(alter_op_layout(g))
+    assert str(after).count("layout_transform(") == 2 and "_pool2d(" not in str(after)
+    data = np.random.default_rng(1).standard_normal((2, 16, 9, 7)).astype("float32")
+    want = graph.evaluate(g, {"x": data})[0]
+    np.testing.assert_allclose(graph.evaluate(after, {"x": data})[0], want, rtol=1e-5,
+                               atol=1e-6 * np.abs(want).max())   # pooled conv sums can cancel to ~0
+    for kern in graph.fuse_ops(after).kernels:
+        check_kernel(kern, schedule=schedule_kernel)
+
+
+def test_ceil_mode_pooling_stays_nchw():
+    conv = call("nn.conv2d", _x((1, 16, 8, 8)), _w((16, 16, 1, 1)))
+    text = str(alter_op_layout(_graph(call("nn.max_pool2d", conv, pool_size=(3, 3), strides=(2, 2), ceil_mode=True))))
+    assert "nn.max_pool2d(" in text and "NCHWc" in text
+
+
+@pytest.mark.parametrize("shape, k, stride, pad", [((1, 2, 9, 9, 8), 3, 1, 1), ((2, 1, 13, 37, 4), 3, 2, 1),
+                                                  ((1, 1, 7, 7, 16), 5, 1, 2)])
+def test_depthwise_conv2d_nchwc_default_schedule(shape, k, stride, pad):
+    b = shape[4]
+    conv = call("nn.contrib_depthwise_conv2d_NCHWc", _x(shape), _x((shape[1], 1, k, k, 1, b), "w"),
+                strides=(stride, stride), padding=(pad,) * 4, data_layout=f"NCHW{b}c", kernel_layout=f"OIHW1i{b}o",
+                out_layout=f"NCHW{b}c")
+    for out in (conv, call("clip", call("add", conv, _x((1, shape[1], 1, 1, b), "b")), a_min=0.0, a_max=6.0)):
+        (kern,) = _kernels(out)
+        check_kernel(kern, schedule=schedule_kernel)
+
+
+def test_channel_concatenation_stays_blocked():
+    x = _x((1, 16, 5, 5))
+    a = call("nn.conv2d", x, _w((16, 16, 1, 1)))
+    b = call("nn.conv2d", x, _w((32, 16, 3, 3), 1), padding=(1,) * 4)
+    g = _graph(call("nn.relu", call("concatenate", a, b, call("sigmoid", a), axis=1)))
+    after = alter_op_layout(g)
+    text = str(after)
+    assert "= concatenate(%1, %2, %3, axis=1) : float32[1, 4, 5, 5, 16]" in text
+    assert text.count("layout_transform(") == 2
+    data = np.random.default_rng(3).standard_normal((1, 16, 5, 5)).astype("float32")
+    np.testing.assert_allclose(graph.evaluate(after, {"x": data})[0], graph.evaluate(g, {"x": data})[0], rtol=1e-5,
+                               atol=1e-5)
+    odd = _graph(call("concatenate", a, call("nn.conv2d", x, _w((8, 16, 1, 1), 2)), x, axis=1))
+    assert "= concatenate(%2, %4, %x, axis=1) : float32[1, 40, 5, 5]" in str(alter_op_layout(odd))   # 16c, 8c: NCHW
+
+
+def test_squeeze_excitation_stays_blocked():
+    x = _x((2, 32, 6, 6))
+    c = call("nn.relu", call("nn.conv2d", x, _w((32, 32, 3, 3)), padding=(1,) * 4))
+    squeeze = call("nn.relu", call("nn.conv2d", call("nn.global_avg_pool2d", c), _w((8, 32, 1, 1), 1)))
+    scale = call("sigmoid", call("nn.conv2d", squeeze, _w((32, 8, 1, 1), 2)))
+    g = _graph(call("multiply", c, scale))
+    after = fold_constants(alter_op_layout(g))
+    text = str(after)
+    assert text.count("layout_transform(") == 2 and "= multiply(%2, %7) : float32[2, 2, 6, 6, 16]" in text
+    data = np.random.default_rng(4).standard_normal((2, 32, 6, 6)).astype("float32")
+    np.testing.assert_allclose(graph.evaluate(after, {"x": data})[0], graph.evaluate(g, {"x": data})[0], rtol=1e-5,
+                               atol=1e-5)
+    for kern in graph.fuse_ops(after).kernels:
+        check_kernel(kern, schedule=schedule_kernel)
+
+
+def test_shaped_broadcasts_read_nchw():
+    c = call("nn.conv2d", _x((1, 16, 4, 4)), _w((16, 16, 1, 1)))
+    g = _graph(call("add", call("broadcast_to", call("sigmoid", c), shape=(2, 16, 4, 4)), _x((2, 16, 4, 4), "y")))
+    text = str(alter_op_layout(g))
+    assert "= broadcast_to(%3, shape=[2, 16, 4, 4])" in text and '= sigmoid(%1) : float32[1, 1, 4, 4, 16]' in text

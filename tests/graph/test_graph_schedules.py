@@ -1,0 +1,168 @@
+"""Default kernel schedules by pattern (graph/schedules/): correct on every op and model kernel
+(NaN-poisoned outputs, isl checks on), and shaped as promised: parallel outer loops, vector inner
+ones, reductions per output row, anchors register-blocked with their epilogue in the tile."""
+import pytest
+from test_graph_lower_te import SINGLE, check_kernel
+
+import tensorir as te
+from tensorir import graph
+from tensorir.graph import TensorType, Var, call
+from tensorir.graph.lower_te import lower_kernel
+from tensorir.graph.schedules import default_rule_name, kernel_schedule, register_schedule, schedule_entry
+from tensorir.graph.schedules import registry
+
+
+def schedule_kernel(kt):
+    return kernel_schedule(kt)[0]
+
+
+def _fuse(out):
+    vars_ = [v for v in graph.topological_order([out]) if isinstance(v, Var)]
+    return graph.fuse_ops(graph.Graph(tuple(vars_), (out,)))
+
+
+def _x(shape, name="x"):
+    return Var(name, TensorType(shape, "float32"))
+
+
+@pytest.mark.parametrize("name", sorted(SINGLE))
+def test_default_schedule_is_correct_for_each_op(name):
+    for k in _fuse(SINGLE[name](_x((2, 3, 4, 5)))).kernels:
+        check_kernel(k, schedule=schedule_kernel)
+
+
+def _lowered(out) -> str:
+    (kernel,) = _fuse(out).kernels
+    check_kernel(kernel, schedule=schedule_kernel)
+    kt = lower_kernel(kernel)
+    return str(te.lower(schedule_kernel(kt), kt.args))
+
+
+def test_conv2d_epilogue_in_a_register_blocked_tile():
+    text = _lowered(call("nn.relu", call("nn.bias_add", call("nn.conv2d", _x((2, 8, 6, 16)), _x((8, 8, 3, 3), "w"),
+                                                             padding=(1, 1, 1, 1)), _x((8,), "b"))))
+    assert text.startswith("def") and "parallel for (i0.i1.outer.fused, 4)" in text
+    # the conv accumulates 4 channels x 16 columns in a local tile, reductions outside the vector
+    assert "allocate conv2d_nchw[float32 * 1 * 4 * 1 * 16]" in text and "ramp(ff * 16, 1, 16)" in text
+    assert "allocate pad_temp" not in text.split("parallel for (i0.i1")[1]   # padding is its own stage
+    assert "T_relu[ramp(" in text and "max(conv2d_nchw[ramp(" in text
+
+
+def test_dense_rows_by_vector_and_epilogue_fused():
+    text = _lowered(call("nn.relu", call("add", call("nn.dense", _x((8, 12)), _x((32, 12), "w")), _x((32,), "b"))))
+    assert "parallel for (i0.outer, 2)" in text and "allocate T_matmul_NT[float32 * 4 * 16]" in text
+    assert "T_relu[ramp(" in text
+
+
+def test_batch_matmul_blocked():
+    text = _lowered(call("nn.batch_matmul", _x((3, 8, 6)), _x((3, 8, 6), "w")))
+    assert "parallel for (b.i.outer.fused, 6)" in text and "ramp(" in text
+
+
+def test_softmax_and_layer_norm_reduce_per_row():
+    text = _lowered(call("nn.softmax", _x((4, 6, 32)), axis=-1))
+    head, row = text.split("for (i1, 6)")
+    assert "parallel for (i0, 4)" in head
+    assert "allocate T_softmax_maxelem[float32 * 1 * 1]" in row and "T_softmax_norm[ramp(" in row
+    text = _lowered(call("nn.softmax", _x((2, 3, 5, 8)), axis=-1))      # a short batch: batch x heads parallel
+    assert "parallel for (i0.i1.fused, 6)" in text and "allocate T_softmax_expsum[float32 * 1 * 1 * 1]" in text
+    text = _lowered(call("nn.layer_norm", _x((2, 5, 16)), _x((16,), "g"), _x((16,), "b")))
+    assert "allocate T_layer_norm_sum[float32 * 1 * 1]" in text and "T_layer_norm[ramp(" in text
+
+
+def test_pool_window_outside_the_vector():
+    text = _lowered(call("nn.max_pool2d", _x((2, 3, 8, 32)), pool_size=(2, 2), strides=(2, 2)))
+    assert "parallel for (i0.i1.fused, 6)" in text and "pool_max[ramp(" in text
+
+
+def test_injective_kernel_parallel_and_vectorized():
+    text = _lowered(call("transpose", call("exp", _x((4, 8, 16))), axes=(0, 2, 1)))
+    assert "parallel for" in text and "ramp(" in text and "allocate" not in text
+
+
+def test_an_entry_can_be_replaced():
+    calls = []
+    old = schedule_entry("nn.softmax")
+
+    def mine(cfg, kt):
+        calls.append((kt.kernel.name, cfg.is_fallback))
+        return old.schedule(cfg, kt)
+    register_schedule("nn.softmax", name="mine")(mine)
+    try:
+        (kernel,) = _fuse(call("nn.softmax", _x((4, 6)))).kernels
+        check_kernel(kernel, schedule=schedule_kernel)
+        assert default_rule_name("nn.softmax") == "mine" and default_rule_name("nn.softmax", "cuda") != "mine"
+    finally:
+        registry._ENTRIES["llvm", "nn.softmax"] = old
+    assert calls == [("fused_nn_softmax", True)] and default_rule_name("nn.softmax") == "schedule_reduction"
+
+
+def test_every_anchor_op_has_an_entry_on_both_targets_and_names_its_rule():
+    """Kernels without an entry take the injective one; origins name the rule logs record."""
+    from tensorir.graph.op.registry import OPS, OpPattern
+    anchors = [n for n, op in OPS.items() if op.pattern in (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)]
+    assert default_rule_name(None) == "schedule_injective_kernel" and default_rule_name(None, "cuda -arch=sm_90") \
+        == "schedule_injective_cuda"
+    assert default_rule_name("nn.dense") == "schedule_matmul" and default_rule_name("nn.dense", "cuda") == "schedule_gemm"
+    assert default_rule_name("nn.conv2d", "cuda") == "schedule_conv2d_cuda" and default_rule_name("topk") == "_schedule_topk"
+    for op in anchors:
+        assert schedule_entry(op).target == "llvm" and schedule_entry(op, "cuda").target == "cuda"
+    (kernel,) = _fuse(call("nn.softmax", _x((4, 6)))).kernels
+    assert kernel_schedule(lower_kernel(kernel))[1] == {"kind": "default", "rule": "schedule_reduction"}
+
+
+@pytest.mark.parametrize("model", ["small_cnn", "transformer_block"])
+def test_model_kernels_scheduled_correctly(model):
+    gm = pytest.importorskip("graph_models")
+    pytest.importorskip("onnx")
+    shapes = {"small_cnn": {"N": 2}, "transformer_block": {"batch": 2, "seq": 5}}[model]
+    fused = graph.optimize(*graph.from_onnx(getattr(gm, model)(), shapes))
+    for seed, k in enumerate(fused.kernels):
+        check_kernel(k, seed, schedule=schedule_kernel)
+
+
+ODD = {   # shapes that leave no vector, a split single axis, reductions that are not a prefix, tails
+    "softmax_axis0_2d": lambda: call("nn.softmax", _x((3, 32)), axis=0),
+    "layer_norm_axis1": lambda: call("nn.layer_norm", _x((2, 3, 5, 8)), _x((3, 5, 8), "g"), _x((3, 5, 8), "b"), axis=1),
+    "mean_to_1d": lambda: call("exp", call("mean", _x((3, 32)), axis=(0,))),
+    "conv_7_wide_strided": lambda: call("nn.relu", call("nn.conv2d", _x((1, 5, 9, 7)), _x((6, 5, 3, 3), "w"),
+                                                        strides=(2, 2), padding=(1, 1, 1, 1))),
+    "conv_depthwise_x2": lambda: call("add", call("nn.conv2d", _x((2, 3, 6, 20)), _x((6, 1, 2, 2), "w"), groups=3),
+                                      _x((6, 1, 1), "b")),
+    "dense_tails": lambda: call("tanh", call("add", call("nn.dense", _x((5, 3)), _x((37, 3), "w")), _x((37,), "b"))),
+    "bmm_batch1": lambda: call("nn.batch_matmul", _x((1, 9, 4)), _x((3, 4, 24), "w"), transpose_b=False),
+    "avg_pool_ceil": lambda: call("nn.avg_pool2d", _x((2, 3, 8, 16)), pool_size=(3, 3), strides=(2, 2),
+                                  padding=(1, 1, 1, 1), ceil_mode=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ODD))
+def test_default_schedule_on_odd_shapes(name):
+    for k in _fuse(ODD[name]()).kernels:
+        check_kernel(k, schedule=schedule_kernel)
+
+
+def test_a_config_of_an_entrys_space_schedules_the_kernel():
+    """The CPU dense entry: no config (or a fallback one) is the default rule; a config of its space (the
+    ``dense_kernel_cpu`` template's) schedules the kernel with its knobs, correctly, and says so."""
+    from tensorir.schedule.space import ConfigSpace, FallbackConfig
+    (kernel,) = _fuse(call("nn.relu", call("add", call("nn.dense", _x((8, 12)), _x((32, 12), "w")), _x((32,), "b")))).kernels
+    kt = lower_kernel(kernel)
+    entry = schedule_entry("nn.dense")
+    space = ConfigSpace()
+    entry.space(space, kt)
+    assert entry.template == "dense_kernel_cpu" and entry.fits(kt) is None and len(space) > 8
+    default = str(te.lower(kernel_schedule(kt)[0], kt.args))
+    assert str(te.lower(kernel_schedule(kt, "llvm", FallbackConfig())[0], kt.args)) == default
+    seen = set()
+    for index in (1, len(space) // 2, len(space) - 1):
+        cfg = space.get(index)
+        s, origin = kernel_schedule(kt, "llvm", cfg)
+        assert origin == {"kind": "config", "rule": "schedule_matmul", "template": "dense_kernel_cpu", "config_index": index}
+        seen.add(str(te.lower(s, kt.args)))
+        check_kernel(kernel, schedule=lambda kt, cfg=cfg: kernel_schedule(kt, "llvm", cfg)[0])
+    assert len(seen) == 3 and default not in seen
+    # a kernel the space does not fit (a 3-D batch_matmul anchor has no space; a padded dense would not fit)
+    (bmm,) = _fuse(call("nn.batch_matmul", _x((3, 8, 6)), _x((3, 8, 6), "w"))).kernels
+    assert schedule_entry("nn.batch_matmul").space is None
+    assert kernel_schedule(lower_kernel(bmm), "llvm", space.get(1))[1] == {"kind": "default", "rule": "schedule_matmul"}
