@@ -23,9 +23,7 @@ from tensorir.graph import Graph, GraphError, Kernel, optimize
 from tensorir.graph.lower_te import lower_kernel
 from tensorir.graph.printer import kernel_text
 from tensorir.graph.schedules import kernel_schedule
-from tensorir.lower.gpu import lower_gpu
-from tensorir.lower.vectorize import vectorize_loops
-from tensorir.stmt import LoweredFunc
+from tensorir.lower.pipeline import lower_gpu
 
 from .cuda import CUDARenderer, cuda_renderer, cuda_settings, dynamic_shared_bytes, launch_bounds
 from .export import build_info
@@ -107,7 +105,6 @@ def _emit_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen) -> CUD
     s, origin = chosen
     func = lower_to_func(s, kt.args, name=symbol, expand=False)
     _, limits, _ = cuda_settings(target)
-    func = LoweredFunc(func.name, func.buffers, func.size_vars, vectorize_loops(func.body), func.attrs)
     func, launch = lower_gpu(func, limits)
     renderer = cuda_renderer(launch)
     source = renderer.function(func, launch_bounds(func, launch))
