@@ -42,9 +42,10 @@ import ir_interp
 
 @pytest.fixture(autouse=True, scope="session")
 def _verify_loop_ir():
-    """The loop-IR verifier runs after every lowering pass in every test (``tensorir/lower/verify.py``)."""
+    """The loop-IR verifier runs after every lowering pass in every test (``tensorir/lower/verify.py``);
+    ``TILETUNE_VERIFY_IR=0`` in the environment turns it off (to time its cost)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TILETUNE_VERIFY_IR", "1")
+        mp.setenv("TILETUNE_VERIFY_IR", os.environ.get("TILETUNE_VERIFY_IR", "1"))
         yield
 
 

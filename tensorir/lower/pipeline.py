@@ -17,8 +17,16 @@ from typing import Callable
 from ..arith import simplify
 from ..stmt import LoweredFunc, Stmt
 from .flatten import flatten
-from .gpu import GPULimits, LaunchConfig, auto_unroll, hoist_shared, insert_barriers, launch_config, shared_bytes
-from .gpu import verify_bindings
+from .gpu import (
+    GPULimits,
+    LaunchConfig,
+    auto_unroll,
+    hoist_shared,
+    insert_barriers,
+    launch_config,
+    shared_bytes,
+    verify_bindings,
+)
 from .gpu_allreduce import expand_allreduce
 from .gpu_double_buffer import inject_double_buffer
 from .gpu_vthread import inject_virtual_threads

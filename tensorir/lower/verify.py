@@ -25,6 +25,7 @@ from ..buffer import AccessPtr
 from ..error import TVMError
 from ..expr import BufferLoad, Expr, IntImm, Let, Reduce, TensorLoad, Var
 from ..stmt import Allocate, Attr, BufferStore, Evaluate, For, IfThenElse, LetStmt, LoweredFunc, Seq
+from ..tensor_compute import TensorIntrinCall, TensorRegion
 from ..visitor import _child_fields
 from .gpu import MAX_BLOCK_DIM
 
@@ -52,7 +53,7 @@ def _short(node) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-_UNPRINTABLE = (TensorLoad, Reduce)
+_UNPRINTABLE = (TensorLoad, Reduce, TensorRegion, TensorIntrinCall)   # lowering replaces them all
 
 
 def _exprs_in(values: tuple) -> list:
@@ -174,7 +175,7 @@ class _Checker:
                               where)
             elif isinstance(e, AccessPtr):
                 self.address(where, e)
-            elif isinstance(e, _UNPRINTABLE) or type(e).__name__ in ("TensorRegion", "TensorIntrinCall"):
+            elif isinstance(e, _UNPRINTABLE):
                 self.fail(f"{type(e).__name__} is left after lowering (no backend prints it)", where)
             for name in _child_fields(e):
                 v = getattr(e, name)
