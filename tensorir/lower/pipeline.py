@@ -83,12 +83,15 @@ def gpu_passes(limits: GPULimits) -> list[tuple[str, Pass]]:
         ("auto_unroll", on_body(auto_unroll)),               # auto_unroll_max_step / unroll_explicit pragmas
         ("simplify", on_body(simplify)),
         # shared tiles at the kernel's top, so that the loops filling them read as fetch; sync; compute,
-        # the shape the next two passes match (an allocation between a loop and its body hides it)
+        # the shape the next two passes match (an allocation between a loop and its body hides it:
+        # hoisting only at the end leaves the double-buffered tiles single)
         ("hoist_shared", on_body(hoist_shared)),
         ("insert_barriers", on_body(insert_barriers)),       # __syncthreads() between conflicting accesses
         ("inject_double_buffer", partial(_double_buffer, limits=limits)),
         ("expand_allreduce", _expand_allreduce),             # cross-thread reductions, with their own barriers
-        ("hoist_shared", on_body(hoist_shared)),             # again: the buffers expand_allreduce allocates
+        # again: the buffers expand_allreduce allocates join the others at the top (without it they
+        # stay where the reduction is, and the CUDA declares them in another order)
+        ("hoist_shared", on_body(hoist_shared)),
     ]
 
 
