@@ -108,10 +108,12 @@ def run_passes(func: LoweredFunc, passes: list[tuple[str, Pass]], *, flat: bool 
     return func
 
 
-def lower_gpu(func: LoweredFunc, limits: GPULimits = GPULimits(),
+def lower_gpu(func: LoweredFunc, limits: GPULimits | None = None,
               verify: bool | None = None) -> tuple[LoweredFunc, LaunchConfig]:
     """One CUDA kernel of ``te.lower``'s function through :func:`gpu_passes`, and its launch configuration
-    (grid and block from the thread loops, shared memory checked against ``limits``)."""
+    (grid and block from the thread loops, shared memory checked against ``limits``, default
+    :class:`GPULimits`)."""
+    limits = limits or GPULimits()
     kernel = run_passes(func, gpu_passes(limits), flat=True, verify=verify)
     return kernel, launch_config(kernel.body, shared_bytes(kernel.body, limits, _stages(kernel)))
 

@@ -14,7 +14,7 @@ from tensorir import graph
 from tensorir.expr import BufferLoad, IntImm, const
 from tensorir.graph import Const, TensorType, Var, call
 from tensorir.graph.lower_te import lower_kernel
-from tensorir.graph.schedules_cuda import schedule_kernel_cuda
+from tensorir.graph.schedules import kernel_schedule
 from tensorir.lower import loop_nest
 from tensorir.lower.gpu import GPULimits
 from tensorir.lower.pipeline import CPU_PASSES, gpu_passes, lower_gpu, on_body, run_passes
@@ -147,5 +147,5 @@ def test_model_kernels_and_codegen_build_print_the_same_cuda():
     assert len(kernels) >= 3 and {k.name for k in kernels} <= set(m.kernels)
     for k in kernels:
         kt = lower_kernel(k, CUDA_COMPUTES)
-        built = codegen.build(schedule_kernel_cuda(kt), kt.args, target=target, name=k.name)
+        built = codegen.build(kernel_schedule(kt, "cuda")[0], kt.args, target=target, name=k.name)
         assert built.get_source() == m.kernels[k.name].source, k.name
