@@ -1,7 +1,8 @@
 """The CUDA backend: ``codegen.build(s, args, target="cuda")``.
 
-The lowered function goes through the GPU passes (``tensorir/lower/gpu.py``: binding checks, virtual
-threads, shared memory at block level, barriers, launch configuration), is printed as CUDA C by
+The lowered function is split into kernels, each goes through the GPU passes (``lower_gpu``, the list
+``tensorir/lower/pipeline.gpu_passes``: binding checks, virtual threads, shared memory at block level,
+barriers, launch configuration), is printed as CUDA C by
 :class:`CUDARenderer` (the C-style printer with CUDA's data) and compiled by nvcc for the target's
 arch (``cuda -arch=sm_90``; by default the present GPU's, else sm_90), cached by content hash.  The
 returned :class:`~codegen.cuda_module.CUDAModule` gives the source without a GPU and loads and
@@ -18,11 +19,11 @@ Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch
 """
 from __future__ import annotations
 
-from tensorir.lower.gpu import GPULimits, LaunchConfig, lower_gpu
+from tensorir.lower.gpu import GPULimits, LaunchConfig
 from tensorir.lower.gpu_allreduce import SHUFFLE, THREAD_INDEX
 from tensorir.lower.gpu_double_buffer import CP_ASYNC, CP_ASYNC_COMMIT, CP_ASYNC_WAIT
 from tensorir.lower.gpu_kernels import split_kernels
-from tensorir.lower.vectorize import vectorize_loops
+from tensorir.lower.pipeline import lower_gpu
 from tensorir.stmt import For, LoweredFunc
 from tensorir.visitor import collect
 
@@ -180,7 +181,6 @@ def build_cuda(func: LoweredFunc, target: Target):
     root stages pass global intermediates (``tensorir/lower/gpu_kernels.py``)."""
     from .cuda_module import CUDAModule, Kernel
     arch, limits, options = cuda_settings(target)
-    func = LoweredFunc(func.name, func.buffers, func.size_vars, vectorize_loops(func.body), func.attrs)
     parts, intermediates = split_kernels(func)
     heads, bodies, kernels, aligned = [], [], [], {}
     for part in parts:

@@ -21,9 +21,7 @@ from tensorir import topi
 from tensorir.arith import simplify
 from tensorir.expr import IntImm
 from tensorir.graph import GraphError, Kernel
-from tensorir.lower.gpu import lower_gpu
-from tensorir.lower.vectorize import vectorize_loops
-from tensorir.stmt import LoweredFunc
+from tensorir.lower.pipeline import lower_gpu
 
 from .build import lower_to_func
 from .cuda import CUDARenderer, cuda_renderer, cuda_settings, dynamic_shared_bytes, launch_bounds
@@ -88,7 +86,8 @@ def compile_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen: tupl
     """Lower kernel ``kt`` scheduled by ``chosen`` (``(Schedule, origin)``) and print it as a CUDA
     function named ``symbol``."""
     s, origin = chosen
-    func, launch = _lower_gpu(lower_to_func(s, kt.args, name=symbol, expand=False), target)
+    _, limits, _ = cuda_settings(target)
+    func, launch = lower_gpu(lower_to_func(s, kt.args, name=symbol, expand=False), limits)
     renderer = cuda_renderer(launch)
     source = renderer.function(func, launch_bounds(func, launch))
     grid = [simplify(g) for g in launch.grid]
@@ -97,13 +96,6 @@ def compile_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen: tupl
     aligned = {i: renderer.vector_access[b] for i, b in enumerate(func.buffers) if b in renderer.vector_access}
     return CUDAKernel(symbol, source, tuple(g.value for g in grid), tuple(launch.block), launch.shared_bytes,
                       Signature.from_func(func), aligned, dict(origin))
-
-
-def _lower_gpu(func: LoweredFunc, target: Target) -> tuple:
-    """``(func, launch)``: a lowered kernel through the GPU passes for ``target``'s limits."""
-    _, limits, _ = cuda_settings(target)
-    func = LoweredFunc(func.name, func.buffers, func.size_vars, vectorize_loops(func.body), func.attrs)
-    return lower_gpu(func, limits)
 
 
 def _is_kernel_start(line: str) -> bool:

@@ -39,6 +39,16 @@ from tensorir.visitor import substitute
 import cuda_sim
 import ir_interp
 
+
+@pytest.fixture(autouse=True, scope="session")
+def _verify_loop_ir():
+    """The loop-IR verifier runs after every lowering pass in every test (``tensorir/lower/verify.py``);
+    ``TILETUNE_VERIFY_IR=0`` in the environment turns it off (to time its cost)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TILETUNE_VERIFY_IR", os.environ.get("TILETUNE_VERIFY_IR", "1"))
+        yield
+
+
 BACKEND = os.environ.get("TILETUNE_TEST_BACKEND", "llvm")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

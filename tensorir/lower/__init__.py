@@ -1,4 +1,5 @@
-"""Lowering: a scheduled dataflow becomes a :class:`LoweredFunc` through small named passes."""
+"""Lowering: a scheduled dataflow becomes a :class:`LoweredFunc` through small named passes
+(``pipeline.py`` lists them per target kind; ``verify.py`` checks the IR between them on request)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -11,15 +12,14 @@ from ..tensor import PlaceholderOp, Tensor
 from ..visitor import collect, free_vars
 from .gpu_bounds import ThreadBounds as Bounds  # GPU hook: thread-aware bound inference (gpu_bounds.py)
 from .gpu_bounds import bind_thread_indices, infer_storage_scopes
-from .flatten import flatten
 from .guards import remove_redundant_guards
 from .inline import inlined_bodies
 from .op_registry import buffer_aliases, lowering_of
+from .pipeline import CPU_PASSES, run_passes
 from .schedule_ops import NestBuilder
 from . import scan as _scan  # registers the lowering of te.scan
-from .unroll import unroll_loops
-from .vectorize import vectorize_loops_cpu
 from .validate import validate_schedule
+from .verify import verify_func, verify_requested
 from ..schedule.layout import physical_shape
 from ..error import bounded_nesting
 from . import extern as _extern  # registers the lowering of extern stages
@@ -46,10 +46,8 @@ def lower(s: Schedule, args: Sequence, name: str = "default_function", simple_mo
             analysis.verify()
         if show_analysis:
             attrs["analysis"] = str(analysis)
-    stmt = func.body
-    for pass_ in PASSES if expand else PASSES[:1]:
-        stmt = pass_(stmt)
-    return LoweredFunc(func.name, func.buffers, func.size_vars, stmt, tuple(attrs.items()))
+    func = LoweredFunc(func.name, func.buffers, func.size_vars, func.body, tuple(attrs.items()))
+    return run_passes(func, CPU_PASSES if expand else CPU_PASSES[:1])  # [:1]: flatten
 
 
 def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> LoweredFunc:
@@ -81,10 +79,7 @@ def loop_nest(s: Schedule, args: Sequence, name: str = "default_function") -> Lo
                         ("async_copy", tuple((b.name, st.async_stages) for (st, _), b in builder.buffers.items()
                                              if st.async_stages))))
     _check_free_vars(func)
-    return func
-
-
-PASSES = (flatten, vectorize_loops_cpu, unroll_loops, simplify)
+    return verify_func(func, "loop_nest", flat=False) if verify_requested() else func
 
 
 def _key(s: Schedule, t: Tensor) -> tuple:

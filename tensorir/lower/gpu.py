@@ -1,21 +1,18 @@
-"""GPU passes, run by the CUDA backend on the function ``te.lower`` returns (never for CPU targets).
-
-``lower_gpu(func, limits)`` runs, in order:
+"""GPU passes, run by the CUDA backend on each kernel of the function ``te.lower`` returns (never for
+CPU targets); ``pipeline.gpu_passes`` lists them in their order:
 
 1. ``verify_bindings``: every loop bound to one thread tag has one extent, ``threadIdx`` extents are
    constants, at most ``max_threads`` threads per block, ``blockIdx`` loops only under other block
    loops, no CPU-only loops (``parallel``), no global intermediates; else ``ScheduleError`` naming
    the stage and the axis;
 2. ``auto_unroll``: the ``auto_unroll_max_step`` / ``unroll_explicit`` pragmas;
-3. ``inject_virtual_threads`` (gpu_vthread.py);
-4. ``hoist_shared``: ``shared`` allocations move to the top of the kernel (static shared memory),
-   checked against ``max_shared_memory`` bytes; ``local`` ones stay per thread;
+3. (``inject_virtual_threads``, gpu_vthread.py, runs before 2);
+4. ``hoist_shared``: ``shared`` allocations move to the top of the kernel (static shared memory);
+   ``shared_bytes`` checks them against ``max_shared_memory`` bytes; ``local`` ones stay per thread;
 5. ``insert_barriers``: ``__syncthreads()`` between a shared-memory write and a later read or
-   write of that buffer, in the same sequence or across iterations of an enclosing loop;
-   then ``inject_double_buffer`` (gpu_double_buffer.py) pipelines the tiles of ``double_buffer`` stages;
-6. ``expand_allreduce`` (gpu_allreduce.py): cross-thread reductions become warp shuffles and shared
-   memory with their own barriers;
-7. ``launch_config``: grid and block extents from the thread loops.
+   write of that buffer, in the same sequence or across iterations of an enclosing loop
+   (then ``inject_double_buffer``, gpu_double_buffer.py, and ``expand_allreduce``, gpu_allreduce.py);
+6. ``launch_config``: grid and block extents from the thread loops.
 """
 from __future__ import annotations
 
@@ -27,9 +24,7 @@ from ..expr import BufferLoad, Call, Expr, IntImm, StringImm, Var, structural_eq
 from ..schedule import ScheduleError
 from ..stmt import Allocate, BufferStore, Evaluate, For, IfThenElse, LetStmt, LoweredFunc, Seq, Stmt, seq
 from ..visitor import Mutator, collect, substitute
-from .gpu_allreduce import expand_allreduce
-from .gpu_double_buffer import inject_double_buffer
-from .gpu_vthread import inject_virtual_threads, is_vthread
+from .gpu_vthread import is_vthread
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -62,20 +57,6 @@ def barrier() -> Stmt:
 
 def is_barrier(s) -> bool:
     return isinstance(s, Evaluate) and isinstance(s.value, Call) and s.value.name == "tvm_storage_sync"
-
-
-def lower_gpu(func: LoweredFunc, limits: GPULimits = GPULimits()) -> tuple[LoweredFunc, LaunchConfig]:
-    stages = dict(dict(func.attrs).get("loop_stage", {}))
-    verify_bindings(func, limits, stages)
-    body = simplify(auto_unroll(inject_virtual_threads(func.body)))
-    body = insert_barriers(hoist_shared(body))
-    attrs = dict(func.attrs)
-    body = inject_double_buffer(body, attrs.get("double_buffer", ()),
-                                attrs.get("async_copy", ()) if limits.async_copy else ())
-    block = launch_config(body).block
-    body = hoist_shared(expand_allreduce(body, dict(func.attrs).get("thread_allreduce", {}), block))
-    launch = launch_config(body, shared_bytes(body, limits, stages))
-    return LoweredFunc(func.name, func.buffers, func.size_vars, body, func.attrs), launch
 
 
 def is_scan_loop(loop: For) -> bool:
@@ -199,13 +180,16 @@ def auto_unroll(stmt: Stmt) -> Stmt:
 
 # -- 4. shared memory -------------------------------------------------------------------------------------------
 def hoist_shared(stmt: Stmt) -> Stmt:
+    """Every ``shared`` allocation once at the top of ``stmt`` (a buffer that explicit unrolling or
+    virtual threads allocated in several copies of a body is allocated, and counted, once)."""
     found: list = []
 
     class Strip(Mutator):
         def visit_Allocate(self, s: Allocate):
             body = self.visit(s.body)
             if s.buffer.scope == "shared":
-                found.append(s.buffer)
+                if s.buffer not in found:
+                    found.append(s.buffer)
                 return body
             return s if body is s.body else replace(s, body=body)
 
@@ -344,5 +328,5 @@ def launch_config(stmt: Stmt, shared: int = 0) -> LaunchConfig:
     return LaunchConfig(grid, block, shared)
 
 
-__all__ = ["lower_gpu", "GPULimits", "LaunchConfig", "verify_bindings", "auto_unroll", "hoist_shared",
+__all__ = ["GPULimits", "LaunchConfig", "verify_bindings", "auto_unroll", "hoist_shared",
            "shared_bytes", "insert_barriers", "launch_config", "barrier", "is_barrier"]

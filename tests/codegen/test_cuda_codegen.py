@@ -14,6 +14,8 @@ import codegen
 import cuda_sim
 import tensorir as te
 from conftest import assert_raises_naming, run_check
+from tensorir.lower import pipeline
+from tensorir.lower.pipeline import lower_gpu
 from tensorir.schedule import ScheduleError
 from tensorir.stmt import Allocate, BufferStore, For, Seq
 from tensorir.visitor import collect
@@ -135,7 +137,7 @@ def test_target_strings():
 
 # -- GPU lowering ------------------------------------------------------------------------------------------
 def lowered(s, args, **limits):
-    return gpu.lower_gpu(te.lower(s, args), gpu.GPULimits(**limits))
+    return lower_gpu(te.lower(s, args), gpu.GPULimits(**limits))
 
 
 def test_gemm_lowering_shared_hoisted_vthreads_injected_barriers_placed():
@@ -365,7 +367,8 @@ def conv2d_reference(data, kernel, pad=1):
 
 @pytest.mark.cuda_sim
 def test_sim_catches_a_missing_barrier(monkeypatch):
-    monkeypatch.setattr(gpu, "insert_barriers", lambda stmt: stmt)
+    passes = pipeline.gpu_passes
+    monkeypatch.setattr(pipeline, "gpu_passes", lambda limits: [p for p in passes(limits) if p[0] != "insert_barriers"])
     s, args = classic_gemm()
     with pytest.raises(AssertionError):
         run_check(Sim(build(s, args, name="racy")), args, lambda a, b: a.astype("float64") @ b,
