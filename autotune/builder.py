@@ -54,7 +54,7 @@ def export_cuda(mod, stem: str) -> str:
     """Compile a CUDA candidate to a cubin with nvcc (no GPU needed) and export it as ``stem.cubin``
     (plus ``.json`` and ``.cu``, see ``CUDAModule.export_library``): the runner loads it without
     rebuilding.  Raises when nvcc is missing or fails."""
-    from codegen.nvcc import nvcc_path
+    from codegen.cuda.nvcc import nvcc_path
     if nvcc_path() is None:
         raise RuntimeError("building for CUDA needs nvcc on PATH (or CUDA_HOME/bin)")
     path = stem + ".cubin"

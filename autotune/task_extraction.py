@@ -3,7 +3,7 @@
     g, params = tensorir.graph.from_onnx("model.onnx", {"x": (1, 3, 224, 224)})
     tasks, weights = autotune.extract_tasks(g, params, target="llvm")
 
-The graph's kernels are the model build's own (``codegen.model_build.model_kernels``: optimized, fused
+The graph's kernels are the model build's own (``codegen.model.build.model_kernels``: optimized, fused
 and lowered to their DAGs with the target's computes), so a task hashes the DAG ``codegen.build_model``
 deploys; kernels whose DAGs have the same structural hash share one task (the q/k/v projections of an
 attention layer are one task of weight 3).  A task is a
@@ -103,7 +103,7 @@ def extract_tasks(g, params: dict | None = None, target="llvm", include_simple_t
     times one inference runs it: a :class:`~autotune.kernel_templates.KernelTemplateTask` where a hand
     template fits (``templates=False``: never), else a :class:`KernelSearchTask`.
     ``include_simple_tasks=False`` drops kernels with no reduction (injective ones), as TVM's option does."""
-    from codegen.model_build import fused_graph, model_kernels
+    from codegen.model.build import fused_graph, model_kernels
 
     from .kernel_templates import KernelTemplateTask, match_template
     from .task import canonical_target

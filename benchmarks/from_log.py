@@ -8,7 +8,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def default_log_dir() -> str:
     """``tuning_logs/cuda-<arch of this machine's GPU>``."""
-    from codegen.nvcc import default_arch
+    from codegen.cuda.nvcc import default_arch
     return os.path.join(ROOT, "tuning_logs", f"cuda-{default_arch()}")
 
 
@@ -18,7 +18,7 @@ def deploy(log: str, template, args: tuple):
     why) without one."""
     import autotune
     from autotune.task import create
-    from codegen.nvcc import default_arch
+    from codegen.cuda.nvcc import default_arch
     template_name = template.template_name
     target = f"cuda -arch={default_arch()}"
     if not os.path.exists(log):

@@ -117,7 +117,7 @@ def main() -> int:
     from autotune.task import create
     from autotune.templates import conv2d_cuda, gemm_cuda  # noqa: F401 - registers the templates
     from autotune.tuner import GridSearchTuner, ModelTuner
-    from codegen.nvcc import default_arch
+    from codegen.cuda.nvcc import default_arch
     arch = default_arch()
     log_dir = args.log_dir or os.path.join(ROOT, "tuning_logs", f"cuda-{arch}")
     n_parallel = args.n_parallel or max(1, (os.cpu_count() or 2) - 1)

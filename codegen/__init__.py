@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .build import build, lower_to_func
-from .model_build import build_model
+from .model.build import build_model
 from .runtime import ArtifactError, GraphModule, ModelModule, load_model
 from .export import load_module
 from .extern_code import load_library

@@ -11,8 +11,8 @@ from tensorir.visitor import collect
 from . import jit
 from . import extern_code
 from .llvm import CodeGenLLVM
-from .llvm_extern import packed_symbol
-from .llvm_parallel import thread_count_symbol
+from .llvm.extern import packed_symbol
+from .llvm.parallel import thread_count_symbol
 from .module import Module
 from .signature import Signature
 from .target import parse
@@ -47,7 +47,7 @@ def build(s_or_func, args=None, target="llvm", name: str = "default_function") -
 
     ``target``: ``"llvm"`` (host CPU and features), ``"llvm -mcpu=NAME"`` (that CPU's default
     features), ``"llvm -mcpu=NAME -mattr=+avx2,+fma"``, ``"cuda"`` / ``"cuda -arch=sm_90"`` (a
-    :class:`~codegen.cuda_module.CUDAModule`, see codegen/cuda.py), or a :class:`~codegen.Target`.
+    :class:`~codegen.cuda.module.CUDAModule`, see codegen/cuda/), or a :class:`~codegen.Target`.
     """
     tgt = parse(target)
     if tgt.kind == "cuda":              # unrolled loops stay loops (#pragma unroll): nvcc unrolls them

@@ -32,7 +32,7 @@ import llvmlite.binding as llvm
 from tensorir.version import __version__
 
 from . import jit
-from .llvm_parallel import thread_count_symbol
+from .llvm.parallel import thread_count_symbol
 from .module import Module
 from .signature import Signature
 from .target import parse
@@ -42,7 +42,7 @@ from .target import parse
 def build_info(kind: str = "llvm") -> dict:
     """tiletune's version and the compiler's behind a kernel of target ``kind`` ("llvm" or "cuda")."""
     if kind == "cuda":
-        from .nvcc import nvcc_path, nvcc_version
+        from .cuda.nvcc import nvcc_path, nvcc_version
         return {"tiletune": __version__, "nvcc": nvcc_version().splitlines()[-1] if nvcc_path() else "unavailable"}
     return {"tiletune": __version__, "llvmlite": llvmlite.__version__,
             "llvm": ".".join(map(str, llvm.llvm_version_info))}
@@ -119,7 +119,7 @@ def _dlopen(path: str) -> ctypes.CDLL:
 
 def load_module(path: str) -> Module:
     """Load a kernel written by ``export_library`` (no compilation happens): a shared object, or a
-    CUDA cubin (a :class:`~codegen.cuda_module.CUDAModule`)."""
+    CUDA cubin (a :class:`~codegen.cuda.module.CUDAModule`)."""
     path = os.fspath(path)
     meta_path = path + ".json"
     if not os.path.exists(meta_path):
@@ -128,7 +128,7 @@ def load_module(path: str) -> Module:
     with open(meta_path) as f:
         meta = json.load(f)
     if meta.get("kind") == "cuda":
-        from .cuda_module import CUDAModule
+        from .cuda.module import CUDAModule
         return CUDAModule.load(path, meta)
     sig = Signature.from_json(meta["signature"])
     lib = _dlopen(os.path.abspath(path))
@@ -141,7 +141,7 @@ def load_module(path: str) -> Module:
     extern, packed = None, None
     if "extern" in meta:
         from .extern_code import ExternLinkage
-        from .llvm_extern import packed_symbol
+        from .llvm.extern import packed_symbol
         extern = ExternLinkage.from_json(meta["extern"])
         if extern.packed_sites:
             packed = ctypes.addressof(ctypes.c_void_p.in_dll(lib, packed_symbol(sig.symbol)))

@@ -25,7 +25,7 @@ def default_num_threads() -> int:
 
 class KernelModule:
     """What a compiled kernel is on every target (:class:`Module` on the CPU,
-    :class:`~codegen.cuda_module.CUDAModule` on the GPU): ``mod(*arrays)`` runs it, ``mod.signature``,
+    :class:`~codegen.cuda.module.CUDAModule` on the GPU): ``mod(*arrays)`` runs it, ``mod.signature``,
     ``mod.entry_name`` and ``mod.target`` describe it, ``mod.time_evaluator(...)`` times it."""
 
     signature: Signature

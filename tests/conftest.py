@@ -55,7 +55,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # -- what a test needs (markers), the compile cache ------------------------------------------------------
 def _cuda_device_missing() -> str | None:
-    from codegen.cuda_module import driver
+    from codegen.cuda.module import driver
     try:
         driver()
     except Exception as e:  # noqa: BLE001 - any failure to open a device means: no GPU here

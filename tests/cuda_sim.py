@@ -1,4 +1,4 @@
-"""Run the CUDA C of a :class:`~codegen.cuda_module.CUDAModule` on the CPU, for tests without a GPU.
+"""Run the CUDA C of a :class:`~codegen.cuda.module.CUDAModule` on the CPU, for tests without a GPU.
 
 The generated source is compiled as C++ with a small shim (``__global__``, ``__shared__`` as static
 storage, ``threadIdx`` / ``blockIdx``, ``float4``...).  Each block runs its threads as fibers

@@ -59,7 +59,7 @@ def _compile(args: argparse.Namespace) -> int:
 def _checked(g, params, args: argparse.Namespace):
     """The model's fused graph once ``graph.check`` finds nothing the build would refuse (before any
     kernel is compiled); with ``--fallback reference``, kernels without a native build are allowed."""
-    from codegen.model_build import PROFILES
+    from codegen.model.build import PROFILES
     from tensorir import graph
     target = check_target(args.target)
     computes = getattr(PROFILES.get(target.kind), "computes", None)     # the build's (CUDA: N-d dense)

@@ -1,7 +1,7 @@
 """A model artifact: ``m.export_library(directory)`` and ``codegen.load_model(directory)``, one skeleton
 with per-target parts (:class:`Artifact`; :mod:`.artifact_cpu` and :mod:`.artifact_cuda` fill it in).
 
-Every artifact directory holds ``graph.json`` (the run list, :class:`~codegen.model_plan.RunList`, and
+Every artifact directory holds ``graph.json`` (the run list, :class:`~codegen.model.plan.RunList`, and
 what the target adds), ``weights.npy`` (one ``uint8`` array: the weights blob laid out as planned; it
 loads with ``allow_pickle=False``, its data starts after the ``.npy`` header), the target's code files
 and ``manifest.json``: provenance (versions, target, source model with its sha256, opset and producer,
@@ -35,7 +35,7 @@ from numpy.lib import format as npy_format
 
 from ..artifact_schema import Spec, check
 from ..export import build_info
-from ..model_plan import RunList
+from ..model.plan import RunList
 from ..safe_files import UnsafeFile, loads_json, read_regular
 
 MAX_JSON_BYTES = 64 << 20       # manifest.json, whose own size nothing declares

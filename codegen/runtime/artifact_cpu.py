@@ -1,6 +1,6 @@
 """The CPU model artifact (:class:`~codegen.runtime.cpu.ModelModule`; the skeleton is :mod:`.artifact`):
 
-* ``model.so``       every kernel and the run entries (:mod:`codegen.model_codegen`), linked by the
+* ``model.so``       every kernel and the run entries (:mod:`codegen.model.entries`), linked by the
                      system C compiler (``$CC`` or ``cc``) as :mod:`codegen.export` links kernels.
 * ``graph.json``     the run list: inputs, outputs, steps with their symbols and planned places, index
                      checks, output copies, the memory plan and the weight offsets; plus the entry
@@ -25,9 +25,9 @@ import numpy as np
 from .. import jit
 from ..artifact_schema import BOOL, COUNT, STR, ListOf, Record, graph_spec, manifest_spec, nullable
 from ..export import _dlopen, _link
-from ..model_codegen import entry_name
-from ..model_plan import RunList
-from ..model_plan_check import check_run_list
+from ..model.entries import entry_name
+from ..model.plan import RunList
+from ..model.plan_check import check_run_list
 from ..safe_files import resolve_inside
 from ..target import host, parse
 from .artifact import Artifact, ArtifactError, load_weights, parsed, register, safe_read

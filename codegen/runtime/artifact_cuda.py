@@ -3,7 +3,7 @@
 
 * ``model.cubin``    every kernel, compiled once by nvcc for the model's arch.
 * ``model.cu``       the CUDA source (for reading; loading does not need it).
-* ``graph.json``     the run list (:class:`~codegen.model_plan.RunList`) and each kernel's launch
+* ``graph.json``     the run list (:class:`~codegen.model.plan.RunList`) and each kernel's launch
                      (grid, block, shared bytes, signature, vector alignment).
 * ``weights.npy``    the weights blob (``uint8``), uploaded once at the first run.
 * ``manifest.json``  provenance (see :mod:`.artifact`) plus nvcc's version, the arch, the GPU it was
@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 
 from ..artifact_schema import CUDA_KERNEL, OBJECT, STR, ListOf, graph_spec, manifest_spec, nullable
-from ..model_plan import RunList
-from ..model_plan_check import check_run_list
+from ..model.plan import RunList
+from ..model.plan_check import check_run_list
 from .artifact import Artifact, ArtifactError, load_weights, parsed, register
 from .cuda import CUDAModelModule
 
@@ -74,7 +74,7 @@ class CUDAArtifact(Artifact):
 
     # -- loading -----------------------------------------------------------------------------------------------
     def module(self, directory: str, manifest: dict, files: dict, graph: dict) -> CUDAModelModule:
-        from ..model_cuda import CUDAKernel
+        from ..model.cuda import CUDAKernel
         present = gpu_info()["compute_capability"]
         arch = graph["arch"]
         if present is not None and arch.startswith("sm_") and arch[3:].rstrip("a") != present.replace(".", ""):

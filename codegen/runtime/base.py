@@ -1,6 +1,6 @@
 """``ModelModuleBase``: what a compiled model is, whatever runs its kernels (TVM's graph-executor interface).
 
-A model module holds a run list (:class:`~codegen.model_plan.RunList`: inputs, outputs, steps with their
+A model module holds a run list (:class:`~codegen.model.plan.RunList`: inputs, outputs, steps with their
 planned buffers), the weights blob and its metadata.  This class owns the interface and its checks:
 ``set_input`` / ``run`` / ``get_output`` / ``m(**inputs)`` (a name the graph lacks, or an array of another
 shape or dtype, is one ValueError naming the input), ``stats``, ``profile``, ``export_library`` (the
@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..model_plan import INPUT, RunList, Step
+from ..model.plan import INPUT, RunList, Step
 from .artifact import artifact_for
 from .profile import ModelProfile, profile
 

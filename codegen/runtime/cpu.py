@@ -18,10 +18,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..llvm_parallel import thread_count_symbol
+from ..llvm.parallel import thread_count_symbol
 from ..memory_plan import ALIGN
-from ..model_codegen import entry_name
-from ..model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
+from ..model.entries import entry_name
+from ..model.plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
 from ..module import default_num_threads
 from .base import ModelModuleBase
 from .fallback import run_reference

@@ -1,7 +1,7 @@
 """``CUDAModelModule``: a model whose kernels run on the GPU (TVM's graph-executor interface).
 
 Without a GPU: ``get_source("cuda" | "ptx")``, ``cubin``, the run list, ``kernel_module(symbol)`` (one
-kernel as a :class:`~codegen.cuda_module.CUDAModule`, for the CPU simulator), ``export_library``.
+kernel as a :class:`~codegen.cuda.module.CUDAModule`, for the CPU simulator), ``export_library``.
 
 With pycuda and a GPU (on first run): the cubin is loaded once into the primary context (the one torch
 and cupy use); the weights blob is uploaded once.  Each Python thread that calls the module gets its
@@ -29,9 +29,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..cuda_module import c_strides
-from ..model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
-from ..nvcc import compile_cuda, nvcc_path
+from ..cuda.module import c_strides
+from ..model.plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
+from ..cuda.nvcc import compile_cuda, nvcc_path
 from .base import ModelModuleBase
 from .cuda_device import SharedDevice, ThreadSlot, capture, packed, wait_for_producer
 
@@ -82,12 +82,12 @@ class CUDAModelModule(ModelModuleBase):
         raise ValueError(f"unknown source format {fmt!r}; use 'cuda' or 'ptx'")
 
     def kernel_module(self, symbol: str):
-        """Kernel ``symbol`` alone as a :class:`~codegen.cuda_module.CUDAModule` (its own source; for the
+        """Kernel ``symbol`` alone as a :class:`~codegen.cuda.module.CUDAModule` (its own source; for the
         CPU simulator of the tests, or to time one kernel)."""
         from tensorir.expr import IntImm
         from tensorir.lower.gpu import LaunchConfig
 
-        from ..cuda_module import CUDAModule
+        from ..cuda.module import CUDAModule
         k = self.kernels[symbol]
         mod = CUDAModule.__new__(CUDAModule)
         mod.func = None

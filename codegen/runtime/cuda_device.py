@@ -23,7 +23,7 @@ import weakref
 
 import numpy as np
 
-from ..model_plan import INPUT, OUTPUT, Loc
+from ..model.plan import INPUT, OUTPUT, Loc
 
 
 @functools.cache
@@ -62,7 +62,7 @@ class SharedDevice:
     """What every thread shares: the primary context, the loaded functions, the weights."""
 
     def __init__(self, m):
-        from ..cuda_module import driver
+        from ..cuda.module import driver
         drv = self.drv = driver()               # pycuda initialised (its first call pushes in its thread)
         self.ctx = drv.Device(int(os.environ.get("TILETUNE_CUDA_DEVICE", "0"))).retain_primary_context()
         with self.current():                    # a worker thread that comes first has no context current

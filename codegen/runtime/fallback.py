@@ -15,7 +15,7 @@ import numpy as np
 
 from tensorir.graph import Const, Graph, Kernel, Node, TensorType, Var, evaluate, topological_order
 
-from ..model_plan import Step
+from ..model.plan import Step
 
 
 def run_reference(step: Step, args: list[np.ndarray], out: np.ndarray) -> None:

@@ -18,7 +18,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from ..model_plan import INPUT, Loc
+from ..model.plan import INPUT, Loc
 
 
 @dataclass

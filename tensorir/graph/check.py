@@ -70,7 +70,7 @@ def check(g: Graph, target="llvm", params: dict | None = None, *, lower: bool = 
     """What ``codegen.build_model(g, target, params)`` would refuse (see the module).  ``lower=False``
     skips lowering each kernel (the costliest step checked: about a third of a small model's build) and
     so does not predict a failure there (``tiletune compile`` checks so; the build reports such a kernel).
-    ``computes``: the target's replacement computes (``codegen.model_cuda.CUDA_COMPUTES`` for ``cuda``;
+    ``computes``: the target's replacement computes (``codegen.model.cuda.CUDA_COMPUTES`` for ``cuda``;
     tensorir cannot import codegen)."""
     from .passes import optimize
     target = str(target)

@@ -2,7 +2,7 @@
 placeholders, each node its operator's registered topi compute, the kernel's result the DAG output.
 
 ``lower_kernel(kernel)`` -> :class:`KernelTE`; scheduling and building are elsewhere
-(:mod:`.schedules`, :mod:`codegen.model_build`)."""
+(:mod:`.schedules`, :mod:`codegen.model.build`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -3,7 +3,7 @@
 A pass is a ``LoweredFunc -> LoweredFunc`` function (a ``Stmt -> Stmt`` one lifted by :func:`on_body`).
 ``te.lower`` builds the loop nest (``loop_nest``: inline, bounds, schedule_ops, guards) and runs
 :data:`CPU_PASSES` on it (only ``flatten`` with ``expand=False``, the form the CUDA backend and the
-tuner's features take).  The CUDA backend (``codegen/cuda.py``, ``codegen/model_cuda.py``) hands each
+tuner's features take).  The CUDA backend (``codegen/cuda/``, ``codegen/model/cuda.py``) hands each
 kernel of that function to :func:`lower_gpu`, which runs :func:`gpu_passes` and reads the launch
 configuration off the result.  With ``verify=True`` or ``TILETUNE_VERIFY_IR=1`` the loop-IR verifier
 (``verify.py``) checks the function after every pass and names the pass that broke it.

@@ -233,7 +233,7 @@ def test_runner_checks_a_gpu_candidate_against_the_cpu_reference(tmp_path, monke
     """The builder exports the candidate's cubin; the reference is the naive schedule built for the
     CPU; the runner's GPU path runs the kernel (here the CPU simulator instead of pycuda)."""
     from autotune import builder, runner
-    from codegen.cuda_module import CUDAModule
+    from codegen.cuda.module import CUDAModule
     from codegen.timer import ProfileResult
     tensors, _ = dags.gemm(64, 48, 32)
     task = auto_scheduler.SearchTask(compute_dag=auto_scheduler.ComputeDAG(tensors), target=TARGET)

@@ -220,7 +220,7 @@ def test_runner_checks_and_times_a_cuda_candidate_on_a_simulated_gpu(tmp_path, m
     """The runner's GPU path (load the builder's cubin, check against the reference, time with
     events) with the kernel executed by the CPU simulator instead of pycuda."""
     from autotune import builder, runner
-    from codegen.cuda_module import CUDAModule
+    from codegen.cuda.module import CUDAModule
     from codegen.timer import ProfileResult
     t = _task(GEMM)
     (idx,) = _legal_indices(t, 1, seed=5)

@@ -1,4 +1,4 @@
-"""Shared memory past 48 KiB per block on CUDA: dynamic shared memory (codegen/cuda.py).
+"""Shared memory past 48 KiB per block on CUDA: dynamic shared memory (codegen/cuda/).
 
 A kernel whose shared buffers exceed the static limit declares one ``extern __shared__`` array and
 carves its buffers out of it at 16-byte aligned offsets; its module raises the function's

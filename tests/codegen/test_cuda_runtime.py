@@ -14,7 +14,7 @@ import pytest
 
 import codegen
 import tensorir as te
-from codegen.cuda_module import driver
+from codegen.cuda.module import driver
 from conftest import ROOT, run_check
 from test_cuda_codegen import classic_gemm, conv2d_reference, elementwise
 

@@ -1,4 +1,4 @@
-"""``codegen.model_build``: the one model driver.  Its schedule source comes from the tensorir-level
+"""``codegen.model.build``: the one model driver.  Its schedule source comes from the tensorir-level
 dispatch context (no autotune import), a schedule that fails to build is handed back to the source,
 and codegen builds a model without importing the tuner."""
 import os
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import codegen
-from codegen.model_build import PROFILES, default_schedule, fused_graph, model_kernels
+from codegen.model.build import PROFILES, default_schedule, fused_graph, model_kernels
 from tensorir import graph
 from tensorir.graph import TensorType, Var, call
 from tensorir.schedule.dispatch import DispatchContext

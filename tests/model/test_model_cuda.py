@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import codegen
-from codegen.model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE
+from codegen.model.plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE
 from tensorir import graph
 from tensorir.graph import Const, GraphError, TensorType, Var, call, testing
 from tensorir.graph.schedules import cuda_conv, cuda_rows, schedule_entry

@@ -229,7 +229,7 @@ def test_a_scalar_output_through_the_model_runtime(monkeypatch):
     whose launches run the CUDA C here: tests/model/test_model_cuda_runtime_sim.py)."""
     from test_model_cuda_runtime_sim import FakeDriver
 
-    import codegen.cuda_module as cm
+    import codegen.cuda.module as cm
     drv = FakeDriver()
     monkeypatch.setattr(cm, "driver", lambda: drv)
     drv.model = m = build(onnx_model([helper.make_node("ReduceMean", ["x"], ["y"], keepdims=0)], (7, 300), [],

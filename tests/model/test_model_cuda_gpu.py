@@ -12,7 +12,7 @@ pytest.importorskip("onnxruntime")
 import graph_models as gm
 
 import codegen
-from codegen.cuda_module import driver
+from codegen.cuda.module import driver
 from tensorir import graph
 from tensorir.graph import testing
 

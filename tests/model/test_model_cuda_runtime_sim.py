@@ -167,7 +167,7 @@ class DeviceArray:
 @pytest.fixture()
 def fake(monkeypatch):
     drv = FakeDriver()
-    import codegen.cuda_module as cm
+    import codegen.cuda.module as cm
     monkeypatch.setattr(cm, "driver", drv.push_primary)
     yield drv
     while drv.Context.get_current() is not None:     # as the atexit hook of driver() does
@@ -334,7 +334,7 @@ def test_first_use_in_a_worker_thread(monkeypatch, cnn):
     """``driver()`` is cached: only the thread that called it first (here main) has the primary context
     pushed.  A worker thread that uses the model first still loads it (the context pushed around the
     load) and leaves its context stack empty."""
-    import codegen.cuda_module as cm
+    import codegen.cuda.module as cm
     drv, first = FakeDriver(), []
 
     def cached_driver():

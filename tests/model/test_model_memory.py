@@ -11,8 +11,8 @@ import pytest
 
 import codegen
 import tensorir as te
-from codegen.llvm_memory import STACK_LIMIT, heap_bytes, hoist_heap_allocations
-from codegen.model_plan import WORKSPACE
+from codegen.llvm.memory import STACK_LIMIT, heap_bytes, hoist_heap_allocations
+from codegen.model.plan import WORKSPACE
 from tensorir import graph
 
 onnx = pytest.importorskip("onnx")
@@ -147,7 +147,7 @@ def test_hoisted_kernel_runs_over_caller_scratch():
 
 def test_an_older_graph_json_leaves_the_heap_unknown(built):
     """A graph.json written before heap bytes were counted: the heap and the peak are unknown, not 0."""
-    from codegen.model_plan import RunList
+    from codegen.model.plan import RunList
     from codegen.runtime.profile import memory
     _, m = built
     d = m.run_list.to_json()

@@ -189,7 +189,7 @@ def box_model():
 
 
 def _copy(run):
-    from codegen.model_plan import RunList
+    from codegen.model.plan import RunList
     return RunList.from_json(run.to_json())
 
 
@@ -206,14 +206,14 @@ def _mutated(run, step: int, arg: int | None = None, **changes):
 
 
 def test_built_run_list_records_and_passes_its_kernel_signatures(box_model):
-    from codegen.model_plan_check import check_run_list
+    from codegen.model.plan_check import check_run_list
     run = box_model.run_list
     assert all(s.signature == [(a.dtype, a.shape) for a in s.args + [s.out]] for s in run.steps)
     check_run_list(run)
 
 
 def _first_workspace_arg(run):
-    from codegen.model_plan import WORKSPACE
+    from codegen.model.plan import WORKSPACE
     return next((i, k) for i, s in enumerate(run.steps) for k, a in enumerate(s.args) if a.kind == WORKSPACE)
 
 
@@ -229,7 +229,7 @@ def _first_workspace_arg(run):
 def test_run_list_mismatch_is_refused_naming_kernel_and_argument(box_model, case, pattern):
     from dataclasses import replace
 
-    from codegen.model_plan_check import check_run_list
+    from codegen.model.plan_check import check_run_list
     from tensorir.graph import GraphError
     run = box_model.run_list
     i, k = _first_workspace_arg(run)

@@ -8,7 +8,7 @@ import pytest
 
 import codegen
 from codegen.memory_plan import ALIGN, Lifetime, check_plan, plan_memory
-from codegen.model_plan import WORKSPACE
+from codegen.model.plan import WORKSPACE
 from tensorir import graph
 from tensorir.graph import Const, GraphError, TensorType, Var, call
 

@@ -49,7 +49,7 @@ def test_extract_tasks_for_cuda_match_the_cuda_build(name):
     CUDA's computes so that its hash is the one ``build_model(g, "cuda")`` looks up; each task's default
     config is the kernel's default CUDA rule."""
     from autotune.auto_scheduler import ComputeDAG
-    from codegen.model_cuda import CUDA_COMPUTES
+    from codegen.model.cuda import CUDA_COMPUTES
     _, g, params = _model(name)
     tasks, weights = autotune.extract_tasks(g, params, target="cuda", templates=False)
     assert tasks and len(tasks) == len(weights) and all(isinstance(t, KernelSearchTask) for t in tasks)

@@ -101,7 +101,7 @@ KERNELS = {"stem_7x7_s2": {"K": 7, "stride": 2}, "3x3_residual": {"K": 3, "strid
 # -- task extraction ------------------------------------------------------------------------------------------
 def test_extract_gives_every_conv_kernel_the_template(resnet):
     from autotune.auto_scheduler import ComputeDAG
-    from codegen.model_cuda import CUDA_COMPUTES
+    from codegen.model.cuda import CUDA_COMPUTES
     from tensorir.graph import Kernel
     from tensorir.graph.lower_te import lower_kernel
     _, g, params, tasks, weights = resnet

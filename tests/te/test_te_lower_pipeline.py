@@ -9,7 +9,7 @@ import pytest
 
 import codegen
 import tensorir as te
-from codegen.model_cuda import CUDA_COMPUTES
+from codegen.model.cuda import CUDA_COMPUTES
 from tensorir import graph
 from tensorir.expr import BufferLoad, IntImm, const
 from tensorir.graph import Const, TensorType, Var, call

@@ -1,5 +1,5 @@
 """TVM's ``tvm.contrib.nvcc``: CUDA C to PTX / cubin through tiletune's nvcc driver
-(``codegen.nvcc``, imported on first use: tensorir never imports codegen at import time), and
+(``codegen.cuda.nvcc``, imported on first use: tensorir never imports codegen at import time), and
 compute-capability helpers."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def compile_cuda(code: str, target_format: str = "ptx", arch: str | None = None,
     if target_format not in _FORMATS:
         raise ValueError(f"nvcc.compile_cuda: target_format {target_format!r} is not supported; use one of "
                          f"{', '.join(_FORMATS)}")
-    from codegen import nvcc
+    from codegen.cuda import nvcc
     opts = [options] if isinstance(options, str) else list(options or [])
     data, _ = nvcc.compile_cuda(code, arch or nvcc.default_arch(), target_format, tuple(opts))
     if path_target:
@@ -27,7 +27,7 @@ def compile_cuda(code: str, target_format: str = "ptx", arch: str | None = None,
 
 def find_cuda_path() -> str:
     """The CUDA installation holding nvcc."""
-    from codegen import nvcc
+    from codegen.cuda import nvcc
     path = nvcc.nvcc_path()
     if path is None:
         raise RuntimeError("nvcc was not found (PATH, TILETUNE_NVCC, CUDA_HOME)")
@@ -37,7 +37,7 @@ def find_cuda_path() -> str:
 
 def get_cuda_version(cuda_path: str | None = None) -> tuple[int, int]:
     """nvcc's release, as (major, minor)."""
-    from codegen import nvcc
+    from codegen.cuda import nvcc
     text = nvcc.nvcc_version() if cuda_path is None else subprocess.run(
         [f"{cuda_path}/bin/nvcc", "--version"], capture_output=True, text=True, check=True).stdout
     m = re.search(r"release (\d+)\.(\d+)", text)

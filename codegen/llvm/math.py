@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from tensorir import dtype as dt
 
-from .llvm_types import F32, I1, I32, const, is_float_type, lanes_of, ltype, scalar_type, splat, with_lanes
+from .types import F32, I1, I32, const, is_float_type, lanes_of, ltype, scalar_type, splat, with_lanes
 
 #: te name -> LLVM intrinsic (without the type suffix).
 LLVM_INTRINSICS = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10", "sqrt": "sqrt",
@@ -234,5 +234,5 @@ def _libm_per_lane(cg, fname: str, args: list) -> ir.Value:
 
 
 def _error(e, what: str):
-    from .llvm import CodegenError
+    from . import CodegenError
     return CodegenError(f"intrinsic {e.name}({', '.join(a.dtype for a in e.args)}) {what}")

@@ -3,7 +3,7 @@
 A place (:class:`Loc`) is one of: input ``i`` / output ``j`` (arrays the caller owns), an offset in the
 workspace (intermediates, packed by :mod:`codegen.memory_plan`) or an offset in the weights blob
 (constants, bound once at build time).  A kernel's scratch buffers (its allocations too large for the
-stack, :func:`codegen.llvm_memory.hoist_heap_allocations`) are workspace places live during its step
+stack, :func:`codegen.llvm.memory.hoist_heap_allocations`) are workspace places live during its step
 only, passed after its output.  A kernel whose result is a graph output writes it straight
 into that output; an output that is a graph input, a constant or a second copy of another output is
 filled by a copy after the last step (:attr:`RunList.copies`).  Gather index checks
@@ -22,7 +22,7 @@ import numpy as np
 from tensorir.graph import Const, Graph, GraphError, Kernel, Node, Var
 from tensorir.graph.passes.fuse import INDEX_OPERANDS
 
-from .memory_plan import ALIGN, Lifetime, MemoryPlan, align_up, plan_memory
+from ..memory_plan import ALIGN, Lifetime, MemoryPlan, align_up, plan_memory
 
 INPUT, OUTPUT, WORKSPACE, WEIGHTS = "input", "output", "workspace", "weights"
 

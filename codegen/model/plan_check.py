@@ -1,11 +1,11 @@
 """``check_run_list``: every buffer a run list hands a kernel is one the kernel may use in full.
 
 isl proves each kernel's accesses inside the buffers of its own signature; this check closes the rest:
-each place (:class:`~codegen.model_plan.Loc`) of a step, an index check or an output copy has a known
+each place (:class:`~codegen.model.plan.Loc`) of a step, an index check or an output copy has a known
 kind, dtype and shape, lies wholly inside the workspace / weights blob it names (aligned, at a
 non-negative offset) or is the declared input / output of that number with its dtype and shape, and a
 native step's arguments are exactly, in number, order, dtype and shape, the buffers its kernel was
-lowered for (:attr:`~codegen.model_plan.Step.signature`).  ``build_model`` runs it on every run list
+lowered for (:attr:`~codegen.model.plan.Step.signature`).  ``build_model`` runs it on every run list
 it plans; ``load_model`` on every ``graph.json`` before the first run, and checks that ``graph.json``
 is the run list ``model.so``'s run entries were generated for (their places are compiled in: a
 ``graph.json`` edited consistently, digests included, still cannot move a buffer under them).
@@ -16,8 +16,8 @@ import numpy as np
 
 from tensorir.graph import GraphError
 
-from .memory_plan import ALIGN
-from .model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
+from ..memory_plan import ALIGN
+from .plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
 
 KINDS = (INPUT, OUTPUT, WORKSPACE, WEIGHTS)
 
@@ -103,7 +103,7 @@ def _check_step(run: RunList, i: int, where: str) -> None:
 def check_compiled_for(run: RunList, address) -> None:
     """The run entries at ``address(symbol)`` were generated for ``run`` (their places are compiled in)."""
     import ctypes
-    from .model_codegen import PLAN_DIGEST
+    from .entries import PLAN_DIGEST
     compiled = ctypes.string_at(address(PLAN_DIGEST), 64).decode("ascii", "replace")
     if compiled != plan_digest(run):
         raise ValueError("the run list differs from the one the model's native code was generated for "

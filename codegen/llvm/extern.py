@@ -20,7 +20,7 @@ from tensorir import expr as E
 from tensorir.buffer import AccessPtr, BufferArg
 from tensorir.extern import CallExtern
 
-from .llvm_types import F32, I32, I64, PTR, const, ltype, mem_type
+from .types import F32, I32, I64, PTR, const, ltype, mem_type
 
 
 def packed_symbol(kernel_symbol: str) -> str:
@@ -34,7 +34,7 @@ def expr_emitters(cg) -> dict:
 
 
 def access_ptr(cg, e: AccessPtr) -> ir.Value:
-    from .llvm_memory import buffer_ptr, gep
+    from .memory import buffer_ptr, gep
     from tensorir.lower.flatten import flat_index
     offset = e.offset
     if e.region:
@@ -51,7 +51,7 @@ def string(cg, value: str) -> ir.Value:
 
 
 def call_extern(cg, e: CallExtern) -> ir.Value:
-    from .llvm import CodegenError
+    from . import CodegenError
     args = [cg.expr(a) for a in e.call_args]
     ret = ltype(e.dtype)
     fn = cg.declare(e.name, ret, [a.type for a in args])

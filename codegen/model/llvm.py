@@ -1,11 +1,11 @@
 """The CPU half of ``codegen.build_model`` (its ``llvm`` target profile): kernels as LLVM IR, one
 module linked and JIT-compiled.
 
-Each kernel's schedule is lowered and emitted as LLVM IR (:func:`~codegen.model_codegen.kernel_ir`); its
+Each kernel's schedule is lowered and emitted as LLVM IR (:func:`~codegen.model.entries.kernel_ir`); its
 allocations too large for the stack become scratch buffers in the workspace
-(:func:`~codegen.llvm_memory.hoist_heap_allocations`), so a run allocates nothing outside the plan but
+(:func:`~codegen.llvm.memory.hoist_heap_allocations`), so a run allocates nothing outside the plan but
 what parallel loops allocate per thread (``stats()`` reports it).  :func:`finish` links the kernels and
-the generated run entries (:mod:`codegen.model_codegen`) into one LLVM module, optimized and
+the generated run entries (:mod:`codegen.model.entries`) into one LLVM module, optimized and
 JIT-compiled once, run by :class:`~codegen.runtime.cpu.ModelModule`.
 """
 from __future__ import annotations
@@ -14,14 +14,14 @@ from dataclasses import dataclass
 
 from tensorir.graph import Kernel
 
-from . import jit
-from .build import lower_to_func
-from .export import build_info
-from .llvm_memory import element_count, heap_bytes, hoist_heap_allocations
-from .model_codegen import entries_ir, kernel_ir, link_model
-from .model_plan import RunList
-from .signature import native_symbol
-from .target import Target
+from .. import jit
+from ..build import lower_to_func
+from ..export import build_info
+from ..llvm.memory import element_count, heap_bytes, hoist_heap_allocations
+from .entries import entries_ir, kernel_ir, link_model
+from .plan import RunList
+from ..signature import native_symbol
+from ..target import Target
 
 
 @dataclass

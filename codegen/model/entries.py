@@ -7,7 +7,7 @@ is optimized once.  A run entry, one per native segment of the run list::
     int32_t tiletune_model_run(void* const* inputs, void* const* outputs,
                                uint8_t* workspace, const uint8_t* weights);
 
-takes each buffer's address from its place (:class:`~codegen.model_plan.Loc`), runs the Gather index
+takes each buffer's address from its place (:class:`~codegen.model.plan.Loc`), runs the Gather index
 checks of a step before calling its kernel (returning ``1 + check number`` at the first index out of
 range), calls the kernels in order, performs the output copies (single-segment models) and returns 0.
 """
@@ -18,12 +18,12 @@ from llvmlite import ir
 
 from tensorir.stmt import LoweredFunc
 
-from . import extern_code, jit
-from .llvm import CodeGenLLVM, CodegenError
-from .llvm_parallel import thread_count_symbol
-from .llvm_types import I1, I8, I32, I64, PTR, VOID, const, mem_type
-from .model_plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
-from .target import Target
+from .. import extern_code, jit
+from ..llvm import CodeGenLLVM, CodegenError
+from ..llvm.parallel import thread_count_symbol
+from ..llvm.types import I1, I8, I32, I64, PTR, VOID, const, mem_type
+from .plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
+from ..target import Target
 
 RUN = "tiletune_model_run"
 SET_THREADS = "tiletune_model_set_num_threads"

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import tempfile
 
-from .c_printer import CodegenError
+from ..c_printer import CodegenError
 
 DEFAULT_ARCH = "sm_90"
 _ARCH = re.compile(r"^(sm|compute)_[0-9]+[a-z]?$")

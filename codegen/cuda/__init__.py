@@ -5,7 +5,7 @@ The lowered function is split into kernels, each goes through the GPU passes (``
 barriers, launch configuration), is printed as CUDA C by
 :class:`CUDARenderer` (the C-style printer with CUDA's data) and compiled by nvcc for the target's
 arch (``cuda -arch=sm_90``; by default the present GPU's, else sm_90), cached by content hash.  The
-returned :class:`~codegen.cuda_module.CUDAModule` gives the source without a GPU and loads and
+returned :class:`~codegen.cuda.module.CUDAModule` gives the source without a GPU and loads and
 launches through pycuda on first call.
 
 Target options: ``-arch=sm_XX``, ``-max_threads_per_block=N`` (1024), ``-max_shared_memory_per_block=B``
@@ -27,9 +27,9 @@ from tensorir.lower.pipeline import lower_gpu
 from tensorir.stmt import For, LoweredFunc
 from tensorir.visitor import collect
 
-from .c_printer import CodegenError, CPrinter
+from ..c_printer import CodegenError, CPrinter
 from .nvcc import default_arch
-from .target import Target
+from ..target import Target
 
 STATIC_SHARED = 48 * 1024      # bytes of static shared memory per block; beyond it, dynamic (opt-in)
 #: shared memory per block a kernel may opt in to (bytes), by arch: the default limit of a ``cuda`` target
@@ -177,9 +177,9 @@ def current_shared_limit() -> int:
 
 
 def build_cuda(func: LoweredFunc, target: Target):
-    """A :class:`~codegen.cuda_module.CUDAModule` of one kernel, or of several launched in order when
+    """A :class:`~codegen.cuda.module.CUDAModule` of one kernel, or of several launched in order when
     root stages pass global intermediates (``tensorir/lower/gpu_kernels.py``)."""
-    from .cuda_module import CUDAModule, Kernel
+    from .module import CUDAModule, Kernel
     arch, limits, options = cuda_settings(target)
     parts, intermediates = split_kernels(func)
     heads, bodies, kernels, aligned = [], [], [], {}

@@ -6,7 +6,7 @@ distinct kernel is lowered with :data:`CUDA_COMPUTES` (N-d dense keeps its leadi
 default GPU schedule (:mod:`tensorir.graph.schedules`) or its schedule source's, lowered through
 the GPU passes and printed as one ``extern "C" __global__`` function (:func:`compile_kernel`); the
 functions share one translation unit (:func:`combine_sources`: includes and helpers once).  Buffers are
-placed by :mod:`codegen.model_plan` as on the CPU: intermediates in one device workspace by liveness,
+placed by :mod:`codegen.model.plan` as on the CPU: intermediates in one device workspace by liveness,
 constants in one weights blob uploaded once.
 
 Reference fallback is not offered on CUDA: a kernel that does not build (an ``onnx.fallback`` node,
@@ -23,12 +23,12 @@ from tensorir.expr import IntImm
 from tensorir.graph import GraphError, Kernel
 from tensorir.lower.pipeline import lower_gpu
 
-from .build import lower_to_func
-from .cuda import CUDARenderer, cuda_renderer, cuda_settings, dynamic_shared_bytes, launch_bounds
-from .export import build_info
-from .model_plan import RunList
-from .signature import Signature
-from .target import Target
+from ..build import lower_to_func
+from ..cuda import CUDARenderer, cuda_renderer, cuda_settings, dynamic_shared_bytes, launch_bounds
+from ..export import build_info
+from .plan import RunList
+from ..signature import Signature
+from ..target import Target
 
 
 def _dense_nd(x, w):

@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from tensorir import stmt as S
 
-from .llvm_types import I32, PTR, VOID, const, convert, ltype
+from .types import I32, PTR, VOID, const, convert, ltype
 
 
 def thread_count_symbol(func_name: str) -> str:

@@ -29,7 +29,7 @@ from tensorir import stmt as S
 
 from tensorir.visitor import Mutator, Visitor
 
-from .llvm_types import I1, I32, I64, PTR, VOID, const, convert, lanes_of, mem_type, splat, with_lanes
+from .types import I1, I32, I64, PTR, VOID, const, convert, lanes_of, mem_type, splat, with_lanes
 
 #: Constant-size allocations up to this many bytes live on the stack; larger or symbolic ones on the heap.
 STACK_LIMIT = 1 << 18
@@ -39,7 +39,7 @@ ALIGN = 64
 def buffer_ptr(cg, buf: S.Buffer) -> ir.Value:
     ptr = cg.frame.bufs.get(buf)
     if ptr is None:
-        from .llvm import CodegenError
+        from . import CodegenError
         raise CodegenError(f"buffer {buf.name} is neither an argument of the function nor allocated "
                            "around its use")
     return ptr
@@ -47,7 +47,7 @@ def buffer_ptr(cg, buf: S.Buffer) -> ir.Value:
 
 def flat_index(node) -> E.Expr:
     if len(node.indices) != 1:
-        from .llvm import CodegenError
+        from . import CodegenError
         raise CodegenError(f"access to {node.buffer.name} has {len(node.indices)} indices; the LLVM backend "
                            "needs flattened buffers (one index)")
     return node.indices[0]

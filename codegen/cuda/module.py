@@ -31,11 +31,11 @@ from tensorir.arith import simplify
 from tensorir.expr import IntImm
 from tensorir.visitor import substitute
 
-from .args import ArgPacker
-from .module import KernelModule
+from ..args import ArgPacker
+from ..module import KernelModule
 from .nvcc import compile_cuda, nvcc_path, resource_usage
-from .signature import Signature
-from .timer import ProfileResult
+from ..signature import Signature
+from ..timer import ProfileResult
 
 _PARAM = {"int32": "i", "int64": "q", "int16": "h", "int8": "b", "uint8": "B"}
 
@@ -49,7 +49,7 @@ class Kernel:
     @property
     def dynamic_shared(self) -> int:
         """Bytes of dynamic shared memory it launches with (0: static only)."""
-        from .cuda import dynamic_shared_bytes
+        from . import dynamic_shared_bytes
         return dynamic_shared_bytes(self.launch.shared_bytes)
 
     def to_json(self, grid: list) -> dict:
@@ -150,7 +150,7 @@ class CUDAModule(KernelModule):
     def export_library(self, path: str) -> None:
         """Write the cubin to ``path``, its description to ``path.json`` and the source to ``path.cu``.
         Needs nvcc (for the cubin) and a constant grid (a kernel of constant shapes)."""
-        from .export import build_info
+        from ..export import build_info
         path = os.fspath(path)
         grids = [[simplify(g) for g in k.launch.grid] for k in self.kernels]
         for k, grid in zip(self.kernels, grids):

@@ -3,8 +3,8 @@
 ``codegen_llvm(func, target)`` returns the module text.  Calling convention of the kernel:
 ``void tiletune_<name>(T0* noalias buf0, ..., size_var0, ...)``: buffers are raw element pointers
 (bool is one byte per element), size vars are scalars of their own dtype.  Helpers by idea:
-:mod:`codegen.llvm_types` (types, constants, conversions), :mod:`codegen.llvm_memory` (loads, stores,
-allocations), :mod:`codegen.llvm_math` (intrinsics), :mod:`codegen.llvm_parallel` (parallel loops).
+:mod:`codegen.llvm.types` (types, constants, conversions), :mod:`codegen.llvm.memory` (loads, stores,
+allocations), :mod:`codegen.llvm.math` (intrinsics), :mod:`codegen.llvm.parallel` (parallel loops).
 
 Integer arithmetic in index positions (buffer indices, loop bounds, integer lets) carries ``nsw``;
 float arithmetic is IEEE (results equal numpy's, operation by operation), except in the value of an
@@ -26,11 +26,12 @@ from tensorir import stmt as S
 from tensorir.expr import structural_key
 from tensorir.visitor import collect
 
-from . import jit, llvm_extern, llvm_math, llvm_memory, llvm_parallel
-from .llvm_cse import SHARED, CSEScopes
-from .llvm_types import FAST, I1, PTR, VOID, const, convert, lanes_of, ltype, mangle, splat, to_i64, unify
-from .signature import native_symbol
-from .target import Target
+from .. import jit
+from . import extern as llvm_extern, math as llvm_math, memory as llvm_memory, parallel as llvm_parallel
+from .cse import SHARED, CSEScopes
+from .types import FAST, I1, PTR, VOID, const, convert, lanes_of, ltype, mangle, splat, to_i64, unify
+from ..signature import native_symbol
+from ..target import Target
 
 ALIGN = llvm_memory.ALIGN
 

@@ -15,10 +15,10 @@
   the source is the innermost dispatch context's (:func:`tensorir.schedule.dispatch.model_schedule`):
   inside ``with autotune.apply_history_best(log):`` the log's best records
   (``ApplyHistoryBest.model_schedule``), so codegen never imports the tuner;
-* **compile**: the target's kernel compiler (CPU: LLVM IR, :mod:`codegen.model_llvm`; CUDA: GPU passes
-  and CUDA source, :mod:`codegen.model_cuda`);
-* **plan** (:mod:`codegen.model_plan`): buffers placed (intermediates in one workspace by liveness,
-  constants in one weights blob) and the run list checked (:mod:`codegen.model_plan_check`);
+* **compile**: the target's kernel compiler (CPU: LLVM IR, :mod:`codegen.model.llvm`; CUDA: GPU passes
+  and CUDA source, :mod:`codegen.model.cuda`);
+* **plan** (:mod:`codegen.model.plan`): buffers placed (intermediates in one workspace by liveness,
+  constants in one weights blob) and the run list checked (:mod:`codegen.model.plan_check`);
 * **module**: the target's finisher (CPU: link + JIT into a ``ModelModule``; CUDA: one source, nvcc,
   a ``CUDAModelModule``).
 
@@ -42,11 +42,11 @@ from tensorir.graph.printer import kernel_text
 from tensorir.graph.schedules import kernel_schedule
 from tensorir.schedule.dispatch import model_schedule
 
-from . import model_cuda, model_llvm
-from .model_plan import plan_run
-from .model_plan_check import check_run_list
-from .runtime import CUDAModelModule, ModelModule
-from .target import Target, parse
+from . import cuda as model_cuda, llvm as model_llvm
+from .plan import plan_run
+from .plan_check import check_run_list
+from ..runtime import CUDAModelModule, ModelModule
+from ..target import Target, parse
 
 FALLBACKS = ("error", "reference", "numpy")
 
