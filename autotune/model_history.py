@@ -21,6 +21,8 @@ import json
 import os
 import warnings
 
+from codegen.safe_files import file_sha256
+
 from .auto_scheduler.compute_dag import ComputeDAG, key_hash
 from .auto_scheduler.search_task import WORKLOAD_NAME
 
@@ -37,11 +39,7 @@ class StaleRecordWarning(UserWarning):
 def _file_sha256(path: str) -> str | None:
     if not isinstance(path, str) or not os.path.isfile(path):
         return None
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(path)
 
 
 def records_by_hash(ctx, best: dict | None = None) -> dict[str, list]:

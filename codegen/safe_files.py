@@ -11,6 +11,7 @@ parser would raise ``RecursionError``).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -94,6 +95,15 @@ def read_regular(directory: str, name: str, size: int | None = None, max_size: i
         del view
         del data[n:]
     return data
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The hex SHA-256 of a file's bytes, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def json_depth(text: str) -> int:

@@ -13,7 +13,6 @@ have their digests is not downloaded again.  The cache is ``$TILETUNE_ZOO`` or
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -48,11 +47,8 @@ def model_path(entry: dict, cache: str | os.PathLike | None = None) -> Path:
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    from codegen.safe_files import file_sha256
+    return file_sha256(path)
 
 
 def is_fetched(entry: dict, cache: str | os.PathLike | None = None) -> bool:

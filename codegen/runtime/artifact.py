@@ -36,7 +36,7 @@ from numpy.lib import format as npy_format
 from ..artifact_schema import Spec, check
 from ..export import build_info
 from ..model.plan import RunList
-from ..safe_files import UnsafeFile, loads_json, read_regular
+from ..safe_files import UnsafeFile, file_sha256, loads_json, read_regular
 
 MAX_JSON_BYTES = 64 << 20       # manifest.json, whose own size nothing declares
 _NPY_HEADERS = {(1, 0): npy_format.read_array_header_1_0, (2, 0): npy_format.read_array_header_2_0}
@@ -47,17 +47,9 @@ class ArtifactError(ValueError):
 
 
 # -- the trust layer's calls ------------------------------------------------------------------------------------
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def file_entries(directory: str, names) -> dict:
     """``manifest.json``'s ``files``: the sha256 and size of each file of ``names``."""
-    return {n: {"sha256": _sha256(os.path.join(directory, n)), "bytes": os.path.getsize(os.path.join(directory, n))}
+    return {n: {"sha256": file_sha256(os.path.join(directory, n)), "bytes": os.path.getsize(os.path.join(directory, n))}
             for n in names}
 
 
