@@ -5,7 +5,7 @@
 #   benchmarks/gpu_host.sh tests tune bench          # all of it
 #   WORKLOADS="gemm4096:150 conv:200" TUNE="--trials 800" benchmarks/gpu_host.sh tune
 #
-# Steps: smoke (16 tuning trials of gemm 1024 on a scratch log), cuda-tests, tests (the whole suite),
+# Steps: smoke (16 tuning trials of gemm 1024 on a scratch log), cuda-tests (the gpu-marked tests), tests (the whole suite),
 # tune (benchmarks/tune_cuda.py $TUNE for each of $WORKLOADS, NAME:SECONDS caps its time), bench
 # (benchmarks/gemm_cuda.py $GEMM and conv2d_cuda.py $CONV, deploying from the logs).
 # The tuning logs are packed into $OUT/logs.tar after each tuning step.
@@ -26,8 +26,7 @@ for step in "$@"; do
         smoke) python3 benchmarks/tune_cuda.py --workloads gemm1024 --trials 16 --batch 8 \
                    --log-dir /tmp/smoke_logs 2>&1 | tee "$OUT/smoke.log" || status=1
                grep -q "best none valid" "$OUT/smoke.log" && { echo "smoke failed"; exit 1; } ;;
-        cuda-tests) python3 -m pytest -q -x tests/codegen/test_cuda_runtime.py tests/codegen/test_cuda_codegen.py \
-                        tests/autotune/test_autotune_cuda.py --durations=10 2>&1 | tee "$OUT/cuda-tests.log" || status=1 ;;
+        cuda-tests) python3 -m pytest -q -x -m gpu tests --durations=10 2>&1 | tee "$OUT/cuda-tests.log" || status=1 ;;
         tests) timeout "${TESTS_TIMEOUT:-1200}" python3 -m pytest -q -n 8 --durations=15 tests 2>&1 | tee "$OUT/tests.log" || status=1 ;;
         tune) for spec in ${WORKLOADS:-gemm4096 gemm2048 gemm1024 conv}; do     # NAME or NAME:SECONDS
                   w=${spec%%:*}; sec=${spec#"$w"}; sec=${sec#:}
