@@ -77,8 +77,12 @@ def template(name: str, func: Callable | None = None, *, reference: Callable | N
 
 
 def lookup(name: str, module: str = "", file: str = "") -> TemplateInfo:
-    """The template registered as ``name``, importing ``module`` or loading ``file`` if needed (under
-    :class:`importing_template`: top-level tuning code of that module does not tune)."""
+    """The template registered as ``name``, importing ``module`` (without one, a built-in template's
+    ``autotune/templates/NAME.py``) or loading ``file`` if needed (under :class:`importing_template`:
+    top-level tuning code of that module does not tune)."""
+    if name not in _TEMPLATES and not module and name.isidentifier() \
+            and importlib.util.find_spec(f"{__package__}.templates.{name}") is not None:
+        module = f"{__package__}.templates.{name}"      # a built-in template (autotune/templates/NAME.py)
     if name not in _TEMPLATES and module and module != "__main__":
         with importing_template(name):
             try:

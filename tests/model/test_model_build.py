@@ -115,6 +115,6 @@ def test_codegen_builds_without_importing_autotune(target):
             "x = Var('x', TensorType((3, 4), 'float32'))\n"
             f"m = codegen.build_model(graph.Graph((x,), (call('exp', x),)), {target!r})\n"
             "assert not [k for k in sys.modules if k.split('.')[0] == 'autotune'], sorted(sys.modules)\n")
-    env = {**os.environ, "PYTHONPATH": ROOT}
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
