@@ -79,6 +79,22 @@ def test_unbound_dynamic_dimension_names_input_and_dimension():
     assert g.inputs[0].type.shape == (5, 3)
 
 
+def test_dimension_written_as_minus_one_is_dynamic():
+    """Old exporters (PaddlePaddle's) declare an unknown batch as ``dim_value: -1``: it binds through
+    shape_dict like any dynamic dimension, and unbound it is named as dynamic, not as a size."""
+    m = _relu(shape=(-1, 3))
+    assert m.graph.input[0].type.tensor_type.shape.dim[0].dim_value == -1
+    with pytest.raises(GraphError, match=r"input 'x': dimension 0 \(-1 in the model\) is dynamic; bind it with "
+                                         r"shape_dict=\{'x': \(\.\.\.\)\}$"):
+        graph.from_onnx(m)
+    g, _ = graph.from_onnx(m, {"x": (4, 3)})
+    assert g.inputs[0].type.shape == (4, 3)
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    np.testing.assert_array_equal(graph.evaluate(g, {"x": x})[0], np.maximum(x, 0))
+    with pytest.raises(GraphError, match=r"input 'x': dimension 1 is 3 in the model, not 5"):
+        graph.from_onnx(m, {"x": (4, 5)})
+
+
 def test_shape_dict_mismatches():
     with pytest.raises(GraphError, match=r"shape_dict names 'z', which is neither an input"):
         graph.from_onnx(_relu(), {"N": 2, "z": (1,)})

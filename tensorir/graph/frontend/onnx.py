@@ -106,6 +106,12 @@ def _opset(m, where: str) -> int:
     return v
 
 
+def _static(d) -> bool:
+    """A dimension with a size (``dim_value > 0``).  Old exporters (PaddlePaddle's) write an unknown
+    dimension as ``dim_value: -1`` (some as 0): dynamic, as an unnamed ``dim_param`` is."""
+    return d.HasField("dim_value") and d.dim_value > 0
+
+
 def _input_type(vi, shape_dict: dict, used: set) -> TensorType:
     t = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
@@ -121,7 +127,7 @@ def _input_type(vi, shape_dict: dict, used: set) -> TensorType:
         if len(shape) != len(dims) and t.HasField("shape"):
             raise GraphError(f"input {vi.name!r}: shape_dict gives {len(shape)} dimensions, the model {len(dims)}")
         for i, (d, s) in enumerate(zip(dims, shape)):
-            if d.HasField("dim_value") and d.dim_value != s:
+            if _static(d) and d.dim_value != s:
                 raise GraphError(f"input {vi.name!r}: dimension {i} is {d.dim_value} in the model, "
                                  f"not {s} as shape_dict says")
         return TensorType(shape, dtype)
@@ -129,15 +135,16 @@ def _input_type(vi, shape_dict: dict, used: set) -> TensorType:
         raise GraphError(f"input {vi.name!r} has no shape in the model; give one in shape_dict")
     shape = []
     for i, d in enumerate(dims):
-        if d.HasField("dim_value") and d.dim_value > 0:
+        if _static(d):
             shape.append(d.dim_value)
         elif d.dim_param and d.dim_param in shape_dict:
             used.add(d.dim_param)
             shape.append(int(shape_dict[d.dim_param]))
         else:
-            sym = f" ('{d.dim_param}')" if d.dim_param else ""
+            sym = (f" ('{d.dim_param}')" if d.dim_param
+                   else f" ({d.dim_value} in the model)" if d.HasField("dim_value") else "")
             raise GraphError(f"input {vi.name!r}: dimension {i}{sym} is dynamic; bind it with "
-                             f"shape_dict={{'{vi.name}': (...)}}" + (f" or {{'{d.dim_param}': n}}" if sym else ""))
+                             f"shape_dict={{'{vi.name}': (...)}}" + (f" or {{'{d.dim_param}': n}}" if d.dim_param else ""))
     return TensorType(shape, dtype)
 
 
