@@ -80,11 +80,13 @@ class GraphSource:
     path: str | None = None
     shape_dict: Mapping[str, Any] = field(default_factory=dict)   # the shape bindings it was imported with
     model: Any = field(default=None, repr=False, compare=False)
+    converted_from: int | None = None     # the file's opset before onnx.version_converter brought it to ``opset``
 
     def to_json(self) -> dict:
         return {"format": self.format, "sha256": self.sha256, "opset": self.opset, "producer": self.producer,
                 "producer_version": self.producer_version, "path": self.path,
-                "shape_dict": {k: v if isinstance(v, int) else list(v) for k, v in self.shape_dict.items()}}
+                "shape_dict": {k: v if isinstance(v, int) else list(v) for k, v in self.shape_dict.items()},
+                **({"converted_from_opset": self.converted_from} if self.converted_from is not None else {})}
 
 
 @dataclass(frozen=True, eq=False)

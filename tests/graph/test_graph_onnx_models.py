@@ -103,12 +103,59 @@ def test_truncated_and_corrupt_files(tmp_path):
     assert g.outputs[0].type.shape == (1, 10)
 
 
-@pytest.mark.parametrize("opset", [9, 22])
+@pytest.mark.parametrize("opset", [6, 22])
 def test_unsupported_opset(opset):
     m = gm.small_cnn()
     m.opset_import[0].version = opset
-    with pytest.raises(GraphError, match=f"opset {opset} is not supported .*11 through 21"):
+    with pytest.raises(GraphError, match=f"opset {opset} is not supported .*7 through 21, those below 11 converted"):
         graph.from_onnx(m, {"N": 1})
+
+
+def _cnn_at(opset: int):
+    """Conv + BatchNormalization + Relu + MaxPool + Flatten + Gemm written at an old opset."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(opset)
+    w = {"w": rng.standard_normal((4, 3, 3, 3)), "b": rng.standard_normal(4), "s": rng.uniform(0.5, 1.5, 4),
+         "o": rng.standard_normal(4), "m": rng.standard_normal(4), "v": rng.uniform(0.5, 1.5, 4),
+         "fw": rng.standard_normal((5, 64)), "fb": rng.standard_normal(5)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "s", "o", "m", "v"], ["n"], epsilon=1e-5),
+             helper.make_node("Relu", ["n"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1)]
+    return helper.make_model(helper.make_graph(
+        nodes, "old", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(a.astype(np.float32), k) for k, a in w.items()]),
+        opset_imports=[helper.make_opsetid("", opset)], ir_version=7)
+
+
+@pytest.mark.parametrize("opset", [7, 9, 10])
+def test_older_opset_is_converted_at_import_and_recorded(opset):
+    """A model at opset 7-10 is brought to opset 11 by onnx.version_converter at import: it matches
+    onnxruntime on the original file, and the source record (the manifest's) names the conversion."""
+    ort = pytest.importorskip("onnxruntime")
+    m = _cnn_at(opset)
+    g, params = graph.from_onnx(m, {"N": 2})
+    assert g.source.opset == 11 and g.source.to_json()["converted_from_opset"] == opset
+    x = np.random.default_rng(opset).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = np.full_like(want, np.nan)
+    got[...] = graph.evaluate(graph.optimize(g, params), {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+    assert "converted_from_opset" not in graph.from_onnx(gm.small_cnn(), {"N": 2})[0].source.to_json()
+
+
+def test_older_opset_the_converter_refuses_is_named():
+    from onnx import TensorProto, helper
+    # a Scan written at opset 8 in a form the converter's Scan 8 -> 9 adapter refuses
+    bad = helper.make_model(helper.make_graph(
+        [helper.make_node("Scan", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 8)])
+    with pytest.raises(GraphError, match=r"^model: opset 8 could not be converted to opset 11 by "
+                                         r"onnx.version_converter: .*adapt_scan_8_9"):
+        graph.from_onnx(bad)
 
 
 def test_ops_without_converter_become_fallback_nodes_counted_once():

@@ -48,10 +48,16 @@ def test_model_bytes_are_accepted():
     assert g.outputs[0].type.shape == (2, 3)
 
 
-@pytest.mark.parametrize("opset", [7, 10, 22, 99])
-def test_opset_outside_11_to_21(opset):
-    with pytest.raises(GraphError, match=f"opset {opset} is not supported.*11 through 21"):
+@pytest.mark.parametrize("opset", [1, 6, 22, 99])
+def test_opset_outside_7_to_21(opset):
+    with pytest.raises(GraphError, match=f"opset {opset} is not supported.*7 through 21"):
         graph.from_onnx(_relu(opset=opset), {"N": 2})
+
+
+@pytest.mark.parametrize("opset", [7, 10])
+def test_opset_7_to_10_converts(opset):
+    g, _ = graph.from_onnx(_relu(opset=opset), {"N": 2})
+    assert g.source.opset == 11 and g.source.converted_from == opset
 
 
 def test_no_default_domain_opset():

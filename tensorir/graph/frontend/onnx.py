@@ -20,7 +20,7 @@ from ..passes.basic import eliminate_dead_code, fold_node
 from . import onnx_ops  # noqa: F401  (registers the converters)
 from .onnx_ops.common import onnx_dtype
 from .fallback import check_domains, convert_or_fallback
-from .registry import MAX_OPSET, MIN_OPSET, Unsupported, find_converter
+from .registry import CONVERT_FROM, MAX_OPSET, MIN_OPSET, Unsupported, find_converter
 from .source import onnx_source
 
 
@@ -95,14 +95,34 @@ def _load(model):
     return m, path
 
 
-def _opset(m, where: str) -> int:
+def _default_opset(m) -> int | None:
     versions = {o.domain or "": o.version for o in m.opset_import}
-    v = versions.get("", versions.get("ai.onnx"))
+    return versions.get("", versions.get("ai.onnx"))
+
+
+def _upgrade(m, where: str):
+    """``(model, opset converted from or None)``: a model at an opset from :data:`CONVERT_FROM` below
+    :data:`MIN_OPSET` converted by ``onnx.version_converter`` (the source record says so); a conversion the
+    converter cannot do is one GraphError naming the opset and its reason."""
+    v = _default_opset(m)
+    if v is None or not CONVERT_FROM <= v < MIN_OPSET:
+        return m, None
+    from onnx import version_converter
+    try:
+        return version_converter.convert_version(m, MIN_OPSET), v
+    except Exception as e:  # noqa: BLE001 - the converter's own refusal (an adapter it lacks, a shape it cannot infer)
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        raise GraphError(f"{where}: opset {v} could not be converted to opset {MIN_OPSET} by "
+                         f"onnx.version_converter: {first}") from None
+
+
+def _opset(m, where: str) -> int:
+    v = _default_opset(m)
     if v is None:
         raise GraphError(f"{where}: the model imports no opset of the default ONNX domain")
     if not MIN_OPSET <= v <= MAX_OPSET:
-        raise GraphError(f"{where}: opset {v} is not supported (tiletune imports opsets {MIN_OPSET} through "
-                         f"{MAX_OPSET}; convert the model with onnx.version_converter)")
+        raise GraphError(f"{where}: opset {v} is not supported (tiletune imports opsets {CONVERT_FROM} through "
+                         f"{MAX_OPSET}, those below {MIN_OPSET} converted by onnx.version_converter)")
     return v
 
 
@@ -186,6 +206,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
     """``(graph, params)`` for an ONNX ``ModelProto`` or the path of a ``.onnx`` file."""
     import onnx
     m, where = _load(model)
+    m, converted_from = _upgrade(m, where)
     opset = opset or _opset(m, where)
     check_domains(m, where)
     g = m.graph
@@ -249,7 +270,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
         outputs.append(v)
     graph = eliminate_dead_code(Graph(tuple(inputs), tuple(outputs), tuple(param_vars),
                                       tuple(o.name for o in g.output), g.name or "main"))
-    graph = replace(graph, source=onnx_source(m, where, opset, shape_dict))
+    graph = replace(graph, source=onnx_source(m, where, opset, shape_dict, converted_from))
     return graph, {p.name: params[p.name] for p in graph.params}
 
 

@@ -13,6 +13,8 @@ from ..ir import GraphError
 
 #: The opsets of the default domain that the importer accepts.
 MIN_OPSET, MAX_OPSET = 11, 21
+#: older opsets down to this one are converted to MIN_OPSET at import (onnx.version_converter)
+CONVERT_FROM = 7
 
 class Unsupported(GraphError):
     """A converter's refusal of a node it cannot express (an attribute value, a rank, a dtype): the

@@ -8,8 +8,10 @@ import os
 from ..ir import GraphSource
 
 
-def onnx_source(m, where: str, opset: int, shape_dict: dict | None = None) -> GraphSource:
-    """The source record of ONNX model ``m`` loaded from ``where`` (a path, or "model")."""
+def onnx_source(m, where: str, opset: int, shape_dict: dict | None = None,
+                converted_from: int | None = None) -> GraphSource:
+    """The source record of ONNX model ``m`` loaded from ``where`` (a path, or "model"); ``converted_from``:
+    the opset the file had before ``onnx.version_converter`` brought it to ``opset``."""
     if where != "model" and os.path.exists(where):
         with open(where, "rb") as f:
             data = f.read()
@@ -17,7 +19,7 @@ def onnx_source(m, where: str, opset: int, shape_dict: dict | None = None) -> Gr
     else:
         data, path = m.SerializeToString(), None
     return GraphSource("onnx", hashlib.sha256(data).hexdigest(), int(opset), m.producer_name or "",
-                       m.producer_version or "", path, _bindings(shape_dict or {}), m)
+                       m.producer_version or "", path, _bindings(shape_dict or {}), m, converted_from)
 
 
 def _bindings(shape_dict: dict) -> dict:
