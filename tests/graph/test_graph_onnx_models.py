@@ -1,5 +1,7 @@
 """Whole models through the graph: import (shapes bound from shape_dict), the passes (folding, batch
 norm into conv, identity/dropout away, fusion), against onnxruntime; and the import errors."""
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -139,6 +141,7 @@ def test_older_opset_is_converted_at_import_and_recorded(opset):
     m = _cnn_at(opset)
     g, params = graph.from_onnx(m, {"N": 2})
     assert g.source.opset == 11 and g.source.to_json()["converted_from_opset"] == opset
+    assert g.source.model is m and g.source.sha256 == hashlib.sha256(m.SerializeToString()).hexdigest()
     x = np.random.default_rng(opset).standard_normal((2, 3, 8, 8)).astype(np.float32)
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     got = np.full_like(want, np.nan)

@@ -205,8 +205,8 @@ def _check_single_writers(g, where: str) -> None:
 def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None) -> tuple[Graph, dict]:
     """``(graph, params)`` for an ONNX ``ModelProto`` or the path of a ``.onnx`` file."""
     import onnx
-    m, where = _load(model)
-    m, converted_from = _upgrade(m, where)
+    original, where = _load(model)
+    m, converted_from = _upgrade(original, where)
     opset = opset or _opset(m, where)
     check_domains(m, where)
     g = m.graph
@@ -270,7 +270,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
         outputs.append(v)
     graph = eliminate_dead_code(Graph(tuple(inputs), tuple(outputs), tuple(param_vars),
                                       tuple(o.name for o in g.output), g.name or "main"))
-    graph = replace(graph, source=onnx_source(m, where, opset, shape_dict, converted_from))
+    graph = replace(graph, source=onnx_source(original, where, opset, shape_dict, converted_from))
     return graph, {p.name: params[p.name] for p in graph.params}
 
 

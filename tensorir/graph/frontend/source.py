@@ -10,8 +10,9 @@ from ..ir import GraphSource
 
 def onnx_source(m, where: str, opset: int, shape_dict: dict | None = None,
                 converted_from: int | None = None) -> GraphSource:
-    """The source record of ONNX model ``m`` loaded from ``where`` (a path, or "model"); ``converted_from``:
-    the opset the file had before ``onnx.version_converter`` brought it to ``opset``."""
+    """The source record of ONNX model ``m`` (as given: before any opset conversion) loaded from ``where``
+    (a path, or "model"); ``converted_from``: its opset, where ``onnx.version_converter`` brought it to
+    ``opset`` at import."""
     if where != "model" and os.path.exists(where):
         with open(where, "rb") as f:
             data = f.read()
