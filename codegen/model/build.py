@@ -9,7 +9,7 @@
   ``autotune.extract_tasks`` takes its tuning tasks from this stage, so a task and the deployed kernel
   hash the same DAG;
 * **schedules**: each kernel asks the schedule source, ``schedule(kt) -> (Schedule, origin) | None``
-  (None: the kernel's default schedule, :func:`default_schedule`).  A schedule that fails to build is
+  (None: the kernel's default schedule, ``tensorir.graph.schedules.kernel_schedule``).  A schedule that fails to build is
   handed back (``schedule.reject(kt, error)``: a tuning record that no longer builds) and the source
   asked again; ``schedule.warn_missing()`` runs once all kernels are scheduled.  Without ``schedule=``
   the source is the innermost dispatch context's (:func:`tensorir.schedule.dispatch.model_schedule`):
@@ -90,11 +90,6 @@ def target_profile(target) -> TargetProfile:
     return PROFILES[tgt.kind]
 
 
-def default_schedule(kt: KernelTE, target: Target) -> tuple:
-    """``(Schedule, origin)``: kernel ``kt``'s untuned schedule on ``target`` (its anchor op's default rule)."""
-    return kernel_schedule(kt, target)
-
-
 # -- passes and kernels -----------------------------------------------------------------------------------
 def fused_graph(g: Graph, params: dict | None = None, target="llvm") -> Graph:
     """``g`` with ``params`` bound, optimized and fused for ``target``; unchanged if it is fused already."""
@@ -146,7 +141,7 @@ def _compile(profile: TargetProfile, mk: ModelKernel, target: Target, symbol: st
     while True:
         chosen = schedule(mk.te) if schedule is not None else None
         try:
-            return profile.compile_kernel(mk.kernel, mk.te, target, symbol, chosen or default_schedule(mk.te, target))
+            return profile.compile_kernel(mk.kernel, mk.te, target, symbol, chosen or kernel_schedule(mk.te, target))
         except Exception as e:  # the source takes its next record, or the error stands
             if chosen is None or not getattr(schedule, "reject", lambda *_: False)(mk.te, e):
                 raise
@@ -263,4 +258,4 @@ def _no_topi(op: str) -> bool:
 
 
 __all__ = ["FALLBACKS", "PROFILES", "ModelKernel", "TargetProfile", "build_model", "compile_kernels",
-           "default_schedule", "fused_graph", "model_kernels", "target_profile"]
+           "fused_graph", "model_kernels", "target_profile"]

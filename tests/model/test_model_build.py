@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import codegen
-from codegen.model.build import PROFILES, default_schedule, fused_graph, model_kernels
+from codegen.model.build import PROFILES, fused_graph, model_kernels
+from tensorir.graph.schedules import kernel_schedule
 from tensorir import graph
 from tensorir.graph import TensorType, Var, call
 from tensorir.schedule.dispatch import DispatchContext
@@ -36,8 +37,8 @@ class Probe:
         if self.other is None:
             self.other = kt
         if kt is not self.other and kt not in [r for r, _ in self.rejected]:
-            return default_schedule(self.other, self.target)[0], {"kind": "probe", "bad": True}
-        return default_schedule(kt, self.target)[0], {"kind": "probe", "kernel": kt.kernel.name}
+            return kernel_schedule(self.other, self.target)[0], {"kind": "probe", "bad": True}
+        return kernel_schedule(kt, self.target)[0], {"kind": "probe", "kernel": kt.kernel.name}
 
     def reject(self, kt, error):
         self.rejected.append((kt, error))
