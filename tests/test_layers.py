@@ -97,3 +97,12 @@ def test_cli_refuses_a_root_without_the_packages(tmp_path):
     tmp_path.mkdir()
     run = subprocess.run([sys.executable, str(Path(layers.__file__)), str(tmp_path)], capture_output=True, text=True)
     assert run.returncode == 1 and "no Python files" in run.stderr
+
+
+def test_no_test_folder_shadows_a_package():
+    """Scripts run from tests/ (``python tests/onnx_fuzz.py``, ``make fuzz``) have tests/ first on sys.path:
+    a folder there named like a package (tests/codegen) would be imported in its place."""
+    tests = Path(__file__).parent
+    packages = {p.parent.name for p in tests.parent.glob("*/__init__.py")}
+    assert packages >= {"tensorir", "codegen", "autotune"}
+    assert not {d.name for d in tests.iterdir() if d.is_dir()} & packages

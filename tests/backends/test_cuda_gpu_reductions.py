@@ -2,7 +2,7 @@
 32..1024 threads, argmax, softmax as four kernels and in one block, layer norm; outputs poisoned with
 NaN, compared with numpy.  Skipped without pycuda or a CUDA device.
 
-On the H100: ``PYTHONPATH=$PWD python -m pytest -q tests/codegen/test_cuda_gpu_reductions.py``
+On the H100: ``PYTHONPATH=$PWD python -m pytest -q tests/backends/test_cuda_gpu_reductions.py``
 """
 from __future__ import annotations
 

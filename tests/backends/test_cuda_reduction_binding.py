@@ -1,5 +1,5 @@
 """A reduction axis bound to GPU threads: to threadIdx.* it is a cross-thread reduction (lowered by
-tensorir/lower/thread_allreduce.py, checked in tests/codegen/test_cuda_allreduce.py); to blockIdx.* it races
+tensorir/lower/thread_allreduce.py, checked in tests/backends/test_cuda_allreduce.py); to blockIdx.* it races
 (every block updates the same outputs) and is refused, naming the stage, the axis and the thread."""
 import pytest
 

@@ -1,7 +1,7 @@
 """Cross-thread reductions: a reduction axis bound to threadIdx.* (directly or after rfactor) lowers
 to tvm_thread_allreduce, expanded into warp shuffles and shared memory.  The generated CUDA C runs on
 the CPU (tests/cuda_sim.py: threads as fibers, barriers and warp shuffles synchronized faithfully)
-against numpy on NaN-poisoned outputs; PTX comes from nvcc.  tests/codegen/test_cuda_gpu_reductions.py runs
+against numpy on NaN-poisoned outputs; PTX comes from nvcc.  tests/backends/test_cuda_gpu_reductions.py runs
 the same schedules on a GPU."""
 from __future__ import annotations
 

@@ -250,7 +250,7 @@ def test_unbound_stage_and_cpu_annotations_are_refused():
 
 @pytest.mark.cuda_sim
 def test_global_intermediate_between_root_stages_is_a_second_kernel():
-    """(Refused before multi-kernel modules; tests/codegen/test_cuda_multikernel.py has more.)"""
+    """(Refused before multi-kernel modules; tests/backends/test_cuda_multikernel.py has more.)"""
     A = te.placeholder((64,), name="A")
     B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
     C = te.compute((64,), lambda i: B[i] * 2.0, name="C")

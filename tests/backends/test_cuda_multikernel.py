@@ -1,7 +1,7 @@
 """Multi-kernel CUDA programs: root stages bound to GPU threads that pass global intermediates build
 into one module of several kernels launched in order, the intermediates allocated by the module.
 Checked with the CPU simulator (tests/cuda_sim.py) on NaN-poisoned outputs and intermediates;
-tests/codegen/test_cuda_gpu_reductions.py runs them on a GPU."""
+tests/backends/test_cuda_gpu_reductions.py runs them on a GPU."""
 from __future__ import annotations
 
 import json

@@ -174,7 +174,7 @@ def test_a_point_over_the_limits_is_refused_by_name():
 
 def test_an_unsupported_dag_is_refused_by_name():
     """A reduction of a reduction: the row sums would live in global memory between kernels (a
-    reduction to a scalar alone is scheduled: tests/autotune/test_auto_scheduler_gpu_scalar.py)."""
+    reduction to a scalar alone is scheduled: tests/tuning/test_auto_scheduler_gpu_scalar.py)."""
     A = te.placeholder((16, 256), name="A")
     rows = topi.sum(A, axis=1)
     with pytest.raises(ScheduleError, match=r"stage A_red: the GPU sketch computes an intermediate simple stage"):
