@@ -100,6 +100,24 @@ def test_unknown_domain_is_refused_by_name():
         graph.from_onnx(m)
 
 
+def test_contrib_domain_node_uses_its_domains_converter_at_its_opset(monkeypatch):
+    from tensorir.graph.frontend import registry
+    seen = []
+
+    def twice(ctx, inputs, attrs):
+        seen.append(ctx.node.domain)
+        return ctx.call("add", inputs[0], inputs[0])
+    monkeypatch.setitem(registry.CONVERTERS, ("com.example", "Twice"), [(2, twice)])
+    nodes = [helper.make_node("Twice", ["x"], ["y"], domain="com.example")]
+    io = [_info("x", TensorProto.FLOAT, [3])], [_info("y", TensorProto.FLOAT, [3])]
+    g, params = graph.from_onnx(_model(nodes, *io, opsets=(("", 17), ("com.example", 2))))
+    x = np.random.default_rng(0).standard_normal(3).astype("float32")
+    np.testing.assert_array_equal(graph.evaluate(g, params, {"x": x})[0], 2 * x)
+    assert seen == ["com.example"]
+    with pytest.raises(GraphError, match=r"com.example.Twice"):   # imported at opset 1: no converter yet
+        graph.from_onnx(_model(nodes, *io, opsets=(("", 17), ("com.example", 1))))
+
+
 def test_control_flow_without_converter_is_refused_by_name():
     then = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [],
                              [_info("t", TensorProto.FLOAT, [2])])

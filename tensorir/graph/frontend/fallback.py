@@ -20,11 +20,13 @@ REFERENCE_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 def check_domains(model, where: str) -> None:
     """A ``GraphError`` listing every node of a domain tiletune cannot import nor run by reference."""
     from collections import Counter
-    bad = Counter(op_label(n.op_type, n.domain) for n in model.graph.node if n.domain not in REFERENCE_DOMAINS)
+    from .registry import CONVERTERS
+    bad = Counter(op_label(n.op_type, n.domain) for n in model.graph.node
+                  if n.domain not in REFERENCE_DOMAINS and (n.domain, n.op_type) not in CONVERTERS)
     if bad:
         listed = ", ".join(f"{op} (x{k})" for op, k in sorted(bad.items()))
         raise GraphError(f"{where}: {sum(bad.values())} node(s) of unknown domains ({listed}): tiletune imports "
-                         f"the default ONNX domain (and runs ai.onnx.ml by reference)")
+                         f"the default ONNX domain, the contrib ops it has converters for, and runs ai.onnx.ml by reference")
 
 
 def _one_node_model(ctx, node, inputs):
@@ -51,7 +53,12 @@ def _one_node_model(ctx, node, inputs):
 
 
 def fallback(ctx, node, inputs, reason: str = "") -> list:
-    """One ``onnx.fallback`` node per output of ``node`` (folded when every input is constant)."""
+    """One ``onnx.fallback`` node per output of ``node`` (folded when every input is constant); a node of a
+    domain ONNX's reference evaluator does not know (a contrib op its converter refuses, or one imported
+    at an opset its converter does not cover) is refused by name."""
+    if node.domain not in REFERENCE_DOMAINS:
+        why = reason or "no converter at the opset the model imports for its domain"
+        raise ctx.error(f"{op_label(node.op_type, node.domain)}: {why}; ops of this domain cannot run by reference")
     model, dynamic = _one_node_model(ctx, node, inputs)
     outs = []
     for k, name in enumerate(node.output):

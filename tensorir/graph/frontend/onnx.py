@@ -116,6 +116,18 @@ def _upgrade(m, where: str):
                          f"onnx.version_converter: {first}") from None
 
 
+def _domain(domain: str) -> str:
+    """A node's or opset import's domain, ``ai.onnx`` spelled as ONNX's default ``""``."""
+    return "" if domain in ("", "ai.onnx") else domain
+
+
+def _node_converter(node, opset: int, domain_opsets: dict[str, int]):
+    """The converter of ``node``: the default domain's at the model's opset, another domain's (such as
+    onnxruntime's ``com.microsoft`` contrib ops) at the opset the model imports for it."""
+    domain = _domain(node.domain)
+    return find_converter(node.op_type, opset if domain == "" else domain_opsets.get(domain, 1), domain)
+
+
 def _opset(m, where: str) -> int:
     v = _default_opset(m)
     if v is None:
@@ -239,6 +251,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
     ctx = Context(opset, params)
     consumed = {name for n in g.node for name in n.input} | {o.name for o in g.output}
     ctx.opset_imports = list(m.opset_import)
+    domain_opsets = {_domain(o.domain): o.version for o in m.opset_import}
     _check_single_writers(g, where)
     for node in g.node:
         ctx.node = node
@@ -247,7 +260,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
         except KeyError as e:
             raise ctx.error(f"input {e.args[0]!r} is not produced by any earlier node") from None
         try:
-            convert = find_converter(node.op_type, opset) if node.domain in ("", "ai.onnx") else None
+            convert = _node_converter(node, opset, domain_opsets)
             out = convert_or_fallback(ctx, node, args, convert, _attrs, consumed)
         except GraphError as e:
             if str(e).startswith("ONNX node"):

@@ -25,7 +25,8 @@ CONVERTERS: dict[tuple[str, str], list[tuple[int, Callable]]] = {}
 
 
 def converter(*op_types: str, since: int = 1, domain: str = ""):
-    """Register the decorated function for ``op_types`` (default domain) from opset ``since`` on."""
+    """Register the decorated function for ``op_types`` of ``domain`` (ONNX's default ``""``, or a contrib
+    domain such as ``"com.microsoft"``, whose opset the model imports separately) from opset ``since`` on."""
     def register(fn):
         for op_type in op_types:
             versions = CONVERTERS.setdefault((domain, op_type), [])
