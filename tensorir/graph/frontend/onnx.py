@@ -20,6 +20,7 @@ from ..passes.basic import eliminate_dead_code, fold_node
 from . import onnx_ops  # noqa: F401  (registers the converters)
 from .onnx_ops.common import onnx_dtype
 from .fallback import check_domains, convert_or_fallback
+from .qdq import fold_qdq
 from .registry import CONVERT_FROM, MAX_OPSET, MIN_OPSET, Unsupported, find_converter
 from .source import onnx_source
 
@@ -219,6 +220,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
     import onnx
     original, where = _load(model)
     m, converted_from = _upgrade(original, where)
+    m = fold_qdq(m)
     opset = opset or _opset(m, where)
     check_domains(m, where)
     g = m.graph
