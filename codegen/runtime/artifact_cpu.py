@@ -85,9 +85,12 @@ def check_cpu(manifest: dict, where: str) -> None:
         raise ArtifactError(f"load_model: {where} was built for {triple}; this host is {jit.triple()}")
     missing = sorted(set(manifest.get("cpu_features", ())) - host().features)
     if missing:
+        used = {f: [k["kernel"] for k in manifest.get("kernels", ()) if f in (k.get("schedule") or {}).get("isa", ())]
+                for f in missing}
+        kernels = "".join(f"; {f} runs {len(ks)} kernel(s) ({ks[0]}, ...)" for f, ks in used.items() if ks)
         raise ArtifactError(f"load_model: {where} was built for CPU features this host lacks: {', '.join(missing)} "
-                            f"(built for {manifest.get('cpu')!r}, this host is {host().mcpu!r}); rebuild it here "
-                            "or build with target=\"llvm -mcpu=...\" for the older CPU")
+                            f"(built for {manifest.get('cpu')!r}, this host is {host().mcpu!r}{kernels}); rebuild "
+                            "it here or build with target=\"llvm -mcpu=...\" for the older CPU")
 
 
 class CPUArtifact(Artifact):

@@ -18,6 +18,7 @@ import numpy as np
 from ... import topi
 from ..ir import TensorType
 from .nn import _conv2d_infer, conv2d_numpy
+from ...topi.nn.qnn import GROUP, LANES
 from .registry import OpPattern, register_op
 
 DATA = ("uint8", "int8")
@@ -80,3 +81,59 @@ def _conv_numpy(x, w, strides, padding, dilation, groups, input_zero_point):
 register_op("qnn.conv2d", OpPattern.OUT_ELEMWISE_FUSABLE, _conv_infer, num_inputs=2, topi=_conv_topi,
             numpy=_conv_numpy, attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1,
                                       "input_zero_point": 0})
+
+
+# -- weights packed for vpdpbusd (the layout pass makes these from the two above; topi/nn/qnn.py) ---------
+def unpack_dense_weight(w: np.ndarray) -> np.ndarray:
+    """``NK16n4k`` (N/16, K/4, 64) back to (N, K)."""
+    nb, kb, _ = w.shape
+    return w.reshape(nb, kb, LANES, GROUP).transpose(0, 2, 1, 3).reshape(nb * LANES, kb * GROUP)
+
+
+def pack_dense_weight(w: np.ndarray) -> np.ndarray:
+    """(N, K) as ``NK16n4k`` (N/16, K/4, 64)."""
+    n, k = w.shape
+    return np.ascontiguousarray(w.reshape(n // LANES, LANES, k // GROUP, GROUP).transpose(0, 2, 1, 3)
+                                .reshape(n // LANES, k // GROUP, LANES * GROUP))
+
+
+def pack_conv_weight(w: np.ndarray) -> np.ndarray:
+    """OIHW as ``OIHW4i16o4i`` (O/16, ceil(I/4), KH, KW, 64), input channels past I with zero weights."""
+    w = np.pad(w, ((0, 0), (0, -w.shape[1] % GROUP), (0, 0), (0, 0)))
+    o, i, kh, kw = w.shape
+    return np.ascontiguousarray(w.reshape(o // LANES, LANES, i // GROUP, GROUP, kh, kw).transpose(0, 2, 4, 5, 1, 3)
+                                .reshape(o // LANES, i // GROUP, kh, kw, LANES * GROUP))
+
+
+def unpack_conv_weight(w: np.ndarray) -> np.ndarray:
+    ob, ib, kh, kw, _ = w.shape
+    return w.reshape(ob, ib, kh, kw, LANES, GROUP).transpose(0, 4, 1, 5, 2, 3).reshape(ob * LANES, ib * GROUP, kh, kw)
+
+
+def _dense_pack_infer(x: TensorType, w: TensorType) -> TensorType:
+    if x.dtype != "uint8" or w.dtype != "int8" or w.ndim != 3 or w.shape[2] != LANES * GROUP \
+            or x.shape[-1] != w.shape[1] * GROUP:
+        raise ValueError(f"qnn.contrib_dense_pack needs uint8 data [..., k] and int8 weights [n/16, k/4, 64], "
+                         f"got {x} and {w}")
+    return TensorType(x.shape[:-1] + (w.shape[0] * LANES,), "int32")
+
+
+register_op("qnn.contrib_dense_pack", OpPattern.OUT_ELEMWISE_FUSABLE, _dense_pack_infer, num_inputs=2,
+            topi=topi.nn.qnn.dense_pack_int8, numpy=lambda x, w: _dense_numpy(x, unpack_dense_weight(w)))
+
+
+def _conv_pack_infer(x: TensorType, w: TensorType, strides, padding, dilation, input_zero_point) -> TensorType:
+    if x.dtype != "uint8" or w.dtype != "int8" or w.ndim != 5 or w.shape[4] != LANES * GROUP:
+        raise ValueError(f"qnn.contrib_conv2d_pack needs uint8 NCHW data and int8 weights "
+                         f"[o/16, i/4, kh, kw, 64], got {x} and {w}")
+    ob, ib, kh, kw, _ = w.shape
+    if not x.shape[1] <= ib * GROUP < x.shape[1] + GROUP:
+        raise ValueError(f"qnn.contrib_conv2d_pack: {ib} blocks of 4 channels for {x.shape[1]} input channels")
+    return _conv_infer(x, TensorType((ob * LANES, x.shape[1], kh, kw), "int8"), strides, padding, dilation, 1,
+                       input_zero_point)
+
+
+register_op("qnn.contrib_conv2d_pack", OpPattern.OUT_ELEMWISE_FUSABLE, _conv_pack_infer, num_inputs=2,
+            topi=topi.nn.qnn.conv2d_pack_int8,
+            numpy=lambda x, w, **a: _conv_numpy(x, unpack_conv_weight(w)[:, :x.shape[1]], groups=1, **a),
+            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "input_zero_point": 0})

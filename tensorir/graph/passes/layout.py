@@ -6,6 +6,8 @@
   channel) ``nn.contrib_depthwise_conv2d_NCHWc`` (weights ``OIHW1i[x]o``); other grouped ones stay;
 - ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with
   weights packed ``NC[y]n``;
+- ``qnn.dense`` / ``qnn.conv2d`` (uint8 data, constant int8 weights, 16 | outputs; 4 | reduction for the
+  dense, the conv's input channels padded to 4 with zero weights) become ``qnn.contrib_dense_pack`` / ``qnn.contrib_conv2d_pack`` with weights packed for ``vpdpbusd``;
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
   arithmetic with per-channel operands, pooling and channel concatenation follow the layout
   (:data:`RULES`); any other reader gets the plain NCHW value through one ``layout_transform`` (made
@@ -19,6 +21,7 @@ from ...topi.layout import layout_transform_numpy
 from .. import op as _op  # noqa: F401  (the operators are registered)
 from ..ir import Const, Graph, GraphError, Node, Value, topological_order
 from ..op import layout as _layout_ops  # noqa: F401  (layout_transform, contrib ops)
+from ..op import qnn
 from ..op.registry import OpPattern, call, get_op
 
 #: Channel block sizes tried, largest first (16 float32 = one AVX-512 vector).
@@ -104,6 +107,28 @@ def _dense(st: _Layouts, n: Node):
     bn = 16 if w.type.shape[0] % 16 == 0 else 8
     return call("nn.contrib_dense_pack", x, Const(layout_transform_numpy(w.value, "NC", f"NC{bn}n")),
                 weight_layout=f"NC{bn}n")
+
+
+@_rule("qnn.dense")
+def _qnn_dense(st: _Layouts, n: Node):
+    """uint8 x int8 with constant weights: weights packed ``NK16n4k`` for ``vpdpbusd`` (op/qnn.py)."""
+    x, w = (st.get_plain(v) for v in n.inputs)
+    if not isinstance(w, Const) or x.type.dtype != "uint8" or w.type.dtype != "int8" \
+            or w.type.shape[0] % qnn.LANES or w.type.shape[1] % qnn.GROUP:
+        return None
+    return call("qnn.contrib_dense_pack", x, Const(qnn.pack_dense_weight(w.value)))
+
+
+@_rule("qnn.conv2d")
+def _qnn_conv2d(st: _Layouts, n: Node):
+    """uint8 x int8, one group, constant weights: weights packed ``OIHW4i16o4i``; the data stays NCHW (the
+    kernel regroups it, op/qnn.py)."""
+    x, w = (st.get_plain(v) for v in n.inputs)
+    if not isinstance(w, Const) or x.type.dtype != "uint8" or w.type.dtype != "int8" or n.attrs["groups"] != 1 \
+            or w.type.shape[0] % qnn.LANES:
+        return None
+    return call("qnn.contrib_conv2d_pack", x, Const(qnn.pack_conv_weight(w.value)),
+                **{k: n.attrs[k] for k in ("strides", "padding", "dilation", "input_zero_point")})
 
 
 def _channel_const(c: Const, channels: int, block: int) -> Const | None:
