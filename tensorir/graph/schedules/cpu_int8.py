@@ -2,11 +2,12 @@
 AVX-VNNI tensorizes the packed kernels' inner block with ``vpdpbusd`` (:mod:`tensorir.topi.x86`); without
 them the same block is plain vector code (LLVM's widening multiplies and adds).
 
-- ``qnn.contrib_dense_pack``: the output's rows (leading axes fused) in tiles of up to 8 rows x two blocks
-  of 16 columns, parallel over tiles (column panels outside); per tile the int32 block (16 accumulator
+- ``qnn.contrib_dense_pack``: the output's rows (leading axes fused) in tiles of up to 16 rows x one block
+  of 16 columns, parallel over tiles (row tiles outside); per tile the int32 block (16 accumulator
   registers) over the reduction (4 bytes per ``vpdpbusd``), then the epilogue (zero-point correction,
-  requantization) on the tile;
-- ``qnn.contrib_conv2d_pack``: per (batch, 16 output channels, output row) in parallel, tiles of up to 8
+  requantization) on the tile.  (Two column blocks of 8 rows kept most accumulators in memory: LLVM stored
+  them every step, 3x slower);
+- ``qnn.contrib_conv2d_pack``: per (batch, 16 output channels, output row) in parallel, tiles of up to 16
   output columns x 16 channels accumulated over (input channel blocks, kernel rows, columns, 4 channels);
   the data regrouped into blocks of 4 channels once (its own stage, padding inlined);
 - ``qnn.dense`` / ``qnn.conv2d`` (other shapes and types): the float rules of :mod:`.cpu`.
@@ -49,16 +50,15 @@ def _dense_pack(isa):
             return cpu.schedule_reduction(s, kt, out)
         axes = list(out.op.axis)
         rows = out.fuse(*axes[:-1]) if len(axes) > 2 else axes[0] if len(axes) == 2 else None
-        blocks = 2 if extents(anchor)[1] % 2 == 0 else 1       # 8 x 32: 16 accumulators
-        no, ni = out.split(axes[-1], factor=LANES * blocks)
+        no, ni = out.split(axes[-1], factor=LANES)
         i, jo, ji = anchor.op.axis
         ko, ki = anchor.op.reduce_axis
         if rows is None:
             tile = no
         else:
-            ro, ri = out.split(rows, factor=largest_divisor(extents(anchor)[0], 8))
-            out.reorder(no, ro, ri, ni)     # a panel of weights stays in cache while the row tiles pass
-            tile = out.fuse(no, ro)
+            ro, ri = out.split(rows, factor=largest_divisor(extents(anchor)[0], 16))
+            out.reorder(ro, no, ri, ni)     # a tile of rows stays in cache while the weights pass
+            tile = out.fuse(ro, no)
         out.parallel(tile)
         anchor.compute_at(out, tile)
         anchor.reorder(ko, i, jo, ji, ki)
@@ -80,7 +80,7 @@ def _conv_pack(isa):
                 st.compute_inline()
         n, oc, oh, ow = out.op.axis
         oco, oci = out.split(oc, factor=LANES)
-        t = largest_divisor(extents(out)[3], 8)
+        t = largest_divisor(extents(out)[3], 16)
         owo, owi = out.split(ow, factor=t)
         out.reorder(n, oco, oh, owo, oci, owi)
         out.parallel(out.fuse(n, oco, oh))
