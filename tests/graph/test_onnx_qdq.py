@@ -1,6 +1,6 @@
 """Models quantized by onnxruntime's own tools, in the test: a small ResNet-18 by ``quantize_static`` (QDQ,
 per-channel int8 weights, uint8 or int8 activations) folds into integer kernels (``qnn.conv2d``,
-``qnn.dense``; no float conv or dense left) and matches onnxruntime's int8 output within 1 LSB of its
+``qnn.dense``; no float conv or dense left; the convs of 16 filters or more packed for ``vpdpbusd``) and matches onnxruntime's int8 output within 1 LSB of its
 output quantization; a BERT layer by ``quantize_dynamic`` imports as ``qnn.dense`` kernels."""
 import tempfile
 from collections import Counter
@@ -48,17 +48,19 @@ def run_both(model, feeds):
         b.fill(np.nan) if b.dtype.kind == "f" else b.view(np.uint8).fill(0x5A)
     got = m(**feeds)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    return g, got, want
+    return g, got, want, m
 
 
 @pytest.mark.parametrize("activations", ["QUInt8", "QInt8"])
 def test_qdq_resnet18_runs_in_integer_kernels_as_onnxruntime(activations):
     feeds = testing.resnet18_inputs(image=32, seed=3)
     q = quantize_static(testing.resnet18(image=32, width=8, classes=10), feeds, activations)
-    g, got, want = run_both(q, feeds)
+    g, got, want, m = run_both(q, feeds)
     ops = Counter(n.op for n in g.nodes)
     assert ops["qnn.conv2d"] == 20 and ops["qnn.dense"] == 1
     assert not {"nn.conv2d", "nn.dense"} & set(ops)
+    # convs of 16 filters or more run packed for vpdpbusd, int8 activations shifted to uint8
+    assert sum("qnn_contrib_conv2d_pack" in s.kernel for s in m.run_list.steps) == 15
     last = next(n for n in q.graph.node if n.output[0] == q.graph.output[0].name)
     assert last.op_type == "DequantizeLinear"
     lsb = float(onnx.numpy_helper.to_array(next(t for t in q.graph.initializer if t.name == last.input[1])))
@@ -72,7 +74,7 @@ def test_bert_layer_quantized_dynamically_runs_integer_matmuls():
         quantization.quantize_dynamic(f"{d}/f.onnx", f"{d}/q.onnx", weight_type=quantization.QuantType.QInt8)
         q = onnx.load(f"{d}/q.onnx")
     assert {n.op_type for n in q.graph.node} >= {"MatMulInteger", "DynamicQuantizeLinear"}
-    g, got, want = run_both(q, feeds)
+    g, got, want, _ = run_both(q, feeds)
     assert Counter(n.op for n in g.nodes)["qnn.dense"] == 6
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5 * np.abs(want[0]).max())
 
@@ -101,6 +103,6 @@ def test_fold_qdq_only_where_it_keeps_the_values(out_scale, extra_reader, folds)
     f = fold_qdq(m)
     assert (f is not m and [n.op_type for n in f.graph.node] == ["DequantizeLinear", "MaxPool"]) == folds
     x = np.random.default_rng(0).integers(0, 256, (1, 2, 4, 4)).astype(np.uint8)
-    _, got, want = run_both(m, {"x": x})
+    _, got, want, _ = run_both(m, {"x": x})
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
