@@ -16,6 +16,7 @@ calls (:mod:`models_cpu`); medians and their ratio are printed.  The machine may
 medians of alternating blocks is the number to read, not the milliseconds.
 
     python benchmarks/quantized_cpu.py [--threads 2] [--blocks 6] [--calls 5] [--only gemm,convs,resnet18] [--bert]
+                                       [--target "llvm -mcpu=znver4 -mattr=-avx512vnni"]
 """
 from __future__ import annotations
 
@@ -103,12 +104,12 @@ def _error(ours: np.ndarray, ref: np.ndarray) -> str:
     return f"max diff {int(np.abs(ours.astype(np.int64) - ref.astype(np.int64)).max())} LSB"
 
 
-def bench(name: str, model, inputs: dict, threads: int, blocks: int, calls: int) -> dict:
+def bench(name: str, model, inputs: dict, threads: int, blocks: int, calls: int, target=None) -> dict:
     import codegen
     from tensorir import graph
     t0 = time.perf_counter()
     g, params = graph.from_onnx(model, {k: v.shape for k, v in inputs.items()})
-    m = codegen.build_model(g, params=params)
+    m = codegen.build_model(g, params=params, target=target)
     compile_s = time.perf_counter() - t0
     isa = sorted({i for s in m.run_list.steps for i in s.schedule.get("isa", ())}) or ["plain"]
     sess = _ort_session(model, threads)
@@ -134,13 +135,15 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=5, help="calls per block")
     ap.add_argument("--only", default="gemm,convs,resnet18", help="comma-separated: gemm, convs, resnet18")
     ap.add_argument("--bert", action="store_true", help="also a BERT-base layer quantized by quantize_dynamic")
+    ap.add_argument("--target", default=None,
+                    help='tiletune\'s target (default the host), e.g. "llvm -mcpu=znver4 -mattr=-avx512vnni"')
     args = ap.parse_args(argv)
     os.environ["TILETUNE_NUM_THREADS"] = str(args.threads)
     from codegen.target import host
     print(f"threads {args.threads}; host {host().mcpu}, VNNI: "
           f"{','.join(sorted({'avx512vnni', 'avxvnni'} & host().features)) or 'none'}")
     only = set(args.only.split(","))
-    run = lambda name, made: bench(name, *made, args.threads, args.blocks, args.calls)
+    run = lambda name, made: bench(name, *made, args.threads, args.blocks, args.calls, args.target)
     if "gemm" in only:
         run("gemm u8s8s32 1024^3", gemm_model())
     if "convs" in only:

@@ -405,3 +405,19 @@ def test_vnni_dot_intrinsic_emits_vpdpbusd_and_runs_where_the_host_has_it(featur
     c = np.full((M, N // 16, 16), 0x5A5A5A5A, np.int32)
     f(a, w.reshape(N // 16, 16, K // 4, 4).transpose(0, 2, 1, 3).reshape(N // 16, K // 4, 64).copy(), c)
     np.testing.assert_array_equal(c.reshape(M, N), a.astype(np.int64) @ w.T.astype(np.int64))
+
+
+def test_import_pragma_on_a_unit_loop_outlives_the_loop():
+    """A unit loop is simplified away and an unrolled one expanded: their import_llvm pragma still links."""
+    for unroll in (False, True):
+        A, B, C = gemm(1, 16, 32)
+        s = te.create_schedule(C.op)
+        x, y = C.op.axis
+        (z,) = C.op.reduce_axis
+        yo, yi = s[C].split(y, factor=16)          # yo and x: one iteration each
+        s[C].reorder(x, yo, yi, z)
+        s[C].tensorize(yi, intrin_gemv(16, 32, reset_update=False))
+        s[C].pragma(yo, "import_llvm", GEMV_LL)
+        if unroll:
+            s[C].unroll(yo)
+        run(s, A, B, C)

@@ -1,6 +1,6 @@
 """CPU schedules of int8 kernels (``qnn.*``), by instruction set: the entry of a target with AVX512-VNNI or
 AVX-VNNI tensorizes the packed kernels' inner block with ``vpdpbusd`` (:mod:`tensorir.topi.x86`); without
-them the same block is plain vector code (LLVM's widening multiplies and adds).
+them the same block is plain vector code (:data:`tensorir.topi.x86.PLAIN`: ``vpmaddwd`` and adds).
 
 - ``qnn.contrib_dense_pack``: the output's rows (leading axes fused) in tiles of up to 16 rows x one block
   of 16 columns, parallel over tiles (row tiles outside); per tile the int32 block (16 accumulator
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ...schedule import Schedule, Stage
 from ...topi.nn.qnn import LANES
-from ...topi.x86 import DOT_INT8, dot_int8
+from ...topi.x86 import DOT_INT8, PLAIN, PLAIN_IR, dot_int8
 from ..lower_te import KernelTE
 from . import cpu
 from .helpers import extents, largest_divisor, single_reduction
@@ -30,11 +30,11 @@ ISA = {}
 
 
 def _block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
-    """The innermost (lanes x 4) block: ``vpdpbusd`` of ``isa``, or plain vector code."""
+    """The innermost (lanes x 4) block: ``vpdpbusd`` of ``isa``, or (None) the same dot in plain vector code
+    (``vpmaddwd``)."""
     if isa is None:
-        anchor.unroll(reduce_inner)
-        anchor.vectorize(lanes_axis)
-        return
+        anchor.pragma(anchor.op.reduce_axis[0], "import_llvm", PLAIN_IR)
+        isa = PLAIN
     if isa.lanes == LANES:
         anchor.tensorize(lanes_axis, dot_int8(isa))
         return
