@@ -12,10 +12,10 @@
 Each is compiled with default schedules (the instruction set the host's features pick: ``vpdpbusd`` with
 AVX512-VNNI or AVX-VNNI), checked against onnxruntime (outputs in LSBs of their quantization, or
 relative error for float outputs), then both are timed with the same thread count, alternating blocks of
-calls (:mod:`models_cpu`); medians and their ratio are printed.  The machine may be shared: the ratio of
+calls (``real_models._time``); medians and their ratio are printed.  The machine may be shared: the ratio of
 medians of alternating blocks is the number to read, not the milliseconds.
 
-    python benchmarks/quantized_cpu.py [--threads 2] [--blocks 6] [--calls 5] [--only gemm,convs,resnet18] [--bert]
+    python benchmarks/quantized_cpu.py [--threads 2] [--blocks 6] [--budget 2] [--only gemm,convs,resnet18] [--bert]
                                        [--target "llvm -mcpu=znver4 -mattr=-avx512vnni"]
 """
 from __future__ import annotations
@@ -30,7 +30,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from models_cpu import _block, _ort_session
+from models_cpu import _ort_session
+from real_models import _time  # alternating blocks of calls, their medians
 
 rng = np.random.default_rng(0)
 
@@ -104,7 +105,7 @@ def _error(ours: np.ndarray, ref: np.ndarray) -> str:
     return f"max diff {int(np.abs(ours.astype(np.int64) - ref.astype(np.int64)).max())} LSB"
 
 
-def bench(name: str, model, inputs: dict, threads: int, blocks: int, calls: int, target=None) -> dict:
+def bench(name: str, model, inputs: dict, threads: int, blocks: int, budget: float, target=None) -> dict:
     import codegen
     from tensorir import graph
     t0 = time.perf_counter()
@@ -114,15 +115,7 @@ def bench(name: str, model, inputs: dict, threads: int, blocks: int, calls: int,
     isa = sorted({i for s in m.run_list.steps for i in s.schedule.get("isa", ())}) or ["plain"]
     sess = _ort_session(model, threads)
     err = _error(m(**inputs)[0], sess.run(None, inputs)[0])
-    run_ours, run_ort = (lambda: m.run(**inputs)), (lambda: sess.run(None, inputs))
-    run_ours(), run_ort()
-    ours, theirs = [], []
-    for _ in range(blocks):
-        ours.append(_block(run_ours, calls))
-        time.sleep(0.05)
-        theirs.append(_block(run_ort, calls))
-        time.sleep(0.05)
-    ours_ms, ort_ms = 1e3 * np.median(ours), 1e3 * np.median(theirs)
+    ours_ms, ort_ms = _time(lambda: m.run(**inputs), lambda: sess.run(None, inputs), blocks, budget)
     print(f"{name:28s} tiletune {ours_ms:8.2f} ms  onnxruntime {ort_ms:8.2f} ms  ratio {ours_ms / ort_ms:5.2f}x  "
           f"compile {compile_s:5.1f} s  {err}  isa {','.join(isa)}", flush=True)
     return {"ours_ms": ours_ms, "ort_ms": ort_ms}
@@ -132,7 +125,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--blocks", type=int, default=6, help="alternating blocks per case")
-    ap.add_argument("--calls", type=int, default=5, help="calls per block")
+    ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per case and side")
     ap.add_argument("--only", default="gemm,convs,resnet18", help="comma-separated: gemm, convs, resnet18")
     ap.add_argument("--bert", action="store_true", help="also a BERT-base layer quantized by quantize_dynamic")
     ap.add_argument("--target", default=None,
@@ -143,7 +136,7 @@ def main(argv=None) -> int:
     print(f"threads {args.threads}; host {host().mcpu}, VNNI: "
           f"{','.join(sorted({'avx512vnni', 'avxvnni'} & host().features)) or 'none'}")
     only = set(args.only.split(","))
-    run = lambda name, made: bench(name, *made, args.threads, args.blocks, args.calls, args.target)
+    run = lambda name, made: bench(name, *made, args.threads, args.blocks, args.budget, args.target)
     if "gemm" in only:
         run("gemm u8s8s32 1024^3", gemm_model())
     if "convs" in only:
