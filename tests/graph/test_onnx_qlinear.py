@@ -64,6 +64,8 @@ def test_dynamic_quantize_linear():
     compare(model("DynamicQuantizeLinear", {"x": x}, {}, n_out=3), {"x": x})
     pos = np.abs(x) + 0.5      # min(x, 0) = 0: zero point 0
     compare(model("DynamicQuantizeLinear", {"x": pos}, {}, n_out=3), {"x": pos})
+    zeros = np.zeros((2, 3), np.float32)   # scale 1, not 0 (and no division by zero)
+    compare(model("DynamicQuantizeLinear", {"x": zeros}, {}, n_out=3), {"x": zeros})
 
 
 @pytest.mark.parametrize("xdtype", [np.uint8, np.int8])

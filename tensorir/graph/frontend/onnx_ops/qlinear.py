@@ -198,7 +198,8 @@ def qlinear_conv(ctx, inputs, attrs):
 
 @converter("DynamicQuantizeLinear", since=11)
 def dynamic_quantize_linear(ctx, inputs, attrs):
-    """uint8 ``y``, its scale ``(max(x, 0) - min(x, 0)) / 255`` and zero point ``round(-min / scale)``."""
+    """uint8 ``y``, its scale ``(max(x, 0) - min(x, 0)) / 255`` (1 for an all-zero ``x``, as onnxruntime) and
+    zero point ``round(-min / scale)``.  A NaN in ``x`` makes the scale NaN (onnxruntime skips it)."""
     x = inputs[0]
     if x.type.dtype != "float32":
         raise ctx.unsupported(f"DynamicQuantizeLinear of {x.type.dtype} (float32 only)")
@@ -206,6 +207,7 @@ def dynamic_quantize_linear(ctx, inputs, attrs):
     lo = ctx.call("minimum", ctx.call("min", x, axis=None, keepdims=False), zero)
     hi = ctx.call("maximum", ctx.call("max", x, axis=None, keepdims=False), zero)
     scale = ctx.call("divide", ctx.call("subtract", hi, lo), Const(np.float32(255)))
+    scale = ctx.call("add", scale, ctx.call("cast", ctx.call("equal", scale, zero), dtype="float32"))  # 0 -> 1
     zp = ctx.call("clip", ctx.call("round", ctx.call("subtract", zero, ctx.call("divide", lo, scale))),
                   a_min=0.0, a_max=255.0)
     y = ctx.call("add", ctx.call("round", ctx.call("divide", x, scale)), zp)
