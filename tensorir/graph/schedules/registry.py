@@ -114,7 +114,11 @@ def default_rule_name(anchor_op: str | None, target="llvm") -> str:
 
 def precision(kt: KernelTE) -> str | None:
     """The element type the kernel's anchor computes on (its first input's), None without an anchor."""
-    node = next((n for n in kt.kernel.body.nodes if n.op == kt.anchor_op), None) if kt.anchor_op else None
+    if not kt.anchor_op:
+        return None
+    if kt.kernel is None:                  # a DAG without its graph kernel (a tuning task's): its first input
+        return kt.inputs[0].dtype if kt.inputs else None
+    node = next((n for n in kt.kernel.body.nodes if n.op == kt.anchor_op), None)
     return None if node is None or not node.inputs else node.inputs[0].type.dtype
 
 
