@@ -70,8 +70,8 @@ def _numpy(xp, rt, init, *extra, cell, activations, activation_alpha, activation
     fns = [lambda x, f=NUMPY_ACTIVATIONS[n], a=a, b=b: f(x, a, b)
            for n, a, b in zip(activations, activation_alpha, activation_beta)]
 
-    def act(k, x):
-        return fns[k](x if clip is None else np.clip(x, -clip, clip))
+    def act(k, x, clipped=True):
+        return fns[k](x if clip is None or not clipped else np.clip(x, -clip, clip))
     xp, rt = xp.astype("float64"), rt.astype("float64")
     state = init.astype("float64").copy()
     y = np.zeros((T, B, H))
@@ -96,10 +96,11 @@ def _numpy(xp, rt, init, *extra, cell, activations, activation_alpha, activation
             f = 1 - i if input_forget else act(0, g[2] + p[2 * H:] * c)
             c = f * c + i * act(1, g[3])
             o = act(0, g[1] + p[H:2 * H] * c)
-            new = [o * act(2, c), c]
+            new = [o * act(2, c, clipped=False), c]
         valid = (t < lens)[:, None]
         state = np.stack([np.where(valid, n, s) for n, s in zip(new, state)])
         y[t] = np.where(valid, state[0], 0.0)
+    state = np.where((lens > 0)[None, :, None], state, 0.0)
     return np.concatenate([y, state]).astype(init.dtype)
 
 

@@ -5,7 +5,7 @@ body is one step of the cell: the recurrent matrix-vector product ``h R^T`` (``r
 ``[hidden, gates * hidden]``, so its gate axis is contiguous), the gates, their activations and the state update.
 The scan's state is ``[steps + 1, states, batch, hidden]`` (row 0: the initial state; ``states`` is 1, or 2 for
 LSTM's ``h`` and ``c``).  A batch element whose ``seq_lens`` is shorter than the sequence keeps its state once
-its steps are done.  The result is ``[steps + states, batch, hidden]``: the first ``steps`` rows are ONNX's
+its steps are done (an empty one ends with zeros, as in onnxruntime).  The result is ``[steps + states, batch, hidden]``: the first ``steps`` rows are ONNX's
 ``Y`` of this direction in time order (zero past a sequence's length), then the final ``h`` (and ``c``).
 """
 from __future__ import annotations
@@ -75,8 +75,8 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     dt = xp.dtype
     lim = None if clip is None else float(clip)
 
-    def act(k, x):
-        if lim is not None:
+    def act(k, x, clipped=True):
+        if lim is not None and clipped:
             x = _min(_max(x, const(-lim, dt)), const(lim, dt))
         return fns[k](x)
 
@@ -122,7 +122,7 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
             f = const(1, dt) - i if input_forget else act(0, gate(2, cp))
             c = f * cp + i * act(1, pre(t, b, 3, j))
             o = act(0, gate(1, c))
-            new = if_then_else(s == 0, o * act(2, c), c)
+            new = if_then_else(s == 0, o * act(2, c, clipped=False), c)   # onnxruntime: h(c) unclipped
         if lens is not None:
             new = if_then_else(step_x(t) < lens[b], new, state[t - 1, s, b, j])
         return new
@@ -134,7 +134,10 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
         y = res[T - t if reverse else t + 1, 0, b, j]
         if lens is not None:
             y = if_then_else(t < lens[b], y, const(0, dt))
-        return if_then_else(t < T, y, res[T, t - T, b, j])
+        final = res[T, t - T, b, j]
+        if lens is not None:    # onnxruntime's final states of an empty sequence are zeros, not the initial ones
+            final = if_then_else(lens[b] > 0, final, const(0, dt))
+        return if_then_else(t < T, y, final)
     return compute((T + nstates, B, H), out, name="rnn_out", tag="rnn_scan")
 
 

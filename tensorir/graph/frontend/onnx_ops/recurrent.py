@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from ..registry import converter
 
-#: ONNX's activations taking alpha and beta -> (default alpha, default beta); the others take neither.
-ALPHA_BETA = {"LeakyRelu": (0.01, None), "ThresholdedRelu": (1.0, None), "Elu": (1.0, None),
-              "HardSigmoid": (0.2, 0.5), "Affine": (1.0, 0.0), "ScaledTanh": (1.0, 1.0)}
+#: ONNX's activations taking alpha (and beta) -> their defaults, onnxruntime's (the ONNX spec gives none).
+ALPHA_BETA = {"LeakyRelu": (0.01, None), "ThresholdedRelu": (0.0, None), "Elu": (1.0, None),
+              "HardSigmoid": (0.2, 0.5), "Affine": (0.0, 0.0), "ScaledTanh": (0.0, 0.0)}
 ACTIVATIONS = ("Sigmoid", "Tanh", "Relu", "Softsign", "Softplus") + tuple(ALPHA_BETA)
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
