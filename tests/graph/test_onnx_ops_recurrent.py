@@ -182,3 +182,54 @@ def test_long_lstm_builds_in_seconds():
     start = time.perf_counter()
     check(m, feed, rtol=1e-3, atol=1e-4)
     assert time.perf_counter() - start < 120
+
+
+def dq_lstm_model(seq=5, batch=1, inp=8, hidden=16, direction="forward", per_column=False, wtype="int8",
+                  init=False, peep=False):
+    """One com.microsoft DynamicQuantizeLSTM node (onnxruntime's contrib op): int8/uint8 W [nd, input, 4h] and
+    R [nd, hidden, 4h] with scales and zero points per direction or per column."""
+    from onnx import helper, numpy_helper
+    nd, g4 = 2 if direction == "bidirectional" else 1, 4 * hidden
+    lo, hi = (-127, 128) if wtype == "int8" else (0, 256)
+    sh = (nd, g4) if per_column else (nd,)
+    consts = {"W": rng.integers(lo, hi, (nd, inp, g4)).astype(wtype), "R": rng.integers(lo, hi, (nd, hidden, g4)).astype(wtype),
+              "B": (rng.standard_normal((nd, 2 * g4)) * 0.3).astype("float32"),
+              "H0": rng.standard_normal((nd, batch, hidden)).astype("float32"),
+              "C0": rng.standard_normal((nd, batch, hidden)).astype("float32"),
+              "P": (rng.standard_normal((nd, 3 * hidden)) * 0.3).astype("float32"),
+              "ws": (rng.random(sh) * 0.01 + 0.002).astype("float32"),
+              "wz": rng.integers(lo // 8, hi // 8, sh).astype(wtype) if wtype == "uint8" else np.zeros(sh, wtype),
+              "rs": (rng.random(sh) * 0.01 + 0.002).astype("float32"),
+              "rz": rng.integers(lo // 8, hi // 8, sh).astype(wtype) if wtype == "uint8" else np.zeros(sh, wtype)}
+    names = ["X", "W", "R", "B", "", "H0" if init else "", "C0" if init else "", "P" if peep else "",
+             "ws", "wz", "rs", "rz"]
+    inits = [numpy_helper.from_array(consts[k], k) for k in names[1:] if k]
+    node = helper.make_node("DynamicQuantizeLSTM", names, ["Y", "Y_h", "Y_c"], domain="com.microsoft",
+                            hidden_size=hidden, direction=direction)
+    gr = helper.make_graph([node], "dq", [helper.make_tensor_value_info("X", 1, (seq, batch, inp))],
+                           [helper.make_empty_tensor_value_info(o) for o in ("Y", "Y_h", "Y_c")], inits)
+    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    return m, {"X": rng.standard_normal((seq, batch, inp)).astype("float32")}
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(per_column=True, init=True, peep=True), dict(wtype="uint8"),
+                                dict(batch=3, seq=9), dict(direction="bidirectional", seq=30, hidden=32)])
+def test_dynamic_quantize_lstm_matches_onnxruntime(kw):
+    """X quantized to uint8 once, h at every step, as onnxruntime does: the same bits up to float rounding.
+    onnxruntime on one thread: with more, a batch of 2+ (hidden <= 256) is split across threads, each quantizing
+    its own rows of h."""
+    import codegen
+    import onnxruntime as ort
+    m, feed = dq_lstm_model(**kw)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feed)
+    g, params = graph.from_onnx(m)
+    mod = codegen.build_model(g, params=params)
+    for b in mod.buffers:
+        if b.dtype.kind == "f":
+            b.fill(np.nan)
+    for got in (mod(**feed), graph.evaluate(g, feed, params)):
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(b).max())))

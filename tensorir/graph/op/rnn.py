@@ -12,12 +12,12 @@ from .registry import OpPattern, register_op
 
 ATTRS = {"cell": "LSTM", "activations": (), "activation_alpha": (), "activation_beta": (), "clip": None,
          "linear_before_reset": False, "input_forget": False, "reverse": False, "peephole": False,
-         "seq_lens": False}
+         "seq_lens": False, "quantized": False}
 
 
 def _infer(xp: TensorType, rt: TensorType, init: TensorType, *extra: TensorType, cell, activations,
            activation_alpha, activation_beta, clip, linear_before_reset, input_forget, reverse, peephole,
-           seq_lens) -> TensorType:
+           seq_lens, quantized) -> TensorType:
     if cell not in CELLS:
         raise ValueError(f"unknown cell {cell!r}")
     ngates, nstates = CELLS[cell]
@@ -33,7 +33,9 @@ def _infer(xp: TensorType, rt: TensorType, init: TensorType, *extra: TensorType,
     unknown = [a for a in activations if a not in ACTIVATIONS]
     if unknown:
         raise ValueError(f"unknown activation {unknown[0]!r}")
-    wanted = (cell == "GRU" and bool(linear_before_reset)) + bool(peephole) + bool(seq_lens)
+    if quantized and cell != "LSTM":
+        raise ValueError(f"quantized {cell} is not defined (onnxruntime's DynamicQuantizeLSTM only)")
+    wanted = (cell == "GRU" and bool(linear_before_reset)) + bool(peephole) + bool(seq_lens) + bool(quantized)
     if len(extra) != wanted:
         raise ValueError(f"{len(extra)} extra inputs, expected {wanted}")
     return TensorType((T + nstates, B, H), xp.dtype)
@@ -59,14 +61,24 @@ NUMPY_ACTIVATIONS = {
 }
 
 
+def quantize_u8(x: np.ndarray) -> tuple[np.ndarray, np.float32]:
+    """onnxruntime's dynamic uint8 quantization of ``x`` (float32): its values minus the zero point, and the
+    scale."""
+    lo, hi = min(np.float32(x.min()), np.float32(0)), max(np.float32(x.max()), np.float32(0))
+    scale = np.float32(1) if hi == lo else np.float32((hi - lo) / np.float32(255))
+    zp = np.round(np.clip(-(lo / scale), 0, 255))
+    return np.clip(np.round(x / scale) + zp, 0, 255) - zp, scale
+
+
 def _numpy(xp, rt, init, *extra, cell, activations, activation_alpha, activation_beta, clip, linear_before_reset,
-           input_forget, reverse, peephole, seq_lens):
+           input_forget, reverse, peephole, seq_lens, quantized):
     T, B, _ = xp.shape
     H = rt.shape[0]
     rest = [e.astype("float64") if e.dtype.kind == "f" else e for e in extra]
     rbh = rest.pop(0) if cell == "GRU" and linear_before_reset else None
     peep = rest.pop(0) if peephole else None
     lens = rest.pop(0) if seq_lens else np.full(B, T)
+    rscale = rest.pop(0).astype("float32") if quantized else None
     fns = [lambda x, f=NUMPY_ACTIVATIONS[n], a=a, b=b: f(x, a, b)
            for n, a, b in zip(activations, activation_alpha, activation_beta)]
 
@@ -77,8 +89,12 @@ def _numpy(xp, rt, init, *extra, cell, activations, activation_alpha, activation
     y = np.zeros((T, B, H))
     for t in (range(T - 1, -1, -1) if reverse else range(T)):
         h = state[0]
-        pre = xp[t] + (h @ rt if not (cell == "GRU" and not linear_before_reset) else
-                       np.concatenate([h @ rt[:, :2 * H], np.zeros((B, H))], axis=1))
+        if quantized:
+            hq, scale = quantize_u8(h.astype("float32"))
+            pre = xp[t] + (hq @ rt).astype("float32") * (scale * rscale)
+        else:
+            pre = xp[t] + (h @ rt if not (cell == "GRU" and not linear_before_reset) else
+                           np.concatenate([h @ rt[:, :2 * H], np.zeros((B, H))], axis=1))
         g = [pre[:, q * H:(q + 1) * H] for q in range(pre.shape[1] // H)]
         if cell == "RNN":
             new = [act(0, g[0])]

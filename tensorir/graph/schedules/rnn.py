@@ -47,9 +47,9 @@ def schedule_rnn_scan(cfg, kt: KernelTE) -> Schedule:
     for st in s.stages:
         if not isinstance(st.op, ComputeOp):
             continue
-        if st.op.reduce_axis:
+        if st.op.name in ("rnn_hr", "rnn_reset_hr"):
             _matvec(st)
-        elif st.op.name in ("rnn_update", "rnn_reset_h", "rnn_init"):
+        elif st.op.name in ("rnn_update", "rnn_reset_h", "rnn_init", "rnn_h_quantized"):
             _elementwise(st)
     for t in kt.outputs:
         schedule_injective_from_existing(s, t)

@@ -11,8 +11,8 @@ its steps are done (an empty one ends with zeros, as in onnxruntime).  The resul
 from __future__ import annotations
 
 from ...expr import Max, Min, Select, binary, const
-from ...intrin import exp, if_then_else, log, sigmoid, tanh
-from ...reduce import sum as te_sum
+from ...intrin import exp, if_then_else, log, round as te_round, sigmoid, tanh
+from ...reduce import max as te_max, min as te_min, sum as te_sum
 from ...scan import scan
 from ...tensor import Tensor, compute, placeholder, reduce_axis
 
@@ -47,13 +47,27 @@ ACTIVATIONS = {
 }
 
 
+def quantize_u8(lo, hi, x=None):
+    """onnxruntime's dynamic uint8 quantization of values in ``[lo, hi]`` (widened to hold 0): ``(scale,
+    zero_point)``, or with ``x`` its quantized value minus the zero point (an integer, as a float)."""
+    dt = lo.dtype
+    lo, hi = _min(lo, const(0, dt)), _max(hi, const(0, dt))
+    scale = Select(dt, hi == lo, const(1, dt), (hi - lo) / const(255, dt))
+    zp = te_round(_min(_max(-(lo / scale), const(0, dt)), const(255, dt)))
+    if x is None:
+        return scale, zp
+    return _min(_max(te_round(x / scale) + zp, const(0, dt)), const(255, dt)) - zp
+
+
 def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "LSTM", activations=(),
              activation_alpha=(), activation_beta=(), clip=None, linear_before_reset=False, input_forget=False,
-             reverse=False, peephole=False, seq_lens=False) -> Tensor:
+             reverse=False, peephole=False, seq_lens=False, quantized=False) -> Tensor:
     """One direction of an ONNX recurrent layer (see the module).  ``xp``: ``[steps, batch, gates * hidden]``;
     ``rt``: ``[hidden, gates * hidden]``; ``init``: ``[states, batch, hidden]``; ``extra``: GRU's ``Rbh``
     (``[hidden]``) with ``linear_before_reset``, LSTM's peepholes ``[3 * hidden]`` with ``peephole``, the
-    sequence lengths ``[batch]`` (int32) with ``seq_lens``, in this order."""
+    sequence lengths ``[batch]`` (int32) with ``seq_lens``, ``R``'s scale per column ``[gates * hidden]`` with
+    ``quantized``, in this order.  ``quantized`` (onnxruntime's DynamicQuantizeLSTM): ``rt`` holds ``R`` minus its
+    zero point, and each step quantizes ``h`` to uint8 over the batch (:func:`quantize_u8`) before the product."""
     if cell not in CELLS:
         raise ValueError(f"rnn_scan: unknown cell {cell!r} (one of {', '.join(CELLS)})")
     ngates, nstates = CELLS[cell]
@@ -67,6 +81,7 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     rbh = rest.pop(0) if cell == "GRU" and linear_before_reset else None
     peep = rest.pop(0) if peephole else None
     lens = rest.pop(0) if seq_lens else None
+    rscale = rest.pop(0) if quantized else None
     if rest:
         raise ValueError(f"rnn_scan: {len(rest)} input(s) too many")
     names = list(activations)
@@ -87,9 +102,20 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     s_init = compute((1, nstates, B, H), lambda _, s, b, j: init[s, b, j], name="rnn_init")
     ng = 2 * H if cell == "GRU" and not linear_before_reset else GH
     k = reduce_axis((0, H), name="k")
-    mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(state[t - 1, 0, b, k] * rt[k, g], axis=k), name="rnn_hr")
+    if quantized:
+        qb, qk = reduce_axis((0, B), name="qb"), reduce_axis((0, H), name="qk")
+        lo = compute((T + 1,), lambda t: te_min(state[t - 1, 0, qb, qk], axis=[qb, qk]), name="rnn_h_min")
+        qb, qk = reduce_axis((0, B), name="qb"), reduce_axis((0, H), name="qk")
+        hi = compute((T + 1,), lambda t: te_max(state[t - 1, 0, qb, qk], axis=[qb, qk]), name="rnn_h_max")
+        hq = compute((T + 1, B, H), lambda t, b, kk: quantize_u8(lo[t], hi[t], state[t - 1, 0, b, kk]),
+                     name="rnn_h_quantized")
+        mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(hq[t, b, k] * rt[k, g], axis=k), name="rnn_hr")
+    else:
+        mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(state[t - 1, 0, b, k] * rt[k, g], axis=k), name="rnn_hr")
 
     def pre(t, b, q, j):     # gate q before its activation: x W^T + h R^T (+ biases, in xp)
+        if quantized:       # onnxruntime: the int32 product times (h's scale * R's scale)
+            return xp[step_x(t), b, q * H + j] + mv[t, b, q * H + j] * (quantize_u8(lo[t], hi[t])[0] * rscale[q * H + j])
         return xp[step_x(t), b, q * H + j] + mv[t, b, q * H + j]
 
     if cell == "GRU" and not linear_before_reset:
@@ -141,4 +167,4 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     return compute((T + nstates, B, H), out, name="rnn_out", tag="rnn_scan")
 
 
-__all__ = ["ACTIVATIONS", "CELLS", "rnn_scan"]
+__all__ = ["ACTIVATIONS", "CELLS", "quantize_u8", "rnn_scan"]

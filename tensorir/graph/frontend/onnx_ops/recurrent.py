@@ -6,6 +6,7 @@ bidirectional; ``layout`` 0 and 1; initial states, peepholes, ``clip``, activati
 from __future__ import annotations
 
 from ..registry import converter
+from .elementwise import scalar
 
 #: ONNX's activations taking alpha (and beta) -> their defaults, onnxruntime's (the ONNX spec gives none).
 ALPHA_BETA = {"LeakyRelu": (0.01, None), "ThresholdedRelu": (0.0, None), "Elu": (1.0, None),
@@ -63,9 +64,24 @@ def _seq_lens(ctx, lens, seq: int, batch: int):
     return lens if lens.type.dtype == "int32" else ctx.call("cast", lens, dtype="int32")
 
 
-def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults: list[str]) -> list:
+def _quantize_u8(ctx, x):
+    """onnxruntime's dynamic uint8 quantization of all of ``x``: ``(x quantized minus its zero point, scale)``
+    (:func:`tensorir.topi.nn.rnn.quantize_u8` in graph ops)."""
+    def c(v):
+        return scalar(v, x)
+    lo = ctx.call("minimum", ctx.call("min", x), c(0))
+    hi = ctx.call("maximum", ctx.call("max", x), c(0))
+    scale = ctx.call("where", ctx.call("equal", hi, lo), c(1), ctx.call("divide", ctx.call("subtract", hi, lo), c(255)))
+    zp = ctx.call("round", ctx.call("clip", ctx.call("negative", ctx.call("divide", lo, scale)), a_min=0.0, a_max=255.0))
+    q = ctx.call("clip", ctx.call("add", ctx.call("round", ctx.call("divide", x, scale)), zp), a_min=0.0, a_max=255.0)
+    return ctx.call("subtract", q, zp), scale
+
+
+def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults: list[str], scales=None) -> list:
     """``[Y, Y_h(, Y_c)]`` of an ONNX recurrent layer over ``x`` (``[seq, batch, input]``, layout 0), weights
-    ``w``, ``r``, bias ``b`` (or None), initial states ``init`` (each ``[num_dir, batch, hidden]`` or None)."""
+    ``w``, ``r``, bias ``b`` (or None), initial states ``init`` (each ``[num_dir, batch, hidden]`` or None).
+    With ``scales`` (``W``'s and ``R``'s, ``[num_dir, gates * hidden]`` each), ``w`` and ``r`` are integers
+    minus their zero points and ``x`` and each step's ``h`` are quantized to uint8 as onnxruntime does."""
     direction = attrs.get("direction", "forward")
     if direction not in ("forward", "reverse", "bidirectional"):
         raise ctx.error(f"unknown direction {direction!r}")
@@ -81,9 +97,13 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
     acts = _activations(ctx, attrs, defaults, num_dir)
     clip = attrs.get("clip")
     flat = ctx.call("reshape", x, newshape=[seq * batch, inp])
+    if scales is not None:
+        flat, x_scale = _quantize_u8(ctx, flat)
     ys, finals = [], []
     for d in range(num_dir):
         proj = ctx.call("nn.dense", flat, _take(ctx, w, d))
+        if scales is not None:
+            proj = ctx.call("multiply", proj, ctx.call("multiply", x_scale, _take(ctx, scales[0], d)))
         rbh = None
         if b is not None:
             bias = _take(ctx, b, d)
@@ -99,13 +119,15 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
             extra.append(_take(ctx, peep, d))
         if lens is not None:
             extra.append(lens)
+        if scales is not None:
+            extra.append(_take(ctx, scales[1], d))
         names, alphas, betas = acts[d]
         out = ctx.call("nn.rnn_scan", proj, ctx.call("transpose", _take(ctx, r, d), axes=[1, 0]),
                        ctx.call("concatenate", *states, axis=0) if len(states) > 1 else states[0], *extra,
                        cell=op, activations=list(names), activation_alpha=list(alphas), activation_beta=list(betas),
                        clip=None if clip is None else float(clip), linear_before_reset=lbr,
                        input_forget=bool(attrs.get("input_forget", 0)), reverse=direction == "reverse" or d == 1,
-                       peephole=peep is not None, seq_lens=lens is not None)
+                       peephole=peep is not None, seq_lens=lens is not None, quantized=scales is not None)
         ys.append(ctx.call("reshape", _slice(ctx, out, 0, 0, seq), newshape=[seq, 1, batch, hidden]))
         finals.append([_slice(ctx, out, 0, seq + k, seq + k + 1) for k in range(len(init))])
     y = ctx.call("concatenate", *ys, axis=1) if num_dir > 1 else ys[0]
@@ -148,3 +170,37 @@ def lstm(ctx, inputs, attrs):
 
 
 __all__ = ["recurrent"]
+
+
+def _centered(ctx, q, scale, zero_point, name: str):
+    """A quantized weight ``[num_dir, rows, 4 * hidden]`` minus its zero point (as floats), transposed to ONNX's
+    ``[num_dir, 4 * hidden, rows]``, and its scale per direction and column ``[num_dir, 4 * hidden]``."""
+    if q is None or scale is None:
+        raise ctx.error(f"{name} and its scale are required")
+    if q.type.dtype not in ("int8", "uint8"):
+        raise ctx.error(f"{name} is {q.type.dtype}, expected int8 or uint8")
+    nd, _, cols = q.type.shape
+    if tuple(scale.type.shape) not in ((nd,), (nd, cols)):
+        raise ctx.error(f"{name}_scale has shape {list(scale.type.shape)}, expected [{nd}] or [{nd}, {cols}]")
+    per = [nd, 1, cols if scale.type.ndim == 2 else 1]
+    x = ctx.call("cast", q, dtype=scale.type.dtype)
+    if zero_point is not None:
+        if tuple(zero_point.type.shape) != tuple(scale.type.shape):
+            raise ctx.error(f"{name}_zero_point has shape {list(zero_point.type.shape)}, not its scale's")
+        zp = ctx.call("cast", zero_point, dtype=scale.type.dtype)
+        x = ctx.call("subtract", x, ctx.call("reshape", zp, newshape=per))
+    cols_scale = ctx.call("broadcast_to", ctx.call("reshape", scale, newshape=[nd, per[2]]), shape=[nd, cols])
+    return ctx.call("transpose", x, axes=[0, 2, 1]), cols_scale
+
+
+@converter("DynamicQuantizeLSTM", since=1, domain="com.microsoft")
+def dynamic_quantize_lstm(ctx, inputs, attrs):
+    """onnxruntime's LSTM with int8/uint8 weights (W ``[num_dir, input, 4 * hidden]``, R ``[num_dir, hidden,
+    4 * hidden]``, a scale and zero point per direction or per column).  As onnxruntime does, X is quantized to
+    uint8 once (over all steps) for the input projection, and h at every step (over the batch) for the
+    recurrent product; the integer products are exact in float32 (docs/onnx.md)."""
+    x, w, r, b, lens, h0, c0, p, ws, wzp, rs, rzp = (list(inputs) + [None] * 12)[:12]
+    w, w_scale = _centered(ctx, w, ws, wzp, "W")
+    r, r_scale = _centered(ctx, r, rs, rzp, "R")
+    return recurrent(ctx, "LSTM", x, w, r, b, lens, [h0, c0], p, attrs, ["Sigmoid", "Tanh", "Tanh"],
+                     scales=(w_scale, r_scale))
