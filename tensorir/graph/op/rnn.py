@@ -24,8 +24,9 @@ def _infer(xp: TensorType, rt: TensorType, init: TensorType, *extra: TensorType,
     if not xp.dtype.startswith("float") or rt.dtype != xp.dtype or init.dtype != xp.dtype:
         raise ValueError(f"xp, rt and init must be one float type, got {xp.dtype}, {rt.dtype}, {init.dtype}")
     T, B, GH = xp.shape
-    H = rt.shape[0]
-    if GH != ngates * H or tuple(rt.shape) != (H, GH) or tuple(init.shape) != (nstates, B, H):
+    H = rt.shape[1] if rt.ndim == 3 else rt.shape[0]
+    rshape = (GH // rt.shape[2], H, rt.shape[2]) if rt.ndim == 3 else (H, GH)
+    if GH != ngates * H or tuple(rt.shape) != rshape or tuple(init.shape) != (nstates, B, H):
         raise ValueError(f"{cell}: shapes do not fit ({ngates} gates, {nstates} states)")
     n_act = {"RNN": 1, "GRU": 2, "LSTM": 3}[cell]
     if len(activations) != n_act or len(activation_alpha) != n_act or len(activation_beta) != n_act:
@@ -73,6 +74,8 @@ def quantize_u8(x: np.ndarray) -> tuple[np.ndarray, np.float32]:
 def _numpy(xp, rt, init, *extra, cell, activations, activation_alpha, activation_beta, clip, linear_before_reset,
            input_forget, reverse, peephole, seq_lens, quantized):
     T, B, _ = xp.shape
+    if rt.ndim == 3:    # packed blocks of columns
+        rt = rt.transpose(1, 0, 2).reshape(rt.shape[1], -1)
     H = rt.shape[0]
     rest = [e.astype("float64") if e.dtype.kind == "f" else e for e in extra]
     rbh = rest.pop(0) if cell == "GRU" and linear_before_reset else None

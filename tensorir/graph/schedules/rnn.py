@@ -13,22 +13,31 @@ from ..lower_te import KernelTE
 from .helpers import vector_width
 from .registry import register_schedule
 
-#: gate columns accumulated together per reduction step (four AVX-512 vectors)
-COLUMN_BLOCK = 64
+#: accumulator registers of a matrix-vector block (rows of the batch x vectors of gate columns)
+ACCUMULATORS = 16
 
 
-def _matvec(st) -> None:
-    """``out[t, b, g] = sum_k h[b, k] * rt[k, g]``: blocks of columns, the reduction outside the block."""
+def _divisor(n: int, limit: int) -> int:
+    return max(d for d in range(1, min(n, max(limit, 1)) + 1) if n % d == 0)
+
+
+def _matvec(st, block: int) -> None:
+    """``out[t, b, g] = sum_k h[b, k] * rt[k, g]``: per block of gate columns (``R^T`` packed by them), the
+    reduction outside a register block of batch rows x column vectors, so each vector of ``R^T`` is loaded
+    once per step."""
     t, b, g = st.op.axis
     (k,) = st.op.reduce_axis
-    n = int(st.op.axis[2].dom.extent)
-    block = max(d for d in range(1, min(n, COLUMN_BLOCK) + 1) if n % d == 0)
-    go, gi = st.split(g, factor=block)
-    st.reorder(b, go, k, gi)
+    nb, n = int(b.dom.extent), int(g.dom.extent)
+    if n % block:
+        block = n
     vw = vector_width(block)
+    bo, bi = st.split(b, factor=_divisor(nb, ACCUMULATORS))
+    go, gi = st.split(g, factor=block)
+    gv, gl = st.split(gi, factor=vw)
+    st.reorder(bo, go, k, bi, gv, gl)
+    st.unroll(bi)
+    st.unroll(gv)
     if vw > 1:
-        gv, gl = st.split(gi, factor=vw)
-        st.unroll(gv)
         st.vectorize(gl)
 
 
@@ -44,11 +53,13 @@ def _elementwise(st) -> None:
 def schedule_rnn_scan(cfg, kt: KernelTE) -> Schedule:
     """See the module."""
     s = create_schedule([t.op for t in kt.outputs])
+    rt = kt.inputs[1]     # R^T, packed [columns / block, hidden, block] by the importer, or [hidden, columns]
+    block = int(rt.shape[2]) if rt.ndim == 3 else int(rt.shape[1])
     for st in s.stages:
         if not isinstance(st.op, ComputeOp):
             continue
         if st.op.name in ("rnn_hr", "rnn_reset_hr"):
-            _matvec(st)
+            _matvec(st, block)
         elif st.op.name in ("rnn_update", "rnn_reset_h", "rnn_init", "rnn_h_quantized"):
             _elementwise(st)
     for t in kt.outputs:

@@ -47,6 +47,15 @@ ACTIVATIONS = {
 }
 
 
+def pack_block(batch: int, hidden: int, accumulators: int = 16) -> int:
+    """Columns of ``R^T`` per packed block: a divisor of ``hidden``, up to four float32 vectors of 16, so that a
+    block of batch rows (up to 16) x its vectors fits ``accumulators`` registers; the schedule's column block."""
+    vec = next((v for v in (16, 8, 4) if hidden % v == 0), 1)
+    rows = max(d for d in range(1, min(batch, accumulators) + 1) if batch % d == 0)
+    limit = max(1, min(4, accumulators // rows))
+    return vec * max(d for d in range(1, limit + 1) if (hidden // vec) % d == 0)
+
+
 def quantize_u8(lo, hi, x=None):
     """onnxruntime's dynamic uint8 quantization of values in ``[lo, hi]`` (widened to hold 0): ``(scale,
     zero_point)``, or with ``x`` its quantized value minus the zero point (an integer, as a float)."""
@@ -63,7 +72,8 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
              activation_alpha=(), activation_beta=(), clip=None, linear_before_reset=False, input_forget=False,
              reverse=False, peephole=False, seq_lens=False, quantized=False) -> Tensor:
     """One direction of an ONNX recurrent layer (see the module).  ``xp``: ``[steps, batch, gates * hidden]``;
-    ``rt``: ``[hidden, gates * hidden]``; ``init``: ``[states, batch, hidden]``; ``extra``: GRU's ``Rbh``
+    ``rt``: ``[hidden, gates * hidden]``, or packed in blocks of columns ``[gates * hidden / block, hidden, block]``
+    (:func:`pack_block`; ``block`` divides ``hidden``); ``init``: ``[states, batch, hidden]``; ``extra``: GRU's ``Rbh``
     (``[hidden]``) with ``linear_before_reset``, LSTM's peepholes ``[3 * hidden]`` with ``peephole``, the
     sequence lengths ``[batch]`` (int32) with ``seq_lens``, ``R``'s scale per column ``[gates * hidden]`` with
     ``quantized``, in this order.  ``quantized`` (onnxruntime's DynamicQuantizeLSTM): ``rt`` holds ``R`` minus its
@@ -72,8 +82,11 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
         raise ValueError(f"rnn_scan: unknown cell {cell!r} (one of {', '.join(CELLS)})")
     ngates, nstates = CELLS[cell]
     T, B, GH = (int(d) for d in xp.shape)
-    H = int(rt.shape[0])
-    if GH != ngates * H or tuple(int(d) for d in rt.shape) != (H, GH) or \
+    packed = rt.ndim == 3
+    H = int(rt.shape[1] if packed else rt.shape[0])
+    blk = int(rt.shape[2]) if packed else GH
+    rshape = (GH // blk, H, blk) if packed else (H, GH)
+    if GH != ngates * H or GH % blk or H % blk and packed or tuple(int(d) for d in rt.shape) != rshape or \
             tuple(int(d) for d in init.shape) != (nstates, B, H):
         raise ValueError(f"rnn_scan: {cell} shapes do not fit: xp {list(xp.shape)}, rt {list(rt.shape)}, "
                          f"init {list(init.shape)}")
@@ -95,6 +108,9 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
             x = _min(_max(x, const(-lim, dt)), const(lim, dt))
         return fns[k](x)
 
+    def r(kk, g):             # R^T[k, g], packed or not
+        return rt[g // blk, kk, g % blk] if packed else rt[kk, g]
+
     def step_x(t):            # the time index scan step t (1..T) reads
         return T - t if reverse else t - 1
 
@@ -109,9 +125,9 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
         hi = compute((T + 1,), lambda t: te_max(state[t - 1, 0, qb, qk], axis=[qb, qk]), name="rnn_h_max")
         hq = compute((T + 1, B, H), lambda t, b, kk: quantize_u8(lo[t], hi[t], state[t - 1, 0, b, kk]),
                      name="rnn_h_quantized")
-        mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(hq[t, b, k] * rt[k, g], axis=k), name="rnn_hr")
+        mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(hq[t, b, k] * r(k, g), axis=k), name="rnn_hr")
     else:
-        mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(state[t - 1, 0, b, k] * rt[k, g], axis=k), name="rnn_hr")
+        mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(state[t - 1, 0, b, k] * r(k, g), axis=k), name="rnn_hr")
 
     def pre(t, b, q, j):     # gate q before its activation: x W^T + h R^T (+ biases, in xp)
         if quantized:       # onnxruntime: the int32 product times (h's scale * R's scale)
@@ -123,7 +139,7 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
             return act(0, pre(t, b, 1, kk)) * state[t - 1, 0, b, kk]
         rh = compute((T + 1, B, H), reset_h, name="rnn_reset_h")
         k2 = reduce_axis((0, H), name="k2")
-        mv2 = compute((T + 1, B, H), lambda t, b, j: te_sum(rh[t, b, k2] * rt[k2, 2 * H + j], axis=k2),
+        mv2 = compute((T + 1, B, H), lambda t, b, j: te_sum(rh[t, b, k2] * r(k2, 2 * H + j), axis=k2),
                       name="rnn_reset_hr")
 
     def update(t, s, b, j):
@@ -167,4 +183,4 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     return compute((T + nstates, B, H), out, name="rnn_out", tag="rnn_scan")
 
 
-__all__ = ["ACTIVATIONS", "CELLS", "quantize_u8", "rnn_scan"]
+__all__ = ["ACTIVATIONS", "CELLS", "pack_block", "quantize_u8", "rnn_scan"]

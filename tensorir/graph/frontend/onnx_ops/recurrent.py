@@ -5,6 +5,7 @@ bidirectional; ``layout`` 0 and 1; initial states, peepholes, ``clip``, activati
 ``linear_before_reset``, LSTM's ``input_forget`` and per-batch ``sequence_lens`` (constant or computed)."""
 from __future__ import annotations
 
+from ....topi.nn.rnn import pack_block
 from ..registry import converter
 from .elementwise import scalar
 
@@ -97,6 +98,7 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
     acts = _activations(ctx, attrs, defaults, num_dir)
     clip = attrs.get("clip")
     flat = ctx.call("reshape", x, newshape=[seq * batch, inp])
+    block = pack_block(batch, hidden)
     if scales is not None:
         flat, x_scale = _quantize_u8(ctx, flat)
     ys, finals = [], []
@@ -122,7 +124,9 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
         if scales is not None:
             extra.append(_take(ctx, scales[1], d))
         names, alphas, betas = acts[d]
-        out = ctx.call("nn.rnn_scan", proj, ctx.call("transpose", _take(ctx, r, d), axes=[1, 0]),
+        rt = ctx.call("transpose", ctx.call("reshape", _take(ctx, r, d), newshape=[gates * hidden // block, block, hidden]),
+                      axes=[0, 2, 1])    # R^T in blocks of columns [gates * hidden / block, hidden, block]
+        out = ctx.call("nn.rnn_scan", proj, rt,
                        ctx.call("concatenate", *states, axis=0) if len(states) > 1 else states[0], *extra,
                        cell=op, activations=list(names), activation_alpha=list(alphas), activation_beta=list(betas),
                        clip=None if clip is None else float(clip), linear_before_reset=lbr,
