@@ -1,10 +1,13 @@
 """The CPU schedule of ``nn.rnn_scan`` kernels (:mod:`tensorir.topi.nn.rnn`): the scan loop over time is
-serial; inside it, each recurrent matrix-vector product ``h R^T`` runs with its reduction outside a vector of
-gate columns (``R`` is transposed, so they are contiguous), the cell's update is vectorized over the hidden
-units, and the result's copy (``Y`` in time order, the final states) is parallel and vectorized.  Threads
-inside the time loop would meet at a barrier every step: at the sizes of real recurrent layers (hidden
-64-512) a step is microseconds, so the body stays on one thread."""
+serial; inside it, each recurrent matrix-vector product ``h R^T`` runs per block of gate columns (``R^T`` is
+packed by them at import) with its reduction outside a register block of batch rows x column vectors, the
+cell's update is vectorized over the hidden units, and the result's copy (``Y`` in time order, the final
+states) is vectorized, parallel only when large.  Threads inside the time loop would meet at a barrier every
+step: at the sizes of real recurrent layers (hidden 64-512) a step takes microseconds, so the body stays on
+one thread."""
 from __future__ import annotations
+
+import math
 
 from ...schedule import Schedule, create_schedule
 from ...tensor import ComputeOp
@@ -13,6 +16,8 @@ from ..lower_te import KernelTE
 from .helpers import vector_width
 from .registry import register_schedule
 
+#: elements of the result from which its copy runs on several threads (below, a parallel region costs more)
+PARALLEL_COPY = 1 << 18
 #: accumulator registers of a matrix-vector block (rows of the batch x vectors of gate columns)
 ACCUMULATORS = 16
 
@@ -62,6 +67,9 @@ def schedule_rnn_scan(cfg, kt: KernelTE) -> Schedule:
             _matvec(st, block)
         elif st.op.name in ("rnn_update", "rnn_reset_h", "rnn_init", "rnn_h_quantized"):
             _elementwise(st)
-    for t in kt.outputs:
-        schedule_injective_from_existing(s, t)
+    for t in kt.outputs:    # Y and the final states: one copy, parallel only when large
+        if math.prod(int(d) for d in t.shape) >= PARALLEL_COPY:
+            schedule_injective_from_existing(s, t)
+        else:
+            _elementwise(s[t])
     return s
