@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ...schedule import Schedule, create_schedule
+from ...schedule import Schedule, ScheduleError, create_schedule
 from ...tensor import ComputeOp
 from ...topi.generic.injective import schedule_injective_from_existing
 from ..lower_te import KernelTE
@@ -73,3 +73,11 @@ def schedule_rnn_scan(cfg, kt: KernelTE) -> Schedule:
         else:
             _elementwise(s[t])
     return s
+
+
+@register_schedule("nn.rnn_scan", target="cuda", name="rnn_scan_cuda")
+def refuse_rnn_scan_cuda(cfg, kt: KernelTE) -> Schedule:
+    """No CUDA schedule yet: every step's matrix-vector product reads all of ``h``, so the cell would need one
+    block with barriers between its stages."""
+    raise ScheduleError(f"kernel {kt.kernel.name}: nn.rnn_scan (RNN/GRU/LSTM) has no CUDA schedule yet; "
+                        "build recurrent models for the CPU (target llvm)")
