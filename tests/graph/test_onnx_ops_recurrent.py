@@ -233,3 +233,22 @@ def test_dynamic_quantize_lstm_matches_onnxruntime(kw):
     for got in (mod(**feed), graph.evaluate(g, feed, params)):
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(b).max())))
+
+
+def test_cuda_refuses_the_scan_by_name():
+    m, _, _ = model("GRU", seq=4)
+    g, params = graph.from_onnx(m)
+    report = str(graph.check(g, "cuda", params))
+    assert "nn.rnn_scan" in report and "no CUDA schedule" in report
+
+
+def test_artifact_round_trip(tmp_path):
+    """The scan kernel and its attributes (activations, clip, sequence lengths) survive export and load."""
+    import codegen
+    m, feed, _ = model("LSTM", seq=6, batch=2, direction="bidirectional", seq_lens=[6, 3], lens_input=True,
+                       attrs={"clip": 2.0})
+    mod = check(m, feed, rtol=1e-4, atol=1e-5)
+    mod.export_library(str(tmp_path))
+    loaded = codegen.load_model(str(tmp_path))
+    for a, b in zip(loaded(**feed), mod(**feed)):
+        np.testing.assert_array_equal(a, b)
