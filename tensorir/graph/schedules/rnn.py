@@ -65,7 +65,7 @@ def schedule_rnn_scan(cfg, kt: KernelTE) -> Schedule:
             continue
         if st.op.name in ("rnn_hr", "rnn_reset_hr"):
             _matvec(st, block)
-        elif st.op.name in ("rnn_update", "rnn_reset_h", "rnn_init", "rnn_h_quantized"):
+        elif st.op.name in ("rnn_update", "rnn_cell", "rnn_reset_h", "rnn_init", "rnn_h_quantized"):
             _elementwise(st)
     for t in kt.outputs:    # Y and the final states: one copy, parallel only when large
         if math.prod(int(d) for d in t.shape) >= PARALLEL_COPY:

@@ -142,6 +142,18 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
         mv2 = compute((T + 1, B, H), lambda t, b, j: te_sum(rh[t, b, k2] * r(k2, 2 * H + j), axis=k2),
                       name="rnn_reset_hr")
 
+    def gate(t, b, q, j, c):    # LSTM's gate q with its peephole on the cell state c
+        v = pre(t, b, q, j)
+        return v if peep is None else v + peep[q * H + j] * c
+
+    if cell == "LSTM":          # the new cell state, once per step (h and c both read it)
+        def cell_state(t, b, j):
+            cp = state[t - 1, 1, b, j]
+            i = act(0, gate(t, b, 0, j, cp))
+            f = const(1, dt) - i if input_forget else act(0, gate(t, b, 2, j, cp))
+            return f * cp + i * act(1, pre(t, b, 3, j))
+        cnew = compute((T + 1, B, H), cell_state, name="rnn_cell")
+
     def update(t, s, b, j):
         hp = state[t - 1, 0, b, j]
         if cell == "RNN":
@@ -149,22 +161,14 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
         elif cell == "GRU":
             z = act(0, pre(t, b, 0, j))
             if linear_before_reset:
-                r = act(0, pre(t, b, 1, j))
-                cand = act(1, xp[step_x(t), b, 2 * H + j] + r * (mv[t, b, 2 * H + j] + rbh[j]))
+                rg = act(0, pre(t, b, 1, j))
+                cand = act(1, xp[step_x(t), b, 2 * H + j] + rg * (mv[t, b, 2 * H + j] + rbh[j]))
             else:
                 cand = act(1, xp[step_x(t), b, 2 * H + j] + mv2[t, b, j])
             new = (const(1, dt) - z) * cand + z * hp
         else:
-            cp = state[t - 1, 1, b, j]
-
-            def gate(q, c):
-                v = pre(t, b, q, j)
-                return v if peep is None else v + peep[q * H + j] * c
-            i = act(0, gate(0, cp))
-            f = const(1, dt) - i if input_forget else act(0, gate(2, cp))
-            c = f * cp + i * act(1, pre(t, b, 3, j))
-            o = act(0, gate(1, c))
-            new = if_then_else(s == 0, o * act(2, c, clipped=False), c)   # onnxruntime: h(c) unclipped
+            c = cnew[t, b, j]
+            new = if_then_else(s == 0, act(0, gate(t, b, 1, j, c)) * act(2, c, clipped=False), c)   # h(c) unclipped
         if lens is not None:
             new = if_then_else(step_x(t) < lens[b], new, state[t - 1, s, b, j])
         return new
