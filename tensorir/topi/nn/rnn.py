@@ -86,7 +86,7 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     H = int(rt.shape[1] if packed else rt.shape[0])
     blk = int(rt.shape[2]) if packed else GH
     rshape = (GH // blk, H, blk) if packed else (H, GH)
-    if GH != ngates * H or GH % blk or H % blk and packed or tuple(int(d) for d in rt.shape) != rshape or \
+    if xp.ndim != 3 or GH != ngates * H or GH % blk or (packed and H % blk) or tuple(int(d) for d in rt.shape) != rshape or \
             tuple(int(d) for d in init.shape) != (nstates, B, H):
         raise ValueError(f"rnn_scan: {cell} shapes do not fit: xp {list(xp.shape)}, rt {list(rt.shape)}, "
                          f"init {list(init.shape)}")
