@@ -155,7 +155,7 @@ def _tune_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sample_input(dtype: str, shape) -> "np.ndarray":
+def _sample_input(dtype: str, shape):
     """A deterministic input: uniform in [-1, 1) for floats, zeros (a valid index everywhere) for integers."""
     import numpy as np
     if np.dtype(dtype).kind == "f":
