@@ -1,0 +1,173 @@
+"""Control flow: If, Loop and Scan as the graph's ``if`` and ``loop`` (:mod:`tensorir.graph.op.control`).
+
+A subgraph is converted in a scope over its parent's (``ctx.subgraph``), so its converters see outer
+values as they are (constants stay constants, ``ctx.require_const`` works on outer initializers); it is
+then closed (:func:`close`): each outer value it reads becomes one of its inputs and an input of the
+node.  Nested control flow closes from the inside out (an inner branch's captures become inputs of the
+node in the middle graph, which its own closing captures in turn).
+
+Folded at import: an If whose condition is a constant once shapes are bound (a shape comparison, an
+initializer) is the taken branch, inlined.  A Loop keeps its loop (never unrolled).  Scan is a ``loop``
+over its sequence length whose body takes slice ``i`` of each scan input (``take``; ``L - 1 - i`` in
+reverse) and whose stacked outputs are flipped (reverse) and moved to their output axis.  Refused by
+name: branch outputs of different types, loop-carried values that change shape, and Loop scan outputs
+whose length depends on the data (a trip count or condition computed at run time)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import Const, Graph, Node, TensorType, Value, Var, topological_order
+from ..registry import converter
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def captures(outputs: list[Value], outer: set[int]) -> list[Value]:
+    """The outer values (ids in ``outer``; constants excepted) that ``outputs`` read, in first-use order."""
+    return [v for v in topological_order(outputs, stop=outer) if id(v) in outer and not isinstance(v, Const)]
+
+
+def close(name: str, outputs: list[Value], formals: list[Var], captured: list[Value],
+          output_names: list[str]) -> Graph:
+    """The closed subgraph: inputs ``formals`` then one per ``captured`` value, nodes rebuilt over them."""
+    memo: dict[int, Value] = {id(c): Var(f"captured{k}", c.type) for k, c in enumerate(captured)}
+    for v in topological_order(outputs, stop=set(memo)):
+        if isinstance(v, Node) and id(v) not in memo:
+            memo[id(v)] = Node(v.op, tuple(memo.get(id(i), i) for i in v.inputs), v.attrs, v.type, v.name)
+    inputs = (*formals, *(memo[id(c)] for c in captured))
+    return Graph(inputs, tuple(memo.get(id(o), o) for o in outputs), (), tuple(output_names), name)
+
+
+def _label(ctx) -> str:
+    return ctx.node.name or ctx.node.output[0] or ctx.node.op_type
+
+
+def _scalar(ctx, v: Value, dtype: str, what: str) -> Value:
+    """``v`` as a 0-d value (ONNX allows shape [1]); a GraphError naming ``what`` otherwise."""
+    if v.type.dtype != dtype or v.type.size != 1:
+        raise ctx.error(f"{what} must be a one-element {dtype} tensor, not {v.type}")
+    return v if v.type.shape == () else ctx.call("reshape", v, newshape=[])
+
+
+@converter("If", since=1)
+def if_(ctx, inputs, attrs):
+    cond = _scalar(ctx, inputs[0], "bool", "the condition")
+    c = ctx.const(cond)
+    if c is not None:     # folded at import: the taken branch, inlined
+        return ctx.subgraph(attrs["then_branch" if bool(c) else "else_branch"], {})
+    outer = ctx.scope_ids()
+    then_out = ctx.subgraph(attrs["then_branch"], {})
+    else_out = ctx.subgraph(attrs["else_branch"], {})
+    if len(then_out) != len(else_out):
+        raise ctx.error(f"then_branch gives {len(then_out)} outputs, else_branch {len(else_out)}")
+    for k, (a, b) in enumerate(zip(then_out, else_out)):
+        if a.type != b.type:
+            raise ctx.error(f"output {ctx.node.output[k]!r} is {a.type} in then_branch but {b.type} in "
+                            "else_branch: branch outputs of different shapes are not supported (tiletune "
+                            "compiles static shapes)")
+    captured = list(dict.fromkeys(captures(then_out, outer) + captures(else_out, outer)))
+    names = list(ctx.node.output)
+    label = _label(ctx)
+    g_then = close(f"{label}.then_branch", then_out, [], captured, names)
+    g_else = close(f"{label}.else_branch", else_out, [], captured, names)
+    return [ctx.call("if", cond, *captured, then_branch=g_then, else_branch=g_else, output_index=k)
+            for k in range(len(then_out))]
+
+
+def _loop_node(ctx, label: str, trip, cond, initial: list[Value], formals: list[Var], outs: list[Value],
+               trips: int, names: list[str]) -> list[Value]:
+    """The ``loop`` nodes of a body converted over ``formals`` (iteration, condition, carried) giving ``outs``
+    (condition, carried, scanned), capturing what it reads from outer scopes."""
+    captured = captures(outs, ctx.scope_ids())
+    body = close(f"{label}.body", outs, formals, captured, ["cond", *names])
+    return [ctx.call("loop", trip, cond, *initial, *captured, body=body, num_carried=len(initial), trips=trips,
+                     output_index=k) for k in range(len(outs) - 1)]
+
+
+def _formals(body, initial: list[Value]) -> list[Var]:
+    names = [i.name for i in body.input]
+    return [Var(names[0], TensorType((), "int64")), Var(names[1], TensorType((), "bool")),
+            *(Var(n, v.type) for n, v in zip(names[2:], initial))]
+
+
+@converter("Loop", since=1)
+def loop(ctx, inputs, attrs):
+    body = attrs["body"]
+    trip_in, cond_in, initial = inputs[0], inputs[1], list(inputs[2:])
+    if len(body.input) != 2 + len(initial):
+        raise ctx.error(f"the body takes {len(body.input)} inputs, not 2 + {len(initial)} loop-carried values")
+    trip = _scalar(ctx, trip_in, "int64", "the trip count M") if trip_in is not None else Const(np.int64(_INT64_MAX))
+    cond = _scalar(ctx, cond_in, "bool", "the condition") if cond_in is not None else Const(np.bool_(True))
+    formals = _formals(body, initial)
+    outs = ctx.subgraph(body, {f.name: f for f in formals})
+    if len(outs) < 1 + len(initial):
+        raise ctx.error(f"the body gives {len(outs)} outputs, fewer than 1 + {len(initial)} loop-carried values")
+    outs[0] = _scalar(ctx, outs[0], "bool", "the body's condition output")
+    for k, (v, out) in enumerate(zip(initial, outs[1:])):
+        if v.type != out.type:
+            raise ctx.error(f"loop-carried value {ctx.node.output[k]!r} enters as {v.type} but the body gives "
+                            f"{out.type}: values that change shape across iterations are not supported (tiletune "
+                            "compiles static shapes)")
+    m, c = ctx.const(trip), ctx.const(cond)
+    out_cond = outs[0]
+    while isinstance(out_cond, Node) and out_cond.op in ("copy", "reshape"):   # Identity of the condition
+        out_cond = out_cond.inputs[0]
+    always = c is not None and bool(c) and (out_cond is formals[1] or
+                                            (isinstance(out_cond, Const) and bool(out_cond.value)))
+    trips = int(m) if m is not None and always else -1
+    if m is not None and c is not None and int(m) == _INT64_MAX and always:
+        raise ctx.error("the loop has neither a trip count nor a condition that can stop it")
+    scanned = list(ctx.node.output)[len(initial):]
+    if trips < 0 and scanned:
+        raise ctx.error(f"scan output {scanned[0]!r} has a length that depends on the data (the trip count or the "
+                        "condition is computed at run time); tiletune compiles static shapes")
+    return _loop_node(ctx, _label(ctx), trip, cond, initial, formals, outs, trips, list(ctx.node.output))
+
+
+def _axes(attrs, key: str, count: int, ranks: list[int]) -> list[int]:
+    return [a % r for a, r in zip(attrs.get(key) or [0] * count, ranks)]
+
+
+@converter("Scan", since=9)
+def scan(ctx, inputs, attrs):
+    body, ns = attrs["body"], attrs["num_scan_inputs"]
+    states, xs = list(inputs[:len(inputs) - ns]), list(inputs[len(inputs) - ns:])
+    in_axes = _axes(attrs, "scan_input_axes", ns, [x.type.ndim for x in xs])
+    in_dirs = attrs.get("scan_input_directions") or [0] * ns
+    lengths = {x.type.shape[a] for x, a in zip(xs, in_axes)}
+    if len(lengths) != 1:
+        raise ctx.error(f"the scan inputs have different lengths along their scan axes ({sorted(lengths)})")
+    length = lengths.pop()
+    names = [i.name for i in body.input]
+    formals = [Var(f"{_label(ctx)}.iteration", TensorType((), "int64")), Var(f"{_label(ctx)}.cond",
+                                                                              TensorType((), "bool")),
+               *(Var(n, v.type) for n, v in zip(names, states))]
+    i = formals[0]
+    last = Const(np.int64(length - 1))
+    slices = {}
+    for name, x, axis, rev in zip(names[len(states):], xs, in_axes, in_dirs):
+        index = ctx.call("subtract", last, i) if rev else i
+        slices[name] = ctx.call("take", x, index, axis=axis)
+    outs = ctx.subgraph(body, {**{f.name: f for f in formals[2:]}, **slices})
+    if len(outs) < len(states):
+        raise ctx.error(f"the body gives {len(outs)} outputs, fewer than its {len(states)} states")
+    for k, (v, out) in enumerate(zip(states, outs)):
+        if v.type != out.type:
+            raise ctx.error(f"state {ctx.node.output[k]!r} enters as {v.type} but the body gives {out.type}")
+    results = _loop_node(ctx, _label(ctx), Const(np.int64(length)), Const(np.bool_(True)), states, formals,
+                         [formals[1], *outs], length, list(ctx.node.output))
+    nso = len(outs) - len(states)
+    out_axes = _axes(attrs, "scan_output_axes", nso, [o.type.ndim + 1 for o in outs[len(states):]])
+    out_dirs = attrs.get("scan_output_directions") or [0] * nso
+    for k, (axis, rev) in enumerate(zip(out_axes, out_dirs)):
+        v = results[len(states) + k]
+        if rev:
+            nd = v.type.ndim
+            v = ctx.call("strided_slice", v, begin=[length - 1] + [0] * (nd - 1), end=[-1] + list(v.type.shape[1:]),
+                         strides=[-1] + [1] * (nd - 1))
+        if axis:
+            order = list(range(1, v.type.ndim))
+            order.insert(axis, 0)
+            v = ctx.call("transpose", v, axes=order)
+        results[len(states) + k] = v
+    return results
