@@ -283,6 +283,26 @@ FALLBACK_BODY = Record({"name": STR, "pattern": STR, "inputs": ListOf(COUNT), "o
 STEP = Record({"kernel": STR, "symbol": nullable(STR), "native": BOOL, "parallel": BOOL, "args": ListOf(LOC), "out": LOC,
                "nodes": ListOf(STR), "index_checks": ListOf(INDEX_CHECK), "schedule": nullable(OBJECT)},
               {"body": FALLBACK_BODY})
+
+
+class _Block(Spec):
+    """A block of the control-flow program (``codegen/model/plan_control.py``): recursive."""
+    what = "a program block (a list of steps, if and loop items)"
+
+    def check(self, value, path):
+        ListOf(PROGRAM_ITEM).check(value, path)
+
+
+_LOCS = ListOf(LOC)
+_OUTS = ListOf(nullable(LOC))
+PROGRAM_ITEM = Either((
+    Record({"steps": ListOf(COUNT)}, closed=True),
+    Record({"if": Record({"node": STR, "cond": LOC, "then": _Block(), "else": _Block(), "then_out": _LOCS,
+                          "else_out": _LOCS, "out": _OUTS}, {"refused": MapOf(STR)})}, closed=True),
+    Record({"loop": Record({"node": STR, "trip": LOC, "cond": LOC, "init": _LOCS, "iteration": LOC, "cond_in": LOC,
+                            "carried": _LOCS, "body": _Block(), "cond_out": LOC, "carried_out": _LOCS,
+                            "scan_out": _LOCS, "out": _OUTS})}, closed=True)),
+    "an item {steps}, {if} or {loop}")
 RUN_LIST = {
     "inputs": ListOf(IO), "outputs": ListOf(IO), "steps": ListOf(STEP),
     "copies": ListOf(Record({"dst": LOC, "src": LOC})),
@@ -307,7 +327,7 @@ def manifest_spec(files, required: dict, optional: dict) -> Spec:
 
 def graph_spec(required: dict, optional: dict) -> Spec:
     """A ``graph.json``: the run list and the target's own fields."""
-    return Record({"format": STR, **RUN_LIST, **required}, {"name": STR, **optional})
+    return Record({"format": STR, **RUN_LIST, **required}, {"name": STR, "program": _Block(), **optional})
 
 
 SIGNATURE = Record({"format": STR, "name": STR, "parallel": BOOL,

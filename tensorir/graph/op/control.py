@@ -6,7 +6,9 @@ nodes, one per result (``output_index``), sharing the same inputs and the same s
 (:func:`group_key` tells one operation's nodes apart).
 
 * ``if(cond, *captured, then_branch=, else_branch=, output_index=)``: ``cond`` a one-element bool; both
-  branches take ``captured`` and give outputs of equal types (static shapes).
+  branches take ``captured`` and give outputs of equal types (static shapes).  ``refused_branch`` names a
+  branch that cannot run at the graph's shapes (its outputs are placeholders): taking it raises
+  ``refused``, the reason.
 * ``loop(trip_count, cond, *initial, *captured, body=, num_carried=, trips=, output_index=)`` (ONNX's
   Loop): ``body(iteration, cond, *carried, *captured) -> (cond, *carried, *scanned)`` runs while
   ``iteration < trip_count`` and ``cond``; results are the final carried values, then the scanned
@@ -48,7 +50,8 @@ def _check_inputs(g: Graph, types, what: str) -> None:
         raise ValueError(f"{what} takes ({', '.join(map(str, got))}), given ({', '.join(map(str, types))})")
 
 
-def _if_infer(cond, *types, then_branch: Graph, else_branch: Graph, output_index: int) -> TensorType:
+def _if_infer(cond, *types, then_branch: Graph, else_branch: Graph, output_index: int, refused_branch: str,
+              refused: str) -> TensorType:
     _scalar(cond, "bool", "the condition")
     _check_inputs(then_branch, types, "then_branch")
     _check_inputs(else_branch, types, "else_branch")
@@ -90,7 +93,10 @@ def run_control(n_op: str, arrays, attrs) -> list[np.ndarray]:
     def feed(g: Graph, values) -> dict:
         return {p.name: v for p, v in zip(g.inputs, values)}
     if n_op == IF:
-        branch = attrs["then_branch"] if bool(np.asarray(arrays[0]).reshape(-1)[0]) else attrs["else_branch"]
+        name = "then_branch" if bool(np.asarray(arrays[0]).reshape(-1)[0]) else "else_branch"
+        if attrs["refused_branch"] == name:
+            raise GraphError(attrs["refused"])
+        branch = attrs[name]
         return evaluate(branch, feed(branch, arrays[1:]))
     body, nc = attrs["body"], attrs["num_carried"]
     trip, cond = int(np.asarray(arrays[0]).reshape(-1)[0]), bool(np.asarray(arrays[1]).reshape(-1)[0])
@@ -117,7 +123,7 @@ def _numpy(op_name: str):
 
 
 register_op(IF, OpPattern.OPAQUE, _if_infer, numpy=_numpy(IF), num_inputs=(1, 1 << 30),
-            attrs={"then_branch": None, "else_branch": None, "output_index": 0})
+            attrs={"then_branch": None, "else_branch": None, "output_index": 0, "refused_branch": "", "refused": ""})
 register_op(LOOP, OpPattern.OPAQUE, _loop_infer, numpy=_numpy(LOOP), num_inputs=(2, 1 << 30),
             attrs={"body": None, "num_carried": 0, "trips": -1, "output_index": 0})
 

@@ -46,7 +46,10 @@ def _specialize(n: Node, memo: dict) -> Node:
 def _fold(n: Node) -> Value | None:
     """The value ``n`` is once its condition or trip count is constant, or None."""
     if n.op == IF and isinstance(n.inputs[0], Const):
-        branch = n.attrs["then_branch" if bool(np.asarray(n.inputs[0].value).reshape(-1)[0]) else "else_branch"]
+        name = "then_branch" if bool(np.asarray(n.inputs[0].value).reshape(-1)[0]) else "else_branch"
+        if name == n.attrs["refused_branch"]:
+            return None     # the run raises
+        branch = n.attrs[name]
         return inline_graph(branch, n.inputs[1:])[n.attrs["output_index"]]
     if n.op == LOOP:
         trip, cond = n.inputs[0], n.inputs[1]

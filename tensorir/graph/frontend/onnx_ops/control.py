@@ -7,7 +7,9 @@ node.  Nested control flow closes from the inside out (an inner branch's capture
 node in the middle graph, which its own closing captures in turn).
 
 Folded at import: an If whose condition is a constant once shapes are bound (a shape comparison, an
-initializer) is the taken branch, inlined.  A Loop keeps its loop (never unrolled).  Scan is a ``loop``
+initializer) is the taken branch, inlined.  A branch that cannot be converted at the bound shapes while
+the other can (silero-vad's 8 kHz branch given 16 kHz frames) is kept as a run-time error: taking it
+raises, naming the node and the reason, where onnxruntime fails too.  A Loop keeps its loop (never unrolled).  Scan is a ``loop``
 over its sequence length whose body takes slice ``i`` of each scan input (``take``; ``L - 1 - i`` in
 reverse) and whose stacked outputs are flipped (reverse) and moved to their output axis.  Refused by
 name: branch outputs of different types, loop-carried values that change shape, and Loop scan outputs
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Const, Graph, Node, TensorType, Value, Var, topological_order
+from ...ir import Const, Graph, GraphError, Node, TensorType, Value, Var, topological_order
 from ..registry import converter
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -56,8 +58,14 @@ def if_(ctx, inputs, attrs):
     if c is not None:     # folded at import: the taken branch, inlined
         return ctx.subgraph(attrs["then_branch" if bool(c) else "else_branch"], {})
     outer = ctx.scope_ids()
-    then_out = ctx.subgraph(attrs["then_branch"], {})
-    else_out = ctx.subgraph(attrs["else_branch"], {})
+    (then_out, then_err), (else_out, else_err) = (_branch(ctx, attrs[b]) for b in ("then_branch", "else_branch"))
+    if then_err and else_err:
+        raise then_err
+    refused, reason = ("then_branch", then_err) if then_err else ("else_branch", else_err) if else_err else ("", None)
+    if refused:       # that branch cannot run at these shapes: it stands for a run-time error
+        other = else_out if then_err else then_out
+        placeholder = [Const(np.zeros(v.type.shape, v.type.dtype)) for v in other]
+        then_out, else_out = (placeholder, other) if then_err else (other, placeholder)
     if len(then_out) != len(else_out):
         raise ctx.error(f"then_branch gives {len(then_out)} outputs, else_branch {len(else_out)}")
     for k, (a, b) in enumerate(zip(then_out, else_out)):
@@ -70,8 +78,18 @@ def if_(ctx, inputs, attrs):
     label = _label(ctx)
     g_then = close(f"{label}.then_branch", then_out, [], captured, names)
     g_else = close(f"{label}.else_branch", else_out, [], captured, names)
-    return [ctx.call("if", cond, *captured, then_branch=g_then, else_branch=g_else, output_index=k)
-            for k in range(len(then_out))]
+    why = f"If node {label!r}: its {refused} cannot run with the bound input shapes ({reason})" if refused else ""
+    return [ctx.call("if", cond, *captured, then_branch=g_then, else_branch=g_else, output_index=k,
+                     refused_branch=refused, refused=why) for k in range(len(then_out))]
+
+
+def _branch(ctx, graph) -> tuple[list[Value], GraphError | None]:
+    """A branch's outputs, or why it cannot be converted at the bound shapes (a branch another input
+    selects, as silero-vad's 8 kHz branch for 16 kHz frames: onnxruntime fails when it is taken)."""
+    try:
+        return ctx.subgraph(graph, {}), None
+    except GraphError as e:
+        return [], e
 
 
 def _loop_node(ctx, label: str, trip, cond, initial: list[Value], formals: list[Var], outs: list[Value],
