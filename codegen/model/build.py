@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from tensorir.graph import Graph, GraphError, Kernel, optimize
+from tensorir.graph.ir import kernel_calls
 from tensorir.graph.lower_te import KernelTE, lower_kernel
 from tensorir.graph.op.control import is_control
 from tensorir.graph.op.registry import get_op
@@ -98,11 +99,6 @@ def fused_graph(g: Graph, params: dict | None = None, target="llvm") -> Graph:
     if g.params or any(not isinstance(n.op, Kernel) and not is_control(n) for sub in g.walk() for n in sub.nodes):
         g = optimize(g, params or {}, **target_profile(target).optimize)
     return g
-
-
-def kernel_calls(g: Graph) -> list:
-    """The kernel calls of fused graph ``g`` and of the subgraphs of its control flow."""
-    return [n for sub in g.walk() for n in sub.nodes if not is_control(n)]
 
 
 @dataclass
@@ -270,4 +266,4 @@ def _no_topi(op: str) -> bool:
 
 
 __all__ = ["FALLBACKS", "PROFILES", "ModelKernel", "TargetProfile", "build_model", "compile_kernels",
-           "fused_graph", "kernel_calls", "model_kernels", "target_profile"]
+           "fused_graph", "model_kernels", "target_profile"]

@@ -8,6 +8,8 @@ only, passed after its output.  A kernel whose result is a graph output writes i
 into that output; an output that is a graph input, a constant or a second copy of another output is
 filled by a copy after the last step (:attr:`RunList.copies`).  Gather index checks
 (:class:`IndexCheck`) are numbered in run order; the run entry returns ``1 + number`` when one fails.
+Control flow: the steps are the kernel calls of every subgraph too, in one linear order, and
+:attr:`RunList.program` runs them in branches and loops (:mod:`codegen.model.plan_control`).
 
 Everything here is JSON data (``to_json`` / ``from_json``): it is what ``graph.json`` holds.
 """

@@ -225,6 +225,11 @@ def map_subgraphs(g: Graph, fn: Callable[[Graph], Graph]) -> Graph:
     return rewrite(g, visit)
 
 
+def kernel_calls(g: Graph) -> list[Node]:
+    """The nodes of ``g`` and of every subgraph that call a fused :class:`Kernel`, outer graphs first."""
+    return [n for sub in g.walk() for n in sub.nodes if isinstance(n.op, Kernel)]
+
+
 def inline_graph(body: Graph, args: Iterable[Value]) -> list[Value]:
     """The outputs of ``body`` with its inputs bound to ``args`` (its nodes rebuilt over them)."""
     memo: dict[int, Value] = {id(p): a for p, a in zip(body.inputs, args)}

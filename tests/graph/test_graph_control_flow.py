@@ -10,8 +10,8 @@ from tensorir.graph import GraphError
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
-import control_flow_models as cf   # noqa: E402
-from onnx import TensorProto as T, helper as h, numpy_helper   # noqa: E402
+import control_flow_models as cf
+from onnx import TensorProto as T, helper as h, numpy_helper
 
 
 def _close(got, want):

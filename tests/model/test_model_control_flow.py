@@ -13,7 +13,7 @@ from tensorir.graph import GraphError
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
-import control_flow_models as cf   # noqa: E402
+import control_flow_models as cf
 
 
 def _poison(m):
