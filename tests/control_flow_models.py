@@ -89,6 +89,24 @@ def loop_with_if():
                   [_vi("x", f, [4]), _vi("a0", f, [4])], [_vi("a_f", f, [4]), _vi("its", T.INT64, [4])], inits)
 
 
+def loop_counter():
+    """tf2onnx's while loop: no trip count; a carried counter ``j`` (from 0) and the condition
+    ``j + 1 < 5`` computed in the body; ``h = tanh(h * x + j)`` carried and scanned (5 iterations)."""
+    from onnx import TensorProto as T, helper as h
+    f = T.FLOAT
+    body = h.make_graph([h.make_node("Add", ["j_in", "one"], ["j_out"]), h.make_node("Less", ["j_out", "five"], ["c_out"]),
+                         h.make_node("Cast", ["j_in"], ["jf"], to=f), h.make_node("Mul", ["h_in", "x"], ["hx"]),
+                         h.make_node("Add", ["hx", "jf"], ["hj"]), h.make_node("Tanh", ["hj"], ["h_out"]),
+                         h.make_node("Identity", ["h_out"], ["h_scan"])], "body",
+                        [_vi("it", T.INT64, []), _vi("c_in", T.BOOL, []), _vi("j_in", T.INT64, []), _vi("h_in", f, [3])],
+                        [_vi("c_out", T.BOOL, []), _vi("j_out", T.INT64, []), _vi("h_out", f, [3]), _vi("h_scan", f, [3])])
+    inits = [h.make_tensor("one", T.INT64, [], [1]), h.make_tensor("five", T.INT64, [], [5]),
+             h.make_tensor("j0", T.INT64, [], [0]), h.make_tensor("t", T.BOOL, [], [True])]
+    return _model([h.make_node("Loop", ["", "t", "j0", "h0"], ["j_f", "h_f", "hs"], name="while", body=body)],
+                  [_vi("x", f, [3]), _vi("h0", f, [3])],
+                  [_vi("j_f", T.INT64, []), _vi("h_f", f, [3]), _vi("hs", f, [5, 3])], inits)
+
+
 def scan():
     """``Scan`` of state ``s`` over ``xs`` (axis 1, forward) and ``ys`` (axis 0, reverse): ``s = (s + x) * y``;
     scan outputs ``sigmoid(s)`` (axis 1, reverse) and ``x - bias`` (axis 0)."""

@@ -19,7 +19,7 @@ import control_flow_models as cf
 def _poison(m):
     m.workspace.view(np.uint8)[...] = 0xFF            # NaN in every float32 lane
     for o in m._outputs:
-        o.view(np.uint8)[...] = 0xFF
+        o.reshape(-1).view(np.uint8)[...] = 0xFF
 
 
 def _run(m, feed) -> list:
@@ -60,8 +60,8 @@ def test_if_nested_on_data_runs_natively(if_model):
         _close(_run(m, feed), cf.onnxruntime_outputs(model, feed))
 
 
-@pytest.mark.parametrize("make", [cf.loop, lambda: cf.loop(early=False), cf.scan, cf.loop_with_if],
-                         ids=["early", "scan_outputs", "scan", "if_in_loop"])
+@pytest.mark.parametrize("make", [cf.loop, lambda: cf.loop(early=False), cf.scan, cf.loop_with_if, cf.loop_counter],
+                         ids=["early", "scan_outputs", "scan", "if_in_loop", "counter"])
 def test_loop_and_scan_run_natively(make):
     model = make()
     m = _build(model)

@@ -13,7 +13,8 @@ raises, naming the node and the reason, where onnxruntime fails too.  A Loop kee
 over its sequence length whose body takes slice ``i`` of each scan input (``take``; ``L - 1 - i`` in
 reverse) and whose stacked outputs are flipped (reverse) and moved to their output axis.  Refused by
 name: branch outputs of different types, loop-carried values that change shape, and Loop scan outputs
-whose length depends on the data (a trip count or condition computed at run time)."""
+whose length depends on the data (a trip count or condition computed at run time).  A condition that
+depends on no data (a counter carried from a constant, as tf2onnx writes) is counted at import."""
 from __future__ import annotations
 
 import numpy as np
@@ -132,14 +133,51 @@ def loop(ctx, inputs, attrs):
         out_cond = out_cond.inputs[0]
     always = c is not None and bool(c) and (out_cond is formals[1] or
                                             (isinstance(out_cond, Const) and bool(out_cond.value)))
-    trips = int(m) if m is not None and always else -1
     if m is not None and c is not None and int(m) == _INT64_MAX and always:
         raise ctx.error("the loop has neither a trip count nor a condition that can stop it")
+    trips = -1 if m is None else int(m) if always else \
+        _counted_trips(outs, formals, int(m), c, [ctx.const(v) for v in initial])
     scanned = list(ctx.node.output)[len(initial):]
     if trips < 0 and scanned:
         raise ctx.error(f"scan output {scanned[0]!r} has a length that depends on the data (the trip count or the "
                         "condition is computed at run time); tiletune compiles static shapes")
     return _loop_node(ctx, _label(ctx), trip, cond, initial, formals, outs, trips, list(ctx.node.output))
+
+
+#: The most iterations :func:`_counted_trips` runs at import to count a loop's iterations.
+COUNT_LIMIT = 1 << 14
+
+
+def _counted_trips(outs: list[Value], formals: list[Var], trip: int, cond0, initial: list) -> int:
+    """The number of iterations of a loop whose condition depends on no data (tf2onnx's counters: carried
+    values that start constant and are updated from constants, the iteration number and themselves),
+    found by running that part of the body now; -1 when the condition depends on data, or past
+    :data:`COUNT_LIMIT` iterations."""
+    from ...interpreter import evaluate
+    if cond0 is None:
+        return -1
+
+    def reads(v: Value) -> set[int]:
+        return {id(x) for x in topological_order([v]) if isinstance(x, Var)}
+    known = {id(formals[0]), id(formals[1])} | {id(f) for f, a in zip(formals[2:], initial) if a is not None}
+    while True:   # the carried values computable from known ones
+        drop = {id(f) for f, o in zip(formals[2:], outs[1:]) if id(f) in known and not reads(o) <= known}
+        if not drop:
+            break
+        known -= drop
+    if not reads(outs[0]) <= known:
+        return -1
+    kept = [k for k, f in enumerate(formals[2:]) if id(f) in known]
+    part = Graph(tuple(formals), (outs[0], *(outs[1 + k] for k in kept)))
+    state = {formals[2 + k].name: initial[k] for k in kept}
+    limit = min(trip, COUNT_LIMIT + 1)
+    i, cond = 0, bool(cond0)
+    while i < limit and cond:
+        got = evaluate(part, {formals[0].name: np.int64(i), formals[1].name: np.bool_(cond), **state})
+        cond = bool(np.asarray(got[0]).reshape(-1)[0])
+        state.update({formals[2 + k].name: v for k, v in zip(kept, got[1:])})
+        i += 1
+    return -1 if i > COUNT_LIMIT else i
 
 
 def _axes(attrs, key: str, count: int, ranks: list[int]) -> list[int]:
