@@ -203,36 +203,33 @@ class Linear:
         return block, [self.resolve(o) for o in g.outputs], end
 
     def _control(self, n: Node, group: list[Node]):
+        """The item of one control-flow operation (``group``: its nodes, one per result used)."""
         start = self.tick()
         label = n.name or n.op
-        if n.op == IF:
-            count = len(n.attrs["then_branch"].outputs)
-        else:
-            count = len(n.attrs["body"].outputs) - 1
+        count = len(n.attrs["then_branch"].outputs) if n.op == IF else len(n.attrs["body"].outputs) - 1
         out: list = [None] * count
         for m in group:
             out[m.attrs["output_index"]] = m
             self.define(m, start)
+        live = list(group)          # what lives to the end of the operation besides its inputs
         if n.op == IF:
-            captured = n.inputs[1:]
-            then, then_out, _ = self._sub(n.attrs["then_branch"], {id(p): a for p, a in
-                                                                     zip(n.attrs["then_branch"].inputs, captured)})
-            orelse, else_out, _ = self._sub(n.attrs["else_branch"], {id(p): a for p, a in
-                                                                       zip(n.attrs["else_branch"].inputs, captured)})
+            blocks = []
+            for name in ("then_branch", "else_branch"):
+                sub = n.attrs[name]
+                blocks.append(self._sub(sub, {id(p): a for p, a in zip(sub.inputs, n.inputs[1:])}))
             refused = {n.attrs["refused_branch"]: n.attrs["refused"]} if n.attrs["refused_branch"] else {}
-            item = IfItem(label, n.inputs[0], then, orelse, then_out, else_out, out, refused)
+            item = IfItem(label, n.inputs[0], blocks[0][0], blocks[1][0], blocks[0][1], blocks[1][1], out, refused)
         else:
             body, nc = n.attrs["body"], n.attrs["num_carried"]
-            formals = body.inputs[:2 + nc]
+            formals = list(body.inputs[:2 + nc])
             for f in formals:
                 self.define(f, start)
+            live += formals
             block, outs, _ = self._sub(body, {id(p): a for p, a in zip(body.inputs[2 + nc:], n.inputs[2 + nc:])})
             item = LoopItem(label, n.inputs[0], n.inputs[1], list(n.inputs[2:2 + nc]), formals[0], formals[1],
-                            list(formals[2:]), block, outs[0], outs[1:1 + nc], outs[1 + nc:], out)
+                            formals[2:], block, outs[0], outs[1:1 + nc], outs[1 + nc:], out)
         end = self.tick()
-        for v in n.inputs:
-            self.use(v, end)
-        for v in (*[m for m in group], *(body.inputs[:2 + n.attrs["num_carried"]] if n.op != IF else ())):
+        for v in (*n.inputs, *live):
             self.use(v, end)
         return item
 
