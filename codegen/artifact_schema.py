@@ -293,16 +293,28 @@ class _Block(Spec):
         ListOf(PROGRAM_ITEM).check(value, path)
 
 
+class _Item(Spec):
+    """One program item, checked as the record its one key names."""
+    what = "an item {steps}, {if} or {loop}"
+
+    def check(self, value, path):
+        kinds = [k for k in PROGRAM_ITEMS if isinstance(value, dict) and k in value]
+        if len(kinds) != 1:
+            raise FieldError(path, self.what, value)
+        Record({kinds[0]: PROGRAM_ITEMS[kinds[0]]}, closed=True).check(value, path)
+
+
 _LOCS = ListOf(LOC)
 _OUTS = ListOf(nullable(LOC))
-PROGRAM_ITEM = Either((
-    Record({"steps": ListOf(COUNT)}, closed=True),
-    Record({"if": Record({"node": STR, "cond": LOC, "then": _Block(), "else": _Block(), "then_out": _LOCS,
-                          "else_out": _LOCS, "out": _OUTS}, {"refused": MapOf(STR)})}, closed=True),
-    Record({"loop": Record({"node": STR, "trip": LOC, "cond": LOC, "init": _LOCS, "iteration": LOC, "cond_in": LOC,
-                            "carried": _LOCS, "body": _Block(), "cond_out": LOC, "carried_out": _LOCS,
-                            "scan_out": _LOCS, "out": _OUTS})}, closed=True)),
-    "an item {steps}, {if} or {loop}")
+PROGRAM_ITEM = _Item()
+PROGRAM_ITEMS = {
+    "steps": ListOf(COUNT),
+    "if": Record({"node": STR, "cond": LOC, "then": _Block(), "else": _Block(), "then_out": _LOCS,
+                  "else_out": _LOCS, "out": _OUTS}, {"refused": MapOf(STR)}),
+    "loop": Record({"node": STR, "trip": LOC, "cond": LOC, "init": _LOCS, "iteration": LOC, "cond_in": LOC,
+                    "carried": _LOCS, "body": _Block(), "cond_out": LOC, "carried_out": _LOCS, "scan_out": _LOCS,
+                    "out": _OUTS}),
+}
 RUN_LIST = {
     "inputs": ListOf(IO), "outputs": ListOf(IO), "steps": ListOf(STEP),
     "copies": ListOf(Record({"dst": LOC, "src": LOC})),
