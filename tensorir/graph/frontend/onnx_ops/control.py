@@ -17,6 +17,8 @@ whose length depends on the data (a trip count or condition computed at run time
 depends on no data (a counter carried from a constant, as tf2onnx writes) is counted at import."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ...ir import Const, Graph, GraphError, Node, TensorType, Value, Var, topological_order
@@ -33,7 +35,10 @@ def captures(outputs: list[Value], outer: set[int]) -> list[Value]:
 def close(name: str, outputs: list[Value], formals: list[Var], captured: list[Value],
           output_names: list[str]) -> Graph:
     """The closed subgraph: inputs ``formals`` then one per ``captured`` value, nodes rebuilt over them."""
-    memo: dict[int, Value] = {id(c): Var(f"captured{k}", c.type) for k, c in enumerate(captured)}
+    taken = {f.name for f in formals}
+    names = [next(n for n in (f"captured{k}" + "_" * j for j in range(len(taken) + 1)) if n not in taken)
+             for k in range(len(captured))]
+    memo: dict[int, Value] = {id(c): Var(n, c.type) for n, c in zip(names, captured)}
     for v in topological_order(outputs, stop=set(memo)):
         if isinstance(v, Node) and id(v) not in memo:
             memo[id(v)] = Node(v.op, tuple(memo.get(id(i), i) for i in v.inputs), v.attrs, v.type, v.name)
@@ -80,6 +85,8 @@ def if_(ctx, inputs, attrs):
     g_then = close(f"{label}.then_branch", then_out, [], captured, names)
     g_else = close(f"{label}.else_branch", else_out, [], captured, names)
     why = f"If node {label!r}: its {refused} cannot run with the bound input shapes ({reason})" if refused else ""
+    if refused:
+        warnings.warn(f"{why}; taking it raises at run time", RuntimeWarning, stacklevel=2)
     return [ctx.call("if", cond, *captured, then_branch=g_then, else_branch=g_else, output_index=k,
                      refused_branch=refused, refused=why) for k in range(len(then_out))]
 
