@@ -119,3 +119,10 @@ def test_branch_that_cannot_run_at_these_shapes_raises_when_taken():
            cf.onnxruntime_outputs(m, {"x": x, "k": np.array(1, np.int64)}))
     with pytest.raises(GraphError, match=r"If node 'pick': its else_branch cannot run with the bound input shapes"):
         graph.evaluate(g, {"x": x, "k": np.array(2, np.int64)}, params)
+
+
+def test_check_sees_kernels_in_subgraphs_and_names_control_flow_on_cuda():
+    g, params = graph.from_onnx(cf.if_nested())
+    assert not graph.check(g, "llvm", params).problems
+    text = str(graph.check(g, "cuda", params, lower=False))
+    assert "node outer_if (if): control flow does not run on cuda" in text and "inner_if" in text
