@@ -46,7 +46,7 @@ def compile_program(run: RunList, entry: Callable[[int], Callable]) -> list:
 
 
 def _truth(a: np.ndarray) -> bool:
-    return bool(a.reshape(-1)[0])
+    return bool(a.flat[0])
 
 
 def execute(ops: list, view: Callable, native: Callable, fallback: Callable) -> None:
@@ -78,23 +78,23 @@ def _run_if(op, view, native, fallback) -> None:
 
 def _run_loop(op, view, native, fallback) -> None:
     item: LoopItem = op[1]
-    trip, cond = int(view(item.trip).reshape(-1)[0]), _truth(view(item.cond))
+    trip, cond = int(view(item.trip).flat[0]), _truth(view(item.cond))
+    nc = len(item.carried)
     carried = [view(loc) for loc in item.carried]
+    results = [view(loc) for loc in item.carried_out]
+    scanned = [(view(dst), view(src)) for dst, src in zip(item.out[nc:], item.scan_out) if dst is not None]
+    iteration, cond_in, cond_out = view(item.iteration), view(item.cond_in), view(item.cond_out)
     for dst, src in zip(carried, item.init):
         np.copyto(dst, view(src))
-    nc = len(carried)
-    iteration, cond_in = view(item.iteration), view(item.cond_in)
-    stacked = [None if loc is None else view(loc) for loc in item.out[nc:]]
     i = 0
     while i < trip and cond:
         iteration[...] = i
         cond_in[...] = cond
         execute(op[2], view, native, fallback)
-        cond = _truth(view(item.cond_out))
-        for dst, src in zip(stacked, item.scan_out):
-            if dst is not None:
-                dst[i] = view(src)
-        new = [view(src).copy() for src in item.carried_out]   # a body may pass its inputs on, swapped
+        cond = _truth(cond_out)
+        for dst, src in scanned:
+            dst[i] = src
+        new = [r.copy() for r in results]     # a body may pass its inputs on, swapped
         for dst, v in zip(carried, new):
             np.copyto(dst, v)
         i += 1

@@ -53,6 +53,7 @@ class RunContext:
         self.outputs = [_array(d, s) for _, d, s in run.outputs]
         self.workspace = aligned_empty(max(run.memory.peak, 1))
         self.set: set[str] = set()
+        self.views: dict = {}               # Loc -> its array (ModelModule.view)
         in_ptrs = (ctypes.c_void_p * max(1, len(run.inputs)))(*[a.ctypes.data for a in self.inputs.values()])
         out_ptrs = (ctypes.c_void_p * max(1, len(self.outputs)))(*[a.ctypes.data for a in self.outputs])
         self.tables = (in_ptrs, out_ptrs)   # kept alive: the entry reads them
@@ -99,6 +100,12 @@ class ModelModule(ModelModuleBase):
     def view(self, loc: Loc) -> np.ndarray:
         """The numpy view of one planned buffer (the calling thread's, but for the shared weights)."""
         ctx = self._thread_state()
+        found = ctx.views.get(loc)
+        if found is None:
+            found = ctx.views[loc] = self._make_view(ctx, loc)
+        return found
+
+    def _make_view(self, ctx: RunContext, loc: Loc) -> np.ndarray:
         if loc.kind == INPUT:
             return ctx.inputs[self.run_list.inputs[loc.index][0]]
         if loc.kind == OUTPUT:
