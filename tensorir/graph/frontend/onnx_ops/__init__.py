@@ -2,3 +2,4 @@
 from . import conv, conv_transpose, elementwise, gemm, normalization, pool, reduce, resize, shape
 from . import activation, einsum, norm_ext, quantize, rearrange, recurrent
 from . import reduce_ext, scatter, search
+from . import control  # If, Loop, Scan
