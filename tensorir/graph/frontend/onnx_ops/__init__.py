@@ -3,3 +3,4 @@ from . import conv, conv_transpose, elementwise, gemm, normalization, pool, redu
 from . import activation, einsum, norm_ext, quantize, rearrange, recurrent
 from . import reduce_ext, scatter, search
 from . import control  # If, Loop, Scan
+from . import contrib, contrib_attention, contrib_norm  # onnxruntime's com.microsoft ops

@@ -1,0 +1,184 @@
+"""onnxruntime's ``com.microsoft`` Attention and MultiHeadAttention (BERT, ViT and GPT-2 as its transformer
+optimizer fuses them) and RotaryEmbedding, written as the unfused pattern: projections through ``nn.dense``,
+heads by reshape and transpose, ``nn.batch_matmul`` for ``Q K^T`` and ``P V``, an additive mask, softmax.
+
+Masks follow onnxruntime's CPU kernels: a masked key adds ``mask_filter_value`` (-10000 by default) to
+the scaled score, and a causal (``unidirectional``) mask adds it again, so a fully masked row is a
+softmax over finite scores, as there.  ``mask_index`` may be 1-D ``(B)`` (right padding: keys at or after
+the end are masked), ``(2B)`` (ends then starts: keys before the start are masked too), 2-D ``(B, T)`` or
+3-D ``(B, S, T)`` raw masks (0 masks, anything above 0 keeps)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir import Const
+from ..registry import converter
+from .elementwise import scalar
+from .gemm import matmul
+
+MS = "com.microsoft"
+
+
+def _slice_last(ctx, x, begin: int, end: int):
+    nd = x.type.ndim
+    return ctx.call("strided_slice", x, begin=[0] * (nd - 1) + [begin], end=list(x.type.shape[:-1]) + [end],
+                    strides=[1] * nd)
+
+
+def _heads(ctx, x, n: int):
+    """``[B, S, n*H]`` as ``[B, n, S, H]``."""
+    b, s, d = x.type.shape
+    if d % n:
+        raise ctx.error(f"hidden size {d} is not a multiple of num_heads {n}")
+    return ctx.call("transpose", ctx.call("reshape", x, newshape=[b, s, n, d // n]), axes=[0, 2, 1, 3])
+
+
+def _attend(ctx, q, k, v, scale: float, bias):
+    """``softmax(scale * Q K^T + bias) V`` for ``q [B, N, S, H]``, ``k [B, N, T, H]``, ``v [B, N, T, Hv]``
+    and ``bias`` broadcasting to ``[B, N, S, T]`` (or ``None``); the result as ``[B, S, N*Hv]``."""
+    b, n, s, h = q.type.shape
+    t, hv = k.type.shape[2], v.type.shape[3]
+    scores = ctx.call("nn.batch_matmul", ctx.call("reshape", q, newshape=[b * n, s, h]),
+                      ctx.call("reshape", k, newshape=[b * n, t, h]), transpose_a=False, transpose_b=True)
+    scores = ctx.call("reshape", ctx.call("multiply", scores, scalar(scale, scores)), newshape=[b, n, s, t])
+    if bias is not None:
+        scores = ctx.call("add", scores, bias)
+    probs = ctx.call("reshape", ctx.call("nn.softmax", scores, axis=3), newshape=[b * n, s, t])
+    out = ctx.call("nn.batch_matmul", probs, ctx.call("reshape", v, newshape=[b * n, t, hv]),
+                   transpose_a=False, transpose_b=False)
+    out = ctx.call("transpose", ctx.call("reshape", out, newshape=[b, n, s, hv]), axes=[0, 2, 1, 3])
+    return ctx.call("reshape", out, newshape=[b, s, n * hv])
+
+
+def _add(ctx, a, b):
+    return b if a is None else a if b is None else ctx.call("add", a, b)
+
+
+def _mask_bias(ctx, mask, batch: int, seq: int, total: int, filter_value: float, dtype: str):
+    """The additive bias of onnxruntime's ``mask_index`` (see the module's docstring), broadcasting to
+    ``[B, N, S, T]``; ``None`` without a mask."""
+    if mask is None:
+        return None
+    fv, zero = Const(np.asarray(filter_value, dtype)), Const(np.asarray(0, dtype))
+    shape = mask.type.shape
+    if len(shape) == 1 and shape[0] in (batch, 2 * batch):
+        keys = Const(np.arange(total, dtype=mask.type.dtype)[None])                    # [1, T]
+        end = ctx.call("reshape", _slice_last(ctx, mask, 0, batch), newshape=[batch, 1])
+        masked = ctx.call("greater_equal", keys, end)
+        if shape[0] == 2 * batch:
+            start = ctx.call("reshape", _slice_last(ctx, mask, batch, 2 * batch), newshape=[batch, 1])
+            masked = ctx.call("logical_or", masked, ctx.call("less", keys, start))
+        return ctx.call("reshape", ctx.call("where", masked, fv, zero), newshape=[batch, 1, 1, total])
+    if len(shape) in (2, 3) and shape[0] == batch and shape[-1] == total and (len(shape) == 2 or shape[1] == seq):
+        keep = ctx.call("greater", mask, Const(np.asarray(0, mask.type.dtype)))
+        bias = ctx.call("where", keep, zero, fv)
+        return ctx.call("reshape", bias, newshape=[batch, 1, 1 if len(shape) == 2 else seq, total])
+    raise ctx.unsupported(f"mask shape {list(shape)} is not supported (for batch {batch}, sequence {seq}, total "
+                          f"length {total}: (B), (2B), (B, T) or (B, S, T))")
+
+
+def _causal(seq: int, past: int, filter_value: float, dtype: str):
+    """``filter_value`` where key ``m`` follows query ``s`` (``m > past + s``), as a ``[S, T]`` constant."""
+    m, s = np.arange(past + seq)[None], np.arange(seq)[:, None]
+    return Const(np.where(m > past + s, filter_value, 0).astype(dtype))
+
+
+def _refuse(ctx, attrs, inputs, names: dict[str, int], attr_names=("do_rotary", "past_present_share_buffer")):
+    for a in attr_names:
+        if attrs.get(a, 0):
+            raise ctx.unsupported(f"{a}=1 is not supported")
+    for name, i in names.items():
+        if len(inputs) > i and inputs[i] is not None:
+            raise ctx.unsupported(f"input {name!r} is not supported")
+
+
+@converter("Attention", since=1, domain=MS)
+def attention(ctx, inputs, attrs):
+    """Self attention with merged Q/K/V weights ``[D_in, Dq + Dk + Dv]`` (``qkv_hidden_sizes``, equal thirds by
+    default) and bias; ``mask_index``, ``past`` ``(2, B, N, P, H)`` with output ``present``, ``attention_bias``,
+    ``unidirectional``, ``scale`` (``1/sqrt(head size)``) and ``mask_filter_value``."""
+    x, w = inputs[0], inputs[1]
+    bias, mask, past, attn_bias = (list(inputs) + [None] * 6)[2:6]
+    _refuse(ctx, attrs, inputs, {"past_sequence_length": 6})
+    n = int(attrs["num_heads"])
+    sizes = list(attrs.get("qkv_hidden_sizes", [w.type.shape[1] // 3] * 3))
+    if sum(sizes) != w.type.shape[1]:
+        raise ctx.error(f"qkv_hidden_sizes {sizes} do not add up to the weights' {w.type.shape[1]} columns")
+    proj = matmul(ctx, [x, w], {})
+    if bias is not None:
+        proj = ctx.call("add", proj, bias)
+    edges = np.cumsum([0] + sizes)
+    q, k, v = (_heads(ctx, _slice_last(ctx, proj, int(edges[i]), int(edges[i + 1])), n) for i in range(3))
+    batch, seq = x.type.shape[:2]
+    past_len = 0
+    if past is not None:
+        past_len = past.type.shape[3]
+        pk, pv = (ctx.call("reshape", ctx.call("strided_slice", past, begin=[i, 0, 0, 0, 0],
+                                               end=[i + 1] + list(past.type.shape[1:]), strides=[1] * 5),
+                           newshape=list(past.type.shape[1:])) for i in (0, 1))
+        k, v = ctx.call("concatenate", pk, k, axis=2), ctx.call("concatenate", pv, v, axis=2)
+    total = past_len + seq
+    fv = float(attrs.get("mask_filter_value", -10000.0))
+    dtype = x.type.dtype
+    bias_sm = _add(ctx, _mask_bias(ctx, mask, batch, seq, total, fv, dtype), attn_bias)
+    if attrs.get("unidirectional", 0):
+        bias_sm = _add(ctx, bias_sm, _causal(seq, past_len, fv, dtype))
+    scale = float(attrs.get("scale", 1 / math.sqrt(sizes[0] // n)))
+    out = _attend(ctx, q, k, v, scale, bias_sm)
+    if past is None:
+        return [out]
+    present = ctx.call("concatenate", *(ctx.call("reshape", t, newshape=[1] + list(t.type.shape)) for t in (k, v)),
+                       axis=0)
+    return [out, present]
+
+
+def _packed(ctx, x, index: int):
+    """Part ``index`` of packed heads ``[B, L, N, 2 or 3, H]`` as ``[B, N, L, H]``."""
+    b, s, n, _, h = x.type.shape
+    part = ctx.call("strided_slice", x, begin=[0, 0, 0, index, 0], end=[b, s, n, index + 1, h], strides=[1] * 5)
+    return ctx.call("transpose", ctx.call("reshape", part, newshape=[b, s, n, h]), axes=[0, 2, 1, 3])
+
+
+@converter("MultiHeadAttention", since=1, domain=MS)
+def multi_head_attention(ctx, inputs, attrs):
+    """Self or cross attention of projected ``query [B, S, D]``, ``key [B, L, D]`` and ``value [B, L, Dv]``
+    plus ``bias [D + D + Dv]`` (or packed ``query [B, S, N, 3, H]``, ``key [B, L, N, 2, H]``, or ``key``/``value``
+    already as heads ``[B, N, L, H]``, which take no bias); ``key_padding_mask`` as Attention's mask,
+    ``attention_bias``, ``past_key``/``past_value`` with outputs ``present_key``/``present_value``,
+    ``unidirectional``, ``scale`` and ``mask_filter_value``."""
+    query, key, value, bias, mask, attn_bias, past_k, past_v = (list(inputs) + [None] * 10)[:8]
+    _refuse(ctx, attrs, inputs, {"past_sequence_length": 8, "cache_indirection": 9}, ())
+    if len(ctx.node.output) > 3 and ctx.node.output[3]:
+        raise ctx.unsupported("the 'qk' output is not supported")
+    n = int(attrs["num_heads"])
+    if query.type.ndim == 5 or (key is not None and key.type.ndim == 5):
+        if bias is not None:
+            raise ctx.unsupported("a bias with packed Q/K/V is not supported")
+        q = _packed(ctx, query, 0) if query.type.ndim == 5 else _heads(ctx, query, n)
+        src, first = (query, 1) if query.type.ndim == 5 else (key, 0)
+        k, v = _packed(ctx, src, first), _packed(ctx, src, first + 1)
+    else:
+        d = query.type.shape[2]
+        if bias is not None:
+            query = ctx.call("add", query, _slice_last(ctx, bias, 0, d))
+        q = _heads(ctx, query, n)
+        if key.type.ndim == 4:
+            k, v = key, value
+        else:
+            if bias is not None:
+                key = ctx.call("add", key, _slice_last(ctx, bias, d, 2 * d))
+                value = ctx.call("add", value, _slice_last(ctx, bias, 2 * d, bias.type.shape[0]))
+            k, v = _heads(ctx, key, n), _heads(ctx, value, n)
+    if past_k is not None and past_v is not None:
+        k, v = ctx.call("concatenate", past_k, k, axis=2), ctx.call("concatenate", past_v, v, axis=2)
+    batch, seq = q.type.shape[0], q.type.shape[2]
+    total = k.type.shape[2]
+    fv = float(attrs.get("mask_filter_value", -10000.0))
+    dtype = q.type.dtype
+    bias_sm = _add(ctx, _mask_bias(ctx, mask, batch, seq, total, fv, dtype), attn_bias)
+    if attrs.get("unidirectional", 0):
+        bias_sm = _add(ctx, bias_sm, _causal(seq, total - seq, fv, dtype))
+    scale = float(attrs.get("scale", 1 / math.sqrt(q.type.shape[3])))
+    return [_attend(ctx, q, k, v, scale, bias_sm), k, v]
