@@ -215,3 +215,184 @@ def test_transpose_matmul_and_fused_matmul_broadcasting():
     both(ms_model("TransposeMatMul", {"a": a, "b": b}, {"transB": 1}), {"a": a, "b": b}, [a.astype(np.float64) @ b.T])
     b = rand(rng, 3, 5, 6)
     both(ms_model("FusedMatMul", {"a": a, "b": b}, {"alpha": 2.0}), {"a": a, "b": b}, [2 * a.astype(np.float64) @ b])
+
+
+# ---------------------------------------------------------------- layer norms
+
+@pytest.mark.parametrize("skip_shape", [(2, 5, 16), (1, 5, 16), (5, 16)])
+def test_skip_layer_norm_outputs_and_broadcast_skip(skip_shape):
+    rng = np.random.default_rng(7)
+    x, skip = rand(rng, 2, 5, 16, scale=2), rand(rng, *skip_shape)
+    gamma, beta, bias = rand(rng, 16) + 1, rand(rng, 16), rand(rng, 16)
+    s = x + skip + bias
+    model = ms_model("SkipLayerNormalization", {"x": x, "skip": skip}, {"epsilon": 1e-5},
+                     consts={"gamma": gamma, "beta": beta, "bias": bias}, outs=["y", "", "", "sum"])
+    both(model, {"x": x, "skip": skip}, [layer_norm_ref(s, gamma, beta, 1e-5), s])
+    model = ms_model("SkipLayerNormalization", {"x": x, "skip": skip}, consts={"gamma": gamma})  # eps 1e-12
+    both(model, {"x": x, "skip": skip}, [layer_norm_ref(x + skip, gamma, None, 1e-12)])
+
+
+def test_simplified_layer_norms():
+    rng = np.random.default_rng(8)
+    x, skip, gamma, bias = rand(rng, 2, 5, 16, scale=2), rand(rng, 2, 5, 16), rand(rng, 16) + 1, rand(rng, 16)
+    s = x + skip + bias
+    model = ms_model("SkipSimplifiedLayerNormalization", {"x": x, "skip": skip}, {"epsilon": 1e-6},
+                     consts={"gamma": gamma, "bias": bias}, outs=["y", "", "", "sum"])
+    both(model, {"x": x, "skip": skip}, [rms_ref(s, gamma, 1e-6), s])
+    inv = 1 / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-5)
+    model = ms_model("SimplifiedLayerNormalization", {"x": x}, consts={"gamma": gamma}, n_out=2, domain="")
+    both(model, {"x": x}, [rms_ref(x, gamma, 1e-5), inv])
+
+
+def test_layer_norm_before_opset_17_is_onnxruntimes_contrib_op():
+    rng = np.random.default_rng(9)
+    x, g, b = rand(rng, 3, 4, 8), rand(rng, 8), rand(rng, 8)
+    model = ms_model("LayerNormalization", {"x": x}, {"epsilon": 1e-3}, consts={"g": g, "b": b}, opset=13, domain="")
+    both(model, {"x": x}, [layer_norm_ref(x, g, b, 1e-3)])
+
+
+def embed_ref(ids, seg, word, pos, segt, gamma, beta, eps, position_ids=None):
+    p = pos[position_ids] if position_ids is not None else pos[np.arange(ids.shape[1])][None]
+    emb = word[ids] + p + (segt[seg] if seg is not None else 0)
+    return layer_norm_ref(emb, gamma, beta, eps), emb
+
+
+@pytest.mark.parametrize("with_segment,with_mask,with_positions", [(True, True, False), (False, False, False),
+                                                                  (True, True, True)])
+def test_embed_layer_norm(with_segment, with_mask, with_positions):
+    rng = np.random.default_rng(10)
+    b, s, h = 3, 7, 16
+    ids = rng.integers(0, 20, (b, s)).astype(np.int32)
+    seg = rng.integers(0, 2, (b, s)).astype(np.int32)
+    mask = (np.arange(s)[None] < np.array([7, 4, 1])[:, None]).astype(np.int32)
+    positions = rng.integers(0, 10, (1, s)).astype(np.int32)
+    word, pos, segt, gamma, beta = rand(rng, 20, h), rand(rng, 10, h), rand(rng, 2, h), rand(rng, h) + 1, rand(rng, h)
+    feed = {"ids": ids}
+    if with_segment:
+        feed["seg"] = seg
+    consts = {"word": word, "pos": pos, "segt": segt, "gamma": gamma, "beta": beta}
+    order = ["ids", "seg" if with_segment else "", "word", "pos", "segt" if with_segment else "", "gamma", "beta"]
+    if with_mask:
+        feed["mask"] = mask
+        order.append("mask")
+    if with_positions:
+        feed["positions"] = positions
+        order += [""] * (8 - len(order)) + ["positions"]
+    if not with_segment:
+        consts.pop("segt")
+    model = ms_model("EmbedLayerNormalization", feed, {"epsilon": 1e-5, "_order": order}, consts=consts, n_out=3)
+    y, emb = embed_ref(ids, seg if with_segment else None, word, pos, segt, gamma, beta, 1e-5,
+                       positions if with_positions else None)
+    mask_index = mask.sum(1).astype(np.int32) if with_mask else np.zeros(b, np.int32)
+    both(model, feed, [y, mask_index, emb])
+
+
+# ---------------------------------------------------------------- attention
+
+def sdpa_ref(q, k, v, scale, bias):
+    """``softmax(scale Q K^T + bias) V`` over ``[B, N, S|T, H]`` heads, back to ``[B, S, N*Hv]``."""
+    scores = np.einsum("bnsh,bnth->bnst", q, k) * scale + (0 if bias is None else bias)
+    out = np.einsum("bnst,bnth->bnsh", softmax_ref(scores), v)
+    b, n, s, h = out.shape
+    return out.transpose(0, 2, 1, 3).reshape(b, s, n * h)
+
+
+def heads_ref(x, n):
+    b, s, d = x.shape
+    return x.reshape(b, s, n, d // n).transpose(0, 2, 1, 3)
+
+
+def mask_bias_ref(mask, b, s, t, fv=-10000.0):
+    """onnxruntime's mask_index formats as an additive ``[B, 1, S|1, T]`` bias."""
+    if mask is None:
+        return 0.0
+    keys = np.arange(t)[None]
+    if mask.ndim == 1:
+        masked = keys >= mask[:b, None]
+        if mask.shape[0] == 2 * b:
+            masked |= keys < mask[b:, None]
+        return np.where(masked, fv, 0.0)[:, None, None]
+    bias = np.where(mask > 0, 0.0, fv)
+    return bias[:, None, None] if mask.ndim == 2 else bias[:, None]
+
+
+def causal_ref(s, past):
+    """onnxruntime's causal mask: the lowest float32 (not mask_filter_value) on keys after the query."""
+    return np.where(np.arange(past + s)[None] > past + np.arange(s)[:, None], np.finfo(np.float32).min, 0.0)
+
+
+def _masks(b, s):
+    lengths = np.array([s, s - 2, 3])[:b].astype(np.int32)   # no row fully masked: -10000 + score in float32
+    # rounds differently in every implementation
+    raw = (np.arange(s)[None] < lengths[:, None]).astype(np.int32)
+    return {"none": None, "1d": lengths, "2b": np.concatenate([lengths, np.array([0, 1, 2][:b], np.int32)]),
+            "raw2d": raw, "raw3d": np.broadcast_to(raw[:, None], (b, s, s)).copy()}
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "1d", "2b", "raw2d", "raw3d"])
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_attention_masks(mask_kind, unidirectional):
+    rng = np.random.default_rng(11)
+    b, s, d, n = 3, 6, 16, 4
+    x, w, bias = rand(rng, b, s, d), rand(rng, d, 3 * d, scale=0.5), rand(rng, 3 * d)
+    mask = _masks(b, s)[mask_kind]
+    feed = {"x": x} if mask is None else {"x": x, "mask": mask}
+    attrs = {"num_heads": n, "unidirectional": unidirectional, "_order": ["x", "w", "bias"] + (["mask"] if feed.get(
+        "mask") is not None else [])}
+    model = ms_model("Attention", feed, attrs, consts={"w": w, "bias": bias})
+    qkv = x.astype(np.float64) @ w + bias
+    q, k, v = (heads_ref(qkv[..., i * d:(i + 1) * d], n) for i in range(3))
+    bias_sm = mask_bias_ref(mask, b, s, s) + (causal_ref(s, 0) if unidirectional else 0.0)
+    both(model, feed, [sdpa_ref(q, k, v, 1 / math.sqrt(d // n), bias_sm)], atol=1e-4)
+
+
+def test_attention_past_present_scale_filter_value_sizes_and_attention_bias():
+    rng = np.random.default_rng(12)
+    b, s, p, d, n = 2, 3, 4, 8, 2
+    x, w, bias = rand(rng, b, s, d), rand(rng, d, 3 * d, scale=0.5), rand(rng, 3 * d)
+    past = rand(rng, 2, b, n, p, d // n)
+    mask = (np.arange(p + s)[None] < np.array([7, 5])[:, None]).astype(np.int32)
+    feed = {"x": x, "mask": mask, "past": past}
+    attrs = {"num_heads": n, "unidirectional": 1, "scale": 0.3, "mask_filter_value": -500.0,
+             "_order": ["x", "w", "bias", "mask", "past"]}
+    model = ms_model("Attention", feed, attrs, consts={"w": w, "bias": bias}, n_out=2)
+    qkv = x.astype(np.float64) @ w + bias
+    q, k, v = (heads_ref(qkv[..., i * d:(i + 1) * d], n) for i in range(3))
+    k, v = np.concatenate([past[0], k], 2), np.concatenate([past[1], v], 2)
+    bias_sm = mask_bias_ref(mask, b, s, p + s, -500.0) + causal_ref(s, p)
+    both(model, feed, [sdpa_ref(q, k, v, 0.3, bias_sm), np.stack([k, v])], atol=1e-4)
+    # Q, K and V of different widths (qkv_hidden_sizes), an attention bias [1, N, S, T]
+    w2, bias2, attn_bias = rand(rng, d, 8 + 8 + 12, scale=0.5), rand(rng, 28), rand(rng, 1, n, s, s)
+    model = ms_model("Attention", {"x": x, "ab": attn_bias},
+                     {"num_heads": n, "qkv_hidden_sizes": [8, 8, 12], "_order": ["x", "w", "bias", "", "", "ab"]},
+                     consts={"w": w2, "bias": bias2})
+    qkv = x.astype(np.float64) @ w2 + bias2
+    q, k, v = heads_ref(qkv[..., :8], n), heads_ref(qkv[..., 8:16], n), heads_ref(qkv[..., 16:], n)
+    both(model, {"x": x, "ab": attn_bias}, [sdpa_ref(q, k, v, 1 / 2, attn_bias)], atol=1e-4)
+
+
+def test_multi_head_attention_cross_packed_and_past():
+    rng = np.random.default_rng(13)
+    b, s, l, d, n = 2, 3, 5, 8, 2
+    q, k, v, bias = rand(rng, b, s, d), rand(rng, b, l, d), rand(rng, b, l, d), rand(rng, 3 * d)
+    mask = (np.arange(l)[None] < np.array([5, 2])[:, None]).astype(np.int32)
+    feed = {"q": q, "k": k, "v": v, "mask": mask}
+    model = ms_model("MultiHeadAttention", feed, {"num_heads": n, "_order": ["q", "k", "v", "bias", "mask"]},
+                     consts={"bias": bias}, outs=["y"])
+    qh, kh, vh = heads_ref(q + bias[:d], n), heads_ref(k + bias[d:2 * d], n), heads_ref(v + bias[2 * d:], n)
+    both(model, feed, [sdpa_ref(qh, kh, vh, 1 / 2, mask_bias_ref(mask, b, s, l))], atol=1e-4)
+    # packed Q/K/V [B, S, N, 3, H], causal (onnxruntime's CPU kernel refuses packed inputs: numpy only)
+    qkv = rand(rng, b, s, n, 3, d // n)
+    model = ms_model("MultiHeadAttention", {"qkv": qkv}, {"num_heads": n, "unidirectional": 1})
+    parts = [qkv[:, :, :, i].transpose(0, 2, 1, 3) for i in range(3)]
+    native(model, {"qkv": qkv}, [sdpa_ref(*parts, 1 / 2, causal_ref(s, 0))], atol=1e-4)
+    # causal self attention with past_key/past_value and present outputs
+    p = 4
+    qs, ks, vs = rand(rng, b, s, d), rand(rng, b, s, d), rand(rng, b, s, d)
+    pk, pv = rand(rng, b, n, p, d // n), rand(rng, b, n, p, d // n)
+    feed = {"q": qs, "k": ks, "v": vs, "pk": pk, "pv": pv}
+    model = ms_model("MultiHeadAttention", feed, {"num_heads": n, "unidirectional": 1,
+                                                  "_order": ["q", "k", "v", "", "", "", "pk", "pv"]},
+                     outs=["y", "present_k", "present_v"])
+    kk, vv = np.concatenate([pk, heads_ref(ks, n)], 2), np.concatenate([pv, heads_ref(vs, n)], 2)
+    both(model, feed, [sdpa_ref(heads_ref(qs, n), kk, vv, 1 / 2, causal_ref(s, p)), kk, vv], atol=1e-4)

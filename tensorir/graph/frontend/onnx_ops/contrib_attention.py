@@ -2,9 +2,10 @@
 optimizer fuses them) and RotaryEmbedding, written as the unfused pattern: projections through ``nn.dense``,
 heads by reshape and transpose, ``nn.batch_matmul`` for ``Q K^T`` and ``P V``, an additive mask, softmax.
 
-Masks follow onnxruntime's CPU kernels: a masked key adds ``mask_filter_value`` (-10000 by default) to
-the scaled score, and a causal (``unidirectional``) mask adds it again, so a fully masked row is a
-softmax over finite scores, as there.  ``mask_index`` may be 1-D ``(B)`` (right padding: keys at or after
+Masks follow onnxruntime's CPU kernels (1.32): a masked key adds ``mask_filter_value`` (-10000 by
+default) to the scaled score, so a row whose keys are all padding is a softmax over finite scores, as
+there; a causal (``unidirectional``) mask adds the lowest finite value of the type instead, so a later
+key never counts, even in a row whose every key is padding.  ``mask_index`` may be 1-D ``(B)`` (right padding: keys at or after
 the end are masked), ``(2B)`` (ends then starts: keys before the start are masked too), 2-D ``(B, T)`` or
 3-D ``(B, S, T)`` raw masks (0 masks, anything above 0 keeps)."""
 from __future__ import annotations
@@ -79,10 +80,10 @@ def _mask_bias(ctx, mask, batch: int, seq: int, total: int, filter_value: float,
                           f"length {total}: (B), (2B), (B, T) or (B, S, T))")
 
 
-def _causal(seq: int, past: int, filter_value: float, dtype: str):
-    """``filter_value`` where key ``m`` follows query ``s`` (``m > past + s``), as a ``[S, T]`` constant."""
+def _causal(seq: int, past: int, dtype: str):
+    """The lowest finite value where key ``m`` follows query ``s`` (``m > past + s``), as a ``[S, T]`` constant."""
     m, s = np.arange(past + seq)[None], np.arange(seq)[:, None]
-    return Const(np.where(m > past + s, filter_value, 0).astype(dtype))
+    return Const(np.where(m > past + s, np.finfo(dtype).min, 0).astype(dtype))
 
 
 def _refuse(ctx, attrs, inputs, names: dict[str, int], attr_names=("do_rotary", "past_present_share_buffer")):
@@ -124,7 +125,7 @@ def attention(ctx, inputs, attrs):
     dtype = x.type.dtype
     bias_sm = _add(ctx, _mask_bias(ctx, mask, batch, seq, total, fv, dtype), attn_bias)
     if attrs.get("unidirectional", 0):
-        bias_sm = _add(ctx, bias_sm, _causal(seq, past_len, fv, dtype))
+        bias_sm = _add(ctx, bias_sm, _causal(seq, past_len, dtype))
     scale = float(attrs.get("scale", 1 / math.sqrt(sizes[0] // n)))
     out = _attend(ctx, q, k, v, scale, bias_sm)
     if past is None:
@@ -179,6 +180,6 @@ def multi_head_attention(ctx, inputs, attrs):
     dtype = q.type.dtype
     bias_sm = _add(ctx, _mask_bias(ctx, mask, batch, seq, total, fv, dtype), attn_bias)
     if attrs.get("unidirectional", 0):
-        bias_sm = _add(ctx, bias_sm, _causal(seq, total - seq, fv, dtype))
+        bias_sm = _add(ctx, bias_sm, _causal(seq, total - seq, dtype))
     scale = float(attrs.get("scale", 1 / math.sqrt(q.type.shape[3])))
     return [_attend(ctx, q, k, v, scale, bias_sm), k, v]
