@@ -396,3 +396,17 @@ def test_multi_head_attention_cross_packed_and_past():
                      outs=["y", "present_k", "present_v"])
     kk, vv = np.concatenate([pk, heads_ref(ks, n)], 2), np.concatenate([pv, heads_ref(vs, n)], 2)
     both(model, feed, [sdpa_ref(heads_ref(qs, n), kk, vv, 1 / 2, causal_ref(s, p)), kk, vv], atol=1e-4)
+
+
+def test_what_a_contrib_converter_cannot_express_is_refused_by_name():
+    from tensorir import graph
+    from tensorir.graph.ir import GraphError
+    rng = np.random.default_rng(14)
+    x, w = rand(rng, 1, 4, 8), rand(rng, 8, 24)
+    model = ms_model("Attention", {"x": x}, {"num_heads": 2, "do_rotary": 1}, consts={"w": w})
+    with pytest.raises(GraphError, match=r"\(Attention\): do_rotary=1 is not supported"):
+        graph.from_onnx(model)
+    model = ms_model("FusedConv", {"x": rand(rng, 1, 2, 5, 5)}, {"activation": "Softsign"},
+                     consts={"w": rand(rng, 3, 2, 3, 3)})
+    with pytest.raises(GraphError, match=r"\(FusedConv\): fused activation 'Softsign' is not supported"):
+        graph.from_onnx(model)

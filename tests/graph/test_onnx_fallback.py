@@ -96,7 +96,7 @@ def test_unknown_domain_is_refused_by_name():
                 helper.make_node("Foo", ["y"], ["z"], domain="com.example")],
                [_info("x", TensorProto.FLOAT, [2])], [_info("z", TensorProto.FLOAT, [2])],
                opsets=(("", 17), ("com.example", 1)))
-    with pytest.raises(GraphError, match=r"2 node\(s\) of unknown domains \(com.example.Foo \(x2\)\)"):
+    with pytest.raises(GraphError, match=r"2 node\(s\) of other domains have no converter: com.example.Foo \(x2\)"):
         graph.from_onnx(m)
 
 
