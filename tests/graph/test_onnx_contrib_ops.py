@@ -410,3 +410,43 @@ def test_what_a_contrib_converter_cannot_express_is_refused_by_name():
                      consts={"w": rand(rng, 3, 2, 3, 3)})
     with pytest.raises(GraphError, match=r"\(FusedConv\): fused activation 'Softsign' is not supported"):
         graph.from_onnx(model)
+
+
+def rotary_ref(x, pos, cos_cache, sin_cache, interleaved, rd, four_d, n):
+    """RoPE over ``[B, S, N, H]`` heads (``x`` ``[B, N, S, H]`` when ``four_d``, else ``[B, S, N*H]``)."""
+    xs = x.transpose(0, 2, 1, 3) if four_d else x.reshape(x.shape[0], x.shape[1], n, -1)
+    cos, sin = cos_cache[pos][:, :, None], sin_cache[pos][:, :, None]      # [B, S, 1, rd/2]
+    rot, rest = xs[..., :rd].astype(np.float64), xs[..., rd:]
+    if interleaved:
+        x1, x2 = rot[..., 0::2], rot[..., 1::2]
+        out = np.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).reshape(rot.shape)
+    else:
+        x1, x2 = rot[..., :rd // 2], rot[..., rd // 2:]
+        out = np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+    out = np.concatenate([out, rest], -1)
+    return out.transpose(0, 2, 1, 3) if four_d else out.reshape(x.shape)
+
+
+@pytest.mark.parametrize("interleaved,four_d,partial", [(0, False, False), (1, False, False), (0, True, False),
+                                                        (1, True, True), (0, False, True)])
+def test_rotary_embedding(interleaved, four_d, partial):
+    rng = np.random.default_rng(15)
+    b, s, n, h, max_pos = 2, 5, 2, 8, 16
+    rd = 4 if partial else h
+    x = rand(rng, b, n, s, h) if four_d else rand(rng, b, s, n * h)
+    pos = rng.integers(0, max_pos, (b, s)).astype(np.int64)
+    angles = np.arange(max_pos)[:, None] * (1e-1 ** np.arange(rd // 2))[None]
+    cos_cache, sin_cache = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    attrs = {"interleaved": interleaved, "_order": ["x", "pos", "cos", "sin"]}
+    if partial:
+        attrs.update(rotary_embedding_dim=rd, num_heads=n)
+    elif not four_d:
+        attrs["num_heads"] = n
+    model = ms_model("RotaryEmbedding", {"x": x, "pos": pos}, attrs, consts={"cos": cos_cache, "sin": sin_cache})
+    both(model, {"x": x, "pos": pos}, [rotary_ref(x, pos, cos_cache, sin_cache, interleaved, rd, four_d, n)])
+    # position_ids [1]: the first position, the others following
+    start = np.array([3], np.int64)
+    attrs["_order"] = ["x", "pos", "cos", "sin"]
+    model = ms_model("RotaryEmbedding", {"x": x, "pos": start}, attrs, consts={"cos": cos_cache, "sin": sin_cache})
+    both(model, {"x": x, "pos": start},
+         [rotary_ref(x, np.broadcast_to(3 + np.arange(s), (b, s)), cos_cache, sin_cache, interleaved, rd, four_d, n)])

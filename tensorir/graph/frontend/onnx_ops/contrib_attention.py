@@ -183,3 +183,56 @@ def multi_head_attention(ctx, inputs, attrs):
         bias_sm = _add(ctx, bias_sm, _causal(seq, total - seq, dtype))
     scale = float(attrs.get("scale", 1 / math.sqrt(q.type.shape[3])))
     return [_attend(ctx, q, k, v, scale, bias_sm), k, v]
+
+
+def _rotate(ctx, x1, x2, cos, sin):
+    """``(x1 cos - x2 sin, x2 cos + x1 sin)``."""
+    def mul(a, b):
+        return ctx.call("multiply", a, b)
+    return ctx.call("subtract", mul(x1, cos), mul(x2, sin)), ctx.call("add", mul(x2, cos), mul(x1, sin))
+
+
+@converter("RotaryEmbedding", since=1, domain=MS)
+def rotary_embedding(ctx, inputs, attrs):
+    """RoPE of ``input`` ``[B, S, N*H]`` or ``[B, N, S, H]``: the first ``rotary_embedding_dim`` (default the
+    head size) features of each head rotate by ``cos_cache``/``sin_cache`` ``[max position, dim/2]`` rows at
+    ``position_ids`` (``[B, S]``, or ``[1]``: the first position, the others following), as two halves or
+    (``interleaved``) as even/odd pairs; the rest pass through."""
+    x, position_ids, cos_cache, sin_cache = inputs
+    if attrs.get("is_packed_batching", 0):
+        raise ctx.unsupported("is_packed_batching=1 is not supported")
+    if float(attrs.get("scale", 1.0)) != 1.0:
+        raise ctx.unsupported(f"scale={attrs['scale']} is not supported")
+    half = cos_cache.type.shape[1]
+    rd = int(attrs.get("rotary_embedding_dim", 0)) or 2 * half
+    if rd != 2 * half:
+        raise ctx.error(f"rotary_embedding_dim {rd} does not match the caches' {half} columns")
+    n = int(attrs.get("num_heads", 0))
+    b, seq = x.type.shape[0], x.type.shape[2 if x.type.ndim == 4 else 1]
+    four_d = x.type.ndim == 4
+    if not four_d:   # [B, S, D] as [B, S, N, H]
+        d = x.type.shape[2]
+        h = d // n if n else rd
+        x = ctx.call("reshape", x, newshape=[b, seq, d // h, h])
+    if position_ids.type.ndim == 1:
+        position_ids = ctx.call("add", ctx.call("reshape", position_ids, newshape=[1, 1]),
+                                Const(np.arange(seq, dtype=position_ids.type.dtype)[None]))
+    rows = position_ids.type.shape[0]
+    shape = [rows, 1, seq, half] if four_d else [rows, seq, 1, half]
+    cos, sin = (ctx.call("reshape", ctx.call("take", c, position_ids, axis=0), newshape=shape)
+                for c in (cos_cache, sin_cache))
+    h = x.type.shape[3]
+    rot = _slice_last(ctx, x, 0, rd)
+    if attrs.get("interleaved", 0):
+        pairs = ctx.call("reshape", rot, newshape=list(rot.type.shape[:-1]) + [half, 2])
+        x1, x2 = (ctx.call("reshape", _slice_last(ctx, pairs, i, i + 1), newshape=list(rot.type.shape[:-1]) + [half])
+                  for i in (0, 1))
+        o1, o2 = _rotate(ctx, x1, x2, cos, sin)
+        pair = [ctx.call("reshape", o, newshape=list(o.type.shape) + [1]) for o in (o1, o2)]
+        out = ctx.call("reshape", ctx.call("concatenate", *pair, axis=4), newshape=list(rot.type.shape))
+    else:
+        out = ctx.call("concatenate", *_rotate(ctx, _slice_last(ctx, rot, 0, half), _slice_last(ctx, rot, half, rd),
+                                               cos, sin), axis=3)
+    if rd < h:
+        out = ctx.call("concatenate", out, _slice_last(ctx, x, rd, h), axis=3)
+    return out if four_d else ctx.call("reshape", out, newshape=list(inputs[0].type.shape))
