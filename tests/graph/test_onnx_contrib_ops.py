@@ -167,15 +167,28 @@ def test_fused_conv_without_bias_and_nhwc_conv():
            [conv_ref(x, w, b).transpose(0, 2, 3, 1)])
 
 
-def test_fused_gemm_activation():
+GEMM_ACTIVATIONS = {  # name: (activation_alpha/beta/gamma, numpy)
+    "Relu": ({}, lambda y: np.maximum(y, 0)),
+    "LeakyRelu": ({"activation_alpha": 0.1}, lambda y: np.where(y > 0, y, 0.1 * y)),
+    "HardSigmoid": ({"activation_alpha": 0.3, "activation_beta": 0.4}, lambda y: np.clip(0.3 * y + 0.4, 0, 1)),
+    "Elu": ({"activation_alpha": 0.7}, lambda y: np.where(y > 0, y, 0.7 * (np.exp(y) - 1))),
+    "Selu": ({"activation_alpha": 1.5, "activation_gamma": 1.1},
+             lambda y: 1.1 * np.where(y > 0, y, 1.5 * (np.exp(y) - 1))),
+    "Softplus": ({}, lambda y: np.log1p(np.exp(y))),
+    "Softsign": ({}, lambda y: y / (1 + np.abs(y))),
+    "ThresholdedRelu": ({"activation_alpha": 0.5}, lambda y: np.where(y > 0.5, y, 0)),
+    "Tanh": ({}, np.tanh),
+}
+
+
+@pytest.mark.parametrize("activation", list(GEMM_ACTIVATIONS))
+def test_fused_gemm_activation(activation):
     rng = np.random.default_rng(4)
     a, b, c = rand(rng, 5, 8), rand(rng, 6, 8), rand(rng, 6)
-    attrs = {"transB": 1, "alpha": 0.5, "beta": 2.0, "activation": "LeakyRelu", "activation_alpha": 0.1}
+    params, fn = GEMM_ACTIVATIONS[activation]
+    attrs = {"transB": 1, "alpha": 0.5, "beta": 2.0, "activation": activation, **params}
     y = 0.5 * a.astype(np.float64) @ b.T + 2 * c
-    both(ms_model("FusedGemm", {"a": a}, attrs, consts={"b": b, "c": c}), {"a": a}, [np.where(y > 0, y, 0.1 * y)])
-    y = a.astype(np.float64) @ b.T + c
-    both(ms_model("FusedGemm", {"a": a}, {"transB": 1, "activation": "Relu"}, consts={"b": b, "c": c}), {"a": a},
-         [np.maximum(y, 0)])
+    both(ms_model("FusedGemm", {"a": a}, attrs, consts={"b": b, "c": c}), {"a": a}, [fn(y)])
 
 
 def _trans(x, trans_batch, trans):
@@ -406,9 +419,9 @@ def test_what_a_contrib_converter_cannot_express_is_refused_by_name():
     model = ms_model("Attention", {"x": x}, {"num_heads": 2, "do_rotary": 1}, consts={"w": w})
     with pytest.raises(GraphError, match=r"\(Attention\): do_rotary=1 is not supported"):
         graph.from_onnx(model)
-    model = ms_model("FusedConv", {"x": rand(rng, 1, 2, 5, 5)}, {"activation": "Softsign"},
-                     consts={"w": rand(rng, 3, 2, 3, 3)})
-    with pytest.raises(GraphError, match=r"\(FusedConv\): fused activation 'Softsign' is not supported"):
+    model = ms_model("FusedGemm", {"a": rand(rng, 2, 3)}, {"activation": "ScaledTanh", "activation_alpha": 2.0},
+                     consts={"b": rand(rng, 3, 4)})
+    with pytest.raises(GraphError, match=r"\(FusedGemm\): fused activation 'ScaledTanh' is not supported"):
         graph.from_onnx(model)
 
 

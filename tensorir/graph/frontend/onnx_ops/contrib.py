@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 
-from ..registry import converter
+from ..registry import MAX_OPSET, converter, find_converter
 from .conv import conv
-from .elementwise import gelu, hard_sigmoid, scalar
+from .elementwise import UNARY, gelu, scalar
 from .gemm import gemm, matmul
 
 MS = "com.microsoft"
@@ -71,25 +71,24 @@ def bias_softmax(ctx, inputs, attrs):
     return ctx.call("reshape", flat, newshape=list(y.type.shape))
 
 
-def _activation(ctx, y, name: str, params: list[float]):
-    """onnxruntime's fused activation ``name`` (``MLAS_ACTIVATION``: Relu, Tanh, Sigmoid, LeakyRelu with
-    alpha, Clip with min and max, HardSigmoid with alpha and beta) applied to ``y``."""
+def _activation(ctx, y, name: str, attrs: dict):
+    """ONNX activation ``name`` with ``attrs`` applied to ``y`` through its own converter (``""``: none);
+    Clip's is the one that takes ``min`` and ``max`` as attributes."""
     if name in ("", "Identity"):
         return y
-    if name == "Relu":
-        return ctx.call("nn.relu", y)
-    if name in ("Tanh", "Sigmoid"):
-        return ctx.call(name.lower(), y)
-    if name == "LeakyRelu":
-        return ctx.call("nn.leaky_relu", y, alpha=float(params[0] if params else 0.01))
-    if name == "Clip":
-        lo, hi = (params + [None, None])[:2] if len(params) >= 2 else (None, None)
-        return ctx.call("clip", y, a_min=lo, a_max=hi)
-    if name == "HardSigmoid":
-        alpha, beta = (list(params) + [0.2, 0.5][len(params):])[:2]
-        return hard_sigmoid(ctx, [y], {"alpha": alpha, "beta": beta})
-    raise ctx.unsupported(f"fused activation {name!r} is not supported (Relu, Tanh, Sigmoid, LeakyRelu, Clip, "
-                          "HardSigmoid are)")
+    if name in ("Relu", "Tanh", "Sigmoid"):
+        return ctx.call(UNARY[name], y)
+    convert = find_converter(name, 1 if name == "Clip" else MAX_OPSET) if name in FUSABLE else None
+    if convert is None:
+        raise ctx.unsupported(f"fused activation {name!r} is not supported ({', '.join(FUSABLE)} are)")
+    return convert(ctx, [y], attrs)
+
+
+#: The activations onnxruntime fuses into Gemm (``FusedGemm``) and, the first six, into Conv (MLAS).
+FUSABLE = ("Relu", "Tanh", "Sigmoid", "LeakyRelu", "Clip", "HardSigmoid", "Elu", "Selu", "Celu", "Softplus",
+           "Softsign", "ThresholdedRelu")
+#: FusedConv's positional ``activation_params``: the activation's attributes in order.
+CONV_PARAMS = {"LeakyRelu": ("alpha",), "HardSigmoid": ("alpha", "beta"), "Clip": ("min", "max")}
 
 
 @converter("FusedConv", since=1, domain=MS)
@@ -99,7 +98,9 @@ def fused_conv(ctx, inputs, attrs):
     y = conv(ctx, inputs[:3], conv_attrs)
     if len(inputs) > 3 and inputs[3] is not None:
         y = ctx.call("add", y, inputs[3])
-    return _activation(ctx, y, attrs.get("activation", ""), list(attrs.get("activation_params", [])))
+    name = attrs.get("activation", "")
+    act = dict(zip(CONV_PARAMS.get(name, ()), attrs.get("activation_params", [])))
+    return _activation(ctx, y, name, act)
 
 
 @converter("NhwcConv", since=1, domain=MS)
@@ -116,13 +117,11 @@ def nhwc_conv(ctx, inputs, attrs):
 
 @converter("FusedGemm", since=1, domain=MS)
 def fused_gemm(ctx, inputs, attrs):
-    """``activation(Gemm(A, B, C))``, ``activation_alpha``/``_beta`` its parameters."""
+    """``activation(Gemm(A, B, C))``; ``activation_alpha``/``_beta``/``_gamma`` are the activation's
+    ``alpha``/``beta``/``gamma``."""
     gemm_attrs = {k: v for k, v in attrs.items() if not k.startswith("activation")}
-    name = attrs.get("activation", "")
-    params = [attrs[k] for k in ("activation_alpha", "activation_beta") if k in attrs]
-    if name == "LeakyRelu":
-        params = [attrs.get("activation_alpha", 0.01)]
-    return _activation(ctx, gemm(ctx, inputs, gemm_attrs), name, params)
+    act = {k[len("activation_"):]: v for k, v in attrs.items() if k.startswith("activation_")}
+    return _activation(ctx, gemm(ctx, inputs, gemm_attrs), attrs.get("activation", ""), act)
 
 
 def _batch_perm(rank: int, trans_batch: bool, trans: bool) -> list[int] | None:
