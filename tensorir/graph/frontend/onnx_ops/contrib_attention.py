@@ -86,6 +86,13 @@ def _causal(seq: int, past: int, dtype: str):
     return Const(np.where(m > past + s, np.finfo(dtype).min, 0).astype(dtype))
 
 
+def _num_heads(ctx, attrs) -> int:
+    n = int(attrs.get("num_heads", 0))
+    if n < 1:
+        raise ctx.error("the attribute num_heads (a positive count) is required")
+    return n
+
+
 def _refuse(ctx, attrs, inputs, names: dict[str, int], attr_names=("do_rotary", "past_present_share_buffer")):
     for a in attr_names:
         if attrs.get(a, 0):
@@ -103,7 +110,7 @@ def attention(ctx, inputs, attrs):
     x, w = inputs[0], inputs[1]
     bias, mask, past, attn_bias = (list(inputs) + [None] * 6)[2:6]
     _refuse(ctx, attrs, inputs, {"past_sequence_length": 6})
-    n = int(attrs["num_heads"])
+    n = _num_heads(ctx, attrs)
     sizes = list(attrs.get("qkv_hidden_sizes", [w.type.shape[1] // 3] * 3))
     if sum(sizes) != w.type.shape[1]:
         raise ctx.error(f"qkv_hidden_sizes {sizes} do not add up to the weights' {w.type.shape[1]} columns")
@@ -153,7 +160,7 @@ def multi_head_attention(ctx, inputs, attrs):
     _refuse(ctx, attrs, inputs, {"past_sequence_length": 8, "cache_indirection": 9}, ())
     if len(ctx.node.output) > 3 and ctx.node.output[3]:
         raise ctx.unsupported("the 'qk' output is not supported")
-    n = int(attrs["num_heads"])
+    n = _num_heads(ctx, attrs)
     if query.type.ndim == 5 or (key is not None and key.type.ndim == 5):
         if bias is not None:
             raise ctx.unsupported("a bias with packed Q/K/V is not supported")
