@@ -43,6 +43,15 @@ def test_bert_with_a_raw_attention_mask_and_fast_gelu():
     check(model, bert_feeds(np.random.default_rng(21), 2, 10), rtol=1e-4, atol=1e-4)
 
 
+def test_bert_from_onnxruntimes_extended_level():
+    """ORT_ENABLE_EXTENDED on the opset-13 encoder writes LayerNormalization in ONNX's domain (onnxruntime's
+    contrib op before opset 17), FusedMatMul (Q K^T / sqrt(d)) and BiasGelu."""
+    model = ort_optimized(bert_like())
+    _has(model, "LayerNormalization", "com.microsoft.FusedMatMul", "com.microsoft.BiasGelu")
+    assert {o.domain: o.version for o in model.opset_import}[""] == 13
+    check(model, bert_feeds(np.random.default_rng(25), 2, 11), rtol=1e-4, atol=1e-4)
+
+
 def test_encoder_with_multi_head_attention():
     """model_type "vit" fuses MultiHeadAttention (and drops the attention mask, as ViTs have none)."""
     model = transformers_optimized(bert_like(), "vit", heads=4, hidden=64, enable_shape_inference=False,
