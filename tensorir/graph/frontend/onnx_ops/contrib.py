@@ -15,10 +15,6 @@ from .gemm import gemm, matmul
 MS = "com.microsoft"
 
 
-def _bias(ctx, x, bias):
-    return x if bias is None else ctx.call("add", x, bias)
-
-
 @converter("Gelu", since=1, domain=MS)
 def ms_gelu(ctx, inputs, attrs):
     """``0.5 x (1 + erf(x / sqrt 2))``."""
@@ -34,7 +30,9 @@ def bias_gelu(ctx, inputs, attrs):
 @converter("FastGelu", since=1, domain=MS)
 def fast_gelu(ctx, inputs, attrs):
     """The tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` of ``X + bias``."""
-    x = _bias(ctx, inputs[0], inputs[1] if len(inputs) > 1 else None)
+    x = inputs[0]
+    if len(inputs) > 1 and inputs[1] is not None:
+        x = ctx.call("add", x, inputs[1])
     inner = ctx.call("multiply", x, ctx.call("add", scalar(1, x), ctx.call(
         "multiply", scalar(0.044715, x), ctx.call("multiply", x, x))))
     t = ctx.call("tanh", ctx.call("multiply", inner, scalar(math.sqrt(2 / math.pi), x)))
@@ -57,10 +55,13 @@ def bias_add(ctx, inputs, attrs):
 
 @converter("BiasSoftmax", since=1, domain=MS)
 def bias_softmax(ctx, inputs, attrs):
-    """Softmax over axes ``axis`` and above of ``data + bias``; the bias broadcasts numpy's way (over the
-    inner axes ``[broadcast_axis, axis)`` with ``is_inner_broadcast``, over the leading ones without)."""
+    """Softmax over axes ``axis`` and above of ``data + bias``; the bias broadcasts numpy's way: with
+    ``is_inner_broadcast`` it has data's rank and ones on the inner axes it broadcasts over (another rank
+    is refused: numpy would align it from the right), without it it lacks (or has ones on) leading axes."""
     data, bias = inputs
     rank, axis = data.type.ndim, attrs.get("axis", 1) % data.type.ndim
+    if attrs.get("is_inner_broadcast", 1) and bias.type.ndim != rank:
+        raise ctx.unsupported(f"an inner-broadcast bias of rank {bias.type.ndim} for data of rank {rank}")
     y = ctx.call("add", data, bias)
     if y.type.shape != data.type.shape:
         raise ctx.error(f"bias {bias.type} does not broadcast to data {data.type}")
