@@ -93,6 +93,17 @@ def _num_heads(ctx, attrs) -> int:
     return n
 
 
+def _masked_attend(ctx, q, k, v, mask, attn_bias, attrs):
+    """:func:`_attend` under ``mask`` (:func:`_mask_bias`), ``attention_bias`` and (``unidirectional``) a causal
+    mask over keys ``[B, N, T, H]`` whose first ``T - S`` are the past; ``scale`` 1/sqrt(head size) by default."""
+    batch, seq, total = q.type.shape[0], q.type.shape[2], k.type.shape[2]
+    fv = float(attrs.get("mask_filter_value", -10000.0))
+    bias = _add(ctx, _mask_bias(ctx, mask, batch, seq, total, fv, q.type.dtype), attn_bias)
+    if attrs.get("unidirectional", 0):
+        bias = _add(ctx, bias, _causal(seq, total - seq, q.type.dtype))
+    return _attend(ctx, q, k, v, float(attrs.get("scale", 1 / math.sqrt(q.type.shape[3]))), bias)
+
+
 def _refuse(ctx, attrs, inputs, names: dict[str, int], attr_names=("do_rotary", "past_present_share_buffer")):
     for a in attr_names:
         if attrs.get(a, 0):
@@ -119,22 +130,12 @@ def attention(ctx, inputs, attrs):
         proj = ctx.call("add", proj, bias)
     edges = np.cumsum([0] + sizes)
     q, k, v = (_heads(ctx, _slice_last(ctx, proj, int(edges[i]), int(edges[i + 1])), n) for i in range(3))
-    batch, seq = x.type.shape[:2]
-    past_len = 0
     if past is not None:
-        past_len = past.type.shape[3]
         pk, pv = (ctx.call("reshape", ctx.call("strided_slice", past, begin=[i, 0, 0, 0, 0],
                                                end=[i + 1] + list(past.type.shape[1:]), strides=[1] * 5),
                            newshape=list(past.type.shape[1:])) for i in (0, 1))
         k, v = ctx.call("concatenate", pk, k, axis=2), ctx.call("concatenate", pv, v, axis=2)
-    total = past_len + seq
-    fv = float(attrs.get("mask_filter_value", -10000.0))
-    dtype = x.type.dtype
-    bias_sm = _add(ctx, _mask_bias(ctx, mask, batch, seq, total, fv, dtype), attn_bias)
-    if attrs.get("unidirectional", 0):
-        bias_sm = _add(ctx, bias_sm, _causal(seq, past_len, dtype))
-    scale = float(attrs.get("scale", 1 / math.sqrt(sizes[0] // n)))
-    out = _attend(ctx, q, k, v, scale, bias_sm)
+    out = _masked_attend(ctx, q, k, v, mask, attn_bias, attrs)
     if past is None:
         return [out]
     present = ctx.call("concatenate", *(ctx.call("reshape", t, newshape=[1] + list(t.type.shape)) for t in (k, v)),
@@ -181,15 +182,7 @@ def multi_head_attention(ctx, inputs, attrs):
             k, v = _heads(ctx, key, n), _heads(ctx, value, n)
     if past_k is not None and past_v is not None:
         k, v = ctx.call("concatenate", past_k, k, axis=2), ctx.call("concatenate", past_v, v, axis=2)
-    batch, seq = q.type.shape[0], q.type.shape[2]
-    total = k.type.shape[2]
-    fv = float(attrs.get("mask_filter_value", -10000.0))
-    dtype = q.type.dtype
-    bias_sm = _add(ctx, _mask_bias(ctx, mask, batch, seq, total, fv, dtype), attn_bias)
-    if attrs.get("unidirectional", 0):
-        bias_sm = _add(ctx, bias_sm, _causal(seq, total - seq, dtype))
-    scale = float(attrs.get("scale", 1 / math.sqrt(q.type.shape[3])))
-    return [_attend(ctx, q, k, v, scale, bias_sm), k, v]
+    return [_masked_attend(ctx, q, k, v, mask, attn_bias, attrs), k, v]
 
 
 def _rotate(ctx, x1, x2, cos, sin):
