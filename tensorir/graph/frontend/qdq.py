@@ -33,7 +33,12 @@ class _Model:
     def __init__(self, model):
         from onnx import numpy_helper
         g = model.graph
-        self.consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        self.consts = {}
+        for t in g.initializer:
+            try:
+                self.consts[t.name] = numpy_helper.to_array(t)
+            except Exception:  # noqa: BLE001  (a corrupt initializer: folds nothing; the importer names it)
+                continue
         self.producer = {o: n for n in g.node for o in n.output if o}
         self.readers = defaultdict(list)
         for n in g.node:
@@ -146,6 +151,8 @@ def fold_qdq(model):
     """``model`` with each DequantizeLinear -> op -> QuantizeLinear pattern as one quantized node (a copy;
     the model itself when nothing folds)."""
     from onnx import helper
+    if not any(n.op_type == "DequantizeLinear" for n in model.graph.node):
+        return model
     m = _Model(model)
     replaced, dropped = {}, set()
     for node in model.graph.node:
