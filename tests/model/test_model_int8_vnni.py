@@ -3,6 +3,7 @@ or AVX-VNNI (ymm), exact plain vector code (``vpmaddwd``, never the saturating `
 the feature (skipped elsewhere); the manifest names each kernel's precision and instruction set and
 ``load_model`` refuses an artifact needing VNNI on a host without it, naming the feature."""
 import json
+import platform
 import re
 import shutil
 
@@ -18,6 +19,8 @@ from tensorir.graph.ir import Const, Graph, Var, TensorType
 from tensorir.graph.op.registry import call
 
 rng = np.random.default_rng(28)
+pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                                reason="x86 targets are compiled (JIT) in this process")
 AVX512VNNI = "llvm -mcpu=znver4 -mattr=+avx512f,+avx512bw,+avx512vl,+avx512vnni"
 AVXVNNI = "llvm -mcpu=alderlake -mattr=+avx2,+fma,+avxvnni"
 NO_VNNI = "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vl"

@@ -368,6 +368,7 @@ def test_packed_intrinsic_over_a_gather():
     np.testing.assert_allclose(b, a[j // 3 + i % 3, j % 3 + i // 3])
 
 
+@pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"), reason="x86 targets")
 @pytest.mark.parametrize("feature,register", [("avx512vnni", "z"), ("avxvnni", "y")])
 def test_vnni_dot_intrinsic_emits_vpdpbusd_and_runs_where_the_host_has_it(feature, register):
     """topi.x86's u8 x s8 -> s32 intrinsic (tir.reinterpret + call_llvm_pure_intrin) on a packed GEMM:
