@@ -9,6 +9,7 @@ from ..verify import verify
 from .basic import bind_params, eliminate_dead_code, fold_constants, infer_types
 from .fuse import fuse_ops, partition
 from .layout import alter_op_layout
+from .mixed_precision import to_mixed_precision
 from .simplify import simplify
 
 Pass = Callable[[Graph], Graph]
@@ -52,4 +53,4 @@ def _is_cpu(target) -> bool:
 
 
 __all__ = ["PASSES", "alter_op_layout", "bind_params", "eliminate_dead_code", "fold_constants", "fuse_ops", "infer_types",
-           "optimize", "partition", "simplify"]
+           "optimize", "partition", "simplify", "to_mixed_precision"]
