@@ -36,6 +36,19 @@ def test_compile_writes_an_artifact_with_a_manifest(compiled, capsys):
     assert json.loads(capsys.readouterr().out)["format"] == manifest["format"]
 
 
+def test_compile_with_precision_records_it(compiled, tmp_path, capsys):
+    d, model, _ = compiled
+    out = tmp_path / "fp16"
+    assert main(["compile", str(model), "--shape", "x=2,3,32,32", "--precision", "float16", "-o", str(out)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    vs = manifest["precision"]["vs_float32"]
+    assert manifest["precision"]["dtype"] == "float16" and 0 < vs["max_rel_error"] < 8 * 2.0 ** -10
+    assert {"compute": "float16", "accumulate": "float32"} in [k["precision"] for k in manifest["kernels"]]
+    assert "precision float16" in capsys.readouterr().out
+    assert main(["inspect", str(out)]) == 0
+    assert "float16/float32 acc" in capsys.readouterr().out
+
+
 def test_run_matches_the_reference_evaluator(compiled, tmp_path, capsys):
     from onnx.reference import ReferenceEvaluator
     d, model, out = compiled
