@@ -201,9 +201,11 @@ def test_cuda_source_uses_the_cuda_types(dtype):
 @pytest.mark.nvcc
 @pytest.mark.parametrize("dtype", LOW)
 def test_cuda_low_precision_compiles(dtype):
-    ptx = _cuda_elementwise(dtype).get_source("ptx")
+    mod = _cuda_elementwise(dtype)
+    ptx = mod.get_source("ptx")
     assert ".target sm_90" in ptx and "cvt.rn" in ptx        # conversions to 16 bits round to nearest even
     assert (".b16" in ptx) or (".f16" in ptx) or (".bf16" in ptx)
+    assert mod.cubin[:4] == b"\x7fELF" and mod.resource_usage["spill_stores"] == 0    # through ptxas
 
 
 @pytest.mark.cuda_sim
