@@ -88,6 +88,10 @@ def _run(args: argparse.Namespace) -> int:
         output_file(args.output, "--output")
     arrays = {name: _load_array(path) for name, path in inputs.items()}
     m = codegen.load_model(args.artifact)
+    for name, dtype, _ in m.run_list.inputs:     # numpy saves bfloat16 (ml_dtypes) as 2-byte void
+        a = arrays.get(name)
+        if dtype == "bfloat16" and a is not None and a.dtype.kind == "V" and a.dtype.itemsize == 2:
+            arrays[name] = a.view(np.dtype("bfloat16"))
     unknown = [n for n in inputs if n not in m.input_names]
     if unknown:
         raise CommandError(f"--input {unknown[0]}: the model has no input {unknown[0]!r} "
@@ -95,8 +99,9 @@ def _run(args: argparse.Namespace) -> int:
     outputs = m(**arrays)
     names = list(m.output_names)
     for name, out in zip(names, outputs):
-        print(f"{name}: {out.dtype}{list(out.shape)}  min {out.min():.6g}  max {out.max():.6g}  "
-              f"mean {out.mean():.6g}" if out.size and out.dtype.kind in "fiu" else f"{name}: {out.dtype}{list(out.shape)}")
+        v = out.astype(np.float32) if out.dtype.name == "bfloat16" else out
+        print(f"{name}: {out.dtype}{list(out.shape)}  min {v.min():.6g}  max {v.max():.6g}  "
+              f"mean {v.mean():.6g}" if out.size and v.dtype.kind in "fiu" else f"{name}: {out.dtype}{list(out.shape)}")
     if args.output:
         with writing_file(args.output) as tmp, open(tmp, "wb") as f:
             np.savez(f, **dict(zip(names, outputs)))      # a file object: no ".npz" appended to the name
@@ -157,8 +162,9 @@ def _summary(manifest: dict) -> str:
                         if "error" not in vs else f"not run ({vs['error']})"))
     parity = manifest.get("parity") or {}
     if parity:
-        lines.append(f"parity    vs {parity.get('peer', '?')}: max abs {parity.get('max_abs_error', '?')}, "
-                     f"max rel {parity.get('max_rel_error', '?')}")
+        lines.append(f"parity    vs {parity.get('peer', '?')}: " + (
+            f"max abs {parity.get('max_abs_error', '?')}, max rel {parity.get('max_rel_error', '?')}"
+            if "error" not in parity else f"not run ({str(parity['error'])[:120]})"))
     return "\n".join(lines)
 
 
