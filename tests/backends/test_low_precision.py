@@ -93,16 +93,20 @@ def _nearest_bf16(v: float) -> float:
     return float(best[0])
 
 
-def test_float64_to_bfloat16_rounds_once():
+def _float64_near_bf16_ties() -> np.ndarray:
+    """Doubles a hair above, below and at bfloat16 ties (where rounding through float32 errs)."""
     rng = np.random.default_rng(5)
     b = rng.standard_normal(300).astype(BF16).astype(np.float64)
     half_ulp = np.abs(b) * 2.0 ** -9
-    x = np.concatenate([b + half_ulp * (1 + 2.0 ** -30), b + half_ulp * (1 - 2.0 ** -30), b + half_ulp,
-                        [0.0, -0.0, 1e-300, 3e38, -1e39]])
+    return np.concatenate([b + half_ulp * (1 + 2.0 ** -30), b + half_ulp * (1 - 2.0 ** -30), b + half_ulp,
+                           [0.0, -0.0, 1e-300, 3e38, -1e39]])
+
+
+def test_float64_to_bfloat16_rounds_once():
+    x = _float64_near_bf16_ties()
     out = np.full(x.size, np.nan, BF16)
     _llvm_cast(x.size, "float64", "bfloat16", True)(x, out)
-    want = np.array([_nearest_bf16(v) for v in x], BF16)
-    _same(out, want)
+    _same(out, np.array([_nearest_bf16(v) for v in x], BF16))
 
 
 def _elementwise(dtype: str, n: int, factor: int):
@@ -247,3 +251,22 @@ def test_cuda_conversions_round_to_nearest_even():
         cuda_sim.run(codegen.build(s, [A, B], target="cuda -arch=sm_90"), x, out)
         with np.errstate(over="ignore", invalid="ignore"):
             _same(out, x.astype(dtype))
+
+
+@pytest.mark.cuda_sim
+def test_cuda_float64_to_16_bits_rounds_once():
+    """``__double2bfloat16`` / ``__double2half``, not a double rounding through float."""
+    x = _float64_near_bf16_ties()
+    for dtype, want in (("bfloat16", np.array([_nearest_bf16(v) for v in x], BF16)),
+                        ("float16", x.astype(np.float16))):     # numpy rounds double -> half once
+        A = te.placeholder((x.size,), "float64", name="A")
+        B = te.compute(A.shape, lambda i: A[i].astype(dtype), name="B")
+        s = te.create_schedule(B.op)
+        bx, tx = s[B].split(B.op.axis[0], factor=128)
+        s[B].bind(bx, te.thread_axis("blockIdx.x"))
+        s[B].bind(tx, te.thread_axis("threadIdx.x"))
+        mod = codegen.build(s, [A, B], target="cuda -arch=sm_90")
+        assert "__double2" in mod.get_source("cuda")
+        out = np.full(x.size, np.nan, dtype)
+        cuda_sim.run(mod, x, out)
+        _same(out, want)
