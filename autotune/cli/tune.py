@@ -150,7 +150,33 @@ def _tune_model(args: argparse.Namespace) -> int:
     print(f"tuned {sched.total_trials} trials; estimated model latency {sched.estimated_latency() * 1e3:.4f} ms; "
           f"deploy with: tiletune compile {args.model} " + " ".join(f"--shape {s}" for s in args.shape)
           + f" --log {args.log} -o OUT")
+    if args.deploy_check:
+        _deploy_check(g, params, args, sched.estimated_latency())
     return 0
+
+
+def _sample_input(dtype: str, shape):
+    """A deterministic input: uniform in [-1, 1) for floats, zeros (a valid index everywhere) for integers."""
+    import numpy as np
+    if np.dtype(dtype).kind == "f":
+        return np.random.default_rng(0).uniform(-1, 1, shape).astype(dtype)
+    return np.zeros(shape, dtype)
+
+
+def _deploy_check(g, params, args: argparse.Namespace, estimate: float) -> None:
+    """Build the model from the log as ``compile`` would, time it on this machine and set the task
+    scheduler's estimate (the sum of the kernels' best times, each measured alone) beside it, with where
+    the rest goes: the kernels timed in place, and the time outside them (copies, the call itself)."""
+    import codegen
+
+    from .. import apply_history_best
+    with apply_history_best(args.log):
+        m = codegen.build_model(g, target=args.target, params=params)
+    prof = m.profile(repeat=20, quiet=True, **{n: _sample_input(d, s) for n, d, s in m.run_list.inputs})
+    gap = (prof.total - estimate) / prof.total if prof.total > 0 else 0.0
+    print(f"deployed from the log: {prof.total * 1e3:.4f} ms per call on this machine (median of {prof.repeat}); "
+          f"kernels in place {prof.kernel_sum * 1e3:.4f} ms, outside them {prof.overhead * 1e3:.4f} ms; "
+          f"the estimate misses {gap:+.1%} of it")
 
 
 def add_demo(sub) -> None:
@@ -215,6 +241,8 @@ def add_tune_model(sub) -> None:
                            "repeatable")
     tune.add_argument("--per-round", type=positive_int, default=16,
                       help="trials per batch given to one task (default 16)")
+    tune.add_argument("--no-deploy-check", dest="deploy_check", action="store_false",
+                      help="skip building the model from the log and timing it beside the estimate at the end")
     add_measure_args(tune)
     tune.set_defaults(func=_tune_model)
 

@@ -26,7 +26,7 @@ _ACCUMULATING = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
 @dataclass
 class KernelTE:
     """The DAG of one kernel: ``inputs`` (placeholders, in the kernel's argument order) and ``outputs``;
-    ``anchor_op`` names the kernel's anchor (its first reduction or out-elemwise-fusable op) or is None."""
+    ``anchor_op`` names the kernel's anchor (its first reduction, out-elemwise-fusable or anchor op) or is None."""
     kernel: Kernel
     inputs: list[Tensor]
     outputs: list[Tensor]
@@ -93,7 +93,7 @@ def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
                     or out.dtype != v.type.dtype:
                 got = f"{out.dtype}{[int(d) for d in out.shape]}" if isinstance(out, Tensor) else type(out).__name__
                 raise GraphError(f"kernel {kernel.name}: {v.op} lowered to {got}, expected {v.type}")
-            if op.pattern in (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE) and anchor_op is None:
+            if (op.anchor or op.pattern in (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)) and anchor_op is None:
                 anchor_op = v.op
             env[id(v)] = out
     outputs = [env[id(o)] for o in body.outputs]

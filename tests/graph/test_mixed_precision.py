@@ -29,7 +29,7 @@ def _assert_close(got, want, dtype: str, epsilons: float = 8) -> float:
     """``max|got - want| <= epsilons * eps(dtype) * max|want|``; returns the error in epsilons."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     assert got.shape == want.shape and np.isfinite(got).all()
-    err = np.abs(got - want).max() / (np.abs(want).max() * _eps(dtype))
+    err = np.abs(got - want).max() / ((np.abs(want).max() or 1.0) * _eps(dtype))   # an all-zero output: absolute
     assert err <= epsilons, f"error {err:.2f} epsilons of {dtype}"
     return err
 
@@ -169,3 +169,18 @@ def test_bad_precision_requests_are_refused():
         graph.to_mixed_precision(g, "float8")
     with pytest.raises(GraphError, match="before fusion"):
         codegen.build_model(graph.optimize(g, params), "llvm", precision="float16")
+
+
+@pytest.mark.parametrize("name", ["if_nested", "loop"])
+def test_control_flow_keeps_its_dtypes(name):
+    """Subgraphs stay float32: a control-flow node's inputs are cast back to the dtypes it was built for."""
+    import control_flow_models as cf
+    model = getattr(cf, name)()
+    g, params = graph.from_onnx(model)
+    mixed = graph.to_mixed_precision(g, "float16", keep_io=False)
+    feed = cf.feeds(model, np.random.default_rng(8))
+    low = {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in feed.items()}
+    got = codegen.build_model(mixed, "llvm", params)(**low)
+    for a, b in zip(got, cf.onnxruntime_outputs(model, feed)):
+        assert a.dtype == np.float16
+        _assert_close(a, b, "float16")

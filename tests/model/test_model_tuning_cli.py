@@ -1,6 +1,7 @@
 """``tiletune tune-model`` (a rerun resumes), ``tiletune compile --log`` (the manifest names each kernel's
 record or default) and ``tiletune logs plot`` of a model-tuning log."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -39,7 +40,14 @@ def test_tune_model_writes_the_log_and_a_rerun_resumes(tuned, capsys):
     assert progress[-1]["trial"] == 20
     assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(log), *TUNE]) == 0
     assert len(_lines(log)) == 20                                            # nothing measured again
-    assert "estimated model latency" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    est = float(re.search(r"estimated model latency ([0-9.]+) ms", out).group(1))
+    deployed = re.search(r"deployed from the log: ([0-9.]+) ms per call .* kernels in place ([0-9.]+) ms, "
+                         r"outside them (-?[0-9.]+) ms; the estimate misses ([-+0-9.]+)%", out)
+    total, kernels, outside, gap = map(float, deployed.groups())
+    assert total > 0 and kernels > 0 and abs(total - kernels - outside) < 2e-3 + 1e-3 * total
+    want = 100 * (total - est) / total                                       # the numbers it prints agree
+    assert abs(gap - want) <= 0.1 + 0.02 * abs(want)                         # (up to their rounding)
 
 
 def test_compile_from_the_log_names_records(tuned, capsys):

@@ -5,5 +5,7 @@ from . import math_ext  # trigonometry, isnan/isinf, fmod, shifts
 from . import algorithm  # argmax, argmin, topk
 from . import nn_ext  # lrn
 from . import indexing  # cumsum, gather_nd, scatter_nd, scatter_elements
+from . import rnn  # nn.rnn_scan
+from . import control  # if, loop (subgraphs)
 
 __all__ = ["OPS", "OpDef", "OpPattern", "call", "get_op", "infer_type", "register_op"]

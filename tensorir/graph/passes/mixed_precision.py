@@ -15,12 +15,13 @@ Each operator has a mode (:data:`MODES`, by name; unlisted operators follow):
 Casts sit at the boundaries as ordinary ``cast`` nodes; fusion puts them into the kernels beside them
 (a cast after a convolution is its epilogue), and casts of weights fold into the weights.  Graph inputs
 and outputs keep their dtype unless ``keep_io=False`` (then float32 inputs and outputs become 16-bit).
-Only float32 values change: float64, integers and bool stay as they are.
+Only float32 values change: float64, integers and bool stay as they are; so do the subgraphs of control
+flow (``if``, ``loop``), whose inputs keep their dtypes.
 """
 from __future__ import annotations
 
 from ... import dtype as dt
-from ..ir import Const, Graph, GraphError, Node, TensorType, Value, Var, rewrite
+from ..ir import Const, Graph, GraphError, Node, TensorType, Value, Var, rewrite, subgraphs
 from ..op.registry import infer_type
 
 LOW, FLOAT32, FOLLOW, KEEP = "low", "float32", "follow", "keep"
@@ -52,8 +53,14 @@ def to_mixed_precision(g: Graph, dtype: str = "float16", *, keep_io: bool = True
             casts[key] = cast_value(v, to)
         return casts[key]
 
+    origin: dict = {}
+
     def convert(n: Node) -> Value:
+        old = origin[id(n)]
         n = Node(n.op, tuple(swap.get(id(i), i) for i in n.inputs), n.attrs, n.type, n.name) if swap else n
+        if subgraphs(n):        # control flow: its subgraphs stay float32, so its inputs keep their dtypes
+            args = tuple(cast(a, o.type.dtype) for a, o in zip(n.inputs, old.inputs))
+            return n if all(a is b for a, b in zip(args, n.inputs)) else Node(n.op, args, n.attrs, n.type, n.name)
         mode = MODES.get(n.op, FOLLOW) if isinstance(n.op, str) else KEEP
         floats = [i for i in n.inputs if i.type.dtype in ("float32", dtype)]
         if mode == KEEP or not floats:
@@ -66,7 +73,7 @@ def to_mixed_precision(g: Graph, dtype: str = "float16", *, keep_io: bool = True
         t = infer_type(n.op, [a.type for a in args], dict(n.attrs))
         return n if t == n.type and all(a is b for a, b in zip(args, n.inputs)) else Node(n.op, args, n.attrs, t, n.name)
 
-    out = rewrite(g, convert, inputs=inputs)
+    out = rewrite(g, convert, inputs=inputs, origin=origin)
     want = {id(o): o.type.dtype for o in g.outputs}
     outputs = tuple(cast(o, want[id(a)] if keep_io or want[id(a)] != "float32" else dtype)
                     for a, o in zip(g.outputs, out.outputs))

@@ -2,3 +2,5 @@
 from . import conv, conv_transpose, elementwise, gemm, normalization, pool, reduce, resize, shape
 from . import activation, einsum, norm_ext, quantize, rearrange, recurrent
 from . import reduce_ext, scatter, search
+from . import control  # If, Loop, Scan
+from . import contrib, contrib_attention, contrib_norm  # onnxruntime's com.microsoft ops
