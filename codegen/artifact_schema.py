@@ -207,7 +207,8 @@ class NumpyDType(Spec):
 
     def check(self, value, path):
         try:
-            ok = isinstance(value, str) and len(value) < 64 and np.dtype(value).kind not in "OV"
+            ok = isinstance(value, str) and len(value) < 64 and (np.dtype(value).kind not in "OV"
+                                                                 or value == "bfloat16")
         except (TypeError, ValueError, SyntaxError):
             ok = False
         if not ok:
@@ -325,10 +326,12 @@ RUN_LIST = {
 PROVENANCE = {       # written by both exporters; read by ``tiletune inspect`` and ``stats()``
     "source": nullable(OBJECT), "shape_bindings": MapOf(SHAPE), "passes": ListOf(STR),
     "kernels": ListOf(Record({"kernel": STR, "nodes": ListOf(STR)}, {"symbol": nullable(STR), "native": BOOL,
-                                                                    "schedule": nullable(OBJECT)})),
+                                                                    "schedule": nullable(OBJECT),
+                                                                    "precision": nullable(OBJECT)})),
     "fallback": ListOf(Record({"kernel": STR, "nodes": ListOf(STR)}, {"share_of_run_time": nullable(NUMBER)})),
     "memory_plan": Record({"workspace_bytes": COUNT, "naive_bytes": COUNT}),
     "weights_bytes": COUNT, "compile_seconds": nullable(NUMBER), "tiletune": nullable(STR), "parity": nullable(OBJECT),
+    "precision": nullable(OBJECT),
 }
 
 

@@ -158,13 +158,18 @@ def _unique(name: str, taken: set) -> str:
 
 
 def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: str = "error", *,
-                schedule=None):
+                schedule=None, precision: str | None = None):
     """Compile graph ``g`` (from ``graph.from_onnx``) for ``target`` (``llvm``: a ``ModelModule``;
     ``cuda``: a ``CUDAModelModule``), with ``params`` bound as constants.  See the module for the stages
     and ``fallback``.  ``schedule(kt)`` (optional, for tuning logs) returns ``(Schedule, origin)`` for a
     kernel's DAG (a :class:`~tensorir.graph.lower_te.KernelTE`) or None for its default schedule;
     ``origin`` is what the manifest records, e.g. ``{"kind": "record", "log": path, "log_sha256": ...,
-    "record": index}``."""
+    "record": index}``.  ``precision`` (``"float16"`` / ``"bfloat16"``): a mixed precision build with its
+    parity against the float32 build (:mod:`codegen.model.precision`)."""
+    if precision is not None:
+        from .precision import build_mixed
+        return build_mixed(build_model, g, precision, target=target, params=params, fallback=fallback,
+                           schedule=schedule)
     if fallback not in FALLBACKS:
         raise ValueError(f"build_model: fallback must be one of {', '.join(FALLBACKS)}, got {fallback!r}")
     if not isinstance(g, Graph):

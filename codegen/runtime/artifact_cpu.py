@@ -22,6 +22,8 @@ import tempfile
 
 import numpy as np
 
+from tensorir import dtype as dt
+
 from .. import jit
 from ..artifact_schema import BOOL, COUNT, STR, ListOf, Record, graph_spec, manifest_spec, nullable
 from ..export import _dlopen, _link
@@ -47,7 +49,7 @@ def _parity(m: ModelModule, seed: int = 0) -> dict | None:
     rng = np.random.default_rng(seed)
     feeds = {}
     for name, dtype, shape in m.run_list.inputs:
-        kind = np.dtype(dtype).kind
+        kind = "f" if dt.is_float(dtype) else np.dtype(dtype).kind
         feeds[name] = (rng.standard_normal(shape).astype(dtype) if kind == "f" else
                        rng.integers(0, 2, shape).astype(dtype) if kind == "b" else np.zeros(shape, dtype))
     try:

@@ -2,15 +2,25 @@
 placeholders, each node its operator's registered topi compute, the kernel's result the DAG output.
 
 ``lower_kernel(kernel)`` -> :class:`KernelTE`; scheduling and building are elsewhere
-(:mod:`.schedules`, :mod:`codegen.model.build`)."""
+(:mod:`.schedules`, :mod:`codegen.model.build`).
+
+A reducing operator (pattern ``COMM_REDUCE`` or ``OUT_ELEMWISE_FUSABLE``: convolutions, matmuls, softmax,
+normalizations, pooling, reductions) on float16 / bfloat16 inputs computes in float32 and rounds its
+result once: its inputs are cast up (the casts inline into its loads) and its output back."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import dtype as dt
 from ..expr import Select, const
 from ..tensor import Tensor, compute, placeholder
+from ..topi import cast
 from .ir import Const, GraphError, Kernel, Node, Var, topological_order
 from .op.registry import OpPattern, get_op
+
+
+#: operator patterns that accumulate: float32 inside for 16-bit float inputs
+_ACCUMULATING = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
 
 
 @dataclass
@@ -66,8 +76,16 @@ def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
             if fn is None:
                 why = v.attrs.get("reason")    # an onnx.fallback node: its converter's refusal
                 raise GraphError(f"kernel {kernel.name}: {v.op} has no topi compute" + (f" ({why})" if why else ""))
+            args = [env[id(i)] for i in v.inputs]
+            wide = op.pattern in _ACCUMULATING and any(isinstance(a, Tensor) and a.dtype in dt.LOW_PRECISION
+                                                       for a in args)
             try:
-                out = fn(*(env[id(i)] for i in v.inputs), **v.attrs)
+                if wide:
+                    args = [cast(a, "float32") if isinstance(a, Tensor) and a.dtype in dt.LOW_PRECISION else a
+                            for a in args]
+                out = fn(*args, **v.attrs)
+                if wide and isinstance(out, Tensor) and out.dtype != v.type.dtype:
+                    out = cast(out, v.type.dtype)
             except (ValueError, TypeError, NotImplementedError) as e:   # GraphError included
                 msg = str(e) if str(e).startswith(v.op) else f"{v.op}: {e}"
                 raise GraphError(f"kernel {kernel.name}: {msg}") from None

@@ -11,6 +11,7 @@ from .control import fold_control_flow
 from .basic import bind_params, eliminate_dead_code, fold_constants, infer_types
 from .fuse import fuse_ops, partition
 from .layout import alter_op_layout
+from .mixed_precision import to_mixed_precision
 from .simplify import simplify
 
 Pass = Callable[[Graph], Graph]
@@ -61,4 +62,5 @@ def _is_cpu(target) -> bool:
 
 
 __all__ = ["PASSES", "alter_op_layout", "bind_params", "eliminate_dead_code", "fold_constants",
-           "fold_control_flow", "fuse_ops", "infer_types", "on_subgraphs", "optimize", "partition", "simplify"]
+           "fold_control_flow", "fuse_ops", "infer_types", "on_subgraphs", "optimize", "partition", "simplify",
+           "to_mixed_precision"]

@@ -27,6 +27,8 @@ from ..op import layout as _layout_ops  # noqa: F401  (layout_transform, contrib
 from ..op import qnn
 from ..op.registry import OpPattern, call, get_op
 
+#: Element types of blocked layouts: 16-bit floats compute in float32 lanes, as float32 does.
+BLOCKED_DTYPES = ("float32", "float16", "bfloat16")
 #: Channel block sizes tried, largest first (16 float32 = one AVX-512 vector).
 BLOCKS = (16, 8, 4, 2, 1)
 
@@ -74,13 +76,13 @@ def _rule(*names: str):
 
 
 def _float4d(v: Value) -> bool:
-    return v.type.ndim == 4 and v.type.dtype == "float32"
+    return v.type.ndim == 4 and v.type.dtype in BLOCKED_DTYPES
 
 
 @_rule("nn.conv2d")
 def _conv2d(st: _Layouts, n: Node):
     x, w = n.inputs
-    if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != "float32":
+    if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != x.type.dtype:
         return None
     o, i = w.type.shape[:2]
     if n.attrs["groups"] == o == x.type.shape[1] and i == 1:   # depthwise: channels stay in their lanes
@@ -105,7 +107,7 @@ def _conv2d(st: _Layouts, n: Node):
 @_rule("nn.dense")
 def _dense(st: _Layouts, n: Node):
     x, w = (st.get_plain(v) for v in n.inputs)
-    if not isinstance(w, Const) or w.type.dtype != "float32" or w.type.shape[0] % 8:
+    if not isinstance(w, Const) or w.type.dtype not in BLOCKED_DTYPES or w.type.shape[0] % 8:
         return None   # packing pays where the output columns fill vectors of 8 or 16
     bn = 16 if w.type.shape[0] % 16 == 0 else 8
     return call("nn.contrib_dense_pack", x, Const(layout_transform_numpy(w.value, "NC", f"NC{bn}n")),
