@@ -12,6 +12,8 @@ pytest.importorskip("onnxruntime")
 from recurrent_models import model
 from test_model_cuda import _check
 
+import codegen
+from tensorir import graph
 from tensorir.graph.schedules import rnn as rnn_schedules
 
 CASES = {
@@ -44,8 +46,18 @@ def test_recurrent_simulated(case):
 def test_threads_stride_over_hidden_units(monkeypatch):
     """Fewer threads than hidden units: each thread computes several columns and hidden units."""
     monkeypatch.setattr(rnn_schedules, "CUDA_THREADS", 32)
-    m_onnx, feed, _ = model("LSTM", hidden=96, batch=1, seq=3, peep=True)
+    m_onnx, feed, _ = model("LSTM", hidden=100, batch=1, seq=3, peep=True)     # 4 per thread, a tail of 4
     m = _check(m_onnx, {}, feed)
     (scan,) = [k for s, k in m.kernels.items() if "rnn_scan" in s]
     assert scan.block == (32, 1, 1) and scan.grid == (1, 1, 1)
 
+
+
+def test_shared_memory_holds_one_block_rows():
+    """Each block's shared buffers hold its own batch row (not every block's): h, the gate sums, the cell."""
+    hidden, batch = 32, 6
+    m_onnx, _, _ = model("LSTM", hidden=hidden, batch=batch, seq=2)
+    g, params = graph.from_onnx(m_onnx)
+    m = codegen.build_model(g, target="cuda", params=params)
+    (scan,) = [k for s, k in m.kernels.items() if "rnn_scan" in s]
+    assert scan.grid == (batch, 1, 1) and scan.shared_bytes == 4 * (hidden + 4 * hidden + hidden)

@@ -4,7 +4,7 @@ packed by them at import) with its reduction outside a register block of batch r
 cell's update is vectorized over the hidden units, and the result's copy (``Y`` in time order, the final
 states) is vectorized, parallel only when large.  Threads inside the time loop would meet at a barrier every
 step: at the sizes of real recurrent layers (hidden 64-512) a step takes microseconds, so the body stays on
-one thread."""
+one thread.  On CUDA (:func:`schedule_rnn_scan_cuda`) a block per batch element runs the loop over time."""
 from __future__ import annotations
 
 import math
@@ -96,8 +96,8 @@ def _bind_rows(st, threads: int) -> None:
 def schedule_rnn_scan_cuda(cfg, kt: KernelTE) -> Schedule:
     """One thread block per batch element runs the whole loop over time: its threads stride over the gate
     columns of ``h R^T`` (``R^T`` read from global memory, ``h`` staged in shared memory each step) and over
-    the hidden units of the cell update, the step's intermediates in shared memory (the GPU passes put
-    ``__syncthreads()`` between them).  Each element of the state (global, the kernel's scratch) is written
+    the hidden units of the cell update, the step's intermediates in shared memory, one block's rows each
+    (the GPU passes put ``__syncthreads()`` between them).  Each element of the state (global, the kernel's scratch) is written
     and read by one thread only, so the steps need no synchronisation across blocks (the isl check of
     ``tensorir/poly/threads.py`` proves it)."""
     s = create_schedule([t.op for t in kt.outputs])
@@ -123,9 +123,9 @@ def schedule_rnn_scan_cuda(cfg, kt: KernelTE) -> Schedule:
                                 "reduction; the CUDA scan schedule places only the scan's own stages")
     accumulators = {st.op.name: s.cache_write(st.op.output(0), "local") for st in list(s.stages)
                     if st.op.name in ("rnn_hr", "rnn_reset_hr")}   # each column's sum in a register
+    sums = {a.op for a in accumulators.values()}
     for st in list(s.stages):
-        if isinstance(st.op, ComputeOp) and st.attach_type != INLINE and \
-                st.op not in [a.op for a in accumulators.values()]:
+        if isinstance(st.op, ComputeOp) and st.attach_type != INLINE and st.op not in sums:
             _bind_rows(st, threads)
     for st in list(s.stages):
         acc = accumulators.get(st.op.name)
