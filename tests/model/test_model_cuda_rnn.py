@@ -5,6 +5,7 @@ clip, sequence lengths, hidden sizes that the block's threads stride over.  The 
 ``tests/model/test_model_cuda_rnn_gpu.py``."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
@@ -61,3 +62,19 @@ def test_shared_memory_holds_one_block_rows():
     m = codegen.build_model(g, target="cuda", params=params)
     (scan,) = [k for s, k in m.kernels.items() if "rnn_scan" in s]
     assert scan.grid == (batch, 1, 1) and scan.shared_bytes == 4 * (hidden + 4 * hidden + hidden)
+
+
+@pytest.mark.nvcc
+@pytest.mark.cuda_sim
+def test_artifact_round_trip(tmp_path, monkeypatch):
+    """The scan's state (the kernel's workspace scratch) survives export and load without nvcc."""
+    import graph_models as gm
+    from test_model_cuda import simulate
+    m_onnx, feed, _ = model("GRU", hidden=8, batch=2, seq=3, direction="bidirectional")
+    g, params = graph.from_onnx(m_onnx)
+    codegen.build_model(g, target="cuda", params=params).export_library(tmp_path)
+    monkeypatch.setenv("TILETUNE_NVCC", "/nonexistent/nvcc")
+    loaded = codegen.load_model(tmp_path)
+    assert [len(s.scratch) for s in loaded.run_list.steps if "rnn_scan" in s.kernel] == [1, 1]
+    for got, want in zip(simulate(loaded, feed), gm.run_onnxruntime(m_onnx, feed)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
