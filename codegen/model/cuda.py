@@ -14,6 +14,7 @@ an op without a compute) fails the build with one GraphError naming every such o
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -21,6 +22,7 @@ from tensorir import topi
 from tensorir.arith import simplify
 from tensorir.expr import IntImm
 from tensorir.graph import GraphError, Kernel
+from tensorir.lower.gpu_kernels import scan_states_as_arguments
 from tensorir.lower.pipeline import lower_gpu
 
 from ..build import lower_to_func
@@ -57,24 +59,27 @@ class CUDAKernel:
     signature: Signature
     aligned: dict
     schedule: dict
+    scratch: tuple = ()                     # (dtype, elements) of each scratch buffer (a scan's state), args last
     parallel: ClassVar[bool] = False        # no host-parallel loops (the plan's ``Step.parallel``)
-    scratch: ClassVar[tuple] = ()           # no scratch buffers in the workspace
 
     def to_json(self) -> dict:
         return {"symbol": self.symbol, "grid": list(self.grid), "block": list(self.block),
                 "shared_bytes": self.shared_bytes, "signature": self.signature.to_json(),
-                "aligned": {str(i): n for i, n in self.aligned.items()}, "schedule": self.schedule}
+                "aligned": {str(i): n for i, n in self.aligned.items()}, "schedule": self.schedule,
+                "scratch": [list(x) for x in self.scratch]}
 
     @staticmethod
     def from_json(d: dict, source: str = "") -> CUDAKernel:
         return CUDAKernel(d["symbol"], source, tuple(d["grid"]), tuple(d["block"]), int(d["shared_bytes"]),
                           Signature.from_json(d["signature"]), {int(k): int(v) for k, v in d["aligned"].items()},
-                          d.get("schedule", {}))
+                          d.get("schedule", {}), tuple((dt, int(n)) for dt, n in d.get("scratch", ())))
 
     @property
     def buffers(self) -> list[tuple[str, tuple]]:
         """``(dtype, shape)`` of each buffer the kernel was lowered for, in call order (``Step.signature``)."""
-        return [(a.dtype, tuple(a.shape)) for a in self.signature.args]
+        args = [(a.dtype, tuple(a.shape)) for a in self.signature.args]
+        n = len(args) - len(self.scratch)
+        return args[:n] + [(d, (k,)) for d, k in self.scratch]   # scratch: flat workspace places
 
     @property
     def dynamic_shared(self) -> int:
@@ -87,7 +92,8 @@ def compile_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen: tupl
     function named ``symbol``."""
     s, origin = chosen
     _, limits, _ = cuda_settings(target)
-    func, launch = lower_gpu(lower_to_func(s, kt.args, name=symbol, expand=False), limits)
+    func, states = scan_states_as_arguments(lower_to_func(s, kt.args, name=symbol, expand=False))
+    func, launch = lower_gpu(func, limits)
     renderer = cuda_renderer(launch)
     source = renderer.function(func, launch_bounds(func, launch))
     grid = [simplify(g) for g in launch.grid]
@@ -95,7 +101,8 @@ def compile_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen: tupl
         raise GraphError(f"kernel {kernel.name}: symbolic grid {[str(g) for g in grid]}")
     aligned = {i: renderer.vector_access[b] for i, b in enumerate(func.buffers) if b in renderer.vector_access}
     return CUDAKernel(symbol, source, tuple(g.value for g in grid), tuple(launch.block), launch.shared_bytes,
-                      Signature.from_func(func), aligned, dict(origin))
+                      Signature.from_func(func), aligned, dict(origin),
+                      tuple((b.dtype, math.prod(int(d) for d in b.shape)) for b in states))
 
 
 def _is_kernel_start(line: str) -> bool:

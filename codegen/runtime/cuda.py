@@ -194,7 +194,7 @@ class CUDAModelModule(ModelModuleBase):
         out = []
         for step in self.run_list.steps:
             k = self.kernels[step.symbol]
-            ptrs = [self._pointer(slot, loc) for loc in step.args + [step.out]]
+            ptrs = [self._pointer(slot, loc) for loc in step.call_args]
             for i, need in k.aligned.items():
                 if ptrs[i] % need:
                     raise ValueError(f"kernel {step.kernel}: argument {i} starts at {ptrs[i]:#x}, not {need}-byte "

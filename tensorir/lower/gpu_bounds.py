@@ -96,6 +96,8 @@ class ThreadBounds(Bounds):
             if t is not None and need_relax(t.thread_tag, st.scope):
                 relax[v.var] = (IntImm(v.var.dtype, 0), simplify(self.leaf[s][v].extent - 1))
         if not relax:
+            if st.scope == "shared":    # attached above the block loops (a scan's step): one block's share
+                alloc = self._per_thread(st, alloc, "blockIdx.")
             return region, alloc
         out, out_alloc = {}, []
         for iv, old_alloc in zip(st.op.axis, alloc):
@@ -122,11 +124,13 @@ class ThreadBounds(Bounds):
                 out_alloc.append(dom.extent)
         return out, out_alloc
 
-    def _per_thread(self, st: Stage, alloc: list[Expr]) -> list[Expr]:
+    def _per_thread(self, st: Stage, alloc: list[Expr], held: str = "threadIdx.") -> list[Expr]:
         """A ``local`` stage read inside ``threadIdx`` loops below its attach point (TVM's ``NeedRelax``
         keeps them): each thread's copy spans only what that thread reads, at an offset that depends
         on its index (TVM's allocation of 97 where the block reads 128).  The producer keeps its whole
-        region, each thread computing its share; isl proves each thread reads what it wrote itself."""
+        region, each thread computing its share; isl proves each thread reads what it wrote itself.
+        With ``held="blockIdx."``, the same for a ``shared`` stage read inside ``blockIdx`` loops below
+        its attach point: each block's copy spans what its threads read."""
         if not st.op.axis:
             return alloc
         fixed = {(id(s), id(v)) for s, v in attach_path(st)}
@@ -145,7 +149,7 @@ class ThreadBounds(Bounds):
                 if (id(s), id(v)) in fixed:
                     continue
                 t = s.bindings.get(v)
-                if t is not None and t.thread_tag.startswith("threadIdx."):
+                if t is not None and t.thread_tag.startswith(held):
                     hold[v.var] = thread_index(t.thread_tag)
                     top = const_bounds(self.leaf[s][v].extent, self.var_bounds)[1] - 1
                     lo, hi = self.var_bounds.get(hold[v.var], (0, top))
@@ -165,7 +169,7 @@ class ThreadBounds(Bounds):
                     lows[d].append(rng[0])
                     highs[d].append(rng[1])
         own = {thread_index(s.bindings[v].thread_tag) for s, v in self.loops_of(st)
-               if v in s.bindings and s.bindings[v].thread_tag.startswith("threadIdx.")}
+               if v in s.bindings and s.bindings[v].thread_tag.startswith(held)}
         if not held_tags or not held_tags <= own or not lows[0]:
             return alloc  # no thread index to place it by, or one the producer's loops lack
         offsets, out = [], []

@@ -9,8 +9,11 @@ size variables; the module allocates the intermediates once (per set of sizes) a
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..schedule import ScheduleError
-from ..stmt import Allocate, LoweredFunc, Seq
+from ..stmt import Allocate, BufferStore, For, LoweredFunc, Seq
+from ..visitor import collect
 
 
 def split_kernels(func: LoweredFunc) -> tuple[list[LoweredFunc], tuple]:
@@ -34,4 +37,23 @@ def split_kernels(func: LoweredFunc) -> tuple[list[LoweredFunc], tuple]:
             for name, part in zip(names, parts)], tuple(intermediates)
 
 
-__all__ = ["split_kernels"]
+def scan_states_as_arguments(func: LoweredFunc) -> tuple[LoweredFunc, tuple]:
+    """``func`` with the global states of its ``te.scan`` s made buffer arguments (after its buffers; the
+    caller provides their memory, as a model's workspace scratch), and those buffers: one kernel runs the
+    inits, the steps and the stages reading the result.  No barrier orders global memory between threads, so
+    this holds only because isl proved (``poly/threads.py``, ``check_scan_threads``) that each element of a
+    state is written and read by one thread.  Any other global intermediate is left (and refused by the GPU
+    passes)."""
+    from .gpu import is_scan_loop
+    written = {id(s.buffer) for loop in collect(func.body, For) if is_scan_loop(loop)
+               for s in collect(loop.body, BufferStore)}
+    body, states = func.body, []
+    while isinstance(body, Allocate) and body.buffer.scope == "global" and id(body.buffer) in written:
+        states.append(body.buffer)
+        body = body.body
+    if not states:
+        return func, ()
+    return replace(func, buffers=tuple(func.buffers) + tuple(states), body=body), tuple(states)
+
+
+__all__ = ["scan_states_as_arguments", "split_kernels"]

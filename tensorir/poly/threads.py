@@ -11,12 +11,16 @@ thread index run with its value.  A reduction axis bound to ``threadIdx.*`` is l
 cross-thread reduction (``lower/thread_allreduce.py``), whose accumulators are ``local``.
 
 ``check_scan_threads``: the steps of a scan on the GPU; no thread touches global memory another
-thread writes.
+thread writes, inside the scan or (for the scan's states) around it.
 
 A ``te.scan`` runs its steps in one kernel, every thread looping over them: nothing synchronises
 threads between two steps (no barrier covers global memory across blocks).  So each element of a
 global buffer that a statement inside a scan loop reads or writes must be touched by one thread only
 (equal thread indices for every tag both statements are bound to), where one of the accesses writes.
+The same holds between the init of a state and the stages reading the scan's result: a model's CUDA
+kernel runs them all (``lower/gpu_kernels.py``, ``scan_states_as_arguments``), and program order within
+each thread is then the only order needed.  Threads exchange data only through ``shared`` buffers,
+which the barrier pass orders.
 """
 from __future__ import annotations
 
@@ -39,16 +43,17 @@ def _in_scan(st) -> bool:
 def check_scan_threads(analysis) -> None:
     """Refuse a scan whose steps would pass data between GPU threads (``ScheduleError``)."""
     stmts = [st for st in analysis.program.statements if _tags(st)]
-    if not any(_in_scan(st) for st in stmts):
+    states = {id(a.buffer) for st in stmts if _in_scan(st) for a in st.accesses if a.is_write}
+    if not states:
         return
     for s in stmts:
         for t in stmts:
-            if not (_in_scan(s) or _in_scan(t)):
-                continue
             common = [tag for tag in _tags(s) if tag in _tags(t)]
             if not common:
                 continue
             for w in (a for a in s.accesses if a.is_write and a.buffer.scope == "global"):
+                if not (_in_scan(s) or _in_scan(t) or id(w.buffer) in states):
+                    continue    # (a state's init and its readers after the scan: one kernel, see gpu_kernels.py)
                 for x in (a for a in t.accesses if a.buffer is w.buffer):
                     _check_pair(analysis, s, w, t, x, common)
 

@@ -10,51 +10,9 @@ from onnx_op_check import check
 
 from tensorir import graph
 
+from recurrent_models import model
+
 rng = np.random.default_rng()
-GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
-
-
-def model(op, seq=5, batch=2, inp=3, hidden=4, direction="forward", layout=0, bias=True, init=False, peep=False,
-          attrs=None, seq_lens=None, weights=None, lens_input=False):
-    from onnx import helper, numpy_helper
-    nd = 2 if direction == "bidirectional" else 1
-    g = GATES[op]
-    consts = {"W": rng.standard_normal((nd, g * hidden, inp)) * 0.5,
-              "R": rng.standard_normal((nd, g * hidden, hidden)) * 0.5}
-    names = ["X", "W", "R", "", "", "", "", ""]
-    if bias:
-        consts["B"] = rng.standard_normal((nd, 2 * g * hidden)) * 0.3
-        names[3] = "B"
-    if seq_lens is not None:
-        names[4] = "L"
-    if init:
-        consts["H0"] = rng.standard_normal((nd, batch, hidden))
-        names[5] = "H0"
-        if op == "LSTM":
-            consts["C0"] = rng.standard_normal((nd, batch, hidden))
-            names[6] = "C0"
-    if peep:
-        consts["P"] = rng.standard_normal((nd, 3 * hidden)) * 0.3
-        names[7] = "P"
-    while names[-1] == "":
-        names.pop()
-    consts = weights or consts
-    layout_of = {k: (np.swapaxes(v, 0, 1) if layout and k in ("H0", "C0") else v) for k, v in consts.items()}
-    inits = [numpy_helper.from_array(v.astype("float32"), k) for k, v in layout_of.items()]
-    if seq_lens is not None and not lens_input:
-        inits.append(numpy_helper.from_array(np.asarray(seq_lens, "int32"), "L"))
-    outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
-    node = helper.make_node(op, names, outs, hidden_size=hidden, direction=direction, layout=layout, **(attrs or {}))
-    xs = (batch, seq, inp) if layout else (seq, batch, inp)
-    ins = [helper.make_tensor_value_info("X", 1, xs)] + \
-        ([helper.make_tensor_value_info("L", 6, (batch,))] if lens_input else [])
-    gr = helper.make_graph([node], "rnn", ins,
-                           [helper.make_empty_tensor_value_info(o) for o in outs], inits)
-    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 14)])
-    feed = {"X": rng.standard_normal(xs).astype("float32")}
-    if lens_input:
-        feed["L"] = np.asarray(seq_lens, "int32")
-    return m, feed, consts
 
 
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
@@ -235,11 +193,19 @@ def test_dynamic_quantize_lstm_matches_onnxruntime(kw):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(b).max())))
 
 
-def test_cuda_refuses_the_scan_by_name():
+def test_cuda_builds_the_scan():
+    """The scan has a CUDA schedule (``rnn_scan_cuda``; runs in tests/model/test_model_cuda_rnn.py)."""
     m, _, _ = model("GRU", seq=4)
     g, params = graph.from_onnx(m)
+    report = graph.check(g, "cuda", params)
+    assert report.ok, str(report)
+
+
+def test_cuda_refuses_quantized_lstm_by_name():
+    m, _ = dq_lstm_model()
+    g, params = graph.from_onnx(m)
     report = str(graph.check(g, "cuda", params))
-    assert "nn.rnn_scan" in report and "no CUDA schedule" in report
+    assert "nn.rnn_scan" in report and "DynamicQuantizeLSTM" in report and "no CUDA schedule" in report
 
 
 def test_artifact_round_trip(tmp_path):

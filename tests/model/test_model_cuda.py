@@ -42,7 +42,8 @@ def simulate(m, inputs: dict) -> list[np.ndarray]:
         assert loc.kind in (WORKSPACE, WEIGHTS)
         return base[loc.offset:loc.offset + loc.nbytes].view(loc.dtype).reshape(loc.shape)
     for step in run.steps:
-        cuda_sim.run(m.kernel_module(step.symbol), *[view(a) for a in step.args], view(step.out))
+        mod = m.kernel_module(step.symbol)     # scratch (a scan's state): a flat workspace place
+        cuda_sim.run(mod, *[view(a).reshape(arg.shape) for a, arg in zip(step.call_args, mod.signature.args)])
     for dst, src in run.copies:
         view(dst)[...] = view(src)
     assert all(np.array_equal(a, np.ascontiguousarray(inputs[n])) for a, (n, _, _) in zip(ins, run.inputs))

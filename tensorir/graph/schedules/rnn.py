@@ -4,13 +4,14 @@ packed by them at import) with its reduction outside a register block of batch r
 cell's update is vectorized over the hidden units, and the result's copy (``Y`` in time order, the final
 states) is vectorized, parallel only when large.  Threads inside the time loop would meet at a barrier every
 step: at the sizes of real recurrent layers (hidden 64-512) a step takes microseconds, so the body stays on
-one thread."""
+one thread.  On CUDA (:func:`schedule_rnn_scan_cuda`) a block per batch element runs the loop over time."""
 from __future__ import annotations
 
 import math
 
-from ...schedule import Schedule, ScheduleError, create_schedule
-from ...tensor import ComputeOp
+from ...schedule import INLINE, Schedule, ScheduleError, create_schedule
+from ...scan import ScanOp
+from ...tensor import ComputeOp, thread_axis
 from ...topi.generic.injective import schedule_injective_from_existing
 from ..lower_te import KernelTE
 from .helpers import vector_width
@@ -75,9 +76,59 @@ def schedule_rnn_scan(cfg, kt: KernelTE) -> Schedule:
     return s
 
 
+#: most threads per block of the CUDA scan (a multiple of the warp size)
+CUDA_THREADS = 512
+#: the stages of one step of the scan, each in shared memory (read across threads after a barrier)
+CUDA_STEP_STAGES = ("rnn_hr", "rnn_reset_h", "rnn_reset_hr", "rnn_cell")
+
+
+def _bind_rows(st, threads: int) -> None:
+    """``st``'s axes ``(..., b, j)``: ``b`` over blocks, ``j`` strided over ``threads`` threads (its outer part
+    serial), the other axes serial between them."""
+    *rest, b, j = st.op.axis
+    jo, ji = st.split(j, factor=threads)
+    st.reorder(b, *rest, jo, ji, *st.op.reduce_axis)
+    st.bind(b, thread_axis("blockIdx.x"))
+    st.bind(ji, thread_axis("threadIdx.x"))
+
+
 @register_schedule("nn.rnn_scan", target="cuda", name="rnn_scan_cuda")
-def refuse_rnn_scan_cuda(cfg, kt: KernelTE) -> Schedule:
-    """No CUDA schedule yet: every step's matrix-vector product reads all of ``h``, so the cell would need one
-    block with barriers between its stages."""
-    raise ScheduleError(f"kernel {kt.kernel.name}: nn.rnn_scan (RNN/GRU/LSTM) has no CUDA schedule yet; "
-                        "build recurrent models for the CPU (target llvm)")
+def schedule_rnn_scan_cuda(cfg, kt: KernelTE) -> Schedule:
+    """One thread block per batch element runs the whole loop over time: its threads stride over the gate
+    columns of ``h R^T`` (``R^T`` read from global memory, ``h`` staged in shared memory each step) and over
+    the hidden units of the cell update, the step's intermediates in shared memory, one block's rows each
+    (the GPU passes put ``__syncthreads()`` between them).  Each element of the state (global, the kernel's scratch) is written
+    and read by one thread only, so the steps need no synchronisation across blocks (the isl check of
+    ``tensorir/poly/threads.py`` proves it)."""
+    s = create_schedule([t.op for t in kt.outputs])
+    if any(st.op.name == "rnn_h_quantized" for st in s.stages):
+        raise ScheduleError(f"kernel {kt.kernel.name}: nn.rnn_scan with quantized weights (DynamicQuantizeLSTM) "
+                            "quantizes h over the whole batch every step; it has no CUDA schedule, build it for "
+                            "the CPU (target llvm)")
+    scan = next(st for st in s.stages if isinstance(st.op, ScanOp))
+    hidden = int(kt.outputs[0].shape[-1])      # every stage splits by at most its smallest last axis
+    threads = min(CUDA_THREADS, hidden if hidden < 32 else hidden // 32 * 32)
+    (state,) = scan.op.state_placeholder
+    h_shared = s.cache_read(state, "shared", [st.op for st in s.stages if st.op.name == "rnn_hr"])
+    for st in s.stages:
+        if not isinstance(st.op, ComputeOp) or st.is_output or st.op.name in ("rnn_init", "rnn_update") or \
+                st.op is h_shared.op:
+            continue
+        if st.op.name in CUDA_STEP_STAGES:
+            st.set_scope("shared")
+        elif not st.op.reduce_axis:
+            st.compute_inline()     # what the kernel fused in (a constant of sequence lengths)
+        else:
+            raise ScheduleError(f"kernel {kt.kernel.name}: stage {st.op.name} fused into nn.rnn_scan is a "
+                                "reduction; the CUDA scan schedule places only the scan's own stages")
+    accumulators = {st.op.name: s.cache_write(st.op.output(0), "local") for st in list(s.stages)
+                    if st.op.name in ("rnn_hr", "rnn_reset_hr")}   # each column's sum in a register
+    sums = {a.op for a in accumulators.values()}
+    for st in list(s.stages):
+        if isinstance(st.op, ComputeOp) and st.attach_type != INLINE and st.op not in sums:
+            _bind_rows(st, threads)
+    for st in list(s.stages):
+        acc = accumulators.get(st.op.name)
+        if acc is not None:
+            s[acc].compute_at(st, st.leaf_iter_vars[-1])
+    return s
