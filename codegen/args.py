@@ -13,7 +13,7 @@ import numpy as np
 from .signature import ArgSpec, Signature
 
 CTYPES = {"bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
-          "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "float16": ctypes.c_uint16,
+          "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "float16": ctypes.c_uint16, "bfloat16": ctypes.c_uint16,
           "float32": ctypes.c_float, "float64": ctypes.c_double}
 _SAFE = {"min": min, "max": max, "_truncdiv": lambda a, b: int(a / b) if b else 0,
          "_truncmod": lambda a, b: a - b * int(a / b) if b else 0}

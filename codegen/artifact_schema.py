@@ -207,7 +207,8 @@ class NumpyDType(Spec):
 
     def check(self, value, path):
         try:
-            ok = isinstance(value, str) and len(value) < 64 and np.dtype(value).kind not in "OV"
+            ok = isinstance(value, str) and len(value) < 64 and (np.dtype(value).kind not in "OV"
+                                                                 or value == "bfloat16")
         except (TypeError, ValueError, SyntaxError):
             ok = False
         if not ok:

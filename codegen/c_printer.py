@@ -95,14 +95,18 @@ class CPrinter:
     thread_index: dict = {}             # thread tag -> C expression
     includes: tuple = ()
     type_map = {"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
-                "uint8": "unsigned char", "float16": "half", "float32": "float", "float64": "double"}
+                "uint8": "unsigned char", "float16": "half", "bfloat16": "__nv_bfloat16", "float32": "float",
+                "float64": "double"}
     vector_types: dict = {}             # (element dtype, lanes) -> type name
     vector_scopes = ("global", "shared")
     float_funcs = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10", "sqrt": "sqrt",
                    "rsqrt": "rsqrt", "tanh": "tanh", "erf": "erf", "sin": "sin", "cos": "cos", "floor": "floor",
                    "ceil": "ceil", "round": "rint", "trunc": "trunc", "fabs": "fabs", "pow": "pow"}
     float_suffix = {"float32": "f", "float64": ""}   # math function suffix per dtype
-    half_to_float, float_to_half = "__half2float", "__float2half"
+    #: 16-bit float types: (to float, from float rounding to nearest even); their math runs in float,
+    #: and bfloat16 arithmetic too (float16 uses cuda_fp16.h's operators)
+    low_precision = {"float16": ("__half2float", "__float2half_rn"),
+                     "bfloat16": ("__bfloat162float", "__float2bfloat16_rn")}
     infinity = {"float32": "__int_as_float(0x7f800000)", "float64": "__longlong_as_double(0x7ff0000000000000LL)"}
     nan = {"float32": "__int_as_float(0x7fc00000)", "float64": "__longlong_as_double(0x7ff8000000000000LL)"}
     helpers = {
@@ -223,8 +227,8 @@ class CPrinter:
 
     def e_FloatImm(self, e: E.FloatImm) -> str:
         v, d = e.value, e.dtype
-        if d == "float16":
-            return f"{self.float_to_half}({self.e_FloatImm(E.FloatImm('float32', v))})"
+        if d in self.low_precision:
+            return f"{self.low_precision[d][1]}({self.e_FloatImm(E.FloatImm('float32', v))})"
         if math.isnan(v):
             return self.nan[d]
         if math.isinf(v):
@@ -240,14 +244,21 @@ class CPrinter:
     def e_Cast(self, e: E.Cast) -> str:
         src, to = dt.element(e.value.dtype), dt.element(e.dtype)
         v = self.expr(e.value)
-        if src == "float16" and to != "float16":
-            v, src = f"{self.half_to_float}({v})", "float32"
-            return v if to == "float32" else f"(({self.ctype(to)}){v})"
-        if to == "float16":
-            return f"{self.float_to_half}((float)({v}))"
+        if src == to:
+            return v
+        if src in self.low_precision:
+            v, src = f"{self.low_precision[src][0]}({v})", "float32"
+            if to == "float32":
+                return v
+        if to in self.low_precision:   # float64 goes through float (a double rounding, as TVM's)
+            return f"{self.low_precision[to][1]}({v if src == 'float32' else f'(float)({v})'})"
         return f"(({self.ctype(to)})({v}))"
 
     def e_BinaryOp(self, e) -> str:
+        if dt.element(e.a.dtype) == "bfloat16":    # in float, rounded back
+            a, b = (E.Cast(dt.with_lanes("float32", dt.lanes(x.dtype)), x) for x in (e.a, e.b))
+            wide = type(e)(dt.with_lanes("float32", dt.lanes(e.dtype)) if dt.is_float(e.dtype) else e.dtype, a, b)
+            return self.expr(E.Cast(e.dtype, wide) if dt.is_float(e.dtype) else wide)
         a, b, t = self.expr(e.a), self.expr(e.b), type(e)
         is_int = dt.is_int(e.a.dtype) or dt.is_bool(e.a.dtype)
         if t in (E.Min, E.Max):
@@ -268,8 +279,9 @@ class CPrinter:
             return f"{'min' if t is E.Min else 'max'}({a}, {b})"
         key = "fmin" if t is E.Min else "fmax"
         self.need.add(key)
-        if elem == "float16":
-            return f"{self.float_to_half}(tt_{key}({self.half_to_float}({a}), {self.half_to_float}({b})))"
+        if elem in self.low_precision:
+            to, back = self.low_precision[elem]
+            return f"{back}(tt_{key}({to}({a}), {to}({b})))"
         return f"tt_{key}({a}, {b})"
 
     def provably_nonneg(self, e: E.Expr) -> bool:
@@ -284,9 +296,9 @@ class CPrinter:
     def e_Call(self, e: E.Call) -> str:
         d = dt.element(e.dtype)
         args = [self.expr(a) for a in e.args]
-        if d == "float16":   # half math runs in float
+        if d in self.low_precision:   # 16-bit float math runs in float
             inner = E.Call("float32", e.name, tuple(E.Cast("float32", a) for a in e.args))
-            return f"{self.float_to_half}({self.e_Call(inner)})"
+            return f"{self.low_precision[d][1]}({self.e_Call(inner)})"
         if e.name == "sigmoid":
             one = "1.0f" if d == "float32" else "1.0"
             exp = self.float_funcs["exp"] + self.float_suffix.get(d, "")

@@ -1,12 +1,19 @@
-"""Data types: strings like ``"float32"``; vector types append lanes, e.g. ``"float32x8"``."""
+"""Data types: strings like ``"float32"``; vector types append lanes, e.g. ``"float32x8"``.
+
+``bfloat16`` arrays are numpy arrays of ``ml_dtypes.bfloat16`` (imported here, so ``np.dtype("bfloat16")``
+works wherever tensorir is loaded)."""
 from __future__ import annotations
 
 import functools
 import re
 
+import ml_dtypes
 import numpy as np
 
-SCALAR_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
+SCALAR_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16", "float32",
+                 "float64")
+#: The float types stored in 16 bits; arithmetic on them runs in float32 and rounds (LLVM, CUDA C).
+LOW_PRECISION = ("float16", "bfloat16")
 _VEC = re.compile(r"^([a-z]+[0-9]*)x([0-9]+)$")
 #: Names without a width, as TVM's DataType reads them (32 bits), and numpy's ``double``.
 ALIASES = {"int": "int32", "uint": "uint32", "float": "float32", "double": "float64"}
@@ -51,7 +58,7 @@ def with_lanes(dtype: str, n: int) -> str:
 
 
 def is_float(dtype: str) -> bool:
-    return element(dtype).startswith("float")
+    return element(dtype).startswith(("float", "bfloat"))
 
 
 def is_int(dtype: str) -> bool:
@@ -71,6 +78,16 @@ def bits(dtype: str) -> int:
     return 1 if base == "bool" else int(re.sub(r"^[a-z]+", "", base))
 
 
+def np_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of a scalar dtype (``bfloat16`` is ``ml_dtypes.bfloat16``)."""
+    return np.dtype(element(dtype))
+
+
+def finfo(dtype: str):
+    """``np.finfo`` of a float dtype, bfloat16 included (``ml_dtypes.finfo``)."""
+    return ml_dtypes.finfo(np_dtype(dtype))
+
+
 def itemsize(dtype: str) -> int:
     """Bytes one scalar element occupies in memory (bool is one byte, as in numpy)."""
     return max(1, bits(dtype) // 8)
@@ -84,6 +101,8 @@ def promote(a: str, b: str) -> str:
     n = max(la, lb)
     if ea == eb:
         return with_lanes(ea, n)
+    if {ea, eb} == set(LOW_PRECISION):     # neither holds the other (range vs precision), as in JAX
+        return with_lanes("float32", n)
     rank = lambda e: (is_float(e), not is_bool(e), bits(e), is_unsigned(e))
     return with_lanes(max(ea, eb, key=rank), n)
 

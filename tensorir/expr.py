@@ -363,10 +363,10 @@ def _fold(cls, a, b):
 
 def _rounded(v, dtype: str):
     """A folded float ``v`` rounded to ``dtype`` as the machine would (Python folds in float64)."""
-    if isinstance(v, float) and dt.element(dtype) in ("float16", "float32"):
+    if isinstance(v, float) and dt.element(dtype) in ("float16", "bfloat16", "float32"):
         import numpy as np
         with np.errstate(over="ignore"):
-            return float(np.asarray(v, dt.element(dtype)))
+            return float(np.asarray(v, dt.np_dtype(dtype)))
     return v
 
 

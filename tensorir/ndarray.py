@@ -112,7 +112,7 @@ def empty(shape, dtype="float32", dev: Device | None = None, mem_scope=None, *,
     dev = device or dev
     shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
     dtype = np.dtype(dtype)
-    fill = np.full(shape, np.nan, dtype) if dtype.kind in "fc" else np.empty(shape, dtype)
+    fill = np.full(shape, np.nan, dtype) if dtype.kind in "fc" or dtype.name == "bfloat16" else np.empty(shape, dtype)
     return _wrap(fill, dev)
 
 

@@ -25,6 +25,8 @@ import tempfile
 
 import numpy as np
 
+from tensorir import dtype as dt
+
 SHIM = r"""
 #include <cmath>
 #include <cstring>
@@ -77,6 +79,22 @@ static inline double2 make_double2(double x, double y) { return {x, y}; }
 static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 static inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// cuda_fp16.h / cuda_bf16.h: the types as their bits, conversions rounding to nearest even (NaN stays NaN)
+struct __half { unsigned short x; };
+typedef __half half;
+struct __nv_bfloat16 { unsigned short x; };
+static inline float __half2float(__half h) { _Float16 f; std::memcpy(&f, &h.x, 2); return (float)f; }
+static inline __half __float2half_rn(float v) { _Float16 f = (_Float16)v; __half h; std::memcpy(&h.x, &f, 2); return h; }
+static inline float __bfloat162float(__nv_bfloat16 h) { uint32_t u = (uint32_t)h.x << 16; float f; std::memcpy(&f, &u, 4); return f; }
+static inline __nv_bfloat16 __float2bfloat16_rn(float v) {
+  uint32_t u; std::memcpy(&u, &v, 4);
+  u = v != v ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u);
+  return __nv_bfloat16{(unsigned short)(u >> 16)};
+}
+#define TT_HALF_OP(op) static inline __half operator op(__half a, __half b) { return __float2half_rn(__half2float(a) op __half2float(b)); }
+#define TT_HALF_CMP(op) static inline bool operator op(__half a, __half b) { return __half2float(a) op __half2float(b); }
+TT_HALF_OP(+) TT_HALF_OP(-) TT_HALF_OP(*) TT_HALF_OP(/)
+TT_HALF_CMP(<) TT_HALF_CMP(>) TT_HALF_CMP(<=) TT_HALF_CMP(>=) TT_HALF_CMP(==) TT_HALF_CMP(!=)
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 """
 
@@ -174,7 +192,8 @@ def run(mod, *arrays) -> None:
     params = [f"void* p{k}" for k in range(len(dtypes))] + [f"{r.ctype(d)} s{k}" for k, (_, d) in
                                                              enumerate(sig.size_vars)]
     args = [f"({r.ctype(d)}*)p{k}" for k, d in enumerate(dtypes)] + [f"s{k}" for k in range(len(sig.size_vars))]
-    source = mod.get_source("cuda").replace(   # dynamic shared memory: a static block-wide array here
+    source = mod.get_source("cuda").replace("#include <cuda_fp16.h>", "").replace("#include <cuda_bf16.h>", "")
+    source = source.replace(   # dynamic shared memory: a static block-wide array here
         f"extern __shared__ __align__(16) unsigned char {DYNAMIC_SMEM}[]",
         f"__shared__ __align__(16) unsigned char {DYNAMIC_SMEM}[{max(OPT_IN_SHARED.values())}]")
     code = SHIM + source + ENTRY + "".join(
@@ -183,7 +202,7 @@ def run(mod, *arrays) -> None:
     lib = _compile(code)
     packed = mod._packer.pack(tuple(arrays))
     sizes = tuple(packed[len(sig.args):])
-    scratch = [np.full(shape, np.nan if np.dtype(b.dtype).kind == "f" else -12345, dtype=b.dtype)
+    scratch = [np.full(shape, np.nan if dt.is_float(b.dtype) else -12345, dtype=b.dtype)
                for b, shape in zip(mod.intermediates, mod.intermediate_shapes(sizes))]
     pointers = list(packed[:len(sig.args)]) + [x.ctypes.data for x in scratch]
     for k, grid, block in mod._launches(sizes):
@@ -198,7 +217,7 @@ def run(mod, *arrays) -> None:
 def check(mod, inputs: list, outputs: list, reference, rtol=1e-4, atol=1e-4) -> None:
     """Poison ``outputs``, run, compare with ``reference(*inputs)`` (one array or a tuple)."""
     for o in outputs:
-        o[...] = np.nan if o.dtype.kind == "f" else -12345
+        o[...] = np.nan if dt.is_float(o.dtype.name) else -12345
     run(mod, *inputs, *outputs)
     ref = reference(*inputs)
     refs = ref if isinstance(ref, tuple) else (ref,)

@@ -47,7 +47,7 @@ class CUDARenderer(CPrinter):
     smem_prefix = "__shared__ __align__(16) "
     barrier = "__syncthreads();"
     thread_index = _INDEX
-    includes = ("cuda_fp16.h",)
+    includes = ("cuda_fp16.h", "cuda_bf16.h")
     vector_types = {("float32", 4): "float4", ("float32", 2): "float2", ("int32", 4): "int4", ("int32", 2): "int2",
                     ("float64", 2): "double2"}
 
@@ -83,7 +83,7 @@ class CUDARenderer(CPrinter):
         self.shared_offset = 0
 
     def include_needed(self, include: str, text: str) -> bool:
-        return include != "cuda_fp16.h" or "half" in text
+        return {"cuda_fp16.h": "half", "cuda_bf16.h": "bfloat16"}.get(include, "") in text
 
     def declare_shared(self, ctype: str, name: str, size: int, itemsize: int) -> list[str]:
         if not self.dynamic_shared:

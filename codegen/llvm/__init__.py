@@ -29,7 +29,7 @@ from tensorir.visitor import collect
 from .. import jit
 from . import extern as llvm_extern, math as llvm_math, memory as llvm_memory, parallel as llvm_parallel
 from .cse import SHARED, CSEScopes
-from .types import FAST, I1, PTR, VOID, const, convert, lanes_of, ltype, mangle, splat, to_i64, unify
+from .types import FAST, I1, PTR, VOID, const, convert, lanes_of, ltype, mangle, round_bf16, splat, to_i64, unify
 from ..signature import native_symbol
 from ..target import Target
 
@@ -52,6 +52,8 @@ class Frame:
 
 
 _ICMP = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
+#: bfloat16 operations whose float32 result needs rounding (min, max, comparisons are exact)
+_ROUNDS = (E.Add, E.Sub, E.Mul, E.Div, E.Mod, E.FloorDiv, E.FloorMod)
 
 
 class CodeGenLLVM:
@@ -273,7 +275,8 @@ class CodeGenLLVM:
         return v
 
     def expr_Imm(self, e) -> ir.Value:
-        return ir.Constant(ltype(e.dtype), e.value)
+        value = float(dt.np_dtype(e.dtype).type(e.value)) if dt.element(e.dtype) == "bfloat16" else e.value
+        return ir.Constant(ltype(e.dtype), value)
 
     def expr_Cast(self, e: E.Cast) -> ir.Value:
         return convert(self.b, self.expr(e.value), e.value.dtype, e.dtype)
@@ -373,7 +376,8 @@ class CodeGenLLVM:
             a, b = convert(self.b, a, e.a.dtype, "bool"), convert(self.b, b, e.b.dtype, "bool")
             return self.b.and_(a, b) if t is E.And else self.b.or_(a, b)
         if dt.is_float(elem):
-            return self._float_binary(t, a, b)
+            v = self._float_binary(t, a, b)
+            return round_bf16(self.b, v) if elem == "bfloat16" and t in _ROUNDS else v
         return self._int_binary(t, a, b, e.b, dt.is_unsigned(elem) or dt.is_bool(elem))
 
     def _float_binary(self, t, a, b) -> ir.Value:

@@ -3,7 +3,7 @@
 float32 ``exp exp2 log log2 log10 tanh erf sigmoid`` are inline polynomial approximations (branch free,
 so loops over them vectorize; below 5e-7 relative error).  Other float functions use LLVM intrinsics
 (``llvm.sqrt``, ``llvm.floor`` ... or ``llvm.sin`` which LLVM turns into libm calls per lane) and float64
-``erf`` calls libm.  float16 is computed in float32.
+``erf`` calls libm.  float16 and bfloat16 are computed in float32 and rounded.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from tensorir import dtype as dt
 
-from .types import F32, I1, I32, const, is_float_type, lanes_of, ltype, scalar_type, splat, with_lanes
+from .types import F32, I1, I32, const, is_float_type, lanes_of, ltype, round_bf16, scalar_type, splat, with_lanes
 
 #: te name -> LLVM intrinsic (without the type suffix).
 LLVM_INTRINSICS = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10", "sqrt": "sqrt",
@@ -171,6 +171,8 @@ def emit_call(cg, e) -> ir.Value:
     if dt.element(e.dtype) == "float16":
         wide = [cg.b.fpext(a, with_lanes(F32, n)) for a in args]
         return cg.b.fptrunc(_float_call(cg, name, wide, "float32", e), out_t)
+    if dt.element(e.dtype) == "bfloat16":      # registers are float32 already
+        return round_bf16(cg.b, _float_call(cg, name, args, "float32", e))
     return _float_call(cg, name, args, dt.element(e.dtype), e)
 
 

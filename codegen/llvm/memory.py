@@ -29,7 +29,8 @@ from tensorir import stmt as S
 
 from tensorir.visitor import Mutator, Visitor
 
-from .types import I1, I32, I64, PTR, VOID, const, convert, lanes_of, mem_type, splat, with_lanes
+from .types import I1, I32, I64, PTR, VOID, bf16_from_mem, bf16_to_mem, const, convert, lanes_of, mem_type, splat, \
+    with_lanes
 
 #: Constant-size allocations up to this many bytes live on the stack; larger or symbolic ones on the heap.
 STACK_LIMIT = 1 << 18
@@ -95,7 +96,9 @@ def load(cg, e: E.BufferLoad) -> ir.Value:
 
 
 def from_mem(b: ir.IRBuilder, v: ir.Value, dtype: str) -> ir.Value:
-    """A loaded value in register form (bytes of a bool buffer become ``i1``)."""
+    """A loaded value in register form (bytes of a bool buffer become ``i1``, bfloat16 bits a float)."""
+    if dt.element(dtype) == "bfloat16":
+        return bf16_from_mem(b, v)
     return b.icmp_unsigned("!=", v, const(v.type, 0)) if dt.is_bool(dtype) else v
 
 
@@ -110,6 +113,8 @@ def store(cg, s: S.BufferStore) -> None:
     value = convert(b, value, s.value.dtype, dt.with_lanes(buf.dtype, max(n, lanes_of(value))))
     if dt.is_bool(buf.dtype):
         value = b.zext(value, with_lanes(mt, lanes_of(value)))
+    elif dt.element(buf.dtype) == "bfloat16":
+        value = bf16_to_mem(b, value)
     if n == 1:
         if lanes_of(value) > 1:     # a vector stored to one address: its last lane wins
             value = b.extract_element(value, const(I32, lanes_of(value) - 1))

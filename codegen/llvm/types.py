@@ -1,4 +1,10 @@
-"""tensorir dtypes as LLVM types, constants and the small value helpers every emitter needs."""
+"""tensorir dtypes as LLVM types, constants and the small value helpers every emitter needs.
+
+``float16`` is LLVM's ``half`` (LLVM computes it in float and rounds where the CPU has no fp16
+arithmetic).  ``bfloat16`` lives in registers as a ``float`` whose value is always a bfloat16 (its low
+16 bits zero) and in memory as ``i16``: loads shift the bits up, arithmetic runs in float and
+:func:`round_bf16` rounds each result (round to nearest even in integer ops, NaN stays NaN: it
+vectorizes everywhere and keeps subnormals, which AVX512-BF16's ``vcvtneps2bf16`` would flush)."""
 from __future__ import annotations
 
 from llvmlite import ir
@@ -7,10 +13,11 @@ from tensorir import dtype as dt
 
 PTR = ir.PointerType()
 VOID = ir.VoidType()
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32 = ir.FloatType()
-_SCALAR = {"bool": I1, "int8": I8, "int16": ir.IntType(16), "int32": I32, "int64": I64, "uint8": I8,
-           "float16": ir.HalfType(), "float32": F32, "float64": ir.DoubleType(), "handle": PTR}
+_SCALAR = {"bool": I1, "int8": I8, "int16": I16, "int32": I32, "int64": I64, "uint8": I8,
+           "float16": ir.HalfType(), "bfloat16": F32, "float32": F32, "float64": ir.DoubleType(), "handle": PTR}
+_MEMORY = {"bool": I8, "bfloat16": I16}
 
 #: Fast-math flags on float arithmetic: everything but nnan/ninf (NaN and inf keep their meaning).
 FAST = ("reassoc", "contract", "nsz", "arcp", "afn")
@@ -26,7 +33,7 @@ def ltype(dtype: str) -> ir.Type:
 def mem_type(dtype: str) -> ir.Type:
     """Type of one element in memory (bool is a byte, as in numpy)."""
     base = dt.element(dtype)
-    return I8 if base == "bool" else _SCALAR[base]
+    return _MEMORY.get(base) or _SCALAR[base]
 
 
 def lanes_of(v: ir.Value) -> int:
@@ -96,7 +103,14 @@ def convert(b: ir.IRBuilder, v: ir.Value, src: str, dst: str) -> ir.Value:
     if lanes_of(v) != n:
         v = splat(b, v, n)
     to = with_lanes(_SCALAR[d], n)
-    if s == d or v.type == to:
+    if s == d:
+        return v
+    if d == "bfloat16":     # to float32 (float64: rounded to odd, so the second rounding is exact), then RNE
+        v = _double_to_f32_odd(b, v) if s == "float64" else convert(b, v, src, "float32")
+        return round_bf16(b, v)
+    if s == "bfloat16":
+        return convert(b, v, "float32", dst)
+    if v.type == to:
         return v
     if d == "bool":
         if dt.is_float(s):
@@ -120,9 +134,13 @@ def convert(b: ir.IRBuilder, v: ir.Value, src: str, dst: str) -> ir.Value:
 
 
 def _double_to_half(b: ir.IRBuilder, v: ir.Value, to: ir.Type) -> ir.Value:
-    """float64 -> float16 correctly rounded without ``__truncdfhf2`` (absent from the JIT's process):
-    round to float32 *to odd* (truncate, then set the last bit when inexact), then to float16; the odd
-    bit keeps the second rounding from creating a false tie."""
+    """float64 -> float16 correctly rounded without ``__truncdfhf2`` (absent from the JIT's process)."""
+    return b.fptrunc(_double_to_f32_odd(b, v), to)
+
+
+def _double_to_f32_odd(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """float64 -> float32 rounded *to odd* (truncate, then set the last bit when inexact): a second
+    rounding to a narrower type is then correct, the odd bit keeping it from creating a false tie."""
     n = lanes_of(v)
     f32, i32 = with_lanes(F32, n), with_lanes(I32, n)
     t = b.fptrunc(v, f32)
@@ -132,7 +150,31 @@ def _double_to_half(b: ir.IRBuilder, v: ir.Value, to: ir.Type) -> ir.Value:
     toward_zero = b.select(away, b.sub(bits, const(i32, 1)), bits)
     odd = b.bitcast(b.or_(toward_zero, const(i32, 1)), f32)
     exact = b.fcmp_unordered("==", back, v)
-    return b.fptrunc(b.select(exact, t, odd), to)
+    return b.select(exact, t, odd)
+
+
+def round_bf16(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """A float32 (vector) rounded to the nearest bfloat16, ties to even, still as float32; NaN stays a
+    (quiet) NaN and overflow gives infinity, as ``ml_dtypes``."""
+    i32 = with_lanes(I32, lanes_of(v))
+    bits = b.bitcast(v, i32)
+    odd = b.and_(b.lshr(bits, const(i32, 16)), const(i32, 1))
+    rounded = b.add(b.add(bits, const(i32, 0x7FFF)), odd)
+    quiet = b.or_(bits, const(i32, 0x00400000))
+    out = b.select(b.fcmp_unordered("uno", v, v), quiet, rounded)
+    return b.bitcast(b.and_(out, const(i32, -65536)), v.type)
+
+
+def bf16_from_mem(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """``i16`` bits of bfloat16 (vector) as float32."""
+    i32 = with_lanes(I32, lanes_of(v))
+    return b.bitcast(b.shl(b.zext(v, i32), const(i32, 16)), with_lanes(F32, lanes_of(v)))
+
+
+def bf16_to_mem(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """A float32 holding a bfloat16 as its ``i16`` bits."""
+    i32 = with_lanes(I32, lanes_of(v))
+    return b.trunc(b.lshr(b.bitcast(v, i32), const(i32, 16)), with_lanes(I16, lanes_of(v)))
 
 
 def _fabs(b: ir.IRBuilder, t: ir.Type):

@@ -37,7 +37,7 @@ def _dtype(dtype, what: str) -> np.dtype:
         t = np.dtype(dtype) if isinstance(dtype, str) else None
     except TypeError:
         t = None
-    if t is None or t.kind not in "biuf":
+    if t is None or (t.kind not in "biuf" and t.name != "bfloat16"):
         raise ValueError(f"{what}: dtype {dtype!r} is not a numeric dtype")
     return t
 

@@ -6,7 +6,8 @@ from ..model.entries import SET_THREADS, entry_name
 from ..model.plan import RunList
 
 _CTYPE = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
-          "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t", "float16": "uint16_t"}
+          "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t", "float16": "uint16_t",
+          "bfloat16": "uint16_t"}
 
 
 def _io(kind: str, items) -> list[str]:

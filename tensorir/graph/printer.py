@@ -8,7 +8,7 @@ import numpy as np
 from .ir import Const, Graph, Kernel
 
 _INLINE_MAX = 8
-_SUFFIX = {"float32": "f", "float64": "f64", "float16": "f16", "int64": "i64", "int32": "i32", "bool": ""}
+_SUFFIX = {"float32": "f", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64", "int32": "i32", "bool": ""}
 
 
 def _scalar(x, dtype: str) -> str:

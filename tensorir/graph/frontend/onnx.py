@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ... import dtype as dt
 from ..ir import Const, Graph, GraphError, TensorType, Value, Var
 from ..op.registry import call
 from ..passes.basic import eliminate_dead_code, fold_node
@@ -232,7 +233,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
             onnx_dtype(init.data_type)
         except Exception as e:  # noqa: BLE001  (an unsupported type, or data that does not fit its shape)
             raise GraphError(f"{where}: initializer {init.name!r}: {e}") from None
-        if a.dtype.kind == "f":
+        if dt.is_float(a.dtype.name):
             params[init.name] = a
             values[init.name] = Var(init.name, TensorType(a.shape, str(a.dtype)), "param")
             param_vars.append(values[init.name])

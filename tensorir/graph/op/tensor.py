@@ -11,7 +11,7 @@ from ...expr import const
 from ..ir import TensorType
 from .registry import OpPattern, register_op
 
-FLOATS = ("float16", "float32", "float64")
+FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
 def _erf(x):

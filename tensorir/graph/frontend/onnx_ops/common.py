@@ -3,8 +3,10 @@ from __future__ import annotations
 
 
 
-#: The element types tensorir computes with (``tensorir.dtype``): no uint16/32/64, bfloat16, float8, int4.
-SUPPORTED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
+from ....dtype import SCALAR_DTYPES
+
+#: The element types tensorir computes with (``tensorir.dtype``): no uint16/32/64, float8, int4.
+SUPPORTED_DTYPES = SCALAR_DTYPES
 
 
 def onnx_dtype(code: int, ctx=None) -> str:
