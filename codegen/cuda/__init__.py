@@ -19,6 +19,7 @@ Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch
 """
 from __future__ import annotations
 
+from tensorir import dtype as dt
 from tensorir.lower.gpu import GPULimits, LaunchConfig
 from tensorir.lower.gpu_allreduce import SHUFFLE, THREAD_INDEX
 from tensorir.lower.gpu_double_buffer import CP_ASYNC, CP_ASYNC_COMMIT, CP_ASYNC_WAIT
@@ -28,6 +29,7 @@ from tensorir.stmt import For, LoweredFunc
 from tensorir.visitor import collect
 
 from ..c_printer import CodegenError, CPrinter
+from .mma import MMA_SOURCE
 from .nvcc import default_arch
 from ..target import Target
 
@@ -37,6 +39,7 @@ OPT_IN_SHARED = {"sm_70": 96 * 1024, "sm_72": 96 * 1024, "sm_75": 64 * 1024, "sm
                  "sm_86": 99 * 1024, "sm_87": 163 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
                  "sm_100": 227 * 1024, "sm_120": 99 * 1024}
 DYNAMIC_SMEM = "tt_dynamic_smem"
+MMA_FUNCTIONS = ("tt_ldmatrix", "tt_mma", "tt_mma_fill", "tt_mma_store")   # device code in mma.py
 
 _INDEX = {f"{k}.{d}": f"((int){k}.{d})" for k in ("threadIdx", "blockIdx") for d in "xyz"}
 
@@ -75,6 +78,7 @@ class CUDARenderer(CPrinter):
                     "  asm volatile(\"cp.async.wait_group %0;\\n\" :: \"n\"(N) : \"memory\");\n"
                     "#endif\n"
                     "}",
+        "mma": MMA_SOURCE,
     }
 
     def __init__(self, dynamic_shared: bool = False):
@@ -84,6 +88,25 @@ class CUDARenderer(CPrinter):
 
     def include_needed(self, include: str, text: str) -> bool:
         return {"cuda_fp16.h": "half", "cuda_bf16.h": "bfloat16"}.get(include, "") in text
+
+    def declare_local(self, b, size: int) -> list[str]:
+        """``warp`` buffers (tensor-core fragments, ``codegen/cuda/mma.py``): each lane holds 1/32 of the
+        warp's tile, 16-byte aligned for the intrinsics' 32-bit register views."""
+        if b.scope != "warp":
+            return super().declare_local(b, size)
+        if size % (32 * 16 // dt.itemsize(b.dtype)):     # 32 lanes x four 32-bit registers
+            raise CodegenError(f"warp buffer {b.name} of {size} elements is not whole fragment tiles")
+        return [f"  __align__(16) {self.ctype(b.dtype)} {self.name(b, b.name)}[{size // 32}];"]
+
+    def e_AccessPtr(self, e) -> str:
+        if e.buffer.scope == "warp":     # the lane's share; the mma intrinsics locate the tile themselves
+            return self.names[e.buffer]
+        return super().e_AccessPtr(e)
+
+    def e_CallExtern(self, e) -> str:
+        if e.name in MMA_FUNCTIONS:
+            self.need.add("mma")
+        return super().e_CallExtern(e)
 
     def declare_shared(self, ctype: str, name: str, size: int, itemsize: int) -> list[str]:
         if not self.dynamic_shared:
