@@ -87,7 +87,7 @@ class CUDARenderer(CPrinter):
         self.shared_offset = 0
 
     def include_needed(self, include: str, text: str) -> bool:
-        return {"cuda_fp16.h": "half", "cuda_bf16.h": "bfloat16"}.get(include, "") in text
+        return "mma" in self.need or {"cuda_fp16.h": "half", "cuda_bf16.h": "bfloat16"}.get(include, "") in text
 
     def declare_local(self, b, size: int) -> list[str]:
         """``warp`` buffers (tensor-core fragments, ``codegen/cuda/mma.py``): each lane holds 1/32 of the

@@ -95,12 +95,31 @@ __device__ __forceinline__ void tt_mma(float* c, int offc, int ldc, const void* 
   }
 #endif
 }
-// the accumulator tile at offc written to memory (row stride ldd): each lane its four values
-__device__ __forceinline__ void tt_mma_store(float* dst, int ldd, const float* c, int offc, int ldc) {
+// the accumulator tile at offc written to memory (row stride ldd), each lane its four values, as float,
+// half or bfloat16 (rounded to nearest even)
+__device__ __forceinline__ void tt_store2(float* p, float a, float b) { *(float2*)p = make_float2(a, b); }
+__device__ __forceinline__ void tt_store2(half* p, float a, float b) {
+  half x = __float2half_rn(a), y = __float2half_rn(b);
+#ifdef TT_SIM
+  p[0] = x; p[1] = y;
+#else
+  *(unsigned*)p = __half_as_ushort(x) | (unsigned)__half_as_ushort(y) << 16;
+#endif
+}
+__device__ __forceinline__ void tt_store2(__nv_bfloat16* p, float a, float b) {
+  __nv_bfloat16 x = __float2bfloat16_rn(a), y = __float2bfloat16_rn(b);
+#ifdef TT_SIM
+  p[0] = x; p[1] = y;
+#else
+  *(unsigned*)p = __bfloat16_as_ushort(x) | (unsigned)__bfloat16_as_ushort(y) << 16;
+#endif
+}
+template <typename T>
+__device__ __forceinline__ void tt_mma_store(T* dst, int ldd, const float* c, int offc, int ldc) {
   int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const float* s = c + tt_frag_tile(offc, ldc, 8) * 4;
-  *(float2*)(dst + g * ldd + 2 * t) = make_float2(s[0], s[1]);
-  *(float2*)(dst + (g + 8) * ldd + 2 * t) = make_float2(s[2], s[3]);
+  tt_store2(dst + g * ldd + 2 * t, s[0], s[1]);
+  tt_store2(dst + (g + 8) * ldd + 2 * t, s[2], s[3]);
 }
 """
 

@@ -18,6 +18,8 @@ TVM's ``dense_tensorcore`` shape, with the PTX intrinsics of ``tensorir/topi/cud
 """
 from __future__ import annotations
 
+import functools
+
 from ...schedule import Schedule, Stage
 from ...topi.cuda.tensor_intrin import intrin_ldmatrix, intrin_mma, intrin_mma_store, mma_shape
 from .helpers import bind, cooperative_fetch
@@ -65,6 +67,33 @@ def gemm_operands(anchor: Stage):
     if _index_is(b.indices[-2:], (k, j)):
         return a.tensor, b.tensor, True, dtype
     return "B is not indexed [.., j, k] or [.., k, j]"
+
+
+def _store_dtype(out: Stage, acc: Stage) -> str | None:
+    """The dtype ``out`` stores the accumulator as, where it is that alone (a copy or a cast), else None."""
+    from ...expr import Cast, TensorLoad
+    body = out.op.bodies[0]
+    value = body.value if isinstance(body, Cast) else body
+    if not isinstance(value, TensorLoad) or value.tensor.op is not acc.op or \
+            not _index_is(value.indices, [ax.var for ax in out.op.axis]):
+        return None
+    return body.dtype if body.dtype in ("float32", "float16", "bfloat16") else None
+
+
+def _warp_tiles(st: Stage, i, j, wm: int, wn: int, intrin):
+    """``st``'s block tile (axes ``i``, ``j``) over the warps (``threadIdx.y / z``), each warp's tile in
+    16 x 8 pieces tensorized with ``intrin``; returns the warp's column loop (where the accumulators go)."""
+    wi, i = st.split(i, factor=wm)
+    wj, j = st.split(j, factor=wn)
+    ti, i = st.split(i, factor=16)
+    tj, j = st.split(j, factor=8)
+    st.reorder(wi, wj, ti, tj, i, j)
+    bind(st, wi, "threadIdx.y")
+    bind(st, wj, "threadIdx.z")
+    st.unroll(ti)
+    st.unroll(tj)
+    st.tensorize(i, intrin)
+    return wj
 
 
 def _index_is(idx, want) -> bool:
@@ -115,54 +144,46 @@ def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     wy, wz = bm // wm, bn // wn
     if anchor is out:
         cf = s[s.cache_write(out.op.output(0), "warp")]
-        readers = [out]
     else:
         cf = anchor
         cf.set_scope("warp")
-        readers = [st for st in s.stages if anchor.op.output(0) in st.op.input_tensors]
-    cs = s[s.cache_read(cf.op.output(0), "shared", [r.op.output(0) for r in readers])]
+    direct = _store_dtype(out, cf)
+    if direct is None:
+        readers = [st for st in s.stages if cf.op.output(0) in st.op.input_tensors]
+        cs = s[s.cache_read(cf.op.output(0), "shared", [r.op.output(0) for r in readers])]
     as_ = s[s.cache_read(a, "shared", [cf.op.output(0)])]
     bs = s[s.cache_read(b, "shared", [cf.op.output(0)])]
     af = s[s.cache_read(as_.op.output(0), "warp", [cf.op.output(0)])]
     bf = s[s.cache_read(bs.op.output(0), "warp", [cf.op.output(0)])]
-
-    # the output: block tiles, 4 consecutive columns per thread
     axes = list(out.op.axis)
     bi, ii = out.split(axes[-2], factor=bm)
     bj, jj = out.split(axes[-1], factor=bn)
     out.reorder(*axes[:-2], bi, bj, ii, jj)
-    t = out.fuse(ii, jj)
-    t, vec = out.split(t, factor=4)
-    t, tx = out.split(t, factor=32)
-    t, ty = out.split(t, factor=wy)
-    t, tz = out.split(t, factor=wz)
     if len(axes) > 2:
         bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
     bind(out, bi, "blockIdx.y")
     bind(out, bj, "blockIdx.x")
-    bind(out, tz, "threadIdx.z")
-    bind(out, ty, "threadIdx.y")
-    bind(out, tx, "threadIdx.x")
-    out.vectorize(vec)
-
-    # the accumulators to shared memory, warp by warp
-    cs.compute_at(out, bj)
-    ci, cj = cs.op.axis[-2:]
-    wi, ci = cs.split(ci, factor=wm)
-    wj, cj = cs.split(cj, factor=wn)
-    ti, ci = cs.split(ci, factor=16)
-    tj, cj = cs.split(cj, factor=8)
-    cs.reorder(wi, wj, ti, tj, ci, cj)
-    bind(cs, wi, "threadIdx.y")
-    bind(cs, wj, "threadIdx.z")
-    cs.unroll(ti)
-    cs.unroll(tj)
-    if pad:
-        cs.storage_align(cs.op.axis[-2], bn, 4)
-    cs.tensorize(ci, intrin_mma_store())
+    if direct is not None:     # the output (a cast at most) stored from the fragments
+        wj = _warp_tiles(out, ii, jj, wm, wn, intrin_mma_store("global", direct))
+        attach = out
+    else:                      # through a shared float32 tile, read by all threads, 4 columns each
+        t = out.fuse(ii, jj)
+        t, vec = out.split(t, factor=4)
+        t, tx = out.split(t, factor=32)
+        t, ty = out.split(t, factor=wy)
+        t, tz = out.split(t, factor=wz)
+        bind(out, tz, "threadIdx.z")
+        bind(out, ty, "threadIdx.y")
+        bind(out, tx, "threadIdx.x")
+        out.vectorize(vec)
+        cs.compute_at(out, bj)
+        if pad:
+            cs.storage_align(cs.op.axis[-2], bn, 4)
+        wj = _warp_tiles(cs, *cs.op.axis[-2:], wm, wn, intrin_mma_store())
+        attach = cs
 
     # mma.sync over the warp's tile
-    cf.compute_at(cs, wj)
+    cf.compute_at(attach, wj)
     fi, fj = cf.op.axis[-2:]
     fio, fi = cf.split(fi, factor=16)
     fjo, fj = cf.split(fj, factor=8)
@@ -197,9 +218,54 @@ def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     for sh in (as_, bs):
         sh.compute_at(cf, ko)
         if pad:
-            sh.storage_align(sh.op.axis[-2], 32, 16 // esz)
+            sh.storage_align(sh.op.axis[-2], chunk, 16 // esz)   # rows 16 bytes longer than the slice
         cooperative_fetch(sh, threads, 16 // esz)
         sh.double_buffer(async_copy=True, stages=stages)
 
 
-__all__ = ["DEFAULT_KNOBS", "gemm_operands", "schedule_tensorcore", "shared_bytes", "tensorcore_fits"]
+
+
+def tensorcore_gemm(m: int, n: int, k: int, dtype: str = "float16", knobs: dict | None = None, *,
+                    b_trans: bool = False, out_dtype: str | None = None, bias: bool = False,
+                    relu: bool = False):
+    """``(schedule, [A, B, (bias,) C])`` of ``C = A B^T`` (``b_trans``: ``A B``; ``A`` [m, k], ``B`` [n, k]
+    or [k, n]) accumulated in float32 with tensor cores, stored as ``out_dtype`` (default: ``dtype``;
+    float32 for TF32), optionally ``+ bias[n]`` (float32) and ``relu``: the epilogue in the kernel."""
+    from ...expr import Max, binary, const
+    from ...reduce import sum as te_sum
+    from ...schedule import create_schedule
+    from ...tensor import ComputeOp, compute, placeholder, reduce_axis
+    knobs = dict(DEFAULT_KNOBS, **(knobs or {}))
+    out_dtype = out_dtype or dtype
+    a = placeholder((m, k), dtype, name="A")
+    b = placeholder((k, n) if b_trans else (n, k), dtype, name="B")
+    r = reduce_axis((0, k), name="k")
+    up = (lambda x: x) if dtype == "float32" else (lambda x: x.astype("float32"))
+    value = acc = compute((m, n), lambda i, j: te_sum(up(a[i, r]) * up(b[r, j] if b_trans else b[j, r]), axis=r),
+                          name="acc")
+    args = [a, b]
+    steps = []
+    if bias:
+        bb = placeholder((n,), "float32", name="bias")
+        args.append(bb)
+        steps.append(("bias_add", lambda v, i, j: v[i, j] + bb[j]))
+    if relu:
+        steps.append(("relu", lambda v, i, j: binary(Max, v[i, j], const(0.0, "float32"))))
+    if out_dtype != "float32":
+        steps.append(("out", lambda v, i, j: v[i, j].astype(out_dtype)))
+    for name, f in steps:
+        value = compute((m, n), functools.partial(_apply, f, value), name=name)
+    s = create_schedule(value.op)
+    for st in s.stages:
+        if isinstance(st.op, ComputeOp) and st.op not in (value.op, acc.op):
+            st.compute_inline()
+    schedule_tensorcore(s, s[value], s[acc], knobs)
+    return s, args + [value]
+
+
+def _apply(f, v, i, j):
+    return f(v, i, j)
+
+
+__all__ = ["DEFAULT_KNOBS", "gemm_operands", "schedule_tensorcore", "shared_bytes", "tensorcore_fits",
+           "tensorcore_gemm"]

@@ -75,17 +75,19 @@ def intrin_mma(dtype: str, b_trans: bool = False):
     return decl_tensor_intrin(c.op, body, name=f"mma_m{m}n{n}k{k}_{dtype}{'_btrans' if b_trans else ''}", binds=bufs)
 
 
-def intrin_mma_store(dst_scope: str = "shared"):
-    """The float32 accumulator tile (16 x 8) written to ``dst_scope`` memory, each lane its values."""
+def intrin_mma_store(dst_scope: str = "shared", out_dtype: str = "float32"):
+    """The float32 accumulator tile (16 x 8) written to ``dst_scope`` memory as ``out_dtype`` (float32,
+    or float16 / bfloat16 rounded to nearest even), each lane its values."""
     c = placeholder((16, 8), "float32", name="acc")
-    d = compute((16, 8), lambda i, j: c[i, j], name="store")
+    d = compute((16, 8), lambda i, j: c[i, j] if out_dtype == "float32" else c[i, j].astype(out_dtype),
+                name="store")
     bc, bd = _buffer(c, "warp", "st_src"), _buffer(d, dst_scope, "st_dst")
 
     def body(ins, outs):
         (s,), (o,) = ins, outs
-        return call_extern("int32", "tt_mma_store", o.access_ptr("w"), o.strides[0], s.access_ptr("r"), s.elem_offset,
-                           s.strides[0])
-    return decl_tensor_intrin(d.op, body, name="mma_store", binds={c: bc, d: bd})
+        return call_extern("int32", "tt_mma_store", o.access_ptr("w"), o.strides[0], s.access_ptr("r"),
+                           s.elem_offset, s.strides[0])
+    return decl_tensor_intrin(d.op, body, name=f"mma_store_{out_dtype}", binds={c: bc, d: bd})
 
 
 __all__ = ["intrin_ldmatrix", "intrin_mma", "intrin_mma_store", "mma_shape"]
