@@ -5,9 +5,10 @@ For each size the best record of ``gemm_cuda`` in ``tuning_logs/cuda-<arch>/gemm
 schedule (the template's default, autotune/templates/gemm_cuda.py) are checked against a float64
 product on random data (output poisoned with NaN), then timed against ``torch.matmul`` (cuBLAS,
 TF32 off) in interleaved rounds with CUDA events.  Prints TFLOP/s and the ratios.  ``--sweep`` also
-tries the hand configs below.
+tries the hand configs below.  ``--dtype float16|bfloat16|tf32``: the tensor-core GEMM instead
+(benchmarks/gemm_tensorcore.py).
 
-    python benchmarks/gemm_cuda.py [--sizes 1024 2048 4096] [--rounds 9] [--sweep] [--log-dir DIR]
+    python benchmarks/gemm_cuda.py [--sizes 1024 2048 4096] [--rounds 9] [--sweep] [--log-dir DIR] [--dtype D]
 """
 from __future__ import annotations
 
@@ -54,7 +55,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--sweep", action="store_true", help="also the hand configs (the fastest is timed)")
     p.add_argument("--log-dir", default=None, help="default: tuning_logs/cuda-<arch>")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16", "tf32"],
+                   help="float16 / bfloat16 / tf32: tensor cores (benchmarks/gemm_tensorcore.py)")
     args = p.parse_args()
+    if args.dtype != "float32":
+        import gemm_tensorcore
+        return gemm_tensorcore.main(args)
     torch = torch_fp32()
     import codegen
     from autotune.templates.gemm_cuda import gemm_cuda_template, gemm_schedule
