@@ -20,6 +20,7 @@ Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch
 from __future__ import annotations
 
 from tensorir import dtype as dt
+from tensorir.graph.schedules.registry import TARGET_INFO
 from tensorir.lower.gpu import GPULimits, LaunchConfig
 from tensorir.lower.gpu_allreduce import SHUFFLE, THREAD_INDEX
 from tensorir.lower.gpu_double_buffer import CP_ASYNC, CP_ASYNC_COMMIT, CP_ASYNC_WAIT
@@ -31,7 +32,7 @@ from tensorir.visitor import collect
 from ..c_printer import CodegenError, CPrinter
 from .mma import MMA_SOURCE
 from .nvcc import default_arch
-from ..target import Target
+from ..target import Target, parse
 
 STATIC_SHARED = 48 * 1024      # bytes of static shared memory per block; beyond it, dynamic (opt-in)
 #: shared memory per block a kernel may opt in to (bytes), by arch: the default limit of a ``cuda`` target
@@ -197,6 +198,19 @@ def current_shared_limit() -> int:
     its ``-max_shared_memory_per_block`` or arch's opt-in maximum; 48 KiB outside a ``cuda`` target."""
     target = Target.current()
     return cuda_settings(target)[1].max_shared_memory if target is not None and target.kind == "cuda" else STATIC_SHARED
+
+
+def target_info(target) -> dict:
+    """What the kernel schedules ask of a ``cuda`` target (``tensorir.graph.schedules.registry.TARGET_INFO``):
+    its arch, shared memory per block, and whether float32 GEMMs may use TF32 tensor cores
+    (``-allow_tf32``, off by default as torch's ``allow_tf32``)."""
+    target = target if isinstance(target, Target) else parse(str(target))
+    arch, limits, _ = cuda_settings(target)
+    return {"arch": arch, "shared_limit": limits.max_shared_memory,
+            "allow_tf32": target.option("allow_tf32") is not None}
+
+
+TARGET_INFO["cuda"] = target_info
 
 
 def build_cuda(func: LoweredFunc, target: Target):

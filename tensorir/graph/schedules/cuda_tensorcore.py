@@ -22,10 +22,11 @@ import functools
 
 from ...schedule import Schedule, Stage
 from ...topi.cuda.tensor_intrin import intrin_ldmatrix, intrin_mma, intrin_mma_store, mma_shape
-from .helpers import bind, cooperative_fetch
+from .helpers import bind, cooperative_fetch, kernel_stages, single_anchor
 
 #: the default knobs: 128 x 128 blocks of 2 x 2 warps of 64 x 64, k slices of 32, 3 stages
-DEFAULT_KNOBS = {"block_m": 128, "block_n": 128, "warp_m": 64, "warp_n": 64, "chunk": 32, "stages": 3, "pad": 1}
+DEFAULT_KNOBS = {"block_m": 128, "block_n": 128, "warp_m": 64, "warp_n": 64, "chunk": 32, "stages": 3, "pad": 1,
+                 "swizzle": 1}
 
 
 def gemm_operands(anchor: Stage):
@@ -38,19 +39,21 @@ def gemm_operands(anchor: Stage):
     src = body.source
     if not isinstance(src, Mul):
         return "the reduction is not a product of two loads"
-    loads = []
+    loads, casts = [], []
     for x in (src.a, src.b):
+        x, cast = _cast_stage(x)
         inner = x.value if isinstance(x, Cast) else x
         if not isinstance(inner, TensorLoad) or (isinstance(x, Cast) and x.dtype != "float32"):
             return "the product's factors are not loads (or their casts to float32)"
         loads.append(inner)
+        casts.append(cast or isinstance(x, Cast))
     dtypes = {ld.dtype for ld in loads}
     if len(dtypes) != 1:
         return f"mixed input dtypes {sorted(dtypes)}"
     (dtype,) = dtypes
-    if dtype == "float32" and any(isinstance(x, Cast) for x in (src.a, src.b)):
+    if dtype == "float32" and any(casts):
         return "float32 inputs are cast"
-    if dtype in ("float16", "bfloat16") and not all(isinstance(x, Cast) for x in (src.a, src.b)):
+    if dtype in ("float16", "bfloat16") and not all(casts):
         return f"{dtype} products must accumulate in float32"
     if body.dtype != "float32":
         return f"accumulates in {body.dtype}, not float32"
@@ -67,6 +70,31 @@ def gemm_operands(anchor: Stage):
     if _index_is(b.indices[-2:], (k, j)):
         return a.tensor, b.tensor, True, dtype
     return "B is not indexed [.., j, k] or [.., k, j]"
+
+
+def _cast_stage(x):
+    """``(load, True)`` for a load of an (inlined) stage that only casts a tensor to float32, as the graph's
+    16-bit GEMMs read their inputs (``lower_te``): the load of the tensor itself, indices substituted;
+    else ``(x, False)``."""
+    from ...expr import Cast, TensorLoad
+    from ...tensor import ComputeOp
+    from ...visitor import substitute
+    if not isinstance(x, TensorLoad) or not isinstance(x.tensor.op, ComputeOp) or x.tensor.op.reduce_axis:
+        return x, False
+    op = x.tensor.op
+    body = op.bodies[0]
+    if not (isinstance(body, Cast) and body.dtype == "float32" and isinstance(body.value, TensorLoad)
+            and _index_is(body.value.indices, [ax.var for ax in op.axis])):
+        return x, False
+    return substitute(body.value, {ax.var: i for ax, i in zip(op.axis, x.indices)}), True
+
+
+def _readers(cf: Stage, src) -> list:
+    """The tensors whose stages read ``src`` for the accumulator ``cf``: ``cf`` itself, or the inlined
+    cast stages between them."""
+    if src in cf.op.input_tensors:
+        return [cf.op.output(0)]
+    return [t for t in cf.op.input_tensors if src in getattr(t.op, "input_tensors", ())]
 
 
 def _store_dtype(out: Stage, acc: Stage) -> str | None:
@@ -151,18 +179,28 @@ def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     if direct is None:
         readers = [st for st in s.stages if cf.op.output(0) in st.op.input_tensors]
         cs = s[s.cache_read(cf.op.output(0), "shared", [r.op.output(0) for r in readers])]
-    as_ = s[s.cache_read(a, "shared", [cf.op.output(0)])]
-    bs = s[s.cache_read(b, "shared", [cf.op.output(0)])]
-    af = s[s.cache_read(as_.op.output(0), "warp", [cf.op.output(0)])]
-    bf = s[s.cache_read(bs.op.output(0), "warp", [cf.op.output(0)])]
+    readers = {t: _readers(cf, t) for t in (a, b)}
+    as_ = s[s.cache_read(a, "shared", readers[a])]
+    bs = s[s.cache_read(b, "shared", readers[b])]
+    af = s[s.cache_read(as_.op.output(0), "warp", readers[a])]
+    bf = s[s.cache_read(bs.op.output(0), "warp", readers[b])]
     axes = list(out.op.axis)
     bi, ii = out.split(axes[-2], factor=bm)
     bj, jj = out.split(axes[-1], factor=bn)
     out.reorder(*axes[:-2], bi, bj, ii, jj)
     if len(axes) > 2:
         bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
-    bind(out, bi, "blockIdx.y")
-    bind(out, bj, "blockIdx.x")
+    group = knobs.get("swizzle", 1)
+    if group > 1 and int(out.op.axis[-2].dom.extent) // bm % group == 0:
+        # consecutive blocks take `group` row tiles of one column tile, then the next column: a wave of
+        # blocks covers a squarer region of C, its A and B panels read from L2 more often than DRAM
+        bio, bii = out.split(bi, factor=group)
+        out.reorder(bio, bj, bii)
+        bj = out.fuse(bio, bj, bii)
+        bind(out, bj, "blockIdx.x")
+    else:
+        bind(out, bi, "blockIdx.y")
+        bind(out, bj, "blockIdx.x")
     if direct is not None:     # the output (a cast at most) stored from the fragments
         wj = _warp_tiles(out, ii, jj, wm, wn, intrin_mma_store("global", direct))
         attach = out
@@ -225,6 +263,120 @@ def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
 
 
 
+#: the default's knobs by size, the first that fits the kernel and the target wins (measured on an H100,
+#: benchmarks/gemm_tensorcore.py: 128 x 128 blocks, k slices of 64, were fastest from n = 2048; 64 x 128
+#: at n = 1024, where larger blocks leave SMs idle)
+PREFERRED = (
+    ("large", {"chunk": 64, "swizzle": 8}),
+    ("large", {"chunk": 64}),
+    ("any", {"block_m": 64, "warp_m": 32, "stages": 4}),
+    ("any", {"block_m": 64, "block_n": 64, "warp_m": 32, "warp_n": 32, "stages": 4}),
+)
+LARGE_BLOCKS = 256           # "large": the 128 x 128 grid has at least this many blocks
+TEMPLATE = "gemm_tensorcore_cuda"
+#: knob -> choices of the config space
+SPACE_KNOBS = {"block_m": [64, 128, 256], "block_n": [64, 128, 256], "warp_m": [32, 64], "warp_n": [32, 64],
+               "chunk": [32, 64], "stages": [2, 3, 4], "swizzle": [1, 4, 8], "pad": [1, 0]}
+
+
+def for_dtype(dtype: str, knobs: dict) -> dict:
+    """TF32 slices hold half the elements of 16-bit ones in the same bytes."""
+    return dict(knobs, chunk=knobs["chunk"] // 2) if dtype == "float32" else dict(knobs)
+
+
+def kernel_gemm(kt, anchor: Stage, out: Stage):
+    """``(A, B, b_trans, dtype, batch, m, n, k)`` of a kernel's GEMM anchor, or why it is none."""
+    got = gemm_operands(anchor)
+    if isinstance(got, str):
+        return got
+    a, b, b_trans, dtype = got
+    shape = [int(d) for d in out.op.output(0).shape]
+    if len(shape) < 2 or [int(d) for d in anchor.op.output(0).shape] != shape:
+        return "the epilogue changes the GEMM's shape"
+    batch = 1
+    for d in shape[:-2]:
+        batch *= d
+    return a, b, b_trans, dtype, batch, shape[-2], shape[-1], int(anchor.op.reduce_axis[0].dom.extent)
+
+
+def default_knobs(kt, anchor: Stage, out: Stage, info: dict):
+    """The tensor-core knobs for the kernel on the target ``info`` (``registry.target_info``), or why it
+    does not take tensor cores: float16 / bfloat16 inputs (float32 with ``allow_tf32``) on sm_80 and newer,
+    tiles that divide the GEMM."""
+    got = kernel_gemm(kt, anchor, out)
+    if isinstance(got, str):
+        return got
+    _, _, b_trans, dtype, batch, m, n, k = got
+    arch = info.get("arch") or ""
+    digits = "".join(c for c in arch.split("_")[-1] if c.isdigit())
+    if not digits or int(digits) < 80:
+        return f"tensor cores need sm_80 or newer (the target is {arch or 'unknown'})"
+    if dtype == "float32" and not info.get("allow_tf32"):
+        return "float32 GEMMs use tensor cores (TF32) only with the target option -allow_tf32"
+    large = batch * (m // 128) * (n // 128) >= LARGE_BLOCKS
+    why = None
+    for size, knobs in PREFERRED:
+        if size == "large" and not large:
+            continue
+        knobs = for_dtype(dtype, dict(DEFAULT_KNOBS, **knobs))
+        why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
+        if why is None and shared_bytes(dtype, knobs) <= info.get("shared_limit", 48 * 1024):
+            return knobs
+    return why or "the smallest tiles exceed the shared memory"
+
+
+def fits(kt) -> str | None:
+    """Why the config space does not fit the kernel (None: it does): a 16-bit GEMM (with its epilogue)
+    whose output and reduction the smallest tiles (64 x 64, k 32) divide."""
+    found = single_anchor(kt.args, "GEMM")
+    if isinstance(found, str):
+        return found
+    outputs, _, anchor = found
+    got = kernel_gemm(kt, anchor, anchor)
+    if isinstance(got, str):
+        return got
+    _, _, b_trans, dtype, _, m, n, k = got
+    if dtype not in ("float16", "bfloat16"):
+        return f"{dtype} inputs (the space tunes float16 / bfloat16 GEMMs)"
+    return tensorcore_fits((m, n), k, dtype, b_trans, dict(DEFAULT_KNOBS, block_m=64, block_n=64, warp_m=32,
+                                                                                warp_n=32))
+
+
+def schedule_space(cfg, kt, shared_limit: int | None = None) -> Schedule:
+    """The tensor-core schedule of kernel ``kt`` under ``cfg`` (knobs :data:`SPACE_KNOBS`; the fallback:
+    :func:`default_knobs` on an sm_80+ target); configs whose tiles do not divide the GEMM or that take more
+    than ``shared_limit`` bytes of shared memory are refused."""
+    s, outputs, computes = kernel_stages(kt.args)
+    out = s[outputs[0]]
+    anchor = next(st for st in computes if st.op.reduce_axis)
+    for st in computes:
+        if not st.op.reduce_axis and st is not out:
+            st.compute_inline()
+    got = kernel_gemm(kt, anchor, out)
+    if isinstance(got, str):
+        raise ValueError(f"{TEMPLATE}: cannot schedule this kernel: {got}")
+    _, _, b_trans, dtype, batch, m, n, k = got
+    cfg.add_flop(2.0 * batch * m * n * k)
+    for name, choices in SPACE_KNOBS.items():
+        cfg.define_knob(name, choices)
+    if cfg.is_fallback:
+        knobs = default_knobs(kt, anchor, out, {"arch": "sm_80", "shared_limit": shared_limit or 48 * 1024})
+        for name, v in (knobs.items() if isinstance(knobs, dict) else ()):
+            cfg[name] = next(e for e in cfg.space_map[name] if e.val == v)
+    knobs = {name: cfg[name].val for name in SPACE_KNOBS}
+    why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
+    if why is not None:
+        cfg.raise_error(why)
+    if shared_limit is not None and shared_bytes(dtype, knobs) > shared_limit:
+        cfg.raise_error(f"{shared_bytes(dtype, knobs)} bytes of shared memory per block (> {shared_limit})")
+    schedule_tensorcore(s, out, anchor, knobs)
+    return s
+
+
+#: :func:`~.registry.register_schedule`'s arguments for the GEMM entry this space serves
+SPACE = {"template": TEMPLATE, "fits": fits, "space": schedule_space}
+
+
 def tensorcore_gemm(m: int, n: int, k: int, dtype: str = "float16", knobs: dict | None = None, *,
                     b_trans: bool = False, out_dtype: str | None = None, bias: bool = False,
                     relu: bool = False):
@@ -267,5 +419,6 @@ def _apply(f, v, i, j):
     return f(v, i, j)
 
 
-__all__ = ["DEFAULT_KNOBS", "gemm_operands", "schedule_tensorcore", "shared_bytes", "tensorcore_fits",
-           "tensorcore_gemm"]
+__all__ = ["DEFAULT_KNOBS", "PREFERRED", "SPACE", "SPACE_KNOBS", "TEMPLATE", "default_knobs", "fits", "for_dtype",
+           "gemm_operands", "kernel_gemm", "schedule_space", "schedule_tensorcore", "shared_bytes",
+           "tensorcore_fits", "tensorcore_gemm"]

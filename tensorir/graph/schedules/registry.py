@@ -7,9 +7,14 @@ config of that space (``space(cfg, kt)``: the knobs defined on ``cfg``, their fa
 choices fitted to the space), tuned as the template ``template`` (:mod:`autotune.kernel_templates`) on
 kernels its ``fits(kt)`` accepts (it returns why not, or None).  Kernels whose anchor has no entry take the
 target's entry registered for ``None`` (injective schedules).
+
+While an entry schedules a kernel, :func:`target_info` gives the facts its target's backend registered
+(:data:`TARGET_INFO`: a CUDA target's arch, shared memory limit and ``-allow_tf32``), which tensorir
+cannot compute itself.
 """
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,6 +39,18 @@ class ScheduleEntry:
 
 
 _ENTRIES: dict[tuple[str, str | None], ScheduleEntry] = {}
+#: target kind -> ``info(target) -> dict`` of facts about the target (registered by its backend:
+#: ``codegen.cuda`` gives ``arch``, ``shared_limit``, ``allow_tf32``)
+TARGET_INFO: dict[str, Callable] = {}
+_SCHEDULING: contextvars.ContextVar = contextvars.ContextVar("scheduling_target", default=None)
+
+
+def target_info(target=None) -> dict:
+    """The backend's facts about ``target`` (default: the target of the kernel being scheduled); ``{}``
+    where none are known."""
+    target = _SCHEDULING.get() if target is None else target
+    info = TARGET_INFO.get(target_kind(target)) if target is not None else None
+    return info(target) if info is not None else {}
 
 
 def target_kind(target) -> str:
@@ -98,12 +115,16 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
     (origin ``{"kind": "config", "rule", "template", "config_index"}``)."""
     entry = schedule_entry(kt.anchor_op, target)
     cfg = FallbackConfig() if cfg is None else cfg
-    s = entry.schedule(cfg, kt)
+    token = _SCHEDULING.set(target)
+    try:
+        s = entry.schedule(cfg, kt)
+    finally:
+        _SCHEDULING.reset(token)
     if cfg.is_fallback or entry.space is None or entry.fits(kt) is not None:
         return s, {"kind": "default", "rule": entry.name}
     return s, {"kind": "config", "rule": entry.name, "template": entry.template,
                "config_index": getattr(cfg, "index", None)}
 
 
-__all__ = ["Rule", "ScheduleEntry", "TARGETS", "default_rule_name", "kernel_schedule", "register_schedule",
+__all__ = ["Rule", "ScheduleEntry", "TARGETS", "TARGET_INFO", "target_info", "default_rule_name", "kernel_schedule", "register_schedule",
            "rule_registrar", "schedule_entry", "target_kind", "template_entries"]
