@@ -122,3 +122,22 @@ def test_config_space():
                                              "cuda")[1]
     assert "float32 inputs" in match_template([*_dense(64, 64, 64, "float32")[0], _dense(64, 64, 64, "float32")[1]],
                                               op, "cuda")[1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["dense_bias_relu_f16", "batch_matmul_bf16", "matmul_f16"])
+def test_registry_gemm_on_gpu(case):
+    args, out, op = {"dense_bias_relu_f16": lambda: _dense(512, 256, 384),
+                     "batch_matmul_bf16": lambda: _batch_matmul(3, 128, 256, 128),
+                     "matmul_f16": lambda: _matmul(256, 512, 256)}[case]()
+    s, _ = kernel_schedule(kernel_te([*args, out], op), "cuda")
+    mod = codegen.build(s, [*args, out], target="cuda")
+    assert "tt_mma(" in mod.get_source("cuda")
+    rng = np.random.default_rng(3)
+    ins = [rng.standard_normal(tuple(int(d) for d in a.shape)).astype(a.dtype) for a in args]
+    got = np.full(tuple(int(d) for d in out.shape), np.nan, out.dtype)
+    mod(*ins, got)
+    ref = _reference(op, ins)
+    eps = 2.0 ** -11 if out.dtype == "float16" else 2.0 ** -8
+    tol = int(args[0].shape[-1]) * 2.0 ** -24 * np.abs(_reference(op, [np.abs(a) for a in ins[:2]])) + eps * np.abs(ref)
+    assert (np.abs(got.astype(np.float64) - ref) <= tol).all()
