@@ -77,6 +77,20 @@ def test_tensorcore_gemm_simulated(dtype, b_trans, out_dtype, bias, relu):
 
 
 @pytest.mark.cuda_sim
+@pytest.mark.parametrize("bias", [False, True], ids=["direct_store", "shared_epilogue"])
+def test_block_swizzle_simulated(bias):
+    """swizzle=2: consecutive blocks walk 2 row tiles of a column tile; every output still written once."""
+    m, n, k = 256, 128, 64
+    s, args = tensorcore_gemm(m, n, k, "float16", dict(SMALL, swizzle=2), bias=bias)
+    mod = codegen.build(s, args, target="cuda -arch=sm_80")
+    assert mod.launch.grid[1].value == 1 and mod.launch.grid[0].value == 8   # one fused block axis
+    ins = _inputs(np.random.default_rng(5), m, n, k, "float16", False, bias)
+    out = np.full((m, n), np.nan, np.float16)
+    cuda_sim.run(mod, *ins, out)
+    _check(out, ins, "float16", "float16", False, bias, False)
+
+
+@pytest.mark.cuda_sim
 def test_simulated_mma_layout_is_not_symmetric():
     """A kernel whose B operand is read transposed (the wrong ldmatrix mode) must fail the check: the
     simulator's fragment model distinguishes the layouts."""

@@ -264,10 +264,9 @@ def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
 
 
 #: the default's knobs by size, the first that fits the kernel and the target wins (measured on an H100,
-#: benchmarks/gemm_tensorcore.py: 128 x 128 blocks, k slices of 64, were fastest from n = 2048; 64 x 128
-#: at n = 1024, where larger blocks leave SMs idle)
+#: benchmarks/gemm_tensorcore.py, among 9 configs without swizzle: 128 x 128 blocks of 2 x 2 warps, k
+#: slices of 64, 3 stages fastest from n = 2048, 64 x 128 at n = 1024, where larger blocks leave SMs idle)
 PREFERRED = (
-    ("large", {"chunk": 64, "swizzle": 8}),
     ("large", {"chunk": 64}),
     ("any", {"block_m": 64, "warp_m": 32, "stages": 4}),
     ("any", {"block_m": 64, "block_n": 64, "warp_m": 32, "warp_n": 32, "stages": 4}),
@@ -313,6 +312,11 @@ def default_knobs(kt, anchor: Stage, out: Stage, info: dict):
         return f"tensor cores need sm_80 or newer (the target is {arch or 'unknown'})"
     if dtype == "float32" and not info.get("allow_tf32"):
         return "float32 GEMMs use tensor cores (TF32) only with the target option -allow_tf32"
+    return preferred_knobs(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024))
+
+
+def preferred_knobs(batch: int, m: int, n: int, k: int, dtype: str, b_trans: bool, shared_limit: int):
+    """The first of :data:`PREFERRED` that fits the GEMM and ``shared_limit``, or why none does."""
     large = batch * (m // 128) * (n // 128) >= LARGE_BLOCKS
     why = None
     for size, knobs in PREFERRED:
@@ -320,7 +324,7 @@ def default_knobs(kt, anchor: Stage, out: Stage, info: dict):
             continue
         knobs = for_dtype(dtype, dict(DEFAULT_KNOBS, **knobs))
         why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
-        if why is None and shared_bytes(dtype, knobs) <= info.get("shared_limit", 48 * 1024):
+        if why is None and shared_bytes(dtype, knobs) <= shared_limit:
             return knobs
     return why or "the smallest tiles exceed the shared memory"
 
@@ -420,5 +424,5 @@ def _apply(f, v, i, j):
 
 
 __all__ = ["DEFAULT_KNOBS", "PREFERRED", "SPACE", "SPACE_KNOBS", "TEMPLATE", "default_knobs", "fits", "for_dtype",
-           "gemm_operands", "kernel_gemm", "schedule_space", "schedule_tensorcore", "shared_bytes",
+           "gemm_operands", "preferred_knobs", "kernel_gemm", "schedule_space", "schedule_tensorcore", "shared_bytes",
            "tensorcore_fits", "tensorcore_gemm"]
