@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cuda_timing import alternate, event_seconds, fastest, rel_error, torch_fp32
+from cuda_timing import alternate, event_seconds, fastest, rate_cells, rel_error, torch_fp32
 from from_log import default_log_dir, deploy
 
 # (name, gemm_schedule keyword arguments); the first is the default hand schedule
@@ -110,13 +110,8 @@ def main() -> None:
     print(f"\n{'n':>5s} {'tuned':>8s} {'hand':>8s} {'cuBLAS':>8s}  (TFLOP/s, medians)  {'tuned/cuBLAS':>12s} "
           f"{'hand/cuBLAS':>11s}")
     for n, r in rows:
-        def cell(k):
-            return f"{r[k]:8.1f}" if k in r else f"{'-':>8s}"
-
-        def ratio(k):
-            return f"{r[k] / r['cublas']:.2f}" if k in r else "-"
-        print(f"{n:5d} {cell('tuned')} {cell('hand')} {cell('cublas')}  {'':19s} {ratio('tuned'):>12s} "
-              f"{ratio('hand'):>11s}")
+        (tuned, hand, cublas), (r_tuned, r_hand, _) = rate_cells(r, ("tuned", "hand", "cublas"))
+        print(f"{n:5d} {tuned} {hand} {cublas}  {'':19s} {r_tuned:>12s} {r_hand:>11s}")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def _build(job):
 
 
 def main(args) -> None:
-    from cuda_timing import alternate, event_seconds, rel_error
+    from cuda_timing import alternate, event_seconds, rate_cells, rel_error
     dtype = DTYPES[args.dtype]
     tmp = tempfile.mkdtemp(prefix="gemm_tc_")
     from tensorir.graph.schedules.cuda_tensorcore import preferred_knobs
@@ -111,13 +111,9 @@ def main(args) -> None:
     print(f"\n{args.dtype}: {'n':>5s} {'default':>8s} {'best':>8s} {'cuBLAS':>8s}  (TFLOP/s, medians)  "
           f"default/cuBLAS best/cuBLAS  best config")
     for n, r, label, cerr in rows:
-        def cell(k):
-            return f"{r[k]:8.1f}" if k in r else f"{'-':>8s}"
-
-        def ratio(k):
-            return f"{r[k] / r['cublas']:.2f}" if k in r else "-"
-        print(f"{args.dtype}: {n:5d} {cell('default')} {cell('best')} {cell('cublas')}  {'':19s} "
-              f"{ratio('default'):>14s} {ratio('best'):>11s}  {label} (cuBLAS err {cerr:.1e})")
+        (default, best, cublas), (r_default, r_best, _) = rate_cells(r, ("default", "best", "cublas"))
+        print(f"{args.dtype}: {n:5d} {default} {best} {cublas}  {'':19s} {r_default:>14s} {r_best:>11s}  {label} "
+              f"(cuBLAS err {cerr:.1e})")
     sys.stdout.flush()
 
 

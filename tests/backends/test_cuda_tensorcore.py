@@ -137,9 +137,14 @@ def test_isl_checks_accept_the_kernel():
     models each intrinsic call by the tiles its addresses stand for: cp.async targets, ldmatrix sources
     (shared) and fragments (warp), mma operands, the accumulator stored."""
     s, args = tensorcore_gemm(128, 128, 96, "float16", SMALL, bias=True, relu=True)
-    text = str(te.lower(s, args, show_analysis=True))
-    for call in ("tt_ldmatrix", "tt_mma(", "tt_mma_store"):
-        assert call in text
+    analysis = dict(te.lower(s, args, show_analysis=True).attrs)["analysis"]
+    statements = analysis.split("// S")[1:]
+    writes = {st.split("(")[1].split(")")[0] for st in statements}
+    # ldmatrix (A.shared.warp, B.shared.warp written from the shared tiles), mma (acc.warp), the store
+    # of the accumulators (acc.warp.shared) and the shared fetches are statements with their tiles
+    assert {"A.shared", "B.shared", "A.shared.warp", "B.shared.warp", "acc", "acc.shared"} <= writes, writes
+    ldm = next(st for st in statements if st.split("(")[1].startswith("A.shared.warp"))
+    assert "read" in ldm and "A_shared_b" in ldm.split("read")[1]
 
 
 def test_refusals_are_named():

@@ -43,6 +43,12 @@ def _matmul(m, n, k, dtype="float16"):
     return [X, Y], out, "nn.matmul"
 
 
+#: case -> (kernel builder, shape on the simulator, shape on a GPU)
+REGISTRY_CASES = {"dense_bias_relu_f16": (_dense, (128, 128, 64), (512, 256, 384)),
+                  "batch_matmul_bf16": (_batch_matmul, (2, 64, 64, 64), (3, 128, 256, 128)),
+                  "matmul_f16": (_matmul, (64, 128, 96), (256, 512, 256))}
+
+
 def _reference(op, ins):
     x = [a.astype(np.float64) for a in ins]
     if op == "nn.dense":
@@ -70,11 +76,10 @@ def _run(s, args, out, op, target="cuda -arch=sm_80", seed=0):
 
 
 @pytest.mark.cuda_sim
-@pytest.mark.parametrize("case", ["dense_bias_relu_f16", "batch_matmul_bf16", "matmul_f16"])
+@pytest.mark.parametrize("case", sorted(REGISTRY_CASES))
 def test_registry_gemm_takes_tensor_cores(case):
-    args, out, op = {"dense_bias_relu_f16": lambda: _dense(128, 128, 64),
-                     "batch_matmul_bf16": lambda: _batch_matmul(2, 64, 64, 64),
-                     "matmul_f16": lambda: _matmul(64, 128, 96)}[case]()
+    build, shape, _ = REGISTRY_CASES[case]
+    args, out, op = build(*shape)
     with warnings.catch_warnings():
         warnings.simplefilter("error")          # no fallback warning
         s, origin = kernel_schedule(kernel_te([*args, out], op), "cuda -arch=sm_80")
@@ -125,11 +130,10 @@ def test_config_space():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", ["dense_bias_relu_f16", "batch_matmul_bf16", "matmul_f16"])
+@pytest.mark.parametrize("case", sorted(REGISTRY_CASES))
 def test_registry_gemm_on_gpu(case):
-    args, out, op = {"dense_bias_relu_f16": lambda: _dense(512, 256, 384),
-                     "batch_matmul_bf16": lambda: _batch_matmul(3, 128, 256, 128),
-                     "matmul_f16": lambda: _matmul(256, 512, 256)}[case]()
+    build, _, shape = REGISTRY_CASES[case]
+    args, out, op = build(*shape)
     s, _ = kernel_schedule(kernel_te([*args, out], op), "cuda")
     mod = codegen.build(s, [*args, out], target="cuda")
     assert "tt_mma(" in mod.get_source("cuda")
