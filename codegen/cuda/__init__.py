@@ -99,6 +99,14 @@ class CUDARenderer(CPrinter):
             raise CodegenError(f"warp buffer {b.name} of {size} elements is not whole fragment tiles")
         return [f"  __align__(16) {self.ctype(b.dtype)} {self.name(b, b.name)}[{size // 32}];"]
 
+    def e_BufferLoad(self, e) -> str:
+        _lane_share_only(e.buffer)
+        return super().e_BufferLoad(e)
+
+    def s_BufferStore(self, s, ind: int) -> None:
+        _lane_share_only(s.buffer)
+        super().s_BufferStore(s, ind)
+
     def e_AccessPtr(self, e) -> str:
         if e.buffer.scope == "warp":     # the lane's share; the mma intrinsics locate the tile themselves
             return self.names[e.buffer]
@@ -136,6 +144,12 @@ class CUDARenderer(CPrinter):
             value, lane_mask, width, active = (self.expr(a) for a in e.args)
             return f"__shfl_xor_sync((unsigned)({active}), {value}, {lane_mask}, {width})"
         return super().e_Call(e)
+
+
+def _lane_share_only(buf) -> None:
+    if buf.scope == "warp":
+        raise CodegenError(f"warp buffer {buf.name} is read or written element by element, but each lane holds only "
+                           "its share of the tile: only tensor intrinsics (ldmatrix, mma, mma_store) may touch it")
 
 
 def _align16(n: int) -> int:
@@ -224,6 +238,9 @@ def build_cuda(func: LoweredFunc, target: Target):
         kernel, launch = lower_gpu(part, limits)
         renderer = cuda_renderer(launch)
         head, body = renderer.function_parts(kernel, launch_bounds(kernel, launch))
+        if "mma" in renderer.need and launch.block[0] % 32:
+            raise CodegenError(f"kernel {kernel.name}: tensor-core intrinsics run on whole warps (lane = threadIdx.x "
+                               f"% 32), but threadIdx.x has {launch.block[0]} threads; bind it to a multiple of 32")
         heads += [h for h in head if h not in heads]
         bodies += body
         kernels.append(Kernel(kernel.name, launch))

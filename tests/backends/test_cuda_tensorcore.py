@@ -9,7 +9,7 @@ import codegen
 import cuda_sim
 import tensorir as te
 from tensorir.graph.schedules.cuda_tensorcore import tensorcore_fits, tensorcore_gemm
-from tensorir.topi.cuda import intrin_ldmatrix, mma_shape
+from tensorir.topi.cuda import intrin_ldmatrix, intrin_mma, intrin_mma_store, mma_shape
 
 SMALL = dict(block_m=64, block_n=64, warp_m=32, warp_n=32, chunk=32, stages=3)
 EPS = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float32": 2.0 ** -24}
@@ -162,6 +162,61 @@ def test_refusals_are_named():
         s = te.create_schedule(C.op)
         from tensorir.graph.schedules.cuda_tensorcore import schedule_tensorcore
         schedule_tensorcore(s, s[C], s[C], SMALL)
+
+
+def _one_tile_gemm(fetch_threads: int, tensorized: bool = True):
+    """C[16, 16] = A[16, 16] B[16, 16]^T in one block: A and B fetched into shared memory by
+    ``fetch_threads`` threads on threadIdx.x, the rest warp-level intrinsics (``tensorized=False``:
+    the fragments copied element by element instead of by ldmatrix)."""
+    A, B = te.placeholder((16, 16), "float16", name="A"), te.placeholder((16, 16), "float16", name="B")
+    k = te.reduce_axis((0, 16), name="k")
+    C = te.compute((16, 16), lambda i, j: te.sum(A[i, k].astype("float32") * B[j, k].astype("float32"), axis=k),
+                   name="C")
+    s = te.create_schedule(C.op)
+    cf = s.cache_write(C, "warp")
+    sh = [s.cache_read(t, "shared", [cf]) for t in (A, B)]
+    fr = [s.cache_read(t, "warp", [cf]) for t in sh]
+    i, j = s[C].op.axis
+    io, i = s[C].split(i, factor=16)
+    jo, j = s[C].split(j, factor=8)
+    s[C].reorder(io, jo, i, j)
+    s[C].bind(io, te.thread_axis("blockIdx.x"))
+    s[C].tensorize(i, intrin_mma_store("global"))
+    for t in sh + fr + [cf]:
+        s[t].compute_at(s[C], io)
+    ci, cj = s[cf].op.axis
+    cjo, cj = s[cf].split(cj, factor=8)
+    s[cf].reorder(cjo, ci, cj, s[cf].op.reduce_axis[0])
+    s[cf].tensorize(ci, intrin_mma("float16"))
+    if tensorized:
+        for t, mode in zip(fr, ("a", "b")):
+            s[t].tensorize(s[t].op.axis[0], intrin_ldmatrix("float16", mode))
+    for t in sh:
+        _, tx = s[t].split(s[t].fuse(*s[t].op.axis), factor=fetch_threads)
+        s[t].bind(tx, te.thread_axis("threadIdx.x"))
+    return s, [A, B, C]
+
+
+@pytest.mark.cuda_sim
+def test_one_tile_schedule_runs():
+    s, args = _one_tile_gemm(32)
+    mod = codegen.build(s, args, target="cuda -arch=sm_80")
+    ins = _inputs(np.random.default_rng(2), 16, 16, 16, "float16", False, False)
+    out = np.full((16, 16), np.nan, np.float32)
+    cuda_sim.run(mod, *ins, out)
+    _check(out, ins, "float16", "float32", False, False, False)
+
+
+def test_intrinsics_need_whole_warps_on_threadidx_x():
+    s, args = _one_tile_gemm(16)
+    with pytest.raises(Exception, match="tensor-core intrinsics run on whole warps .* threadIdx.x has 16 threads"):
+        codegen.build(s, args, target="cuda -arch=sm_80").get_source("cuda")
+
+
+def test_warp_buffers_are_only_touched_by_intrinsics():
+    s, args = _one_tile_gemm(32, tensorized=False)
+    with pytest.raises(Exception, match="warp buffer A.shared.warp .* only tensor intrinsics"):
+        codegen.build(s, args, target="cuda -arch=sm_80").get_source("cuda")
 
 
 @pytest.mark.gpu
