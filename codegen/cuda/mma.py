@@ -21,9 +21,11 @@ address of row ``r`` of piece ``i``); ``.trans`` loads B stored k-major (``[K, N
 elements (TF32, m16n8k8) an 8 x 8 b16 piece is 8 rows of 4 floats and the same addresses give
 ``a0..a3`` = (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4), ``b0, b1`` = (k = t | t + 4, n = g).
 
-Where ``TT_SIM`` is defined (the CPU simulator, ``tests/cuda_sim.py``) the PTX is replaced by its
-scalar model ``tt_sim_ldmatrix`` / ``tt_sim_mma``, which exchange the lanes' registers and compute
-from those layouts.
+TF32 fragments are rounded (``cvt.rna.tf32.f32``) as ``ldmatrix`` loads them.  The intrinsics run on
+whole warps: the lane is ``threadIdx.x % 32`` (the CUDA backend refuses blocks whose ``threadIdx.x`` is
+not a multiple of 32).  Where ``TT_SIM`` is defined (the CPU simulator, ``tests/cuda_sim.py``) the PTX
+is replaced by its scalar model ``tt_sim_ldmatrix`` / ``tt_sim_mma``, which exchange the lanes'
+registers and compute from those layouts (rounding TF32 operands in the mma).
 """
 from __future__ import annotations
 
@@ -55,6 +57,8 @@ __device__ __forceinline__ void tt_ldmatrix(void* frag, int off, int ld, const v
   else
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(s));
+  if (esz == 4)     // float32 fragments are rounded to TF32 once, here, not at every mma that reads them
+    for (int k = 0; k < 4; ++k) asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(d[k]) : "f"(__uint_as_float(d[k])));
 #endif
 }
 // the accumulator tile (16 x 8 floats) at offc of a warp buffer set to zero
@@ -84,15 +88,11 @@ __device__ __forceinline__ void tt_mma(float* c, int offc, int ldc, const void* 
                  "{%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
-  else {
-    unsigned t[6];
-    for (int k = 0; k < 4; ++k) asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(t[k]) : "f"(__uint_as_float(x[k])));
-    for (int k = 0; k < 2; ++k) asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(t[4 + k]) : "f"(__uint_as_float(y[k])));
+  else      // TF32: the fragments were rounded by tt_ldmatrix
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                  "{%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(t[0]), "r"(t[1]), "r"(t[2]), "r"(t[3]), "r"(t[4]), "r"(t[5]));
-  }
+                 : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
 #endif
 }
 // the accumulator tile at offc written to memory (row stride ldd), each lane its four values, as float,
