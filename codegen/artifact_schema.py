@@ -284,6 +284,38 @@ FALLBACK_BODY = Record({"name": STR, "pattern": STR, "inputs": ListOf(COUNT), "o
 STEP = Record({"kernel": STR, "symbol": nullable(STR), "native": BOOL, "parallel": BOOL, "args": ListOf(LOC), "out": LOC,
                "nodes": ListOf(STR), "index_checks": ListOf(INDEX_CHECK), "schedule": nullable(OBJECT)},
               {"body": FALLBACK_BODY})
+
+
+class _Block(Spec):
+    """A block of the control-flow program (``codegen/model/plan_control.py``): recursive."""
+    what = "a program block (a list of steps, if and loop items)"
+
+    def check(self, value, path):
+        ListOf(PROGRAM_ITEM).check(value, path)
+
+
+class _Item(Spec):
+    """One program item, checked as the record its one key names."""
+    what = "an item {steps}, {if} or {loop}"
+
+    def check(self, value, path):
+        kinds = [k for k in PROGRAM_ITEMS if isinstance(value, dict) and k in value]
+        if len(kinds) != 1:
+            raise FieldError(path, self.what, value)
+        Record({kinds[0]: PROGRAM_ITEMS[kinds[0]]}, closed=True).check(value, path)
+
+
+_LOCS = ListOf(LOC)
+_OUTS = ListOf(nullable(LOC))
+PROGRAM_ITEM = _Item()
+PROGRAM_ITEMS = {
+    "steps": ListOf(COUNT),
+    "if": Record({"node": STR, "cond": LOC, "then": _Block(), "else": _Block(), "then_out": _LOCS,
+                  "else_out": _LOCS, "out": _OUTS}, {"refused": MapOf(STR)}),
+    "loop": Record({"node": STR, "trip": LOC, "cond": LOC, "init": _LOCS, "iteration": LOC, "cond_in": LOC,
+                    "carried": _LOCS, "body": _Block(), "cond_out": LOC, "carried_out": _LOCS, "scan_out": _LOCS,
+                    "out": _OUTS}),
+}
 RUN_LIST = {
     "inputs": ListOf(IO), "outputs": ListOf(IO), "steps": ListOf(STEP),
     "copies": ListOf(Record({"dst": LOC, "src": LOC})),
@@ -294,10 +326,12 @@ RUN_LIST = {
 PROVENANCE = {       # written by both exporters; read by ``tiletune inspect`` and ``stats()``
     "source": nullable(OBJECT), "shape_bindings": MapOf(SHAPE), "passes": ListOf(STR),
     "kernels": ListOf(Record({"kernel": STR, "nodes": ListOf(STR)}, {"symbol": nullable(STR), "native": BOOL,
-                                                                    "schedule": nullable(OBJECT)})),
+                                                                    "schedule": nullable(OBJECT),
+                                                                    "precision": nullable(OBJECT)})),
     "fallback": ListOf(Record({"kernel": STR, "nodes": ListOf(STR)}, {"share_of_run_time": nullable(NUMBER)})),
     "memory_plan": Record({"workspace_bytes": COUNT, "naive_bytes": COUNT}),
     "weights_bytes": COUNT, "compile_seconds": nullable(NUMBER), "tiletune": nullable(STR), "parity": nullable(OBJECT),
+    "precision": nullable(OBJECT),
 }
 
 
@@ -308,7 +342,7 @@ def manifest_spec(files, required: dict, optional: dict) -> Spec:
 
 def graph_spec(required: dict, optional: dict) -> Spec:
     """A ``graph.json``: the run list and the target's own fields."""
-    return Record({"format": STR, **RUN_LIST, **required}, {"name": STR, **optional})
+    return Record({"format": STR, **RUN_LIST, **required}, {"name": STR, "program": _Block(), **optional})
 
 
 SIGNATURE = Record({"format": STR, "name": STR, "parallel": BOOL,

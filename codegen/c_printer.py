@@ -103,10 +103,10 @@ class CPrinter:
                    "rsqrt": "rsqrt", "tanh": "tanh", "erf": "erf", "sin": "sin", "cos": "cos", "floor": "floor",
                    "ceil": "ceil", "round": "rint", "trunc": "trunc", "fabs": "fabs", "pow": "pow"}
     float_suffix = {"float32": "f", "float64": ""}   # math function suffix per dtype
-    #: 16-bit float types: (to float, from float rounding to nearest even); their math runs in float,
-    #: and bfloat16 arithmetic too (float16 uses cuda_fp16.h's operators)
-    low_precision = {"float16": ("__half2float", "__float2half_rn"),
-                     "bfloat16": ("__bfloat162float", "__float2bfloat16_rn")}
+    #: 16-bit float types: (to float, from float, from double), rounding to nearest even; their math
+    #: runs in float, and bfloat16 arithmetic too (float16 uses cuda_fp16.h's operators)
+    low_precision = {"float16": ("__half2float", "__float2half_rn", "__double2half"),
+                     "bfloat16": ("__bfloat162float", "__float2bfloat16_rn", "__double2bfloat16")}
     infinity = {"float32": "__int_as_float(0x7f800000)", "float64": "__longlong_as_double(0x7ff0000000000000LL)"}
     nan = {"float32": "__int_as_float(0x7fc00000)", "float64": "__longlong_as_double(0x7ff8000000000000LL)"}
     helpers = {
@@ -254,8 +254,9 @@ class CPrinter:
             v, src = f"{self.low_precision[src][0]}({v})", "float32"
             if to == "float32":
                 return v
-        if to in self.low_precision:   # float64 goes through float (a double rounding, as TVM's)
-            return f"{self.low_precision[to][1]}({v if src == 'float32' else f'(float)({v})'})"
+        if to in self.low_precision:   # rounded once, from float or double (other types through float)
+            return (f"{self.low_precision[to][2]}({v})" if src == "float64" else
+                    f"{self.low_precision[to][1]}({v if src == 'float32' else f'(float)({v})'})")
         return f"(({self.ctype(to)})({v}))"
 
     def e_BinaryOp(self, e) -> str:

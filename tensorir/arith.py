@@ -181,7 +181,8 @@ class Simplifier(Mutator):
     def visit_For(self, s):
         lo, ext = self.visit(s.min), self.visit(s.extent)
         if isinstance(ext, IntImm) and ext.value == 1 and not s.thread_tag:
-            return self._at(s.loop_var, lo, s.body)     # a unit loop: its body once, at its one value
+            from .stmt import keep_link_pragmas   # a unit loop: its body once, at its one value
+            return keep_link_pragmas(s, self._at(s.loop_var, lo, s.body))
         lo_b, ext_b = const_bounds(lo, self.bounds), const_bounds(ext, self.bounds)
         old, memo = self.bounds.get(s.loop_var), self._memo
         self.bounds[s.loop_var] = (lo_b[0], lo_b[1] + ext_b[1] - 1)

@@ -7,7 +7,6 @@ floor forms (TVM uses them for non-negative indices); ``div`` is ``/`` with C se
 """
 from __future__ import annotations
 
-import numpy as np
 
 from . import dtype as dt
 from .expr import (Add, Call, Div, Expr, ExprLike, FloorDiv, FloorMod, IntImm, Mod, Mul, Sub, binary, cast,
@@ -67,13 +66,13 @@ def ceildiv(a: ExprLike, b: ExprLike) -> Expr:
 def min_value(dtype: str) -> Expr:
     """The smallest value of ``dtype`` (the lowest finite one for floats), as TVM's ``te.min_value``."""
     e = dt.element(dt.check(dtype))
-    return const(float(np.finfo(e).min) if dt.is_float(e) else dt.min_value(e), dtype)
+    return const(float(dt.finfo(e).min) if dt.is_float(e) else dt.min_value(e), dtype)
 
 
 def max_value(dtype: str) -> Expr:
     """The largest value of ``dtype`` (the largest finite one for floats), as TVM's ``te.max_value``."""
     e = dt.element(dt.check(dtype))
-    return const(float(np.finfo(e).max) if dt.is_float(e) else dt.max_value(e), dtype)
+    return const(float(dt.finfo(e).max) if dt.is_float(e) else dt.max_value(e), dtype)
 
 
 def _classify(name: str, doc: str):

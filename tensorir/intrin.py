@@ -67,3 +67,21 @@ def any(*conds) -> Expr:
     if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
         conds = tuple(conds[0])
     return _fold(lambda a, b: binary(Or, a, b), [as_bool(c) for c in conds])
+
+
+def reinterpret(dtype: str, value) -> Expr:
+    """The bits of ``value`` as ``dtype`` (``tir.reinterpret``): the total width must agree (``uint8x4`` as
+    ``int32``, ``int8x64`` as ``int32x16``)."""
+    value, dtype = convert(value), dt.check(dtype)
+    if dt.bits(value.dtype) * dt.lanes(value.dtype) != dt.bits(dtype) * dt.lanes(dtype):
+        raise ValueError(f"reinterpret: {value.dtype} and {dtype} differ in width")
+    return Call(dtype, "reinterpret", (value,))
+
+
+def call_llvm_pure_intrin(dtype: str, name: str, *args) -> Expr:
+    """A call of the LLVM intrinsic ``name`` (``"llvm.x86.avx512.vpdpbusd.512"``) returning ``dtype``
+    (``tir.call_llvm_pure_intrin``, without its argument count); the CPU backend declares it with the
+    argument types it is given."""
+    if not name.startswith("llvm."):
+        raise ValueError(f"call_llvm_pure_intrin: {name!r} is not an LLVM intrinsic name (llvm.*)")
+    return Call(dt.check(dtype), name, tuple(convert(a) for a in args))

@@ -116,6 +116,20 @@ class Attr(Stmt):
     body: Stmt
 
 
+#: loop pragmas naming code to link: they outlive their loop (a unit loop simplified away, an unrolled one)
+LINK_PRAGMAS = ("import_llvm", "import_c")
+
+
+def keep_link_pragmas(loop: "For", body: Stmt) -> Stmt:
+    """``body`` (what replaces ``loop``) inside ``pragma_<key>`` attributes for ``loop``'s
+    :data:`LINK_PRAGMAS` (``codegen.extern_code.pragmas`` reads both forms)."""
+    from .expr import StringImm
+    for key, value in reversed(loop.annotations):
+        if key in LINK_PRAGMAS:
+            body = Attr(None, f"pragma_{key}", StringImm("handle", str(value)), body)
+    return body
+
+
 def seq(*stmts) -> Stmt:
     """Sequence that flattens nested Seqs and drops empty ones."""
     out: list[Stmt] = []

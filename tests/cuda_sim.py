@@ -151,6 +151,16 @@ static inline __nv_bfloat16 __float2bfloat16_rn(float v) {
   u = v != v ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u);
   return __nv_bfloat16{(unsigned short)(u >> 16)};
 }
+static inline __half __double2half(double v) { _Float16 f = (_Float16)v; __half h; std::memcpy(&h.x, &f, 2); return h; }
+static inline __nv_bfloat16 __double2bfloat16(double v) {   // through float rounded to odd: one rounding
+  float f = (float)v;
+  if (f == f && (double)f != v) {
+    uint32_t u; std::memcpy(&u, &f, 4);
+    if (std::fabs((double)f) > std::fabs(v)) u -= 1;
+    u |= 1u; std::memcpy(&f, &u, 4);
+  }
+  return __float2bfloat16_rn(f);
+}
 #define TT_HALF_OP(op) static inline __half operator op(__half a, __half b) { return __float2half_rn(__half2float(a) op __half2float(b)); }
 #define TT_HALF_CMP(op) static inline bool operator op(__half a, __half b) { return __half2float(a) op __half2float(b); }
 TT_HALF_OP(+) TT_HALF_OP(-) TT_HALF_OP(*) TT_HALF_OP(/)

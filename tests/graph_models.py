@@ -130,3 +130,24 @@ def ort_session(model):
 
 def run_onnxruntime(model, feeds: dict) -> list[np.ndarray]:
     return ort_session(model).run(None, feeds)
+
+
+def in_low_precision(model, dtype: str):
+    """``model`` with its float32 initializers, inputs and outputs stored as ``dtype`` ("float16" /
+    "bfloat16"): the model as a 16-bit export would be (values rounded to nearest even)."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    import ml_dtypes
+    code = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[dtype]
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    for t in g.initializer:
+        if t.data_type == TensorProto.FLOAT:
+            a = numpy_helper.to_array(t).astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float16)
+            t.CopyFrom(numpy_helper.from_array(a, t.name))
+    for v in list(g.input) + list(g.output):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = code
+    return out

@@ -60,3 +60,14 @@ def check(model, feed: dict, rtol=1e-5, atol=1e-6, runs: int = 1):
         else:
             np.testing.assert_array_equal(a, b)
     return m
+
+
+def run_poisoned(model, feeds: dict):
+    """``(graph, module, outputs, reference outputs)``: ``model`` imported (nothing left to a fallback) and
+    built natively, every buffer poisoned first (NaN; 0x5A bytes in integer buffers)."""
+    g, params = graph.from_onnx(model, {k: v.shape for k, v in feeds.items()})
+    assert not graph.unsupported_ops(g), graph.unsupported_ops(g)
+    m = codegen.build_model(g, params=params)
+    for b in m.buffers:
+        b.fill(np.nan) if b.dtype.kind == "f" else b.view(np.uint8).fill(0x5A)
+    return g, m, m(**feeds), reference(model, feeds)

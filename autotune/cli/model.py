@@ -1,6 +1,6 @@
 """The model commands of the ``tiletune`` command line::
 
-    tiletune compile model.onnx --shape x=1,3,224,224 [--target T] [--log L] -o out/
+    tiletune compile model.onnx --shape x=1,3,224,224 [--target T] [--log L] [--precision float16] -o out/
     tiletune run out/ --input x=x.npy [--output y.npz] [--bench]
     tiletune inspect out/ [--json]
 
@@ -42,13 +42,18 @@ def _compile(args: argparse.Namespace) -> int:
         input_file(args.log, "tuning log")
     start = time.perf_counter()
     g, params = graph.from_onnx(args.model, shape_dict)
-    g = _checked(g, params, args)
+    if args.precision:      # checked as it will build; built from the graph before fusion (beside float32)
+        _checked(graph.to_mixed_precision(g, args.precision), params, args)
+    else:
+        g = _checked(g, params, args)
+    build = lambda: codegen.build_model(g, target=args.target, params=params, fallback=args.fallback,
+                                        precision=args.precision)
     if args.log:
         from .. import apply_history_best
         with apply_history_best(args.log):
-            m = codegen.build_model(g, target=args.target, params=params, fallback=args.fallback)
+            m = build()
     else:
-        m = codegen.build_model(g, target=args.target, params=params, fallback=args.fallback)
+        m = build()
     with writing_dir(args.output) as tmp:
         m.export_library(tmp)
     print(f"compiled {args.model} for {args.target} in {time.perf_counter() - start:.1f} s: {args.output}")
@@ -83,6 +88,10 @@ def _run(args: argparse.Namespace) -> int:
         output_file(args.output, "--output")
     arrays = {name: _load_array(path) for name, path in inputs.items()}
     m = codegen.load_model(args.artifact)
+    for name, dtype, _ in m.run_list.inputs:     # numpy saves bfloat16 (ml_dtypes) as 2-byte void
+        a = arrays.get(name)
+        if dtype == "bfloat16" and a is not None and a.dtype.kind == "V" and a.dtype.itemsize == 2:
+            arrays[name] = a.view(np.dtype("bfloat16"))
     unknown = [n for n in inputs if n not in m.input_names]
     if unknown:
         raise CommandError(f"--input {unknown[0]}: the model has no input {unknown[0]!r} "
@@ -90,8 +99,9 @@ def _run(args: argparse.Namespace) -> int:
     outputs = m(**arrays)
     names = list(m.output_names)
     for name, out in zip(names, outputs):
-        print(f"{name}: {out.dtype}{list(out.shape)}  min {out.min():.6g}  max {out.max():.6g}  "
-              f"mean {out.mean():.6g}" if out.size and out.dtype.kind in "fiu" else f"{name}: {out.dtype}{list(out.shape)}")
+        v = out.astype(np.float32) if out.dtype.name == "bfloat16" else out
+        print(f"{name}: {out.dtype}{list(out.shape)}  min {v.min():.6g}  max {v.max():.6g}  "
+              f"mean {v.mean():.6g}" if out.size and v.dtype.kind in "fiu" else f"{name}: {out.dtype}{list(out.shape)}")
     if args.output:
         with writing_file(args.output) as tmp, open(tmp, "wb") as f:
             np.savez(f, **dict(zip(names, outputs)))      # a file object: no ".npz" appended to the name
@@ -144,10 +154,17 @@ def _summary(manifest: dict) -> str:
     plan = manifest.get("memory_plan") or {}
     if plan:
         lines.append(f"memory    workspace {plan.get('workspace_bytes', '?')} bytes (naive {plan.get('naive_bytes', '?')})")
+    precision = manifest.get("precision") or {}
+    if precision:
+        vs = precision.get("vs_float32") or {}
+        lines.append(f"precision {precision.get('dtype', '?')} (float32 accumulation): vs the float32 build "
+                     + (f"max abs {vs.get('max_abs_error', '?')}, max rel {vs.get('max_rel_error', '?')}"
+                        if "error" not in vs else f"not run ({vs['error']})"))
     parity = manifest.get("parity") or {}
     if parity:
-        lines.append(f"parity    vs {parity.get('peer', '?')}: max abs {parity.get('max_abs_error', '?')}, "
-                     f"max rel {parity.get('max_rel_error', '?')}")
+        lines.append(f"parity    vs {parity.get('peer', '?')}: " + (
+            f"max abs {parity.get('max_abs_error', '?')}, max rel {parity.get('max_rel_error', '?')}"
+            if "error" not in parity else f"not run ({str(parity['error'])[:120]})"))
     return "\n".join(lines)
 
 
@@ -161,8 +178,11 @@ def _inspect(args: argparse.Namespace) -> int:
         for k in manifest.get("kernels", []):
             sched = k.get("schedule") or {}
             origin = ", ".join(f"{key}={val}" for key, val in sched.items()) if isinstance(sched, dict) else sched
+            prec = k.get("precision") or {}
+            prec = f" {prec.get('compute')}" + (f"/{prec['accumulate']} acc" if "accumulate" in prec else "") \
+                if prec else ""
             lines.append(f"  {k.get('kernel')}: {' -> '.join(k.get('nodes', []))}  "
-                         f"[{origin if k.get('native') else 'fallback'}]")
+                         f"[{origin if k.get('native') else 'fallback'}]{prec}")
         lines.append(f"passes: {', '.join(map(str, manifest.get('passes', [])))}")
     except (TypeError, AttributeError, ValueError) as e:     # a field of the wrong type
         path = os.path.join(args.artifact, "manifest.json")
@@ -178,6 +198,9 @@ def add_compile(sub) -> None:
     comp.add_argument("--log", default=None, help="tuning log whose best records schedule the kernels")
     comp.add_argument("--fallback", default="error", choices=["error", "reference"],
                       help="ops without a kernel: fail the build (default) or run ONNX's reference evaluator")
+    comp.add_argument("--precision", default=None, choices=["float16", "bfloat16"],
+                      help="mixed precision (graph.to_mixed_precision): convolutions and matmuls in 16 bits with "
+                           "float32 accumulation; the manifest records the error against the float32 build")
     comp.add_argument("-o", "--output", required=True, help="artifact directory")
     comp.set_defaults(func=_compile)
 

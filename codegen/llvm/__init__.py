@@ -29,7 +29,8 @@ from tensorir.visitor import collect
 from .. import jit
 from . import extern as llvm_extern, math as llvm_math, memory as llvm_memory, parallel as llvm_parallel
 from .cse import SHARED, CSEScopes
-from .types import FAST, I1, PTR, VOID, const, convert, lanes_of, ltype, mangle, round_bf16, splat, to_i64, unify
+from .types import FAST, F32, I1, PTR, VOID, const, convert, lanes_of, ltype, mangle, round_bf16, scalar_type, splat, \
+    to_i64, unify, with_lanes
 from ..signature import native_symbol
 from ..target import Target
 
@@ -390,7 +391,12 @@ class CodeGenLLVM:
             return simple[t](a, b, flags=self.float_flags)
         if t in (E.Min, E.Max):   # IEEE 754-2019 minimum/maximum: NaN propagates, -0.0 < +0.0 (nsz in a
             # reduction step: the sign of a zero is then either's, and max pooling stays vmaxps + a NaN blend)
-            return self.intrinsic("minimum" if t is E.Min else "maximum", [a, b], flags=self.float_flags)
+            name = "minimum" if t is E.Min else "maximum"
+            if isinstance(scalar_type(a.type), ir.HalfType):   # in float (exact): LLVM expands half's lane by lane
+                wide = with_lanes(F32, lanes_of(a))
+                v = self.intrinsic(name, [bb.fpext(a, wide), bb.fpext(b, wide)], flags=self.float_flags)
+                return bb.fptrunc(v, a.type)
+            return self.intrinsic(name, [a, b], flags=self.float_flags)
         if t in (E.FloorDiv, E.FloorMod):
             q = self.intrinsic("floor", [bb.fdiv(a, b, flags=self.float_flags)])
             return q if t is E.FloorDiv else bb.fsub(a, bb.fmul(q, b, flags=self.float_flags),

@@ -158,6 +158,11 @@ _F32_APPROX = {"exp": exp_f32, "exp2": exp2_f32, "log": log_f32, "tanh": tanh_f3
 def emit_call(cg, e) -> ir.Value:
     """Emit ``Call(dtype, name, args)``."""
     name, out_t = e.name, ltype(e.dtype)
+    if name == "reinterpret":          # the same bits as another type (tir.reinterpret)
+        return cg.b.bitcast(cg.expr(e.args[0]), out_t)
+    if name.startswith("llvm."):       # an LLVM intrinsic by name (tir.call_llvm_pure_intrin)
+        args = [cg.expr(a) for a in e.args]
+        return cg.b.call(cg.declare(name, out_t, [a.type for a in args]), args)
     args = [cg.expr(a) for a in e.args]
     n = max([dt.lanes(e.dtype)] + [lanes_of(a) for a in args])
     args = [splat(cg.b, a, n) for a in args]

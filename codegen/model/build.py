@@ -36,7 +36,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from tensorir.graph import Graph, GraphError, Kernel, optimize
+from tensorir.graph.ir import kernel_calls
 from tensorir.graph.lower_te import KernelTE, lower_kernel
+from tensorir.graph.op.control import is_control
 from tensorir.graph.op.registry import get_op
 from tensorir.graph.printer import kernel_text
 from tensorir.graph.schedules import kernel_schedule
@@ -72,11 +74,12 @@ class TargetProfile:
     computes: dict | None = None                     # replacing registered computes when lowering a kernel
     reference_fallback: bool = False                 # kernels that do not compile may run on the reference evaluator
     noun: str = "native"                             # "op type(s) have no {noun} kernel"
+    control_flow: bool = False                       # runs If / Loop (control flow around native segments)
 
 
 PROFILES: dict[str, TargetProfile] = {p.kind: p for p in (
     TargetProfile("llvm", model_llvm.compile_kernel, model_llvm.describe, model_llvm.finish, ModelModule,
-                  reference_fallback=True),
+                  reference_fallback=True, control_flow=True),
     TargetProfile("cuda", model_cuda.compile_kernel, model_cuda.describe, model_cuda.finish, CUDAModelModule,
                   optimize={"target": "cuda"}, computes=model_cuda.CUDA_COMPUTES, noun="CUDA"),
 )}
@@ -93,7 +96,7 @@ def target_profile(target) -> TargetProfile:
 # -- passes and kernels -----------------------------------------------------------------------------------
 def fused_graph(g: Graph, params: dict | None = None, target="llvm") -> Graph:
     """``g`` with ``params`` bound, optimized and fused for ``target``; unchanged if it is fused already."""
-    if g.params or any(not isinstance(n.op, Kernel) for n in g.nodes):
+    if g.params or any(not isinstance(n.op, Kernel) and not is_control(n) for sub in g.walk() for n in sub.nodes):
         g = optimize(g, params or {}, **target_profile(target).optimize)
     return g
 
@@ -113,7 +116,7 @@ def model_kernels(g: Graph, target="llvm") -> list[ModelKernel]:
     computes."""
     computes = target_profile(target).computes
     kernels: dict[str, ModelKernel] = {}
-    for node in g.nodes:
+    for node in kernel_calls(g):
         if not isinstance(node.op, Kernel):
             raise GraphError(f"build_model: node {node.op_name} is not fused into a kernel")
         key = kernel_text(Kernel("k", node.op.body, node.op.pattern))
@@ -155,13 +158,18 @@ def _unique(name: str, taken: set) -> str:
 
 
 def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: str = "error", *,
-                schedule=None):
+                schedule=None, precision: str | None = None):
     """Compile graph ``g`` (from ``graph.from_onnx``) for ``target`` (``llvm``: a ``ModelModule``;
     ``cuda``: a ``CUDAModelModule``), with ``params`` bound as constants.  See the module for the stages
     and ``fallback``.  ``schedule(kt)`` (optional, for tuning logs) returns ``(Schedule, origin)`` for a
     kernel's DAG (a :class:`~tensorir.graph.lower_te.KernelTE`) or None for its default schedule;
     ``origin`` is what the manifest records, e.g. ``{"kind": "record", "log": path, "log_sha256": ...,
-    "record": index}``."""
+    "record": index}``.  ``precision`` (``"float16"`` / ``"bfloat16"``): a mixed precision build with its
+    parity against the float32 build (:mod:`codegen.model.precision`)."""
+    if precision is not None:
+        from .precision import build_mixed
+        return build_mixed(build_model, g, precision, target=target, params=params, fallback=fallback,
+                           schedule=schedule)
     if fallback not in FALLBACKS:
         raise ValueError(f"build_model: fallback must be one of {', '.join(FALLBACKS)}, got {fallback!r}")
     if not isinstance(g, Graph):
@@ -175,14 +183,19 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     described = profile.describe(tgt)
     source = getattr(g, "source", None)
     g = fused_graph(g, params, tgt)
+    if not profile.control_flow and any(is_control(n) for n in g.nodes):
+        ops = sorted({n.op for n in g.nodes if is_control(n)})
+        raise GraphError(f"build_model: control flow ({', '.join(ops)}: ONNX If / Loop / Scan) is not supported "
+                         f"on target {tgt.kind}; build for llvm")
     if schedule is None:   # inside ``with autotune.apply_history_best(log):`` kernels take their records
         schedule = model_schedule(tgt)
     compiled = compile_kernels(model_kernels(g, tgt), profile, tgt, schedule)
-    failed = [(n.op, compiled[id(n)]) for n in g.nodes if isinstance(compiled[id(n)], Exception)]
+    calls = kernel_calls(g)
+    failed = [(n.op, compiled[id(n)]) for n in calls if isinstance(compiled[id(n)], Exception)]
     if failed:
         _report_failures(failed, profile, tgt, fallback)
-    native = {id(n): k for n in g.nodes if not isinstance(k := compiled[id(n)], Exception)}
-    run, weights = plan_run(g, {id(n): native[id(n)].symbol if id(n) in native else None for n in g.nodes},
+    native = {id(n): k for n in calls if not isinstance(k := compiled[id(n)], Exception)}
+    run, weights = plan_run(g, {id(n): native[id(n)].symbol if id(n) in native else None for n in calls},
                             {i: k.schedule for i, k in native.items()}, {i for i, k in native.items() if k.parallel},
                             {i: list(k.scratch) for i, k in native.items()}, {i: k.buffers for i, k in native.items()})
     check_run_list(run)     # every buffer a kernel gets is the one it was lowered for, inside its blob

@@ -8,6 +8,8 @@ only, passed after its output.  A kernel whose result is a graph output writes i
 into that output; an output that is a graph input, a constant or a second copy of another output is
 filled by a copy after the last step (:attr:`RunList.copies`).  Gather index checks
 (:class:`IndexCheck`) are numbered in run order; the run entry returns ``1 + number`` when one fails.
+Control flow: the steps are the kernel calls of every subgraph too, in one linear order, and
+:attr:`RunList.program` runs them in branches and loops (:mod:`codegen.model.plan_control`).
 
 Everything here is JSON data (``to_json`` / ``from_json``): it is what ``graph.json`` holds.
 """
@@ -23,6 +25,7 @@ from tensorir.graph import Const, Graph, GraphError, Kernel, Node, Var
 from tensorir.graph.passes.fuse import INDEX_OPERANDS
 
 from ..memory_plan import ALIGN, Lifetime, MemoryPlan, align_up, plan_memory
+from .plan_control import Steps, block_from_json, linearize, place_program, walk
 
 INPUT, OUTPUT, WORKSPACE, WEIGHTS = "input", "output", "workspace", "weights"
 
@@ -137,6 +140,12 @@ class RunList:
     memory: MemoryPlan
     weights: list[tuple[str, int, int]]      # (constant name, offset, bytes)
     weights_bytes: int
+    program: list | None = None              # control flow around the steps (plan_control); None: in order
+
+    @property
+    def block(self) -> list:
+        """The program: the steps in order, or the control flow around them."""
+        return self.program if self.program is not None else [Steps(0, len(self.steps))]
 
     @property
     def checks(self) -> list[tuple[int, IndexCheck]]:
@@ -145,22 +154,28 @@ class RunList:
 
     @property
     def copies_in_entry(self) -> bool:
-        """Whether the run entry performs the output copies (no fallback step: one entry runs all)."""
-        return all(s.native for s in self.steps)
+        """Whether the run entry performs the output copies (no fallback step and no control flow: one
+        entry runs all)."""
+        return self.program is None and all(s.native for s in self.steps)
 
     def segments(self) -> list[list[int]]:
-        """Maximal runs of consecutive native steps (each becomes one exported entry); a run list of no
-        steps has one empty segment (its entry only copies)."""
-        out, cur = [], []
-        for i, s in enumerate(self.steps):
-            if s.native:
-                cur.append(i)
-            elif cur:
+        """Maximal runs of consecutive native steps in one block of the program (each becomes one
+        exported entry), in program order; a run list of no steps has one empty segment (its entry only
+        copies)."""
+        out = []
+        for item in walk(self.block):
+            if not isinstance(item, Steps):
+                continue
+            cur: list[int] = []
+            for i in range(item.first, item.end):
+                if self.steps[i].native:
+                    cur.append(i)
+                elif cur:
+                    out.append(cur)
+                    cur = []
+            if cur:
                 out.append(cur)
-                cur = []
-        if cur or not self.steps:
-            out.append(cur)
-        return out
+        return out if out or self.steps else [[]]
 
     def to_json(self) -> dict:
         io = lambda xs: [{"name": n, "dtype": d, "shape": list(s)} for n, d, s in xs]
@@ -168,7 +183,8 @@ class RunList:
                 "copies": [{"dst": d.to_json(), "src": s.to_json()} for d, s in self.copies],
                 "memory_plan": self.memory.to_json(),
                 "weights": {"bytes": self.weights_bytes, "align": ALIGN,
-                            "constants": [{"name": n, "offset": o, "bytes": b} for n, o, b in self.weights]}}
+                            "constants": [{"name": n, "offset": o, "bytes": b} for n, o, b in self.weights]},
+                **({"program": [item.to_json() for item in self.program]} if self.program is not None else {})}
 
     @staticmethod
     def from_json(d: dict) -> "RunList":
@@ -178,7 +194,7 @@ class RunList:
                        [(Loc.from_json(c["dst"]), Loc.from_json(c["src"])) for c in d["copies"]],
                        MemoryPlan(tuple(mp["offsets"]), mp["workspace_bytes"], mp["naive_bytes"]),
                        [(w["name"], w["offset"], w["bytes"]) for w in d["weights"]["constants"]],
-                       d["weights"]["bytes"])
+                       d["weights"]["bytes"], block_from_json(d["program"]) if "program" in d else None)
 
 
 def plan_digest(run: RunList) -> str:
@@ -229,17 +245,12 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
     native symbol of each kernel call, None where the step falls back to the reference evaluator;
     ``scratch[id(node)]``: the ``(dtype, elements)`` of each scratch buffer its kernel takes;
     ``signatures[id(node)]`` the ``(dtype, shape)`` of each buffer its kernel was lowered for (scratch last)."""
-    nodes = g.nodes
-    step_of = {id(n): i for i, n in enumerate(nodes)}
-    inputs = {id(v): i for i, v in enumerate(g.inputs)}
+    lin = linearize(g)
+    nodes = lin.nodes
     first_out: dict[int, int] = {}
     for j, o in enumerate(g.outputs):
         first_out.setdefault(id(o), j)
-    last_use = {id(n): i for i, n in enumerate(nodes)}
-    for i, n in enumerate(nodes):
-        for v in n.inputs:
-            if id(v) in step_of:
-                last_use[id(v)] = i
+    inputs = {id(v): i for i, v in enumerate(g.inputs)}
 
     weights: list[tuple[str, int, int]] = []
     blob: list[tuple[int, np.ndarray]] = []
@@ -256,23 +267,23 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
             size = align_up(size + a.nbytes)
         return placed[id(c)]
 
-    inter = [n for n in nodes if id(n) not in first_out]
-    lifetimes = [Lifetime(n.type.size * np.dtype(n.type.dtype).itemsize, step_of[id(n)], last_use[id(n)])
-                 for n in inter]
-    temps = [(i, d, k) for i, n in enumerate(nodes) for d, k in (scratch or {}).get(id(n), ())]
-    memory = plan_memory(lifetimes + [Lifetime(k * np.dtype(d).itemsize, i, i) for i, d, k in temps])
-    for n, off in zip(inter, memory.offsets):
-        placed[id(n)] = Loc(WORKSPACE, n.type.dtype, n.type.shape, offset=off)
+    inter = [v for v in lin.values.values() if id(v) not in first_out]
+    lifetimes = [Lifetime(v.type.size * np.dtype(v.type.dtype).itemsize, *lin.life[id(v)]) for v in inter]
+    temps = [(i, lin.time[id(n)], d, k) for i, n in enumerate(nodes) for d, k in (scratch or {}).get(id(n), ())]
+    memory = plan_memory(lifetimes + [Lifetime(k * np.dtype(d).itemsize, t, t) for _, t, d, k in temps])
+    for v, off in zip(inter, memory.offsets):
+        placed[id(v)] = Loc(WORKSPACE, v.type.dtype, v.type.shape, offset=off)
     step_scratch: dict[int, list[Loc]] = {}
-    for (i, d, k), off in zip(temps, memory.offsets[len(inter):]):
+    for (i, _, d, k), off in zip(temps, memory.offsets[len(inter):]):
         step_scratch.setdefault(i, []).append(Loc(WORKSPACE, d, (k,), offset=off))
-    for n in nodes:
-        if id(n) in first_out:
-            placed[id(n)] = Loc(OUTPUT, n.type.dtype, n.type.shape, index=first_out[id(n)])
+    for v in lin.values.values():
+        if id(v) in first_out:
+            placed[id(v)] = Loc(OUTPUT, v.type.dtype, v.type.shape, index=first_out[id(v)])
     for v in g.inputs:
         placed[id(v)] = Loc(INPUT, v.type.dtype, v.type.shape, index=inputs[id(v)])
 
     def where(v) -> Loc:
+        v = lin.resolve(v)
         if isinstance(v, Const):
             return weight(v)
         if id(v) not in placed:
@@ -282,13 +293,12 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
         return placed[id(v)]
 
     steps = []
-    for n in nodes:
-        if not isinstance(n.op, Kernel):
-            raise GraphError(f"build_model: node {n.op_name} is not fused into a kernel (run graph.optimize)")
+    for i, n in enumerate(nodes):
         steps.append(Step(n.op.name, symbols.get(id(n)), [where(v) for v in n.inputs], placed[id(n)],
                           [node_label(x) for x in n.op.body.nodes], _index_checks(n),
                           (schedules or {}).get(id(n), {}), id(n) in (parallel or ()), n.op,
-                          step_scratch.get(step_of[id(n)], []), signature=(signatures or {}).get(id(n))))
+                          step_scratch.get(i, []), signature=(signatures or {}).get(id(n))))
+    program = place_program(lin.program, where) if any(not isinstance(x, Steps) for x in lin.program) else None
     copies = []
     for j, o in enumerate(g.outputs):
         src = where(o)
@@ -299,5 +309,5 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
         data[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
     run = RunList([(v.name, v.type.dtype, v.type.shape) for v in g.inputs],
                   [(nm, o.type.dtype, o.type.shape) for o, nm in zip(g.outputs, g.output_names)],
-                  steps, copies, memory, weights, int(data.size))
+                  steps, copies, memory, weights, int(data.size), program)
     return run, data

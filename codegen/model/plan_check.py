@@ -18,6 +18,7 @@ from tensorir.graph import GraphError
 
 from ..memory_plan import ALIGN
 from .plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
+from .plan_control import Steps, item_locs, walk
 
 KINDS = (INPUT, OUTPUT, WORKSPACE, WEIGHTS)
 
@@ -110,6 +111,20 @@ def check_compiled_for(run: RunList, address) -> None:
                          f"({PLAN_DIGEST} {compiled[:12]}..., the run list's {plan_digest(run)[:12]}...)")
 
 
+def _check_program(run: RunList, where: str) -> None:
+    """Every place the control flow names lies inside its blob, and the program runs each step once."""
+    seen: list[int] = []
+    for k, item in enumerate(walk(run.block)):
+        if isinstance(item, Steps):
+            if not 0 <= item.first <= item.end <= len(run.steps):
+                raise ValueError(f"{where}: program item {k}: steps {item.first}..{item.end} outside the run list")
+            seen += range(item.first, item.end)
+        for loc in item_locs(item):
+            _check_loc(run, loc, f"{where}: program item {k} ({item.node})")
+    if sorted(seen) != list(range(len(run.steps))):
+        raise ValueError(f"{where}: the program does not run every step exactly once")
+
+
 def check_run_list(run: RunList, where: str = "build_model", error: type[Exception] = GraphError,
                    compiled=None) -> None:
     """Refuse (``error``, naming the step, kernel and argument) a run list that would hand a kernel a
@@ -135,6 +150,7 @@ def check_run_list(run: RunList, where: str = "build_model", error: type[Excepti
             if dst.kind != OUTPUT or dst.nbytes != src.nbytes:
                 raise ValueError(f"{where}: output copy {k}: {src.kind} {src.dtype}{list(src.shape)} into "
                                  f"{dst.kind} {dst.dtype}{list(dst.shape)}")
+        _check_program(run, where)
         if compiled is not None:
             check_compiled_for(run, compiled)
     except ValueError as e:

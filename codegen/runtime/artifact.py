@@ -36,6 +36,7 @@ from numpy.lib import format as npy_format
 from ..artifact_schema import Spec, check
 from ..export import build_info
 from ..model.plan import RunList
+from ..model.precision import kernel_precision
 from ..safe_files import UnsafeFile, file_sha256, loads_json, read_regular
 
 MAX_JSON_BYTES = 64 << 20       # manifest.json, whose own size nothing declares
@@ -165,7 +166,9 @@ class Artifact:
             "shape_bindings": {n: list(s) for n, _, s in run.inputs},
             "passes": m.meta.get("passes", []),
             "kernels": [{"kernel": s.kernel, "symbol": s.symbol, "native": s.native, "nodes": s.nodes,
-                         "schedule": s.schedule or {"kind": "reference-fallback"}} for s in run.steps],
+                         "schedule": s.schedule or {"kind": "reference-fallback"},
+                         "precision": kernel_precision(s.body)} for s in run.steps],
+            "precision": m.meta.get("precision"),
             "fallback": [{"kernel": s.kernel, "nodes": s.nodes,
                           "share_of_run_time": None if prof is None else prof.share(i)}
                          for i, s in enumerate(run.steps) if not s.native],

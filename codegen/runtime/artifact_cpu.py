@@ -22,6 +22,8 @@ import tempfile
 
 import numpy as np
 
+from tensorir import dtype as dt
+
 from .. import jit
 from ..artifact_schema import BOOL, COUNT, STR, ListOf, Record, graph_spec, manifest_spec, nullable
 from ..export import _dlopen, _link
@@ -47,7 +49,7 @@ def _parity(m: ModelModule, seed: int = 0) -> dict | None:
     rng = np.random.default_rng(seed)
     feeds = {}
     for name, dtype, shape in m.run_list.inputs:
-        kind = np.dtype(dtype).kind
+        kind = "f" if dt.is_float(dtype) else np.dtype(dtype).kind
         feeds[name] = (rng.standard_normal(shape).astype(dtype) if kind == "f" else
                        rng.integers(0, 2, shape).astype(dtype) if kind == "b" else np.zeros(shape, dtype))
     try:
@@ -85,9 +87,12 @@ def check_cpu(manifest: dict, where: str) -> None:
         raise ArtifactError(f"load_model: {where} was built for {triple}; this host is {jit.triple()}")
     missing = sorted(set(manifest.get("cpu_features", ())) - host().features)
     if missing:
+        used = {f: [k["kernel"] for k in manifest.get("kernels", ()) if f in (k.get("schedule") or {}).get("isa", ())]
+                for f in missing}
+        kernels = "".join(f"; {f} runs {len(ks)} kernel(s) ({ks[0]}, ...)" for f, ks in used.items() if ks)
         raise ArtifactError(f"load_model: {where} was built for CPU features this host lacks: {', '.join(missing)} "
-                            f"(built for {manifest.get('cpu')!r}, this host is {host().mcpu!r}); rebuild it here "
-                            "or build with target=\"llvm -mcpu=...\" for the older CPU")
+                            f"(built for {manifest.get('cpu')!r}, this host is {host().mcpu!r}{kernels}); rebuild "
+                            "it here or build with target=\"llvm -mcpu=...\" for the older CPU")
 
 
 class CPUArtifact(Artifact):

@@ -3,7 +3,8 @@
 The weights blob is bound once and shared.  Each Python thread that calls the module gets its own
 :class:`RunContext` on first use: one aligned array per graph input and output and the workspace of
 the memory plan, their addresses packed once, so ``run()`` is one native call (or, where fallback
-steps split the run list, one call per native segment with the fallback steps between).  Threads may
+steps or control flow split the run list, one call per native segment with the fallback steps and the
+branches and loops of :mod:`codegen.runtime.control` between).  Threads may
 therefore call one module at once (the native call releases the GIL): a thread's ``set_input``,
 ``run`` and ``get_output`` see only its own buffers, and the generated code keeps no state of its own
 besides the thread-count globals ``num_threads`` sets (read, never written, by a run).
@@ -24,6 +25,7 @@ from ..model.entries import entry_name
 from ..model.plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
 from ..module import default_num_threads
 from .base import ModelModuleBase
+from .control import compile_program, execute
 from .fallback import run_reference
 from .profile import stats
 
@@ -51,6 +53,7 @@ class RunContext:
         self.outputs = [_array(d, s) for _, d, s in run.outputs]
         self.workspace = aligned_empty(max(run.memory.peak, 1))
         self.set: set[str] = set()
+        self.views: dict = {}               # Loc -> its array (ModelModule.view)
         in_ptrs = (ctypes.c_void_p * max(1, len(run.inputs)))(*[a.ctypes.data for a in self.inputs.values()])
         out_ptrs = (ctypes.c_void_p * max(1, len(self.outputs)))(*[a.ctypes.data for a in self.outputs])
         self.tables = (in_ptrs, out_ptrs)   # kept alive: the entry reads them
@@ -72,17 +75,8 @@ class ModelModule(ModelModuleBase):
         self._keepalive = keepalive
         self._address = address
         segments = run.segments()
-        seg_of = {i: k for k, seg in enumerate(segments) for i in seg}
-        self._program: list = []            # ("native", entry) / ("fallback", step index), in run order
-        entered: set[int] = set()
-        for i, s in enumerate(run.steps):
-            if not s.native:
-                self._program.append(("fallback", i))
-            elif seg_of[i] not in entered:
-                entered.add(seg_of[i])
-                self._program.append(("native", _ENTRY(address(entry_name(seg_of[i], len(segments))))))
-        if not run.steps:
-            self._program.append(("native", _ENTRY(address(entry_name(0, 1)))))
+        # ("native", entry) / ("fallback", step index) / control flow, in program order
+        self._program = compile_program(run, lambda k: _ENTRY(address(entry_name(k, len(segments)))))
         self._python_copies = not run.copies_in_entry
         self._checks = run.checks
         self._threads = [ctypes.c_int32.from_address(address(thread_count_symbol(s.symbol)))
@@ -106,6 +100,12 @@ class ModelModule(ModelModuleBase):
     def view(self, loc: Loc) -> np.ndarray:
         """The numpy view of one planned buffer (the calling thread's, but for the shared weights)."""
         ctx = self._thread_state()
+        found = ctx.views.get(loc)
+        if found is None:
+            found = ctx.views[loc] = self._make_view(ctx, loc)
+        return found
+
+    def _make_view(self, ctx: RunContext, loc: Loc) -> np.ndarray:
         if loc.kind == INPUT:
             return ctx.inputs[self.run_list.inputs[loc.index][0]]
         if loc.kind == OUTPUT:
@@ -134,13 +134,11 @@ class ModelModule(ModelModuleBase):
 
     # -- running -----------------------------------------------------------------------------------------------
     def _launch(self, ctx: RunContext) -> None:
-        for kind, what in self._program:
-            if kind == "native":
-                rc = what(*ctx.args)
-                if rc:
-                    self._raise(rc)
-            else:
-                self.run_fallback(what)
+        def native(entry) -> None:
+            rc = entry(*ctx.args)
+            if rc:
+                self._raise(rc)
+        execute(self._program, self.view, native, self.run_fallback)
         if self._python_copies:
             for dst, src in self.run_list.copies:
                 np.copyto(self.view(dst), self.view(src))

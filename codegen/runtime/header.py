@@ -40,11 +40,12 @@ def model_header(run: RunList, name: str = "model") -> str:
              "   Gather index check k of graph.json finds an index outside its axis (outputs are then invalid).",
              "   Reentrant: threads may run it at once, each with its own workspace, inputs and outputs (the",
              "   weights may be shared); the workspace holds the kernels' scratch (heap use: manifest.json). */"]
-    if all(s.native for s in run.steps):
+    if run.copies_in_entry:
         lines.append(f"int32_t {entries[0]}(void* const* inputs, void* const* outputs, uint8_t* workspace, "
                      "const uint8_t* weights);")
     else:
-        lines.append("/* This model has reference-fallback steps (graph.json): it runs only through tiletune. */")
+        lines.append("/* This model has reference-fallback steps or control flow (graph.json): it runs only "
+                     "through tiletune. */")
         lines += [f"int32_t {e}(void* const* inputs, void* const* outputs, uint8_t* workspace, "
                   "const uint8_t* weights);" for e in entries]
     lines += ["", "/* Threads of the parallel loops (0: OpenMP's default). */",

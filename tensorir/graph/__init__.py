@@ -1,7 +1,8 @@
 """``from tensorir import graph``: whole models as a graph of operators.
 
 ``g, params = graph.from_onnx(model)`` imports an ONNX model; ``graph.optimize(g, params)`` binds the
-weights and runs the graph passes (fold constants, simplify, fuse); ``print(g)`` shows the graph;
+weights and runs the graph passes (fold constants, simplify, fuse); ``graph.to_mixed_precision(g,
+"float16")`` computes a float32 graph in 16-bit floats where safe; ``print(g)`` shows the graph;
 ``graph.check(g, target, params)`` says what a build would refuse, and why, before any code is generated."""
 from . import op
 from .check import CheckReport, check
@@ -9,7 +10,7 @@ from .interpreter import evaluate
 from .ir import Const, Graph, GraphError, Kernel, Node, TensorType, Var, rewrite, topological_order
 from .op import OpPattern, call
 from .op.onnx_fallback import unsupported_ops
-from .passes import PASSES, fuse_ops, optimize
+from .passes import PASSES, fuse_ops, optimize, to_mixed_precision
 from .verify import verify
 
 
@@ -26,4 +27,4 @@ def from_onnx(model, shape_dict=None, *, opset=None):
 __all__ = ["CheckReport", "check",
            "Const", "Graph", "GraphError", "Kernel", "Node", "OpPattern", "PASSES", "TensorType", "Var",
            "call", "evaluate", "from_onnx", "fuse_ops", "op", "optimize", "rewrite", "topological_order",
-           "unsupported_ops", "verify"]
+           "to_mixed_precision", "unsupported_ops", "verify"]

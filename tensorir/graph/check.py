@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .ir import Graph, GraphError, Kernel
+from .op.control import group_key, is_control
 from .printer import kernel_text
 
 TARGET_KINDS = ("llvm", "cuda")
@@ -83,14 +84,19 @@ def check(g: Graph, target="llvm", params: dict | None = None, *, lower: bool = 
     if not isinstance(g, Graph):
         raise TypeError(f"graph.check: expected a tensorir.graph.Graph, got {type(g).__name__}")
     try:
-        fused = g if not g.params and all(isinstance(n.op, Kernel) for n in g.nodes) \
+        fused = g if not g.params and all(isinstance(n.op, Kernel) or is_control(n)
+                                          for sub in g.walk() for n in sub.nodes) \
             else optimize(g, params or {}, target=target)
     except (GraphError, ValueError, TypeError, NotImplementedError, RecursionError) as e:
         report.problems.append(Problem("graph", "", f"the graph passes fail: {_first_line(e)}", False))
         return report
     report.graph = fused
     seen: set[str] = set()
-    for node in fused.nodes:
+    if kind != "llvm":
+        ops = {group_key(n): n for sub in fused.walk() for n in sub.nodes if is_control(n)}   # one per operation
+        report.problems += [Problem(f"node {n.name or n.op}", n.op, f"control flow does not run on {kind}", False)
+                            for n in ops.values()]
+    for node in [n for sub in fused.walk() for n in sub.nodes if not is_control(n)]:
         if not isinstance(node.op, Kernel):
             report.problems.append(Problem(f"node {node.op_name}", str(node.op), "not fused into a kernel", False))
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ir import Const, Graph, GraphError, Kernel, Node, Var, topological_order
+from .op.control import group_key, is_control, run_control
 from .op.registry import get_op
 
 
@@ -12,6 +13,7 @@ def evaluate(g: Graph, inputs: dict, params: dict | None = None) -> list[np.ndar
     """The outputs of ``g`` for ``inputs`` (and ``params``) keyed by variable name."""
     feed = {**(params or {}), **inputs}
     env: dict[int, np.ndarray] = {}
+    control: dict[tuple, list] = {}     # the results of each control-flow operation, run once
     for v in topological_order(g.outputs):
         if isinstance(v, Var):
             if v.name not in feed:
@@ -21,7 +23,12 @@ def evaluate(g: Graph, inputs: dict, params: dict | None = None) -> list[np.ndar
             env[id(v)] = v.value
         elif isinstance(v, Node):
             args = [env[id(i)] for i in v.inputs]
-            if isinstance(v.op, Kernel):
+            if is_control(v):
+                key = group_key(v)
+                if key not in control:
+                    control[key] = run_control(v.op, args, v.attrs)
+                out = control[key][v.attrs["output_index"]]
+            elif isinstance(v.op, Kernel):
                 body = v.op.body
                 out = evaluate(body, {p.name: a for p, a in zip(body.inputs, args)})[0]
             else:

@@ -158,6 +158,19 @@ class Graph:
     def kernels(self) -> list[Kernel]:
         return [n.op for n in self.nodes if isinstance(n.op, Kernel)]
 
+    def walk(self) -> list["Graph"]:
+        """This graph and every subgraph its nodes hold, outer graphs first (each distinct one once)."""
+        out, seen, stack = [], set(), [self]
+        while stack:
+            g = stack.pop(0)
+            if id(g) in seen:
+                continue
+            seen.add(id(g))
+            out.append(g)
+            for n in g.nodes:
+                stack.extend(subgraphs(n))
+        return out
+
     def __str__(self) -> str:
         from .printer import graph_text
         return graph_text(self)
@@ -165,9 +178,10 @@ class Graph:
     __repr__ = __str__
 
 
-def topological_order(roots: Iterable[Value]) -> list[Value]:
-    """Values reachable from ``roots``, each after its inputs (iterative, so deep graphs are fine)."""
-    order, seen = [], set()
+def topological_order(roots: Iterable[Value], stop: set[int] | None = None) -> list[Value]:
+    """Values reachable from ``roots``, each after its inputs (iterative, so deep graphs are fine); a
+    value whose id is in ``stop`` is listed but its inputs are not followed."""
+    order, seen, stop = [], set(), stop or set()
     for root in roots:
         stack = [(root, False)]
         while stack:
@@ -179,9 +193,50 @@ def topological_order(roots: Iterable[Value]) -> list[Value]:
                 continue
             seen.add(id(v))
             stack.append((v, True))
-            if isinstance(v, Node):
+            if isinstance(v, Node) and id(v) not in stop:
                 stack.extend((i, False) for i in reversed(v.inputs) if id(i) not in seen)
     return order
+
+
+def subgraphs(n: Node) -> list[Graph]:
+    """The graphs ``n`` holds as attributes (an ``if``'s branches, a ``loop``'s body): a node with
+    subgraphs is control flow, run by its operator around them (:mod:`.op.control`)."""
+    return [v for v in n.attrs.values() if isinstance(v, Graph)] if isinstance(n.op, str) else []
+
+
+def map_subgraphs(g: Graph, fn: Callable[[Graph], Graph]) -> Graph:
+    """``g`` with every subgraph ``s`` of its nodes replaced by ``fn(s)`` (each distinct subgraph once, so
+    the nodes of one control-flow operation keep sharing theirs); ``g`` itself when none changes."""
+    done: dict[int, Graph] = {}
+
+    def visit(n: Node):
+        subs = subgraphs(n)
+        if not subs:
+            return n
+        for s in subs:
+            if id(s) not in done:
+                done[id(s)] = fn(s)
+        if all(done[id(s)] is s for s in subs):
+            return n
+        attrs = {k: done[id(v)] if isinstance(v, Graph) else v for k, v in n.attrs.items()}
+        return Node(n.op, n.inputs, attrs, n.type, n.name)
+    if not any(subgraphs(n) for n in g.nodes):
+        return g
+    return rewrite(g, visit)
+
+
+def kernel_calls(g: Graph) -> list[Node]:
+    """The nodes of ``g`` and of every subgraph that call a fused :class:`Kernel`, outer graphs first."""
+    return [n for sub in g.walk() for n in sub.nodes if isinstance(n.op, Kernel)]
+
+
+def inline_graph(body: Graph, args: Iterable[Value]) -> list[Value]:
+    """The outputs of ``body`` with its inputs bound to ``args`` (its nodes rebuilt over them)."""
+    memo: dict[int, Value] = {id(p): a for p, a in zip(body.inputs, args)}
+    for v in topological_order(body.outputs):
+        if isinstance(v, Node):
+            memo[id(v)] = Node(v.op, tuple(memo.get(id(i), i) for i in v.inputs), v.attrs, v.type, v.name)
+    return [memo.get(id(o), o) for o in body.outputs]
 
 
 def rewrite(g: Graph, fn: Callable[[Node], Value], *, inputs=None, params=None, origin: dict | None = None) -> Graph:

@@ -2,21 +2,31 @@
 placeholders, each node its operator's registered topi compute, the kernel's result the DAG output.
 
 ``lower_kernel(kernel)`` -> :class:`KernelTE`; scheduling and building are elsewhere
-(:mod:`.schedules`, :mod:`codegen.model.build`)."""
+(:mod:`.schedules`, :mod:`codegen.model.build`).
+
+A reducing operator (pattern ``COMM_REDUCE`` or ``OUT_ELEMWISE_FUSABLE``: convolutions, matmuls, softmax,
+normalizations, pooling, reductions) on float16 / bfloat16 inputs computes in float32 and rounds its
+result once: its inputs are cast up (the casts inline into its loads) and its output back."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import dtype as dt
 from ..expr import Select, const
 from ..tensor import Tensor, compute, placeholder
+from ..topi import cast
 from .ir import Const, GraphError, Kernel, Node, Var, topological_order
 from .op.registry import OpPattern, get_op
+
+
+#: operator patterns that accumulate: float32 inside for 16-bit float inputs
+_ACCUMULATING = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
 
 
 @dataclass
 class KernelTE:
     """The DAG of one kernel: ``inputs`` (placeholders, in the kernel's argument order) and ``outputs``;
-    ``anchor_op`` names the kernel's anchor (its first reduction or out-elemwise-fusable op) or is None."""
+    ``anchor_op`` names the kernel's anchor (its first reduction, out-elemwise-fusable or anchor op) or is None."""
     kernel: Kernel
     inputs: list[Tensor]
     outputs: list[Tensor]
@@ -66,8 +76,16 @@ def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
             if fn is None:
                 why = v.attrs.get("reason")    # an onnx.fallback node: its converter's refusal
                 raise GraphError(f"kernel {kernel.name}: {v.op} has no topi compute" + (f" ({why})" if why else ""))
+            args = [env[id(i)] for i in v.inputs]
+            wide = op.pattern in _ACCUMULATING and any(isinstance(a, Tensor) and a.dtype in dt.LOW_PRECISION
+                                                       for a in args)
             try:
-                out = fn(*(env[id(i)] for i in v.inputs), **v.attrs)
+                if wide:
+                    args = [cast(a, "float32") if isinstance(a, Tensor) and a.dtype in dt.LOW_PRECISION else a
+                            for a in args]
+                out = fn(*args, **v.attrs)
+                if wide and isinstance(out, Tensor) and out.dtype != v.type.dtype:
+                    out = cast(out, v.type.dtype)
             except (ValueError, TypeError, NotImplementedError) as e:   # GraphError included
                 msg = str(e) if str(e).startswith(v.op) else f"{v.op}: {e}"
                 raise GraphError(f"kernel {kernel.name}: {msg}") from None
@@ -75,7 +93,7 @@ def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
                     or out.dtype != v.type.dtype:
                 got = f"{out.dtype}{[int(d) for d in out.shape]}" if isinstance(out, Tensor) else type(out).__name__
                 raise GraphError(f"kernel {kernel.name}: {v.op} lowered to {got}, expected {v.type}")
-            if op.pattern in (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE) and anchor_op is None:
+            if (op.anchor or op.pattern in (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)) and anchor_op is None:
                 anchor_op = v.op
             env[id(v)] = out
     outputs = [env[id(o)] for o in body.outputs]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Const, Graph, Kernel
+from .ir import Const, Graph, Kernel, subgraphs
 
 _INLINE_MAX = 8
 _SUFFIX = {"float32": "f", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64", "int32": "i32", "bool": ""}
@@ -29,6 +29,8 @@ def const_text(c: Const) -> str | None:
 
 
 def attr_text(v) -> str:
+    if isinstance(v, Graph):
+        return f"@{v.name}"
     if isinstance(v, str):
         return f'"{v}"'
     if isinstance(v, (list, tuple)):
@@ -77,6 +79,14 @@ def kernel_text(k: Kernel) -> str:
 
 
 def graph_text(g: Graph) -> str:
+    """The kernels ``g`` calls and the subgraphs its control flow holds (each printed before its use,
+    named ``@name`` where used), then ``g`` itself."""
     parts = [kernel_text(k) for k in g.kernels]
+    seen: set[int] = set()
+    for n in g.nodes:
+        for sub in subgraphs(n):
+            if id(sub) not in seen:
+                seen.add(id(sub))
+                parts.append(graph_text(sub))
     parts.append("\n".join([_header("graph", g.name, g), *_body_lines(g, "  "), "}"]))
     return "\n".join(parts)

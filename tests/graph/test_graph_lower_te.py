@@ -40,7 +40,8 @@ def check_kernel(kernel, seed=0, schedule=lambda kt: default_schedule(kt.outputs
 
 
 def test_every_operator_has_a_topi_compute():
-    assert [name for name, op in OPS.items() if op.topi is None] == ["onnx.fallback"]   # runs by reference
+    # onnx.fallback runs by reference; if / loop are control flow around kernels, never inside one
+    assert sorted(name for name, op in OPS.items() if op.topi is None) == ["if", "loop", "onnx.fallback"]
 
 
 def _x(shape=(2, 3, 4, 5), dtype="float32", name="x"):

@@ -93,7 +93,7 @@ def test_an_entry_can_be_replaced():
         check_kernel(kernel, schedule=schedule_kernel)
         assert default_rule_name("nn.softmax") == "mine" and default_rule_name("nn.softmax", "cuda") != "mine"
     finally:
-        registry._ENTRIES["llvm", "nn.softmax"] = old
+        registry._ENTRIES["llvm", "nn.softmax"] = [old]
     assert calls == [("fused_nn_softmax", True)] and default_rule_name("nn.softmax") == "schedule_reduction"
 
 
@@ -108,7 +108,8 @@ def test_every_anchor_op_has_an_entry_on_both_targets_and_names_its_rule():
     for op in anchors:
         assert schedule_entry(op).target == "llvm" and schedule_entry(op, "cuda").target == "cuda"
     (kernel,) = _fuse(call("nn.softmax", _x((4, 6)))).kernels
-    assert kernel_schedule(lower_kernel(kernel))[1] == {"kind": "default", "rule": "schedule_reduction"}
+    assert kernel_schedule(lower_kernel(kernel))[1] == {"kind": "default", "rule": "schedule_reduction",
+                                                        "precision": "float32"}
 
 
 @pytest.mark.parametrize("model", ["small_cnn", "transformer_block"])
@@ -158,11 +159,13 @@ def test_a_config_of_an_entrys_space_schedules_the_kernel():
     for index in (1, len(space) // 2, len(space) - 1):
         cfg = space.get(index)
         s, origin = kernel_schedule(kt, "llvm", cfg)
-        assert origin == {"kind": "config", "rule": "schedule_matmul", "template": "dense_kernel_cpu", "config_index": index}
+        assert origin == {"kind": "config", "rule": "schedule_matmul", "template": "dense_kernel_cpu", "config_index": index,
+                          "precision": "float32"}
         seen.add(str(te.lower(s, kt.args)))
         check_kernel(kernel, schedule=lambda kt, cfg=cfg: kernel_schedule(kt, "llvm", cfg)[0])
     assert len(seen) == 3 and default not in seen
     # a kernel the space does not fit (a 3-D batch_matmul anchor has no space; a padded dense would not fit)
     (bmm,) = _fuse(call("nn.batch_matmul", _x((3, 8, 6)), _x((3, 8, 6), "w"))).kernels
     assert schedule_entry("nn.batch_matmul").space is None
-    assert kernel_schedule(lower_kernel(bmm), "llvm", space.get(1))[1] == {"kind": "default", "rule": "schedule_matmul"}
+    assert kernel_schedule(lower_kernel(bmm), "llvm", space.get(1))[1] == {"kind": "default", "rule": "schedule_matmul",
+                                                                        "precision": "float32"}

@@ -95,3 +95,24 @@ def test_eye_like(k, dtype):
     a = x((4, 6))
     attrs = {"k": k} if dtype is None else {"k": k, "dtype": dtype}
     check(node_model("EyeLike", {"a": a}, attrs), {"a": a})
+
+
+@pytest.mark.parametrize("names", [["x", "lo"], ["x", "", "hi"], ["x", "lo", "hi"], ["x", "hi", "lo"]])
+def test_clip_with_bounds_computed_at_run_time(names):
+    """min and/or max as graph inputs (the last case puts min above max: ONNX gives max)."""
+    from onnx import TensorProto, helper
+    data = x()
+    data[0, 0, :3] = [np.nan, -np.inf, np.inf]     # a bound left out clamps inf to the finite limit
+    feeds = {"x": data, "lo": np.array(rng.uniform(-2, 0), "float32"), "hi": np.array(rng.uniform(0, 2), "float32")}
+    feeds = {k: v for k, v in feeds.items() if k in names}
+    vi = [helper.make_tensor_value_info(k, TensorProto.FLOAT, v.shape) for k, v in feeds.items()]
+    g = helper.make_graph([helper.make_node("Clip", names, ["y"])], "clip", vi,
+                          [helper.make_empty_tensor_value_info("y")])
+    check(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), feeds)
+
+
+@pytest.mark.parametrize("opset,consts", [(18, {"lo": np.array(0.5, "float32")}), (18, {}), (7, {})])
+def test_clip_bounds_left_out_are_the_finite_limits(opset, consts):
+    data = np.array([[np.inf, -np.inf, np.nan, 1.0, -3.0]], "float32")
+    attrs = {"min": -1.0} if opset == 7 else {}
+    check(node_model("Clip", {"x": data}, attrs, consts=consts, opset=opset), {"x": data})

@@ -1,10 +1,11 @@
-"""RNN, GRU and LSTM unrolled into graph ops, compiled natively against onnxruntime: directions, layouts,
-initial states, biases, peepholes, clip, linear_before_reset; sequence_lens it cannot honour run by
-reference."""
+"""RNN, GRU and LSTM as one ``nn.rnn_scan`` kernel per direction (a loop over time), compiled natively against
+onnxruntime: directions, layouts, initial states, biases, peepholes, clip, activations, linear_before_reset,
+input_forget, sequence_lens (constant or a graph input), long sequences."""
 import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
+import onnx_op_check
 from onnx_op_check import check
 
 from tensorir import graph
@@ -14,7 +15,7 @@ GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
 def model(op, seq=5, batch=2, inp=3, hidden=4, direction="forward", layout=0, bias=True, init=False, peep=False,
-          attrs=None, seq_lens=None, weights=None):
+          attrs=None, seq_lens=None, weights=None, lens_input=False):
     from onnx import helper, numpy_helper
     nd = 2 if direction == "bidirectional" else 1
     g = GATES[op]
@@ -40,15 +41,20 @@ def model(op, seq=5, batch=2, inp=3, hidden=4, direction="forward", layout=0, bi
     consts = weights or consts
     layout_of = {k: (np.swapaxes(v, 0, 1) if layout and k in ("H0", "C0") else v) for k, v in consts.items()}
     inits = [numpy_helper.from_array(v.astype("float32"), k) for k, v in layout_of.items()]
-    if seq_lens is not None:
+    if seq_lens is not None and not lens_input:
         inits.append(numpy_helper.from_array(np.asarray(seq_lens, "int32"), "L"))
     outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
     node = helper.make_node(op, names, outs, hidden_size=hidden, direction=direction, layout=layout, **(attrs or {}))
     xs = (batch, seq, inp) if layout else (seq, batch, inp)
-    gr = helper.make_graph([node], "rnn", [helper.make_tensor_value_info("X", 1, xs)],
+    ins = [helper.make_tensor_value_info("X", 1, xs)] + \
+        ([helper.make_tensor_value_info("L", 6, (batch,))] if lens_input else [])
+    gr = helper.make_graph([node], "rnn", ins,
                            [helper.make_empty_tensor_value_info(o) for o in outs], inits)
     m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 14)])
-    return m, {"X": rng.standard_normal(xs).astype("float32")}, consts
+    feed = {"X": rng.standard_normal(xs).astype("float32")}
+    if lens_input:
+        feed["L"] = np.asarray(seq_lens, "int32")
+    return m, feed, consts
 
 
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
@@ -90,9 +96,159 @@ def test_lstm_peepholes_and_activations():
     check(m, feed, rtol=1e-4, atol=1e-5)
 
 
-def test_full_sequence_lens_compile_short_ones_fall_back():
-    m, feed, _ = model("LSTM", batch=2, seq_lens=[5, 5])
+def test_one_scan_kernel_per_direction():
+    """No unrolled steps: per direction one dense input projection and one nn.rnn_scan node."""
+    counts = []
+    for seq in (3, 40):
+        m, feed, _ = model("LSTM", seq=seq, direction="bidirectional", init=True, peep=True)
+        g, _ = graph.from_onnx(m)
+        ops = [n.op for n in g.nodes if isinstance(n, graph.Node)]
+        assert ops.count("nn.rnn_scan") == 2 and ops.count("nn.dense") == 2, ops
+        counts.append(len(ops))
+    assert counts[0] == counts[1]     # as many nodes for 40 steps as for 3
     check(m, feed, rtol=1e-4, atol=1e-5)
-    m, _, _ = model("LSTM", batch=2, seq_lens=[5, 3])
-    g, _ = graph.from_onnx(m)
-    assert graph.unsupported_ops(g) == {"LSTM": 1}
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_sequence_lens(op, direction):
+    """Shorter sequences per batch element (an empty one included): Y is zero past a sequence's end, Y_h (Y_c)
+    its last step (zeros for an empty one, as onnxruntime)."""
+    m, feed, _ = model(op, seq=6, batch=4, direction=direction, init=True, seq_lens=[6, 3, 0, 1],
+                       attrs={"linear_before_reset": 1} if op == "GRU" else None)
+    check(m, feed, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_sequence_lens_at_run_time(op):
+    m, feed, _ = model(op, seq=7, batch=3, direction="bidirectional", init=True, seq_lens=[2, 7, 5], lens_input=True)
+    mod = check(m, feed, rtol=1e-4, atol=1e-5)
+    feed["L"] = np.asarray([7, 0, 4], "int32")
+    want = onnx_op_check.reference(m, feed)
+    for a, b in zip(mod(**feed), want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(b).max())))
+
+
+def test_constant_sequence_lens_out_of_range_is_refused():
+    m, _, _ = model("GRU", seq=5, batch=2, seq_lens=[5, 6])
+    with pytest.raises(graph.GraphError, match="sequence_lens"):
+        graph.from_onnx(m)
+
+
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_lstm_input_forget_and_clip(direction):
+    m, feed, _ = model("LSTM", direction=direction, init=True, peep=True, attrs={"input_forget": 1, "clip": 0.8})
+    check(m, feed, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,acts,alpha,beta", [
+    ("RNN", ["LeakyRelu"], [0.3], []),
+    ("RNN", ["ThresholdedRelu"], [0.2], []),
+    ("RNN", ["Elu"], [0.7], []),
+    ("RNN", ["Softplus"], [], []),
+    ("RNN", ["Affine"], [0.5], [0.1]),
+    ("RNN", ["ScaledTanh"], [1.5], [0.6]),
+    ("GRU", ["HardSigmoid", "Relu"], [0.3], [0.4]),
+    ("LSTM", ["Sigmoid", "ScaledTanh", "Elu"], [1.2, 0.8], [0.7]),
+    ("LSTM", ["HardSigmoid", "LeakyRelu", "Elu"], [], []),    # onnxruntime's defaults
+])
+def test_activations_with_alpha_and_beta(op, acts, alpha, beta):
+    attrs = {"activations": acts}
+    if alpha:
+        attrs["activation_alpha"] = alpha
+    if beta:
+        attrs["activation_beta"] = beta
+    m, feed, _ = model(op, init=True, attrs=attrs)
+    check(m, feed, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_numpy_reference_matches_onnxruntime(op):
+    """graph.evaluate runs nn.rnn_scan's numpy code (constant folding and the passes' oracle)."""
+    m, feed, _ = model(op, seq=6, batch=3, direction="bidirectional", init=True, seq_lens=[6, 2, 0],
+                       peep=op == "LSTM", attrs={"clip": 0.9})
+    g, params = graph.from_onnx(m)
+    for a, b in zip(graph.evaluate(g, feed, params), onnx_op_check.reference(m, feed)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_long_lstm_builds_in_seconds():
+    """1000 steps of a hidden-128 LSTM: one scan kernel, built in seconds (the unrolled graph took minutes)."""
+    import time
+    h = 128     # weights of a contracting recurrence: a chaotic one amplifies rounding over 1000 steps
+    weights = {"W": rng.standard_normal((2, 4 * h, 16)) * 0.25, "R": rng.standard_normal((2, 4 * h, h)) / np.sqrt(h),
+               "B": rng.standard_normal((2, 8 * h)) * 0.3}
+    m, feed, _ = model("LSTM", seq=1000, batch=1, inp=16, hidden=h, direction="bidirectional", weights=weights)
+    start = time.perf_counter()
+    check(m, feed, rtol=1e-3, atol=1e-4)
+    assert time.perf_counter() - start < 120
+
+
+def dq_lstm_model(seq=5, batch=1, inp=8, hidden=16, direction="forward", per_column=False, wtype="int8",
+                  init=False, peep=False):
+    """One com.microsoft DynamicQuantizeLSTM node (onnxruntime's contrib op): int8/uint8 W [nd, input, 4h] and
+    R [nd, hidden, 4h] with scales and zero points per direction or per column."""
+    from onnx import helper, numpy_helper
+    nd, g4 = 2 if direction == "bidirectional" else 1, 4 * hidden
+    lo, hi = (-127, 128) if wtype == "int8" else (0, 256)
+    sh = (nd, g4) if per_column else (nd,)
+    consts = {"W": rng.integers(lo, hi, (nd, inp, g4)).astype(wtype), "R": rng.integers(lo, hi, (nd, hidden, g4)).astype(wtype),
+              "B": (rng.standard_normal((nd, 2 * g4)) * 0.3).astype("float32"),
+              "H0": rng.standard_normal((nd, batch, hidden)).astype("float32"),
+              "C0": rng.standard_normal((nd, batch, hidden)).astype("float32"),
+              "P": (rng.standard_normal((nd, 3 * hidden)) * 0.3).astype("float32"),
+              "ws": (rng.random(sh) * 0.01 + 0.002).astype("float32"),
+              "wz": rng.integers(lo // 8, hi // 8, sh).astype(wtype) if wtype == "uint8" else np.zeros(sh, wtype),
+              "rs": (rng.random(sh) * 0.01 + 0.002).astype("float32"),
+              "rz": rng.integers(lo // 8, hi // 8, sh).astype(wtype) if wtype == "uint8" else np.zeros(sh, wtype)}
+    names = ["X", "W", "R", "B", "", "H0" if init else "", "C0" if init else "", "P" if peep else "",
+             "ws", "wz", "rs", "rz"]
+    inits = [numpy_helper.from_array(consts[k], k) for k in names[1:] if k]
+    node = helper.make_node("DynamicQuantizeLSTM", names, ["Y", "Y_h", "Y_c"], domain="com.microsoft",
+                            hidden_size=hidden, direction=direction)
+    gr = helper.make_graph([node], "dq", [helper.make_tensor_value_info("X", 1, (seq, batch, inp))],
+                           [helper.make_empty_tensor_value_info(o) for o in ("Y", "Y_h", "Y_c")], inits)
+    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    return m, {"X": rng.standard_normal((seq, batch, inp)).astype("float32")}
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(per_column=True, init=True, peep=True), dict(wtype="uint8"),
+                                dict(batch=3, seq=9), dict(direction="bidirectional", seq=30, hidden=32)])
+def test_dynamic_quantize_lstm_matches_onnxruntime(kw):
+    """X quantized to uint8 once, h at every step, as onnxruntime does: the same bits up to float rounding.
+    onnxruntime on one thread: with more, a batch of 2+ (hidden <= 256) is split across threads, each quantizing
+    its own rows of h."""
+    import codegen
+    import onnxruntime as ort
+    m, feed = dq_lstm_model(**kw)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feed)
+    g, params = graph.from_onnx(m)
+    mod = codegen.build_model(g, params=params)
+    for b in mod.buffers:
+        if b.dtype.kind == "f":
+            b.fill(np.nan)
+    for got in (mod(**feed), graph.evaluate(g, feed, params)):
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(b).max())))
+
+
+def test_cuda_refuses_the_scan_by_name():
+    m, _, _ = model("GRU", seq=4)
+    g, params = graph.from_onnx(m)
+    report = str(graph.check(g, "cuda", params))
+    assert "nn.rnn_scan" in report and "no CUDA schedule" in report
+
+
+def test_artifact_round_trip(tmp_path):
+    """The scan kernel and its attributes (activations, clip, sequence lengths) survive export and load."""
+    import codegen
+    m, feed, _ = model("LSTM", seq=6, batch=2, direction="bidirectional", seq_lens=[6, 3], lens_input=True,
+                       attrs={"clip": 2.0})
+    mod = check(m, feed, rtol=1e-4, atol=1e-5)
+    mod.export_library(str(tmp_path))
+    loaded = codegen.load_model(str(tmp_path))
+    for a, b in zip(loaded(**feed), mod(**feed)):
+        np.testing.assert_array_equal(a, b)

@@ -383,3 +383,25 @@ def test_cuda_run_list_is_checked_against_its_kernels(cuda_art, path, value, mes
     _edit(cuda_art, "graph.json", path, value)
     with pytest.raises(ArtifactError, match=message):
         codegen.load_model(str(cuda_art))
+
+
+@pytest.fixture(scope="module")
+def control_flow_artifact(tmp_path_factory):
+    import control_flow_models as cf
+    g, params = graph.from_onnx(cf.if_nested())
+    out = tmp_path_factory.mktemp("control_flow") / "art"
+    codegen.build_model(g, params=params).export_library(str(out))
+    return out
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (("program", 1, "if", "then"), ..., r"field 'program\[1\].if.then' is missing"),
+    (("program", 1, "if", "cond", "offset"), 1 << 40,
+     r"program item 1 \(outer_if\): bool\[\] at workspace offset .* past the workspace"),
+])
+def test_control_flow_program_fields_are_checked(control_flow_artifact, tmp_path, path, value, message):
+    out = tmp_path / "art"
+    shutil.copytree(control_flow_artifact, out)
+    _edit(out, "graph.json", path, value)
+    with pytest.raises(ArtifactError, match=message):
+        codegen.load_model(str(out))

@@ -366,3 +366,22 @@ def test_first_use_in_a_worker_thread(monkeypatch, cnn):
     finally:
         while drv.Context.get_current() is not None:
             drv.Context.pop()
+
+
+@pytest.mark.slow      # about a minute each: two CUDA builds (16 bits and float32 parity) simulated
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("make,shapes", [(gm.transformer_block, {"batch": 2, "seq": 5}), (gm.small_cnn, {"N": 2})])
+def test_mixed_precision_model_on_the_simulated_gpu(fake, dtype, make, shapes):
+    """``precision=`` on CUDA: the 16-bit kernels' CUDA C (``__half`` / ``__nv_bfloat16``, float32
+    accumulation) run by the simulator, within 8 epsilons of ``dtype`` of onnxruntime's float32 output."""
+    import ml_dtypes
+    model = make()
+    g, params = graph.from_onnx(model, shapes)
+    m = codegen.build_model(g, target="cuda", params=params, precision=dtype)
+    fake.model = m
+    assert "__nv_bfloat16" in m.get_source() if dtype == "bfloat16" else "half" in m.get_source()
+    x = np.random.default_rng(3).standard_normal(g.inputs[0].type.shape).astype("float32")
+    (got,) = m(x=x)
+    want = gm.run_onnxruntime(model, {"x": x})[0]
+    assert np.isfinite(got).all()
+    assert np.abs(got - want).max() <= 8 * float(ml_dtypes.finfo(dtype).eps) * np.abs(want).max()

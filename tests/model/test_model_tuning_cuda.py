@@ -197,7 +197,7 @@ def test_cuda_deploy_from_log_matches_onnxruntime(tuned, tmp_path):
         else:
             assert origin["kind"] == "record" and origin["record"]["workload_key"] == t.workload_key
             assert origin["record"]["cost"] == best["result"]["costs"][0]
-    assert by_kernel["fused_nn_softmax"] == {"kind": "default", "rule": "schedule_softmax_norm"}
+    assert by_kernel["fused_nn_softmax"] == {"kind": "default", "rule": "schedule_softmax_norm", "precision": "float32"}
     m.export_library(str(tmp_path / "out"))
     with open(tmp_path / "out" / "manifest.json") as f:
         manifest = json.load(f)

@@ -155,3 +155,16 @@ def test_cast_matrix(src):
                      else a.astype(d) for d in CASTS[src])
 
     check(s, [A, *outs], ref, low=lo, high=hi)
+
+
+def test_bfloat16_is_a_dtype_of_te():
+    """bfloat16 placeholders, its limits (ml_dtypes.finfo), promotion: float16 and bfloat16 hold
+    neither each other's range nor precision, so their sum is float32 (as in JAX)."""
+    import ml_dtypes
+    from tensorir import dtype as dt
+    A = te.placeholder((4,), name="A", dtype="bfloat16")
+    H = te.placeholder((4,), name="H", dtype="float16")
+    assert (A[0] + H[0]).dtype == "float32" and (A[0] * 2.0).dtype == "bfloat16"
+    assert te.max_value("bfloat16").value == float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+    assert dt.is_float("bfloat16x8") and dt.itemsize("bfloat16") == 2 and np.dtype("bfloat16").itemsize == 2
+    assert te.const(0.1, "bfloat16") is not None

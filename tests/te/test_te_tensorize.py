@@ -366,3 +366,59 @@ def test_packed_intrinsic_over_a_gather():
     f(a, b)
     i, j = np.meshgrid(np.arange(9), np.arange(9), indexing="ij")
     np.testing.assert_allclose(b, a[j // 3 + i % 3, j % 3 + i // 3])
+
+
+@pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"), reason="x86 targets")
+@pytest.mark.parametrize("feature,register", [("avx512vnni", "z"), ("avxvnni", "y")])
+def test_vnni_dot_intrinsic_emits_vpdpbusd_and_runs_where_the_host_has_it(feature, register):
+    """topi.x86's u8 x s8 -> s32 intrinsic (tir.reinterpret + call_llvm_pure_intrin) on a packed GEMM:
+    vpdpbusd on the target's vector registers; the result exact (no saturation) where the host can run it."""
+    from codegen import jit
+    from codegen.target import host, parse
+    from tensorir.topi.x86 import DOT_INT8, dot_int8
+    isa = next(d for d in DOT_INT8 if d.feature == feature)
+    M, N, K = 8, 32, 64
+    A = te.placeholder((M, K), dtype="uint8", name="A")
+    W = te.placeholder((N // 16, K // 4, 64), dtype="int8", name="W")
+    ko, ki = te.reduce_axis((0, K // 4), name="ko"), te.reduce_axis((0, 4), name="ki")
+    C = te.compute((M, N // 16, 16), lambda i, jo, ji: te.sum(
+        A[i, ko * 4 + ki].astype("int32") * W[jo, ko, ji * 4 + ki].astype("int32"), axis=[ko, ki]), name="C")
+    s = te.create_schedule(C.op)
+    i, jo, ji = C.op.axis
+    s[C].reorder(i, jo, ko, ji, ki)
+    if isa.lanes < 16:
+        jio, jii = s[C].split(ji, factor=isa.lanes)
+        s[C].reorder(jio, jii, ki)
+        ji = jii
+    s[C].tensorize(ji, dot_int8(isa))
+    target = f"llvm -mcpu={'znver4' if register == 'z' else 'alderlake'} -mattr=+{feature}" + \
+        (",+avx512f,+avx512bw" if register == "z" else ",+avx2")
+    func = te.lower(s, [A, W, C])
+    assert f"llvm.x86.avx512.vpdpbusd.{isa.lanes * 32}" in str(func)
+    f = codegen.build(func, target=target, name="vnni")
+    assert f"vpdpbusd\t%{register}mm" in jit.emit_assembly(f.get_source("ll"), parse(target))
+    if feature not in host().features:
+        pytest.skip(f"this host has no {feature}")
+    a = rng.integers(0, 256, (M, K)).astype(np.uint8)
+    a[0] = 255                                  # products beyond int16 sums: no saturation
+    w = rng.integers(-128, 128, (N, K)).astype(np.int8)
+    w[:, :] = np.where(np.arange(N)[:, None] % 2, 127, -128)
+    c = np.full((M, N // 16, 16), 0x5A5A5A5A, np.int32)
+    f(a, w.reshape(N // 16, 16, K // 4, 4).transpose(0, 2, 1, 3).reshape(N // 16, K // 4, 64).copy(), c)
+    np.testing.assert_array_equal(c.reshape(M, N), a.astype(np.int64) @ w.T.astype(np.int64))
+
+
+def test_import_pragma_on_a_unit_loop_outlives_the_loop():
+    """A unit loop is simplified away and an unrolled one expanded: their import_llvm pragma still links."""
+    for unroll in (False, True):
+        A, B, C = gemm(1, 16, 32)
+        s = te.create_schedule(C.op)
+        x, y = C.op.axis
+        (z,) = C.op.reduce_axis
+        yo, yi = s[C].split(y, factor=16)          # yo and x: one iteration each
+        s[C].reorder(x, yo, yi, z)
+        s[C].tensorize(yi, intrin_gemv(16, 32, reset_update=False))
+        s[C].pragma(yo, "import_llvm", GEMV_LL)
+        if unroll:
+            s[C].unroll(yo)
+        run(s, A, B, C)

@@ -36,6 +36,37 @@ def test_compile_writes_an_artifact_with_a_manifest(compiled, capsys):
     assert json.loads(capsys.readouterr().out)["format"] == manifest["format"]
 
 
+def test_compile_with_precision_records_it(compiled, tmp_path, capsys):
+    d, model, _ = compiled
+    out = tmp_path / "fp16"
+    assert main(["compile", str(model), "--shape", "x=2,3,32,32", "--precision", "float16", "-o", str(out)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    vs = manifest["precision"]["vs_float32"]
+    assert manifest["precision"]["dtype"] == "float16" and 0 < vs["max_rel_error"] < 8 * 2.0 ** -10
+    assert {"compute": "float16", "accumulate": "float32"} in [k["precision"] for k in manifest["kernels"]]
+    assert "precision float16" in capsys.readouterr().out
+    assert main(["inspect", str(out)]) == 0
+    assert "float16/float32 acc" in capsys.readouterr().out
+
+
+def test_bfloat16_model_runs_from_npy_files(tmp_path, capsys):
+    """numpy saves ml_dtypes.bfloat16 arrays as 2-byte void: ``run`` reads them as the model's bfloat16."""
+    import ml_dtypes
+    from graph_models import in_low_precision, transformer_block
+    model, out = tmp_path / "block.onnx", tmp_path / "out"
+    onnx.save(in_low_precision(transformer_block(), "bfloat16"), str(model))
+    assert main(["compile", str(model), "--shape", "x=2,5,32", "-o", str(out)]) == 0
+    assert "not run (" in capsys.readouterr().out      # onnxruntime has no bfloat16 MatMul: said, not fatal
+    x = np.random.default_rng(0).standard_normal((2, 5, 32)).astype(ml_dtypes.bfloat16)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(out), "--input", f"x={tmp_path / 'x.npy'}", "--output", str(tmp_path / "y.npz")]) == 0
+    assert "bfloat16[2, 5, 32]  min" in capsys.readouterr().out
+    import codegen
+    want = codegen.load_model(str(out))(x=x)[0]
+    got = np.load(tmp_path / "y.npz")["y"]
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
 def test_run_matches_the_reference_evaluator(compiled, tmp_path, capsys):
     from onnx.reference import ReferenceEvaluator
     d, model, out = compiled

@@ -25,8 +25,9 @@ def check_domains(model, where: str) -> None:
                   if n.domain not in REFERENCE_DOMAINS and (n.domain, n.op_type) not in CONVERTERS)
     if bad:
         listed = ", ".join(f"{op} (x{k})" for op, k in sorted(bad.items()))
-        raise GraphError(f"{where}: {sum(bad.values())} node(s) of unknown domains ({listed}): tiletune imports "
-                         f"the default ONNX domain, the contrib ops it has converters for, and runs ai.onnx.ml by reference")
+        raise GraphError(f"{where}: {sum(bad.values())} node(s) of other domains have no converter: {listed}; "
+                         f"tiletune imports ONNX's default domain and onnxruntime's float com.microsoft contrib ops "
+                         f"(docs/onnx.md lists them), and runs ai.onnx.ml by reference")
 
 
 def _one_node_model(ctx, node, inputs):

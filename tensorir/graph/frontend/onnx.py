@@ -10,6 +10,7 @@ shape subgraphs (``Shape -> Gather -> Concat -> Reshape``) become constants."""
 from __future__ import annotations
 
 import os
+from collections import ChainMap
 from dataclasses import replace
 
 import numpy as np
@@ -21,17 +22,77 @@ from ..passes.basic import eliminate_dead_code, fold_node
 from . import onnx_ops  # noqa: F401  (registers the converters)
 from .onnx_ops.common import onnx_dtype
 from .fallback import check_domains, convert_or_fallback
+from .qdq import fold_qdq
 from .registry import CONVERT_FROM, MAX_OPSET, MIN_OPSET, Unsupported, find_converter
 from .source import onnx_source
 
 
 class Context:
-    """What a converter sees: the model's opset, the node being converted, and helpers."""
+    """What a converter sees: the model's opset, the node being converted, the values in scope (by ONNX
+    name; a subgraph's scope chains to its parents'), and helpers."""
 
-    def __init__(self, opset: int, params: dict[str, np.ndarray]):
+    def __init__(self, opset: int, params: dict[str, np.ndarray], values: dict | None = None,
+                 opset_imports=(), consumed=frozenset()):
         self.opset = opset
         self.params = params
         self.node = None
+        self.values = ChainMap(values if values is not None else {})
+        self.opset_imports = list(opset_imports)
+        self.domain_opsets = {_domain(o.domain): o.version for o in self.opset_imports}
+        self.consumed = consumed     # tensor names some node (or graph output) reads, subgraphs included
+
+    def convert_nodes(self, nodes) -> None:
+        """Convert ONNX ``nodes`` in order, their outputs entering the current scope."""
+        values = self.values
+        for node in nodes:
+            self.node = node
+            try:
+                args = [values[n] if n else None for n in node.input]
+            except KeyError as e:
+                raise self.error(f"input {e.args[0]!r} is not produced by any earlier node") from None
+            try:
+                convert = _node_converter(node, self.opset, self.domain_opsets)
+                out = convert_or_fallback(self, node, args, convert, _attrs, self.consumed)
+            except GraphError as e:
+                if str(e).startswith("ONNX node"):
+                    raise
+                raise self.error(str(e)) from None
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:  # a malformed node
+                raise self.error(f"cannot convert ({type(e).__name__}: {e}); is the node well-formed?") from None
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            for name, v in zip(node.output, outs):
+                if name:
+                    values[name] = v
+            for name in list(node.output)[len(outs):]:
+                if name:
+                    values[name] = _Missing(self.error(f"output {name!r} is not supported"))
+
+    def subgraph(self, graph, bindings: dict[str, Value]) -> list[Value]:
+        """The outputs of ONNX subgraph ``graph`` (an If branch, a Loop body) converted in a scope over the
+        current one: its inputs named in ``bindings``, its initializers constants, outer names visible.
+        The values it reads from outer scopes are not yet inputs (see ``frontend.onnx_ops.control``)."""
+        import onnx
+        local = dict(bindings)
+        for init in graph.initializer:
+            local[init.name] = Const(onnx.numpy_helper.to_array(init), init.name)
+        outer, node = self.values, self.node
+        self.values = outer.new_child(local)
+        try:
+            self.convert_nodes(graph.node)
+            outs = []
+            for o in graph.output:
+                v = self.values.get(o.name)
+                if v is None or isinstance(v, _Missing):
+                    raise v.error if v is not None else \
+                        GraphError(f"subgraph {graph.name!r}: output {o.name!r} is not produced by any node")
+                outs.append(v)
+            return outs
+        finally:
+            self.values, self.node = outer, node
+
+    def scope_ids(self) -> set[int]:
+        """The ids of every value in scope (what a subgraph converted now would capture)."""
+        return {id(v) for v in self.values.values()}
 
     def call(self, op: str, *inputs: Value, **attrs) -> Value:
         """A node ``op(*inputs, **attrs)`` named after the ONNX node, folded to a constant when its inputs
@@ -200,6 +261,19 @@ def _node_label(node) -> str:
     return f"node {node.name or '(unnamed)'!r} ({node.op_type})"
 
 
+def _consumed(g) -> set[str]:
+    """The tensor names read by a node of ``g`` or of its subgraphs, or that are outputs of ``g``."""
+    import onnx
+    out = {o.name for o in g.output}
+    for n in g.node:
+        out.update(n.input)
+        for a in n.attribute:
+            subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+            for sub in subs:
+                out |= _consumed(sub)
+    return out
+
+
 def _check_single_writers(g, where: str) -> None:
     """A ``GraphError`` naming both writers when two nodes (or a node and a graph input or initializer)
     write one tensor name: ONNX graphs are SSA, and onnx.checker and onnxruntime refuse such a model."""
@@ -220,6 +294,7 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
     import onnx
     original, where = _load(model)
     m, converted_from = _upgrade(original, where)
+    m = fold_qdq(m)
     opset = opset or _opset(m, where)
     check_domains(m, where)
     g = m.graph
@@ -249,33 +324,9 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
     if unused:
         raise GraphError(f"shape_dict names {', '.join(map(repr, unused))}, which is neither an input of the "
                          f"model nor a dimension name (inputs: {', '.join(v.name for v in inputs)})")
-    ctx = Context(opset, params)
-    consumed = {name for n in g.node for name in n.input} | {o.name for o in g.output}
-    ctx.opset_imports = list(m.opset_import)
-    domain_opsets = {_domain(o.domain): o.version for o in m.opset_import}
+    ctx = Context(opset, params, values, list(m.opset_import), _consumed(g))
     _check_single_writers(g, where)
-    for node in g.node:
-        ctx.node = node
-        try:
-            args = [values[n] if n else None for n in node.input]
-        except KeyError as e:
-            raise ctx.error(f"input {e.args[0]!r} is not produced by any earlier node") from None
-        try:
-            convert = _node_converter(node, opset, domain_opsets)
-            out = convert_or_fallback(ctx, node, args, convert, _attrs, consumed)
-        except GraphError as e:
-            if str(e).startswith("ONNX node"):
-                raise
-            raise ctx.error(str(e)) from None
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:  # a malformed node
-            raise ctx.error(f"cannot convert ({type(e).__name__}: {e}); is the node well-formed?") from None
-        outs = out if isinstance(out, (list, tuple)) else [out]
-        for name, v in zip(node.output, outs):
-            if name:
-                values[name] = v
-        for name in list(node.output)[len(outs):]:
-            if name:
-                values[name] = _Missing(ctx.error(f"output {name!r} is not supported"))
+    ctx.convert_nodes(g.node)
     outputs = []
     for o in g.output:
         v = values.get(o.name)

@@ -34,7 +34,8 @@ InferFn = Callable[..., TensorType]
 class OpDef:
     """A registered operator. ``infer(*input_types, **attrs)`` gives the output type (raising
     ``ValueError`` for bad input); ``numpy(*arrays, **attrs)`` computes it; ``topi(*tensors, **attrs)``
-    builds it as a tensor expression (inputs are te tensors, or scalar expressions for 0-d constants)."""
+    builds it as a tensor expression (inputs are te tensors, or scalar expressions for 0-d constants); an
+    ``anchor`` opaque op names its kernel's schedule entry, as reductions and out-elemwise-fusable ops do."""
     name: str
     pattern: OpPattern
     infer: InferFn
@@ -42,17 +43,19 @@ class OpDef:
     numpy: Callable | None = None
     num_inputs: int | tuple[int, int] | None = None
     topi: Callable | None = None
+    anchor: bool = False
 
 
 OPS: dict[str, OpDef] = {}
 
 
 def register_op(name: str, pattern: OpPattern, infer: InferFn, *, attrs: dict | None = None,
-                numpy: Callable | None = None, num_inputs=None, topi: Callable | None = None) -> OpDef:
+                numpy: Callable | None = None, num_inputs=None, topi: Callable | None = None,
+                anchor: bool = False) -> OpDef:
     """Register operator ``name`` (a second registration of one name is a bug and raises)."""
     if name in OPS:
         raise ValueError(f"operator {name!r} is registered twice")
-    OPS[name] = OpDef(name, pattern, infer, dict(attrs or {}), numpy, num_inputs, topi)
+    OPS[name] = OpDef(name, pattern, infer, dict(attrs or {}), numpy, num_inputs, topi, anchor)
     return OPS[name]
 
 

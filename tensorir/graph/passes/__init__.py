@@ -1,14 +1,17 @@
-"""Graph passes, each ``Graph -> Graph``, and :func:`optimize`, which runs them in order."""
+"""Graph passes, each ``Graph -> Graph``, and :func:`optimize`, which runs them in order: each pass runs
+on the graph, then on the subgraphs of its control flow (:func:`on_subgraphs`)."""
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Callable
 
-from ..ir import Graph
+from ..ir import Graph, map_subgraphs
 from ..verify import verify
+from .control import fold_control_flow
 from .basic import bind_params, eliminate_dead_code, fold_constants, infer_types
 from .fuse import fuse_ops, partition
 from .layout import alter_op_layout
+from .mixed_precision import to_mixed_precision
 from .simplify import simplify
 
 Pass = Callable[[Graph], Graph]
@@ -17,6 +20,7 @@ Pass = Callable[[Graph], Graph]
 PASSES: list[tuple[str, Pass]] = [
     ("infer_types", infer_types),
     ("fold_constants", fold_constants),
+    ("fold_control_flow", fold_control_flow),   # captured constants into subgraphs; constant conditions
     ("simplify", simplify),
     ("fold_constants", fold_constants),   # the weights simplify rescaled
     ("eliminate_dead_code", eliminate_dead_code),
@@ -40,16 +44,23 @@ def optimize(g: Graph, params: dict | None = None, *, fuse: bool = True, check: 
     for name, p in PASSES:
         if (name == "fuse_ops" and not fuse) or (name in CPU_ONLY and not _is_cpu(target)):
             continue
-        g = p(g)
+        g = on_subgraphs(p, g)
         ran.append(name)
         if check:
             verify(g)
     return replace(g, source=source, passes=tuple(ran))
 
 
+def on_subgraphs(p: Pass, g: Graph) -> Graph:
+    """``p(g)``, then ``p`` on each subgraph of the result, outer graphs first (so constants an outer
+    pass moves into a subgraph reach the subgraph's passes)."""
+    return map_subgraphs(p(g), lambda sub: on_subgraphs(p, sub))
+
+
 def _is_cpu(target) -> bool:
     return target is None or str(target).split()[0] == "llvm"
 
 
-__all__ = ["PASSES", "alter_op_layout", "bind_params", "eliminate_dead_code", "fold_constants", "fuse_ops", "infer_types",
-           "optimize", "partition", "simplify"]
+__all__ = ["PASSES", "alter_op_layout", "bind_params", "eliminate_dead_code", "fold_constants",
+           "fold_control_flow", "fuse_ops", "infer_types", "on_subgraphs", "optimize", "partition", "simplify",
+           "to_mixed_precision"]

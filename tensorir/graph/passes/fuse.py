@@ -14,7 +14,7 @@ kernel's body grows exponentially with ops that read their input twice).
 """
 from __future__ import annotations
 
-from ..ir import Const, Graph, GraphError, Kernel, Node, Value, Var
+from ..ir import Const, Graph, GraphError, Kernel, Node, Value, Var, subgraphs
 from ..op.registry import OpPattern, get_op
 from ..printer import const_text
 from .fuse_cost import group_cost
@@ -169,7 +169,8 @@ def _kernel_name(members: list[Node], taken: dict[str, int]) -> str:
 
 
 def fuse_ops(g: Graph) -> Graph:
-    """Every node becomes a call of a :class:`Kernel` holding its group (one node or several)."""
+    """Every node becomes a call of a :class:`Kernel` holding its group (one node or several), but control
+    flow (a node with subgraphs, opaque: a group of its own), which stays a node over its new inputs."""
     nodes = g.nodes
     root_of = partition(g)
     members: dict[int, list[int]] = {}
@@ -180,6 +181,10 @@ def fuse_ops(g: Graph) -> Graph:
 
     for r in sorted(members, key=lambda r: members[r][-1]):
         group = [nodes[i] for i in members[r]]
+        if subgraphs(group[0]):
+            n = group[0]
+            memo[id(n)] = Node(n.op, tuple(memo.get(id(a), a) for a in n.inputs), n.attrs, n.type, n.name)
+            continue
         inside = {id(n) for n in group}
         args: list[Value] = []
         local: dict[int, Value] = {}

@@ -6,6 +6,9 @@
   channel) ``nn.contrib_depthwise_conv2d_NCHWc`` (weights ``OIHW1i[x]o``); other grouped ones stay;
 - ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with
   weights packed ``NC[y]n``;
+- ``qnn.dense`` / ``qnn.conv2d`` (8-bit data, constant int8 weights, 16 | outputs; 4 | reduction for the
+  dense, the conv's input channels padded to 4 with zero weights; int8 data shifted to uint8, ``x + 128``,
+  with ``-128 * sum(w)`` added back per output channel) become ``qnn.contrib_dense_pack`` / ``qnn.contrib_conv2d_pack`` with weights packed for ``vpdpbusd``;
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
   arithmetic with per-channel operands, pooling and channel concatenation follow the layout
   (:data:`RULES`); any other reader gets the plain NCHW value through one ``layout_transform`` (made
@@ -15,12 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from ...topi.layout import layout_transform_numpy
 from .. import op as _op  # noqa: F401  (the operators are registered)
 from ..ir import Const, Graph, GraphError, Node, Value, topological_order
 from ..op import layout as _layout_ops  # noqa: F401  (layout_transform, contrib ops)
+from ..op import qnn
 from ..op.registry import OpPattern, call, get_op
 
+#: Element types of blocked layouts: 16-bit floats compute in float32 lanes, as float32 does.
+BLOCKED_DTYPES = ("float32", "float16", "bfloat16")
 #: Channel block sizes tried, largest first (16 float32 = one AVX-512 vector).
 BLOCKS = (16, 8, 4, 2, 1)
 
@@ -68,13 +76,13 @@ def _rule(*names: str):
 
 
 def _float4d(v: Value) -> bool:
-    return v.type.ndim == 4 and v.type.dtype == "float32"
+    return v.type.ndim == 4 and v.type.dtype in BLOCKED_DTYPES
 
 
 @_rule("nn.conv2d")
 def _conv2d(st: _Layouts, n: Node):
     x, w = n.inputs
-    if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != "float32":
+    if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != x.type.dtype:
         return None
     o, i = w.type.shape[:2]
     if n.attrs["groups"] == o == x.type.shape[1] and i == 1:   # depthwise: channels stay in their lanes
@@ -99,11 +107,50 @@ def _conv2d(st: _Layouts, n: Node):
 @_rule("nn.dense")
 def _dense(st: _Layouts, n: Node):
     x, w = (st.get_plain(v) for v in n.inputs)
-    if not isinstance(w, Const) or w.type.dtype != "float32" or w.type.shape[0] % 8:
+    if not isinstance(w, Const) or w.type.dtype not in BLOCKED_DTYPES or w.type.shape[0] % 8:
         return None   # packing pays where the output columns fill vectors of 8 or 16
     bn = 16 if w.type.shape[0] % 16 == 0 else 8
     return call("nn.contrib_dense_pack", x, Const(layout_transform_numpy(w.value, "NC", f"NC{bn}n")),
                 weight_layout=f"NC{bn}n")
+
+
+def _as_uint8(x: Value, w: Const, axes: tuple) -> tuple[Value, Const | None]:
+    """int8 data as uint8 (``x + 128``, what ``vpdpbusd`` multiplies) and the int32 correction
+    ``-128 * sum(w)`` over the reduction ``axes`` of the weights (None for uint8 data)."""
+    if x.type.dtype == "uint8":
+        return x, None
+    shifted = call("cast", call("add", call("cast", x, dtype="int16"), Const(np.int16(128))), dtype="uint8")
+    return shifted, Const(-128 * w.value.astype(np.int32).sum(axis=axes, dtype=np.int32))
+
+
+def _packable(x: Value, w: Value) -> bool:
+    return isinstance(w, Const) and x.type.dtype in ("uint8", "int8") and w.type.dtype == "int8" \
+        and w.type.shape[0] % qnn.LANES == 0
+
+
+@_rule("qnn.dense")
+def _qnn_dense(st: _Layouts, n: Node):
+    """8-bit data x int8 constant weights: weights packed ``NK16n4k`` for ``vpdpbusd`` (op/qnn.py)."""
+    x, w = (st.get_plain(v) for v in n.inputs)
+    if not _packable(x, w) or w.type.shape[1] % qnn.GROUP:
+        return None
+    x, corr = _as_uint8(x, w, (1,))
+    y = call("qnn.contrib_dense_pack", x, Const(qnn.pack_dense_weight(w.value)))
+    return y if corr is None else call("add", y, corr)
+
+
+@_rule("qnn.conv2d")
+def _qnn_conv2d(st: _Layouts, n: Node):
+    """8-bit data x int8 constant weights, one group: weights packed ``OIHW4i16o4i``; the data stays NCHW
+    (the kernel regroups it, op/qnn.py)."""
+    x, w = (st.get_plain(v) for v in n.inputs)
+    if not _packable(x, w) or n.attrs["groups"] != 1:
+        return None
+    x, corr = _as_uint8(x, w, (1, 2, 3))
+    zp = n.attrs["input_zero_point"] + (0 if corr is None else 128)
+    y = call("qnn.contrib_conv2d_pack", x, Const(qnn.pack_conv_weight(w.value)), input_zero_point=zp,
+             **{k: n.attrs[k] for k in ("strides", "padding", "dilation")})
+    return y if corr is None else call("add", y, Const(corr.value.reshape(-1, 1, 1)))
 
 
 def _channel_const(c: Const, channels: int, block: int) -> Const | None:

@@ -6,7 +6,9 @@ build manifests and tuning logs record, ``{"default": name}``); an entry with a 
 config of that space (``space(cfg, kt)``: the knobs defined on ``cfg``, their fallback values the default's
 choices fitted to the space), tuned as the template ``template`` (:mod:`autotune.kernel_templates`) on
 kernels its ``fits(kt)`` accepts (it returns why not, or None).  Kernels whose anchor has no entry take the
-target's entry registered for ``None`` (injective schedules).
+target's entry registered for ``None`` (injective schedules).  An entry may ``require`` CPU features (LLVM's
+names, ``{"avx512vnni"}``): it serves targets that have them all, before the anchor's entries requiring less
+(the instruction set is part of the entry's key; the target's ``-mattr``, or the host's, decides).
 
 While an entry schedules a kernel, :func:`target_info` gives the facts its target's backend registered
 (:data:`TARGET_INFO`: a CUDA target's arch, shared memory limit and ``-allow_tf32``), which tensorir
@@ -36,9 +38,11 @@ class ScheduleEntry:
     template: str | None = None
     fits: Callable | None = None
     space: Callable | None = None
+    requires: frozenset = frozenset()
 
 
-_ENTRIES: dict[tuple[str, str | None], ScheduleEntry] = {}
+#: (target kind, anchor op) -> its entries, those requiring the most features first
+_ENTRIES: dict[tuple[str, str | None], list[ScheduleEntry]] = {}
 #: target kind -> ``info(target) -> dict`` of facts about the target (registered by its backend:
 #: ``codegen.cuda`` gives ``arch``, ``shared_limit``, ``allow_tf32``)
 TARGET_INFO: dict[str, Callable] = {}
@@ -59,12 +63,22 @@ def target_kind(target) -> str:
     return "cuda" if kind == "cuda" else "llvm"
 
 
+def target_features(target) -> frozenset:
+    """The CPU features a target enables: a ``Target``'s ``features``, or a target string's ``-mattr=+...``."""
+    features = getattr(target, "features", None)
+    if features is not None:
+        return frozenset(features)
+    words = [w for w in str(target).split() if w.startswith("-mattr=")]
+    return frozenset(f[1:] for w in words for f in w[len("-mattr="):].split(",") if f.startswith("+"))
+
+
 def register_schedule(*anchor_ops: str | None, target: str = "llvm", name: str | None = None,
-                      template: str | None = None, fits: Callable | None = None, space: Callable | None = None):
+                      template: str | None = None, fits: Callable | None = None, space: Callable | None = None,
+                      requires: tuple = ()):
     """Register ``default(cfg, kt)`` as the schedule of kernels anchored by ``anchor_ops`` on ``target``
-    (``None``: kernels without an entry; a later registration replaces an earlier one); with ``space`` (and
-    ``fits``, ``template``) a config other than the fallback one schedules a kernel ``fits`` accepts with
-    ``space(cfg, kt)``."""
+    (``None``: kernels without an entry; a later registration with the same ``requires`` replaces an earlier
+    one) for targets with the CPU features ``requires``; with ``space`` (and ``fits``, ``template``) a config
+    other than the fallback one schedules a kernel ``fits`` accepts with ``space(cfg, kt)``."""
     if target not in TARGETS:
         raise ValueError(f"register_schedule: target {target!r} is not one of {TARGETS}")
     if space is not None and (fits is None or template is None):
@@ -74,9 +88,10 @@ def register_schedule(*anchor_ops: str | None, target: str = "llvm", name: str |
         def tuned(cfg, kt: KernelTE) -> Schedule:
             return default(cfg, kt) if cfg.is_fallback or fits(kt) is not None else space(cfg, kt)
         entry = ScheduleEntry(name or default.__name__, target, tuple(anchor_ops), default if space is None else tuned,
-                              template, fits, space)
+                              template, fits, space, frozenset(requires))
         for op in anchor_ops:
-            _ENTRIES[target, op] = entry
+            others = [e for e in _ENTRIES.get((target, op), ()) if e.requires != entry.requires]
+            _ENTRIES[target, op] = sorted(others + [entry], key=lambda e: -len(e.requires))
         return default
     return deco
 
@@ -85,7 +100,7 @@ def rule_registrar(target: str, apply: Callable):
     """``register_rule(*anchor_ops, **space)``: a decorator registering ``rule(s, kt, out)`` as the ``target``
     entry (named after the rule) of kernels anchored by ``anchor_ops``, applied by ``apply(kt, rule)``;
     ``space``: :func:`register_schedule`'s ``template``, ``fits`` and ``space``."""
-    def register_rule(*anchor_ops: str | None, **space):
+    def register_rule(*anchor_ops: str | None, **space):   # space: also ``requires``
         def deco(rule: Rule) -> Rule:
             register_schedule(*anchor_ops, target=target, name=rule.__name__, **space)(lambda cfg, kt: apply(kt, rule))
             return rule
@@ -94,14 +109,19 @@ def rule_registrar(target: str, apply: Callable):
 
 
 def schedule_entry(anchor_op: str | None, target="llvm") -> ScheduleEntry:
-    """The entry scheduling kernels anchored by ``anchor_op`` on ``target``."""
-    kind = target_kind(target)
-    return _ENTRIES.get((kind, anchor_op)) or _ENTRIES[kind, None]
+    """The entry scheduling kernels anchored by ``anchor_op`` on ``target`` (the first whose required
+    features the target has)."""
+    kind, features = target_kind(target), target_features(target)
+    for key in ((kind, anchor_op), (kind, None)):
+        for e in _ENTRIES.get(key, ()):
+            if e.requires <= features:
+                return e
+    raise KeyError(f"no {kind} schedule for {anchor_op}")
 
 
 def template_entries(template: str) -> list[ScheduleEntry]:
     """The entries whose config space is tuned as ``template``."""
-    return list({id(e): e for e in _ENTRIES.values() if e.template == template}.values())
+    return list({id(e): e for es in _ENTRIES.values() for e in es if e.template == template}.values())
 
 
 def default_rule_name(anchor_op: str | None, target="llvm") -> str:
@@ -109,10 +129,21 @@ def default_rule_name(anchor_op: str | None, target="llvm") -> str:
     return schedule_entry(anchor_op, target).name
 
 
+def precision(kt: KernelTE) -> str | None:
+    """The element type the kernel's anchor computes on (its first input's), None without an anchor."""
+    if not kt.anchor_op:
+        return None
+    if kt.kernel is None:                  # a DAG without its graph kernel (a tuning task's): its first input
+        return kt.inputs[0].dtype if kt.inputs else None
+    node = next((n for n in kt.kernel.body.nodes if n.op == kt.anchor_op), None)
+    return None if node is None or not node.inputs else node.inputs[0].type.dtype
+
+
 def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, dict]:
     """``(schedule, origin)`` of kernel ``kt`` on ``target``: its default (``cfg`` None or a fallback
     config; origin ``{"kind": "default", "rule": name}``) or ``cfg``'s schedule of the entry's space
-    (origin ``{"kind": "config", "rule", "template", "config_index"}``)."""
+    (origin ``{"kind": "config", "rule", "template", "config_index"}``).  An origin also names the anchor's
+    ``precision`` and, for an entry requiring CPU features, the ``isa`` it uses (``["avx512vnni"]``)."""
     entry = schedule_entry(kt.anchor_op, target)
     cfg = FallbackConfig() if cfg is None else cfg
     token = _SCHEDULING.set(target)
@@ -120,11 +151,15 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
         s = entry.schedule(cfg, kt)
     finally:
         _SCHEDULING.reset(token)
+    extra = {"precision": precision(kt)} if kt.anchor_op else {}
+    if entry.requires:
+        extra["isa"] = sorted(entry.requires)
     if cfg.is_fallback or entry.space is None or entry.fits(kt) is not None:
-        return s, {"kind": "default", "rule": entry.name}
+        return s, {"kind": "default", "rule": entry.name, **extra}
     return s, {"kind": "config", "rule": entry.name, "template": entry.template,
-               "config_index": getattr(cfg, "index", None)}
+               "config_index": getattr(cfg, "index", None), **extra}
 
 
-__all__ = ["Rule", "ScheduleEntry", "TARGETS", "TARGET_INFO", "target_info", "default_rule_name", "kernel_schedule", "register_schedule",
-           "rule_registrar", "schedule_entry", "target_kind", "template_entries"]
+__all__ = ["Rule", "ScheduleEntry", "TARGETS", "TARGET_INFO", "default_rule_name", "kernel_schedule",
+           "register_schedule", "rule_registrar", "schedule_entry", "target_features", "target_info", "target_kind",
+           "template_entries"]

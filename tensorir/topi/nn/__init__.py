@@ -8,6 +8,7 @@ from .elemwise import leaky_relu, prelu, relu
 from .flatten import flatten
 from .norm import batch_norm, layer_norm
 from .pad import mirror_pad, pad
+from . import qnn  # int8 x int8 -> int32 with weights packed for vpdpbusd
 from .pooling import adaptive_pool, global_pool, pool1d, pool2d, pool3d
 from .softmax import log_softmax, softmax
 from .upsampling import upsampling
@@ -26,3 +27,4 @@ from .space_depth import depth_to_space, space_to_depth
 __all__ += ["depth_to_space", "space_to_depth"]
 from .group_norm import group_norm
 __all__ += ["group_norm"]
+from . import rnn  # rnn_scan: ONNX's recurrent layers as a scan

@@ -81,7 +81,18 @@ def prelu(ctx, inputs, attrs):
     return ctx.call("where", ctx.call("less", x, scalar(0, x)), ctx.call("multiply", x, slope), x)
 
 
+def _limits(x) -> tuple:
+    """ONNX's defaults of Clip's bounds: the dtype's lowest and largest finite values (so inf is clamped)."""
+    if np.dtype(x.type.dtype).kind != "f":
+        return None, None
+    info = np.finfo(np.dtype(x.type.dtype))
+    return float(info.min), float(info.max)
+
+
 def _clip(ctx, x, lo, hi):
+    """Bounds left out are the dtype's finite limits, as ONNX and onnxruntime define them."""
+    dlo, dhi = _limits(x)
+    lo, hi = (dlo if lo is None else lo), (dhi if hi is None else hi)
     if lo is None and hi is None:
         return ctx.call("copy", x)
     return ctx.call("clip", x, a_min=None if lo is None else float(lo), a_max=None if hi is None else float(hi))
@@ -94,9 +105,17 @@ def clip_attrs(ctx, inputs, attrs):
 
 @converter("Clip", since=11)
 def clip(ctx, inputs, attrs):
-    bounds = [ctx.require_const(v, name) if v is not None else None
-              for v, name in zip(list(inputs[1:]) + [None, None], ("min", "max"))]
-    return _clip(ctx, inputs[0], *[None if b is None else b.item() for b in bounds])
+    """Constant bounds make one ``clip``; a bound computed at run time (a scalar) makes
+    ``minimum(maximum(x, min), max)``, which is ONNX's order (min above max gives max) and keeps NaN."""
+    x, bounds = inputs[0], (list(inputs[1:]) + [None, None])[:2]
+    if all(b is None or ctx.const(b) is not None for b in bounds):
+        return _clip(ctx, x, *[None if b is None else ctx.const(b).item() for b in bounds])
+    for b, name in zip(bounds, ("min", "max")):
+        if b is not None and b.type.size != 1:
+            raise ctx.error(f"input '{name}' has shape {list(b.type.shape)}; Clip's bounds are scalars")
+    lo, hi = (b if b is not None else scalar(d, x) if d is not None else None for b, d in zip(bounds, _limits(x)))
+    y = x if lo is None else ctx.call("maximum", x, lo if lo.type.ndim == 0 else ctx.call("reshape", lo, newshape=[]))
+    return y if hi is None else ctx.call("minimum", y, hi if hi.type.ndim == 0 else ctx.call("reshape", hi, newshape=[]))
 
 
 def _hard_sigmoid(ctx, x, alpha, beta):

@@ -14,8 +14,10 @@ def batch_norm(ctx, inputs, attrs):
     return ctx.call("nn.batch_norm", *inputs[:5], axis=1, epsilon=float(attrs.get("epsilon", 1e-5)))
 
 
-@converter("LayerNormalization", since=17)
+@converter("LayerNormalization", since=1)
 def layer_norm(ctx, inputs, attrs):
+    """ONNX's LayerNormalization (opset 17); before it, onnxruntime's contrib op of the same name and meaning
+    in ONNX's domain, which its optimizers write at any opset."""
     x, scale = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     axis = attrs.get("axis", -1) % x.type.ndim

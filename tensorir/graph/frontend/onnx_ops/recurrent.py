@@ -1,50 +1,38 @@
-"""RNN, GRU and LSTM unrolled over the (static) sequence length into dense, elementwise and slicing graph
-ops: the input projection of every step is one dense layer, each step adds its recurrent dense layer and
-gates.  Forward, reverse and bidirectional; ``layout`` 0 and 1; initial states, peepholes and ``clip``.
-``sequence_lens`` shorter than the sequence and LSTM's ``input_forget`` are refused (the node runs by
-reference)."""
+"""RNN, GRU and LSTM as a loop over time of one cell: per direction, the input projection of every step
+(``X W^T`` plus the biases that add to it) is one dense layer, and the recurrence one ``nn.rnn_scan`` node (a
+``te.scan`` kernel whose serial loop runs over time, :mod:`tensorir.topi.nn.rnn`).  Forward, reverse and
+bidirectional; ``layout`` 0 and 1; initial states, peepholes, ``clip``, activations with alpha and beta, GRU's
+``linear_before_reset``, LSTM's ``input_forget`` and per-batch ``sequence_lens`` (constant or computed)."""
 from __future__ import annotations
 
-import numpy as np
-
+from ....topi.nn.rnn import pack_block
 from ..registry import converter
 from .elementwise import scalar
 
-
-def _affine(ctx, x, a, b):
-    return ctx.call("add", ctx.call("multiply", x, scalar(a, x)), scalar(b, x))
-
-
-#: ONNX's activation name -> (graph ops of x with alpha and beta, default alpha, default beta).
-ACTIVATIONS = {
-    "Sigmoid": (lambda c, x, a, b: c.call("sigmoid", x), None, None),
-    "Tanh": (lambda c, x, a, b: c.call("tanh", x), None, None),
-    "Relu": (lambda c, x, a, b: c.call("nn.relu", x), None, None),
-    "LeakyRelu": (lambda c, x, a, b: c.call("nn.leaky_relu", x, alpha=float(a)), 0.01, None),
-    "HardSigmoid": (lambda c, x, a, b: c.call("clip", _affine(c, x, a, b), a_min=0.0, a_max=1.0), 0.2, 0.5),
-    "Affine": (lambda c, x, a, b: _affine(c, x, a, b), 1.0, 0.0),
-    "ScaledTanh": (lambda c, x, a, b: c.call("multiply", c.call("tanh", c.call("multiply", x, scalar(b, x))),
-                                             scalar(a, x)), 1.0, 1.0),
-    "Softsign": (lambda c, x, a, b: c.call("divide", x, c.call("add", scalar(1, x), c.call("abs", x))), None, None),
-}
+#: ONNX's activations taking alpha (and beta) -> their defaults, onnxruntime's (the ONNX spec gives none).
+ALPHA_BETA = {"LeakyRelu": (0.01, None), "ThresholdedRelu": (0.0, None), "Elu": (1.0, None),
+              "HardSigmoid": (0.2, 0.5), "Affine": (0.0, 0.0), "ScaledTanh": (0.0, 0.0)}
+ACTIVATIONS = ("Sigmoid", "Tanh", "Relu", "Softsign", "Softplus") + tuple(ALPHA_BETA)
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
-def _activations(ctx, attrs, defaults: list[str], num_dir: int):
-    """Per direction, the activation functions (callables of ``x``) in ONNX's order."""
-    names = attrs.get("activations") or defaults * num_dir
+def _activations(ctx, attrs, defaults: list[str], num_dir: int) -> list[tuple]:
+    """Per direction, ``(names, alphas, betas)`` in ONNX's order (alpha and beta lists consumed in order)."""
+    names = list(attrs.get("activations") or defaults * num_dir)
     alphas, betas = list(attrs.get("activation_alpha", [])), list(attrs.get("activation_beta", []))
     if len(names) != len(defaults) * num_dir:
         raise ctx.error(f"{len(names)} activations for {num_dir} direction(s) of {len(defaults)}")
-    fns = []
+    resolved = []
     for name in names:
-        if name not in ACTIVATIONS:
-            raise ctx.unsupported(f"activation {name!r} is not supported")
-        fn, da, db = ACTIVATIONS[name]
-        a = alphas.pop(0) if da is not None and alphas else da
-        b = betas.pop(0) if db is not None and betas else db
-        fns.append(lambda x, fn=fn, a=a, b=b: fn(ctx, x, a, b))
+        canon = next((a for a in ACTIVATIONS if a.lower() == str(name).lower()), None)
+        if canon is None:
+            raise ctx.unsupported(f"activation {name!r} is not one of ONNX's ({', '.join(ACTIVATIONS)})")
+        da, db = ALPHA_BETA.get(canon, (None, None))
+        a = float(alphas.pop(0)) if da is not None and alphas else da
+        b = float(betas.pop(0)) if db is not None and betas else db
+        resolved.append((canon, a, b))
     n = len(defaults)
-    return [fns[d * n:(d + 1) * n] for d in range(num_dir)]
+    return [tuple(zip(*resolved[d * n:(d + 1) * n])) for d in range(num_dir)]
 
 
 def _slice(ctx, v, axis: int, begin: int, end: int):
@@ -53,155 +41,170 @@ def _slice(ctx, v, axis: int, begin: int, end: int):
     return ctx.call("strided_slice", v, begin=b, end=e, strides=[1] * v.type.ndim)
 
 
-def _take_dir(ctx, v, d: int):
-    """Direction ``d`` of a ``[num_dir, ...]`` input, without that axis."""
+def _take(ctx, v, d: int):
+    """Row ``d`` of ``v``, without that axis."""
     return ctx.call("reshape", _slice(ctx, v, 0, d, d + 1), newshape=list(v.type.shape[1:]))
 
 
-class _Gates:
-    """One direction's weights: ``gate(pre, k)`` slices gate ``k`` of a ``[batch, G * hidden]`` value."""
-
-    def __init__(self, ctx, w, r, b, peep, d: int, hidden: int):
-        self.ctx, self.h = ctx, hidden
-        self.w, self.r = _take_dir(ctx, w, d), _take_dir(ctx, r, d)
-        self.peep = None if peep is None else _take_dir(ctx, peep, d)
-        self.wb = self.rb = None
-        if b is not None:
-            bias = _take_dir(ctx, b, d)
-            g = bias.type.shape[0] // 2
-            self.wb, self.rb = _slice(ctx, bias, 0, 0, g), _slice(ctx, bias, 0, g, 2 * g)
-
-    def gate(self, pre, k: int):
-        return _slice(self.ctx, pre, 1, k * self.h, (k + 1) * self.h)
-
-    def rows(self, m, k: int):
-        return _slice(self.ctx, m, 0, k * self.h, (k + 1) * self.h)
+def _zeros(ctx, shape, like):
+    return ctx.call("full", shape=list(shape), fill_value=0.0, dtype=like.type.dtype)
 
 
-def _inputs(ctx, inputs, attrs, op: str):
-    """``(x as [seq, batch, input], w, r, b, initial states, num_dir, hidden)`` with the checks."""
-    x, w, r = inputs[:3]
-    rest = list(inputs[3:]) + [None] * 5
-    b, seq_lens = rest[0], rest[1]
-    layout = int(attrs.get("layout", 0))
-    if layout:
-        x = ctx.call("transpose", x, axes=[1, 0, 2])
-    seq = x.type.shape[0]
-    if seq_lens is not None:
-        lens = ctx.const(seq_lens)
-        if lens is None or (np.asarray(lens) != seq).any():
-            raise ctx.unsupported("sequence_lens shorter than the sequence (or computed at run time) is not supported")
+def _seq_lens(ctx, lens, seq: int, batch: int):
+    """``sequence_lens`` as int32, or None when every sequence is whole; constants out of range refused."""
+    if lens is None:
+        return None
+    if tuple(lens.type.shape) != (batch,):
+        raise ctx.error(f"sequence_lens has shape {list(lens.type.shape)}, expected [{batch}]")
+    value = ctx.const(lens)
+    if value is not None:
+        if ((value < 0) | (value > seq)).any():
+            raise ctx.error(f"sequence_lens {value.tolist()} outside [0, {seq}]")
+        if (value == seq).all():
+            return None
+    return lens if lens.type.dtype == "int32" else ctx.call("cast", lens, dtype="int32")
+
+
+def _quantize_u8(ctx, x):
+    """onnxruntime's dynamic uint8 quantization of all of ``x``: ``(x quantized minus its zero point, scale)``
+    (:func:`tensorir.topi.nn.rnn.quantize_u8` in graph ops)."""
+    def c(v):
+        return scalar(v, x)
+    lo = ctx.call("minimum", ctx.call("min", x), c(0))
+    hi = ctx.call("maximum", ctx.call("max", x), c(0))
+    scale = ctx.call("where", ctx.call("equal", hi, lo), c(1), ctx.call("divide", ctx.call("subtract", hi, lo), c(255)))
+    zp = ctx.call("round", ctx.call("clip", ctx.call("negative", ctx.call("divide", lo, scale)), a_min=0.0, a_max=255.0))
+    q = ctx.call("clip", ctx.call("add", ctx.call("round", ctx.call("divide", x, scale)), zp), a_min=0.0, a_max=255.0)
+    return ctx.call("subtract", q, zp), scale
+
+
+def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults: list[str], scales=None) -> list:
+    """``[Y, Y_h(, Y_c)]`` of an ONNX recurrent layer over ``x`` (``[seq, batch, input]``, layout 0), weights
+    ``w``, ``r``, bias ``b`` (or None), initial states ``init`` (each ``[num_dir, batch, hidden]`` or None).
+    With ``scales`` (``W``'s and ``R``'s, ``[num_dir, gates * hidden]`` each), ``w`` and ``r`` are integers
+    minus their zero points and ``x`` and each step's ``h`` are quantized to uint8 as onnxruntime does."""
     direction = attrs.get("direction", "forward")
     if direction not in ("forward", "reverse", "bidirectional"):
         raise ctx.error(f"unknown direction {direction!r}")
     num_dir = 2 if direction == "bidirectional" else 1
+    seq, batch, inp = x.type.shape
     hidden = int(attrs.get("hidden_size", r.type.shape[-1]))
-    states = []
-    for s in rest[2:2 + (2 if op == "LSTM" else 1)]:
-        if s is not None and layout:
-            s = ctx.call("transpose", s, axes=[1, 0, 2])
-        states.append(s)
-    return x, w, r, b, states, num_dir, hidden, direction, layout
-
-
-def _zeros(ctx, batch: int, hidden: int, like):
-    return ctx.call("full", shape=[batch, hidden], fill_value=0.0, dtype=like.type.dtype)
-
-
-def _initial(ctx, s, d: int, batch: int, hidden: int, like):
-    return _zeros(ctx, batch, hidden, like) if s is None else _take_dir(ctx, s, d)
-
-
-def _clip(ctx, v, attrs):
-    c = attrs.get("clip")
-    return v if c is None else ctx.call("clip", v, a_min=-float(c), a_max=float(c))
-
-
-def _run(ctx, inputs, attrs, op: str, defaults: list[str], step, peep=None):
-    """Unroll every direction; ``step(ctx, gates, acts, x_proj_t, states) -> states`` (``states[0]`` is h)."""
-    x, w, r, b, init, num_dir, hidden, direction, layout = _inputs(ctx, inputs, attrs, op)
-    seq, batch = x.type.shape[:2]
+    gates = GATES[op]
+    if tuple(w.type.shape) != (num_dir, gates * hidden, inp) or tuple(r.type.shape) != (num_dir, gates * hidden, hidden):
+        raise ctx.error(f"W {list(w.type.shape)} and R {list(r.type.shape)} do not fit {num_dir} direction(s), "
+                        f"{gates} gate(s) of hidden_size {hidden} and input size {inp}")
+    lbr = op == "GRU" and bool(attrs.get("linear_before_reset", 0))
+    lens = _seq_lens(ctx, lens, seq, batch)
     acts = _activations(ctx, attrs, defaults, num_dir)
+    clip = attrs.get("clip")
+    flat = ctx.call("reshape", x, newshape=[seq * batch, inp])
+    block = pack_block(batch, hidden)
+    if scales is not None:
+        flat, x_scale = _quantize_u8(ctx, flat)
     ys, finals = [], []
     for d in range(num_dir):
-        g = _Gates(ctx, w, r, b, peep, d, hidden)
-        proj = ctx.call("nn.dense", ctx.call("reshape", x, newshape=[seq * batch, x.type.shape[2]]), g.w)
-        if g.wb is not None and op != "GRU":
-            proj = ctx.call("add", proj, ctx.call("add", g.wb, g.rb))
-        elif g.wb is not None:
-            proj = ctx.call("add", proj, g.wb)
-        states = [_initial(ctx, s, d, batch, hidden, x) for s in init]
-        reverse = direction == "reverse" or d == 1
-        outs = [None] * seq
-        for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
-            states = step(ctx, g, acts[d], _slice(ctx, proj, 0, t * batch, (t + 1) * batch), states, attrs)
-            outs[t] = ctx.call("reshape", states[0], newshape=[1, 1, batch, hidden])
-        ys.append(ctx.call("concatenate", *outs, axis=0) if seq > 1 else outs[0])
-        finals.append([ctx.call("reshape", s, newshape=[1, batch, hidden]) for s in states])
+        proj = ctx.call("nn.dense", flat, _take(ctx, w, d))
+        if scales is not None:
+            proj = ctx.call("multiply", proj, ctx.call("multiply", x_scale, _take(ctx, scales[0], d)))
+        rbh = None
+        if b is not None:
+            bias = _take(ctx, b, d)
+            wb, rb = _slice(ctx, bias, 0, 0, gates * hidden), _slice(ctx, bias, 0, gates * hidden, 2 * gates * hidden)
+            if lbr:    # R's h-gate bias is multiplied by the reset gate: it stays in the cell
+                rbh = _slice(ctx, rb, 0, 2 * hidden, 3 * hidden)
+                rb = ctx.call("concatenate", _slice(ctx, rb, 0, 0, 2 * hidden), _zeros(ctx, [hidden], rb), axis=0)
+            proj = ctx.call("add", proj, ctx.call("add", wb, rb))
+        proj = ctx.call("reshape", proj, newshape=[seq, batch, gates * hidden])
+        states = [_zeros(ctx, [1, batch, hidden], x) if s is None else _slice(ctx, s, 0, d, d + 1) for s in init]
+        extra = [] if not lbr else [rbh if rbh is not None else _zeros(ctx, [hidden], x)]
+        if peep is not None:
+            extra.append(_take(ctx, peep, d))
+        if lens is not None:
+            extra.append(lens)
+        if scales is not None:
+            extra.append(_take(ctx, scales[1], d))
+        names, alphas, betas = acts[d]
+        rt = ctx.call("transpose", ctx.call("reshape", _take(ctx, r, d), newshape=[gates * hidden // block, block, hidden]),
+                      axes=[0, 2, 1])    # R^T in blocks of columns [gates * hidden / block, hidden, block]
+        out = ctx.call("nn.rnn_scan", proj, rt,
+                       ctx.call("concatenate", *states, axis=0) if len(states) > 1 else states[0], *extra,
+                       cell=op, activations=list(names), activation_alpha=list(alphas), activation_beta=list(betas),
+                       clip=None if clip is None else float(clip), linear_before_reset=lbr,
+                       input_forget=bool(attrs.get("input_forget", 0)), reverse=direction == "reverse" or d == 1,
+                       peephole=peep is not None, seq_lens=lens is not None, quantized=scales is not None)
+        ys.append(ctx.call("reshape", _slice(ctx, out, 0, 0, seq), newshape=[seq, 1, batch, hidden]))
+        finals.append([_slice(ctx, out, 0, seq + k, seq + k + 1) for k in range(len(init))])
     y = ctx.call("concatenate", *ys, axis=1) if num_dir > 1 else ys[0]
     last = [ctx.call("concatenate", *f, axis=0) if num_dir > 1 else f[0] for f in zip(*finals)]
-    if layout:
-        y = ctx.call("transpose", y, axes=[2, 0, 1, 3])
-        last = [ctx.call("transpose", s, axes=[1, 0, 2]) for s in last]
     return [y] + last
 
 
-def _rnn_step(ctx, g, acts, xp, states, attrs):
-    (h,) = states
-    pre = ctx.call("add", xp, ctx.call("nn.dense", h, g.r))
-    return [acts[0](_clip(ctx, pre, attrs))]
-
-
-def _gru_step(ctx, g, acts, xp, states, attrs):
-    (h,) = states
-    f, act = acts
-    rh = ctx.call("nn.dense", h, g.r)                    # [batch, 3 hidden]: z, r, h rows of R
-    if g.rb is not None:
-        rh = ctx.call("add", rh, g.rb)
-    z = f(_clip(ctx, ctx.call("add", g.gate(xp, 0), g.gate(rh, 0)), attrs))
-    rg = f(_clip(ctx, ctx.call("add", g.gate(xp, 1), g.gate(rh, 1)), attrs))
-    if attrs.get("linear_before_reset", 0):
-        cand = ctx.call("add", g.gate(xp, 2), ctx.call("multiply", rg, g.gate(rh, 2)))
-    else:
-        cand = ctx.call("nn.dense", ctx.call("multiply", rg, h), g.rows(g.r, 2))
-        if g.rb is not None:
-            cand = ctx.call("add", cand, g.rows(g.rb, 2))
-        cand = ctx.call("add", g.gate(xp, 2), cand)
-    hh = act(_clip(ctx, cand, attrs))
-    one = scalar(1, z)
-    return [ctx.call("add", ctx.call("multiply", ctx.call("subtract", one, z), hh), ctx.call("multiply", z, h))]
-
-
-def _lstm_step(ctx, g, acts, xp, states, attrs):
-    h, c = states
-    f, act_g, act_h = acts
-    pre = ctx.call("add", xp, ctx.call("nn.dense", h, g.r))   # gates i, o, f, c; peepholes i, o, f
-
-    def gate(k, cell):
-        v = g.gate(pre, k)
-        if g.peep is not None:
-            v = ctx.call("add", v, ctx.call("multiply", g.rows(g.peep, k), cell))
-        return _clip(ctx, v, attrs)
-    i, fg = f(gate(0, c)), f(gate(2, c))
-    cell = act_g(_clip(ctx, g.gate(pre, 3), attrs))
-    c = ctx.call("add", ctx.call("multiply", fg, c), ctx.call("multiply", i, cell))
-    o = f(gate(1, c))
-    return [ctx.call("multiply", o, act_h(c)), c]
+def _onnx(ctx, inputs, attrs, op: str, defaults: list[str]):
+    """The ONNX node's inputs (``layout`` 1 transposed to 0 and its outputs back) through :func:`recurrent`."""
+    x, w, r = inputs[:3]
+    rest = list(inputs[3:]) + [None] * 5
+    layout = int(attrs.get("layout", 0))
+    if layout not in (0, 1):
+        raise ctx.error(f"layout {layout} is neither 0 nor 1")
+    if layout:
+        x = ctx.call("transpose", x, axes=[1, 0, 2])
+    init = [s if s is None or not layout else ctx.call("transpose", s, axes=[1, 0, 2])
+            for s in rest[2:2 + (2 if op == "LSTM" else 1)]]
+    peep = rest[4] if op == "LSTM" else None
+    outs = recurrent(ctx, op, x, w, r, rest[0], rest[1], init, peep, attrs, defaults)
+    if layout:
+        outs = [ctx.call("transpose", outs[0], axes=[2, 0, 1, 3])] + \
+               [ctx.call("transpose", s, axes=[1, 0, 2]) for s in outs[1:]]
+    return outs
 
 
 @converter("RNN", since=7)
 def rnn(ctx, inputs, attrs):
-    return _run(ctx, inputs, attrs, "RNN", ["Tanh"], _rnn_step)
+    return _onnx(ctx, inputs, attrs, "RNN", ["Tanh"])
 
 
 @converter("GRU", since=7)
 def gru(ctx, inputs, attrs):
-    return _run(ctx, inputs, attrs, "GRU", ["Sigmoid", "Tanh"], _gru_step)
+    return _onnx(ctx, inputs, attrs, "GRU", ["Sigmoid", "Tanh"])
 
 
 @converter("LSTM", since=7)
 def lstm(ctx, inputs, attrs):
-    if attrs.get("input_forget", 0):
-        raise ctx.unsupported("input_forget=1 is not supported")
-    peep = inputs[7] if len(inputs) > 7 else None
-    return _run(ctx, inputs, attrs, "LSTM", ["Sigmoid", "Tanh", "Tanh"], _lstm_step, peep)
+    return _onnx(ctx, inputs, attrs, "LSTM", ["Sigmoid", "Tanh", "Tanh"])
+
+
+__all__ = ["recurrent"]
+
+
+def _centered(ctx, q, scale, zero_point, name: str):
+    """A quantized weight ``[num_dir, rows, 4 * hidden]`` minus its zero point (as floats), transposed to ONNX's
+    ``[num_dir, 4 * hidden, rows]``, and its scale per direction and column ``[num_dir, 4 * hidden]``."""
+    if q is None or scale is None:
+        raise ctx.error(f"{name} and its scale are required")
+    if q.type.dtype not in ("int8", "uint8"):
+        raise ctx.error(f"{name} is {q.type.dtype}, expected int8 or uint8")
+    nd, _, cols = q.type.shape
+    if tuple(scale.type.shape) not in ((nd,), (nd, cols)):
+        raise ctx.error(f"{name}_scale has shape {list(scale.type.shape)}, expected [{nd}] or [{nd}, {cols}]")
+    per = [nd, 1, cols if scale.type.ndim == 2 else 1]
+    x = ctx.call("cast", q, dtype=scale.type.dtype)
+    if zero_point is not None:
+        if tuple(zero_point.type.shape) != tuple(scale.type.shape):
+            raise ctx.error(f"{name}_zero_point has shape {list(zero_point.type.shape)}, not its scale's")
+        zp = ctx.call("cast", zero_point, dtype=scale.type.dtype)
+        x = ctx.call("subtract", x, ctx.call("reshape", zp, newshape=per))
+    cols_scale = ctx.call("broadcast_to", ctx.call("reshape", scale, newshape=[nd, per[2]]), shape=[nd, cols])
+    return ctx.call("transpose", x, axes=[0, 2, 1]), cols_scale
+
+
+@converter("DynamicQuantizeLSTM", since=1, domain="com.microsoft")
+def dynamic_quantize_lstm(ctx, inputs, attrs):
+    """onnxruntime's LSTM with int8/uint8 weights (W ``[num_dir, input, 4 * hidden]``, R ``[num_dir, hidden,
+    4 * hidden]``, a scale and zero point per direction or per column).  As onnxruntime does, X is quantized to
+    uint8 once (over all steps) for the input projection, and h at every step (over the batch) for the
+    recurrent product; the integer products are exact in float32 (docs/onnx.md)."""
+    x, w, r, b, lens, h0, c0, p, ws, wzp, rs, rzp = (list(inputs) + [None] * 12)[:12]
+    w, w_scale = _centered(ctx, w, ws, wzp, "W")
+    r, r_scale = _centered(ctx, r, rs, rzp, "R")
+    return recurrent(ctx, "LSTM", x, w, r, b, lens, [h0, c0], p, attrs, ["Sigmoid", "Tanh", "Tanh"],
+                     scales=(w_scale, r_scale))

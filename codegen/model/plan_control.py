@@ -1,0 +1,269 @@
+"""Control flow in the run list: the program around the steps, and the linear order the memory plan sees.
+
+A fused graph with control flow (``if`` / ``loop`` nodes, :mod:`tensorir.graph.op.control`) has kernels in
+its subgraphs too.  :func:`linearize` puts every kernel call of every (sub)graph in one run order, the
+steps of the run list, and gives each control-flow operation a span of that order: its inputs live
+until its end, its results from its start; a branch's or a body's values live inside it, its results
+to its end (then copied out); a loop's iteration number, condition and carried values across the whole
+loop.  Intermediates of every graph then share one workspace by liveness (:mod:`codegen.memory_plan`).
+
+The program (:class:`Steps`, :class:`IfItem`, :class:`LoopItem`) says how the steps run: a block is a
+list of items, a run of consecutive steps or a control-flow item holding blocks.  A branch's inputs are
+the places of the values it captures (no copy); a loop's carried values are copied in before the first
+iteration, from the body's results after each one (through a copy of the sources, so swaps are
+right), and out after the last; a scanned value is copied into slot ``i`` of its stacked result.  Like
+the steps, the program is JSON data (``graph.json``): loading runs nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tensorir.graph import Graph, GraphError, Kernel, Node
+from tensorir.graph.ir import Value
+from tensorir.graph.op.control import IF, group_key, is_control
+
+if TYPE_CHECKING:
+    from .plan import Loc
+
+
+
+@dataclass
+class Steps:
+    """Steps ``first`` to ``end - 1`` of the run list, in order."""
+    first: int
+    end: int
+
+    def to_json(self) -> dict:
+        return {"steps": [self.first, self.end]}
+
+
+@dataclass
+class IfItem:
+    """Run ``then`` or ``orelse`` as ``cond`` says; then copy the branch's results into ``out`` (None: unused).
+    ``refused``: the branch that cannot run at these shapes -> the error taking it raises."""
+    node: str
+    cond: Loc
+    then: list
+    orelse: list
+    then_out: list[Loc]
+    else_out: list[Loc]
+    out: list[Loc | None]
+    refused: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"if": {"node": self.node, "cond": self.cond.to_json(), "then": _block_json(self.then),
+                       "else": _block_json(self.orelse), "then_out": _locs_json(self.then_out),
+                       "else_out": _locs_json(self.else_out), "out": _locs_json(self.out), "refused": self.refused}}
+
+
+@dataclass
+class LoopItem:
+    """ONNX's Loop: ``iteration`` / ``cond_in`` / ``carried`` are the body's inputs (set by the loop),
+    ``cond_out`` / ``carried_out`` / ``scan_out`` its results; ``out``: the final carried values, then the
+    stacked scanned values (None: unused)."""
+    node: str
+    trip: Loc
+    cond: Loc
+    init: list[Loc]
+    iteration: Loc
+    cond_in: Loc
+    carried: list[Loc]
+    body: list
+    cond_out: Loc
+    carried_out: list[Loc]
+    scan_out: list[Loc]
+    out: list[Loc | None]
+
+    def to_json(self) -> dict:
+        d = {k: getattr(self, k) for k in ("trip", "cond", "iteration", "cond_in", "cond_out")}
+        lists = {k: _locs_json(getattr(self, k)) for k in ("init", "carried", "carried_out", "scan_out", "out")}
+        return {"loop": {"node": self.node, **{k: v.to_json() for k, v in d.items()}, **lists,
+                         "body": _block_json(self.body)}}
+
+
+def _locs_json(locs) -> list:
+    return [None if loc is None else loc.to_json() for loc in locs]
+
+
+def _locs(xs) -> list:
+    from .plan import Loc
+    return [None if x is None else Loc.from_json(x) for x in xs]
+
+
+def _block_json(block: list) -> list:
+    return [item.to_json() for item in block]
+
+
+def block_from_json(items: list) -> list:
+    """The program :func:`_block_json` wrote."""
+    from .plan import Loc
+    out = []
+    for d in items:
+        if "steps" in d:
+            out.append(Steps(int(d["steps"][0]), int(d["steps"][1])))
+        elif "if" in d:
+            x = d["if"]
+            out.append(IfItem(x["node"], Loc.from_json(x["cond"]), block_from_json(x["then"]),
+                              block_from_json(x["else"]), _locs(x["then_out"]), _locs(x["else_out"]),
+                              _locs(x["out"]), dict(x.get("refused", {}))))
+        else:
+            x = d["loop"]
+            one = {k: Loc.from_json(x[k]) for k in ("trip", "cond", "iteration", "cond_in", "cond_out")}
+            out.append(LoopItem(x["node"], one["trip"], one["cond"], _locs(x["init"]), one["iteration"],
+                                one["cond_in"], _locs(x["carried"]), block_from_json(x["body"]), one["cond_out"],
+                                _locs(x["carried_out"]), _locs(x["scan_out"]), _locs(x["out"])))
+    return out
+
+
+def walk(block: list):
+    """Every item of ``block`` and of the blocks it holds, in program order."""
+    for item in block:
+        yield item
+        if isinstance(item, IfItem):
+            yield from walk(item.then)
+            yield from walk(item.orelse)
+        elif isinstance(item, LoopItem):
+            yield from walk(item.body)
+
+
+def item_locs(item) -> list[Loc]:
+    """Every place a control-flow item names."""
+    if isinstance(item, IfItem):
+        return [item.cond, *item.then_out, *item.else_out, *(x for x in item.out if x is not None)]
+    if isinstance(item, LoopItem):
+        return [item.trip, item.cond, *item.init, item.iteration, item.cond_in, *item.carried, item.cond_out,
+                *item.carried_out, *item.scan_out, *(x for x in item.out if x is not None)]
+    return []
+
+
+# -- linear order --------------------------------------------------------------------------------------------
+@dataclass
+class Linear:
+    """The kernel calls of every graph in run order (``nodes``; ``time[id(node)]`` its time), the program
+    over values (:meth:`place` turns it into places), each workspace value's ``[start, end]`` in time, and
+    the subgraph inputs that are other values' places (``alias``)."""
+    nodes: list[Node] = field(default_factory=list)
+    time: dict[int, int] = field(default_factory=dict)
+    life: dict[int, list[int]] = field(default_factory=dict)
+    values: dict[int, Value] = field(default_factory=dict)
+    alias: dict[int, Value] = field(default_factory=dict)
+    program: list = field(default_factory=list)
+    clock: int = 0
+
+    def tick(self) -> int:
+        self.clock += 1
+        return self.clock - 1
+
+    def resolve(self, v: Value) -> Value:
+        while id(v) in self.alias:
+            v = self.alias[id(v)]
+        return v
+
+    def define(self, v: Value, t: int) -> None:
+        self.values.setdefault(id(v), v)
+        self.life.setdefault(id(v), [t, t])
+
+    def use(self, v: Value, t: int) -> None:
+        v = self.resolve(v)
+        if id(v) in self.life:
+            self.life[id(v)][1] = max(self.life[id(v)][1], t)
+
+    def block(self, g: Graph) -> list:
+        """The program of graph ``g`` (its steps appended to :attr:`nodes`)."""
+        items: list = []
+        done: set[tuple] = set()
+        for n in g.nodes:
+            if isinstance(n.op, Kernel):
+                t = self.tick()
+                if not items or not isinstance(items[-1], Steps):
+                    items.append(Steps(len(self.nodes), len(self.nodes)))
+                self.time[id(n)] = t
+                self.nodes.append(n)
+                items[-1].end = len(self.nodes)
+                for v in n.inputs:
+                    self.use(v, t)
+                self.define(n, t)
+            elif is_control(n):
+                key = group_key(n)
+                if key not in done:
+                    done.add(key)
+                    items.append(self._control(n, [m for m in g.nodes if is_control(m) and group_key(m) == key]))
+            else:
+                raise GraphError(f"build_model: node {n.op_name} is not fused into a kernel (run graph.optimize)")
+        return items
+
+    def _sub(self, g: Graph, aliases: dict[int, Value]) -> tuple[list, list[Value], int]:
+        """A subgraph's block, its outputs (resolved) and the time it ends (its outputs are read then)."""
+        self.alias.update(aliases)
+        block = self.block(g)
+        end = self.tick()
+        for o in g.outputs:
+            self.use(o, end)
+        return block, [self.resolve(o) for o in g.outputs], end
+
+    def _control(self, n: Node, group: list[Node]):
+        """The item of one control-flow operation (``group``: its nodes, one per result used)."""
+        start = self.tick()
+        label = n.name or n.op
+        count = len(n.attrs["then_branch"].outputs) if n.op == IF else len(n.attrs["body"].outputs) - 1
+        out: list = [None] * count
+        for m in group:
+            out[m.attrs["output_index"]] = m
+            self.define(m, start)
+        live = list(group)          # what lives to the end of the operation besides its inputs
+        if n.op == IF:
+            blocks = []
+            for name in ("then_branch", "else_branch"):
+                sub = n.attrs[name]
+                blocks.append(self._sub(sub, {id(p): a for p, a in zip(sub.inputs, n.inputs[1:])}))
+            refused = {n.attrs["refused_branch"]: n.attrs["refused"]} if n.attrs["refused_branch"] else {}
+            item = IfItem(label, n.inputs[0], blocks[0][0], blocks[1][0], blocks[0][1], blocks[1][1], out, refused)
+        else:
+            body, nc = n.attrs["body"], n.attrs["num_carried"]
+            formals = list(body.inputs[:2 + nc])
+            for f in formals:
+                self.define(f, start)
+            live += formals
+            block, outs, _ = self._sub(body, {id(p): a for p, a in zip(body.inputs[2 + nc:], n.inputs[2 + nc:])})
+            item = LoopItem(label, n.inputs[0], n.inputs[1], list(n.inputs[2:2 + nc]), formals[0], formals[1],
+                            formals[2:], block, outs[0], outs[1:1 + nc], outs[1 + nc:], out)
+        end = self.tick()
+        for v in (*n.inputs, *live):
+            self.use(v, end)
+        return item
+
+
+def linearize(g: Graph) -> Linear:
+    """The linear order of fused graph ``g`` and its subgraphs (see the module)."""
+    lin = Linear()
+    lin.program = lin.block(g)
+    return lin
+
+
+def place_program(block: list, where) -> list:
+    """``block`` with every value replaced by its place (``where(value)``; None stays None)."""
+    def w(v):
+        return None if v is None else where(v)
+    out = []
+    for item in block:
+        if isinstance(item, Steps):
+            out.append(item)
+        elif isinstance(item, IfItem):
+            out.append(IfItem(item.node, w(item.cond), place_program(item.then, where),
+                              place_program(item.orelse, where), [w(v) for v in item.then_out],
+                              [w(v) for v in item.else_out], [w(v) for v in item.out], item.refused))
+        else:
+            out.append(LoopItem(item.node, w(item.trip), w(item.cond), [w(v) for v in item.init], w(item.iteration),
+                                w(item.cond_in), [w(v) for v in item.carried], place_program(item.body, where),
+                                w(item.cond_out), [w(v) for v in item.carried_out], [w(v) for v in item.scan_out],
+                                [w(v) for v in item.out]))
+    return out
+
+
+def has_control(g: Graph) -> bool:
+    return any(is_control(n) for n in g.nodes)
+
+
+__all__ = ["IfItem", "Linear", "LoopItem", "Steps", "block_from_json", "has_control", "item_locs", "linearize",
+           "place_program", "walk"]

@@ -1,0 +1,236 @@
+"""Control flow: If, Loop and Scan as the graph's ``if`` and ``loop`` (:mod:`tensorir.graph.op.control`).
+
+A subgraph is converted in a scope over its parent's (``ctx.subgraph``), so its converters see outer
+values as they are (constants stay constants, ``ctx.require_const`` works on outer initializers); it is
+then closed (:func:`close`): each outer value it reads becomes one of its inputs and an input of the
+node.  Nested control flow closes from the inside out (an inner branch's captures become inputs of the
+node in the middle graph, which its own closing captures in turn).
+
+Folded at import: an If whose condition is a constant once shapes are bound (a shape comparison, an
+initializer) is the taken branch, inlined.  A branch that cannot be converted at the bound shapes while
+the other can (silero-vad's 8 kHz branch given 16 kHz frames) is kept as a run-time error: taking it
+raises, naming the node and the reason, where onnxruntime fails too.  A Loop keeps its loop (never unrolled).  Scan is a ``loop``
+over its sequence length whose body takes slice ``i`` of each scan input (``take``; ``L - 1 - i`` in
+reverse) and whose stacked outputs are flipped (reverse) and moved to their output axis.  Refused by
+name: branch outputs of different types, loop-carried values that change shape, and Loop scan outputs
+whose length depends on the data (a trip count or condition computed at run time).  A condition that
+depends on no data (a counter carried from a constant, as tf2onnx writes) is counted at import."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ...ir import Const, Graph, GraphError, Node, TensorType, Value, Var, topological_order
+from ..registry import converter
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def captures(outputs: list[Value], outer: set[int]) -> list[Value]:
+    """The outer values (ids in ``outer``; constants excepted) that ``outputs`` read, in first-use order."""
+    return [v for v in topological_order(outputs, stop=outer) if id(v) in outer and not isinstance(v, Const)]
+
+
+def close(name: str, outputs: list[Value], formals: list[Var], captured: list[Value],
+          output_names: list[str]) -> Graph:
+    """The closed subgraph: inputs ``formals`` then one per ``captured`` value, nodes rebuilt over them."""
+    taken = {f.name for f in formals}
+    names = [next(n for n in (f"captured{k}" + "_" * j for j in range(len(taken) + 1)) if n not in taken)
+             for k in range(len(captured))]
+    memo: dict[int, Value] = {id(c): Var(n, c.type) for n, c in zip(names, captured)}
+    for v in topological_order(outputs, stop=set(memo)):
+        if isinstance(v, Node) and id(v) not in memo:
+            memo[id(v)] = Node(v.op, tuple(memo.get(id(i), i) for i in v.inputs), v.attrs, v.type, v.name)
+    inputs = (*formals, *(memo[id(c)] for c in captured))
+    return Graph(inputs, tuple(memo.get(id(o), o) for o in outputs), (), tuple(output_names), name)
+
+
+def _label(ctx) -> str:
+    return ctx.node.name or ctx.node.output[0] or ctx.node.op_type
+
+
+def _scalar(ctx, v: Value, dtype: str, what: str) -> Value:
+    """``v`` as a 0-d value (ONNX allows shape [1]); a GraphError naming ``what`` otherwise."""
+    if v.type.dtype != dtype or v.type.size != 1:
+        raise ctx.error(f"{what} must be a one-element {dtype} tensor, not {v.type}")
+    return v if v.type.shape == () else ctx.call("reshape", v, newshape=[])
+
+
+@converter("If", since=1)
+def if_(ctx, inputs, attrs):
+    cond = _scalar(ctx, inputs[0], "bool", "the condition")
+    c = ctx.const(cond)
+    if c is not None:     # folded at import: the taken branch, inlined
+        return ctx.subgraph(attrs["then_branch" if bool(c) else "else_branch"], {})
+    outer = ctx.scope_ids()
+    (then_out, then_err), (else_out, else_err) = (_branch(ctx, attrs[b]) for b in ("then_branch", "else_branch"))
+    if then_err and else_err:
+        raise then_err
+    refused, reason = ("then_branch", then_err) if then_err else ("else_branch", else_err) if else_err else ("", None)
+    if refused:       # that branch cannot run at these shapes: it stands for a run-time error
+        other = else_out if then_err else then_out
+        placeholder = [Const(np.zeros(v.type.shape, v.type.dtype)) for v in other]
+        then_out, else_out = (placeholder, other) if then_err else (other, placeholder)
+    if len(then_out) != len(else_out):
+        raise ctx.error(f"then_branch gives {len(then_out)} outputs, else_branch {len(else_out)}")
+    for k, (a, b) in enumerate(zip(then_out, else_out)):
+        if a.type != b.type:
+            raise ctx.error(f"output {ctx.node.output[k]!r} is {a.type} in then_branch but {b.type} in "
+                            "else_branch: branch outputs of different shapes are not supported (tiletune "
+                            "compiles static shapes)")
+    captured = list(dict.fromkeys(captures(then_out, outer) + captures(else_out, outer)))
+    names = list(ctx.node.output)
+    label = _label(ctx)
+    g_then = close(f"{label}.then_branch", then_out, [], captured, names)
+    g_else = close(f"{label}.else_branch", else_out, [], captured, names)
+    why = f"If node {label!r}: its {refused} cannot run with the bound input shapes ({reason})" if refused else ""
+    if refused:
+        warnings.warn(f"{why}; taking it raises at run time", RuntimeWarning, stacklevel=2)
+    return [ctx.call("if", cond, *captured, then_branch=g_then, else_branch=g_else, output_index=k,
+                     refused_branch=refused, refused=why) for k in range(len(then_out))]
+
+
+def _branch(ctx, graph) -> tuple[list[Value], GraphError | None]:
+    """A branch's outputs, or why it cannot be converted at the bound shapes (a branch another input
+    selects, as silero-vad's 8 kHz branch for 16 kHz frames: onnxruntime fails when it is taken)."""
+    try:
+        return ctx.subgraph(graph, {}), None
+    except GraphError as e:
+        return [], e
+
+
+def _loop_node(ctx, label: str, trip, cond, initial: list[Value], formals: list[Var], outs: list[Value],
+               trips: int, names: list[str]) -> list[Value]:
+    """The ``loop`` nodes of a body converted over ``formals`` (iteration, condition, carried) giving ``outs``
+    (condition, carried, scanned), capturing what it reads from outer scopes."""
+    captured = captures(outs, ctx.scope_ids())
+    body = close(f"{label}.body", outs, formals, captured, ["cond", *names])
+    return [ctx.call("loop", trip, cond, *initial, *captured, body=body, num_carried=len(initial), trips=trips,
+                     output_index=k) for k in range(len(outs) - 1)]
+
+
+def _formals(body, initial: list[Value]) -> list[Var]:
+    names = [i.name for i in body.input]
+    return [Var(names[0], TensorType((), "int64")), Var(names[1], TensorType((), "bool")),
+            *(Var(n, v.type) for n, v in zip(names[2:], initial))]
+
+
+@converter("Loop", since=1)
+def loop(ctx, inputs, attrs):
+    body = attrs["body"]
+    trip_in, cond_in, initial = inputs[0], inputs[1], list(inputs[2:])
+    if len(body.input) != 2 + len(initial):
+        raise ctx.error(f"the body takes {len(body.input)} inputs, not 2 + {len(initial)} loop-carried values")
+    trip = _scalar(ctx, trip_in, "int64", "the trip count M") if trip_in is not None else Const(np.int64(_INT64_MAX))
+    cond = _scalar(ctx, cond_in, "bool", "the condition") if cond_in is not None else Const(np.bool_(True))
+    formals = _formals(body, initial)
+    outs = ctx.subgraph(body, {f.name: f for f in formals})
+    if len(outs) < 1 + len(initial):
+        raise ctx.error(f"the body gives {len(outs)} outputs, fewer than 1 + {len(initial)} loop-carried values")
+    outs[0] = _scalar(ctx, outs[0], "bool", "the body's condition output")
+    for k, (v, out) in enumerate(zip(initial, outs[1:])):
+        if v.type != out.type:
+            raise ctx.error(f"loop-carried value {ctx.node.output[k]!r} enters as {v.type} but the body gives "
+                            f"{out.type}: values that change shape across iterations are not supported (tiletune "
+                            "compiles static shapes)")
+    m, c = ctx.const(trip), ctx.const(cond)
+    out_cond = outs[0]
+    while isinstance(out_cond, Node) and out_cond.op in ("copy", "reshape"):   # Identity of the condition
+        out_cond = out_cond.inputs[0]
+    always = c is not None and bool(c) and (out_cond is formals[1] or
+                                            (isinstance(out_cond, Const) and bool(out_cond.value)))
+    if m is not None and c is not None and int(m) == _INT64_MAX and always:
+        raise ctx.error("the loop has neither a trip count nor a condition that can stop it")
+    trips = -1 if m is None else int(m) if always else \
+        _counted_trips(outs, formals, int(m), c, [ctx.const(v) for v in initial])
+    scanned = list(ctx.node.output)[len(initial):]
+    if trips < 0 and scanned:
+        raise ctx.error(f"scan output {scanned[0]!r} has a length that depends on the data (the trip count or the "
+                        "condition is computed at run time); tiletune compiles static shapes")
+    return _loop_node(ctx, _label(ctx), trip, cond, initial, formals, outs, trips, list(ctx.node.output))
+
+
+#: The most iterations :func:`_counted_trips` runs at import to count a loop's iterations.
+COUNT_LIMIT = 1 << 14
+
+
+def _counted_trips(outs: list[Value], formals: list[Var], trip: int, cond0, initial: list) -> int:
+    """The number of iterations of a loop whose condition depends on no data (tf2onnx's counters: carried
+    values that start constant and are updated from constants, the iteration number and themselves),
+    found by running that part of the body now; -1 when the condition depends on data, or past
+    :data:`COUNT_LIMIT` iterations."""
+    from ...interpreter import evaluate
+    if cond0 is None:
+        return -1
+
+    def reads(v: Value) -> set[int]:
+        return {id(x) for x in topological_order([v]) if isinstance(x, Var)}
+    known = {id(formals[0]), id(formals[1])} | {id(f) for f, a in zip(formals[2:], initial) if a is not None}
+    while True:   # the carried values computable from known ones
+        drop = {id(f) for f, o in zip(formals[2:], outs[1:]) if id(f) in known and not reads(o) <= known}
+        if not drop:
+            break
+        known -= drop
+    if not reads(outs[0]) <= known:
+        return -1
+    kept = [k for k, f in enumerate(formals[2:]) if id(f) in known]
+    part = Graph(tuple(formals), (outs[0], *(outs[1 + k] for k in kept)))
+    state = {formals[2 + k].name: initial[k] for k in kept}
+    limit = min(trip, COUNT_LIMIT + 1)
+    i, cond = 0, bool(cond0)
+    while i < limit and cond:
+        got = evaluate(part, {formals[0].name: np.int64(i), formals[1].name: np.bool_(cond), **state})
+        cond = bool(np.asarray(got[0]).reshape(-1)[0])
+        state.update({formals[2 + k].name: v for k, v in zip(kept, got[1:])})
+        i += 1
+    return -1 if i > COUNT_LIMIT else i
+
+
+def _axes(attrs, key: str, count: int, ranks: list[int]) -> list[int]:
+    return [a % r for a, r in zip(attrs.get(key) or [0] * count, ranks)]
+
+
+@converter("Scan", since=9)
+def scan(ctx, inputs, attrs):
+    body, ns = attrs["body"], attrs["num_scan_inputs"]
+    states, xs = list(inputs[:len(inputs) - ns]), list(inputs[len(inputs) - ns:])
+    in_axes = _axes(attrs, "scan_input_axes", ns, [x.type.ndim for x in xs])
+    in_dirs = attrs.get("scan_input_directions") or [0] * ns
+    lengths = {x.type.shape[a] for x, a in zip(xs, in_axes)}
+    if len(lengths) != 1:
+        raise ctx.error(f"the scan inputs have different lengths along their scan axes ({sorted(lengths)})")
+    length = lengths.pop()
+    names = [i.name for i in body.input]
+    formals = [Var(f"{_label(ctx)}.iteration", TensorType((), "int64")), Var(f"{_label(ctx)}.cond",
+                                                                              TensorType((), "bool")),
+               *(Var(n, v.type) for n, v in zip(names, states))]
+    i = formals[0]
+    last = Const(np.int64(length - 1))
+    slices = {}
+    for name, x, axis, rev in zip(names[len(states):], xs, in_axes, in_dirs):
+        index = ctx.call("subtract", last, i) if rev else i
+        slices[name] = ctx.call("take", x, index, axis=axis)
+    outs = ctx.subgraph(body, {**{f.name: f for f in formals[2:]}, **slices})
+    if len(outs) < len(states):
+        raise ctx.error(f"the body gives {len(outs)} outputs, fewer than its {len(states)} states")
+    for k, (v, out) in enumerate(zip(states, outs)):
+        if v.type != out.type:
+            raise ctx.error(f"state {ctx.node.output[k]!r} enters as {v.type} but the body gives {out.type}")
+    results = _loop_node(ctx, _label(ctx), Const(np.int64(length)), Const(np.bool_(True)), states, formals,
+                         [formals[1], *outs], length, list(ctx.node.output))
+    nso = len(outs) - len(states)
+    out_axes = _axes(attrs, "scan_output_axes", nso, [o.type.ndim + 1 for o in outs[len(states):]])
+    out_dirs = attrs.get("scan_output_directions") or [0] * nso
+    for k, (axis, rev) in enumerate(zip(out_axes, out_dirs)):
+        v = results[len(states) + k]
+        if rev:
+            nd = v.type.ndim
+            v = ctx.call("strided_slice", v, begin=[length - 1] + [0] * (nd - 1), end=[-1] + list(v.type.shape[1:]),
+                         strides=[-1] + [1] * (nd - 1))
+        if axis:
+            order = list(range(1, v.type.ndim))
+            order.insert(axis, 0)
+            v = ctx.call("transpose", v, axes=order)
+        results[len(states) + k] = v
+    return results

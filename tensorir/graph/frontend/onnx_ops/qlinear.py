@@ -1,0 +1,215 @@
+"""Quantized ONNX operators of the default domain: DynamicQuantizeLinear, MatMulInteger, ConvInteger,
+QLinearMatMul, QLinearConv; and the helpers the com.microsoft ones (:mod:`.qlinear_ms`) share.
+
+Integer products run as ``qnn.dense`` / ``qnn.conv2d`` (8-bit data, int32 sums) with zero points
+folded into constants: ``sum((x - zx)(w - zw)) = sum(x (w - zw)) - zx sum(w - zw)`` (the weights, minus
+their zero point, are a constant; the conv pads with ``zx``), so only a per-output-channel constant (and
+``zx`` itself when it is computed at run time) follows the integer kernel.  Requantization is
+onnxruntime's (MLAS ``MlasRequantizeOutput``): ``float32(acc + bias) * (sx * sw / sy)`` in float32,
+rounded half to even, plus ``zy``, saturated; it is elementwise and fuses into the integer kernel.
+Results match onnxruntime's within 1 LSB (the float32 multiplier may round differently).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import Const
+from ..registry import converter
+from .common import spatial_pads
+from .gemm import matmul as _float_matmul
+
+INT8 = ("uint8", "int8")
+
+
+def param(ctx, v, dtype: str):
+    """A scale (``float32``) or zero point (``int64``): an array when constant (0 when omitted), else the
+    graph value itself."""
+    if v is None:
+        return np.zeros((), dtype)
+    c = ctx.const(v)
+    return v if c is None else np.asarray(c, dtype)
+
+
+def scale_of(ctx, v, what: str) -> np.ndarray:
+    """A constant scale as float32 (a scalar or a 1-d per-channel array)."""
+    return np.asarray(ctx.require_const(v, what), np.float32)
+
+
+def zero_point(ctx, v):
+    """A zero point: an int64 array when constant (0 when omitted), else the graph value."""
+    return param(ctx, v, "int64")
+
+
+def along(a: np.ndarray, ndim: int, axis: int) -> np.ndarray:
+    """A scalar, or a 1-d array broadcast along ``axis`` of an ``ndim``-d tensor."""
+    a = np.asarray(a)
+    if a.size == 1:
+        return a.reshape(())
+    return a.reshape([a.size] + [1] * (ndim - 1 - axis % ndim))
+
+
+def operand(ctx, p, dtype: str, ndim: int, axis: int):
+    """Parameter ``p`` (an array or a graph value; a scalar or 1-d) as a ``dtype`` graph value that
+    broadcasts along ``axis`` of an ``ndim``-d tensor."""
+    if isinstance(p, (np.ndarray, np.generic)):
+        return Const(along(p, ndim, axis).astype(dtype))
+    v = p if p.type.dtype == dtype else ctx.call("cast", p, dtype=dtype)
+    n = v.type.size
+    return ctx.call("reshape", v, newshape=list(along(np.zeros(n), ndim, axis).shape))
+
+
+def _nonzero(p) -> bool:
+    return not isinstance(p, (np.ndarray, np.generic)) or bool(np.any(p))
+
+
+def requantize(ctx, acc, multiplier, zp, out_dtype: str, axis: int = -1):
+    """int32 (or float32) ``acc`` to ``out_dtype``: ``saturate(round_half_even(float32(acc) * multiplier) +
+    zp)`` (``multiplier`` and ``zp`` arrays or graph values, per tensor or along ``axis``)."""
+    if out_dtype not in INT8:
+        raise ctx.unsupported(f"quantized output type {out_dtype} is not supported (uint8, int8)")
+    y = ctx.call("cast", acc, dtype="float32") if acc.type.dtype != "float32" else acc
+    y = ctx.call("round", ctx.call("multiply", y, operand(ctx, multiplier, "float32", y.type.ndim, axis)))
+    if _nonzero(zp):
+        y = ctx.call("add", y, operand(ctx, zp, "float32", y.type.ndim, axis))
+    info = np.iinfo(out_dtype)
+    return ctx.call("cast", ctx.call("clip", y, a_min=float(info.min), a_max=float(info.max)), dtype=out_dtype)
+
+
+def dequantize(ctx, q, scale, zp, axis: int = 1):
+    """``(float32(q) - zp) * scale`` (``scale`` and ``zp`` arrays or graph values)."""
+    x = ctx.call("cast", q, dtype="float32")
+    if _nonzero(zp):
+        x = ctx.call("subtract", x, operand(ctx, zp, "float32", x.type.ndim, axis))
+    return ctx.call("multiply", x, operand(ctx, scale, "float32", x.type.ndim, axis))
+
+
+def multiplier(ctx, sx, sw, sy, ndim: int, axis: int):
+    """``sx * sw / sy`` in float32: an array when all three are constants, else a graph value."""
+    if all(isinstance(p, np.ndarray) for p in (sx, sw, sy)):
+        return np.asarray(np.float32(sx) * sw.astype(np.float32) / np.float32(sy), np.float32)
+    f = [operand(ctx, p, "float32", ndim, axis) for p in (sx, sw, sy)]
+    return ctx.call("divide", ctx.call("multiply", f[0], f[1]), f[2])
+
+
+def _minus_zero(w: np.ndarray, zw: np.ndarray, axis: int) -> np.ndarray:
+    """Constant weights minus their zero point, in the narrowest integer type that holds them."""
+    if not zw.any():
+        return w
+    d = w.astype(np.int32) - along(zw, w.ndim, axis)
+    return d.astype(np.int16 if np.abs(d).max(initial=0) < 1 << 15 else np.int32)
+
+
+def _corrected(ctx, acc, zx, colsum: np.ndarray, bias, axis: int):
+    """``acc + bias - zx * colsum`` (``colsum`` per output channel along ``axis``; ``zx`` and ``bias``
+    arrays, graph values or, for ``bias``, None)."""
+    ndim = acc.type.ndim
+    const_bias = bias is None or isinstance(bias, np.ndarray)
+    if isinstance(zx, np.ndarray):
+        corr = -int(zx) * colsum.astype(np.int64) + (bias.astype(np.int64) if const_bias and bias is not None else 0)
+        if np.any(corr):
+            acc = ctx.call("add", acc, Const(along(corr.astype(np.int32), ndim, axis)))
+    else:
+        col = Const(along(colsum.astype(np.int32), ndim, axis))
+        acc = ctx.call("subtract", acc, ctx.call("multiply", ctx.call("cast", zx, dtype="int32"), col))
+        if const_bias and bias is not None:
+            acc = ctx.call("add", acc, Const(along(bias.astype(np.int32), ndim, axis)))
+    return acc if const_bias else ctx.call("add", acc, operand(ctx, bias, "int32", ndim, axis))
+
+
+def _shifted(ctx, v, zp, ndim: int, axis: int):
+    """``int32(v) - zp``."""
+    x = ctx.call("cast", v, dtype="int32")
+    return ctx.call("subtract", x, operand(ctx, zp, "int32", ndim, axis)) if _nonzero(zp) else x
+
+
+def int_matmul(ctx, a, b, za, zb, bias=None):
+    """int32 ``(a - za) @ (b - zb) (+ bias)``: ``qnn.dense`` when ``b`` and ``zb`` are constants and ``b`` a
+    matrix, else int32 arithmetic (``zb`` per column)."""
+    if a.type.dtype not in INT8 or b.type.dtype not in INT8:
+        raise ctx.unsupported(f"integer matmul of {a.type.dtype} and {b.type.dtype} (8-bit integers only)")
+    w = ctx.const(b)
+    if w is not None and w.ndim == 2 and isinstance(zb, np.ndarray):
+        wt = _minus_zero(np.asarray(w), zb, axis=1).T.copy()          # (N, K)
+        acc = ctx.call("qnn.dense", a, Const(wt))
+        return _corrected(ctx, acc, za, wt.astype(np.int64).sum(axis=1), bias, axis=-1)
+    x, y = _shifted(ctx, a, za, a.type.ndim, -1), _shifted(ctx, b, zb, b.type.ndim, -1)
+    acc = _float_matmul(ctx, [x, y], {})
+    return acc if bias is None else ctx.call("add", acc, operand(ctx, bias, "int32", acc.type.ndim, -1))
+
+
+def int_conv(ctx, x, w, zx, zw, attrs, bias=None):
+    """int32 ``conv(x - zx, w - zw) (+ bias)``: ``qnn.conv2d`` (2-d) when the weights and zero points are
+    constants, else ``nn.conv2d`` over int32."""
+    if x.type.dtype not in INT8 or w.type.dtype not in INT8:
+        raise ctx.unsupported(f"integer conv of {x.type.dtype} and {w.type.dtype} (8-bit integers only)")
+    wv = ctx.const(w)
+    nd = x.type.ndim - 2
+    if nd != 2 or wv is None or not isinstance(zx, np.ndarray) or not isinstance(zw, np.ndarray):
+        from .conv import conv
+        acc = conv(ctx, [_shifted(ctx, x, zx, x.type.ndim, 1), _shifted(ctx, w, zw, w.type.ndim, 0)], attrs)
+        return acc if bias is None else ctx.call("add", acc, operand(ctx, bias, "int32", acc.type.ndim, 1))
+    kernel = list(attrs.get("kernel_shape", wv.shape[2:]))
+    strides = list(attrs.get("strides", [1] * nd))
+    dilations = list(attrs.get("dilations", [1] * nd))
+    pads = list(spatial_pads(ctx, x.type.shape[2:], kernel, strides, dilations, attrs))
+    wq = _minus_zero(np.asarray(wv), zw, axis=0)
+    acc = ctx.call("qnn.conv2d", x, Const(wq), strides=strides, padding=pads, dilation=dilations,
+                   groups=attrs.get("group", 1), input_zero_point=int(zx))
+    return _corrected(ctx, acc, zx, wq.astype(np.int64).reshape(wq.shape[0], -1).sum(axis=1), bias, axis=1)
+
+
+@converter("MatMulInteger", since=10)
+def matmul_integer(ctx, inputs, attrs):
+    a, b = inputs[0], inputs[1]
+    za = zero_point(ctx, inputs[2] if len(inputs) > 2 else None)
+    zb = zero_point(ctx, inputs[3] if len(inputs) > 3 else None)
+    return int_matmul(ctx, a, b, za, zb)
+
+
+@converter("ConvInteger", since=10)
+def conv_integer(ctx, inputs, attrs):
+    zx = zero_point(ctx, inputs[2] if len(inputs) > 2 else None)
+    zw = zero_point(ctx, inputs[3] if len(inputs) > 3 else None)
+    return int_conv(ctx, inputs[0], inputs[1], zx, zw, attrs)
+
+
+def _bias(ctx, inputs, k: int):
+    v = inputs[k] if len(inputs) > k else None
+    return None if v is None else param(ctx, v, "int64")
+
+
+@converter("QLinearMatMul", since=10)
+def qlinear_matmul(ctx, inputs, attrs):
+    a, sa, za, b, sb, zb, sy, zy = inputs
+    acc = int_matmul(ctx, a, b, zero_point(ctx, za), zero_point(ctx, zb))
+    mult = multiplier(ctx, param(ctx, sa, "float32"), param(ctx, sb, "float32"), param(ctx, sy, "float32"),
+                      acc.type.ndim, -1)
+    return requantize(ctx, acc, mult, zero_point(ctx, zy), zy.type.dtype)
+
+
+@converter("QLinearConv", since=10)
+def qlinear_conv(ctx, inputs, attrs):
+    x, sx, zx, w, sw, zw, sy, zy = inputs[:8]
+    acc = int_conv(ctx, x, w, zero_point(ctx, zx), zero_point(ctx, zw), attrs, _bias(ctx, inputs, 8))
+    mult = multiplier(ctx, param(ctx, sx, "float32"), param(ctx, sw, "float32"), param(ctx, sy, "float32"),
+                      acc.type.ndim, 1)
+    return requantize(ctx, acc, mult, zero_point(ctx, zy), zy.type.dtype, axis=1)
+
+
+@converter("DynamicQuantizeLinear", since=11)
+def dynamic_quantize_linear(ctx, inputs, attrs):
+    """uint8 ``y``, its scale ``(max(x, 0) - min(x, 0)) / 255`` (1 for an all-zero ``x``, as onnxruntime) and
+    zero point ``round(-min / scale)``.  A NaN in ``x`` makes the scale NaN (onnxruntime skips it)."""
+    x = inputs[0]
+    if x.type.dtype != "float32":
+        raise ctx.unsupported(f"DynamicQuantizeLinear of {x.type.dtype} (float32 only)")
+    zero = Const(np.float32(0))
+    lo = ctx.call("minimum", ctx.call("min", x, axis=None, keepdims=False), zero)
+    hi = ctx.call("maximum", ctx.call("max", x, axis=None, keepdims=False), zero)
+    scale = ctx.call("divide", ctx.call("subtract", hi, lo), Const(np.float32(255)))
+    scale = ctx.call("add", scale, ctx.call("cast", ctx.call("equal", scale, zero), dtype="float32"))  # 0 -> 1
+    zp = ctx.call("clip", ctx.call("round", ctx.call("subtract", zero, ctx.call("divide", lo, scale))),
+                  a_min=0.0, a_max=255.0)
+    y = ctx.call("add", ctx.call("round", ctx.call("divide", x, scale)), zp)
+    y = ctx.call("cast", ctx.call("clip", y, a_min=0.0, a_max=255.0), dtype="uint8")
+    return [y, scale, ctx.call("cast", zp, dtype="uint8")]

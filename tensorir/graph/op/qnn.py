@@ -1,0 +1,139 @@
+"""Integer operators of quantized models (TVM Relay's ``qnn.*``): 8-bit data times integer weights
+accumulated in int32.
+
+- ``qnn.dense(x, w)``: ``x`` (..., K) uint8 or int8, ``w`` (N, K) int8, uint8, int16 or int32; the int32
+  sums ``x @ w.T`` (zero points are the caller's: corrections by constant column sums, see
+  :mod:`tensorir.graph.frontend.onnx_ops.qlinear`);
+- ``qnn.conv2d(x, w)``: NCHW / OIHW, the same dtypes, int32 sums; the padding holds
+  ``input_zero_point`` (the quantized zero), so one constant per output channel corrects every output.
+
+Both are anchors (``OUT_ELEMWISE_FUSABLE``): the requantization (float scale, round half to even, zero
+point, saturation) that follows them is elementwise and fuses into their kernel.  A 32-bit sum of K
+products of 8-bit values cannot overflow below K = 66,000 (uint8 x int8).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import topi
+from ..ir import TensorType
+from .nn import _conv2d_infer, conv2d_numpy
+from ...topi.nn.qnn import GROUP, LANES
+from .registry import OpPattern, register_op
+
+DATA = ("uint8", "int8")
+WEIGHTS = ("int8", "uint8", "int16", "int32")
+
+
+def _check(op: str, x: TensorType, w: TensorType) -> None:
+    if x.dtype not in DATA or w.dtype not in WEIGHTS:
+        raise ValueError(f"{op} takes {' or '.join(DATA)} data and {', '.join(WEIGHTS)} weights, "
+                         f"got {x.dtype} and {w.dtype}")
+
+
+def _dense_infer(x: TensorType, w: TensorType) -> TensorType:
+    _check("qnn.dense", x, w)
+    if w.ndim != 2 or x.ndim < 1 or x.shape[-1] != w.shape[1]:
+        raise ValueError(f"qnn.dense needs data [..., k] and weights [units, k], got {x} and {w}")
+    return TensorType(x.shape[:-1] + (w.shape[0],), "int32")
+
+
+def _dense_topi(x, w):
+    if x.ndim == 2:
+        return topi.nn.dense(x, w, out_dtype="int32")
+    lead = [int(d) for d in x.shape[:-1]]
+    rows = topi.reshape(x, (int(np.prod(lead)), int(x.shape[-1])))
+    return topi.reshape(topi.nn.dense(rows, w, out_dtype="int32"), lead + [int(w.shape[0])])
+
+
+def _dense_numpy(x, w):
+    return np.matmul(x.astype(np.int64), w.T.astype(np.int64)).astype(np.int32)
+
+
+register_op("qnn.dense", OpPattern.OUT_ELEMWISE_FUSABLE, _dense_infer, num_inputs=2, topi=_dense_topi,
+            numpy=_dense_numpy)
+
+
+def _conv_infer(x: TensorType, w: TensorType, strides, padding, dilation, groups, input_zero_point) -> TensorType:
+    _check("qnn.conv2d", x, w)
+    info = np.iinfo(x.dtype)
+    if not info.min <= input_zero_point <= info.max:
+        raise ValueError(f"qnn.conv2d: input_zero_point {input_zero_point} is not a {x.dtype}")
+    t = _conv2d_infer(x, TensorType(w.shape, x.dtype), strides, padding, dilation, groups)
+    return TensorType(t.shape, "int32")
+
+
+def _conv_topi(x, w, strides, padding, dilation, groups, input_zero_point):
+    pt, pl, pb, pr = padding
+    if any(padding):
+        x = topi.nn.pad(x, (0, 0, pt, pl), (0, 0, pb, pr), pad_value=input_zero_point, name="pad_temp")
+    return topi.nn.group_conv2d_nchw(x, w, strides, 0, dilation, groups, out_dtype="int32",
+                                     _op="conv2d_nchw" if groups == 1 else "group_conv2d_nchw")
+
+
+def _conv_numpy(x, w, strides, padding, dilation, groups, input_zero_point):
+    pt, pl, pb, pr = padding
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=input_zero_point).astype(np.float64)
+    y = conv2d_numpy(xp, w.astype(np.float64), strides, (0, 0, 0, 0), dilation, groups)
+    return np.rint(y).astype(np.int64).astype(np.int32)
+
+
+register_op("qnn.conv2d", OpPattern.OUT_ELEMWISE_FUSABLE, _conv_infer, num_inputs=2, topi=_conv_topi,
+            numpy=_conv_numpy, attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1,
+                                      "input_zero_point": 0})
+
+
+# -- weights packed for vpdpbusd (the layout pass makes these from the two above; topi/nn/qnn.py) ---------
+def unpack_dense_weight(w: np.ndarray) -> np.ndarray:
+    """``NK16n4k`` (N/16, K/4, 64) back to (N, K)."""
+    nb, kb, _ = w.shape
+    return w.reshape(nb, kb, LANES, GROUP).transpose(0, 2, 1, 3).reshape(nb * LANES, kb * GROUP)
+
+
+def pack_dense_weight(w: np.ndarray) -> np.ndarray:
+    """(N, K) as ``NK16n4k`` (N/16, K/4, 64)."""
+    n, k = w.shape
+    return np.ascontiguousarray(w.reshape(n // LANES, LANES, k // GROUP, GROUP).transpose(0, 2, 1, 3)
+                                .reshape(n // LANES, k // GROUP, LANES * GROUP))
+
+
+def pack_conv_weight(w: np.ndarray) -> np.ndarray:
+    """OIHW as ``OIHW4i16o4i`` (O/16, ceil(I/4), KH, KW, 64), input channels past I with zero weights."""
+    w = np.pad(w, ((0, 0), (0, -w.shape[1] % GROUP), (0, 0), (0, 0)))
+    o, i, kh, kw = w.shape
+    return np.ascontiguousarray(w.reshape(o // LANES, LANES, i // GROUP, GROUP, kh, kw).transpose(0, 2, 4, 5, 1, 3)
+                                .reshape(o // LANES, i // GROUP, kh, kw, LANES * GROUP))
+
+
+def unpack_conv_weight(w: np.ndarray) -> np.ndarray:
+    ob, ib, kh, kw, _ = w.shape
+    return w.reshape(ob, ib, kh, kw, LANES, GROUP).transpose(0, 4, 1, 5, 2, 3).reshape(ob * LANES, ib * GROUP, kh, kw)
+
+
+def _dense_pack_infer(x: TensorType, w: TensorType) -> TensorType:
+    if x.dtype != "uint8" or w.dtype != "int8" or w.ndim != 3 or w.shape[2] != LANES * GROUP \
+            or x.shape[-1] != w.shape[1] * GROUP:
+        raise ValueError(f"qnn.contrib_dense_pack needs uint8 data [..., k] and int8 weights [n/16, k/4, 64], "
+                         f"got {x} and {w}")
+    return TensorType(x.shape[:-1] + (w.shape[0] * LANES,), "int32")
+
+
+register_op("qnn.contrib_dense_pack", OpPattern.OUT_ELEMWISE_FUSABLE, _dense_pack_infer, num_inputs=2,
+            topi=topi.nn.qnn.dense_pack_int8, numpy=lambda x, w: _dense_numpy(x, unpack_dense_weight(w)))
+
+
+def _conv_pack_infer(x: TensorType, w: TensorType, strides, padding, dilation, input_zero_point) -> TensorType:
+    if x.dtype != "uint8" or w.dtype != "int8" or w.ndim != 5 or w.shape[4] != LANES * GROUP:
+        raise ValueError(f"qnn.contrib_conv2d_pack needs uint8 NCHW data and int8 weights "
+                         f"[o/16, i/4, kh, kw, 64], got {x} and {w}")
+    ob, ib, kh, kw, _ = w.shape
+    if not x.shape[1] <= ib * GROUP < x.shape[1] + GROUP:
+        raise ValueError(f"qnn.contrib_conv2d_pack: {ib} blocks of 4 channels for {x.shape[1]} input channels")
+    return _conv_infer(x, TensorType((ob * LANES, x.shape[1], kh, kw), "int8"), strides, padding, dilation, 1,
+                       input_zero_point)
+
+
+register_op("qnn.contrib_conv2d_pack", OpPattern.OUT_ELEMWISE_FUSABLE, _conv_pack_infer, num_inputs=2,
+            topi=topi.nn.qnn.conv2d_pack_int8,
+            numpy=lambda x, w, **a: _conv_numpy(x, unpack_conv_weight(w)[:, :x.shape[1]], groups=1, **a),
+            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "input_zero_point": 0})

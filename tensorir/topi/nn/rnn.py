@@ -1,0 +1,190 @@
+"""``rnn_scan``: the recurrence of ONNX's RNN, GRU and LSTM over a sequence as one ``te.scan``.
+
+The input projection ``X W^T + biases`` of every step is computed before (``xp``: one dense layer); the scan's
+body is one step of the cell: the recurrent matrix-vector product ``h R^T`` (``rt``: ``R`` transposed,
+``[hidden, gates * hidden]``, so its gate axis is contiguous), the gates, their activations and the state update.
+The scan's state is ``[steps + 1, states, batch, hidden]`` (row 0: the initial state; ``states`` is 1, or 2 for
+LSTM's ``h`` and ``c``).  A batch element whose ``seq_lens`` is shorter than the sequence keeps its state once
+its steps are done (an empty one ends with zeros, as in onnxruntime).  The result is ``[steps + states, batch, hidden]``: the first ``steps`` rows are ONNX's
+``Y`` of this direction in time order (zero past a sequence's length), then the final ``h`` (and ``c``).
+"""
+from __future__ import annotations
+
+from ...expr import Max, Min, Select, binary, const
+from ...intrin import exp, if_then_else, log, round as te_round, sigmoid, tanh
+from ...reduce import max as te_max, min as te_min, sum as te_sum
+from ...scan import scan
+from ...tensor import Tensor, compute, placeholder, reduce_axis
+
+CELLS = {"RNN": (1, 1), "GRU": (3, 1), "LSTM": (4, 2)}   # cell -> (gates, states)
+
+
+def _max(a, b):
+    return binary(Max, a, b)
+
+
+def _min(a, b):
+    return binary(Min, a, b)
+
+
+def _affine(x, a, b):
+    return x * const(a, x.dtype) + const(b, x.dtype)
+
+
+#: ONNX's activation functions of one value with their alpha and beta.
+ACTIVATIONS = {
+    "Sigmoid": lambda x, a, b: sigmoid(x),
+    "Tanh": lambda x, a, b: tanh(x),
+    "Relu": lambda x, a, b: _max(x, const(0, x.dtype)),
+    "LeakyRelu": lambda x, a, b: Select(x.dtype, x >= const(0, x.dtype), x, x * const(a, x.dtype)),
+    "ThresholdedRelu": lambda x, a, b: Select(x.dtype, x > const(a, x.dtype), x, const(0, x.dtype)),
+    "HardSigmoid": lambda x, a, b: _min(_max(_affine(x, a, b), const(0, x.dtype)), const(1, x.dtype)),
+    "Affine": _affine,
+    "ScaledTanh": lambda x, a, b: const(a, x.dtype) * tanh(x * const(b, x.dtype)),
+    "Elu": lambda x, a, b: Select(x.dtype, x >= const(0, x.dtype), x, const(a, x.dtype) * (exp(x) - const(1, x.dtype))),
+    "Softsign": lambda x, a, b: x / (const(1, x.dtype) + Select(x.dtype, x < const(0, x.dtype), -x, x)),
+    "Softplus": lambda x, a, b: log(const(1, x.dtype) + exp(x)),
+}
+
+
+def pack_block(batch: int, hidden: int, accumulators: int = 16) -> int:
+    """Columns of ``R^T`` per packed block: a divisor of ``hidden``, up to four float32 vectors of 16, so that a
+    block of batch rows (up to 16) x its vectors fits ``accumulators`` registers; the schedule's column block."""
+    vec = next((v for v in (16, 8, 4) if hidden % v == 0), 1)
+    rows = max(d for d in range(1, min(batch, accumulators) + 1) if batch % d == 0)
+    limit = max(1, min(4, accumulators // rows))
+    return vec * max(d for d in range(1, limit + 1) if (hidden // vec) % d == 0)
+
+
+def quantize_u8(lo, hi, x=None):
+    """onnxruntime's dynamic uint8 quantization of values in ``[lo, hi]`` (widened to hold 0): ``(scale,
+    zero_point)``, or with ``x`` its quantized value minus the zero point (an integer, as a float)."""
+    dt = lo.dtype
+    lo, hi = _min(lo, const(0, dt)), _max(hi, const(0, dt))
+    scale = Select(dt, hi == lo, const(1, dt), (hi - lo) / const(255, dt))
+    zp = te_round(_min(_max(-(lo / scale), const(0, dt)), const(255, dt)))
+    if x is None:
+        return scale, zp
+    return _min(_max(te_round(x / scale) + zp, const(0, dt)), const(255, dt)) - zp
+
+
+def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "LSTM", activations=(),
+             activation_alpha=(), activation_beta=(), clip=None, linear_before_reset=False, input_forget=False,
+             reverse=False, peephole=False, seq_lens=False, quantized=False) -> Tensor:
+    """One direction of an ONNX recurrent layer (see the module).  ``xp``: ``[steps, batch, gates * hidden]``;
+    ``rt``: ``[hidden, gates * hidden]``, or packed in blocks of columns ``[gates * hidden / block, hidden, block]``
+    (:func:`pack_block`; ``block`` divides ``hidden``); ``init``: ``[states, batch, hidden]``; ``extra``: GRU's ``Rbh``
+    (``[hidden]``) with ``linear_before_reset``, LSTM's peepholes ``[3 * hidden]`` with ``peephole``, the
+    sequence lengths ``[batch]`` (int32) with ``seq_lens``, ``R``'s scale per column ``[gates * hidden]`` with
+    ``quantized``, in this order.  ``quantized`` (onnxruntime's DynamicQuantizeLSTM): ``rt`` holds ``R`` minus its
+    zero point, and each step quantizes ``h`` to uint8 over the batch (:func:`quantize_u8`) before the product."""
+    if cell not in CELLS:
+        raise ValueError(f"rnn_scan: unknown cell {cell!r} (one of {', '.join(CELLS)})")
+    ngates, nstates = CELLS[cell]
+    T, B, GH = (int(d) for d in xp.shape)
+    packed = rt.ndim == 3
+    H = int(rt.shape[1] if packed else rt.shape[0])
+    blk = int(rt.shape[2]) if packed else GH
+    rshape = (GH // blk, H, blk) if packed else (H, GH)
+    if xp.ndim != 3 or GH != ngates * H or GH % blk or (packed and H % blk) or tuple(int(d) for d in rt.shape) != rshape or \
+            tuple(int(d) for d in init.shape) != (nstates, B, H):
+        raise ValueError(f"rnn_scan: {cell} shapes do not fit: xp {list(xp.shape)}, rt {list(rt.shape)}, "
+                         f"init {list(init.shape)}")
+    rest = list(extra)
+    rbh = rest.pop(0) if cell == "GRU" and linear_before_reset else None
+    peep = rest.pop(0) if peephole else None
+    lens = rest.pop(0) if seq_lens else None
+    rscale = rest.pop(0) if quantized else None
+    if rest:
+        raise ValueError(f"rnn_scan: {len(rest)} input(s) too many")
+    names = list(activations)
+    fns = [lambda x, f=ACTIVATIONS[n], a=a, b=b: f(x, a, b)
+           for n, a, b in zip(names, activation_alpha, activation_beta)]
+    dt = xp.dtype
+    lim = None if clip is None else float(clip)
+
+    def act(k, x, clipped=True):
+        if lim is not None and clipped:
+            x = _min(_max(x, const(-lim, dt)), const(lim, dt))
+        return fns[k](x)
+
+    def r(kk, g):             # R^T[k, g], packed or not
+        return rt[g // blk, kk, g % blk] if packed else rt[kk, g]
+
+    def step_x(t):            # the time index scan step t (1..T) reads
+        return T - t if reverse else t - 1
+
+    state = placeholder((T + 1, nstates, B, H), dtype=dt, name="rnn_state")
+    s_init = compute((1, nstates, B, H), lambda _, s, b, j: init[s, b, j], name="rnn_init")
+    ng = 2 * H if cell == "GRU" and not linear_before_reset else GH
+    k = reduce_axis((0, H), name="k")
+    if quantized:
+        qb, qk = reduce_axis((0, B), name="qb"), reduce_axis((0, H), name="qk")
+        lo = compute((T + 1,), lambda t: te_min(state[t - 1, 0, qb, qk], axis=[qb, qk]), name="rnn_h_min")
+        qb, qk = reduce_axis((0, B), name="qb"), reduce_axis((0, H), name="qk")
+        hi = compute((T + 1,), lambda t: te_max(state[t - 1, 0, qb, qk], axis=[qb, qk]), name="rnn_h_max")
+        hq = compute((T + 1, B, H), lambda t, b, kk: quantize_u8(lo[t], hi[t], state[t - 1, 0, b, kk]),
+                     name="rnn_h_quantized")
+        mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(hq[t, b, k] * r(k, g), axis=k), name="rnn_hr")
+    else:
+        mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(state[t - 1, 0, b, k] * r(k, g), axis=k), name="rnn_hr")
+
+    def pre(t, b, q, j):     # gate q before its activation: x W^T + h R^T (+ biases, in xp)
+        if quantized:       # onnxruntime: the int32 product times (h's scale * R's scale)
+            return xp[step_x(t), b, q * H + j] + mv[t, b, q * H + j] * (quantize_u8(lo[t], hi[t])[0] * rscale[q * H + j])
+        return xp[step_x(t), b, q * H + j] + mv[t, b, q * H + j]
+
+    if cell == "GRU" and not linear_before_reset:
+        def reset_h(t, b, kk):
+            return act(0, pre(t, b, 1, kk)) * state[t - 1, 0, b, kk]
+        rh = compute((T + 1, B, H), reset_h, name="rnn_reset_h")
+        k2 = reduce_axis((0, H), name="k2")
+        mv2 = compute((T + 1, B, H), lambda t, b, j: te_sum(rh[t, b, k2] * r(k2, 2 * H + j), axis=k2),
+                      name="rnn_reset_hr")
+
+    def gate(t, b, q, j, c):    # LSTM's gate q with its peephole on the cell state c
+        v = pre(t, b, q, j)
+        return v if peep is None else v + peep[q * H + j] * c
+
+    if cell == "LSTM":          # the new cell state, once per step (h and c both read it)
+        def cell_state(t, b, j):
+            cp = state[t - 1, 1, b, j]
+            i = act(0, gate(t, b, 0, j, cp))
+            f = const(1, dt) - i if input_forget else act(0, gate(t, b, 2, j, cp))
+            return f * cp + i * act(1, pre(t, b, 3, j))
+        cnew = compute((T + 1, B, H), cell_state, name="rnn_cell")
+
+    def update(t, s, b, j):
+        hp = state[t - 1, 0, b, j]
+        if cell == "RNN":
+            new = act(0, pre(t, b, 0, j))
+        elif cell == "GRU":
+            z = act(0, pre(t, b, 0, j))
+            if linear_before_reset:
+                rg = act(0, pre(t, b, 1, j))
+                cand = act(1, xp[step_x(t), b, 2 * H + j] + rg * (mv[t, b, 2 * H + j] + rbh[j]))
+            else:
+                cand = act(1, xp[step_x(t), b, 2 * H + j] + mv2[t, b, j])
+            new = (const(1, dt) - z) * cand + z * hp
+        else:
+            c = cnew[t, b, j]
+            new = if_then_else(s == 0, act(0, gate(t, b, 1, j, c)) * act(2, c, clipped=False), c)   # h(c) unclipped
+        if lens is not None:
+            new = if_then_else(step_x(t) < lens[b], new, state[t - 1, s, b, j])
+        return new
+
+    s_update = compute((T + 1, nstates, B, H), update, name="rnn_update")
+    res = scan(s_init, s_update, state, inputs=[xp], name="rnn_scan")
+
+    def out(t, b, j):
+        y = res[T - t if reverse else t + 1, 0, b, j]
+        if lens is not None:
+            y = if_then_else(t < lens[b], y, const(0, dt))
+        final = res[T, t - T, b, j]
+        if lens is not None:    # onnxruntime's final states of an empty sequence are zeros, not the initial ones
+            final = if_then_else(lens[b] > 0, final, const(0, dt))
+        return if_then_else(t < T, y, final)
+    return compute((T + nstates, B, H), out, name="rnn_out", tag="rnn_scan")
+
+
+__all__ = ["ACTIVATIONS", "CELLS", "pack_block", "quantize_u8", "rnn_scan"]

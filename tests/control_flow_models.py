@@ -1,0 +1,156 @@
+"""Small ONNX models with control flow, built with onnx.helper for the graph and model tests: If on a
+data-dependent condition with a nested If and branches that read outer values, Loop (carried values,
+scan outputs, a condition that stops early, a trip count input), Scan (forward and reverse, axes), and
+an If whose one branch cannot run at the bound shapes.  ``feeds(model, rng)`` draws fresh inputs."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _vi(name, elem, shape):
+    from onnx import helper
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    import onnx
+    from onnx import helper
+    m = helper.make_model(helper.make_graph(nodes, "m", inputs, outputs, list(inits)),
+                          opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def if_nested():
+    """``If(sum(x) > 0)``: then = relu(inner) + w with ``inner = If(max(y) < 0, x * y, x - y)``, also returned;
+    else = (tanh x, -tanh x).  Outputs: first result + second result, and the second result."""
+    from onnx import TensorProto as T, helper as h, numpy_helper
+    f, s = T.FLOAT, [2, 3]
+    inner_then = h.make_graph([h.make_node("Mul", ["x", "y"], ["r"])], "inner_then", [], [_vi("r", f, s)])
+    inner_else = h.make_graph([h.make_node("Sub", ["x", "y"], ["r2"])], "inner_else", [], [_vi("r2", f, s)])
+    then = h.make_graph([h.make_node("ReduceMax", ["y"], ["ym"], keepdims=0),
+                         h.make_node("Less", ["ym", "zero"], ["c2"]),
+                         h.make_node("If", ["c2"], ["t1"], name="inner_if", then_branch=inner_then,
+                                     else_branch=inner_else),
+                         h.make_node("Relu", ["t1"], ["t2"]), h.make_node("Add", ["t2", "w"], ["t3"])],
+                        "then", [], [_vi("t3", f, s), _vi("t1", f, s)])
+    orelse = h.make_graph([h.make_node("Tanh", ["x"], ["e1"]), h.make_node("Neg", ["e1"], ["e2"])], "else", [],
+                          [_vi("e1", f, s), _vi("e2", f, s)])
+    nodes = [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0), h.make_node("Greater", ["s", "zero"], ["c"]),
+             h.make_node("If", ["c"], ["o1", "o2"], name="outer_if", then_branch=then, else_branch=orelse),
+             h.make_node("Add", ["o1", "o2"], ["out"])]
+    w = np.random.default_rng(0).standard_normal(s).astype(np.float32)
+    return _model(nodes, [_vi("x", f, s), _vi("y", f, s)], [_vi("out", f, s), _vi("o2", f, s)],
+                  [h.make_tensor("zero", f, [], [0.0]), numpy_helper.from_array(w, "w")])
+
+
+def loop(early: bool = True, trip_input: bool = False):
+    """``Loop(M, true, a0, b0)``: ``a += x``, ``b += float(i)``; with ``early`` the condition is
+    ``sum(a) < 6`` (stops early), else the body passes it on and scans ``2 * a`` per iteration (M = 5).
+    ``trip_input``: M is an int64 input rather than an initializer."""
+    from onnx import TensorProto as T, helper as h
+    f = T.FLOAT
+    body_nodes = [h.make_node("Add", ["a_in", "x"], ["a_out"]), h.make_node("Mul", ["a_out", "two"], ["scan_out"]),
+                  h.make_node("Cast", ["it"], ["itf"], to=f), h.make_node("Add", ["b_in", "itf"], ["b_out"])]
+    body_nodes += ([h.make_node("ReduceSum", ["a_out"], ["sa"], keepdims=0), h.make_node("Less", ["sa", "limit"], ["c_out"])]
+                   if early else [h.make_node("Identity", ["c_in"], ["c_out"])])
+    outs = [_vi("c_out", T.BOOL, []), _vi("a_out", f, [4]), _vi("b_out", f, [1])] + ([] if early else [_vi("scan_out", f, [4])])
+    body = h.make_graph(body_nodes, "body", [_vi("it", T.INT64, []), _vi("c_in", T.BOOL, []), _vi("a_in", f, [4]),
+                                             _vi("b_in", f, [1])], outs)
+    inits = [h.make_tensor("two", f, [], [2.0]), h.make_tensor("cond0", T.BOOL, [], [True])]
+    inits += [h.make_tensor("limit", f, [], [6.0])] if early else []
+    inputs = [_vi("x", f, [4]), _vi("a0", f, [4]), _vi("b0", f, [1])]
+    if trip_input:
+        inputs.append(_vi("M", T.INT64, []))
+    else:
+        inits.append(h.make_tensor("M", T.INT64, [], [5]))
+    names = ["a_f", "b_f"] + ([] if early else ["scans"])
+    outputs = [_vi("a_f", f, [4]), _vi("b_f", f, [1])] + ([] if early else [_vi("scans", f, [5, 4])])
+    return _model([h.make_node("Loop", ["M", "cond0", "a0", "b0"], names, name="loop", body=body)], inputs, outputs,
+                  inits)
+
+
+def loop_with_if():
+    """A Loop (M = 4) whose body holds an If on a carried value reading an outer value:
+    ``a = If(sum(a) > 0, a * x, a - x)``, the iteration number passed through as a scan output."""
+    from onnx import TensorProto as T, helper as h
+    f = T.FLOAT
+    then = h.make_graph([h.make_node("Mul", ["a_in", "x"], ["p"])], "then", [], [_vi("p", f, [4])])
+    orelse = h.make_graph([h.make_node("Sub", ["a_in", "x"], ["q"])], "else", [], [_vi("q", f, [4])])
+    body = h.make_graph([h.make_node("ReduceSum", ["a_in"], ["s"], keepdims=0),
+                         h.make_node("Greater", ["s", "zero"], ["c"]),
+                         h.make_node("If", ["c"], ["a_out"], name="step", then_branch=then, else_branch=orelse),
+                         h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("Identity", ["it"], ["it_out"])],
+                        "body", [_vi("it", T.INT64, []), _vi("c_in", T.BOOL, []), _vi("a_in", f, [4])],
+                        [_vi("c_out", T.BOOL, []), _vi("a_out", f, [4]), _vi("it_out", T.INT64, [])])
+    inits = [h.make_tensor("zero", f, [], [0.0]), h.make_tensor("M", T.INT64, [], [4])]
+    return _model([h.make_node("Loop", ["M", "", "a0"], ["a_f", "its"], name="loop", body=body)],
+                  [_vi("x", f, [4]), _vi("a0", f, [4])], [_vi("a_f", f, [4]), _vi("its", T.INT64, [4])], inits)
+
+
+def loop_counter():
+    """tf2onnx's while loop: no trip count; a carried counter ``j`` (from 0) and the condition
+    ``j + 1 < 5`` computed in the body; ``h = tanh(h * x + j)`` carried and scanned (5 iterations)."""
+    from onnx import TensorProto as T, helper as h
+    f = T.FLOAT
+    body = h.make_graph([h.make_node("Add", ["j_in", "one"], ["j_out"]), h.make_node("Less", ["j_out", "five"], ["c_out"]),
+                         h.make_node("Cast", ["j_in"], ["jf"], to=f), h.make_node("Mul", ["h_in", "x"], ["hx"]),
+                         h.make_node("Add", ["hx", "jf"], ["hj"]), h.make_node("Tanh", ["hj"], ["h_out"]),
+                         h.make_node("Identity", ["h_out"], ["h_scan"])], "body",
+                        [_vi("it", T.INT64, []), _vi("c_in", T.BOOL, []), _vi("j_in", T.INT64, []), _vi("h_in", f, [3])],
+                        [_vi("c_out", T.BOOL, []), _vi("j_out", T.INT64, []), _vi("h_out", f, [3]), _vi("h_scan", f, [3])])
+    inits = [h.make_tensor("one", T.INT64, [], [1]), h.make_tensor("five", T.INT64, [], [5]),
+             h.make_tensor("j0", T.INT64, [], [0]), h.make_tensor("t", T.BOOL, [], [True])]
+    return _model([h.make_node("Loop", ["", "t", "j0", "h0"], ["j_f", "h_f", "hs"], name="while", body=body)],
+                  [_vi("x", f, [3]), _vi("h0", f, [3])],
+                  [_vi("j_f", T.INT64, []), _vi("h_f", f, [3]), _vi("hs", f, [5, 3])], inits)
+
+
+def scan():
+    """``Scan`` of state ``s`` over ``xs`` (axis 1, forward) and ``ys`` (axis 0, reverse): ``s = (s + x) * y``;
+    scan outputs ``sigmoid(s)`` (axis 1, reverse) and ``x - bias`` (axis 0)."""
+    from onnx import TensorProto as T, helper as h, numpy_helper
+    f = T.FLOAT
+    body = h.make_graph([h.make_node("Add", ["s_in", "xi"], ["t"]), h.make_node("Mul", ["t", "yi"], ["s_out"]),
+                         h.make_node("Sigmoid", ["s_out"], ["o1"]), h.make_node("Sub", ["xi", "bias"], ["o2"])], "body",
+                        [_vi("s_in", f, [3]), _vi("xi", f, [3]), _vi("yi", f, [3])],
+                        [_vi("s_out", f, [3]), _vi("o1", f, [3]), _vi("o2", f, [3])])
+    node = h.make_node("Scan", ["s0", "xs", "ys"], ["s_f", "o1s", "o2s"], name="scan", body=body, num_scan_inputs=2,
+                       scan_input_axes=[1, 0], scan_input_directions=[0, 1], scan_output_axes=[1, 0],
+                       scan_output_directions=[1, 0])
+    bias = numpy_helper.from_array(np.array([0.5, -0.5, 0.25], np.float32), "bias")
+    return _model([node], [_vi("s0", f, [3]), _vi("xs", f, [3, 6]), _vi("ys", f, [6, 3])],
+                  [_vi("s_f", f, [3]), _vi("o1s", f, [3, 6]), _vi("o2s", f, [6, 3])], [bias])
+
+
+def if_one_branch_invalid():
+    """``If(k == 1, x reshaped to (2, 3), x reshaped with a shape that only fits other input sizes)``
+    (silero-vad's 8 kHz branch given 16 kHz frames): the else branch cannot run at x's bound shape."""
+    from onnx import TensorProto as T, helper as h, numpy_helper
+    f = T.FLOAT
+    ok = h.make_graph([h.make_node("Reshape", ["x", "s23"], ["r1"])], "ok", [], [_vi("r1", f, [2, 3])])
+    bad = h.make_graph([h.make_node("Reshape", ["x", "s45"], ["r2"])], "bad", [], [_vi("r2", f, [2, 3])])
+    nodes = [h.make_node("Equal", ["k", "one"], ["c"]),
+             h.make_node("If", ["c"], ["y"], name="pick", then_branch=ok, else_branch=bad)]
+    inits = [numpy_helper.from_array(np.array([2, 3], np.int64), "s23"),
+             numpy_helper.from_array(np.array([4, 5], np.int64), "s45"),
+             numpy_helper.from_array(np.array(1, np.int64), "one")]
+    return _model(nodes, [_vi("x", f, [6]), _vi("k", T.INT64, [])], [_vi("y", f, [2, 3])], inits)
+
+
+def feeds(model, rng, ints=3) -> dict:
+    """Fresh inputs for ``model``: floats from a normal distribution, int64 inputs ``ints``."""
+    from onnx import TensorProto
+    out = {}
+    for vi in model.graph.input:
+        t = vi.type.tensor_type
+        shape = [d.dim_value for d in t.shape.dim]
+        out[vi.name] = np.full(shape, ints, np.int64) if t.elem_type == TensorProto.INT64 else \
+            rng.standard_normal(shape).astype(np.float32)
+    return out
+
+
+def onnxruntime_outputs(model, feed: dict) -> list:
+    import onnxruntime as ort
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)

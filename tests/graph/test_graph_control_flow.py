@@ -1,0 +1,128 @@
+"""Control flow in the graph IR: ONNX If / Loop / Scan imported with closed subgraphs (outer values as
+inputs), folded where constant, refused by name where shapes would not be static; the interpreter (the
+IR's reference), printer, verifier and passes handle subgraphs.  Fresh random inputs against
+onnxruntime."""
+import numpy as np
+import pytest
+
+from tensorir import graph
+from tensorir.graph import GraphError
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+import control_flow_models as cf
+from onnx import TensorProto as T, helper as h, numpy_helper
+
+
+def _close(got, want):
+    for a, b in zip(got, want):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * (1 + float(np.abs(b).max())))
+
+
+def _ops(g) -> list[str]:
+    return sorted({n.op_name for sub in g.walk() for n in sub.nodes})
+
+
+MODELS = {"if_nested": cf.if_nested, "loop_early": cf.loop, "loop_scan": lambda: cf.loop(early=False),
+          "loop_trip_input": lambda: cf.loop(trip_input=True), "scan": cf.scan, "loop_with_if": cf.loop_with_if,
+          "loop_counter": cf.loop_counter}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_interpreter_and_optimized_graph_match_onnxruntime(name):
+    m = MODELS[name]()
+    g, params = graph.from_onnx(m)
+    assert {"if", "loop"} & set(_ops(g))
+    opt = graph.optimize(g, params)
+    rng = np.random.default_rng(7)
+    for k in range(4):
+        feed = cf.feeds(m, rng, ints=k * 2)
+        want = cf.onnxruntime_outputs(m, feed)
+        _close(graph.evaluate(g, feed, params), want)
+        _close(graph.evaluate(opt, feed), want)
+
+
+def test_if_nested_reads_outer_values_as_inputs_and_prints():
+    g, _ = graph.from_onnx(cf.if_nested())
+    outer = [n for n in g.nodes if n.op == "if"]
+    assert len(outer) == 2 and outer[0].attrs["then_branch"] is outer[1].attrs["then_branch"]  # one operation
+    then = outer[0].attrs["then_branch"]
+    assert not then.params and len(then.inputs) == len(outer[0].inputs) - 1     # closed: captures are inputs
+    assert [n.op for n in then.nodes].count("if") == 1                           # the nested If
+    text = str(g)
+    assert "then_branch=@outer_if.then_branch" in text and "graph inner_if.else_branch(" in text
+    graph.verify(g)
+
+
+def test_if_on_a_shape_or_initializer_is_folded():
+    # at import: a condition on a shape; after binding weights: a condition on a float initializer
+    f = T.FLOAT
+    then = h.make_graph([h.make_node("Relu", ["x"], ["a"])], "t", [], [cf._vi("a", f, [3])])
+    orelse = h.make_graph([h.make_node("Neg", ["x"], ["b"])], "e", [], [cf._vi("b", f, [3])])
+    shape = [h.make_node("Shape", ["x"], ["s"]), h.make_node("ReduceSum", ["s"], ["n"], keepdims=0),
+             h.make_node("Equal", ["n", "three"], ["c"]), h.make_node("If", ["c"], ["y"], then_branch=then,
+                                                                     else_branch=orelse)]
+    m = cf._model(shape, [cf._vi("x", f, [3])], [cf._vi("y", f, [3])], [h.make_tensor("three", T.INT64, [], [3])])
+    g, _ = graph.from_onnx(m)
+    assert _ops(g) == ["nn.relu"]
+    weight = [h.make_node("ReduceSum", ["w"], ["ws"], keepdims=0), h.make_node("Greater", ["ws", "zero"], ["c"]),
+              h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=orelse)]
+    m = cf._model(weight, [cf._vi("x", f, [3])], [cf._vi("y", f, [3])],
+                  [numpy_helper.from_array(np.array([-1.0, -2.0], np.float32), "w"), h.make_tensor("zero", f, [], [0.0])])
+    g, params = graph.from_onnx(m)
+    assert "if" in _ops(g)
+    opt = graph.optimize(g, params, fuse=False)
+    assert _ops(opt) == ["negative"]
+    x = np.random.default_rng(0).standard_normal(3).astype(np.float32)
+    _close(graph.evaluate(opt, {"x": x}), cf.onnxruntime_outputs(m, {"x": x}))
+
+
+def test_captured_weights_move_into_subgraphs():
+    g, params = graph.from_onnx(cf.if_nested())
+    opt = graph.optimize(g, params, fuse=False)
+    node = next(n for n in opt.nodes if n.op == "if")
+    assert len(node.inputs) == 3          # cond, x, y: the weight w and the constant 0 moved inside
+    assert any(c.name == "w" for c in node.attrs["then_branch"].constants)
+
+
+def test_shapes_that_are_not_static_are_refused_by_name():
+    f = T.FLOAT
+    then = h.make_graph([h.make_node("Relu", ["x"], ["a"])], "t", [], [cf._vi("a", f, [3])])
+    orelse = h.make_graph([h.make_node("Concat", ["x", "x"], ["b"], axis=0)], "e", [], [cf._vi("b", f, [6])])
+    m = cf._model([h.make_node("If", ["c"], ["y"], name="branchy", then_branch=then, else_branch=orelse)],
+                  [cf._vi("c", T.BOOL, []), cf._vi("x", f, [3])], [cf._vi("y", f, [3])])
+    with pytest.raises(GraphError, match=r"'branchy' \(If\): output 'y' is float32\[3\] in then_branch but "
+                                         r"float32\[6\] in else_branch"):
+        graph.from_onnx(m)
+    m = cf.loop(early=True)
+    body = m.graph.node[0].attribute[0].g
+    body.output.append(cf._vi("a_out", f, [4]))      # a scan output of a loop that stops on the data
+    m.graph.node[0].output.append("scans")
+    with pytest.raises(GraphError, match=r"'loop' \(Loop\): scan output 'scans' has a length that depends on the data"):
+        graph.from_onnx(m)
+    m = cf.loop(early=True)
+    body = m.graph.node[0].attribute[0].g
+    body.node.append(h.make_node("Concat", ["b_in", "b_in"], ["b2"], axis=0))
+    body.output[2].name = "b2"
+    with pytest.raises(GraphError, match=r"'loop' \(Loop\): loop-carried value 'b_f' enters as float32\[1\] but "
+                                         r"the body gives float32\[2\]"):
+        graph.from_onnx(m)
+
+
+def test_branch_that_cannot_run_at_these_shapes_raises_when_taken():
+    m = cf.if_one_branch_invalid()
+    with pytest.warns(RuntimeWarning, match=r"If node 'pick': its else_branch cannot run .* taking it raises"):
+        g, params = graph.from_onnx(m)
+    x = np.random.default_rng(1).standard_normal(6).astype(np.float32)
+    _close(graph.evaluate(g, {"x": x, "k": np.array(1, np.int64)}, params),
+           cf.onnxruntime_outputs(m, {"x": x, "k": np.array(1, np.int64)}))
+    with pytest.raises(GraphError, match=r"If node 'pick': its else_branch cannot run with the bound input shapes"):
+        graph.evaluate(g, {"x": x, "k": np.array(2, np.int64)}, params)
+
+
+def test_check_sees_kernels_in_subgraphs_and_names_control_flow_on_cuda():
+    g, params = graph.from_onnx(cf.if_nested())
+    assert not graph.check(g, "llvm", params).problems
+    text = str(graph.check(g, "cuda", params, lower=False))
+    assert "node outer_if (if): control flow does not run on cuda" in text and "inner_if" in text

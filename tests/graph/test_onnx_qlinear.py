@@ -1,0 +1,159 @@
+"""Quantized ONNX operators (default domain and com.microsoft) against onnxruntime on fresh random data:
+int32 results exactly, requantized 8-bit results within 1 LSB (onnxruntime folds scales into one float32
+ratio and may round a tie the other way), with almost every element equal; outputs poisoned first."""
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from onnx_op_check import run_poisoned
+
+ort = pytest.importorskip("onnxruntime")
+rng = np.random.default_rng(28)
+
+
+def model(op, inputs: dict, consts: dict, attrs=None, n_out=1, domain="", order=None):
+    """One node; ``order`` lists its input names ('' for an omitted one) when not inputs then consts."""
+    names = order if order is not None else list(inputs) + list(consts)
+    outs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op, names, outs, domain=domain, **(attrs or {}))
+    vi = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in inputs.items()]
+    g = helper.make_graph([node], "q", vi, [helper.make_empty_tensor_value_info(o) for o in outs],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    opsets = [helper.make_opsetid("", 19)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    m = helper.make_model(g, opset_imports=opsets)
+    m.ir_version = 9
+    return m
+
+
+def compare(m, feed, lsb=1, frac=0.01):
+    """Ours against onnxruntime: outputs poisoned (NaN, 0x5A bytes); int32 exact, 8-bit within ``lsb``
+    and at most a fraction ``frac`` of the elements off."""
+    _, mod, got, want = run_poisoned(m, feed)
+    for a, w in zip(got, want):
+        assert a.shape == w.shape and a.dtype == w.dtype
+        if a.dtype.kind == "f":
+            np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-6 * max(1.0, float(np.abs(w).max(initial=0))))
+            continue
+        diff = np.abs(a.astype(np.int64) - w.astype(np.int64))
+        tol = 0 if a.dtype == np.int32 else lsb
+        assert diff.max(initial=0) <= tol, (diff.max(), np.argwhere(diff > tol)[:5])
+        assert (diff > 0).mean() <= frac, f"{(diff > 0).mean():.3%} of the elements differ"
+    return mod
+
+
+def q(shape, dtype):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+@pytest.mark.parametrize("b_const", [True, False])
+@pytest.mark.parametrize("zb", [0, 7])
+def test_matmul_integer(b_const, zb):
+    a, b = q((2, 12, 40), np.uint8), q((40, 24), np.int8)
+    consts = {"za": np.uint8(131), "zb": np.int8(zb)}
+    inputs = {"a": a}
+    if b_const:
+        consts = {"b": b, **consts}
+    else:
+        inputs["b"] = b
+    compare(model("MatMulInteger", inputs, consts, order=["a", "b", "za", "zb"]), inputs)
+
+
+def test_dynamic_quantize_linear():
+    x = (rng.standard_normal((6, 33)) * 3).astype(np.float32)
+    compare(model("DynamicQuantizeLinear", {"x": x}, {}, n_out=3), {"x": x})
+    pos = np.abs(x) + 0.5      # min(x, 0) = 0: zero point 0
+    compare(model("DynamicQuantizeLinear", {"x": pos}, {}, n_out=3), {"x": pos})
+    zeros = np.zeros((2, 3), np.float32)   # scale 1, not 0 (and no division by zero)
+    compare(model("DynamicQuantizeLinear", {"x": zeros}, {}, n_out=3), {"x": zeros})
+
+
+@pytest.mark.parametrize("xdtype", [np.uint8, np.int8])
+def test_qlinear_matmul(xdtype):
+    a = q((16, 64), xdtype)
+    consts = {"sa": np.float32(0.05), "za": xdtype(3), "b": q((64, 32), np.int8), "sb": np.float32(0.01),
+              "zb": np.int8(0), "sy": np.float32(0.4), "zy": xdtype(100)}
+    compare(model("QLinearMatMul", {"a": a}, consts), {"a": a})
+
+
+@pytest.mark.parametrize("groups,pads,strides", [(1, [1, 1, 1, 1], [1, 1]), (1, [0, 0, 0, 0], [2, 2]),
+                                                  (4, [1, 2, 1, 0], [1, 1])])
+def test_qlinear_conv_per_channel(groups, pads, strides):
+    x = q((1, 8, 11, 10), np.uint8)
+    oc = 16
+    consts = {"sx": np.float32(0.02), "zx": np.uint8(117), "w": q((oc, 8 // groups, 3, 3), np.int8),
+              "sw": (rng.random(oc) * 0.01 + 0.001).astype(np.float32), "zw": np.zeros(oc, np.int8),
+              "sy": np.float32(0.25), "zy": np.uint8(90), "B": rng.integers(-2000, 2000, oc).astype(np.int32)}
+    compare(model("QLinearConv", {"x": x}, consts, {"pads": pads, "strides": strides, "group": groups}), {"x": x})
+
+
+def test_conv_integer_with_weight_zero_point():
+    x = q((2, 3, 9, 9), np.uint8)
+    consts = {"w": q((5, 3, 3, 3), np.uint8), "zx": np.uint8(50), "zw": np.uint8(128)}
+    compare(model("ConvInteger", {"x": x}, consts, {"pads": [1, 1, 1, 1]}), {"x": x})
+
+
+MS = "com.microsoft"
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+def test_qlinear_add_mul_broadcast(op):
+    a, b = q((2, 8, 5, 5), np.uint8), q((8, 1, 5), np.uint8)
+    consts = {"sa": np.float32(0.03), "za": np.uint8(120), "sb": np.float32(0.05), "zb": np.uint8(100),
+              "sc": np.float32(0.07 if op == "QLinearAdd" else 0.2), "zc": np.uint8(110)}
+    compare(model(op, {"a": a, "b": b}, consts, domain=MS, order=["a", "sa", "za", "b", "sb", "zb", "sc", "zc"]),
+            {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("op,attrs", [("QLinearSigmoid", {}), ("QLinearLeakyRelu", {"alpha": 0.1}),
+                                      ("QLinearGlobalAveragePool", {"channels_last": 0}),
+                                      ("QLinearAveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]})])
+def test_qlinear_unary(op, attrs):
+    x = q((2, 6, 7, 7), np.uint8)
+    consts = {"sx": np.float32(0.05), "zx": np.uint8(128), "sy": np.float32(0.004 if op == "QLinearSigmoid" else 0.03),
+              "zy": np.uint8(0 if op == "QLinearSigmoid" else 100)}
+    # average pooling: onnxruntime sums the window's float32 values in another order (about 1% off by one)
+    compare(model(op, {"x": x}, consts, attrs, domain=MS), {"x": x}, frac=0.03 if op == "QLinearAveragePool" else 0.01)
+
+
+def test_qlinear_concat_requantizes_inputs():
+    a, b = q((1, 3, 4), np.uint8), q((1, 5, 4), np.uint8)
+    consts = {"sy": np.float32(0.1), "zy": np.uint8(128), "sa": np.float32(0.1), "za": np.uint8(128),
+              "sb": np.float32(0.07), "zb": np.uint8(90)}
+    compare(model("QLinearConcat", {"a": a, "b": b}, consts, {"axis": 1}, domain=MS,
+                  order=["sy", "zy", "a", "sa", "za", "b", "sb", "zb"]), {"a": a, "b": b})
+
+
+def test_qgemm_quantized_and_float_output():
+    a = q((4, 32), np.uint8)
+    base = {"sa": np.float32(0.02), "za": np.uint8(125), "b": q((16, 32), np.int8),
+            "sb": (rng.random(16) * 0.02).astype(np.float32), "zb": np.zeros(16, np.int8)}
+    quant = {**base, "c": rng.integers(-500, 500, 16).astype(np.int32), "sy": np.float32(0.3), "zy": np.uint8(99)}
+    compare(model("QGemm", {"a": a}, quant, {"transB": 1}, domain=MS), {"a": a})
+    flt = {**base, "c": rng.integers(-500, 500, 16).astype(np.int32)}
+    compare(model("QGemm", {"a": a}, flt, {"transB": 1}, domain=MS), {"a": a})
+
+
+def test_matmul_integer_to_float_and_dynamic_quantize_matmul():
+    a = q((3, 5, 48), np.uint8)
+    consts = {"b": q((48, 20), np.int8), "sa": np.float32(0.03), "sb": (rng.random(20) * 0.01).astype(np.float32),
+              "za": np.uint8(140), "zb": np.zeros(20, np.int8), "bias": rng.standard_normal(20).astype(np.float32)}
+    compare(model("MatMulIntegerToFloat", {"a": a}, consts, domain=MS), {"a": a})
+    x = rng.standard_normal((3, 5, 48)).astype(np.float32)
+    consts = {"b": consts["b"], "sb": consts["sb"], "zb": consts["zb"], "bias": consts["bias"]}
+    compare(model("DynamicQuantizeMatMul", {"x": x}, consts, domain=MS), {"x": x})
+
+
+def test_qlinear_conv_and_matmul_with_runtime_weights_and_scales():
+    """Weights, scales and zero points as model inputs (ONNX's own node tests): int32 arithmetic."""
+    x, w = q((1, 4, 6, 6), np.uint8), q((6, 4, 3, 3), np.int8)
+    feed = {"x": x, "sx": np.float32(0.05), "zx": np.uint8(100), "w": w,
+            "sw": (rng.random(6) * 0.01 + 0.001).astype(np.float32), "zw": np.zeros(6, np.int8),
+            "sy": np.float32(0.2), "zy": np.uint8(80), "B": rng.integers(-900, 900, 6).astype(np.int32)}
+    feed = {k: np.asarray(v) for k, v in feed.items()}
+    compare(model("QLinearConv", feed, {}, {"pads": [1, 0, 1, 0]}), feed)
+    a, b = q((5, 16), np.uint8), q((16, 7), np.uint8)
+    feed = {"a": a, "sa": np.float32(0.05), "za": np.uint8(100), "b": b, "sb": np.float32(0.02),
+            "zb": np.uint8(120), "sy": np.float32(0.3), "zy": np.uint8(10)}
+    feed = {k: np.asarray(v) for k, v in feed.items()}
+    compare(model("QLinearMatMul", feed, {}), feed)

@@ -1,0 +1,148 @@
+"""Control flow run natively: If / Loop / Scan as branches and loops of the run list around native
+segments (codegen/model/plan_control.py, codegen/runtime/control.py), one workspace planned over them,
+several threads at once, and an artifact with control flow exported and loaded.  Fresh random inputs
+against onnxruntime; every planned buffer and output poisoned with NaN before each run."""
+import threading
+
+import numpy as np
+import pytest
+
+import codegen
+from tensorir import graph
+from tensorir.graph import GraphError
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+import control_flow_models as cf
+
+
+def _poison(m):
+    m.workspace.view(np.uint8)[...] = 0xFF            # NaN in every float32 lane
+    for o in m._outputs:
+        o.reshape(-1).view(np.uint8)[...] = 0xFF
+
+
+def _run(m, feed) -> list:
+    m.set_input(**feed)
+    _poison(m)
+    m.run()
+    return [m.get_output(k) for k in range(m.get_num_outputs())]
+
+
+def _close(got, want):
+    for a, b in zip(got, want):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * (1 + float(np.abs(b).max())))
+
+
+def _build(model):
+    g, params = graph.from_onnx(model)
+    return codegen.build_model(g, params=params)
+
+
+@pytest.fixture(scope="module")
+def if_model():
+    model = cf.if_nested()
+    return model, _build(model)
+
+
+def _if_feeds(rng):
+    """Inputs taking each path: outer then (inner then / else) and outer else."""
+    x, y = (rng.standard_normal((2, 3)).astype(np.float32) for _ in range(2))
+    return [{"x": np.abs(x), "y": -np.abs(y)}, {"x": np.abs(x), "y": np.abs(y)}, {"x": -np.abs(x), "y": y}]
+
+
+def test_if_nested_on_data_runs_natively(if_model):
+    model, m = if_model
+    kinds = [next(iter(item.to_json())) for item in m.run_list.program]
+    assert kinds == ["steps", "if", "steps"] and all(s.native for s in m.run_list.steps)
+    for feed in _if_feeds(np.random.default_rng(3)):
+        _close(_run(m, feed), cf.onnxruntime_outputs(model, feed))
+
+
+@pytest.mark.parametrize("make", [cf.loop, lambda: cf.loop(early=False), cf.scan, cf.loop_with_if, cf.loop_counter],
+                         ids=["early", "scan_outputs", "scan", "if_in_loop", "counter"])
+def test_loop_and_scan_run_natively(make):
+    model = make()
+    m = _build(model)
+    assert any("loop" in item.to_json() for item in m.run_list.program)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        feed = cf.feeds(model, rng)
+        _close(_run(m, feed), cf.onnxruntime_outputs(model, feed))
+
+
+def test_loop_stops_early_and_takes_a_trip_count_input():
+    model = cf.loop(trip_input=True)
+    m = _build(model)
+    rng = np.random.default_rng(11)
+    for trips in (0, 1, 3, 9):
+        feed = cf.feeds(model, rng, ints=trips)
+        feed["x"] = np.abs(feed["x"]) + 0.5          # sum(a) grows: the condition stops the loop
+        _close(_run(m, feed), cf.onnxruntime_outputs(model, feed))
+
+
+def test_if_from_several_threads(if_model):
+    model, m = if_model
+    rng = np.random.default_rng(13)
+    jobs = [(f, cf.onnxruntime_outputs(model, f)) for f in _if_feeds(rng) * 3]
+    errors = []
+
+    def work(feed, want):
+        try:
+            for _ in range(20):
+                _close(m(**feed), want)
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=job) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_artifact_with_if_exports_and_loads(if_model, tmp_path):
+    model, m = if_model
+    m.export_library(str(tmp_path / "art"))
+    loaded = codegen.load_model(str(tmp_path / "art"))
+    assert loaded.run_list.to_json() == m.run_list.to_json()
+    for feed in _if_feeds(np.random.default_rng(17)):
+        _close(_run(loaded, feed), cf.onnxruntime_outputs(model, feed))
+
+
+def test_refused_branch_raises_by_name_when_taken():
+    model = cf.if_one_branch_invalid()
+    with pytest.warns(RuntimeWarning, match="cannot run with the bound input shapes"):
+        m = _build(model)
+    x = np.random.default_rng(19).standard_normal(6).astype(np.float32)
+    feed = {"x": x, "k": np.array(1, np.int64)}
+    _close(_run(m, feed), cf.onnxruntime_outputs(model, feed))
+    with pytest.raises(ValueError, match=r"If node 'pick': its else_branch cannot run"):
+        m(x=x, k=np.array(2, np.int64))
+
+
+def test_cuda_refuses_control_flow_by_name():
+    g, params = graph.from_onnx(cf.if_nested())
+    with pytest.raises(GraphError, match=r"control flow \(if: ONNX If / Loop / Scan\) is not supported on target cuda"):
+        codegen.build_model(g, "cuda", params=params)
+
+
+def _span(loc):
+    return (loc.offset, loc.offset + loc.nbytes) if loc.kind == "workspace" else None
+
+
+def test_loop_state_lives_across_the_loop_and_results_across_the_branch():
+    from codegen.model.plan_control import IfItem, LoopItem, Steps, walk
+    m = _build(cf.loop_with_if())
+    run = m.run_list
+    loops = [x for x in walk(run.block) if isinstance(x, LoopItem)]
+    assert len(loops) == 1 and any(isinstance(x, IfItem) for x in walk(loops[0].body))
+    state = [s for s in map(_span, [loops[0].iteration, loops[0].cond_in, *loops[0].carried,
+                                    *(x for x in loops[0].out if x is not None)]) if s]
+    inner = [run.steps[i] for x in walk(loops[0].body) if isinstance(x, Steps) for i in range(x.first, x.end)]
+    assert inner
+    for step in inner:                       # no body buffer overlaps the loop's state or results
+        for a in (step.out, *step.scratch):
+            s = _span(a)
+            assert s is None or all(s[1] <= t[0] or t[1] <= s[0] for t in state)

@@ -1,0 +1,95 @@
+"""int8 kernels by instruction set: ``vpdpbusd`` in the generated code for targets with AVX512-VNNI (zmm)
+or AVX-VNNI (ymm), exact plain vector code (``vpmaddwd``, never the saturating ``vpmaddubsw``) without; the VNNI kernels run and match numpy where this host has
+the feature (skipped elsewhere); the manifest names each kernel's precision and instruction set and
+``load_model`` refuses an artifact needing VNNI on a host without it, naming the feature."""
+import json
+import platform
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+import codegen
+from codegen import jit
+from codegen.runtime.artifact import ArtifactError
+from codegen.target import Target, host, parse
+from tensorir import graph
+from tensorir.graph.ir import Const, Graph, Var, TensorType
+from tensorir.graph.op.registry import call
+
+rng = np.random.default_rng(28)
+pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                                reason="x86 targets are compiled (JIT) in this process")
+AVX512VNNI = "llvm -mcpu=znver4 -mattr=+avx512f,+avx512bw,+avx512vl,+avx512vnni"
+AVXVNNI = "llvm -mcpu=alderlake -mattr=+avx2,+fma,+avxvnni"
+NO_VNNI = "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vl"
+
+
+def int8_graph():
+    """A uint8 dense (3-d data) and a uint8 conv (3 input channels: padded to 4) with int8 weights, as
+    the importer writes them (zero-point corrections and requantization after them)."""
+    x = Var("x", TensorType((2, 5, 64), "uint8"))
+    w = Const(rng.integers(-128, 128, (32, 64)).astype(np.int8))
+    d = call("subtract", call("qnn.dense", x, w), Const(np.int32(7)))
+    img = Var("img", TensorType((1, 3, 13, 12), "uint8"))
+    k = Const(rng.integers(-128, 128, (16, 3, 3, 3)).astype(np.int8))
+    c = call("qnn.conv2d", img, k, strides=(2, 1), padding=(1, 1, 1, 0), input_zero_point=9)
+    y = call("cast", call("clip", call("round", call("multiply", call("cast", c, dtype="float32"),
+                                                     Const(np.float32(0.01)))), a_min=0.0, a_max=255.0), dtype="uint8")
+    return Graph((x, img), (d, y), (), ("d", "y"))
+
+
+def feeds():
+    return {"x": rng.integers(0, 256, (2, 5, 64)).astype(np.uint8),
+            "img": rng.integers(0, 256, (1, 3, 13, 12)).astype(np.uint8)}
+
+
+def rules(m) -> list[dict]:
+    return [s.schedule for s in m.run_list.steps if s.schedule.get("precision") == "uint8"]
+
+
+@pytest.mark.parametrize("target,isa,register", [(AVX512VNNI, "avx512vnni", "zmm"), (AVXVNNI, "avxvnni", "ymm"),
+                                                  (NO_VNNI, None, None)])
+def test_vpdpbusd_in_the_code_of_a_vnni_target_only(target, isa, register):
+    m = codegen.build_model(int8_graph(), target=target)
+    origins = rules(m)
+    assert len(origins) == 2 and all(o.get("isa") == ([isa] if isa else None) for o in origins), origins
+    asm = jit.emit_assembly(m._ir, parse(target))
+    found = re.findall(r"vpdpbusd\s+%(\w)mm", asm)
+    if isa is None:
+        assert not found and "vpmaddwd" in asm and "vpmaddubsw" not in asm   # exact widening, no saturation
+    else:
+        assert found and set(found) == {register[0]}
+
+
+def test_vnni_kernels_match_numpy_where_the_host_has_vnni():
+    features = host().features
+    if not {"avx512vnni", "avxvnni"} & features:
+        pytest.skip("this host has neither AVX512-VNNI nor AVX-VNNI")
+    g, f = int8_graph(), feeds()
+    want = graph.evaluate(g, f)
+    for target in (None, f"llvm -mcpu={host().mcpu} -mattr=-avx512vnni,-avxvnni"):
+        m = codegen.build_model(g, target=target)
+        assert all(("isa" in o) == (target is None) for o in rules(m))
+        for b in m.buffers:
+            b.view(np.uint8).fill(0x5A)
+        for got, w in zip(m(**f), want):
+            np.testing.assert_array_equal(got, w)
+
+
+def test_manifest_names_the_isa_and_loading_refuses_a_host_without_it(tmp_path, monkeypatch):
+    if "avx512vnni" not in host().features:
+        pytest.skip("this host has no AVX512-VNNI")
+    m = codegen.build_model(int8_graph())
+    out = tmp_path / "model"
+    m.export_library(str(out))
+    man = json.loads((out / "manifest.json").read_text())
+    isas = [k["schedule"].get("isa") for k in man["kernels"] if k["schedule"].get("precision") == "uint8"]
+    assert isas == [["avx512vnni"]] * 2 and "avx512vnni" in man["cpu_features"]
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    lacking = Target("llvm", host().mcpu, tuple(f for f in host().mattr if f != "+avx512vnni"))
+    monkeypatch.setattr("codegen.runtime.artifact_cpu.host", lambda: lacking)
+    with pytest.raises(ArtifactError, match=r"lacks: avx512vnni .*avx512vnni runs 2 kernel\(s\) \(fused_qnn"):
+        codegen.load_model(str(copy))
