@@ -285,7 +285,7 @@ class CPrinter:
         key = "fmin" if t is E.Min else "fmax"
         self.need.add(key)
         if elem in self.low_precision:
-            to, back = self.low_precision[elem]
+            to, back = self.low_precision[elem][:2]
             return f"{back}(tt_{key}({to}({a}), {to}({b})))"
         return f"tt_{key}({a}, {b})"
 
