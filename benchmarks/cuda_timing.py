@@ -61,3 +61,10 @@ def rel_error(got, want) -> float:
     import torch
     got, want = torch.as_tensor(got).double(), torch.as_tensor(want).double()
     return float(torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want))
+
+
+def rate_cells(row: dict, keys, base: str = "cublas") -> tuple[list[str], list[str]]:
+    """Table cells of TFLOP/s ``row[k]`` for each key (``-`` where missing) and their ratios to ``row[base]``."""
+    cells = [f"{row[k]:8.1f}" if k in row else f"{'-':>8s}" for k in keys]
+    ratios = [f"{row[k] / row[base]:.2f}" if k in row else "-" for k in keys]
+    return cells, ratios

@@ -5,9 +5,10 @@ For each size the best record of ``gemm_cuda`` in ``tuning_logs/cuda-<arch>/gemm
 schedule (the template's default, autotune/templates/gemm_cuda.py) are checked against a float64
 product on random data (output poisoned with NaN), then timed against ``torch.matmul`` (cuBLAS,
 TF32 off) in interleaved rounds with CUDA events.  Prints TFLOP/s and the ratios.  ``--sweep`` also
-tries the hand configs below.
+tries the hand configs below.  ``--dtype float16|bfloat16|tf32``: the tensor-core GEMM instead
+(benchmarks/gemm_tensorcore.py).
 
-    python benchmarks/gemm_cuda.py [--sizes 1024 2048 4096] [--rounds 9] [--sweep] [--log-dir DIR]
+    python benchmarks/gemm_cuda.py [--sizes 1024 2048 4096] [--rounds 9] [--sweep] [--log-dir DIR] [--dtype D]
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cuda_timing import alternate, event_seconds, fastest, rel_error, torch_fp32
+from cuda_timing import alternate, event_seconds, fastest, rate_cells, rel_error, torch_fp32
 from from_log import default_log_dir, deploy
 
 # (name, gemm_schedule keyword arguments); the first is the default hand schedule
@@ -54,7 +55,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--sweep", action="store_true", help="also the hand configs (the fastest is timed)")
     p.add_argument("--log-dir", default=None, help="default: tuning_logs/cuda-<arch>")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16", "tf32"],
+                   help="float16 / bfloat16 / tf32: tensor cores (benchmarks/gemm_tensorcore.py)")
     args = p.parse_args()
+    if args.dtype != "float32":
+        import gemm_tensorcore
+        return gemm_tensorcore.main(args)
     torch = torch_fp32()
     import codegen
     from autotune.templates.gemm_cuda import gemm_cuda_template, gemm_schedule
@@ -104,13 +110,8 @@ def main() -> None:
     print(f"\n{'n':>5s} {'tuned':>8s} {'hand':>8s} {'cuBLAS':>8s}  (TFLOP/s, medians)  {'tuned/cuBLAS':>12s} "
           f"{'hand/cuBLAS':>11s}")
     for n, r in rows:
-        def cell(k):
-            return f"{r[k]:8.1f}" if k in r else f"{'-':>8s}"
-
-        def ratio(k):
-            return f"{r[k] / r['cublas']:.2f}" if k in r else "-"
-        print(f"{n:5d} {cell('tuned')} {cell('hand')} {cell('cublas')}  {'':19s} {ratio('tuned'):>12s} "
-              f"{ratio('hand'):>11s}")
+        (tuned, hand, cublas), (r_tuned, r_hand, _) = rate_cells(r, ("tuned", "hand", "cublas"))
+        print(f"{n:5d} {tuned} {hand} {cublas}  {'':19s} {r_tuned:>12s} {r_hand:>11s}")
 
 
 if __name__ == "__main__":

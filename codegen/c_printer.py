@@ -157,7 +157,7 @@ class CPrinter:
                 decls += self.declare_shared(self.ctype(b.dtype), self.name(b, b.name), max(size, 1),
                                              dt.itemsize(b.dtype))
             else:
-                decls.append(f"  {self.ctype(b.dtype)} {self.name(b, b.name)}[{max(size, 1)}];")
+                decls += self.declare_local(b, max(size, 1))
         self.stmt(func.body, 1)
         sig = f"{self.kernel_prefix}void {attributes}{func.name}({', '.join(params)}) {{"
         body = [sig] + decls + self.lines + ["}", ""]
@@ -165,6 +165,10 @@ class CPrinter:
         head += [self.helpers[h] for h in sorted(self.need)]
         head += device_code(func)
         return head, body
+
+    def declare_local(self, b, size: int) -> list[str]:
+        """The declaration of a per-thread buffer of ``size`` elements."""
+        return [f"  {self.ctype(b.dtype)} {self.name(b, b.name)}[{size}];"]
 
     def function(self, func: S.LoweredFunc, attributes: str = "") -> str:
         """C source of ``func``: includes, helpers, the kernel with its arguments (pointers, then the
@@ -281,7 +285,7 @@ class CPrinter:
         key = "fmin" if t is E.Min else "fmax"
         self.need.add(key)
         if elem in self.low_precision:
-            to, back = self.low_precision[elem]
+            to, back = self.low_precision[elem][:2]
             return f"{back}(tt_{key}({to}({a}), {to}({b})))"
         return f"tt_{key}({a}, {b})"
 

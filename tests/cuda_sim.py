@@ -38,7 +38,7 @@ SHIM = r"""
 using std::min; using std::max; using std::signbit;   // CUDA has them in the global namespace
 struct tt_dim3 { int x, y, z; };
 struct tt_fiber { ucontext_t ctx; tt_dim3 tid; bool done; int barriers, shuffles, wait; unsigned mask;
-                  unsigned char slot[2][8]; std::vector<char> stack; };
+                  unsigned char slot[2][8]; unsigned char wide[2][32]; std::vector<char> stack; };
 enum { TT_RUN = 0, TT_BARRIER = 1, TT_SHUFFLE = 2 };
 static tt_fiber* tt_cur;
 static tt_fiber* tt_fibers;
@@ -68,6 +68,66 @@ template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int la
   if (t - lane + src >= tt_nthreads || !((mask >> src) & 1u)) std::memset(&out, 0xff, sizeof(T));
   else std::memcpy(&out, tt_fibers[t - lane + src].slot[s], sizeof(T));
   return out;
+}
+// warp-collective exchange (mma / ldmatrix models): every lane of the warp deposits `bytes` (<= 32),
+// waits like a full-warp shuffle, then reads all 32 deposits (lane order) into `all`
+static inline void tt_warp_exchange(const void* v, int bytes, void* all) {
+  tt_fiber* me = tt_cur;
+  int s = me->shuffles & 1;
+  std::memcpy(me->wide[s], v, bytes);
+  me->mask = 0xffffffffu; me->shuffles++; me->wait = TT_SHUFFLE;
+  swapcontext(&me->ctx, &tt_sched);
+  int t = (int)(me - tt_fibers), base = t - t % 32;
+  for (int l = 0; l < 32; ++l) std::memcpy((char*)all + l * bytes, tt_fibers[base + l].wide[s], bytes);
+}
+#define TT_SIM 1
+static inline int tt_sim_lane() { return (int)(tt_cur - tt_fibers) % 32; }
+// ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lane 8i + r gives the address of row r of piece i;
+// register i of lane L holds piece i's b16 pair (row L / 4, columns 2 (L % 4), +1), or transposed
+// (rows 2 (L % 4), +1 of column L / 4)
+static inline void tt_sim_ldmatrix(unsigned* d, const void* addr, bool trans) {
+  const void* rows[32];
+  tt_warp_exchange(&addr, sizeof addr, rows);
+  int L = tt_sim_lane();
+  for (int i = 0; i < 4; ++i) {
+    if (!trans) { std::memcpy(&d[i], (const char*)rows[8 * i + L / 4] + 4 * (L % 4), 4); continue; }
+    unsigned short lo, hi;
+    std::memcpy(&lo, (const char*)rows[8 * i + 2 * (L % 4)] + 2 * (L / 4), 2);
+    std::memcpy(&hi, (const char*)rows[8 * i + 2 * (L % 4) + 1] + 2 * (L / 4), 2);
+    d[i] = lo | (unsigned)hi << 16;
+  }
+}
+static inline float tt_sim_elem(unsigned reg, int half, int kind) {
+  if (kind == 2) { reg &= 0xffffe000u; float f; std::memcpy(&f, &reg, 4); return f; }   // tf32: 10-bit mantissa
+  unsigned short h = (unsigned short)(half ? reg >> 16 : reg);
+  if (kind == 1) { unsigned u = (unsigned)h << 16; float f; std::memcpy(&f, &u, 4); return f; }
+  _Float16 f; std::memcpy(&f, &h, 2); return (float)f;
+}
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16} (kind 0, 1) / m16n8k8 .tf32 (kind 2), d += a b,
+// from the PTX ISA's fragment layouts (g = lane / 4, t = lane % 4)
+static inline void tt_sim_mma(float* d, const unsigned* a, const unsigned* b, int kind) {
+  struct { unsigned a[4], b[2]; } mine, all[32];
+  std::memcpy(mine.a, a, 16); std::memcpy(mine.b, b, 8);
+  tt_warp_exchange(&mine, sizeof mine, all);
+  if (kind == 2) for (auto& x : all) for (unsigned& r : x.a) r += 0x1000u;   // cvt.rna: round half away
+  if (kind == 2) for (auto& x : all) for (unsigned& r : x.b) r += 0x1000u;
+  int L = tt_sim_lane(), g = L / 4, t = L % 4, K = kind == 2 ? 8 : 16;
+  for (int i = 0; i < 4; ++i) {
+    int row = g + 8 * (i / 2), col = 2 * t + i % 2;
+    float acc = d[i];
+    for (int k = 0; k < K; ++k) {
+      float x, y;
+      if (kind == 2) {
+        x = tt_sim_elem(all[(row % 8) * 4 + k % 4].a[row / 8 + 2 * (k / 4)], 0, 2);
+        y = tt_sim_elem(all[col * 4 + k % 4].b[k / 4], 0, 2);
+      } else {
+        x = tt_sim_elem(all[(row % 8) * 4 + (k % 8) / 2].a[row / 8 + 2 * (k / 8)], k % 2, kind);
+        y = tt_sim_elem(all[col * 4 + (k % 8) / 2].b[k / 8], k % 2, kind);
+      }
+      acc += x * y;
+    }
+    d[i] = acc;
+  }
 }
 struct float2 { float x, y; }; struct float4 { float x, y, z, w; };
 struct int2 { int x, y; }; struct int4 { int x, y, z, w; }; struct double2 { double x, y; };

@@ -19,6 +19,8 @@ Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch
 """
 from __future__ import annotations
 
+from tensorir import dtype as dt
+from tensorir.graph.schedules.registry import TARGET_INFO
 from tensorir.lower.gpu import GPULimits, LaunchConfig
 from tensorir.lower.gpu_allreduce import SHUFFLE, THREAD_INDEX
 from tensorir.lower.gpu_double_buffer import CP_ASYNC, CP_ASYNC_COMMIT, CP_ASYNC_WAIT
@@ -28,8 +30,9 @@ from tensorir.stmt import For, LoweredFunc
 from tensorir.visitor import collect
 
 from ..c_printer import CodegenError, CPrinter
+from .mma import MMA_SOURCE
 from .nvcc import default_arch
-from ..target import Target
+from ..target import Target, parse
 
 STATIC_SHARED = 48 * 1024      # bytes of static shared memory per block; beyond it, dynamic (opt-in)
 #: shared memory per block a kernel may opt in to (bytes), by arch: the default limit of a ``cuda`` target
@@ -37,6 +40,7 @@ OPT_IN_SHARED = {"sm_70": 96 * 1024, "sm_72": 96 * 1024, "sm_75": 64 * 1024, "sm
                  "sm_86": 99 * 1024, "sm_87": 163 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
                  "sm_100": 227 * 1024, "sm_120": 99 * 1024}
 DYNAMIC_SMEM = "tt_dynamic_smem"
+MMA_FUNCTIONS = ("tt_ldmatrix", "tt_mma", "tt_mma_fill", "tt_mma_store")   # device code in mma.py
 
 _INDEX = {f"{k}.{d}": f"((int){k}.{d})" for k in ("threadIdx", "blockIdx") for d in "xyz"}
 
@@ -75,6 +79,7 @@ class CUDARenderer(CPrinter):
                     "  asm volatile(\"cp.async.wait_group %0;\\n\" :: \"n\"(N) : \"memory\");\n"
                     "#endif\n"
                     "}",
+        "mma": MMA_SOURCE,
     }
 
     def __init__(self, dynamic_shared: bool = False):
@@ -83,7 +88,34 @@ class CUDARenderer(CPrinter):
         self.shared_offset = 0
 
     def include_needed(self, include: str, text: str) -> bool:
-        return {"cuda_fp16.h": "half", "cuda_bf16.h": "bfloat16"}.get(include, "") in text
+        return "mma" in self.need or {"cuda_fp16.h": "half", "cuda_bf16.h": "bfloat16"}.get(include, "") in text
+
+    def declare_local(self, b, size: int) -> list[str]:
+        """``warp`` buffers (tensor-core fragments, ``codegen/cuda/mma.py``): each lane holds 1/32 of the
+        warp's tile, 16-byte aligned for the intrinsics' 32-bit register views."""
+        if b.scope != "warp":
+            return super().declare_local(b, size)
+        if size % (32 * 16 // dt.itemsize(b.dtype)):     # 32 lanes x four 32-bit registers
+            raise CodegenError(f"warp buffer {b.name} of {size} elements is not whole fragment tiles")
+        return [f"  __align__(16) {self.ctype(b.dtype)} {self.name(b, b.name)}[{size // 32}];"]
+
+    def e_BufferLoad(self, e) -> str:
+        _lane_share_only(e.buffer)
+        return super().e_BufferLoad(e)
+
+    def s_BufferStore(self, s, ind: int) -> None:
+        _lane_share_only(s.buffer)
+        super().s_BufferStore(s, ind)
+
+    def e_AccessPtr(self, e) -> str:
+        if e.buffer.scope == "warp":     # the lane's share; the mma intrinsics locate the tile themselves
+            return self.names[e.buffer]
+        return super().e_AccessPtr(e)
+
+    def e_CallExtern(self, e) -> str:
+        if e.name in MMA_FUNCTIONS:
+            self.need.add("mma")
+        return super().e_CallExtern(e)
 
     def declare_shared(self, ctype: str, name: str, size: int, itemsize: int) -> list[str]:
         if not self.dynamic_shared:
@@ -112,6 +144,12 @@ class CUDARenderer(CPrinter):
             value, lane_mask, width, active = (self.expr(a) for a in e.args)
             return f"__shfl_xor_sync((unsigned)({active}), {value}, {lane_mask}, {width})"
         return super().e_Call(e)
+
+
+def _lane_share_only(buf) -> None:
+    if buf.scope == "warp":
+        raise CodegenError(f"warp buffer {buf.name} is read or written element by element, but each lane holds only "
+                           "its share of the tile: only tensor intrinsics (ldmatrix, mma, mma_store) may touch it")
 
 
 def _align16(n: int) -> int:
@@ -176,6 +214,19 @@ def current_shared_limit() -> int:
     return cuda_settings(target)[1].max_shared_memory if target is not None and target.kind == "cuda" else STATIC_SHARED
 
 
+def target_info(target) -> dict:
+    """What the kernel schedules ask of a ``cuda`` target (``tensorir.graph.schedules.registry.TARGET_INFO``):
+    its arch, shared memory per block, and whether float32 GEMMs may use TF32 tensor cores
+    (``-allow_tf32``, off by default as torch's ``allow_tf32``)."""
+    target = target if isinstance(target, Target) else parse(str(target))
+    arch, limits, _ = cuda_settings(target)
+    return {"arch": arch, "shared_limit": limits.max_shared_memory,
+            "allow_tf32": target.option("allow_tf32") is not None}
+
+
+TARGET_INFO["cuda"] = target_info
+
+
 def build_cuda(func: LoweredFunc, target: Target):
     """A :class:`~codegen.cuda.module.CUDAModule` of one kernel, or of several launched in order when
     root stages pass global intermediates (``tensorir/lower/gpu_kernels.py``)."""
@@ -187,6 +238,9 @@ def build_cuda(func: LoweredFunc, target: Target):
         kernel, launch = lower_gpu(part, limits)
         renderer = cuda_renderer(launch)
         head, body = renderer.function_parts(kernel, launch_bounds(kernel, launch))
+        if "mma" in renderer.need and launch.block[0] % 32:
+            raise CodegenError(f"kernel {kernel.name}: tensor-core intrinsics run on whole warps (lane = threadIdx.x "
+                               f"% 32), but threadIdx.x has {launch.block[0]} threads; bind it to a multiple of 32")
         heads += [h for h in head if h not in heads]
         bodies += body
         kernels.append(Kernel(kernel.name, launch))

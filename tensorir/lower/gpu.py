@@ -106,9 +106,9 @@ def verify_bindings(func: LoweredFunc, limits: GPULimits, stages: dict) -> None:
             for x in s.stmts:
                 walk(x, serial_above, threaded)
         elif isinstance(s, Allocate):
-            if s.buffer.scope not in ("shared", "local"):
+            if s.buffer.scope not in ("shared", "local", "warp"):   # warp: tensor-core fragments
                 raise ScheduleError(f"stage {s.buffer.name}: an intermediate buffer of a CUDA kernel must be "
-                                    f"'shared' or 'local' (it is {s.buffer.scope!r}); use s.cache_read / "
+                                    f"'shared', 'local' or 'warp' (it is {s.buffer.scope!r}); use s.cache_read / "
                                     "cache_write with that scope, set_scope, or compute_inline")
             walk(s.body, serial_above, threaded)
         elif isinstance(s, IfThenElse):
@@ -245,9 +245,11 @@ class _Sync:
         self.thread_vars = thread_vars
 
     def accesses(self, s) -> tuple[set, set]:
+        from ..buffer import AccessPtr      # addresses passed to calls (tensor intrinsics: ldmatrix, mma store)
+        ptrs = [p for p in collect(s, AccessPtr) if p.buffer.scope == "shared"]
         r = {ld.buffer for ld in collect(s, BufferLoad) if ld.buffer.scope == "shared"}
         w = {st.buffer for st in collect(s, BufferStore) if st.buffer.scope == "shared"}
-        return r, w
+        return r | {p.buffer for p in ptrs if "r" in p.mask}, w | {p.buffer for p in ptrs if "w" in p.mask}
 
     def uniform(self, cond: Expr) -> bool:
         return not collect(cond, BufferLoad) and not any(v in self.thread_vars for v in collect(cond, Var))

@@ -205,14 +205,16 @@ class _AsyncCopies(Mutator):
                 and len(s.indices) == 1 and dt.element(v.dtype) == dt.element(s.buffer.dtype)):
             raise _NoMatch
         item, lanes = dt.itemsize(dt.element(v.dtype)), dt.lanes(v.dtype)
+        dst = _shift(s.indices[0], self.half[s.buffer])
+        if lanes == 1 and item in (4, 8, 16):
+            return _cp_async(s.buffer, dst, v.buffer, v.indices[0], item)
+        if lanes == 1:
+            raise _NoMatch
+        (d, ds), (g, gs) = _ramp(dst), _ramp(v.indices[0])
+        if ds == 1 and gs == 1 and lanes * item in (8, 16):     # 16-bit elements too, 4 or 8 at a time
+            return _cp_async(s.buffer, d, v.buffer, g, lanes * item)
         if item not in (4, 8, 16):
             raise _NoMatch
-        dst = _shift(s.indices[0], self.half[s.buffer])
-        if lanes == 1:
-            return _cp_async(s.buffer, dst, v.buffer, v.indices[0], item)
-        (d, ds), (g, gs) = _ramp(dst), _ramp(v.indices[0])
-        if ds == 1 and gs == 1 and lanes * item in (8, 16):
-            return _cp_async(s.buffer, d, v.buffer, g, lanes * item)
         return seq(*(_cp_async(s.buffer, d + i * ds, v.buffer, g + i * gs, item) for i in range(lanes)))
 
 
@@ -290,7 +292,7 @@ def _shift(index, offset):
 
 
 class _Offset(Mutator):
-    """Add each buffer's half offset to the (flat) index of its loads."""
+    """Add each buffer's half offset to the (flat) index of its loads and addresses."""
 
     def __init__(self, offsets: dict):
         self.offsets = offsets
@@ -299,6 +301,12 @@ class _Offset(Mutator):
         e = self.generic_visit(e)
         if e.buffer in self.offsets:
             return replace(e, indices=(_shift(e.indices[0], self.offsets[e.buffer]),))
+        return e
+
+    def visit_AccessPtr(self, e):
+        """An address passed to a call (a tensor intrinsic reading the tile: ``ldmatrix``)."""
+        if e.buffer in self.offsets:
+            return replace(e, offset=simplify(e.offset + self.offsets[e.buffer]))
         return e
 
 

@@ -119,6 +119,9 @@ class FakeDriver:
         self.need_context()
         ctypes.memmove(int(dst), int(src), nbytes)
 
+    class function_attribute:       # pycuda's name
+        MAX_DYNAMIC_SHARED_SIZE_BYTES = "max_dynamic_shared_size_bytes"
+
     def module_from_buffer(self, cubin):
         drv = self
 
@@ -136,7 +139,12 @@ class Function:
         assert types == "P" * len(self.mod.signature.args)
         return self
 
-    def prepared_async_call(self, grid, block, stream, *ptrs):
+    def set_attribute(self, attribute, value):     # the dynamic shared memory a kernel past 48 KiB launches with
+        assert attribute == FakeDriver.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES
+        self.dynamic_shared = value
+
+    def prepared_async_call(self, grid, block, stream, *ptrs, shared_size=0):
+        assert shared_size == getattr(self, "dynamic_shared", 0)
         FakeDriver.need_context()
         assert tuple(grid) == self.mod._grid(()) and tuple(block) == tuple(self.mod.launch.block)
         arrays = []
@@ -385,3 +393,28 @@ def test_mixed_precision_model_on_the_simulated_gpu(fake, dtype, make, shapes):
     want = gm.run_onnxruntime(model, {"x": x})[0]
     assert np.isfinite(got).all()
     assert np.abs(got - want).max() <= 8 * float(ml_dtypes.finfo(dtype).eps) * np.abs(want).max()
+
+
+def test_mixed_precision_dense_takes_tensor_cores(fake):
+    """A float16 build of MatMul + Add + Relu (graph.to_mixed_precision) on sm_90: the fused dense kernel
+    runs mma.sync (tensor cores) with its epilogue, and the model's output stays within float16 rounding
+    of the float32 product."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(4)
+    w, b = rng.standard_normal((256, 128)).astype("float32"), rng.standard_normal(128).astype("float32")
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"]), helper.make_node("Add", ["y", "b"], ["z"]),
+             helper.make_node("Relu", ["z"], ["out"])]
+    body = helper.make_graph(nodes, "mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 256])],
+                             [helper.make_tensor_value_info("out", TensorProto.FLOAT, [128, 128])],
+                             [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "b")])
+    g, params = graph.from_onnx(helper.make_model(body, opset_imports=[helper.make_opsetid("", 17)]))
+    m = codegen.build_model(graph.to_mixed_precision(g, "float16"), target="cuda -arch=sm_90", params=params)
+    assert "tt_mma(" in m.get_source("cuda")
+    fake.model = m
+    m._dev = None
+    x = rng.standard_normal((128, 256)).astype("float32")
+    (got,) = m(x=x)
+    x16, w16 = x.astype("float16").astype("float64"), w.astype("float16").astype("float64")
+    want = np.maximum(x16 @ w16 + b.astype("float16"), 0)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=0, atol=4 * 2.0 ** -11 * (np.abs(x16) @ np.abs(w16)).max())

@@ -44,6 +44,8 @@ anchor are injective):
 """
 from __future__ import annotations
 
+import warnings
+
 from ...schedule import Schedule, Stage, create_schedule
 from ...tensor import ComputeOp, thread_axis
 from ..ir import GraphError
@@ -53,7 +55,8 @@ from .helpers import bind as _bind
 from .helpers import cooperative_fetch, single_reduction, thread_tile
 from .helpers import extents as _extents
 from .helpers import root_reductions as _root_reductions
-from .registry import Rule, rule_registrar
+from . import cuda_tensorcore
+from .registry import Rule, rule_registrar, target_info
 
 THREADS = 256            # threads per block of injective kernels
 K_TILE = 16              # reduction slice of the shared-memory GEMM
@@ -117,10 +120,20 @@ def accumulator(s: Schedule, kt: KernelTE, out: Stage, anchor: Stage) -> Stage:
     return anchor
 
 
-@register_cuda_rule("nn.dense", "nn.batch_matmul", "nn.matmul")
+@register_cuda_rule("nn.dense", "nn.batch_matmul", "nn.matmul", **cuda_tensorcore.SPACE)
 def schedule_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """Shared-memory tiled GEMM (see the module); small or irregular GEMMs: :func:`schedule_reduce`."""
+    """Tensor cores (:mod:`.cuda_tensorcore`) for float16 / bfloat16 GEMMs on sm_80+ (float32 ones with
+    ``-allow_tf32``) whose shapes its tiles divide; else the shared-memory tiled GEMM (see the module), a
+    16-bit one with a warning saying why; small or irregular GEMMs: :func:`schedule_reduce`."""
     anchor = anchor_stage(s, out)
+    if anchor is not None:
+        knobs = cuda_tensorcore.default_knobs(kt, anchor, out, target_info())
+        if isinstance(knobs, dict):
+            return cuda_tensorcore.schedule_tensorcore(s, out, anchor, knobs)
+        got = cuda_tensorcore.gemm_operands(anchor)
+        if not isinstance(got, str) and got[3] != "float32":
+            name = kt.kernel.name if kt.kernel is not None else anchor.op.name
+            warnings.warn(f"kernel {name}: {got[3]} GEMM without tensor cores: {knobs}", stacklevel=2)
     ext = _extents(out)
     if anchor is None or len(ext) < 2 or len(anchor.op.reduce_axis) != 1 or min(ext[-2:]) < GEMM_MIN_ROWS:
         return schedule_reduce(s, kt, out)

@@ -9,9 +9,14 @@ kernels its ``fits(kt)`` accepts (it returns why not, or None).  Kernels whose a
 target's entry registered for ``None`` (injective schedules).  An entry may ``require`` CPU features (LLVM's
 names, ``{"avx512vnni"}``): it serves targets that have them all, before the anchor's entries requiring less
 (the instruction set is part of the entry's key; the target's ``-mattr``, or the host's, decides).
+
+While an entry schedules a kernel, :func:`target_info` gives the facts its target's backend registered
+(:data:`TARGET_INFO`: a CUDA target's arch, shared memory limit and ``-allow_tf32``), which tensorir
+cannot compute itself.
 """
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,6 +43,18 @@ class ScheduleEntry:
 
 #: (target kind, anchor op) -> its entries, those requiring the most features first
 _ENTRIES: dict[tuple[str, str | None], list[ScheduleEntry]] = {}
+#: target kind -> ``info(target) -> dict`` of facts about the target (registered by its backend:
+#: ``codegen.cuda`` gives ``arch``, ``shared_limit``, ``allow_tf32``)
+TARGET_INFO: dict[str, Callable] = {}
+_SCHEDULING: contextvars.ContextVar = contextvars.ContextVar("scheduling_target", default=None)
+
+
+def target_info(target=None) -> dict:
+    """The backend's facts about ``target`` (default: the target of the kernel being scheduled); ``{}``
+    where none are known."""
+    target = _SCHEDULING.get() if target is None else target
+    info = TARGET_INFO.get(target_kind(target)) if target is not None else None
+    return info(target) if info is not None else {}
 
 
 def target_kind(target) -> str:
@@ -129,7 +146,11 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
     ``precision`` and, for an entry requiring CPU features, the ``isa`` it uses (``["avx512vnni"]``)."""
     entry = schedule_entry(kt.anchor_op, target)
     cfg = FallbackConfig() if cfg is None else cfg
-    s = entry.schedule(cfg, kt)
+    token = _SCHEDULING.set(target)
+    try:
+        s = entry.schedule(cfg, kt)
+    finally:
+        _SCHEDULING.reset(token)
     extra = {"precision": precision(kt)} if kt.anchor_op else {}
     if entry.requires:
         extra["isa"] = sorted(entry.requires)
@@ -139,5 +160,6 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
                "config_index": getattr(cfg, "index", None), **extra}
 
 
-__all__ = ["Rule", "ScheduleEntry", "TARGETS", "default_rule_name", "kernel_schedule", "register_schedule",
-           "rule_registrar", "schedule_entry", "target_features", "target_kind", "template_entries"]
+__all__ = ["Rule", "ScheduleEntry", "TARGETS", "TARGET_INFO", "default_rule_name", "kernel_schedule",
+           "register_schedule", "rule_registrar", "schedule_entry", "target_features", "target_info", "target_kind",
+           "template_entries"]

@@ -1,0 +1,93 @@
+"""Tensor-core intrinsics for ``s[T].tensorize`` (TVM's ``topi.cuda.tensor_intrin`` / the ``mma``
+intrinsics of ``tir.tensor_intrin.cuda``): warp-level ``mma.sync`` on fragments in ``warp``-scope
+buffers, loaded from shared memory by ``ldmatrix`` and stored from the accumulator.
+
+Every lane of a warp runs a tensorized stage over the whole tile (its loops carry no ``threadIdx.x``):
+the device functions (``codegen/cuda/mma.py``) take the tile's flat offset and row stride in the warp's
+buffer and use the lane's share of it (a ``warp`` buffer's address prints as the lane's share; its
+``access_ptr`` tells the analyses which tile the call reads or writes).  The compute definitions are what a stage must compute to be
+tensorized: ``C[i, j] = sum_k f32(A[i, k]) * f32(B[j, k])`` (``b_trans``: ``B[k, j]``) for float16 and
+bfloat16 inputs, ``sum_k A[i, k] * B[j, k]`` for TF32 (float32 data rounded to TF32 in the kernel).
+"""
+from __future__ import annotations
+
+from ...buffer import decl_buffer
+from ...expr import var
+from ...extern import call_extern
+from ...reduce import sum as te_sum
+from ...stmt import Evaluate, seq
+from ...tensor import compute, placeholder, reduce_axis
+from ...tensor_intrin import decl_tensor_intrin
+
+#: input dtype -> (``tt_mma`` kind, k of one instruction); fp32 inputs are the TF32 mode
+_KINDS = {"float16": (0, 16), "bfloat16": (1, 16), "float32": (2, 8)}
+_MODES = {"a": 0, "b": 1, "b_trans": 2}
+
+
+def mma_shape(dtype: str) -> tuple[int, int, int]:
+    """(m, n, k) of one ``mma.sync`` on ``dtype`` inputs: 16 x 8 x 16, TF32 16 x 8 x 8."""
+    if dtype not in _KINDS:
+        raise ValueError(f"tensor cores: no mma.sync on {dtype} inputs (float16, bfloat16, float32 as TF32)")
+    return 16, 8, _KINDS[dtype][1]
+
+
+def _buffer(t, scope: str, name: str):
+    return decl_buffer(t.shape, t.dtype, name, scope=scope, strides=[var(f"{name}_ld"), 1], offset_factor=1)
+
+
+def intrin_ldmatrix(dtype: str, mode: str = "a", src_scope: str = "shared"):
+    """A 16 x 32-byte tile copied from shared memory into a ``warp`` fragment by ``ldmatrix.x4``:
+    ``mode`` ``a`` (rows m, cols k), ``b`` (B stored [N, K]: rows n, cols k) or ``b_trans`` (B stored
+    [K, N], 16 x 16 halves, ``.trans``; 16-bit types only)."""
+    mma_shape(dtype)
+    k = 32 // (2 if dtype != "float32" else 4)
+    if mode == "b_trans" and dtype == "float32":
+        raise ValueError("tensor cores: ldmatrix.trans moves 16-bit elements; TF32 needs B stored [N, K]")
+    shape = (16, 16) if mode == "b_trans" else (16, k)
+    src = placeholder(shape, dtype, name="src")
+    dst = compute(shape, lambda i, j: src[i, j], name="frag")
+    bs, bd = _buffer(src, src_scope, "ldm_src"), _buffer(dst, "warp", "ldm_dst")
+
+    def body(ins, outs):
+        (s,), (d,) = ins, outs
+        return call_extern("int32", "tt_ldmatrix", d.access_ptr("w"), d.elem_offset, d.strides[0], s.access_ptr("r"),
+                           s.strides[0], 2 if dtype != "float32" else 4, _MODES[mode])
+    return decl_tensor_intrin(dst.op, body, name=f"ldmatrix_{mode}_{dtype}", binds={src: bs, dst: bd})
+
+
+def intrin_mma(dtype: str, b_trans: bool = False):
+    """``C[16, 8] += A[16, k] B[k, 8]`` by ``mma.sync`` (float32 accumulator), fragments in ``warp``
+    buffers; ``reset`` zeroes the accumulator tile."""
+    m, n, k = mma_shape(dtype)
+    a = placeholder((m, k), dtype, name="a")
+    b = placeholder((k, n) if b_trans else (n, k), dtype, name="b")
+    r = reduce_axis((0, k), name="k")
+    up = (lambda x: x) if dtype == "float32" else (lambda x: x.astype("float32"))
+    c = compute((m, n), lambda i, j: te_sum(up(a[i, r]) * up(b[r, j] if b_trans else b[j, r]), axis=r), name="c")
+    bufs = {a: _buffer(a, "warp", "mma_a"), b: _buffer(b, "warp", "mma_b"), c: _buffer(c, "warp", "mma_c")}
+
+    def body(ins, outs):
+        (ba, bb), (bc,) = ins, outs
+        fill = call_extern("int32", "tt_mma_fill", bc.access_ptr("w"), bc.elem_offset, bc.strides[0])
+        mma = call_extern("int32", "tt_mma", bc.access_ptr("rw"), bc.elem_offset, bc.strides[0], ba.access_ptr("r"),
+                          ba.elem_offset, ba.strides[0], bb.access_ptr("r"), bb.elem_offset, bb.strides[0], _KINDS[dtype][0], int(b_trans))
+        return seq(Evaluate(fill), Evaluate(mma)), Evaluate(fill), Evaluate(mma)
+    return decl_tensor_intrin(c.op, body, name=f"mma_m{m}n{n}k{k}_{dtype}{'_btrans' if b_trans else ''}", binds=bufs)
+
+
+def intrin_mma_store(dst_scope: str = "shared", out_dtype: str = "float32"):
+    """The float32 accumulator tile (16 x 8) written to ``dst_scope`` memory as ``out_dtype`` (float32,
+    or float16 / bfloat16 rounded to nearest even), each lane its values."""
+    c = placeholder((16, 8), "float32", name="acc")
+    d = compute((16, 8), lambda i, j: c[i, j] if out_dtype == "float32" else c[i, j].astype(out_dtype),
+                name="store")
+    bc, bd = _buffer(c, "warp", "st_src"), _buffer(d, dst_scope, "st_dst")
+
+    def body(ins, outs):
+        (s,), (o,) = ins, outs
+        return call_extern("int32", "tt_mma_store", o.access_ptr("w"), o.strides[0], s.access_ptr("r"),
+                           s.elem_offset, s.strides[0])
+    return decl_tensor_intrin(d.op, body, name=f"mma_store_{out_dtype}", binds={c: bc, d: bd})
+
+
+__all__ = ["intrin_ldmatrix", "intrin_mma", "intrin_mma_store", "mma_shape"]
