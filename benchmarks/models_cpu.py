@@ -50,18 +50,12 @@ def _per_call(fn, calls: int, rounds: int = 3) -> float:
     return best
 
 
-def profile_kernels(m, top: int) -> list[tuple[float, str, str]]:
+def profile_kernels(m, top: int, inputs: dict) -> list[tuple[float, str, str]]:
     """``(seconds, kernel name, fused nodes -> output shape)`` of the ``top`` slowest kernels of module
-    ``m``, each kernel timed alone (after one warm-up call)."""
-    from tensorir.graph.printer import kernel_text
-    rows = []
-    for step in m._steps:
-        step.run()
-        once = _per_call(step.run, 1, 1)
-        t = _per_call(step.run, max(1, min(200, int(0.02 / max(once, 1e-6)))))
-        ops = [ln.split("=", 1)[1].split("(")[0].strip() for ln in kernel_text(step.kernel).splitlines()
-               if "=" in ln and "(" in ln]
-        rows.append((t, step.kernel.name, f"{' + '.join(ops)} -> {list(step.output.shape)}"))
+    ``m``, each kernel timed in place (``m.profile``: median of 20 calls)."""
+    prof = m.profile(repeat=20, quiet=True, **inputs)
+    rows = [(t, step.kernel, f"{' + '.join(step.nodes)} -> {list(step.out.shape)}")
+            for (_, _, t), step in zip(prof.kernels, m.run_list.steps)]
     return sorted(rows, reverse=True)[:top]
 
 
@@ -87,9 +81,9 @@ def bench(name: str, model, inputs: dict, threads: int, blocks: int, calls: int,
         time.sleep(0.05)
     ours_ms, ort_ms = 1e3 * np.median(our_times), 1e3 * np.median(ort_times)
     print(f"{name:10s} tiletune {ours_ms:8.2f} ms   onnxruntime {ort_ms:8.2f} ms   ratio {ours_ms / ort_ms:5.2f}x"
-          f"   compile {compile_s:6.1f} s   max rel err {err:.1e}   kernels {len(m.kernels)}", flush=True)
+          f"   compile {compile_s:6.1f} s   max rel err {err:.1e}   kernels {len(m.run_list.steps)}", flush=True)
     if top:
-        rows = profile_kernels(m, len(m.kernels))
+        rows = profile_kernels(m, len(m.run_list.steps), inputs)
         for t, kname, desc in rows[:top]:
             print(f"    {1e3 * t:8.3f} ms  {kname:12s} {desc}")
         print(f"    ({1e3 * sum(r[0] for r in rows[:top]):.2f} ms in these {min(top, len(rows))}, "
