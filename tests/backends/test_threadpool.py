@@ -53,7 +53,7 @@ def test_callers_on_several_threads_share_the_pool():
         try:
             for k in range(200):
                 _check(mod, 1 + (t * 37 + k) % 300, seed=k)
-        except AssertionError as e:  # noqa: PERF203  (reported below)
+        except AssertionError as e:
             errors.append(e)
     pool = [threading.Thread(target=call, args=(t,)) for t in range(4)]
     for th in pool:
