@@ -21,7 +21,7 @@ from llvmlite import ir
 
 from tensorir import stmt as S
 
-from .threadpool import LAUNCH
+from .threadpool import LAUNCH, MAX_CHUNKS
 from .types import I32, PTR, VOID, const, convert, ltype
 
 #: chunks per thread of a parallel loop (fewer when the loop is shorter): enough for the others to
@@ -87,7 +87,8 @@ def emit_parallel_for(cg, s: S.For) -> None:
     with b.if_then(b.icmp_signed(">", extent, const(t, 0))):
         want = convert(b, b.load(_thread_count(cg), typ=I32), "int32", var.dtype)
         threads = cg.intrinsic("smax", [cg.intrinsic("smin", [want, extent]), const(t, 1)])
-        chunks = cg.intrinsic("smin", [b.mul(threads, const(t, CHUNKS_PER_THREAD)), extent])
+        per = cg.intrinsic("smin", [b.mul(threads, const(t, CHUNKS_PER_THREAD)), const(t, MAX_CHUNKS)])
+        chunks = cg.intrinsic("smin", [per, extent])
         size = b.sdiv(b.add(extent, b.sub(chunks, const(t, 1))), chunks)
         chunks = b.sdiv(b.add(extent, b.sub(size, const(t, 1))), size)      # none left empty
         for i, v in enumerate(values + [begin, extent, size]):

@@ -1,7 +1,8 @@
 """tiletune's thread pool for parallel loops: ``tiletune_parallel_launch(fn, closure, chunks, threads)``.
 
 A parallel loop is cut into ``chunks`` pieces; ``fn(closure, k)`` runs piece ``k``.  The caller and up to
-``threads - 1`` pool workers claim pieces from one atomic counter (``(generation << 32) | next piece``),
+``threads - 1`` pool workers claim pieces from one atomic word (``generation << 32 | pieces << 16 | next
+piece``; more than 65535 pieces run in the caller),
 so a worker the OS has descheduled (other processes busy on the cores) never holds the others up: the
 caller takes the pieces nobody claimed and waits only for pieces that are running, never for a worker
 to arrive (onnxruntime's pool revokes unclaimed work the same way; libgomp's ``GOMP_parallel`` ends in
@@ -29,6 +30,9 @@ LAUNCH = "tiletune_parallel_launch"
 #: polls of the task counter (each with a ``pause``) before an idle worker sleeps: about 0.1 ms
 SPIN_ROUNDS = 4096
 
+#: at most this many pieces per task (the state word's 16-bit fields; a launch with more runs serially)
+MAX_CHUNKS = 65535
+
 #: at most this many workers (threads beyond are not started)
 MAX_WORKERS = 255
 
@@ -39,7 +43,6 @@ _POOL = """
 @pool.state = internal global i64 0, align 64
 @pool.fn = internal global ptr null, align 8
 @pool.closure = internal global ptr null, align 8
-@pool.chunks = internal global i32 0, align 4
 @pool.helpers = internal global i32 0, align 4
 @pool.done = internal global i32 0, align 64
 @pool.epoch = internal global i32 0, align 64
@@ -58,17 +61,19 @@ define internal void @pool.pause() nounwind {{
   ret void
 }}
 
-; Claim and run pieces of the current task until none is left; the number run.
+; Claim and run pieces of the current task until none is left; the number run.  The state word holds
+; the generation, the task's piece count and the next piece, so a claim checks the bound of the same
+; task it claims from (a worker that read an older state fails its compare-and-swap).
 define internal i32 @pool.work() nounwind {{
 entry:
   br label %claim
 claim:
   %ran = phi i32 [0, %entry], [%ran1, %run], [%ran, %try]
   %s = load atomic i64, ptr @pool.state acquire, align 8
-  %i64 = and i64 %s, 4294967295
-  %i = trunc i64 %i64 to i32
-  %n = load i32, ptr @pool.chunks, align 4
-  %more = icmp ult i32 %i, %n
+  %i64 = and i64 %s, 65535
+  %n64 = lshr i64 %s, 16
+  %n64m = and i64 %n64, 65535
+  %more = icmp ult i64 %i64, %n64m
   br i1 %more, label %try, label %out
 try:
   %s1 = add i64 %s, 1
@@ -76,6 +81,7 @@ try:
   %ok = extractvalue {{ i64, i1 }} %r, 1
   br i1 %ok, label %run, label %claim
 run:
+  %i = trunc i64 %i64 to i32
   %fn = load ptr, ptr @pool.fn, align 8
   %closure = load ptr, ptr @pool.closure, align 8
   call void %fn(ptr %closure, i32 %i)
@@ -153,7 +159,9 @@ define {linkage} void @{launch}(ptr %fn, ptr %closure, i32 %chunks, i32 %threads
 entry:
   %few = icmp sle i32 %threads, 1
   %one = icmp sle i32 %chunks, 1
-  %serial0 = or i1 %few, %one
+  %many = icmp sgt i32 %chunks, 65535
+  %serial1 = or i1 %few, %one
+  %serial0 = or i1 %serial1, %many
   br i1 %serial0, label %serial, label %lock
 lock:
   %r = cmpxchg ptr @pool.busy, i32 0, i32 1 acquire monotonic
@@ -168,13 +176,15 @@ post:
   %helpers = select i1 %lt, i32 %have, i32 %want
   store ptr %fn, ptr @pool.fn, align 8
   store ptr %closure, ptr @pool.closure, align 8
-  store i32 %chunks, ptr @pool.chunks, align 4
   store atomic i32 %helpers, ptr @pool.helpers monotonic, align 4
   store atomic i32 0, ptr @pool.done monotonic, align 4
   %s = load i64, ptr @pool.state, align 8
   %gen = lshr i64 %s, 32
   %gen1 = add i64 %gen, 1
-  %s1 = shl i64 %gen1, 32
+  %g1 = shl i64 %gen1, 32
+  %n64 = zext i32 %chunks to i64
+  %n16 = shl i64 %n64, 16
+  %s1 = or i64 %g1, %n16
   store atomic i64 %s1, ptr @pool.state release, align 8
   %e = atomicrmw add ptr @pool.epoch, i32 1 seq_cst
   %sl = load atomic i32, ptr @pool.sleepers seq_cst, align 4

@@ -43,6 +43,16 @@ def test_chunks_cover_every_row_for_any_thread_count():
             _check(mod, rows, seed=rows)
 
 
+def test_back_to_back_tasks_of_different_sizes():
+    """Tasks follow each other while workers still look at the last one (a claim must check the bound
+    of the task it claims from): thousands of short calls, each result checked."""
+    mod = _kernel()
+    for threads in (2, 3):
+        mod.num_threads = threads
+        for k in range(400):
+            _check(mod, 2 + k % 29, seed=k % 7)
+
+
 def test_callers_on_several_threads_share_the_pool():
     """One task at a time: a caller that finds the pool busy runs its chunks itself; every result right."""
     mod = _kernel()
