@@ -13,16 +13,24 @@ For ``parallel for (i, min, extent) body`` inside function ``f`` we emit
   that the OS deschedules leaves its chunks to the others.
 
 The thread count comes from the global ``f.num_threads`` (an ``i32`` the :class:`~codegen.Module` sets;
-0 or 1 runs the chunks in the caller).  Parallel loops nested in a parallel body run serially.
+0 or 1 runs the chunks in the caller).  Parallel loops nested in a parallel body run serially, as do
+those with a constant trip count doing less than :data:`MIN_PARALLEL_WORK` stores in all.
 """
 from __future__ import annotations
+
+import dataclasses
 
 from llvmlite import ir
 
 from tensorir import stmt as S
+from tensorir.expr import IntImm
 
 from .threadpool import LAUNCH, MAX_CHUNKS
 from .types import I32, PTR, VOID, const, convert, ltype
+
+#: a parallel loop with a constant trip count that runs fewer statements than this (stores of
+#: vectors or scalars, counted over all its iterations) runs serially: launching it costs about as much
+MIN_PARALLEL_WORK = 2048
 
 #: chunks per thread of a parallel loop (fewer when the loop is shorter): enough for the others to
 #: take over a descheduled thread's share, few enough that each chunk stays a long serial loop
@@ -48,7 +56,29 @@ def _thread_count(cg) -> ir.GlobalVariable:
     return g
 
 
+def work(s: S.Stmt) -> int | None:
+    """Stores ``s`` runs: constant loop extents multiplied, sequences added, the larger branch of a
+    condition; None where an extent is not constant."""
+    if isinstance(s, S.For):
+        inner = work(s.body)
+        return None if inner is None or not isinstance(s.extent, IntImm) else s.extent.value * inner
+    if isinstance(s, S.Seq):
+        parts = [work(x) for x in s.stmts]
+        return None if None in parts else sum(parts)
+    if isinstance(s, S.IfThenElse):
+        parts = [work(x) for x in (s.then_case, s.else_case) if x is not None]
+        return None if None in parts else max(parts)
+    if isinstance(s, (S.Allocate, S.LetStmt, S.Attr)):
+        return work(s.body)
+    return 1
+
+
 def emit_parallel_for(cg, s: S.For) -> None:
+    """``s`` through the thread pool (see the module), or serially when it does little work."""
+    amount = work(s)
+    if amount is not None and amount < MIN_PARALLEL_WORK:
+        cg.stmt(dataclasses.replace(s, kind="serial"))
+        return
     cg.uses_threads = True
     parent, b = cg.frame, cg.b
     var = s.loop_var

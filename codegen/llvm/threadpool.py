@@ -21,6 +21,7 @@ exported objects (:func:`link_into`), one pool per shared object.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 
 import llvmlite.binding as llvm
@@ -28,6 +29,7 @@ import llvmlite.binding as llvm
 LAUNCH = "tiletune_parallel_launch"
 
 #: polls of the task counter (each with a ``pause``) before an idle worker sleeps: about 0.1 ms
+#: (``TILETUNE_POOL_SPIN`` overrides it, read when the pool is compiled)
 SPIN_ROUNDS = 4096
 
 #: at most this many pieces per task (the state word's 16-bit fields; a launch with more runs serially)
@@ -234,7 +236,8 @@ def pool_ir(triple: str, linkage: str = "") -> str:
     if arch not in _SYS_FUTEX:
         raise NotImplementedError(f"tiletune's thread pool supports x86_64 and aarch64 Linux, not {triple}")
     x86 = arch == "x86_64"
-    return _POOL.format(linkage=linkage, launch=LAUNCH, spin=SPIN_ROUNDS, max_workers=MAX_WORKERS,
+    spin = int(os.environ.get("TILETUNE_POOL_SPIN", SPIN_ROUNDS))
+    return _POOL.format(linkage=linkage, launch=LAUNCH, spin=spin, max_workers=MAX_WORKERS,
                         sys_futex=_SYS_FUTEX[arch], futex_wait=_FUTEX_WAIT_PRIVATE, futex_wake=_FUTEX_WAKE_PRIVATE,
                         pause_decl="declare void @llvm.x86.sse2.pause()" if x86 else "",
                         pause_call="call void @llvm.x86.sse2.pause()" if x86 else "")

@@ -43,6 +43,22 @@ def test_chunks_cover_every_row_for_any_thread_count():
             _check(mod, rows, seed=rows)
 
 
+@pytest.mark.parametrize("rows, pooled", [(4, False), (2048, True)])
+def test_tiny_parallel_loops_run_serially(rows, pooled):
+    """A parallel loop of constant trip count doing less than MIN_PARALLEL_WORK stores runs in the
+    caller (a launch would cost as much); a larger one goes through the pool."""
+    A = te.placeholder((rows, 64), name="A")
+    B = te.compute((rows, 64), lambda i, j: A[i, j] * 3.0 + i.astype("float32"), name="B")
+    s = te.create_schedule(B.op)
+    s[B].parallel(B.op.axis[0])
+    mod = codegen.build(s, [A, B])
+    assert (threadpool.LAUNCH in mod.get_source("ll")) == pooled
+    a = np.random.default_rng(rows).standard_normal((rows, 64)).astype("float32")
+    b = np.full_like(a, np.nan)
+    mod(a, b)
+    np.testing.assert_array_equal(b, a * np.float32(3) + np.arange(rows, dtype="float32")[:, None])
+
+
 def test_back_to_back_tasks_of_different_sizes():
     """Tasks follow each other while workers still look at the last one (a claim must check the bound
     of the task it claims from): thousands of short calls, each result checked."""
