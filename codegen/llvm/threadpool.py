@@ -5,7 +5,8 @@ A parallel loop is cut into ``chunks`` pieces; ``fn(closure, k)`` runs piece ``k
 piece``; more than 65535 pieces run in the caller),
 so a worker the OS has descheduled (other processes busy on the cores) never holds the others up: the
 caller takes the pieces nobody claimed and waits only for pieces that are running, never for a worker
-to arrive (onnxruntime's pool revokes unclaimed work the same way; libgomp's ``GOMP_parallel`` ends in
+to arrive (it polls :data:`WAIT_SPIN_ROUNDS` times, then sleeps on a futex that the worker finishing
+the last piece wakes) (onnxruntime's pool revokes unclaimed work the same way; libgomp's ``GOMP_parallel`` ends in
 a barrier every thread must reach, which made kernels many times slower under load).
 
 Workers spin for a short while after a task (:data:`SPIN_ROUNDS` polls with ``pause``: the next kernel
@@ -28,9 +29,15 @@ import llvmlite.binding as llvm
 
 LAUNCH = "tiletune_parallel_launch"
 
-#: polls of the task counter (each with a ``pause``) before an idle worker sleeps: about 0.1 ms
+#: polls of the task counter (each with a ``pause``) before an idle worker sleeps, about 10 us: enough
+#: for the next kernel of a model, short enough not to take the cores from other processes (measured
+#: against 16 and 4096 with two busy processes on two cores: docs/architecture.md, Threads)
 #: (``TILETUNE_POOL_SPIN`` overrides it, read when the pool is compiled)
-SPIN_ROUNDS = 4096
+SPIN_ROUNDS = 256
+
+#: polls of the finished-piece count (with ``pause``) before a caller waiting for pieces that workers
+#: run sleeps until the last one finishes (a worker the OS has descheduled may take a while)
+WAIT_SPIN_ROUNDS = 1024
 
 #: at most this many pieces per task (the state word's 16-bit fields; a launch with more runs serially)
 MAX_CHUNKS = 65535
@@ -51,10 +58,10 @@ _POOL = """
 @pool.sleepers = internal global i32 0, align 4
 @pool.started = internal global i32 0, align 4
 @pool.busy = internal global i32 0, align 64
+@pool.waiting = internal global i32 0, align 64
 
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
-declare i32 @sched_yield()
 declare i64 @syscall(i64, ...)
 {pause_decl}
 
@@ -70,7 +77,7 @@ define internal i32 @pool.work() nounwind {{
 entry:
   br label %claim
 claim:
-  %ran = phi i32 [0, %entry], [%ran1, %run], [%ran, %try]
+  %ran = phi i32 [0, %entry], [%ran1, %next], [%ran, %try]
   %s = load atomic i64, ptr @pool.state acquire, align 8
   %i64 = and i64 %s, 65535
   %n64 = lshr i64 %s, 16
@@ -87,7 +94,19 @@ run:
   %fn = load ptr, ptr @pool.fn, align 8
   %closure = load ptr, ptr @pool.closure, align 8
   call void %fn(ptr %closure, i32 %i)
-  %d = atomicrmw add ptr @pool.done, i32 1 release
+  %d = atomicrmw add ptr @pool.done, i32 1 seq_cst
+  %d1 = add i32 %d, 1
+  %n = trunc i64 %n64m to i32
+  %last = icmp eq i32 %d1, %n
+  br i1 %last, label %last_piece, label %next
+last_piece:
+  %w = load atomic i32, ptr @pool.waiting seq_cst, align 4
+  %asleep = icmp ne i32 %w, 0
+  br i1 %asleep, label %wake, label %next
+wake:
+  %z = call i64 (i64, ...) @syscall(i64 {sys_futex}, ptr @pool.done, i32 {futex_wake}, i32 1)
+  br label %next
+next:
   %ran1 = add i32 %ran, 1
   br label %claim
 out:
@@ -199,19 +218,27 @@ mine:
   %ran = call i32 @pool.work()
   br label %wait
 wait:
-  %spins = phi i32 [0, %mine], [%spins1, %pause], [0, %yield]
+  %spins = phi i32 [0, %mine], [%spins1, %pause], [0, %slept]
   %d = load atomic i32, ptr @pool.done acquire, align 4
   %finished = icmp uge i32 %d, %chunks
   br i1 %finished, label %unlock, label %spin
 spin:
   %spins1 = add i32 %spins, 1
-  %long = icmp ugt i32 %spins1, 256
-  br i1 %long, label %yield, label %pause
+  %long = icmp ugt i32 %spins1, {wait_spin}
+  br i1 %long, label %sleep, label %pause
 pause:
   call void @pool.pause()
   br label %wait
-yield:
-  %y = call i32 @sched_yield()
+sleep:
+  store atomic i32 1, ptr @pool.waiting seq_cst, align 4
+  %d2 = load atomic i32, ptr @pool.done seq_cst, align 4
+  %still = icmp ult i32 %d2, %chunks
+  br i1 %still, label %futex, label %slept
+futex:
+  %fw = call i64 (i64, ...) @syscall(i64 {sys_futex}, ptr @pool.done, i32 {futex_wait}, i32 %d2, ptr null)
+  br label %slept
+slept:
+  store atomic i32 0, ptr @pool.waiting seq_cst, align 4
   br label %wait
 unlock:
   store atomic i32 0, ptr @pool.busy release, align 4
@@ -237,7 +264,7 @@ def pool_ir(triple: str, linkage: str = "") -> str:
         raise NotImplementedError(f"tiletune's thread pool supports x86_64 and aarch64 Linux, not {triple}")
     x86 = arch == "x86_64"
     spin = int(os.environ.get("TILETUNE_POOL_SPIN", SPIN_ROUNDS))
-    return _POOL.format(linkage=linkage, launch=LAUNCH, spin=spin, max_workers=MAX_WORKERS,
+    return _POOL.format(linkage=linkage, launch=LAUNCH, spin=spin, wait_spin=WAIT_SPIN_ROUNDS, max_workers=MAX_WORKERS,
                         sys_futex=_SYS_FUTEX[arch], futex_wait=_FUTEX_WAIT_PRIVATE, futex_wake=_FUTEX_WAKE_PRIVATE,
                         pause_decl="declare void @llvm.x86.sse2.pause()" if x86 else "",
                         pause_call="call void @llvm.x86.sse2.pause()" if x86 else "")
