@@ -50,12 +50,12 @@ def _per_call(fn, calls: int, rounds: int = 3) -> float:
     return best
 
 
-def profile_kernels(m, top: int, inputs: dict) -> list[tuple[float, str, str]]:
-    """``(seconds, kernel name, fused nodes -> output shape)`` of the ``top`` slowest kernels of module
-    ``m``, each kernel timed in place (``m.profile``: median of 20 calls)."""
-    prof = m.profile(repeat=20, quiet=True, **inputs)
-    rows = [(t, step.kernel, f"{' + '.join(step.nodes)} -> {list(step.out.shape)}")
-            for (_, _, t), step in zip(prof.kernels, m.run_list.steps)]
+def profile_kernels(m, top: int) -> list[tuple[float, str, str]]:
+    """``(seconds, kernel name, argument shapes -> output shape)`` of the ``top`` slowest kernels of
+    module ``m`` (``m.profile``: each step timed alone over the planned buffers)."""
+    report = m.profile(quiet=True)
+    rows = [(t, name, f"{[tuple(a.shape) for a in step.args]} -> {tuple(step.out.shape)}")
+            for (name, _, t), step in zip(report.kernels, m.run_list.steps)]
     return sorted(rows, reverse=True)[:top]
 
 
@@ -81,9 +81,9 @@ def bench(name: str, model, inputs: dict, threads: int, blocks: int, calls: int,
         time.sleep(0.05)
     ours_ms, ort_ms = 1e3 * np.median(our_times), 1e3 * np.median(ort_times)
     print(f"{name:10s} tiletune {ours_ms:8.2f} ms   onnxruntime {ort_ms:8.2f} ms   ratio {ours_ms / ort_ms:5.2f}x"
-          f"   compile {compile_s:6.1f} s   max rel err {err:.1e}   kernels {len(m.run_list.steps)}", flush=True)
+          f"   compile {compile_s:6.1f} s   max rel err {err:.1e}   kernels {len(m.kernels)}", flush=True)
     if top:
-        rows = profile_kernels(m, len(m.run_list.steps), inputs)
+        rows = profile_kernels(m, len(m.kernels))
         for t, kname, desc in rows[:top]:
             print(f"    {1e3 * t:8.3f} ms  {kname:12s} {desc}")
         print(f"    ({1e3 * sum(r[0] for r in rows[:top]):.2f} ms in these {min(top, len(rows))}, "

@@ -23,7 +23,11 @@ mean of the ratios.  Each failure is classified:
 
     python benchmarks/zoo/fetch.py                      # once: download and verify the zoo
     python benchmarks/real_models.py [--model NAME ...] [--no-time] [--threads 2] [--timeout 600]
-                                     [--batch N] [--jobs 1] [--json results.json]
+                                     [--batch N] [--jobs 1] [--json results.json] [--load N]
+
+``--load N`` also times every model with ``N`` processes busy on the cores (``benchmarks/load.py``), its
+blocks alternating with the quiet ones in the same run: columns "loaded ours / ort / ratio" and
+"growth", the loaded ratio over the quiet one (the issue's goal: at most 1.33x).
 """
 from __future__ import annotations
 
@@ -67,24 +71,29 @@ def _ort_session(path: Path, threads: int, optimize: bool = True):
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
-def _time(run_ours, run_ort, blocks: int, budget_s: float = 2.0) -> tuple[float, float]:
+def _time(run_ours, run_ort, blocks: int, load: int = 0, budget_s: float = 2.0) -> dict:
     """Medians (ms) of alternating blocks of calls, the block size chosen so that one block of each
-    takes about ``budget_s / blocks``."""
+    takes about ``budget_s / blocks``: ``ours_ms`` and ``ort_ms``, and with ``load`` busy processes
+    (:class:`load.Load`, on for every other pair of blocks) ``ours_load_ms`` and ``ort_load_ms``."""
     import numpy as np
+    from load import Load
     run_ours(), run_ort()
     once = max(_block(run_ours, 1), _block(run_ort, 1), 1e-5)
     calls = max(1, min(50, int(budget_s / blocks / once)))
-    ours, ort = [], []
-    for _ in range(blocks):
-        ours.append(_block(run_ours, calls))
-        time.sleep(0.05)
-        ort.append(_block(run_ort, calls))
-        time.sleep(0.05)
-    return 1e3 * float(np.median(ours)), 1e3 * float(np.median(ort))
+    times: dict[str, list[float]] = {}
+    with Load(load) as busy:
+        for _ in range(blocks):
+            for loaded in ((False, True) if load else (False,)):
+                busy.on() if loaded else busy.off()
+                for key, run in (("ours", run_ours), ("ort", run_ort)):
+                    times.setdefault(key + ("_load" if loaded else "") + "_ms", []).append(_block(run, calls))
+                    time.sleep(0.05)
+        busy.off()
+    return {k: 1e3 * float(np.median(v)) for k, v in times.items()}
 
 
 def worker(name: str, out: str, threads: int, tol: float, do_time: bool, blocks: int,
-           batch: int | None = None) -> None:
+           batch: int | None = None, load: int = 0) -> None:
     """Run one model through every stage, saving the result after each (a crash leaves the stage)."""
     import faulthandler
     faulthandler.enable()
@@ -148,7 +157,7 @@ def worker(name: str, out: str, threads: int, tol: float, do_time: bool, blocks:
         res["stage"] = "time"
         _save(out, res)
         x = inputs[0]
-        res["ours_ms"], res["ort_ms"] = _time(lambda: m.run(**x), lambda: sess.run(None, x), blocks)
+        res.update(_time(lambda: m.run(**x), lambda: sess.run(None, x), blocks, load))
         res["stage"] = "done"
         _save(out, res)
 
@@ -160,7 +169,7 @@ def run_one(entry: dict, args) -> dict:
         out = os.path.join(tmp, "result.json")
         cmd = [sys.executable, __file__, "--worker", entry["name"], "--out", out, "--threads", str(args.threads),
                "--tol", str(args.tol), "--blocks", str(args.blocks)] + (["--no-time"] if args.no_time else []) \
-            + (["--batch", str(args.batch)] if args.batch else [])
+            + (["--batch", str(args.batch)] if args.batch else []) + ["--load", str(args.load)]
         env = dict(os.environ, TILETUNE_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -191,14 +200,27 @@ def _fmt(v, spec: str, missing: str = "-") -> str:
     return missing if v is None else format(v, spec)
 
 
+def _ratio(r: dict, suffix: str = "") -> float | None:
+    ours, ort = r.get(f"ours{suffix}_ms"), r.get(f"ort{suffix}_ms")
+    return ours / ort if ours and ort else None
+
+
+def _geo(xs: list[float]) -> float:
+    return math.exp(sum(map(math.log, xs)) / len(xs))
+
+
 def table(results: list[dict], manifest: dict) -> str:
+    loaded = any(r.get("ours_load_ms") for r in results)
+    extra = f" {'loaded ours':>11} {'loaded ort':>10} {'ratio':>6} {'growth':>6}" if loaded else ""
     rows = [f"{'model':22} {'kind':20} {'import':>7} {'build':>7} {'max err':>9} {'ort noise':>9} "
-            f"{'ours ms':>9} {'ort ms':>9} {'ratio':>6}  status"]
-    ratios = []
+            f"{'ours ms':>9} {'ort ms':>9} {'ratio':>6}{extra}  status"]
+    ratios, load_ratios = [], []
     for r in results:
-        ratio = r["ours_ms"] / r["ort_ms"] if r.get("ours_ms") and r.get("ort_ms") else None
+        ratio, lratio = _ratio(r), _ratio(r, "_load")
         if ratio:
             ratios.append(ratio)
+        if lratio and ratio:
+            load_ratios.append(lratio)
         imp = _fmt(r.get("import_s"), ".1f") + "s" if r.get("import_s") is not None else "fail" \
             if r.get("stage") == "import" else "-"
         bld = _fmt(r.get("build_s"), ".1f") + "s" if r.get("build_s") is not None else "fail" \
@@ -206,17 +228,23 @@ def table(results: list[dict], manifest: dict) -> str:
         status = r["status"] + (f": {r['error']}" if r.get("error") else "")
         if r.get("where"):
             status += f"  [{r['where']}]"
+        more = ""
+        if loaded:
+            growth = lratio / ratio if lratio and ratio else None
+            more = (f" {_fmt(r.get('ours_load_ms'), '11.2f'):>11} {_fmt(r.get('ort_load_ms'), '10.2f'):>10} "
+                    f"{_fmt(lratio, '5.2f') + 'x' if lratio else '-':>6} {_fmt(growth, '5.2f') + 'x' if growth else '-':>6}")
         rows.append(f"{r['name']:22} {manifest[r['name']]['kind']:20} {imp:>7} {bld:>7} "
                     f"{_fmt(r.get('max_err'), '9.1e'):>9} {_fmt(r.get('ort_noise'), '9.1e'):>9} "
                     f"{_fmt(r.get('ours_ms'), '9.2f'):>9} "
-                    f"{_fmt(r.get('ort_ms'), '9.2f'):>9} {_fmt(ratio, '5.2f') + 'x' if ratio else '-':>6}  {status}")
+                    f"{_fmt(r.get('ort_ms'), '9.2f'):>9} {_fmt(ratio, '5.2f') + 'x' if ratio else '-':>6}{more}  {status}")
     counts = {}
     for r in results:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     rows.append("statuses: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     if ratios:
-        geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
-        rows.append(f"geometric mean ratio (ours / onnxruntime) over {len(ratios)} models: {geo:.2f}x")
+        rows.append(f"geometric mean ratio (ours / onnxruntime) over {len(ratios)} models: {_geo(ratios):.2f}x")
+    if load_ratios:
+        rows.append(f"geometric mean ratio under load over {len(load_ratios)} models: {_geo(load_ratios):.2f}x")
     return "\n".join(rows)
 
 
@@ -229,13 +257,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tol", type=float, default=1e-3, help="largest scaled error accepted")
     ap.add_argument("--blocks", type=int, default=8, help="alternating timing blocks")
     ap.add_argument("--batch", type=int, help="batch size for the inputs whose first dimension is dynamic")
+    ap.add_argument("--load", type=int, default=0,
+                    help="also time with this many busy processes on the cores (blocks alternate with quiet ones)")
     ap.add_argument("--jobs", type=int, default=1, help="models checked at once (never when timing)")
     ap.add_argument("--json", help="also write the results to this JSON file")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.out, args.threads, args.tol, not args.no_time, args.blocks, args.batch)
+        worker(args.worker, args.out, args.threads, args.tol, not args.no_time, args.blocks, args.batch, args.load)
         return 0
     entries = zoo.select(zoo.load_manifest(), args.model)
     missing = [e["name"] for e in entries if not zoo.is_fetched(e)]

@@ -54,7 +54,7 @@ def build(s_or_func, args=None, target="llvm", name: str = "default_function") -
         from .cuda import build_cuda
         return build_cuda(lower_to_func(s_or_func, args, name, expand=False), tgt)
     c = _compile_llvm(s_or_func, args, tgt, name)
-    code = jit.JitCode(c.mod, tgt, openmp=c.signature.parallel)
+    code = jit.JitCode(c.mod, tgt, parallel=c.signature.parallel)
     sig = c.signature
     threads = code.global_address(thread_count_symbol(sig.symbol)) if sig.parallel else None
     packed = code.global_address(packed_symbol(sig.symbol)) if c.extern.packed_sites else None
@@ -98,4 +98,4 @@ def _compile_llvm(s_or_func, args, tgt, name: str) -> _Compiled:
         extern_code.check_symbols(m, func)
 
     mod = jit.optimize(str(cg.module), tgt, prepare)
-    return _Compiled(mod, str(mod), Signature.from_func(func, cg.uses_openmp), link, func)
+    return _Compiled(mod, str(mod), Signature.from_func(func, cg.uses_threads), link, func)

@@ -75,27 +75,19 @@ def write_library(obj: bytes, ir: str, signature: Signature, target: str, extern
         f.write(ir)
 
 
-def _link(obj: str, out: str, openmp: bool, libraries: list = ()) -> None:
-    """Link ``obj`` into the shared object ``out`` (with libgomp for parallel kernels, and against the
-    libraries extern calls need, by absolute path with an rpath so the loader finds them)."""
+def _link(obj: str, out: str, parallel: bool, libraries: list = ()) -> None:
+    """Link ``obj`` into the shared object ``out`` (with pthreads for parallel kernels, whose object
+    carries the thread pool, and against the libraries extern calls need, by absolute path with an
+    rpath so the loader finds them)."""
     cc = os.environ.get("CC", "cc")
     libs = [x for lib in libraries for x in (lib, f"-Wl,-rpath,{os.path.dirname(lib)}")]
-    attempts = [["-lgomp"]] if openmp else [[]]
-    if openmp:
-        lib = jit.openmp_library()
-        if lib and os.path.isabs(lib):
-            attempts.append([lib, f"-Wl,-rpath,{os.path.dirname(lib)}"])
-    errors = []
-    for extra in attempts:
-        cmd = [cc, "-shared", "-o", out, obj, *libs, *extra, "-lm"]
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True)
-        except FileNotFoundError:
-            raise RuntimeError(f"export_library needs a C compiler to link: {cc!r} not found (set $CC)") from None
-        if r.returncode == 0:
-            return
-        errors.append(f"$ {' '.join(cmd)}\n{r.stderr.strip()}")
-    raise RuntimeError("linking the shared object failed:\n" + "\n".join(errors))
+    cmd = [cc, "-shared", "-o", out, obj, *libs, *(["-lpthread"] if parallel else []), "-lm"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise RuntimeError(f"export_library needs a C compiler to link: {cc!r} not found (set $CC)") from None
+    if r.returncode:
+        raise RuntimeError(f"linking the shared object failed:\n$ {' '.join(cmd)}\n{r.stderr.strip()}")
 
 
 _loaded: dict[str, tuple] = {}

@@ -1,12 +1,7 @@
 """LLVM plumbing: initialisation, target machines (cached), the O3 pipeline, MCJIT, objects and assembly."""
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
-import glob
-import importlib.util
-import os
 import threading
 
 import llvmlite.binding as llvm
@@ -73,9 +68,10 @@ def optimize(ir_text: str, target: Target, prepare=None) -> llvm.ModuleRef:
 class JitCode:
     """Machine code of one optimized module, kept alive by this object (one MCJIT engine each)."""
 
-    def __init__(self, mod: llvm.ModuleRef, target: Target, openmp: bool = False):
-        if openmp:
-            load_openmp()
+    def __init__(self, mod: llvm.ModuleRef, target: Target, parallel: bool = False):
+        if parallel:                    # parallel loops call the process's thread pool
+            from .llvm import threadpool
+            threadpool.load()
         with _lock:
             self.engine = llvm.create_mcjit_compiler(mod, _create_tm(target, jit=True))
             self.engine.finalize_object()
@@ -89,47 +85,18 @@ class JitCode:
 
 
 def emit_object(ir: str | llvm.ModuleRef, target: Target) -> bytes:
-    """Object code of optimized IR, given as text or as the module itself (no re-parse)."""
+    """Object code of optimized IR, given as text or as the module itself; a module with parallel loops
+    gets its own copy of the thread pool (:func:`codegen.llvm.threadpool.link_into`)."""
+    from .llvm import threadpool
     init()
     with _lock:
-        return target_machine(target).emit_object(llvm.parse_assembly(ir) if isinstance(ir, str) else ir)
+        mod = llvm.parse_assembly(ir) if isinstance(ir, str) else ir
+        if any(f.name == threadpool.LAUNCH for f in mod.functions):
+            mod = threadpool.link_into(mod)
+        return target_machine(target).emit_object(mod)
 
 
 def emit_assembly(ir_text: str, target: Target) -> str:
     init()
     with _lock:
         return target_machine(target).emit_assembly(llvm.parse_assembly(ir_text))
-
-
-def _openmp_candidates():
-    found = ctypes.util.find_library("gomp")
-    if found:
-        yield found
-    spec = importlib.util.find_spec("sklearn")      # scikit-learn wheels bundle a libgomp (no import)
-    if spec is not None and spec.origin:
-        libs = os.path.join(os.path.dirname(os.path.dirname(spec.origin)), "scikit_learn.libs")
-        yield from sorted(glob.glob(os.path.join(libs, "libgomp-*.so*")))
-    yield from ("/usr/lib/x86_64-linux-gnu/libgomp.so.1", "/usr/lib64/libgomp.so.1")
-
-
-@functools.cache
-def openmp_library() -> str | None:
-    """Path of a libgomp to run parallel loops with (system first, then scikit-learn's bundled copy)."""
-    for c in _openmp_candidates():
-        try:
-            ctypes.CDLL(c, mode=ctypes.RTLD_GLOBAL)
-            return c
-        except OSError:
-            continue
-    return None
-
-
-@functools.cache
-def load_openmp() -> str:
-    """Make ``GOMP_parallel`` and friends visible to JIT-compiled code (once per process)."""
-    path = openmp_library()
-    if path is None:
-        raise RuntimeError("no OpenMP runtime (libgomp) found: parallel loops cannot run; "
-                           "install libgomp1 or scikit-learn")
-    llvm.load_library_permanently(path)
-    return path

@@ -63,7 +63,7 @@ class CodeGenLLVM:
         self.module.triple = target.option("mtriple") or jit.triple()
         self.module.data_layout = jit.data_layout(target)
         self.frame: Frame | None = None
-        self.uses_openmp = False
+        self.uses_threads = False
         self.kernel_name = name
         self._decls: dict[str, ir.Function] = {}
         self._index_depth = 0
@@ -464,7 +464,7 @@ def codegen_llvm(func: S.LoweredFunc, target: Target) -> tuple[str, bool]:
     """LLVM IR text for ``func`` and whether it needs the OpenMP runtime."""
     cg = CodeGenLLVM(target, name=func.name)
     cg.add_function(func)
-    return str(cg.module), cg.uses_openmp
+    return str(cg.module), cg.uses_threads
 
 
 def _accumulates(s: S.BufferStore) -> bool:

@@ -44,7 +44,7 @@ def kernel_ir(func: LoweredFunc, target: Target) -> tuple[str, bool, list]:
     cg.add_function(func)
     if cg.packed_calls:
         raise CodegenError(f"kernel {func.name}: call_packed is not supported in a model")
-    return str(cg.module), cg.uses_openmp, extern_code.prepare(func).llvm_ir
+    return str(cg.module), cg.uses_threads, extern_code.prepare(func).llvm_ir
 
 
 def _address(b: ir.IRBuilder, args, loc: Loc) -> ir.Value:

@@ -61,7 +61,7 @@ def finish(runtime: type, g, run: RunList, weights, kernels: dict[str, LLVMKerne
     used = sorted(kernels)
     entries = entries_ir(run, target, {s: kernels[s].arity for s in used})
     mod = link_model(entries, [t for s in used for t in kernels[s].ir], target)
-    code = jit.JitCode(mod, target, openmp=any(kernels[s].parallel for s in used))
+    code = jit.JitCode(mod, target, parallel=any(kernels[s].parallel for s in used))
     return runtime(run, weights, lambda s: code.function_address(s) or code.global_address(s),
                    keepalive=code, meta=meta, ir=str(mod), graph=g)
 

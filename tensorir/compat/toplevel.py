@@ -43,7 +43,7 @@ def save_object(mod, path: str, fmt: str = "") -> None:
     with open(path, "wb") as f:
         f.write(jit.emit_object(mod._ir, parse(mod.target)))
     meta = {"signature": mod.signature.to_json(), "target": mod.target, "build": build_info(),
-            "link": ["-lm"] + (["-lgomp"] if mod.signature.parallel else [])}
+            "link": ["-lm"] + (["-lpthread"] if mod.signature.parallel else [])}
     if mod.extern is not None and (mod.extern.libraries or mod.extern.packed_sites):
         meta["extern"] = mod.extern.to_json()
         meta["link"] += [x for lib in mod.extern.libraries for x in (lib, f"-Wl,-rpath,{lib.rsplit('/', 1)[0]}")]

@@ -202,7 +202,7 @@ def test_parallel_loops(kinds):
         mod(a, out)
         assert_close_scaled(out, a.sum(axis=1) + 0.5, np.abs(a).sum(axis=1) + 0.5, ulps=a.shape[1] + 2)
     if "parallel" in kinds:
-        assert "GOMP_parallel" in mod.get_source("ll")
+        assert "tiletune_parallel_launch" in mod.get_source("ll")
         assert mod.num_threads == codegen.default_num_threads()
 
 

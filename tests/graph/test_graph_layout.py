@@ -11,6 +11,7 @@ from tensorir import graph, topi
 from tensorir.graph import Const, TensorType, Var, call
 from tensorir.graph.lower_te import lower_kernel
 from tensorir.graph.passes import alter_op_layout, fold_constants
+from tensorir.graph.passes.layout import channel_block
 from tensorir.graph.schedules import kernel_schedule
 from tensorir.topi.layout import layout_transform_numpy
 
@@ -235,3 +236,31 @@ def test_shaped_broadcasts_read_nchw():
     g = _graph(call("add", call("broadcast_to", call("sigmoid", c), shape=(2, 16, 4, 4)), _x((2, 16, 4, 4), "y")))
     text = str(alter_op_layout(g))
     assert "= broadcast_to(%3, shape=[2, 16, 4, 4])" in text and '= sigmoid(%1) : float32[1, 1, 4, 4, 16]' in text
+
+
+@pytest.mark.parametrize("channels, out, kernel", [(24, 1, (2, 2)), (16, 24, (2, 2)), (8, 3, (2, 3))])
+def test_tiled_conv_transpose_is_a_1x1_conv_and_depth_to_space(channels, out, kernel):
+    """Strides equal to the kernel, no padding: a blocked 1x1 conv to out * KH * KW channels and a
+    rearrangement, not a convolution over the input dilated with zeros; the same values."""
+    x = _x((2, channels, 5, 7))
+    up = call("nn.conv2d_transpose", x, _w((channels, out, *kernel)), strides=kernel)
+    g = _graph(call("nn.relu", up))
+    text = str(alter_op_layout(g))
+    assert "nn.conv2d_transpose(" not in text and "nn.contrib_conv2d_NCHWc(" in text and "transpose(" in text
+    taps = out * kernel[0] * kernel[1]
+    block = channel_block(taps)
+    assert f"float32[2, {taps // block}, 5, 7, {block}]" in text   # the 1x1 conv's output, blocked
+    xv = np.random.default_rng(3).standard_normal((2, channels, 5, 7)).astype("float32")
+    want = graph.evaluate(g, {"x": xv})[0]
+    np.testing.assert_allclose(graph.evaluate(alter_op_layout(g), {"x": xv})[0], want, rtol=1e-5, atol=1e-5)
+    m = __import__("codegen").build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=xv)[0], want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+
+
+def test_overlapping_or_padded_conv_transpose_stays():
+    x = _x((1, 8, 5, 5))
+    for attrs in (dict(strides=(2, 2)), dict(strides=(3, 3), padding=(1, 1, 1, 1))):
+        g = _graph(call("nn.conv2d_transpose", x, _w((8, 4, 3, 3)), **attrs))
+        assert str(alter_op_layout(g)) == str(g)

@@ -4,6 +4,8 @@
 - ``nn.conv2d`` (one group, constant weights) becomes ``nn.contrib_conv2d_NCHWc`` over ``NCHW[x]c``
   data with its weights packed ``OIHW[x]i[y]o`` once, here (a constant); a depthwise one (a group per
   channel) ``nn.contrib_depthwise_conv2d_NCHWc`` (weights ``OIHW1i[x]o``); other grouped ones stay;
+- ``nn.conv2d_transpose`` whose strides equal its kernel, unpadded, becomes a 1x1 ``nn.conv2d`` (so
+  blocked as above) to ``O * KH * KW`` channels and a depth-to-space (reshape, transpose, reshape);
 - ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with
   weights packed ``NC[y]n``;
 - ``qnn.dense`` / ``qnn.conv2d`` (8-bit data, constant int8 weights, 16 | outputs; 4 | reduction for the
@@ -102,6 +104,28 @@ def _conv2d(st: _Layouts, n: Node):
              padding=n.attrs["padding"], dilation=n.attrs["dilation"], data_layout=f"NCHW{ib}c",
              kernel_layout=kernel_layout, out_layout=f"NCHW{ob}c")
     return y, ob
+
+
+@_rule("nn.conv2d_transpose")
+def _conv2d_transpose(st: _Layouts, n: Node):
+    """A transposed convolution whose strides equal its kernel, unpadded (the upsampling of U-Nets and
+    text detectors): each output pixel takes one tap of one input pixel, so it is a 1x1 convolution
+    to ``O * KH * KW`` channels (blocked like any other) and a depth-to-space rearrangement, instead
+    of a convolution over the input dilated and padded with zeros (``1 - 1 / (KH * KW)`` of the taps)."""
+    x, w = n.inputs
+    a = n.attrs
+    if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != "float32" or a["groups"] != 1:
+        return None
+    c, o, kh, kw = w.type.shape
+    if tuple(a["strides"]) != (kh, kw) or any(a["padding"]) or any(a["output_padding"]) \
+            or tuple(a["dilation"]) != (1, 1):
+        return None
+    taps = np.ascontiguousarray(w.value.transpose(1, 2, 3, 0).reshape(o * kh * kw, c, 1, 1))
+    y, block = _conv2d(st, call("nn.conv2d", x, Const(taps)))
+    batch, _, h, wd = x.type.shape
+    y = call("layout_transform", y, src_layout=f"NCHW{block}c", dst_layout="NCHW")
+    y = call("transpose", call("reshape", y, newshape=(batch, o, kh, kw, h, wd)), axes=(0, 1, 4, 2, 5, 3))
+    return call("reshape", y, newshape=n.type.shape)
 
 
 @_rule("nn.dense")
