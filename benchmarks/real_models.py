@@ -170,7 +170,8 @@ def run_one(entry: dict, args) -> dict:
         cmd = [sys.executable, __file__, "--worker", entry["name"], "--out", out, "--threads", str(args.threads),
                "--tol", str(args.tol), "--blocks", str(args.blocks)] + (["--no-time"] if args.no_time else []) \
             + (["--batch", str(args.batch)] if args.batch else []) + ["--load", str(args.load)]
-        env = dict(os.environ, TILETUNE_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
+        env = dict(os.environ, TILETUNE_NUM_THREADS=str(args.threads),   # the checkout first, then what was set
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                 start_new_session=True)
