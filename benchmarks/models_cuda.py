@@ -1,6 +1,6 @@
 """Whole models on the GPU, default CUDA schedules (untuned), beside PyTorch eager with the same weights:
 ResNet-18 (224x224, batch 1 and 32) and one BERT-base encoder layer (sequence 128), random weights
-(``tensorir.graph.testing``).
+(``tensorir.graph.testing``), in ``--precision`` float32 (default), float16 or bfloat16.
 
 PyTorch runs the same ONNX model: through ``onnx2torch`` when installed, else a small interpreter that
 calls one torch op per ONNX node (what an eager ``nn.Module`` does), fp32 with TF32 off
@@ -10,7 +10,15 @@ events in alternating blocks of ``--calls`` asynchronous calls (inputs already o
 median per call of each, their ratio (tiletune / torch; below 1 is faster), the launch mode (CUDA graph
 or launch loop) and the compile time are printed.
 
+With ``--precision float16|bfloat16`` tiletune builds the model mixed (``codegen.build_model(...,
+precision=)``: ``graph.to_mixed_precision``, 16-bit convolutions and matmuls accumulating in fp32, fp32
+inputs and outputs) and torch runs the same module converted (``.to(dtype)``, inputs cast); the error of
+each is its largest deviation from the fp32 torch output (TF32 off), divided by that output's largest
+magnitude.  ``--torch-compile`` adds ``torch.compile(mode="reduce-overhead")`` of the torch peer (CUDA
+graphs) to the alternating blocks, with its compile time.
+
     python benchmarks/models_cuda.py [--model resnet18|bert|all] [--batch 1,32] [--blocks 10] [--calls 20]
+                                     [--precision float32|float16|bfloat16] [--torch-compile]
 """
 from __future__ import annotations
 
@@ -24,15 +32,20 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def torch_runner(model, torch):
-    """A callable ``f(**inputs) -> [outputs]`` of torch tensors on the GPU running ``model`` eagerly."""
+def torch_runner(model, torch, dtype=None):
+    """A callable ``f(**inputs) -> [outputs]`` of torch tensors on the GPU running ``model`` eagerly; with
+    a torch ``dtype`` (float16, bfloat16) its floating weights and inputs are converted to it first."""
+    def cast(t):
+        return t.to(dtype) if dtype is not None and t.is_floating_point() else t
     try:
         from onnx2torch import convert
         net = convert(model).cuda().eval()
+        if dtype is not None:
+            net = net.to(dtype)
         names = [i.name for i in model.graph.input]
 
         def run(**feeds):
-            out = net(*[feeds[n] for n in names])
+            out = net(*[cast(feeds[n]) for n in names])
             return list(out) if isinstance(out, (tuple, list)) else [out]
         run.kind = "onnx2torch"
         return run
@@ -41,7 +54,7 @@ def torch_runner(model, torch):
     from onnx import numpy_helper
     F = torch.nn.functional
     host = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-    consts = {n: torch.from_numpy(a.copy()).cuda() for n, a in host.items()}
+    consts = {n: cast(torch.from_numpy(a.copy()).cuda()) for n, a in host.items()}
     attrs = [{a.name: _attr(a) for a in n.attribute} for n in model.graph.node]
 
     def conv(x, w, *b, strides=(1, 1), pads=(0, 0, 0, 0), group=1, **_):
@@ -68,7 +81,7 @@ def torch_runner(model, torch):
             a["shape"] = tuple(int(d) for d in host[node.input[1]])
 
     def run(**feeds):
-        env = dict(consts, **feeds)
+        env = dict(consts, **{k: cast(v) for k, v in feeds.items()})
         for node, a in zip(model.graph.node, attrs):
             args = node.input[:1] if node.op_type == "Reshape" else node.input
             env[node.output[0]] = ops[node.op_type](*[env[i] for i in args], **a)
@@ -99,24 +112,38 @@ def bench(name: str, model, feeds: dict, args, torch) -> None:
     from tensorir import graph
     t = time.perf_counter()
     g, params = graph.from_onnx(model)
-    m = codegen.build_model(g, target="cuda", params=params)
+    low = None if args.precision == "float32" else args.precision
+    m = codegen.build_model(g, target="cuda", params=params, precision=low)
     compile_s = time.perf_counter() - t
-    compare(name, m, model, feeds, args, torch, f"compile {compile_s:.1f} s")
+    note = f"compile {compile_s:.1f} s"
+    if low:
+        vs = m.meta["precision"]["vs_float32"]
+        note += (" (with its fp32 twin); vs its fp32 build " +
+                 (f"{vs['max_rel_error']:.1e}" if "max_rel_error" in vs else vs.get("error", "?")))
+    compare(name, m, model, feeds, args, torch, note)
 
 
 def compare(name: str, m, model, feeds: dict, args, torch, note: str = "") -> dict:
-    """Check CUDA model ``m`` against torch eager on ``feeds``, time both in alternating blocks
-    (``args.blocks`` of ``args.calls`` calls), print one line and return the medians (seconds)."""
-    ref = torch_runner(model, torch)
+    """Check CUDA model ``m`` against torch eager on ``feeds``, time both (and ``torch.compile`` with
+    ``args.torch_compile``) in alternating blocks (``args.blocks`` of ``args.calls`` calls), print one line
+    and return the medians (seconds).  In ``args.precision`` float16 / bfloat16 torch runs converted and
+    every error is against the fp32 torch output."""
+    precision = getattr(args, "precision", "float32")
+    ref32 = torch_runner(model, torch)
+    ref = ref32 if precision == "float32" else torch_runner(model, torch, getattr(torch, precision))
     dev = {k: torch.from_numpy(v).cuda() for k, v in feeds.items()}
     outs = [torch.empty(tuple(s), dtype=getattr(torch, d), device="cuda") for _, d, s in m.run_list.outputs]
     for k, o in enumerate(outs):
         m.set_output(k, o)
     m.run(**dev)
     with torch.no_grad():
-        want = ref(**dev)
+        want = [w.float() for w in ref32(**dev)]
     torch.cuda.synchronize()
-    err = max(float((a - b).abs().max()) / max(float(b.abs().max()), 1e-6) for a, b in zip(outs, want))
+
+    def err(got) -> float:
+        """Largest deviation from the fp32 torch output, over that output's largest magnitude."""
+        return max(float((a.float() - b).abs().max()) / max(float(b.abs().max()), 1e-6) for a, b in zip(got, want))
+    errs = {"tiletune": err(outs)}
     launch = m.launcher()
     stream = m._device().stream
 
@@ -134,21 +161,44 @@ def compare(name: str, m, model, feeds: dict, args, torch, note: str = "") -> di
         e.synchronize()
         return e.time_since(s) / 1e3 / calls
 
-    def theirs():
+    # torch's inputs are cast once, outside the timing (tiletune's fp32 inputs are cast in its kernels)
+    low = {k: v.to(getattr(torch, precision)) if v.is_floating_point() else v for k, v in dev.items()}
+    peers = {"torch eager": (f"torch eager ({ref.kind})", ref)}
+    if getattr(args, "torch_compile", False):
+        peers["torch.compile"] = ('torch.compile "reduce-overhead"', torch.compile(ref, mode="reduce-overhead"))
+    timers = {"tiletune": time_ours}
+    for key, (label, fn) in peers.items():
+        t = time.perf_counter()
         with torch.no_grad():
-            ref(**dev)
+            got = [o.clone() for o in fn(**low)]     # compiles (torch.compile); cloned before CUDA graph reuse
+        torch.cuda.synchronize()
+        if key == "torch.compile":
+            note += f"   torch.compile {time.perf_counter() - t:.1f} s"
+        errs[key] = err(got)
+
+        def theirs(fn=fn):
+            with torch.no_grad():
+                fn(**low)
+        timers[label] = lambda calls, theirs=theirs: _time(theirs, calls, torch)
     for _ in range(3):
-        time_ours(args.calls)
-        _time(theirs, args.calls, torch)
-    a, b = [], []
+        for timer in timers.values():
+            timer(args.calls)
+    runs = {label: [] for label in timers}
     for _ in range(args.blocks):
-        a.append(time_ours(args.calls))
-        b.append(_time(theirs, args.calls, torch))
-    ta, tb = float(np.median(a)), float(np.median(b))
-    print(f"{name:<22} tiletune {ta * 1e3:8.3f} ms   torch eager ({ref.kind}) {tb * 1e3:8.3f} ms   "
-          f"ratio {ta / tb:5.2f}x   max rel err {err:.1e}   launch {m.stats()['launch']}   "
+        for label, timer in timers.items():
+            runs[label].append(timer(args.calls))
+    med = {label: float(np.median(r)) for label, r in runs.items()}
+    ta = med.pop("tiletune")
+    cols = "   ".join(f"{label} {tb * 1e3:8.3f} ms   ratio {ta / tb:5.2f}x" for label, tb in med.items())
+    if precision == "float32":
+        del errs["torch eager"]                      # the fp32 reference itself
+    error = (f"max rel err {errs['tiletune']:.1e}" if len(errs) == 1 else
+             "max rel err vs fp32 torch " + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()))
+    print(f"{name:<22} {precision}  tiletune {ta * 1e3:8.3f} ms   {cols}   {error}   launch {m.stats()['launch']}   "
           f"kernels {len(m.run_list.steps)}   {note}", flush=True)
-    return {"tiletune_s": ta, "torch_s": tb, "ratio": ta / tb, "max_rel_err": err}
+    tb = next(iter(med.values()))
+    return {"tiletune_s": ta, "torch_s": tb, "ratio": ta / tb, "max_rel_err": errs["tiletune"],
+            "peers_s": med, "max_rel_errs": errs}
 
 
 def main(argv=None) -> None:
@@ -158,17 +208,31 @@ def main(argv=None) -> None:
     p.add_argument("--blocks", type=int, default=10)
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--no-cudnn-benchmark", action="store_true")
+    p.add_argument("--precision", default="float32", choices=["float32", "float16", "bfloat16"],
+                   help="tiletune's mixed precision build and torch's converted module (default float32)")
+    p.add_argument("--torch-compile", action="store_true",
+                   help='also time torch.compile(mode="reduce-overhead") of the torch peer')
     args = p.parse_args(argv)
-    import torch
+    try:
+        args.batches = [int(b) for b in args.batch.split(",")]
+    except ValueError:
+        p.error(f"--batch {args.batch!r}: expected comma-separated integers, e.g. 1,32")
+    if min(args.batches) < 1 or args.blocks < 1 or args.calls < 1:
+        p.error("--batch, --blocks and --calls must be positive")
+    try:
+        import torch
+    except ImportError:
+        p.error("needs torch (with CUDA) for the peer and the device tensors")
 
     from tensorir.graph import testing
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = not args.no_cudnn_benchmark
     print(f"GPU {torch.cuda.get_device_name()}, torch {torch.__version__}, TF32 off, "
-          f"cudnn.benchmark={torch.backends.cudnn.benchmark}; tiletune default CUDA schedules (untuned)")
+          f"cudnn.benchmark={torch.backends.cudnn.benchmark}, precision {args.precision}; "
+          "tiletune default CUDA schedules (untuned)")
     if args.model in ("resnet18", "all"):
-        for batch in (int(b) for b in args.batch.split(",")):
+        for batch in args.batches:
             bench(f"resnet18 batch {batch}", testing.resnet18(batch=batch), testing.resnet18_inputs(batch=batch),
                   args, torch)
     if args.model in ("bert", "all"):

@@ -418,3 +418,20 @@ def test_mixed_precision_dense_takes_tensor_cores(fake):
     want = np.maximum(x16 @ w16 + b.astype("float16"), 0)
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, want, rtol=0, atol=4 * 2.0 ** -11 * (np.abs(x16) @ np.abs(w16)).max())
+
+
+@pytest.mark.slow      # about 25 s: a small ResNet-18 built and simulated
+def test_mixed_precision_resnet_on_the_simulated_gpu(fake):
+    """A float16 ResNet-18 (residual adds, batch norm, max and global average pools; 32x32, width 8):
+    its convolutions take the non-tensor-core 16-bit path on sm_90, and the model stays within 8 float16
+    epsilons of onnxruntime's float32 output (what ``benchmarks/models_cuda.py --precision`` builds)."""
+    from tensorir.graph import testing
+    model = testing.resnet18(batch=1, image=32, width=8, classes=10)
+    g, params = graph.from_onnx(model)
+    m = codegen.build_model(graph.to_mixed_precision(g, "float16"), target="cuda -arch=sm_90", params=params)
+    fake.model = m
+    x = testing.resnet18_inputs(batch=1, image=32)["data"]
+    (got,) = m(data=x)
+    want = gm.run_onnxruntime(model, {"data": x})[0]
+    assert np.isfinite(got).all()
+    assert np.abs(got - want).max() <= 8 * 2.0 ** -10 * np.abs(want).max()
