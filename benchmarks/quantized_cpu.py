@@ -47,7 +47,7 @@ def _model(op, inputs: dict, consts: dict, attrs=None):
     vi = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in inputs.items()]
     g = helper.make_graph([node], op, vi, [helper.make_empty_tensor_value_info("y")],
                           [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)   # older onnxruntimes too
     m.ir_version = 9
     return m
 
@@ -115,7 +115,8 @@ def bench(name: str, model, inputs: dict, threads: int, blocks: int, budget: flo
     isa = sorted({i for s in m.run_list.steps for i in s.schedule.get("isa", ())}) or ["plain"]
     sess = _ort_session(model, threads)
     err = _error(m(**inputs)[0], sess.run(None, inputs)[0])
-    ours_ms, ort_ms = _time(lambda: m.run(**inputs), lambda: sess.run(None, inputs), blocks, budget)
+    t = _time(lambda: m.run(**inputs), lambda: sess.run(None, inputs), blocks, budget_s=budget)
+    ours_ms, ort_ms = t["ours_ms"], t["ort_ms"]
     print(f"{name:28s} tiletune {ours_ms:8.2f} ms  onnxruntime {ort_ms:8.2f} ms  ratio {ours_ms / ort_ms:5.2f}x  "
           f"compile {compile_s:5.1f} s  {err}  isa {','.join(isa)}", flush=True)
     return {"ours_ms": ours_ms, "ort_ms": ort_ms}

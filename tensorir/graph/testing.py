@@ -48,7 +48,9 @@ class _Builder:
         graph = h.make_graph(self.nodes, name,
                              [h.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
                              [h.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs], self.inits)
-        return h.make_model(graph, opset_imports=[h.make_opsetid("", OPSET)], producer_name="tiletune.testing")
+        # IR version 8 (opset 17's own), not the onnx package's newest: older onnxruntimes load it too
+        return h.make_model(graph, opset_imports=[h.make_opsetid("", OPSET)], producer_name="tiletune.testing",
+                            ir_version=8)
 
 
 # ResNet-18 ----------------------------------------------------------------------------------------------

@@ -65,3 +65,13 @@ def test_quantize_then_dequantize_roundtrip_fuses():
     check(model, {"x": x})
     gr, params = graph.from_onnx(model)
     assert len(codegen.build_model(gr, params=params).kernels) == 1
+
+
+@pytest.mark.parametrize("op", ["QuantizeLinear", "DequantizeLinear"])
+def test_one_element_scale_is_per_tensor_whatever_the_axis(op):
+    """onnxruntime's quantize_static writes a bias's DequantizeLinear with a [1] scale and axis=1 on a 1-d
+    tensor; a one-element scale is per tensor, so the axis is not checked against the rank."""
+    x = (rng.standard_normal((6,)) * 30).astype("float32") if op == "QuantizeLinear" else \
+        rng.integers(-100, 100, (6,)).astype("int32")
+    consts = {"s": rng.uniform(0.05, 0.5, (1,)).astype("float32")}
+    check(node_model(op, {"x": x}, {"axis": 1}, consts=consts, opset=13), {"x": x}, rtol=1e-6)

@@ -12,8 +12,9 @@ QUANTIZED = ("uint8", "int8", "uint16", "int16")
 
 
 def _along_axis(ctx, v, x, attrs):
-    """A scale or zero point broadcast against ``x``: a scalar as is, a 1-d one along ``axis``."""
-    if v.type.ndim == 0 or v.type.size == 1 and v.type.ndim == 1 and x.type.ndim == 0:
+    """A scale or zero point broadcast against ``x``: a scalar or a one-element 1-d one as a scalar (per
+    tensor, whatever ``axis`` says, as onnxruntime reads it), a longer 1-d one along ``axis``."""
+    if v.type.ndim == 0 or v.type.size == 1 and v.type.ndim == 1:
         return ctx.call("reshape", v, newshape=[]) if v.type.ndim else v
     axis = int(attrs.get("axis", 1))
     if not -x.type.ndim <= axis < x.type.ndim:
