@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "am
 AVX512VNNI = "llvm -mcpu=znver4 -mattr=+avx512f,+avx512bw,+avx512vl,+avx512vnni"
 AVXVNNI = "llvm -mcpu=alderlake -mattr=+avx2,+fma,+avxvnni"
 NO_VNNI = "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vl"
+BOTH_VNNI = "llvm -mcpu=emeraldrapids -mattr=+avx512f,+avx512bw,+avx512vl,+avx512vnni,+avxvnni"   # zmm wins
 
 
 def int8_graph():
@@ -50,7 +51,7 @@ def rules(m) -> list[dict]:
 
 
 @pytest.mark.parametrize("target,isa,register", [(AVX512VNNI, "avx512vnni", "zmm"), (AVXVNNI, "avxvnni", "ymm"),
-                                                  (NO_VNNI, None, None)])
+                                                  (BOTH_VNNI, "avx512vnni", "zmm"), (NO_VNNI, None, None)])
 def test_vpdpbusd_in_the_code_of_a_vnni_target_only(target, isa, register):
     m = codegen.build_model(int8_graph(), target=target)
     origins = rules(m)

@@ -100,7 +100,9 @@ def _conv_pack(isa):
     return schedule_conv2d_pack_int8
 
 
-for _isa in (None, *reversed(DOT_INT8)):
+# Entries requiring as many features keep their registration order: the 512-bit one is registered first, so
+# a host with both AVX512-VNNI and AVX-VNNI (Sapphire/Emerald Rapids) takes zmm.
+for _isa in (None, *DOT_INT8):
     _requires = () if _isa is None else (_isa.feature,)
     for _op, _make in (("qnn.contrib_dense_pack", _dense_pack), ("qnn.contrib_conv2d_pack", _conv_pack)):
         _rule = register_rule(_op, requires=_requires)(_make(_isa))
