@@ -155,24 +155,17 @@ def _tune_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sample_input(dtype: str, shape):
-    """A deterministic input: uniform in [-1, 1) for floats, zeros (a valid index everywhere) for integers."""
-    import numpy as np
-    if np.dtype(dtype).kind == "f":
-        return np.random.default_rng(0).uniform(-1, 1, shape).astype(dtype)
-    return np.zeros(shape, dtype)
-
-
 def _deploy_check(g, params, args: argparse.Namespace, estimate: float) -> None:
     """Build the model from the log as ``compile`` would, time it on this machine and set the task
     scheduler's estimate (the sum of the kernels' best times, each measured alone) beside it, with where
     the rest goes: the kernels timed in place, and the time outside them (copies, the call itself)."""
     import codegen
+    from codegen.model.precision import seeded_inputs
 
     from .. import apply_history_best
     with apply_history_best(args.log):
         m = codegen.build_model(g, target=args.target, params=params)
-    prof = m.profile(repeat=20, quiet=True, **{n: _sample_input(d, s) for n, d, s in m.run_list.inputs})
+    prof = m.profile(repeat=20, quiet=True, **seeded_inputs(m))
     gap = (prof.total - estimate) / prof.total if prof.total > 0 else 0.0
     print(f"deployed from the log: {prof.total * 1e3:.4f} ms per call on this machine (median of {prof.repeat}); "
           f"kernels in place {prof.kernel_sum * 1e3:.4f} ms, outside them {prof.overhead * 1e3:.4f} ms; "
