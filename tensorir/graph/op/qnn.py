@@ -18,6 +18,7 @@ import numpy as np
 from ... import topi
 from ..ir import TensorType
 from .nn import _conv2d_infer, conv2d_numpy
+from ...topi.layout import layout_transform_numpy
 from ...topi.nn.qnn import GROUP, LANES
 from .registry import OpPattern, register_op
 
@@ -122,18 +123,58 @@ register_op("qnn.contrib_dense_pack", OpPattern.OUT_ELEMWISE_FUSABLE, _dense_pac
             topi=topi.nn.qnn.dense_pack_int8, numpy=lambda x, w: _dense_numpy(x, unpack_dense_weight(w)))
 
 
-def _conv_pack_infer(x: TensorType, w: TensorType, strides, padding, dilation, input_zero_point) -> TensorType:
-    if x.dtype != "uint8" or w.dtype != "int8" or w.ndim != 5 or w.shape[4] != LANES * GROUP:
-        raise ValueError(f"qnn.contrib_conv2d_pack needs uint8 NCHW data and int8 weights "
-                         f"[o/16, i/4, kh, kw, 64], got {x} and {w}")
+def _conv_pack_infer(x: TensorType, w: TensorType, strides, padding, dilation, input_zero_point, groups,
+                     data_layout, out_layout) -> TensorType:
+    block = x.shape[4] if x.ndim == 5 else 0
+    if x.dtype != "uint8" or w.dtype != "int8" or w.ndim != 5 or w.shape[4] != LANES * GROUP \
+            or data_layout != (f"NCHW{block}c" if block else "NCHW") or block % GROUP \
+            or out_layout not in ("NCHW", f"NCHW{LANES}c"):
+        raise ValueError(f"qnn.contrib_conv2d_pack needs uint8 NCHW or NCHW[4k]c data and int8 weights "
+                         f"[o/16, i/4, kh, kw, 64], got {x} ({data_layout}) and {w}, out_layout {out_layout}")
     ob, ib, kh, kw, _ = w.shape
-    if not x.shape[1] <= ib * GROUP < x.shape[1] + GROUP:
-        raise ValueError(f"qnn.contrib_conv2d_pack: {ib} blocks of 4 channels for {x.shape[1]} input channels")
-    return _conv_infer(x, TensorType((ob * LANES, x.shape[1], kh, kw), "int8"), strides, padding, dilation, 1,
-                       input_zero_point)
+    c = x.shape[1] * (block or 1)
+    cg = c // groups
+    if c % groups or ob * LANES % (groups * LANES) or (groups > 1 and cg % GROUP) \
+            or not cg <= ib * GROUP < cg + GROUP:
+        raise ValueError(f"qnn.contrib_conv2d_pack: {ib} blocks of 4 channels for {c} input channels in {groups} "
+                         f"group(s) of {ob * LANES // groups} outputs (16 | outputs, 4 | inputs of a group)")
+    plain = TensorType((x.shape[0], c) + x.shape[2:4], x.dtype)
+    t = _conv_infer(plain, TensorType((ob * LANES, cg, kh, kw), "int8"), strides, padding, dilation, groups,
+                    input_zero_point)
+    return t if out_layout == "NCHW" else TensorType((t.shape[0], ob) + t.shape[2:] + (LANES,), "int32")
+
+
+def _conv_pack_numpy(x, w, data_layout, out_layout, groups, **attrs):
+    x = layout_transform_numpy(x, data_layout, "NCHW") if x.ndim == 5 else x
+    w = unpack_conv_weight(w)[:, :x.shape[1] // groups]
+    return layout_transform_numpy(_conv_numpy(x, w, groups=groups, **attrs), "NCHW", out_layout)
 
 
 register_op("qnn.contrib_conv2d_pack", OpPattern.OUT_ELEMWISE_FUSABLE, _conv_pack_infer, num_inputs=2,
-            topi=topi.nn.qnn.conv2d_pack_int8,
-            numpy=lambda x, w, **a: _conv_numpy(x, unpack_conv_weight(w)[:, :x.shape[1]], groups=1, **a),
-            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "input_zero_point": 0})
+            topi=topi.nn.qnn.conv2d_pack_int8, numpy=_conv_pack_numpy,
+            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "input_zero_point": 0,
+                   "groups": 1, "data_layout": "NCHW", "out_layout": "NCHW"})
+
+
+def _depthwise_infer(x: TensorType, w: TensorType, strides, padding, dilation, input_zero_point,
+                     layout) -> TensorType:
+    if x.dtype not in DATA or w.dtype not in WEIGHTS or x.ndim != 5 or layout != f"NCHW{x.shape[4]}c" \
+            or w.ndim != 6 or w.shape[:2] != (x.shape[1], 1) or w.shape[4:] != (1, x.shape[4]):
+        raise ValueError(f"qnn.contrib_depthwise_conv2d_NCHWc needs 8-bit {layout} data and integer weights "
+                         f"[c/x, 1, kh, kw, 1, x] (OIHW1i[x]o), got {x} and {w}")
+    t = _conv_infer(TensorType((x.shape[0], x.shape[1] * x.shape[4]) + x.shape[2:4], x.dtype),
+                    TensorType((x.shape[1] * x.shape[4], 1) + w.shape[2:4], x.dtype), strides, padding, dilation,
+                    x.shape[1] * x.shape[4], input_zero_point)
+    return TensorType(x.shape[:2] + t.shape[2:] + x.shape[4:], "int32")
+
+
+def _depthwise_numpy(x, w, layout, **attrs):
+    plain = layout_transform_numpy(x, layout, "NCHW")
+    y = _conv_numpy(plain, layout_transform_numpy(w, f"OIHW1i{x.shape[4]}o", "OIHW"), groups=plain.shape[1], **attrs)
+    return layout_transform_numpy(y, "NCHW", layout)
+
+
+register_op("qnn.contrib_depthwise_conv2d_NCHWc", OpPattern.OUT_ELEMWISE_FUSABLE, _depthwise_infer, num_inputs=2,
+            topi=topi.nn.qnn.depthwise_conv2d_int8_NCHWc, numpy=_depthwise_numpy,
+            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "input_zero_point": 0,
+                   "layout": "NCHW16c"})

@@ -73,16 +73,20 @@ def _dense_pack(isa):
 def _conv_pack(isa):
     def schedule_conv2d_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
         anchor = single_reduction(s, out)
-        if anchor is None or anchor is out or len(out.op.axis) != 4:
+        ext = extents(out)
+        if anchor is None or anchor is out or len(ext) not in (4, 5) or len(ext) == 5 and ext != extents(anchor):
             return cpu.schedule_reduction(s, kt, out)
         for st in s.stages:
             if st.op.name == "pad_temp":
                 st.compute_inline()
-        n, oc, oh, ow = out.op.axis
-        oco, oci = out.split(oc, factor=LANES)
-        t = largest_divisor(extents(out)[3], 16)
+        if len(ext) == 5:    # NCHW16c: the channel block is the epilogue's vector
+            n, oco, oh, ow, oci = out.op.axis
+        else:
+            n, oc, oh, ow = out.op.axis
+            oco, oci = out.split(oc, factor=LANES)
+        t = largest_divisor(ext[3], 16)
         owo, owi = out.split(ow, factor=t)
-        out.reorder(n, oco, oh, owo, oci, owi)
+        out.reorder(n, oco, oh, owo, *((owi, oci) if len(ext) == 5 else (oci, owi)))
         out.parallel(out.fuse(n, oco, oh))
         anchor.compute_at(out, owo)
         an, aoc, aoh, aow, aoci = anchor.op.axis
@@ -90,14 +94,19 @@ def _conv_pack(isa):
         anchor.reorder(ico, ry, rx, an, aoc, aoh, aow, aoci, ici)
         anchor.unroll(aow)
         _block(anchor, aoci, ici, isa)
-        if t % 4 == 0:
+        if len(ext) == 5:
+            out.vectorize(oci)
+        elif t % 4 == 0:
             out.vectorize(owi)
-        for st in s.stages:
+        for st in s.stages:   # (blocked data's padding: the kernel's default for stages left at the root)
             if st.op.name == "data_vec":
                 axes = list(st.op.axis)
                 st.parallel(st.fuse(axes[0], axes[1]))
     schedule_conv2d_pack_int8.__name__ += f"_{isa.feature}" if isa else ""
     return schedule_conv2d_pack_int8
+
+
+register_rule("qnn.contrib_depthwise_conv2d_NCHWc")(cpu.schedule_conv2d_nchwc)
 
 
 # Entries requiring as many features keep their registration order: the 512-bit one is registered first, so

@@ -4,14 +4,17 @@ elements, so one 64-byte row of packed weights is one instruction's operand.
 
 - ``dense_pack_int8(data (..., K) uint8, weight (N/16, K/4, 64))``: (..., N) int32; weight layout
   ``NK16n4k``: ``weight[jo, ko, ji * 4 + ki] = W[jo * 16 + ji, ko * 4 + ki]``;
-- ``conv2d_pack_int8(data NCHW uint8, weight (O/16, ceil(I/4), KH, KW, 64))``: NCHW int32; weight layout
-  ``OIHW4i16o4i`` (the same within each kernel tap; channels past I have zero weights); the data is padded
-  with the input's zero point and regrouped into blocks of 4 channels (stage ``data_vec``, tag
-  ``"injective,pad"``: its own stage).
+- ``conv2d_pack_int8(data, weight (O/16, ceil(I/g/4), KH, KW, 64))``, ``g`` groups: int32 NCHW or ``NCHW16c``;
+  weight layout ``OIHW4i16o4i`` (the same within each kernel tap; channels past I/g have zero weights).
+  Blocked data (``NCHW[x]c``, ``4 | x``: what the layout pass keeps between int8 kernels) is read in place,
+  padded with the input's zero point (stage ``data_pad``); NCHW data (a model's boundary) is padded and
+  regrouped into blocks of 4 channels (stage ``data_vec``), both tagged ``"injective,pad"`` (their own stage);
+- ``depthwise_conv2d_int8_NCHWc``: ``topi.nn.depthwise_conv2d_NCHWc`` over 8-bit data padded with the zero
+  point, int32 (no 4-byte dot: each channel is its own vector lane).
 
 The reduction stage (``T_dense_pack_int8`` / ``T_conv2d_pack_int8``) has the lane block and the 4 reduction
 elements as its last axis and last reduce axis, the form the tensor intrinsics of :mod:`..x86` match; the
-result is that stage read back in the plain layout (an injective stage).
+result is that stage, or (NCHW) that stage read back in the plain layout (an injective stage).
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from ...expr import Min, binary, const
 from ...intrin import if_then_else
 from ...reduce import sum as rsum
 from ...tensor import Tensor, compute, reduce_axis
+from ..layout import parse_layout
+from .conv2d_nchwc import depthwise_conv2d_NCHWc
 from .pad import pad
 from .utils import check_nd, scaled
 
@@ -56,34 +61,78 @@ def dense_pack_int8(data: Tensor, weight: Tensor) -> Tensor:
                    name="T_dense_unpack", tag="injective")
 
 
-def conv2d_pack_int8(data: Tensor, weight: Tensor, strides, padding, dilation, input_zero_point: int) -> Tensor:
-    """NCHW ``data`` convolved with the packed ``weight`` (O/16, I/4, KH, KW, 64): NCHW int32."""
+def _block_of(op: str, layout: str, data: Tensor) -> int:
+    """The channel block of ``data`` in ``layout``: 0 for ``NCHW`` (4-d), ``x`` for ``NCHW[x]c`` (5-d)."""
+    if layout == "NCHW":
+        check_nd(op, "data", data, 4)
+        return 0
+    axes = parse_layout(layout)
+    check_nd(op, "data", data, 5)
+    if [a for a, _ in axes] != list("NCHWc") or axes[4][1] != int(data.shape[4]):
+        raise ValueError(f"{op}: data_layout {layout!r} is not NCHW or NCHW{int(data.shape[4])}c (data {data.name})")
+    return axes[4][1]
+
+
+def conv2d_pack_int8(data: Tensor, weight: Tensor, strides, padding, dilation, input_zero_point: int,
+                     groups: int = 1, data_layout: str = "NCHW", out_layout: str = "NCHW") -> Tensor:
+    """``data`` (NCHW, or ``NCHW[x]c`` with ``4 | x``) convolved with the packed ``weight``
+    (O/16, ceil(I/groups/4), KH, KW, 64) in ``groups`` groups (``16 | O/groups``; ``4 | I/groups`` when
+    grouped): int32 NCHW, or ``NCHW16c`` (``out_layout``)."""
     op = "conv2d_pack_int8"
-    check_nd(op, "data", data, 4)
     check_nd(op, "weight", weight, 5)
-    n, c, h, w = (int(d) for d in data.shape)
+    block = _block_of(op, data_layout, data)
+    n, h, w = int(data.shape[0]), int(data.shape[2]), int(data.shape[3])
+    c = int(data.shape[1]) * (block or 1)
     ob, ib, kh, kw, lw = (int(d) for d in weight.shape)
-    if not c <= ib * GROUP < c + GROUP or lw != LANES * GROUP:
-        raise ValueError(f"{op}: weight {list(weight.shape)} is not OIHW4i16o4i for {c} input channels")
+    cg, og = c // groups, ob * LANES // groups
+    if c % groups or og % LANES or (groups > 1 or block) and cg % GROUP or block % GROUP \
+            or not cg <= ib * GROUP < cg + GROUP or lw != LANES * GROUP:
+        raise ValueError(f"{op}: weight {list(weight.shape)} is not OIHW4i16o4i for {c} input channels in "
+                         f"{groups} group(s) of {data_layout} data")
+    if out_layout not in ("NCHW", f"NCHW{LANES}c"):
+        raise ValueError(f"{op}: out_layout {out_layout!r} is not NCHW or NCHW{LANES}c")
     (sh, sw), (dh, dw) = strides, dilation
     pt, pl, pb, pr = padding
     oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
     ow = (w + pl + pr - (kw - 1) * dw - 1) // sw + 1
-    x = pad(data, (0, 0, pt, pl), (0, 0, pb, pr), pad_value=input_zero_point, name="pad_temp") \
-        if any(padding) else data
-    def regroup(b, co, y, xx, ci):   # channels past c (weights of zero) read the zero point
-        ch = co * GROUP + ci
-        return x[b, ch, y, xx] if c % GROUP == 0 else \
-            if_then_else(ch < c, x[b, binary(Min, ch, c - 1), y, xx], const(input_zero_point, data.dtype))
-    vec = compute((n, ib, h + pt + pb, w + pl + pr, GROUP), regroup, name="data_vec", tag="injective,pad")
+    if block:   # blocked data: padded with the zero point (its own stage), read in place
+        x = pad(data, (0, 0, pt, pl, 0), (0, 0, pb, pr, 0), pad_value=input_zero_point, name="data_pad") \
+            if any(padding) else data
+    else:       # NCHW data regrouped into blocks of 4 channels (channels past c read the zero point)
+        block = GROUP
+        xp = pad(data, (0, 0, pt, pl), (0, 0, pb, pr), pad_value=input_zero_point, name="pad_temp") \
+            if any(padding) else data
+
+        def regroup(b, co, y, xx, ci):
+            ch = co * GROUP + ci
+            return xp[b, ch, y, xx] if c % GROUP == 0 else \
+                if_then_else(ch < c, xp[b, binary(Min, ch, c - 1), y, xx], const(input_zero_point, data.dtype))
+        x = compute((n, ib, h + pt + pb, w + pl + pr, GROUP), regroup, name="data_vec", tag="injective,pad")
     ico, ici = reduce_axis((0, ib), name="ic_outer"), reduce_axis((0, GROUP), name="ic_inner")
     ry, rx = reduce_axis((0, kh), name="ry"), reduce_axis((0, kw), name="rx")
+
+    def first(oco, ico):   # the first of the 4 input channels of a step (a multiple of 4)
+        return ico * GROUP if groups == 1 else oco // (og // LANES) * cg + ico * GROUP
+
     acc = compute((n, ob, oh, ow, LANES), lambda b, oco, y, xx, oci: rsum(
-        vec[b, ico, scaled(y, sh) + scaled(ry, dh), scaled(xx, sw) + scaled(rx, dw), ici].astype("int32")
+        x[b, first(oco, ico) // block, scaled(y, sh) + scaled(ry, dh), scaled(xx, sw) + scaled(rx, dw),
+          first(oco, ico) % block + ici].astype("int32")
         * weight[oco, ico, ry, rx, oci * GROUP + ici].astype("int32"), axis=[ico, ry, rx, ici]),
         name="T_conv2d_pack_int8", tag="conv2d_pack_int8")
+    if out_layout != "NCHW":
+        return acc
     return compute((n, ob * LANES, oh, ow), lambda b, o, y, xx: acc[b, o // LANES, y, xx, o % LANES],
                    name="T_conv2d_unpack", tag="injective")
 
 
-__all__ = ["GROUP", "LANES", "conv2d_pack_int8", "dense_pack_int8"]
+def depthwise_conv2d_int8_NCHWc(data: Tensor, weight: Tensor, strides, padding, dilation, input_zero_point: int,
+                                layout: str) -> Tensor:
+    """Depthwise ``data`` (N, C/x, H, W, x) 8-bit with ``weight`` (C/x, 1, KH, KW, 1, x) integers, TVM's
+    ``OIHW1i[x]o``: int32 (N, C/x, OH, OW, x), the padding the zero point (its own stage)."""
+    pt, pl, pb, pr = padding
+    x = pad(data, (0, 0, pt, pl, 0), (0, 0, pb, pr, 0), pad_value=input_zero_point, name="data_pad") \
+        if any(padding) else data
+    return depthwise_conv2d_NCHWc(x, weight, strides, (0, 0, 0, 0), dilation, layout, layout, out_dtype="int32")
+
+
+__all__ = ["GROUP", "LANES", "conv2d_pack_int8", "dense_pack_int8", "depthwise_conv2d_int8_NCHWc"]
