@@ -8,9 +8,14 @@ them the same block is plain vector code (:data:`tensorir.topi.x86.PLAIN`: ``vpm
   requantization) on the tile.  (Two column blocks of 8 rows kept most accumulators in memory: LLVM stored
   them every step, 3x slower);
 - ``qnn.contrib_conv2d_pack``: per (batch, 16 output channels, output row) in parallel, tiles of up to 16
-  output columns x 16 channels accumulated over (input channel blocks, kernel rows, columns, 4 channels);
-  the data regrouped into blocks of 4 channels once (its own stage, padding inlined);
-- ``qnn.dense`` / ``qnn.conv2d`` (other shapes and types): the float rules of :mod:`.cpu`.
+  output columns x 16 channels accumulated over (input channel blocks, kernel rows, columns, 4 channels),
+  the epilogue per tile (``NCHW16c``: vectorized over the channel block); blocked data is read in place
+  (its zero-point padding a stage of its own), NCHW data regrouped into blocks of 4 channels once (its
+  own stage, padding inlined);
+- ``qnn.contrib_depthwise_conv2d_NCHWc``: the float ``NCHWc`` rule (each channel of the block a lane);
+- ``qnn.dense`` / ``qnn.conv2d`` (other shapes and types, e.g. a grouped conv of fewer than 16 outputs or
+  4 inputs per group, or a depthwise one with a channel multiplier): exact int32 in the float rules of
+  :mod:`.cpu` (the manifest names the rule, ``schedule_conv2d``, and no ``isa``).
 """
 from __future__ import annotations
 
@@ -74,8 +79,17 @@ def _conv_pack(isa):
     def schedule_conv2d_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
         anchor = single_reduction(s, out)
         ext = extents(out)
-        if anchor is None or anchor is out or len(ext) not in (4, 5) or len(ext) == 5 and ext != extents(anchor):
+        if anchor is None or len(ext) not in (4, 5) or len(ext) == 5 and ext != extents(anchor) \
+                or anchor is out and len(ext) == 4:
             return cpu.schedule_reduction(s, kt, out)
+        if anchor is out:    # NCHW16c int32 sums, no epilogue: the tile's block in place
+            n, oco, oh, ow, oci = out.op.axis
+            ico, ry, rx, ici = out.op.reduce_axis
+            owo, owi = out.split(ow, factor=largest_divisor(ext[3], 16))
+            out.reorder(n, oco, oh, owo, ico, ry, rx, owi, oci, ici)
+            out.parallel(out.fuse(n, oco, oh))
+            out.unroll(owi)
+            return _block(out, oci, ici, isa)
         for st in s.stages:
             if st.op.name == "pad_temp":
                 st.compute_inline()
