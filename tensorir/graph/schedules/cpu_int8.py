@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from ...schedule import Schedule, Stage
 from ...topi.nn.qnn import LANES
-from ...topi.x86 import DOT_INT8, PLAIN, PLAIN_IR, dot_int8
+from ...topi.x86 import DOT_INT8
 from ..lower_te import KernelTE
 from . import cpu
+from .cpu_int8_space import conv_entry_space, dense_entry_space, dot_block
 from .helpers import extents, largest_divisor, single_reduction
 
 register_rule = cpu.register_rule
@@ -32,20 +33,6 @@ register_rule("qnn.conv2d")(cpu.schedule_conv2d)
 
 #: the instruction set each kernel's default rule used (rule name -> (precision, instruction set))
 ISA = {}
-
-
-def _block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
-    """The innermost (lanes x 4) block: ``vpdpbusd`` of ``isa``, or (None) the same dot in plain vector code
-    (``vpmaddwd``)."""
-    if isa is None:
-        anchor.pragma(anchor.op.reduce_axis[0], "import_llvm", PLAIN_IR)
-        isa = PLAIN
-    if isa.lanes == LANES:
-        anchor.tensorize(lanes_axis, dot_int8(isa))
-        return
-    outer, inner = anchor.split(lanes_axis, factor=isa.lanes)
-    anchor.reorder(outer, inner, reduce_inner)
-    anchor.tensorize(inner, dot_int8(isa))
 
 
 def _dense_pack(isa):
@@ -69,7 +56,7 @@ def _dense_pack(isa):
         anchor.reorder(ko, i, jo, ji, ki)
         anchor.unroll(i)
         anchor.unroll(jo)
-        _block(anchor, ji, ki, isa)
+        dot_block(anchor, ji, ki, isa)
         out.vectorize(ni)
     schedule_dense_pack_int8.__name__ += f"_{isa.feature}" if isa else ""
     return schedule_dense_pack_int8
@@ -89,7 +76,7 @@ def _conv_pack(isa):
             out.reorder(n, oco, oh, owo, ico, ry, rx, owi, oci, ici)
             out.parallel(out.fuse(n, oco, oh))
             out.unroll(owi)
-            return _block(out, oci, ici, isa)
+            return dot_block(out, oci, ici, isa)
         for st in s.stages:
             if st.op.name == "pad_temp":
                 st.compute_inline()
@@ -107,7 +94,7 @@ def _conv_pack(isa):
         ico, ry, rx, ici = anchor.op.reduce_axis
         anchor.reorder(ico, ry, rx, an, aoc, aoh, aow, aoci, ici)
         anchor.unroll(aow)
-        _block(anchor, aoci, ici, isa)
+        dot_block(anchor, aoci, ici, isa)
         if len(ext) == 5:
             out.vectorize(oci)
         elif t % 4 == 0:
@@ -127,6 +114,7 @@ register_rule("qnn.contrib_depthwise_conv2d_NCHWc")(cpu.schedule_conv2d_nchwc)
 # a host with both AVX512-VNNI and AVX-VNNI (Sapphire/Emerald Rapids) takes zmm.
 for _isa in (None, *DOT_INT8):
     _requires = () if _isa is None else (_isa.feature,)
-    for _op, _make in (("qnn.contrib_dense_pack", _dense_pack), ("qnn.contrib_conv2d_pack", _conv_pack)):
-        _rule = register_rule(_op, requires=_requires)(_make(_isa))
+    for _op, _make, _space in (("qnn.contrib_dense_pack", _dense_pack, dense_entry_space),
+                               ("qnn.contrib_conv2d_pack", _conv_pack, conv_entry_space)):
+        _rule = register_rule(_op, requires=_requires, **_space(_isa))(_make(_isa))
         ISA[_rule.__name__] = ("int8", _isa.feature if _isa else "plain")
