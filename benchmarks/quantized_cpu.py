@@ -12,11 +12,12 @@
 Each is compiled with default schedules (the instruction set the host's features pick: ``vpdpbusd`` with
 AVX512-VNNI or AVX-VNNI), checked against onnxruntime (outputs in LSBs of their quantization, or
 relative error for float outputs), then both are timed with the same thread count, alternating blocks of
-calls (``real_models._time``); medians and their ratio are printed.  The machine may be shared: the ratio of
-medians of alternating blocks is the number to read, not the milliseconds.
+calls (``real_models._time``); medians and their ratio are printed.  ``--log``: ResNet-18 also built under
+a tuning log (``tiletune tune-model``), timed beside onnxruntime in its own alternating blocks.  The machine
+may be shared: the ratio of medians of alternating blocks is the number to read, not the milliseconds.
 
     python benchmarks/quantized_cpu.py [--threads 2] [--blocks 6] [--budget 2] [--only gemm,convs,resnet18] [--bert]
-                                       [--target "llvm -mcpu=znver4 -mattr=-avx512vnni"]
+                                       [--target "llvm -mcpu=znver4 -mattr=-avx512vnni"] [--log TUNED.jsonl]
 """
 from __future__ import annotations
 
@@ -73,10 +74,11 @@ def resnet18_qdq():
     from onnxruntime.quantization.shape_inference import quant_pre_process
     from tensorir.graph import testing
     feeds = testing.resnet18_inputs()
+    calib = np.random.default_rng(0)    # its own: the same model (and tuning log's kernels) whatever ran before
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.batches = iter([{"data": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)} for _ in range(4)])
+            self.batches = iter([{"data": calib.standard_normal((1, 3, 224, 224)).astype(np.float32)} for _ in range(4)])
 
         def get_next(self):
             return next(self.batches, None)
@@ -105,20 +107,36 @@ def _error(ours: np.ndarray, ref: np.ndarray) -> str:
     return f"max diff {int(np.abs(ours.astype(np.int64) - ref.astype(np.int64)).max())} LSB"
 
 
-def bench(name: str, model, inputs: dict, threads: int, blocks: int, budget: float, target=None) -> dict:
+def bench(name: str, model, inputs: dict, threads: int, blocks: int, budget: float, target=None, log=None) -> dict:
+    """Untuned beside onnxruntime; with ``log`` (a tuning log) also the build under it, in its own alternating
+    blocks beside onnxruntime."""
     import codegen
     from tensorir import graph
     t0 = time.perf_counter()
     g, params = graph.from_onnx(model, {k: v.shape for k, v in inputs.items()})
     m = codegen.build_model(g, params=params, target=target)
     compile_s = time.perf_counter() - t0
-    isa = sorted({i for s in m.run_list.steps for i in s.schedule.get("isa", ())}) or ["plain"]
     sess = _ort_session(model, threads)
-    err = _error(m(**inputs)[0], sess.run(None, inputs)[0])
-    t = _time(lambda: m.run(**inputs), lambda: sess.run(None, inputs), blocks, budget_s=budget)
-    ours_ms, ort_ms = t["ours_ms"], t["ort_ms"]
-    print(f"{name:28s} tiletune {ours_ms:8.2f} ms  onnxruntime {ort_ms:8.2f} ms  ratio {ours_ms / ort_ms:5.2f}x  "
-          f"compile {compile_s:5.1f} s  {err}  isa {','.join(isa)}", flush=True)
+    ref = sess.run(None, inputs)[0]
+    builds = [(name, m, compile_s)]
+    if log:
+        import warnings
+
+        import autotune
+        t0 = time.perf_counter()
+        with warnings.catch_warnings(), autotune.apply_history_best(log):
+            warnings.simplefilter("ignore")
+            builds.append((f"{name} tuned", codegen.build_model(g, params=params, target=target),
+                           time.perf_counter() - t0))
+    for label, mod, secs in builds:
+        isa = sorted({i for s in mod.run_list.steps for i in s.schedule.get("isa", ())}) or ["plain"]
+        tuned = sum(s.schedule.get("kind") == "template" for s in mod.run_list.steps)
+        err = _error(mod(**inputs)[0], ref)
+        t = _time(lambda: mod.run(**inputs), lambda: sess.run(None, inputs), blocks, budget_s=budget)
+        ours_ms, ort_ms = t["ours_ms"], t["ort_ms"]
+        print(f"{label:28s} tiletune {ours_ms:8.2f} ms  onnxruntime {ort_ms:8.2f} ms  ratio {ours_ms / ort_ms:5.2f}x  "
+              f"compile {secs:5.1f} s  {err}  isa {','.join(isa)}" + (f"  tuned kernels {tuned}" if tuned else ""),
+              flush=True)
     return {"ours_ms": ours_ms, "ort_ms": ort_ms}
 
 
@@ -129,6 +147,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per case and side")
     ap.add_argument("--only", default="gemm,convs,resnet18", help="comma-separated: gemm, convs, resnet18")
     ap.add_argument("--bert", action="store_true", help="also a BERT-base layer quantized by quantize_dynamic")
+    ap.add_argument("--log", default=None, help="a tuning log (tiletune tune-model): ResNet-18 also built under it")
     ap.add_argument("--target", default=None,
                     help='tiletune\'s target (default the host), e.g. "llvm -mcpu=znver4 -mattr=-avx512vnni"')
     args = ap.parse_args(argv)
@@ -146,7 +165,8 @@ def main(argv=None) -> int:
         geo = np.exp(np.mean([np.log(r["ours_ms"] / r["ort_ms"]) for r in ratios]))
         print(f"{'convs: geometric mean ratio':28s} {geo:.2f}x")
     if "resnet18" in only:
-        run("resnet18 QDQ (quantize_static)", resnet18_qdq())
+        bench("resnet18 QDQ (quantize_static)", *resnet18_qdq(), args.threads, args.blocks, args.budget, args.target,
+              args.log)
     if args.bert:
         run("bert layer (quantize_dynamic)", bert_dynamic())
     return 0
