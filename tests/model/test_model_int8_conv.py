@@ -115,3 +115,20 @@ def test_blocked_and_grouped_kernels_use_vpdpbusd():
         code[name.split(".")[0]] = code.get(name.split(".")[0], "") + body
     packed = {k: v for k, v in code.items() if k.startswith("fused_qnn_contrib_conv2d_pack")}
     assert len(packed) == 4 and all(re.search(r"vpdpbusd\s+%zmm", v) for v in packed.values()), list(packed)
+
+
+@pytest.mark.parametrize("vnni", [True, False])
+def test_strided_1x1_conv_of_nchw_data_regroups_only_the_pixels_it_reads(vnni):
+    if vnni and not {"avx512vnni", "avxvnni"} & host().features:
+        pytest.skip("this host has neither AVX512-VNNI nor AVX-VNNI")
+    import tensorir as te
+    from tensorir.topi.nn.qnn import conv2d_pack_int8
+    data, w = te.placeholder((1, 6, 13, 11), "uint8"), te.placeholder((1, 2, 1, 1, 64), "int8")
+    y = conv2d_pack_int8(data, w, (2, 3), (0, 0, 0, 0), (1, 1), 5, out_layout="NCHW16c")
+    vec = next(t for t in y.op.input_tensors if t.op.name == "data_vec")
+    assert [int(d) for d in vec.shape] == [1, 2, 7, 4, 4] and [int(d) for d in y.shape] == [1, 1, 7, 4, 16]
+    x = Var("x", TensorType((1, 6, 13, 11), "uint8"))
+    g = Graph((x,), (requantize(conv(x, weights(16, 6, 1, 1), 5, strides=(2, 3)), "uint8", 4),), (), ("y",))
+    feeds = {"x": rng.integers(0, 256, (1, 6, 13, 11)).astype(np.uint8)}
+    _, got = run(g, None if vnni else f"llvm -mcpu={host().mcpu} -mattr=-avx512vnni,-avxvnni", feeds)
+    np.testing.assert_array_equal(got[0], graph.evaluate(g, feeds)[0])

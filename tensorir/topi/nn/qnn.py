@@ -102,12 +102,16 @@ def conv2d_pack_int8(data: Tensor, weight: Tensor, strides, padding, dilation, i
         block = GROUP
         xp = pad(data, (0, 0, pt, pl), (0, 0, pb, pr), pad_value=input_zero_point, name="pad_temp") \
             if any(padding) else data
+        # a 1x1 unpadded conv regroups only the pixels it reads (a stride-2 one a quarter of them)
+        step = (sh, sw) if kh == kw == 1 and not any(padding) else (1, 1)
 
         def regroup(b, co, y, xx, ci):
-            ch = co * GROUP + ci
+            ch, y, xx = co * GROUP + ci, y * step[0], xx * step[1]
             return xp[b, ch, y, xx] if c % GROUP == 0 else \
                 if_then_else(ch < c, xp[b, binary(Min, ch, c - 1), y, xx], const(input_zero_point, data.dtype))
-        x = compute((n, ib, h + pt + pb, w + pl + pr, GROUP), regroup, name="data_vec", tag="injective,pad")
+        x = compute((n, ib, (h + pt + pb - 1) // step[0] + 1, (w + pl + pr - 1) // step[1] + 1, GROUP), regroup,
+                    name="data_vec", tag="injective,pad")
+        (sh, sw) = (sh // step[0], sw // step[1])
     ico, ici = reduce_axis((0, ib), name="ic_outer"), reduce_axis((0, GROUP), name="ic_inner")
     ry, rx = reduce_axis((0, kh), name="ry"), reduce_axis((0, kw), name="rx")
 
