@@ -1,14 +1,5 @@
-"""The tuning template ``dense_int8_cpu``: the config space of CPU kernels anchored by a packed int8 dense (``qnn.contrib_dense_pack``, 2-d)
-(``tensorir.graph.schedules.cpu_int8_space``: register block, loop orders, unrolling), over a kernel's DAG given
-as tensorir JSON (:mod:`autotune.kernel_templates`); the space of the tuning target's instruction set
-(``vpdpbusd`` or the plain dot).  Its fallback config is the default rule's block."""
-from __future__ import annotations
+"""The tuning template ``dense_int8_cpu``, defined beside ``conv2d_int8_cpu`` (this module is the name
+:mod:`autotune.kernel_templates` imports)."""
+from .conv2d_int8_cpu import dense_int8_template
 
-from ..kernel_templates import instantiate_kernel_template
-from ..template import template
-
-
-@template("dense_int8_cpu")
-def dense_int8_template(dag_json: str):
-    """The template over a kernel's DAG given as tensorir JSON (see the module)."""
-    return instantiate_kernel_template("dense_int8_cpu", dag_json)
+__all__ = ["dense_int8_template"]
