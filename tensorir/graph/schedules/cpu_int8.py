@@ -29,6 +29,13 @@ register_rule("qnn.conv2d")(cpu.schedule_conv2d)
 ISA = {}
 
 
+def inline_stage(s: Schedule, name: str) -> None:
+    """Inline the stage named ``name`` (a topi stage kept apart for other schedules), if there is one."""
+    for st in s.stages:
+        if st.op.name == name:
+            st.compute_inline()
+
+
 def _block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
     """The innermost (lanes x 4) block: ``vpdpbusd`` of ``isa``, or (None) the same dot in plain vector code
     (``vpmaddwd``)."""
@@ -45,6 +52,7 @@ def _block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
 
 def _dense_pack(isa):
     def schedule_dense_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
+        inline_stage(s, "data_rows")
         anchor = single_reduction(s, out)
         if anchor is None or anchor is out:
             return cpu.schedule_reduction(s, kt, out)
@@ -75,9 +83,7 @@ def _conv_pack(isa):
         anchor = single_reduction(s, out)
         if anchor is None or anchor is out or len(out.op.axis) != 4:
             return cpu.schedule_reduction(s, kt, out)
-        for st in s.stages:
-            if st.op.name == "pad_temp":
-                st.compute_inline()
+        inline_stage(s, "pad_temp")
         n, oc, oh, ow = out.op.axis
         oco, oci = out.split(oc, factor=LANES)
         t = largest_divisor(extents(out)[3], 16)

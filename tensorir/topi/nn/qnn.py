@@ -3,7 +3,9 @@ int8 ``conv2d_NCHWc``): each output lane ``j`` of a block of ``LANES`` takes 4 c
 elements, so one 64-byte row of packed weights is one instruction's operand.
 
 - ``dense_pack_int8(data (..., K) uint8, weight (N/16, K/4, 64))``: (..., N) int32; weight layout
-  ``NK16n4k``: ``weight[jo, ko, ji * 4 + ki] = W[jo * 16 + ji, ko * 4 + ki]``;
+  ``NK16n4k``: ``weight[jo, ko, ji * 4 + ki] = W[jo * 16 + ji, ko * 4 + ki]``; data of other than 2 dimensions
+  is read through its rows (stage ``data_rows``, (M, K), tag ``"injective,pad"``: a schedule inlines it or
+  keeps it, as AMX tiles do, for a box of rows);
 - ``conv2d_pack_int8(data NCHW uint8, weight (O/16, ceil(I/4), KH, KW, 64))``: NCHW int32; weight layout
   ``OIHW4i16o4i`` (the same within each kernel tap; channels past I have zero weights); the data is padded
   with the input's zero point and regrouped into blocks of 4 channels (stage ``data_vec``, tag
@@ -45,8 +47,10 @@ def dense_pack_int8(data: Tensor, weight: Tensor) -> Tensor:
             i = i // d
         return idx[::-1]
 
+    rows = data if len(lead) == 1 else compute((m, k), lambda i, kk: data[(*row(i), kk)], name="data_rows",
+                                                   tag="injective,pad")
     acc = compute((m, nb, LANES), lambda i, jo, ji: rsum(
-        data[(*row(i), ko * GROUP + ki)].astype("int32") * weight[jo, ko, ji * GROUP + ki].astype("int32"),
+        rows[i, ko * GROUP + ki].astype("int32") * weight[jo, ko, ji * GROUP + ki].astype("int32"),
         axis=[ko, ki]), name="T_dense_pack_int8", tag="dense_pack_int8")
     strides = [1] * len(lead)
     for d in range(len(lead) - 2, -1, -1):

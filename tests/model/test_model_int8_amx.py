@@ -1,0 +1,134 @@
+"""The int8 dense on AMX tiles: ``ldtilecfg`` / ``tileloadd`` / ``tdpbusd`` / ``tilestored`` / ``tilerelease`` in
+the code of a target with AMX-INT8 (ranked above ``vpdpbusd``; the int8 conv keeps VNNI); the tile block's
+addressing checked on any host by running the same block through a scalar stand-in with the micro-kernel's
+arguments (odd shapes: edge tiles, a reduction tail); a host without AMX picks the VNNI entry and names it in the
+manifest, and running AMX code there raises a clear error (never SIGILL).  Where the host has AMX: exact int32
+against numpy on random odd shapes, outputs poisoned first, from several threads at once."""
+import json
+import platform
+import re
+import threading
+
+import numpy as np
+import pytest
+
+import codegen
+from codegen import jit
+from codegen.amx import AMXError
+from codegen.target import host, parse
+from tensorir import graph
+from tensorir.graph.ir import Const, Graph, TensorType, Var
+from tensorir.graph.op.registry import call
+from tensorir.graph.schedules import cpu_amx
+from tensorir.topi.x86 import amx
+
+rng = np.random.default_rng(2828)
+pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                                reason="x86 targets are compiled (JIT) in this process")
+AMX = "llvm -mcpu=sapphirerapids -mattr=+avx512f,+avx512bw,+avx512vl,+avx512vnni,+amx-tile,+amx-int8"
+HAS_AMX = {"amx-tile", "amx-int8"} <= host().features
+#: (leading data axes, reduction, outputs): one 32 x 32 block; 16 + 8 rows (24) x one column block with a
+#: 36-byte reduction tail; 37 rows (1-row tiles) with K < 64; 3-d data; one row of 2-d data
+SHAPES = [((64,), 128, 64), ((48,), 100, 48), ((37,), 36, 32), ((3, 16), 192, 96), ((1,), 68, 32)]
+
+
+def dense_graph(lead, k, n, epilogue=False):
+    """``qnn.dense`` of uint8 data and int8 weights: the int32 result, or (``epilogue``) requantized to uint8."""
+    x = Var("x", TensorType((*lead, k), "uint8"))
+    y = call("qnn.dense", x, Const(rng.integers(-128, 128, (n, k)).astype(np.int8)))
+    if epilogue:
+        y = call("cast", call("clip", call("round", call("multiply", call("cast", call("subtract", y, Const(np.int32(7))),
+                 dtype="float32"), Const(np.float32(0.002)))), a_min=0.0, a_max=255.0), dtype="uint8")
+    return Graph((x,), (y,), (), ("y",))
+
+
+def feeds(lead, k):
+    return {"x": rng.integers(0, 256, (*lead, k)).astype(np.uint8)}
+
+
+def origins(m) -> list[dict]:
+    return [s.schedule for s in m.run_list.steps if s.schedule.get("precision") == "uint8"]
+
+
+def check(m, g, f, poison=0x5A):
+    want = graph.evaluate(g, f)
+    for b in m.buffers:
+        b.view(np.uint8).fill(poison)
+    for got, w in zip(m(**f), want):
+        np.testing.assert_array_equal(got, w)
+
+
+def test_amx_tile_instructions_in_the_code_of_an_amx_target():
+    x = Var("x", TensorType((64, 128), "uint8"))
+    img = Var("img", TensorType((1, 8, 9, 9), "uint8"))
+    d = call("qnn.dense", x, Const(rng.integers(-128, 128, (64, 128)).astype(np.int8)))
+    c = call("qnn.conv2d", img, Const(rng.integers(-128, 128, (16, 8, 3, 3)).astype(np.int8)), strides=(1, 1),
+             padding=(1, 1, 1, 1), input_zero_point=3)
+    m = codegen.build_model(Graph((x, img), (d, c), (), ("d", "c")), target=AMX)
+    assert [o["isa"] for o in origins(m)] == [["amx-int8", "amx-tile"], ["avx512vnni"]], origins(m)
+    asm = jit.emit_assembly(m._ir, parse(AMX))
+    for ins in ("ldtilecfg", "tileloadd", "tdpbusd", "tilestored", "tilerelease"):
+        assert re.search(rf"\b{ins}\b", asm), ins
+    assert re.search(r"vpdpbusd\s+%zmm", asm)           # the conv
+
+
+@pytest.mark.parametrize("lead,k,n", SHAPES)
+def test_amx_block_addressing_through_a_scalar_stand_in(monkeypatch, lead, k, n):
+    """The AMX entry's schedule and tensorize binding (strides, offsets, edge tiles) with the micro-kernel
+    replaced by scalar IR taking the same arguments: runs on any x86 host."""
+    monkeypatch.setattr(cpu_amx, "dense_ir", amx.dense_ir_reference)
+    monkeypatch.setattr("codegen.runtime.cpu.request_amx", lambda where: None)   # the stand-in has no tiles
+    target = f"llvm -mcpu={host().mcpu} -mattr=" + ",".join((*host().mattr, "+amx-tile", "+amx-int8"))
+    g = dense_graph(lead, k, n, epilogue=len(lead) > 1)
+    m = codegen.build_model(g, target=target)
+    assert [o["isa"] for o in origins(m)] == [["amx-int8", "amx-tile"]]
+    check(m, g, feeds(lead, k))
+
+
+@pytest.mark.skipif(HAS_AMX or "avx512vnni" not in host().features, reason="needs a host with VNNI and no AMX")
+def test_a_host_without_amx_takes_vnni_and_refuses_to_run_amx_code(tmp_path):
+    g, f = dense_graph((32,), 64, 32), feeds((32,), 64)
+    m = codegen.build_model(g)
+    assert [o["isa"] for o in origins(m)] == [["avx512vnni"]]
+    m.export_library(str(tmp_path / "model"))
+    man = json.loads((tmp_path / "model" / "manifest.json").read_text())
+    assert [k["schedule"]["isa"] for k in man["kernels"] if "isa" in k["schedule"]] == [["avx512vnni"]]
+    tiles = codegen.build_model(g, target=f"llvm -mcpu={host().mcpu} -mattr="
+                                + ",".join((*host().mattr, "+amx-tile", "+amx-int8")))
+    with pytest.raises(AMXError, match=r"kernel fused_qnn_contrib_dense_pack\w* runs AMX tile instructions"):
+        tiles(**f)
+
+
+@pytest.mark.skipif(not HAS_AMX, reason="this host has no AMX-INT8")
+@pytest.mark.parametrize("lead,k,n", SHAPES)
+@pytest.mark.parametrize("epilogue", [False, True])
+def test_amx_dense_matches_numpy(lead, k, n, epilogue):
+    g = dense_graph(lead, k, n, epilogue)
+    m = codegen.build_model(g)
+    assert [o["isa"] for o in origins(m)] == [["amx-int8", "amx-tile"]]
+    f = feeds(lead, k)
+    check(m, g, f)
+    check(m, g, f, poison=0xFF)            # all ones: -1 int32, NaN float32
+
+
+@pytest.mark.skipif(not HAS_AMX, reason="this host has no AMX-INT8")
+def test_amx_dense_from_several_threads():
+    g = dense_graph((3, 16), 320, 64)
+    m = codegen.build_model(g)
+    m.num_threads = 2
+    inputs = [feeds((3, 16), 320) for _ in range(4)]
+    wants = [graph.evaluate(g, f)[0] for f in inputs]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(20):
+                np.testing.assert_array_equal(m(**inputs[i])[0], wants[i])
+        except Exception as e:     # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
