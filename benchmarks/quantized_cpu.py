@@ -143,7 +143,7 @@ def main(argv=None) -> int:
           f"{','.join(sorted({'avx512vnni', 'avxvnni'} & host().features)) or 'none'}, AMX: "
           f"{','.join(sorted(AMX_FEATURES & host().features)) or 'none'}")
     only = set(args.only.split(","))
-    no_amx = f"llvm -mcpu={host().mcpu} -mattr=" + ",".join(f"-{f}" if f[1:] in AMX_FEATURES else f
+    no_amx = f"llvm -mcpu={host().mcpu} -mattr=" + ",".join(f"-{f[1:]}" if f[1:] in AMX_FEATURES else f
                                                             for f in host().mattr)
 
     def run(name, made):

@@ -28,8 +28,9 @@ pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "am
 AMX = "llvm -mcpu=sapphirerapids -mattr=+avx512f,+avx512bw,+avx512vl,+avx512vnni,+amx-tile,+amx-int8"
 HAS_AMX = {"amx-tile", "amx-int8"} <= host().features
 #: (leading data axes, reduction, outputs): one 32 x 32 block; 16 + 8 rows (24) x one column block with a
-#: 36-byte reduction tail; 37 rows (1-row tiles) with K < 64; 3-d data; one row of 2-d data
-SHAPES = [((64,), 128, 64), ((48,), 100, 48), ((37,), 36, 32), ((3, 16), 192, 96), ((1,), 68, 32)]
+#: 36-byte reduction tail; 37 rows (1-row tiles) with K < 64; 3-d data (tiles of 32 rows spanning 4 of its
+#: inner rows; tiles of 16, one inner row, where 24 would cut one); one row of 2-d data
+SHAPES = [((64,), 128, 64), ((48,), 100, 48), ((37,), 36, 32), ((4, 8), 192, 96), ((3, 16), 320, 64), ((1,), 68, 32)]
 
 
 def dense_graph(lead, k, n, epilogue=False):

@@ -2,7 +2,7 @@
 Rapids), ranked above the ``vpdpbusd`` entries of :mod:`.cpu_int8` (they require more features).
 
 - ``qnn.contrib_dense_pack``: the output's rows (leading axes fused, read through the ``data_rows`` stage,
-  kept) in tiles of up to 32 rows (the largest divisor) x 32 columns (16 where the column blocks are odd),
+  kept) in tiles of up to 32 rows (the largest divisor, whole rows of the innermost leading axis or a divisor of it) x 32 columns (16 where the column blocks are odd),
   parallel over tiles (row tiles outside: a tile's rows stay in cache while the weights pass); per tile one
   call of the tile micro-kernel of :mod:`tensorir.topi.x86.amx` over the whole reduction, then the epilogue
   (zero-point correction, requantization) on the tile, vectorized.
@@ -17,7 +17,13 @@ from ...topi.x86.amx import AMX_INT8, MAX_COL_BLOCKS, MAX_ROWS, dense_amx_int8, 
 from ..lower_te import KernelTE
 from . import cpu
 from .cpu_int8 import ISA
-from .helpers import extents, largest_divisor, single_reduction
+from .helpers import extents, single_reduction
+
+
+def _row_tile(m: int, inner: int) -> int:
+    """Rows of a tile: the largest divisor of ``m`` up to :data:`MAX_ROWS` that divides the innermost leading axis
+    (``inner``) or is a multiple of it, so a tile's rows are one box of the fused axes (bounds stay exact)."""
+    return max(d for d in range(1, min(m, MAX_ROWS) + 1) if m % d == 0 and (inner % d == 0 or d % inner == 0))
 
 
 @cpu.register_rule("qnn.contrib_dense_pack", requires=AMX_INT8)
@@ -27,8 +33,8 @@ def schedule_dense_pack_int8_amx(s: Schedule, kt: KernelTE, out: Stage) -> None:
         return cpu.schedule_reduction(s, kt, out)
     m, nb, _ = extents(anchor)
     k = int(anchor.op.reduce_axis[0].dom.extent) * GROUP
-    rows_t, blocks = largest_divisor(m, MAX_ROWS), MAX_COL_BLOCKS if nb % MAX_COL_BLOCKS == 0 else 1
     axes = list(out.op.axis)
+    rows_t, blocks = _row_tile(m, extents(out)[-2] if len(axes) > 2 else m), MAX_COL_BLOCKS if nb % 2 == 0 else 1
     rows = out.fuse(*axes[:-1]) if len(axes) > 2 else axes[0] if len(axes) == 2 else None
     no, ni = out.split(axes[-1], factor=LANES * blocks)
     if rows is None:
