@@ -6,18 +6,23 @@ Rapids), ranked above the ``vpdpbusd`` entries of :mod:`.cpu_int8` (they require
   parallel over tiles (row tiles outside: a tile's rows stay in cache while the weights pass); per tile one
   call of the tile micro-kernel of :mod:`tensorir.topi.x86.amx` over the whole reduction, then the epilogue
   (zero-point correction, requantization) on the tile, vectorized.
-
-The int8 convolution still takes the ``vpdpbusd`` entry on these targets.
+- ``qnn.contrib_conv2d_pack``: per (batch, 32 output channels (16 where the blocks are odd), output row) in
+  parallel, tiles of up to 32 output columns (the largest divisor); per tile one call of the micro-kernel
+  over every kernel tap and block of 4 input channels (A tiles: output columns of the pixel-major ``data_vec``
+  stage at the column stride; B tiles: 16 blocks of 4 input channels of one tap), then the epilogue.
 """
 from __future__ import annotations
 
+from ...arith import simplify
+from ...expr import IntImm, TensorLoad
 from ...schedule import Schedule, Stage
 from ...topi.nn.qnn import GROUP, LANES
-from ...topi.x86.amx import AMX_INT8, MAX_COL_BLOCKS, MAX_ROWS, dense_amx_int8, dense_ir
+from ...topi.x86.amx import AMX_INT8, MAX_COL_BLOCKS, MAX_ROWS, block_ir, conv_amx_int8, dense_amx_int8, dense_ir
+from ...visitor import collect, substitute
 from ..lower_te import KernelTE
 from . import cpu
-from .cpu_int8 import ISA
-from .helpers import extents, single_reduction
+from .cpu_int8 import ISA, inline_stage
+from .helpers import extents, largest_divisor, single_reduction
 
 
 def _row_tile(m: int, inner: int) -> int:
@@ -50,4 +55,54 @@ def schedule_dense_pack_int8_amx(s: Schedule, kt: KernelTE, out: Stage) -> None:
     out.vectorize(ni)
 
 
-ISA[schedule_dense_pack_int8_amx.__name__] = ("int8", "amx-int8")
+def _coefficient(index, var_, others) -> int | None:
+    """The constant ``d index / d var_`` of an affine ``index`` (``others`` set to 0)."""
+    at = lambda v: simplify(substitute(index, {**{o: 0 for o in others}, var_: v}))
+    one, zero = at(1), at(0)
+    d = simplify(one - zero)
+    return d.value if isinstance(d, IntImm) else None
+
+
+def _conv_geometry(anchor: Stage) -> tuple[int, int, int, int] | None:
+    """(row stride, column stride, row dilation, column dilation) of the packed conv from its ``data_vec``
+    load."""
+    loads = [e for e in collect(anchor.op.body[0], TensorLoad) if e.tensor.op.name == "data_vec"]
+    if len(loads) != 1:
+        return None
+    _, y, x = loads[0].indices[:3]
+    _, _, oy, ox, _ = (iv.var for iv in anchor.op.axis)
+    _, ry, rx, _ = (iv.var for iv in anchor.op.reduce_axis)
+    found = (_coefficient(y, oy, (ox, ry, rx)), _coefficient(x, ox, (oy, ry, rx)), _coefficient(y, ry, (oy, ox, rx)),
+             _coefficient(x, rx, (oy, ox, ry)))
+    return None if None in found else found
+
+
+@cpu.register_rule("qnn.contrib_conv2d_pack", requires=AMX_INT8)
+def schedule_conv2d_pack_int8_amx(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    inline_stage(s, "pad_temp")
+    anchor = single_reduction(s, out)
+    geometry = None if anchor is None or anchor is out else _conv_geometry(anchor)
+    if geometry is None or len(out.op.axis) != 4:
+        return cpu.schedule_reduction(s, kt, out)
+    sh, sw, dh, dw = geometry
+    _, ob, _, ow, _ = extents(anchor)
+    groups, kh, kw, _ = (int(iv.dom.extent) for iv in anchor.op.reduce_axis)
+    cols, blocks = largest_divisor(ow, MAX_ROWS), MAX_COL_BLOCKS if ob % 2 == 0 else 1
+    n, oc, oh, w = out.op.axis
+    oco, oci = out.split(oc, factor=LANES * blocks)
+    wo, wi = out.split(w, factor=cols)
+    out.reorder(n, oco, oh, wo, oci, wi)
+    tile = out.fuse(n, oco, oh)
+    out.parallel(tile)
+    anchor.compute_at(out, wo)
+    anchor.tensorize(anchor.op.axis[1], conv_amx_int8(cols, blocks, groups, (kh, kw), (sh, sw), (dh, dw)))
+    out.pragma(tile, "import_llvm", block_ir(cols, blocks, 4 * groups, (kh, kw)))
+    if cols % 4 == 0:
+        out.vectorize(wi)
+    for st in s.stages:
+        if st.op.name == "data_vec":
+            axes = list(st.op.axis)
+            st.parallel(st.fuse(axes[0], axes[1]))
+
+
+ISA[schedule_dense_pack_int8_amx.__name__] = ISA[schedule_conv2d_pack_int8_amx.__name__] = ("int8", "amx-int8")
