@@ -15,6 +15,7 @@ import pytest
 import codegen
 from codegen import jit
 from codegen.amx import AMXError
+from codegen.runtime.artifact import ArtifactError
 from codegen.target import host, parse
 from tensorir import graph
 from tensorir.graph.ir import Const, Graph, TensorType, Var
@@ -110,6 +111,25 @@ def test_amx_conv_block_addressing_through_a_scalar_stand_in(monkeypatch, shape)
     m = codegen.build_model(g, target=stand_in(monkeypatch))
     assert [o["rule"] for o in origins(m)] == ["schedule_conv2d_pack_int8_amx"]
     check(m, g, f)
+
+
+def test_an_amx_artifact_asks_for_the_tile_state_before_it_runs(tmp_path, monkeypatch):
+    """Exported and loaded: a host without AMX refuses it naming the features and the kernel; a host with them
+    loads it, and the tile state is requested before its first run (the stand-in's code runs anywhere)."""
+    target = stand_in(monkeypatch)
+    asked = []
+    monkeypatch.setattr("codegen.runtime.cpu.request_amx", asked.append)
+    g, f = conv_graph(*CONVS[0])
+    codegen.build_model(g, target=target).export_library(str(tmp_path / "model"))
+    if not HAS_AMX:
+        with pytest.raises(ArtifactError, match=r"lacks: amx-int8, amx-tile .*amx-int8 runs 1 kernel\(s\) \(fused_qnn"):
+            codegen.load_model(str(tmp_path / "model"))
+    monkeypatch.setattr("codegen.runtime.artifact_cpu.host", lambda: parse(target))
+    asked.clear()
+    m = codegen.load_model(str(tmp_path / "model"))
+    assert asked == []
+    check(m, g, f)
+    assert asked and asked[0].startswith("the model's kernel fused_qnn_contrib_conv2d_pack")
 
 
 @pytest.mark.skipif(HAS_AMX or "avx512vnni" not in host().features, reason="needs a host with VNNI and no AMX")
