@@ -44,11 +44,17 @@ def dense_graph(lead, k, n, epilogue=False):
     return Graph((x,), (y,), (), ("y",))
 
 
-#: (input channels, output channels, kernel, stride, padding, dilation, size): 32 channels (2 blocks) of 3x3 (9
-#: columns: one tile); 3 channels (one 4-byte step, no full step) of a strided 7x7; 64 channels strided (7 columns);
-#: 68 channels (one 64-byte step and a 4-byte tail) dilated, 48 outputs (3 blocks: one block a tile); 1x1
-CONVS = [(8, 32, 3, 1, 1, 1, 9), (3, 16, 7, 2, 3, 1, 20), (64, 64, 3, 2, 1, 1, 14), (68, 48, 3, 1, 1, 2, 11),
-         (16, 32, 1, 1, 0, 1, 7)]
+#: (input channels, output channels, kernel, stride, padding, dilation, size): 64 channels, 32 outputs (2 blocks)
+#: of 3x3 (9 columns: one tile); 3 channels of a strided 7x7 (under 64 bytes a tap: VNNI); 64 channels strided
+#: (7 columns); 68 channels (one 64-byte step and a 4-byte tail) dilated, 48 outputs (3 blocks: one block a
+#: tile); 1x1 over 128 channels
+CONVS = [(64, 32, 3, 1, 1, 1, 9), (3, 16, 7, 2, 3, 1, 20), (64, 64, 3, 2, 1, 1, 14), (68, 48, 3, 1, 1, 2, 11),
+         (128, 32, 1, 1, 0, 1, 7)]
+TILES = ["amx-int8", "amx-tile"]
+
+
+def conv_isa(c: int) -> list[str]:
+    return TILES if 4 * -(-c // 4) >= 64 else ["avx512vnni"]
 
 
 def conv_graph(c, o, k, stride, pad, dilation, size):
@@ -84,24 +90,27 @@ def check(m, g, f, poison=0x5A):
 
 
 def test_amx_tile_instructions_in_the_code_of_an_amx_target():
+    """Tiles for the dense and the conv; the conv over 3 channels keeps ``vpdpbusd`` and says so."""
     x = Var("x", TensorType((64, 128), "uint8"))
-    img = Var("img", TensorType((1, 8, 9, 9), "uint8"))
+    img, rgb = Var("img", TensorType((1, 64, 9, 9), "uint8")), Var("rgb", TensorType((1, 3, 9, 9), "uint8"))
     d = call("qnn.dense", x, Const(rng.integers(-128, 128, (64, 128)).astype(np.int8)))
-    c = call("qnn.conv2d", img, Const(rng.integers(-128, 128, (16, 8, 3, 3)).astype(np.int8)), strides=(1, 1),
-             padding=(1, 1, 1, 1), input_zero_point=3)
-    m = codegen.build_model(Graph((x, img), (d, c), (), ("d", "c")), target=AMX)
-    assert [o["isa"] for o in origins(m)] == [["amx-int8", "amx-tile"]] * 2, origins(m)
+    c, c3 = (call("qnn.conv2d", v, Const(rng.integers(-128, 128, (16, v.type.shape[1], 3, 3)).astype(np.int8)),
+                  strides=(1, 1), padding=(1, 1, 1, 1), input_zero_point=3) for v in (img, rgb))
+    m = codegen.build_model(Graph((x, img, rgb), (d, c, c3), (), ("d", "c", "c3")), target=AMX)
+    assert [(o["rule"], o["isa"]) for o in origins(m)] == [
+        ("schedule_dense_pack_int8_amx", TILES), ("schedule_conv2d_pack_int8_amx", TILES),
+        ("schedule_conv2d_pack_int8_amx", ["avx512vnni"])], origins(m)
     asm = jit.emit_assembly(m._ir, parse(AMX))
     for ins in ("ldtilecfg", "tileloadd", "tdpbusd", "tilestored", "tilerelease"):
         assert len(re.findall(rf"\b{ins}\b", asm)) >= 2, ins          # the dense's and the conv's functions
-    assert not re.search(r"vpdpbusd", asm)
+    assert re.search(r"vpdpbusd\s+%zmm", asm)                         # the 3-channel conv
 
 
 @pytest.mark.parametrize("lead,k,n", SHAPES)
 def test_amx_block_addressing_through_a_scalar_stand_in(monkeypatch, lead, k, n):
     g = dense_graph(lead, k, n, epilogue=len(lead) > 1)
     m = codegen.build_model(g, target=stand_in(monkeypatch))
-    assert [o["isa"] for o in origins(m)] == [["amx-int8", "amx-tile"]]
+    assert [o["isa"] for o in origins(m)] == [TILES]
     check(m, g, feeds(lead, k))
 
 
@@ -109,7 +118,7 @@ def test_amx_block_addressing_through_a_scalar_stand_in(monkeypatch, lead, k, n)
 def test_amx_conv_block_addressing_through_a_scalar_stand_in(monkeypatch, shape):
     g, f = conv_graph(*shape)
     m = codegen.build_model(g, target=stand_in(monkeypatch))
-    assert [o["rule"] for o in origins(m)] == ["schedule_conv2d_pack_int8_amx"]
+    assert [o["isa"] for o in origins(m)] == [conv_isa(shape[0])]
     check(m, g, f)
 
 
@@ -152,7 +161,7 @@ def test_a_host_without_amx_takes_vnni_and_refuses_to_run_amx_code(tmp_path):
 def test_amx_dense_matches_numpy(lead, k, n, epilogue):
     g = dense_graph(lead, k, n, epilogue)
     m = codegen.build_model(g)
-    assert [o["isa"] for o in origins(m)] == [["amx-int8", "amx-tile"]]
+    assert [o["isa"] for o in origins(m)] == [TILES]
     f = feeds(lead, k)
     check(m, g, f)
     check(m, g, f, poison=0xFF)            # all ones: -1 int32, NaN float32
@@ -163,7 +172,7 @@ def test_amx_dense_matches_numpy(lead, k, n, epilogue):
 def test_amx_conv_matches_numpy(shape):
     g, f = conv_graph(*shape)
     m = codegen.build_model(g)
-    assert [o["rule"] for o in origins(m)] == ["schedule_conv2d_pack_int8_amx"]
+    assert [o["isa"] for o in origins(m)] == [conv_isa(shape[0])]
     check(m, g, f)
     check(m, g, f, poison=0xFF)
 

@@ -9,7 +9,9 @@ Rapids), ranked above the ``vpdpbusd`` entries of :mod:`.cpu_int8` (they require
 - ``qnn.contrib_conv2d_pack``: per (batch, 32 output channels (16 where the blocks are odd), output row) in
   parallel, tiles of up to 32 output columns (the largest divisor); per tile one call of the micro-kernel
   over every kernel tap and block of 4 input channels (A tiles: output columns of the pixel-major ``data_vec``
-  stage at the column stride; B tiles: 16 blocks of 4 input channels of one tap), then the epilogue.
+  stage at the column stride; B tiles: 16 blocks of 4 input channels of one tap), then the epilogue; under
+  64 channel bytes a tap (:data:`FEW_CHANNELS`) the ``vpdpbusd`` rule of :mod:`.cpu_int8` (``Schedule.isa``
+  names it).
 """
 from __future__ import annotations
 
@@ -17,12 +19,19 @@ from ...arith import simplify
 from ...expr import IntImm, TensorLoad
 from ...schedule import Schedule, Stage
 from ...topi.nn.qnn import GROUP, LANES
+from ...topi.x86 import int8_isa
 from ...topi.x86.amx import AMX_INT8, MAX_COL_BLOCKS, MAX_ROWS, block_ir, conv_amx_int8, dense_amx_int8, dense_ir
 from ...visitor import collect, substitute
 from ..lower_te import KernelTE
 from . import cpu
-from .cpu_int8 import ISA, inline_stage
+from .cpu_int8 import ISA, RULES, inline_stage
 from .helpers import extents, largest_divisor, single_reduction
+from .registry import scheduling_target, target_features
+
+#: below this many channel bytes per kernel tap (a first layer's 3 channels: one 4-byte step a tap) the conv
+#: keeps ``vpdpbusd`` (measured on an Emerald Rapids Xeon, ResNet-18's 7x7 over 3 channels: 1.44 ms in tiles,
+#: 1.00 ms in VNNI), recorded as its kernel's ``isa``
+FEW_CHANNELS = 64
 
 
 def _row_tile(m: int, inner: int) -> int:
@@ -77,6 +86,13 @@ def _conv_geometry(anchor: Stage) -> tuple[int, int, int, int] | None:
     return None if None in found else found
 
 
+def _vnni_conv(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """The conv rule of :mod:`.cpu_int8` for the target's ``vpdpbusd`` (or the plain form), named in ``s.isa``."""
+    isa = int8_isa(target_features(scheduling_target()))
+    s.isa = (isa.feature,) if isa else ()
+    RULES["qnn.contrib_conv2d_pack", isa.feature if isa else ""](s, kt, out)
+
+
 @cpu.register_rule("qnn.contrib_conv2d_pack", requires=AMX_INT8)
 def schedule_conv2d_pack_int8_amx(s: Schedule, kt: KernelTE, out: Stage) -> None:
     inline_stage(s, "pad_temp")
@@ -87,6 +103,8 @@ def schedule_conv2d_pack_int8_amx(s: Schedule, kt: KernelTE, out: Stage) -> None
     sh, sw, dh, dw = geometry
     _, ob, _, ow, _ = extents(anchor)
     groups, kh, kw, _ = (int(iv.dom.extent) for iv in anchor.op.reduce_axis)
+    if 4 * groups < FEW_CHANNELS:
+        return _vnni_conv(s, kt, out)
     cols, blocks = largest_divisor(ow, MAX_ROWS), MAX_COL_BLOCKS if ob % 2 == 0 else 1
     n, oc, oh, w = out.op.axis
     oco, oci = out.split(oc, factor=LANES * blocks)

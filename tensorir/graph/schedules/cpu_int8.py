@@ -27,6 +27,8 @@ register_rule("qnn.conv2d")(cpu.schedule_conv2d)
 
 #: the instruction set each kernel's default rule used (rule name -> (precision, instruction set))
 ISA = {}
+#: (anchor op, instruction set feature, "" for the plain form) -> its rule
+RULES = {}
 
 
 def inline_stage(s: Schedule, name: str) -> None:
@@ -113,3 +115,4 @@ for _isa in (None, *DOT_INT8):
     for _op, _make in (("qnn.contrib_dense_pack", _dense_pack), ("qnn.contrib_conv2d_pack", _conv_pack)):
         _rule = register_rule(_op, requires=_requires)(_make(_isa))
         ISA[_rule.__name__] = ("int8", _isa.feature if _isa else "plain")
+        RULES[_op, _isa.feature if _isa else ""] = _rule
