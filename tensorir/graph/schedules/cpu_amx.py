@@ -24,7 +24,7 @@ from ...topi.x86.amx import AMX_INT8, MAX_COL_BLOCKS, MAX_ROWS, block_ir, conv_a
 from ...visitor import collect, substitute
 from ..lower_te import KernelTE
 from . import cpu
-from .cpu_int8 import ISA, RULES, inline_stage
+from .cpu_int8 import ISA, RULES, inline_stage, schedule_data_vec
 from .helpers import extents, largest_divisor, single_reduction
 from .registry import scheduling_target, target_features
 
@@ -117,10 +117,7 @@ def schedule_conv2d_pack_int8_amx(s: Schedule, kt: KernelTE, out: Stage) -> None
     out.pragma(tile, "import_llvm", block_ir(cols, blocks, 4 * groups, (kh, kw)))
     if cols % 4 == 0:
         out.vectorize(wi)
-    for st in s.stages:
-        if st.op.name == "data_vec":
-            axes = list(st.op.axis)
-            st.parallel(st.fuse(axes[0], axes[1]))
+    schedule_data_vec(s)
 
 
 ISA[schedule_dense_pack_int8_amx.__name__] = ISA[schedule_conv2d_pack_int8_amx.__name__] = ("int8", "amx-int8")

@@ -38,6 +38,14 @@ def inline_stage(s: Schedule, name: str) -> None:
             st.compute_inline()
 
 
+def schedule_data_vec(s: Schedule) -> None:
+    """The packed conv's regrouped data (``data_vec``, (N, H, W, I/4, 4)): parallel over (batch, rows)."""
+    for st in s.stages:
+        if st.op.name == "data_vec":
+            axes = list(st.op.axis)
+            st.parallel(st.fuse(axes[0], axes[1]))
+
+
 def _block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
     """The innermost (lanes x 4) block: ``vpdpbusd`` of ``isa``, or (None) the same dot in plain vector code
     (``vpmaddwd``)."""
@@ -100,10 +108,7 @@ def _conv_pack(isa):
         _block(anchor, aoci, ici, isa)
         if t % 4 == 0:
             out.vectorize(owi)
-        for st in s.stages:
-            if st.op.name == "data_vec":
-                axes = list(st.op.axis)
-                st.parallel(st.fuse(axes[0], axes[1]))
+        schedule_data_vec(s)
     schedule_conv2d_pack_int8.__name__ += f"_{isa.feature}" if isa else ""
     return schedule_conv2d_pack_int8
 
