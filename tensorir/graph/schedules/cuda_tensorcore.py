@@ -185,13 +185,16 @@ def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     af = s[s.cache_read(as_.op.output(0), "warp", readers[a])]
     bf = s[s.cache_read(bs.op.output(0), "warp", readers[b])]
     axes = list(out.op.axis)
+    rows = int(anchor.op.axis[-2].dom.extent)
+    if len(axes) > len(anchor.op.axis):   # a convolution's output pixels are the rows of its GEMM (conv2d_gemm)
+        axes = [out.fuse(*axes[:-1]), axes[-1]]
     bi, ii = out.split(axes[-2], factor=bm)
     bj, jj = out.split(axes[-1], factor=bn)
     out.reorder(*axes[:-2], bi, bj, ii, jj)
     if len(axes) > 2:
         bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
     group = knobs.get("swizzle", 1)
-    if group > 1 and int(out.op.axis[-2].dom.extent) // bm % group == 0:
+    if group > 1 and rows // bm % group == 0:
         # consecutive blocks take `group` row tiles of one column tile, then the next column: a wave of
         # blocks covers a squarer region of C, its A and B panels read from L2 more often than DRAM
         bio, bii = out.split(bi, factor=group)
@@ -298,6 +301,15 @@ def kernel_gemm(kt, anchor: Stage, out: Stage):
     return a, b, b_trans, dtype, batch, shape[-2], shape[-1], int(anchor.op.reduce_axis[0].dom.extent)
 
 
+def arch_refusal(info: dict) -> str | None:
+    """Why the target ``info`` (``registry.target_info``) has no ``mma.sync`` / ``cp.async`` (before sm_80), or None."""
+    arch = info.get("arch") or ""
+    digits = "".join(c for c in arch.split("_")[-1] if c.isdigit())
+    if not digits or int(digits) < 80:
+        return f"tensor cores need sm_80 or newer (the target is {arch or 'unknown'})"
+    return None
+
+
 def default_knobs(kt, anchor: Stage, out: Stage, info: dict):
     """The tensor-core knobs for the kernel on the target ``info`` (``registry.target_info``), or why it
     does not take tensor cores: float16 / bfloat16 inputs (float32 with ``allow_tf32``) on sm_80 and newer,
@@ -306,20 +318,20 @@ def default_knobs(kt, anchor: Stage, out: Stage, info: dict):
     if isinstance(got, str):
         return got
     _, _, b_trans, dtype, batch, m, n, k = got
-    arch = info.get("arch") or ""
-    digits = "".join(c for c in arch.split("_")[-1] if c.isdigit())
-    if not digits or int(digits) < 80:
-        return f"tensor cores need sm_80 or newer (the target is {arch or 'unknown'})"
+    why = arch_refusal(info)
+    if why is not None:
+        return why
     if dtype == "float32" and not info.get("allow_tf32"):
         return "float32 GEMMs use tensor cores (TF32) only with the target option -allow_tf32"
     return preferred_knobs(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024))
 
 
-def preferred_knobs(batch: int, m: int, n: int, k: int, dtype: str, b_trans: bool, shared_limit: int):
-    """The first of :data:`PREFERRED` that fits the GEMM and ``shared_limit``, or why none does."""
+def preferred_knobs(batch: int, m: int, n: int, k: int, dtype: str, b_trans: bool, shared_limit: int,
+                    preferred=PREFERRED):
+    """The first of ``preferred`` (:data:`PREFERRED`) that fits the GEMM and ``shared_limit``, or why none does."""
     large = batch * (m // 128) * (n // 128) >= LARGE_BLOCKS
     why = None
-    for size, knobs in PREFERRED:
+    for size, knobs in preferred:
         if size == "large" and not large:
             continue
         knobs = for_dtype(dtype, dict(DEFAULT_KNOBS, **knobs))
@@ -423,6 +435,6 @@ def _apply(f, v, i, j):
     return f(v, i, j)
 
 
-__all__ = ["DEFAULT_KNOBS", "PREFERRED", "SPACE", "SPACE_KNOBS", "TEMPLATE", "default_knobs", "fits", "for_dtype",
+__all__ = ["DEFAULT_KNOBS", "PREFERRED", "SPACE", "SPACE_KNOBS", "TEMPLATE", "arch_refusal", "default_knobs", "fits", "for_dtype",
            "gemm_operands", "preferred_knobs", "kernel_gemm", "schedule_space", "schedule_tensorcore", "shared_bytes",
            "tensorcore_fits", "tensorcore_gemm"]
