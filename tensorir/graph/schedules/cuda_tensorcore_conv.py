@@ -68,4 +68,44 @@ def schedule_conv2d_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
     cuda_tensorcore.schedule_tensorcore(s, out, anchor, knobs)
 
 
-__all__ = ["ANCHOR", "CONV_PREFERRED", "conv_knobs", "conv_refusal", "schedule_conv2d_gemm"]
+def tensorcore_conv2d(n: int, c: int, hw: tuple, o: int, kernel: int, stride: int = 1, pad: int = 0,
+                      dtype: str = "float16", knobs: dict | None = None, *, bias: bool = False, relu: bool = False,
+                      residual: bool = False, info: dict | None = None):
+    """``(schedule, [x, w, (bias,) (residual,) y])`` of an NHWC convolution (``x`` [n, 1, H, W, c] as the
+    layout pass gives it, ``w`` the [kernel * kernel * c, o] matrix) on tensor cores, ``y`` stored as
+    ``dtype`` after the epilogue ``+ bias[o]`` (float32), ``+ residual`` (``dtype``, ``y``'s shape), ``relu``;
+    ``knobs`` default to :func:`conv_knobs` for the target ``info`` (default sm_80 with 48 KiB of shared memory;
+    ``ValueError`` saying why none fit)."""
+    from ...expr import Max, binary, const
+    from ...schedule import create_schedule
+    from ...tensor import ComputeOp, compute, placeholder
+    from ...topi.nn.conv2d_gemm import conv2d_gemm_nhwc
+    x = placeholder((n, 1, *hw, c), dtype, name="x")
+    w = placeholder((kernel * kernel * c, o), dtype, name="w")
+    y = conv2d_gemm_nhwc(x, w, (kernel, kernel), stride, pad, 1)
+    args = [x, w]
+    if bias:
+        b = placeholder((o,), "float32", name="bias")
+        args.append(b)
+        y = compute(y.shape, lambda *i, y=y: y(*i) + b[i[-1]], name="bias_add")
+    if residual:
+        r = placeholder(tuple(int(d) for d in y.shape), dtype, name="residual")
+        args.append(r)
+        y = compute(y.shape, lambda *i, y=y: y(*i) + r(*i).astype("float32"), name="residual_add")
+    if relu:
+        y = compute(y.shape, lambda *i, y=y: binary(Max, y(*i), const(0.0, "float32")), name="relu")
+    out = compute(y.shape, lambda *i: y(*i).astype(dtype), name="y")
+    s = create_schedule(out.op)
+    anchor = next(st for st in s.stages if isinstance(st.op, ComputeOp) and st.op.reduce_axis)
+    for st in s.stages:
+        if isinstance(st.op, ComputeOp) and st.op not in (out.op, anchor.op):
+            st.compute_inline()
+    m, kk = int(anchor.op.axis[0].dom.extent), int(anchor.op.reduce_axis[0].dom.extent)
+    got = knobs or conv_knobs(m, o, kk, dtype, info or {"arch": "sm_80", "shared_limit": 48 * 1024})
+    if isinstance(got, str):
+        raise ValueError(f"tensorcore_conv2d: {got}")
+    cuda_tensorcore.schedule_tensorcore(s, s[out], anchor, dict(cuda_tensorcore.DEFAULT_KNOBS, **got))
+    return s, args + [out]
+
+
+__all__ = ["ANCHOR", "CONV_PREFERRED", "conv_knobs", "conv_refusal", "schedule_conv2d_gemm", "tensorcore_conv2d"]
