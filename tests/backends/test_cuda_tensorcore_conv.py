@@ -9,7 +9,9 @@ import pytest
 import codegen
 import cuda_sim
 import tensorir as te
-from tensorir.graph.schedules.cuda_tensorcore_conv import conv_refusal, tensorcore_conv2d
+from autotune.kernel_templates import kernel_te, match_template
+from tensorir.graph.schedules.cuda_tensorcore_conv import ANCHOR, conv2d_gemm_dag, conv_refusal, tensorcore_conv2d
+from tensorir.schedule.space import ConfigSpace, FallbackConfig
 
 EPS = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 
@@ -38,6 +40,11 @@ CASES = [  # n, c, hw, o, kernel, stride, pad, dtype, epilogue
 def test_conv_simulated(n, c, hw, o, k, stride, pad, dtype, epilogue):
     s, args = tensorcore_conv2d(n, c, (hw, hw), o, k, stride, pad, dtype, bias="bias" in epilogue,
                                 relu="relu" in epilogue, residual="residual" in epilogue)
+    _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue)
+
+
+def _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue):
+    """Build for sm_80, run on the simulator over NaN-poisoned outputs, compare with float64 numpy."""
     mod = codegen.build(s, args, target="cuda -arch=sm_80")
     src = mod.get_source("cuda")
     assert "tt_mma(" in src and "tt_ldmatrix(" in src
@@ -65,6 +72,25 @@ def test_conv_simulated(n, c, hw, o, k, stride, pad, dtype, epilogue):
     tol = bound + EPS[dtype] * np.abs(ref) + 1e-30
     bad = np.abs(got - ref) > tol
     assert not bad.any(), f"{bad.sum()} of {bad.size} outside tolerance; worst {np.abs(got - ref).max()}"
+
+
+@pytest.mark.slow
+@pytest.mark.cuda_sim
+def test_config_space():
+    """The entry's space (``conv2d_gemm_tensorcore_cuda``): its first config (32 x 32 blocks, k slices of 16,
+    2 stages) and the fallback (the default's knobs) both run right; kernels it cannot tile are named."""
+    case = (2, 16, 8, 32, 3, 2, 1, "float16", "bias_relu")       # M 32, K 144
+    n, c, hw, o, k, stride, pad, dtype, _ = case
+    args = conv2d_gemm_dag(n, c, (hw, hw), o, k, stride, pad, dtype, bias=True, relu=True)
+    tmpl, why = match_template(args, ANCHOR, "cuda")
+    assert why is None and tmpl.name == "conv2d_gemm_tensorcore_cuda"
+    space = ConfigSpace()
+    tmpl.space(space, kernel_te(args), shared_limit=163 * 1024)
+    assert set(space.space_map) >= {"block_m", "block_n", "warp_m", "warp_n", "chunk", "stages", "swizzle"}
+    for cfg in (space.get(0), FallbackConfig()):
+        _check(tmpl.schedule(cfg, args), args, *case)
+    odd = conv2d_gemm_dag(1, 16, (7, 7), 32, 3, 1, 1)           # M = 49
+    assert "do not divide" in match_template(odd, ANCHOR, "cuda")[1]
 
 
 @pytest.mark.nvcc

@@ -10,7 +10,8 @@ A slices' ``cp.async`` fetch, whose padding select becomes a zero-filling copy (
 one pixel, hence ``C % 8 == 0``), B (the weights, stored [K, N]) goes through ``ldmatrix.trans``, the
 output pixels are the GEMM's rows and the epilogue (bias, relu, residual add, the cast) reads the shared
 float32 tile of the accumulators.  Tiles must divide the GEMM (:data:`CONV_PREFERRED`: 32-row blocks serve
-7 x 7 maps at batch 32, ``M = 32 * 49``), so edge tiles never exist.
+7 x 7 maps at batch 32, ``M = 32 * 49``), so edge tiles never exist.  The config space
+(:data:`SPACE_KNOBS`) is tuned as ``conv2d_gemm_tensorcore_cuda``.
 """
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ CONV_PREFERRED = cuda_tensorcore.PREFERRED + (
     ("any", {"block_m": 32, "block_n": 32, "warp_m": 32, "warp_n": 32, "chunk": 16, "stages": 4}),
 )
 ANCHOR = "nn.contrib_conv2d_gemm_without_weight_transform"
+TEMPLATE = "conv2d_gemm_tensorcore_cuda"
+#: knob -> choices of the config space: the GEMM's (:data:`.cuda_tensorcore.SPACE_KNOBS`) and 32-row / 32-column
+#: blocks, k slices of 16
+SPACE_KNOBS = dict(cuda_tensorcore.SPACE_KNOBS, block_m=[32, 64, 128, 256], block_n=[32, 64, 128, 256],
+                   chunk=[16, 32, 64])
+SMALLEST = dict(cuda_tensorcore.DEFAULT_KNOBS, block_m=32, block_n=32, warp_m=32, warp_n=32, chunk=16)
 
 
 def conv_knobs(m: int, n: int, k: int, dtype: str, info: dict):
@@ -53,7 +60,17 @@ def conv_refusal(dtype: str, groups: int, channels: int, m: int, n: int, k: int,
     return knobs if isinstance(knobs, str) else None
 
 
-@register_cuda_rule(ANCHOR)
+def fits(kt) -> str | None:
+    """Why the config space does not fit the kernel (None: it does): tiles of at least :data:`SMALLEST`."""
+    return cuda_tensorcore.fits(kt, SMALLEST)
+
+
+def schedule_space(cfg, kt, shared_limit: int | None = None):
+    """The kernel under ``cfg`` (knobs :data:`SPACE_KNOBS`, the fallback :data:`CONV_PREFERRED`'s choice)."""
+    return cuda_tensorcore.schedule_space(cfg, kt, shared_limit, SPACE_KNOBS, CONV_PREFERRED)
+
+
+@register_cuda_rule(ANCHOR, template=TEMPLATE, fits=fits, space=schedule_space)
 def schedule_conv2d_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """The implicit GEMM (see the module) with :func:`conv_knobs`."""
     anchor = single_reduction(s, out)
@@ -71,14 +88,33 @@ def schedule_conv2d_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
 def tensorcore_conv2d(n: int, c: int, hw: tuple, o: int, kernel: int, stride: int = 1, pad: int = 0,
                       dtype: str = "float16", knobs: dict | None = None, *, bias: bool = False, relu: bool = False,
                       residual: bool = False, info: dict | None = None):
-    """``(schedule, [x, w, (bias,) (residual,) y])`` of an NHWC convolution (``x`` [n, 1, H, W, c] as the
-    layout pass gives it, ``w`` the [kernel * kernel * c, o] matrix) on tensor cores, ``y`` stored as
-    ``dtype`` after the epilogue ``+ bias[o]`` (float32), ``+ residual`` (``dtype``, ``y``'s shape), ``relu``;
-    ``knobs`` default to :func:`conv_knobs` for the target ``info`` (default sm_80 with 48 KiB of shared memory;
+    """``(schedule, [x, w, (bias,) (residual,) y])`` of :func:`conv2d_gemm_dag` on tensor cores; ``knobs``
+    default to :func:`conv_knobs` for the target ``info`` (default sm_80 with 48 KiB of shared memory;
     ``ValueError`` saying why none fit)."""
-    from ...expr import Max, binary, const
     from ...schedule import create_schedule
-    from ...tensor import ComputeOp, compute, placeholder
+    from ...tensor import ComputeOp
+    args = conv2d_gemm_dag(n, c, hw, o, kernel, stride, pad, dtype, bias=bias, relu=relu, residual=residual)
+    out = args[-1]
+    s = create_schedule(out.op)
+    anchor = next(st for st in s.stages if isinstance(st.op, ComputeOp) and st.op.reduce_axis)
+    for st in s.stages:
+        if isinstance(st.op, ComputeOp) and st.op not in (out.op, anchor.op):
+            st.compute_inline()
+    m, kk = int(anchor.op.axis[0].dom.extent), int(anchor.op.reduce_axis[0].dom.extent)
+    got = knobs or conv_knobs(m, o, kk, dtype, info or {"arch": "sm_80", "shared_limit": 48 * 1024})
+    if isinstance(got, str):
+        raise ValueError(f"tensorcore_conv2d: {got}")
+    cuda_tensorcore.schedule_tensorcore(s, s[out], anchor, dict(cuda_tensorcore.DEFAULT_KNOBS, **got))
+    return s, args
+
+
+def conv2d_gemm_dag(n: int, c: int, hw: tuple, o: int, kernel: int, stride: int = 1, pad: int = 0,
+                    dtype: str = "float16", *, bias: bool = False, relu: bool = False, residual: bool = False):
+    """``[x, w, (bias,) (residual,) y]``: an NHWC convolution (``x`` [n, 1, H, W, c] as the layout pass gives
+    it, ``w`` the [kernel * kernel * c, o] matrix), ``y`` stored as ``dtype`` after the epilogue ``+ bias[o]``
+    (float32), ``+ residual`` (``dtype``, ``y``'s shape), ``relu``: a model kernel's DAG, unscheduled."""
+    from ...expr import Max, binary, const
+    from ...tensor import compute, placeholder
     from ...topi.nn.conv2d_gemm import conv2d_gemm_nhwc
     x = placeholder((n, 1, *hw, c), dtype, name="x")
     w = placeholder((kernel * kernel * c, o), dtype, name="w")
@@ -94,18 +130,8 @@ def tensorcore_conv2d(n: int, c: int, hw: tuple, o: int, kernel: int, stride: in
         y = compute(y.shape, lambda *i, y=y: y(*i) + r(*i).astype("float32"), name="residual_add")
     if relu:
         y = compute(y.shape, lambda *i, y=y: binary(Max, y(*i), const(0.0, "float32")), name="relu")
-    out = compute(y.shape, lambda *i: y(*i).astype(dtype), name="y")
-    s = create_schedule(out.op)
-    anchor = next(st for st in s.stages if isinstance(st.op, ComputeOp) and st.op.reduce_axis)
-    for st in s.stages:
-        if isinstance(st.op, ComputeOp) and st.op not in (out.op, anchor.op):
-            st.compute_inline()
-    m, kk = int(anchor.op.axis[0].dom.extent), int(anchor.op.reduce_axis[0].dom.extent)
-    got = knobs or conv_knobs(m, o, kk, dtype, info or {"arch": "sm_80", "shared_limit": 48 * 1024})
-    if isinstance(got, str):
-        raise ValueError(f"tensorcore_conv2d: {got}")
-    cuda_tensorcore.schedule_tensorcore(s, s[out], anchor, dict(cuda_tensorcore.DEFAULT_KNOBS, **got))
-    return s, args + [out]
+    return args + [compute(y.shape, lambda *i: y(*i).astype(dtype), name="y")]
 
 
-__all__ = ["ANCHOR", "CONV_PREFERRED", "conv_knobs", "conv_refusal", "schedule_conv2d_gemm", "tensorcore_conv2d"]
+__all__ = ["ANCHOR", "CONV_PREFERRED", "SMALLEST", "SPACE_KNOBS", "TEMPLATE", "conv2d_gemm_dag", "conv_knobs",
+           "conv_refusal", "fits", "schedule_conv2d_gemm", "schedule_space", "tensorcore_conv2d"]
