@@ -11,6 +11,7 @@ import cuda_sim
 import tensorir as te
 from autotune.kernel_templates import kernel_te, match_template
 from tensorir.graph.schedules.cuda_tensorcore_conv import ANCHOR, conv2d_gemm_dag, conv_refusal, tensorcore_conv2d
+from tensorir.graph.schedules import kernel_schedule
 from tensorir.schedule.space import ConfigSpace, FallbackConfig
 
 EPS = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
@@ -43,9 +44,10 @@ def test_conv_simulated(n, c, hw, o, k, stride, pad, dtype, epilogue):
     _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue)
 
 
-def _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue):
-    """Build for sm_80, run on the simulator over NaN-poisoned outputs, compare with float64 numpy."""
-    mod = codegen.build(s, args, target="cuda -arch=sm_80")
+def _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda -arch=sm_80", run=cuda_sim.run):
+    """Build for ``target``, ``run`` (default: the simulator) over NaN-poisoned outputs, compare with float64
+    numpy."""
+    mod = codegen.build(s, args, target=target)
     src = mod.get_source("cuda")
     assert "tt_mma(" in src and "tt_ldmatrix(" in src
     assert ("tt_cp_async_zfill(" in src) == bool(pad)        # the padding select is a zero-filling copy
@@ -66,7 +68,7 @@ def _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue):
     if "relu" in epilogue:
         ref = np.maximum(ref, 0)
     out = np.full((n, 1, ref.shape[2], ref.shape[3], o), np.nan, dtype)
-    cuda_sim.run(mod, *ins, out)
+    run(mod, *ins, out)
     got = out[:, 0].transpose(0, 3, 1, 2).astype(np.float64)
     assert not np.isnan(got).any(), "unwritten (NaN-poisoned) outputs"
     tol = bound + EPS[dtype] * np.abs(ref) + 1e-30
@@ -91,6 +93,19 @@ def test_config_space():
         _check(tmpl.schedule(cfg, args), args, *case)
     odd = conv2d_gemm_dag(1, 16, (7, 7), 32, 3, 1, 1)           # M = 49
     assert "do not divide" in match_template(odd, ANCHOR, "cuda")[1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,c,hw,o,k,stride,pad,dtype,epilogue", CASES + [(32, 512, 7, 512, 3, 1, 1, "float16",
+                                                                              "bias_relu")])
+def test_conv_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue):
+    """The registry's entry (the GPU's arch and shared memory) on the device; the last case is ResNet-18's
+    layer4 3x3 at batch 32 (M = 32 * 49: 32-row blocks)."""
+    args = conv2d_gemm_dag(n, c, (hw, hw), o, k, stride, pad, dtype, bias="bias" in epilogue,
+                           relu="relu" in epilogue, residual="residual" in epilogue)
+    s, origin = kernel_schedule(kernel_te(args, ANCHOR), "cuda")
+    assert origin["rule"] == "schedule_conv2d_gemm"
+    _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda", run=lambda mod, *a: mod(*a))
 
 
 @pytest.mark.nvcc
