@@ -71,6 +71,6 @@ def _is_cpu(target) -> bool:
     return target is None or str(target).split()[0] == "llvm"
 
 
-__all__ = ["CPU_ONLY", "CUDA_ONLY", "PASSES", "alter_op_layout", "alter_op_layout_cuda", "bind_params", "eliminate_dead_code", "fold_constants",
-           "fold_control_flow", "fuse_ops", "infer_types", "on_subgraphs", "optimize", "partition", "simplify",
+__all__ = ["CPU_ONLY", "CUDA_ONLY", "PASSES", "alter_op_layout", "alter_op_layout_cuda", "bind_params",
+           "eliminate_dead_code", "fold_constants", "fold_control_flow", "fuse_ops", "infer_types", "on_subgraphs", "optimize", "partition", "simplify",
            "to_mixed_precision"]

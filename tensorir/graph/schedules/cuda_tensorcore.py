@@ -350,8 +350,10 @@ def fits(kt, smallest: dict = SMALLEST) -> str | None:
     whose output and reduction the ``smallest`` tiles divide."""
     s, outputs, computes = kernel_stages(kt.args)
     reductions = [st for st in computes if st.op.reduce_axis]
-    if len(outputs) != 1 or len(reductions) != 1:
-        return f"{len(outputs)} outputs, {len(reductions)} reduction stages (the template tiles one GEMM)"
+    if len(outputs) != 1:
+        return f"{len(outputs)} outputs (the template writes one)"
+    if len(reductions) != 1:
+        return f"{len(reductions)} reduction stages (the template tiles one GEMM)"
     got = kernel_gemm(kt, reductions[0], s[outputs[0]])
     if isinstance(got, str):
         return got
