@@ -4,6 +4,7 @@ keep NCHW, with a warning naming why), and a small residual block built as a CUD
 simulated GPU (tests/cuda_sim.py) against numpy."""
 import warnings
 
+import ml_dtypes  # noqa: F401  (np.dtype("bfloat16"))
 import numpy as np
 import pytest
 
@@ -52,19 +53,30 @@ def test_layout_pass_makes_16bit_convs_nhwc_on_cuda():
     assert "nn.contrib_conv2d_gemm_without_weight_transform" not in _ops(graph.optimize(g, {}, fuse=False))  # CPU
 
 
+def test_odd_channels_stay_nchw_with_a_warning():
+    """12 input channels (not whole 16-byte gathers): those convs stay NCHW, named; the 32-channel one between
+    them still takes tensor cores."""
+    g, _ = _block(c=12)
+    with pytest.warns(UserWarning, match="12 input channels") as rec:
+        ops = _ops(graph.optimize(g, {}, fuse=False, target="cuda -arch=sm_90"))
+    assert len([r for r in rec if "12 input channels" in str(r.message)]) == 2
+    assert ops.count("nn.contrib_conv2d_gemm_without_weight_transform") == 1 and ops.count("nn.conv2d") == 2
+
+
 @pytest.mark.nvcc
 @pytest.mark.cuda_sim
-def test_residual_block_model_simulated():
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_residual_block_model_simulated(dtype):
     """Three tensor-core convs in one CUDA model (kernels with different helper sets in one translation
     unit), bias / relu / residual add fused, NHWC between the boundary transforms."""
-    g, (w1, b1, w2, w3) = _block()
+    g, (w1, b1, w2, w3) = _block(dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         m = codegen.build_model(g, target="cuda -arch=sm_80")
     assert sum("conv2d_gemm" in k for k in m.kernels) == 3
-    xs = np.random.default_rng(1).standard_normal((2, 16, 8, 8)).astype("float16")
+    xs = np.random.default_rng(1).standard_normal((2, 16, 8, 8)).astype(dtype)
     (got,) = simulate(m, {"x": xs})
-    y = np.maximum(_conv(xs, w1, 2, 1) + b1.astype(np.float64)[None, :, None, None], 0).astype("float16")
-    ref = np.maximum(_conv(y, w2, 1, 0).astype("float16").astype(np.float64)
-                     + _conv(xs, w3, 2, 0).astype("float16"), 0)
-    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=4 * EPS16, atol=4 * EPS16)
+    y = np.maximum(_conv(xs, w1, 2, 1) + b1.astype(np.float64)[None, :, None, None], 0).astype(dtype)
+    ref = np.maximum(_conv(y, w2, 1, 0).astype(dtype).astype(np.float64) + _conv(xs, w3, 2, 0).astype(dtype), 0)
+    eps = EPS16 if dtype == "float16" else 2.0 ** -8      # each kernel rounds its result once
+    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=4 * eps, atol=4 * eps)
