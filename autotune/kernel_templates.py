@@ -52,12 +52,16 @@ class KernelTemplate:
     def module(self) -> str:
         return f"autotune.templates.{self.name}"
 
+    def entry(self):
+        """The entry whose space the current target (the task's, or the host) uses; None with one space."""
+        if not self.entries:
+            return None
+        features = target_features(Target.current() or parse("llvm"))
+        return next(e for e in self.entries if e.requires <= features)
+
     def schedule(self, cfg, tensors):
         """The schedule of the kernel ``tensors`` under ``cfg`` (checked against the current target's limits)."""
-        space = self.space
-        if self.entries:
-            features = target_features(Target.current() or parse("llvm"))
-            space = next(e.space for e in self.entries if e.requires <= features)
+        space = self.space if not self.entries else self.entry().space
         return space(cfg, kernel_te(tensors), **TARGET_LIMITS.get(self.target_kind, dict)())
 
 

@@ -126,9 +126,29 @@ def test_strided_1x1_conv_of_nchw_data_regroups_only_the_pixels_it_reads(vnni):
     data, w = te.placeholder((1, 6, 13, 11), "uint8"), te.placeholder((1, 2, 1, 1, 64), "int8")
     y = conv2d_pack_int8(data, w, (2, 3), (0, 0, 0, 0), (1, 1), 5, out_layout="NCHW16c")
     vec = next(t for t in y.op.input_tensors if t.op.name == "data_vec")
-    assert [int(d) for d in vec.shape] == [1, 2, 7, 4, 4] and [int(d) for d in y.shape] == [1, 1, 7, 4, 16]
+    assert [int(d) for d in vec.shape] == [1, 7, 4, 2, 4] and [int(d) for d in y.shape] == [1, 1, 7, 4, 16]
     x = Var("x", TensorType((1, 6, 13, 11), "uint8"))
     g = Graph((x,), (requantize(conv(x, weights(16, 6, 1, 1), 5, strides=(2, 3)), "uint8", 4),), (), ("y",))
     feeds = {"x": rng.integers(0, 256, (1, 6, 13, 11)).astype(np.uint8)}
     _, got = run(g, None if vnni else f"llvm -mcpu={host().mcpu} -mattr=-avx512vnni,-avxvnni", feeds)
     np.testing.assert_array_equal(got[0], graph.evaluate(g, feeds)[0])
+
+
+def test_amx_tiles_over_blocked_data_through_a_scalar_stand_in(monkeypatch):
+    """On an AMX target the packed convs reading NCHW16c data tile its pixel-major view (one per kernel, at the
+    root), the output NCHW16c with its epilogue, or the int32 sums themselves; the grouped conv takes
+    ``vpdpbusd``; addressing checked through the scalar stand-in of the tile micro-kernels (any x86 host)."""
+    from test_model_int8_amx import TILES, stand_in
+    if "avx512vnni" not in host().features:
+        pytest.skip("the stand-in target is this host's features with AMX (the grouped conv's VNNI: AVX512-VNNI)")
+    x = Var("x", TensorType((1, 64, 11, 10), "uint8"))
+    a = requantize(conv(x, weights(64, 64, 3, 3), 5, padding=(1, 1, 1, 1)), "uint8", 3)
+    b = requantize(conv(a, weights(32, 64, 3, 3), 3, strides=(2, 2), padding=(1, 0, 1, 1)), "uint8", 1)
+    sums = conv(b, weights(32, 16, 1, 1), 1, groups=2)
+    g = Graph((x,), (a, sums), (), ("a", "sums"))
+    feeds = {"x": rng.integers(0, 256, (1, 64, 11, 10)).astype(np.uint8)}
+    m, got = run(g, stand_in(monkeypatch), feeds)
+    isa = [s.schedule["isa"] for s in m.run_list.steps if "qnn_contrib_conv2d_pack" in s.kernel]
+    assert isa == [TILES, TILES, ["avx512vnni"]], isa
+    for a_, w in zip(got, graph.evaluate(g, feeds)):
+        np.testing.assert_array_equal(a_, w)

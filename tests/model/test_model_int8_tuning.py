@@ -135,6 +135,10 @@ def test_tuned_log_deploys_the_int8_templates_exactly(tmp_path):
             m = codegen.build_model(g, "llvm")
     kinds = {s.kernel: s.schedule["kind"] for s in m.run_list.steps if "conv2d_pack" in s.kernel}
     assert list(kinds.values()).count("template") == 4, kinds
+    # the origin (manifest) names the instruction set the space used, as a default int8 kernel's does
+    isa = sorted({"avx512vnni", "avxvnni"} & host().features)[:1]
+    assert all(s.schedule.get("isa") == (isa or None) and s.schedule["precision"] == "uint8"
+               for s in m.run_list.steps if "conv2d_pack" in s.kernel), [s.schedule for s in m.run_list.steps]
     f = feeds()
     for b in m.buffers:
         b.view(np.uint8).fill(0x5A)

@@ -33,10 +33,34 @@ register_rule("qnn.conv2d")(cpu.schedule_conv2d)
 
 #: the instruction set each kernel's default rule used (rule name -> (precision, instruction set))
 ISA = {}
+#: (anchor op, instruction set feature, "" for the plain form) -> its rule
+RULES = {}
+
+
+def inline_stage(s: Schedule, name: str) -> None:
+    """Inline the stage named ``name`` (a topi stage kept apart for other schedules), if there is one."""
+    for st in s.stages:
+        if st.op.name == name:
+            st.compute_inline()
+
+
+def schedule_data_vec(s: Schedule, keep_view: bool = False) -> None:
+    """The packed conv's pixel-major data (``data_vec``, (N, H, W, I/4, 4)): NCHW data regrouped, parallel over
+    (batch, rows); a view of blocked data stays inlined (``vpdpbusd`` reads the data, or its padding, in place)
+    or, ``keep_view`` (AMX tiles read it), is computed at the root the same way, its padding inlined."""
+    for st in s.stages:
+        if st.op.name != "data_vec" or not (keep_view or "pad" in st.op.tag):
+            continue
+        if "pad" not in st.op.tag:
+            st.compute_root()
+            inline_stage(s, "data_pad")
+        axes = list(st.op.axis)
+        st.parallel(st.fuse(axes[0], axes[1]))
 
 
 def _dense_pack(isa):
     def schedule_dense_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
+        inline_stage(s, "data_rows")
         anchor = single_reduction(s, out)
         if anchor is None or anchor is out:
             return cpu.schedule_reduction(s, kt, out)
@@ -69,6 +93,8 @@ def _conv_pack(isa):
         if anchor is None or len(ext) not in (4, 5) or len(ext) == 5 and ext != extents(anchor) \
                 or anchor is out and len(ext) == 4:
             return cpu.schedule_reduction(s, kt, out)
+        inline_stage(s, "pad_temp")
+        schedule_data_vec(s)
         if anchor is out:    # NCHW16c int32 sums, no epilogue: the tile's block in place
             n, oco, oh, ow, oci = out.op.axis
             ico, ry, rx, ici = out.op.reduce_axis
@@ -77,9 +103,6 @@ def _conv_pack(isa):
             out.parallel(out.fuse(n, oco, oh))
             out.unroll(owi)
             return dot_block(out, oci, ici, isa)
-        for st in s.stages:
-            if st.op.name == "pad_temp":
-                st.compute_inline()
         if len(ext) == 5:    # NCHW16c: the channel block is the epilogue's vector
             n, oco, oh, ow, oci = out.op.axis
         else:
@@ -99,10 +122,6 @@ def _conv_pack(isa):
             out.vectorize(oci)
         elif t % 4 == 0:
             out.vectorize(owi)
-        for st in s.stages:   # (blocked data's padding: the kernel's default for stages left at the root)
-            if st.op.name == "data_vec":
-                axes = list(st.op.axis)
-                st.parallel(st.fuse(axes[0], axes[1]))
     schedule_conv2d_pack_int8.__name__ += f"_{isa.feature}" if isa else ""
     return schedule_conv2d_pack_int8
 
@@ -118,3 +137,4 @@ for _isa in (None, *DOT_INT8):
                                ("qnn.contrib_conv2d_pack", _conv_pack, conv_entry_space)):
         _rule = register_rule(_op, requires=_requires, **_space(_isa))(_make(_isa))
         ISA[_rule.__name__] = ("int8", _isa.feature if _isa else "plain")
+        RULES[_op, _isa.feature if _isa else ""] = _rule

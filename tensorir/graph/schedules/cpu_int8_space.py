@@ -83,15 +83,20 @@ def dense_fits(kt: KernelTE) -> str | None:
 
 
 def _stages(kt: KernelTE):
-    """``(schedule, output stage, anchor)``: injective stages inlined, the padding/regrouping stages parallel."""
+    """``(schedule, output stage, anchor)``: injective stages inlined (a view of blocked data too), the padding
+    of blocked data and the regrouping of NCHW data parallel at the root (as :mod:`.cpu_int8` does)."""
     s, outputs, computes = kernel_stages(kt.args)
     out = s[outputs[0]]
     for st in computes:
-        if not st.op.reduce_axis and st is not out:
-            if st.op.name in ("data_vec", "data_pad"):
-                schedule_injective_from_existing(s, st.op.output(0))
-            else:
-                st.compute_inline()
+        if st.op.reduce_axis or st is out:
+            continue
+        if st.op.name == "data_pad":
+            schedule_injective_from_existing(s, st.op.output(0))
+        elif st.op.name == "data_vec" and "pad" in st.op.tag:
+            axes = list(st.op.axis)
+            st.parallel(st.fuse(axes[0], axes[1]))
+        else:
+            st.compute_inline()
     return s, out, next(st for st in computes if st.op.reduce_axis)
 
 

@@ -3,12 +3,17 @@ int8 ``conv2d_NCHWc``): each output lane ``j`` of a block of ``LANES`` takes 4 c
 elements, so one 64-byte row of packed weights is one instruction's operand.
 
 - ``dense_pack_int8(data (..., K) uint8, weight (N/16, K/4, 64))``: (..., N) int32; weight layout
-  ``NK16n4k``: ``weight[jo, ko, ji * 4 + ki] = W[jo * 16 + ji, ko * 4 + ki]``;
+  ``NK16n4k``: ``weight[jo, ko, ji * 4 + ki] = W[jo * 16 + ji, ko * 4 + ki]``; data of other than 2 dimensions
+  is read through its rows (stage ``data_rows``, (M, K), tag ``"injective,pad"``: a schedule inlines it or
+  keeps it, as AMX tiles do, for a box of rows);
 - ``conv2d_pack_int8(data, weight (O/16, ceil(I/g/4), KH, KW, 64))``, ``g`` groups: int32 NCHW or ``NCHW16c``;
-  weight layout ``OIHW4i16o4i`` (the same within each kernel tap; channels past I/g have zero weights).
-  Blocked data (``NCHW[x]c``, ``4 | x``: what the layout pass keeps between int8 kernels) is read in place,
-  padded with the input's zero point (stage ``data_pad``); NCHW data (a model's boundary) is padded and
-  regrouped into blocks of 4 channels (stage ``data_vec``), both tagged ``"injective,pad"`` (their own stage);
+  weight layout ``OIHW4i16o4i`` (the same within each kernel tap; channels past I/g have zero weights).  The
+  data is read pixel-major, channels in blocks of 4 (stage ``data_vec``, (N, H, W, I/4, 4): a pixel's channels
+  contiguous, the rows of an AMX A tile): NCHW data (a model's boundary) padded with the input's zero point
+  and regrouped (tag ``"injective,pad"``: its own stage); blocked data (``NCHW[x]c``, ``4 | x``: what the
+  layout pass keeps between int8 kernels) seen through ``data_vec`` as a view (tag ``"injective"``: inlined,
+  ``vpdpbusd`` reads the data in place; AMX computes it at the root) of its padding (stage ``data_pad``,
+  its own);
 - ``depthwise_conv2d_int8_NCHWc``: ``topi.nn.depthwise_conv2d_NCHWc`` over 8-bit data padded with the zero
   point, int32 (no 4-byte dot: each channel is its own vector lane).
 
@@ -50,8 +55,10 @@ def dense_pack_int8(data: Tensor, weight: Tensor) -> Tensor:
             i = i // d
         return idx[::-1]
 
+    rows = data if len(lead) == 1 else compute((m, k), lambda i, kk: data[(*row(i), kk)], name="data_rows",
+                                                   tag="injective,pad")
     acc = compute((m, nb, LANES), lambda i, jo, ji: rsum(
-        data[(*row(i), ko * GROUP + ki)].astype("int32") * weight[jo, ko, ji * GROUP + ki].astype("int32"),
+        rows[i, ko * GROUP + ki].astype("int32") * weight[jo, ko, ji * GROUP + ki].astype("int32"),
         axis=[ko, ki]), name="T_dense_pack_int8", tag="dense_pack_int8")
     strides = [1] * len(lead)
     for d in range(len(lead) - 2, -1, -1):
@@ -95,34 +102,35 @@ def conv2d_pack_int8(data: Tensor, weight: Tensor, strides, padding, dilation, i
     pt, pl, pb, pr = padding
     oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
     ow = (w + pl + pr - (kw - 1) * dw - 1) // sw + 1
-    if block:   # blocked data: padded with the zero point (its own stage), read in place
-        x = pad(data, (0, 0, pt, pl, 0), (0, 0, pb, pr, 0), pad_value=input_zero_point, name="data_pad") \
+    if block:   # blocked data: padded with the zero point (its own stage), seen pixel-major (a view)
+        xp = pad(data, (0, 0, pt, pl, 0), (0, 0, pb, pr, 0), pad_value=input_zero_point, name="data_pad") \
             if any(padding) else data
-    else:       # NCHW data regrouped into blocks of 4 channels (channels past c read the zero point)
-        block = GROUP
+        vec = compute((n, h + pt + pb, w + pl + pr, c // GROUP, GROUP),
+                      lambda b, y, xx, co, ci: xp[b, co * GROUP // block, y, xx, co * GROUP % block + ci],
+                      name="data_vec", tag="injective")
+    else:       # NCHW data regrouped pixel-major (channels past c read the zero point)
         xp = pad(data, (0, 0, pt, pl), (0, 0, pb, pr), pad_value=input_zero_point, name="pad_temp") \
             if any(padding) else data
         # a 1x1 unpadded conv regroups only the pixels it reads (a stride-2 one a quarter of them)
         step = (sh, sw) if kh == kw == 1 and not any(padding) else (1, 1)
 
-        def regroup(b, co, y, xx, ci):
+        def regroup(b, y, xx, co, ci):
             ch, y, xx = co * GROUP + ci, y * step[0], xx * step[1]
             return xp[b, ch, y, xx] if c % GROUP == 0 else \
                 if_then_else(ch < c, xp[b, binary(Min, ch, c - 1), y, xx], const(input_zero_point, data.dtype))
-        x = compute((n, ib, (h + pt + pb - 1) // step[0] + 1, (w + pl + pr - 1) // step[1] + 1, GROUP), regroup,
-                    name="data_vec", tag="injective,pad")
+        vec = compute((n, (h + pt + pb - 1) // step[0] + 1, (w + pl + pr - 1) // step[1] + 1, ib, GROUP), regroup,
+                      name="data_vec", tag="injective,pad")
         (sh, sw) = (sh // step[0], sw // step[1])
     ico, ici = reduce_axis((0, ib), name="ic_outer"), reduce_axis((0, GROUP), name="ic_inner")
     ry, rx = reduce_axis((0, kh), name="ry"), reduce_axis((0, kw), name="rx")
 
-    def first(oco, ico):   # the first of the 4 input channels of a step (a multiple of 4)
-        return ico * GROUP if groups == 1 else oco // (og // LANES) * cg + ico * GROUP
+    def first(oco, ico):   # the block of 4 input channels of a step
+        return ico if groups == 1 else oco // (og // LANES) * (cg // GROUP) + ico
 
     acc = compute((n, ob, oh, ow, LANES), lambda b, oco, y, xx, oci: rsum(
-        x[b, first(oco, ico) // block, scaled(y, sh) + scaled(ry, dh), scaled(xx, sw) + scaled(rx, dw),
-          first(oco, ico) % block + ici].astype("int32")
+        vec[b, scaled(y, sh) + scaled(ry, dh), scaled(xx, sw) + scaled(rx, dw), first(oco, ico), ici].astype("int32")
         * weight[oco, ico, ry, rx, oci * GROUP + ici].astype("int32"), axis=[ico, ry, rx, ici]),
-        name="T_conv2d_pack_int8", tag="conv2d_pack_int8")
+        name="T_conv2d_pack_int8", tag="conv2d_pack_int8", attrs={"groups": groups})
     if out_layout != "NCHW":
         return acc
     return compute((n, ob * LANES, oh, ow), lambda b, o, y, xx: acc[b, o // LANES, y, xx, o % LANES],
