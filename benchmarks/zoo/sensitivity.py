@@ -10,7 +10,8 @@ element: ``t + sign(u) * max|t| * 2**-24``, half to one ulp of ``max|t|``, :func
 largest magnitude, not of each element: the rounding error of a float computation scales with the magnitudes that
 formed the value (a tanh's or a sum's), and the quantizer's step with the tensor's range.
 ``benchmarks/real_models.py`` accepts an error of tiletune below a multiple of it (docs/onnx.md,
-DynamicQuantizeLSTM), and reports the task's own metric, :func:`argmax_agreement`.
+DynamicQuantizeLSTM), and reports the task's own metric for the outputs the manifest names as class scores
+(``"classes"``), :func:`argmax_agreement`.
 """
 from __future__ import annotations
 
@@ -72,12 +73,13 @@ def argmax_agreement(ours, ref) -> float | None:
     return float(np.mean(ours.argmax(-1) == ref.argmax(-1)))
 
 
-def ulp_sensitivity(model, inputs: list[dict], refs: list[list], session, trials: int = 8) -> dict | None:
-    """onnxruntime's scaled error (``compare``, of the float outputs) and lowest argmax agreement over ``trials``
-    one-ulp perturbations (:func:`perturbed`) of ``model`` on each of ``inputs``, against ``refs`` (its outputs
-    unperturbed); ``session(model_proto)`` makes the onnxruntime session (the same options as the reference's).
-    None when the model has no dynamic quantizer; else ``{"error": max, "errors": [per trial], "argmax": min or
-    None}``."""
+def ulp_sensitivity(model, inputs: list[dict], refs: list[list], session, trials: int = 8,
+                    classes=frozenset()) -> dict | None:
+    """onnxruntime's scaled error (``compare``, of the float outputs) and lowest argmax agreement (of the outputs
+    named in ``classes``) over ``trials`` one-ulp perturbations (:func:`perturbed`) of ``model`` on each of
+    ``inputs``, against ``refs`` (its outputs unperturbed); ``session(model_proto)`` makes the onnxruntime session
+    (the same options as the reference's).  None when the model has no dynamic quantizer; else ``{"error": max,
+    "errors": [per trial], "argmax": min or None}``."""
     errors, agree = [], []
     for trial in range(trials):
         m = perturbed(model, trial + 1)
@@ -85,12 +87,13 @@ def ulp_sensitivity(model, inputs: list[dict], refs: list[list], session, trials
             return None
         sess = session(m)
         worst = 0.0
+        names = [o.name for o in sess.get_outputs()]
         for x, ref in zip(inputs, refs):
-            for o, r in zip(sess.run(None, x), ref):
+            for name, o, r in zip(names, sess.run(None, x), ref):
                 if r.dtype.kind != "f":     # integers (a quantizer's) are compared exactly, noise or not
                     continue
                 worst = max(worst, compare(o, r)[0])
-                a = argmax_agreement(o, r)
+                a = argmax_agreement(o, r) if name in classes else None
                 if a is not None:
                     agree.append(a)
         errors.append(worst)
