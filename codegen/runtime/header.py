@@ -11,21 +11,23 @@ _CTYPE = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": 
           "bfloat16": "uint16_t"}
 
 
+def _comment(text: str) -> str:
+    return text.replace("*/", "* /")
+
+
 def _io(kind: str, items) -> list[str]:
     import numpy as np
-    lines = []
+    lines, sizes = [], []
     for k, (name, dtype, shape) in enumerate(items):
         up = f"TILETUNE_MODEL_{kind.upper()}_{k}"
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
         dims = ", ".join(map(str, shape)) or "1"
-        lines += [f"/* {kind} {k}: \"{name}\" {dtype}[{', '.join(map(str, shape))}] ({_CTYPE.get(dtype, 'uint8_t')}) */",
+        lines += [f"/* {kind} {k}: \"{_comment(name)}\" {dtype}[{', '.join(map(str, shape))}] "
+                  f"({_CTYPE.get(dtype, 'uint8_t')}) */",
                   f"#define {up}_BYTES {nbytes}", f"#define {up}_NDIM {len(shape)}",
                   f"static const int64_t tiletune_model_{kind}_{k}_shape[] = {{{dims}}};"]
-    return lines
-
-
-def _comment(text: str) -> str:
-    return text.replace("*/", "* /")
+        sizes.append(f"{up}_BYTES")
+    return lines + [f"static const int64_t tiletune_model_{kind}_bytes[] = {{{', '.join(sizes) or '0'}}};"]
 
 
 def _errors(run: RunList) -> list[str]:

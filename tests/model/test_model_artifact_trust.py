@@ -398,6 +398,10 @@ def control_flow_artifact(tmp_path_factory):
     (("program", 1, "if", "then"), ..., r"field 'program\[1\].if.then' is missing"),
     (("program", 1, "if", "cond", "offset"), 1 << 40,
      r"program item 1 \(outer_if\): bool\[\] at workspace offset .* past the workspace"),
+    (("program", 1, "if", "then_out", 0, "shape"), [2, 2],       # the entry would copy 24 bytes out of 16
+     r"program item 1 \(outer_if\): result 0: workspace float32\[2, 2\] copied into \w+ float32\[2, 3\]"),
+    (("program", 1, "if", "cond", "dtype"), "float32",
+     r"program item 1 \(outer_if\): the condition: float32\[\] is not a non-empty b/i/u tensor"),
 ])
 def test_control_flow_program_fields_are_checked(control_flow_artifact, tmp_path, path, value, message):
     out = tmp_path / "art"
@@ -405,3 +409,16 @@ def test_control_flow_program_fields_are_checked(control_flow_artifact, tmp_path
     _edit(out, "graph.json", path, value)
     with pytest.raises(ArtifactError, match=message):
         codegen.load_model(str(out))
+
+
+def test_a_model_so_running_control_flow_per_segment_is_refused(tmp_path, monkeypatch):
+    """An artifact whose run entry does not run the whole program (an earlier tiletune's per-segment
+    entries: tiletune_model_abi absent or another version) would skip its branches and loops."""
+    import control_flow_models as cf
+    from codegen.model import entries
+    monkeypatch.setattr(entries, "ABI_VERSION", 1)
+    g, params = graph.from_onnx(cf.if_nested())
+    codegen.build_model(g, params=params).export_library(str(tmp_path / "art"))
+    with pytest.raises(ArtifactError, match=r"model.so runs its control flow or fallback steps per segment .*export "
+                                            r"the model again"):
+        codegen.load_model(str(tmp_path / "art"))
