@@ -217,6 +217,32 @@ def test_reference_fallback_is_called_back_by_the_one_entry(monkeypatch):
     assert 0 < share <= 1 and [k for k, _, _ in prof.kernels] == [s.kernel for s in m.steps]
 
 
+def test_fallback_steps_called_back_from_four_threads():
+    import threading
+    _, g = _fallback_graph()
+    with pytest.warns(RuntimeWarning):
+        m = codegen.build_model(g, fallback="reference")
+    rng = np.random.default_rng(43)
+    feeds = [rng.standard_normal((2, 5)).astype("float32") for _ in range(4)]
+    wants = [graph.evaluate(g, {"x": a}) for a in feeds]
+    errors = []
+
+    def work(a, want):
+        try:
+            for _ in range(25):
+                _poison(m)                          # this thread's workspace and outputs
+                for got, w in zip(m(x=a), want):
+                    np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=job) for job in zip(feeds, wants)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
 def test_an_error_in_a_fallback_step_crosses_the_entry(monkeypatch):
     _, g = _fallback_graph()
     with pytest.warns(RuntimeWarning):
