@@ -85,16 +85,14 @@ def test_loop_stops_early_and_takes_a_trip_count_input():
         _close(_run(m, feed), cf.onnxruntime_outputs(model, feed))
 
 
-def test_if_from_several_threads(if_model):
-    model, m = if_model
-    rng = np.random.default_rng(13)
-    jobs = [(f, cf.onnxruntime_outputs(model, f)) for f in _if_feeds(rng) * 3]
+def _in_threads(m, jobs, repeat: int) -> None:
+    """Each ``(feed, want)`` in a thread of its own, ``repeat`` times over its own poisoned buffers."""
     errors = []
 
     def work(feed, want):
         try:
-            for _ in range(20):
-                _close(m(**feed), want)
+            for _ in range(repeat):
+                _close(_run(m, feed), want)
         except Exception as e:  # noqa: BLE001 - reported by the main thread
             errors.append(e)
     threads = [threading.Thread(target=work, args=job) for job in jobs]
@@ -103,6 +101,12 @@ def test_if_from_several_threads(if_model):
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_if_from_several_threads(if_model):
+    model, m = if_model
+    rng = np.random.default_rng(13)
+    _in_threads(m, [(f, cf.onnxruntime_outputs(model, f)) for f in _if_feeds(rng) * 3], 20)
 
 
 def test_loop_from_four_threads_with_their_own_trip_counts():
@@ -114,20 +118,7 @@ def test_loop_from_four_threads_with_their_own_trip_counts():
         feed = cf.feeds(model, rng, ints=trips)
         feed["x"] = np.abs(feed["x"]) * 0.3          # the condition stops some of them early
         jobs.append((feed, cf.onnxruntime_outputs(model, feed)))
-    errors = []
-
-    def work(feed, want):
-        try:
-            for _ in range(30):
-                _close(_run(m, feed), want)           # this thread's buffers, poisoned each time
-        except Exception as e:  # noqa: BLE001 - reported by the main thread
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=job) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    _in_threads(m, jobs, 30)
 
 
 def test_loop_passing_carried_values_on_swapped():
