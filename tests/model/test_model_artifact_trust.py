@@ -422,3 +422,22 @@ def test_a_model_so_running_control_flow_per_segment_is_refused(tmp_path, monkey
     with pytest.raises(ArtifactError, match=r"model.so runs its control flow or fallback steps per segment .*export "
                                             r"the model again"):
         codegen.load_model(str(tmp_path / "art"))
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("swap", {"kind": "workspace", "dtype": "uint8", "shape": [4], "offset": 0},
+     r"program item \d+ \(swap\): no swap buffer of 16 bytes for the carried values passed on swapped"),
+    ("swap", "16 bytes", r"field 'program\[\d+\].loop.swap' must be"),
+    ("iteration", {"kind": "workspace", "dtype": "int32", "shape": [], "offset": 0},
+     r"program item \d+ \(swap\): the iteration number is int32\[\]"),
+])
+def test_hostile_loop_fields_are_refused(tmp_path, field, value, message):
+    import control_flow_models as cf
+    g, params = graph.from_onnx(cf.loop_swap())
+    out = tmp_path / "art"
+    codegen.build_model(g, params=params).export_library(str(out))
+    program = json.loads((out / "graph.json").read_text())["program"]
+    (k,) = [k for k, item in enumerate(program) if "loop" in item]
+    _edit(out, "graph.json", ("program", k, "loop", field), value)
+    with pytest.raises(ArtifactError, match=message):
+        codegen.load_model(str(out))
