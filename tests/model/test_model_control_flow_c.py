@@ -103,15 +103,15 @@ int main(int argc, char** argv) {
 """
 
 
-def _export_and_compile(model, tmp_path):
+def _export_and_compile(model, tmp_path, program=C_PROGRAM, **build):
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
         pytest.skip(f"no C compiler ({cc})")
-    g, params = graph.from_onnx(model)
-    m = codegen.build_model(g, params=params)
+    g, params = graph.from_onnx(model) if not isinstance(model, graph.Graph) else (model, {})
+    m = codegen.build_model(g, params=params, **build)
     art = tmp_path / "art"
     m.export_library(str(art))
-    (tmp_path / "main.c").write_text(C_PROGRAM)
+    (tmp_path / "main.c").write_text(program)
     exe, so = tmp_path / "main", os.path.abspath(art / "model.so")
     r = subprocess.run([cc, "-std=c99", "-D_POSIX_C_SOURCE=200112L", "-Wall", "-Werror", "-pthread", "-o", str(exe),
                         str(tmp_path / "main.c"), f"-I{art}", so, f"-Wl,-rpath,{art}"], capture_output=True, text=True)
@@ -130,6 +130,47 @@ def _run_c(m, art, exe, tmp_path, feed):
     assert r.returncode == 0, r.stdout + r.stderr
     got = [np.frombuffer(f.read_bytes(), dtype).reshape(shape) for f, (_, dtype, shape) in zip(outs, m.run_list.outputs)]
     return r.stdout, got
+
+
+FALLBACK_PROGRAM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "model.h"
+
+static int32_t calls = 0;
+
+static int32_t fallback(int32_t step, void* const* inputs, void* const* outputs, uint8_t* workspace,
+                        const uint8_t* weights) {
+    (void)inputs; (void)outputs; (void)workspace; (void)weights;
+    ++calls;
+    return 1000 + step;         /* "cannot compute it": the entry stops and returns this */
+}
+
+int main(void) {
+    void* p[5];
+    for (int k = 0; k < 5; ++k)
+        if (posix_memalign(&p[k], TILETUNE_MODEL_ALIGN, 1 << 16)) return 90;
+    void* inputs[1] = {p[0]};
+    void* outputs[2] = {p[1], p[2]};
+    int32_t rc = tiletune_model_run(inputs, outputs, p[3], p[4], fallback);
+    printf("rc=%d calls=%d\n", rc, calls);
+    return 0;
+}
+"""
+
+
+def test_c_program_supplies_the_fallback_callback(tmp_path):
+    """A model with a reference-fallback step: model.h says so by name, and the entry calls the C
+    program's own ``fallback`` for it, returning what that returns."""
+    from tensorir.graph import TensorType, Var, call
+    x = Var("x", TensorType((2, 5), "float32"))
+    p = call("nn.pad", call("nn.softmax", x), pad_width=((1, 1), (0, 2)), pad_mode="edge")
+    g = graph.Graph((x,), (call("nn.softmax", call("tanh", p)), p), output_names=("y", "p"))
+    with pytest.warns(RuntimeWarning, match="reference fallback"):
+        m, art, exe = _export_and_compile(g, tmp_path, FALLBACK_PROGRAM, fallback="reference")
+    assert "cannot run from C unless `fallback` computes those steps" in (art / "model.h").read_text()
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and f"rc={1000 + m.run_list.fallback_steps[0]} calls=1" in r.stdout, r.stdout + r.stderr
 
 
 def _close(got, want):
