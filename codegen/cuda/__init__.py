@@ -31,6 +31,7 @@ from tensorir.visitor import collect
 
 from ..c_printer import CodegenError, CPrinter
 from .mma import MMA_SOURCE
+from .wgmma import DESC_SOURCE, NAME as WGMMA_NAME, wgmma_source
 from .nvcc import default_arch
 from ..target import Target, parse
 
@@ -80,12 +81,14 @@ class CUDARenderer(CPrinter):
                     "#endif\n"
                     "}",
         "mma": MMA_SOURCE,
+        "tt_wgmma_desc": DESC_SOURCE,
     }
 
     def __init__(self, dynamic_shared: bool = False):
         super().__init__()
         self.dynamic_shared = dynamic_shared
         self.shared_offset = 0
+        self.wgmma_shared = 0           # dynamic shared memory of the wgmma main loops called (wgmma.py)
 
     def include_needed(self, include: str, text: str) -> bool:
         return "mma" in self.need or {"cuda_fp16.h": "half", "cuda_bf16.h": "bfloat16"}.get(include, "") in text
@@ -115,6 +118,11 @@ class CUDARenderer(CPrinter):
     def e_CallExtern(self, e) -> str:
         if e.name in MMA_FUNCTIONS:
             self.need.add("mma")
+        elif WGMMA_NAME.match(e.name):
+            src, nbytes = wgmma_source(e.name)
+            self.helpers = {**self.helpers, e.name: src}
+            self.need |= {"tt_wgmma_desc", e.name}
+            self.wgmma_shared = max(self.wgmma_shared, nbytes)
         return super().e_CallExtern(e)
 
     def declare_shared(self, ctype: str, name: str, size: int, itemsize: int) -> list[str]:
@@ -227,6 +235,18 @@ def target_info(target) -> dict:
 TARGET_INFO["cuda"] = target_info
 
 
+def _wgmma_kernel(name: str, arch: str, launch: LaunchConfig, nbytes: int) -> tuple[str, LaunchConfig]:
+    """(arch, launch) of a kernel calling a wgmma main loop (``wgmma.py``): sm_90 builds as sm_90a (wgmma
+    is sm_90a's), and the kernel launches with the loop's dynamic shared memory, its only shared memory."""
+    import dataclasses
+    if arch.rstrip("a") != "sm_90":
+        raise CodegenError(f"kernel {name}: wgmma needs sm_90a (Hopper), not {arch}")
+    if launch.shared_bytes:
+        raise CodegenError(f"kernel {name}: a wgmma main loop owns the shared memory, but the kernel also "
+                           f"allocates {launch.shared_bytes} bytes")
+    return "sm_90a", dataclasses.replace(launch, shared_bytes=max(nbytes, STATIC_SHARED + 16))
+
+
 def build_cuda(func: LoweredFunc, target: Target):
     """A :class:`~codegen.cuda.module.CUDAModule` of one kernel, or of several launched in order when
     root stages pass global intermediates (``tensorir/lower/gpu_kernels.py``)."""
@@ -241,6 +261,8 @@ def build_cuda(func: LoweredFunc, target: Target):
         if "mma" in renderer.need and launch.block[0] % 32:
             raise CodegenError(f"kernel {kernel.name}: tensor-core intrinsics run on whole warps (lane = threadIdx.x "
                                f"% 32), but threadIdx.x has {launch.block[0]} threads; bind it to a multiple of 32")
+        if renderer.wgmma_shared:
+            arch, launch = _wgmma_kernel(kernel.name, arch, launch, renderer.wgmma_shared)
         heads += [h for h in head if h not in heads]
         bodies += body
         kernels.append(Kernel(kernel.name, launch))

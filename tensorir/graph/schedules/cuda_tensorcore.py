@@ -158,9 +158,35 @@ def shared_bytes(dtype: str, knobs: dict) -> int:
         knobs["block_m"] * (knobs["block_n"] + (4 if knobs["pad"] else 0)) * 4
 
 
+def bind_blocks(out: Stage, bm: int, bn: int, group: int):
+    """``out``'s last two axes in ``bm x bn`` tiles over the blocks (batch axes on ``blockIdx.z``); with
+    ``group`` > 1 consecutive blocks take ``group`` row tiles of one column tile, then the next column (a
+    wave of blocks covers a squarer region of C, its A and B panels read from L2 more often than DRAM).
+    Returns (the block loop, the tile's row and column axes)."""
+    axes = list(out.op.axis)
+    bi, ii = out.split(axes[-2], factor=bm)
+    bj, jj = out.split(axes[-1], factor=bn)
+    out.reorder(*axes[:-2], bi, bj, ii, jj)
+    if len(axes) > 2:
+        bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
+    if group > 1 and int(out.op.axis[-2].dom.extent) // bm % group == 0:
+        bio, bii = out.split(bi, factor=group)
+        out.reorder(bio, bj, bii)
+        bj = out.fuse(bio, bj, bii)
+        bind(out, bj, "blockIdx.x")
+    else:
+        bind(out, bi, "blockIdx.y")
+        bind(out, bj, "blockIdx.x")
+    return bj, ii, jj
+
+
 def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
     """Schedule the GEMM ``anchor`` (``sum_k A[i, k] B[j, k]``, or ``B[k, j]``) under the output stage
-    ``out`` (the anchor itself, or its elementwise epilogue) with tensor cores (see the module)."""
+    ``out`` (the anchor itself, or its elementwise epilogue) with tensor cores (see the module); knobs
+    with ``wgmma`` set: the sm_90a schedule (:mod:`.cuda_wgmma`)."""
+    if knobs.get("wgmma"):
+        from .cuda_wgmma import schedule_wgmma
+        return schedule_wgmma(s, out, anchor, knobs)
     got = gemm_operands(anchor)
     if isinstance(got, str):
         raise ValueError(f"tensor-core GEMM of {anchor.op.name}: {got}")
@@ -184,23 +210,7 @@ def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     bs = s[s.cache_read(b, "shared", readers[b])]
     af = s[s.cache_read(as_.op.output(0), "warp", readers[a])]
     bf = s[s.cache_read(bs.op.output(0), "warp", readers[b])]
-    axes = list(out.op.axis)
-    bi, ii = out.split(axes[-2], factor=bm)
-    bj, jj = out.split(axes[-1], factor=bn)
-    out.reorder(*axes[:-2], bi, bj, ii, jj)
-    if len(axes) > 2:
-        bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
-    group = knobs.get("swizzle", 1)
-    if group > 1 and int(out.op.axis[-2].dom.extent) // bm % group == 0:
-        # consecutive blocks take `group` row tiles of one column tile, then the next column: a wave of
-        # blocks covers a squarer region of C, its A and B panels read from L2 more often than DRAM
-        bio, bii = out.split(bi, factor=group)
-        out.reorder(bio, bj, bii)
-        bj = out.fuse(bio, bj, bii)
-        bind(out, bj, "blockIdx.x")
-    else:
-        bind(out, bi, "blockIdx.y")
-        bind(out, bj, "blockIdx.x")
+    bj, ii, jj = bind_blocks(out, bm, bn, knobs.get("swizzle", 1))
     if direct is not None:     # the output (a cast at most) stored from the fragments
         wj = _warp_tiles(out, ii, jj, wm, wn, intrin_mma_store("global", direct))
         attach = out
@@ -312,6 +322,11 @@ def default_knobs(kt, anchor: Stage, out: Stage, info: dict):
         return f"tensor cores need sm_80 or newer (the target is {arch or 'unknown'})"
     if dtype == "float32" and not info.get("allow_tf32"):
         return "float32 GEMMs use tensor cores (TF32) only with the target option -allow_tf32"
+    from .cuda_wgmma import is_sm90, preferred_wgmma
+    if is_sm90(arch):
+        knobs = preferred_wgmma(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024))
+        if isinstance(knobs, dict):      # else (shapes, layouts, dtypes it refuses) mma.sync below
+            return dict(knobs, wgmma=1)
     return preferred_knobs(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024))
 
 
@@ -386,12 +401,14 @@ def tensorcore_gemm(m: int, n: int, k: int, dtype: str = "float16", knobs: dict 
                     relu: bool = False):
     """``(schedule, [A, B, (bias,) C])`` of ``C = A B^T`` (``b_trans``: ``A B``; ``A`` [m, k], ``B`` [n, k]
     or [k, n]) accumulated in float32 with tensor cores, stored as ``out_dtype`` (default: ``dtype``;
-    float32 for TF32), optionally ``+ bias[n]`` (float32) and ``relu``: the epilogue in the kernel."""
+    float32 for TF32), optionally ``+ bias[n]`` (float32) and ``relu``: the epilogue in the kernel.
+    ``knobs`` with ``wgmma`` set: :mod:`.cuda_wgmma`'s (over its defaults), else :data:`DEFAULT_KNOBS`'s."""
     from ...expr import Max, binary, const
     from ...reduce import sum as te_sum
     from ...schedule import create_schedule
     from ...tensor import ComputeOp, compute, placeholder, reduce_axis
-    knobs = dict(DEFAULT_KNOBS, **(knobs or {}))
+    from .cuda_wgmma import DEFAULT_KNOBS as WGMMA_KNOBS
+    knobs = dict(WGMMA_KNOBS if (knobs or {}).get("wgmma") else DEFAULT_KNOBS, **(knobs or {}))
     out_dtype = out_dtype or dtype
     a = placeholder((m, k), dtype, name="A")
     b = placeholder((k, n) if b_trans else (n, k), dtype, name="B")
@@ -423,6 +440,6 @@ def _apply(f, v, i, j):
     return f(v, i, j)
 
 
-__all__ = ["DEFAULT_KNOBS", "PREFERRED", "SPACE", "SPACE_KNOBS", "TEMPLATE", "default_knobs", "fits", "for_dtype",
+__all__ = ["DEFAULT_KNOBS", "PREFERRED", "SPACE", "SPACE_KNOBS", "TEMPLATE", "bind_blocks", "default_knobs", "fits", "for_dtype",
            "gemm_operands", "preferred_knobs", "kernel_gemm", "schedule_space", "schedule_tensorcore", "shared_bytes",
            "tensorcore_fits", "tensorcore_gemm"]

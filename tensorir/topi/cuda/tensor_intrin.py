@@ -75,6 +75,29 @@ def intrin_mma(dtype: str, b_trans: bool = False):
     return decl_tensor_intrin(c.op, body, name=f"mma_m{m}n{n}k{k}_{dtype}{'_btrans' if b_trans else ''}", binds=bufs)
 
 
+def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int):
+    """A warp's 16 x ``block_n`` rows of a block's GEMM over the whole reduction ``k`` (``C[i, j] = sum_k
+    f32(A[i, k]) f32(B[j, k])``, A and B in global memory, B stored [N, K]) by the sm_90a main loop of
+    ``codegen/cuda/wgmma.py``: the block's ``block_m / 16`` warps call it together (each with its rows),
+    staging A and B through ``stages`` shared-memory slots for warpgroup ``wgmma``; the float32
+    accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store`` writes it)."""
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"wgmma: float16 / bfloat16 inputs, not {dtype}")
+    a = placeholder((16, k), dtype, name="a")
+    b = placeholder((block_n, k), dtype, name="b")
+    r = reduce_axis((0, k), name="k")
+    c = compute((16, block_n), lambda i, j: te_sum(a[i, r].astype("float32") * b[j, r].astype("float32"), axis=r),
+                name="c")
+    bufs = {a: _buffer(a, "global", "wg_a"), b: _buffer(b, "global", "wg_b"), c: _buffer(c, "warp", "wg_c")}
+    func = f"tt_wgmma_m{block_m}n{block_n}s{stages}_{'f16' if dtype == 'float16' else 'bf16'}"
+
+    def body(ins, outs):
+        (ba, bb), (bc,) = ins, outs
+        return Evaluate(call_extern("int32", func, bc.access_ptr("w"), ba.access_ptr("r"), ba.strides[0],
+                                    bb.access_ptr("r"), bb.strides[0], k))
+    return decl_tensor_intrin(c.op, body, name=f"wgmma_m{block_m}n{block_n}k{k}s{stages}_{dtype}", binds=bufs)
+
+
 def intrin_mma_store(dst_scope: str = "shared", out_dtype: str = "float32"):
     """The float32 accumulator tile (16 x 8) written to ``dst_scope`` memory as ``out_dtype`` (float32,
     or float16 / bfloat16 rounded to nearest even), each lane its values."""
@@ -90,4 +113,4 @@ def intrin_mma_store(dst_scope: str = "shared", out_dtype: str = "float32"):
     return decl_tensor_intrin(d.op, body, name=f"mma_store_{out_dtype}", binds={c: bc, d: bd})
 
 
-__all__ = ["intrin_ldmatrix", "intrin_mma", "intrin_mma_store", "mma_shape"]
+__all__ = ["intrin_ldmatrix", "intrin_mma", "intrin_mma_store", "intrin_wgmma", "mma_shape"]

@@ -1,0 +1,118 @@
+"""The sm_90a GEMM (``tensorir/graph/schedules/cuda_wgmma.py``, ``codegen/cuda/wgmma.py``): warpgroup
+``wgmma`` over swizzled shared memory fed by ``cp.async``; PTX assembled by ptxas for sm_90a, the
+schedule's structure run by the CUDA simulator (the main loop as its scalar model), refusals named, and
+the kernels on an H100 against numpy."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import codegen
+import cuda_sim
+from codegen.c_printer import CodegenError
+from codegen.cuda.wgmma import wgmma_source
+from tensorir.graph.schedules.cuda_tensorcore import default_knobs, tensorcore_gemm
+from tensorir.graph.schedules.cuda_wgmma import preferred_wgmma, wgmma_fits
+from test_cuda_tensorcore import _check, _inputs
+
+WG = {"wgmma": 1}
+
+
+def _build(m, n, k, dtype, knobs, out_dtype=None, arch="sm_90"):
+    s, args = tensorcore_gemm(m, n, k, dtype, dict(WG, **knobs), out_dtype=out_dtype)
+    return codegen.build(s, args, target=f"cuda -arch={arch}")
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("dtype,bm,bn", [("float16", 128, 256), ("bfloat16", 128, 128), ("float16", 256, 64)])
+def test_wgmma_ptx_assembles(dtype, bm, bn):
+    """sm_90 builds as sm_90a; the PTX has the warpgroup instructions, the async proxy fence and the
+    cp.async pipeline; ptxas keeps the accumulators in registers (no stack, no spills)."""
+    mod = _build(1024, 1024, 512, dtype, {"block_m": bm, "block_n": bn})
+    ptx = mod.get_source("ptx")
+    kind = {"float16": "f16.f16", "bfloat16": "bf16.bf16"}[dtype]
+    assert mod.arch == "sm_90a" and ".target sm_90a" in ptx
+    assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{kind}" in ptx
+    for op in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
+               "fence.proxy.async.shared::cta", "cp.async.cg.shared.global", "cp.async.wait_group"):
+        assert op in ptx, op
+    usage = mod.resource_usage
+    assert usage["stack_bytes"] == 0 and usage["spill_stores"] == 0, usage
+    assert mod.launch.block == (32, bm // 16, 1) and mod.kernels[0].dynamic_shared > 48 * 1024
+
+
+@pytest.mark.cuda_sim
+@pytest.mark.parametrize("dtype,out_dtype,bm,bn", [("float16", "float16", 64, 64), ("bfloat16", "float32", 128, 128)])
+def test_wgmma_schedule_simulated(dtype, out_dtype, bm, bn):
+    """The warps' rows, the fragment stores and the block tiling, with the main loop's scalar model."""
+    m, n, k = 256, 256, 128
+    mod = _build(m, n, k, dtype, {"block_m": bm, "block_n": bn, "stages": 3, "swizzle": 2}, out_dtype)
+    ins = _inputs(np.random.default_rng(3), m, n, k, dtype, False, False)
+    out = np.full((m, n), np.nan, out_dtype)
+    cuda_sim.run(mod, *ins, out)
+    _check(out, ins, dtype, out_dtype, False, False, False)
+
+
+def test_wgmma_refusals_are_named():
+    base = {"block_m": 128, "block_n": 256, "stages": 4}
+    assert "do not divide" in wgmma_fits((200, 256), 64, "float16", False, base)
+    assert "do not divide" in wgmma_fits((256, 256), 96, "float16", False, base)
+    assert "K-major" in wgmma_fits((256, 256), 64, "float16", True, base)
+    assert "float32" in wgmma_fits((256, 256), 64, "float32", False, base)
+    assert "shared memory" in wgmma_fits((256, 256), 64, "float16", False, dict(base, stages=5))
+    assert "warpgroups" in wgmma_fits((256, 256), 64, "float16", False, dict(base, block_m=96))
+    assert wgmma_fits((256, 512), 128, "bfloat16", False, base) is None
+    with pytest.raises(ValueError, match="wgmma GEMM of .*do not divide"):
+        tensorcore_gemm(200, 256, 64, "float16", WG)
+    with pytest.raises(ValueError, match="epilogue is more than a cast"):
+        tensorcore_gemm(256, 256, 64, "float16", WG, bias=True)
+    with pytest.raises(ValueError, match="not a wgmma main loop"):
+        wgmma_source("tt_wgmma_m128n256_f16")
+
+
+def test_wgmma_needs_sm90():
+    with pytest.raises(CodegenError, match="wgmma needs sm_90a"):
+        _build(256, 256, 64, "float16", {}, arch="sm_80").get_source("cuda")
+
+
+def test_sm90_default_takes_wgmma_where_it_fits():
+    """The GEMM entry's default on sm_90: wgmma (large tiles for large GEMMs); mma.sync where wgmma refuses
+    (B stored [K, N]) and on sm_80."""
+    import tensorir as te
+    from tensorir.schedule import create_schedule
+    info = {"arch": "sm_90", "shared_limit": 227 * 1024}
+
+    def knobs(m, n, k, b_trans=False, arch="sm_90"):
+        a = te.placeholder((m, k), "float16", name="A")
+        b = te.placeholder((k, n) if b_trans else (n, k), "float16", name="B")
+        r = te.reduce_axis((0, k), name="k")
+        c = te.compute((m, n), lambda i, j: te.sum(a[i, r].astype("float32") *
+                                                   (b[r, j] if b_trans else b[j, r]).astype("float32"), axis=r))
+        s = create_schedule(c.op)
+        return default_knobs(None, s[c], s[c], dict(info, arch=arch))
+    big = knobs(4096, 4096, 4096)
+    assert big["wgmma"] and (big["block_m"], big["block_n"]) == (128, 256)
+    small = knobs(256, 256, 256)
+    assert small["wgmma"] and small["block_n"] < 256
+    assert not knobs(4096, 4096, 4096, b_trans=True).get("wgmma")
+    assert not knobs(4096, 4096, 4096, arch="sm_80").get("wgmma")
+    assert preferred_wgmma(1, 100, 256, 64, "float16", False, 227 * 1024).startswith("the tiles")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,out_dtype,m,n,k,knobs", [
+    ("float16", "float16", 384, 768, 320, {"block_m": 128, "block_n": 256, "stages": 4}),
+    ("bfloat16", "bfloat16", 512, 384, 576, {"block_m": 128, "block_n": 128, "stages": 5, "swizzle": 2}),
+    ("float16", "float32", 256, 192, 64, {"block_m": 64, "block_n": 64, "stages": 3}),
+    ("bfloat16", "float32", 1024, 256, 1024, {"block_m": 256, "block_n": 128, "stages": 4}),
+])
+def test_wgmma_gemm_on_gpu(dtype, out_dtype, m, n, k, knobs):
+    """Non-square GEMMs (k of one slice to 16; fewer slices than stages), fresh data, outputs poisoned."""
+    mod = _build(m, n, k, dtype, knobs, out_dtype)
+    for seed in (0, 1):
+        ins = _inputs(np.random.default_rng(seed), m, n, k, dtype, False, False)
+        out = np.full((m, n), np.nan, out_dtype)
+        mod(*ins, out)
+        _check(out, ins, dtype, out_dtype, False, False, False)
+
+
+assert ml_dtypes  # bfloat16 numpy arrays
