@@ -23,13 +23,11 @@ import numpy as np
 #: top of cuda_wgmma.DEFAULT_KNOBS), mma.sync ones (on top of cuda_tensorcore.DEFAULT_KNOBS; TF32 slices take
 #: half the elements)
 WGMMA_CONFIGS = [
-    ("wgmma 128x256 s4 swz8", {"wgmma": 1}),
-    ("wgmma 128x256 s4", {"wgmma": 1, "swizzle": 1}),
-    ("wgmma 128x256 s3 swz8", {"wgmma": 1, "stages": 3}),
-    ("wgmma 256x128 s4 swz8", {"wgmma": 1, "block_m": 256, "block_n": 128}),
-    ("wgmma 128x128 s6 swz8", {"wgmma": 1, "block_n": 128, "stages": 6}),
-    ("wgmma 64x256 s5 swz8", {"wgmma": 1, "block_m": 64, "stages": 5}),
-    ("wgmma 64x128 s6 swz8", {"wgmma": 1, "block_m": 64, "block_n": 128, "stages": 6}),
+    ("wgmma 128x256 s4 swz8", {"wgmma": 1, "swizzle": 8}),
+    ("wgmma 256x128 s4", {"wgmma": 1, "block_m": 256, "block_n": 128}),
+    ("wgmma 128x128 s3 (2/SM)", {"wgmma": 1, "block_n": 128, "stages": 3}),
+    ("wgmma 128x128 s6", {"wgmma": 1, "block_n": 128, "stages": 6}),
+    ("wgmma 64x128 s6", {"wgmma": 1, "block_m": 64, "block_n": 128, "stages": 6}),
 ]
 CONFIGS = [
     ("128x128 w64x64 k64 s3", {"chunk": 64}),

@@ -27,6 +27,7 @@ from tensorir.lower.gpu_double_buffer import CP_ASYNC, CP_ASYNC_COMMIT, CP_ASYNC
 from tensorir.lower.gpu_kernels import split_kernels
 from tensorir.lower.pipeline import lower_gpu
 from tensorir.stmt import For, LoweredFunc
+from tensorir.topi.cuda.fragment_epilogue import EPILOGUES
 from tensorir.visitor import collect
 
 from ..c_printer import CodegenError, CPrinter
@@ -118,12 +119,40 @@ class CUDARenderer(CPrinter):
     def e_CallExtern(self, e) -> str:
         if e.name in MMA_FUNCTIONS:
             self.need.add("mma")
+        elif e.name in EPILOGUES:
+            self.need.add("mma")
+            if e.name not in self.helpers:
+                self.helpers = {**self.helpers, e.name: self.epilogue_source(EPILOGUES[e.name])}
+            self.need.add(e.name)
         elif WGMMA_NAME.match(e.name):
             src, nbytes = wgmma_source(e.name)
             self.helpers = {**self.helpers, e.name: src}
             self.need |= {"tt_wgmma_desc", e.name}
             self.wgmma_shared = max(self.wgmma_shared, nbytes)
         return super().e_CallExtern(e)
+
+    def epilogue_source(self, ep) -> str:
+        """The device function of a fragment epilogue (``tensorir/topi/cuda/fragment_epilogue.py``): each lane
+        its four accumulator values of a 16 x 8 tile, through the epilogue, into memory."""
+        sub = CUDARenderer()
+        sub.names = {ep.value: "v", **{v: v.name for v, _ in ep.inputs}}
+        text = sub.expr(ep.expr)
+        self.need |= sub.need
+        params, loads = [], []
+        for k, (v, kind) in enumerate(ep.inputs):
+            ctype = self.ctype(v.dtype)
+            params.append(f", const {ctype}* p{k}" + (f", int ld{k}" if kind == "tile" else ""))
+            loads.append(f"    {ctype} {v.name} = p{k}[" + ("col];" if kind == "col" else f"row * ld{k} + col];"))
+        return (f"__device__ __forceinline__ void {ep.name}({self.ctype(ep.expr.dtype)}* dst, int ldd, const float* c, "
+                f"int offc, int ldc{''.join(params)}) {{\n"
+                "  int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;\n"
+                "  const float* s = c + tt_frag_tile(offc, ldc, 8) * 4;\n"
+                "#pragma unroll\n"
+                "  for (int q = 0; q < 4; ++q) {\n"
+                "    int row = g + q / 2 * 8, col = 2 * t + q % 2;\n"
+                "    float v = s[q];\n" + "".join(x + "\n" for x in loads) +
+                f"    dst[row * ldd + col] = {text};\n"
+                "  }\n}")
 
     def declare_shared(self, ctype: str, name: str, size: int, itemsize: int) -> list[str]:
         if not self.dynamic_shared:

@@ -19,41 +19,18 @@ block's ``BM x BN`` tile of ``A B^T`` in float32 over the whole reduction ``K`` 
   (four floats per 16 x 8 tile: ``d[4 i + 0..1]`` at row ``lane / 4``, columns ``8 i + 2 (lane % 4)``,
   ``+1``; ``d[4 i + 2..3]`` at row ``lane / 4 + 8``), which is wgmma's: ``tt_mma_store`` writes it.
 
-The shared memory is the kernel's dynamic shared memory (:func:`wgmma_shared_bytes`); the kernel has
+The shared memory is the kernel's dynamic shared memory (``wgmma_shared_bytes``); the kernel has
 no other.  Where ``TT_SIM`` is defined (the CPU simulator) the function is a scalar model instead.
 """
 from __future__ import annotations
 
 import re
 
-#: the function name of a main loop: tt_wgmma_m<BM>n<BN>s<stages>_<kind>
+from tensorir.topi.cuda.tensor_intrin import wgmma_check, wgmma_shared_bytes
+
+#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>
 NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)_(f16|bf16)$")
-KINDS = {"float16": "f16", "bfloat16": "bf16"}
 _CTYPES = {"f16": "half", "bf16": "__nv_bfloat16"}
-BK = 64                      # elements of a k slice: one 128-byte swizzle row of 16-bit values
-
-
-def wgmma_name(dtype: str, bm: int, bn: int, stages: int) -> str:
-    return f"tt_wgmma_m{bm}n{bn}s{stages}_{KINDS[dtype]}"
-
-
-def wgmma_shared_bytes(bm: int, bn: int, stages: int) -> int:
-    """Dynamic shared memory of a main loop: ``stages`` slots of the A and B slabs, and 1024 bytes to
-    align them."""
-    return stages * (bm + bn) * BK * 2 + 1024
-
-
-def wgmma_check(bm: int, bn: int, stages: int) -> str | None:
-    """Why these tiles have no main loop, or None."""
-    if bm % 64 or not 64 <= bm <= 256:
-        return f"block_m {bm}: whole warpgroups of 64 rows, at most 4"
-    if bn % 16 or not 16 <= bn <= 256:
-        return f"block_n {bn}: wgmma takes n a multiple of 16 up to 256 (here)"
-    if bn * 8 % (bm * 2):
-        return f"the B slab ({bn} rows) is not whole 16-byte copies of the {bm * 2} threads"
-    if stages < 3:
-        return "at least 3 stages (one slice in the tensor cores, one being copied, one landed)"
-    return None
 
 
 def wgmma_source(name: str) -> tuple[str, int]:
@@ -158,4 +135,4 @@ __device__ __forceinline__ void {name}(float* acc, const {ctype}* A, int lda, co
 }}
 """
 
-__all__ = ["BK", "DESC_SOURCE", "KINDS", "NAME", "wgmma_check", "wgmma_name", "wgmma_shared_bytes", "wgmma_source"]
+__all__ = ["DESC_SOURCE", "NAME", "wgmma_source"]

@@ -17,8 +17,8 @@ from test_cuda_tensorcore import _check, _inputs
 WG = {"wgmma": 1}
 
 
-def _build(m, n, k, dtype, knobs, out_dtype=None, arch="sm_90"):
-    s, args = tensorcore_gemm(m, n, k, dtype, dict(WG, **knobs), out_dtype=out_dtype)
+def _build(m, n, k, dtype, knobs, out_dtype=None, bias=False, relu=False, arch="sm_90"):
+    s, args = tensorcore_gemm(m, n, k, dtype, dict(WG, **knobs), out_dtype=out_dtype, bias=bias, relu=relu)
     return codegen.build(s, args, target=f"cuda -arch={arch}")
 
 
@@ -41,15 +41,35 @@ def test_wgmma_ptx_assembles(dtype, bm, bn):
 
 
 @pytest.mark.cuda_sim
-@pytest.mark.parametrize("dtype,out_dtype,bm,bn", [("float16", "float16", 64, 64), ("bfloat16", "float32", 128, 128)])
-def test_wgmma_schedule_simulated(dtype, out_dtype, bm, bn):
-    """The warps' rows, the fragment stores and the block tiling, with the main loop's scalar model."""
+@pytest.mark.parametrize("dtype,out_dtype,bm,bn,bias,relu", [("float16", "float16", 64, 64, False, False),
+                                                             ("bfloat16", "float32", 128, 128, False, False),
+                                                             ("float16", "float16", 64, 128, True, True),
+                                                             ("bfloat16", "float32", 64, 64, False, True)])
+def test_wgmma_schedule_simulated(dtype, out_dtype, bm, bn, bias, relu):
+    """The warps' rows, the fragment stores (epilogues fused) and the block tiling, with the main loop's
+    scalar model."""
     m, n, k = 256, 256, 128
-    mod = _build(m, n, k, dtype, {"block_m": bm, "block_n": bn, "stages": 3, "swizzle": 2}, out_dtype)
-    ins = _inputs(np.random.default_rng(3), m, n, k, dtype, False, False)
+    mod = _build(m, n, k, dtype, {"block_m": bm, "block_n": bn, "stages": 3, "swizzle": 2}, out_dtype, bias, relu)
+    assert ("tt_epilogue_" in mod.get_source("cuda")) == (bias or relu)
+    ins = _inputs(np.random.default_rng(3), m, n, k, dtype, False, bias)
     out = np.full((m, n), np.nan, out_dtype)
     cuda_sim.run(mod, *ins, out)
-    _check(out, ins, dtype, out_dtype, False, False, False)
+    _check(out, ins, dtype, out_dtype, False, bias, relu)
+
+
+def test_epilogue_reading_other_elements_is_refused():
+    """An epilogue that reads another tensor transposed cannot run from the fragments: named."""
+    import tensorir as te
+    from tensorir.graph.schedules.cuda_tensorcore import schedule_tensorcore
+    from tensorir.schedule import create_schedule
+    a, b = te.placeholder((128, 64), "float16", name="A"), te.placeholder((128, 64), "float16", name="B")
+    r = te.placeholder((128, 128), "float32", name="R")
+    k = te.reduce_axis((0, 64), name="k")
+    acc = te.compute((128, 128), lambda i, j: te.sum(a[i, k].astype("float32") * b[j, k].astype("float32"), axis=k))
+    out = te.compute((128, 128), lambda i, j: acc[i, j] + r[j, i], name="out")
+    s = create_schedule(out.op)
+    with pytest.raises(ValueError, match="R is read at .* neither by the output column nor by the output element"):
+        schedule_tensorcore(s, s[out], s[acc], dict(WG, block_m=64, block_n=64, stages=3))
 
 
 def test_wgmma_refusals_are_named():
@@ -63,8 +83,6 @@ def test_wgmma_refusals_are_named():
     assert wgmma_fits((256, 512), 128, "bfloat16", False, base) is None
     with pytest.raises(ValueError, match="wgmma GEMM of .*do not divide"):
         tensorcore_gemm(200, 256, 64, "float16", WG)
-    with pytest.raises(ValueError, match="epilogue is more than a cast"):
-        tensorcore_gemm(256, 256, 64, "float16", WG, bias=True)
     with pytest.raises(ValueError, match="not a wgmma main loop"):
         wgmma_source("tt_wgmma_m128n256_f16")
 
@@ -98,21 +116,39 @@ def test_sm90_default_takes_wgmma_where_it_fits():
     assert preferred_wgmma(1, 100, 256, 64, "float16", False, 227 * 1024).startswith("the tiles")
 
 
+@pytest.mark.cuda_sim
+@pytest.mark.parametrize("case", ["dense_bias_relu_f16", "batch_matmul_bf16", "matmul_f16"])
+def test_registry_gemm_takes_wgmma_on_sm90(case):
+    """The registry's GEMM entry on sm_90: dense (its bias and relu fused) and batch_matmul take wgmma, a
+    matmul (B stored [K, N]) mma.sync; run on the simulator."""
+    from autotune.kernel_templates import kernel_te
+    from tensorir.graph.schedules import kernel_schedule
+    from test_cuda_tensorcore_schedules import REGISTRY_CASES, _run
+    build, shape, _ = REGISTRY_CASES[case]
+    args, out, op = build(*shape)
+    s, _ = kernel_schedule(kernel_te([*args, out], op), "cuda -arch=sm_90")
+    src = _run(s, args, out, op, target="cuda -arch=sm_90")
+    assert ("tt_wgmma_m" in src) == (case != "matmul_f16")
+    assert ("tt_epilogue_" in src) == (case == "dense_bias_relu_f16")
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype,out_dtype,m,n,k,knobs", [
-    ("float16", "float16", 384, 768, 320, {"block_m": 128, "block_n": 256, "stages": 4}),
-    ("bfloat16", "bfloat16", 512, 384, 576, {"block_m": 128, "block_n": 128, "stages": 5, "swizzle": 2}),
-    ("float16", "float32", 256, 192, 64, {"block_m": 64, "block_n": 64, "stages": 3}),
-    ("bfloat16", "float32", 1024, 256, 1024, {"block_m": 256, "block_n": 128, "stages": 4}),
+@pytest.mark.parametrize("dtype,out_dtype,m,n,k,knobs,bias,relu", [
+    ("float16", "float16", 384, 768, 320, {"block_m": 128, "block_n": 256, "stages": 4}, False, False),
+    ("bfloat16", "bfloat16", 512, 384, 576, {"block_m": 128, "block_n": 128, "stages": 5, "swizzle": 2}, True, True),
+    ("float16", "float32", 256, 192, 64, {"block_m": 64, "block_n": 64, "stages": 3}, False, False),
+    ("bfloat16", "float32", 1024, 256, 1024, {"block_m": 256, "block_n": 128, "stages": 4}, True, False),
+    ("float16", "float16", 256, 512, 4096, {"block_m": 128, "block_n": 256, "stages": 4}, False, True),
 ])
-def test_wgmma_gemm_on_gpu(dtype, out_dtype, m, n, k, knobs):
-    """Non-square GEMMs (k of one slice to 16; fewer slices than stages), fresh data, outputs poisoned."""
-    mod = _build(m, n, k, dtype, knobs, out_dtype)
+def test_wgmma_gemm_on_gpu(dtype, out_dtype, m, n, k, knobs, bias, relu):
+    """Non-square GEMMs (k of one slice to 64; fewer slices than stages), epilogues, fresh data, outputs
+    poisoned."""
+    mod = _build(m, n, k, dtype, knobs, out_dtype, bias, relu)
     for seed in (0, 1):
-        ins = _inputs(np.random.default_rng(seed), m, n, k, dtype, False, False)
+        ins = _inputs(np.random.default_rng(seed), m, n, k, dtype, False, bias)
         out = np.full((m, n), np.nan, out_dtype)
         mod(*ins, out)
-        _check(out, ins, dtype, out_dtype, False, False, False)
+        _check(out, ins, dtype, out_dtype, False, bias, relu)
 
 
 assert ml_dtypes  # bfloat16 numpy arrays

@@ -322,11 +322,12 @@ def default_knobs(kt, anchor: Stage, out: Stage, info: dict):
         return f"tensor cores need sm_80 or newer (the target is {arch or 'unknown'})"
     if dtype == "float32" and not info.get("allow_tf32"):
         return "float32 GEMMs use tensor cores (TF32) only with the target option -allow_tf32"
-    from .cuda_wgmma import is_sm90, preferred_wgmma
+    from .cuda_wgmma import is_sm90, preferred_wgmma, store_intrin
     if is_sm90(arch):
         knobs = preferred_wgmma(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024))
-        if isinstance(knobs, dict):      # else (shapes, layouts, dtypes it refuses) mma.sync below
-            return dict(knobs, wgmma=1)
+        if isinstance(knobs, dict) and (anchor is out or not isinstance(
+                store_intrin(out.schedule, out, anchor.op.output(0)), str)):
+            return dict(knobs, wgmma=1)  # else (shapes, layouts, dtypes, epilogues it refuses) mma.sync below
     return preferred_knobs(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024))
 
 
