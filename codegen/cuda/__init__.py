@@ -47,6 +47,12 @@ MMA_FUNCTIONS = ("tt_ldmatrix", "tt_mma", "tt_mma_fill", "tt_mma_store")   # dev
 _INDEX = {f"{k}.{d}": f"((int){k}.{d})" for k in ("threadIdx", "blockIdx") for d in "xyz"}
 
 
+def _guarded(name: str, source: str) -> str:
+    """A generated device function, once per translation unit however many kernels' preambles bring it (a
+    model's kernels are compiled together: ``codegen/model/cuda.py``)."""
+    return f"#ifndef TT_HAVE_{name}\n#define TT_HAVE_{name}\n{source.strip()}\n#endif"
+
+
 class CUDARenderer(CPrinter):
     kernel_prefix = 'extern "C" __global__ '
     pointer_qualifier = "__restrict__ "
@@ -82,7 +88,7 @@ class CUDARenderer(CPrinter):
                     "#endif\n"
                     "}",
         "mma": MMA_SOURCE,
-        "tt_wgmma_desc": DESC_SOURCE,
+        "tt_wgmma_desc": _guarded("tt_wgmma_desc", DESC_SOURCE),
     }
 
     def __init__(self, dynamic_shared: bool = False):
@@ -122,11 +128,11 @@ class CUDARenderer(CPrinter):
         elif e.name in EPILOGUES:
             self.need.add("mma")
             if e.name not in self.helpers:
-                self.helpers = {**self.helpers, e.name: self.epilogue_source(EPILOGUES[e.name])}
+                self.helpers = {**self.helpers, e.name: _guarded(e.name, self.epilogue_source(EPILOGUES[e.name]))}
             self.need.add(e.name)
         elif WGMMA_NAME.match(e.name):
             src, nbytes = wgmma_source(e.name)
-            self.helpers = {**self.helpers, e.name: src}
+            self.helpers = {**self.helpers, e.name: _guarded(e.name, src)}
             self.need |= {"tt_wgmma_desc", e.name}
             self.wgmma_shared = max(self.wgmma_shared, nbytes)
         return super().e_CallExtern(e)
@@ -264,12 +270,17 @@ def target_info(target) -> dict:
 TARGET_INFO["cuda"] = target_info
 
 
-def _wgmma_kernel(name: str, arch: str, launch: LaunchConfig, nbytes: int) -> tuple[str, LaunchConfig]:
+WGMMA_CALL = "tt_wgmma_m"     # the prefix of a wgmma main loop's name (wgmma.py), in a source that calls one
+
+
+def wgmma_kernel(name: str, arch: str, launch: LaunchConfig | None, nbytes: int) -> tuple[str, LaunchConfig | None]:
     """(arch, launch) of a kernel calling a wgmma main loop (``wgmma.py``): sm_90 builds as sm_90a (wgmma
     is sm_90a's), and the kernel launches with the loop's dynamic shared memory, its only shared memory."""
     import dataclasses
     if arch.rstrip("a") != "sm_90":
         raise CodegenError(f"kernel {name}: wgmma needs sm_90a (Hopper), not {arch}")
+    if launch is None:
+        return "sm_90a", None
     if launch.shared_bytes:
         raise CodegenError(f"kernel {name}: a wgmma main loop owns the shared memory, but the kernel also "
                            f"allocates {launch.shared_bytes} bytes")
@@ -291,7 +302,7 @@ def build_cuda(func: LoweredFunc, target: Target):
             raise CodegenError(f"kernel {kernel.name}: tensor-core intrinsics run on whole warps (lane = threadIdx.x "
                                f"% 32), but threadIdx.x has {launch.block[0]} threads; bind it to a multiple of 32")
         if renderer.wgmma_shared:
-            arch, launch = _wgmma_kernel(kernel.name, arch, launch, renderer.wgmma_shared)
+            arch, launch = wgmma_kernel(kernel.name, arch, launch, renderer.wgmma_shared)
         heads += [h for h in head if h not in heads]
         bodies += body
         kernels.append(Kernel(kernel.name, launch))
@@ -306,4 +317,4 @@ def build_cuda(func: LoweredFunc, target: Target):
                       intermediates=intermediates)
 
 
-__all__ = ["CUDARenderer", "render_cuda", "cuda_renderer", "dynamic_shared_bytes", "shared_limit", "current_shared_limit", "STATIC_SHARED", "build_cuda", "cuda_arch", "cuda_settings", "CodegenError"]
+__all__ = ["WGMMA_CALL", "wgmma_kernel", "CUDARenderer", "render_cuda", "cuda_renderer", "dynamic_shared_bytes", "shared_limit", "current_shared_limit", "STATIC_SHARED", "build_cuda", "cuda_arch", "cuda_settings", "CodegenError"]

@@ -152,3 +152,30 @@ def test_wgmma_gemm_on_gpu(dtype, out_dtype, m, n, k, knobs, bias, relu):
 
 
 assert ml_dtypes  # bfloat16 numpy arrays
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_model_gemm_relu_takes_wgmma_on_gpu(dtype):
+    """A 16-bit model's Gemm (weights [N, K]) + Relu on the GPU: wgmma with the relu from the fragments,
+    built as sm_90a, against numpy on the rounded operands."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tensorir import graph
+    rng = np.random.default_rng(6)
+    m, n, k = 512, 1024, 768
+    w, b = rng.standard_normal((n, k)).astype("float32"), rng.standard_normal(n).astype("float32")
+    nodes = [helper.make_node("Gemm", ["x", "W", "b"], ["y"], transB=1), helper.make_node("Relu", ["y"], ["out"])]
+    body = helper.make_graph(nodes, "gemm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+                             [helper.make_tensor_value_info("out", TensorProto.FLOAT, [m, n])],
+                             [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "b")])
+    g, params = graph.from_onnx(helper.make_model(body, opset_imports=[helper.make_opsetid("", 17)]))
+    mod = codegen.build_model(graph.to_mixed_precision(g, dtype), target="cuda", params=params)
+    assert "tt_wgmma_m" in mod.get_source("cuda") and mod.arch == "sm_90a"
+    x = rng.standard_normal((m, k)).astype("float32")
+    (got,) = mod(x=x)
+    r = (lambda a: a.astype(dtype).astype(np.float64))
+    want = np.maximum(r(x) @ r(w).T + r(b), 0)
+    eps = float(ml_dtypes.finfo(dtype).eps)
+    assert np.isfinite(got).all()
+    assert (np.abs(got - want) <= 2 * eps * (np.abs(r(x)) @ np.abs(r(w)).T + np.abs(r(b)))).all()

@@ -84,7 +84,7 @@ def store_intrin(s: Schedule, out: Stage, acc):
     direct = _store_dtype(out, acc) if out.op is not acc.op else None
     if direct is not None:
         return intrin_mma_store("global", direct)
-    got = fragment_epilogue(inlined_bodies(s)[out][0], [ax.var for ax in out.op.axis], acc)
+    got = fragment_epilogue(inlined_bodies(s)[out][0], list(out.op.axis), acc)
     if isinstance(got, str):
         return f"the epilogue: {got}"
     return intrin_fragment_epilogue(got[0], out.op.output(0).dtype)

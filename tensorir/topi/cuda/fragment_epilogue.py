@@ -39,8 +39,12 @@ EPILOGUES: dict[str, Epilogue] = {}
 
 
 def fragment_epilogue(body: Expr, axes: list, acc) -> tuple[Epilogue, list] | str:
-    """``(epilogue, the other tensors in order of first read)`` of an output stage's ``body`` over its axis
-    vars ``axes`` that reads the accumulator tensor ``acc`` at ``[.., i, j]``, or why it is not one."""
+    """``(epilogue, the other tensors in order of first read)`` of an output stage's ``body`` over its axes
+    (IterVars from 0; indices simplified over their ranges, as ``tensorize`` matches them) that reads the
+    accumulator tensor ``acc`` at ``[.., i, j]``, or why it is not one."""
+    from ...arith import simplify
+    body = simplify(body, {iv.var: (0, int(iv.dom.extent) - 1) for iv in axes})
+    axes = [iv.var for iv in axes]
     value = Var("v", "float32")
     tensors, inputs, why = [], [], []
 
