@@ -15,7 +15,8 @@ needs more declares one ``extern __shared__`` array and carves its buffers out o
 offsets, and its module launches it with that much dynamic shared memory (after raising the function's
 ``MAX_DYNAMIC_SHARED_SIZE_BYTES``).
 Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch_bounds__``), and
-``auto_unroll_max_step`` / ``unroll_explicit`` (in the GPU passes).
+``auto_unroll_max_step`` / ``unroll_explicit`` / ``warp_lanes`` (in the GPU passes).  A kernel calling a
+wgmma main loop (``wgmma.py``) builds as sm_90a and launches with that loop's dynamic shared memory.
 """
 from __future__ import annotations
 
