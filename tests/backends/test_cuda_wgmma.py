@@ -12,7 +12,7 @@ from codegen.c_printer import CodegenError
 from codegen.cuda.wgmma import wgmma_source
 from tensorir.graph.schedules.cuda_tensorcore import default_knobs, tensorcore_gemm
 from tensorir.graph.schedules.cuda_wgmma import preferred_wgmma, wgmma_fits
-from test_cuda_tensorcore import _check, _inputs
+from test_cuda_tensorcore import _check, _inputs, check_on_gpu
 
 WG = {"wgmma": 1}
 
@@ -143,12 +143,7 @@ def test_registry_gemm_takes_wgmma_on_sm90(case):
 def test_wgmma_gemm_on_gpu(dtype, out_dtype, m, n, k, knobs, bias, relu):
     """Non-square GEMMs (k of one slice to 64; fewer slices than stages), epilogues, fresh data, outputs
     poisoned."""
-    mod = _build(m, n, k, dtype, knobs, out_dtype, bias, relu)
-    for seed in (0, 1):
-        ins = _inputs(np.random.default_rng(seed), m, n, k, dtype, False, bias)
-        out = np.full((m, n), np.nan, out_dtype)
-        mod(*ins, out)
-        _check(out, ins, dtype, out_dtype, False, bias, relu)
+    check_on_gpu(_build(m, n, k, dtype, knobs, out_dtype, bias, relu), m, n, k, dtype, False, out_dtype, bias, relu)
 
 
 assert ml_dtypes  # bfloat16 numpy arrays

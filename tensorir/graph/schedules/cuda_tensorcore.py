@@ -333,16 +333,26 @@ def default_knobs(kt, anchor: Stage, out: Stage, info: dict):
 
 def preferred_knobs(batch: int, m: int, n: int, k: int, dtype: str, b_trans: bool, shared_limit: int):
     """The first of :data:`PREFERRED` that fits the GEMM and ``shared_limit``, or why none does."""
-    large = batch * (m // 128) * (n // 128) >= LARGE_BLOCKS
+    def why_not(knobs):
+        why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
+        return why if why is not None or shared_bytes(dtype, knobs) <= shared_limit else \
+            "the smallest tiles exceed the shared memory"
+    return first_fit(PREFERRED, batch * (m // 128) * (n // 128) >= LARGE_BLOCKS,
+                     lambda knobs: for_dtype(dtype, dict(DEFAULT_KNOBS, **knobs)), why_not)
+
+
+def first_fit(preferred, large: bool, make, why_not):
+    """The knobs ``make(knobs)`` of the first ``(size, knobs)`` of ``preferred`` (``size`` "large" only where
+    ``large``) for which ``why_not`` says None, or the last reason."""
     why = None
-    for size, knobs in PREFERRED:
+    for size, knobs in preferred:
         if size == "large" and not large:
             continue
-        knobs = for_dtype(dtype, dict(DEFAULT_KNOBS, **knobs))
-        why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
-        if why is None and shared_bytes(dtype, knobs) <= shared_limit:
+        knobs = make(knobs)
+        why = why_not(knobs)
+        if why is None:
             return knobs
-    return why or "the smallest tiles exceed the shared memory"
+    return why
 
 
 def fits(kt) -> str | None:
@@ -442,5 +452,5 @@ def _apply(f, v, i, j):
 
 
 __all__ = ["DEFAULT_KNOBS", "PREFERRED", "SPACE", "SPACE_KNOBS", "TEMPLATE", "bind_blocks", "default_knobs", "fits", "for_dtype",
-           "gemm_operands", "preferred_knobs", "kernel_gemm", "schedule_space", "schedule_tensorcore", "shared_bytes",
+           "first_fit", "gemm_operands", "preferred_knobs", "kernel_gemm", "schedule_space", "schedule_tensorcore", "shared_bytes",
            "tensorcore_fits", "tensorcore_gemm"]

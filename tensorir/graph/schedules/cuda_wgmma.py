@@ -22,7 +22,7 @@ from ...lower.gpu import WARP_LANES
 from ...schedule import Schedule, Stage
 from ...topi.cuda.fragment_epilogue import fragment_epilogue, intrin_fragment_epilogue
 from ...topi.cuda.tensor_intrin import WGMMA_BK as BK, intrin_mma_store, intrin_wgmma, wgmma_check, wgmma_shared_bytes
-from .cuda_tensorcore import _store_dtype, bind_blocks, gemm_operands
+from .cuda_tensorcore import _store_dtype, bind_blocks, first_fit, gemm_operands
 from .helpers import bind
 
 #: default knobs: 128 x 256 blocks (two warpgroups of m64n256), 4 slots of k 64, blocks in row-major order
@@ -64,16 +64,8 @@ def wgmma_fits(out_shape, k: int, dtype: str, b_trans: bool, knobs: dict, shared
 
 def preferred_wgmma(batch: int, m: int, n: int, k: int, dtype: str, b_trans: bool, shared_limit: int):
     """The first of :data:`PREFERRED` that fits the GEMM, or why none does."""
-    large = batch * (m // 128) * (n // 256) >= LARGE_BLOCKS
-    why = None
-    for size, knobs in PREFERRED:
-        if size == "large" and not large:
-            continue
-        knobs = dict(DEFAULT_KNOBS, **knobs)
-        why = wgmma_fits((m, n), k, dtype, b_trans, knobs, shared_limit)
-        if why is None:
-            return knobs
-    return why
+    return first_fit(PREFERRED, batch * (m // 128) * (n // 256) >= LARGE_BLOCKS, lambda kn: dict(DEFAULT_KNOBS, **kn),
+                     lambda kn: wgmma_fits((m, n), k, dtype, b_trans, kn, shared_limit))
 
 
 def store_intrin(s: Schedule, out: Stage, acc):
