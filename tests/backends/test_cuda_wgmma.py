@@ -17,21 +17,25 @@ from test_cuda_tensorcore import _check, _inputs, check_on_gpu
 WG = {"wgmma": 1}
 
 
-def _build(m, n, k, dtype, knobs, out_dtype=None, bias=False, relu=False, arch="sm_90"):
-    s, args = tensorcore_gemm(m, n, k, dtype, dict(WG, **knobs), out_dtype=out_dtype, bias=bias, relu=relu)
+def _build(m, n, k, dtype, knobs, out_dtype=None, bias=False, relu=False, arch="sm_90", b_trans=False):
+    s, args = tensorcore_gemm(m, n, k, dtype, dict(WG, **knobs), out_dtype=out_dtype, bias=bias, relu=relu,
+                              b_trans=b_trans)
     return codegen.build(s, args, target=f"cuda -arch={arch}")
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("dtype,bm,bn", [("float16", 128, 256), ("bfloat16", 128, 128), ("float16", 256, 64)])
-def test_wgmma_ptx_assembles(dtype, bm, bn):
-    """sm_90 builds as sm_90a; the PTX has the warpgroup instructions, the async proxy fence and the
-    cp.async pipeline; ptxas keeps the accumulators in registers (no stack, no spills)."""
-    mod = _build(1024, 1024, 512, dtype, {"block_m": bm, "block_n": bn})
+@pytest.mark.parametrize("dtype,bm,bn,b_trans", [("float16", 128, 256, False), ("bfloat16", 128, 128, False),
+                                                 ("float16", 256, 64, False), ("bfloat16", 128, 256, True)])
+def test_wgmma_ptx_assembles(dtype, bm, bn, b_trans):
+    """sm_90 builds as sm_90a; the PTX has the warpgroup instructions (B transposed where stored [K, N]),
+    the async proxy fence and the cp.async pipeline; ptxas keeps the accumulators in registers (no stack,
+    no spills)."""
+    mod = _build(1024, 1024, 512, dtype, {"block_m": bm, "block_n": bn}, b_trans=b_trans)
     ptx = mod.get_source("ptx")
     kind = {"float16": "f16.f16", "bfloat16": "bf16.bf16"}[dtype]
     assert mod.arch == "sm_90a" and ".target sm_90a" in ptx
     assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{kind}" in ptx
+    assert f"p, 1, 1, 0, {int(b_trans)};" in ptx
     for op in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
                "fence.proxy.async.shared::cta", "cp.async.cg.shared.global", "cp.async.wait_group"):
         assert op in ptx, op
@@ -41,20 +45,20 @@ def test_wgmma_ptx_assembles(dtype, bm, bn):
 
 
 @pytest.mark.cuda_sim
-@pytest.mark.parametrize("dtype,out_dtype,bm,bn,bias,relu", [("float16", "float16", 64, 64, False, False),
-                                                             ("bfloat16", "float32", 128, 128, False, False),
-                                                             ("float16", "float16", 64, 128, True, True),
-                                                             ("bfloat16", "float32", 64, 64, False, True)])
-def test_wgmma_schedule_simulated(dtype, out_dtype, bm, bn, bias, relu):
+@pytest.mark.parametrize("dtype,out_dtype,bm,bn,bias,relu,b_trans", [
+    ("float16", "float16", 64, 64, False, False, False), ("bfloat16", "float32", 128, 128, False, False, False),
+    ("float16", "float16", 64, 128, True, True, False), ("bfloat16", "float32", 64, 64, False, True, True)])
+def test_wgmma_schedule_simulated(dtype, out_dtype, bm, bn, bias, relu, b_trans):
     """The warps' rows, the fragment stores (epilogues fused) and the block tiling, with the main loop's
     scalar model."""
     m, n, k = 256, 256, 128
-    mod = _build(m, n, k, dtype, {"block_m": bm, "block_n": bn, "stages": 3, "swizzle": 2}, out_dtype, bias, relu)
+    mod = _build(m, n, k, dtype, {"block_m": bm, "block_n": bn, "stages": 3, "swizzle": 2}, out_dtype, bias, relu,
+                 b_trans=b_trans)
     assert ("tt_epilogue_" in mod.get_source("cuda")) == (bias or relu)
-    ins = _inputs(np.random.default_rng(3), m, n, k, dtype, False, bias)
+    ins = _inputs(np.random.default_rng(3), m, n, k, dtype, b_trans, bias)
     out = np.full((m, n), np.nan, out_dtype)
     cuda_sim.run(mod, *ins, out)
-    _check(out, ins, dtype, out_dtype, False, bias, relu)
+    _check(out, ins, dtype, out_dtype, b_trans, bias, relu)
 
 
 def test_epilogue_reading_other_elements_is_refused():
@@ -76,7 +80,8 @@ def test_wgmma_refusals_are_named():
     base = {"block_m": 128, "block_n": 256, "stages": 4}
     assert "do not divide" in wgmma_fits((200, 256), 64, "float16", False, base)
     assert "do not divide" in wgmma_fits((256, 256), 96, "float16", False, base)
-    assert "K-major" in wgmma_fits((256, 256), 64, "float16", True, base)
+    assert "64-column" in wgmma_fits((256, 256), 64, "float16", True, dict(base, block_n=96))
+    assert wgmma_fits((256, 256), 64, "float16", True, base) is None
     assert "float32" in wgmma_fits((256, 256), 64, "float32", False, base)
     assert "shared memory" in wgmma_fits((256, 256), 64, "float16", False, dict(base, stages=5))
     assert "warpgroups" in wgmma_fits((256, 256), 64, "float16", False, dict(base, block_m=96))
@@ -93,8 +98,8 @@ def test_wgmma_needs_sm90():
 
 
 def test_sm90_default_takes_wgmma_where_it_fits():
-    """The GEMM entry's default on sm_90: wgmma (large tiles for large GEMMs); mma.sync where wgmma refuses
-    (B stored [K, N]) and on sm_80."""
+    """The GEMM entry's default on sm_90: wgmma (large tiles for large GEMMs; B stored [K, N] too); mma.sync
+    where wgmma refuses (k not a multiple of 64) and on sm_80."""
     import tensorir as te
     from tensorir.schedule import create_schedule
     info = {"arch": "sm_90", "shared_limit": 227 * 1024}
@@ -111,7 +116,8 @@ def test_sm90_default_takes_wgmma_where_it_fits():
     assert big["wgmma"] and (big["block_m"], big["block_n"]) == (128, 256)
     small = knobs(256, 256, 256)
     assert small["wgmma"] and small["block_n"] < 256
-    assert not knobs(4096, 4096, 4096, b_trans=True).get("wgmma")
+    assert knobs(4096, 4096, 4096, b_trans=True)["wgmma"]
+    assert not knobs(4096, 4096, 4128).get("wgmma")
     assert not knobs(4096, 4096, 4096, arch="sm_80").get("wgmma")
     assert preferred_wgmma(1, 100, 256, 64, "float16", False, 227 * 1024).startswith("the tiles")
 
@@ -119,8 +125,8 @@ def test_sm90_default_takes_wgmma_where_it_fits():
 @pytest.mark.cuda_sim
 @pytest.mark.parametrize("case", ["dense_bias_relu_f16", "batch_matmul_bf16", "matmul_f16"])
 def test_registry_gemm_takes_wgmma_on_sm90(case):
-    """The registry's GEMM entry on sm_90: dense (its bias and relu fused) and batch_matmul take wgmma, a
-    matmul (B stored [K, N]) mma.sync; run on the simulator."""
+    """The registry's GEMM entry on sm_90: dense (its bias and relu fused) and batch_matmul take wgmma, the
+    matmul (k 96, not a multiple of 64) mma.sync; run on the simulator."""
     from autotune.kernel_templates import kernel_te
     from tensorir.graph.schedules import kernel_schedule
     from test_cuda_tensorcore_schedules import REGISTRY_CASES, _run
@@ -133,17 +139,21 @@ def test_registry_gemm_takes_wgmma_on_sm90(case):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype,out_dtype,m,n,k,knobs,bias,relu", [
-    ("float16", "float16", 384, 768, 320, {"block_m": 128, "block_n": 256, "stages": 4}, False, False),
-    ("bfloat16", "bfloat16", 512, 384, 576, {"block_m": 128, "block_n": 128, "stages": 5, "swizzle": 2}, True, True),
-    ("float16", "float32", 256, 192, 64, {"block_m": 64, "block_n": 64, "stages": 3}, False, False),
-    ("bfloat16", "float32", 1024, 256, 1024, {"block_m": 256, "block_n": 128, "stages": 4}, True, False),
-    ("float16", "float16", 256, 512, 4096, {"block_m": 128, "block_n": 256, "stages": 4}, False, True),
+@pytest.mark.parametrize("dtype,out_dtype,m,n,k,knobs,bias,relu,b_trans", [
+    ("float16", "float16", 384, 768, 320, {"block_m": 128, "block_n": 256, "stages": 4}, False, False, False),
+    ("bfloat16", "bfloat16", 512, 384, 576, {"block_m": 128, "block_n": 128, "stages": 5, "swizzle": 2}, True, True,
+     False),
+    ("float16", "float32", 256, 192, 64, {"block_m": 64, "block_n": 64, "stages": 3}, False, False, False),
+    ("bfloat16", "float32", 1024, 256, 1024, {"block_m": 256, "block_n": 128, "stages": 4}, True, False, False),
+    ("float16", "float16", 256, 512, 4096, {"block_m": 128, "block_n": 256, "stages": 4}, False, True, False),
+    ("float16", "float16", 384, 768, 320, {"block_m": 128, "block_n": 256, "stages": 4}, True, False, True),
+    ("bfloat16", "float32", 512, 192, 576, {"block_m": 64, "block_n": 64, "stages": 5}, False, True, True),
 ])
-def test_wgmma_gemm_on_gpu(dtype, out_dtype, m, n, k, knobs, bias, relu):
-    """Non-square GEMMs (k of one slice to 64; fewer slices than stages), epilogues, fresh data, outputs
-    poisoned."""
-    check_on_gpu(_build(m, n, k, dtype, knobs, out_dtype, bias, relu), m, n, k, dtype, False, out_dtype, bias, relu)
+def test_wgmma_gemm_on_gpu(dtype, out_dtype, m, n, k, knobs, bias, relu, b_trans):
+    """Non-square GEMMs (k of one slice to 64; fewer slices than stages; B stored [N, K] or [K, N]),
+    epilogues, fresh data, outputs poisoned."""
+    mod = _build(m, n, k, dtype, knobs, out_dtype, bias, relu, b_trans=b_trans)
+    check_on_gpu(mod, m, n, k, dtype, b_trans, out_dtype, bias, relu)
 
 
 assert ml_dtypes  # bfloat16 numpy arrays

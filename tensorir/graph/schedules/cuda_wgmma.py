@@ -13,7 +13,7 @@ The GEMM entry of :mod:`.cuda_tensorcore` takes it on sm_90 targets (the kernel 
 The warps' loops run on whole warps with no ``threadIdx.x`` loop (pragma ``warp_lanes``): the intrinsics
 share the work among the lanes.  An elementwise epilogue (bias, activation, residual) is stored from the
 fragments by a fragment-epilogue intrinsic (``topi/cuda/fragment_epilogue.py``).  Shapes the tiles do not
-divide, B stored [K, N] and float32 inputs are refused (:func:`wgmma_fits` says why); the ``mma.sync``
+divide and float32 inputs are refused (:func:`wgmma_fits` says why); the ``mma.sync``
 schedule takes them.
 """
 from __future__ import annotations
@@ -50,9 +50,7 @@ def wgmma_fits(out_shape, k: int, dtype: str, b_trans: bool, knobs: dict, shared
     bm, bn, stages = knobs["block_m"], knobs["block_n"], knobs["stages"]
     if dtype not in ("float16", "bfloat16"):
         return f"wgmma takes float16 / bfloat16 inputs, not {dtype}"
-    if b_trans:
-        return "wgmma here takes B stored [N, K] (K-major) only"
-    why = wgmma_check(bm, bn, stages)
+    why = wgmma_check(bm, bn, stages, b_trans)
     if why is not None:
         return why
     if m % bm or n % bn or k % BK:
@@ -83,8 +81,8 @@ def store_intrin(s: Schedule, out: Stage, acc):
 
 
 def schedule_wgmma(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
-    """Schedule the GEMM ``anchor`` (``sum_k A[i, k] B[j, k]``) under ``out`` (the anchor, or a cast of it)
-    with wgmma (see the module)."""
+    """Schedule the GEMM ``anchor`` (``sum_k A[i, k] B[j, k]``, or ``B[k, j]``) under ``out`` (the anchor,
+    or an elementwise epilogue of it) with wgmma (see the module)."""
     got = gemm_operands(anchor)
     if isinstance(got, str):
         raise ValueError(f"wgmma GEMM of {anchor.op.name}: {got}")
@@ -112,7 +110,7 @@ def schedule_wgmma(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
     out.pragma(bj, WARP_LANES)
     cf.compute_at(out, wi)
     fi, _ = cf.op.axis[-2:]
-    cf.tensorize(fi, intrin_wgmma(dtype, bm, bn, k, stages))
+    cf.tensorize(fi, intrin_wgmma(dtype, bm, bn, k, stages, b_trans))
 
 
 __all__ = ["DEFAULT_KNOBS", "PREFERRED", "is_sm90", "preferred_wgmma", "schedule_wgmma", "wgmma_fits"]

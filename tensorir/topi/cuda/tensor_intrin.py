@@ -84,12 +84,15 @@ def wgmma_shared_bytes(block_m: int, block_n: int, stages: int) -> int:
     return stages * (block_m + block_n) * WGMMA_BK * 2 + 1024
 
 
-def wgmma_check(block_m: int, block_n: int, stages: int) -> str | None:
-    """Why these tiles have no wgmma main loop (``codegen/cuda/wgmma.py``), or None."""
+def wgmma_check(block_m: int, block_n: int, stages: int, b_trans: bool = False) -> str | None:
+    """Why these tiles (``b_trans``: B stored [K, N]) have no wgmma main loop (``codegen/cuda/wgmma.py``), or
+    None."""
     if block_m % 64 or not 64 <= block_m <= 256:
         return f"block_m {block_m}: whole warpgroups of 64 rows, at most 4"
     if block_n % 16 or not 16 <= block_n <= 256:
         return f"block_n {block_n}: wgmma takes n a multiple of 16 up to 256"
+    if b_trans and block_n % 64:
+        return f"block_n {block_n}: B stored [K, N] comes in 64-column swizzle atoms"
     if block_n * 8 % (block_m * 2):
         return f"the B slab ({block_n} rows) is not whole 16-byte copies of the {block_m * 2} threads"
     if stages < 3:
@@ -97,30 +100,30 @@ def wgmma_check(block_m: int, block_n: int, stages: int) -> str | None:
     return None
 
 
-def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int):
+def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_trans: bool = False):
     """A warp's 16 x ``block_n`` rows of a block's GEMM over the whole reduction ``k`` (``C[i, j] = sum_k
-    f32(A[i, k]) f32(B[j, k])``, A and B in global memory, B stored [N, K]) by the sm_90a main loop of
+    f32(A[i, k]) f32(B[j, k])``, ``b_trans``: ``B[k, j]``; A and B in global memory) by the sm_90a main loop of
     ``codegen/cuda/wgmma.py``: the block's ``block_m / 16`` warps call it together (each with its rows),
     staging A and B through ``stages`` shared-memory slots for warpgroup ``wgmma``; the float32
     accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store`` writes it)."""
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"wgmma: float16 / bfloat16 inputs, not {dtype}")
-    why = wgmma_check(block_m, block_n, stages)
+    why = wgmma_check(block_m, block_n, stages, b_trans)
     if why is not None:
         raise ValueError(f"wgmma: {why}")
     a = placeholder((16, k), dtype, name="a")
-    b = placeholder((block_n, k), dtype, name="b")
+    b = placeholder((k, block_n) if b_trans else (block_n, k), dtype, name="b")
     r = reduce_axis((0, k), name="k")
-    c = compute((16, block_n), lambda i, j: te_sum(a[i, r].astype("float32") * b[j, r].astype("float32"), axis=r),
-                name="c")
+    c = compute((16, block_n), lambda i, j: te_sum(a[i, r].astype("float32") *
+                                                   (b[r, j] if b_trans else b[j, r]).astype("float32"), axis=r), name="c")
     bufs = {a: _buffer(a, "global", "wg_a"), b: _buffer(b, "global", "wg_b"), c: _buffer(c, "warp", "wg_c")}
-    func = f"tt_wgmma_m{block_m}n{block_n}s{stages}_{'f16' if dtype == 'float16' else 'bf16'}"
+    func = f"tt_wgmma_m{block_m}n{block_n}s{stages}_{'f16' if dtype == 'float16' else 'bf16'}{'_bt' if b_trans else ''}"
 
     def body(ins, outs):
         (ba, bb), (bc,) = ins, outs
         return Evaluate(call_extern("int32", func, bc.access_ptr("w"), ba.access_ptr("r"), ba.strides[0],
                                     bb.access_ptr("r"), bb.strides[0], k))
-    return decl_tensor_intrin(c.op, body, name=f"wgmma_m{block_m}n{block_n}k{k}s{stages}_{dtype}", binds=bufs)
+    return decl_tensor_intrin(c.op, body, name=func[3:] + f"_k{k}", binds=bufs)
 
 
 def intrin_mma_store(dst_scope: str = "shared", out_dtype: str = "float32"):
