@@ -15,7 +15,7 @@ block's ``BM x BN`` tile of ``A B^T`` in float32 over the whole reduction ``K`` 
   slices in flight;
 - warpgroup ``g`` multiplies rows ``64 g .. 64 g + 63`` by ``wgmma.mma_async.m64n{BN}k16`` (4 per slice),
   both operands by shared-memory descriptors (K-major, 128-byte swizzle, 1024 bytes between 8-row
-  groups), one ``wgmma`` group in flight while the next slice's copies are issued;
+  groups; B stored [K, N]: MN-major, 8192 bytes between its 64-column atoms), one ``wgmma`` group in flight while the next slice's copies are issued;
 - the accumulator is the warp's 16 x ``BN`` tile in the fragment layout of ``codegen/cuda/mma.py``
   (four floats per 16 x 8 tile: ``d[4 i + 0..1]`` at row ``lane / 4``, columns ``8 i + 2 (lane % 4)``,
   ``+1``; ``d[4 i + 2..3]`` at row ``lane / 4 + 8``), which is wgmma's: ``tt_mma_store`` writes it.
