@@ -8,6 +8,9 @@
   blocked as above) to ``O * KH * KW`` channels and a depth-to-space (reshape, transpose, reshape);
 - ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with
   weights packed ``NC[y]n``;
+- bfloat16 ``nn.dense`` (16 | outputs, 2 | reduction) and ``nn.conv2d`` (one group, 16 | outputs) with
+  constant weights become ``nn.contrib_dense_pack_bf16`` / ``nn.contrib_conv2d_pack_bf16`` with weights packed
+  in pairs for ``vdpbf16ps`` (``NK16n2k``, ``OIHW2i16o2i``; the conv's data stays NCHW);
 - ``qnn.dense`` / ``qnn.conv2d`` (8-bit data, constant int8 weights, 16 | outputs; 4 | reduction for the
   dense, the conv's input channels padded to 4 with zero weights; int8 data shifted to uint8, ``x + 128``,
   with ``-128 * sum(w)`` added back per output channel) become ``qnn.contrib_dense_pack`` / ``qnn.contrib_conv2d_pack`` with weights packed for ``vpdpbusd``;
@@ -87,6 +90,9 @@ def _conv2d(st: _Layouts, n: Node):
     if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != x.type.dtype:
         return None
     o, i = w.type.shape[:2]
+    if x.type.dtype == "bfloat16" and n.attrs["groups"] == 1 and o % qnn.LANES == 0:
+        return call("nn.contrib_conv2d_pack_bf16", st.get_plain(x), Const(qnn.pack_conv_weight(w.value, qnn.BF16_GROUP)),
+                    **{k: n.attrs[k] for k in ("strides", "padding", "dilation")})
     if n.attrs["groups"] == o == x.type.shape[1] and i == 1:   # depthwise: channels stay in their lanes
         block = channel_block(o)
         kernel_layout = f"OIHW1i{block}o"
@@ -133,6 +139,9 @@ def _dense(st: _Layouts, n: Node):
     x, w = (st.get_plain(v) for v in n.inputs)
     if not isinstance(w, Const) or w.type.dtype not in BLOCKED_DTYPES or w.type.shape[0] % 8:
         return None   # packing pays where the output columns fill vectors of 8 or 16
+    if x.type.dtype == w.type.dtype == "bfloat16" and w.type.shape[0] % qnn.LANES == 0 \
+            and w.type.shape[1] % qnn.BF16_GROUP == 0:
+        return call("nn.contrib_dense_pack_bf16", x, Const(qnn.pack_dense_weight(w.value, qnn.BF16_GROUP)))
     bn = 16 if w.type.shape[0] % 16 == 0 else 8
     return call("nn.contrib_dense_pack", x, Const(layout_transform_numpy(w.value, "NC", f"NC{bn}n")),
                 weight_layout=f"NC{bn}n")

@@ -43,7 +43,9 @@ def _block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
     anchor.tensorize(inner, dot_int8(isa))
 
 
-def _dense_pack(isa):
+def dense_pack(isa, block=_block, kind: str = "int8"):
+    """The rule of a packed dense whose inner (16 lanes x group) block ``block(anchor, lanes, group axis, isa)``
+    tensorizes for ``isa`` (None: the plain form); also the bf16 entries' (:mod:`.cpu_bf16`)."""
     def schedule_dense_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
         anchor = single_reduction(s, out)
         if anchor is None or anchor is out:
@@ -64,13 +66,14 @@ def _dense_pack(isa):
         anchor.reorder(ko, i, jo, ji, ki)
         anchor.unroll(i)
         anchor.unroll(jo)
-        _block(anchor, ji, ki, isa)
+        block(anchor, ji, ki, isa)
         out.vectorize(ni)
-    schedule_dense_pack_int8.__name__ += f"_{isa.feature}" if isa else ""
+    schedule_dense_pack_int8.__name__ = f"schedule_dense_pack_{kind}" + (f"_{isa.feature}" if isa else "")
     return schedule_dense_pack_int8
 
 
-def _conv_pack(isa):
+def conv_pack(isa, block=_block, kind: str = "int8"):
+    """The rule of a packed conv, as :func:`dense_pack`."""
     def schedule_conv2d_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
         anchor = single_reduction(s, out)
         if anchor is None or anchor is out or len(out.op.axis) != 4:
@@ -89,14 +92,14 @@ def _conv_pack(isa):
         ico, ry, rx, ici = anchor.op.reduce_axis
         anchor.reorder(ico, ry, rx, an, aoc, aoh, aow, aoci, ici)
         anchor.unroll(aow)
-        _block(anchor, aoci, ici, isa)
+        block(anchor, aoci, ici, isa)
         if t % 4 == 0:
             out.vectorize(owi)
         for st in s.stages:
             if st.op.name == "data_vec":
                 axes = list(st.op.axis)
                 st.parallel(st.fuse(axes[0], axes[1]))
-    schedule_conv2d_pack_int8.__name__ += f"_{isa.feature}" if isa else ""
+    schedule_conv2d_pack_int8.__name__ = f"schedule_conv2d_pack_{kind}" + (f"_{isa.feature}" if isa else "")
     return schedule_conv2d_pack_int8
 
 
@@ -104,6 +107,6 @@ def _conv_pack(isa):
 # a host with both AVX512-VNNI and AVX-VNNI (Sapphire/Emerald Rapids) takes zmm.
 for _isa in (None, *DOT_INT8):
     _requires = () if _isa is None else (_isa.feature,)
-    for _op, _make in (("qnn.contrib_dense_pack", _dense_pack), ("qnn.contrib_conv2d_pack", _conv_pack)):
+    for _op, _make in (("qnn.contrib_dense_pack", dense_pack), ("qnn.contrib_conv2d_pack", conv_pack)):
         _rule = register_rule(_op, requires=_requires)(_make(_isa))
         ISA[_rule.__name__] = ("int8", _isa.feature if _isa else "plain")
