@@ -227,13 +227,14 @@ def compile_kernels(kernels: list[ModelKernel], profile: TargetProfile, target: 
 
 
 def _warn_isa_missing(kernels, target: Target) -> None:
-    """One warning naming the kernels that run a generic schedule for want of CPU features (their origins'
-    ``isa_missing``, which the manifest keeps)."""
+    """One warning naming the kernels that run a less specialized schedule for want of CPU features (their
+    origins' ``isa_missing``, which the manifest keeps)."""
     lacking = {k.symbol: k.schedule["isa_missing"] for k in kernels if k.schedule.get("isa_missing")}
     if lacking:
         features = sorted({f for fs in lacking.values() for f in fs})
         warnings.warn(f"build_model: target {str(target)!r} lacks {', '.join(features)}: {len(lacking)} kernel(s) "
-                      f"run generic code instead ({', '.join(sorted(lacking)[:4])}{', ...' if len(lacking) > 4 else ''})",
+                      f"run a less specialized schedule ({', '.join(sorted(lacking)[:4])}"
+                      f"{', ...' if len(lacking) > 4 else ''})",
                       UserWarning, stacklevel=3)
 
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "am
                                 reason="x86 targets are compiled (JIT) in this process")
 BF16 = "llvm -mcpu=znver4 -mattr=+avx512f,+avx512bw,+avx512vl,+avx512bf16"
 NO_BF16 = "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vl"
-X, IMG = (2, 5, 64), (1, 3, 13, 12)
+X, IMG, BA, BB = (2, 5, 64), (1, 3, 13, 12), (3, 5, 64), (3, 64, 32)
 CONV = {"strides": (2, 1), "padding": (1, 1, 1, 0), "dilation": (1, 1)}
 
 
@@ -39,14 +39,18 @@ W, K = bf16(32, 64), bf16(16, 3, 3, 3)
 
 
 def bf16_graph():
-    """A bfloat16 dense (3-d data) and a bfloat16 conv (3 input channels: padded to a pair) + relu."""
+    """A bfloat16 dense (3-d data), a bfloat16 conv (3 input channels: padded to a pair) + relu and batch
+    matmuls of two inputs (the second as (b, K, N) and, negated and transposed, (b, N, K))."""
     x, img = Var("x", TensorType(X, "bfloat16")), Var("img", TensorType(IMG, "bfloat16"))
+    a, b = Var("a", TensorType(BA, "bfloat16")), Var("b", TensorType(BB, "bfloat16"))
     c = call("nn.relu", call("nn.conv2d", img, Const(K), **CONV))
-    return Graph((x, img), (call("nn.dense", x, Const(W)), c), (), ("d", "y"))
+    m1 = call("nn.batch_matmul", a, b, transpose_b=False)
+    m2 = call("nn.batch_matmul", a, call("transpose", call("negative", b), axes=(0, 2, 1)), transpose_b=True)
+    return Graph((x, img, a, b), (call("nn.dense", x, Const(W)), c, m1, m2), (), ("d", "y", "m1", "m2"))
 
 
 def feeds():
-    return {"x": bf16(*X), "img": bf16(*IMG)}
+    return {"x": bf16(*X), "img": bf16(*IMG), "a": bf16(*BA), "b": bf16(*BB)}
 
 
 def emulate(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -69,7 +73,9 @@ def reference(f: dict) -> list[np.ndarray]:
     patches = np.stack([img[0, :, y * 2:y * 2 + 3, x:x + 3] for y in range(oh) for x in range(ow)])  # (P, 4, 3, 3)
     order = lambda t: t.reshape(len(t), 2, 2, 3, 3).transpose(0, 1, 3, 4, 2).reshape(len(t), -1)     # pair last
     y = emulate(order(patches), order(w)).T.reshape(1, 16, oh, ow)
-    return [d, np.maximum(y, 0).astype("bfloat16")]
+    m1 = np.stack([emulate(a, b.T) for a, b in zip(f["a"], f["b"])])
+    m2 = np.stack([emulate(a, -b.T) for a, b in zip(f["a"], f["b"])])
+    return [d, np.maximum(y, 0).astype("bfloat16"), m1, m2]
 
 
 def origins(m) -> list[dict]:
@@ -79,7 +85,8 @@ def origins(m) -> list[dict]:
 def test_the_layout_pass_packs_bf16_weights_in_pairs():
     g = graph.optimize(bf16_graph())
     ops = {n.op for n in g.nodes} | {m.op for n in g.nodes if hasattr(n.op, "body") for m in n.op.body.nodes}
-    assert {"nn.contrib_dense_pack_bf16", "nn.contrib_conv2d_pack_bf16"} <= ops, ops
+    assert {"nn.contrib_dense_pack_bf16", "nn.contrib_conv2d_pack_bf16", "nn.contrib_batch_matmul_pack_bf16"} <= ops
+    assert "nn.batch_matmul" not in ops, ops
     p = qnn.pack_dense_weight(W, 2)
     assert p.shape == (2, 32, 32) and p[1, 5, 7 * 2 + 1] == W[16 + 7, 5 * 2 + 1]      # [N/16][K/2][16][2]
     np.testing.assert_array_equal(qnn.unpack_dense_weight(p), W)
@@ -89,12 +96,12 @@ def test_the_layout_pass_packs_bf16_weights_in_pairs():
 
 @pytest.mark.parametrize("target,isa", [(BF16, "avx512bf16"), (NO_BF16, None)])
 def test_vdpbf16ps_in_the_code_of_a_bf16_target_only(target, isa):
-    with pytest.warns(UserWarning, match=r"lacks avx512bf16: 2 kernel\(s\) run generic code") if isa is None \
+    with pytest.warns(UserWarning, match=r"lacks avx512bf16: 3 kernel\(s\) run a less specialized schedule") if isa is None \
             else _no_warning():
         m = codegen.build_model(bf16_graph(), target=target)
     found = origins(m)
     assert sorted(o["rule"] for o in found) == sorted(f"schedule_{k}_pack_bf16{'_' + isa if isa else ''}"
-                                                      for k in ("dense", "conv2d")), found
+                                                      for k in ("dense", "conv2d", "dense", "dense")), found
     assert all(o.get("isa") == ([isa] if isa else None) for o in found), found
     assert all(o.get("isa_missing") == (None if isa else ["avx512bf16"]) for o in found), found
     asm = jit.emit_assembly(m._ir, parse(target))
@@ -158,10 +165,10 @@ def test_manifest_names_the_isa_and_loading_refuses_a_host_without_it(tmp_path, 
     m.export_library(str(out))
     man = json.loads((out / "manifest.json").read_text())
     isas = [k["schedule"].get("isa") for k in man["kernels"] if k["schedule"].get("precision") == "bfloat16"]
-    assert isas == [["avx512bf16"]] * 2 and "avx512bf16" in man["cpu_features"]
+    assert isas == [["avx512bf16"]] * 4 and "avx512bf16" in man["cpu_features"]
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     lacking = Target("llvm", host().mcpu, tuple(f for f in host().mattr if f != "+avx512bf16"))
     monkeypatch.setattr("codegen.runtime.artifact_cpu.host", lambda: lacking)
-    with pytest.raises(ArtifactError, match=r"lacks: avx512bf16 .*avx512bf16 runs 2 kernel\(s\) \(fused_nn_contrib"):
+    with pytest.raises(ArtifactError, match=r"lacks: avx512bf16 .*avx512bf16 runs 4 kernel\(s\) \(fused_nn_contrib"):
         codegen.load_model(str(copy))

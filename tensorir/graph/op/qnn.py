@@ -158,6 +158,24 @@ register_op("nn.contrib_dense_pack_bf16", OpPattern.OUT_ELEMWISE_FUSABLE, _bf16_
             numpy=lambda x, w: np.matmul(x.astype(np.float64), unpack_dense_weight(w).T.astype(np.float64)).astype(x.dtype))
 
 
+def _bf16_batch_matmul_pack_infer(a: TensorType, w: TensorType) -> TensorType:
+    if a.dtype != "bfloat16" or w.dtype != "bfloat16" or a.ndim != 3 or w.ndim != 4 or w.shape[0] not in (1, a.shape[0]) \
+            or w.shape[3] != LANES * BF16_GROUP or a.shape[2] != w.shape[2] * BF16_GROUP:
+        raise ValueError(f"nn.contrib_batch_matmul_pack_bf16 needs bfloat16 data [b, m, k] and weights [b or 1, n/16, "
+                         f"k/2, 32], got {a} and {w}")
+    return TensorType((a.shape[0], a.shape[1], w.shape[1] * LANES), "bfloat16")
+
+
+def _unpack_batched(w: np.ndarray) -> np.ndarray:
+    return np.stack([unpack_dense_weight(x) for x in w])
+
+
+register_op("nn.contrib_batch_matmul_pack_bf16", OpPattern.OUT_ELEMWISE_FUSABLE, _bf16_batch_matmul_pack_infer,
+            num_inputs=2, topi=topi.nn.qnn.dense_pack_bf16, low_precision_inputs=True,
+            numpy=lambda a, w: np.matmul(a.astype(np.float64), np.swapaxes(_unpack_batched(w), 1, 2).astype(np.float64))
+            .astype(a.dtype))
+
+
 def _bf16_conv_pack_infer(x: TensorType, w: TensorType, strides, padding, dilation) -> TensorType:
     if x.dtype != "bfloat16" or w.dtype != "bfloat16" or x.ndim != 4 or w.ndim != 5 \
             or w.shape[4] != LANES * BF16_GROUP or not x.shape[1] <= w.shape[1] * BF16_GROUP < x.shape[1] + BF16_GROUP:

@@ -10,7 +10,9 @@
   weights packed ``NC[y]n``;
 - bfloat16 ``nn.dense`` (16 | outputs, 2 | reduction) and ``nn.conv2d`` (one group, 16 | outputs) with
   constant weights become ``nn.contrib_dense_pack_bf16`` / ``nn.contrib_conv2d_pack_bf16`` with weights packed
-  in pairs for ``vdpbf16ps`` (``NK16n2k``, ``OIHW2i16o2i``; the conv's data stays NCHW);
+  in pairs for ``vdpbf16ps`` (``NK16n2k``, ``OIHW2i16o2i``; the conv's data stays NCHW); a bfloat16
+  ``nn.batch_matmul`` (16 | N, 2 | K) becomes ``nn.contrib_batch_matmul_pack_bf16`` with its second operand
+  packed the same way per batch by a reshape and a transpose;
 - ``qnn.dense`` / ``qnn.conv2d`` (8-bit data, constant int8 weights, 16 | outputs; 4 | reduction for the
   dense, the conv's input channels padded to 4 with zero weights; int8 data shifted to uint8, ``x + 128``,
   with ``-128 * sum(w)`` added back per output channel) become ``qnn.contrib_dense_pack`` / ``qnn.contrib_conv2d_pack`` with weights packed for ``vpdpbusd``;
@@ -145,6 +147,26 @@ def _dense(st: _Layouts, n: Node):
     bn = 16 if w.type.shape[0] % 16 == 0 else 8
     return call("nn.contrib_dense_pack", x, Const(layout_transform_numpy(w.value, "NC", f"NC{bn}n")),
                 weight_layout=f"NC{bn}n")
+
+
+@_rule("nn.batch_matmul")
+def _batch_matmul(st: _Layouts, n: Node):
+    """bfloat16: the second operand packed ``[b][N/16][K/2][16][2]`` by a reshape and a transpose (which fuse
+    into the kernel computing it: the heads' transpose of attention), the first transposed if it must be."""
+    a, b = (st.get_plain(v) for v in n.inputs)
+    ta, tb = n.attrs["transpose_a"], n.attrs["transpose_b"]
+    batch, m, nn = n.type.shape
+    k = a.type.shape[1 if ta else 2]
+    if n.type.dtype != "bfloat16" or nn % qnn.LANES or k % qnn.BF16_GROUP or a.type.shape[0] != batch:
+        return None
+    bb, g, lanes = b.type.shape[0], qnn.BF16_GROUP, qnn.LANES
+    if tb:      # (b, N, K) -> (b, N/16, 16, K/2, 2) -> (b, N/16, K/2, 16, 2)
+        w = call("transpose", call("reshape", b, newshape=(bb, nn // lanes, lanes, k // g, g)), axes=(0, 1, 3, 2, 4))
+    else:       # (b, K, N) -> (b, K/2, 2, N/16, 16) -> (b, N/16, K/2, 16, 2)
+        w = call("transpose", call("reshape", b, newshape=(bb, k // g, g, nn // lanes, lanes)), axes=(0, 3, 1, 4, 2))
+    a = call("transpose", a, axes=(0, 2, 1)) if ta else a
+    return call("nn.contrib_batch_matmul_pack_bf16", a,
+                call("reshape", w, newshape=(bb, nn // lanes, k // g, lanes * g)))
 
 
 def _as_uint8(x: Value, w: Const, axes: tuple) -> tuple[Value, Const | None]:

@@ -1,5 +1,5 @@
 """CPU schedules of bfloat16 kernels with weights packed in pairs (``nn.contrib_dense_pack_bf16``,
-``nn.contrib_conv2d_pack_bf16``, :mod:`tensorir.topi.nn.qnn`): the loop structure of the int8 ones
+``nn.contrib_batch_matmul_pack_bf16``, ``nn.contrib_conv2d_pack_bf16``, :mod:`tensorir.topi.nn.qnn`): the loop structure of the int8 ones
 (:mod:`.cpu_int8`: a dense tile of up to 16 rows x 16 columns of float32 accumulators; a conv tile of up to 16
 output columns x 16 channels), whose inner block of 16 lanes x one pair the entry of a target with AVX512-BF16
 tensorizes with ``vdpbf16ps`` (:func:`tensorir.topi.x86.dot_bf16`); without it the same block is the exact
@@ -21,5 +21,6 @@ def _block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
 
 for _isa in (None, *DOT_BF16):
     _requires = () if _isa is None else (_isa.feature,)
-    for _op, _make in (("nn.contrib_dense_pack_bf16", dense_pack), ("nn.contrib_conv2d_pack_bf16", conv_pack)):
-        cpu.register_rule(_op, requires=_requires)(_make(_isa, _block, "bf16"))
+    cpu.register_rule("nn.contrib_dense_pack_bf16", "nn.contrib_batch_matmul_pack_bf16",
+                      requires=_requires)(dense_pack(_isa, _block, "bf16"))
+    cpu.register_rule("nn.contrib_conv2d_pack_bf16", requires=_requires)(conv_pack(_isa, _block, "bf16"))

@@ -36,17 +36,22 @@ def dense_pack_int8(data: Tensor, weight: Tensor) -> Tensor:
 
 
 def dense_pack_bf16(data: Tensor, weight: Tensor) -> Tensor:
-    """bfloat16 ``data`` (..., K) times the packed ``weight`` (N/16, K/2, 32): (..., N) bfloat16 (float32 sums)."""
+    """bfloat16 ``data`` (..., K) times the packed ``weight`` (N/16, K/2, 32): (..., N) bfloat16 (float32 sums);
+    a batched ``weight`` (B or 1, N/16, K/2, 32) multiplies 3-d ``data`` (B, M, K) per batch (a batch matmul
+    whose second operand was packed, ``transpose_b`` or not, by the layout pass's reshape and transpose)."""
     return _dense_pack(data, weight, "bf16", BF16_GROUP, "float32", data.dtype)
 
 
 def _dense_pack(data: Tensor, weight: Tensor, kind: str, group: int, acc_dtype: str, out_dtype: str) -> Tensor:
     op = f"dense_pack_{kind}"
-    check_nd(op, "weight", weight, 3)
-    nb, kb, w = (int(d) for d in weight.shape)
+    batched = weight.ndim == 4
+    check_nd(op, "weight", weight, 4 if batched else 3)
+    *wb, nb, kb, w = (int(d) for d in weight.shape)
     lead, k = [int(d) for d in data.shape[:-1]], int(data.shape[-1])
     if k != kb * group or w != LANES * group:
         raise ValueError(f"{op}: weight {list(weight.shape)} is not NK16n{group}k for a reduction of {k}")
+    if batched and (len(lead) != 2 or wb[0] not in (1, lead[0])):
+        raise ValueError(f"{op}: a batched weight {list(weight.shape)} needs data [batch, m, k], got {list(data.shape)}")
     m = 1
     for d in lead:
         m *= d
@@ -59,8 +64,11 @@ def _dense_pack(data: Tensor, weight: Tensor, kind: str, group: int, acc_dtype: 
             i = i // d
         return idx[::-1]
 
+    def wt(i, jo, ko, lane):
+        return weight[jo, ko, lane] if not batched else weight[row(i)[0] if wb[0] > 1 else 0, jo, ko, lane]
+
     acc = compute((m, nb, LANES), lambda i, jo, ji: rsum(
-        data[(*row(i), ko * group + ki)].astype(acc_dtype) * weight[jo, ko, ji * group + ki].astype(acc_dtype),
+        data[(*row(i), ko * group + ki)].astype(acc_dtype) * wt(i, jo, ko, ji * group + ki).astype(acc_dtype),
         axis=[ko, ki]), name=f"T_{op}", tag=op)
     strides = [1] * len(lead)
     for d in range(len(lead) - 2, -1, -1):
