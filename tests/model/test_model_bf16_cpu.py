@@ -102,12 +102,16 @@ def test_the_layout_pass_packs_bf16_weights_in_pairs():
     assert c.shape == (1, 2, 3, 3, 32) and c[0, 1, 2, 0, 5 * 2] == K[5, 2, 2, 0] and c[0, 1, 2, 0, 5 * 2 + 1] == 0
 
 
-def build(target) -> tuple:
-    """The bf16 graph built for ``target`` and the build warnings saying what the target lacks."""
+def build_graph(g: Graph, target) -> tuple:
+    """``g`` built for ``target`` and the build warnings saying what the target lacks."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        m = codegen.build_model(bf16_graph(), target=target)
+        m = codegen.build_model(g, target=target)
     return m, [str(w.message) for w in caught if "lacks" in str(w.message)]
+
+
+def build(target) -> tuple:
+    return build_graph(bf16_graph(), target)
 
 
 @pytest.mark.parametrize("target,isa", [(BF16, "avx512bf16"), (NO_BF16, None)])
@@ -185,3 +189,15 @@ def test_manifest_names_the_isa_and_loading_refuses_a_host_without_it(tmp_path, 
     monkeypatch.setattr("codegen.runtime.artifact_cpu.host", lambda: lacking)
     with pytest.raises(ArtifactError, match=r"lacks: avx512bf16 .*avx512bf16 runs 4 kernel\(s\) \(fused_nn_contrib"):
         codegen.load_model(str(copy))
+
+
+def test_a_dense_whose_data_leaves_l2_runs_row_tiles_outside_and_stays_exact():
+    """Data over ``cpu_int8.L2_BYTES`` (1 MiB): the row tiles are the outer loop (the other order is the
+    graph above's); the result is the same emulation's."""
+    if "avx512bf16" not in host().features:
+        pytest.skip("this host has no AVX512-BF16")
+    x, w = Var("x", TensorType((1032, 512), "bfloat16")), bf16(16, 512)
+    m, _ = build_graph(Graph((x,), (call("nn.dense", x, Const(w)),), (), ("d",)), HOST)
+    assert [o["rule"] for o in origins(m)] == ["schedule_dense_pack_bf16_avx512bf16"]
+    f = {"x": bf16(1032, 512)}
+    np.testing.assert_array_equal(m(**f)[0].view(np.uint16), emulate(f["x"], w).view(np.uint16))

@@ -14,6 +14,7 @@ them the same block is plain vector code (:data:`tensorir.topi.x86.PLAIN`: ``vpm
 """
 from __future__ import annotations
 
+from ... import dtype as dt
 from ...schedule import Schedule, Stage
 from ...topi.nn.qnn import LANES
 from ...topi.x86 import DOT_INT8, PLAIN, PLAIN_IR, dot_int8
@@ -43,6 +44,20 @@ def _block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
     anchor.tensorize(inner, dot_int8(isa))
 
 
+#: the data a packed dense reads (rows x reduction) up to which the column blocks are the outer tile loop (a
+#: core's L2 on Zen 4, Ice Lake; half of Sapphire Rapids')
+L2_BYTES = 1 << 20
+
+
+def _data_bytes(anchor: Stage) -> int:
+    rows = extents(anchor)[0]
+    k = 1
+    for r in anchor.op.reduce_axis:
+        k *= int(r.dom.extent)
+    data = anchor.op.input_tensors[0]
+    return rows * k * dt.itemsize(data.dtype)
+
+
 def dense_pack(isa, block=_block, kind: str = "int8"):
     """The rule of a packed dense whose inner (16 lanes x group) block ``block(anchor, lanes, group axis, isa)``
     tensorizes for ``isa`` (None: the plain form); also the bf16 entries' (:mod:`.cpu_bf16`)."""
@@ -59,8 +74,12 @@ def dense_pack(isa, block=_block, kind: str = "int8"):
             tile = no
         else:
             ro, ri = out.split(rows, factor=largest_divisor(extents(anchor)[0], 16))
-            out.reorder(ro, no, ri, ni)     # a tile of rows stays in cache while the weights pass
-            tile = out.fuse(ro, no)
+            if _data_bytes(anchor) <= L2_BYTES:     # all the rows stay in cache while the weights pass once
+                out.reorder(no, ro, ri, ni)
+                tile = out.fuse(no, ro)
+            else:                                   # a tile of rows stays in cache while the weights pass
+                out.reorder(ro, no, ri, ni)
+                tile = out.fuse(ro, no)
         out.parallel(tile)
         anchor.compute_at(out, tile)
         anchor.reorder(ko, i, jo, ji, ki)
