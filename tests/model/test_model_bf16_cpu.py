@@ -29,6 +29,7 @@ pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "am
                                 reason="x86 targets are compiled (JIT) in this process")
 BF16 = "llvm -mcpu=znver4 -mattr=+avx512f,+avx512bw,+avx512vl,+avx512bf16"
 NO_BF16 = "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vl"
+AVX2 = "llvm -mcpu=haswell -mattr=+avx2,+fma"      # the plain form in 8-lane halves
 #: this host without AMX (whose tiles accumulate in another order: they are other entries' and tests')
 def host_without(*features: str) -> Target:
     return Target("llvm", host().mcpu, tuple(f for f in host().mattr if f[1:] not in features and not f[1:].startswith("amx")))
@@ -135,7 +136,7 @@ def test_both_forms_match_an_emulation_of_vdpbf16ps_bit_for_bit():
         pytest.skip("this host has no AVX512-BF16")
     f = feeds()
     want = reference(f)
-    for target in (HOST, host_without("avx512bf16")):
+    for target in (HOST, host_without("avx512bf16"), AVX2):
         m, lacks = build(target)
         assert any("avx512bf16" in w for w in lacks) == (target != HOST), lacks
         assert all((o.get("isa") == ["avx512bf16"]) == (target == HOST) for o in origins(m))

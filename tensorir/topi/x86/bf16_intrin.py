@@ -9,11 +9,11 @@ they take the bits back (LLVM folds the shifts into the 16-bit loads) and
 
 - :data:`DOT_BF16` (``avx512bf16``) calls ``llvm.x86.avx512bf16.dpbf16ps.512`` (``vdpbf16ps zmm``);
 - :data:`PLAIN_BF16` (no feature) computes the same block in generic vector IR: the even and odd halves of
-  each pair widened by a shift and a mask (no shuffles), then ``c = fma(a_odd, b_odd, c)`` and ``c =
-  fma(a_even, b_even, c)``, the instruction's own order (Intel SDM, VDPBF16PS).
+  each pair widened by a shift and a mask (no shuffles), then ``c += a_odd * b_odd`` and ``c += a_even *
+  b_even``, the instruction's own order (Intel SDM, VDPBF16PS), each contractible to an FMA.
 
 A product of two bfloat16 is exact in float32 (8 x 8 significand bits), so each step rounds once, as the
-instruction's FMA does: both forms give the same bits, except that ``vdpbf16ps`` treats subnormal inputs
+instruction's FMA does, fused or not: both forms give the same bits, except that ``vdpbf16ps`` treats subnormal inputs
 as zero and flushes subnormal results (DAZ / FTZ, whatever MXCSR says) where the plain form keeps them.
 """
 from __future__ import annotations
@@ -63,7 +63,6 @@ _SIGNATURE = "(<16 x float> %c, <2 x float> %a, <32 x float> %b) alwaysinline"
 #: both helpers (one definition per module: linkonce_odr)
 BF16_IR = f"""
 declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
-declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)
 
 define linkonce_odr <16 x float> @{DOT_BF16[0].helper}{_SIGNATURE} {{
 entry:{_OPERANDS}
@@ -83,8 +82,10 @@ entry:{_OPERANDS}
   %aof = bitcast <16 x i32> %ao to <16 x float>
   %bef = bitcast <16 x i32> %be to <16 x float>
   %bof = bitcast <16 x i32> %bo to <16 x float>
-  %c1 = call <16 x float> @llvm.fma.v16f32(<16 x float> %aof, <16 x float> %bof, <16 x float> %c)
-  %r = call <16 x float> @llvm.fma.v16f32(<16 x float> %aef, <16 x float> %bef, <16 x float> %c1)
+  %po = fmul contract <16 x float> %aof, %bof
+  %c1 = fadd contract <16 x float> %c, %po
+  %pe = fmul contract <16 x float> %aef, %bef
+  %r = fadd contract <16 x float> %c1, %pe
   ret <16 x float> %r
 }}
 """
