@@ -11,6 +11,9 @@ them the same block is plain vector code (:data:`tensorir.topi.x86.PLAIN`: ``vpm
   output columns x 16 channels accumulated over (input channel blocks, kernel rows, columns, 4 channels);
   the data regrouped into blocks of 4 channels once (its own stage, padding inlined);
 - ``qnn.dense`` / ``qnn.conv2d`` (other shapes and types): the float rules of :mod:`.cpu`.
+
+The two packed rules (:func:`dense_pack`, :func:`conv_pack`) take the inner block's tensorization as an
+argument: :mod:`.cpu_bf16` makes the bfloat16 entries from them.
 """
 from __future__ import annotations
 
@@ -61,7 +64,7 @@ def _data_bytes(anchor: Stage) -> int:
 def dense_pack(isa, block=_block, kind: str = "int8"):
     """The rule of a packed dense whose inner (16 lanes x group) block ``block(anchor, lanes, group axis, isa)``
     tensorizes for ``isa`` (None: the plain form); also the bf16 entries' (:mod:`.cpu_bf16`)."""
-    def schedule_dense_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    def rule(s: Schedule, kt: KernelTE, out: Stage) -> None:
         anchor = single_reduction(s, out)
         if anchor is None or anchor is out:
             return cpu.schedule_reduction(s, kt, out)
@@ -87,13 +90,13 @@ def dense_pack(isa, block=_block, kind: str = "int8"):
         anchor.unroll(jo)
         block(anchor, ji, ki, isa)
         out.vectorize(ni)
-    schedule_dense_pack_int8.__name__ = f"schedule_dense_pack_{kind}" + (f"_{isa.feature}" if isa else "")
-    return schedule_dense_pack_int8
+    rule.__name__ = f"schedule_dense_pack_{kind}" + (f"_{isa.feature}" if isa else "")
+    return rule
 
 
 def conv_pack(isa, block=_block, kind: str = "int8"):
     """The rule of a packed conv, as :func:`dense_pack`."""
-    def schedule_conv2d_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    def rule(s: Schedule, kt: KernelTE, out: Stage) -> None:
         anchor = single_reduction(s, out)
         if anchor is None or anchor is out or len(out.op.axis) != 4:
             return cpu.schedule_reduction(s, kt, out)
@@ -118,8 +121,8 @@ def conv_pack(isa, block=_block, kind: str = "int8"):
             if st.op.name == "data_vec":
                 axes = list(st.op.axis)
                 st.parallel(st.fuse(axes[0], axes[1]))
-    schedule_conv2d_pack_int8.__name__ = f"schedule_conv2d_pack_{kind}" + (f"_{isa.feature}" if isa else "")
-    return schedule_conv2d_pack_int8
+    rule.__name__ = f"schedule_conv2d_pack_{kind}" + (f"_{isa.feature}" if isa else "")
+    return rule
 
 
 # Entries requiring as many features keep their registration order: the 512-bit one is registered first, so
