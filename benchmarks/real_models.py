@@ -96,8 +96,9 @@ def _time(run_ours, run_ort, blocks: int, load: int = 0, budget_s: float = 2.0, 
 
 
 def worker(name: str, out: str, threads: int, tol: float, do_time: bool, blocks: int,
-           batch: int | None = None, load: int = 0) -> None:
-    """Run one model through every stage, saving the result after each (a crash leaves the stage)."""
+           batch: int | None = None, load: int = 0, logs: str | None = None) -> None:
+    """Run one model through every stage, saving the result after each (a crash leaves the stage);
+    with ``logs``, a model whose ``<logs>/<name>.jsonl`` exists is built from that tuning log."""
     import faulthandler
     faulthandler.enable()
     entry = zoo.select(zoo.load_manifest(), [name])[0]
@@ -128,7 +129,14 @@ def worker(name: str, out: str, threads: int, tol: float, do_time: bool, blocks:
         res["stage"] = "build"
         _save(out, res)
         t = time.perf_counter()
-        m = codegen.build_model(g, target="llvm", params=params)
+        log = Path(logs, f"{name}.jsonl") if logs else None
+        if log is not None and log.exists():
+            import autotune
+            with autotune.apply_history_best(str(log)):
+                m = codegen.build_model(g, target="llvm", params=params)
+            res["tuned"] = str(log)
+        else:
+            m = codegen.build_model(g, target="llvm", params=params)
         res["build_s"] = time.perf_counter() - t
         res["stage"] = "run"
         _save(out, res)
@@ -172,7 +180,8 @@ def run_one(entry: dict, args) -> dict:
         out = os.path.join(tmp, "result.json")
         cmd = [sys.executable, __file__, "--worker", entry["name"], "--out", out, "--threads", str(args.threads),
                "--tol", str(args.tol), "--blocks", str(args.blocks)] + (["--no-time"] if args.no_time else []) \
-            + (["--batch", str(args.batch)] if args.batch else []) + ["--load", str(args.load)]
+            + (["--batch", str(args.batch)] if args.batch else []) + ["--load", str(args.load)] \
+            + (["--logs", args.logs] if args.logs else [])
         env = dict(os.environ, TILETUNE_NUM_THREADS=str(args.threads),   # the checkout first, then what was set
                    PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
         start = time.perf_counter()
@@ -229,7 +238,7 @@ def table(results: list[dict], manifest: dict) -> str:
             if r.get("stage") == "import" else "-"
         bld = _fmt(r.get("build_s"), ".1f") + "s" if r.get("build_s") is not None else "fail" \
             if r.get("stage") == "build" else "-"
-        status = r["status"] + (f": {r['error']}" if r.get("error") else "")
+        status = r["status"] + (" (tuned)" if r.get("tuned") else "") + (f": {r['error']}" if r.get("error") else "")
         if r.get("where"):
             status += f"  [{r['where']}]"
         more = ""
@@ -265,11 +274,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time with this many busy processes on the cores (blocks alternate with quiet ones)")
     ap.add_argument("--jobs", type=int, default=1, help="models checked at once (never when timing)")
     ap.add_argument("--json", help="also write the results to this JSON file")
+    ap.add_argument("--logs", help="a folder of tuning logs: <name>.jsonl builds that model tuned")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.out, args.threads, args.tol, not args.no_time, args.blocks, args.batch, args.load)
+        worker(args.worker, args.out, args.threads, args.tol, not args.no_time, args.blocks, args.batch, args.load,
+               args.logs)
         return 0
     entries = zoo.select(zoo.load_manifest(), args.model)
     missing = [e["name"] for e in entries if not zoo.is_fetched(e)]

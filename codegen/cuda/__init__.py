@@ -69,6 +69,17 @@ class CUDARenderer(CPrinter):
                     "  for (int i = 0; i < bytes; ++i) ((char*)dst)[i] = ((const char*)src)[i];\n"
                     "#endif\n"
                     "}\n"
+                    "__device__ __forceinline__ void tt_cp_async_zfill(void* dst, const void* src, int bytes, bool pred) {\n"
+                    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+                    "  unsigned s = (unsigned)__cvta_generic_to_shared(dst);\n"
+                    "  int n = pred ? bytes : 0;\n"
+                    "  if (bytes == 16) asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"(s), \"l\"(src), \"r\"(n));\n"
+                    "  else if (bytes == 8) asm volatile(\"cp.async.ca.shared.global [%0], [%1], 8, %2;\\n\" :: \"r\"(s), \"l\"(src), \"r\"(n));\n"
+                    "  else asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\\n\" :: \"r\"(s), \"l\"(src), \"r\"(n));\n"
+                    "#else\n"
+                    "  for (int i = 0; i < bytes; ++i) ((char*)dst)[i] = pred ? ((const char*)src)[i] : (char)0;\n"
+                    "#endif\n"
+                    "}\n"
                     "__device__ __forceinline__ void tt_cp_async_commit() {\n"
                     "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
                     "  asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
@@ -128,11 +139,13 @@ class CUDARenderer(CPrinter):
     def e_Call(self, e) -> str:
         if e.name == THREAD_INDEX:
             return self.thread_index[e.args[0].value]
-        if e.name == CP_ASYNC:       # (shared address, global address, bytes)
-            dst, src, nbytes = e.args
+        if e.name == CP_ASYNC:       # (shared address, global address, bytes[, predicate])
+            dst, src, nbytes = e.args[:3]
             self.need.add("cp_async")
             if nbytes.value > 4:     # the source must be aligned to the copy, as a vector load would be
                 self.vector_access[src.buffer] = max(self.vector_access.get(src.buffer, 0), nbytes.value)
+            if len(e.args) == 4:     # zero-filling: nothing read where the predicate is false
+                return f"tt_cp_async_zfill({self.expr(dst)}, {self.expr(src)}, {nbytes.value}, {self.expr(e.args[3])})"
             return f"tt_cp_async({self.expr(dst)}, {self.expr(src)}, {nbytes.value})"
         if e.name == CP_ASYNC_COMMIT:
             self.need.add("cp_async")

@@ -97,7 +97,8 @@ def target_profile(target) -> TargetProfile:
 def fused_graph(g: Graph, params: dict | None = None, target="llvm") -> Graph:
     """``g`` with ``params`` bound, optimized and fused for ``target``; unchanged if it is fused already."""
     if g.params or any(not isinstance(n.op, Kernel) and not is_control(n) for sub in g.walk() for n in sub.nodes):
-        g = optimize(g, params or {}, **target_profile(target).optimize)
+        options = target_profile(target).optimize    # "target": the passes are told the target itself
+        g = optimize(g, params or {}, **{k: target if k == "target" else v for k, v in options.items()})
     return g
 
 
@@ -227,15 +228,16 @@ def compile_kernels(kernels: list[ModelKernel], profile: TargetProfile, target: 
 
 
 def _warn_isa_missing(kernels, target: Target) -> None:
-    """One warning naming the kernels that run a less specialized schedule for want of CPU features (their
-    origins' ``isa_missing``, which the manifest keeps)."""
-    lacking = {k.symbol: k.schedule["isa_missing"] for k in kernels if k.schedule.get("isa_missing")}
+    """One warning naming the kernels that run generic code for want of CPU features (origins with
+    ``isa_missing`` and no ``isa``; every origin naming what it lacks stays in the manifest, e.g. VNNI taken
+    for want of AMX)."""
+    lacking = {k.symbol: k.schedule["isa_missing"] for k in kernels
+               if k.schedule.get("isa_missing") and not k.schedule.get("isa")}
     if lacking:
         features = sorted({f for fs in lacking.values() for f in fs})
-        warnings.warn(f"build_model: target {str(target)!r} lacks {', '.join(features)}: {len(lacking)} kernel(s) "
-                      f"run a less specialized schedule ({', '.join(sorted(lacking)[:4])}"
-                      f"{', ...' if len(lacking) > 4 else ''})",
-                      UserWarning, stacklevel=3)
+        warnings.warn(f"build_model: the target ({getattr(target, 'mcpu', None) or target}) lacks {', '.join(features)}: "
+                      f"{len(lacking)} kernel(s) run generic code ({', '.join(sorted(lacking)[:4])}"
+                      f"{', ...' if len(lacking) > 4 else ''})", UserWarning, stacklevel=3)
 
 
 # -- failures ---------------------------------------------------------------------------------------------

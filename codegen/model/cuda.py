@@ -110,25 +110,26 @@ def _is_kernel_start(line: str) -> bool:
 
 
 def combine_sources(sources: list[str]) -> str:
-    """One translation unit: the preamble of each function (includes and helpers line by line, imported
-    device code block by block) once, in first-seen order, then every kernel."""
-    singles = set(CUDARenderer.helpers.values())
+    """One translation unit: the preamble of each function (includes line by line, the renderer's helpers
+    one by one, other device code block by block) once, in first-seen order, then every kernel."""
+    helpers = [h for h in CUDARenderer.helpers.values() if h]
+    includes: list[str] = []
     head: list[str] = []
     bodies: list[str] = []
     for src in sources:
         lines = src.split("\n")
         start = next(i for i, line in enumerate(lines) if _is_kernel_start(line))
-        block = []
-        for line in lines[:start]:
-            if line.startswith("#include") or line in singles:
-                if line not in head:
-                    head.append(line)
-            elif line.strip():
-                block.append(line)
-        device = "\n".join(block)
+        pre = "\n".join(line for line in lines[:start] if not line.startswith("#include"))
+        includes += [line for line in lines[:start] if line.startswith("#include") and line not in includes]
+        for h in sorted((h for h in helpers if h in pre), key=pre.index):   # kernels need different sets
+            pre = pre.replace(h, "")
+            if h not in head:
+                head.append(h)
+        device = "\n".join(line for line in pre.split("\n") if line.strip())
         if device and device not in head:
             head.append(device)
         bodies.append("\n".join(lines[start:]).strip())
+    head = includes + head
     return "\n\n".join(["\n".join(head)] * bool(head) + bodies) + "\n"
 
 

@@ -20,6 +20,7 @@ from tensorir.stmt import LoweredFunc
 
 from .. import extern_code, jit
 from ..llvm import CodeGenLLVM, CodegenError
+from ..llvm import threadpool
 from ..llvm.parallel import thread_count_symbol
 from ..llvm.types import I1, I8, I32, I64, PTR, VOID, const, mem_type
 from .plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
@@ -142,4 +143,5 @@ def link_model(entries: str, kernels: list[str], target: Target):
             except RuntimeError as e:
                 first = text.split("define ", 1)[-1].split("(", 1)[0]
                 raise CodegenError(f"linking kernel {first} into the model failed: {e}") from None
+        extern_code.check_declarations(mod, frozenset({threadpool.LAUNCH}))
     return jit.optimize(entries, target, prepare)

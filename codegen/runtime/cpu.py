@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..amx import guarded, needs_amx, request_amx
 from ..llvm.parallel import thread_count_symbol
 from ..memory_plan import ALIGN
 from ..model.entries import entry_name
@@ -83,6 +84,9 @@ class ModelModule(ModelModuleBase):
                          for s in {s.symbol: s for s in run.steps if s.native and s.parallel}.values()]
         self.num_threads = default_num_threads()
         self._thread_state()                # the building thread's buffers, at once
+        amx = [s.kernel for s in run.steps if s.native and needs_amx(s.schedule.get("isa", ()))]
+        self._amx = (f"the model's kernel {amx[0]}" + (f" (and {len(amx) - 1} more)" if amx[1:] else "")) \
+            if amx else None
 
     # -- per-thread buffers ------------------------------------------------------------------------------------
     def _new_state(self) -> RunContext:
@@ -134,6 +138,8 @@ class ModelModule(ModelModuleBase):
 
     # -- running -----------------------------------------------------------------------------------------------
     def _launch(self, ctx: RunContext) -> None:
+        if self._amx:
+            request_amx(self._amx)
         def native(entry) -> None:
             rc = entry(*ctx.args)
             if rc:
@@ -179,6 +185,8 @@ class ModelModule(ModelModuleBase):
             return lambda: self.run_fallback(i)
         ptrs = [self.view(a).ctypes.data for a in step.call_args]
         fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(ptrs))(self._address(step.symbol))
+        if self._amx:
+            fn = guarded(fn, self._amx)
         return lambda: fn(*ptrs)
 
     def _stats(self) -> dict:

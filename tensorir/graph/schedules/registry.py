@@ -57,6 +57,11 @@ def target_info(target=None) -> dict:
     return info(target) if info is not None else {}
 
 
+def scheduling_target():
+    """The target of the kernel being scheduled (None outside :func:`kernel_schedule`)."""
+    return _SCHEDULING.get()
+
+
 def target_kind(target) -> str:
     """``"cuda"`` for a CUDA target (a ``Target`` or its string), else ``"llvm"`` (the CPU)."""
     kind = getattr(target, "kind", None) or str(target).split()[0]
@@ -155,8 +160,9 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
     """``(schedule, origin)`` of kernel ``kt`` on ``target``: its default (``cfg`` None or a fallback
     config; origin ``{"kind": "default", "rule": name}``) or ``cfg``'s schedule of the entry's space
     (origin ``{"kind": "config", "rule", "template", "config_index"}``).  An origin also names the anchor's
-    ``precision`` and, for an entry requiring CPU features, the ``isa`` it uses (``["avx512vnni"]``); one taken
-    because the target lacks the features of a better entry names them, ``isa_missing`` (:func:`isa_missing`)."""
+    ``precision`` and, for an entry requiring CPU features, the ``isa`` it uses (``["avx512vnni"]``; a rule that
+    used fewer features sets ``Schedule.isa``); one taken because the target lacks the features of a preferred
+    entry names them, ``isa_missing`` (:func:`isa_missing`)."""
     entry = schedule_entry(kt.anchor_op, target)
     cfg = FallbackConfig() if cfg is None else cfg
     token = _SCHEDULING.set(target)
@@ -165,8 +171,9 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
     finally:
         _SCHEDULING.reset(token)
     extra = {"precision": precision(kt)} if kt.anchor_op else {}
-    if entry.requires:
-        extra["isa"] = sorted(entry.requires)
+    isa = entry.requires if s.isa is None else s.isa
+    if isa:
+        extra["isa"] = sorted(isa)
     if missing := isa_missing(kt.anchor_op, target):
         extra["isa_missing"] = missing
     if cfg.is_fallback or entry.space is None or entry.fits(kt) is not None:
@@ -176,5 +183,6 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
 
 
 __all__ = ["Rule", "ScheduleEntry", "TARGETS", "TARGET_INFO", "default_rule_name", "isa_missing", "kernel_schedule",
-           "register_schedule", "rule_registrar", "schedule_entry", "target_features", "target_info", "target_kind",
+           "register_schedule", "rule_registrar", "schedule_entry", "scheduling_target", "target_features", "target_info",
+           "target_kind",
            "template_entries"]

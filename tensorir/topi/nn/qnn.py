@@ -5,14 +5,17 @@ instruction's operand: 8-bit products in int32 (``vpdpbusd``, ``GROUP`` = 4) and
 (``vdpbf16ps``, ``BF16_GROUP`` = 2 pairs).
 
 - ``dense_pack_int8(data (..., K) uint8, weight (N/16, K/4, 64))``: (..., N) int32; weight layout
-  ``NK16n4k``: ``weight[jo, ko, ji * 4 + ki] = W[jo * 16 + ji, ko * 4 + ki]``;
+  ``NK16n4k``: ``weight[jo, ko, ji * 4 + ki] = W[jo * 16 + ji, ko * 4 + ki]``; data of other than 2 dimensions
+  is read through its rows (stage ``data_rows``, (M, K), tag ``"injective,pad"``: a schedule inlines it or
+  keeps it, as AMX tiles do, for a box of rows);
 - ``conv2d_pack_int8(data NCHW uint8, weight (O/16, ceil(I/4), KH, KW, 64))``: NCHW int32; weight layout
   ``OIHW4i16o4i`` (the same within each kernel tap; channels past I have zero weights); the data is padded
-  with the input's zero point and regrouped into blocks of 4 channels (stage ``data_vec``, tag
-  ``"injective,pad"``: its own stage);
+  with the input's zero point and regrouped pixel-major, channels in blocks of 4 (stage ``data_vec``,
+  (N, H, W, I/4, 4), tag ``"injective,pad"``: its own stage; a pixel's channels are contiguous, the rows of
+  an AMX A tile);
 - ``dense_pack_bf16`` / ``conv2d_pack_bf16``: the same over bfloat16 data and weights (``NK16n2k``, (N/16,
-  K/2, 32); ``OIHW2i16o2i``, (O/16, ceil(I/2), KH, KW, 32)), float32 sums rounded once to bfloat16 by the
-  unpacking stage.
+  K/2, 32); ``OIHW2i16o2i``, (O/16, ceil(I/2), KH, KW, 32); data regrouped in pairs, (N, H, W, I/2, 2)),
+  float32 sums rounded once to bfloat16 by the unpacking stage.
 
 The reduction stage (``T_dense_pack_<kind>`` / ``T_conv2d_pack_<kind>``) has the lane block and the group of
 reduction elements as its last axis and last reduce axis, the form the tensor intrinsics of :mod:`..x86`
@@ -67,8 +70,10 @@ def _dense_pack(data: Tensor, weight: Tensor, kind: str, group: int, acc_dtype: 
     def wt(i, jo, ko, lane):
         return weight[jo, ko, lane] if not batched else weight[row(i)[0] if wb[0] > 1 else 0, jo, ko, lane]
 
+    rows = data if len(lead) == 1 else compute((m, k), lambda i, kk: data[(*row(i), kk)], name="data_rows",
+                                                   tag="injective,pad")
     acc = compute((m, nb, LANES), lambda i, jo, ji: rsum(
-        data[(*row(i), ko * group + ki)].astype(acc_dtype) * wt(i, jo, ko, ji * group + ki).astype(acc_dtype),
+        rows[i, ko * group + ki].astype(acc_dtype) * wt(i, jo, ko, ji * group + ki).astype(acc_dtype),
         axis=[ko, ki]), name=f"T_{op}", tag=op)
     strides = [1] * len(lead)
     for d in range(len(lead) - 2, -1, -1):
@@ -104,15 +109,15 @@ def _conv2d_pack(data: Tensor, weight: Tensor, strides, padding, dilation, input
     ow = (w + pl + pr - (kw - 1) * dw - 1) // sw + 1
     x = pad(data, (0, 0, pt, pl), (0, 0, pb, pr), pad_value=input_zero_point, name="pad_temp") \
         if any(padding) else data
-    def regroup(b, co, y, xx, ci):   # channels past c (weights of zero) read the zero point
+    def regroup(b, y, xx, co, ci):   # channels past c (weights of zero) read the zero point
         ch = co * group + ci
         return x[b, ch, y, xx] if c % group == 0 else \
             if_then_else(ch < c, x[b, binary(Min, ch, c - 1), y, xx], const(input_zero_point, data.dtype))
-    vec = compute((n, ib, h + pt + pb, w + pl + pr, group), regroup, name="data_vec", tag="injective,pad")
+    vec = compute((n, h + pt + pb, w + pl + pr, ib, group), regroup, name="data_vec", tag="injective,pad")
     ico, ici = reduce_axis((0, ib), name="ic_outer"), reduce_axis((0, group), name="ic_inner")
     ry, rx = reduce_axis((0, kh), name="ry"), reduce_axis((0, kw), name="rx")
     acc = compute((n, ob, oh, ow, LANES), lambda b, oco, y, xx, oci: rsum(
-        vec[b, ico, scaled(y, sh) + scaled(ry, dh), scaled(xx, sw) + scaled(rx, dw), ici].astype(acc_dtype)
+        vec[b, scaled(y, sh) + scaled(ry, dh), scaled(xx, sw) + scaled(rx, dw), ico, ici].astype(acc_dtype)
         * weight[oco, ico, ry, rx, oci * group + ici].astype(acc_dtype), axis=[ico, ry, rx, ici]),
         name=f"T_{op}", tag=op)
     return compute((n, ob * LANES, oh, ow), lambda b, o, y, xx: acc[b, o // LANES, y, xx, o % LANES].astype(out_dtype),
