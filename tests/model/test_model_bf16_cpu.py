@@ -36,7 +36,7 @@ def host_without(*features: str) -> Target:
 
 
 HOST = host_without()
-X, IMG, BA, BB = (2, 5, 64), (1, 3, 13, 12), (3, 5, 64), (3, 64, 32)
+X, IMG, BA, BB = (2, 5, 64), (1, 9, 13, 12), (3, 5, 64), (3, 64, 32)
 CONV = {"strides": (2, 1), "padding": (1, 1, 1, 0), "dilation": (1, 1)}
 
 
@@ -44,11 +44,11 @@ def bf16(*shape):
     return rng.standard_normal(shape).astype("bfloat16")
 
 
-W, K = bf16(32, 64), bf16(16, 3, 3, 3)
+W, K = bf16(32, 64), bf16(16, 9, 3, 3)
 
 
 def bf16_graph():
-    """A bfloat16 dense (3-d data), a bfloat16 conv (3 input channels: padded to a pair) + relu and batch
+    """A bfloat16 dense (3-d data), a bfloat16 conv (9 input channels: 5 pairs) + relu and batch
     matmuls of two inputs (the second as (b, K, N) and, negated and transposed, (b, N, K))."""
     x, img = Var("x", TensorType(X, "bfloat16")), Var("img", TensorType(IMG, "bfloat16"))
     a, b = Var("a", TensorType(BA, "bfloat16")), Var("b", TensorType(BB, "bfloat16"))
@@ -76,11 +76,11 @@ def emulate(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def reference(f: dict) -> list[np.ndarray]:
     d = emulate(f["x"].reshape(-1, X[2]), W).reshape(*X[:2], -1)
     # conv: the reduction in the kernel's order (channel pairs, kernel rows, columns), as a dense over patches
-    img = np.pad(f["img"].astype(np.float32), ((0, 0), (0, 1), (1, 1), (1, 0)))      # 3 -> 4 channels, padding
+    img = np.pad(f["img"].astype(np.float32), ((0, 0), (0, 1), (1, 1), (1, 0)))      # 9 -> 10 channels, padding
     w = np.pad(K.astype(np.float32), ((0, 0), (0, 1), (0, 0), (0, 0)))
     oh, ow = (IMG[2] + 2 - 3) // 2 + 1, IMG[3] + 1 - 3 + 1
     patches = np.stack([img[0, :, y * 2:y * 2 + 3, x:x + 3] for y in range(oh) for x in range(ow)])  # (P, 4, 3, 3)
-    order = lambda t: t.reshape(len(t), 2, 2, 3, 3).transpose(0, 1, 3, 4, 2).reshape(len(t), -1)     # pair last
+    order = lambda t: t.reshape(len(t), 5, 2, 3, 3).transpose(0, 1, 3, 4, 2).reshape(len(t), -1)     # pair last
     y = emulate(order(patches), order(w)).T.reshape(1, 16, oh, ow)
     m1 = np.stack([emulate(a, b.T) for a, b in zip(f["a"], f["b"])])
     m2 = np.stack([emulate(a, -b.T) for a, b in zip(f["a"], f["b"])])
@@ -100,7 +100,10 @@ def test_the_layout_pass_packs_bf16_weights_in_pairs():
     assert p.shape == (2, 32, 32) and p[1, 5, 7 * 2 + 1] == W[16 + 7, 5 * 2 + 1]      # [N/16][K/2][16][2]
     np.testing.assert_array_equal(qnn.unpack_dense_weight(p), W)
     c = qnn.pack_conv_weight(K, 2)
-    assert c.shape == (1, 2, 3, 3, 32) and c[0, 1, 2, 0, 5 * 2] == K[5, 2, 2, 0] and c[0, 1, 2, 0, 5 * 2 + 1] == 0
+    assert c.shape == (1, 5, 3, 3, 32) and c[0, 1, 2, 0, 5 * 2] == K[5, 2, 2, 0] and c[0, 4, 2, 0, 5 * 2 + 1] == 0
+    img = Var("img", TensorType((1, 3, 8, 8), "bfloat16"))      # the image's 3 channels stay blocked
+    small = graph.optimize(Graph((img,), (call("nn.conv2d", img, Const(bf16(16, 3, 3, 3))),), (), ("y",)))
+    assert any("conv2d_NCHWc" in str(n.op) for n in small.nodes), small
 
 
 def build_graph(g: Graph, target) -> tuple:
@@ -161,7 +164,7 @@ def test_mixed_precision_matmuls_run_bf16_kernels_within_bf16_rounding():
     sum|a b| (K float32 additions) plus, for the conv after the dense's rounding, nothing more: its input
     is the graph input."""
     x, img = Var("x", TensorType(X, "float32")), Var("img", TensorType(IMG, "float32"))
-    w, k = rng.standard_normal((32, 64)).astype(np.float32), rng.standard_normal((16, 3, 3, 3)).astype(np.float32)
+    w, k = rng.standard_normal((32, 64)).astype(np.float32), rng.standard_normal((16, 9, 3, 3)).astype(np.float32)
     g = Graph((x, img), (call("nn.dense", x, Const(w)), call("nn.conv2d", img, Const(k), **CONV)), (), ("d", "y"))
     m = codegen.build_model(g, precision="bfloat16")
     assert {o["rule"].split("_bf16")[0] for o in origins(m)} == {"schedule_dense_pack", "schedule_conv2d_pack"}
@@ -170,7 +173,7 @@ def test_mixed_precision_matmuls_run_bf16_kernels_within_bf16_rounding():
     conv = lambda a, b: conv2d_numpy(a, b, groups=1, **CONV)
     exact = [r(f["x"]) @ r(w).T, conv(r(f["img"]), r(k))]
     sums = [np.abs(r(f["x"])) @ np.abs(r(w)).T, conv(np.abs(r(f["img"])), np.abs(r(k)))]
-    for got, want, s, n in zip(m(**f), exact, sums, (64, 27)):
+    for got, want, s, n in zip(m(**f), exact, sums, (64, 81)):
         assert got.dtype == np.float32
         assert np.all(np.abs(got - want) <= 2.0 ** -8 * np.abs(want) + n * 2.0 ** -24 * s)
 

@@ -8,7 +8,8 @@
   blocked as above) to ``O * KH * KW`` channels and a depth-to-space (reshape, transpose, reshape);
 - ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with
   weights packed ``NC[y]n``;
-- bfloat16 ``nn.dense`` (16 | outputs, 2 | reduction) and ``nn.conv2d`` (one group, 16 | outputs) with
+- bfloat16 ``nn.dense`` (16 | outputs, 2 | reduction) and ``nn.conv2d`` (one group, 16 | outputs, at least
+  :data:`MIN_PAIRED_CHANNELS` inputs) with
   constant weights become ``nn.contrib_dense_pack_bf16`` / ``nn.contrib_conv2d_pack_bf16`` with weights packed
   in pairs for ``vdpbf16ps`` (``NK16n2k``, ``OIHW2i16o2i``; the conv's data stays NCHW); a bfloat16
   ``nn.batch_matmul`` (16 | N, 2 | K) becomes ``nn.contrib_batch_matmul_pack_bf16`` with its second operand
@@ -42,6 +43,9 @@ from ..op.registry import OpPattern, call, get_op
 
 #: Element types of blocked layouts: 16-bit floats compute in float32 lanes, as float32 does.
 BLOCKED_DTYPES = ("float32", "float16", "bfloat16")
+#: Input channels from which a bfloat16 conv runs on channel pairs (``vdpbf16ps``): below, the image's 3
+#: channels (a pair of zeros added, a 16 x 16 tile's epilogue per 2 x 49 steps) ran 1.7x slower than blocked.
+MIN_PAIRED_CHANNELS = 8
 #: Channel block sizes tried, largest first (16 float32 = one AVX-512 vector).
 BLOCKS = (16, 8, 4, 2, 1)
 
@@ -98,7 +102,7 @@ def _conv2d(st: _Layouts, n: Node):
     if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != x.type.dtype:
         return None
     o, i = w.type.shape[:2]
-    if x.type.dtype == "bfloat16" and n.attrs["groups"] == 1 and o % qnn.LANES == 0:
+    if x.type.dtype == "bfloat16" and n.attrs["groups"] == 1 and o % qnn.LANES == 0 and i >= MIN_PAIRED_CHANNELS:
         return call("nn.contrib_conv2d_pack_bf16", st.get_plain(x), Const(qnn.pack_conv_weight(w.value, qnn.BF16_GROUP)),
                     **{k: n.attrs[k] for k in ("strides", "padding", "dilation")})
     if n.attrs["groups"] == o == x.type.shape[1] and i == 1:   # depthwise: channels stay in their lanes
