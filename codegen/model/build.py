@@ -196,6 +196,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     if failed:
         _report_failures(failed, profile, tgt, fallback)
     native = {id(n): k for n in calls if not isinstance(k := compiled[id(n)], Exception)}
+    _warn_isa_missing(native.values(), tgt)
     run, weights = plan_run(g, {id(n): native[id(n)].symbol if id(n) in native else None for n in calls},
                             {i: k.schedule for i, k in native.items()}, {i for i, k in native.items() if k.parallel},
                             {i: list(k.scratch) for i, k in native.items()}, {i: k.buffers for i, k in native.items()})
@@ -224,6 +225,19 @@ def compile_kernels(kernels: list[ModelKernel], profile: TargetProfile, target: 
     if hasattr(schedule, "warn_missing"):
         schedule.warn_missing()
     return compiled
+
+
+def _warn_isa_missing(kernels, target: Target) -> None:
+    """One warning naming the kernels that run generic code for want of CPU features (origins with
+    ``isa_missing`` and no ``isa``; every origin naming what it lacks stays in the manifest, e.g. VNNI taken
+    for want of AMX)."""
+    lacking = {k.symbol: k.schedule["isa_missing"] for k in kernels
+               if k.schedule.get("isa_missing") and not k.schedule.get("isa")}
+    if lacking:
+        features = sorted({f for fs in lacking.values() for f in fs})
+        warnings.warn(f"build_model: the target ({getattr(target, 'mcpu', None) or target}) lacks {', '.join(features)}: "
+                      f"{len(lacking)} kernel(s) run generic code ({', '.join(sorted(lacking)[:4])}"
+                      f"{', ...' if len(lacking) > 4 else ''})", UserWarning, stacklevel=3)
 
 
 # -- failures ---------------------------------------------------------------------------------------------

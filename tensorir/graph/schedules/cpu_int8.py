@@ -11,9 +11,13 @@ them the same block is plain vector code (:data:`tensorir.topi.x86.PLAIN`: ``vpm
   output columns x 16 channels accumulated over (input channel blocks, kernel rows, columns, 4 channels);
   the data regrouped into blocks of 4 channels once (its own stage, padding inlined);
 - ``qnn.dense`` / ``qnn.conv2d`` (other shapes and types): the float rules of :mod:`.cpu`.
+
+The two packed rules (:func:`dense_pack`, :func:`conv_pack`) take the inner block's tensorization as an
+argument: :mod:`.cpu_bf16` makes the bfloat16 entries from them.
 """
 from __future__ import annotations
 
+from ... import dtype as dt
 from ...schedule import Schedule, Stage
 from ...topi.nn.qnn import LANES
 from ...topi.x86 import DOT_INT8, PLAIN, PLAIN_IR, dot_int8
@@ -60,8 +64,24 @@ def _block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
     anchor.tensorize(inner, dot_int8(isa))
 
 
-def _dense_pack(isa):
-    def schedule_dense_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
+#: the data a packed dense reads (rows x reduction) up to which the column blocks are the outer tile loop (a
+#: core's L2 on Zen 4, Ice Lake; half of Sapphire Rapids')
+L2_BYTES = 1 << 20
+
+
+def _data_bytes(anchor: Stage) -> int:
+    rows = extents(anchor)[0]
+    k = 1
+    for r in anchor.op.reduce_axis:
+        k *= int(r.dom.extent)
+    data = anchor.op.input_tensors[0]
+    return rows * k * dt.itemsize(data.dtype)
+
+
+def dense_pack(isa, block=_block, kind: str = "int8"):
+    """The rule of a packed dense whose inner (16 lanes x group) block ``block(anchor, lanes, group axis, isa)``
+    tensorizes for ``isa`` (None: the plain form); also the bf16 entries' (:mod:`.cpu_bf16`)."""
+    def rule(s: Schedule, kt: KernelTE, out: Stage) -> None:
         inline_stage(s, "data_rows")
         anchor = single_reduction(s, out)
         if anchor is None or anchor is out:
@@ -75,21 +95,26 @@ def _dense_pack(isa):
             tile = no
         else:
             ro, ri = out.split(rows, factor=largest_divisor(extents(anchor)[0], 16))
-            out.reorder(ro, no, ri, ni)     # a tile of rows stays in cache while the weights pass
-            tile = out.fuse(ro, no)
+            if _data_bytes(anchor) <= L2_BYTES:     # all the rows stay in cache while the weights pass once
+                out.reorder(no, ro, ri, ni)
+                tile = out.fuse(no, ro)
+            else:                                   # a tile of rows stays in cache while the weights pass
+                out.reorder(ro, no, ri, ni)
+                tile = out.fuse(ro, no)
         out.parallel(tile)
         anchor.compute_at(out, tile)
         anchor.reorder(ko, i, jo, ji, ki)
         anchor.unroll(i)
         anchor.unroll(jo)
-        _block(anchor, ji, ki, isa)
+        block(anchor, ji, ki, isa)
         out.vectorize(ni)
-    schedule_dense_pack_int8.__name__ += f"_{isa.feature}" if isa else ""
-    return schedule_dense_pack_int8
+    rule.__name__ = f"schedule_dense_pack_{kind}" + (f"_{isa.feature}" if isa else "")
+    return rule
 
 
-def _conv_pack(isa):
-    def schedule_conv2d_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
+def conv_pack(isa, block=_block, kind: str = "int8"):
+    """The rule of a packed conv, as :func:`dense_pack`."""
+    def rule(s: Schedule, kt: KernelTE, out: Stage) -> None:
         anchor = single_reduction(s, out)
         if anchor is None or anchor is out or len(out.op.axis) != 4:
             return cpu.schedule_reduction(s, kt, out)
@@ -105,19 +130,19 @@ def _conv_pack(isa):
         ico, ry, rx, ici = anchor.op.reduce_axis
         anchor.reorder(ico, ry, rx, an, aoc, aoh, aow, aoci, ici)
         anchor.unroll(aow)
-        _block(anchor, aoci, ici, isa)
+        block(anchor, aoci, ici, isa)
         if t % 4 == 0:
             out.vectorize(owi)
         schedule_data_vec(s)
-    schedule_conv2d_pack_int8.__name__ += f"_{isa.feature}" if isa else ""
-    return schedule_conv2d_pack_int8
+    rule.__name__ = f"schedule_conv2d_pack_{kind}" + (f"_{isa.feature}" if isa else "")
+    return rule
 
 
 # Entries requiring as many features keep their registration order: the 512-bit one is registered first, so
 # a host with both AVX512-VNNI and AVX-VNNI (Sapphire/Emerald Rapids) takes zmm.
 for _isa in (None, *DOT_INT8):
     _requires = () if _isa is None else (_isa.feature,)
-    for _op, _make in (("qnn.contrib_dense_pack", _dense_pack), ("qnn.contrib_conv2d_pack", _conv_pack)):
+    for _op, _make in (("qnn.contrib_dense_pack", dense_pack), ("qnn.contrib_conv2d_pack", conv_pack)):
         _rule = register_rule(_op, requires=_requires)(_make(_isa))
         ISA[_rule.__name__] = ("int8", _isa.feature if _isa else "plain")
         RULES[_op, _isa.feature if _isa else ""] = _rule
