@@ -169,3 +169,41 @@ def feeds(model, rng, ints=3) -> dict:
 def onnxruntime_outputs(model, feed: dict) -> list:
     import onnxruntime as ort
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)
+
+
+def if_feeds(rng) -> list[dict]:
+    """Inputs of :func:`if_nested` taking each path: outer then (inner then / else) and outer else."""
+    x, y = (rng.standard_normal((2, 3)).astype(np.float32) for _ in range(2))
+    return [{"x": np.abs(x), "y": -np.abs(y)}, {"x": np.abs(x), "y": np.abs(y)}, {"x": -np.abs(x), "y": y}]
+
+
+def trip_feeds(rng) -> list[dict]:
+    """Inputs of ``loop(trip_input=True)``: trip counts 0, 1, 3, 9; ``sum(a)`` grows, so the condition
+    stops the longer ones early."""
+    model = loop(trip_input=True)
+    out = []
+    for trips in (0, 1, 3, 9):
+        feed = feeds(model, rng, ints=trips)
+        feed["x"] = np.abs(feed["x"]) + 0.5
+        out.append(feed)
+    return out
+
+
+#: name -> (model maker, fresh inputs (a list of feeds) from an rng): every kind of control flow, for
+#: the targets' tests (If, nested If, Loop with a trip count input, while, Scan, swapped carried values)
+CASES = {
+    "if_nested": (if_nested, if_feeds),
+    "loop_early": (loop, None),
+    "loop_scan_outputs": (lambda: loop(early=False), None),
+    "loop_trip_input": (lambda: loop(trip_input=True), trip_feeds),
+    "while": (loop_counter, None),
+    "scan": (scan, None),
+    "loop_swap": (loop_swap, None),
+    "if_in_loop": (loop_with_if, None),
+}
+
+
+def case_feeds(name: str, model, rng) -> list[dict]:
+    """Fresh inputs for case ``name`` (two draws where the case has no list of its own)."""
+    special = CASES[name][1]
+    return special(rng) if special is not None else [feeds(model, rng) for _ in range(2)]

@@ -1,0 +1,147 @@
+"""Control flow on CUDA without a GPU: If / Loop / Scan models built for ``cuda`` and run by the CUDA
+runtime on the fake pycuda driver of ``test_model_cuda_runtime_sim.py`` (launches run the CUDA C on the
+CPU), the program walked from the host (``codegen/runtime/cuda_program.py``).  Fresh random inputs
+against onnxruntime; the workspace and outputs poisoned (NaN bytes) before each run.  The same models
+on a GPU: ``test_model_cuda_control_flow_gpu.py``."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import codegen
+from tensorir import graph
+from tensorir.graph import Const, TensorType, Var, call
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+import control_flow_models as cf
+from test_model_cuda_runtime_sim import fake  # noqa: F401 - the fake driver fixture
+
+pytestmark = pytest.mark.cuda_sim
+
+
+def _build(model):
+    g, params = graph.from_onnx(model)
+    return codegen.build_model(g, "cuda", params=params)
+
+
+def _run(m, feed) -> list:
+    m.set_input(**feed)
+    with m._current():
+        slot = m._device()
+        slot.workspace.buf[...] = 0xFF
+        for o in slot.own_outputs:
+            o.buf[...] = 0xFF
+    m.run()
+    return [m.get_output(k) for k in range(m.get_num_outputs())]
+
+
+def _close(got, want):
+    for a, b in zip(got, want):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * (1 + float(np.abs(b).max())))
+
+
+@pytest.fixture(scope="module")
+def built():
+    return {}
+
+
+def _model(built, name):
+    if name not in built:
+        model = cf.CASES[name][0]()
+        built[name] = model, _build(model)
+    return built[name]
+
+
+@pytest.mark.parametrize("name", sorted(cf.CASES))
+def test_control_flow_runs_on_the_simulated_gpu(fake, built, name):  # noqa: F811
+    model, m = _model(built, name)
+    fake.model = m
+    m._dev = None
+    assert m.run_list.program is not None
+    rng = np.random.default_rng(sorted(cf.CASES).index(name))
+    for feed in cf.case_feeds(name, model, rng):
+        _close(_run(m, feed), cf.onnxruntime_outputs(model, feed))
+    assert m.stats()["launch"].endswith("(control flow on the host)")
+
+
+def test_a_loop_passing_its_condition_on_reads_nothing_back(fake, built):  # noqa: F811
+    """A trip-count loop whose body passes its condition on: the iteration number and condition are set
+    by memsets and no value is copied back during the run (no wait per iteration)."""
+    model, m = _model(built, "loop_scan_outputs")
+    fake.model = m
+    m._dev = None
+    reads = []
+    copy_back = fake.memcpy_dtoh
+    fake.memcpy_dtoh = lambda dst, src: (reads.append(dst.nbytes), copy_back(dst, src))
+    feed = cf.feeds(model, np.random.default_rng(7))
+    m.set_input(**feed)
+    m.run()
+    assert reads == []
+    _close([m.get_output(k) for k in range(3)], cf.onnxruntime_outputs(model, feed))
+
+
+def test_refused_branch_raises_by_name_on_cuda(fake):  # noqa: F811
+    model = cf.if_one_branch_invalid()
+    with pytest.warns(RuntimeWarning, match="cannot run with the bound input shapes"):
+        m = _build(model)
+    fake.model = m
+    x = np.random.default_rng(19).standard_normal(6).astype(np.float32)
+    feed = {"x": x, "k": np.array(1, np.int64)}
+    _close(_run(m, feed), cf.onnxruntime_outputs(model, feed))
+    with pytest.raises(ValueError, match=r"If node 'pick': its else_branch cannot run"):
+        m(x=x, k=np.array(2, np.int64))
+
+
+def test_loop_running_other_than_its_scan_length_raises_by_name_on_cuda(fake):  # noqa: F811
+    f = TensorType((3,), "float32")
+    it, c, a = Var("it", TensorType((), "int64")), Var("c", TensorType((), "bool")), Var("a", f)
+    body = graph.Graph((it, c, a), (c, call("add", a, Const(np.ones(3, np.float32))),
+                                    call("multiply", a, Const(np.float32(2)))))
+    trip, a0 = Var("M", TensorType((), "int64")), Var("a0", f)
+    outs = [call("loop", trip, Const(np.bool_(True)), a0, body=body, num_carried=1, trips=3, output_index=k)
+            for k in range(2)]
+    g = graph.Graph((trip, a0), tuple(outs))       # typed for 3 iterations, the trip count an input
+    m = codegen.build_model(g, "cuda")
+    fake.model = m
+    x = np.random.default_rng(41).standard_normal(3).astype(np.float32)
+    _close(_run(m, {"M": np.array(3), "a0": x}), graph.evaluate(g, {"M": np.array(3), "a0": x}))
+    for n in (2, 4):
+        with pytest.raises(ValueError, match=r"Loop node 'loop': its scan outputs were compiled for 3 iterations"):
+            m(M=np.array(n), a0=x)
+
+
+def test_loop_from_four_threads_with_their_own_trip_counts_on_cuda(fake, built):  # noqa: F811
+    """Each thread runs its own trip count over its own stream and workspace, outputs poisoned first."""
+    model, m = _model(built, "loop_trip_input")
+    fake.model = m
+    m._dev = None
+    jobs = [(f, cf.onnxruntime_outputs(model, f)) for f in cf.trip_feeds(np.random.default_rng(31))]
+    errors = []
+
+    def work(feed, want):
+        try:
+            for _ in range(3):
+                _close(_run(m, feed), want)
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=job) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+@pytest.mark.nvcc
+def test_cuda_artifact_with_control_flow_exports_and_loads(fake, built, tmp_path):  # noqa: F811
+    model, m = _model(built, "if_in_loop")
+    m.export_library(str(tmp_path / "art"))
+    loaded = codegen.load_model(str(tmp_path / "art"))
+    assert loaded.run_list.to_json() == m.run_list.to_json() and loaded.run_list.program is not None
+    fake.model = loaded
+    for feed in cf.case_feeds("if_in_loop", model, np.random.default_rng(17)):
+        _close(_run(loaded, feed), cf.onnxruntime_outputs(model, feed))
