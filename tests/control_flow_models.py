@@ -207,3 +207,51 @@ def case_feeds(name: str, model, rng) -> list[dict]:
     """Fresh inputs for case ``name`` (two draws where the case has no list of its own)."""
     special = CASES[name][1]
     return special(rng) if special is not None else [feeds(model, rng) for _ in range(2)]
+
+
+def loop_typed_for_three():
+    """A graph (not ONNX) whose loop's scan output is typed for 3 iterations while its trip count ``M`` is
+    an input: running it other than 3 times must raise by name.  Returns the graph."""
+    from tensorir import graph
+    from tensorir.graph import Const, TensorType, Var, call
+    f = TensorType((3,), "float32")
+    it, c, a = Var("it", TensorType((), "int64")), Var("c", TensorType((), "bool")), Var("a", f)
+    body = graph.Graph((it, c, a), (c, call("add", a, Const(np.ones(3, np.float32))),
+                                    call("multiply", a, Const(np.float32(2)))))
+    trip, a0 = Var("M", TensorType((), "int64")), Var("a0", f)
+    outs = [call("loop", trip, Const(np.bool_(True)), a0, body=body, num_carried=1, trips=3, output_index=k)
+            for k in range(2)]
+    return graph.Graph((trip, a0), tuple(outs))
+
+
+def thousand_iterations() -> dict:
+    """Inputs of ``loop(trip_input=True)`` running 1000 iterations (``x = 0``: the condition stays true)."""
+    return {"x": np.zeros(4, np.float32), "a0": np.zeros(4, np.float32), "b0": np.zeros(1, np.float32),
+            "M": np.array(1000, np.int64)}
+
+
+def in_threads(check, jobs, repeat: int) -> None:
+    """``check(*job)`` ``repeat`` times in a thread of its own per job; the first error is raised."""
+    import threading
+    errors = []
+
+    def work(*job):
+        try:
+            for _ in range(repeat):
+                check(*job)
+        except Exception as e:  # noqa: BLE001 - reported by the calling thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=job) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def close(got, want, atol: float = 1e-6) -> None:
+    """Each output of ``got`` has the shape and dtype of ``want``'s and its values within ``1e-5`` relative
+    and ``atol`` times ``1 + max |want|``."""
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=atol * (1 + float(np.abs(b).max())))

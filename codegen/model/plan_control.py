@@ -13,7 +13,9 @@ the places of the values it captures (no copy); a loop's carried values are copi
 iteration, from the body's results after each one (a result that is another carried value goes through
 the loop's ``swap`` buffer first, so swaps are right), and out after the last; a scanned value is copied
 into slot ``i`` of its stacked result.  Like the steps, the program is JSON data (``graph.json``):
-loading runs nothing.  The run entry (:mod:`codegen.model.entries`) compiles it; what can fail at run
+loading runs nothing.  The run entry (:mod:`codegen.model.entries`) compiles it; on CUDA the host walks
+it (:mod:`codegen.runtime.cuda_program`); both make the copies :func:`branch_copies`, :func:`scans`,
+:func:`next_carried` and :func:`final_carried` list.  What can fail at run
 time besides an index check (a refused branch taken, a loop running other than the iterations its
 scan outputs were typed for) is listed by :func:`error_sites`.
 """

@@ -19,7 +19,8 @@ sequence is captured as a CUDA graph through the driver API (``cuStreamBeginCapt
 ``cuGraphInstantiate`` by ctypes; pycuda has no graph API) and replayed with one ``cuGraphLaunch``; where
 capture fails, a tight loop of prepacked launches (``stats()["launch"]`` says which).  A model with
 data-dependent Gather indices checks them on the host before the step that reads them (a copy back,
-no graph).
+no graph for that run of steps).  Control flow: the host walks the run list's program
+(:mod:`.cuda_program`), each run of steps between its branches and loops launched as above.
 """
 from __future__ import annotations
 
@@ -221,7 +222,8 @@ class CUDAModelModule(ModelModuleBase):
 
     def launcher(self):
         """The asynchronous launch of the whole model over the calling thread's bindings (a CUDA graph
-        where the driver allows): call it in timing loops, in this thread; ``m.synchronize()`` waits."""
+        where the driver allows; with control flow, it waits where the host reads a condition back): call
+        it in timing loops, in this thread; ``m.synchronize()`` waits."""
         dev = self._shared()
         with dev.current():
             slot = self._device()

@@ -4,7 +4,6 @@ planned over them, several threads at once, and an artifact with control flow ex
 Fresh random inputs against onnxruntime; every planned buffer and output poisoned with NaN before each
 run.  From C: test_model_control_flow_c.py."""
 import statistics
-import threading
 import time
 
 import numpy as np
@@ -12,7 +11,6 @@ import pytest
 
 import codegen
 from tensorir import graph
-from tensorir.graph import Const, TensorType, Var, call
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -33,9 +31,7 @@ def _run(m, feed) -> list:
 
 
 def _close(got, want):
-    for a, b in zip(got, want):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * (1 + float(np.abs(b).max())))
+    cf.close(got, want)
 
 
 def _build(model):
@@ -78,20 +74,7 @@ def test_loop_stops_early_and_takes_a_trip_count_input():
 
 def _in_threads(m, jobs, repeat: int) -> None:
     """Each ``(feed, want)`` in a thread of its own, ``repeat`` times over its own poisoned buffers."""
-    errors = []
-
-    def work(feed, want):
-        try:
-            for _ in range(repeat):
-                _close(_run(m, feed), want)
-        except Exception as e:  # noqa: BLE001 - reported by the main thread
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=job) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    cf.in_threads(lambda feed, want: _close(_run(m, feed), want), jobs, repeat)
 
 
 def test_if_from_several_threads(if_model):
@@ -125,14 +108,7 @@ def test_loop_passing_carried_values_on_swapped():
 
 
 def test_loop_running_other_than_its_scan_length_raises_by_name():
-    f = TensorType((3,), "float32")
-    it, c, a = Var("it", TensorType((), "int64")), Var("c", TensorType((), "bool")), Var("a", f)
-    body = graph.Graph((it, c, a), (c, call("add", a, Const(np.ones(3, np.float32))),
-                                    call("multiply", a, Const(np.float32(2)))))
-    trip, a0 = Var("M", TensorType((), "int64")), Var("a0", f)
-    outs = [call("loop", trip, Const(np.bool_(True)), a0, body=body, num_carried=1, trips=3, output_index=k)
-            for k in range(2)]
-    g = graph.Graph((trip, a0), tuple(outs))       # typed for 3 iterations, the trip count an input
+    g = cf.loop_typed_for_three()
     m = codegen.build_model(g)
     x = np.random.default_rng(41).standard_normal(3).astype(np.float32)
     _close(_run(m, {"M": np.array(3), "a0": x}), graph.evaluate(g, {"M": np.array(3), "a0": x}))
@@ -145,9 +121,7 @@ def test_a_thousand_iterations_cost_no_python():
     model = cf.loop(trip_input=True)
     m = _build(model)
     m.num_threads = 1
-    feed = {"x": np.zeros(4, np.float32), "a0": np.zeros(4, np.float32), "b0": np.zeros(1, np.float32),
-            "M": np.array(1000, np.int64)}
-    got = m(**feed)
+    got = m(**cf.thousand_iterations())
     assert got[1][0] == sum(range(1000))             # b += float(i): every iteration ran
     times = []
     for _ in range(20):

@@ -6,7 +6,6 @@ or a CUDA device (the same on the CPU simulator: ``test_model_cuda_control_flow_
 from __future__ import annotations
 
 import statistics
-import threading
 import time
 
 import numpy as np
@@ -29,9 +28,7 @@ def _build(model):
 
 
 def _close(got, want):
-    for a, b in zip(got, want):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * (1 + float(np.abs(b).max())))
+    cf.close(got, want, atol=1e-5)
 
 
 def _run(m, feed) -> list:
@@ -59,20 +56,7 @@ def test_control_flow_matches_onnxruntime_on_the_gpu(built):
 def test_control_flow_from_four_threads(built):
     name, model, m = built
     jobs = [(f, cf.onnxruntime_outputs(model, f)) for f in cf.case_feeds(name, model, np.random.default_rng(5))]
-    errors = []
-
-    def work(feed, want):
-        try:
-            for _ in range(10):
-                _close(m(**feed), want)
-        except Exception as e:  # noqa: BLE001 - reported by the main thread
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=job) for job in jobs * 2]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    cf.in_threads(lambda feed, want: _close(m(**feed), want), jobs * 2, 10)
 
 
 def test_trip_count_from_a_torch_tensor_bound_in_place():
@@ -110,9 +94,7 @@ def test_host_cost_per_loop_iteration():
     iteration, two memsets, the body's CUDA graph, the copies): the per-iteration cost, printed."""
     model = cf.loop(trip_input=True)
     m = _build(model)
-    feed = {"x": np.zeros(4, np.float32), "a0": np.zeros(4, np.float32), "b0": np.zeros(1, np.float32),
-            "M": np.array(1000, np.int64)}
-    got = m(**feed)
+    got = m(**cf.thousand_iterations())
     assert got[1][0] == sum(range(1000))             # b += float(i): every iteration ran
     times = []
     for _ in range(5):

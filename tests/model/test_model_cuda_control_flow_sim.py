@@ -5,14 +5,11 @@ against onnxruntime; the workspace and outputs poisoned (NaN bytes) before each 
 on a GPU: ``test_model_cuda_control_flow_gpu.py``."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import codegen
 from tensorir import graph
-from tensorir.graph import Const, TensorType, Var, call
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -39,9 +36,7 @@ def _run(m, feed) -> list:
 
 
 def _close(got, want):
-    for a, b in zip(got, want):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * (1 + float(np.abs(b).max())))
+    cf.close(got, want)
 
 
 @pytest.fixture(scope="module")
@@ -97,14 +92,7 @@ def test_refused_branch_raises_by_name_on_cuda(fake):  # noqa: F811
 
 
 def test_loop_running_other_than_its_scan_length_raises_by_name_on_cuda(fake):  # noqa: F811
-    f = TensorType((3,), "float32")
-    it, c, a = Var("it", TensorType((), "int64")), Var("c", TensorType((), "bool")), Var("a", f)
-    body = graph.Graph((it, c, a), (c, call("add", a, Const(np.ones(3, np.float32))),
-                                    call("multiply", a, Const(np.float32(2)))))
-    trip, a0 = Var("M", TensorType((), "int64")), Var("a0", f)
-    outs = [call("loop", trip, Const(np.bool_(True)), a0, body=body, num_carried=1, trips=3, output_index=k)
-            for k in range(2)]
-    g = graph.Graph((trip, a0), tuple(outs))       # typed for 3 iterations, the trip count an input
+    g = cf.loop_typed_for_three()
     m = codegen.build_model(g, "cuda")
     fake.model = m
     x = np.random.default_rng(41).standard_normal(3).astype(np.float32)
@@ -120,20 +108,7 @@ def test_loop_from_four_threads_with_their_own_trip_counts_on_cuda(fake, built):
     fake.model = m
     m._dev = None
     jobs = [(f, cf.onnxruntime_outputs(model, f)) for f in cf.trip_feeds(np.random.default_rng(31))]
-    errors = []
-
-    def work(feed, want):
-        try:
-            for _ in range(3):
-                _close(_run(m, feed), want)
-        except Exception as e:  # noqa: BLE001 - reported by the main thread
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=job) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    cf.in_threads(lambda feed, want: _close(_run(m, feed), want), jobs, 3)
 
 
 @pytest.mark.nvcc
