@@ -120,3 +120,26 @@ def test_cuda_artifact_with_control_flow_exports_and_loads(fake, built, tmp_path
     fake.model = loaded
     for feed in cf.case_feeds("if_in_loop", model, np.random.default_rng(17)):
         _close(_run(loaded, feed), cf.onnxruntime_outputs(model, feed))
+
+
+def test_each_run_of_steps_is_one_captured_graph(fake, built, monkeypatch):  # noqa: F811
+    """With CUDA graphs (capture faked: the graph replays what was issued while capturing), each run of
+    steps of the program is captured once per binding, and the control flow between them is the host's:
+    every run replays the graphs of the path taken."""
+    import codegen.runtime.cuda as rt
+    from codegen.model.plan_control import Steps, walk
+    captured, replayed = [], []
+
+    def fake_capture(slot, issue, launches):
+        captured.append(len(launches))
+        return lambda: (replayed.append(len(launches)), issue())
+    monkeypatch.setattr(rt, "capture", fake_capture)
+    model, m = _model(built, "if_in_loop")
+    fake.model = m
+    m._dev = None
+    runs = [x.end - x.first for x in walk(m.run_list.block) if isinstance(x, Steps)]
+    for feed in cf.case_feeds("if_in_loop", model, np.random.default_rng(23)):
+        _close(_run(m, feed), cf.onnxruntime_outputs(model, feed))
+    assert sorted(captured) == sorted(runs) and len(runs) == 3    # the body's steps and each branch: once each
+    assert m.stats()["launch"] == "cuda-graph (control flow on the host)"
+    assert len(replayed) > len(runs)                                # the loop's body replayed per iteration
