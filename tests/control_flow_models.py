@@ -122,6 +122,21 @@ def loop_swap():
                   [_vi("a_f", f, [4]), _vi("b_f", f, [4]), _vi("bs", f, [3, 4])], inits)
 
 
+def loop_exchange():
+    """A Loop (M = 3) whose body exchanges its carried values, ``(a, b) = (b, a)``, and scans ``a - b``:
+    each carried value's next value is the other's current one (wrong unless one is saved first)."""
+    from onnx import TensorProto as T, helper as h
+    f = T.FLOAT
+    body = h.make_graph([h.make_node("Identity", ["b_in"], ["a_out"]), h.make_node("Identity", ["a_in"], ["b_out"]),
+                         h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("Sub", ["a_in", "b_in"], ["d"])],
+                        "body", [_vi("it", T.INT64, []), _vi("c_in", T.BOOL, []), _vi("a_in", f, [4]), _vi("b_in", f, [4])],
+                        [_vi("c_out", T.BOOL, []), _vi("a_out", f, [4]), _vi("b_out", f, [4]), _vi("d", f, [4])])
+    inits = [h.make_tensor("M", T.INT64, [], [3]), h.make_tensor("t", T.BOOL, [], [True])]
+    return _model([h.make_node("Loop", ["M", "t", "a0", "b0"], ["a_f", "b_f", "ds"], name="exchange", body=body)],
+                  [_vi("a0", f, [4]), _vi("b0", f, [4])],
+                  [_vi("a_f", f, [4]), _vi("b_f", f, [4]), _vi("ds", f, [3, 4])], inits)
+
+
 def scan():
     """``Scan`` of state ``s`` over ``xs`` (axis 1, forward) and ``ys`` (axis 0, reverse): ``s = (s + x) * y``;
     scan outputs ``sigmoid(s)`` (axis 1, reverse) and ``x - bias`` (axis 0)."""
@@ -199,6 +214,7 @@ CASES = {
     "while": (loop_counter, None),
     "scan": (scan, None),
     "loop_swap": (loop_swap, None),
+    "loop_exchange": (loop_exchange, None),
     "if_in_loop": (loop_with_if, None),
 }
 
