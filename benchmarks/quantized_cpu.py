@@ -7,7 +7,10 @@
    ``onnxruntime.quantization.quantize_static`` (QDQ, uint8 activations, per-channel int8 weights,
    calibrated on 4 random batches): tiletune folds it into integer kernels, onnxruntime into its QLinear
    kernels;
-4. ``--bert``: one BERT-base layer quantized by ``quantize_dynamic`` (MatMulInteger, DynamicQuantizeLinear).
+4. ``--bert``: one BERT-base layer quantized by ``quantize_dynamic`` (MatMulInteger, DynamicQuantizeLinear);
+5. ``bf16`` (in ``--only``): a float32 GEMM at 1024^3 (``MatMul``, constant weights) and, with ``--bert``, the
+   BERT-base layer, built by tiletune through ``to_mixed_precision(g, "bfloat16")`` (``vdpbf16ps`` with
+   AVX512-BF16) beside tiletune's float32 build and onnxruntime's float32 session, three sides alternating.
 
 Each is compiled with default schedules (the instruction set the host's features pick: AMX tiles (``tdpbusd``)
 for the dense where the CPU has AMX-INT8, ``vpdpbusd`` with AVX512-VNNI or AVX-VNNI), checked against onnxruntime (outputs in LSBs of their quantization, or
@@ -18,7 +21,7 @@ may be shared: the ratio of medians of alternating blocks is the number to read,
 
 ``--without-amx`` (on an AMX host) also times each case built without the AMX features (the VNNI entries).
 
-    python benchmarks/quantized_cpu.py [--threads 2] [--blocks 6] [--budget 2] [--only gemm,convs,resnet18] [--bert]
+    python benchmarks/quantized_cpu.py [--threads 2] [--blocks 6] [--budget 2] [--only gemm,convs,resnet18,bf16] [--bert]
                                        [--target "llvm -mcpu=znver4 -mattr=-avx512vnni"] [--without-amx]
                                        [--log TUNED.jsonl]
 """
@@ -94,6 +97,38 @@ def resnet18_qdq():
         return onnx.load(f"{d}/q.onnx"), feeds
 
 
+def gemm_f32_model(n: int = 1024):
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    return _model("MatMul", {"a": a}, {"b": rng.standard_normal((n, n)).astype(np.float32)}), {"a": a}
+
+
+def bert_f32():
+    from tensorir.graph import testing
+    return testing.bert_layer(), testing.bert_inputs()
+
+
+def bench_bf16(name: str, model, inputs: dict, threads: int, blocks: int, budget: float, target=None) -> dict:
+    """tiletune in bfloat16 (mixed precision) and in float32 beside onnxruntime float32."""
+    import codegen
+    from tensorir import graph
+    g, params = graph.from_onnx(model, {k: v.shape for k, v in inputs.items()})
+    t0 = time.perf_counter()
+    low = codegen.build_model(g, params=params, target=target, precision="bfloat16")
+    compile_s = time.perf_counter() - t0
+    f32 = codegen.build_model(g, params=params, target=target)
+    isa = sorted({i for s in low.run_list.steps for i in s.schedule.get("isa", ())}) or ["plain"]
+    sess = _ort_session(model, threads)
+    ref = sess.run(None, inputs)[0]
+    err = _error(low(**inputs)[0], ref)
+    t = _time(lambda: low.run(**inputs), lambda: sess.run(None, inputs), blocks, budget_s=budget,
+              others={"f32": lambda: f32.run(**inputs)})
+    ours, ort, ours32 = t["ours_ms"], t["ort_ms"], t["f32_ms"]
+    print(f"{name:28s} tiletune bf16 {ours:8.2f} ms  tiletune f32 {ours32:8.2f} ms  onnxruntime f32 {ort:8.2f} ms  "
+          f"bf16/ort {ours / ort:5.2f}x  bf16/f32 {ours / ours32:5.2f}x  compile {compile_s:5.1f} s  {err} (vs ort f32)  "
+          f"isa {','.join(isa)}", flush=True)
+    return {"ours_ms": ours, "ort_ms": ort, "f32_ms": ours32}
+
+
 def bert_dynamic():
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -148,7 +183,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--blocks", type=int, default=6, help="alternating blocks per case")
     ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per case and side")
-    ap.add_argument("--only", default="gemm,convs,resnet18", help="comma-separated: gemm, convs, resnet18")
+    ap.add_argument("--only", default="gemm,convs,resnet18,bf16", help="comma-separated: gemm, convs, resnet18, bf16")
     ap.add_argument("--bert", action="store_true", help="also a BERT-base layer quantized by quantize_dynamic")
     ap.add_argument("--log", default=None, help="a tuning log (tiletune tune-model): ResNet-18 also built under it")
     ap.add_argument("--target", default=None,
@@ -159,8 +194,8 @@ def main(argv=None) -> int:
     os.environ["TILETUNE_NUM_THREADS"] = str(args.threads)
     from codegen.amx import AMX_FEATURES
     from codegen.target import host
-    print(f"threads {args.threads}; host {host().mcpu}, VNNI: "
-          f"{','.join(sorted({'avx512vnni', 'avxvnni'} & host().features)) or 'none'}, AMX: "
+    print(f"threads {args.threads}; host {host().mcpu}, VNNI / BF16: "
+          f"{','.join(sorted({'avx512vnni', 'avxvnni', 'avx512bf16'} & host().features)) or 'none'}, AMX: "
           f"{','.join(sorted(AMX_FEATURES & host().features)) or 'none'}")
     only = set(args.only.split(","))
     no_amx = f"llvm -mcpu={host().mcpu} -mattr=" + ",".join(f"-{f[1:]}" if f[1:] in AMX_FEATURES else f
@@ -182,6 +217,11 @@ def main(argv=None) -> int:
         run("resnet18 QDQ (quantize_static)", resnet18_qdq(), args.log)
     if args.bert:
         run("bert layer (quantize_dynamic)", bert_dynamic())
+    run16 = lambda name, made: bench_bf16(name, *made, args.threads, args.blocks, args.budget, args.target)
+    if "bf16" in only:
+        run16("gemm bf16 (f32 acc) 1024^3", gemm_f32_model())
+    if "bf16" in only and args.bert:
+        run16("bert layer bf16", bert_f32())
     return 0
 
 

@@ -8,6 +8,12 @@
   blocked as above) to ``O * KH * KW`` channels and a depth-to-space (reshape, transpose, reshape);
 - ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with
   weights packed ``NC[y]n``;
+- bfloat16 ``nn.dense`` (16 | outputs, 2 | reduction) and ``nn.conv2d`` (one group, 16 | outputs, at least
+  :data:`MIN_PAIRED_CHANNELS` inputs) with
+  constant weights become ``nn.contrib_dense_pack_bf16`` / ``nn.contrib_conv2d_pack_bf16`` with weights packed
+  in pairs for ``vdpbf16ps`` (``NK16n2k``, ``OIHW2i16o2i``; the conv's data stays NCHW); a bfloat16
+  ``nn.batch_matmul`` (16 | N, 2 | K) becomes ``nn.contrib_batch_matmul_pack_bf16`` with its second operand
+  packed the same way per batch by a reshape and a transpose;
 - ``qnn.dense`` / ``qnn.conv2d`` (8-bit data, constant int8 weights, 16 | outputs (of a group); 4 | reduction
   for the dense and for a group of a grouped conv, a one-group conv's input channels padded to 4 with zero
   weights; int8 data shifted to uint8, ``x + 128``, with ``-128 * sum(w)`` added back per output channel) become
@@ -40,6 +46,9 @@ from ..op.registry import OpPattern, call, get_op
 
 #: Element types of blocked layouts: 16-bit floats compute in float32 lanes, as float32 does.
 BLOCKED_DTYPES = ("float32", "float16", "bfloat16")
+#: Input channels from which a bfloat16 conv runs on channel pairs (``vdpbf16ps``): below, the image's 3
+#: channels (a pair of zeros added, a 16 x 16 tile's epilogue per 2 x 49 steps) ran 1.7x slower than blocked.
+MIN_PAIRED_CHANNELS = 8
 #: Channel block sizes tried, largest first (16 float32 = one AVX-512 vector).
 BLOCKS = (16, 8, 4, 2, 1)
 
@@ -96,6 +105,9 @@ def _conv2d(st: _Layouts, n: Node):
     if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != x.type.dtype:
         return None
     o, i = w.type.shape[:2]
+    if x.type.dtype == "bfloat16" and n.attrs["groups"] == 1 and o % qnn.LANES == 0 and i >= MIN_PAIRED_CHANNELS:
+        return call("nn.contrib_conv2d_pack_bf16", st.get_plain(x), Const(qnn.pack_conv_weight(w.value, qnn.BF16_GROUP)),
+                    **{k: n.attrs[k] for k in ("strides", "padding", "dilation")})
     if n.attrs["groups"] == o == x.type.shape[1] and i == 1:   # depthwise: channels stay in their lanes
         block = channel_block(o)
         kernel_layout = f"OIHW1i{block}o"
@@ -142,9 +154,32 @@ def _dense(st: _Layouts, n: Node):
     x, w = (st.get_plain(v) for v in n.inputs)
     if not isinstance(w, Const) or w.type.dtype not in BLOCKED_DTYPES or w.type.shape[0] % 8:
         return None   # packing pays where the output columns fill vectors of 8 or 16
+    if x.type.dtype == w.type.dtype == "bfloat16" and w.type.shape[0] % qnn.LANES == 0 \
+            and w.type.shape[1] % qnn.BF16_GROUP == 0:
+        return call("nn.contrib_dense_pack_bf16", x, Const(qnn.pack_dense_weight(w.value, qnn.BF16_GROUP)))
     bn = 16 if w.type.shape[0] % 16 == 0 else 8
     return call("nn.contrib_dense_pack", x, Const(layout_transform_numpy(w.value, "NC", f"NC{bn}n")),
                 weight_layout=f"NC{bn}n")
+
+
+@_rule("nn.batch_matmul")
+def _batch_matmul(st: _Layouts, n: Node):
+    """bfloat16: the second operand packed ``[b][N/16][K/2][16][2]`` by a reshape and a transpose (which fuse
+    into the kernel computing it: the heads' transpose of attention), the first transposed if it must be."""
+    a, b = (st.get_plain(v) for v in n.inputs)
+    ta, tb = n.attrs["transpose_a"], n.attrs["transpose_b"]
+    batch, m, nn = n.type.shape
+    k = a.type.shape[1 if ta else 2]
+    if n.type.dtype != "bfloat16" or nn % qnn.LANES or k % qnn.BF16_GROUP or a.type.shape[0] != batch:
+        return None
+    bb, g, lanes = b.type.shape[0], qnn.BF16_GROUP, qnn.LANES
+    if tb:      # (b, N, K) -> (b, N/16, 16, K/2, 2) -> (b, N/16, K/2, 16, 2)
+        w = call("transpose", call("reshape", b, newshape=(bb, nn // lanes, lanes, k // g, g)), axes=(0, 1, 3, 2, 4))
+    else:       # (b, K, N) -> (b, K/2, 2, N/16, 16) -> (b, N/16, K/2, 16, 2)
+        w = call("transpose", call("reshape", b, newshape=(bb, k // g, g, nn // lanes, lanes)), axes=(0, 3, 1, 4, 2))
+    a = call("transpose", a, axes=(0, 2, 1)) if ta else a
+    return call("nn.contrib_batch_matmul_pack_bf16", a,
+                call("reshape", w, newshape=(bb, nn // lanes, k // g, lanes * g)))
 
 
 def _as_uint8(x: Value, w: Const, axes: tuple) -> tuple[Value, Const | None]:
