@@ -81,7 +81,7 @@ def test_sm90_conv_takes_wgmma_where_it_fits():
 @pytest.mark.parametrize("n,c,hw,o,k,stride,pad,dtype,epilogue,knobs", CASES + [
     (32, 128, 28, 128, 3, 1, 1, "float16", "bias_relu", {"block_m": 128, "block_n": 128}),   # ResNet-18 layer2
     (32, 64, 56, 128, 1, 2, 0, "float16", "bias", {"block_m": 128, "block_n": 128}),         # its downsample
-    (4, 256, 14, 256, 3, 1, 1, "bfloat16", "residual", {"block_m": 64, "block_n": 128})])
+    (16, 256, 14, 256, 3, 1, 1, "bfloat16", "residual", {"block_m": 64, "block_n": 128})])   # M = 64 x 49
 def test_wgmma_conv_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs):
     s, args = _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs)
     _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda", run=lambda mod, *a: mod(*a),
@@ -94,7 +94,7 @@ def test_registry_conv_takes_wgmma_on_gpu():
     from autotune.kernel_templates import kernel_te
     from tensorir.graph.schedules import kernel_schedule
     case = (32, 64, 56, 64, 3, 1, 1, "float16", "bias_relu")
-    args = conv2d_gemm_dag(*case[:7], case[7], bias=True, relu=True)
+    args = conv2d_gemm_dag(32, 64, (56, 56), 64, 3, 1, 1, "float16", bias=True, relu=True)
     s, origin = kernel_schedule(kernel_te(args, ANCHOR), "cuda")
     assert origin["rule"] == "schedule_conv2d_gemm"
     _check(s, args, *case, target="cuda", run=lambda mod, *a: mod(*a), wgmma=True)
