@@ -11,7 +11,9 @@ one pixel, hence ``C % 8 == 0``), B (the weights, stored [K, N]) goes through ``
 output pixels are the GEMM's rows and the epilogue (bias, relu, residual add, the cast) reads the shared
 float32 tile of the accumulators.  Tiles must divide the GEMM (:data:`CONV_PREFERRED`: 32-row blocks serve
 7 x 7 maps at batch 32, ``M = 32 * 49``), so edge tiles never exist.  The config space
-(:data:`SPACE_KNOBS`) is tuned as ``conv2d_gemm_tensorcore_cuda``.
+(:data:`SPACE_KNOBS`) is tuned as ``conv2d_gemm_tensorcore_cuda``.  On sm_90 :func:`conv_knobs` gives the
+gathering wgmma main loop where it fits (:func:`.cuda_wgmma.schedule_wgmma_conv`; the config space stays
+``mma.sync``).
 """
 from __future__ import annotations
 

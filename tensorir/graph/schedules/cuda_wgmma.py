@@ -14,7 +14,8 @@ The warps' loops run on whole warps with no ``threadIdx.x`` loop (pragma ``warp_
 share the work among the lanes.  An elementwise epilogue (bias, activation, residual) is stored from the
 fragments by a fragment-epilogue intrinsic (``topi/cuda/fragment_epilogue.py``).  Shapes the tiles do not
 divide and float32 inputs are refused (:func:`wgmma_fits` says why); the ``mma.sync``
-schedule takes them.
+schedule takes them.  :func:`schedule_wgmma_conv` is the implicit-GEMM convolution's: the loop gathers A from
+the NHWC input itself (``intrin_wgmma``'s ``conv``), the epilogue goes through a shared float32 tile.
 """
 from __future__ import annotations
 
