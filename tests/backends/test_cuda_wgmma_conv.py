@@ -72,6 +72,7 @@ def test_sm90_conv_takes_wgmma_where_it_fits():
     layer4, why = knobs(32, 512, 7, 512, 3, 1, 1)
     assert not layer4.get("wgmma") and "do not divide" in why
     assert "dilation 2" in knobs(2, 64, 8, 64, 3, 1, 1, dilation=2)[1]
+    assert "2^31" in knobs(512, 64, 112, 64, 3, 1, 1)[1]
     assert not knobs(32, 64, 56, 64, 3, 1, 1, info={"arch": "sm_80", "shared_limit": 163 * 1024})[0].get("wgmma")
     with pytest.raises(ValueError, match="32 input channels"):
         wgmma_source("tt_wgmma_m64n64s4_f16_bt_cv8_8_32_8_8_3_3_1_1_1_1")

@@ -145,6 +145,8 @@ def wgmma_conv_knobs(a, m: int, n: int, k: int, dtype: str, shared_limit: int) -
     geo = conv_geometry(a)
     if isinstance(geo, str):
         return geo
+    if m * k >= 2 ** 31:
+        return f"the im2col matrix ({m} x {k}) has 2^31 elements or more (the loop takes its row offset as int)"
     why = None
     for kn in CONV_PREFERRED:
         knobs = dict(DEFAULT_KNOBS, **kn)
