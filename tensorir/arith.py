@@ -183,8 +183,8 @@ class Simplifier(Mutator):
 
     def visit_For(self, s):
         lo, ext = self.visit(s.min), self.visit(s.extent)
-        if isinstance(ext, IntImm) and ext.value == 1 and not s.thread_tag:
-            from .stmt import keep_link_pragmas   # a unit loop: its body once, at its one value
+        from .stmt import is_marked_scan, keep_link_pragmas
+        if isinstance(ext, IntImm) and ext.value == 1 and not s.thread_tag and not is_marked_scan(s):   # a unit loop: its body once, at its one value
             return keep_link_pragmas(s, self._at(s.loop_var, lo, s.body))
         lo_b, ext_b = const_bounds(lo, self.bounds), const_bounds(ext, self.bounds)
         old, memo = self.bounds.get(s.loop_var), self._memo

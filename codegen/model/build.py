@@ -74,12 +74,11 @@ class TargetProfile:
     computes: dict | None = None                     # replacing registered computes when lowering a kernel
     reference_fallback: bool = False                 # kernels that do not compile may run on the reference evaluator
     noun: str = "native"                             # "op type(s) have no {noun} kernel"
-    control_flow: bool = False                       # runs If / Loop (control flow around native segments)
 
 
 PROFILES: dict[str, TargetProfile] = {p.kind: p for p in (
     TargetProfile("llvm", model_llvm.compile_kernel, model_llvm.describe, model_llvm.finish, ModelModule,
-                  reference_fallback=True, control_flow=True),
+                  reference_fallback=True),
     TargetProfile("cuda", model_cuda.compile_kernel, model_cuda.describe, model_cuda.finish, CUDAModelModule,
                   optimize={"target": "cuda"}, computes=model_cuda.CUDA_COMPUTES, noun="CUDA"),
 )}
@@ -184,10 +183,6 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     described = profile.describe(tgt)
     source = getattr(g, "source", None)
     g = fused_graph(g, params, tgt)
-    if not profile.control_flow and any(is_control(n) for n in g.nodes):
-        ops = sorted({n.op for n in g.nodes if is_control(n)})
-        raise GraphError(f"build_model: control flow ({', '.join(ops)}: ONNX If / Loop / Scan) is not supported "
-                         f"on target {tgt.kind}; build for llvm")
     if schedule is None:   # inside ``with autotune.apply_history_best(log):`` kernels take their records
         schedule = model_schedule(tgt)
     compiled = compile_kernels(model_kernels(g, tgt), profile, tgt, schedule)

@@ -22,7 +22,8 @@ from .. import dtype as dt
 from ..arith import simplify
 from ..expr import BufferLoad, Call, Expr, IntImm, StringImm, Var, structural_equal
 from ..schedule import ScheduleError
-from ..stmt import Allocate, BufferStore, Evaluate, For, IfThenElse, LetStmt, LoweredFunc, Seq, Stmt, seq
+from ..stmt import (Allocate, BufferStore, Evaluate, For, IfThenElse, LetStmt, LoweredFunc, Seq, Stmt, is_marked_scan,
+                    seq)
 from ..visitor import Mutator, collect, substitute
 from .gpu_vthread import is_vthread
 
@@ -62,7 +63,7 @@ def is_barrier(s) -> bool:
 def is_scan_loop(loop: For) -> bool:
     """The serial loop of a ``te.scan``; isl proved its steps need no synchronisation between
     threads (``poly/threads.py``)."""
-    return any(k == "scan_update_scope" for k, _ in loop.annotations)
+    return is_marked_scan(loop)
 
 
 # -- 1. verification --------------------------------------------------------------------------------------

@@ -119,6 +119,14 @@ class FakeDriver:
         self.need_context()
         ctypes.memmove(int(dst), int(src), nbytes)
 
+    def memset_d8_async(self, dst, value, count, stream=None):
+        self.need_context()
+        ctypes.memset(int(dst), value, count)
+
+    def memset_d32_async(self, dst, value, count, stream=None):
+        self.need_context()
+        np.frombuffer((ctypes.c_uint32 * count).from_address(int(dst)), np.uint32)[...] = value
+
     class function_attribute:       # pycuda's name
         MAX_DYNAMIC_SHARED_SIZE_BYTES = "max_dynamic_shared_size_bytes"
 
