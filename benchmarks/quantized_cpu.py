@@ -177,7 +177,8 @@ def main(argv=None) -> int:
     ap.add_argument("--blocks", type=int, default=6, help="alternating blocks per case")
     ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per case and side")
     ap.add_argument("--only", default="gemm,convs,resnet18,bf16", help="comma-separated: gemm, convs, resnet18, bf16")
-    ap.add_argument("--bert", action="store_true", help="also a BERT-base layer quantized by quantize_dynamic")
+    ap.add_argument("--bert", action="store_true", help="also a BERT-base layer quantized by quantize_dynamic "
+                    "(where --only names an int8 case) and, with bf16, in bf16")
     ap.add_argument("--target", default=None,
                     help='tiletune\'s target (default the host), e.g. "llvm -mcpu=znver4 -mattr=-avx512vnni"')
     ap.add_argument("--without-amx", action="store_true",
@@ -207,7 +208,7 @@ def main(argv=None) -> int:
         print(f"{'convs: geometric mean ratio':28s} {geo:.2f}x")
     if "resnet18" in only:
         run("resnet18 QDQ (quantize_static)", resnet18_qdq())
-    if args.bert:
+    if args.bert and only & {"gemm", "convs", "resnet18"}:      # (--only bf16 --bert: the bf16 layer alone)
         run("bert layer (quantize_dynamic)", bert_dynamic())
     run16 = lambda name, made, **kw: bench_bf16(name, *made, args.threads, args.blocks, args.budget, args.target,
                                                 no_amx=no_amx if args.without_amx else None, **kw)

@@ -32,8 +32,9 @@ TILES = ["amx-bf16", "amx-tile"]
 #: block with a 36-byte tail (K 50); 37 rows (1-row tiles) with K under a step (18); 3-d data (tiles of 32 rows
 #: over 4 inner rows; of 16 where 24 would cut one); one row
 SHAPES = [((64,), 64, 64), ((48,), 50, 48), ((37,), 18, 32), ((4, 8), 96, 96), ((3, 16), 160, 64), ((1,), 34, 32)]
-#: (batch, m, k, n, transpose_b): rows of a batch 24 (tiles of 24 within it), 7 (odd), 40 (tiles of 20)
-BATCHES = [(2, 24, 64, 32, False), (3, 7, 50, 16, True), (2, 40, 96, 48, True)]
+#: (batch, m, k, n, transpose_b): rows of a batch 24 (tiles of 24 within it), 7 (odd), 40 (tiles of 20), 64
+#: (tiles of 32, two column tiles: attention's shape)
+BATCHES = [(2, 24, 64, 32, False), (3, 7, 50, 16, True), (2, 40, 96, 48, True), (2, 64, 32, 64, False)]
 #: (input channels, output channels, kernel, stride, padding, dilation, size): 32 channels (one 64-byte step a
 #: tap) of 3x3; 8 channels (under 64 bytes a tap: vdpbf16ps); 48 channels strided (a 32-byte tail); 34 channels
 #: dilated, 48 outputs (3 blocks); 1x1 over 64

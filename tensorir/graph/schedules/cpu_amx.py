@@ -5,8 +5,10 @@ dot product (:class:`tensorir.topi.x86.amx.AmxDot`: ``tdpbusd`` for ``qnn.*``, `
 ``nn.contrib_dense_pack_bf16`` / ``nn.contrib_batch_matmul_pack_bf16`` / ``nn.contrib_conv2d_pack_bf16``,
 float32 accumulators stored, rounded once to bfloat16 by the epilogue):
 
-- ``qnn.contrib_dense_pack``: the output's rows (leading axes fused, read through the ``data_rows`` stage,
-  kept) in tiles of up to 32 rows (the largest divisor, whole rows of the innermost leading axis or a divisor of it) x 32 columns (16 where the column blocks are odd),
+- ``qnn.contrib_dense_pack`` (and the bf16 dense / batch matmul): the output's rows (read through the
+  ``data_rows`` stage, kept) in tiles of up to 32 rows (the largest divisor: a divisor of the innermost
+  leading axis, which alone is split, or whole rows of it, the leading axes fused) x 32 columns (16 where the
+  column blocks are odd),
   parallel over tiles (row tiles outside: a tile's rows stay in cache while the weights pass); per tile one
   call of the tile micro-kernel of :mod:`tensorir.topi.x86.amx` over the whole reduction, then the epilogue
   (zero-point correction, requantization; bf16 rounding) on the tile, vectorized; a batched weight (the bf16
@@ -69,16 +71,20 @@ def _dense(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot) -> None:
     k = int(anchor.op.reduce_axis[0].dom.extent) * dot.group
     axes = list(out.op.axis)
     batched = any(t.ndim == 4 for t in anchor.op.input_tensors)
-    rows_t = _row_tile(m, extents(out)[-2] if len(axes) > 2 else m, batched)
     blocks = MAX_COL_BLOCKS if nb % 2 == 0 else 1
-    rows = out.fuse(*axes[:-1]) if len(axes) > 2 else axes[0] if len(axes) == 2 else None
+    inner = extents(out)[-2] if len(axes) > 2 else m
+    rows_t = _row_tile(m, inner, batched)
     no, ni = out.split(axes[-1], factor=LANES * blocks)
-    if rows is None:
-        tile = no
-    else:
-        ro, ri = out.split(rows, factor=rows_t)
+    if len(axes) > 2 and inner % rows_t == 0:   # tiles of the innermost leading axis: no division of fused rows
+        mo, mi = out.split(axes[-2], factor=rows_t)
+        out.reorder(*axes[:-2], mo, no, mi, ni)
+        tile = out.fuse(*axes[:-2], mo, no)
+    elif len(axes) >= 2:
+        ro, ri = out.split(out.fuse(*axes[:-1]) if len(axes) > 2 else axes[0], factor=rows_t)
         out.reorder(ro, no, ri, ni)
         tile = out.fuse(ro, no)
+    else:
+        tile = no
     out.parallel(tile)
     anchor.compute_at(out, tile)
     anchor.tensorize(anchor.op.axis[0], dense_amx(rows_t, blocks, k, dot))
