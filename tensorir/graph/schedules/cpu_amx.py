@@ -55,11 +55,11 @@ def _row_tile(m: int, inner: int, batched: bool = False) -> int:
                if m % d == 0 and (inner % d == 0 or (d % inner == 0 and not batched)))
 
 
-def dense_pack_amx(dot: AmxDot):
-    """The packed dense's (and batch matmul's) rule on ``dot``'s tiles."""
+def amx_rule(op: str, body, dot: AmxDot):
+    """``body(s, kt, out, dot)`` as the rule of the packed ``op`` (``dense`` / ``conv2d``) on ``dot``'s tiles."""
     def rule(s: Schedule, kt: KernelTE, out: Stage) -> None:
-        _dense(s, kt, out, dot)
-    rule.__name__ = f"schedule_dense_pack_{KIND[dot.tag]}_amx"
+        body(s, kt, out, dot)
+    rule.__name__ = f"schedule_{op}_pack_{KIND[dot.tag]}_amx"
     return rule
 
 
@@ -122,14 +122,6 @@ def _vector_conv(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot) -> None:
     RULES[kt.anchor_op, isa.feature if isa else ""](s, kt, out)
 
 
-def conv2d_pack_amx(dot: AmxDot):
-    """The packed conv's rule on ``dot``'s tiles."""
-    def rule(s: Schedule, kt: KernelTE, out: Stage) -> None:
-        _conv(s, kt, out, dot)
-    rule.__name__ = f"schedule_conv2d_pack_{KIND[dot.tag]}_amx"
-    return rule
-
-
 def _conv(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot) -> None:
     inline_stage(s, "pad_temp")
     anchor = single_reduction(s, out)
@@ -159,6 +151,6 @@ def _conv(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot) -> None:
 for _dot, _dense_ops, _conv_op in ((TDPBUSD, ("qnn.contrib_dense_pack",), "qnn.contrib_conv2d_pack"),
                                    (TDPBF16PS, ("nn.contrib_dense_pack_bf16", "nn.contrib_batch_matmul_pack_bf16"),
                                     "nn.contrib_conv2d_pack_bf16")):
-    for _rule in (cpu.register_rule(*_dense_ops, requires=_dot.features)(dense_pack_amx(_dot)),
-                  cpu.register_rule(_conv_op, requires=_dot.features)(conv2d_pack_amx(_dot))):
+    for _rule in (cpu.register_rule(*_dense_ops, requires=_dot.features)(amx_rule("dense", _dense, _dot)),
+                  cpu.register_rule(_conv_op, requires=_dot.features)(amx_rule("conv2d", _conv, _dot))):
         ISA[_rule.__name__] = (KIND[_dot.tag], _dot.features[1])
