@@ -9,8 +9,10 @@
    kernels;
 4. ``--bert``: one BERT-base layer quantized by ``quantize_dynamic`` (MatMulInteger, DynamicQuantizeLinear);
 5. ``bf16`` (in ``--only``): a float32 GEMM at 1024^3 (``MatMul``, constant weights) and, with ``--bert``, the
-   BERT-base layer, built by tiletune through ``to_mixed_precision(g, "bfloat16")`` (``vdpbf16ps`` with
-   AVX512-BF16) beside tiletune's float32 build and onnxruntime's float32 session, three sides alternating.
+   BERT-base layer, built by tiletune through ``to_mixed_precision(g, "bfloat16")`` (AMX tiles, ``tdpbf16ps``,
+   with AMX-BF16; ``vdpbf16ps`` with AVX512-BF16) beside tiletune's float32 build and onnxruntime's float32
+   session (the BERT layer also beside onnxruntime's int8 session of the dynamic quantization, and with
+   ``--without-amx`` tiletune's bf16 build without AMX), all sides alternating.
 
 Each is compiled with default schedules (the instruction set the host's features pick: AMX tiles (``tdpbusd``)
 for the dense where the CPU has AMX-INT8, ``vpdpbusd`` with AVX512-VNNI or AVX-VNNI), checked against onnxruntime (outputs in LSBs of their quantization, or
@@ -107,8 +109,10 @@ def bert_f32():
     return testing.bert_layer(), testing.bert_inputs()
 
 
-def bench_bf16(name: str, model, inputs: dict, threads: int, blocks: int, budget: float, target=None) -> dict:
-    """tiletune in bfloat16 (mixed precision) and in float32 beside onnxruntime float32."""
+def bench_bf16(name: str, model, inputs: dict, threads: int, blocks: int, budget: float, target=None,
+               int8_model=None, no_amx=None) -> dict:
+    """tiletune in bfloat16 (mixed precision) and in float32 beside onnxruntime float32; with ``int8_model``
+    also onnxruntime's session of it, with ``no_amx`` (a target) also tiletune's bfloat16 build for it."""
     import codegen
     from tensorir import graph
     g, params = graph.from_onnx(model, {k: v.shape for k, v in inputs.items()})
@@ -120,12 +124,20 @@ def bench_bf16(name: str, model, inputs: dict, threads: int, blocks: int, budget
     sess = _ort_session(model, threads)
     ref = sess.run(None, inputs)[0]
     err = _error(low(**inputs)[0], ref)
-    t = _time(lambda: low.run(**inputs), lambda: sess.run(None, inputs), blocks, budget_s=budget,
-              others={"f32": lambda: f32.run(**inputs)})
+    others = {"f32": lambda: f32.run(**inputs)}
+    if int8_model is not None:
+        q = _ort_session(int8_model, threads)
+        others["ort_int8"] = lambda: q.run(None, inputs)
+    if no_amx is not None:
+        vec = codegen.build_model(g, params=params, target=no_amx, precision="bfloat16")
+        others["no_amx"] = lambda: vec.run(**inputs)
+    t = _time(lambda: low.run(**inputs), lambda: sess.run(None, inputs), blocks, budget_s=budget, others=others)
     ours, ort, ours32 = t["ours_ms"], t["ort_ms"], t["f32_ms"]
+    extra = "".join(f"  {label} {t[key]:8.2f} ms  bf16/{label} {ours / t[key]:5.2f}x" for key, label in
+                    (("ort_int8_ms", "onnxruntime int8"), ("no_amx_ms", "tiletune bf16 -amx")) if key in t)
     print(f"{name:28s} tiletune bf16 {ours:8.2f} ms  tiletune f32 {ours32:8.2f} ms  onnxruntime f32 {ort:8.2f} ms  "
-          f"bf16/ort {ours / ort:5.2f}x  bf16/f32 {ours / ours32:5.2f}x  compile {compile_s:5.1f} s  {err} (vs ort f32)  "
-          f"isa {','.join(isa)}", flush=True)
+          f"bf16/ort {ours / ort:5.2f}x  bf16/f32 {ours / ours32:5.2f}x{extra}  compile {compile_s:5.1f} s  {err} "
+          f"(vs ort f32)  isa {','.join(isa)}", flush=True)
     return {"ours_ms": ours, "ort_ms": ort, "f32_ms": ours32}
 
 
@@ -184,7 +196,8 @@ def main(argv=None) -> int:
     ap.add_argument("--blocks", type=int, default=6, help="alternating blocks per case")
     ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per case and side")
     ap.add_argument("--only", default="gemm,convs,resnet18,bf16", help="comma-separated: gemm, convs, resnet18, bf16")
-    ap.add_argument("--bert", action="store_true", help="also a BERT-base layer quantized by quantize_dynamic")
+    ap.add_argument("--bert", action="store_true", help="also a BERT-base layer quantized by quantize_dynamic "
+                    "(where --only names an int8 case) and, with bf16, in bf16")
     ap.add_argument("--log", default=None, help="a tuning log (tiletune tune-model): ResNet-18 also built under it")
     ap.add_argument("--target", default=None,
                     help='tiletune\'s target (default the host), e.g. "llvm -mcpu=znver4 -mattr=-avx512vnni"')
@@ -215,13 +228,14 @@ def main(argv=None) -> int:
         print(f"{'convs: geometric mean ratio':28s} {geo:.2f}x")
     if "resnet18" in only:
         run("resnet18 QDQ (quantize_static)", resnet18_qdq(), args.log)
-    if args.bert:
+    if args.bert and only & {"gemm", "convs", "resnet18"}:      # (--only bf16 --bert: the bf16 layer alone)
         run("bert layer (quantize_dynamic)", bert_dynamic())
-    run16 = lambda name, made: bench_bf16(name, *made, args.threads, args.blocks, args.budget, args.target)
+    run16 = lambda name, made, **kw: bench_bf16(name, *made, args.threads, args.blocks, args.budget, args.target,
+                                                no_amx=no_amx if args.without_amx else None, **kw)
     if "bf16" in only:
         run16("gemm bf16 (f32 acc) 1024^3", gemm_f32_model())
     if "bf16" in only and args.bert:
-        run16("bert layer bf16", bert_f32())
+        run16("bert layer bf16", bert_f32(), int8_model=bert_dynamic()[0])
     return 0
 
 

@@ -289,16 +289,20 @@ WGMMA_CALL = "tt_wgmma_m"     # the prefix of a wgmma main loop's name (wgmma.py
 
 def wgmma_kernel(name: str, arch: str, launch: LaunchConfig | None, nbytes: int) -> tuple[str, LaunchConfig | None]:
     """(arch, launch) of a kernel calling a wgmma main loop (``wgmma.py``): sm_90 builds as sm_90a (wgmma
-    is sm_90a's), and the kernel launches with the loop's dynamic shared memory, its only shared memory."""
+    is sm_90a's), and the kernel launches with the loop's ``nbytes`` of dynamic shared memory, the loop's slots
+    at its top: above the kernel's own shared memory where that is dynamic too (past 48 KiB)."""
     import dataclasses
     if arch.rstrip("a") != "sm_90":
         raise CodegenError(f"kernel {name}: wgmma needs sm_90a (Hopper), not {arch}")
     if launch is None:
         return "sm_90a", None
-    if launch.shared_bytes:
-        raise CodegenError(f"kernel {name}: a wgmma main loop owns the shared memory, but the kernel also "
-                           f"allocates {launch.shared_bytes} bytes")
-    return "sm_90a", dataclasses.replace(launch, shared_bytes=max(nbytes, STATIC_SHARED + 16))
+    own = -(-launch.shared_bytes // 16) * 16
+    total = own + nbytes
+    if total > shared_limit("sm_90a"):
+        raise CodegenError(f"kernel {name}: a wgmma main loop's {nbytes} bytes of shared memory and the kernel's "
+                           f"own {own} exceed the {shared_limit('sm_90a')} of a block")
+    dynamic = total if dynamic_shared_bytes(launch.shared_bytes) else nbytes
+    return "sm_90a", dataclasses.replace(launch, shared_bytes=max(dynamic, STATIC_SHARED + 16))
 
 
 def build_cuda(func: LoweredFunc, target: Target):

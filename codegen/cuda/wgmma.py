@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import re
 
-from tensorir.topi.cuda.tensor_intrin import wgmma_check, wgmma_shared_bytes
+from tensorir.topi.cuda.tensor_intrin import CONV_FIELDS, wgmma_check, wgmma_conv_check, wgmma_shared_bytes
 
-#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>
-NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)_(f16|bf16)(_bt)?$")
+#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_cv<geometry>]
+NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)_(f16|bf16)(_bt)?(_cv(?:\d+_){10}\d+)?$")
 _CTYPES = {"f16": "half", "bf16": "__nv_bfloat16"}
 
 
@@ -41,7 +41,8 @@ def wgmma_source(name: str) -> tuple[str, int]:
         raise ValueError(f"not a wgmma main loop: {name}")
     bm, bn, stages = (int(x) for x in got.groups()[:3])
     kind, bt = got.group(4), bool(got.group(5))
-    why = wgmma_check(bm, bn, stages, bt)
+    conv = dict(zip(CONV_FIELDS, (int(x) for x in got.group(6)[3:].split("_")))) if got.group(6) else None
+    why = wgmma_check(bm, bn, stages, bt) or (wgmma_conv_check(conv) if conv else None)
     if why is not None:
         raise ValueError(f"{name}: {why}")
     nacc = bn // 2
@@ -51,14 +52,38 @@ def wgmma_source(name: str) -> tuple[str, int]:
            f'    "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{kind}.{kind} {{{regs}}}, %{nacc}, %{nacc + 1}, '
            f'p, 1, 1, 0, {int(bt)};\\n}}\\n"\n    : {outs}\n    : "l"(da), "l"(db), "r"(1));')
     ctype = _CTYPES[kind]
-    sim = _SIM.format(cvt="__half2float" if kind == "f16" else "__bfloat162float", bn=bn,
-                      b="(long)k * ldb + c" if bt else "(long)c * ldb + k")
+    cvt = "__half2float" if kind == "f16" else "__bfloat162float"
+    b = "(long)k * ldb + c" if bt else "(long)c * ldb + k"
+    threads = bm * 2
+    if conv:
+        sim = _SIM_CONV.format(cvt=cvt, bn=bn, b=b, **conv)
+        a_setup = _A_CONV_SETUP.format(threads=threads, a_chunks=4, **conv)
+        a_copy = _A_CONV.format(threads=threads, ctype=ctype, **conv)
+    else:
+        sim = _SIM.format(cvt=cvt, bn=bn, b=b)
+        a_setup = _A_SETUP
+        a_copy = _A_GEMM.format(threads=threads)
     src = _TEMPLATE.format(name=name, ctype=ctype, bm=bm, bn=bn, s=stages, nacc=nacc, mma=mma, sim=sim,
-                           a_chunks=bm * 8 // (bm * 2), b_chunks=bn * 8 // (bm * 2), threads=bm * 2,
-                           b_copy=(_B_MN if bt else _B_K).format(threads=bm * 2, bn=bn),
+                           a_chunks=bm * 8 // threads, b_chunks=bn * 8 // threads, a_setup=a_setup, a_copy=a_copy,
+                           b_copy=(_B_MN if bt else _B_K).format(threads=threads, bn=bn),
                            b_desc="tt_wgmma_desc_mn(sb + kk * 2048)" if bt else "tt_wgmma_desc(sb + kk * 32)")
     return src, wgmma_shared_bytes(bm, bn, stages)
 
+
+_SIM_CONV = """  // TT_SIM: the gathered A (A the NHWC input, lda the warp's first row times K)
+  int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int i = 0; i < {bn} / 8; ++i)
+    for (int q = 0; q < 4; ++q) {{
+      int r = g + q / 2 * 8, c = 8 * i + 2 * t + q % 2, m = lda / K + r;
+      int n = m / ({oh} * {ow}), oy = m / {ow} % {oh}, ox = m % {ow};
+      float s = 0.0f;
+      for (int k = 0; k < K; ++k) {{
+        int tap = k / {c}, iy = oy * {sh} + tap / {kw} - {pt}, ix = ox * {sw} + tap % {kw} - {pl};
+        if (iy < 0 || iy >= {h} || ix < 0 || ix >= {w}) continue;
+        s += {cvt}(A[(((long)n * {h} + iy) * {w} + ix) * {c} + k % {c}]) * {cvt}(B[{b}]);
+      }}
+      acc[4 * i + q] = s;
+    }}"""
 
 _SIM = """  // TT_SIM: the warp's rows, lane by lane, in the accumulator layout
   int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -70,6 +95,30 @@ _SIM = """  // TT_SIM: the warp's rows, lane by lane, in the accumulator layout
       acc[4 * i + q] = s;
     }}"""
 
+# A stored [M, K] (row-major, stride lda): 16-byte chunk c of row r at r * 128 + (c ^ r % 8) * 16
+_A_SETUP = "  const char* a0 = (const char*)(A - (long)(warp % (BM / 16)) * 16 * lda);   // the block's first row"
+_A_GEMM = r"""      int idx = tid + i * {threads}, r = idx >> 3, c = idx & 7;
+      const char* src = a0 + ((long)r * lda + kt * 64 + c * 8) * 2;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)), "l"(src));"""
+# A gathered from the NHWC input (implicit GEMM): row m is output pixel (n, oy, ox), k = (ry * KW + rx) * C + ch; a
+# slice of 64 is one tap's channels (C % 64 == 0).  The rows a thread copies are fixed: their pixels once; a tap in
+# the padding copies nothing (src-size 0: zero-filled)
+_A_CONV_SETUP = r"""  const int m_blk = lda / K - (warp % (BM / 16)) * 16;               // the block's first row
+  long a_img[{a_chunks}];
+  int a_iy[{a_chunks}], a_ix[{a_chunks}];
+#pragma unroll
+  for (int i = 0; i < {a_chunks}; ++i) {{
+    int m = m_blk + (tid + i * {threads}) / 8, n = m / ({oh} * {ow}), p = m % ({oh} * {ow});
+    a_img[i] = (long)n * {h} * {w} * {c};
+    a_iy[i] = p / {ow} * {sh} - {pt};
+    a_ix[i] = p % {ow} * {sw} - {pl};
+  }}"""
+_A_CONV = r"""      int idx = tid + i * {threads}, r = idx >> 3, c = idx & 7;
+      int k0 = kt * 64, tap = k0 / {c}, iy = a_iy[i] + tap / {kw}, ix = a_ix[i] + tap % {kw};
+      bool ok = (unsigned)iy < {h}u && (unsigned)ix < {w}u;
+      const {ctype}* src = A + (ok ? a_img[i] + ((long)iy * {w} + ix) * {c} + k0 % {c} + c * 8 : 0);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)),
+                   "l"(src), "r"(ok ? 16 : 0));"""
 # B stored [N, K]: like A, 16-byte chunk c of row r (an n) at r * 128 + (c ^ r % 8) * 16
 _B_K = r"""      int idx = tid + i * {threads}, r = idx >> 3, c = idx & 7;
       const char* src = b0 + ((long)r * ldb + kt * 64 + c * 8) * 2;
@@ -102,18 +151,18 @@ __device__ __forceinline__ void {name}(float* acc, const {ctype}* A, int lda, co
   extern __shared__ __align__(1024) unsigned char tt_wgmma_smem[];
   const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const int warp = tid / 32, wg = warp / 4;
-  const char* a0 = (const char*)(A - (long)(warp % (BM / 16)) * 16 * lda);   // the block's first row
+{a_setup}
   const char* b0 = (const char*)B;
-  const unsigned base = ((unsigned)__cvta_generic_to_shared(tt_wgmma_smem) + 1023u) & ~1023u;
+  unsigned dyn;                  // the slots at the top of the dynamic shared memory (the kernel's own below)
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+  const unsigned base = ((unsigned)__cvta_generic_to_shared(tt_wgmma_smem) + dyn - S * STAGE) & ~1023u;
   const int KT = K / 64;
   float* d = acc;
   auto load = [&](int kt, int slot) {{
     unsigned sa = base + slot * STAGE, sb = sa + A_BYTES;
 #pragma unroll
     for (int i = 0; i < {a_chunks}; ++i) {{
-      int idx = tid + i * {threads}, r = idx >> 3, c = idx & 7;
-      const char* src = a0 + ((long)r * lda + kt * 64 + c * 8) * 2;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)), "l"(src));
+{a_copy}
     }}
 #pragma unroll
     for (int i = 0; i < {b_chunks}; ++i) {{

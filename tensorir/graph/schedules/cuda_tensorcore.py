@@ -195,10 +195,10 @@ def _extent_product(axes) -> int:
 def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
     """Schedule the GEMM ``anchor`` (``sum_k A[i, k] B[j, k]``, or ``B[k, j]``) under the output stage
     ``out`` (the anchor itself, or its elementwise epilogue) with tensor cores (see the module); knobs
-    with ``wgmma`` set: the sm_90a schedule (:mod:`.cuda_wgmma`)."""
+    with ``wgmma`` set: the sm_90a schedule (:mod:`.cuda_wgmma`; with ``conv``, its gathering convolution's)."""
     if knobs.get("wgmma"):
-        from .cuda_wgmma import schedule_wgmma
-        return schedule_wgmma(s, out, anchor, knobs)
+        from .cuda_wgmma import schedule_wgmma, schedule_wgmma_conv
+        return (schedule_wgmma_conv if knobs.get("conv") else schedule_wgmma)(s, out, anchor, knobs)
     got = gemm_operands(anchor)
     if isinstance(got, str):
         raise ValueError(f"tensor-core GEMM of {anchor.op.name}: {got}")

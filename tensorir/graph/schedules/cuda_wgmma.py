@@ -14,14 +14,16 @@ The warps' loops run on whole warps with no ``threadIdx.x`` loop (pragma ``warp_
 share the work among the lanes.  An elementwise epilogue (bias, activation, residual) is stored from the
 fragments by a fragment-epilogue intrinsic (``topi/cuda/fragment_epilogue.py``).  Shapes the tiles do not
 divide and float32 inputs are refused (:func:`wgmma_fits` says why); the ``mma.sync``
-schedule takes them.
+schedule takes them.  :func:`schedule_wgmma_conv` is the implicit-GEMM convolution's: the loop gathers A from
+the NHWC input itself (``intrin_wgmma``'s ``conv``), the epilogue goes through a shared float32 tile.
 """
 from __future__ import annotations
 
 from ...lower.gpu import WARP_LANES
 from ...schedule import Schedule, Stage
 from ...topi.cuda.fragment_epilogue import fragment_epilogue, intrin_fragment_epilogue
-from ...topi.cuda.tensor_intrin import WGMMA_BK as BK, intrin_mma_store, intrin_wgmma, wgmma_check, wgmma_shared_bytes
+from ...topi.cuda.tensor_intrin import (CONV_FIELDS, WGMMA_BK as BK, intrin_mma_store, intrin_wgmma, wgmma_check,
+                                        wgmma_conv_check, wgmma_shared_bytes)
 from .cuda_tensorcore import _store_dtype, bind_blocks, first_fit, gemm_operands
 from .helpers import bind
 
@@ -113,4 +115,83 @@ def schedule_wgmma(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
     cf.tensorize(fi, intrin_wgmma(dtype, bm, bn, k, stages, b_trans))
 
 
-__all__ = ["DEFAULT_KNOBS", "PREFERRED", "is_sm90", "preferred_wgmma", "schedule_wgmma", "wgmma_fits"]
+#: the implicit-GEMM convolution's tiles, the first that fits (the epilogue's shared float32 tile beside the slots).
+#: Measured on an H100 (ResNet-18's 3x3 layers at batch 32, fp16, interleaved with cuDNN): 64 x 128 with 4 slots
+#: fastest where O % 128 == 0 (27.7 / 34.0 us at 28 x 28 / 14 x 14, against 32.2 / 36.3 for 128 x 64; 64 x 256
+#: level), 128 x 64 with 3 slots for 64 channels out (35.3 us, 4 slots 39.8, 64 x 64 36.7)
+CONV_PREFERRED = ({"block_m": 64, "block_n": 128, "stages": 4}, {"block_m": 128, "block_n": 64, "stages": 3},
+                  {"block_m": 64, "block_n": 64, "stages": 4})
+
+
+def conv_geometry(a) -> dict | str:
+    """The geometry (:data:`CONV_FIELDS`) of the convolution whose ``im2col`` is ``a``, or why it has none
+    a gathering main loop takes."""
+    geo = getattr(a.op, "attrs", {}).get("conv") if "im2col" in getattr(a.op, "tag", "").split(",") else None
+    if geo is None:
+        return f"A ({a.name}) is not a convolution's im2col"
+    if (geo["dh"], geo["dw"]) != (1, 1):
+        return f"dilation {geo['dh']} x {geo['dw']}"
+    return wgmma_conv_check(geo) or {f: geo[f] for f in CONV_FIELDS}
+
+
+def conv_tile_bytes(knobs: dict) -> int:
+    """Shared memory of a convolution's epilogue tile (float32, rows padded 16 bytes) beside the main loop's."""
+    return knobs["block_m"] * (knobs["block_n"] + 4) * 4
+
+
+def wgmma_conv_knobs(a, m: int, n: int, k: int, dtype: str, shared_limit: int) -> dict | str:
+    """The wgmma knobs of a convolution's GEMM (``m`` pixels, ``n`` output channels, ``k`` taps, A the
+    ``im2col`` ``a``), or why none fits (then the ``mma.sync`` schedule takes it)."""
+    geo = conv_geometry(a)
+    if isinstance(geo, str):
+        return geo
+    if m * k >= 2 ** 31:
+        return f"the im2col matrix ({m} x {k}) has 2^31 elements or more (the loop takes its row offset as int)"
+    why = None
+    for kn in CONV_PREFERRED:
+        knobs = dict(DEFAULT_KNOBS, **kn)
+        why = wgmma_fits((m, n), k, dtype, True, knobs, shared_limit - conv_tile_bytes(knobs))
+        if why is None:
+            return dict(knobs, conv=geo)
+    return why
+
+
+def schedule_wgmma_conv(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
+    """Schedule the implicit GEMM ``anchor`` (A a convolution's inlined ``im2col``, B the [K, O] weights) under
+    ``out`` (the NHWC output, its epilogue inlined) with the gathering wgmma main loop: each warp's 16 rows
+    stored by ``mma_store`` into a shared float32 tile (beside the loop's slots), which all threads read,
+    4 columns each, through the epilogue (the ``mma.sync`` conv's store)."""
+    got = gemm_operands(anchor)
+    if isinstance(got, str):
+        raise ValueError(f"wgmma conv of {anchor.op.name}: {got}")
+    a, _, b_trans, dtype = got
+    bm, bn, stages = knobs["block_m"], knobs["block_n"], knobs["stages"]
+    (m, n), k = (int(ax.dom.extent) for ax in anchor.op.axis), int(anchor.op.reduce_axis[0].dom.extent)
+    why = wgmma_fits((m, n), k, dtype, b_trans, knobs) or ("B is not stored [K, N]" if not b_trans else None)
+    if why is not None:
+        raise ValueError(f"wgmma conv of {anchor.op.name}: {why}")
+    cf = anchor
+    cf.set_scope("warp")
+    readers = [st for st in s.stages if cf.op.output(0) in st.op.input_tensors]
+    cs = s[s.cache_read(cf.op.output(0), "shared", [r.op.output(0) for r in readers])]
+    bj, ii, jj = bind_blocks(out, bm, bn, knobs.get("swizzle", 1), gemm_axes=2)
+    t, vec = out.split(out.fuse(ii, jj), factor=4)
+    t, tx = out.split(t, factor=32)
+    t, ty = out.split(t, factor=bm // 16)
+    bind(out, tx, "threadIdx.x")
+    bind(out, ty, "threadIdx.y")
+    out.vectorize(vec)
+    cs.compute_at(out, bj)
+    cs.storage_align(cs.op.axis[-2], bn, 4)
+    wi, ci = cs.split(cs.op.axis[-2], factor=16)      # the warps' rows; constant fragment offsets below
+    tj, cj = cs.split(cs.op.axis[-1], factor=8)
+    cs.reorder(wi, tj, ci, cj)
+    bind(cs, wi, "threadIdx.y")
+    cs.unroll(tj)
+    cs.tensorize(ci, intrin_mma_store())
+    cf.compute_at(cs, wi)
+    cf.tensorize(cf.op.axis[-2], intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"]))
+
+
+__all__ = ["CONV_PREFERRED", "DEFAULT_KNOBS", "PREFERRED", "conv_geometry", "is_sm90", "preferred_wgmma",
+           "schedule_wgmma", "schedule_wgmma_conv", "wgmma_conv_knobs", "wgmma_fits"]

@@ -100,12 +100,30 @@ def wgmma_check(block_m: int, block_n: int, stages: int, b_trans: bool = False) 
     return None
 
 
-def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_trans: bool = False):
+#: the geometry of an implicit-GEMM convolution whose A a wgmma main loop gathers (``intrin_wgmma``'s ``conv``):
+#: NHWC input H, W, C; output OH, OW; window KH, KW; strides SH, SW; leading pads PT, PL
+CONV_FIELDS = ("h", "w", "c", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl")
+
+
+def wgmma_conv_check(conv: dict) -> str | None:
+    """Why a convolution's geometry (:data:`CONV_FIELDS`) has no gathered-A main loop, or None: a k slice of
+    :data:`WGMMA_BK` lies in one tap's channels (``C % 64 == 0``)."""
+    if conv["c"] % WGMMA_BK:
+        return f"{conv['c']} input channels (a k slice of {WGMMA_BK} gathers one tap's channels: C % {WGMMA_BK} == 0)"
+    return None
+
+
+def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_trans: bool = False,
+                 conv: dict | None = None):
     """A warp's 16 x ``block_n`` rows of a block's GEMM over the whole reduction ``k`` (``C[i, j] = sum_k
     f32(A[i, k]) f32(B[j, k])``, ``b_trans``: ``B[k, j]``; A and B in global memory) by the sm_90a main loop of
     ``codegen/cuda/wgmma.py``: the block's ``block_m / 16`` warps call it together (each with its rows),
     staging A and B through ``stages`` shared-memory slots for warpgroup ``wgmma``; the float32
-    accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store`` writes it)."""
+    accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store`` writes it).
+
+    ``conv`` (:data:`CONV_FIELDS`): A is a convolution's ``im2col`` (an inlined gather of the NHWC input, tag
+    ``im2col``), which the loop gathers itself: the intrinsic ``gathers`` it (tensorize binds A to a view of
+    the input) and the call passes the input's address and the warp's first row times ``k``."""
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"wgmma: float16 / bfloat16 inputs, not {dtype}")
     why = wgmma_check(block_m, block_n, stages, b_trans)
@@ -118,12 +136,19 @@ def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_
                                                    (b[r, j] if b_trans else b[j, r]).astype("float32"), axis=r), name="c")
     bufs = {a: _buffer(a, "global", "wg_a"), b: _buffer(b, "global", "wg_b"), c: _buffer(c, "warp", "wg_c")}
     func = f"tt_wgmma_m{block_m}n{block_n}s{stages}_{'f16' if dtype == 'float16' else 'bf16'}{'_bt' if b_trans else ''}"
+    if conv is not None:
+        why = wgmma_conv_check(conv)
+        if why is not None:
+            raise ValueError(f"wgmma: {why}")
+        func += "_cv" + "_".join(str(int(conv[f])) for f in CONV_FIELDS)
 
     def body(ins, outs):
         (ba, bb), (bc,) = ins, outs
-        return Evaluate(call_extern("int32", func, bc.access_ptr("w"), ba.access_ptr("r"), ba.strides[0],
-                                    bb.access_ptr("r"), bb.strides[0], k))
-    return decl_tensor_intrin(c.op, body, name=func[3:] + f"_k{k}", binds=bufs)
+        a = (ba.data, ba.elem_offset) if conv else (ba.access_ptr("r"), ba.strides[0])
+        return Evaluate(call_extern("int32", func, bc.access_ptr("w"), *a, bb.access_ptr("r"), bb.strides[0], k))
+    intrin = decl_tensor_intrin(c.op, body, name=func[3:] + f"_k{k}", binds=bufs)
+    intrin.gathers = "im2col" if conv else None
+    return intrin
 
 
 def intrin_mma_store(dst_scope: str = "shared", out_dtype: str = "float32"):
@@ -141,5 +166,5 @@ def intrin_mma_store(dst_scope: str = "shared", out_dtype: str = "float32"):
     return decl_tensor_intrin(d.op, body, name=f"mma_store_{out_dtype}", binds={c: bc, d: bd})
 
 
-__all__ = ["WGMMA_BK", "intrin_ldmatrix", "intrin_mma", "intrin_mma_store", "intrin_wgmma", "mma_shape",
+__all__ = ["CONV_FIELDS", "WGMMA_BK", "wgmma_conv_check", "intrin_ldmatrix", "intrin_mma", "intrin_mma_store", "intrin_wgmma", "mma_shape",
            "wgmma_check", "wgmma_shared_bytes"]
