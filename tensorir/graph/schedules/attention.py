@@ -1,0 +1,124 @@
+"""Schedules of ``nn.attention`` (:func:`tensorir.topi.nn.attention`): the scores of a block of query
+rows live in a buffer of the block, never in the kernel's memory.
+
+- CPU: parallel over (batch x heads) x blocks of :func:`_rows` query rows; per block the scores
+  ``[rows, T]`` (``Q K^T`` with the keys' axis as a vector where ``K`` is stored transposed), the row max,
+  the exponentials ``[rows, T]``, their sum, then exponentials times ``V`` with ``V``'s columns as a
+  vector, all in buffers of the task.
+- CUDA: one thread block per (batch x heads, tile of :func:`_cuda_rows` query rows), one thread per
+  query row; the tile's scores in shared memory, each thread's max, sum and output row in registers.
+  Scores longer than the shared memory allows (:func:`refuse`) keep batch_matmul, softmax, batch_matmul.
+"""
+from __future__ import annotations
+
+from ...schedule import Schedule, create_schedule
+from ...tensor import ComputeOp
+from ..ir import Node
+from ..lower_te import KernelTE
+from .helpers import bind, largest_divisor, vector_width
+from .registry import register_schedule, target_info, target_kind
+
+#: bytes of a CPU task's score and exponential buffers (two of ``rows x T`` floats) at most
+CPU_BLOCK_BYTES = 256 * 1024
+#: CUDA query rows per thread block, the most first
+CUDA_ROWS = (64, 32, 16, 8)
+
+
+def _stages(s: Schedule) -> dict:
+    return {st.op.name: st for st in s.stages if isinstance(st.op, ComputeOp)}
+
+
+def _start(kt: KernelTE, keep: tuple) -> tuple[Schedule, dict]:
+    """The schedule with every elementwise stage inlined but the output and ``keep``."""
+    s = create_schedule([t.op for t in kt.outputs])
+    for st in s.stages:
+        if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output and st.op.name not in keep:
+            st.compute_inline()
+    return s, _stages(s)
+
+
+def _rows(s_len: int, t_len: int) -> int:
+    limit = max(1, min(16, CPU_BLOCK_BYTES // (8 * t_len)))
+    best = largest_divisor(s_len, limit)
+    return limit if best < 4 <= limit < s_len else best
+
+
+@register_schedule("nn.attention", target="llvm", name="attention_rows")
+def schedule_attention_cpu(cfg, kt: KernelTE) -> Schedule:
+    s, st = _start(kt, ("T_attention_exp",))
+    out = s[kt.outputs[0]]
+    score, mx, e, total, pv = (st[f"T_attention_{k}"] for k in ("score", "max", "exp", "sum", "pv"))
+    b, i, c = out.op.axis
+    s_len, t_len, dv = (int(x) for x in (score.op.axis[1].dom.extent, score.op.axis[2].dom.extent,
+                                         out.op.axis[2].dom.extent))
+    io, ii = out.split(i, factor=_rows(s_len, t_len))
+    task = out.fuse(b, io)
+    out.parallel(task)
+    vc = vector_width(dv)
+    if vc > 1:
+        out.vectorize(out.split(c, factor=vc)[1])
+    for stage in (score, mx, e, total, pv):
+        stage.compute_at(out, task)
+    sb, si, sj = score.op.axis
+    vt = vector_width(t_len)
+    k_rows = kt.kernel is not None and _transpose_k(kt)
+    if vt > 1 and not k_rows:       # K stored [N, D, T]: each d a vector of keys
+        jo, ji = score.split(sj, factor=vt)
+        score.reorder(sb, jo, *score.op.reduce_axis, si, ji)
+        score.vectorize(ji)
+    if vt > 1:
+        e.vectorize(e.split(e.op.axis[2], factor=vt)[1])
+    if vc > 1:
+        pb, pi, pc = pv.op.axis
+        co, ci = pv.split(pc, factor=vc)
+        pv.reorder(pb, co, *pv.op.reduce_axis, pi, ci)
+        pv.vectorize(ci)
+    return s
+
+
+def _transpose_k(kt: KernelTE) -> bool:
+    node = next(n for n in kt.kernel.body.nodes if n.op == "nn.attention")
+    return bool(node.attrs["transpose_k"])
+
+
+def _cuda_rows(t_len: int, shared_limit: int) -> int | None:
+    """Query rows per block whose scores (float32) fit ``shared_limit`` bytes, or None."""
+    return next((r for r in CUDA_ROWS if r * t_len * 4 <= shared_limit), None)
+
+
+def refuse(n: Node, target) -> str | None:
+    """Why ``target``'s attention schedule cannot take the ``nn.attention`` node ``n`` (None: it can)."""
+    if target is None or target_kind(target) != "cuda":
+        return None
+    limit = target_info(target).get("shared_limit", 48 * 1024)
+    t_len = n.inputs[2].type.shape[1]
+    if _cuda_rows(t_len, limit) is None:
+        return f"{t_len} keys: {CUDA_ROWS[-1]} query rows of scores exceed {limit} bytes of shared memory"
+    return None
+
+
+@register_schedule("nn.attention", target="cuda", name="attention_rows_cuda")
+def schedule_attention_cuda(cfg, kt: KernelTE) -> Schedule:
+    s, st = _start(kt, ())
+    out = s[kt.outputs[0]]
+    score, mx, total, pv = (st[f"T_attention_{k}"] for k in ("score", "max", "sum", "pv"))
+    t_len = int(score.op.axis[2].dom.extent)
+    rows = _cuda_rows(t_len, target_info().get("shared_limit", 48 * 1024))
+    if rows is None:
+        raise ValueError(f"nn.attention: {t_len} keys do not fit shared memory (the fuse_attention pass refuses them)")
+    s_len = int(score.op.axis[1].dom.extent)
+    rows = min(rows, max(CUDA_ROWS[-1], 1 << (s_len - 1).bit_length()))
+    b, i, c = out.op.axis
+    io, ii = out.split(i, factor=rows)
+    out.reorder(b, io, ii, c)
+    bind(out, out.fuse(b, io), "blockIdx.x")
+    bind(out, ii, "threadIdx.x")
+    score.set_scope("shared")
+    score.compute_at(out, ii)
+    for stage in (mx, total, pv):
+        stage.set_scope("local")
+        stage.compute_at(out, ii)
+    return s
+
+
+__all__ = ["CPU_BLOCK_BYTES", "CUDA_ROWS", "refuse", "schedule_attention_cpu", "schedule_attention_cuda"]
