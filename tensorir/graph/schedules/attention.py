@@ -82,8 +82,13 @@ def _transpose_k(kt: KernelTE) -> bool:
 
 
 def _cuda_rows(t_len: int, shared_limit: int) -> int | None:
-    """Query rows per block whose scores (float32) fit ``shared_limit`` bytes, or None."""
-    return next((r for r in CUDA_ROWS if r * t_len * 4 <= shared_limit), None)
+    """Query rows per block whose scores (float32) fit 48 KiB (static shared memory), else ``shared_limit``
+    bytes (the arch's opt-in), or None."""
+    for limit in (min(48 * 1024, shared_limit), shared_limit):
+        rows = next((r for r in CUDA_ROWS if r * t_len * 4 <= limit), None)
+        if rows is not None:
+            return rows
+    return None
 
 
 def refuse(n: Node, target) -> str | None:
