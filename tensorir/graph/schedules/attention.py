@@ -57,23 +57,49 @@ def schedule_attention_cpu(cfg, kt: KernelTE) -> Schedule:
     vc = vector_width(dv)
     if vc > 1:
         out.vectorize(out.split(c, factor=vc)[1])
-    for stage in (score, mx, e, total, pv):
-        stage.compute_at(out, task)
-    sb, si, sj = score.op.axis
     vt = vector_width(t_len)
+    for stage in (score, e, pv):
+        stage.compute_at(out, task)
+    for stage in (mx, total):
+        _row_reduce(s, stage, out, task, vt)
     k_rows = kt.kernel is not None and _transpose_k(kt)
     if vt > 1 and not k_rows:       # K stored [N, D, T]: each d a vector of keys
-        jo, ji = score.split(sj, factor=vt)
-        score.reorder(sb, jo, *score.op.reduce_axis, si, ji)
-        score.vectorize(ji)
+        _register_tile(s, score, vt)
     if vt > 1:
         e.vectorize(e.split(e.op.axis[2], factor=vt)[1])
     if vc > 1:
-        pb, pi, pc = pv.op.axis
-        co, ci = pv.split(pc, factor=vc)
-        pv.reorder(pb, co, *pv.op.reduce_axis, pi, ci)
-        pv.vectorize(ci)
+        _register_tile(s, pv, vc)
     return s
+
+
+def _register_tile(s: Schedule, stage, vec: int) -> None:
+    """``stage`` (rows x columns, a reduction) written in tiles of its rows x ``vec`` columns, each tile
+    accumulated in registers (a ``cache_write``: rows unrolled, the columns a vector) with the reduction
+    outside the tile."""
+    acc = s[s.cache_write(stage.op.output(0), "local")]
+    b, i, j = stage.op.axis
+    jo, ji = stage.split(j, factor=vec)
+    stage.reorder(b, jo, i, ji)
+    stage.vectorize(ji)
+    acc.compute_at(stage, jo)
+    ab, ai, aj = acc.op.axis
+    acc.reorder(ab, *acc.op.reduce_axis, ai, aj)
+    acc.unroll(ai)
+    acc.vectorize(aj)
+
+
+def _row_reduce(s: Schedule, stage, out, at, vt: int) -> None:
+    """A row reduction (max, sum) at ``out``'s loop ``at``: partial results over a vector of ``vt`` keys
+    (``rfactor``: no chain of scalar steps through the row), then the vector reduced."""
+    stage.compute_at(out, at)
+    if vt == 1:
+        return
+    _, ji = stage.split(stage.op.reduce_axis[0], factor=vt)
+    part = s[s.rfactor(stage.op.output(0), ji, factor_axis=2)]
+    part.compute_at(out, at)
+    pb, pi, pj = part.op.axis
+    part.reorder(pb, pi, *part.op.reduce_axis, pj)
+    part.vectorize(pj)
 
 
 def _transpose_k(kt: KernelTE) -> bool:
