@@ -5,9 +5,10 @@ rows live in a buffer of the block, never in the kernel's memory.
   ``[rows, T]`` (``Q K^T`` with the keys' axis as a vector where ``K`` is stored transposed), the row max,
   the exponentials ``[rows, T]``, their sum, then exponentials times ``V`` with ``V``'s columns as a
   vector, all in buffers of the task.
-- CUDA: one thread block per (batch x heads, tile of :func:`_cuda_rows` query rows), one thread per
-  query row; the tile's scores in shared memory, each thread's max, sum and output row in registers.
-  Scores longer than the shared memory allows (:func:`refuse`) keep batch_matmul, softmax, batch_matmul.
+- CUDA (CUDA cores): one thread block per (batch x heads, tile of up to :data:`CUDA_ROWS` query rows),
+  one thread per query row, its scores, max, exponentials, sum and output row in its own registers /
+  local memory.
+  More than :data:`CUDA_MAX_KEYS` keys (:func:`refuse`) keep batch_matmul, softmax, batch_matmul.
 """
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ from ...tensor import ComputeOp
 from ..ir import Node
 from ..lower_te import KernelTE
 from .helpers import bind, largest_divisor, vector_width
-from .registry import register_schedule, target_info, target_kind
+from .registry import register_schedule, target_kind
 
 #: bytes of a CPU task's score and exponential buffers (two of ``rows x T`` floats) at most
 CPU_BLOCK_BYTES = 256 * 1024
-#: CUDA query rows per thread block, the most first
-CUDA_ROWS = (64, 32, 16, 8)
+#: CUDA query rows (threads) per thread block at most
+CUDA_ROWS = 64
+#: CUDA: the most keys a thread's row of scores (registers, spilling to local memory) holds
+CUDA_MAX_KEYS = 1024
 
 
 def _stages(s: Schedule) -> dict:
@@ -107,49 +110,32 @@ def _transpose_k(kt: KernelTE) -> bool:
     return bool(node.attrs["transpose_k"])
 
 
-def _cuda_rows(t_len: int, shared_limit: int) -> int | None:
-    """Query rows per block whose scores (float32) fit 48 KiB (static shared memory), else ``shared_limit``
-    bytes (the arch's opt-in), or None."""
-    for limit in (min(48 * 1024, shared_limit), shared_limit):
-        rows = next((r for r in CUDA_ROWS if r * t_len * 4 <= limit), None)
-        if rows is not None:
-            return rows
-    return None
-
-
 def refuse(n: Node, target) -> str | None:
     """Why ``target``'s attention schedule cannot take the ``nn.attention`` node ``n`` (None: it can)."""
     if target is None or target_kind(target) != "cuda":
         return None
-    limit = target_info(target).get("shared_limit", 48 * 1024)
     t_len = n.inputs[2].type.shape[1]
-    if _cuda_rows(t_len, limit) is None:
-        return f"{t_len} keys: {CUDA_ROWS[-1]} query rows of scores exceed {limit} bytes of shared memory"
+    if t_len > CUDA_MAX_KEYS:
+        return f"{t_len} keys: a thread's row of scores is at most {CUDA_MAX_KEYS}"
     return None
 
 
 @register_schedule("nn.attention", target="cuda", name="attention_rows_cuda")
 def schedule_attention_cuda(cfg, kt: KernelTE) -> Schedule:
-    s, st = _start(kt, ())
+    s, st = _start(kt, ("T_attention_exp",))
     out = s[kt.outputs[0]]
-    score, mx, total, pv = (st[f"T_attention_{k}"] for k in ("score", "max", "sum", "pv"))
-    t_len = int(score.op.axis[2].dom.extent)
-    rows = _cuda_rows(t_len, target_info().get("shared_limit", 48 * 1024))
-    if rows is None:
-        raise ValueError(f"nn.attention: {t_len} keys do not fit shared memory (the fuse_attention pass refuses them)")
+    score, mx, e, total, pv = (st[f"T_attention_{k}"] for k in ("score", "max", "exp", "sum", "pv"))
     s_len = int(score.op.axis[1].dom.extent)
-    rows = min(rows, max(CUDA_ROWS[-1], 1 << (s_len - 1).bit_length()))
+    rows = min(CUDA_ROWS, max(32, 1 << (s_len - 1).bit_length()))
     b, i, c = out.op.axis
     io, ii = out.split(i, factor=rows)
     out.reorder(b, io, ii, c)
     bind(out, out.fuse(b, io), "blockIdx.x")
     bind(out, ii, "threadIdx.x")
-    score.set_scope("shared")
-    score.compute_at(out, ii)
-    for stage in (mx, total, pv):
+    for stage in (score, mx, e, total, pv):
         stage.set_scope("local")
         stage.compute_at(out, ii)
     return s
 
 
-__all__ = ["CPU_BLOCK_BYTES", "CUDA_ROWS", "refuse", "schedule_attention_cpu", "schedule_attention_cuda"]
+__all__ = ["CPU_BLOCK_BYTES", "CUDA_MAX_KEYS", "CUDA_ROWS", "refuse", "schedule_attention_cpu", "schedule_attention_cuda"]
