@@ -175,3 +175,13 @@ def test_transformer_block_matches_onnxruntime():
     want = gm.run_onnxruntime(model, feeds)[0]
     np.testing.assert_allclose(_run(codegen.build_model(g, "llvm", params), feeds), want, rtol=1e-4,
                                atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_mixed_precision_attention_is_fused(dtype):
+    """to_mixed_precision's casts around softmax (and a 16-bit scale constant) are part of the chain:
+    16-bit Q, K, V into one nn.attention computing in float32."""
+    g, params = graph.from_onnx(gm.transformer_block(), {"x": (2, 5, 32)})
+    opt = graph.optimize(graph.to_mixed_precision(g, dtype), params, fuse=False)
+    (a,) = [n for n in opt.nodes if n.op == "nn.attention"]
+    assert {i.type.dtype for i in a.inputs} == {dtype} and "nn.softmax" not in _ops(opt)

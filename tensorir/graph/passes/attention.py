@@ -18,8 +18,8 @@ from ..op.registry import call
 
 
 def _scalar(v: Value) -> float | None:
-    if isinstance(v, Const) and v.value.size == 1 and v.value.dtype.kind == "f":
-        return float(v.value.reshape(()))
+    if isinstance(v, Const) and v.value.size == 1 and _is_float(v):
+        return float(v.value.reshape(()).astype(np.float64))
     return None
 
 
