@@ -15,7 +15,7 @@ from tensorir.graph.lower_te import lower_kernel
 from tensorir.graph.schedules import kernel_schedule
 
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/graph")
-from test_attention import REF, _attention_graph, _feeds  # noqa: E402
+from test_attention import REF, _attention_graph, _feeds
 
 
 def _kernel(g):
