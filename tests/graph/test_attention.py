@@ -138,10 +138,11 @@ def test_attention_cpu_16_bit(dtype):
     np.testing.assert_allclose(got, want, rtol=0, atol=4 * eps * np.abs(want).max())     # one rounding
 
 
-def test_attention_nan_and_fully_masked_rows():
+@pytest.mark.parametrize("t", [8, 21])     # 21 keys: padded to 32 inside the operator
+def test_attention_nan_and_fully_masked_rows(t):
     """A NaN score makes its row NaN (only that row); a row masked by -inf everywhere is NaN, as
     onnxruntime's Softmax of an all -inf row."""
-    g = _attention_graph(2, 6, 8, 4, 4, 2, (1, 2, 6, 8), 1.0, False)
+    g = _attention_graph(2, 6, t, 4, 4, 2, (1, 2, 6, t), 1.0, False)
     feeds = _feeds(g, 3)
     feeds["q"][1, 2, 0] = np.nan
     feeds["mask"][0, 0, 4, :] = -np.inf
