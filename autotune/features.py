@@ -52,10 +52,12 @@ import numpy as np
 import tensorir as te
 from tensorir import dtype as dt
 from tensorir.arith import linear
+from tensorir.extern import CallExtern
 from tensorir.expr import (Add, Broadcast, Call, Cast, Div, FloorDiv, FloorMod, IntImm, Max, Min, Mod, Mul,
                            Ramp, Select, Sub, Var)
 from tensorir.lower.gpu import BLOCK_TAGS, THREAD_TAGS, insert_barriers, is_barrier
 from tensorir.schedule import ScheduleError
+from tensorir.topi.x86 import DOT_INT8, PLAIN
 from tensorir.stmt import PARALLEL, SERIAL, THREAD_BINDING, UNROLLED, VECTORIZED, LoweredFunc
 from tensorir.visitor import Visitor
 
@@ -196,27 +198,49 @@ def _footprint(strides, extents, eb: int, numel: int) -> tuple[float, float]:
 
 # -- collection ---------------------------------------------------------------------------------------------
 _FLOAT_OPS = (Add, Sub, Mul, Div, Min, Max, Call, Select)
+_DOT_CALLS = (Call, CallExtern)
+
+
+#: operations per output lane of a call of a dot-product intrinsic (``vpdpbusd``: 4 multiplies, 4 adds)
+DOT_OPS = {d.llvm_name: 8 for d in (*DOT_INT8, PLAIN)}
 
 
 class _ExprStats(Visitor):
-    """Loads and operation counts of a stored value."""
+    """Loads and operation counts of a stored value: ``flops`` the arithmetic on values (float, or integer
+    outside indices and conditions: an int8 kernel's products and sums; a dot intrinsic's :data:`DOT_OPS`),
+    ``int_ops`` the integer arithmetic of indices and conditions."""
 
     def __init__(self):
         self.loads, self.flops, self.int_ops, self.divmod = [], 0, 0, 0
+        self._address = 0
 
     def visit(self, node):
         t = type(node)
-        if t in _FLOAT_OPS or t is FloorDiv or t is FloorMod or t is Mod:
-            if dt.is_float(node.dtype):
+        if t in _DOT_CALLS and node.name in DOT_OPS:
+            self.flops += DOT_OPS[node.name]
+        elif t is Call and node.name == "reinterpret":    # bits seen as another type: no operation
+            pass
+        elif t in _FLOAT_OPS or t is FloorDiv or t is FloorMod or t is Mod:
+            if dt.is_float(node.dtype) or (not self._address and t not in (FloorDiv, FloorMod, Div, Mod)):
                 self.flops += 1
             else:
                 self.int_ops += 1
                 self.divmod += t in (FloorDiv, FloorMod, Div, Mod)
         super().visit(node)
 
+    def visit_address(self, node):
+        """``node`` (an index or a condition) as address arithmetic."""
+        self._address += 1
+        self.visit(node)
+        self._address -= 1
+
     def visit_BufferLoad(self, node):
         self.loads.append((node.buffer, node.indices[0] if node.indices else IntImm("int32", 0)))
-        self.visit(node.indices)
+        self.visit_address(node.indices)
+
+    def visit_Select(self, node):
+        self.visit_address(node.cond)
+        self.visit((node.true_value, node.false_value))
 
 
 class _Access:
@@ -247,7 +271,7 @@ class _Store:
         stats = _ExprStats()
         stats.visit(node.value)
         index = node.indices[0] if node.indices else IntImm("int32", 0)
-        stats.visit(index)
+        stats.visit_address(index)
         self.trips = float(math.prod(ext for _, ext, _ in loops))
         self.flop_per_iter = stats.flops * dt.lanes(node.value.dtype)
         self.int_ops, self.divmod = stats.int_ops, stats.divmod

@@ -7,7 +7,7 @@ fits=, space=)``) is tuned as the ``@autotune.template`` named by its ``template
 template task: ``autotune.task.create(name, args=(dag_json,))``, plus the kernel's name and anchor) to
 each kernel whose entry's space fits it on the task's target, an auto-scheduler task to the others;
 deployment schedules ``build_model``'s kernel with :meth:`KernelTemplate.schedule` (epilogue included).
-Built in: ``dense_kernel_cpu`` (llvm) and ``conv2d_kernel_cuda`` (cuda).
+Built in: ``dense_kernel_cpu``, ``conv2d_int8_cpu``, ``dense_int8_cpu`` (llvm) and ``conv2d_kernel_cuda`` (cuda).
 """
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from codegen.cuda import current_shared_limit
-from codegen.target import parse
+from codegen.target import Target, parse
 from tensorir.graph.lower_te import KernelTE
 from tensorir.graph.schedules import schedule_entry, template_entries
+from tensorir.graph.schedules.registry import target_features
 from tensorir.serialize import load_json, save_json
 from tensorir.tensor import PlaceholderOp
 
@@ -38,29 +39,40 @@ def kernel_te(tensors, anchor_op: str | None = None) -> KernelTE:
 @dataclass(frozen=True)
 class KernelTemplate:
     """The tuning view of a schedule entry's config space: ``fits(kt)`` says why a kernel does not fit (or
-    None), ``space(cfg, kt, **limits)`` schedules it under a config."""
+    None), ``space(cfg, kt, **limits)`` schedules it under a config.  Entries of one template that require
+    CPU features (int8's instruction sets) each have their space: ``entries``, most features first; the
+    current target (the task's) picks the first whose features it has."""
     name: str
     target_kind: str
     fits: Callable
     space: Callable
+    entries: tuple = ()
 
     @property
     def module(self) -> str:
         return f"autotune.templates.{self.name}"
 
+    def entry(self):
+        """The entry whose space the current target (the task's, or the host) uses; None with one space."""
+        if not self.entries:
+            return None
+        features = target_features(Target.current() or parse("llvm"))
+        return next(e for e in self.entries if e.requires <= features)
+
     def schedule(self, cfg, tensors):
         """The schedule of the kernel ``tensors`` under ``cfg`` (checked against the current target's limits)."""
-        return self.space(cfg, kernel_te(tensors), **TARGET_LIMITS.get(self.target_kind, dict)())
+        space = self.space if not self.entries else self.entry().space
+        return space(cfg, kernel_te(tensors), **TARGET_LIMITS.get(self.target_kind, dict)())
 
 
 @functools.cache
 def kernel_template(name: str) -> KernelTemplate:
     """The template ``name`` of the schedule entries tuned as ``name``."""
-    entries = template_entries(name)
+    entries = sorted(template_entries(name), key=lambda e: -len(e.requires))
     if not entries:
         raise KeyError(f"no kernel schedule has the config space {name!r}")
-    e = entries[0]
-    return KernelTemplate(name, e.target, e.fits, e.space)
+    e = entries[-1]
+    return KernelTemplate(name, e.target, e.fits, e.space, tuple(entries) if e.requires != entries[0].requires else ())
 
 
 def match_template(tensors, anchor_op: str | None, target) -> tuple[KernelTemplate | None, str | None]:

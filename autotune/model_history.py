@@ -167,12 +167,17 @@ class HistorySchedule:
     def _template_schedule(self, kt, tmpl, rec, config):
         """The template's schedule of the record's config on the kernel's own tensors (epilogue fused)."""
         knobs = json.dumps(rec.knobs, sort_keys=True, separators=(",", ":"))
+        from tensorir.graph.schedules.registry import precision
         with self.target:                       # the limits the template checked when tuned
             s = tmpl.schedule(config, kt.args)
+            entry = tmpl.entry()
+        extra = {"precision": precision(kt)} if kt.anchor_op else {}
+        if entry is not None and entry.requires:  # the instruction set the space used (int8's vpdpbusd)
+            extra["isa"] = sorted(entry.requires)
         return s, {
             "kind": "template", "template": tmpl.name, "log": self.log, "log_sha256": self.log_sha256,
             "record": {"template": tmpl.name, "dag_hash": ComputeDAG(kt.args).hash, "config_index": rec.index,
-                       "knobs_sha256": hashlib.sha256(knobs.encode()).hexdigest()[:16], "cost": rec.cost}}
+                       "knobs_sha256": hashlib.sha256(knobs.encode()).hexdigest()[:16], "cost": rec.cost}, **extra}
 
     def warn_missing(self) -> None:
         if self.missing:

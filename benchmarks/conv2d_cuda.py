@@ -9,7 +9,8 @@ TF32 off; default algorithm choice, then ``cudnn.benchmark``) in interleaved rou
 ``--precision float16|bfloat16``: ResNet-18's convolutions (:data:`RESNET18`) instead, each the default
 tensor-core implicit GEMM (``schedules.cuda_tensorcore_conv``: NHWC data, the [KH * KW * C, O] weight
 matrix, the knobs the registry picks for this GPU) beside cuDNN on channels-last tensors of the same dtype
-(default algorithm, then ``cudnn.benchmark``); a layer it refuses (the stem's 3 channels) says why.
+(default algorithm, then ``cudnn.benchmark``); a layer it refuses (the stem's 3 channels) says why.  On sm_90
+the layers that take the gathering wgmma main loop are timed beside the mma.sync schedule too.
 
     python benchmarks/conv2d_cuda.py [--batch 1 32] [--rounds 9] [--sweep] [--log-dir DIR]
     python benchmarks/conv2d_cuda.py --precision float16 [--batch 32]
@@ -74,8 +75,9 @@ def main() -> None:
         bench(n, args) if args.precision == "float32" else bench_tensorcore(n, args.precision, args)
 
 
-def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda"):
-    """The CUDA module of one ResNet-18 layer on tensor cores (output ``dtype``), or why it has none."""
+def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda", mma_sync: bool = False):
+    """The CUDA module of one ResNet-18 layer on tensor cores (output ``dtype``), or why it has none;
+    ``mma_sync``: the sm_80 schedule's knobs even on sm_90 (not the wgmma main loop)."""
     import codegen
     from tensorir.graph.schedules.cuda_tensorcore_conv import conv_refusal, tensorcore_conv2d
     from tensorir.graph.schedules.registry import target_info
@@ -85,7 +87,7 @@ def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda"):
     why = conv_refusal(dtype, 1, C, N * oh * oh, K, k * k * C, info)
     if why is not None:
         return why
-    s, args = tensorcore_conv2d(N, C, (H, H), K, k, stride, pad, dtype, info=info)
+    s, args = tensorcore_conv2d(N, C, (H, H), K, k, stride, pad, dtype, info=dict(info, arch="sm_80") if mma_sync else info)
     return codegen.build(s, args, target=target, name="conv2d_tc")
 
 
@@ -116,9 +118,12 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
         err = rel_error(out[:, 0].permute(0, 3, 1, 2), ref)
         number = 20
         torch.backends.cudnn.benchmark = False
-        times = alternate({"ours": mod.launcher(x5, wm, out),
-                           "cudnn": lambda: F.conv2d(x, w, stride=stride, padding=pad)}, rounds=args.rounds,
-                          number=number)
+        fns = {"ours": mod.launcher(x5, wm, out), "cudnn": lambda: F.conv2d(x, w, stride=stride, padding=pad)}
+        wgmma = "tt_wgmma_m" in mod.get_source("cuda")
+        if wgmma:              # the mma.sync schedule beside it
+            mma = build_tensorcore(N, dtype, layer, mma_sync=True)
+            fns["mma"] = mma.launcher(x5, wm, torch.empty_like(out))
+        times = alternate(fns, rounds=args.rounds, number=number)
         torch.backends.cudnn.benchmark = True
         times.update(alternate({"cudnn_benchmark": lambda: F.conv2d(x, w, stride=stride, padding=pad)},
                                rounds=args.rounds, number=number))
@@ -129,7 +134,9 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
         t = times["ours"]
         print(f"{name:20s} {t * 1e6:11.1f} {times['cudnn'] * 1e6:9.1f} {times['cudnn_benchmark'] * 1e6:9.1f} "
               f"{t / times['cudnn']:8.2f} {t / times['cudnn_benchmark']:8.2f} {flops / t / 1e12:8.1f} {err:8.1e}  "
-              f"grid {mod._grid(())} block {mod.launch.block}", flush=True)
+              f"grid {mod._grid(())} block {mod.launch.block}"
+              + (f" wgmma (mma.sync {times['mma'] * 1e6:.1f} us, {times['mma'] / times['cudnn_benchmark']:.2f}x bench)"
+                 if wgmma else " mma.sync"), flush=True)
         if not err < 1e-2:
             sys.exit(f"{name}: wrong results (relative error {err:.1e})")
     print(f"{'sum of the layers':20s} {total['ours'] * 1e6:11.1f} {total['cudnn'] * 1e6:9.1f} "

@@ -85,21 +85,24 @@ def _ort_session(path, threads: int, optimize: bool = True):
     return ort.InferenceSession(path if isinstance(path, bytes) else str(path), so, providers=["CPUExecutionProvider"])
 
 
-def _time(run_ours, run_ort, blocks: int, load: int = 0, budget_s: float = 2.0) -> dict:
+def _time(run_ours, run_ort, blocks: int, load: int = 0, budget_s: float = 2.0, others: dict | None = None) -> dict:
     """Medians (ms) of alternating blocks of calls, the block size chosen so that one block of each
-    takes about ``budget_s / blocks``: ``ours_ms`` and ``ort_ms``, and with ``load`` busy processes
-    (:class:`load.Load`, on for every other pair of blocks) ``ours_load_ms`` and ``ort_load_ms``."""
+    takes about ``budget_s / blocks``: ``ours_ms`` and ``ort_ms`` (and ``<name>_ms`` of each of ``others``,
+    name -> callable, in the same rotation), and with ``load`` busy processes (:class:`load.Load`, on for
+    every other round of blocks) ``ours_load_ms`` and ``ort_load_ms``."""
     import numpy as np
     from load import Load
-    run_ours(), run_ort()
-    once = max(_block(run_ours, 1), _block(run_ort, 1), 1e-5)
+    sides = {"ours": run_ours, "ort": run_ort, **(others or {})}
+    for run in sides.values():
+        run()
+    once = max(*(_block(run, 1) for run in sides.values()), 1e-5)
     calls = max(1, min(50, int(budget_s / blocks / once)))
     times: dict[str, list[float]] = {}
     with Load(load) as busy:
         for _ in range(blocks):
             for loaded in ((False, True) if load else (False,)):
                 busy.on() if loaded else busy.off()
-                for key, run in (("ours", run_ours), ("ort", run_ort)):
+                for key, run in sides.items():
                     times.setdefault(key + ("_load" if loaded else "") + "_ms", []).append(_block(run, calls))
                     time.sleep(0.05)
         busy.off()

@@ -1,11 +1,14 @@
 """Integer arithmetic: a linear canonical form, constant bounds, symbolic intervals and proofs.
 
 ``simplify`` rewrites integer expressions into a sorted sum of terms (``3*i + j + 4``), folds
-``(a*f + b) // f`` and ``% f`` when ``0 <= b < f`` is provable from the variables' ranges, and removes
+``(a*f + b) // f`` and ``% f`` when ``0 <= b < f`` is provable from the variables' ranges (and ``(g*y + k) // c``
+to ``(y + k // g) // (c / g)`` where ``g`` divides ``c`` and every coefficient), and removes
 ``min``/``max``/comparisons that the ranges decide.  Everything here is conservative: when in doubt
 an expression is left as it is.
 """
 from __future__ import annotations
+
+from math import gcd
 
 from . import dtype as dt
 from .expr import (Add, BinaryOp, Broadcast, Cast, EQ, Expr, FloorDiv, FloorMod, GE, GT, IntImm, LE, LT, Max,
@@ -180,8 +183,8 @@ class Simplifier(Mutator):
 
     def visit_For(self, s):
         lo, ext = self.visit(s.min), self.visit(s.extent)
-        if isinstance(ext, IntImm) and ext.value == 1 and not s.thread_tag:
-            from .stmt import keep_link_pragmas   # a unit loop: its body once, at its one value
+        from .stmt import is_marked_scan, keep_link_pragmas
+        if isinstance(ext, IntImm) and ext.value == 1 and not s.thread_tag and not is_marked_scan(s):   # a unit loop: its body once, at its one value
             return keep_link_pragmas(s, self._at(s.loop_var, lo, s.body))
         lo_b, ext_b = const_bounds(lo, self.bounds), const_bounds(ext, self.bounds)
         old, memo = self.bounds.get(s.loop_var), self._memo
@@ -287,6 +290,11 @@ class Simplifier(Mutator):
             if type(e) is FloorDiv:
                 return from_linear(quot, qc, e.dtype)
             return rest_e
+        g = gcd(c, *(coeff for _, coeff in terms.values())) if terms else c
+        if type(e) is FloorDiv and 1 < g < c:
+            # (g y + k) // c == (y + k // g) // (c / g): 0 <= k % g < g never reaches the next multiple of c
+            y = from_linear({key: (t, coeff // g) for key, (t, coeff) in terms.items()}, k // g, e.dtype)
+            return self._divmod(FloorDiv(e.dtype, y, IntImm(e.b.dtype, c // g)))
         if type(e) is FloorMod:
             if not rest:
                 return IntImm(e.dtype, rest_c)

@@ -116,6 +116,16 @@ class Attr(Stmt):
     body: Stmt
 
 
+#: the annotation of a ``te.scan``'s serial loop over its steps (``lower/scan.py``): kept even with one step,
+#: since passes after it (the GPU's scan states) find the scan by it
+SCAN_LOOP = "scan_update_scope"
+
+
+def is_marked_scan(loop: "For") -> bool:
+    """``loop`` is the serial loop of a ``te.scan``."""
+    return any(k == SCAN_LOOP for k, _ in loop.annotations)
+
+
 #: loop pragmas naming code to link: they outlive their loop (a unit loop simplified away, an unrolled one)
 LINK_PRAGMAS = ("import_llvm", "import_c")
 

@@ -24,6 +24,9 @@ class TensorIntrin:
         self.name, self.op, self.inputs, self.buffers = name, op, inputs, buffers
         self.body, self.reset, self.update = body, reset, update
         self.scalar_params = scalar_params
+        #: a tag: an input read through an inlined stage with this tag (a gather, e.g. ``im2col``) is matched
+        #: unexpanded and bound to a view of that stage's one input, which the intrinsic reads itself
+        self.gathers: str | None = None
 
     @property
     def input_buffers(self) -> list[DeclBuffer]:

@@ -122,6 +122,21 @@ def loop_swap():
                   [_vi("a_f", f, [4]), _vi("b_f", f, [4]), _vi("bs", f, [3, 4])], inits)
 
 
+def loop_exchange():
+    """A Loop (M = 3) whose body exchanges its carried values, ``(a, b) = (b, a)``, and scans ``a - b``:
+    each carried value's next value is the other's current one (wrong unless one is saved first)."""
+    from onnx import TensorProto as T, helper as h
+    f = T.FLOAT
+    body = h.make_graph([h.make_node("Identity", ["b_in"], ["a_out"]), h.make_node("Identity", ["a_in"], ["b_out"]),
+                         h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("Sub", ["a_in", "b_in"], ["d"])],
+                        "body", [_vi("it", T.INT64, []), _vi("c_in", T.BOOL, []), _vi("a_in", f, [4]), _vi("b_in", f, [4])],
+                        [_vi("c_out", T.BOOL, []), _vi("a_out", f, [4]), _vi("b_out", f, [4]), _vi("d", f, [4])])
+    inits = [h.make_tensor("M", T.INT64, [], [3]), h.make_tensor("t", T.BOOL, [], [True])]
+    return _model([h.make_node("Loop", ["M", "t", "a0", "b0"], ["a_f", "b_f", "ds"], name="exchange", body=body)],
+                  [_vi("a0", f, [4]), _vi("b0", f, [4])],
+                  [_vi("a_f", f, [4]), _vi("b_f", f, [4]), _vi("ds", f, [3, 4])], inits)
+
+
 def scan():
     """``Scan`` of state ``s`` over ``xs`` (axis 1, forward) and ``ys`` (axis 0, reverse): ``s = (s + x) * y``;
     scan outputs ``sigmoid(s)`` (axis 1, reverse) and ``x - bias`` (axis 0)."""
@@ -169,3 +184,90 @@ def feeds(model, rng, ints=3) -> dict:
 def onnxruntime_outputs(model, feed: dict) -> list:
     import onnxruntime as ort
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)
+
+
+def if_feeds(rng) -> list[dict]:
+    """Inputs of :func:`if_nested` taking each path: outer then (inner then / else) and outer else."""
+    x, y = (rng.standard_normal((2, 3)).astype(np.float32) for _ in range(2))
+    return [{"x": np.abs(x), "y": -np.abs(y)}, {"x": np.abs(x), "y": np.abs(y)}, {"x": -np.abs(x), "y": y}]
+
+
+def trip_feeds(rng) -> list[dict]:
+    """Inputs of ``loop(trip_input=True)``: trip counts 0, 1, 3, 9; ``sum(a)`` grows, so the condition
+    stops the longer ones early."""
+    model = loop(trip_input=True)
+    out = []
+    for trips in (0, 1, 3, 9):
+        feed = feeds(model, rng, ints=trips)
+        feed["x"] = np.abs(feed["x"]) + 0.5
+        out.append(feed)
+    return out
+
+
+#: name -> (model maker, fresh inputs (a list of feeds) from an rng): every kind of control flow, for
+#: the targets' tests (If, nested If, Loop with a trip count input, while, Scan, swapped carried values)
+CASES = {
+    "if_nested": (if_nested, if_feeds),
+    "loop_early": (loop, None),
+    "loop_scan_outputs": (lambda: loop(early=False), None),
+    "loop_trip_input": (lambda: loop(trip_input=True), trip_feeds),
+    "while": (loop_counter, None),
+    "scan": (scan, None),
+    "loop_swap": (loop_swap, None),
+    "loop_exchange": (loop_exchange, None),
+    "if_in_loop": (loop_with_if, None),
+}
+
+
+def case_feeds(name: str, model, rng) -> list[dict]:
+    """Fresh inputs for case ``name`` (two draws where the case has no list of its own)."""
+    special = CASES[name][1]
+    return special(rng) if special is not None else [feeds(model, rng) for _ in range(2)]
+
+
+def loop_typed_for_three():
+    """A graph (not ONNX) whose loop's scan output is typed for 3 iterations while its trip count ``M`` is
+    an input: running it other than 3 times must raise by name.  Returns the graph."""
+    from tensorir import graph
+    from tensorir.graph import Const, TensorType, Var, call
+    f = TensorType((3,), "float32")
+    it, c, a = Var("it", TensorType((), "int64")), Var("c", TensorType((), "bool")), Var("a", f)
+    body = graph.Graph((it, c, a), (c, call("add", a, Const(np.ones(3, np.float32))),
+                                    call("multiply", a, Const(np.float32(2)))))
+    trip, a0 = Var("M", TensorType((), "int64")), Var("a0", f)
+    outs = [call("loop", trip, Const(np.bool_(True)), a0, body=body, num_carried=1, trips=3, output_index=k)
+            for k in range(2)]
+    return graph.Graph((trip, a0), tuple(outs))
+
+
+def thousand_iterations() -> dict:
+    """Inputs of ``loop(trip_input=True)`` running 1000 iterations (``x = 0``: the condition stays true)."""
+    return {"x": np.zeros(4, np.float32), "a0": np.zeros(4, np.float32), "b0": np.zeros(1, np.float32),
+            "M": np.array(1000, np.int64)}
+
+
+def in_threads(check, jobs, repeat: int) -> None:
+    """``check(*job)`` ``repeat`` times in a thread of its own per job; the first error is raised."""
+    import threading
+    errors = []
+
+    def work(*job):
+        try:
+            for _ in range(repeat):
+                check(*job)
+        except Exception as e:  # noqa: BLE001 - reported by the calling thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=job) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def close(got, want, atol: float = 1e-6) -> None:
+    """Each output of ``got`` has the shape and dtype of ``want``'s and its values within ``1e-5`` relative
+    and ``atol`` times ``1 + max |want|``."""
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=atol * (1 + float(np.abs(b).max())))

@@ -74,12 +74,11 @@ class TargetProfile:
     computes: dict | None = None                     # replacing registered computes when lowering a kernel
     reference_fallback: bool = False                 # kernels that do not compile may run on the reference evaluator
     noun: str = "native"                             # "op type(s) have no {noun} kernel"
-    control_flow: bool = False                       # runs If / Loop (control flow around native segments)
 
 
 PROFILES: dict[str, TargetProfile] = {p.kind: p for p in (
     TargetProfile("llvm", model_llvm.compile_kernel, model_llvm.describe, model_llvm.finish, ModelModule,
-                  reference_fallback=True, control_flow=True),
+                  reference_fallback=True),
     TargetProfile("cuda", model_cuda.compile_kernel, model_cuda.describe, model_cuda.finish, CUDAModelModule,
                   optimize={"target": "cuda"}, computes=model_cuda.CUDA_COMPUTES, noun="CUDA"),
 )}
@@ -184,10 +183,6 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     described = profile.describe(tgt)
     source = getattr(g, "source", None)
     g = fused_graph(g, params, tgt)
-    if not profile.control_flow and any(is_control(n) for n in g.nodes):
-        ops = sorted({n.op for n in g.nodes if is_control(n)})
-        raise GraphError(f"build_model: control flow ({', '.join(ops)}: ONNX If / Loop / Scan) is not supported "
-                         f"on target {tgt.kind}; build for llvm")
     if schedule is None:   # inside ``with autotune.apply_history_best(log):`` kernels take their records
         schedule = model_schedule(tgt)
     compiled = compile_kernels(model_kernels(g, tgt), profile, tgt, schedule)
@@ -196,6 +191,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     if failed:
         _report_failures(failed, profile, tgt, fallback)
     native = {id(n): k for n in calls if not isinstance(k := compiled[id(n)], Exception)}
+    _warn_isa_missing(native.values(), tgt)
     run, weights = plan_run(g, {id(n): native[id(n)].symbol if id(n) in native else None for n in calls},
                             {i: k.schedule for i, k in native.items()}, {i for i, k in native.items() if k.parallel},
                             {i: list(k.scratch) for i, k in native.items()}, {i: k.buffers for i, k in native.items()})
@@ -224,6 +220,19 @@ def compile_kernels(kernels: list[ModelKernel], profile: TargetProfile, target: 
     if hasattr(schedule, "warn_missing"):
         schedule.warn_missing()
     return compiled
+
+
+def _warn_isa_missing(kernels, target: Target) -> None:
+    """One warning naming the kernels that run generic code for want of CPU features (origins with
+    ``isa_missing`` and no ``isa``; every origin naming what it lacks stays in the manifest, e.g. VNNI taken
+    for want of AMX)."""
+    lacking = {k.symbol: k.schedule["isa_missing"] for k in kernels
+               if k.schedule.get("isa_missing") and not k.schedule.get("isa")}
+    if lacking:
+        features = sorted({f for fs in lacking.values() for f in fs})
+        warnings.warn(f"build_model: the target ({getattr(target, 'mcpu', None) or target}) lacks {', '.join(features)}: "
+                      f"{len(lacking)} kernel(s) run generic code ({', '.join(sorted(lacking)[:4])}"
+                      f"{', ...' if len(lacking) > 4 else ''})", UserWarning, stacklevel=3)
 
 
 # -- failures ---------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from tensorir.lower.gpu_kernels import scan_states_as_arguments
 from tensorir.lower.pipeline import lower_gpu
 
 from ..build import lower_to_func
-from ..cuda import CUDARenderer, cuda_renderer, cuda_settings, dynamic_shared_bytes, launch_bounds
+from ..cuda import WGMMA_CALL, CUDARenderer, cuda_renderer, cuda_settings, dynamic_shared_bytes, launch_bounds, wgmma_kernel
 from ..export import build_info
 from .plan import RunList
 from ..signature import Signature
@@ -96,6 +96,8 @@ def compile_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen: tupl
     func, launch = lower_gpu(func, limits)
     renderer = cuda_renderer(launch)
     source = renderer.function(func, launch_bounds(func, launch))
+    if renderer.wgmma_shared:     # the main loop's own shared memory (the module builds as sm_90a: finish)
+        launch = wgmma_kernel(symbol, cuda_settings(target)[0], launch, renderer.wgmma_shared)[1]
     grid = [simplify(g) for g in launch.grid]
     if not all(isinstance(g, IntImm) for g in grid):
         raise GraphError(f"kernel {kernel.name}: symbolic grid {[str(g) for g in grid]}")
@@ -145,6 +147,8 @@ def finish(runtime: type, g, run: RunList, weights, kernels: dict[str, CUDAKerne
     """The module: ``kernels`` (by symbol, in the order the run list first calls them) in one source,
     compiled by nvcc once (cached; without nvcc only the CUDA source is available)."""
     source = combine_sources([k.source for k in kernels.values()])
+    if WGMMA_CALL in source:
+        meta = dict(meta, arch=wgmma_kernel("model", meta["arch"], None, 0)[0])
     m = runtime(run, weights, kernels, source, meta["arch"], tuple(meta["nvcc_options"]), meta=meta, graph=g)
     m.compile()
     return m

@@ -29,7 +29,7 @@ from ..llvm import threadpool
 from ..llvm.parallel import thread_count_symbol
 from ..llvm.types import I1, I8, I32, I64, PTR, VOID, const, mem_type
 from .plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
-from .plan_control import IfItem, LoopItem, Steps, error_sites
+from .plan_control import IfItem, LoopItem, Steps, branch_copies, error_sites, final_carried, next_carried, scans
 from ..target import Target
 
 RUN = "tiletune_model_run"
@@ -176,21 +176,19 @@ class _Entry:
         arms = [self.fn.append_basic_block(k) for k in ("then", "else")]
         done = self.fn.append_basic_block("endif")
         b.cbranch(taken, *arms)
-        for arm, name, block, outs in zip(arms, ("then_branch", "else_branch"), (item.then, item.orelse),
-                                          (item.then_out, item.else_out)):
+        for arm, name, block in zip(arms, ("then_branch", "else_branch"), (item.then, item.orelse)):
             b.position_at_end(arm)
             if name in item.refused:
                 b.ret(const(I32, self.site_code[(id(item), name)]))
                 continue
             self.block(block)
-            for dst, src in zip(item.out, outs):
-                if dst is not None:
-                    self.copy(dst, src)
+            for dst, src in branch_copies(item, name):
+                self.copy(dst, src)
             b.branch(done)
         b.position_at_end(done)
 
     def loop(self, item: LoopItem) -> None:
-        b, nc = self.b, len(item.carried)
+        b = self.b
         tt = mem_type(item.trip.dtype)
         if np.dtype(item.trip.dtype).kind not in "iu" or item.iteration.dtype != "int64":
             raise CodegenError(f"loop node {item.node}: trip count {item.trip.dtype}, iteration {item.iteration.dtype}")
@@ -210,19 +208,14 @@ class _Entry:
         b.store(b.zext(cond, mem_type(item.cond_in.dtype)), self.addr(item.cond_in))
         self.block(item.body)
         nxt_cond = self.truth(item.cond_out, item.node)
-        scans = [(dst, src) for dst, src in zip(item.out[nc:], item.scan_out) if dst is not None]
-        if scans:
+        stacked = scans(item)
+        if stacked:
             code = const(I32, self.site_code[(id(item), "scan")])
-            self.fail_if(b.icmp_signed(">=", i, const(I64, scans[0][0].shape[0])), code)
-            for dst, src in scans:
+            self.fail_if(b.icmp_signed(">=", i, const(I64, stacked[0][0].shape[0])), code)
+            for dst, src in stacked:
                 self.copy(dst, src, at=b.mul(i, const(I64, src.nbytes)))
-        swapped, off = {}, 0
-        for k in item.swapped():      # a result that is another carried value: saved before any is overwritten
-            swapped[k] = Loc(item.swap.kind, "uint8", (item.carried[k].nbytes,), offset=item.swap.offset + off)
-            self.copy(swapped[k], item.carried_out[k])
-            off += item.carried[k].nbytes
-        for k, (dst, src) in enumerate(zip(item.carried, item.carried_out)):
-            self.copy(dst, swapped.get(k, src))
+        for dst, src in next_carried(item):     # a swap goes through the swap buffer
+            self.copy(dst, src)
         nxt = b.add(i, const(I64, 1))
         i.add_incoming(const(I64, 0), pre)
         i.add_incoming(nxt, b.block)
@@ -230,11 +223,10 @@ class _Entry:
         cond.add_incoming(nxt_cond, b.block)
         b.branch(head)
         b.position_at_end(done)
-        if scans:
-            self.fail_if(b.icmp_signed("!=", i, const(I64, scans[0][0].shape[0])), code)
-        for dst, src in zip(item.out[:nc], item.carried):
-            if dst is not None:
-                self.copy(dst, src)
+        if stacked:
+            self.fail_if(b.icmp_signed("!=", i, const(I64, stacked[0][0].shape[0])), code)
+        for dst, src in final_carried(item):
+            self.copy(dst, src)
 
 
 def entries_ir(run: RunList, target: Target, kernel_arity: dict[str, int]) -> str:

@@ -13,7 +13,9 @@ the places of the values it captures (no copy); a loop's carried values are copi
 iteration, from the body's results after each one (a result that is another carried value goes through
 the loop's ``swap`` buffer first, so swaps are right), and out after the last; a scanned value is copied
 into slot ``i`` of its stacked result.  Like the steps, the program is JSON data (``graph.json``):
-loading runs nothing.  The run entry (:mod:`codegen.model.entries`) compiles it; what can fail at run
+loading runs nothing.  The run entry (:mod:`codegen.model.entries`) compiles it; on CUDA the host walks
+it (:mod:`codegen.runtime.cuda_program`); both make the copies :func:`branch_copies`, :func:`scans`,
+:func:`next_carried` and :func:`final_carried` list.  What can fail at run
 time besides an index check (a refused branch taken, a loop running other than the iterations its
 scan outputs were typed for) is listed by :func:`error_sites`.
 """
@@ -149,10 +151,36 @@ def item_locs(item) -> list[Loc]:
     return []
 
 
-def _scans(item: LoopItem) -> list[tuple]:
-    """``(stacked result, scanned value)`` of each scan output used."""
+# -- the copies an item makes (every runner of the program makes these, in this order) ----------------------
+def branch_copies(item: IfItem, name: str) -> list[tuple]:
+    """``(destination, source)`` of the results of branch ``name`` (``then_branch`` / ``else_branch``) used."""
+    outs = item.then_out if name == "then_branch" else item.else_out
+    return [(dst, src) for dst, src in zip(item.out, outs) if dst is not None]
+
+
+def scans(item: LoopItem) -> list[tuple]:
+    """``(stacked result, scanned value)`` of each scan output used: iteration ``i`` copies the value into
+    bytes ``i * nbytes`` of the result."""
     nc = len(item.carried)
     return [(dst, src) for dst, src in zip(item.out[nc:], item.scan_out) if dst is not None]
+
+
+def next_carried(item: LoopItem) -> list[tuple]:
+    """``(destination, source)`` after each iteration, in order: a result that is another carried value
+    saved into the ``swap`` buffer first (before any carried value is overwritten), then every carried
+    value from its result (or its saved copy)."""
+    from .plan import Loc
+    saved, off, out = {}, 0, []
+    for k in item.swapped():
+        saved[k] = Loc(item.swap.kind, "uint8", (item.carried[k].nbytes,), offset=item.swap.offset + off)
+        out.append((saved[k], item.carried_out[k]))
+        off += item.carried[k].nbytes
+    return out + [(dst, saved.get(k, src)) for k, (dst, src) in enumerate(zip(item.carried, item.carried_out))]
+
+
+def final_carried(item: LoopItem) -> list[tuple]:
+    """``(result, carried value)`` copied out after the last iteration (results used)."""
+    return [(dst, src) for dst, src in zip(item.out[:len(item.carried)], item.carried) if dst is not None]
 
 
 def error_sites(block: list) -> list[tuple]:
@@ -164,8 +192,8 @@ def error_sites(block: list) -> list[tuple]:
     for item in walk(block):
         if isinstance(item, IfItem):
             out += [(item, name, item.refused[name]) for name in ("then_branch", "else_branch") if name in item.refused]
-        elif isinstance(item, LoopItem) and _scans(item):
-            rows = _scans(item)[0][0].shape[0]
+        elif isinstance(item, LoopItem) and scans(item):
+            rows = scans(item)[0][0].shape[0]
             out.append((item, "scan", f"Loop node {item.node!r}: its scan outputs were compiled for {rows} "
                         "iterations, and it ran a different number (a trip count or condition that changed at "
                         "run time)"))
@@ -316,5 +344,5 @@ def has_control(g: Graph) -> bool:
     return any(is_control(n) for n in g.nodes)
 
 
-__all__ = ["IfItem", "Linear", "LoopItem", "Steps", "block_from_json", "error_sites", "has_control", "item_locs",
-           "linearize", "place_program", "walk"]
+__all__ = ["IfItem", "Linear", "LoopItem", "Steps", "block_from_json", "branch_copies", "error_sites", "final_carried",
+           "has_control", "item_locs", "linearize", "next_carried", "place_program", "scans", "walk"]

@@ -19,7 +19,8 @@ sequence is captured as a CUDA graph through the driver API (``cuStreamBeginCapt
 ``cuGraphInstantiate`` by ctypes; pycuda has no graph API) and replayed with one ``cuGraphLaunch``; where
 capture fails, a tight loop of prepacked launches (``stats()["launch"]`` says which).  A model with
 data-dependent Gather indices checks them on the host before the step that reads them (a copy back,
-no graph).
+no graph for that run of steps).  Control flow: the host walks the run list's program
+(:mod:`.cuda_program`), each run of steps between its branches and loops launched as above.
 """
 from __future__ import annotations
 
@@ -31,9 +32,11 @@ import numpy as np
 
 from ..cuda.module import c_strides
 from ..model.plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
+from ..model.plan_control import Steps, walk
 from ..cuda.nvcc import compile_cuda, nvcc_path
 from .base import ModelModuleBase
 from .cuda_device import SharedDevice, ThreadSlot, capture, packed, wait_for_producer
+from .cuda_program import CUDAProgram
 
 MAX_GRAPHS = 8          # CUDA graphs kept per thread (one per binding of device inputs/outputs)
 
@@ -202,11 +205,11 @@ class CUDAModelModule(ModelModuleBase):
             out.append((packed(slot.functions[step.symbol], ptrs, k.dynamic_shared), k.grid, k.block, ptrs, step))
         return out
 
-    def _issue(self, slot: ThreadSlot, launches) -> None:
+    def _issue(self, slot: ThreadSlot, launches, copies=()) -> None:
         for launch, grid, block, _, _ in launches:
             if 0 not in grid:
                 launch(grid, block, slot.stream)
-        for dst, src in self.run_list.copies:
+        for dst, src in copies:
             if dst.nbytes:
                 slot.drv.memcpy_dtod_async(self._pointer(slot, dst), self._pointer(slot, src), dst.nbytes,
                                            slot.stream)
@@ -219,7 +222,8 @@ class CUDAModelModule(ModelModuleBase):
 
     def launcher(self):
         """The asynchronous launch of the whole model over the calling thread's bindings (a CUDA graph
-        where the driver allows): call it in timing loops, in this thread; ``m.synchronize()`` waits."""
+        where the driver allows; with control flow, it waits where the host reads a condition back): call
+        it in timing loops, in this thread; ``m.synchronize()`` waits."""
         dev = self._shared()
         with dev.current():
             slot = self._device()
@@ -228,23 +232,45 @@ class CUDAModelModule(ModelModuleBase):
         return dev.bound(fn)
 
     def _launch_function(self, slot: ThreadSlot):
-        """The launch of :meth:`launcher` (call with the context current)."""
-        if self.run_list.checks:          # data-dependent indices: checked on the host, step by step
-            self.launch_mode = "launch-loop (index checks)"
-            return lambda: self._checked_run(slot)
+        """The launch of :meth:`launcher` (call with the context current), built once per binding."""
         key = self._key(slot)
         if key not in slot.graphs:
-            launches = self._launches(slot)
-            issue = lambda: self._issue(slot, launches)
-            graph = capture(slot, issue, launches) if self.use_graphs else None
-            self.launch_mode = "cuda-graph" if graph is not None else "launch-loop"
             if len(slot.graphs) >= MAX_GRAPHS:
                 slot.graphs.pop(next(iter(slot.graphs)))
-            slot.graphs[key] = graph if graph is not None else issue
+            slot.graphs[key] = self._whole_launch(slot)
         return slot.graphs[key]
 
-    def _checked_run(self, slot: ThreadSlot) -> None:
-        for launch, grid, block, ptrs, step in self._launches(slot):
+    def _whole_launch(self, slot: ThreadSlot):
+        """The model over the slot's binding: one segment of every step and the output copies, or the
+        program (:mod:`.cuda_program`) over one segment per run of steps, then the output copies."""
+        run, launches = self.run_list, self._launches(slot)
+        if run.program is None:
+            launch, self.launch_mode = self._segment(slot, launches, run.copies)
+            return launch
+        segments, modes = {}, set()
+        for item in walk(run.block):
+            if isinstance(item, Steps) and item.end > item.first:
+                segments[item.first], mode = self._segment(slot, launches[item.first:item.end])
+                modes.add(mode)
+        program = CUDAProgram(self, slot, segments, lambda loc: self._pointer(slot, loc))
+        self.launch_mode = " + ".join(sorted(modes)) + " (control flow on the host)"
+
+        def launch() -> None:
+            program()
+            self._issue(slot, [], run.copies)
+        return launch
+
+    def _segment(self, slot: ThreadSlot, launches: list, copies=()) -> tuple:
+        """``(launch, mode)`` of consecutive steps (then ``copies``): a CUDA graph where capture works, else a
+        loop of prepacked launches; with data-dependent indices, checked on the host before each step."""
+        if any(step.checks for *_, step in launches):
+            return (lambda: self._checked_run(slot, launches, copies)), "launch-loop (index checks)"
+        issue = lambda: self._issue(slot, launches, copies)
+        graph = capture(slot, issue, launches) if self.use_graphs else None
+        return (graph, "cuda-graph") if graph is not None else (issue, "launch-loop")
+
+    def _checked_run(self, slot: ThreadSlot, launches: list, copies=()) -> None:
+        for launch, grid, block, ptrs, step in launches:
             for c in step.checks:
                 loc = step.args[c.arg]
                 host = np.empty(loc.shape, loc.dtype)
@@ -254,7 +280,7 @@ class CUDAModelModule(ModelModuleBase):
                     raise ValueError(c.message(host))
             if 0 not in grid:
                 launch(grid, block, slot.stream)
-        self._issue(slot, [])
+        self._issue(slot, [], copies)
 
     def synchronize(self) -> None:
         """Wait for the calling thread's launches."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .ir import Graph, GraphError, Kernel
-from .op.control import group_key, is_control
+from .op.control import is_control
 from .printer import kernel_text
 
 TARGET_KINDS = ("llvm", "cuda")
@@ -92,10 +92,6 @@ def check(g: Graph, target="llvm", params: dict | None = None, *, lower: bool = 
         return report
     report.graph = fused
     seen: set[str] = set()
-    if kind != "llvm":
-        ops = {group_key(n): n for sub in fused.walk() for n in sub.nodes if is_control(n)}   # one per operation
-        report.problems += [Problem(f"node {n.name or n.op}", n.op, f"control flow does not run on {kind}", False)
-                            for n in ops.values()]
     for node in [n for sub in fused.walk() for n in sub.nodes if not is_control(n)]:
         if not isinstance(node.op, Kernel):
             report.problems.append(Problem(f"node {node.op_name}", str(node.op), "not fused into a kernel", False))

@@ -77,7 +77,7 @@ def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
                 why = v.attrs.get("reason")    # an onnx.fallback node: its converter's refusal
                 raise GraphError(f"kernel {kernel.name}: {v.op} has no topi compute" + (f" ({why})" if why else ""))
             args = [env[id(i)] for i in v.inputs]
-            wide = op.pattern in _ACCUMULATING and any(isinstance(a, Tensor) and a.dtype in dt.LOW_PRECISION
+            wide = op.pattern in _ACCUMULATING and not op.low_precision_inputs and any(isinstance(a, Tensor) and a.dtype in dt.LOW_PRECISION
                                                        for a in args)
             try:
                 if wide:

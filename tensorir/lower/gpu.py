@@ -22,7 +22,8 @@ from .. import dtype as dt
 from ..arith import simplify
 from ..expr import BufferLoad, Call, Expr, IntImm, StringImm, Var, structural_equal
 from ..schedule import ScheduleError
-from ..stmt import Allocate, BufferStore, Evaluate, For, IfThenElse, LetStmt, LoweredFunc, Seq, Stmt, seq
+from ..stmt import (Allocate, BufferStore, Evaluate, For, IfThenElse, LetStmt, LoweredFunc, Seq, Stmt, is_marked_scan,
+                    seq)
 from ..visitor import Mutator, collect, substitute
 from .gpu_vthread import is_vthread
 
@@ -62,7 +63,7 @@ def is_barrier(s) -> bool:
 def is_scan_loop(loop: For) -> bool:
     """The serial loop of a ``te.scan``; isl proved its steps need no synchronisation between
     threads (``poly/threads.py``)."""
-    return any(k == "scan_update_scope" for k, _ in loop.annotations)
+    return is_marked_scan(loop)
 
 
 # -- 1. verification --------------------------------------------------------------------------------------
@@ -320,6 +321,11 @@ def insert_barriers(stmt: Stmt) -> Stmt:
 
 
 # -- 6. launch configuration ------------------------------------------------------------------------------------
+#: pragma of a loop that whole warps run, every lane alike (``threadIdx.x`` 32 lanes, bound by no loop): its
+#: tensor intrinsics divide the work among the lanes themselves (the wgmma GEMM, ``cuda_wgmma.py``)
+WARP_LANES = "warp_lanes"
+
+
 def launch_config(stmt: Stmt, shared: int = 0) -> LaunchConfig:
     ext: dict[str, Expr] = {}
     for f in collect(stmt, For):
@@ -327,8 +333,10 @@ def launch_config(stmt: Stmt, shared: int = 0) -> LaunchConfig:
             ext.setdefault(f.thread_tag, simplify(f.extent))
     grid = tuple(ext.get(t, IntImm("int32", 1)) for t in BLOCK_TAGS)
     block = tuple(ext[t].value if t in ext else 1 for t in THREAD_TAGS)
+    if "threadIdx.x" not in ext and any(k == WARP_LANES for f in collect(stmt, For) for k, _ in f.annotations):
+        block = (32,) + block[1:]      # whole warps run the pragma's loop: lane-level work is the intrinsics'
     return LaunchConfig(grid, block, shared)
 
 
-__all__ = ["GPULimits", "LaunchConfig", "verify_bindings", "auto_unroll", "hoist_shared",
+__all__ = ["WARP_LANES", "GPULimits", "LaunchConfig", "verify_bindings", "auto_unroll", "hoist_shared",
            "shared_bytes", "insert_barriers", "launch_config", "barrier", "is_barrier"]

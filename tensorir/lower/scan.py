@@ -16,7 +16,7 @@ from dataclasses import replace
 from ..arith import const_bounds
 from ..expr import const
 from ..schedule import INLINE, ROOT, SCAN_UPDATE, SCOPE, Schedule, ScheduleError, Stage
-from ..stmt import Buffer, For, Stmt, seq
+from ..stmt import SCAN_LOOP, Buffer, For, Stmt, seq
 from ..scan import ScanOp
 from ..tensor import Range
 from .op_registry import OpLowering, register_lowering
@@ -24,7 +24,6 @@ from .relations import leaf_ranges, root_values
 
 #: Annotation of the scan loop (TVM's ``scan_update_scope`` attribute): the GPU passes allow
 #: thread-bound loops inside it.
-SCAN_LOOP = "scan_update_scope"
 
 
 def body_stages(sch: Schedule, st: Stage) -> list[Stage]:

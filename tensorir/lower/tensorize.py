@@ -6,7 +6,10 @@
    the intrinsic's (equal extents, leading extra axes of extent 1); substituting them, and each input
    tensor's loads by loads of the intrinsic's input relative to the region read, must give the
    intrinsic's compute expression.
-3. Buffers: the intrinsic's declared buffers are bound to those regions (``bind_buffers``).
+3. Buffers: the intrinsic's declared buffers are bound to those regions (``bind_buffers``).  An intrinsic
+   that ``gathers`` a tag (``im2col``) is matched with the loads of inlined stages of that tag kept, and
+   its buffer of such an input is a view of the stage's one input: its ``data`` that input's address, its
+   ``elem_offset`` the region's flat offset in the stage's shape (the intrinsic does the gather itself).
 4. Reductions: with every reduce loop inside, ``body``; otherwise ``reset`` above the outermost reduce
    loop and ``update`` inside it, or without ``reset``, ``body`` on the first iteration of the outer
    reduce loops and ``update`` on the others.
@@ -94,13 +97,17 @@ def tensorize_nest(builder, st: Stage) -> Stmt:
     mapping.update(_axis_mapping(st, list(op.reduce_axis), list(iop.reduce_axis), region, "reduce axis", bounds))
     if st.op.num_outputs != 1:
         raise _err(st, f"tensorize of an operation with {st.op.num_outputs} outputs is not supported")
-    (body,) = builder.bodies[st]
+    (body,) = builder.bodies[st] if intrin.gathers is None else _keeping(builder.sch, st, intrin.gathers)
+    # indices simplified over the axes' own ranges (a broadcast's ``(0 * n + j) % n`` is ``j``)
+    body = simplify(body, {iv.var: (0, int(iv.dom.extent) - 1) for iv in list(op.axis) + list(op.reduce_axis)
+                           if isinstance(iv.dom.extent, IntImm) and isinstance(iv.dom.min, IntImm) and iv.dom.min.value == 0})
     tensors = _inputs(body)
     if len(tensors) != len(intrin.inputs):
         raise _err(st, f"the stage reads {len(tensors)} tensors ({', '.join(t.name for t in tensors)}) but the "
                        f"intrinsic {len(intrin.inputs)} ({', '.join(t.name for t in intrin.inputs)})")
     loads = {}
     regions = {}
+    views: dict = {}                  # a gathered input's declared symbols -> their values
     for t, it, decl in zip(tensors, intrin.inputs, intrin.input_buffers):
         if t.dtype != it.dtype:
             raise _err(st, f"input {t.name} is {t.dtype} but the intrinsic's {it.name} is {it.dtype}")
@@ -115,12 +122,15 @@ def tensorize_nest(builder, st: Stage) -> Stmt:
         if extra < 0 or not all(_is(ext, 1, bounds) for _, ext in box[:extra]):
             raise _err(st, f"the region of {t.name} read, [{', '.join(str(e) for _, e in box)}], does not fit the "
                            f"intrinsic's {it.name} of shape [{', '.join(map(str, it.shape))}]")
+        loads[t] = (it, [lo for lo, _ in box], extra)
+        if intrin.gathers is not None and intrin.gathers in t.op.tag.split(","):
+            views.update(_view(builder, st, t, decl, [lo for lo, _ in box]))
+            continue
         key = (builder.sch[t], t.value_index)
         if builder.aliases.get(key, key) not in builder.buffers:
             raise _err(st, f"tensor {t.name} has no buffer here")
         off = builder.offset_of(key)
         regions[decl] = Region(builder.buffer_of(key), tuple((simplify(lo - o), ext) for (lo, ext), o in zip(box, off)))
-        loads[t] = (it, [lo for lo, _ in box], extra)
     _check_match(st, substitute(body, mapping), iop.bodies[0], loads, bounds)
     # 3. buffers
     out_off = builder.offset_of((st, 0))
@@ -128,7 +138,7 @@ def tensorize_nest(builder, st: Stage) -> Stmt:
         (simplify(region[iv][0] - o), region[iv][1]) for iv, o in zip(op.axis, out_off)))
 
     def bind(stmt: Stmt | None) -> Stmt | None:
-        return None if stmt is None else bind_buffers(stmt, regions, f"stage {op.name}: tensorize with "
+        return None if stmt is None else bind_buffers(substitute(stmt, views), regions, f"stage {op.name}: tensorize with "
                                                       f"{intrin.name}", outputs=[intrin.output_buffer], bounds=bounds)
 
     body, reset, update = bind(intrin.body), bind(intrin.reset), bind(intrin.update)
@@ -161,6 +171,44 @@ def tensorize_nest(builder, st: Stage) -> Stmt:
     out_conds = [c for c in conds if c not in in_conds]
     upd = builder.nest(st, outer[start:], update, in_conds)
     return builder.nest(st, outer[:start], seq(init, upd), out_conds)
+
+
+def _keeping(sch, st: Stage, tag: str) -> tuple:
+    """``st``'s bodies with inlined stages expanded except those tagged ``tag`` (an intrinsic's gathers)."""
+    from ..schedule import INLINE
+
+    class Inline(Mutator):
+        def visit_TensorLoad(self, e: TensorLoad):
+            e = self.generic_visit(e)
+            s2 = sch.stage_map.get(e.tensor.op)
+            if s2 is None or s2.attach_type != INLINE or tag in s2.op.tag.split(","):
+                return e
+            body = s2.op.bodies[e.tensor.value_index]
+            return self.visit(substitute(body, dict(zip([iv.var for iv in s2.op.axis], e.indices))))
+    return tuple(Inline().visit(b) for b in st.op.bodies)
+
+
+def _view(builder, st: Stage, t, decl, mins: list) -> dict:
+    """The symbols of ``decl`` bound to the region at ``mins`` of ``t``, an inlined gather of one input
+    tensor: ``data`` that input's address, ``elem_offset`` the flat offset in ``t``'s shape, the strides
+    ``t``'s (row-major)."""
+    from ..buffer import HANDLE, AccessPtr
+    from .bind_buffers import strides_of
+    from .flatten import flat_index
+    srcs = t.op.input_tensors
+    if len(srcs) != 1:
+        raise _err(st, f"the gathered tensor {t.name} reads {len(srcs)} tensors, not one")
+    key = (builder.sch[srcs[0]], srcs[0].value_index)
+    if builder.aliases.get(key, key) not in builder.buffers:
+        raise _err(st, f"tensor {srcs[0].name} (gathered by {t.name}) has no buffer here")
+    real = builder.buffer_of(key)
+    out = {decl.data: AccessPtr(HANDLE, real, Region.whole(real).box, "r", const(0), is_data=True)}
+    if isinstance(decl.elem_offset, Var):
+        out[decl.elem_offset] = simplify(flat_index(tuple(t.shape), tuple(mins)))
+    for x, stride in zip(decl.strides, strides_of(tuple(t.shape))[len(t.shape) - len(decl.strides):]):
+        if isinstance(x, Var):
+            out[x] = stride
+    return out
 
 
 def _axis_mapping(st: Stage, axes: list, iaxes: list, region: dict, what: str, bounds) -> dict:

@@ -44,13 +44,17 @@ def test_conv_simulated(n, c, hw, o, k, stride, pad, dtype, epilogue):
     _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue)
 
 
-def _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda -arch=sm_80", run=cuda_sim.run):
+def _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda -arch=sm_80", run=cuda_sim.run,
+           wgmma=False):
     """Build for ``target``, ``run`` (default: the simulator) over NaN-poisoned outputs, compare with float64
-    numpy."""
+    numpy; ``wgmma``: the sm_90a gathering main loop, else mma.sync."""
     mod = codegen.build(s, args, target=target)
     src = mod.get_source("cuda")
-    assert "tt_mma(" in src and "tt_ldmatrix(" in src
-    assert ("tt_cp_async_zfill(" in src) == bool(pad)        # the padding select is a zero-filling copy
+    if wgmma:
+        assert "tt_wgmma_m" in src and "_cv" in src
+    else:
+        assert "tt_mma(" in src and "tt_ldmatrix(" in src
+        assert ("tt_cp_async_zfill(" in src) == bool(pad)    # the padding select is a zero-filling copy
     rng = np.random.default_rng(3)
     x = rng.standard_normal((n, c, hw, hw)).astype(dtype)
     w = rng.standard_normal((o, c, k, k)).astype(dtype)

@@ -121,8 +121,8 @@ def test_branch_that_cannot_run_at_these_shapes_raises_when_taken():
         graph.evaluate(g, {"x": x, "k": np.array(2, np.int64)}, params)
 
 
-def test_check_sees_kernels_in_subgraphs_and_names_control_flow_on_cuda():
+def test_check_passes_control_flow_on_both_targets():
+    """Control flow runs on the CPU and on CUDA: graph.check finds nothing to refuse in either."""
     g, params = graph.from_onnx(cf.if_nested())
     assert not graph.check(g, "llvm", params).problems
-    text = str(graph.check(g, "cuda", params, lower=False))
-    assert "node outer_if (if): control flow does not run on cuda" in text and "inner_if" in text
+    assert not graph.check(g, "cuda", params, lower=False).problems

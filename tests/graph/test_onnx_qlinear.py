@@ -87,6 +87,36 @@ def test_qlinear_conv_per_channel(groups, pads, strides):
     compare(model("QLinearConv", {"x": x}, consts, {"pads": pads, "strides": strides, "group": groups}), {"x": x})
 
 
+@pytest.mark.parametrize("xdtype", [np.uint8, np.int8])
+def test_qlinear_conv_chain_blocked_depthwise_grouped(xdtype):
+    """QLinearConv nodes one after another (the activations stay blocked between them): a regular conv, a
+    depthwise one, a grouped one (2 groups of 16) and a 1x1 stride-2 one, per-channel weight scales."""
+    x = q((1, 16, 13, 12), xdtype)
+    nodes, inits, prev = [], {}, "x"
+    zs = [xdtype(3), xdtype(-5 if xdtype == np.int8 else 140), xdtype(1), xdtype(9), xdtype(0)]
+    for k, (cin, cout, kk, group, stride) in enumerate([(16, 32, 3, 1, 1), (32, 32, 3, 32, 1), (32, 32, 1, 2, 1),
+                                                        (32, 48, 1, 1, 2)]):
+        p = f"c{k}_"
+        inits.update({p + "sx": np.float32(0.05), p + "zx": zs[k], p + "w": q((cout, cin // group, kk, kk), np.int8),
+                      p + "sw": (rng.random(cout) * 0.01 + 0.002).astype(np.float32), p + "zw": np.zeros(cout, np.int8),
+                      p + "sy": np.float32(0.05), p + "zy": zs[k + 1],
+                      p + "B": rng.integers(-3000, 3000, cout).astype(np.int32)})
+        names = [prev] + [p + n for n in ("sx", "zx", "w", "sw", "zw", "sy", "zy", "B")]
+        nodes.append(helper.make_node("QLinearConv", names, [p + "y"], pads=[kk // 2] * 4, strides=[stride] * 2,
+                                      group=group))
+        prev = p + "y"
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype),
+                                                                           x.shape)],
+                          [helper.make_empty_tensor_value_info(prev)],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m.ir_version = 9
+    mod = compare(m, {"x": x})
+    kernels = [s.kernel for s in mod.run_list.steps]
+    assert sum("qnn_contrib_conv2d_pack" in k for k in kernels) == 3
+    assert sum("qnn_contrib_depthwise_conv2d_NCHWc" in k for k in kernels) == 1
+
+
 def test_conv_integer_with_weight_zero_point():
     x = q((2, 3, 9, 9), np.uint8)
     consts = {"w": q((5, 3, 3, 3), np.uint8), "zx": np.uint8(50), "zw": np.uint8(128)}

@@ -4,7 +4,6 @@ planned over them, several threads at once, and an artifact with control flow ex
 Fresh random inputs against onnxruntime; every planned buffer and output poisoned with NaN before each
 run.  From C: test_model_control_flow_c.py."""
 import statistics
-import threading
 import time
 
 import numpy as np
@@ -12,7 +11,6 @@ import pytest
 
 import codegen
 from tensorir import graph
-from tensorir.graph import Const, GraphError, TensorType, Var, call
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -33,9 +31,7 @@ def _run(m, feed) -> list:
 
 
 def _close(got, want):
-    for a, b in zip(got, want):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * (1 + float(np.abs(b).max())))
+    cf.close(got, want)
 
 
 def _build(model):
@@ -49,22 +45,16 @@ def if_model():
     return model, _build(model)
 
 
-def _if_feeds(rng):
-    """Inputs taking each path: outer then (inner then / else) and outer else."""
-    x, y = (rng.standard_normal((2, 3)).astype(np.float32) for _ in range(2))
-    return [{"x": np.abs(x), "y": -np.abs(y)}, {"x": np.abs(x), "y": np.abs(y)}, {"x": -np.abs(x), "y": y}]
-
-
 def test_if_nested_on_data_runs_natively(if_model):
     model, m = if_model
     kinds = [next(iter(item.to_json())) for item in m.run_list.program]
     assert kinds == ["steps", "if", "steps"] and all(s.native for s in m.run_list.steps)
-    for feed in _if_feeds(np.random.default_rng(3)):
+    for feed in cf.if_feeds(np.random.default_rng(3)):
         _close(_run(m, feed), cf.onnxruntime_outputs(model, feed))
 
 
-@pytest.mark.parametrize("make", [cf.loop, lambda: cf.loop(early=False), cf.scan, cf.loop_with_if, cf.loop_counter],
-                         ids=["early", "scan_outputs", "scan", "if_in_loop", "counter"])
+@pytest.mark.parametrize("make", [cf.loop, lambda: cf.loop(early=False), cf.scan, cf.loop_with_if, cf.loop_counter,
+                                  cf.loop_exchange], ids=["early", "scan_outputs", "scan", "if_in_loop", "counter", "exchange"])
 def test_loop_and_scan_run_natively(make):
     model = make()
     m = _build(model)
@@ -78,35 +68,19 @@ def test_loop_and_scan_run_natively(make):
 def test_loop_stops_early_and_takes_a_trip_count_input():
     model = cf.loop(trip_input=True)
     m = _build(model)
-    rng = np.random.default_rng(11)
-    for trips in (0, 1, 3, 9):
-        feed = cf.feeds(model, rng, ints=trips)
-        feed["x"] = np.abs(feed["x"]) + 0.5          # sum(a) grows: the condition stops the loop
+    for feed in cf.trip_feeds(np.random.default_rng(11)):     # trip counts 0, 1, 3, 9; some stop early
         _close(_run(m, feed), cf.onnxruntime_outputs(model, feed))
 
 
 def _in_threads(m, jobs, repeat: int) -> None:
     """Each ``(feed, want)`` in a thread of its own, ``repeat`` times over its own poisoned buffers."""
-    errors = []
-
-    def work(feed, want):
-        try:
-            for _ in range(repeat):
-                _close(_run(m, feed), want)
-        except Exception as e:  # noqa: BLE001 - reported by the main thread
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=job) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    cf.in_threads(lambda feed, want: _close(_run(m, feed), want), jobs, repeat)
 
 
 def test_if_from_several_threads(if_model):
     model, m = if_model
     rng = np.random.default_rng(13)
-    _in_threads(m, [(f, cf.onnxruntime_outputs(model, f)) for f in _if_feeds(rng) * 3], 20)
+    _in_threads(m, [(f, cf.onnxruntime_outputs(model, f)) for f in cf.if_feeds(rng) * 3], 20)
 
 
 def test_loop_from_four_threads_with_their_own_trip_counts():
@@ -134,14 +108,7 @@ def test_loop_passing_carried_values_on_swapped():
 
 
 def test_loop_running_other_than_its_scan_length_raises_by_name():
-    f = TensorType((3,), "float32")
-    it, c, a = Var("it", TensorType((), "int64")), Var("c", TensorType((), "bool")), Var("a", f)
-    body = graph.Graph((it, c, a), (c, call("add", a, Const(np.ones(3, np.float32))),
-                                    call("multiply", a, Const(np.float32(2)))))
-    trip, a0 = Var("M", TensorType((), "int64")), Var("a0", f)
-    outs = [call("loop", trip, Const(np.bool_(True)), a0, body=body, num_carried=1, trips=3, output_index=k)
-            for k in range(2)]
-    g = graph.Graph((trip, a0), tuple(outs))       # typed for 3 iterations, the trip count an input
+    g = cf.loop_typed_for_three()
     m = codegen.build_model(g)
     x = np.random.default_rng(41).standard_normal(3).astype(np.float32)
     _close(_run(m, {"M": np.array(3), "a0": x}), graph.evaluate(g, {"M": np.array(3), "a0": x}))
@@ -154,9 +121,7 @@ def test_a_thousand_iterations_cost_no_python():
     model = cf.loop(trip_input=True)
     m = _build(model)
     m.num_threads = 1
-    feed = {"x": np.zeros(4, np.float32), "a0": np.zeros(4, np.float32), "b0": np.zeros(1, np.float32),
-            "M": np.array(1000, np.int64)}
-    got = m(**feed)
+    got = m(**cf.thousand_iterations())
     assert got[1][0] == sum(range(1000))             # b += float(i): every iteration ran
     times = []
     for _ in range(20):
@@ -172,7 +137,7 @@ def test_artifact_with_if_exports_and_loads(if_model, tmp_path):
     m.export_library(str(tmp_path / "art"))
     loaded = codegen.load_model(str(tmp_path / "art"))
     assert loaded.run_list.to_json() == m.run_list.to_json()
-    for feed in _if_feeds(np.random.default_rng(17)):
+    for feed in cf.if_feeds(np.random.default_rng(17)):
         _close(_run(loaded, feed), cf.onnxruntime_outputs(model, feed))
 
 
@@ -185,12 +150,6 @@ def test_refused_branch_raises_by_name_when_taken():
     _close(_run(m, feed), cf.onnxruntime_outputs(model, feed))
     with pytest.raises(ValueError, match=r"If node 'pick': its else_branch cannot run"):
         m(x=x, k=np.array(2, np.int64))
-
-
-def test_cuda_refuses_control_flow_by_name():
-    g, params = graph.from_onnx(cf.if_nested())
-    with pytest.raises(GraphError, match=r"control flow \(if: ONNX If / Loop / Scan\) is not supported on target cuda"):
-        codegen.build_model(g, "cuda", params=params)
 
 
 def _span(loc):

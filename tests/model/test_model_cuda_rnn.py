@@ -27,6 +27,8 @@ CASES = {
     "lstm_lens_input": dict(op="LSTM", seq_lens=[3, 5], lens_input=True),
     "gru_hidden_40": dict(op="GRU", hidden=40, batch=1, seq=3),       # 32 threads, a tail of 8 hidden units
     "lstm_hidden_70": dict(op="LSTM", hidden=70, batch=2, seq=3, direction="bidirectional"),   # 64 threads
+    "lstm_one_step": dict(op="LSTM", seq=1),      # silero-vad: the scan's loop of one step stays a scan
+    "gru_one_step_bidirectional": dict(op="GRU", seq=1, direction="bidirectional"),
 }
 
 

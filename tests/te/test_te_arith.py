@@ -179,6 +179,9 @@ def test_interval_divides_by_a_fixed_symbol_proved_positive(make):
     (lambda i, j: (i * 8 + j * 2) // 2, "i * 4 + j"),
     (lambda i, j: te.min(i, 100), "i"),
     (lambda i, j: i * 2 - i - i, "0"),
+    # a common factor of the divisor and the coefficients: (20 x + 19) // 40 == x // 2 (a tile of 20 rows in
+    # batches of 40: one batch), whatever x's range
+    (lambda i, j: (j * 20 + 19) // 40 - j * 20 // 40, "0"),
 ])
 def test_simplify_known_rewrites(text, expected):
     i, j = te.var("i"), te.var("j")

@@ -35,7 +35,9 @@ class OpDef:
     """A registered operator. ``infer(*input_types, **attrs)`` gives the output type (raising
     ``ValueError`` for bad input); ``numpy(*arrays, **attrs)`` computes it; ``topi(*tensors, **attrs)``
     builds it as a tensor expression (inputs are te tensors, or scalar expressions for 0-d constants); an
-    ``anchor`` opaque op names its kernel's schedule entry, as reductions and out-elemwise-fusable ops do."""
+    ``anchor`` opaque op names its kernel's schedule entry, as reductions and out-elemwise-fusable ops do; a
+    reducing op with ``low_precision_inputs`` takes 16-bit float inputs as they are (its compute widens them
+    itself), where others get them cast to float32 (``graph/lower_te.py``)."""
     name: str
     pattern: OpPattern
     infer: InferFn
@@ -44,6 +46,7 @@ class OpDef:
     num_inputs: int | tuple[int, int] | None = None
     topi: Callable | None = None
     anchor: bool = False
+    low_precision_inputs: bool = False
 
 
 OPS: dict[str, OpDef] = {}
@@ -51,11 +54,11 @@ OPS: dict[str, OpDef] = {}
 
 def register_op(name: str, pattern: OpPattern, infer: InferFn, *, attrs: dict | None = None,
                 numpy: Callable | None = None, num_inputs=None, topi: Callable | None = None,
-                anchor: bool = False) -> OpDef:
+                anchor: bool = False, low_precision_inputs: bool = False) -> OpDef:
     """Register operator ``name`` (a second registration of one name is a bug and raises)."""
     if name in OPS:
         raise ValueError(f"operator {name!r} is registered twice")
-    OPS[name] = OpDef(name, pattern, infer, dict(attrs or {}), numpy, num_inputs, topi, anchor)
+    OPS[name] = OpDef(name, pattern, infer, dict(attrs or {}), numpy, num_inputs, topi, anchor, low_precision_inputs)
     return OPS[name]
 
 

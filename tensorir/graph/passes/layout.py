@@ -8,9 +8,18 @@
   blocked as above) to ``O * KH * KW`` channels and a depth-to-space (reshape, transpose, reshape);
 - ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with
   weights packed ``NC[y]n``;
-- ``qnn.dense`` / ``qnn.conv2d`` (8-bit data, constant int8 weights, 16 | outputs; 4 | reduction for the
-  dense, the conv's input channels padded to 4 with zero weights; int8 data shifted to uint8, ``x + 128``,
-  with ``-128 * sum(w)`` added back per output channel) become ``qnn.contrib_dense_pack`` / ``qnn.contrib_conv2d_pack`` with weights packed for ``vpdpbusd``;
+- bfloat16 ``nn.dense`` (16 | outputs, 2 | reduction) and ``nn.conv2d`` (one group, 16 | outputs, at least
+  :data:`MIN_PAIRED_CHANNELS` inputs) with
+  constant weights become ``nn.contrib_dense_pack_bf16`` / ``nn.contrib_conv2d_pack_bf16`` with weights packed
+  in pairs for ``vdpbf16ps`` (``NK16n2k``, ``OIHW2i16o2i``; the conv's data stays NCHW); a bfloat16
+  ``nn.batch_matmul`` (16 | N, 2 | K) becomes ``nn.contrib_batch_matmul_pack_bf16`` with its second operand
+  packed the same way per batch by a reshape and a transpose;
+- ``qnn.dense`` / ``qnn.conv2d`` (8-bit data, constant int8 weights, 16 | outputs (of a group); 4 | reduction
+  for the dense and for a group of a grouped conv, a one-group conv's input channels padded to 4 with zero
+  weights; int8 data shifted to uint8, ``x + 128``, with ``-128 * sum(w)`` added back per output channel) become
+  ``qnn.contrib_dense_pack`` / ``qnn.contrib_conv2d_pack`` with weights packed for ``vpdpbusd``; the conv gives
+  ``NCHW16c`` and reads blocked data of ``4k`` channels in place (NCHW data it regroups itself); a depthwise
+  ``qnn.conv2d`` becomes ``qnn.contrib_depthwise_conv2d_NCHWc`` (int32, any 8-bit data and integer weights);
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
   arithmetic with per-channel operands, pooling and channel concatenation follow the layout
   (:data:`RULES`); any other reader gets the plain NCHW value through one ``layout_transform`` (made
@@ -37,6 +46,9 @@ from ..op.registry import OpPattern, call, get_op
 
 #: Element types of blocked layouts: 16-bit floats compute in float32 lanes, as float32 does.
 BLOCKED_DTYPES = ("float32", "float16", "bfloat16")
+#: Input channels from which a bfloat16 conv runs on channel pairs (``vdpbf16ps``): below, the image's 3
+#: channels (a pair of zeros added, a 16 x 16 tile's epilogue per 2 x 49 steps) ran 1.7x slower than blocked.
+MIN_PAIRED_CHANNELS = 8
 #: Channel block sizes tried, largest first (16 float32 = one AVX-512 vector).
 BLOCKS = (16, 8, 4, 2, 1)
 
@@ -93,6 +105,9 @@ def _conv2d(st: _Layouts, n: Node):
     if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != x.type.dtype:
         return None
     o, i = w.type.shape[:2]
+    if x.type.dtype == "bfloat16" and n.attrs["groups"] == 1 and o % qnn.LANES == 0 and i >= MIN_PAIRED_CHANNELS:
+        return call("nn.contrib_conv2d_pack_bf16", st.get_plain(x), Const(qnn.pack_conv_weight(w.value, qnn.BF16_GROUP)),
+                    **{k: n.attrs[k] for k in ("strides", "padding", "dilation")})
     if n.attrs["groups"] == o == x.type.shape[1] and i == 1:   # depthwise: channels stay in their lanes
         block = channel_block(o)
         kernel_layout = f"OIHW1i{block}o"
@@ -139,9 +154,32 @@ def _dense(st: _Layouts, n: Node):
     x, w = (st.get_plain(v) for v in n.inputs)
     if not isinstance(w, Const) or w.type.dtype not in BLOCKED_DTYPES or w.type.shape[0] % 8:
         return None   # packing pays where the output columns fill vectors of 8 or 16
+    if x.type.dtype == w.type.dtype == "bfloat16" and w.type.shape[0] % qnn.LANES == 0 \
+            and w.type.shape[1] % qnn.BF16_GROUP == 0:
+        return call("nn.contrib_dense_pack_bf16", x, Const(qnn.pack_dense_weight(w.value, qnn.BF16_GROUP)))
     bn = 16 if w.type.shape[0] % 16 == 0 else 8
     return call("nn.contrib_dense_pack", x, Const(layout_transform_numpy(w.value, "NC", f"NC{bn}n")),
                 weight_layout=f"NC{bn}n")
+
+
+@_rule("nn.batch_matmul")
+def _batch_matmul(st: _Layouts, n: Node):
+    """bfloat16: the second operand packed ``[b][N/16][K/2][16][2]`` by a reshape and a transpose (which fuse
+    into the kernel computing it: the heads' transpose of attention), the first transposed if it must be."""
+    a, b = (st.get_plain(v) for v in n.inputs)
+    ta, tb = n.attrs["transpose_a"], n.attrs["transpose_b"]
+    batch, m, nn = n.type.shape
+    k = a.type.shape[1 if ta else 2]
+    if n.type.dtype != "bfloat16" or nn % qnn.LANES or k % qnn.BF16_GROUP or a.type.shape[0] != batch:
+        return None
+    bb, g, lanes = b.type.shape[0], qnn.BF16_GROUP, qnn.LANES
+    if tb:      # (b, N, K) -> (b, N/16, 16, K/2, 2) -> (b, N/16, K/2, 16, 2)
+        w = call("transpose", call("reshape", b, newshape=(bb, nn // lanes, lanes, k // g, g)), axes=(0, 1, 3, 2, 4))
+    else:       # (b, K, N) -> (b, K/2, 2, N/16, 16) -> (b, N/16, K/2, 16, 2)
+        w = call("transpose", call("reshape", b, newshape=(bb, k // g, g, nn // lanes, lanes)), axes=(0, 3, 1, 4, 2))
+    a = call("transpose", a, axes=(0, 2, 1)) if ta else a
+    return call("nn.contrib_batch_matmul_pack_bf16", a,
+                call("reshape", w, newshape=(bb, nn // lanes, k // g, lanes * g)))
 
 
 def _as_uint8(x: Value, w: Const, axes: tuple) -> tuple[Value, Const | None]:
@@ -153,16 +191,16 @@ def _as_uint8(x: Value, w: Const, axes: tuple) -> tuple[Value, Const | None]:
     return shifted, Const(-128 * w.value.astype(np.int32).sum(axis=axes, dtype=np.int32))
 
 
-def _packable(x: Value, w: Value) -> bool:
-    return isinstance(w, Const) and x.type.dtype in ("uint8", "int8") and w.type.dtype == "int8" \
-        and w.type.shape[0] % qnn.LANES == 0
+def _int8_weights(w: Value) -> bool:
+    return isinstance(w, Const) and w.type.dtype == "int8"
 
 
 @_rule("qnn.dense")
 def _qnn_dense(st: _Layouts, n: Node):
     """8-bit data x int8 constant weights: weights packed ``NK16n4k`` for ``vpdpbusd`` (op/qnn.py)."""
     x, w = (st.get_plain(v) for v in n.inputs)
-    if not _packable(x, w) or w.type.shape[1] % qnn.GROUP:
+    if not _int8_weights(w) or x.type.dtype not in qnn.DATA or w.type.shape[0] % qnn.LANES \
+            or w.type.shape[1] % qnn.GROUP:
         return None
     x, corr = _as_uint8(x, w, (1,))
     y = call("qnn.contrib_dense_pack", x, Const(qnn.pack_dense_weight(w.value)))
@@ -171,16 +209,37 @@ def _qnn_dense(st: _Layouts, n: Node):
 
 @_rule("qnn.conv2d")
 def _qnn_conv2d(st: _Layouts, n: Node):
-    """8-bit data x int8 constant weights, one group: weights packed ``OIHW4i16o4i``; the data stays NCHW
-    (the kernel regroups it, op/qnn.py)."""
-    x, w = (st.get_plain(v) for v in n.inputs)
-    if not _packable(x, w) or n.attrs["groups"] != 1:
+    """8-bit data x int8 constant weights: a depthwise conv ``qnn.contrib_depthwise_conv2d_NCHWc`` (weights
+    ``OIHW1i[x]o``); one group, or groups of ``16k`` outputs and ``4k`` inputs, ``qnn.contrib_conv2d_pack``
+    (weights ``OIHW4i16o4i``) reading blocked data of ``4k`` channels in place (NCHW data, at a model's
+    boundary, the kernel regroups); both give ``NCHW16c`` (depthwise: the data's block)."""
+    x, w = n.inputs
+    a = n.attrs
+    if x.type.dtype not in qnn.DATA or x.type.ndim != 4 or not isinstance(w, Const) \
+            or w.type.dtype not in qnn.WEIGHTS:
         return None
-    x, corr = _as_uint8(x, w, (1, 2, 3))
-    zp = n.attrs["input_zero_point"] + (0 if corr is None else 128)
-    y = call("qnn.contrib_conv2d_pack", x, Const(qnn.pack_conv_weight(w.value)), input_zero_point=zp,
-             **{k: n.attrs[k] for k in ("strides", "padding", "dilation")})
-    return y if corr is None else call("add", y, Const(corr.value.reshape(-1, 1, 1)))
+    o, cg = w.type.shape[:2]
+    geometry = {k: a[k] for k in ("strides", "padding", "dilation", "input_zero_point")}
+    if a["groups"] == o == x.type.shape[1] and cg == 1:   # depthwise: each channel its own lane, no 4-byte dot
+        block = channel_block(o)
+        kernel = Const(layout_transform_numpy(w.value, "OIHW", f"OIHW1i{block}o"))
+        return call("qnn.contrib_depthwise_conv2d_NCHWc", st.get_blocked(x, block), kernel,
+                    layout=f"NCHW{block}c", **geometry), block
+    if not _int8_weights(w) or (o // a["groups"]) % qnn.LANES or a["groups"] > 1 and cg % qnn.GROUP:
+        return None
+    blocked = st.blocked.get(id(x))
+    if blocked is not None and blocked[1] % qnn.GROUP == 0:
+        data, layout = blocked[0], f"NCHW{blocked[1]}c"
+    else:
+        data, layout = st.get_plain(x), "NCHW"
+    data, corr = _as_uint8(data, w, (1, 2, 3))
+    if corr is not None:
+        geometry["input_zero_point"] += 128
+    y = call("qnn.contrib_conv2d_pack", data, Const(qnn.pack_conv_weight(w.value)), groups=a["groups"],
+             data_layout=layout, out_layout=f"NCHW{qnn.LANES}c", **geometry)
+    if corr is not None:
+        y = call("add", y, _channel_const(Const(corr.value.reshape(1, -1, 1, 1)), o, qnn.LANES))
+    return y, qnn.LANES
 
 
 def _channel_const(c: Const, channels: int, block: int) -> Const | None:

@@ -10,6 +10,7 @@ entry's space.  ``default_rule_name(anchor_op, target)`` names the default.
   of :mod:`autotune.templates` use them too);
 - :mod:`.cpu` (with the dense space :mod:`.cpu_dense`, template ``dense_kernel_cpu``): CPU defaults;
 - :mod:`.cpu_int8`: int8 kernels, with ``vpdpbusd`` where the target has AVX512-VNNI or AVX-VNNI;
+- :mod:`.cpu_bf16`: bfloat16 dense and conv with packed weights, with ``vdpbf16ps`` where it has AVX512-BF16;
 - :mod:`.cpu_amx`: the int8 dense on AMX tiles where the target has AMX-INT8 (ranked above VNNI);
 - :mod:`.rnn`: recurrent layers (a serial loop over time, the cell vectorized);
 - :mod:`.cuda`, :mod:`.cuda_rows`, :mod:`.cuda_conv` (with the direct conv space :mod:`.conv2d_direct`,
@@ -18,7 +19,7 @@ entry's space.  ``default_rule_name(anchor_op, target)`` names the default.
 """
 from __future__ import annotations
 
-from . import attention, cpu, cpu_amx, cpu_int8, cuda, cuda_conv, cuda_tensorcore_conv, rnn  # their entries register on import
+from . import attention, cpu, cpu_amx, cpu_bf16, cpu_int8, cuda, cuda_conv, cuda_tensorcore_conv, rnn  # their entries register on import
 from .registry import (
     ScheduleEntry,
     default_rule_name,

@@ -1,29 +1,39 @@
-"""CPU schedules of int8 kernels on AMX tiles (targets with ``amx-tile`` and ``amx-int8``: Sapphire and Emerald
-Rapids), ranked above the ``vpdpbusd`` entries of :mod:`.cpu_int8` (they require more features).
+"""CPU schedules of int8 and bfloat16 kernels on AMX tiles (targets with ``amx-tile`` and ``amx-int8`` /
+``amx-bf16``: Sapphire and Emerald Rapids), ranked above the ``vpdpbusd`` entries of :mod:`.cpu_int8` and the
+``vdpbf16ps`` ones of :mod:`.cpu_bf16` (they require more features).  One rule per op kind, made for a tile
+dot product (:class:`tensorir.topi.x86.amx.AmxDot`: ``tdpbusd`` for ``qnn.*``, ``tdpbf16ps`` for the bf16 ops
+``nn.contrib_dense_pack_bf16`` / ``nn.contrib_batch_matmul_pack_bf16`` / ``nn.contrib_conv2d_pack_bf16``,
+float32 accumulators stored, rounded once to bfloat16 by the epilogue):
 
-- ``qnn.contrib_dense_pack``: the output's rows (leading axes fused, read through the ``data_rows`` stage,
-  kept) in tiles of up to 32 rows (the largest divisor, whole rows of the innermost leading axis or a divisor of it) x 32 columns (16 where the column blocks are odd),
+- ``qnn.contrib_dense_pack`` (and the bf16 dense / batch matmul): the output's rows (read through the
+  ``data_rows`` stage, kept) in tiles of up to 32 rows (the largest divisor: a divisor of the innermost
+  leading axis, which alone is split, or whole rows of it, the leading axes fused) x 32 columns (16 where the
+  column blocks are odd),
   parallel over tiles (row tiles outside: a tile's rows stay in cache while the weights pass); per tile one
   call of the tile micro-kernel of :mod:`tensorir.topi.x86.amx` over the whole reduction, then the epilogue
-  (zero-point correction, requantization) on the tile, vectorized.
+  (zero-point correction, requantization; bf16 rounding) on the tile, vectorized; a batched weight (the bf16
+  batch matmul) keeps a tile's rows within one batch (a divisor of the rows of a batch);
 - ``qnn.contrib_conv2d_pack``: per (batch, 32 output channels (16 where the blocks are odd), output row) in
   parallel, tiles of up to 32 output columns (the largest divisor); per tile one call of the micro-kernel
   over every kernel tap and block of 4 input channels (A tiles: output columns of the pixel-major ``data_vec``
   stage at the column stride; B tiles: 16 blocks of 4 input channels of one tap), then the epilogue; under
-  64 channel bytes a tap (:data:`FEW_CHANNELS`) the ``vpdpbusd`` rule of :mod:`.cpu_int8` (``Schedule.isa``
-  names it).
+  64 channel bytes a tap (:data:`FEW_CHANNELS`: 64 int8 or 32 bf16 channels) the vector rule of
+  :mod:`.cpu_int8` / :mod:`.cpu_bf16` for the target (``Schedule.isa`` names it), and for a grouped conv.
+  Blocked (``NCHW16c``) int8 data is tiled from its pixel-major view (``data_vec`` computed at the root: one
+  copy per call, the price of 64-byte A-tile rows); the output is ``NCHW16c`` there, its epilogue vectorized
+  over the channel lanes (or the int32 sums themselves, tiled in place).
 """
 from __future__ import annotations
 
 from ...arith import simplify
 from ...expr import IntImm, TensorLoad
 from ...schedule import Schedule, Stage
-from ...topi.nn.qnn import GROUP, LANES
-from ...topi.x86 import int8_isa
-from ...topi.x86.amx import AMX_INT8, MAX_COL_BLOCKS, MAX_ROWS, block_ir, conv_amx_int8, dense_amx_int8, dense_ir
+from ...topi.nn.qnn import LANES
+from ...topi.x86 import bf16_isa, int8_isa
+from ...topi.x86.amx import MAX_COL_BLOCKS, MAX_ROWS, TDPBF16PS, TDPBUSD, AmxDot, block_ir, conv_amx, dense_amx, dense_ir
 from ...visitor import collect, substitute
 from ..lower_te import KernelTE
-from . import cpu
+from . import cpu, cpu_bf16  # noqa: F401  (cpu_bf16: its vector rules in RULES, the conv's fallback)
 from .cpu_int8 import ISA, RULES, inline_stage, schedule_data_vec
 from .helpers import extents, largest_divisor, single_reduction
 from .registry import scheduling_target, target_features
@@ -34,33 +44,54 @@ from .registry import scheduling_target, target_features
 FEW_CHANNELS = 64
 
 
-def _row_tile(m: int, inner: int) -> int:
+#: per tile dot product: the vector form a target has (its feature names the vector rule in ``RULES``) and the
+#: names of the rules
+VECTOR_ISA = {TDPBUSD.tag: int8_isa, TDPBF16PS.tag: bf16_isa}
+KIND = {TDPBUSD.tag: "int8", TDPBF16PS.tag: "bf16"}
+
+
+def _row_tile(m: int, inner: int, batched: bool = False) -> int:
     """Rows of a tile: the largest divisor of ``m`` up to :data:`MAX_ROWS` that divides the innermost leading axis
-    (``inner``) or is a multiple of it, so a tile's rows are one box of the fused axes (bounds stay exact)."""
-    return max(d for d in range(1, min(m, MAX_ROWS) + 1) if m % d == 0 and (inner % d == 0 or d % inner == 0))
+    (``inner``) or (not ``batched``: one weight for all rows) is a multiple of it, so a tile's rows are one box of
+    the fused axes (bounds stay exact)."""
+    return max(d for d in range(1, min(m, MAX_ROWS) + 1)
+               if m % d == 0 and (inner % d == 0 or (d % inner == 0 and not batched)))
 
 
-@cpu.register_rule("qnn.contrib_dense_pack", requires=AMX_INT8)
-def schedule_dense_pack_int8_amx(s: Schedule, kt: KernelTE, out: Stage) -> None:
+def amx_rule(op: str, body, dot: AmxDot):
+    """``body(s, kt, out, dot)`` as the rule of the packed ``op`` (``dense`` / ``conv2d``) on ``dot``'s tiles."""
+    def rule(s: Schedule, kt: KernelTE, out: Stage) -> None:
+        body(s, kt, out, dot)
+    rule.__name__ = f"schedule_{op}_pack_{KIND[dot.tag]}_amx"
+    return rule
+
+
+def _dense(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot) -> None:
     anchor = single_reduction(s, out)
     if anchor is None or anchor is out:
         return cpu.schedule_reduction(s, kt, out)
     m, nb, _ = extents(anchor)
-    k = int(anchor.op.reduce_axis[0].dom.extent) * GROUP
+    k = int(anchor.op.reduce_axis[0].dom.extent) * dot.group
     axes = list(out.op.axis)
-    rows_t, blocks = _row_tile(m, extents(out)[-2] if len(axes) > 2 else m), MAX_COL_BLOCKS if nb % 2 == 0 else 1
-    rows = out.fuse(*axes[:-1]) if len(axes) > 2 else axes[0] if len(axes) == 2 else None
+    batched = any(t.ndim == 4 for t in anchor.op.input_tensors)
+    blocks = MAX_COL_BLOCKS if nb % 2 == 0 else 1
+    inner = extents(out)[-2] if len(axes) > 2 else m
+    rows_t = _row_tile(m, inner, batched)
     no, ni = out.split(axes[-1], factor=LANES * blocks)
-    if rows is None:
-        tile = no
-    else:
-        ro, ri = out.split(rows, factor=rows_t)
+    if len(axes) > 2 and inner % rows_t == 0:   # tiles of the innermost leading axis: no division of fused rows
+        mo, mi = out.split(axes[-2], factor=rows_t)
+        out.reorder(*axes[:-2], mo, no, mi, ni)
+        tile = out.fuse(*axes[:-2], mo, no)
+    elif len(axes) >= 2:
+        ro, ri = out.split(out.fuse(*axes[:-1]) if len(axes) > 2 else axes[0], factor=rows_t)
         out.reorder(ro, no, ri, ni)
         tile = out.fuse(ro, no)
+    else:
+        tile = no
     out.parallel(tile)
     anchor.compute_at(out, tile)
-    anchor.tensorize(anchor.op.axis[0], dense_amx_int8(rows_t, blocks, k))
-    out.pragma(tile, "import_llvm", dense_ir(rows_t, blocks, k))
+    anchor.tensorize(anchor.op.axis[0], dense_amx(rows_t, blocks, k, dot))
+    out.pragma(tile, "import_llvm", dense_ir(rows_t, blocks, k * dot.bytes, dot))
     out.vectorize(ni)
 
 
@@ -86,38 +117,54 @@ def _conv_geometry(anchor: Stage) -> tuple[int, int, int, int] | None:
     return None if None in found else found
 
 
-def _vnni_conv(s: Schedule, kt: KernelTE, out: Stage) -> None:
-    """The conv rule of :mod:`.cpu_int8` for the target's ``vpdpbusd`` (or the plain form), named in ``s.isa``."""
-    isa = int8_isa(target_features(scheduling_target()))
+def _vector_conv(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot) -> None:
+    """The conv rule of :mod:`.cpu_int8` / :mod:`.cpu_bf16` for the target's ``vpdpbusd`` / ``vdpbf16ps`` (or the
+    plain form), named in ``s.isa``."""
+    isa = VECTOR_ISA[dot.tag](target_features(scheduling_target()))
     s.isa = (isa.feature,) if isa else ()
-    RULES["qnn.contrib_conv2d_pack", isa.feature if isa else ""](s, kt, out)
+    RULES[kt.anchor_op, isa.feature if isa else ""](s, kt, out)
 
 
-@cpu.register_rule("qnn.contrib_conv2d_pack", requires=AMX_INT8)
-def schedule_conv2d_pack_int8_amx(s: Schedule, kt: KernelTE, out: Stage) -> None:
+def _conv(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot) -> None:
     inline_stage(s, "pad_temp")
     anchor = single_reduction(s, out)
-    geometry = None if anchor is None or anchor is out else _conv_geometry(anchor)
-    if geometry is None or len(out.op.axis) != 4:
+    if anchor is None or len(out.op.axis) == 5 and extents(out) != extents(anchor) \
+            or anchor is out and len(out.op.axis) != 5:
         return cpu.schedule_reduction(s, kt, out)
+    geometry = _conv_geometry(anchor)
+    groups, kh, kw, _ = (int(iv.dom.extent) for iv in anchor.op.reduce_axis)
+    if geometry is None or 4 * groups < FEW_CHANNELS or anchor.op.attrs.get("groups", 1) != 1:
+        return _vector_conv(s, kt, out, dot)    # few channels a tap, or grouped (a B tile spans one group's)
     sh, sw, dh, dw = geometry
     _, ob, _, ow, _ = extents(anchor)
-    groups, kh, kw, _ = (int(iv.dom.extent) for iv in anchor.op.reduce_axis)
-    if 4 * groups < FEW_CHANNELS:
-        return _vnni_conv(s, kt, out)
     cols, blocks = largest_divisor(ow, MAX_ROWS), MAX_COL_BLOCKS if ob % 2 == 0 else 1
-    n, oc, oh, w = out.op.axis
-    oco, oci = out.split(oc, factor=LANES * blocks)
-    wo, wi = out.split(w, factor=cols)
-    out.reorder(n, oco, oh, wo, oci, wi)
+    if len(out.op.axis) == 5:    # NCHW16c (blocked int8 data between kernels): epilogue over the channel lanes
+        n, oc, oh, w, lanes = out.op.axis
+        oco, oci = out.split(oc, factor=blocks)
+        wo, wi = out.split(w, factor=cols)
+        out.reorder(n, oco, oh, wo, oci, wi, lanes, *out.op.reduce_axis)
+    else:
+        n, oc, oh, w = out.op.axis
+        oco, oci = out.split(oc, factor=LANES * blocks)
+        wo, wi = out.split(w, factor=cols)
+        out.reorder(n, oco, oh, wo, oci, wi)
     tile = out.fuse(n, oco, oh)
     out.parallel(tile)
-    anchor.compute_at(out, wo)
-    anchor.tensorize(anchor.op.axis[1], conv_amx_int8(cols, blocks, groups, (kh, kw), (sh, sw), (dh, dw)))
-    out.pragma(tile, "import_llvm", block_ir(cols, blocks, 4 * groups, (kh, kw)))
-    if cols % 4 == 0:
+    if anchor is not out:
+        anchor.compute_at(out, wo)
+    anchor.tensorize(anchor.op.axis[1] if anchor is not out else oci,
+                     conv_amx(cols, blocks, groups, (kh, kw), (sh, sw), (dh, dw), dot))
+    out.pragma(tile, "import_llvm", block_ir(cols, blocks, 4 * groups, (kh, kw), dot))
+    if len(out.op.axis) == 5 and anchor is not out:
+        out.vectorize(lanes)
+    elif len(out.op.axis) == 4 and cols % 4 == 0:
         out.vectorize(wi)
-    schedule_data_vec(s)
+    schedule_data_vec(s, keep_view=True)
 
 
-ISA[schedule_dense_pack_int8_amx.__name__] = ISA[schedule_conv2d_pack_int8_amx.__name__] = ("int8", "amx-int8")
+for _dot, _dense_ops, _conv_op in ((TDPBUSD, ("qnn.contrib_dense_pack",), "qnn.contrib_conv2d_pack"),
+                                   (TDPBF16PS, ("nn.contrib_dense_pack_bf16", "nn.contrib_batch_matmul_pack_bf16"),
+                                    "nn.contrib_conv2d_pack_bf16")):
+    for _rule in (cpu.register_rule(*_dense_ops, requires=_dot.features)(amx_rule("dense", _dense, _dot)),
+                  cpu.register_rule(_conv_op, requires=_dot.features)(amx_rule("conv2d", _conv, _dot))):
+        ISA[_rule.__name__] = (KIND[_dot.tag], _dot.features[1])

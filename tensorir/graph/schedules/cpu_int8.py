@@ -8,17 +8,28 @@ them the same block is plain vector code (:data:`tensorir.topi.x86.PLAIN`: ``vpm
   requantization) on the tile.  (Two column blocks of 8 rows kept most accumulators in memory: LLVM stored
   them every step, 3x slower);
 - ``qnn.contrib_conv2d_pack``: per (batch, 16 output channels, output row) in parallel, tiles of up to 16
-  output columns x 16 channels accumulated over (input channel blocks, kernel rows, columns, 4 channels);
-  the data regrouped into blocks of 4 channels once (its own stage, padding inlined);
-- ``qnn.dense`` / ``qnn.conv2d`` (other shapes and types): the float rules of :mod:`.cpu`.
+  output columns x 16 channels accumulated over (input channel blocks, kernel rows, columns, 4 channels),
+  the epilogue per tile (``NCHW16c``: vectorized over the channel block); blocked data is read in place
+  through its pixel-major view (inlined; its zero-point padding a stage of its own), NCHW data regrouped
+  pixel-major once (its own stage, padding inlined);
+- ``qnn.contrib_depthwise_conv2d_NCHWc``: the float ``NCHWc`` rule (each channel of the block a lane);
+- ``qnn.dense`` / ``qnn.conv2d`` (other shapes and types, e.g. a grouped conv of fewer than 16 outputs or
+  4 inputs per group, or a depthwise one with a channel multiplier): exact int32 in the float rules of
+  :mod:`.cpu` (the manifest names the rule, ``schedule_conv2d``, and no ``isa``).
+
+Their config spaces (``conv2d_int8_cpu``, ``dense_int8_cpu``) are :mod:`.cpu_int8_space`'s.
+The two packed rules (:func:`dense_pack`, :func:`conv_pack`) take the inner block's tensorization as an
+argument: :mod:`.cpu_bf16` makes the bfloat16 entries from them.
 """
 from __future__ import annotations
 
+from ... import dtype as dt
 from ...schedule import Schedule, Stage
 from ...topi.nn.qnn import LANES
-from ...topi.x86 import DOT_INT8, PLAIN, PLAIN_IR, dot_int8
+from ...topi.x86 import DOT_INT8
 from ..lower_te import KernelTE
 from . import cpu
+from .cpu_int8_space import conv_entry_space, dense_entry_space, dot_block
 from .helpers import extents, largest_divisor, single_reduction
 
 register_rule = cpu.register_rule
@@ -38,30 +49,41 @@ def inline_stage(s: Schedule, name: str) -> None:
             st.compute_inline()
 
 
-def schedule_data_vec(s: Schedule) -> None:
-    """The packed conv's regrouped data (``data_vec``, (N, H, W, I/4, 4)): parallel over (batch, rows)."""
+def schedule_data_vec(s: Schedule, keep_view: bool = False) -> None:
+    """The packed conv's pixel-major data (``data_vec``, (N, H, W, I/4, 4)): NCHW data regrouped, parallel over
+    (batch, rows); a view of blocked data stays inlined (``vpdpbusd`` reads the data, or its padding, in place)
+    or, ``keep_view`` (AMX tiles read it), is computed at the root the same way, its padding inlined."""
     for st in s.stages:
-        if st.op.name == "data_vec":
-            axes = list(st.op.axis)
-            st.parallel(st.fuse(axes[0], axes[1]))
+        if st.op.name != "data_vec" or not (keep_view or "pad" in st.op.tag):
+            continue
+        if "pad" not in st.op.tag:
+            st.compute_root()
+            inline_stage(s, "data_pad")
+        axes = list(st.op.axis)
+        st.parallel(st.fuse(axes[0], axes[1]))
 
 
-def _block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
-    """The innermost (lanes x 4) block: ``vpdpbusd`` of ``isa``, or (None) the same dot in plain vector code
-    (``vpmaddwd``)."""
-    if isa is None:
-        anchor.pragma(anchor.op.reduce_axis[0], "import_llvm", PLAIN_IR)
-        isa = PLAIN
-    if isa.lanes == LANES:
-        anchor.tensorize(lanes_axis, dot_int8(isa))
-        return
-    outer, inner = anchor.split(lanes_axis, factor=isa.lanes)
-    anchor.reorder(outer, inner, reduce_inner)
-    anchor.tensorize(inner, dot_int8(isa))
+_block = dot_block
 
 
-def _dense_pack(isa):
-    def schedule_dense_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
+#: the data a packed dense reads (rows x reduction) up to which the column blocks are the outer tile loop (a
+#: core's L2 on Zen 4, Ice Lake; half of Sapphire Rapids')
+L2_BYTES = 1 << 20
+
+
+def _data_bytes(anchor: Stage) -> int:
+    rows = extents(anchor)[0]
+    k = 1
+    for r in anchor.op.reduce_axis:
+        k *= int(r.dom.extent)
+    data = anchor.op.input_tensors[0]
+    return rows * k * dt.itemsize(data.dtype)
+
+
+def dense_pack(isa, block=_block, kind: str = "int8"):
+    """The rule of a packed dense whose inner (16 lanes x group) block ``block(anchor, lanes, group axis, isa)``
+    tensorizes for ``isa`` (None: the plain form); also the bf16 entries' (:mod:`.cpu_bf16`)."""
+    def rule(s: Schedule, kt: KernelTE, out: Stage) -> None:
         inline_stage(s, "data_rows")
         anchor = single_reduction(s, out)
         if anchor is None or anchor is out:
@@ -75,49 +97,74 @@ def _dense_pack(isa):
             tile = no
         else:
             ro, ri = out.split(rows, factor=largest_divisor(extents(anchor)[0], 16))
-            out.reorder(ro, no, ri, ni)     # a tile of rows stays in cache while the weights pass
-            tile = out.fuse(ro, no)
+            if _data_bytes(anchor) <= L2_BYTES:     # all the rows stay in cache while the weights pass once
+                out.reorder(no, ro, ri, ni)
+                tile = out.fuse(no, ro)
+            else:                                   # a tile of rows stays in cache while the weights pass
+                out.reorder(ro, no, ri, ni)
+                tile = out.fuse(ro, no)
         out.parallel(tile)
         anchor.compute_at(out, tile)
         anchor.reorder(ko, i, jo, ji, ki)
         anchor.unroll(i)
         anchor.unroll(jo)
-        _block(anchor, ji, ki, isa)
+        block(anchor, ji, ki, isa)
         out.vectorize(ni)
-    schedule_dense_pack_int8.__name__ += f"_{isa.feature}" if isa else ""
-    return schedule_dense_pack_int8
+    rule.__name__ = f"schedule_dense_pack_{kind}" + (f"_{isa.feature}" if isa else "")
+    return rule
 
 
-def _conv_pack(isa):
-    def schedule_conv2d_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
+def conv_pack(isa, block=_block, kind: str = "int8"):
+    """The rule of a packed conv, as :func:`dense_pack`: NCHW output, or ``NCHW16c`` (blocked activations; with
+    an epilogue, or the int32 sums themselves)."""
+    def rule(s: Schedule, kt: KernelTE, out: Stage) -> None:
         anchor = single_reduction(s, out)
-        if anchor is None or anchor is out or len(out.op.axis) != 4:
+        ext = extents(out)
+        if anchor is None or len(ext) not in (4, 5) or len(ext) == 5 and ext != extents(anchor) \
+                or anchor is out and len(ext) == 4:
             return cpu.schedule_reduction(s, kt, out)
         inline_stage(s, "pad_temp")
-        n, oc, oh, ow = out.op.axis
-        oco, oci = out.split(oc, factor=LANES)
-        t = largest_divisor(extents(out)[3], 16)
+        schedule_data_vec(s)
+        if anchor is out:    # NCHW16c sums, no epilogue: the tile's block in place
+            n, oco, oh, ow, oci = out.op.axis
+            ico, ry, rx, ici = out.op.reduce_axis
+            owo, owi = out.split(ow, factor=largest_divisor(ext[3], 16))
+            out.reorder(n, oco, oh, owo, ico, ry, rx, owi, oci, ici)
+            out.parallel(out.fuse(n, oco, oh))
+            out.unroll(owi)
+            return block(out, oci, ici, isa)
+        if len(ext) == 5:    # NCHW16c: the channel block is the epilogue's vector
+            n, oco, oh, ow, oci = out.op.axis
+        else:
+            n, oc, oh, ow = out.op.axis
+            oco, oci = out.split(oc, factor=LANES)
+        t = largest_divisor(ext[3], 16)
         owo, owi = out.split(ow, factor=t)
-        out.reorder(n, oco, oh, owo, oci, owi)
+        out.reorder(n, oco, oh, owo, *((owi, oci) if len(ext) == 5 else (oci, owi)))
         out.parallel(out.fuse(n, oco, oh))
         anchor.compute_at(out, owo)
         an, aoc, aoh, aow, aoci = anchor.op.axis
         ico, ry, rx, ici = anchor.op.reduce_axis
         anchor.reorder(ico, ry, rx, an, aoc, aoh, aow, aoci, ici)
         anchor.unroll(aow)
-        _block(anchor, aoci, ici, isa)
-        if t % 4 == 0:
+        block(anchor, aoci, ici, isa)
+        if len(ext) == 5:
+            out.vectorize(oci)
+        elif t % 4 == 0:
             out.vectorize(owi)
-        schedule_data_vec(s)
-    schedule_conv2d_pack_int8.__name__ += f"_{isa.feature}" if isa else ""
-    return schedule_conv2d_pack_int8
+    rule.__name__ = f"schedule_conv2d_pack_{kind}" + (f"_{isa.feature}" if isa else "")
+    return rule
+
+
+register_rule("qnn.contrib_depthwise_conv2d_NCHWc")(cpu.schedule_conv2d_nchwc)
 
 
 # Entries requiring as many features keep their registration order: the 512-bit one is registered first, so
 # a host with both AVX512-VNNI and AVX-VNNI (Sapphire/Emerald Rapids) takes zmm.
 for _isa in (None, *DOT_INT8):
     _requires = () if _isa is None else (_isa.feature,)
-    for _op, _make in (("qnn.contrib_dense_pack", _dense_pack), ("qnn.contrib_conv2d_pack", _conv_pack)):
-        _rule = register_rule(_op, requires=_requires)(_make(_isa))
+    for _op, _make, _space in (("qnn.contrib_dense_pack", dense_pack, dense_entry_space),
+                               ("qnn.contrib_conv2d_pack", conv_pack, conv_entry_space)):
+        _rule = register_rule(_op, requires=_requires, **_space(_isa))(_make(_isa))
         ISA[_rule.__name__] = ("int8", _isa.feature if _isa else "plain")
         RULES[_op, _isa.feature if _isa else ""] = _rule

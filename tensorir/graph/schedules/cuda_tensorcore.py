@@ -159,9 +159,46 @@ def shared_bytes(dtype: str, knobs: dict) -> int:
         knobs["block_m"] * (knobs["block_n"] + (4 if knobs["pad"] else 0)) * 4
 
 
+def bind_blocks(out: Stage, bm: int, bn: int, group: int, gemm_axes: int | None = None):
+    """``out``'s last two axes in ``bm x bn`` tiles over the blocks (batch axes on ``blockIdx.z``); with
+    ``group`` > 1 consecutive blocks take ``group`` row tiles of one column tile, then the next column (a
+    wave of blocks covers a squarer region of C, its A and B panels read from L2 more often than DRAM).
+    An output with more axes than its GEMM's ``gemm_axes`` (a convolution's pixels) fuses all but the
+    last into the GEMM's rows.  Returns (the block loop, the tile's row and column axes)."""
+    axes = list(out.op.axis)
+    if gemm_axes is not None and len(axes) > gemm_axes:   # conv2d_gemm: output pixels are the GEMM's rows
+        axes = [out.fuse(*axes[:-1]), axes[-1]]
+    rows = _extent_product(out.op.axis[:-1]) if len(axes) < len(out.op.axis) else int(axes[-2].dom.extent)
+    bi, ii = out.split(axes[-2], factor=bm)
+    bj, jj = out.split(axes[-1], factor=bn)
+    out.reorder(*axes[:-2], bi, bj, ii, jj)
+    if len(axes) > 2:
+        bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
+    if group > 1 and rows // bm % group == 0:
+        bio, bii = out.split(bi, factor=group)
+        out.reorder(bio, bj, bii)
+        bj = out.fuse(bio, bj, bii)
+        bind(out, bj, "blockIdx.x")
+    else:
+        bind(out, bi, "blockIdx.y")
+        bind(out, bj, "blockIdx.x")
+    return bj, ii, jj
+
+
+def _extent_product(axes) -> int:
+    n = 1
+    for ax in axes:
+        n *= int(ax.dom.extent)
+    return n
+
+
 def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
     """Schedule the GEMM ``anchor`` (``sum_k A[i, k] B[j, k]``, or ``B[k, j]``) under the output stage
-    ``out`` (the anchor itself, or its elementwise epilogue) with tensor cores (see the module)."""
+    ``out`` (the anchor itself, or its elementwise epilogue) with tensor cores (see the module); knobs
+    with ``wgmma`` set: the sm_90a schedule (:mod:`.cuda_wgmma`; with ``conv``, its gathering convolution's)."""
+    if knobs.get("wgmma"):
+        from .cuda_wgmma import schedule_wgmma, schedule_wgmma_conv
+        return (schedule_wgmma_conv if knobs.get("conv") else schedule_wgmma)(s, out, anchor, knobs)
     got = gemm_operands(anchor)
     if isinstance(got, str):
         raise ValueError(f"tensor-core GEMM of {anchor.op.name}: {got}")
@@ -185,26 +222,7 @@ def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     bs = s[s.cache_read(b, "shared", readers[b])]
     af = s[s.cache_read(as_.op.output(0), "warp", readers[a])]
     bf = s[s.cache_read(bs.op.output(0), "warp", readers[b])]
-    axes = list(out.op.axis)
-    rows = int(anchor.op.axis[-2].dom.extent)
-    if len(axes) > len(anchor.op.axis):   # a convolution's output pixels are the rows of its GEMM (conv2d_gemm)
-        axes = [out.fuse(*axes[:-1]), axes[-1]]
-    bi, ii = out.split(axes[-2], factor=bm)
-    bj, jj = out.split(axes[-1], factor=bn)
-    out.reorder(*axes[:-2], bi, bj, ii, jj)
-    if len(axes) > 2:
-        bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
-    group = knobs.get("swizzle", 1)
-    if group > 1 and rows // bm % group == 0:
-        # consecutive blocks take `group` row tiles of one column tile, then the next column: a wave of
-        # blocks covers a squarer region of C, its A and B panels read from L2 more often than DRAM
-        bio, bii = out.split(bi, factor=group)
-        out.reorder(bio, bj, bii)
-        bj = out.fuse(bio, bj, bii)
-        bind(out, bj, "blockIdx.x")
-    else:
-        bind(out, bi, "blockIdx.y")
-        bind(out, bj, "blockIdx.x")
+    bj, ii, jj = bind_blocks(out, bm, bn, knobs.get("swizzle", 1), gemm_axes=len(anchor.op.axis))
     if direct is not None:     # the output (a cast at most) stored from the fragments
         wj = _warp_tiles(out, ii, jj, wm, wn, intrin_mma_store("global", direct))
         attach = out
@@ -323,22 +341,38 @@ def default_knobs(kt, anchor: Stage, out: Stage, info: dict, preferred=PREFERRED
         return why
     if dtype == "float32" and not info.get("allow_tf32"):
         return "float32 GEMMs use tensor cores (TF32) only with the target option -allow_tf32"
+    from .cuda_wgmma import is_sm90, preferred_wgmma, store_intrin
+    if preferred is PREFERRED and is_sm90(info.get("arch") or ""):   # GEMMs (convs gather A: mma.sync)
+        knobs = preferred_wgmma(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024))
+        if isinstance(knobs, dict) and (anchor is out or not isinstance(
+                store_intrin(out.schedule, out, anchor.op.output(0)), str)):
+            return dict(knobs, wgmma=1)  # else (shapes, layouts, dtypes, epilogues it refuses) mma.sync below
     return preferred_knobs(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024), preferred)
 
 
 def preferred_knobs(batch: int, m: int, n: int, k: int, dtype: str, b_trans: bool, shared_limit: int,
                     preferred=PREFERRED):
     """The first of ``preferred`` (:data:`PREFERRED`) that fits the GEMM and ``shared_limit``, or why none does."""
-    large = batch * (m // 128) * (n // 128) >= LARGE_BLOCKS
+    def why_not(knobs):
+        why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
+        return why if why is not None or shared_bytes(dtype, knobs) <= shared_limit else \
+            "the smallest tiles exceed the shared memory"
+    return first_fit(preferred, batch * (m // 128) * (n // 128) >= LARGE_BLOCKS,
+                     lambda knobs: for_dtype(dtype, dict(DEFAULT_KNOBS, **knobs)), why_not)
+
+
+def first_fit(preferred, large: bool, make, why_not):
+    """The knobs ``make(knobs)`` of the first ``(size, knobs)`` of ``preferred`` (``size`` "large" only where
+    ``large``) for which ``why_not`` says None, or the last reason."""
     why = None
     for size, knobs in preferred:
         if size == "large" and not large:
             continue
-        knobs = for_dtype(dtype, dict(DEFAULT_KNOBS, **knobs))
-        why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
-        if why is None and shared_bytes(dtype, knobs) <= shared_limit:
+        knobs = make(knobs)
+        why = why_not(knobs)
+        if why is None:
             return knobs
-    return why or "the smallest tiles exceed the shared memory"
+    return why
 
 
 #: the smallest tiles of :data:`SPACE_KNOBS` (64 x 64 blocks of 32 x 32 warps, k slices of 32)
@@ -404,12 +438,14 @@ def tensorcore_gemm(m: int, n: int, k: int, dtype: str = "float16", knobs: dict 
                     relu: bool = False):
     """``(schedule, [A, B, (bias,) C])`` of ``C = A B^T`` (``b_trans``: ``A B``; ``A`` [m, k], ``B`` [n, k]
     or [k, n]) accumulated in float32 with tensor cores, stored as ``out_dtype`` (default: ``dtype``;
-    float32 for TF32), optionally ``+ bias[n]`` (float32) and ``relu``: the epilogue in the kernel."""
+    float32 for TF32), optionally ``+ bias[n]`` (float32) and ``relu``: the epilogue in the kernel.
+    ``knobs`` with ``wgmma`` set: :mod:`.cuda_wgmma`'s (over its defaults), else :data:`DEFAULT_KNOBS`'s."""
     from ...expr import Max, binary, const
     from ...reduce import sum as te_sum
     from ...schedule import create_schedule
     from ...tensor import ComputeOp, compute, placeholder, reduce_axis
-    knobs = dict(DEFAULT_KNOBS, **(knobs or {}))
+    from .cuda_wgmma import DEFAULT_KNOBS as WGMMA_KNOBS
+    knobs = dict(WGMMA_KNOBS if (knobs or {}).get("wgmma") else DEFAULT_KNOBS, **(knobs or {}))
     out_dtype = out_dtype or dtype
     a = placeholder((m, k), dtype, name="A")
     b = placeholder((k, n) if b_trans else (n, k), dtype, name="B")
@@ -441,6 +477,7 @@ def _apply(f, v, i, j):
     return f(v, i, j)
 
 
-__all__ = ["DEFAULT_KNOBS", "PREFERRED", "SMALLEST", "SPACE", "SPACE_KNOBS", "TEMPLATE", "arch_refusal", "default_knobs", "fits", "for_dtype",
-           "gemm_operands", "preferred_knobs", "kernel_gemm", "schedule_space", "schedule_tensorcore", "shared_bytes",
+__all__ = ["DEFAULT_KNOBS", "PREFERRED", "SMALLEST", "SPACE", "SPACE_KNOBS", "TEMPLATE", "arch_refusal", "bind_blocks",
+           "default_knobs", "first_fit", "fits", "for_dtype", "gemm_operands", "preferred_knobs", "kernel_gemm",
+           "schedule_space", "schedule_tensorcore", "shared_bytes",
            "tensorcore_fits", "tensorcore_gemm"]

@@ -11,7 +11,9 @@ one pixel, hence ``C % 8 == 0``), B (the weights, stored [K, N]) goes through ``
 output pixels are the GEMM's rows and the epilogue (bias, relu, residual add, the cast) reads the shared
 float32 tile of the accumulators.  Tiles must divide the GEMM (:data:`CONV_PREFERRED`: 32-row blocks serve
 7 x 7 maps at batch 32, ``M = 32 * 49``), so edge tiles never exist.  The config space
-(:data:`SPACE_KNOBS`) is tuned as ``conv2d_gemm_tensorcore_cuda``.
+(:data:`SPACE_KNOBS`) is tuned as ``conv2d_gemm_tensorcore_cuda``.  On sm_90 :func:`conv_knobs` gives the
+gathering wgmma main loop where it fits (:func:`.cuda_wgmma.schedule_wgmma_conv`; the config space stays
+``mma.sync``).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from ..ir import GraphError
 from ..lower_te import KernelTE
 from . import cuda_tensorcore
 from .cuda import register_cuda_rule
+from .cuda_wgmma import conv_geometry, is_sm90, wgmma_conv_knobs
 from .helpers import single_reduction
 from .registry import target_info
 
@@ -38,12 +41,17 @@ SPACE_KNOBS = dict(cuda_tensorcore.SPACE_KNOBS, block_m=[32, 64, 128, 256], bloc
 SMALLEST = dict(cuda_tensorcore.DEFAULT_KNOBS, block_m=32, block_n=32, warp_m=32, warp_n=32, chunk=16)
 
 
-def conv_knobs(m: int, n: int, k: int, dtype: str, info: dict):
-    """The tensor-core knobs of a convolution's GEMM (``m`` pixels, ``n`` output channels, ``k`` taps) on the
-    target ``info``, or why it has none."""
+def conv_knobs(m: int, n: int, k: int, dtype: str, info: dict, a=None):
+    """The tensor-core knobs of a convolution's GEMM (``m`` pixels, ``n`` output channels, ``k`` taps; ``a`` its
+    ``im2col``) on the target ``info``, or why it has none: on sm_90 the gathering wgmma main loop where it fits
+    (:func:`.cuda_wgmma.wgmma_conv_knobs` says why not), else ``mma.sync``."""
     why = cuda_tensorcore.arch_refusal(info)
     if why is not None:
         return why
+    if a is not None and is_sm90(info.get("arch") or ""):
+        wg = wgmma_conv_knobs(a, m, n, k, dtype, info.get("shared_limit", 48 * 1024))
+        if isinstance(wg, dict):
+            return dict(wg, wgmma=1)
     return cuda_tensorcore.preferred_knobs(1, m, n, k, dtype, True, info.get("shared_limit", 48 * 1024),
                                            CONV_PREFERRED)
 
@@ -79,7 +87,7 @@ def schedule_conv2d_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
     m, n = (int(ax.dom.extent) for ax in anchor.op.axis)
     k = int(anchor.op.reduce_axis[0].dom.extent)
     got = cuda_tensorcore.gemm_operands(anchor)
-    knobs = conv_knobs(m, n, k, got[3], target_info()) if not isinstance(got, str) else got
+    knobs = conv_knobs(m, n, k, got[3], target_info(), got[0]) if not isinstance(got, str) else got
     if isinstance(knobs, str):
         raise GraphError(f"kernel {kt.kernel.name if kt.kernel else out.op.name}: {ANCHOR} on tensor cores: {knobs}")
     cuda_tensorcore.schedule_tensorcore(s, out, anchor, knobs)
@@ -89,8 +97,8 @@ def tensorcore_conv2d(n: int, c: int, hw: tuple, o: int, kernel: int, stride: in
                       dtype: str = "float16", knobs: dict | None = None, *, bias: bool = False, relu: bool = False,
                       residual: bool = False, info: dict | None = None):
     """``(schedule, [x, w, (bias,) (residual,) y])`` of :func:`conv2d_gemm_dag` on tensor cores; ``knobs``
-    default to :func:`conv_knobs` for the target ``info`` (default sm_80 with 48 KiB of shared memory;
-    ``ValueError`` saying why none fit)."""
+    (``wgmma`` set: the sm_90a main loop) default to :func:`conv_knobs` for the target ``info`` (default sm_80
+    with 48 KiB of shared memory; ``ValueError`` saying why none fit)."""
     from ...schedule import create_schedule
     from ...tensor import ComputeOp
     args = conv2d_gemm_dag(n, c, hw, o, kernel, stride, pad, dtype, bias=bias, relu=relu, residual=residual)
@@ -101,9 +109,15 @@ def tensorcore_conv2d(n: int, c: int, hw: tuple, o: int, kernel: int, stride: in
         if isinstance(st.op, ComputeOp) and st.op not in (out.op, anchor.op):
             st.compute_inline()
     m, kk = int(anchor.op.axis[0].dom.extent), int(anchor.op.reduce_axis[0].dom.extent)
-    got = knobs or conv_knobs(m, o, kk, dtype, info or {"arch": "sm_80", "shared_limit": 48 * 1024})
+    a = cuda_tensorcore.gemm_operands(anchor)[0]
+    got = knobs or conv_knobs(m, o, kk, dtype, info or {"arch": "sm_80", "shared_limit": 48 * 1024}, a)
     if isinstance(got, str):
         raise ValueError(f"tensorcore_conv2d: {got}")
+    if got.get("wgmma") and "conv" not in got:
+        geo = conv_geometry(a)
+        if isinstance(geo, str):
+            raise ValueError(f"tensorcore_conv2d: {geo}")
+        got = dict(got, conv=geo)
     cuda_tensorcore.schedule_tensorcore(s, s[out], anchor, dict(cuda_tensorcore.DEFAULT_KNOBS, **got))
     return s, args
 

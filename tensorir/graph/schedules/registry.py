@@ -124,6 +124,18 @@ def schedule_entry(anchor_op: str | None, target="llvm") -> ScheduleEntry:
     raise KeyError(f"no {kind} schedule for {anchor_op}")
 
 
+def isa_missing(anchor_op: str | None, target="llvm") -> list[str]:
+    """The CPU features ``target`` lacks of ``anchor_op``'s entries preferred to the one it takes: why its
+    kernels run a more generic entry (``[]``: the first one registered)."""
+    kind, features = target_kind(target), target_features(target)
+    missing: set = set()
+    for e in _ENTRIES.get((kind, anchor_op), ()):
+        if e.requires <= features:
+            break
+        missing |= e.requires - features
+    return sorted(missing)
+
+
 def template_entries(template: str) -> list[ScheduleEntry]:
     """The entries whose config space is tuned as ``template``."""
     return list({id(e): e for es in _ENTRIES.values() for e in es if e.template == template}.values())
@@ -149,7 +161,8 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
     config; origin ``{"kind": "default", "rule": name}``) or ``cfg``'s schedule of the entry's space
     (origin ``{"kind": "config", "rule", "template", "config_index"}``).  An origin also names the anchor's
     ``precision`` and, for an entry requiring CPU features, the ``isa`` it uses (``["avx512vnni"]``; a rule that
-    used fewer features sets ``Schedule.isa``)."""
+    used fewer features sets ``Schedule.isa``); one taken because the target lacks the features of a preferred
+    entry names them, ``isa_missing`` (:func:`isa_missing`)."""
     entry = schedule_entry(kt.anchor_op, target)
     cfg = FallbackConfig() if cfg is None else cfg
     token = _SCHEDULING.set(target)
@@ -161,12 +174,15 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
     isa = entry.requires if s.isa is None else s.isa
     if isa:
         extra["isa"] = sorted(isa)
+    if missing := isa_missing(kt.anchor_op, target):
+        extra["isa_missing"] = missing
     if cfg.is_fallback or entry.space is None or entry.fits(kt) is not None:
         return s, {"kind": "default", "rule": entry.name, **extra}
     return s, {"kind": "config", "rule": entry.name, "template": entry.template,
                "config_index": getattr(cfg, "index", None), **extra}
 
 
-__all__ = ["Rule", "ScheduleEntry", "TARGETS", "TARGET_INFO", "default_rule_name", "kernel_schedule",
-           "register_schedule", "rule_registrar", "schedule_entry", "scheduling_target", "target_features", "target_info", "target_kind",
+__all__ = ["Rule", "ScheduleEntry", "TARGETS", "TARGET_INFO", "default_rule_name", "isa_missing", "kernel_schedule",
+           "register_schedule", "rule_registrar", "schedule_entry", "scheduling_target", "target_features", "target_info",
+           "target_kind",
            "template_entries"]

@@ -7,6 +7,8 @@ filter.  Three stages:
 
 - ``im2col[m, k]`` (``m = (n * OH + y) * OW + x``, ``k = (ry * KW + rx) * C + c``): the input pixel the
   tap reads, zero in the padding (a ``Select``, never materialized: the GEMM's operand fetch inlines it);
+  its attribute ``conv`` the geometry (H, W, C, OH, OW, KH, KW, strides, leading pads, dilations) for a
+  main loop that gathers it itself (the sm_90a one);
 - ``conv2d_gemm[m, o] = sum_k f32(im2col[m, k]) * f32(kernel[k, o])`` (float32 accumulation);
 - the output in the data's rank, each pixel a row of the GEMM.
 """
@@ -53,7 +55,9 @@ def conv2d_gemm_nhwc(data: Tensor, kernel: Tensor, kernel_size, stride, padding,
         inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
         return Select(data.dtype, inside, value, const(0, data.dtype))
 
-    col = compute((n * oh * ow, kk), tap, name="im2col", tag="injective,im2col")
+    geometry = {"h": h, "w": w, "c": c, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sh": int(sh), "sw": int(sw),
+                "pt": int(pt), "pl": int(pl), "dh": int(dh), "dw": int(dw)}
+    col = compute((n * oh * ow, kk), tap, name="im2col", tag="injective,im2col", attrs={"conv": geometry})
     r = reduce_axis((0, kk), name="k")
     gemm = compute((n * oh * ow, o), lambda m, j: rsum(col[m, r].astype(out_dtype) * kernel[r, j].astype(out_dtype),
                                                        axis=r), name="conv2d_gemm", tag="conv2d_gemm")

@@ -1,0 +1,183 @@
+"""Config spaces of the packed int8 kernels (:mod:`.cpu_int8`), tuned as the templates ``conv2d_int8_cpu``
+and ``dense_int8_cpu`` (:mod:`autotune.kernel_templates`); each instruction set's entry has its own space
+(``vpdpbusd`` of AVX512-VNNI, of AVX-VNNI, or the plain vector dot), the tuner's target picks it.
+
+- ``conv2d_int8_cpu`` (``qnn.contrib_conv2d_pack`` with ``NCHW16c`` output): the register block (``block``:
+  ``t`` output columns x ``k`` blocks of 16 output channels, ``t * k`` accumulators, one data broadcast
+  feeding ``k`` dots), the block's loop order (``block_order``), the reduction order (``reduce_order``: input
+  channel blocks outside or inside the kernel window) and whether the kernel's columns are unrolled
+  (``unroll_kw``); parallel over (batch, channel tiles, output rows), the epilogue per tile;
+- ``dense_int8_cpu`` (``qnn.contrib_dense_pack``, 2-d): ``block`` of ``r`` rows x ``k`` column blocks of 16,
+  which tile loop is outer (``order``), how many 4-byte steps are unrolled (``unroll_k``); the epilogue per tile.
+
+The fallback values are the default rule's choices (the tuner measures them first); the fallback config
+itself schedules the default rule.
+"""
+from __future__ import annotations
+
+from ...schedule import Schedule, Stage
+from ...schedule.space import OtherOptionEntity
+from ...topi.generic.injective import schedule_injective_from_existing
+from ...topi.nn.qnn import LANES
+from ...topi.x86 import PLAIN, PLAIN_IR, dot_int8
+from ..lower_te import KernelTE
+from .helpers import extents, kernel_stages, largest_divisor
+
+CONV_TEMPLATE, DENSE_TEMPLATE = "conv2d_int8_cpu", "dense_int8_cpu"
+ACCUMULATORS = 28     # of the 32 vector registers: the rest hold the weights and the broadcast data
+
+
+def dot_block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
+    """The innermost (lanes x 4) block: ``vpdpbusd`` of ``isa``, or (None) the same dot in plain vector code
+    (``vpmaddwd``)."""
+    if isa is None:
+        anchor.pragma(anchor.leaf_iter_vars[0], "import_llvm", PLAIN_IR)
+        isa = PLAIN
+    if isa.lanes == LANES:
+        anchor.tensorize(lanes_axis, dot_int8(isa))
+        return
+    outer, inner = anchor.split(lanes_axis, factor=isa.lanes)
+    anchor.reorder(outer, inner, reduce_inner)
+    anchor.tensorize(inner, dot_int8(isa))
+
+
+def _divisors(n: int, limit: int) -> list[int]:
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def _blocks(columns: int, channel_blocks: int) -> list[str]:
+    """Register blocks ``"t,k"``: ``t | columns``, ``k | channel_blocks`` (at most 4), 2 to 28 accumulators."""
+    return [f"{t},{k}" for k in _divisors(channel_blocks, 4) for t in _divisors(columns, ACCUMULATORS)
+            if 2 <= t * k <= ACCUMULATORS or t * k == columns * channel_blocks]
+
+
+def _anchor(kt: KernelTE, tag: str, ndim: int, what: str):
+    """``(outputs, anchor)`` of a kernel with one output and one reduction stage tagged ``tag`` of ``ndim``
+    axes, else why not."""
+    _, outputs, computes = kernel_stages(kt.args)
+    reductions = [st for st in computes if st.op.reduce_axis]
+    if len(outputs) != 1 or len(reductions) != 1:
+        return f"{len(outputs)} outputs and {len(reductions)} reduction stages (the template writes one {what})"
+    if reductions[0].op.tag != tag or len(reductions[0].op.axis) != ndim:
+        return f"the anchor is not a {what} ({tag}, {ndim} axes)"
+    return outputs, reductions[0]
+
+
+def conv_fits(kt: KernelTE) -> str | None:
+    """Why ``conv2d_int8_cpu`` does not fit this kernel (None: it does)."""
+    found = _anchor(kt, "conv2d_pack_int8", 5, "packed int8 conv")
+    if isinstance(found, str):
+        return found
+    outputs, anchor = found
+    if [int(d) for d in outputs[0].shape] != [int(d) for d in anchor.op.output(0).shape]:
+        return "the output is not the conv's NCHW16c shape"
+    return None
+
+
+def dense_fits(kt: KernelTE) -> str | None:
+    """Why ``dense_int8_cpu`` does not fit this kernel (None: it does)."""
+    found = _anchor(kt, "dense_pack_int8", 3, "packed int8 dense")
+    if isinstance(found, str):
+        return found
+    return None if len(found[0][0].shape) == 2 else "the dense's data is not 2-d"
+
+
+def _stages(kt: KernelTE):
+    """``(schedule, output stage, anchor)``: injective stages inlined (a view of blocked data too), the padding
+    of blocked data and the regrouping of NCHW data parallel at the root (as :mod:`.cpu_int8` does)."""
+    s, outputs, computes = kernel_stages(kt.args)
+    out = s[outputs[0]]
+    for st in computes:
+        if st.op.reduce_axis or st is out:
+            continue
+        if st.op.name == "data_pad":
+            schedule_injective_from_existing(s, st.op.output(0))
+        elif st.op.name == "data_vec" and "pad" in st.op.tag:
+            axes = list(st.op.axis)
+            st.parallel(st.fuse(axes[0], axes[1]))
+        else:
+            st.compute_inline()
+    return s, out, next(st for st in computes if st.op.reduce_axis)
+
+
+def conv_space(isa):
+    """The ``conv2d_int8_cpu`` space of the entry using ``isa``."""
+    def schedule_conv2d_int8_space(cfg, kt: KernelTE) -> Schedule:
+        s, out, anchor = _stages(kt)
+        _, ob, _, ow, _ = extents(anchor)
+        cfg.define_knob("block", _blocks(ow, ob))
+        cfg.define_knob("block_order", ["channels_outer", "columns_outer"])
+        cfg.define_knob("reduce_order", ["channels_outer", "window_outer"])
+        cfg.define_knob("unroll_kw", [False, True])
+        if cfg.is_fallback:     # the default rule's block (cpu_int8.schedule_conv2d_pack_int8)
+            cfg["block"] = OtherOptionEntity(f"{largest_divisor(ow, 16)},1")
+        t, k = (int(v) for v in cfg["block"].val.split(","))
+        n, oco, oh, ow_, oci = out.op.axis
+        oc_o, oc_i = out.split(oco, factor=k)
+        owo, owi = out.split(ow_, factor=t)
+        ico, ry, rx, ici = anchor.op.reduce_axis
+        red = [ico, ry, rx] if cfg["reduce_order"].val == "channels_outer" else [ry, rx, ico]
+        if anchor is out:
+            blk = [oc_i, owi] if cfg["block_order"].val == "channels_outer" else [owi, oc_i]
+            out.reorder(n, oc_o, oh, owo, *red, *blk, oci, ici)
+        else:
+            out.reorder(n, oc_o, oh, owo, oc_i, owi, oci)
+            anchor.compute_at(out, owo)
+            an, aoc, aoh, aow, aoci = anchor.op.axis
+            blk = [aoc, aow] if cfg["block_order"].val == "channels_outer" else [aow, aoc]
+            anchor.reorder(*red, an, aoh, *blk, aoci, ici)
+            out.vectorize(oci)
+        out.parallel(out.fuse(n, oc_o, oh))
+        for ax in blk:
+            anchor.unroll(ax)
+        if cfg["unroll_kw"].val:
+            anchor.unroll(rx)
+        dot_block(anchor, oci if anchor is out else aoci, ici, isa)
+        return s
+    return schedule_conv2d_int8_space
+
+
+def dense_space(isa):
+    """The ``dense_int8_cpu`` space of the entry using ``isa``."""
+    def schedule_dense_int8_space(cfg, kt: KernelTE) -> Schedule:
+        s, out, anchor = _stages(kt)
+        m, nb, _ = extents(anchor)
+        kb = int(anchor.op.reduce_axis[0].dom.extent)
+        cfg.define_knob("block", _blocks(m, nb))
+        cfg.define_knob("order", ["rows_outer", "columns_outer"])
+        cfg.define_knob("unroll_k", _divisors(kb, 4))
+        if cfg.is_fallback:     # the default rule's tile (cpu_int8.schedule_dense_pack_int8)
+            cfg["block"] = OtherOptionEntity(f"{largest_divisor(m, 16)},1")
+        r, k = (int(v) for v in cfg["block"].val.split(","))
+        i, jo, ji = anchor.op.axis
+        ko, ki = anchor.op.reduce_axis
+        rows, cols = out.op.axis
+        ro, ri = out.split(rows, factor=r)
+        co, ci = out.split(cols, factor=LANES * k)
+        outer = [ro, co] if cfg["order"].val == "rows_outer" else [co, ro]
+        out.reorder(*outer, ri, ci)
+        tile = out.fuse(*outer)
+        out.parallel(tile)
+        anchor.compute_at(out, tile)
+        out.vectorize(out.split(ci, factor=LANES)[1])
+        ko_o, ko_i = anchor.split(ko, factor=cfg["unroll_k"].val)
+        anchor.reorder(ko_o, ko_i, i, jo, ji, ki)
+        for ax in (ko_i, i, jo):
+            anchor.unroll(ax)
+        dot_block(anchor, ji, ki, isa)
+        return s
+    return schedule_dense_int8_space
+
+
+def conv_entry_space(isa) -> dict:
+    """:func:`~.registry.register_schedule`'s space arguments of the conv entry using ``isa``."""
+    return {"template": CONV_TEMPLATE, "fits": conv_fits, "space": conv_space(isa)}
+
+
+def dense_entry_space(isa) -> dict:
+    """:func:`~.registry.register_schedule`'s space arguments of the dense entry using ``isa``."""
+    return {"template": DENSE_TEMPLATE, "fits": dense_fits, "space": dense_space(isa)}
+
+
+__all__ = ["ACCUMULATORS", "CONV_TEMPLATE", "DENSE_TEMPLATE", "conv_entry_space", "conv_fits", "dense_entry_space",
+           "dense_fits", "dot_block"]

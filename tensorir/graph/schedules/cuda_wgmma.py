@@ -1,0 +1,197 @@
+"""Tensor-core GEMM on sm_90a (H100): warpgroup ``wgmma`` over shared-memory operands, fed by ``cp.async``.
+
+The GEMM entry of :mod:`.cuda_tensorcore` takes it on sm_90 targets (the kernel builds as sm_90a):
+
+- the output (a copy or cast of the float32 accumulator) in ``block_m x block_n`` tiles per block
+  (``blockIdx.y / x``, batch axes on ``blockIdx.z``; ``swizzle`` groups of row tiles as there), the
+  block's ``block_m / 16`` warps (``threadIdx.y``) each owning 16 rows;
+- each warp's 16 x ``block_n`` accumulator (``warp`` scope, the ``mma.sync`` fragment layout, which is
+  wgmma's) computed over the whole reduction by ``intrin_wgmma``: the block's warps together stage A and
+  B through ``stages`` shared-memory slots (128-byte swizzle) and multiply them by warpgroups
+  (``codegen/cuda/wgmma.py``), then each 16 x 8 tile is stored (with the epilogue) from the registers.
+
+The warps' loops run on whole warps with no ``threadIdx.x`` loop (pragma ``warp_lanes``): the intrinsics
+share the work among the lanes.  An elementwise epilogue (bias, activation, residual) is stored from the
+fragments by a fragment-epilogue intrinsic (``topi/cuda/fragment_epilogue.py``).  Shapes the tiles do not
+divide and float32 inputs are refused (:func:`wgmma_fits` says why); the ``mma.sync``
+schedule takes them.  :func:`schedule_wgmma_conv` is the implicit-GEMM convolution's: the loop gathers A from
+the NHWC input itself (``intrin_wgmma``'s ``conv``), the epilogue goes through a shared float32 tile.
+"""
+from __future__ import annotations
+
+from ...lower.gpu import WARP_LANES
+from ...schedule import Schedule, Stage
+from ...topi.cuda.fragment_epilogue import fragment_epilogue, intrin_fragment_epilogue
+from ...topi.cuda.tensor_intrin import (CONV_FIELDS, WGMMA_BK as BK, intrin_mma_store, intrin_wgmma, wgmma_check,
+                                        wgmma_conv_check, wgmma_shared_bytes)
+from .cuda_tensorcore import _store_dtype, bind_blocks, first_fit, gemm_operands
+from .helpers import bind
+
+#: default knobs: 128 x 256 blocks (two warpgroups of m64n256), 4 slots of k 64, blocks in row-major order
+DEFAULT_KNOBS = {"block_m": 128, "block_n": 256, "stages": 4, "swizzle": 1}
+#: the default's knobs by size, the first that fits the GEMM wins (``large``: at least :data:`LARGE_BLOCKS`
+#: blocks of 128 x 256).  Measured on an H100 (benchmarks/gemm_cuda.py --dtype float16, n = 1024 to 8192):
+#: 128 x 256 fastest from n = 2048 (swizzle groups of 8 were slower there, 400 / 535 against 525 / 624
+#: TFLOP/s at n = 2048 / 4096), 64 x 128 at n = 1024 (209 against 191 for 128 x 128)
+PREFERRED = (
+    ("large", {}),
+    ("any", {"block_m": 64, "block_n": 128, "stages": 6}),
+    ("any", {"block_m": 64, "block_n": 64, "stages": 6}),
+)
+LARGE_BLOCKS = 128
+
+
+def is_sm90(arch: str) -> bool:
+    """Whether ``arch`` (``sm_90`` / ``sm_90a``) takes the wgmma GEMM."""
+    return arch.rstrip("a") == "sm_90"
+
+
+def wgmma_fits(out_shape, k: int, dtype: str, b_trans: bool, knobs: dict, shared_limit: int = 227 * 1024) -> str | None:
+    """Why ``knobs`` cannot schedule a GEMM of output ``out_shape``, reduction ``k``, with wgmma, or None."""
+    m, n = out_shape[-2:]
+    bm, bn, stages = knobs["block_m"], knobs["block_n"], knobs["stages"]
+    if dtype not in ("float16", "bfloat16"):
+        return f"wgmma takes float16 / bfloat16 inputs, not {dtype}"
+    why = wgmma_check(bm, bn, stages, b_trans)
+    if why is not None:
+        return why
+    if m % bm or n % bn or k % BK:
+        return f"the tiles ({bm} x {bn}, k {BK}) do not divide the GEMM ({m} x {n}, k {k})"
+    if wgmma_shared_bytes(bm, bn, stages) > shared_limit:
+        return f"{wgmma_shared_bytes(bm, bn, stages)} bytes of shared memory per block (> {shared_limit})"
+    return None
+
+
+def preferred_wgmma(batch: int, m: int, n: int, k: int, dtype: str, b_trans: bool, shared_limit: int):
+    """The first of :data:`PREFERRED` that fits the GEMM, or why none does."""
+    return first_fit(PREFERRED, batch * (m // 128) * (n // 256) >= LARGE_BLOCKS, lambda kn: dict(DEFAULT_KNOBS, **kn),
+                     lambda kn: wgmma_fits((m, n), k, dtype, b_trans, kn, shared_limit))
+
+
+def store_intrin(s: Schedule, out: Stage, acc):
+    """The intrinsic that stores ``out`` (a function of the accumulator tensor ``acc``, its inlined stages
+    substituted) from the fragments: ``mma_store`` for a copy or cast, else a fragment epilogue (bias,
+    activation, residual ...); or why there is none."""
+    from ...lower.inline import inlined_bodies
+    direct = _store_dtype(out, acc) if out.op is not acc.op else None
+    if direct is not None:
+        return intrin_mma_store("global", direct)
+    got = fragment_epilogue(inlined_bodies(s)[out][0], list(out.op.axis), acc)
+    if isinstance(got, str):
+        return f"the epilogue: {got}"
+    return intrin_fragment_epilogue(got[0], out.op.output(0).dtype)
+
+
+def schedule_wgmma(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
+    """Schedule the GEMM ``anchor`` (``sum_k A[i, k] B[j, k]``, or ``B[k, j]``) under ``out`` (the anchor,
+    or an elementwise epilogue of it) with wgmma (see the module)."""
+    got = gemm_operands(anchor)
+    if isinstance(got, str):
+        raise ValueError(f"wgmma GEMM of {anchor.op.name}: {got}")
+    _, _, b_trans, dtype = got
+    bm, bn, stages = knobs["block_m"], knobs["block_n"], knobs["stages"]
+    k = int(anchor.op.reduce_axis[0].dom.extent)
+    why = wgmma_fits([int(d) for d in out.op.output(0).shape], k, dtype, b_trans, knobs)
+    if why is not None:
+        raise ValueError(f"wgmma GEMM of {anchor.op.name}: {why}")
+    if anchor is out:
+        cf = s[s.cache_write(out.op.output(0), "warp")]
+    else:
+        cf = anchor
+        cf.set_scope("warp")
+    store = store_intrin(s, out, cf.op.output(0))
+    if isinstance(store, str):
+        raise ValueError(f"wgmma GEMM of {anchor.op.name}: {store}")
+    bj, ii, jj = bind_blocks(out, bm, bn, knobs.get("swizzle", 1))
+    wi, ii = out.split(ii, factor=16)            # the warps' rows; constant fragment offsets below
+    tj, jj = out.split(jj, factor=8)
+    out.reorder(wi, tj, ii, jj)
+    bind(out, wi, "threadIdx.y")
+    out.unroll(tj)
+    out.tensorize(ii, store)
+    out.pragma(bj, WARP_LANES)
+    cf.compute_at(out, wi)
+    fi, _ = cf.op.axis[-2:]
+    cf.tensorize(fi, intrin_wgmma(dtype, bm, bn, k, stages, b_trans))
+
+
+#: the implicit-GEMM convolution's tiles, the first that fits (the epilogue's shared float32 tile beside the slots).
+#: Measured on an H100 (ResNet-18's 3x3 layers at batch 32, fp16, interleaved with cuDNN): 64 x 128 with 4 slots
+#: fastest where O % 128 == 0 (27.7 / 34.0 us at 28 x 28 / 14 x 14, against 32.2 / 36.3 for 128 x 64; 64 x 256
+#: level), 128 x 64 with 3 slots for 64 channels out (35.3 us, 4 slots 39.8, 64 x 64 36.7)
+CONV_PREFERRED = ({"block_m": 64, "block_n": 128, "stages": 4}, {"block_m": 128, "block_n": 64, "stages": 3},
+                  {"block_m": 64, "block_n": 64, "stages": 4})
+
+
+def conv_geometry(a) -> dict | str:
+    """The geometry (:data:`CONV_FIELDS`) of the convolution whose ``im2col`` is ``a``, or why it has none
+    a gathering main loop takes."""
+    geo = getattr(a.op, "attrs", {}).get("conv") if "im2col" in getattr(a.op, "tag", "").split(",") else None
+    if geo is None:
+        return f"A ({a.name}) is not a convolution's im2col"
+    if (geo["dh"], geo["dw"]) != (1, 1):
+        return f"dilation {geo['dh']} x {geo['dw']}"
+    return wgmma_conv_check(geo) or {f: geo[f] for f in CONV_FIELDS}
+
+
+def conv_tile_bytes(knobs: dict) -> int:
+    """Shared memory of a convolution's epilogue tile (float32, rows padded 16 bytes) beside the main loop's."""
+    return knobs["block_m"] * (knobs["block_n"] + 4) * 4
+
+
+def wgmma_conv_knobs(a, m: int, n: int, k: int, dtype: str, shared_limit: int) -> dict | str:
+    """The wgmma knobs of a convolution's GEMM (``m`` pixels, ``n`` output channels, ``k`` taps, A the
+    ``im2col`` ``a``), or why none fits (then the ``mma.sync`` schedule takes it)."""
+    geo = conv_geometry(a)
+    if isinstance(geo, str):
+        return geo
+    if m * k >= 2 ** 31:
+        return f"the im2col matrix ({m} x {k}) has 2^31 elements or more (the loop takes its row offset as int)"
+    why = None
+    for kn in CONV_PREFERRED:
+        knobs = dict(DEFAULT_KNOBS, **kn)
+        why = wgmma_fits((m, n), k, dtype, True, knobs, shared_limit - conv_tile_bytes(knobs))
+        if why is None:
+            return dict(knobs, conv=geo)
+    return why
+
+
+def schedule_wgmma_conv(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
+    """Schedule the implicit GEMM ``anchor`` (A a convolution's inlined ``im2col``, B the [K, O] weights) under
+    ``out`` (the NHWC output, its epilogue inlined) with the gathering wgmma main loop: each warp's 16 rows
+    stored by ``mma_store`` into a shared float32 tile (beside the loop's slots), which all threads read,
+    4 columns each, through the epilogue (the ``mma.sync`` conv's store)."""
+    got = gemm_operands(anchor)
+    if isinstance(got, str):
+        raise ValueError(f"wgmma conv of {anchor.op.name}: {got}")
+    a, _, b_trans, dtype = got
+    bm, bn, stages = knobs["block_m"], knobs["block_n"], knobs["stages"]
+    (m, n), k = (int(ax.dom.extent) for ax in anchor.op.axis), int(anchor.op.reduce_axis[0].dom.extent)
+    why = wgmma_fits((m, n), k, dtype, b_trans, knobs) or ("B is not stored [K, N]" if not b_trans else None)
+    if why is not None:
+        raise ValueError(f"wgmma conv of {anchor.op.name}: {why}")
+    cf = anchor
+    cf.set_scope("warp")
+    readers = [st for st in s.stages if cf.op.output(0) in st.op.input_tensors]
+    cs = s[s.cache_read(cf.op.output(0), "shared", [r.op.output(0) for r in readers])]
+    bj, ii, jj = bind_blocks(out, bm, bn, knobs.get("swizzle", 1), gemm_axes=2)
+    t, vec = out.split(out.fuse(ii, jj), factor=4)
+    t, tx = out.split(t, factor=32)
+    t, ty = out.split(t, factor=bm // 16)
+    bind(out, tx, "threadIdx.x")
+    bind(out, ty, "threadIdx.y")
+    out.vectorize(vec)
+    cs.compute_at(out, bj)
+    cs.storage_align(cs.op.axis[-2], bn, 4)
+    wi, ci = cs.split(cs.op.axis[-2], factor=16)      # the warps' rows; constant fragment offsets below
+    tj, cj = cs.split(cs.op.axis[-1], factor=8)
+    cs.reorder(wi, tj, ci, cj)
+    bind(cs, wi, "threadIdx.y")
+    cs.unroll(tj)
+    cs.tensorize(ci, intrin_mma_store())
+    cf.compute_at(cs, wi)
+    cf.tensorize(cf.op.axis[-2], intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"]))
+
+
+__all__ = ["CONV_PREFERRED", "DEFAULT_KNOBS", "PREFERRED", "conv_geometry", "is_sm90", "preferred_wgmma",
+           "schedule_wgmma", "schedule_wgmma_conv", "wgmma_conv_knobs", "wgmma_fits"]

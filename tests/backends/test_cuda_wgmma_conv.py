@@ -1,0 +1,101 @@
+"""The implicit-GEMM convolution on sm_90a (``schedules/cuda_wgmma.py``'s ``schedule_wgmma_conv``, the gathering
+main loop of ``codegen/cuda/wgmma.py``): A's k slices gathered from the NHWC input by ``cp.async`` (padding
+zero-filled: src-size 0), warpgroup ``wgmma``, the epilogue through a shared float32 tile beside the loop's slots.
+ptxas for sm_90a, the CUDA simulator (the main loop as its scalar gather model), refusals named, the kernels
+on an H100 against numpy."""
+import pytest
+
+import codegen
+from codegen.cuda.wgmma import wgmma_source
+from tensorir.graph.schedules.cuda_tensorcore_conv import ANCHOR, conv2d_gemm_dag, conv_knobs, tensorcore_conv2d
+from tensorir.graph.schedules.cuda_wgmma import wgmma_conv_knobs
+from test_cuda_tensorcore_conv import _check
+
+SM90 = {"arch": "sm_90", "shared_limit": 227 * 1024}
+CASES = [  # n, c, hw, o, kernel, stride, pad, dtype, epilogue, knobs
+    (2, 64, 8, 128, 3, 1, 1, "float16", "bias_relu", {"block_m": 64, "block_n": 64}),   # 2 x 2 blocks, padding
+    (8, 64, 8, 128, 3, 2, 1, "bfloat16", "residual", {"block_m": 128, "block_n": 128}),  # stride 2, M 128
+    (2, 128, 16, 64, 1, 2, 0, "float16", "", {"block_m": 64, "block_n": 64}),            # 1x1 stride 2, K 128
+]
+
+
+def _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs):
+    return tensorcore_conv2d(n, c, (hw, hw), o, k, stride, pad, dtype, dict(knobs, wgmma=1, stages=4),
+                             bias="bias" in epilogue, relu="relu" in epilogue, residual="residual" in epilogue)
+
+
+@pytest.mark.cuda_sim
+@pytest.mark.parametrize("n,c,hw,o,k,stride,pad,dtype,epilogue,knobs", CASES)
+def test_wgmma_conv_simulated(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs):
+    """The block tiling, the warps' rows, the shared epilogue tile and the gather's geometry (the scalar model
+    reads the input as the loop's copies do), NaN-poisoned outputs against float64 numpy."""
+    s, args = _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs)
+    _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda -arch=sm_90", wgmma=True)
+
+
+@pytest.mark.nvcc
+def test_wgmma_conv_ptx_assembles():
+    """sm_90a: the gathered A's predicated copies (src-size operand), wgmma with B transposed, no spills; the
+    launch reserves the loop's slots above the epilogue tile."""
+    s, args = _sched(*CASES[0])
+    mod = codegen.build(s, args, target="cuda -arch=sm_90")
+    ptx = mod.get_source("ptx")
+    assert mod.arch == "sm_90a" and "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx
+    assert "p, 1, 1, 0, 1;" in ptx and "%dynamic_smem_size" in ptx
+    assert any(line.strip().startswith("cp.async.cg.shared.global") and line.count(",") == 2
+               for line in ptx.splitlines()), "no predicated (src-size) copy"
+    usage = mod.resource_usage
+    assert usage["stack_bytes"] == 0 and usage["spill_stores"] == 0, usage
+    assert mod.launch.shared_bytes >= 4 * 128 * 128 + 1024
+
+
+def test_sm90_conv_takes_wgmma_where_it_fits():
+    """conv_knobs on sm_90: the gathering loop for ResNet-18's 3x3 and 1x1 layers with C % 64 == 0 and M % 64
+    == 0; named refusals (mma.sync takes them): 32 channels, M = 32 * 49, dilation; sm_80 never."""
+    def knobs(n, c, hw, o, k, stride, pad, info=SM90, dilation=1):
+        from tensorir.tensor import ComputeOp
+        from tensorir.schedule import create_schedule
+        from tensorir.graph.schedules.cuda_tensorcore import gemm_operands
+        args = conv2d_gemm_dag(n, c, (hw, hw), o, k, stride, pad)
+        s = create_schedule(args[-1].op)
+        anchor = next(st for st in s.stages if isinstance(st.op, ComputeOp) and st.op.reduce_axis)
+        a = gemm_operands(anchor)[0]
+        m, kk = int(anchor.op.axis[0].dom.extent), int(anchor.op.reduce_axis[0].dom.extent)
+        if dilation != 1:
+            a.op.attrs["conv"] = dict(a.op.attrs["conv"], dh=dilation)
+        return conv_knobs(m, o, kk, "float16", info, a), wgmma_conv_knobs(a, m, o, kk, "float16", 227 * 1024)
+    got, _ = knobs(32, 64, 56, 64, 3, 1, 1)
+    assert got["wgmma"] and (got["block_m"], got["block_n"]) == (128, 64) and got["conv"]["c"] == 64
+    assert knobs(32, 128, 28, 256, 1, 2, 0)[0]["wgmma"]
+    small, why = knobs(2, 32, 8, 64, 3, 1, 1)
+    assert not small.get("wgmma") and "32 input channels" in why
+    layer4, why = knobs(32, 512, 7, 512, 3, 1, 1)
+    assert not layer4.get("wgmma") and "do not divide" in why
+    assert "dilation 2" in knobs(2, 64, 8, 64, 3, 1, 1, dilation=2)[1]
+    assert "2^31" in knobs(512, 64, 112, 64, 3, 1, 1)[1]
+    assert not knobs(32, 64, 56, 64, 3, 1, 1, info={"arch": "sm_80", "shared_limit": 163 * 1024})[0].get("wgmma")
+    with pytest.raises(ValueError, match="32 input channels"):
+        wgmma_source("tt_wgmma_m64n64s4_f16_bt_cv8_8_32_8_8_3_3_1_1_1_1")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,c,hw,o,k,stride,pad,dtype,epilogue,knobs", CASES + [
+    (32, 128, 28, 128, 3, 1, 1, "float16", "bias_relu", {"block_m": 128, "block_n": 128}),   # ResNet-18 layer2
+    (32, 64, 56, 128, 1, 2, 0, "float16", "bias", {"block_m": 128, "block_n": 128}),         # its downsample
+    (16, 256, 14, 256, 3, 1, 1, "bfloat16", "residual", {"block_m": 64, "block_n": 128})])   # M = 64 x 49
+def test_wgmma_conv_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs):
+    s, args = _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs)
+    _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda", run=lambda mod, *a: mod(*a),
+           wgmma=True)
+
+
+@pytest.mark.gpu
+def test_registry_conv_takes_wgmma_on_gpu():
+    """The registry's entry on the H100 picks the gathering loop for a ResNet-18 3x3 layer."""
+    from autotune.kernel_templates import kernel_te
+    from tensorir.graph.schedules import kernel_schedule
+    case = (32, 64, 56, 64, 3, 1, 1, "float16", "bias_relu")
+    args = conv2d_gemm_dag(32, 64, (56, 56), 64, 3, 1, 1, "float16", bias=True, relu=True)
+    s, origin = kernel_schedule(kernel_te(args, ANCHOR), "cuda")
+    assert origin["rule"] == "schedule_conv2d_gemm"
+    _check(s, args, *case, target="cuda", run=lambda mod, *a: mod(*a), wgmma=True)
