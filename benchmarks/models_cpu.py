@@ -8,7 +8,7 @@ a call); the medians are printed with their ratio and the compile time.  ``--pro
 slowest kernels.
 
     python benchmarks/models_cpu.py [--threads 2] [--model resnet18|bert] [--blocks 8] [--profile 10]
-                                    [--no-layout]
+                                    [--no-layout] [--no-attention]
 """
 from __future__ import annotations
 
@@ -100,12 +100,15 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="print the N slowest kernels")
     ap.add_argument("--no-layout", action="store_true",
                     help="skip the alter_op_layout pass (plain NCHW kernels, to compare)")
+    ap.add_argument("--no-attention", action="store_true",
+                    help="skip the fuse_attention pass (batch_matmul, softmax, batch_matmul kernels, to compare)")
     args = ap.parse_args(argv)
     os.environ["TILETUNE_NUM_THREADS"] = str(args.threads)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from tensorir.graph import passes, testing
-    if args.no_layout:
-        passes.PASSES[:] = [(name, p) for name, p in passes.PASSES if name != "alter_op_layout"]
+    skip = {"alter_op_layout"} if args.no_layout else set()
+    skip |= {"fuse_attention"} if args.no_attention else set()
+    passes.PASSES[:] = [(name, p) for name, p in passes.PASSES if name not in skip]
     print(f"threads {args.threads} (onnxruntime intra_op_num_threads = tiletune workers)")
     if args.model in ("resnet18", "all"):
         bench("resnet18", testing.resnet18(), testing.resnet18_inputs(), args.threads, args.blocks, args.calls,

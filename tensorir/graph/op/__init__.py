@@ -8,5 +8,6 @@ from . import indexing  # cumsum, gather_nd, scatter_nd, scatter_elements
 from . import rnn  # nn.rnn_scan
 from . import control  # if, loop (subgraphs)
 from . import qnn  # qnn.dense, qnn.conv2d (int8 x int8 -> int32)
+from . import attention  # nn.attention (the fuse_attention pass)
 
 __all__ = ["OPS", "OpDef", "OpPattern", "call", "get_op", "infer_type", "register_op"]

@@ -8,6 +8,7 @@ from typing import Callable
 
 from ..ir import Graph, map_subgraphs
 from ..verify import verify
+from .attention import fuse_attention
 from .control import fold_control_flow
 from .basic import bind_params, eliminate_dead_code, fold_constants, infer_types
 from .fuse import fuse_ops, partition
@@ -25,6 +26,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("simplify", simplify),
     ("fold_constants", fold_constants),   # the weights simplify rescaled
     ("eliminate_dead_code", eliminate_dead_code),
+    ("fuse_attention", fuse_attention),   # Q K^T, scale, mask, softmax, P V as one nn.attention (targeted)
     ("alter_op_layout", alter_op_layout),   # blocked conv / dense layouts, weights packed
     ("alter_op_layout_cuda", alter_op_layout_cuda),   # CUDA: 16-bit convs NHWC on tensor cores
     ("fold_constants", fold_constants),
@@ -36,6 +38,8 @@ PASSES: list[tuple[str, Pass]] = [
 CPU_ONLY = ("alter_op_layout",)
 #: Passes for CUDA targets only, called with the target (its arch decides).
 CUDA_ONLY = ("alter_op_layout_cuda",)
+#: Passes called with the target (whatever its kind).
+TARGETED = (*CUDA_ONLY, "fuse_attention")
 
 
 def optimize(g: Graph, params: dict | None = None, *, fuse: bool = True, check: bool = True,
@@ -50,7 +54,7 @@ def optimize(g: Graph, params: dict | None = None, *, fuse: bool = True, check: 
         if (name == "fuse_ops" and not fuse) or (name in CPU_ONLY and not _is_cpu(target)) or \
                 (name in CUDA_ONLY and not _is_cuda(target)):
             continue
-        g = on_subgraphs(functools.partial(p, target=target) if name in CUDA_ONLY else p, g)
+        g = on_subgraphs(functools.partial(p, target=target) if name in TARGETED else p, g)
         ran.append(name)
         if check:
             verify(g)
@@ -72,5 +76,5 @@ def _is_cpu(target) -> bool:
 
 
 __all__ = ["CPU_ONLY", "CUDA_ONLY", "PASSES", "alter_op_layout", "alter_op_layout_cuda", "bind_params",
-           "eliminate_dead_code", "fold_constants", "fold_control_flow", "fuse_ops", "infer_types", "on_subgraphs", "optimize", "partition", "simplify",
+           "eliminate_dead_code", "fold_constants", "fuse_attention", "fold_control_flow", "fuse_ops", "infer_types", "on_subgraphs", "optimize", "partition", "simplify",
            "to_mixed_precision"]

@@ -19,7 +19,7 @@ entry's space.  ``default_rule_name(anchor_op, target)`` names the default.
 """
 from __future__ import annotations
 
-from . import cpu, cpu_amx, cpu_bf16, cpu_int8, cuda, cuda_conv, cuda_tensorcore_conv, rnn  # their entries register on import
+from . import attention, cpu, cpu_amx, cpu_bf16, cpu_int8, cuda, cuda_conv, cuda_tensorcore_conv, rnn  # their entries register on import
 from .registry import (
     ScheduleEntry,
     default_rule_name,

@@ -28,3 +28,5 @@ __all__ += ["depth_to_space", "space_to_depth"]
 from .group_norm import group_norm
 __all__ += ["group_norm"]
 from . import rnn  # rnn_scan: ONNX's recurrent layers as a scan
+from .attention import attention
+__all__ += ["attention"]

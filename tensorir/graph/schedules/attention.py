@@ -1,0 +1,141 @@
+"""Schedules of ``nn.attention`` (:func:`tensorir.topi.nn.attention`): the scores of a block of query
+rows live in a buffer of the block, never in the kernel's memory.
+
+- CPU: parallel over (batch x heads) x blocks of :func:`_rows` query rows; per block the scores
+  ``[rows, T]`` (``Q K^T`` with the keys' axis as a vector where ``K`` is stored transposed), the row max,
+  the exponentials ``[rows, T]``, their sum, then exponentials times ``V`` with ``V``'s columns as a
+  vector, all in buffers of the task.
+- CUDA (CUDA cores): one thread block per (batch x heads, tile of up to :data:`CUDA_ROWS` query rows),
+  one thread per query row, its scores, max, exponentials, sum and output row in its own registers /
+  local memory.
+  More than :data:`CUDA_MAX_KEYS` keys (:func:`refuse`) keep batch_matmul, softmax, batch_matmul.
+"""
+from __future__ import annotations
+
+from ...schedule import Schedule, create_schedule
+from ...tensor import ComputeOp
+from ..ir import Node
+from ..lower_te import KernelTE
+from .helpers import bind, largest_divisor, vector_width
+from .registry import register_schedule, target_kind
+
+#: bytes of a CPU task's score and exponential buffers (two of ``rows x T`` floats) at most
+CPU_BLOCK_BYTES = 256 * 1024
+#: CUDA query rows (threads) per thread block at most
+CUDA_ROWS = 64
+#: CUDA: the most keys a thread's row of scores (registers, spilling to local memory) holds
+CUDA_MAX_KEYS = 1024
+
+
+def _stages(s: Schedule) -> dict:
+    return {st.op.name: st for st in s.stages if isinstance(st.op, ComputeOp)}
+
+
+def _start(kt: KernelTE, keep: tuple) -> tuple[Schedule, dict]:
+    """The schedule with every elementwise stage inlined but the output and ``keep``."""
+    s = create_schedule([t.op for t in kt.outputs])
+    for st in s.stages:
+        if isinstance(st.op, ComputeOp) and not st.op.reduce_axis and not st.is_output and st.op.name not in keep:
+            st.compute_inline()
+    return s, _stages(s)
+
+
+def _rows(s_len: int, t_len: int) -> int:
+    limit = max(1, min(16, CPU_BLOCK_BYTES // (8 * t_len)))
+    best = largest_divisor(s_len, limit)
+    return limit if best < 4 <= limit < s_len else best
+
+
+@register_schedule("nn.attention", target="llvm", name="attention_rows")
+def schedule_attention_cpu(cfg, kt: KernelTE) -> Schedule:
+    s, st = _start(kt, ("T_attention_exp",))
+    out = s[kt.outputs[0]]
+    score, mx, e, total, pv = (st[f"T_attention_{k}"] for k in ("score", "max", "exp", "sum", "pv"))
+    b, i, c = out.op.axis
+    s_len, t_len, dv = (int(x) for x in (score.op.axis[1].dom.extent, score.op.axis[2].dom.extent,
+                                         out.op.axis[2].dom.extent))
+    io, ii = out.split(i, factor=_rows(s_len, t_len))
+    task = out.fuse(b, io)
+    out.parallel(task)
+    vc = vector_width(dv)
+    if vc > 1:
+        out.vectorize(out.split(c, factor=vc)[1])
+    vt = vector_width(t_len)
+    for stage in (score, e, pv):
+        stage.compute_at(out, task)
+    for stage in (mx, total):
+        _row_reduce(s, stage, out, task, vt)
+    k_rows = kt.kernel is not None and _transpose_k(kt)
+    if vt > 1 and not k_rows:       # K stored [N, D, T]: each d a vector of keys
+        _register_tile(s, score, vt)
+    if vt > 1:
+        e.vectorize(e.split(e.op.axis[2], factor=vt)[1])
+    if vc > 1:
+        _register_tile(s, pv, vc)
+    return s
+
+
+def _register_tile(s: Schedule, stage, vec: int) -> None:
+    """``stage`` (rows x columns, a reduction) written in tiles of its rows x ``vec`` columns, each tile
+    accumulated in registers (a ``cache_write``: rows unrolled, the columns a vector) with the reduction
+    outside the tile."""
+    acc = s[s.cache_write(stage.op.output(0), "local")]
+    b, i, j = stage.op.axis
+    jo, ji = stage.split(j, factor=vec)
+    stage.reorder(b, jo, i, ji)
+    stage.vectorize(ji)
+    acc.compute_at(stage, jo)
+    ab, ai, aj = acc.op.axis
+    acc.reorder(ab, *acc.op.reduce_axis, ai, aj)
+    acc.unroll(ai)
+    acc.vectorize(aj)
+
+
+def _row_reduce(s: Schedule, stage, out, at, vt: int) -> None:
+    """A row reduction (max, sum) at ``out``'s loop ``at``: partial results over a vector of ``vt`` keys
+    (``rfactor``: no chain of scalar steps through the row), then the vector reduced."""
+    stage.compute_at(out, at)
+    if vt == 1:
+        return
+    _, ji = stage.split(stage.op.reduce_axis[0], factor=vt)
+    part = s[s.rfactor(stage.op.output(0), ji, factor_axis=2)]
+    part.compute_at(out, at)
+    pb, pi, pj = part.op.axis
+    part.reorder(pb, pi, *part.op.reduce_axis, pj)
+    part.vectorize(pj)
+
+
+def _transpose_k(kt: KernelTE) -> bool:
+    node = next(n for n in kt.kernel.body.nodes if n.op == "nn.attention")
+    return bool(node.attrs["transpose_k"])
+
+
+def refuse(n: Node, target) -> str | None:
+    """Why ``target``'s attention schedule cannot take the ``nn.attention`` node ``n`` (None: it can)."""
+    if target is None or target_kind(target) != "cuda":
+        return None
+    t_len = n.inputs[2].type.shape[1]
+    if t_len > CUDA_MAX_KEYS:
+        return f"{t_len} keys: a thread's row of scores is at most {CUDA_MAX_KEYS}"
+    return None
+
+
+@register_schedule("nn.attention", target="cuda", name="attention_rows_cuda")
+def schedule_attention_cuda(cfg, kt: KernelTE) -> Schedule:
+    s, st = _start(kt, ("T_attention_exp",))
+    out = s[kt.outputs[0]]
+    score, mx, e, total, pv = (st[f"T_attention_{k}"] for k in ("score", "max", "exp", "sum", "pv"))
+    s_len = int(score.op.axis[1].dom.extent)
+    rows = min(CUDA_ROWS, max(32, 1 << (s_len - 1).bit_length()))
+    b, i, c = out.op.axis
+    io, ii = out.split(i, factor=rows)
+    out.reorder(b, io, ii, c)
+    bind(out, out.fuse(b, io), "blockIdx.x")
+    bind(out, ii, "threadIdx.x")
+    for stage in (score, mx, e, total, pv):
+        stage.set_scope("local")
+        stage.compute_at(out, ii)
+    return s
+
+
+__all__ = ["CPU_BLOCK_BYTES", "CUDA_MAX_KEYS", "CUDA_ROWS", "refuse", "schedule_attention_cpu", "schedule_attention_cuda"]
