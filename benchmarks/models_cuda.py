@@ -167,11 +167,18 @@ def compare(name: str, m, model, feeds: dict, args, torch, note: str = "") -> di
     if getattr(args, "torch_compile", False):
         peers["torch.compile"] = ('torch.compile "reduce-overhead"', torch.compile(ref, mode="reduce-overhead"))
     timers = {"tiletune": time_ours}
-    for key, (label, fn) in peers.items():
+    for key, (label, fn) in list(peers.items()):
         t = time.perf_counter()
-        with torch.no_grad():
-            got = [o.clone() for o in fn(**low)]     # compiles (torch.compile); cloned before CUDA graph reuse
-        torch.cuda.synchronize()
+        try:
+            with torch.no_grad():
+                got = [o.clone() for o in fn(**low)]     # compiles (torch.compile); cloned before CUDA graph reuse
+            torch.cuda.synchronize()
+        except Exception as e:   # a peer that cannot run this model is named, not fatal
+            if key == "torch eager":
+                raise
+            note += f"   {key} failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+            del peers[key]
+            continue
         if key == "torch.compile":
             note += f"   torch.compile {time.perf_counter() - t:.1f} s"
         errs[key] = err(got)
