@@ -25,10 +25,10 @@ lint: $(VENV)/.installed
 	$(PY) tests/layers.py
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q --durations=25 tests
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --durations=25 tests
 
 test-all: $(VENV)/.installed
-	$(PY) -m pytest -q -m "slow or not slow" tests
+	$(PY) -m pytest -q -n auto --maxprocesses 4 -m "slow or not slow" tests
 
 # The differential ONNX fuzzer (tests/onnx_fuzz.py) against onnxruntime: 2,000 seeds (about 20 minutes on
 # 2 cores) and a summary (ok, wrong, crash, refused by reason); FUZZ_SEEDS=START:STOP picks others.
