@@ -141,6 +141,23 @@ def test_alter_op_layout_keeps_activations_blocked():
     np.testing.assert_allclose(m(x=x)[0], want, rtol=1e-4, atol=1e-4)
 
 
+def test_a_shared_weight_is_packed_once():
+    """A weight several layers share (an unrolled recurrent cell, a layer-shared transformer) becomes one
+    packed constant, not one per use; another weight keeps its own."""
+    w, conv_w = _w((32, 32)), _w((16, 16, 3, 3), 1)
+    h = _x((1, 32))
+    for _ in range(3):
+        h = call("tanh", call("nn.dense", h, w))
+    y = call("nn.dense", h, _w((32, 32), 2))
+    c = _x((1, 16, 6, 6), "c")
+    for _ in range(2):
+        c = call("nn.conv2d", c, conv_w, padding=(1,) * 4)
+    after = alter_op_layout(_graph(call("add", call("sum", c), call("sum", y))))
+    packed = [n.inputs[1] for n in graph.topological_order(after.outputs) if getattr(n, "op", None) in
+              ("nn.contrib_dense_pack", "nn.contrib_conv2d_NCHWc")]
+    assert len(packed) == 6 and len({id(p) for p in packed}) == 3
+
+
 def test_follower_stays_nchw_where_that_converts_less():
     c = call("nn.relu", call("nn.conv2d", _x((1, 16, 6, 6)), _w((16, 16, 3, 3)), padding=(1,) * 4))
     grouped = call("nn.conv2d", c, _w((16, 8, 1, 1), 1), groups=2)   # stays NCHW: reads c converted back

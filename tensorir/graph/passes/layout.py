@@ -48,6 +48,15 @@ class _Layouts:
         self.plain: dict[int, Value] = {}
         self.blocked: dict[int, tuple[Value, int]] = {}
         self.converted: dict[tuple[int, int], Value] = {}
+        self.packs: dict[tuple[int, str], Const] = {}
+
+    def pack(self, w: Const, how: str, fn: Callable[[np.ndarray], np.ndarray]) -> Const:
+        """``Const(fn(w.value))``, computed once per weight and ``how`` (a weight several ops share, as an
+        unrolled recurrent cell's or a layer-shared transformer's, is packed once)."""
+        key = (id(w), how)
+        if key not in self.packs:
+            self.packs[key] = Const(fn(w.value))
+        return self.packs[key]
 
     def get_plain(self, v: Value) -> Value:
         if id(v) not in self.plain:
@@ -91,7 +100,8 @@ def _conv2d(st: _Layouts, n: Node):
         block = channel_block(o)
         kernel_layout = f"OIHW1i{block}o"
         y = call("nn.contrib_depthwise_conv2d_NCHWc", st.get_blocked(x, block),
-                 Const(layout_transform_numpy(w.value, "OIHW", kernel_layout)), strides=n.attrs["strides"],
+                 st.pack(w, kernel_layout, lambda v: layout_transform_numpy(v, "OIHW", kernel_layout)),
+                 strides=n.attrs["strides"],
                  padding=n.attrs["padding"], dilation=n.attrs["dilation"], data_layout=f"NCHW{block}c",
                  kernel_layout=kernel_layout, out_layout=f"NCHW{block}c")
         return y, block
@@ -99,7 +109,7 @@ def _conv2d(st: _Layouts, n: Node):
         return None
     ib, ob = channel_block(i), channel_block(o)
     kernel_layout = f"OIHW{ib}i{ob}o"
-    packed = Const(layout_transform_numpy(w.value, "OIHW", kernel_layout))
+    packed = st.pack(w, kernel_layout, lambda v: layout_transform_numpy(v, "OIHW", kernel_layout))
     y = call("nn.contrib_conv2d_NCHWc", st.get_blocked(x, ib), packed, strides=n.attrs["strides"],
              padding=n.attrs["padding"], dilation=n.attrs["dilation"], data_layout=f"NCHW{ib}c",
              kernel_layout=kernel_layout, out_layout=f"NCHW{ob}c")
@@ -134,7 +144,7 @@ def _dense(st: _Layouts, n: Node):
     if not isinstance(w, Const) or w.type.dtype not in BLOCKED_DTYPES or w.type.shape[0] % 8:
         return None   # packing pays where the output columns fill vectors of 8 or 16
     bn = 16 if w.type.shape[0] % 16 == 0 else 8
-    return call("nn.contrib_dense_pack", x, Const(layout_transform_numpy(w.value, "NC", f"NC{bn}n")),
+    return call("nn.contrib_dense_pack", x, st.pack(w, f"NC{bn}n", lambda v: layout_transform_numpy(v, "NC", f"NC{bn}n")),
                 weight_layout=f"NC{bn}n")
 
 
@@ -159,7 +169,7 @@ def _qnn_dense(st: _Layouts, n: Node):
     if not _packable(x, w) or w.type.shape[1] % qnn.GROUP:
         return None
     x, corr = _as_uint8(x, w, (1,))
-    y = call("qnn.contrib_dense_pack", x, Const(qnn.pack_dense_weight(w.value)))
+    y = call("qnn.contrib_dense_pack", x, st.pack(w, "qnn.dense", qnn.pack_dense_weight))
     return y if corr is None else call("add", y, corr)
 
 
@@ -172,7 +182,7 @@ def _qnn_conv2d(st: _Layouts, n: Node):
         return None
     x, corr = _as_uint8(x, w, (1, 2, 3))
     zp = n.attrs["input_zero_point"] + (0 if corr is None else 128)
-    y = call("qnn.contrib_conv2d_pack", x, Const(qnn.pack_conv_weight(w.value)), input_zero_point=zp,
+    y = call("qnn.contrib_conv2d_pack", x, st.pack(w, "qnn.conv2d", qnn.pack_conv_weight), input_zero_point=zp,
              **{k: n.attrs[k] for k in ("strides", "padding", "dilation")})
     return y if corr is None else call("add", y, Const(corr.value.reshape(-1, 1, 1)))
 
