@@ -276,8 +276,34 @@ def test_tiled_conv_transpose_is_a_1x1_conv_and_depth_to_space(channels, out, ke
     np.testing.assert_allclose(m(x=xv)[0], want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
 
 
-def test_overlapping_or_padded_conv_transpose_stays():
+@pytest.mark.parametrize("kernel, strides, padding, output_padding", [
+    ((4, 4), (2, 2), (1, 1, 1, 1), (0, 0)),       # the U-Net / DCGAN upsampler
+    ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),       # a kernel the strides do not divide, output padding
+    ((3, 3), (1, 1), (1, 1, 1, 1), (0, 0)),       # no stride: a convolution with the kernel flipped
+    ((5, 3), (2, 3), (2, 0, 1, 1), (1, 1)),       # uneven strides and pads
+    ((2, 2), (2, 2), (0, 0, 1, 0), (0, 0)),       # tiled, cropped at one end
+])
+def test_strided_conv_transpose_is_a_conv_without_zero_taps(kernel, strides, padding, output_padding):
+    """A transposed convolution becomes a blocked convolution to out * SH * SW channels over the input
+    (not the input dilated with zeros), a depth-to-space and a crop; the same values, built too."""
+    x = _x((1, 8, 5, 6))
+    up = call("nn.conv2d_transpose", x, _w((8, 3, *kernel)), strides=strides, padding=padding,
+              output_padding=output_padding)
+    g = _graph(call("nn.relu", up))
+    text = str(alter_op_layout(g))
+    assert "nn.conv2d_transpose(" not in text and "nn.contrib_conv2d_NCHWc(" in text
+    xv = np.random.default_rng(4).standard_normal((1, 8, 5, 6)).astype("float32")
+    want = graph.evaluate(g, {"x": xv})[0]
+    np.testing.assert_allclose(graph.evaluate(alter_op_layout(g), {"x": xv})[0], want, rtol=1e-5,
+                               atol=1e-5 * float(np.abs(want).max()))
+    m = __import__("codegen").build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=xv)[0], want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+
+
+def test_grouped_or_dilated_conv_transpose_stays():
     x = _x((1, 8, 5, 5))
-    for attrs in (dict(strides=(2, 2)), dict(strides=(3, 3), padding=(1, 1, 1, 1))):
+    for attrs in (dict(strides=(2, 2), groups=2), dict(strides=(2, 2), dilation=(2, 2))):
         g = _graph(call("nn.conv2d_transpose", x, _w((8, 4, 3, 3)), **attrs))
         assert str(alter_op_layout(g)) == str(g)

@@ -4,8 +4,9 @@
 - ``nn.conv2d`` (one group, constant weights) becomes ``nn.contrib_conv2d_NCHWc`` over ``NCHW[x]c``
   data with its weights packed ``OIHW[x]i[y]o`` once, here (a constant); a depthwise one (a group per
   channel) ``nn.contrib_depthwise_conv2d_NCHWc`` (weights ``OIHW1i[x]o``); other grouped ones stay;
-- ``nn.conv2d_transpose`` whose strides equal its kernel, unpadded, becomes a 1x1 ``nn.conv2d`` (so
-  blocked as above) to ``O * KH * KW`` channels and a depth-to-space (reshape, transpose, reshape);
+- ``nn.conv2d_transpose`` (one group, undilated) becomes an ``nn.conv2d`` without the zero taps (so
+  blocked as above) to ``O * SH * SW`` channels, a depth-to-space (reshape, transpose, reshape) and a
+  crop by its padding (a 1x1 conv and no crop where the strides equal the kernel, unpadded);
 - ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with
   weights packed ``NC[y]n``;
 - ``qnn.dense`` / ``qnn.conv2d`` (8-bit data, constant int8 weights, 16 | outputs; 4 | reduction for the
@@ -118,24 +119,39 @@ def _conv2d(st: _Layouts, n: Node):
 
 @_rule("nn.conv2d_transpose")
 def _conv2d_transpose(st: _Layouts, n: Node):
-    """A transposed convolution whose strides equal its kernel, unpadded (the upsampling of U-Nets and
-    text detectors): each output pixel takes one tap of one input pixel, so it is a 1x1 convolution
-    to ``O * KH * KW`` channels (blocked like any other) and a depth-to-space rearrangement, instead
-    of a convolution over the input dilated and padded with zeros (``1 - 1 / (KH * KW)`` of the taps)."""
+    """A strided transposed convolution as a convolution without its zero taps (sub-pixel form): with
+    the kernel padded to ``t * s`` taps along each axis (zeros at the end), full output row
+    ``s * q + r`` sums input rows ``q - j`` with taps ``r + s * j`` (``j < t``), so one ordinary
+    convolution of the input, padded by ``t - 1``, to ``O * SH * SW`` channels (a ``t x t`` kernel, the
+    taps of each phase ``r`` flipped; blocked like any other) followed by a depth-to-space
+    rearrangement and a crop by the padding, instead of a convolution over the input dilated with
+    zeros (``1 - 1 / (SH * SW)`` of its taps).  One group, no dilation, non-negative pads and an
+    output padding the padded kernel covers (U-Net, DCGAN and text-detector upsamplers)."""
     x, w = n.inputs
     a = n.attrs
-    if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != "float32" or a["groups"] != 1:
+    if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != "float32" or a["groups"] != 1 \
+            or tuple(a["dilation"]) != (1, 1) or min(a["padding"]) < 0:
         return None
     c, o, kh, kw = w.type.shape
-    if tuple(a["strides"]) != (kh, kw) or any(a["padding"]) or any(a["output_padding"]) \
-            or tuple(a["dilation"]) != (1, 1):
-        return None
-    taps = np.ascontiguousarray(w.value.transpose(1, 2, 3, 0).reshape(o * kh * kw, c, 1, 1))
-    y, block = _conv2d(st, call("nn.conv2d", x, Const(taps)))
-    batch, _, h, wd = x.type.shape
+    (sh, sw), (pt, pl, pb, pr) = a["strides"], a["padding"]
+    th, tw = -(-kh // sh), -(-kw // sw)
+    if a["output_padding"][0] > pb + th * sh - kh or a["output_padding"][1] > pr + tw * sw - kw:
+        return None   # the crop would reach past the rearranged output
+
+    def phases(v: np.ndarray) -> np.ndarray:
+        v = np.pad(v, ((0, 0), (0, 0), (0, th * sh - kh), (0, tw * sw - kw)))
+        v = v.reshape(c, o, th, sh, tw, sw)[:, :, ::-1, :, ::-1, :]
+        return np.ascontiguousarray(v.transpose(1, 3, 5, 0, 2, 4).reshape(o * sh * sw, c, th, tw))
+    taps = st.pack(w, f"conv2d_transpose.{sh}x{sw}", phases)
+    y, block = _conv2d(st, call("nn.conv2d", x, taps, padding=(th - 1, tw - 1, th - 1, tw - 1)))
     y = call("layout_transform", y, src_layout=f"NCHW{block}c", dst_layout="NCHW")
-    y = call("transpose", call("reshape", y, newshape=(batch, o, kh, kw, h, wd)), axes=(0, 1, 4, 2, 5, 3))
-    return call("reshape", y, newshape=n.type.shape)
+    batch, _, h, wd = y.type.shape
+    y = call("transpose", call("reshape", y, newshape=(batch, o, sh, sw, h, wd)), axes=(0, 1, 4, 2, 5, 3))
+    y = call("reshape", y, newshape=(batch, o, h * sh, wd * sw))
+    oh, ow = n.type.shape[2:]
+    if (pt, pl, oh, ow) != (0, 0, h * sh, wd * sw):
+        y = call("strided_slice", y, begin=(0, 0, pt, pl), end=(batch, o, pt + oh, pl + ow), strides=(1, 1, 1, 1))
+    return y
 
 
 @_rule("nn.dense")
