@@ -25,7 +25,7 @@ lint: $(VENV)/.installed
 	$(PY) tests/layers.py
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 test-all: $(VENV)/.installed
 	$(PY) -m pytest -q -m "slow or not slow" tests

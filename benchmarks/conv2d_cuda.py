@@ -6,7 +6,13 @@ and the hand schedule (the template's default; ``--sweep``: the fastest of the h
 are checked against a float64 reference and timed against ``torch.nn.functional.conv2d`` (cuDNN,
 TF32 off; default algorithm choice, then ``cudnn.benchmark``) in interleaved rounds with CUDA events.
 
+``--precision float16|bfloat16``: ResNet-18's convolutions (:data:`RESNET18`) instead, each the default
+tensor-core implicit GEMM (``schedules.cuda_tensorcore_conv``: NHWC data, the [KH * KW * C, O] weight
+matrix, the knobs the registry picks for this GPU) beside cuDNN on channels-last tensors of the same dtype
+(default algorithm, then ``cudnn.benchmark``); a layer it refuses (the stem's 3 channels) says why.
+
     python benchmarks/conv2d_cuda.py [--batch 1 32] [--rounds 9] [--sweep] [--log-dir DIR]
+    python benchmarks/conv2d_cuda.py --precision float16 [--batch 32]
 """
 from __future__ import annotations
 
@@ -41,6 +47,15 @@ CONFIGS = [
 ]
 
 
+#: ResNet-18's convolutions: (name, C, H = W, O, kernel, stride, pad)
+RESNET18 = [("conv1 7x7/2", 3, 224, 64, 7, 2, 3), ("layer1 3x3", 64, 56, 64, 3, 1, 1),
+            ("layer2 3x3/2", 64, 56, 128, 3, 2, 1), ("layer2 3x3", 128, 28, 128, 3, 1, 1),
+            ("layer2 down 1x1/2", 64, 56, 128, 1, 2, 0), ("layer3 3x3/2", 128, 28, 256, 3, 2, 1),
+            ("layer3 3x3", 256, 14, 256, 3, 1, 1), ("layer3 down 1x1/2", 128, 28, 256, 1, 2, 0),
+            ("layer4 3x3/2", 256, 14, 512, 3, 2, 1), ("layer4 3x3", 512, 7, 512, 3, 1, 1),
+            ("layer4 down 1x1/2", 256, 14, 512, 1, 2, 0)]
+
+
 def log_name(batch: int) -> str:
     """The tuning log of the ResNet layer at ``batch`` (benchmarks/tune_cuda.py's ``conv`` / ``conv_b32``)."""
     return "conv2d_nchw_cuda_resnet_56.jsonl" if batch == 1 else f"conv2d_nchw_cuda_resnet_56_b{batch}.jsonl"
@@ -52,9 +67,74 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--sweep", action="store_true", help="also the hand configs (the fastest is timed)")
     p.add_argument("--log-dir", default=None, help="default: tuning_logs/cuda-<arch>")
+    p.add_argument("--precision", default="float32", choices=["float32", "float16", "bfloat16"],
+                   help="float16 / bfloat16: ResNet-18's layers on tensor cores beside cuDNN channels-last")
     args = p.parse_args()
     for n in args.batch:
-        bench(n, args)
+        bench(n, args) if args.precision == "float32" else bench_tensorcore(n, args.precision, args)
+
+
+def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda"):
+    """The CUDA module of one ResNet-18 layer on tensor cores (output ``dtype``), or why it has none."""
+    import codegen
+    from tensorir.graph.schedules.cuda_tensorcore_conv import conv_refusal, tensorcore_conv2d
+    from tensorir.graph.schedules.registry import target_info
+    _, C, H, K, k, stride, pad = layer
+    oh = (H + 2 * pad - k) // stride + 1
+    info = target_info(target)
+    why = conv_refusal(dtype, 1, C, N * oh * oh, K, k * k * C, info)
+    if why is not None:
+        return why
+    s, args = tensorcore_conv2d(N, C, (H, H), K, k, stride, pad, dtype, info=info)
+    return codegen.build(s, args, target=target, name="conv2d_tc")
+
+
+def bench_tensorcore(N: int, dtype: str, args) -> None:
+    """ResNet-18's layers at batch ``N`` in ``dtype``: tiletune's tensor-core conv beside cuDNN (see the module)."""
+    import torch
+    import torch.nn.functional as F
+    tdt = getattr(torch, dtype)
+    cl = torch.channels_last
+    print(f"\nResNet-18 convolutions, batch {N}, {dtype} on {torch.cuda.get_device_name()}; cuDNN "
+          f"{torch.backends.cudnn.version()} channels-last; error: relative Frobenius vs float64")
+    print(f"{'layer':20s} {'tiletune us':>11s} {'cuDNN us':>9s} {'bench us':>9s} {'/ cuDNN':>8s} {'/ bench':>8s} "
+          f"{'TFLOP/s':>8s} {'err':>8s}  knobs")
+    total = {"ours": 0.0, "cudnn": 0.0, "cudnn_benchmark": 0.0}
+    for layer in RESNET18:
+        name, C, H, K, k, stride, pad = layer
+        mod = build_tensorcore(N, dtype, layer)
+        if isinstance(mod, str):
+            print(f"{name:20s} refused: {mod}")
+            continue
+        x = torch.randn(N, C, H, H, device="cuda").to(tdt).contiguous(memory_format=cl)
+        w = torch.randn(K, C, k, k, device="cuda").to(tdt).contiguous(memory_format=cl)
+        ref = F.conv2d(x.double(), w.double(), stride=stride, padding=pad)
+        x5 = x.permute(0, 2, 3, 1).unsqueeze(1)                       # the channels-last memory as [N, 1, H, W, C]
+        wm = w.permute(2, 3, 1, 0).reshape(k * k * C, K).contiguous()
+        out = torch.full((N, 1, ref.shape[2], ref.shape[3], K), float("nan"), dtype=tdt, device="cuda")
+        mod(x5, wm, out)
+        err = rel_error(out[:, 0].permute(0, 3, 1, 2), ref)
+        number = 20
+        torch.backends.cudnn.benchmark = False
+        times = alternate({"ours": mod.launcher(x5, wm, out),
+                           "cudnn": lambda: F.conv2d(x, w, stride=stride, padding=pad)}, rounds=args.rounds,
+                          number=number)
+        torch.backends.cudnn.benchmark = True
+        times.update(alternate({"cudnn_benchmark": lambda: F.conv2d(x, w, stride=stride, padding=pad)},
+                               rounds=args.rounds, number=number))
+        torch.backends.cudnn.benchmark = False
+        for key in total:
+            total[key] += times[key]
+        flops = 2.0 * N * K * C * k * k * ref.shape[2] * ref.shape[3]
+        t = times["ours"]
+        print(f"{name:20s} {t * 1e6:11.1f} {times['cudnn'] * 1e6:9.1f} {times['cudnn_benchmark'] * 1e6:9.1f} "
+              f"{t / times['cudnn']:8.2f} {t / times['cudnn_benchmark']:8.2f} {flops / t / 1e12:8.1f} {err:8.1e}  "
+              f"grid {mod._grid(())} block {mod.launch.block}", flush=True)
+        if not err < 1e-2:
+            sys.exit(f"{name}: wrong results (relative error {err:.1e})")
+    print(f"{'sum of the layers':20s} {total['ours'] * 1e6:11.1f} {total['cudnn'] * 1e6:9.1f} "
+          f"{total['cudnn_benchmark'] * 1e6:9.1f} {total['ours'] / total['cudnn']:8.2f} "
+          f"{total['ours'] / total['cudnn_benchmark']:8.2f}")
 
 
 def bench(N: int, args) -> None:

@@ -2,7 +2,8 @@
 ``benchmarks/gemm_cuda.py --dtype float16|bfloat16|tf32``.
 
 ``C = A B^T`` (A [n, n], B [n, n] stored [N, K]) accumulated in float32 by
-``tensorir.graph.schedules.cuda_tensorcore`` (``mma.sync`` + ``ldmatrix`` + ``cp.async``), stored as the
+``tensorir.graph.schedules.cuda_tensorcore`` (``mma.sync`` + ``ldmatrix`` + ``cp.async``; on sm_90, the
+default: ``cuda_wgmma``, warpgroup ``wgmma`` built as sm_90a; ``TT_ARCH`` names another arch), stored as the
 input dtype (float32 for TF32), as cuBLAS through ``torch.matmul(a, b.t())`` does (TF32: fp32 inputs with
 ``allow_tf32``).  The candidate knobs below are compiled in parallel processes first (nvcc dominates),
 then each is checked against torch's float32 product (output poisoned with NaN) and timed once; the
@@ -18,8 +19,16 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-#: (label, knobs) tried at every size beside the registry's default (on top of
-#: cuda_tensorcore.DEFAULT_KNOBS; TF32 slices take half the elements)
+#: (label, knobs) tried at every size beside the registry's default: wgmma ones (sm_90, 16-bit inputs; on
+#: top of cuda_wgmma.DEFAULT_KNOBS), mma.sync ones (on top of cuda_tensorcore.DEFAULT_KNOBS; TF32 slices take
+#: half the elements)
+WGMMA_CONFIGS = [
+    ("wgmma 128x256 s4 swz8", {"wgmma": 1, "swizzle": 8}),
+    ("wgmma 256x128 s4", {"wgmma": 1, "block_m": 256, "block_n": 128}),
+    ("wgmma 128x128 s3 (2/SM)", {"wgmma": 1, "block_n": 128, "stages": 3}),
+    ("wgmma 128x128 s6", {"wgmma": 1, "block_n": 128, "stages": 6}),
+    ("wgmma 64x128 s6", {"wgmma": 1, "block_m": 64, "block_n": 128, "stages": 6}),
+]
 CONFIGS = [
     ("128x128 w64x64 k64 s3", {"chunk": 64}),
     ("128x128 w64x64 k64 s3 swz4", {"chunk": 64, "swizzle": 4}),
@@ -42,23 +51,37 @@ def _build(job):
     try:
         import codegen
         from tensorir.graph.schedules.cuda_tensorcore import DEFAULT_KNOBS, for_dtype, tensorcore_gemm
-        s, args = tensorcore_gemm(n, n, n, dtype, knobs if label == "default" else
+        s, args = tensorcore_gemm(n, n, n, dtype, knobs if label == "default" or knobs.get("wgmma") else
                                   for_dtype(dtype, dict(DEFAULT_KNOBS, **knobs)))
-        codegen.build(s, args, target="cuda -arch=sm_90" if os.environ.get("TT_ARCH") is None
-                      else f"cuda -arch={os.environ['TT_ARCH']}", name="gemm_tc").export_library(path)
+        codegen.build(s, args, target=f"cuda -arch={_arch()}", name="gemm_tc").export_library(path)
         return None
     except Exception as e:  # noqa: BLE001 - a candidate that does not build is reported, not fatal
         return f"{type(e).__name__}: {str(e)[:300]}"
+
+
+def _arch() -> str:
+    return os.environ.get("TT_ARCH", "sm_90")
+
+
+def _default_knobs(n: int, dtype: str) -> dict:
+    """The registry's knobs for an n x n x n GEMM on the benchmark's arch (wgmma on sm_90)."""
+    from tensorir.graph.schedules.cuda_tensorcore import preferred_knobs
+    from tensorir.graph.schedules.cuda_wgmma import is_sm90, preferred_wgmma
+    if is_sm90(_arch()) and dtype != "float32":
+        knobs = preferred_wgmma(1, n, n, n, dtype, False, 227 * 1024)
+        if isinstance(knobs, dict):
+            return dict(knobs, wgmma=1)
+    return preferred_knobs(1, n, n, n, dtype, False, 227 * 1024)
 
 
 def main(args) -> None:
     from cuda_timing import alternate, event_seconds, rate_cells, rel_error
     dtype = DTYPES[args.dtype]
     tmp = tempfile.mkdtemp(prefix="gemm_tc_")
-    from tensorir.graph.schedules.cuda_tensorcore import preferred_knobs
+    # on sm_90 the mma.sync configs that were fastest there (n >= 2048) stay as the reference
+    configs = WGMMA_CONFIGS + CONFIGS[4:5] if dtype != "float32" and _arch().rstrip("a") == "sm_90" else CONFIGS
     jobs = [(n, dtype, label, knobs, os.path.join(tmp, f"{n}_{i}.cubin")) for n in args.sizes
-            for i, (label, knobs) in enumerate([("default", preferred_knobs(1, n, n, n, dtype, False, 227 * 1024))]
-                                               + CONFIGS)]
+            for i, (label, knobs) in enumerate([("default", _default_knobs(n, dtype))] + configs)]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max(1, min(16, os.cpu_count() or 1))) as pool:   # before CUDA is initialized
         errors = list(pool.map(_build, jobs))

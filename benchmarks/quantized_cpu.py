@@ -9,14 +9,16 @@
    kernels;
 4. ``--bert``: one BERT-base layer quantized by ``quantize_dynamic`` (MatMulInteger, DynamicQuantizeLinear).
 
-Each is compiled with default schedules (the instruction set the host's features pick: ``vpdpbusd`` with
-AVX512-VNNI or AVX-VNNI), checked against onnxruntime (outputs in LSBs of their quantization, or
+Each is compiled with default schedules (the instruction set the host's features pick: AMX tiles (``tdpbusd``)
+for the dense where the CPU has AMX-INT8, ``vpdpbusd`` with AVX512-VNNI or AVX-VNNI), checked against onnxruntime (outputs in LSBs of their quantization, or
 relative error for float outputs), then both are timed with the same thread count, alternating blocks of
 calls (``real_models._time``); medians and their ratio are printed.  The machine may be shared: the ratio of
 medians of alternating blocks is the number to read, not the milliseconds.
 
+``--without-amx`` (on an AMX host) also times each case built without the AMX features (the VNNI entries).
+
     python benchmarks/quantized_cpu.py [--threads 2] [--blocks 6] [--budget 2] [--only gemm,convs,resnet18] [--bert]
-                                       [--target "llvm -mcpu=znver4 -mattr=-avx512vnni"]
+                                       [--target "llvm -mcpu=znver4 -mattr=-avx512vnni"] [--without-amx]
 """
 from __future__ import annotations
 
@@ -131,13 +133,24 @@ def main(argv=None) -> int:
     ap.add_argument("--bert", action="store_true", help="also a BERT-base layer quantized by quantize_dynamic")
     ap.add_argument("--target", default=None,
                     help='tiletune\'s target (default the host), e.g. "llvm -mcpu=znver4 -mattr=-avx512vnni"')
+    ap.add_argument("--without-amx", action="store_true",
+                    help="also time each case built for the host without its AMX features (the VNNI entries)")
     args = ap.parse_args(argv)
     os.environ["TILETUNE_NUM_THREADS"] = str(args.threads)
+    from codegen.amx import AMX_FEATURES
     from codegen.target import host
     print(f"threads {args.threads}; host {host().mcpu}, VNNI: "
-          f"{','.join(sorted({'avx512vnni', 'avxvnni'} & host().features)) or 'none'}")
+          f"{','.join(sorted({'avx512vnni', 'avxvnni'} & host().features)) or 'none'}, AMX: "
+          f"{','.join(sorted(AMX_FEATURES & host().features)) or 'none'}")
     only = set(args.only.split(","))
-    run = lambda name, made: bench(name, *made, args.threads, args.blocks, args.budget, args.target)
+    no_amx = f"llvm -mcpu={host().mcpu} -mattr=" + ",".join(f"-{f[1:]}" if f[1:] in AMX_FEATURES else f
+                                                            for f in host().mattr)
+
+    def run(name, made):
+        r = bench(name, *made, args.threads, args.blocks, args.budget, args.target)
+        if args.without_amx:
+            bench(name + " -amx", *made, args.threads, args.blocks, args.budget, no_amx)
+        return r
     if "gemm" in only:
         run("gemm u8s8s32 1024^3", gemm_model())
     if "convs" in only:

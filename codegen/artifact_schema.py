@@ -314,7 +314,7 @@ PROGRAM_ITEMS = {
                   "else_out": _LOCS, "out": _OUTS}, {"refused": MapOf(STR)}),
     "loop": Record({"node": STR, "trip": LOC, "cond": LOC, "init": _LOCS, "iteration": LOC, "cond_in": LOC,
                     "carried": _LOCS, "body": _Block(), "cond_out": LOC, "carried_out": _LOCS, "scan_out": _LOCS,
-                    "out": _OUTS}),
+                    "out": _OUTS}, {"swap": LOC}),
 }
 RUN_LIST = {
     "inputs": ListOf(IO), "outputs": ListOf(IO), "steps": ListOf(STEP),

@@ -146,6 +146,17 @@ def _in_process(name: str) -> bool:
         return False
 
 
+def check_declarations(mod: llvm.ModuleRef, provided: frozenset[str] = frozenset()) -> None:
+    """Every function ``mod`` declares but does not define is an LLVM intrinsic, one of ``provided``
+    (bound at JIT time) or found in the process; raises ``CodegenError`` naming the first that is
+    not (MCJIT would otherwise bind it to address 0, and the first call would crash)."""
+    for fn in mod.functions:
+        name = fn.name
+        if fn.is_declaration and not name.startswith("llvm.") and name not in provided and not _in_process(name):
+            raise _error(f"the model's code calls {name!r}, which no kernel defines and the process does not "
+                         "provide (an extern function whose import_llvm / import_c code was not linked)")
+
+
 def check_symbols(mod: llvm.ModuleRef, func: S.LoweredFunc) -> None:
     """Every extern function is defined (linked IR, a loaded library, the process) and every packed
     function registered; raises ``CodegenError`` naming the first that is not."""

@@ -66,6 +66,9 @@ class Module(KernelModule):
         self._keepalive = keepalive
         self._ir = ir
         self.native_function = ctypes.CFUNCTYPE(None, *ctypes_argtypes(signature))(address)
+        if ir is not None and "x86_amx" in ir:      # AMX tiles: the process asks for their state first
+            from .amx import guarded
+            self.native_function = guarded(self.native_function, f"kernel {self.entry_name}")
         self._packer = ArgPacker(signature)
         self._threads = ctypes.c_int32.from_address(threads_address) if threads_address else None
         if self._threads is not None:

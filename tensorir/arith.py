@@ -325,6 +325,10 @@ class Simplifier(Mutator):
         if t is Mul and isinstance(a, Broadcast) and isinstance(b, Ramp):
             return Ramp(e.dtype, self._fold(binary(Mul, a.value, b.base)),
                         self._fold(binary(Mul, a.value, b.stride)), b.lanes)
+        if t in (FloorDiv, FloorMod) and isinstance(a, Ramp) and _aligned_ramp(a, b):
+            # lanes base .. base + lanes - 1 (base a multiple of lanes, lanes dividing c) share one quotient
+            q = self._fold(binary(t, a.base, b.value))
+            return Broadcast(e.dtype, q, a.lanes) if t is FloorDiv else Ramp(e.dtype, q, a.stride, a.lanes)
         return e
 
     def visit_Select(self, e):
@@ -362,6 +366,16 @@ def _decide(t, d0: float, d1: float) -> bool | None:
                    GE: (d0 >= 0, d1 < 0), EQ: (d0 == d1 == 0, d0 > 0 or d1 < 0),
                    NE: (d0 > 0 or d1 < 0, d0 == d1 == 0)}[t]
     return True if true else False if false else None
+
+
+def _aligned_ramp(a: Ramp, b: Expr) -> bool:
+    """``a`` is ``Ramp(base, 1, lanes)`` with ``base`` a multiple of ``lanes``, ``b`` a broadcast constant
+    that ``lanes`` divides: no lane crosses a multiple of ``b``."""
+    if not (isinstance(b, Broadcast) and isinstance(b.value, IntImm) and isinstance(a.stride, IntImm)
+            and a.stride.value == 1 and b.value.value > 0 and b.value.value % a.lanes == 0):
+        return False
+    lin = linear(a.base)
+    return lin is not None and lin[1] % a.lanes == 0 and all(c % a.lanes == 0 for _, c in lin[0].values())
 
 
 def _base_stride(e: Expr) -> tuple[Expr | None, int]:

@@ -107,6 +107,21 @@ def loop_counter():
                   [_vi("j_f", T.INT64, []), _vi("h_f", f, [3]), _vi("hs", f, [5, 3])], inits)
 
 
+def loop_swap():
+    """A Loop (M = 3) whose body passes its carried values on swapped: ``(a, b) = (b, a + x)``, and scans
+    ``b``: a carried value's next value is another carried value (``b`` is read after ``a`` is written)."""
+    from onnx import TensorProto as T, helper as h
+    f = T.FLOAT
+    body = h.make_graph([h.make_node("Identity", ["b_in"], ["a_out"]), h.make_node("Add", ["a_in", "x"], ["b_out"]),
+                         h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("Identity", ["b_in"], ["b_scan"])],
+                        "body", [_vi("it", T.INT64, []), _vi("c_in", T.BOOL, []), _vi("a_in", f, [4]), _vi("b_in", f, [4])],
+                        [_vi("c_out", T.BOOL, []), _vi("a_out", f, [4]), _vi("b_out", f, [4]), _vi("b_scan", f, [4])])
+    inits = [h.make_tensor("M", T.INT64, [], [3]), h.make_tensor("t", T.BOOL, [], [True])]
+    return _model([h.make_node("Loop", ["M", "t", "a0", "b0"], ["a_f", "b_f", "bs"], name="swap", body=body)],
+                  [_vi("x", f, [4]), _vi("a0", f, [4]), _vi("b0", f, [4])],
+                  [_vi("a_f", f, [4]), _vi("b_f", f, [4]), _vi("bs", f, [3, 4])], inits)
+
+
 def scan():
     """``Scan`` of state ``s`` over ``xs`` (axis 1, forward) and ``ys`` (axis 0, reverse): ``s = (s + x) * y``;
     scan outputs ``sigmoid(s)`` (axis 1, reverse) and ``x - bias`` (axis 0)."""

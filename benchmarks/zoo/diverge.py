@@ -6,7 +6,18 @@ intermediate is compared with onnxruntime's (max error scaled by the tensor's la
 first tensor above ``--tol`` is printed with its node, and the worst inputs of that node.  Making a
 tensor an output changes fusion, so a divergence that vanishes here is itself a finding.
 
-    python benchmarks/zoo/diverge.py MODEL [--stride 1] [--node NAME ...] [--tol 1e-3] [--show 20]
+``--cross`` then tells the node's own error from an amplified one: the node alone in onnxruntime, fed
+tiletune's values of its inputs (and, as a check, onnxruntime's own), against tiletune's output.  A node
+that matches on tiletune's inputs but differs from onnxruntime in the model only passes on (a quantizer:
+amplifies) a difference of its inputs (docs/onnx.md, DynamicQuantizeLSTM).
+
+``--cut`` follows a difference to the end: per tensor from the first divergence on, onnxruntime runs the
+rest of the graph from tiletune's value of that tensor, and its outputs are compared with tiletune's.  Where
+that error drops from one tensor to the next, the node between computes differently in tiletune in a way
+that matters downstream (on tashkeel-bilstm-int8 a tanh a few ulps short of 1 set a quantizer's zero point),
+however small its own error looks.
+
+    python benchmarks/zoo/diverge.py MODEL [--stride 1] [--node NAME ...] [--tol 1e-3] [--show 20] [--cross] [--cut]
 """
 from __future__ import annotations
 
@@ -42,6 +53,50 @@ def float_tensors(path: Path) -> list[tuple[str, str, str]]:
             if o and types.get(o) == onnx.TensorProto.FLOAT and n.op_type not in ("Constant", "Shape")]
 
 
+def cross_check(model, tensor: str, ours: dict, ref: dict, feed: dict) -> None:
+    """Print the node of ``model`` making ``tensor``, alone in onnxruntime on onnxruntime's and on tiletune's values
+    of its inputs (``ref``, ``ours``: tensor -> value; ``feed``: the graph inputs) against both outputs."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+    node = next(n for n in model.graph.node if tensor in n.output)
+    inits = {i.name: i for i in model.graph.initializer}
+    dyn = [i for i in node.input if i and i not in inits]
+    missing = [i for i in dyn if i not in ref and i not in feed]
+    if missing:
+        print(f"cross-check: inputs {missing} of {node.name or node.op_type!r} were not made outputs (--node them)")
+        return
+    proto = {i: (feed[i] if i in feed else ref[i]) for i in dyn}
+    g = helper.make_graph([node], "one", [helper.make_tensor_value_info(
+        i, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for i, v in proto.items()],
+        [onnx.ValueInfoProto(name=o) for o in node.output if o], [inits[i] for i in node.input if i in inits])
+    one = helper.make_model(g, opset_imports=model.opset_import, ir_version=model.ir_version)
+    sess = ort.InferenceSession(one.SerializeToString(), providers=["CPUExecutionProvider"])
+    on_ref = sess.run(None, proto)
+    on_ours = sess.run(None, {i: (feed[i] if i in feed else ours.get(i, ref[i])) for i in dyn})
+    for o, a, b in zip([o for o in node.output if o], on_ref, on_ours):
+        if o in ours:
+            print(f"  {o}: inputs differ by {max(compare(ours[i], ref[i])[0] for i in dyn if i in ours):.2e}; "
+                  f"alone in onnxruntime on its inputs vs in the model {compare(a, ref[o])[0]:.2e}; "
+                  f"tiletune vs onnxruntime on tiletune's inputs {compare(ours[o], b)[0]:.2e} (the node's own "
+                  f"error); onnxruntime on tiletune's inputs vs on its own {compare(b, a)[0]:.2e} (amplified)")
+
+
+def cut_at(path: Path, tensor: str, value, feed: dict, ours: dict) -> str:
+    """onnxruntime's graph outputs computed from ``value`` (tiletune's) for ``tensor``, against ``ours``."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+    m = onnx.load(str(path))
+    for n in m.graph.node:
+        n.input[:] = [f"{tensor}__cut" if i == tensor else i for i in n.input]
+    m.graph.input.append(helper.make_tensor_value_info(f"{tensor}__cut", helper.np_dtype_to_tensor_dtype(value.dtype),
+                                                       value.shape))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {**feed, f"{tensor}__cut": value})
+    return ", ".join(f"{o.name} {compare(ours[o.name], r)[0]:.2e}" for o, r in zip(sess.get_outputs(), got))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
@@ -50,6 +105,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tol", type=float, default=1e-3)
     ap.add_argument("--show", type=int, default=20, help="print this many tensors around the first bad one")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cross", action="store_true", help="the first divergent node alone, on both inputs")
+    ap.add_argument("--cut", action="store_true", help="onnxruntime from tiletune's value of each tensor on")
     args = ap.parse_args(argv)
     import onnxruntime as ort
     import codegen
@@ -62,6 +119,11 @@ def main(argv=None) -> int:
     else:
         cands = cands[args.stride - 1::args.stride]
     names = [c[0] for c in cands]
+    if args.cross:     # the float inputs of every candidate node too, for the cross-check
+        import onnx
+        producers = {o: n for n in onnx.load(str(path), load_external_data=False).graph.node for o in n.output}
+        floats = {c[0] for c in float_tensors(path)}
+        names = list(dict.fromkeys(names + [i for c in cands for i in producers[c[0]].input if i in floats]))
     model = with_outputs(path, names)
     x = make_inputs(path, entry["inputs"], args.seed)
     so = ort.SessionOptions()
@@ -88,6 +150,12 @@ def main(argv=None) -> int:
     else:
         print(f"first divergence: tensor {rows[first][0]!r} of node {rows[first][1]!r} ({rows[first][2]}), "
               f"scaled error {rows[first][3]:.2e}")
+        if args.cross:
+            cross_check(model, rows[first][0], ours, ref, x)
+        if args.cut:
+            print("onnxruntime from tiletune's value of each tensor on: its outputs against tiletune's")
+            for t, node, op, _, _ in rows[first:]:
+                print(f"  {node:40} {op:20} {t:40} {cut_at(path, t, ours[t], x, ours)}")
     return 0
 
 

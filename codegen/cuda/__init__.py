@@ -15,7 +15,8 @@ needs more declares one ``extern __shared__`` array and carves its buffers out o
 offsets, and its module launches it with that much dynamic shared memory (after raising the function's
 ``MAX_DYNAMIC_SHARED_SIZE_BYTES``).
 Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch_bounds__``), and
-``auto_unroll_max_step`` / ``unroll_explicit`` (in the GPU passes).
+``auto_unroll_max_step`` / ``unroll_explicit`` / ``warp_lanes`` (in the GPU passes).  A kernel calling a
+wgmma main loop (``wgmma.py``) builds as sm_90a and launches with that loop's dynamic shared memory.
 """
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ from tensorir.lower.gpu_double_buffer import CP_ASYNC, CP_ASYNC_COMMIT, CP_ASYNC
 from tensorir.lower.gpu_kernels import split_kernels
 from tensorir.lower.pipeline import lower_gpu
 from tensorir.stmt import For, LoweredFunc
+from tensorir.topi.cuda.fragment_epilogue import EPILOGUES
 from tensorir.visitor import collect
 
 from ..c_printer import CodegenError, CPrinter
 from .mma import MMA_SOURCE
+from .wgmma import DESC_SOURCE, NAME as WGMMA_NAME, wgmma_source
 from .nvcc import default_arch
 from ..target import Target, parse
 
@@ -43,6 +46,12 @@ DYNAMIC_SMEM = "tt_dynamic_smem"
 MMA_FUNCTIONS = ("tt_ldmatrix", "tt_mma", "tt_mma_fill", "tt_mma_store")   # device code in mma.py
 
 _INDEX = {f"{k}.{d}": f"((int){k}.{d})" for k in ("threadIdx", "blockIdx") for d in "xyz"}
+
+
+def _guarded(name: str, source: str) -> str:
+    """A generated device function, once per translation unit however many kernels' preambles bring it (a
+    model's kernels are compiled together: ``codegen/model/cuda.py``)."""
+    return f"#ifndef TT_HAVE_{name}\n#define TT_HAVE_{name}\n{source.strip()}\n#endif"
 
 
 class CUDARenderer(CPrinter):
@@ -69,6 +78,17 @@ class CUDARenderer(CPrinter):
                     "  for (int i = 0; i < bytes; ++i) ((char*)dst)[i] = ((const char*)src)[i];\n"
                     "#endif\n"
                     "}\n"
+                    "__device__ __forceinline__ void tt_cp_async_zfill(void* dst, const void* src, int bytes, bool pred) {\n"
+                    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+                    "  unsigned s = (unsigned)__cvta_generic_to_shared(dst);\n"
+                    "  int n = pred ? bytes : 0;\n"
+                    "  if (bytes == 16) asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"(s), \"l\"(src), \"r\"(n));\n"
+                    "  else if (bytes == 8) asm volatile(\"cp.async.ca.shared.global [%0], [%1], 8, %2;\\n\" :: \"r\"(s), \"l\"(src), \"r\"(n));\n"
+                    "  else asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\\n\" :: \"r\"(s), \"l\"(src), \"r\"(n));\n"
+                    "#else\n"
+                    "  for (int i = 0; i < bytes; ++i) ((char*)dst)[i] = pred ? ((const char*)src)[i] : (char)0;\n"
+                    "#endif\n"
+                    "}\n"
                     "__device__ __forceinline__ void tt_cp_async_commit() {\n"
                     "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
                     "  asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
@@ -80,12 +100,14 @@ class CUDARenderer(CPrinter):
                     "#endif\n"
                     "}",
         "mma": MMA_SOURCE,
+        "tt_wgmma_desc": _guarded("tt_wgmma_desc", DESC_SOURCE),
     }
 
     def __init__(self, dynamic_shared: bool = False):
         super().__init__()
         self.dynamic_shared = dynamic_shared
         self.shared_offset = 0
+        self.wgmma_shared = 0           # dynamic shared memory of the wgmma main loops called (wgmma.py)
 
     def include_needed(self, include: str, text: str) -> bool:
         return "mma" in self.need or {"cuda_fp16.h": "half", "cuda_bf16.h": "bfloat16"}.get(include, "") in text
@@ -115,7 +137,40 @@ class CUDARenderer(CPrinter):
     def e_CallExtern(self, e) -> str:
         if e.name in MMA_FUNCTIONS:
             self.need.add("mma")
+        elif e.name in EPILOGUES:
+            self.need.add("mma")
+            if e.name not in self.helpers:
+                self.helpers = {**self.helpers, e.name: _guarded(e.name, self.epilogue_source(EPILOGUES[e.name]))}
+            self.need.add(e.name)
+        elif WGMMA_NAME.match(e.name):
+            src, nbytes = wgmma_source(e.name)
+            self.helpers = {**self.helpers, e.name: _guarded(e.name, src)}
+            self.need |= {"tt_wgmma_desc", e.name}
+            self.wgmma_shared = max(self.wgmma_shared, nbytes)
         return super().e_CallExtern(e)
+
+    def epilogue_source(self, ep) -> str:
+        """The device function of a fragment epilogue (``tensorir/topi/cuda/fragment_epilogue.py``): each lane
+        its four accumulator values of a 16 x 8 tile, through the epilogue, into memory."""
+        sub = CUDARenderer()
+        sub.names = {ep.value: "v", **{v: v.name for v, _ in ep.inputs}}
+        text = sub.expr(ep.expr)
+        self.need |= sub.need
+        params, loads = [], []
+        for k, (v, kind) in enumerate(ep.inputs):
+            ctype = self.ctype(v.dtype)
+            params.append(f", const {ctype}* p{k}" + (f", int ld{k}" if kind == "tile" else ""))
+            loads.append(f"    {ctype} {v.name} = p{k}[" + ("col];" if kind == "col" else f"row * ld{k} + col];"))
+        return (f"__device__ __forceinline__ void {ep.name}({self.ctype(ep.expr.dtype)}* dst, int ldd, const float* c, "
+                f"int offc, int ldc{''.join(params)}) {{\n"
+                "  int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;\n"
+                "  const float* s = c + tt_frag_tile(offc, ldc, 8) * 4;\n"
+                "#pragma unroll\n"
+                "  for (int q = 0; q < 4; ++q) {\n"
+                "    int row = g + q / 2 * 8, col = 2 * t + q % 2;\n"
+                "    float v = s[q];\n" + "".join(x + "\n" for x in loads) +
+                f"    dst[row * ldd + col] = {text};\n"
+                "  }\n}")
 
     def declare_shared(self, ctype: str, name: str, size: int, itemsize: int) -> list[str]:
         if not self.dynamic_shared:
@@ -128,11 +183,13 @@ class CUDARenderer(CPrinter):
     def e_Call(self, e) -> str:
         if e.name == THREAD_INDEX:
             return self.thread_index[e.args[0].value]
-        if e.name == CP_ASYNC:       # (shared address, global address, bytes)
-            dst, src, nbytes = e.args
+        if e.name == CP_ASYNC:       # (shared address, global address, bytes[, predicate])
+            dst, src, nbytes = e.args[:3]
             self.need.add("cp_async")
             if nbytes.value > 4:     # the source must be aligned to the copy, as a vector load would be
                 self.vector_access[src.buffer] = max(self.vector_access.get(src.buffer, 0), nbytes.value)
+            if len(e.args) == 4:     # zero-filling: nothing read where the predicate is false
+                return f"tt_cp_async_zfill({self.expr(dst)}, {self.expr(src)}, {nbytes.value}, {self.expr(e.args[3])})"
             return f"tt_cp_async({self.expr(dst)}, {self.expr(src)}, {nbytes.value})"
         if e.name == CP_ASYNC_COMMIT:
             self.need.add("cp_async")
@@ -227,6 +284,23 @@ def target_info(target) -> dict:
 TARGET_INFO["cuda"] = target_info
 
 
+WGMMA_CALL = "tt_wgmma_m"     # the prefix of a wgmma main loop's name (wgmma.py), in a source that calls one
+
+
+def wgmma_kernel(name: str, arch: str, launch: LaunchConfig | None, nbytes: int) -> tuple[str, LaunchConfig | None]:
+    """(arch, launch) of a kernel calling a wgmma main loop (``wgmma.py``): sm_90 builds as sm_90a (wgmma
+    is sm_90a's), and the kernel launches with the loop's dynamic shared memory, its only shared memory."""
+    import dataclasses
+    if arch.rstrip("a") != "sm_90":
+        raise CodegenError(f"kernel {name}: wgmma needs sm_90a (Hopper), not {arch}")
+    if launch is None:
+        return "sm_90a", None
+    if launch.shared_bytes:
+        raise CodegenError(f"kernel {name}: a wgmma main loop owns the shared memory, but the kernel also "
+                           f"allocates {launch.shared_bytes} bytes")
+    return "sm_90a", dataclasses.replace(launch, shared_bytes=max(nbytes, STATIC_SHARED + 16))
+
+
 def build_cuda(func: LoweredFunc, target: Target):
     """A :class:`~codegen.cuda.module.CUDAModule` of one kernel, or of several launched in order when
     root stages pass global intermediates (``tensorir/lower/gpu_kernels.py``)."""
@@ -241,6 +315,8 @@ def build_cuda(func: LoweredFunc, target: Target):
         if "mma" in renderer.need and launch.block[0] % 32:
             raise CodegenError(f"kernel {kernel.name}: tensor-core intrinsics run on whole warps (lane = threadIdx.x "
                                f"% 32), but threadIdx.x has {launch.block[0]} threads; bind it to a multiple of 32")
+        if renderer.wgmma_shared:
+            arch, launch = wgmma_kernel(kernel.name, arch, launch, renderer.wgmma_shared)
         heads += [h for h in head if h not in heads]
         bodies += body
         kernels.append(Kernel(kernel.name, launch))
@@ -255,4 +331,4 @@ def build_cuda(func: LoweredFunc, target: Target):
                       intermediates=intermediates)
 
 
-__all__ = ["CUDARenderer", "render_cuda", "cuda_renderer", "dynamic_shared_bytes", "shared_limit", "current_shared_limit", "STATIC_SHARED", "build_cuda", "cuda_arch", "cuda_settings", "CodegenError"]
+__all__ = ["WGMMA_CALL", "wgmma_kernel", "CUDARenderer", "render_cuda", "cuda_renderer", "dynamic_shared_bytes", "shared_limit", "current_shared_limit", "STATIC_SHARED", "build_cuda", "cuda_arch", "cuda_settings", "CodegenError"]

@@ -127,12 +127,18 @@ def log_f32(m: _Math, x):
     return m.where(b.fcmp_unordered("uno", x, x), x, r)
 
 
+#: the largest float32 whose tanh does not round to 1 (the rational form below stops 2 to 4 ulps short; a dynamic
+#: quantizer after a saturating tanh takes its zero point from that range: docs/onnx.md, DynamicQuantizeLSTM)
+TANH_BELOW_ONE = 9.010913
+
+
 def tanh_f32(m: _Math, x):
     xc = m.clamp(x, -7.90531110763549805, 7.90531110763549805)
     x2 = m.mul(xc, xc)
     r = m.div(m.mul(xc, m.horner(x2, _TANH_P)), m.horner(x2, _TANH_Q))
-    tiny = m.lt(m.cg.intrinsic("fabs", [x]), 0.0004)
-    return m.where(tiny, x, r)
+    ax = m.cg.intrinsic("fabs", [x])
+    r = m.where(m.gt(ax, TANH_BELOW_ONE), m.cg.intrinsic("copysign", [m.c(1.0), x]), r)
+    return m.where(m.lt(ax, 0.0004), x, r)
 
 
 def erf_f32(m: _Math, x):

@@ -97,7 +97,8 @@ def target_profile(target) -> TargetProfile:
 def fused_graph(g: Graph, params: dict | None = None, target="llvm") -> Graph:
     """``g`` with ``params`` bound, optimized and fused for ``target``; unchanged if it is fused already."""
     if g.params or any(not isinstance(n.op, Kernel) and not is_control(n) for sub in g.walk() for n in sub.nodes):
-        g = optimize(g, params or {}, **target_profile(target).optimize)
+        options = target_profile(target).optimize    # "target": the passes are told the target itself
+        g = optimize(g, params or {}, **{k: target if k == "target" else v for k, v in options.items()})
     return g
 
 

@@ -26,7 +26,7 @@ from tensorir.lower.gpu_kernels import scan_states_as_arguments
 from tensorir.lower.pipeline import lower_gpu
 
 from ..build import lower_to_func
-from ..cuda import CUDARenderer, cuda_renderer, cuda_settings, dynamic_shared_bytes, launch_bounds
+from ..cuda import WGMMA_CALL, CUDARenderer, cuda_renderer, cuda_settings, dynamic_shared_bytes, launch_bounds, wgmma_kernel
 from ..export import build_info
 from .plan import RunList
 from ..signature import Signature
@@ -96,6 +96,8 @@ def compile_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen: tupl
     func, launch = lower_gpu(func, limits)
     renderer = cuda_renderer(launch)
     source = renderer.function(func, launch_bounds(func, launch))
+    if renderer.wgmma_shared:     # the main loop's own shared memory (the module builds as sm_90a: finish)
+        launch = wgmma_kernel(symbol, cuda_settings(target)[0], launch, renderer.wgmma_shared)[1]
     grid = [simplify(g) for g in launch.grid]
     if not all(isinstance(g, IntImm) for g in grid):
         raise GraphError(f"kernel {kernel.name}: symbolic grid {[str(g) for g in grid]}")
@@ -110,25 +112,26 @@ def _is_kernel_start(line: str) -> bool:
 
 
 def combine_sources(sources: list[str]) -> str:
-    """One translation unit: the preamble of each function (includes and helpers line by line, imported
-    device code block by block) once, in first-seen order, then every kernel."""
-    singles = set(CUDARenderer.helpers.values())
+    """One translation unit: the preamble of each function (includes line by line, the renderer's helpers
+    one by one, other device code block by block) once, in first-seen order, then every kernel."""
+    helpers = [h for h in CUDARenderer.helpers.values() if h]
+    includes: list[str] = []
     head: list[str] = []
     bodies: list[str] = []
     for src in sources:
         lines = src.split("\n")
         start = next(i for i, line in enumerate(lines) if _is_kernel_start(line))
-        block = []
-        for line in lines[:start]:
-            if line.startswith("#include") or line in singles:
-                if line not in head:
-                    head.append(line)
-            elif line.strip():
-                block.append(line)
-        device = "\n".join(block)
+        pre = "\n".join(line for line in lines[:start] if not line.startswith("#include"))
+        includes += [line for line in lines[:start] if line.startswith("#include") and line not in includes]
+        for h in sorted((h for h in helpers if h in pre), key=pre.index):   # kernels need different sets
+            pre = pre.replace(h, "")
+            if h not in head:
+                head.append(h)
+        device = "\n".join(line for line in pre.split("\n") if line.strip())
         if device and device not in head:
             head.append(device)
         bodies.append("\n".join(lines[start:]).strip())
+    head = includes + head
     return "\n\n".join(["\n".join(head)] * bool(head) + bodies) + "\n"
 
 
@@ -144,6 +147,8 @@ def finish(runtime: type, g, run: RunList, weights, kernels: dict[str, CUDAKerne
     """The module: ``kernels`` (by symbol, in the order the run list first calls them) in one source,
     compiled by nvcc once (cached; without nvcc only the CUDA source is available)."""
     source = combine_sources([k.source for k in kernels.values()])
+    if WGMMA_CALL in source:
+        meta = dict(meta, arch=wgmma_kernel("model", meta["arch"], None, 0)[0])
     m = runtime(run, weights, kernels, source, meta["arch"], tuple(meta["nvcc_options"]), meta=meta, graph=g)
     m.compile()
     return m

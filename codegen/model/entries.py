@@ -1,15 +1,20 @@
-"""One LLVM module for a whole model: every kernel, plus the exported run entries (TVM's AOT style).
+"""One LLVM module for a whole model: every kernel, plus the exported run entry (TVM's AOT style).
 
 Each distinct kernel is emitted by :class:`~codegen.llvm.CodeGenLLVM` into its own IR text (so one that
-fails is isolated); :func:`link_model` links those texts into the module of the run entries, which
-is optimized once.  A run entry, one per native segment of the run list::
+fails is isolated); :func:`link_model` links those texts into the module of the run entry, which is
+optimized once.  The run entry runs the whole run list::
 
     int32_t tiletune_model_run(void* const* inputs, void* const* outputs,
-                               uint8_t* workspace, const uint8_t* weights);
+                               uint8_t* workspace, const uint8_t* weights
+                               [, tiletune_model_fallback_fn fallback]);
 
-takes each buffer's address from its place (:class:`~codegen.model.plan.Loc`), runs the Gather index
+It takes each buffer's address from its place (:class:`~codegen.model.plan.Loc`), runs the Gather index
 checks of a step before calling its kernel (returning ``1 + check number`` at the first index out of
-range), calls the kernels in order, performs the output copies (single-segment models) and returns 0.
+range), calls the kernels, runs the program's control flow (:mod:`.plan_control`: an ``if`` branches
+on the first element of its condition, a ``loop`` is a native loop with its copies between places; a
+failure listed by :func:`~.plan_control.error_sites` returns ``1 + checks + site``), performs the output
+copies and returns 0.  A run list with reference-fallback steps takes ``fallback``, called as
+``fallback(step, inputs, outputs, workspace, weights)`` for each of them; a nonzero return is returned.
 """
 from __future__ import annotations
 
@@ -20,19 +25,19 @@ from tensorir.stmt import LoweredFunc
 
 from .. import extern_code, jit
 from ..llvm import CodeGenLLVM, CodegenError
+from ..llvm import threadpool
 from ..llvm.parallel import thread_count_symbol
 from ..llvm.types import I1, I8, I32, I64, PTR, VOID, const, mem_type
 from .plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
+from .plan_control import IfItem, LoopItem, Steps, error_sites
 from ..target import Target
 
 RUN = "tiletune_model_run"
 SET_THREADS = "tiletune_model_set_num_threads"
 PLAN_DIGEST = "tiletune_model_plan_sha256"   # the run list the entries were generated for (64 hex chars)
-
-
-def entry_name(segment: int, n_segments: int) -> str:
-    """``tiletune_model_run``, or ``tiletune_model_run_seg<k>`` when fallback steps split the run list."""
-    return RUN if n_segments == 1 else f"{RUN}_seg{segment}"
+ABI = "tiletune_model_abi"                   # int32: 2 = one entry runs the whole program (fallback by callback)
+ABI_VERSION = 2
+FALLBACK_FN = ir.FunctionType(I32, [I32, PTR, PTR, PTR, PTR])
 
 
 def kernel_ir(func: LoweredFunc, target: Target) -> tuple[str, bool, list]:
@@ -92,42 +97,162 @@ def _set_threads(module: ir.Module, run: RunList) -> None:
     b.ret_void()
 
 
+class _Entry:
+    """The run entry of ``run`` being emitted: the program's blocks, steps, branches and loops."""
+
+    def __init__(self, module: ir.Module, run: RunList, kernels: dict[str, ir.Function]):
+        self.run, self.kernels = run, kernels
+        fallback = any(not s.native for s in run.steps)
+        callback = [ir.PointerType(FALLBACK_FN)] if fallback else []     # typed: call() reads its function type
+        self.fn = ir.Function(module, ir.FunctionType(I32, [PTR] * 4 + callback), name=RUN)
+        for a, n in zip(self.fn.args, ("inputs", "outputs", "workspace", "weights", "fallback")):
+            a.name = n
+        self.memmove = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, I64, I1]), name="llvm.memmove.p0.p0.i64")
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.check_code = {(i, c): k + 1 for k, (i, c) in enumerate(run.checks)}
+        first = len(run.checks) + 1
+        self.site_code = {(id(item), what): first + k for k, (item, what, _) in enumerate(error_sites(run.block))}
+
+    def emit(self) -> None:
+        self.block(self.run.block)
+        for dst, src in self.run.copies:
+            self.copy(dst, src)
+        self.b.ret(const(I32, 0))
+
+    # -- helpers -----------------------------------------------------------------------------------------------
+    def addr(self, loc: Loc) -> ir.Value:
+        return _address(self.b, self.fn.args[:4], loc)
+
+    def copy(self, dst: Loc, src: Loc, at: ir.Value | None = None) -> None:
+        """``src`` into ``dst`` (at byte ``at`` of it); the plan check makes the sizes agree."""
+        if dst == src and at is None:
+            return
+        to = self.addr(dst) if at is None else self.b.gep(self.addr(dst), [at], inbounds=True, source_etype=I8)
+        self.b.call(self.memmove, [to, self.addr(src), const(I64, src.nbytes), const(I1, 0)])
+
+    def truth(self, loc: Loc, node: str) -> ir.Value:
+        """Whether the first element at ``loc`` (bool or integer) is nonzero."""
+        if np.dtype(loc.dtype).kind not in "biu":
+            raise CodegenError(f"control flow node {node}: a condition of dtype {loc.dtype} (bool or integers)")
+        v = self.b.load(self.addr(loc), typ=mem_type(loc.dtype))
+        return self.b.icmp_unsigned("!=", v, const(v.type, 0))
+
+    def fail_if(self, bad: ir.Value, code: ir.Value) -> None:
+        fail, cont = self.fn.append_basic_block("fail"), self.fn.append_basic_block("cont")
+        self.b.cbranch(bad, fail, cont)
+        self.b.position_at_end(fail)
+        self.b.ret(code)
+        self.b.position_at_end(cont)
+
+    # -- the program -------------------------------------------------------------------------------------------
+    def block(self, items: list) -> None:
+        for item in items:
+            if isinstance(item, Steps):
+                for i in range(item.first, item.end):
+                    self.step(i)
+            elif isinstance(item, IfItem):
+                self.if_(item)
+            else:
+                self.loop(item)
+
+    def step(self, i: int) -> None:
+        b, step = self.b, self.run.steps[i]
+        if not step.native:
+            rc = b.call(self.fn.args[4], [const(I32, i), *self.fn.args[:4]])
+            self.fail_if(b.icmp_signed("!=", rc, const(I32, 0)), rc)
+            return
+        ptrs = [self.addr(loc) for loc in step.call_args]
+        for c in step.checks:
+            loc, code = step.args[c.arg], self.check_code[(i, c)]
+            count = int(np.prod(loc.shape, dtype=np.int64)) // len(c.bounds())
+            for m, (_, size) in enumerate(c.bounds()):   # one slice per index component
+                at = b.gep(ptrs[c.arg], [const(I64, m * count)], inbounds=True, source_etype=mem_type(loc.dtype))
+                _index_check(self.fn, b, at, loc.dtype, count, size, f"{code}.{m}", code)
+        b.call(self.kernels[step.symbol], ptrs)
+
+    def if_(self, item: IfItem) -> None:
+        b = self.b
+        taken = self.truth(item.cond, item.node)
+        arms = [self.fn.append_basic_block(k) for k in ("then", "else")]
+        done = self.fn.append_basic_block("endif")
+        b.cbranch(taken, *arms)
+        for arm, name, block, outs in zip(arms, ("then_branch", "else_branch"), (item.then, item.orelse),
+                                          (item.then_out, item.else_out)):
+            b.position_at_end(arm)
+            if name in item.refused:
+                b.ret(const(I32, self.site_code[(id(item), name)]))
+                continue
+            self.block(block)
+            for dst, src in zip(item.out, outs):
+                if dst is not None:
+                    self.copy(dst, src)
+            b.branch(done)
+        b.position_at_end(done)
+
+    def loop(self, item: LoopItem) -> None:
+        b, nc = self.b, len(item.carried)
+        tt = mem_type(item.trip.dtype)
+        if np.dtype(item.trip.dtype).kind not in "iu" or item.iteration.dtype != "int64":
+            raise CodegenError(f"loop node {item.node}: trip count {item.trip.dtype}, iteration {item.iteration.dtype}")
+        trip = b.load(self.addr(item.trip), typ=tt)
+        trip = trip if tt == I64 else (b.sext if np.dtype(item.trip.dtype).kind == "i" else b.zext)(trip, I64)
+        cond0 = self.truth(item.cond, item.node)
+        for dst, src in zip(item.carried, item.init):
+            self.copy(dst, src)
+        pre = b.block
+        head, body, done = (self.fn.append_basic_block(k) for k in ("loop", "body", "endloop"))
+        b.branch(head)
+        b.position_at_end(head)
+        i, cond = b.phi(I64), b.phi(I1)
+        b.cbranch(b.and_(b.icmp_signed("<", i, trip), cond), body, done)
+        b.position_at_end(body)
+        b.store(i, self.addr(item.iteration))
+        b.store(b.zext(cond, mem_type(item.cond_in.dtype)), self.addr(item.cond_in))
+        self.block(item.body)
+        nxt_cond = self.truth(item.cond_out, item.node)
+        scans = [(dst, src) for dst, src in zip(item.out[nc:], item.scan_out) if dst is not None]
+        if scans:
+            code = const(I32, self.site_code[(id(item), "scan")])
+            self.fail_if(b.icmp_signed(">=", i, const(I64, scans[0][0].shape[0])), code)
+            for dst, src in scans:
+                self.copy(dst, src, at=b.mul(i, const(I64, src.nbytes)))
+        swapped, off = {}, 0
+        for k in item.swapped():      # a result that is another carried value: saved before any is overwritten
+            swapped[k] = Loc(item.swap.kind, "uint8", (item.carried[k].nbytes,), offset=item.swap.offset + off)
+            self.copy(swapped[k], item.carried_out[k])
+            off += item.carried[k].nbytes
+        for k, (dst, src) in enumerate(zip(item.carried, item.carried_out)):
+            self.copy(dst, swapped.get(k, src))
+        nxt = b.add(i, const(I64, 1))
+        i.add_incoming(const(I64, 0), pre)
+        i.add_incoming(nxt, b.block)
+        cond.add_incoming(cond0, pre)
+        cond.add_incoming(nxt_cond, b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        if scans:
+            self.fail_if(b.icmp_signed("!=", i, const(I64, scans[0][0].shape[0])), code)
+        for dst, src in zip(item.out[:nc], item.carried):
+            if dst is not None:
+                self.copy(dst, src)
+
+
 def entries_ir(run: RunList, target: Target, kernel_arity: dict[str, int]) -> str:
-    """The module of the run entries (kernels declared; their definitions are linked in later)."""
+    """The module of the run entry (kernels declared; their definitions are linked in later)."""
     module = ir.Module(name="tiletune_model")
     module.triple = target.option("mtriple") or jit.triple()
     module.data_layout = jit.data_layout(target)
     kernels = {s: ir.Function(module, ir.FunctionType(VOID, [PTR] * k), name=s) for s, k in kernel_arity.items()}
-    memcpy = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, I64, I1]), name="llvm.memcpy.p0.p0.i64")
-    check_code = {}
-    for k, (i, c) in enumerate(run.checks):
-        check_code[(i, c)] = k + 1
-    segments = run.segments()
-    for seg, steps in enumerate(segments):
-        fn = ir.Function(module, ir.FunctionType(I32, [PTR] * 4), name=entry_name(seg, len(segments)))
-        fn.attributes.add("nounwind")
-        for a, n in zip(fn.args, ("inputs", "outputs", "workspace", "weights")):
-            a.name = n
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        for i in steps:
-            step = run.steps[i]
-            ptrs = [_address(b, fn.args, loc) for loc in step.call_args]
-            for c in step.checks:
-                loc = step.args[c.arg]
-                count = int(np.prod(loc.shape, dtype=np.int64)) // len(c.bounds())
-                for m, (_, size) in enumerate(c.bounds()):   # one slice per index component
-                    at = b.gep(ptrs[c.arg], [const(I64, m * count)], inbounds=True, source_etype=mem_type(loc.dtype))
-                    _index_check(fn, b, at, loc.dtype, count, size, f"{check_code[(i, c)]}.{m}", check_code[(i, c)])
-            b.call(kernels[step.symbol], ptrs)
-        if run.copies_in_entry:
-            for dst, src in run.copies:
-                b.call(memcpy, [_address(b, fn.args, dst), _address(b, fn.args, src), const(I64, dst.nbytes),
-                                const(I1, 0)])
-        b.ret(const(I32, 0))
+    entry = _Entry(module, run, kernels)
+    entry.fn.attributes.add("nounwind")
+    entry.emit()
     _set_threads(module, run)
     digest = ir.GlobalVariable(module, ir.ArrayType(I8, 64), PLAN_DIGEST)
     digest.initializer = ir.Constant(ir.ArrayType(I8, 64), bytearray(plan_digest(run).encode()))
     digest.global_constant = True
+    abi = ir.GlobalVariable(module, I32, ABI)
+    abi.initializer = const(I32, ABI_VERSION)
+    abi.global_constant = True
     return str(module)
 
 
@@ -142,4 +267,5 @@ def link_model(entries: str, kernels: list[str], target: Target):
             except RuntimeError as e:
                 first = text.split("define ", 1)[-1].split("(", 1)[0]
                 raise CodegenError(f"linking kernel {first} into the model failed: {e}") from None
+        extern_code.check_declarations(mod, frozenset({threadpool.LAUNCH}))
     return jit.optimize(entries, target, prepare)

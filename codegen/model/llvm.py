@@ -29,7 +29,7 @@ class LLVMKernel:
     """One compiled kernel: its symbol, IR (with the IR its pragmas import) and what the plan needs."""
     symbol: str
     ir: list[str]
-    parallel: bool          # runs parallel loops (the module needs OpenMP)
+    parallel: bool          # runs parallel loops (the module needs the thread pool)
     arity: int
     schedule: dict
     heap_bytes: int         # what it still allocates on the heap per call (inside parallel loops)

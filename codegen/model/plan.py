@@ -10,7 +10,8 @@ into that output; an output that is a graph input, a constant or a second copy o
 filled by a copy after the last step (:attr:`RunList.copies`).  Gather index checks
 (:class:`IndexCheck`) are numbered in run order; the run entry returns ``1 + number`` when one fails.
 Control flow: the steps are the kernel calls of every subgraph too, in one linear order, and
-:attr:`RunList.program` runs them in branches and loops (:mod:`codegen.model.plan_control`).
+:attr:`RunList.program` runs them in branches and loops (:mod:`codegen.model.plan_control`), compiled
+into the one run entry (:mod:`codegen.model.entries`).
 
 Everything here is JSON data (``to_json`` / ``from_json``): it is what ``graph.json`` holds.
 """
@@ -26,7 +27,7 @@ from tensorir.graph import Const, Graph, GraphError, Kernel, Node, Var
 from tensorir.graph.passes.fuse import INDEX_OPERANDS
 
 from ..memory_plan import ALIGN, Lifetime, MemoryPlan, align_up, plan_memory
-from .plan_control import Steps, block_from_json, linearize, place_program, walk
+from .plan_control import Steps, block_from_json, linearize, place_program
 
 INPUT, OUTPUT, WORKSPACE, WEIGHTS = "input", "output", "workspace", "weights"
 
@@ -154,29 +155,9 @@ class RunList:
         return [(i, c) for i, s in enumerate(self.steps) for c in s.checks]
 
     @property
-    def copies_in_entry(self) -> bool:
-        """Whether the run entry performs the output copies (no fallback step and no control flow: one
-        entry runs all)."""
-        return self.program is None and all(s.native for s in self.steps)
-
-    def segments(self) -> list[list[int]]:
-        """Maximal runs of consecutive native steps in one block of the program (each becomes one
-        exported entry), in program order; a run list of no steps has one empty segment (its entry only
-        copies)."""
-        out = []
-        for item in walk(self.block):
-            if not isinstance(item, Steps):
-                continue
-            cur: list[int] = []
-            for i in range(item.first, item.end):
-                if self.steps[i].native:
-                    cur.append(i)
-                elif cur:
-                    out.append(cur)
-                    cur = []
-            if cur:
-                out.append(cur)
-        return out if out or self.steps else [[]]
+    def fallback_steps(self) -> list[int]:
+        """The steps without native code (the run entry calls its ``fallback`` argument for them)."""
+        return [i for i, s in enumerate(self.steps) if not s.native]
 
     def to_json(self) -> dict:
         io = lambda xs: [{"name": n, "dtype": d, "shape": list(s)} for n, d, s in xs]

@@ -18,7 +18,7 @@ from tensorir.graph import GraphError
 
 from ..memory_plan import ALIGN
 from .plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
-from .plan_control import Steps, item_locs, walk
+from .plan_control import IfItem, LoopItem, Steps, item_locs, walk
 
 KINDS = (INPUT, OUTPUT, WORKSPACE, WEIGHTS)
 
@@ -111,16 +111,68 @@ def check_compiled_for(run: RunList, address) -> None:
                          f"({PLAN_DIGEST} {compiled[:12]}..., the run list's {plan_digest(run)[:12]}...)")
 
 
+def _same(dst: Loc, src: Loc, what: str) -> None:
+    if np.dtype(dst.dtype) != np.dtype(src.dtype) or dst.nbytes != src.nbytes:
+        raise ValueError(f"{what}: {src.kind} {src.dtype}{list(src.shape)} copied into {dst.kind} "
+                         f"{dst.dtype}{list(dst.shape)}")
+
+
+def _scalar(loc: Loc, kinds: str, what: str) -> None:
+    if np.dtype(loc.dtype).kind not in kinds or loc.nbytes == 0:
+        raise ValueError(f"{what}: {loc.dtype}{list(loc.shape)} is not a non-empty {'/'.join(kinds)} tensor")
+
+
+def _check_copies(item, what: str) -> None:
+    """The copies an item makes are between buffers of one dtype and size (the run entry copies bytes);
+    a condition is bool or integer, a trip count an integer, the iteration number int64."""
+    if isinstance(item, IfItem):
+        _scalar(item.cond, "biu", f"{what}: the condition")
+        for outs in (item.then_out, item.else_out):
+            if len(outs) != len(item.out):
+                raise ValueError(f"{what}: {len(outs)} branch results for {len(item.out)} results")
+            for k, (dst, src) in enumerate(zip(item.out, outs)):
+                if dst is not None:
+                    _same(dst, src, f"{what}: result {k}")
+    elif isinstance(item, LoopItem):
+        nc = len(item.carried)
+        _scalar(item.trip, "iu", f"{what}: the trip count")
+        for loc, name in ((item.cond, "the condition"), (item.cond_in, "the body's condition"),
+                          (item.cond_out, "the body's condition result")):
+            _scalar(loc, "biu", f"{what}: {name}")
+        if item.iteration.dtype != "int64" or item.iteration.nbytes != 8:
+            raise ValueError(f"{what}: the iteration number is {item.iteration.dtype}{list(item.iteration.shape)}")
+        if not len(item.init) == len(item.carried_out) == nc or len(item.out) != nc + len(item.scan_out):
+            raise ValueError(f"{what}: {len(item.init)} initial values, {nc} carried, {len(item.carried_out)} "
+                             f"results, {len(item.out)} outputs for {len(item.scan_out)} scanned")
+        for k, dst in enumerate(item.carried):
+            _same(dst, item.init[k], f"{what}: carried value {k}")
+            _same(dst, item.carried_out[k], f"{what}: carried value {k}")
+            if item.out[k] is not None:
+                _same(item.out[k], dst, f"{what}: result {k}")
+        rows = {dst.shape[0] for dst in item.out[nc:] if dst is not None and dst.shape}
+        for k, (dst, src) in enumerate(zip(item.out[nc:], item.scan_out)):
+            if dst is not None:
+                _same(Loc(dst.kind, dst.dtype, tuple(dst.shape[1:])), src, f"{what}: scan output {k}")
+        if len(rows) > 1 or any(dst is not None and not dst.shape for dst in item.out[nc:]):
+            raise ValueError(f"{what}: scan outputs of different lengths")
+        need = sum(item.carried[k].nbytes for k in item.swapped())
+        if need and (item.swap is None or item.swap.nbytes < need):
+            raise ValueError(f"{what}: no swap buffer of {need} bytes for the carried values passed on swapped")
+
+
 def _check_program(run: RunList, where: str) -> None:
-    """Every place the control flow names lies inside its blob, and the program runs each step once."""
+    """Every place the control flow names lies inside its blob, its copies agree in size, and the
+    program runs each step once."""
     seen: list[int] = []
     for k, item in enumerate(walk(run.block)):
         if isinstance(item, Steps):
             if not 0 <= item.first <= item.end <= len(run.steps):
                 raise ValueError(f"{where}: program item {k}: steps {item.first}..{item.end} outside the run list")
             seen += range(item.first, item.end)
+        what = f"{where}: program item {k} ({getattr(item, 'node', 'steps')})"
         for loc in item_locs(item):
-            _check_loc(run, loc, f"{where}: program item {k} ({item.node})")
+            _check_loc(run, loc, what)
+        _check_copies(item, what)
     if sorted(seen) != list(range(len(run.steps))):
         raise ValueError(f"{where}: the program does not run every step exactly once")
 

@@ -10,16 +10,19 @@ loop.  Intermediates of every graph then share one workspace by liveness (:mod:`
 The program (:class:`Steps`, :class:`IfItem`, :class:`LoopItem`) says how the steps run: a block is a
 list of items, a run of consecutive steps or a control-flow item holding blocks.  A branch's inputs are
 the places of the values it captures (no copy); a loop's carried values are copied in before the first
-iteration, from the body's results after each one (through a copy of the sources, so swaps are
-right), and out after the last; a scanned value is copied into slot ``i`` of its stacked result.  Like
-the steps, the program is JSON data (``graph.json``): loading runs nothing.
+iteration, from the body's results after each one (a result that is another carried value goes through
+the loop's ``swap`` buffer first, so swaps are right), and out after the last; a scanned value is copied
+into slot ``i`` of its stacked result.  Like the steps, the program is JSON data (``graph.json``):
+loading runs nothing.  The run entry (:mod:`codegen.model.entries`) compiles it; what can fail at run
+time besides an index check (a refused branch taken, a loop running other than the iterations its
+scan outputs were typed for) is listed by :func:`error_sites`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tensorir.graph import Graph, GraphError, Kernel, Node
+from tensorir.graph import Graph, GraphError, Kernel, Node, TensorType, Var
 from tensorir.graph.ir import Value
 from tensorir.graph.op.control import IF, group_key, is_control
 
@@ -61,7 +64,8 @@ class IfItem:
 class LoopItem:
     """ONNX's Loop: ``iteration`` / ``cond_in`` / ``carried`` are the body's inputs (set by the loop),
     ``cond_out`` / ``carried_out`` / ``scan_out`` its results; ``out``: the final carried values, then the
-    stacked scanned values (None: unused)."""
+    stacked scanned values (None: unused); ``swap``: bytes that hold the body's results that are other
+    carried values between iterations (None: there are none)."""
     node: str
     trip: Loc
     cond: Loc
@@ -74,12 +78,18 @@ class LoopItem:
     carried_out: list[Loc]
     scan_out: list[Loc]
     out: list[Loc | None]
+    swap: Loc | None = None
+
+    def swapped(self) -> list[int]:
+        """The carried values whose next value is another carried value (copied through ``swap``)."""
+        return [k for k, src in enumerate(self.carried_out) if src in self.carried and src != self.carried[k]]
 
     def to_json(self) -> dict:
         d = {k: getattr(self, k) for k in ("trip", "cond", "iteration", "cond_in", "cond_out")}
         lists = {k: _locs_json(getattr(self, k)) for k in ("init", "carried", "carried_out", "scan_out", "out")}
+        swap = {} if self.swap is None else {"swap": self.swap.to_json()}
         return {"loop": {"node": self.node, **{k: v.to_json() for k, v in d.items()}, **lists,
-                         "body": _block_json(self.body)}}
+                         "body": _block_json(self.body), **swap}}
 
 
 def _locs_json(locs) -> list:
@@ -112,7 +122,8 @@ def block_from_json(items: list) -> list:
             one = {k: Loc.from_json(x[k]) for k in ("trip", "cond", "iteration", "cond_in", "cond_out")}
             out.append(LoopItem(x["node"], one["trip"], one["cond"], _locs(x["init"]), one["iteration"],
                                 one["cond_in"], _locs(x["carried"]), block_from_json(x["body"]), one["cond_out"],
-                                _locs(x["carried_out"]), _locs(x["scan_out"]), _locs(x["out"])))
+                                _locs(x["carried_out"]), _locs(x["scan_out"]), _locs(x["out"]),
+                                Loc.from_json(x["swap"]) if "swap" in x else None))
     return out
 
 
@@ -133,8 +144,32 @@ def item_locs(item) -> list[Loc]:
         return [item.cond, *item.then_out, *item.else_out, *(x for x in item.out if x is not None)]
     if isinstance(item, LoopItem):
         return [item.trip, item.cond, *item.init, item.iteration, item.cond_in, *item.carried, item.cond_out,
-                *item.carried_out, *item.scan_out, *(x for x in item.out if x is not None)]
+                *item.carried_out, *item.scan_out, *(x for x in item.out if x is not None),
+                *([item.swap] if item.swap is not None else [])]
     return []
+
+
+def _scans(item: LoopItem) -> list[tuple]:
+    """``(stacked result, scanned value)`` of each scan output used."""
+    nc = len(item.carried)
+    return [(dst, src) for dst, src in zip(item.out[nc:], item.scan_out) if dst is not None]
+
+
+def error_sites(block: list) -> list[tuple]:
+    """What can fail in ``block`` at run time besides an index check, in program order, as ``(item, what,
+    message)``: per ``if``, taking its refused branch (``what``: the branch's name); per ``loop`` with scan
+    outputs, a number of iterations other than their length (``what``: ``"scan"``).  The run entry returns
+    ``1 + number of index checks + k`` for site ``k``."""
+    out = []
+    for item in walk(block):
+        if isinstance(item, IfItem):
+            out += [(item, name, item.refused[name]) for name in ("then_branch", "else_branch") if name in item.refused]
+        elif isinstance(item, LoopItem) and _scans(item):
+            rows = _scans(item)[0][0].shape[0]
+            out.append((item, "scan", f"Loop node {item.node!r}: its scan outputs were compiled for {rows} "
+                        "iterations, and it ran a different number (a trip count or condition that changed at "
+                        "run time)"))
+    return out
 
 
 # -- linear order --------------------------------------------------------------------------------------------
@@ -228,10 +263,26 @@ class Linear:
             block, outs, _ = self._sub(body, {id(p): a for p, a in zip(body.inputs[2 + nc:], n.inputs[2 + nc:])})
             item = LoopItem(label, n.inputs[0], n.inputs[1], list(n.inputs[2:2 + nc]), formals[0], formals[1],
                             formals[2:], block, outs[0], outs[1:1 + nc], outs[1 + nc:], out)
+            swapped = sum(_nbytes(item.carried[k]) for k in _swapped_values(item))
+            if swapped:
+                item.swap = Var(f"{label}.swap", TensorType((swapped,), "uint8"))
+                self.define(item.swap, start)
+                live.append(item.swap)
         end = self.tick()
         for v in (*n.inputs, *live):
             self.use(v, end)
         return item
+
+
+def _swapped_values(item: LoopItem) -> list[int]:
+    """:meth:`LoopItem.swapped` over values (not places)."""
+    ids = [id(v) for v in item.carried]
+    return [k for k, v in enumerate(item.carried_out) if id(v) in ids and v is not item.carried[k]]
+
+
+def _nbytes(v: Value) -> int:
+    import numpy as np
+    return v.type.size * np.dtype(v.type.dtype).itemsize
 
 
 def linearize(g: Graph) -> Linear:
@@ -257,7 +308,7 @@ def place_program(block: list, where) -> list:
             out.append(LoopItem(item.node, w(item.trip), w(item.cond), [w(v) for v in item.init], w(item.iteration),
                                 w(item.cond_in), [w(v) for v in item.carried], place_program(item.body, where),
                                 w(item.cond_out), [w(v) for v in item.carried_out], [w(v) for v in item.scan_out],
-                                [w(v) for v in item.out]))
+                                [w(v) for v in item.out], w(item.swap)))
     return out
 
 
@@ -265,5 +316,5 @@ def has_control(g: Graph) -> bool:
     return any(is_control(n) for n in g.nodes)
 
 
-__all__ = ["IfItem", "Linear", "LoopItem", "Steps", "block_from_json", "has_control", "item_locs", "linearize",
-           "place_program", "walk"]
+__all__ = ["IfItem", "Linear", "LoopItem", "Steps", "block_from_json", "error_sites", "has_control", "item_locs",
+           "linearize", "place_program", "walk"]

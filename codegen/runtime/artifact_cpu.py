@@ -1,10 +1,11 @@
 """The CPU model artifact (:class:`~codegen.runtime.cpu.ModelModule`; the skeleton is :mod:`.artifact`):
 
-* ``model.so``       every kernel and the run entries (:mod:`codegen.model.entries`), linked by the
+* ``model.so``       every kernel and the run entry (:mod:`codegen.model.entries`), linked by the
                      system C compiler (``$CC`` or ``cc``) as :mod:`codegen.export` links kernels.
 * ``graph.json``     the run list: inputs, outputs, steps with their symbols and planned places, index
-                     checks, output copies, the memory plan and the weight offsets; plus the entry
-                     symbols, and each reference-fallback step's body graph (:mod:`.fallback`).
+                     checks, output copies, the control-flow program, the memory plan and the weight
+                     offsets; plus the entry symbol, and each reference-fallback step's body graph
+                     (:mod:`.fallback`).
 * ``weights.npy``    the weights blob.
 * ``model.h``        the C interface (:mod:`.header`).
 * ``manifest.json``  provenance (see :mod:`.artifact`) plus the target's triple and CPU features, and
@@ -27,7 +28,7 @@ from tensorir import dtype as dt
 from .. import jit
 from ..artifact_schema import BOOL, COUNT, STR, ListOf, Record, graph_spec, manifest_spec, nullable
 from ..export import _dlopen, _link
-from ..model.entries import entry_name
+from ..model.entries import ABI, ABI_VERSION, RUN
 from ..model.plan import RunList
 from ..model.plan_check import check_run_list
 from ..safe_files import resolve_inside
@@ -101,7 +102,7 @@ class CPUArtifact(Artifact):
     files = ("model.so", "graph.json", "weights.npy", "model.h")
     manifest_schema = manifest_spec(files, {"target": STR, "triple": STR, "cpu_features": ListOf(STR)},
                                     {"cpu": STR, "llvmlite": nullable(STR), "llvm": nullable(STR)})
-    graph_schema = graph_spec({"target": STR}, {"copies_in_entry": BOOL,
+    graph_schema = graph_spec({"target": STR}, {"copies_in_entry": BOOL, "fallback_callback": BOOL,
                                                 "entries": ListOf(Record({"symbol": STR, "steps": ListOf(COUNT)}))})
     module_class = ModelModule
     build_keys = ("tiletune", "llvmlite", "llvm")
@@ -111,10 +112,10 @@ class CPUArtifact(Artifact):
         """graph.json; a loaded model (no IR) or a fallback body that cannot be stored is refused."""
         if m._ir is None:
             raise ValueError("export_library: this model was loaded from an artifact; copy its directory instead")
-        segments = m.run_list.segments()
+        run = m.run_list
         d = {"format": self.graph_format, "name": m.meta.get("name", "model"), "target": m.meta["target"],
-             "entries": [{"symbol": entry_name(k, len(segments)), "steps": seg} for k, seg in enumerate(segments)],
-             "copies_in_entry": m.run_list.copies_in_entry, **m.run_list.to_json()}
+             "entries": [{"symbol": RUN, "steps": [i for i, s in enumerate(run.steps) if s.native]}],
+             "fallback_callback": bool(run.fallback_steps), **run.to_json()}
         for step, js in zip(m.run_list.steps, d["steps"]):
             if not step.native:      # the reference fallback runs its body graph
                 js["body"] = kernel_to_json(step.body)
@@ -132,7 +133,7 @@ class CPUArtifact(Artifact):
 
     def manifest_parts(self, m: ModelModule) -> tuple[dict, dict]:
         parity = _parity(m)
-        if m.last_profile is None and not m.run_list.copies_in_entry and \
+        if m.last_profile is None and m.run_list.fallback_steps and \
                 len(m._thread_state().set) == m.get_num_inputs():
             m.profile(repeat=5, quiet=True)      # the fallback steps' share of run time (inputs from _parity)
         tgt = parse(m.meta["target"])
@@ -163,6 +164,9 @@ class CPUArtifact(Artifact):
                 raise ArtifactError(f"load_model: {so} has no symbol {symbol!r} (graph.json names it)") from None
 
         check_run_list(run, where, ArtifactError, address)
+        if (run.program is not None or run.fallback_steps) and not _runs_whole_program(lib):
+            raise ArtifactError(f"load_model: {so} runs its control flow or fallback steps per segment (exported by "
+                                "an earlier tiletune); export the model again")
         for step, js in zip(run.steps, graph["steps"]):
             if not step.native:
                 try:
@@ -170,6 +174,14 @@ class CPUArtifact(Artifact):
                 except (KeyError, TypeError, ValueError, IndexError) as e:
                     raise ArtifactError(f"{where} is corrupt: fallback kernel {step.kernel}: {e!r}") from None
         return ModelModule(run, weights, address, keepalive=lib, meta=self.loaded_meta(directory, manifest, graph))
+
+
+def _runs_whole_program(lib) -> bool:
+    """Whether the library's run entry runs the whole run list (:data:`~codegen.model.entries.ABI`)."""
+    try:
+        return ctypes.c_int32.in_dll(lib, ABI).value == ABI_VERSION
+    except ValueError:
+        return False
 
 
 CPU_ARTIFACT = register(CPUArtifact())

@@ -2,9 +2,9 @@
 
 The weights blob is bound once and shared.  Each Python thread that calls the module gets its own
 :class:`RunContext` on first use: one aligned array per graph input and output and the workspace of
-the memory plan, their addresses packed once, so ``run()`` is one native call (or, where fallback
-steps or control flow split the run list, one call per native segment with the fallback steps and the
-branches and loops of :mod:`codegen.runtime.control` between).  Threads may
+the memory plan, their addresses packed once, so ``run()`` is one native call: the run entry runs the
+whole run list, control flow included, and calls back into Python (:func:`~.fallback.run_reference`,
+over the calling thread's buffers) only for reference-fallback steps.  Threads may
 therefore call one module at once (the native call releases the GIL): a thread's ``set_input``,
 ``run`` and ``get_output`` see only its own buffers, and the generated code keeps no state of its own
 besides the thread-count globals ``num_threads`` sets (read, never written, by a run).
@@ -19,17 +19,21 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..amx import guarded, needs_amx, request_amx
 from ..llvm.parallel import thread_count_symbol
 from ..memory_plan import ALIGN
-from ..model.entries import entry_name
+from ..model.entries import RUN
 from ..model.plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
+from ..model.plan_control import error_sites
 from ..module import default_num_threads
 from .base import ModelModuleBase
-from .control import compile_program, execute
 from .fallback import run_reference
 from .profile import stats
 
-_ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_PTRS = [ctypes.c_void_p] * 4
+#: ``int32_t fallback(int32_t step, inputs, outputs, workspace, weights)`` (codegen.model.entries)
+FALLBACK_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, *_PTRS)
+_RAISED = -1          # what the fallback returns when the step raised (the exception: RunContext.error)
 
 
 def aligned_empty(nbytes: int) -> np.ndarray:
@@ -54,6 +58,7 @@ class RunContext:
         self.workspace = aligned_empty(max(run.memory.peak, 1))
         self.set: set[str] = set()
         self.views: dict = {}               # Loc -> its array (ModelModule.view)
+        self.error: BaseException | None = None   # raised by a fallback step during the current run
         in_ptrs = (ctypes.c_void_p * max(1, len(run.inputs)))(*[a.ctypes.data for a in self.inputs.values()])
         out_ptrs = (ctypes.c_void_p * max(1, len(self.outputs)))(*[a.ctypes.data for a in self.outputs])
         self.tables = (in_ptrs, out_ptrs)   # kept alive: the entry reads them
@@ -74,15 +79,18 @@ class ModelModule(ModelModuleBase):
         self._ir = ir
         self._keepalive = keepalive
         self._address = address
-        segments = run.segments()
-        # ("native", entry) / ("fallback", step index) / control flow, in program order
-        self._program = compile_program(run, lambda k: _ENTRY(address(entry_name(k, len(segments)))))
-        self._python_copies = not run.copies_in_entry
+        fallback = bool(run.fallback_steps)
+        self._entry = ctypes.CFUNCTYPE(ctypes.c_int32, *_PTRS, *([FALLBACK_FN] if fallback else []))(address(RUN))
+        self._callback = (FALLBACK_FN(self._fallback_step),) if fallback else ()   # kept alive: the entry calls it
         self._checks = run.checks
+        self._errors = [message for _, _, message in error_sites(run.block)]
         self._threads = [ctypes.c_int32.from_address(address(thread_count_symbol(s.symbol)))
                          for s in {s.symbol: s for s in run.steps if s.native and s.parallel}.values()]
         self.num_threads = default_num_threads()
         self._thread_state()                # the building thread's buffers, at once
+        amx = [s.kernel for s in run.steps if s.native and needs_amx(s.schedule.get("isa", ()))]
+        self._amx = (f"the model's kernel {amx[0]}" + (f" (and {len(amx) - 1} more)" if amx[1:] else "")) \
+            if amx else None
 
     # -- per-thread buffers ------------------------------------------------------------------------------------
     def _new_state(self) -> RunContext:
@@ -134,25 +142,37 @@ class ModelModule(ModelModuleBase):
 
     # -- running -----------------------------------------------------------------------------------------------
     def _launch(self, ctx: RunContext) -> None:
-        def native(entry) -> None:
-            rc = entry(*ctx.args)
-            if rc:
-                self._raise(rc)
-        execute(self._program, self.view, native, self.run_fallback)
-        if self._python_copies:
-            for dst, src in self.run_list.copies:
-                np.copyto(self.view(dst), self.view(src))
+        if self._amx:
+            request_amx(self._amx)
+        rc = self._entry(*ctx.args, *self._callback)
+        if rc:
+            self._raise(ctx, rc)
+
+    def _fallback_step(self, i: int, *_buffers) -> int:
+        """The run entry's ``fallback``: step ``i`` over the calling thread's buffers (those the entry was
+        given); an exception is kept for :meth:`_raise` (none may cross the native frames)."""
+        try:
+            self.run_fallback(i)
+            return 0
+        except BaseException as e:  # noqa: BLE001  (re-raised by _launch once the entry has returned)
+            self._thread_state().error = e
+            return _RAISED
 
     def run_fallback(self, i: int) -> None:
         """Step ``i`` through the graph's reference evaluator (its index checks first)."""
         step = self.run_list.steps[i]
         run_reference(step, [self.view(a) for a in step.args], self.view(step.out))
 
-    def _raise(self, rc: int):
-        if not 1 <= rc <= len(self._checks):
-            raise RuntimeError(f"the model's run entry returned the unknown error code {rc}")
-        i, c = self._checks[rc - 1]
-        raise ValueError(c.message(self.view(self.run_list.steps[i].args[c.arg])))
+    def _raise(self, ctx: RunContext, rc: int):
+        if rc == _RAISED and ctx.error is not None:
+            error, ctx.error = ctx.error, None
+            raise error
+        if 1 <= rc <= len(self._checks):
+            i, c = self._checks[rc - 1]
+            raise ValueError(c.message(self.view(self.run_list.steps[i].args[c.arg])))
+        if 1 <= rc - len(self._checks) <= len(self._errors):
+            raise ValueError(self._errors[rc - len(self._checks) - 1])
+        raise RuntimeError(f"the model's run entry returned the unknown error code {rc}")
 
     @property
     def num_threads(self) -> int:
@@ -179,6 +199,8 @@ class ModelModule(ModelModuleBase):
             return lambda: self.run_fallback(i)
         ptrs = [self.view(a).ctypes.data for a in step.call_args]
         fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(ptrs))(self._address(step.symbol))
+        if self._amx:
+            fn = guarded(fn, self._amx)
         return lambda: fn(*ptrs)
 
     def _stats(self) -> dict:

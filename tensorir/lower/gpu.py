@@ -320,6 +320,11 @@ def insert_barriers(stmt: Stmt) -> Stmt:
 
 
 # -- 6. launch configuration ------------------------------------------------------------------------------------
+#: pragma of a loop that whole warps run, every lane alike (``threadIdx.x`` 32 lanes, bound by no loop): its
+#: tensor intrinsics divide the work among the lanes themselves (the wgmma GEMM, ``cuda_wgmma.py``)
+WARP_LANES = "warp_lanes"
+
+
 def launch_config(stmt: Stmt, shared: int = 0) -> LaunchConfig:
     ext: dict[str, Expr] = {}
     for f in collect(stmt, For):
@@ -327,8 +332,10 @@ def launch_config(stmt: Stmt, shared: int = 0) -> LaunchConfig:
             ext.setdefault(f.thread_tag, simplify(f.extent))
     grid = tuple(ext.get(t, IntImm("int32", 1)) for t in BLOCK_TAGS)
     block = tuple(ext[t].value if t in ext else 1 for t in THREAD_TAGS)
+    if "threadIdx.x" not in ext and any(k == WARP_LANES for f in collect(stmt, For) for k, _ in f.annotations):
+        block = (32,) + block[1:]      # whole warps run the pragma's loop: lane-level work is the intrinsics'
     return LaunchConfig(grid, block, shared)
 
 
-__all__ = ["GPULimits", "LaunchConfig", "verify_bindings", "auto_unroll", "hoist_shared",
+__all__ = ["WARP_LANES", "GPULimits", "LaunchConfig", "verify_bindings", "auto_unroll", "hoist_shared",
            "shared_bytes", "insert_barriers", "launch_config", "barrier", "is_barrier"]

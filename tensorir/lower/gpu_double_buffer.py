@@ -33,7 +33,9 @@ by lane), one commit group per slice, slice k in slot k % S::
     sync
 
 The barrier at the top of iteration ko also ends every read of slot (ko - 1) % S, which that iteration
-refills.  A fetch that is not a plain copy (a padding select, a cast) keeps the register pipeline.
+refills.  A padding select ``S[i] = c ? G[j] : 0`` whose condition is one for the copy's lanes is a
+zero-filling copy (``CP_ASYNC``'s predicate: nothing read where it is false, zeros written); another
+fetch that is not a plain copy (a cast) keeps the register pipeline.
 """
 from __future__ import annotations
 
@@ -42,12 +44,12 @@ from dataclasses import replace
 from .. import dtype as dt
 from ..arith import simplify
 from ..buffer import HANDLE, AccessPtr
-from ..expr import BufferLoad, Call, IntImm, Ramp, convert
+from ..expr import BinaryOp, Broadcast, BufferLoad, Call, FloatImm, IntImm, Not, Ramp, Select, convert
 from ..stmt import Allocate, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt, Seq, Stmt, seq
 from ..visitor import Mutator, collect, substitute
 
 
-CP_ASYNC = "tt.cp_async"                 # (AccessPtr to shared "w", AccessPtr to global "r", bytes)
+CP_ASYNC = "tt.cp_async"                 # (AccessPtr to shared "w", AccessPtr to global "r", bytes[, predicate])
 CP_ASYNC_COMMIT = "tt.cp_async_commit"   # the copies issued since the last commit form a group
 CP_ASYNC_WAIT = "tt.cp_async_wait"       # (n): wait until at most n groups of this thread are pending
 
@@ -179,10 +181,37 @@ def cp_async_commit() -> Stmt:
     return Evaluate(Call("int32", CP_ASYNC_COMMIT, ()))
 
 
-def _cp_async(dst: Buffer, dst_index, src: Buffer, src_index, nbytes: int) -> Stmt:
-    return Evaluate(Call("int32", CP_ASYNC, (AccessPtr(HANDLE, dst, (), "w", simplify(dst_index)),
-                                             AccessPtr(HANDLE, src, (), "r", simplify(src_index)),
-                                             IntImm("int32", nbytes))))
+def _cp_async(dst: Buffer, dst_index, src: Buffer, src_index, nbytes: int, pred=None) -> Stmt:
+    args = (AccessPtr(HANDLE, dst, (), "w", simplify(dst_index)), AccessPtr(HANDLE, src, (), "r", simplify(src_index)),
+            IntImm("int32", nbytes))
+    return Evaluate(Call("int32", CP_ASYNC, args + ((simplify(pred),) if pred is not None else ())))
+
+
+def _zero_fill(v):
+    """``(load, predicate)`` of a padding select ``c ? load : 0`` whose condition is one for all lanes;
+    ``(v, None)`` for anything else."""
+    if not (isinstance(v, Select) and isinstance(v.true_value, BufferLoad)):
+        return v, None
+    zero = v.false_value.value if isinstance(v.false_value, Broadcast) else v.false_value
+    cond = _uniform(v.cond)
+    if not (isinstance(zero, (IntImm, FloatImm)) and zero.value == 0 and cond is not None):
+        return v, None
+    return v.true_value, cond
+
+
+def _uniform(e):
+    """The scalar value of a condition that is one for every lane (built from broadcasts), else None."""
+    if dt.lanes(e.dtype) == 1:
+        return e
+    if isinstance(e, Broadcast):
+        return e.value if dt.lanes(e.value.dtype) == 1 else None
+    if isinstance(e, BinaryOp):
+        a, b = _uniform(e.a), _uniform(e.b)
+        return None if a is None or b is None else replace(e, dtype=dt.element(e.dtype), a=a, b=b)
+    if isinstance(e, Not):
+        a = _uniform(e.a)
+        return None if a is None else replace(e, dtype=dt.element(e.dtype), a=a)
+    return None
 
 
 def _ramp(index) -> tuple:
@@ -200,22 +229,22 @@ class _AsyncCopies(Mutator):
         self.half = half
 
     def visit_BufferStore(self, s: BufferStore):
-        v = s.value
+        v, pred = _zero_fill(s.value)
         if not (isinstance(v, BufferLoad) and v.buffer.scope == "global" and len(v.indices) == 1
                 and len(s.indices) == 1 and dt.element(v.dtype) == dt.element(s.buffer.dtype)):
             raise _NoMatch
         item, lanes = dt.itemsize(dt.element(v.dtype)), dt.lanes(v.dtype)
         dst = _shift(s.indices[0], self.half[s.buffer])
         if lanes == 1 and item in (4, 8, 16):
-            return _cp_async(s.buffer, dst, v.buffer, v.indices[0], item)
+            return _cp_async(s.buffer, dst, v.buffer, v.indices[0], item, pred)
         if lanes == 1:
             raise _NoMatch
         (d, ds), (g, gs) = _ramp(dst), _ramp(v.indices[0])
         if ds == 1 and gs == 1 and lanes * item in (8, 16):     # 16-bit elements too, 4 or 8 at a time
-            return _cp_async(s.buffer, d, v.buffer, g, lanes * item)
+            return _cp_async(s.buffer, d, v.buffer, g, lanes * item, pred)
         if item not in (4, 8, 16):
             raise _NoMatch
-        return seq(*(_cp_async(s.buffer, d + i * ds, v.buffer, g + i * gs, item) for i in range(lanes)))
+        return seq(*(_cp_async(s.buffer, d + i * ds, v.buffer, g + i * gs, item, pred) for i in range(lanes)))
 
 
 class _Registers:

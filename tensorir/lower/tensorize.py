@@ -95,6 +95,9 @@ def tensorize_nest(builder, st: Stage) -> Stmt:
     if st.op.num_outputs != 1:
         raise _err(st, f"tensorize of an operation with {st.op.num_outputs} outputs is not supported")
     (body,) = builder.bodies[st]
+    # indices simplified over the axes' own ranges (a broadcast's ``(0 * n + j) % n`` is ``j``)
+    body = simplify(body, {iv.var: (0, int(iv.dom.extent) - 1) for iv in list(op.axis) + list(op.reduce_axis)
+                           if isinstance(iv.dom.extent, IntImm) and isinstance(iv.dom.min, IntImm) and iv.dom.min.value == 0})
     tensors = _inputs(body)
     if len(tensors) != len(intrin.inputs):
         raise _err(st, f"the stage reads {len(tensors)} tensors ({', '.join(t.name for t in tensors)}) but the "

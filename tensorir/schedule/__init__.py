@@ -422,6 +422,8 @@ class Schedule:
         for op in self.outputs:
             self.stage_map[op].is_output = True
         self.groups: list = []
+        #: CPU features the scheduled code needs, where a rule used fewer than its entry requires (None: those)
+        self.isa: tuple | None = None
         for st in list(self.stages):
             st.op.scheduled(self)
         self.keep_schedule_record = keeps_record()  # PassContext(config={"te.keep_schedule_record": True})

@@ -334,6 +334,26 @@ def test_float32_special_values():
         np.testing.assert_allclose(out, expect, rtol=1e-5, atol=1e-38, err_msg=name)
 
 
+@pytest.mark.parametrize("lanes", [1, 16])
+def test_float32_tanh_reaches_one_where_it_rounds_to_one(lanes):
+    """tanh is exactly +-1 from where the correctly rounded float32 tanh is (|x| > 9.010913) and never beyond:
+    a dynamic quantizer after a saturating tanh takes its zero point from the range (an ONNX DynamicQuantizeLinear
+    at the tie 127.5 flipped to 128 when tanh stopped at 1 - 2**-22, moving a real model's logits by 5e-2)."""
+    mod = codegen.build(elementwise("tanh", ["float32"], "float32", lambda x: E.Call(x.dtype, "tanh", (x,)), lanes=lanes))
+    x = rand(496, "float64", -30, 30)
+    x = np.concatenate([x, [9.010913, 9.010914, -9.010913, -9.010914, 7.9, -8.5, 100, -100, np.inf, -np.inf,
+                            3e38, -3e38, 9.5, -9.5, 0.3, -1e-5]]).astype(np.float32)
+    out = nan_like(x.size)
+    mod(x, out)
+    expect = np.tanh(x.astype(np.float64)).astype(np.float32)
+    sat = np.abs(expect) == 1
+    assert sat.sum() > 100
+    np.testing.assert_array_equal(out[sat], expect[sat])
+    assert np.abs(out).max() <= 1
+    np.testing.assert_array_less(np.abs(out[~sat].astype(np.float64) - expect[~sat]),
+                                 5 * np.spacing(np.abs(expect[~sat])) + 1e-45)   # the rational form: 4 ulps
+
+
 def test_int_abs_pow_and_isnan():
     mod = codegen.build(elementwise("iabs", ["int32"], "int32", lambda x: E.Call(x.dtype, "abs", (x,)), lanes=4))
     x, out = rand(16, "int32"), nan_like(16, "int32")

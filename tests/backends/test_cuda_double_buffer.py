@@ -196,15 +196,22 @@ def test_async_copy_ptx_has_cp_async():
     assert "cp.async.commit_group" in ptx and "cp.async.wait_group 0" in ptx
 
 
-def test_async_copy_of_a_padded_fetch_keeps_registers():
-    """conv's shared slice of the input reads through a padding select: not a plain copy."""
+@pytest.mark.cuda_sim
+def test_async_copy_of_a_padded_fetch_zero_fills():
+    """conv's shared slice of the input reads through a padding select: each element a cp.async whose
+    predicate is the select's condition (nothing read outside the input, zeros written), no registers."""
     s, args = conv2d_schedule(2, 16, 14, 14, 16, 3, 3, 1, 1, tile_f=(1, 2, 2), tile_y=(1, 7, 1), tile_x=(1, 7, 2),
                               rc_tile=4, double_buffer=True)
     for st in s.stages:
         if st.double_buffered:
             st.double_buffer(async_copy=True, stages=3)
-    src = codegen.build(s, args, target="cuda -arch=sm_90").get_source()
-    assert "prefetch" in src and "tt_cp_async(" not in src
+    mod = codegen.build(s, args, target="cuda -arch=sm_90")
+    src = mod.get_source()
+    assert "prefetch" not in src and "tt_cp_async_zfill(" in src
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((2, 16, 14, 14), dtype=np.float32), rng.standard_normal((16, 16, 3, 3), dtype=np.float32)
+    cuda_sim.check(mod, [x, w], [np.empty((2, 16, 14, 14), np.float32)], lambda a, b: conv2d_reference(a, b, 1, 1),
+                   rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.cuda_sim

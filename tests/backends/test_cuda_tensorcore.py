@@ -226,6 +226,11 @@ def test_tensorcore_gemm_on_gpu(dtype, b_trans, out_dtype, bias, relu):
     knobs = dict(SMALL, block_m=128, block_n=128, warp_m=64, warp_n=64)
     mod = _build(m, n, k, dtype, b_trans, out_dtype, bias, relu, knobs=knobs, arch=codegen.cuda.cuda_arch(
         codegen.target.parse("cuda")))
+    check_on_gpu(mod, m, n, k, dtype, b_trans, out_dtype, bias, relu)
+
+
+def check_on_gpu(mod, m, n, k, dtype, b_trans, out_dtype, bias, relu):
+    """``mod`` on two sets of fresh inputs, outputs poisoned, against numpy (:func:`_check`)."""
     for seed in (0, 1):
         ins = _inputs(np.random.default_rng(seed), m, n, k, dtype, b_trans, bias)
         out = np.full((m, n), np.nan, out_dtype)

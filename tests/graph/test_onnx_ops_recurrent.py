@@ -143,9 +143,9 @@ def test_long_lstm_builds_in_seconds():
 
 
 def dq_lstm_model(seq=5, batch=1, inp=8, hidden=16, direction="forward", per_column=False, wtype="int8",
-                  init=False, peep=False):
+                  init=False, peep=False, lens=None, lens_input=False, y=True):
     """One com.microsoft DynamicQuantizeLSTM node (onnxruntime's contrib op): int8/uint8 W [nd, input, 4h] and
-    R [nd, hidden, 4h] with scales and zero points per direction or per column."""
+    R [nd, hidden, 4h] with scales per direction or per column (zero points: one value, as onnxruntime requires); ``lens``: sequence_lens (a constant, or an input); ``y=False``: no Y."""
     from onnx import helper, numpy_helper
     nd, g4 = 2 if direction == "bidirectional" else 1, 4 * hidden
     lo, hi = (-127, 128) if wtype == "int8" else (0, 256)
@@ -156,27 +156,44 @@ def dq_lstm_model(seq=5, batch=1, inp=8, hidden=16, direction="forward", per_col
               "C0": rng.standard_normal((nd, batch, hidden)).astype("float32"),
               "P": (rng.standard_normal((nd, 3 * hidden)) * 0.3).astype("float32"),
               "ws": (rng.random(sh) * 0.01 + 0.002).astype("float32"),
-              "wz": rng.integers(lo // 8, hi // 8, sh).astype(wtype) if wtype == "uint8" else np.zeros(sh, wtype),
+              "wz": np.full(sh, rng.integers(lo // 8, hi // 8), wtype) if wtype == "uint8" else np.zeros(sh, wtype),
               "rs": (rng.random(sh) * 0.01 + 0.002).astype("float32"),
-              "rz": rng.integers(lo // 8, hi // 8, sh).astype(wtype) if wtype == "uint8" else np.zeros(sh, wtype)}
-    names = ["X", "W", "R", "B", "", "H0" if init else "", "C0" if init else "", "P" if peep else "",
-             "ws", "wz", "rs", "rz"]
-    inits = [numpy_helper.from_array(consts[k], k) for k in names[1:] if k]
-    node = helper.make_node("DynamicQuantizeLSTM", names, ["Y", "Y_h", "Y_c"], domain="com.microsoft",
+              "rz": np.full(sh, rng.integers(lo // 8, hi // 8), wtype) if wtype == "uint8" else np.zeros(sh, wtype)}
+    feed = {"X": rng.standard_normal((seq, batch, inp)).astype("float32")}
+    inputs = [helper.make_tensor_value_info("X", 1, (seq, batch, inp))]
+    if lens is not None:
+        consts["L"] = np.array(lens, "int32")
+        if lens_input:
+            feed["L"] = consts.pop("L")
+            inputs.append(helper.make_tensor_value_info("L", 6, (batch,)))
+    names = ["X", "W", "R", "B", "" if lens is None else "L", "H0" if init else "", "C0" if init else "",
+             "P" if peep else "", "ws", "wz", "rs", "rz"]
+    inits = [numpy_helper.from_array(consts[k], k) for k in names[1:] if k in consts]
+    outs = ["Y" if y else "", "Y_h", "Y_c"]
+    node = helper.make_node("DynamicQuantizeLSTM", names, outs, domain="com.microsoft",
                             hidden_size=hidden, direction=direction)
-    gr = helper.make_graph([node], "dq", [helper.make_tensor_value_info("X", 1, (seq, batch, inp))],
-                           [helper.make_empty_tensor_value_info(o) for o in ("Y", "Y_h", "Y_c")], inits)
+    gr = helper.make_graph([node], "dq", inputs, [helper.make_empty_tensor_value_info(o) for o in outs if o], inits)
     m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     m.ir_version = 8
-    return m, {"X": rng.standard_normal((seq, batch, inp)).astype("float32")}
+    return m, feed
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(per_column=True, init=True, peep=True), dict(wtype="uint8"),
-                                dict(batch=3, seq=9), dict(direction="bidirectional", seq=30, hidden=32)])
+                                dict(batch=3, seq=9), dict(direction="bidirectional", seq=30, hidden=32),
+                                dict(direction="reverse", batch=2, init=True, peep=True),
+                                dict(direction="bidirectional", batch=3, seq=7, init=True, wtype="uint8",
+                                     per_column=True),
+                                dict(batch=3, seq=7, init=True, lens=[7, 4, 2]),
+                                dict(direction="reverse", batch=3, seq=7, init=True, lens=[3, 7, 6], wtype="uint8"),
+                                dict(direction="bidirectional", batch=3, seq=7, init=True, lens=[5, 0, 3],
+                                     lens_input=True),
+                                dict(direction="bidirectional", batch=3, seq=7, init=True, lens=[2, 4, 3], y=False)])
 def test_dynamic_quantize_lstm_matches_onnxruntime(kw):
     """X quantized to uint8 once, h at every step, as onnxruntime does: the same bits up to float rounding.
-    onnxruntime on one thread: with more, a batch of 2+ (hidden <= 256) is split across threads, each quantizing
-    its own rows of h."""
+    With sequence_lens (shorter than the sequence), X's steps past the longest are left out of its quantization,
+    a reversed row starts at its own last step, and a finished row enters later steps' quantization of h as
+    zeros (read back from Y) or, without Y, with its last h (from Y_h).  onnxruntime on one thread: with more, a
+    batch of 2+ (hidden <= 256) is split across threads, each quantizing its own rows of h."""
     import codegen
     import onnxruntime as ort
     m, feed = dq_lstm_model(**kw)

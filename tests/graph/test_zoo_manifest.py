@@ -43,6 +43,7 @@ def test_entry_is_pinned_and_described(m):
         if "range" in spec:
             lo, hi = spec["range"]
             assert lo < hi, name
+    assert all(isinstance(o, str) and o for o in m.get("classes", []))   # outputs of class scores (argmax)
 
 
 def test_same_archive_same_digest():

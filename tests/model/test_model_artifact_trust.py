@@ -398,10 +398,46 @@ def control_flow_artifact(tmp_path_factory):
     (("program", 1, "if", "then"), ..., r"field 'program\[1\].if.then' is missing"),
     (("program", 1, "if", "cond", "offset"), 1 << 40,
      r"program item 1 \(outer_if\): bool\[\] at workspace offset .* past the workspace"),
+    (("program", 1, "if", "then_out", 0, "shape"), [2, 2],       # the entry would copy 24 bytes out of 16
+     r"program item 1 \(outer_if\): result 0: workspace float32\[2, 2\] copied into \w+ float32\[2, 3\]"),
+    (("program", 1, "if", "cond", "dtype"), "float32",
+     r"program item 1 \(outer_if\): the condition: float32\[\] is not a non-empty b/i/u tensor"),
 ])
 def test_control_flow_program_fields_are_checked(control_flow_artifact, tmp_path, path, value, message):
     out = tmp_path / "art"
     shutil.copytree(control_flow_artifact, out)
     _edit(out, "graph.json", path, value)
+    with pytest.raises(ArtifactError, match=message):
+        codegen.load_model(str(out))
+
+
+def test_a_model_so_running_control_flow_per_segment_is_refused(tmp_path, monkeypatch):
+    """An artifact whose run entry does not run the whole program (an earlier tiletune's per-segment
+    entries: tiletune_model_abi absent or another version) would skip its branches and loops."""
+    import control_flow_models as cf
+    from codegen.model import entries
+    monkeypatch.setattr(entries, "ABI_VERSION", 1)
+    g, params = graph.from_onnx(cf.if_nested())
+    codegen.build_model(g, params=params).export_library(str(tmp_path / "art"))
+    with pytest.raises(ArtifactError, match=r"model.so runs its control flow or fallback steps per segment .*export "
+                                            r"the model again"):
+        codegen.load_model(str(tmp_path / "art"))
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("swap", {"kind": "workspace", "dtype": "uint8", "shape": [4], "offset": 0},
+     r"program item \d+ \(swap\): no swap buffer of 16 bytes for the carried values passed on swapped"),
+    ("swap", "16 bytes", r"field 'program\[\d+\].loop.swap' must be"),
+    ("iteration", {"kind": "workspace", "dtype": "int32", "shape": [], "offset": 0},
+     r"program item \d+ \(swap\): the iteration number is int32\[\]"),
+])
+def test_hostile_loop_fields_are_refused(tmp_path, field, value, message):
+    import control_flow_models as cf
+    g, params = graph.from_onnx(cf.loop_swap())
+    out = tmp_path / "art"
+    codegen.build_model(g, params=params).export_library(str(out))
+    program = json.loads((out / "graph.json").read_text())["program"]
+    (k,) = [k for k, item in enumerate(program) if "loop" in item]
+    _edit(out, "graph.json", ("program", k, "loop", field), value)
     with pytest.raises(ArtifactError, match=message):
         codegen.load_model(str(out))

@@ -396,9 +396,9 @@ def test_mixed_precision_model_on_the_simulated_gpu(fake, dtype, make, shapes):
 
 
 def test_mixed_precision_dense_takes_tensor_cores(fake):
-    """A float16 build of MatMul + Add + Relu (graph.to_mixed_precision) on sm_90: the fused dense kernel
+    """A float16 build of MatMul + Add + Relu (graph.to_mixed_precision) on sm_80: the fused dense kernel
     runs mma.sync (tensor cores) with its epilogue, and the model's output stays within float16 rounding
-    of the float32 product."""
+    of the float32 product (sm_90 takes wgmma: test_mixed_precision_gemm_takes_wgmma_on_sm90)."""
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(4)
     w, b = rng.standard_normal((256, 128)).astype("float32"), rng.standard_normal(128).astype("float32")
@@ -408,7 +408,7 @@ def test_mixed_precision_dense_takes_tensor_cores(fake):
                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [128, 128])],
                              [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "b")])
     g, params = graph.from_onnx(helper.make_model(body, opset_imports=[helper.make_opsetid("", 17)]))
-    m = codegen.build_model(graph.to_mixed_precision(g, "float16"), target="cuda -arch=sm_90", params=params)
+    m = codegen.build_model(graph.to_mixed_precision(g, "float16"), target="cuda -arch=sm_80", params=params)
     assert "tt_mma(" in m.get_source("cuda")
     fake.model = m
     m._dev = None
@@ -418,6 +418,30 @@ def test_mixed_precision_dense_takes_tensor_cores(fake):
     want = np.maximum(x16 @ w16 + b.astype("float16"), 0)
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, want, rtol=0, atol=4 * 2.0 ** -11 * (np.abs(x16) @ np.abs(w16)).max())
+
+
+def test_mixed_precision_gemm_takes_wgmma_on_sm90(fake):
+    """A float16 Gemm (transB: weights [N, K]) + Relu on sm_90: the fused dense kernel takes wgmma (its main
+    loop's scalar model here), the model builds as sm_90a, its relu stored from the fragments."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    w, b = rng.standard_normal((128, 256)).astype("float32"), rng.standard_normal(128).astype("float32")
+    nodes = [helper.make_node("Gemm", ["x", "W", "b"], ["y"], transB=1), helper.make_node("Relu", ["y"], ["out"])]
+    body = helper.make_graph(nodes, "gemm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 256])],
+                             [helper.make_tensor_value_info("out", TensorProto.FLOAT, [128, 128])],
+                             [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "b")])
+    g, params = graph.from_onnx(helper.make_model(body, opset_imports=[helper.make_opsetid("", 17)]))
+    m = codegen.build_model(graph.to_mixed_precision(g, "float16"), target="cuda -arch=sm_90", params=params)
+    src = m.get_source("cuda")
+    assert "tt_wgmma_m" in src and "tt_epilogue_" in src and m.arch == "sm_90a"
+    fake.model = m
+    m._dev = None
+    x = rng.standard_normal((128, 256)).astype("float32")
+    (got,) = m(x=x)
+    x16, w16 = x.astype("float16").astype("float64"), w.astype("float16").astype("float64")
+    want = np.maximum(x16 @ w16.T + b.astype("float16"), 0)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=0, atol=4 * 2.0 ** -11 * (np.abs(x16) @ np.abs(w16.T)).max())
 
 
 @pytest.mark.slow      # about 25 s: a small ResNet-18 built and simulated

@@ -135,7 +135,7 @@ def test_graph_without_kernels(tmp_path):
 def test_one_native_call_per_run(monkeypatch):
     g = _random_graph(np.random.default_rng(3))
     m = codegen.build_model(g)
-    assert len(m._program) == 1 and m._program[0][0] == "native" and len(m.steps) > 1
+    assert not m.run_list.fallback_steps and m._callback == () and len(m.steps) > 1
     assert m.run_list.memory.peak <= m.run_list.memory.naive
     # no Python per kernel: the evaluator and per-kernel functions are never touched by run()
     monkeypatch.setattr(m, "run_fallback", lambda i: pytest.fail("fallback called"))
@@ -194,15 +194,17 @@ def test_fallback_error_lists_every_op_type_once():
         codegen.build_model(g)
 
 
-def test_reference_fallback_splits_the_run_list():
+def test_reference_fallback_is_called_back_by_the_one_entry(monkeypatch):
     _, g = _fallback_graph()
     with pytest.warns(RuntimeWarning, match=r"run by the reference fallback, not compiled: fused_nn_pad"):
         m = codegen.build_model(g, fallback="reference")
-    kinds = [k for k, _ in m._program]
-    assert kinds == ["native", "fallback", "native"] and len(m.run_list.segments()) == 2
+    assert [s.native for s in m.steps] == [True, False, True, True] and m.run_list.fallback_steps == [1]
+    called, reference = [], m.run_fallback
+    monkeypatch.setattr(m, "run_fallback", lambda i: (called.append(i), reference(i)))
     a = np.random.default_rng().standard_normal((2, 5)).astype("float32")
     _poison(m)
     y, p = m(x=a)
+    assert called == [1]
     s0 = np.exp(a - a.max(axis=1, keepdims=True))
     want_p = np.pad(s0 / s0.sum(axis=1, keepdims=True), ((1, 1), (0, 2)), mode="edge")
     np.testing.assert_allclose(p, want_p, rtol=1e-6)
@@ -215,6 +217,46 @@ def test_reference_fallback_splits_the_run_list():
     assert 0 < share <= 1 and [k for k, _, _ in prof.kernels] == [s.kernel for s in m.steps]
 
 
+def test_fallback_steps_called_back_from_four_threads():
+    import threading
+    _, g = _fallback_graph()
+    with pytest.warns(RuntimeWarning):
+        m = codegen.build_model(g, fallback="reference")
+    rng = np.random.default_rng(43)
+    feeds = [rng.standard_normal((2, 5)).astype("float32") for _ in range(4)]
+    wants = [graph.evaluate(g, {"x": a}) for a in feeds]
+    errors = []
+
+    def work(a, want):
+        try:
+            for _ in range(25):
+                _poison(m)                          # this thread's workspace and outputs
+                for got, w in zip(m(x=a), want):
+                    np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=job) for job in zip(feeds, wants)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_an_error_in_a_fallback_step_crosses_the_entry(monkeypatch):
+    _, g = _fallback_graph()
+    with pytest.warns(RuntimeWarning):
+        m = codegen.build_model(g, fallback="reference")
+    a = np.random.default_rng().standard_normal((2, 5)).astype("float32")
+    want = m(x=a)
+    monkeypatch.setattr(m, "run_fallback", lambda i: (_ for _ in ()).throw(KeyError(f"step {i} failed")))
+    with pytest.raises(KeyError, match="step 1 failed"):
+        m(x=a)
+    monkeypatch.undo()
+    for got, w in zip(m(x=a), want):                 # the next run is whole again
+        np.testing.assert_array_equal(got, w)
+
+
 def test_reference_fallback_in_an_artifact(tmp_path):
     import json
     _, g = _fallback_graph()
@@ -224,7 +266,9 @@ def test_reference_fallback_in_an_artifact(tmp_path):
     man = json.loads((tmp_path / "fb" / "manifest.json").read_text())
     assert [f["kernel"] for f in man["fallback"]] == ["fused_nn_pad"] and man["fallback"][0]["nodes"] == ["nn.pad"]
     assert man["parity"] is None     # not from ONNX: no inputs were set, so no share measured either
-    assert "tiletune_model_run_seg0" in (tmp_path / "fb" / "model.h").read_text()
+    header = (tmp_path / "fb" / "model.h").read_text()
+    assert "needs tiletune's reference fallback for 1 step(s) (kernels fused_nn_pad" in header
+    assert "int32_t tiletune_model_run(" in header and "tiletune_model_fallback_fn fallback);" in header
     loaded = codegen.load_model(str(tmp_path / "fb"))
     assert loaded.kernels == m.kernels and loaded.steps[1].body is not None
     a = np.random.default_rng().standard_normal((2, 5)).astype("float32")

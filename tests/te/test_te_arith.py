@@ -206,3 +206,29 @@ def test_vector_comparisons_fold_when_every_lane_agrees():
     data = E.Broadcast("float32x16", te.const(1.5, "float32"), 16)
     zero = E.Broadcast("float32x16", te.const(0.0, "float32"), 16)
     assert simplify(E.Select("float32x16", ramp >= one, data, zero), bounds) is data
+
+
+def test_aligned_ramp_div_mod_by_a_multiple_of_its_lanes():
+    """``Ramp(8 q + 16 t, 1, 8) // 96`` is one quotient for all lanes (a broadcast; the im2col gather's tap) and
+    ``% 32`` a ramp from the base's remainder; a base not known to be a multiple of the lanes, or a divisor
+    the lanes do not divide, keeps the lane-wise form."""
+    q, t = te.var("q"), te.var("t")
+    ramp = E.Ramp("int32x8", q * 8 + t * 16, te.const(1), 8)
+    c96, c32, c12 = (E.Broadcast("int32x8", te.const(v), 8) for v in (96, 32, 12))
+    div = simplify(E.FloorDiv("int32x8", ramp, c96))
+    assert isinstance(div, E.Broadcast), div
+    mod = simplify(E.FloorMod("int32x8", ramp, c32))
+    assert isinstance(mod, E.Ramp) and mod.stride.value == 1, mod
+    for x in range(6):       # each lane agrees with scalar arithmetic
+        for lane in range(8):
+            k = 8 * x + 16 * 3 + lane
+            env = {q: x, t: 3}
+            assert _eval(div.value, env) == k // 96 and _eval(mod.base, env) + lane == k % 32
+    odd = E.Ramp("int32x8", q * 4, te.const(1), 8)
+    assert not isinstance(simplify(E.FloorDiv("int32x8", odd, c96)), E.Broadcast)
+    assert not isinstance(simplify(E.FloorDiv("int32x8", ramp, c12)), E.Broadcast)
+
+
+def _eval(e, env):
+    from tensorir.visitor import substitute
+    return simplify(substitute(e, {v: te.const(x) for v, x in env.items()})).value

@@ -97,3 +97,29 @@ def test_cuda_records_apply_to_their_arch_only(tmp_path):
     assert _target_fits("cuda -arch=sm_90", parse("cuda -arch=sm_90"))
     assert not _target_fits("cuda -arch=sm_80", parse("cuda -arch=sm_90"))
     assert not _target_fits("cuda -arch=sm_90", parse("llvm"))
+
+
+def test_context_is_per_thread(tmp_path):
+    """A context entered in one thread does not steer a template called in another."""
+    import threading
+    _, log = _log(tmp_path, {5: 1e-6})
+    entered, checked = threading.Event(), threading.Event()
+    seen = {}
+
+    def other():
+        entered.wait(10)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FallbackWarning)
+            probe(64)
+        seen["other"] = SEEN[-1]
+        checked.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    with autotune.apply_history_best(log):
+        entered.set()
+        checked.wait(10)
+        probe(64)
+        seen["main"] = SEEN[-1]
+    t.join()
+    assert seen["other"].is_fallback and not seen["main"].is_fallback and seen["main"].index == 5

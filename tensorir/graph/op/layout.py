@@ -1,5 +1,7 @@
 """Blocked-layout operators (TVM Relay's names): ``layout_transform`` (injective), the packed
-convolutions ``nn.contrib_conv2d_NCHWc`` and ``nn.contrib_depthwise_conv2d_NCHWc``, the packed dense ``nn.contrib_dense_pack`` (anchors), and
+convolutions ``nn.contrib_conv2d_NCHWc`` and ``nn.contrib_depthwise_conv2d_NCHWc``, the implicit-GEMM
+convolution ``nn.contrib_conv2d_gemm_without_weight_transform`` (NHWC data written ``NCHW[C]c``, weights the
+``[KH * KW * C, O]`` matrix; CUDA's tensor cores), the packed dense ``nn.contrib_dense_pack`` (anchors), and
 pooling over ``NCHW[x]c`` data, ``nn.contrib_max_pool2d_NCHWc`` / ``nn.contrib_avg_pool2d_NCHWc`` (TVM
 gives ``nn.max_pool2d`` a ``layout`` attribute instead).
 The layout pass (:mod:`..passes.layout`) introduces them; weights arrive packed (folded constants)."""
@@ -9,6 +11,7 @@ import numpy as np
 
 from ... import topi
 from ...topi.layout import layout_shape, layout_transform, layout_transform_numpy, parse_layout
+from ...topi.nn.conv2d_gemm import conv2d_gemm_nhwc
 from ...topi.nn.conv2d_nchwc import conv2d_NCHWc, depthwise_conv2d_NCHWc
 from ...topi.nn.dense_pack import dense_pack
 from ..ir import TensorType
@@ -81,6 +84,46 @@ register_op("nn.contrib_depthwise_conv2d_NCHWc", OpPattern.OUT_ELEMWISE_FUSABLE,
             depthwise_conv2d_NCHWc(x, w, strides, padding, dilation, data_layout, out_layout),
             attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "data_layout": "NCHW16c",
                    "kernel_layout": "OIHW1i16o", "out_layout": "NCHW16c"})
+
+
+def _conv_gemm_infer(x: TensorType, w: TensorType, strides, padding, dilation, kernel_size, data_layout,
+                     kernel_layout, out_layout) -> TensorType:
+    kh, kw = kernel_size
+    if x.ndim != 5 or x.shape[1] != 1 or data_layout != f"NCHW{x.shape[4]}c" or w.ndim != 2 \
+            or w.shape[0] != kh * kw * x.shape[4] or out_layout != f"NCHW{w.shape[1]}c" or kernel_layout != "HWIO" \
+            or w.dtype != x.dtype:
+        raise ValueError(f"data {x} ({data_layout}, one block of all channels) and the [{kh} * {kw} * C, O] matrix "
+                         f"of an HWIO kernel {w} do not fit {out_layout}")
+    pt, pl, pb, pr = padding
+    return TensorType((x.shape[0], 1, conv_out(x.shape[2], kh, strides[0], dilation[0], pt + pb),
+                       conv_out(x.shape[3], kw, strides[1], dilation[1], pl + pr), w.shape[1]), x.dtype)
+
+
+def _conv_gemm_numpy(x, w, strides, padding, dilation, kernel_size, data_layout, kernel_layout, out_layout):
+    kh, kw = kernel_size
+    oihw = w.reshape(kh, kw, x.shape[4], w.shape[1]).transpose(3, 2, 0, 1)
+    y = conv2d_numpy(layout_transform_numpy(x, data_layout, "NCHW"), oihw, strides, padding, dilation, 1)
+    return layout_transform_numpy(y, "NCHW", out_layout)
+
+
+def _narrow(t):
+    """The 16-bit tensor a float32 cast stage reads (``lower_te`` casts a 16-bit anchor's inputs up), else ``t``:
+    the implicit GEMM gathers 16-bit pixels and widens them in its product."""
+    from ...expr import Cast, TensorLoad
+    from ...tensor import ComputeOp
+    body = t.op.bodies[0] if isinstance(t.op, ComputeOp) and not t.op.reduce_axis else None
+    if isinstance(body, Cast) and isinstance(body.value, TensorLoad) and body.value.dtype in ("float16", "bfloat16") \
+            and tuple(body.value.tensor.shape) == tuple(t.shape):
+        return body.value.tensor
+    return t
+
+
+register_op("nn.contrib_conv2d_gemm_without_weight_transform", OpPattern.OUT_ELEMWISE_FUSABLE, _conv_gemm_infer,
+            num_inputs=2, numpy=_conv_gemm_numpy,
+            topi=lambda x, w, strides, padding, dilation, kernel_size, data_layout, kernel_layout, out_layout:
+            conv2d_gemm_nhwc(_narrow(x), _narrow(w), kernel_size, strides, padding, dilation),
+            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "kernel_size": (1, 1),
+                   "data_layout": "NCHW64c", "kernel_layout": "HWIO", "out_layout": "NCHW64c"})
 
 
 def _dense_pack_infer(x: TensorType, w: TensorType, weight_layout) -> TensorType:

@@ -12,12 +12,12 @@ from .registry import OpPattern, register_op
 
 ATTRS = {"cell": "LSTM", "activations": (), "activation_alpha": (), "activation_beta": (), "clip": None,
          "linear_before_reset": False, "input_forget": False, "reverse": False, "peephole": False,
-         "seq_lens": False, "quantized": False}
+         "seq_lens": False, "quantized": False, "output_sequence": True}
 
 
 def _infer(xp: TensorType, rt: TensorType, init: TensorType, *extra: TensorType, cell, activations,
            activation_alpha, activation_beta, clip, linear_before_reset, input_forget, reverse, peephole,
-           seq_lens, quantized) -> TensorType:
+           seq_lens, quantized, output_sequence) -> TensorType:
     if cell not in CELLS:
         raise ValueError(f"unknown cell {cell!r}")
     ngates, nstates = CELLS[cell]
@@ -72,7 +72,7 @@ def quantize_u8(x: np.ndarray) -> tuple[np.ndarray, np.float32]:
 
 
 def _numpy(xp, rt, init, *extra, cell, activations, activation_alpha, activation_beta, clip, linear_before_reset,
-           input_forget, reverse, peephole, seq_lens, quantized):
+           input_forget, reverse, peephole, seq_lens, quantized, output_sequence):
     T, B, _ = xp.shape
     if rt.ndim == 3:    # packed blocks of columns
         rt = rt.transpose(1, 0, 2).reshape(rt.shape[1], -1)
@@ -90,14 +90,16 @@ def _numpy(xp, rt, init, *extra, cell, activations, activation_alpha, activation
     xp, rt = xp.astype("float64"), rt.astype("float64")
     state = init.astype("float64").copy()
     y = np.zeros((T, B, H))
-    for t in (range(T - 1, -1, -1) if reverse else range(T)):
-        h = state[0]
-        if quantized:
-            hq, scale = quantize_u8(h.astype("float32"))
-            pre = xp[t] + (hq @ rt).astype("float32") * (scale * rscale)
+    for step in range(T):    # reverse: each sequence from its own last step
+        t = np.maximum(lens - 1 - step, 0) if reverse else np.full(B, step)
+        h, xs = state[0], xp[t, np.arange(B)]
+        if quantized:    # onnxruntime reads h back from Y (zero past a length) or, without Y, from Y_h
+            hin = np.where((step <= lens)[:, None] | (not output_sequence), h, 0.0)
+            hq, scale = quantize_u8(hin.astype("float32"))
+            pre = xs + (hq @ rt).astype("float32") * (scale * rscale)
         else:
-            pre = xp[t] + (h @ rt if not (cell == "GRU" and not linear_before_reset) else
-                           np.concatenate([h @ rt[:, :2 * H], np.zeros((B, H))], axis=1))
+            pre = xs + (h @ rt if not (cell == "GRU" and not linear_before_reset) else
+                        np.concatenate([h @ rt[:, :2 * H], np.zeros((B, H))], axis=1))
         g = [pre[:, q * H:(q + 1) * H] for q in range(pre.shape[1] // H)]
         if cell == "RNN":
             new = [act(0, g[0])]
@@ -116,9 +118,9 @@ def _numpy(xp, rt, init, *extra, cell, activations, activation_alpha, activation
             c = f * c + i * act(1, g[3])
             o = act(0, g[1] + p[H:2 * H] * c)
             new = [o * act(2, c, clipped=False), c]
-        valid = (t < lens)[:, None]
+        valid = (step < lens)[:, None]
         state = np.stack([np.where(valid, n, s) for n, s in zip(new, state)])
-        y[t] = np.where(valid, state[0], 0.0)
+        y[t[valid[:, 0]], np.flatnonzero(valid)] = state[0][valid[:, 0]]
     state = np.where((lens > 0)[None, :, None], state, 0.0)
     return np.concatenate([y, state]).astype(init.dtype)
 

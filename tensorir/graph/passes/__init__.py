@@ -2,6 +2,7 @@
 on the graph, then on the subgraphs of its control flow (:func:`on_subgraphs`)."""
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Callable
 
@@ -10,7 +11,7 @@ from ..verify import verify
 from .control import fold_control_flow
 from .basic import bind_params, eliminate_dead_code, fold_constants, infer_types
 from .fuse import fuse_ops, partition
-from .layout import alter_op_layout
+from .layout import alter_op_layout, alter_op_layout_cuda
 from .mixed_precision import to_mixed_precision
 from .simplify import simplify
 
@@ -25,6 +26,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("fold_constants", fold_constants),   # the weights simplify rescaled
     ("eliminate_dead_code", eliminate_dead_code),
     ("alter_op_layout", alter_op_layout),   # blocked conv / dense layouts, weights packed
+    ("alter_op_layout_cuda", alter_op_layout_cuda),   # CUDA: 16-bit convs NHWC on tensor cores
     ("fold_constants", fold_constants),
     ("fuse_ops", fuse_ops),
 ]
@@ -32,19 +34,23 @@ PASSES: list[tuple[str, Pass]] = [
 
 #: Passes for CPU targets only: GPU kernels keep NCHW and unpacked weights.
 CPU_ONLY = ("alter_op_layout",)
+#: Passes for CUDA targets only, called with the target (its arch decides).
+CUDA_ONLY = ("alter_op_layout_cuda",)
 
 
 def optimize(g: Graph, params: dict | None = None, *, fuse: bool = True, check: bool = True,
              target=None) -> Graph:
     """``g`` with ``params`` bound as constants, run through :data:`PASSES` (``fuse=False`` stops
     before fusion); ``check`` verifies the graph after every pass.  ``target`` (default: a CPU): a
-    non-``llvm`` target (``"cuda"``) skips the passes of :data:`CPU_ONLY`."""
+    non-``llvm`` target (``"cuda"``) skips the passes of :data:`CPU_ONLY`, a non-CUDA one those of
+    :data:`CUDA_ONLY`."""
     source, ran = g.source, [*g.passes, "bind_params"]
     g = bind_params(g, params)
     for name, p in PASSES:
-        if (name == "fuse_ops" and not fuse) or (name in CPU_ONLY and not _is_cpu(target)):
+        if (name == "fuse_ops" and not fuse) or (name in CPU_ONLY and not _is_cpu(target)) or \
+                (name in CUDA_ONLY and not _is_cuda(target)):
             continue
-        g = on_subgraphs(p, g)
+        g = on_subgraphs(functools.partial(p, target=target) if name in CUDA_ONLY else p, g)
         ran.append(name)
         if check:
             verify(g)
@@ -57,10 +63,14 @@ def on_subgraphs(p: Pass, g: Graph) -> Graph:
     return map_subgraphs(p(g), lambda sub: on_subgraphs(p, sub))
 
 
+def _is_cuda(target) -> bool:
+    return target is not None and str(getattr(target, "kind", None) or str(target).split()[0]) == "cuda"
+
+
 def _is_cpu(target) -> bool:
     return target is None or str(target).split()[0] == "llvm"
 
 
-__all__ = ["PASSES", "alter_op_layout", "bind_params", "eliminate_dead_code", "fold_constants",
-           "fold_control_flow", "fuse_ops", "infer_types", "on_subgraphs", "optimize", "partition", "simplify",
+__all__ = ["CPU_ONLY", "CUDA_ONLY", "PASSES", "alter_op_layout", "alter_op_layout_cuda", "bind_params",
+           "eliminate_dead_code", "fold_constants", "fold_control_flow", "fuse_ops", "infer_types", "on_subgraphs", "optimize", "partition", "simplify",
            "to_mixed_precision"]

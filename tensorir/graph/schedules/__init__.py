@@ -10,13 +10,15 @@ entry's space.  ``default_rule_name(anchor_op, target)`` names the default.
   of :mod:`autotune.templates` use them too);
 - :mod:`.cpu` (with the dense space :mod:`.cpu_dense`, template ``dense_kernel_cpu``): CPU defaults;
 - :mod:`.cpu_int8`: int8 kernels, with ``vpdpbusd`` where the target has AVX512-VNNI or AVX-VNNI;
+- :mod:`.cpu_amx`: the int8 dense on AMX tiles where the target has AMX-INT8 (ranked above VNNI);
 - :mod:`.rnn`: recurrent layers (a serial loop over time, the cell vectorized);
 - :mod:`.cuda`, :mod:`.cuda_rows`, :mod:`.cuda_conv` (with the direct conv space :mod:`.conv2d_direct`,
-  template ``conv2d_kernel_cuda``): CUDA defaults.
+  template ``conv2d_kernel_cuda``): CUDA defaults; :mod:`.cuda_tensorcore` (GEMMs) and
+  :mod:`.cuda_tensorcore_conv` (implicit-GEMM convolutions): tensor cores.
 """
 from __future__ import annotations
 
-from . import cpu, cpu_int8, cuda, cuda_conv, rnn  # their entries register on import
+from . import cpu, cpu_amx, cpu_int8, cuda, cuda_conv, cuda_tensorcore_conv, rnn  # their entries register on import
 from .registry import (
     ScheduleEntry,
     default_rule_name,

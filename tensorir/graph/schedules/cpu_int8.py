@@ -27,6 +27,23 @@ register_rule("qnn.conv2d")(cpu.schedule_conv2d)
 
 #: the instruction set each kernel's default rule used (rule name -> (precision, instruction set))
 ISA = {}
+#: (anchor op, instruction set feature, "" for the plain form) -> its rule
+RULES = {}
+
+
+def inline_stage(s: Schedule, name: str) -> None:
+    """Inline the stage named ``name`` (a topi stage kept apart for other schedules), if there is one."""
+    for st in s.stages:
+        if st.op.name == name:
+            st.compute_inline()
+
+
+def schedule_data_vec(s: Schedule) -> None:
+    """The packed conv's regrouped data (``data_vec``, (N, H, W, I/4, 4)): parallel over (batch, rows)."""
+    for st in s.stages:
+        if st.op.name == "data_vec":
+            axes = list(st.op.axis)
+            st.parallel(st.fuse(axes[0], axes[1]))
 
 
 def _block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
@@ -45,6 +62,7 @@ def _block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
 
 def _dense_pack(isa):
     def schedule_dense_pack_int8(s: Schedule, kt: KernelTE, out: Stage) -> None:
+        inline_stage(s, "data_rows")
         anchor = single_reduction(s, out)
         if anchor is None or anchor is out:
             return cpu.schedule_reduction(s, kt, out)
@@ -75,9 +93,7 @@ def _conv_pack(isa):
         anchor = single_reduction(s, out)
         if anchor is None or anchor is out or len(out.op.axis) != 4:
             return cpu.schedule_reduction(s, kt, out)
-        for st in s.stages:
-            if st.op.name == "pad_temp":
-                st.compute_inline()
+        inline_stage(s, "pad_temp")
         n, oc, oh, ow = out.op.axis
         oco, oci = out.split(oc, factor=LANES)
         t = largest_divisor(extents(out)[3], 16)
@@ -92,10 +108,7 @@ def _conv_pack(isa):
         _block(anchor, aoci, ici, isa)
         if t % 4 == 0:
             out.vectorize(owi)
-        for st in s.stages:
-            if st.op.name == "data_vec":
-                axes = list(st.op.axis)
-                st.parallel(st.fuse(axes[0], axes[1]))
+        schedule_data_vec(s)
     schedule_conv2d_pack_int8.__name__ += f"_{isa.feature}" if isa else ""
     return schedule_conv2d_pack_int8
 
@@ -107,3 +120,4 @@ for _isa in (None, *DOT_INT8):
     for _op, _make in (("qnn.contrib_dense_pack", _dense_pack), ("qnn.contrib_conv2d_pack", _conv_pack)):
         _rule = register_rule(_op, requires=_requires)(_make(_isa))
         ISA[_rule.__name__] = ("int8", _isa.feature if _isa else "plain")
+        RULES[_op, _isa.feature if _isa else ""] = _rule

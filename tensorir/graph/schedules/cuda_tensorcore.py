@@ -19,10 +19,11 @@ TVM's ``dense_tensorcore`` shape, with the PTX intrinsics of ``tensorir/topi/cud
 from __future__ import annotations
 
 import functools
+import math
 
 from ...schedule import Schedule, Stage
 from ...topi.cuda.tensor_intrin import intrin_ldmatrix, intrin_mma, intrin_mma_store, mma_shape
-from .helpers import bind, cooperative_fetch, kernel_stages, single_anchor
+from .helpers import bind, cooperative_fetch, kernel_stages
 
 #: the default knobs: 128 x 128 blocks of 2 x 2 warps of 64 x 64, k slices of 32, 3 stages
 DEFAULT_KNOBS = {"block_m": 128, "block_n": 128, "warp_m": 64, "warp_n": 64, "chunk": 32, "stages": 3, "pad": 1,
@@ -158,9 +159,46 @@ def shared_bytes(dtype: str, knobs: dict) -> int:
         knobs["block_m"] * (knobs["block_n"] + (4 if knobs["pad"] else 0)) * 4
 
 
+def bind_blocks(out: Stage, bm: int, bn: int, group: int, gemm_axes: int | None = None):
+    """``out``'s last two axes in ``bm x bn`` tiles over the blocks (batch axes on ``blockIdx.z``); with
+    ``group`` > 1 consecutive blocks take ``group`` row tiles of one column tile, then the next column (a
+    wave of blocks covers a squarer region of C, its A and B panels read from L2 more often than DRAM).
+    An output with more axes than its GEMM's ``gemm_axes`` (a convolution's pixels) fuses all but the
+    last into the GEMM's rows.  Returns (the block loop, the tile's row and column axes)."""
+    axes = list(out.op.axis)
+    if gemm_axes is not None and len(axes) > gemm_axes:   # conv2d_gemm: output pixels are the GEMM's rows
+        axes = [out.fuse(*axes[:-1]), axes[-1]]
+    rows = _extent_product(out.op.axis[:-1]) if len(axes) < len(out.op.axis) else int(axes[-2].dom.extent)
+    bi, ii = out.split(axes[-2], factor=bm)
+    bj, jj = out.split(axes[-1], factor=bn)
+    out.reorder(*axes[:-2], bi, bj, ii, jj)
+    if len(axes) > 2:
+        bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
+    if group > 1 and rows // bm % group == 0:
+        bio, bii = out.split(bi, factor=group)
+        out.reorder(bio, bj, bii)
+        bj = out.fuse(bio, bj, bii)
+        bind(out, bj, "blockIdx.x")
+    else:
+        bind(out, bi, "blockIdx.y")
+        bind(out, bj, "blockIdx.x")
+    return bj, ii, jj
+
+
+def _extent_product(axes) -> int:
+    n = 1
+    for ax in axes:
+        n *= int(ax.dom.extent)
+    return n
+
+
 def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
     """Schedule the GEMM ``anchor`` (``sum_k A[i, k] B[j, k]``, or ``B[k, j]``) under the output stage
-    ``out`` (the anchor itself, or its elementwise epilogue) with tensor cores (see the module)."""
+    ``out`` (the anchor itself, or its elementwise epilogue) with tensor cores (see the module); knobs
+    with ``wgmma`` set: the sm_90a schedule (:mod:`.cuda_wgmma`)."""
+    if knobs.get("wgmma"):
+        from .cuda_wgmma import schedule_wgmma
+        return schedule_wgmma(s, out, anchor, knobs)
     got = gemm_operands(anchor)
     if isinstance(got, str):
         raise ValueError(f"tensor-core GEMM of {anchor.op.name}: {got}")
@@ -184,23 +222,7 @@ def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     bs = s[s.cache_read(b, "shared", readers[b])]
     af = s[s.cache_read(as_.op.output(0), "warp", readers[a])]
     bf = s[s.cache_read(bs.op.output(0), "warp", readers[b])]
-    axes = list(out.op.axis)
-    bi, ii = out.split(axes[-2], factor=bm)
-    bj, jj = out.split(axes[-1], factor=bn)
-    out.reorder(*axes[:-2], bi, bj, ii, jj)
-    if len(axes) > 2:
-        bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
-    group = knobs.get("swizzle", 1)
-    if group > 1 and int(out.op.axis[-2].dom.extent) // bm % group == 0:
-        # consecutive blocks take `group` row tiles of one column tile, then the next column: a wave of
-        # blocks covers a squarer region of C, its A and B panels read from L2 more often than DRAM
-        bio, bii = out.split(bi, factor=group)
-        out.reorder(bio, bj, bii)
-        bj = out.fuse(bio, bj, bii)
-        bind(out, bj, "blockIdx.x")
-    else:
-        bind(out, bi, "blockIdx.y")
-        bind(out, bj, "blockIdx.x")
+    bj, ii, jj = bind_blocks(out, bm, bn, knobs.get("swizzle", 1), gemm_axes=len(anchor.op.axis))
     if direct is not None:     # the output (a cast at most) stored from the fragments
         wj = _warp_tiles(out, ii, jj, wm, wn, intrin_mma_store("global", direct))
         attach = out
@@ -290,15 +312,23 @@ def kernel_gemm(kt, anchor: Stage, out: Stage):
         return got
     a, b, b_trans, dtype = got
     shape = [int(d) for d in out.op.output(0).shape]
-    if len(shape) < 2 or [int(d) for d in anchor.op.output(0).shape] != shape:
+    gemm = [int(d) for d in anchor.op.output(0).shape]
+    rows = len(gemm) == 2 and len(shape) > 2 and shape[-1] == gemm[1] and math.prod(shape[:-1]) == gemm[0]
+    if len(shape) < 2 or gemm != shape and not rows:    # rows: a convolution's pixels, its GEMM's rows
         return "the epilogue changes the GEMM's shape"
-    batch = 1
-    for d in shape[:-2]:
-        batch *= d
-    return a, b, b_trans, dtype, batch, shape[-2], shape[-1], int(anchor.op.reduce_axis[0].dom.extent)
+    return a, b, b_trans, dtype, math.prod(gemm[:-2]), gemm[-2], gemm[-1], int(anchor.op.reduce_axis[0].dom.extent)
 
 
-def default_knobs(kt, anchor: Stage, out: Stage, info: dict):
+def arch_refusal(info: dict) -> str | None:
+    """Why the target ``info`` (``registry.target_info``) has no ``mma.sync`` / ``cp.async`` (before sm_80), or None."""
+    arch = info.get("arch") or ""
+    digits = "".join(c for c in arch.split("_")[-1] if c.isdigit())
+    if not digits or int(digits) < 80:
+        return f"tensor cores need sm_80 or newer (the target is {arch or 'unknown'})"
+    return None
+
+
+def default_knobs(kt, anchor: Stage, out: Stage, info: dict, preferred=PREFERRED):
     """The tensor-core knobs for the kernel on the target ``info`` (``registry.target_info``), or why it
     does not take tensor cores: float16 / bfloat16 inputs (float32 with ``allow_tf32``) on sm_80 and newer,
     tiles that divide the GEMM."""
@@ -306,50 +336,72 @@ def default_knobs(kt, anchor: Stage, out: Stage, info: dict):
     if isinstance(got, str):
         return got
     _, _, b_trans, dtype, batch, m, n, k = got
-    arch = info.get("arch") or ""
-    digits = "".join(c for c in arch.split("_")[-1] if c.isdigit())
-    if not digits or int(digits) < 80:
-        return f"tensor cores need sm_80 or newer (the target is {arch or 'unknown'})"
+    why = arch_refusal(info)
+    if why is not None:
+        return why
     if dtype == "float32" and not info.get("allow_tf32"):
         return "float32 GEMMs use tensor cores (TF32) only with the target option -allow_tf32"
-    return preferred_knobs(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024))
+    from .cuda_wgmma import is_sm90, preferred_wgmma, store_intrin
+    if preferred is PREFERRED and is_sm90(info.get("arch") or ""):   # GEMMs (convs gather A: mma.sync)
+        knobs = preferred_wgmma(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024))
+        if isinstance(knobs, dict) and (anchor is out or not isinstance(
+                store_intrin(out.schedule, out, anchor.op.output(0)), str)):
+            return dict(knobs, wgmma=1)  # else (shapes, layouts, dtypes, epilogues it refuses) mma.sync below
+    return preferred_knobs(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024), preferred)
 
 
-def preferred_knobs(batch: int, m: int, n: int, k: int, dtype: str, b_trans: bool, shared_limit: int):
-    """The first of :data:`PREFERRED` that fits the GEMM and ``shared_limit``, or why none does."""
-    large = batch * (m // 128) * (n // 128) >= LARGE_BLOCKS
+def preferred_knobs(batch: int, m: int, n: int, k: int, dtype: str, b_trans: bool, shared_limit: int,
+                    preferred=PREFERRED):
+    """The first of ``preferred`` (:data:`PREFERRED`) that fits the GEMM and ``shared_limit``, or why none does."""
+    def why_not(knobs):
+        why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
+        return why if why is not None or shared_bytes(dtype, knobs) <= shared_limit else \
+            "the smallest tiles exceed the shared memory"
+    return first_fit(preferred, batch * (m // 128) * (n // 128) >= LARGE_BLOCKS,
+                     lambda knobs: for_dtype(dtype, dict(DEFAULT_KNOBS, **knobs)), why_not)
+
+
+def first_fit(preferred, large: bool, make, why_not):
+    """The knobs ``make(knobs)`` of the first ``(size, knobs)`` of ``preferred`` (``size`` "large" only where
+    ``large``) for which ``why_not`` says None, or the last reason."""
     why = None
-    for size, knobs in PREFERRED:
+    for size, knobs in preferred:
         if size == "large" and not large:
             continue
-        knobs = for_dtype(dtype, dict(DEFAULT_KNOBS, **knobs))
-        why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
-        if why is None and shared_bytes(dtype, knobs) <= shared_limit:
+        knobs = make(knobs)
+        why = why_not(knobs)
+        if why is None:
             return knobs
-    return why or "the smallest tiles exceed the shared memory"
+    return why
 
 
-def fits(kt) -> str | None:
+#: the smallest tiles of :data:`SPACE_KNOBS` (64 x 64 blocks of 32 x 32 warps, k slices of 32)
+SMALLEST = dict(DEFAULT_KNOBS, block_m=64, block_n=64, warp_m=32, warp_n=32)
+
+
+def fits(kt, smallest: dict = SMALLEST) -> str | None:
     """Why the config space does not fit the kernel (None: it does): a 16-bit GEMM (with its epilogue)
-    whose output and reduction the smallest tiles (64 x 64, k 32) divide."""
-    found = single_anchor(kt.args, "GEMM")
-    if isinstance(found, str):
-        return found
-    outputs, _, anchor = found
-    got = kernel_gemm(kt, anchor, anchor)
+    whose output and reduction the ``smallest`` tiles divide."""
+    s, outputs, computes = kernel_stages(kt.args)
+    reductions = [st for st in computes if st.op.reduce_axis]
+    if len(outputs) != 1:
+        return f"{len(outputs)} outputs (the template writes one)"
+    if len(reductions) != 1:
+        return f"{len(reductions)} reduction stages (the template tiles one GEMM)"
+    got = kernel_gemm(kt, reductions[0], s[outputs[0]])
     if isinstance(got, str):
         return got
     _, _, b_trans, dtype, _, m, n, k = got
     if dtype not in ("float16", "bfloat16"):
         return f"{dtype} inputs (the space tunes float16 / bfloat16 GEMMs)"
-    return tensorcore_fits((m, n), k, dtype, b_trans, dict(DEFAULT_KNOBS, block_m=64, block_n=64, warp_m=32,
-                                                                                warp_n=32))
+    return tensorcore_fits((m, n), k, dtype, b_trans, smallest)
 
 
-def schedule_space(cfg, kt, shared_limit: int | None = None) -> Schedule:
-    """The tensor-core schedule of kernel ``kt`` under ``cfg`` (knobs :data:`SPACE_KNOBS`; the fallback:
-    :func:`default_knobs` on an sm_80+ target); configs whose tiles do not divide the GEMM or that take more
-    than ``shared_limit`` bytes of shared memory are refused."""
+def schedule_space(cfg, kt, shared_limit: int | None = None, space_knobs: dict = SPACE_KNOBS,
+                   preferred=PREFERRED) -> Schedule:
+    """The tensor-core schedule of kernel ``kt`` under ``cfg`` (knobs ``space_knobs``; the fallback:
+    :func:`default_knobs` from ``preferred`` on an sm_80+ target); configs whose tiles do not divide the GEMM
+    or that take more than ``shared_limit`` bytes of shared memory are refused."""
     s, outputs, computes = kernel_stages(kt.args)
     out = s[outputs[0]]
     anchor = next(st for st in computes if st.op.reduce_axis)
@@ -358,16 +410,16 @@ def schedule_space(cfg, kt, shared_limit: int | None = None) -> Schedule:
             st.compute_inline()
     got = kernel_gemm(kt, anchor, out)
     if isinstance(got, str):
-        raise ValueError(f"{TEMPLATE}: cannot schedule this kernel: {got}")
+        raise ValueError(f"tensor-core GEMM space: cannot schedule this kernel: {got}")
     _, _, b_trans, dtype, batch, m, n, k = got
     cfg.add_flop(2.0 * batch * m * n * k)
-    for name, choices in SPACE_KNOBS.items():
+    for name, choices in space_knobs.items():
         cfg.define_knob(name, choices)
     if cfg.is_fallback:
-        knobs = default_knobs(kt, anchor, out, {"arch": "sm_80", "shared_limit": shared_limit or 48 * 1024})
+        knobs = default_knobs(kt, anchor, out, {"arch": "sm_80", "shared_limit": shared_limit or 48 * 1024}, preferred)
         for name, v in (knobs.items() if isinstance(knobs, dict) else ()):
             cfg[name] = next(e for e in cfg.space_map[name] if e.val == v)
-    knobs = {name: cfg[name].val for name in SPACE_KNOBS}
+    knobs = {name: cfg[name].val for name in space_knobs}
     why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
     if why is not None:
         cfg.raise_error(why)
@@ -386,12 +438,14 @@ def tensorcore_gemm(m: int, n: int, k: int, dtype: str = "float16", knobs: dict 
                     relu: bool = False):
     """``(schedule, [A, B, (bias,) C])`` of ``C = A B^T`` (``b_trans``: ``A B``; ``A`` [m, k], ``B`` [n, k]
     or [k, n]) accumulated in float32 with tensor cores, stored as ``out_dtype`` (default: ``dtype``;
-    float32 for TF32), optionally ``+ bias[n]`` (float32) and ``relu``: the epilogue in the kernel."""
+    float32 for TF32), optionally ``+ bias[n]`` (float32) and ``relu``: the epilogue in the kernel.
+    ``knobs`` with ``wgmma`` set: :mod:`.cuda_wgmma`'s (over its defaults), else :data:`DEFAULT_KNOBS`'s."""
     from ...expr import Max, binary, const
     from ...reduce import sum as te_sum
     from ...schedule import create_schedule
     from ...tensor import ComputeOp, compute, placeholder, reduce_axis
-    knobs = dict(DEFAULT_KNOBS, **(knobs or {}))
+    from .cuda_wgmma import DEFAULT_KNOBS as WGMMA_KNOBS
+    knobs = dict(WGMMA_KNOBS if (knobs or {}).get("wgmma") else DEFAULT_KNOBS, **(knobs or {}))
     out_dtype = out_dtype or dtype
     a = placeholder((m, k), dtype, name="A")
     b = placeholder((k, n) if b_trans else (n, k), dtype, name="B")
@@ -423,6 +477,7 @@ def _apply(f, v, i, j):
     return f(v, i, j)
 
 
-__all__ = ["DEFAULT_KNOBS", "PREFERRED", "SPACE", "SPACE_KNOBS", "TEMPLATE", "default_knobs", "fits", "for_dtype",
-           "gemm_operands", "preferred_knobs", "kernel_gemm", "schedule_space", "schedule_tensorcore", "shared_bytes",
+__all__ = ["DEFAULT_KNOBS", "PREFERRED", "SMALLEST", "SPACE", "SPACE_KNOBS", "TEMPLATE", "arch_refusal", "bind_blocks",
+           "default_knobs", "first_fit", "fits", "for_dtype", "gemm_operands", "preferred_knobs", "kernel_gemm",
+           "schedule_space", "schedule_tensorcore", "shared_bytes",
            "tensorcore_fits", "tensorcore_gemm"]

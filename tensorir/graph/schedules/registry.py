@@ -57,6 +57,11 @@ def target_info(target=None) -> dict:
     return info(target) if info is not None else {}
 
 
+def scheduling_target():
+    """The target of the kernel being scheduled (None outside :func:`kernel_schedule`)."""
+    return _SCHEDULING.get()
+
+
 def target_kind(target) -> str:
     """``"cuda"`` for a CUDA target (a ``Target`` or its string), else ``"llvm"`` (the CPU)."""
     kind = getattr(target, "kind", None) or str(target).split()[0]
@@ -143,7 +148,8 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
     """``(schedule, origin)`` of kernel ``kt`` on ``target``: its default (``cfg`` None or a fallback
     config; origin ``{"kind": "default", "rule": name}``) or ``cfg``'s schedule of the entry's space
     (origin ``{"kind": "config", "rule", "template", "config_index"}``).  An origin also names the anchor's
-    ``precision`` and, for an entry requiring CPU features, the ``isa`` it uses (``["avx512vnni"]``)."""
+    ``precision`` and, for an entry requiring CPU features, the ``isa`` it uses (``["avx512vnni"]``; a rule that
+    used fewer features sets ``Schedule.isa``)."""
     entry = schedule_entry(kt.anchor_op, target)
     cfg = FallbackConfig() if cfg is None else cfg
     token = _SCHEDULING.set(target)
@@ -152,8 +158,9 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
     finally:
         _SCHEDULING.reset(token)
     extra = {"precision": precision(kt)} if kt.anchor_op else {}
-    if entry.requires:
-        extra["isa"] = sorted(entry.requires)
+    isa = entry.requires if s.isa is None else s.isa
+    if isa:
+        extra["isa"] = sorted(isa)
     if cfg.is_fallback or entry.space is None or entry.fits(kt) is not None:
         return s, {"kind": "default", "rule": entry.name, **extra}
     return s, {"kind": "config", "rule": entry.name, "template": entry.template,
@@ -161,5 +168,5 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
 
 
 __all__ = ["Rule", "ScheduleEntry", "TARGETS", "TARGET_INFO", "default_rule_name", "kernel_schedule",
-           "register_schedule", "rule_registrar", "schedule_entry", "target_features", "target_info", "target_kind",
+           "register_schedule", "rule_registrar", "schedule_entry", "scheduling_target", "target_features", "target_info", "target_kind",
            "template_entries"]

@@ -75,6 +75,57 @@ def intrin_mma(dtype: str, b_trans: bool = False):
     return decl_tensor_intrin(c.op, body, name=f"mma_m{m}n{n}k{k}_{dtype}{'_btrans' if b_trans else ''}", binds=bufs)
 
 
+WGMMA_BK = 64                # elements of a wgmma k slice: one 128-byte swizzle row of 16-bit values
+
+
+def wgmma_shared_bytes(block_m: int, block_n: int, stages: int) -> int:
+    """Dynamic shared memory of a wgmma main loop: ``stages`` slots of the A and B slabs (k slices of
+    :data:`WGMMA_BK`), and 1024 bytes to align them."""
+    return stages * (block_m + block_n) * WGMMA_BK * 2 + 1024
+
+
+def wgmma_check(block_m: int, block_n: int, stages: int, b_trans: bool = False) -> str | None:
+    """Why these tiles (``b_trans``: B stored [K, N]) have no wgmma main loop (``codegen/cuda/wgmma.py``), or
+    None."""
+    if block_m % 64 or not 64 <= block_m <= 256:
+        return f"block_m {block_m}: whole warpgroups of 64 rows, at most 4"
+    if block_n % 16 or not 16 <= block_n <= 256:
+        return f"block_n {block_n}: wgmma takes n a multiple of 16 up to 256"
+    if b_trans and block_n % 64:
+        return f"block_n {block_n}: B stored [K, N] comes in 64-column swizzle atoms"
+    if block_n * 8 % (block_m * 2):
+        return f"the B slab ({block_n} rows) is not whole 16-byte copies of the {block_m * 2} threads"
+    if stages < 3:
+        return "at least 3 stages (one slice in the tensor cores, one being copied, one landed)"
+    return None
+
+
+def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_trans: bool = False):
+    """A warp's 16 x ``block_n`` rows of a block's GEMM over the whole reduction ``k`` (``C[i, j] = sum_k
+    f32(A[i, k]) f32(B[j, k])``, ``b_trans``: ``B[k, j]``; A and B in global memory) by the sm_90a main loop of
+    ``codegen/cuda/wgmma.py``: the block's ``block_m / 16`` warps call it together (each with its rows),
+    staging A and B through ``stages`` shared-memory slots for warpgroup ``wgmma``; the float32
+    accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store`` writes it)."""
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"wgmma: float16 / bfloat16 inputs, not {dtype}")
+    why = wgmma_check(block_m, block_n, stages, b_trans)
+    if why is not None:
+        raise ValueError(f"wgmma: {why}")
+    a = placeholder((16, k), dtype, name="a")
+    b = placeholder((k, block_n) if b_trans else (block_n, k), dtype, name="b")
+    r = reduce_axis((0, k), name="k")
+    c = compute((16, block_n), lambda i, j: te_sum(a[i, r].astype("float32") *
+                                                   (b[r, j] if b_trans else b[j, r]).astype("float32"), axis=r), name="c")
+    bufs = {a: _buffer(a, "global", "wg_a"), b: _buffer(b, "global", "wg_b"), c: _buffer(c, "warp", "wg_c")}
+    func = f"tt_wgmma_m{block_m}n{block_n}s{stages}_{'f16' if dtype == 'float16' else 'bf16'}{'_bt' if b_trans else ''}"
+
+    def body(ins, outs):
+        (ba, bb), (bc,) = ins, outs
+        return Evaluate(call_extern("int32", func, bc.access_ptr("w"), ba.access_ptr("r"), ba.strides[0],
+                                    bb.access_ptr("r"), bb.strides[0], k))
+    return decl_tensor_intrin(c.op, body, name=func[3:] + f"_k{k}", binds=bufs)
+
+
 def intrin_mma_store(dst_scope: str = "shared", out_dtype: str = "float32"):
     """The float32 accumulator tile (16 x 8) written to ``dst_scope`` memory as ``out_dtype`` (float32,
     or float16 / bfloat16 rounded to nearest even), each lane its values."""
@@ -90,4 +141,5 @@ def intrin_mma_store(dst_scope: str = "shared", out_dtype: str = "float32"):
     return decl_tensor_intrin(d.op, body, name=f"mma_store_{out_dtype}", binds={c: bc, d: bd})
 
 
-__all__ = ["intrin_ldmatrix", "intrin_mma", "intrin_mma_store", "mma_shape"]
+__all__ = ["WGMMA_BK", "intrin_ldmatrix", "intrin_mma", "intrin_mma_store", "intrin_wgmma", "mma_shape",
+           "wgmma_check", "wgmma_shared_bytes"]

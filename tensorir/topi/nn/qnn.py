@@ -3,11 +3,14 @@ int8 ``conv2d_NCHWc``): each output lane ``j`` of a block of ``LANES`` takes 4 c
 elements, so one 64-byte row of packed weights is one instruction's operand.
 
 - ``dense_pack_int8(data (..., K) uint8, weight (N/16, K/4, 64))``: (..., N) int32; weight layout
-  ``NK16n4k``: ``weight[jo, ko, ji * 4 + ki] = W[jo * 16 + ji, ko * 4 + ki]``;
+  ``NK16n4k``: ``weight[jo, ko, ji * 4 + ki] = W[jo * 16 + ji, ko * 4 + ki]``; data of other than 2 dimensions
+  is read through its rows (stage ``data_rows``, (M, K), tag ``"injective,pad"``: a schedule inlines it or
+  keeps it, as AMX tiles do, for a box of rows);
 - ``conv2d_pack_int8(data NCHW uint8, weight (O/16, ceil(I/4), KH, KW, 64))``: NCHW int32; weight layout
   ``OIHW4i16o4i`` (the same within each kernel tap; channels past I have zero weights); the data is padded
-  with the input's zero point and regrouped into blocks of 4 channels (stage ``data_vec``, tag
-  ``"injective,pad"``: its own stage).
+  with the input's zero point and regrouped pixel-major, channels in blocks of 4 (stage ``data_vec``,
+  (N, H, W, I/4, 4), tag ``"injective,pad"``: its own stage; a pixel's channels are contiguous, the rows of
+  an AMX A tile).
 
 The reduction stage (``T_dense_pack_int8`` / ``T_conv2d_pack_int8``) has the lane block and the 4 reduction
 elements as its last axis and last reduce axis, the form the tensor intrinsics of :mod:`..x86` match; the
@@ -45,8 +48,10 @@ def dense_pack_int8(data: Tensor, weight: Tensor) -> Tensor:
             i = i // d
         return idx[::-1]
 
+    rows = data if len(lead) == 1 else compute((m, k), lambda i, kk: data[(*row(i), kk)], name="data_rows",
+                                                   tag="injective,pad")
     acc = compute((m, nb, LANES), lambda i, jo, ji: rsum(
-        data[(*row(i), ko * GROUP + ki)].astype("int32") * weight[jo, ko, ji * GROUP + ki].astype("int32"),
+        rows[i, ko * GROUP + ki].astype("int32") * weight[jo, ko, ji * GROUP + ki].astype("int32"),
         axis=[ko, ki]), name="T_dense_pack_int8", tag="dense_pack_int8")
     strides = [1] * len(lead)
     for d in range(len(lead) - 2, -1, -1):
@@ -71,15 +76,15 @@ def conv2d_pack_int8(data: Tensor, weight: Tensor, strides, padding, dilation, i
     ow = (w + pl + pr - (kw - 1) * dw - 1) // sw + 1
     x = pad(data, (0, 0, pt, pl), (0, 0, pb, pr), pad_value=input_zero_point, name="pad_temp") \
         if any(padding) else data
-    def regroup(b, co, y, xx, ci):   # channels past c (weights of zero) read the zero point
+    def regroup(b, y, xx, co, ci):   # channels past c (weights of zero) read the zero point
         ch = co * GROUP + ci
         return x[b, ch, y, xx] if c % GROUP == 0 else \
             if_then_else(ch < c, x[b, binary(Min, ch, c - 1), y, xx], const(input_zero_point, data.dtype))
-    vec = compute((n, ib, h + pt + pb, w + pl + pr, GROUP), regroup, name="data_vec", tag="injective,pad")
+    vec = compute((n, h + pt + pb, w + pl + pr, ib, GROUP), regroup, name="data_vec", tag="injective,pad")
     ico, ici = reduce_axis((0, ib), name="ic_outer"), reduce_axis((0, GROUP), name="ic_inner")
     ry, rx = reduce_axis((0, kh), name="ry"), reduce_axis((0, kw), name="rx")
     acc = compute((n, ob, oh, ow, LANES), lambda b, oco, y, xx, oci: rsum(
-        vec[b, ico, scaled(y, sh) + scaled(ry, dh), scaled(xx, sw) + scaled(rx, dw), ici].astype("int32")
+        vec[b, scaled(y, sh) + scaled(ry, dh), scaled(xx, sw) + scaled(rx, dw), ico, ici].astype("int32")
         * weight[oco, ico, ry, rx, oci * GROUP + ici].astype("int32"), axis=[ico, ry, rx, ici]),
         name="T_conv2d_pack_int8", tag="conv2d_pack_int8")
     return compute((n, ob * LANES, oh, ow), lambda b, o, y, xx: acc[b, o // LANES, y, xx, o % LANES],

@@ -4,9 +4,10 @@ The input projection ``X W^T + biases`` of every step is computed before (``xp``
 body is one step of the cell: the recurrent matrix-vector product ``h R^T`` (``rt``: ``R`` transposed,
 ``[hidden, gates * hidden]``, so its gate axis is contiguous), the gates, their activations and the state update.
 The scan's state is ``[steps + 1, states, batch, hidden]`` (row 0: the initial state; ``states`` is 1, or 2 for
-LSTM's ``h`` and ``c``).  A batch element whose ``seq_lens`` is shorter than the sequence keeps its state once
-its steps are done (an empty one ends with zeros, as in onnxruntime).  The result is ``[steps + states, batch, hidden]``: the first ``steps`` rows are ONNX's
-``Y`` of this direction in time order (zero past a sequence's length), then the final ``h`` (and ``c``).
+LSTM's ``h`` and ``c``).  A batch element whose ``seq_lens`` is shorter than the sequence runs its steps first
+(in reverse, from its own last one) and then keeps its state (an empty one ends with zeros, as in onnxruntime).
+The result is ``[steps + states, batch, hidden]``: the first ``steps`` rows are ONNX's ``Y`` of this direction in
+time order (zero past a sequence's length), then the final ``h`` (and ``c``).
 """
 from __future__ import annotations
 
@@ -70,14 +71,19 @@ def quantize_u8(lo, hi, x=None):
 
 def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "LSTM", activations=(),
              activation_alpha=(), activation_beta=(), clip=None, linear_before_reset=False, input_forget=False,
-             reverse=False, peephole=False, seq_lens=False, quantized=False) -> Tensor:
+             reverse=False, peephole=False, seq_lens=False, quantized=False, output_sequence=True) -> Tensor:
     """One direction of an ONNX recurrent layer (see the module).  ``xp``: ``[steps, batch, gates * hidden]``;
     ``rt``: ``[hidden, gates * hidden]``, or packed in blocks of columns ``[gates * hidden / block, hidden, block]``
     (:func:`pack_block`; ``block`` divides ``hidden``); ``init``: ``[states, batch, hidden]``; ``extra``: GRU's ``Rbh``
     (``[hidden]``) with ``linear_before_reset``, LSTM's peepholes ``[3 * hidden]`` with ``peephole``, the
     sequence lengths ``[batch]`` (int32) with ``seq_lens``, ``R``'s scale per column ``[gates * hidden]`` with
     ``quantized``, in this order.  ``quantized`` (onnxruntime's DynamicQuantizeLSTM): ``rt`` holds ``R`` minus its
-    zero point, and each step quantizes ``h`` to uint8 over the batch (:func:`quantize_u8`) before the product."""
+    zero point, and each step quantizes ``h`` to uint8 over the batch (:func:`quantize_u8`) before the product.
+
+    As onnxruntime, ``reverse`` with ``seq_lens`` reverses each sequence within its own length (every row starts
+    at step 1), and with ``quantized`` and ``output_sequence`` (the node outputs ``Y``) a finished row enters each
+    later step's quantization of ``h`` as zeros (onnxruntime reads ``h`` back from ``Y``, zero past a length);
+    without ``output_sequence`` it enters with its last ``h`` (read back from ``Y_h``)."""
     if cell not in CELLS:
         raise ValueError(f"rnn_scan: unknown cell {cell!r} (one of {', '.join(CELLS)})")
     ngates, nstates = CELLS[cell]
@@ -111,8 +117,17 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     def r(kk, g):             # R^T[k, g], packed or not
         return rt[g // blk, kk, g % blk] if packed else rt[kk, g]
 
-    def step_x(t):            # the time index scan step t (1..T) reads
-        return T - t if reverse else t - 1
+    def step_x(t, b):         # the time index row b reads at scan step t (1..T) (clamped once a row is done)
+        if not reverse:
+            return t - 1
+        return T - t if lens is None else _max(lens[b] - t, const(0, lens.dtype))
+
+    def active(t, b):         # row b still runs at scan step t
+        return t - 1 < lens[b]
+
+    def h_in(t, b, kk):       # the h that step t quantizes: onnxruntime's previous output row
+        h = state[t - 1, 0, b, kk]
+        return if_then_else(t - 1 <= lens[b], h, const(0, dt)) if lens is not None and output_sequence else h
 
     state = placeholder((T + 1, nstates, B, H), dtype=dt, name="rnn_state")
     s_init = compute((1, nstates, B, H), lambda _, s, b, j: init[s, b, j], name="rnn_init")
@@ -120,10 +135,10 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     k = reduce_axis((0, H), name="k")
     if quantized:
         qb, qk = reduce_axis((0, B), name="qb"), reduce_axis((0, H), name="qk")
-        lo = compute((T + 1,), lambda t: te_min(state[t - 1, 0, qb, qk], axis=[qb, qk]), name="rnn_h_min")
+        lo = compute((T + 1,), lambda t: te_min(h_in(t, qb, qk), axis=[qb, qk]), name="rnn_h_min")
         qb, qk = reduce_axis((0, B), name="qb"), reduce_axis((0, H), name="qk")
-        hi = compute((T + 1,), lambda t: te_max(state[t - 1, 0, qb, qk], axis=[qb, qk]), name="rnn_h_max")
-        hq = compute((T + 1, B, H), lambda t, b, kk: quantize_u8(lo[t], hi[t], state[t - 1, 0, b, kk]),
+        hi = compute((T + 1,), lambda t: te_max(h_in(t, qb, qk), axis=[qb, qk]), name="rnn_h_max")
+        hq = compute((T + 1, B, H), lambda t, b, kk: quantize_u8(lo[t], hi[t], h_in(t, b, kk)),
                      name="rnn_h_quantized")
         mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(hq[t, b, k] * r(k, g), axis=k), name="rnn_hr")
     else:
@@ -131,8 +146,8 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
 
     def pre(t, b, q, j):     # gate q before its activation: x W^T + h R^T (+ biases, in xp)
         if quantized:       # onnxruntime: the int32 product times (h's scale * R's scale)
-            return xp[step_x(t), b, q * H + j] + mv[t, b, q * H + j] * (quantize_u8(lo[t], hi[t])[0] * rscale[q * H + j])
-        return xp[step_x(t), b, q * H + j] + mv[t, b, q * H + j]
+            return xp[step_x(t, b), b, q * H + j] + mv[t, b, q * H + j] * (quantize_u8(lo[t], hi[t])[0] * rscale[q * H + j])
+        return xp[step_x(t, b), b, q * H + j] + mv[t, b, q * H + j]
 
     if cell == "GRU" and not linear_before_reset:
         def reset_h(t, b, kk):
@@ -162,22 +177,22 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
             z = act(0, pre(t, b, 0, j))
             if linear_before_reset:
                 rg = act(0, pre(t, b, 1, j))
-                cand = act(1, xp[step_x(t), b, 2 * H + j] + rg * (mv[t, b, 2 * H + j] + rbh[j]))
+                cand = act(1, xp[step_x(t, b), b, 2 * H + j] + rg * (mv[t, b, 2 * H + j] + rbh[j]))
             else:
-                cand = act(1, xp[step_x(t), b, 2 * H + j] + mv2[t, b, j])
+                cand = act(1, xp[step_x(t, b), b, 2 * H + j] + mv2[t, b, j])
             new = (const(1, dt) - z) * cand + z * hp
         else:
             c = cnew[t, b, j]
             new = if_then_else(s == 0, act(0, gate(t, b, 1, j, c)) * act(2, c, clipped=False), c)   # h(c) unclipped
         if lens is not None:
-            new = if_then_else(step_x(t) < lens[b], new, state[t - 1, s, b, j])
+            new = if_then_else(active(t, b), new, state[t - 1, s, b, j])
         return new
 
     s_update = compute((T + 1, nstates, B, H), update, name="rnn_update")
     res = scan(s_init, s_update, state, inputs=[xp], name="rnn_scan")
 
     def out(t, b, j):
-        y = res[T - t if reverse else t + 1, 0, b, j]
+        y = res[step_x(t, b) if reverse else t + 1, 0, b, j]
         if lens is not None:
             y = if_then_else(t < lens[b], y, const(0, dt))
         final = res[T, t - T, b, j]

@@ -5,7 +5,10 @@ bidirectional; ``layout`` 0 and 1; initial states, peepholes, ``clip``, activati
 ``linear_before_reset``, LSTM's ``input_forget`` and per-batch ``sequence_lens`` (constant or computed)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ....topi.nn.rnn import pack_block
+from ...ir import Const
 from ..registry import converter
 from .elementwise import scalar
 
@@ -82,7 +85,8 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
     """``[Y, Y_h(, Y_c)]`` of an ONNX recurrent layer over ``x`` (``[seq, batch, input]``, layout 0), weights
     ``w``, ``r``, bias ``b`` (or None), initial states ``init`` (each ``[num_dir, batch, hidden]`` or None).
     With ``scales`` (``W``'s and ``R``'s, ``[num_dir, gates * hidden]`` each), ``w`` and ``r`` are integers
-    minus their zero points and ``x`` and each step's ``h`` are quantized to uint8 as onnxruntime does."""
+    minus their zero points and ``x`` (its steps below the longest sequence) and each step's ``h`` are quantized
+    to uint8 as onnxruntime does."""
     direction = attrs.get("direction", "forward")
     if direction not in ("forward", "reverse", "bidirectional"):
         raise ctx.error(f"unknown direction {direction!r}")
@@ -100,6 +104,10 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
     flat = ctx.call("reshape", x, newshape=[seq * batch, inp])
     block = pack_block(batch, hidden)
     if scales is not None:
+        if lens is not None:    # onnxruntime quantizes the steps below the longest sequence (zeros change nothing)
+            steps = Const(np.arange(seq, dtype="int32").reshape(seq, 1))
+            kept = ctx.call("less", ctx.call("broadcast_to", steps, shape=[seq, batch]), ctx.call("max", lens))
+            flat = ctx.call("where", ctx.call("reshape", kept, newshape=[seq * batch, 1]), flat, scalar(0, x))
         flat, x_scale = _quantize_u8(ctx, flat)
     ys, finals = [], []
     for d in range(num_dir):
@@ -131,7 +139,8 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
                        cell=op, activations=list(names), activation_alpha=list(alphas), activation_beta=list(betas),
                        clip=None if clip is None else float(clip), linear_before_reset=lbr,
                        input_forget=bool(attrs.get("input_forget", 0)), reverse=direction == "reverse" or d == 1,
-                       peephole=peep is not None, seq_lens=lens is not None, quantized=scales is not None)
+                       peephole=peep is not None, seq_lens=lens is not None, quantized=scales is not None,
+                       output_sequence=scales is None or bool(ctx.node.output[0]))
         ys.append(ctx.call("reshape", _slice(ctx, out, 0, 0, seq), newshape=[seq, 1, batch, hidden]))
         finals.append([_slice(ctx, out, 0, seq + k, seq + k + 1) for k in range(len(init))])
     y = ctx.call("concatenate", *ys, axis=1) if num_dir > 1 else ys[0]

@@ -1,0 +1,100 @@
+"""onnxruntime's own sensitivity to a one-ulp change of the float tensors that a model quantizes dynamically.
+
+A dynamic quantizer (``DynamicQuantizeLinear``, com.microsoft ``DynamicQuantizeLSTM``, ``DynamicQuantizeMatMul``,
+``QAttention``) rounds a float tensor to uint8 with a scale taken from the tensor itself: a change of one ulp,
+below the rounding noise of any two float implementations, moves a value across a rounding boundary now and then,
+and a recurrent quantizer (h re-quantized every step) carries the change on.  Such a model's output is only
+defined up to that noise.  :func:`ulp_sensitivity` measures it: onnxruntime run on the model with every
+quantizer's float input moved at random by about one ulp of the tensor's largest magnitude (up or down per
+element: ``t + sign(u) * max|t| * 2**-24``, half to one ulp of ``max|t|``, :func:`perturbed`), against onnxruntime on the model as it is.  One ulp of the
+largest magnitude, not of each element: the rounding error of a float computation scales with the magnitudes that
+formed the value (a tanh's or a sum's), and the quantizer's step with the tensor's range.
+``benchmarks/real_models.py`` accepts an error of tiletune below a multiple of it (docs/onnx.md,
+DynamicQuantizeLSTM), and reports the task's own metric for the outputs the manifest names as class scores
+(``"classes"``), :func:`argmax_agreement`.
+"""
+from __future__ import annotations
+
+from check import compare  # benchmarks/zoo/check.py
+
+#: ``(domain, op_type)`` of the quantizers whose input 0 is a float tensor quantized with its own range
+QUANTIZERS = {("", "DynamicQuantizeLinear"), ("ai.onnx", "DynamicQuantizeLinear"),
+              ("com.microsoft", "DynamicQuantizeLSTM"), ("com.microsoft", "DynamicQuantizeMatMul"),
+              ("com.microsoft", "QAttention")}
+
+
+def quantized_tensors(model) -> list[str]:
+    """The float tensors entering a dynamic quantizer of ``model`` (an ``onnx.ModelProto``), in graph order."""
+    names = [n.input[0] for n in model.graph.node if (n.domain, n.op_type) in QUANTIZERS and n.input and n.input[0]]
+    return list(dict.fromkeys(names))
+
+
+def perturbed(model, seed: int):
+    """A copy of ``model`` whose dynamic quantizers read their float input moved by about one ulp of its largest
+    magnitude, up or down at random per element (onnx ``RandomUniformLike`` seeded by ``seed``); None when it has
+    no dynamic quantizer."""
+    import onnx
+    from onnx import helper, numpy_helper
+    import numpy as np
+    targets = quantized_tensors(model)
+    if not targets:
+        return None
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    half_ulp = numpy_helper.from_array(np.array(2.0 ** -24, np.float32), "ulp_perturbation_half_ulp")
+    m.graph.initializer.append(half_ulp)
+    nodes = list(m.graph.node)
+    del m.graph.node[:]
+    done: set[str] = set()
+    for n in nodes:
+        t = n.input[0] if (n.domain, n.op_type) in QUANTIZERS and n.input else ""
+        if t in targets:
+            moved = f"{t}__ulp"
+            if t not in done:
+                u, s, a, r, d, e = (f"{t}__ulp_{k}" for k in "usarde")
+                m.graph.node.extend([
+                    helper.make_node("RandomUniformLike", [t], [u], low=-1.0, high=1.0, seed=float(seed * 1009 + len(done))),
+                    helper.make_node("Sign", [u], [s]), helper.make_node("Abs", [t], [a]),
+                    helper.make_node("ReduceMax", [a], [r], keepdims=1), helper.make_node("Mul", [r, s], [d]),
+                    helper.make_node("Mul", [d, half_ulp.name], [e]), helper.make_node("Add", [t, e], [moved])])
+                done.add(t)
+            n.input[0] = moved
+        m.graph.node.append(n)
+    return m
+
+
+def argmax_agreement(ours, ref) -> float | None:
+    """The fraction of positions whose argmax over the last axis (the classes) agrees, for a float output with
+    two or more classes; None otherwise."""
+    import numpy as np
+    ours, ref = np.asarray(ours), np.asarray(ref)
+    if ref.dtype.kind != "f" or ref.ndim < 1 or ref.shape[-1] < 2 or ours.shape != ref.shape or ref.size == 0:
+        return None
+    return float(np.mean(ours.argmax(-1) == ref.argmax(-1)))
+
+
+def ulp_sensitivity(model, inputs: list[dict], refs: list[list], session, trials: int = 8,
+                    classes=frozenset()) -> dict | None:
+    """onnxruntime's scaled error (``compare``, of the float outputs) and lowest argmax agreement (of the outputs
+    named in ``classes``) over ``trials`` one-ulp perturbations (:func:`perturbed`) of ``model`` on each of
+    ``inputs``, against ``refs`` (its outputs unperturbed); ``session(model_proto)`` makes the onnxruntime session
+    (the same options as the reference's).  None when the model has no dynamic quantizer; else ``{"error": max,
+    "errors": [per trial], "argmax": min or None}``."""
+    errors, agree = [], []
+    for trial in range(trials):
+        m = perturbed(model, trial + 1)
+        if m is None:
+            return None
+        sess = session(m)
+        worst = 0.0
+        names = [o.name for o in sess.get_outputs()]
+        for x, ref in zip(inputs, refs):
+            for name, o, r in zip(names, sess.run(None, x), ref):
+                if r.dtype.kind != "f":     # integers (a quantizer's) are compared exactly, noise or not
+                    continue
+                worst = max(worst, compare(o, r)[0])
+                a = argmax_agreement(o, r) if name in classes else None
+                if a is not None:
+                    agree.append(a)
+        errors.append(worst)
+    return {"error": max(errors), "errors": errors, "argmax": min(agree) if agree else None}

@@ -1,0 +1,137 @@
+"""Implicit-GEMM convolution on tensor cores (sm_80+): the CUDA entry of
+``nn.contrib_conv2d_gemm_without_weight_transform`` (TVM's ``conv2d_nhwc_tensorcore``, as one GEMM).
+
+The layout pass (``passes/layout.py``, :func:`~..passes.layout.alter_op_layout_cuda`) turns a 16-bit
+one-group ``nn.conv2d`` into that op where :func:`conv_refusal` finds nothing against it: NHWC data
+(``NCHW[C]c``), the ``[KH * KW * C, O]`` weight matrix packed once.  Its DAG (``topi.nn.conv2d_gemm_nhwc``)
+is the GEMM ``[N * OH * OW, KH * KW * C] x [KH * KW * C, O]`` whose A operand is the ``im2col`` gather,
+so :func:`.cuda_tensorcore.schedule_tensorcore` schedules it as any GEMM: ``im2col`` inlines into the
+A slices' ``cp.async`` fetch, whose padding select becomes a zero-filling copy (16 bytes: 8 channels of
+one pixel, hence ``C % 8 == 0``), B (the weights, stored [K, N]) goes through ``ldmatrix.trans``, the
+output pixels are the GEMM's rows and the epilogue (bias, relu, residual add, the cast) reads the shared
+float32 tile of the accumulators.  Tiles must divide the GEMM (:data:`CONV_PREFERRED`: 32-row blocks serve
+7 x 7 maps at batch 32, ``M = 32 * 49``), so edge tiles never exist.  The config space
+(:data:`SPACE_KNOBS`) is tuned as ``conv2d_gemm_tensorcore_cuda``.
+"""
+from __future__ import annotations
+
+from ...schedule import Schedule, Stage
+from ..ir import GraphError
+from ..lower_te import KernelTE
+from . import cuda_tensorcore
+from .cuda import register_cuda_rule
+from .helpers import single_reduction
+from .registry import target_info
+
+#: the tile choices for convolutions, first that fits: :data:`.cuda_tensorcore.PREFERRED`, then 32-row blocks
+#: (then 32 x 32 with k slices of 16: small layers, ``K = 16 x odd``)
+CONV_PREFERRED = cuda_tensorcore.PREFERRED + (
+    ("any", {"block_m": 32, "block_n": 64, "warp_m": 32, "warp_n": 32, "stages": 4}),
+    ("any", {"block_m": 32, "block_n": 32, "warp_m": 32, "warp_n": 32, "chunk": 16, "stages": 4}),
+)
+ANCHOR = "nn.contrib_conv2d_gemm_without_weight_transform"
+TEMPLATE = "conv2d_gemm_tensorcore_cuda"
+#: knob -> choices of the config space: the GEMM's (:data:`.cuda_tensorcore.SPACE_KNOBS`) and 32-row / 32-column
+#: blocks, k slices of 16
+SPACE_KNOBS = dict(cuda_tensorcore.SPACE_KNOBS, block_m=[32, 64, 128, 256], block_n=[32, 64, 128, 256],
+                   chunk=[16, 32, 64])
+SMALLEST = dict(cuda_tensorcore.DEFAULT_KNOBS, block_m=32, block_n=32, warp_m=32, warp_n=32, chunk=16)
+
+
+def conv_knobs(m: int, n: int, k: int, dtype: str, info: dict):
+    """The tensor-core knobs of a convolution's GEMM (``m`` pixels, ``n`` output channels, ``k`` taps) on the
+    target ``info``, or why it has none."""
+    why = cuda_tensorcore.arch_refusal(info)
+    if why is not None:
+        return why
+    return cuda_tensorcore.preferred_knobs(1, m, n, k, dtype, True, info.get("shared_limit", 48 * 1024),
+                                           CONV_PREFERRED)
+
+
+def conv_refusal(dtype: str, groups: int, channels: int, m: int, n: int, k: int, info: dict) -> str | None:
+    """Why a convolution (``groups``, ``channels`` in, GEMM ``m x n x k``) does not take tensor cores, or None."""
+    if dtype not in ("float16", "bfloat16"):
+        return f"{dtype} data (tensor-core convolutions take float16 / bfloat16)"
+    if groups != 1:
+        return f"{groups} groups"
+    if channels % 8:
+        return f"{channels} input channels (the im2col gather copies 8 channels of a pixel at a time: C % 8 == 0)"
+    knobs = conv_knobs(m, n, k, dtype, info)
+    return knobs if isinstance(knobs, str) else None
+
+
+def fits(kt) -> str | None:
+    """Why the config space does not fit the kernel (None: it does): tiles of at least :data:`SMALLEST`."""
+    return cuda_tensorcore.fits(kt, SMALLEST)
+
+
+def schedule_space(cfg, kt, shared_limit: int | None = None):
+    """The kernel under ``cfg`` (knobs :data:`SPACE_KNOBS`, the fallback :data:`CONV_PREFERRED`'s choice)."""
+    return cuda_tensorcore.schedule_space(cfg, kt, shared_limit, SPACE_KNOBS, CONV_PREFERRED)
+
+
+@register_cuda_rule(ANCHOR, template=TEMPLATE, fits=fits, space=schedule_space)
+def schedule_conv2d_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """The implicit GEMM (see the module) with :func:`conv_knobs`."""
+    anchor = single_reduction(s, out)
+    if anchor is None:
+        raise GraphError(f"kernel {kt.kernel.name if kt.kernel else out.op.name}: {ANCHOR} without its GEMM")
+    m, n = (int(ax.dom.extent) for ax in anchor.op.axis)
+    k = int(anchor.op.reduce_axis[0].dom.extent)
+    got = cuda_tensorcore.gemm_operands(anchor)
+    knobs = conv_knobs(m, n, k, got[3], target_info()) if not isinstance(got, str) else got
+    if isinstance(knobs, str):
+        raise GraphError(f"kernel {kt.kernel.name if kt.kernel else out.op.name}: {ANCHOR} on tensor cores: {knobs}")
+    cuda_tensorcore.schedule_tensorcore(s, out, anchor, knobs)
+
+
+def tensorcore_conv2d(n: int, c: int, hw: tuple, o: int, kernel: int, stride: int = 1, pad: int = 0,
+                      dtype: str = "float16", knobs: dict | None = None, *, bias: bool = False, relu: bool = False,
+                      residual: bool = False, info: dict | None = None):
+    """``(schedule, [x, w, (bias,) (residual,) y])`` of :func:`conv2d_gemm_dag` on tensor cores; ``knobs``
+    default to :func:`conv_knobs` for the target ``info`` (default sm_80 with 48 KiB of shared memory;
+    ``ValueError`` saying why none fit)."""
+    from ...schedule import create_schedule
+    from ...tensor import ComputeOp
+    args = conv2d_gemm_dag(n, c, hw, o, kernel, stride, pad, dtype, bias=bias, relu=relu, residual=residual)
+    out = args[-1]
+    s = create_schedule(out.op)
+    anchor = next(st for st in s.stages if isinstance(st.op, ComputeOp) and st.op.reduce_axis)
+    for st in s.stages:
+        if isinstance(st.op, ComputeOp) and st.op not in (out.op, anchor.op):
+            st.compute_inline()
+    m, kk = int(anchor.op.axis[0].dom.extent), int(anchor.op.reduce_axis[0].dom.extent)
+    got = knobs or conv_knobs(m, o, kk, dtype, info or {"arch": "sm_80", "shared_limit": 48 * 1024})
+    if isinstance(got, str):
+        raise ValueError(f"tensorcore_conv2d: {got}")
+    cuda_tensorcore.schedule_tensorcore(s, s[out], anchor, dict(cuda_tensorcore.DEFAULT_KNOBS, **got))
+    return s, args
+
+
+def conv2d_gemm_dag(n: int, c: int, hw: tuple, o: int, kernel: int, stride: int = 1, pad: int = 0,
+                    dtype: str = "float16", *, bias: bool = False, relu: bool = False, residual: bool = False):
+    """``[x, w, (bias,) (residual,) y]``: an NHWC convolution (``x`` [n, 1, H, W, c] as the layout pass gives
+    it, ``w`` the [kernel * kernel * c, o] matrix), ``y`` stored as ``dtype`` after the epilogue ``+ bias[o]``
+    (float32), ``+ residual`` (``dtype``, ``y``'s shape), ``relu``: a model kernel's DAG, unscheduled."""
+    from ...expr import Max, binary, const
+    from ...tensor import compute, placeholder
+    from ...topi.nn.conv2d_gemm import conv2d_gemm_nhwc
+    x = placeholder((n, 1, *hw, c), dtype, name="x")
+    w = placeholder((kernel * kernel * c, o), dtype, name="w")
+    y = conv2d_gemm_nhwc(x, w, (kernel, kernel), stride, pad, 1)
+    args = [x, w]
+    if bias:
+        b = placeholder((o,), "float32", name="bias")
+        args.append(b)
+        y = compute(y.shape, lambda *i, y=y: y(*i) + b[i[-1]], name="bias_add")
+    if residual:
+        r = placeholder(tuple(int(d) for d in y.shape), dtype, name="residual")
+        args.append(r)
+        y = compute(y.shape, lambda *i, y=y: y(*i) + r(*i).astype("float32"), name="residual_add")
+    if relu:
+        y = compute(y.shape, lambda *i, y=y: binary(Max, y(*i), const(0.0, "float32")), name="relu")
+    return args + [compute(y.shape, lambda *i: y(*i).astype(dtype), name="y")]
+
+
+__all__ = ["ANCHOR", "CONV_PREFERRED", "SMALLEST", "SPACE_KNOBS", "TEMPLATE", "conv2d_gemm_dag", "conv_knobs",
+           "conv_refusal", "fits", "schedule_conv2d_gemm", "schedule_space", "tensorcore_conv2d"]

@@ -1,0 +1,136 @@
+"""Implicit-GEMM convolution on tensor cores (``schedules/cuda_tensorcore_conv.py``): the generated CUDA run
+on the CPU by tests/cuda_sim.py against numpy with 16-bit rounding (stride 1 / 2, padding, 1x1 and 3x3, a
+fused epilogue), the padding gathered by zero-filling ``cp.async`` copies, ptxas for sm_80 / sm_90, the isl
+checks, refusals named (the model side: tests/model/test_model_cuda_tensorcore_conv.py)."""
+import ml_dtypes  # noqa: F401  (np.dtype("bfloat16"))
+import numpy as np
+import pytest
+
+import codegen
+import cuda_sim
+import tensorir as te
+from autotune.kernel_templates import kernel_te, match_template
+from tensorir.graph.schedules.cuda_tensorcore_conv import ANCHOR, conv2d_gemm_dag, conv_refusal, tensorcore_conv2d
+from tensorir.graph.schedules import kernel_schedule
+from tensorir.schedule.space import ConfigSpace, FallbackConfig
+
+EPS = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
+
+def _conv(x, w, stride, pad):
+    """float64 NCHW convolution (``w`` OIHW)."""
+    kh = w.shape[2]
+    p = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    win = np.lib.stride_tricks.sliding_window_view(p, (kh, kh), axis=(2, 3))[:, :, ::stride, ::stride]
+    return np.einsum("ncyxhw,fchw->nfyx", win, w.astype(np.float64))
+
+
+def _nhwc(a):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1))[:, None]
+
+
+CASES = [  # n, c, hw, o, kernel, stride, pad, dtype, epilogue
+    (2, 16, 8, 32, 3, 1, 1, "float16", "bias_relu"),      # M 128, K 144 (k slices of 16), padding on every edge
+    (2, 32, 8, 64, 3, 2, 1, "bfloat16", "residual"),      # stride 2: M 32 (a 7 x 7 layer's 32-row tiles)
+    (2, 16, 8, 32, 1, 2, 0, "float16", ""),               # 1x1 stride 2 (a downsample), no padding
+]
+
+
+@pytest.mark.cuda_sim
+@pytest.mark.parametrize("n,c,hw,o,k,stride,pad,dtype,epilogue", CASES)
+def test_conv_simulated(n, c, hw, o, k, stride, pad, dtype, epilogue):
+    s, args = tensorcore_conv2d(n, c, (hw, hw), o, k, stride, pad, dtype, bias="bias" in epilogue,
+                                relu="relu" in epilogue, residual="residual" in epilogue)
+    _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue)
+
+
+def _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda -arch=sm_80", run=cuda_sim.run):
+    """Build for ``target``, ``run`` (default: the simulator) over NaN-poisoned outputs, compare with float64
+    numpy."""
+    mod = codegen.build(s, args, target=target)
+    src = mod.get_source("cuda")
+    assert "tt_mma(" in src and "tt_ldmatrix(" in src
+    assert ("tt_cp_async_zfill(" in src) == bool(pad)        # the padding select is a zero-filling copy
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((n, c, hw, hw)).astype(dtype)
+    w = rng.standard_normal((o, c, k, k)).astype(dtype)
+    ins = [_nhwc(x), np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(k * k * c, o))]
+    ref = _conv(x, w, stride, pad)
+    bound = k * k * c * 2.0 ** -24 * _conv(np.abs(x), np.abs(w), stride, pad)   # float32 accumulation
+    if "bias" in epilogue:
+        b = rng.standard_normal(o).astype(np.float32)
+        ins.append(b)
+        ref = ref + b[None, :, None, None]
+    if "residual" in epilogue:
+        r = rng.standard_normal(ref.shape).astype(dtype)
+        ins.append(_nhwc(r))
+        ref = ref + r.astype(np.float64)
+    if "relu" in epilogue:
+        ref = np.maximum(ref, 0)
+    out = np.full((n, 1, ref.shape[2], ref.shape[3], o), np.nan, dtype)
+    run(mod, *ins, out)
+    got = out[:, 0].transpose(0, 3, 1, 2).astype(np.float64)
+    assert not np.isnan(got).any(), "unwritten (NaN-poisoned) outputs"
+    tol = bound + EPS[dtype] * np.abs(ref) + 1e-30
+    bad = np.abs(got - ref) > tol
+    assert not bad.any(), f"{bad.sum()} of {bad.size} outside tolerance; worst {np.abs(got - ref).max()}"
+
+
+@pytest.mark.slow
+@pytest.mark.cuda_sim
+def test_config_space():
+    """The entry's space (``conv2d_gemm_tensorcore_cuda``): its first config (32 x 32 blocks, k slices of 16,
+    2 stages) and the fallback (the default's knobs) both run right; kernels it cannot tile are named."""
+    case = (2, 16, 8, 32, 3, 2, 1, "float16", "bias_relu")       # M 32, K 144
+    n, c, hw, o, k, stride, pad, dtype, _ = case
+    args = conv2d_gemm_dag(n, c, (hw, hw), o, k, stride, pad, dtype, bias=True, relu=True)
+    tmpl, why = match_template(args, ANCHOR, "cuda")
+    assert why is None and tmpl.name == "conv2d_gemm_tensorcore_cuda"
+    space = ConfigSpace()
+    tmpl.space(space, kernel_te(args), shared_limit=163 * 1024)
+    assert set(space.space_map) >= {"block_m", "block_n", "warp_m", "warp_n", "chunk", "stages", "swizzle"}
+    for cfg in (space.get(0), FallbackConfig()):
+        _check(tmpl.schedule(cfg, args), args, *case)
+    odd = conv2d_gemm_dag(1, 16, (7, 7), 32, 3, 1, 1)           # M = 49
+    assert "do not divide" in match_template(odd, ANCHOR, "cuda")[1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,c,hw,o,k,stride,pad,dtype,epilogue", CASES + [(32, 512, 7, 512, 3, 1, 1, "float16",
+                                                                              "bias_relu")])
+def test_conv_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue):
+    """The registry's entry (the GPU's arch and shared memory) on the device; the last case is ResNet-18's
+    layer4 3x3 at batch 32 (M = 32 * 49: 32-row blocks)."""
+    args = conv2d_gemm_dag(n, c, (hw, hw), o, k, stride, pad, dtype, bias="bias" in epilogue,
+                           relu="relu" in epilogue, residual="residual" in epilogue)
+    s, origin = kernel_schedule(kernel_te(args, ANCHOR), "cuda")
+    assert origin["rule"] == "schedule_conv2d_gemm"
+    _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda", run=lambda mod, *a: mod(*a))
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_ptx_assembles(arch):
+    s, args = tensorcore_conv2d(2, 32, (8, 8), 64, 3, 1, 1, "float16", bias=True, relu=True)
+    mod = codegen.build(s, args, target=f"cuda -arch={arch}")       # cubin: ptxas ran
+    ptx = mod.get_source("ptx")
+    assert "cp.async.cg.shared.global" in ptx and "mma.sync.aligned.m16n8k16" in ptx and ".trans" in ptx
+
+
+def test_isl_checks_accept_the_padded_gather():
+    """The A slices read the input under the padding select: isl proves every load in bounds."""
+    s, args = tensorcore_conv2d(2, 16, (8, 8), 32, 3, 2, 1, "float16", residual=True)
+    analysis = dict(te.lower(s, args, show_analysis=True).attrs)["analysis"]
+    assert "im2col.shared" in analysis
+
+
+def test_refusals_are_named():
+    info = {"arch": "sm_80", "shared_limit": 48 * 1024}
+    assert "3 input channels" in conv_refusal("float16", 1, 3, 32 * 112 * 112, 64, 147, info)   # ResNet's stem
+    assert "float32" in conv_refusal("float32", 1, 64, 128, 64, 576, info)
+    assert "2 groups" in conv_refusal("float16", 2, 64, 128, 64, 576, info)
+    assert "do not divide" in conv_refusal("float16", 1, 64, 14 * 14, 64, 576, info)            # M = 196
+    assert "sm_80" in conv_refusal("float16", 1, 64, 128, 64, 576, {"arch": "sm_75"})
+    assert conv_refusal("bfloat16", 1, 512, 32 * 49, 512, 4608, info) is None                    # 7 x 7 at batch 32
+    with pytest.raises(ValueError, match="do not divide"):
+        tensorcore_conv2d(1, 16, (7, 7), 32, 3, 1, 1)

@@ -1,0 +1,82 @@
+"""16-bit convolutions of a CUDA model on tensor cores: the layout pass (``alter_op_layout_cuda``) makes them
+implicit GEMMs over NHWC data with layout transforms at the boundaries only (sm_80+; older archs and the CPU
+keep NCHW, with a warning naming why), and a small residual block built as a CUDA model runs on the
+simulated GPU (tests/cuda_sim.py) against numpy."""
+import warnings
+
+import ml_dtypes  # noqa: F401  (np.dtype("bfloat16"))
+import numpy as np
+import pytest
+
+import codegen
+from tensorir import graph
+from tensorir.graph import Const, TensorType, Var, call
+
+pytest.importorskip("onnx")
+from test_model_cuda import simulate
+
+EPS16 = 2.0 ** -11
+
+
+def _conv(x, w, stride, pad):
+    kh = w.shape[2]
+    p = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    win = np.lib.stride_tricks.sliding_window_view(p, (kh, kh), axis=(2, 3))[:, :, ::stride, ::stride]
+    return np.einsum("ncyxhw,fchw->nfyx", win, w.astype(np.float64))
+
+
+def _block(dtype="float16", c=16):
+    """conv3x3 s2 + bias + relu, conv1x1, a 1x1 s2 shortcut, add, relu: NCHW 16-bit."""
+    rng = np.random.default_rng(0)
+    x = Var("x", TensorType((2, c, 8, 8), dtype))
+    w1, w2, w3 = ((rng.standard_normal(s) * 0.2).astype(dtype) for s in ((32, c, 3, 3), (32, 32, 1, 1), (32, c, 1, 1)))
+    b1 = rng.standard_normal(32).astype(dtype)
+    y = call("nn.relu", call("nn.bias_add", call("nn.conv2d", x, Const(w1), strides=[2, 2], padding=[1] * 4),
+                             Const(b1), axis=1))
+    z = call("nn.relu", call("add", call("nn.conv2d", y, Const(w2)), call("nn.conv2d", x, Const(w3), strides=[2, 2])))
+    return graph.Graph((x,), (z,)), (w1, b1, w2, w3)
+
+
+def _ops(g):
+    return [n.op for n in g.nodes]
+
+
+def test_layout_pass_makes_16bit_convs_nhwc_on_cuda():
+    g, _ = _block()
+    opt = graph.optimize(g, {}, fuse=False, target="cuda -arch=sm_80")
+    ops = _ops(opt)
+    assert ops.count("nn.contrib_conv2d_gemm_without_weight_transform") == 3 and "nn.conv2d" not in ops
+    assert ops.count("layout_transform") == 2               # the input and the output: NHWC in between
+    with pytest.warns(UserWarning, match="stays on CUDA cores .*sm_80"):
+        old = graph.optimize(g, {}, fuse=False, target="cuda -arch=sm_75")
+    assert "nn.contrib_conv2d_gemm_without_weight_transform" not in _ops(old)
+    assert "nn.contrib_conv2d_gemm_without_weight_transform" not in _ops(graph.optimize(g, {}, fuse=False))  # CPU
+
+
+def test_odd_channels_stay_nchw_with_a_warning():
+    """12 input channels (not whole 16-byte gathers): those convs stay NCHW, named; the 32-channel one between
+    them still takes tensor cores."""
+    g, _ = _block(c=12)
+    with pytest.warns(UserWarning, match="12 input channels") as rec:
+        ops = _ops(graph.optimize(g, {}, fuse=False, target="cuda -arch=sm_90"))
+    assert len([r for r in rec if "12 input channels" in str(r.message)]) == 2
+    assert ops.count("nn.contrib_conv2d_gemm_without_weight_transform") == 1 and ops.count("nn.conv2d") == 2
+
+
+@pytest.mark.nvcc
+@pytest.mark.cuda_sim
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_residual_block_model_simulated(dtype):
+    """Three tensor-core convs in one CUDA model (kernels with different helper sets in one translation
+    unit), bias / relu / residual add fused, NHWC between the boundary transforms."""
+    g, (w1, b1, w2, w3) = _block(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = codegen.build_model(g, target="cuda -arch=sm_80")
+    assert sum("conv2d_gemm" in k for k in m.kernels) == 3
+    xs = np.random.default_rng(1).standard_normal((2, 16, 8, 8)).astype(dtype)
+    (got,) = simulate(m, {"x": xs})
+    y = np.maximum(_conv(xs, w1, 2, 1) + b1.astype(np.float64)[None, :, None, None], 0).astype(dtype)
+    ref = np.maximum(_conv(y, w2, 1, 0).astype(dtype).astype(np.float64) + _conv(xs, w3, 2, 0).astype(dtype), 0)
+    eps = EPS16 if dtype == "float16" else 2.0 ** -8      # each kernel rounds its result once
+    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=4 * eps, atol=4 * eps)
