@@ -309,7 +309,7 @@ def _conv2d_gemm(st: _Layouts, n: Node, info: dict):
             warnings.warn(f"nn.conv2d {x.type} * {w.type} stays on CUDA cores (NCHW): {why}", stacklevel=2)
         return None
     y = call("nn.contrib_conv2d_gemm_without_weight_transform", st.get_blocked(x, c),
-             Const(gemm_kernel_numpy(w.value)), strides=a["strides"], padding=a["padding"], dilation=a["dilation"],
+             st.pack(w, "HWIO", gemm_kernel_numpy), strides=a["strides"], padding=a["padding"], dilation=a["dilation"],
              kernel_size=(kh, kw), data_layout=f"NCHW{c}c", kernel_layout="HWIO", out_layout=f"NCHW{o}c")
     return y, o
 
