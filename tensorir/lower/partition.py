@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..expr import Expr, IntImm, Min, Var, structural_equal
-from ..stmt import For, IfThenElse, Stmt, UNROLLED, VECTORIZED
+from ..stmt import For, IfThenElse, LetStmt, Stmt, UNROLLED, VECTORIZED
 from ..visitor import Mutator, collect
 from .guards import remove_redundant_guards
 
@@ -48,9 +48,10 @@ class _Partition(Mutator):
 
 
 def version_tails(body: Stmt, var: Var) -> Stmt:
-    """``body`` versioned on the tails whose remaining extent depends on ``var`` and on no loop inside."""
+    """``body`` versioned on the tails whose remaining extent depends on ``var`` and on nothing bound inside
+    (a loop or a let)."""
     loops = collect(body, For)
-    inner = {id(f.loop_var) for f in loops}
+    inner = {id(f.loop_var) for f in loops} | {id(s.var) for s in collect(body, LetStmt)}
     tails: list[tuple[Min, IntImm, Expr]] = []
     for f in loops:
         t = _tail(f)
