@@ -2,8 +2,9 @@
 
 A place (:class:`Loc`) is one of: input ``i`` / output ``j`` (arrays the caller owns), an offset in the
 workspace (intermediates, packed by :mod:`codegen.memory_plan`) or an offset in the weights blob
-(constants, bound once at build time).  A kernel's scratch buffers (its allocations too large for the
-stack, :func:`codegen.llvm.memory.hoist_heap_allocations`) are workspace places live during its step
+(constants, bound once at build time; constants of equal dtype and bytes stored once: a weight packed
+alike for each of its uses, an initializer the exporter duplicated).  A kernel's scratch buffers (its
+allocations too large for the stack, :func:`codegen.llvm.memory.hoist_heap_allocations`) are workspace places live during its step
 only, passed after its output.  A kernel whose result is a graph output writes it straight
 into that output; an output that is a graph input, a constant or a second copy of another output is
 filled by a copy after the last step (:attr:`RunList.copies`).  Gather index checks
@@ -219,6 +220,17 @@ def _index_checks(node: Node) -> list[IndexCheck]:
     return out
 
 
+def _bits(a: np.ndarray) -> np.ndarray:
+    """``a``'s bytes (equal bits: NaN payloads and signed zeros compare as stored)."""
+    return a.reshape(-1).view(np.uint8)
+
+
+def _content_key(a: np.ndarray) -> tuple:
+    """A cheap key of ``a``'s contents: dtype, byte count and 64 sampled bytes; equal arrays share it."""
+    bits = _bits(a)
+    return str(a.dtype), bits.size, bits[::max(1, bits.size // 64)][:64].tobytes()
+
+
 def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict] | None = None,
              parallel: set | None = None, scratch: dict[int, list[tuple[str, int]]] | None = None,
              signatures: dict[int, list] | None = None) -> tuple[RunList, np.ndarray]:
@@ -235,6 +247,7 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
 
     weights: list[tuple[str, int, int]] = []
     blob: list[tuple[int, np.ndarray]] = []
+    stored: dict[tuple, list[tuple[np.ndarray, int]]] = {}     # _content_key -> (array, offset) stored
     placed: dict[int, Loc] = {}
     size = 0
 
@@ -242,10 +255,15 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
         nonlocal size
         if id(c) not in placed:
             a = np.ascontiguousarray(c.value)
-            placed[id(c)] = Loc(WEIGHTS, str(a.dtype), a.shape, offset=size)
-            weights.append((c.name or f"const{len(weights)}", size, a.nbytes))
-            blob.append((size, a))
-            size = align_up(size + a.nbytes)
+            same = stored.setdefault(_content_key(a), [])
+            off = next((o for b, o in same if np.array_equal(_bits(a), _bits(b))), None)
+            if off is None:
+                off = size
+                same.append((a, off))
+                weights.append((c.name or f"const{len(weights)}", size, a.nbytes))
+                blob.append((size, a))
+                size = align_up(size + a.nbytes)
+            placed[id(c)] = Loc(WEIGHTS, str(a.dtype), a.shape, offset=off)
         return placed[id(c)]
 
     inter = [v for v in lin.values.values() if id(v) not in first_out]

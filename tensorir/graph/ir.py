@@ -178,10 +178,12 @@ class Graph:
     __repr__ = __str__
 
 
-def topological_order(roots: Iterable[Value], stop: set[int] | None = None) -> list[Value]:
+def topological_order(roots: Iterable[Value], stop: set[int] | None = None,
+                      after: Mapping[int, Iterable[Value]] | None = None) -> list[Value]:
     """Values reachable from ``roots``, each after its inputs (iterative, so deep graphs are fine); a
-    value whose id is in ``stop`` is listed but its inputs are not followed."""
-    order, seen, stop = [], set(), stop or set()
+    value whose id is in ``stop`` is listed but its inputs are not followed; a node whose id is in
+    ``after`` is also listed after those values (they must not depend on it)."""
+    order, seen, stop, after = [], set(), stop or set(), after or {}
     for root in roots:
         stack = [(root, False)]
         while stack:
@@ -194,7 +196,7 @@ def topological_order(roots: Iterable[Value], stop: set[int] | None = None) -> l
             seen.add(id(v))
             stack.append((v, True))
             if isinstance(v, Node) and id(v) not in stop:
-                stack.extend((i, False) for i in reversed(v.inputs) if id(i) not in seen)
+                stack.extend((i, False) for i in reversed((*v.inputs, *after.get(id(v), ()))) if id(i) not in seen)
     return order
 
 

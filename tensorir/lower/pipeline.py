@@ -17,6 +17,7 @@ from typing import Callable
 from ..arith import simplify
 from ..stmt import LoweredFunc, Stmt
 from .flatten import flatten
+from .partition import partition_loops
 from .gpu import (
     GPULimits,
     LaunchConfig,
@@ -48,6 +49,7 @@ def on_body(fn: Callable[[Stmt], Stmt]) -> Pass:
 #: The passes ``te.lower`` runs on the loop nest, in order (``expand=False``: the first only).
 CPU_PASSES: list[tuple[str, Pass]] = [
     ("flatten", on_body(flatten)),                      # multi-dimensional indices -> one row-major offset
+    ("partition_loops", lambda f: replace(f, body=partition_loops(f.body, list(f.size_vars)))),  # full tiles
     ("vectorize_loops", on_body(vectorize_loops_cpu)),  # vectorized loops -> Ramps (power-of-two pieces)
     ("unroll_loops", on_body(unroll_loops)),            # unrolled loops of constant extent expanded
     ("simplify", on_body(simplify)),

@@ -141,6 +141,23 @@ def test_alter_op_layout_keeps_activations_blocked():
     np.testing.assert_allclose(m(x=x)[0], want, rtol=1e-4, atol=1e-4)
 
 
+def test_a_shared_weight_is_packed_once():
+    """A weight several layers share (an unrolled recurrent cell, a layer-shared transformer) becomes one
+    packed constant, not one per use; another weight keeps its own."""
+    w, conv_w = _w((32, 32)), _w((16, 16, 3, 3), 1)
+    h = _x((1, 32))
+    for _ in range(3):
+        h = call("tanh", call("nn.dense", h, w))
+    y = call("nn.dense", h, _w((32, 32), 2))
+    c = _x((1, 16, 6, 6), "c")
+    for _ in range(2):
+        c = call("nn.conv2d", c, conv_w, padding=(1,) * 4)
+    after = alter_op_layout(_graph(call("add", call("sum", c), call("sum", y))))
+    packed = [n.inputs[1] for n in graph.topological_order(after.outputs) if getattr(n, "op", None) in
+              ("nn.contrib_dense_pack", "nn.contrib_conv2d_NCHWc")]
+    assert len(packed) == 6 and len({id(p) for p in packed}) == 3
+
+
 def test_follower_stays_nchw_where_that_converts_less():
     c = call("nn.relu", call("nn.conv2d", _x((1, 16, 6, 6)), _w((16, 16, 3, 3)), padding=(1,) * 4))
     grouped = call("nn.conv2d", c, _w((16, 8, 1, 1), 1), groups=2)   # stays NCHW: reads c converted back
@@ -259,8 +276,34 @@ def test_tiled_conv_transpose_is_a_1x1_conv_and_depth_to_space(channels, out, ke
     np.testing.assert_allclose(m(x=xv)[0], want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
 
 
-def test_overlapping_or_padded_conv_transpose_stays():
+@pytest.mark.parametrize("kernel, strides, padding, output_padding", [
+    ((4, 4), (2, 2), (1, 1, 1, 1), (0, 0)),       # the U-Net / DCGAN upsampler
+    ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),       # a kernel the strides do not divide, output padding
+    ((3, 3), (1, 1), (1, 1, 1, 1), (0, 0)),       # no stride: a convolution with the kernel flipped
+    ((5, 3), (2, 3), (2, 0, 1, 1), (1, 1)),       # uneven strides and pads
+    ((2, 2), (2, 2), (0, 0, 1, 0), (0, 0)),       # tiled, cropped at one end
+])
+def test_strided_conv_transpose_is_a_conv_without_zero_taps(kernel, strides, padding, output_padding):
+    """A transposed convolution becomes a blocked convolution to out * SH * SW channels over the input
+    (not the input dilated with zeros), a depth-to-space and a crop; the same values, built too."""
+    x = _x((1, 8, 5, 6))
+    up = call("nn.conv2d_transpose", x, _w((8, 3, *kernel)), strides=strides, padding=padding,
+              output_padding=output_padding)
+    g = _graph(call("nn.relu", up))
+    text = str(alter_op_layout(g))
+    assert "nn.conv2d_transpose(" not in text and "nn.contrib_conv2d_NCHWc(" in text
+    xv = np.random.default_rng(4).standard_normal((1, 8, 5, 6)).astype("float32")
+    want = graph.evaluate(g, {"x": xv})[0]
+    np.testing.assert_allclose(graph.evaluate(alter_op_layout(g), {"x": xv})[0], want, rtol=1e-5,
+                               atol=1e-5 * float(np.abs(want).max()))
+    m = __import__("codegen").build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=xv)[0], want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+
+
+def test_grouped_or_dilated_conv_transpose_stays():
     x = _x((1, 8, 5, 5))
-    for attrs in (dict(strides=(2, 2)), dict(strides=(3, 3), padding=(1, 1, 1, 1))):
+    for attrs in (dict(strides=(2, 2), groups=2), dict(strides=(2, 2), dilation=(2, 2))):
         g = _graph(call("nn.conv2d_transpose", x, _w((8, 4, 3, 3)), **attrs))
         assert str(alter_op_layout(g)) == str(g)

@@ -42,8 +42,8 @@ def test_conv2d_epilogue_in_a_register_blocked_tile():
     text = _lowered(call("nn.relu", call("nn.bias_add", call("nn.conv2d", _x((2, 8, 6, 16)), _x((8, 8, 3, 3), "w"),
                                                              padding=(1, 1, 1, 1)), _x((8,), "b"))))
     assert text.startswith("def") and "parallel for (i0.i1.outer.fused, 4)" in text
-    # the conv accumulates 4 channels x 16 columns in a local tile, reductions outside the vector
-    assert "allocate conv2d_nchw[float32 * 1 * 4 * 1 * 16]" in text and "ramp(ff * 16, 1, 16)" in text
+    # the conv accumulates 4 channels (unrolled) x 16 columns in a local tile, reductions outside the vector
+    assert "allocate conv2d_nchw[float32 * 1 * 4 * 1 * 16]" in text and "conv2d_nchw[ramp(48, 1, 16)] = " in text
     assert "allocate pad_temp" not in text.split("parallel for (i0.i1")[1]   # padding is its own stage
     assert "T_relu[ramp(" in text and "max(conv2d_nchw[ramp(" in text
 
@@ -52,6 +52,18 @@ def test_dense_rows_by_vector_and_epilogue_fused():
     text = _lowered(call("nn.relu", call("add", call("nn.dense", _x((8, 12)), _x((32, 12), "w")), _x((32,), "b"))))
     assert "parallel for (i0.outer, 2)" in text and "allocate T_matmul_NT[float32 * 4 * 16]" in text
     assert "T_relu[ramp(" in text
+
+
+@pytest.mark.parametrize("a, b", [((3, 19, 8), (3, 8, 37)), ((2, 37, 19), (2, 19, 16))])
+def test_batch_matmul_with_tails_runs_full_tiles(a, b):
+    """Extents no tile divides (a ViT's 257 tokens): the tile accumulates in a local cache and every full
+    tile runs unguarded, rows unrolled x 16 lanes; only the last tile has loops of variable extent
+    (accumulating into the output behind a guard per row ran 20 times slower); NaN-poisoned results."""
+    text = _lowered(call("nn.batch_matmul", _x(a), _x(b, "w"), transpose_b=False))
+    full = text.split(" else {")[0]
+    assert "T_batch_matmul_NN.local[ramp(48, 1, 16)] = T_batch_matmul_NN.local[ramp(48, 1, 16)] + " in full
+    assert "min(" not in full and "< " not in full.split("for (k, ")[1]      # no guard in the full tiles
+    assert "min(4, " in text or "min(16, " in text                           # the last tile's
 
 
 def test_batch_matmul_blocked():

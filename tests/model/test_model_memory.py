@@ -156,3 +156,33 @@ def test_an_older_graph_json_leaves_the_heap_unknown(built):
     mem = memory(RunList.from_json(d))
     assert mem["heap_bytes"] is None and mem["peak_bytes"] is None
     assert memory(m.run_list)["heap_bytes"] == 0 and memory(m.run_list)["peak_bytes"] > 0
+
+
+def test_equal_constants_are_stored_once():
+    """A weight packed for each of its uses (a recurrent cell unrolled over time) and an initializer the
+    exporter duplicated share one place in the weights blob; a weight differing in one unsampled
+    element keeps its own (sharing it would change the answer)."""
+    from onnx import TensorProto, helper, numpy_helper
+    n = 64
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((n, n)) * 0.2).astype("float32")
+    near = w.copy()
+    near[0, 1] += 1.0                                   # bytes 4..7: between the sampled bytes
+    nd = helper.make_node
+    nodes = [nd("Gemm", ["x", "w"], ["a"], transB=1), nd("Tanh", ["a"], ["b"]),
+             nd("Gemm", ["b", "w"], ["c"], transB=1), nd("Tanh", ["c"], ["d"]),
+             nd("Gemm", ["d", "w_copy"], ["e"], transB=1), nd("Tanh", ["e"], ["f"]),
+             nd("Gemm", ["f", "w_near"], ["y"], transB=1)]
+    inits = [numpy_helper.from_array(v, k) for k, v in (("w", w), ("w_copy", w.copy()), ("w_near", near))]
+    g = helper.make_graph(nodes, "shared", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="tiletune-tests")
+    gr, params = graph.from_onnx(model, {})
+    m = codegen.build_model(gr, params=params)
+    assert 2 * w.nbytes <= m.run_list.weights_bytes < 3 * w.nbytes      # w (packed) and w_near
+    offsets = {a.offset for s in m.steps for a in s.args if a.kind == "weights"}
+    assert len(offsets) == 2
+    x = rng.standard_normal((1, n)).astype("float32")
+    m.workspace.view(np.uint8)[...] = 0xFF
+    want = gm.run_onnxruntime(model, {"x": x})[0]
+    np.testing.assert_allclose(m(x=x)[0], want, rtol=1e-4, atol=1e-5 * np.abs(want).max())

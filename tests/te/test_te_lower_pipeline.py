@@ -114,7 +114,7 @@ def test_indices_counted_per_dimension_before_flatten_one_after():
 
 
 def test_pipelines_list_their_passes():
-    assert [n for n, _ in CPU_PASSES] == ["flatten", "vectorize_loops", "unroll_loops", "simplify"]
+    assert [n for n, _ in CPU_PASSES] == ["flatten", "partition_loops", "vectorize_loops", "unroll_loops", "simplify"]
     assert [n for n, _ in gpu_passes(GPULimits())] == [
         "vectorize_loops", "verify_bindings", "inject_virtual_threads", "auto_unroll", "simplify", "hoist_shared",
         "insert_barriers", "inject_double_buffer", "expand_allreduce", "hoist_shared"]
@@ -149,3 +149,38 @@ def test_model_kernels_and_codegen_build_print_the_same_cuda():
         kt = lower_kernel(k, CUDA_COMPUTES)
         built = codegen.build(kernel_schedule(kt, "cuda")[0], kt.args, target=target, name=k.name)
         assert built.get_source() == m.kernels[k.name].source, k.name
+
+
+@pytest.mark.parametrize("m, n", [(10, 37), (8, 32)])
+def test_split_tails_are_partitioned_into_full_tiles(m, n):
+    """A tile computed per output tile (compute_at) of a split that does not divide: the body of the loop
+    its remaining extent depends on is versioned, ``if (e >= 16)`` a constant-extent copy (vectorized,
+    unrolled, the write-back guard gone), else the loops of ``min`` extent; no version where splits
+    divide.  Both versions compute numpy's product on NaN-poisoned outputs."""
+    A = te.placeholder((m, 8), name="A")
+    B = te.placeholder((8, n), name="B")
+    k = te.reduce_axis((0, 8), name="k")
+    C = te.compute((m, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    D = te.compute((m, n), lambda i, j: C[i, j] * 2.0, name="D")
+    s = te.create_schedule(D.op)
+    io, ii = s[D].split(D.op.axis[0], factor=4)
+    jo, ji = s[D].split(D.op.axis[1], factor=16)
+    s[D].reorder(io, jo, ii, ji)
+    s[C].compute_at(s[D], jo)
+    ci, cj = s[C].op.axis
+    s[C].reorder(*s[C].op.reduce_axis, ci, cj)
+    s[C].unroll(ci)
+    s[C].vectorize(cj)
+    s[D].vectorize(ji)
+    text = str(te.lower(s, [A, B, D]))
+    assert (" >= 16) {" in text) == bool(n % 16) and (" >= 4) {" in text) == bool(m % 4)
+    if m % 4 or n % 16:
+        full = text.split(" else {")[0]
+        assert "min(" not in full and "C[ramp(48, 1, 16)] = C[ramp(48, 1, 16)] + " in full
+    else:
+        assert "min(" not in text and " else {" not in text
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((m, 8)).astype("float32"), rng.standard_normal((8, n)).astype("float32"))
+    d = np.full((m, n), np.nan, "float32")
+    codegen.build(s, [A, B, D], target="llvm")(a, b, d)
+    np.testing.assert_allclose(d, 2 * (a @ b), rtol=1e-5, atol=1e-5 * np.abs(a @ b).max())

@@ -11,6 +11,7 @@ from ..verify import verify
 from .attention import fuse_attention
 from .control import fold_control_flow
 from .basic import bind_params, eliminate_dead_code, fold_constants, infer_types
+from .batch_dense import batch_shared_weight_dense
 from .fuse import fuse_ops, partition
 from .layout import alter_op_layout, alter_op_layout_cuda
 from .mixed_precision import to_mixed_precision
@@ -27,6 +28,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("fold_constants", fold_constants),   # the weights simplify rescaled
     ("eliminate_dead_code", eliminate_dead_code),
     ("fuse_attention", fuse_attention),   # Q K^T, scale, mask, softmax, P V as one nn.attention (targeted)
+    ("batch_shared_weight_dense", batch_shared_weight_dense),   # an unrolled RNN's input products as one
     ("alter_op_layout", alter_op_layout),   # blocked conv / dense layouts, weights packed
     ("alter_op_layout_cuda", alter_op_layout_cuda),   # CUDA: 16-bit convs NHWC on tensor cores
     ("fold_constants", fold_constants),
@@ -34,8 +36,8 @@ PASSES: list[tuple[str, Pass]] = [
 ]
 
 
-#: Passes for CPU targets only: GPU kernels keep NCHW and unpacked weights.
-CPU_ONLY = ("alter_op_layout",)
+#: Passes for CPU targets only: GPU kernels keep NCHW and unpacked weights (and the dense layers as they are).
+CPU_ONLY = ("batch_shared_weight_dense", "alter_op_layout")
 #: Passes for CUDA targets only, called with the target (its arch decides).
 CUDA_ONLY = ("alter_op_layout_cuda",)
 #: Passes called with the target (whatever its kind).

@@ -4,8 +4,9 @@
 - ``nn.conv2d`` (one group, constant weights) becomes ``nn.contrib_conv2d_NCHWc`` over ``NCHW[x]c``
   data with its weights packed ``OIHW[x]i[y]o`` once, here (a constant); a depthwise one (a group per
   channel) ``nn.contrib_depthwise_conv2d_NCHWc`` (weights ``OIHW1i[x]o``); other grouped ones stay;
-- ``nn.conv2d_transpose`` whose strides equal its kernel, unpadded, becomes a 1x1 ``nn.conv2d`` (so
-  blocked as above) to ``O * KH * KW`` channels and a depth-to-space (reshape, transpose, reshape);
+- ``nn.conv2d_transpose`` (one group, undilated) becomes an ``nn.conv2d`` without the zero taps (so
+  blocked as above) to ``O * SH * SW`` channels, a depth-to-space (reshape, transpose, reshape) and a
+  crop by its padding (a 1x1 conv and no crop where the strides equal the kernel, unpadded);
 - ``nn.dense`` (constant weights, a multiple of 8 outputs) becomes ``nn.contrib_dense_pack`` with
   weights packed ``NC[y]n``;
 - bfloat16 ``nn.dense`` (16 | outputs, 2 | reduction) and ``nn.conv2d`` (one group, 16 | outputs, at least
@@ -66,6 +67,15 @@ class _Layouts:
         self.plain: dict[int, Value] = {}
         self.blocked: dict[int, tuple[Value, int]] = {}
         self.converted: dict[tuple[int, int], Value] = {}
+        self.packs: dict[tuple[int, str], Const] = {}
+
+    def pack(self, w: Const, how: str, fn: Callable[[np.ndarray], np.ndarray]) -> Const:
+        """``Const(fn(w.value))``, computed once per weight and ``how`` (a weight several ops share, as an
+        unrolled recurrent cell's or a layer-shared transformer's, is packed once)."""
+        key = (id(w), how)
+        if key not in self.packs:
+            self.packs[key] = Const(fn(w.value))
+        return self.packs[key]
 
     def get_plain(self, v: Value) -> Value:
         if id(v) not in self.plain:
@@ -106,13 +116,14 @@ def _conv2d(st: _Layouts, n: Node):
         return None
     o, i = w.type.shape[:2]
     if x.type.dtype == "bfloat16" and n.attrs["groups"] == 1 and o % qnn.LANES == 0 and i >= MIN_PAIRED_CHANNELS:
-        return call("nn.contrib_conv2d_pack_bf16", st.get_plain(x), Const(qnn.pack_conv_weight(w.value, qnn.BF16_GROUP)),
+        return call("nn.contrib_conv2d_pack_bf16", st.get_plain(x), st.pack(w, "bf16 conv", lambda v: qnn.pack_conv_weight(v, qnn.BF16_GROUP)),
                     **{k: n.attrs[k] for k in ("strides", "padding", "dilation")})
     if n.attrs["groups"] == o == x.type.shape[1] and i == 1:   # depthwise: channels stay in their lanes
         block = channel_block(o)
         kernel_layout = f"OIHW1i{block}o"
         y = call("nn.contrib_depthwise_conv2d_NCHWc", st.get_blocked(x, block),
-                 Const(layout_transform_numpy(w.value, "OIHW", kernel_layout)), strides=n.attrs["strides"],
+                 st.pack(w, kernel_layout, lambda v: layout_transform_numpy(v, "OIHW", kernel_layout)),
+                 strides=n.attrs["strides"],
                  padding=n.attrs["padding"], dilation=n.attrs["dilation"], data_layout=f"NCHW{block}c",
                  kernel_layout=kernel_layout, out_layout=f"NCHW{block}c")
         return y, block
@@ -120,7 +131,7 @@ def _conv2d(st: _Layouts, n: Node):
         return None
     ib, ob = channel_block(i), channel_block(o)
     kernel_layout = f"OIHW{ib}i{ob}o"
-    packed = Const(layout_transform_numpy(w.value, "OIHW", kernel_layout))
+    packed = st.pack(w, kernel_layout, lambda v: layout_transform_numpy(v, "OIHW", kernel_layout))
     y = call("nn.contrib_conv2d_NCHWc", st.get_blocked(x, ib), packed, strides=n.attrs["strides"],
              padding=n.attrs["padding"], dilation=n.attrs["dilation"], data_layout=f"NCHW{ib}c",
              kernel_layout=kernel_layout, out_layout=f"NCHW{ob}c")
@@ -129,24 +140,39 @@ def _conv2d(st: _Layouts, n: Node):
 
 @_rule("nn.conv2d_transpose")
 def _conv2d_transpose(st: _Layouts, n: Node):
-    """A transposed convolution whose strides equal its kernel, unpadded (the upsampling of U-Nets and
-    text detectors): each output pixel takes one tap of one input pixel, so it is a 1x1 convolution
-    to ``O * KH * KW`` channels (blocked like any other) and a depth-to-space rearrangement, instead
-    of a convolution over the input dilated and padded with zeros (``1 - 1 / (KH * KW)`` of the taps)."""
+    """A strided transposed convolution as a convolution without its zero taps (sub-pixel form): with
+    the kernel padded to ``t * s`` taps along each axis (zeros at the end), full output row
+    ``s * q + r`` sums input rows ``q - j`` with taps ``r + s * j`` (``j < t``), so one ordinary
+    convolution of the input, padded by ``t - 1``, to ``O * SH * SW`` channels (a ``t x t`` kernel, the
+    taps of each phase ``r`` flipped; blocked like any other) followed by a depth-to-space
+    rearrangement and a crop by the padding, instead of a convolution over the input dilated with
+    zeros (``1 - 1 / (SH * SW)`` of its taps).  One group, no dilation, non-negative pads and an
+    output padding the padded kernel covers (U-Net, DCGAN and text-detector upsamplers)."""
     x, w = n.inputs
     a = n.attrs
-    if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != "float32" or a["groups"] != 1:
+    if not isinstance(w, Const) or not _float4d(x) or w.type.dtype != "float32" or a["groups"] != 1 \
+            or tuple(a["dilation"]) != (1, 1) or min(a["padding"]) < 0:
         return None
     c, o, kh, kw = w.type.shape
-    if tuple(a["strides"]) != (kh, kw) or any(a["padding"]) or any(a["output_padding"]) \
-            or tuple(a["dilation"]) != (1, 1):
-        return None
-    taps = np.ascontiguousarray(w.value.transpose(1, 2, 3, 0).reshape(o * kh * kw, c, 1, 1))
-    y, block = _conv2d(st, call("nn.conv2d", x, Const(taps)))
-    batch, _, h, wd = x.type.shape
+    (sh, sw), (pt, pl, pb, pr) = a["strides"], a["padding"]
+    th, tw = -(-kh // sh), -(-kw // sw)
+    if a["output_padding"][0] > pb + th * sh - kh or a["output_padding"][1] > pr + tw * sw - kw:
+        return None   # the crop would reach past the rearranged output
+
+    def phases(v: np.ndarray) -> np.ndarray:
+        v = np.pad(v, ((0, 0), (0, 0), (0, th * sh - kh), (0, tw * sw - kw)))
+        v = v.reshape(c, o, th, sh, tw, sw)[:, :, ::-1, :, ::-1, :]
+        return np.ascontiguousarray(v.transpose(1, 3, 5, 0, 2, 4).reshape(o * sh * sw, c, th, tw))
+    taps = st.pack(w, f"conv2d_transpose.{sh}x{sw}", phases)
+    y, block = _conv2d(st, call("nn.conv2d", x, taps, padding=(th - 1, tw - 1, th - 1, tw - 1)))
     y = call("layout_transform", y, src_layout=f"NCHW{block}c", dst_layout="NCHW")
-    y = call("transpose", call("reshape", y, newshape=(batch, o, kh, kw, h, wd)), axes=(0, 1, 4, 2, 5, 3))
-    return call("reshape", y, newshape=n.type.shape)
+    batch, _, h, wd = y.type.shape
+    y = call("transpose", call("reshape", y, newshape=(batch, o, sh, sw, h, wd)), axes=(0, 1, 4, 2, 5, 3))
+    y = call("reshape", y, newshape=(batch, o, h * sh, wd * sw))
+    oh, ow = n.type.shape[2:]
+    if (pt, pl, oh, ow) != (0, 0, h * sh, wd * sw):
+        y = call("strided_slice", y, begin=(0, 0, pt, pl), end=(batch, o, pt + oh, pl + ow), strides=(1, 1, 1, 1))
+    return y
 
 
 @_rule("nn.dense")
@@ -156,9 +182,9 @@ def _dense(st: _Layouts, n: Node):
         return None   # packing pays where the output columns fill vectors of 8 or 16
     if x.type.dtype == w.type.dtype == "bfloat16" and w.type.shape[0] % qnn.LANES == 0 \
             and w.type.shape[1] % qnn.BF16_GROUP == 0:
-        return call("nn.contrib_dense_pack_bf16", x, Const(qnn.pack_dense_weight(w.value, qnn.BF16_GROUP)))
+        return call("nn.contrib_dense_pack_bf16", x, st.pack(w, "bf16 dense", lambda v: qnn.pack_dense_weight(v, qnn.BF16_GROUP)))
     bn = 16 if w.type.shape[0] % 16 == 0 else 8
-    return call("nn.contrib_dense_pack", x, Const(layout_transform_numpy(w.value, "NC", f"NC{bn}n")),
+    return call("nn.contrib_dense_pack", x, st.pack(w, f"NC{bn}n", lambda v: layout_transform_numpy(v, "NC", f"NC{bn}n")),
                 weight_layout=f"NC{bn}n")
 
 
@@ -203,7 +229,7 @@ def _qnn_dense(st: _Layouts, n: Node):
             or w.type.shape[1] % qnn.GROUP:
         return None
     x, corr = _as_uint8(x, w, (1,))
-    y = call("qnn.contrib_dense_pack", x, Const(qnn.pack_dense_weight(w.value)))
+    y = call("qnn.contrib_dense_pack", x, st.pack(w, "qnn.dense", qnn.pack_dense_weight))
     return y if corr is None else call("add", y, corr)
 
 
@@ -222,7 +248,7 @@ def _qnn_conv2d(st: _Layouts, n: Node):
     geometry = {k: a[k] for k in ("strides", "padding", "dilation", "input_zero_point")}
     if a["groups"] == o == x.type.shape[1] and cg == 1:   # depthwise: each channel its own lane, no 4-byte dot
         block = channel_block(o)
-        kernel = Const(layout_transform_numpy(w.value, "OIHW", f"OIHW1i{block}o"))
+        kernel = st.pack(w, f"OIHW1i{block}o", lambda v: layout_transform_numpy(v, "OIHW", f"OIHW1i{block}o"))
         return call("qnn.contrib_depthwise_conv2d_NCHWc", st.get_blocked(x, block), kernel,
                     layout=f"NCHW{block}c", **geometry), block
     if not _int8_weights(w) or (o // a["groups"]) % qnn.LANES or a["groups"] > 1 and cg % qnn.GROUP:
@@ -235,7 +261,7 @@ def _qnn_conv2d(st: _Layouts, n: Node):
     data, corr = _as_uint8(data, w, (1, 2, 3))
     if corr is not None:
         geometry["input_zero_point"] += 128
-    y = call("qnn.contrib_conv2d_pack", data, Const(qnn.pack_conv_weight(w.value)), groups=a["groups"],
+    y = call("qnn.contrib_conv2d_pack", data, st.pack(w, "qnn.conv2d", qnn.pack_conv_weight), groups=a["groups"],
              data_layout=layout, out_layout=f"NCHW{qnn.LANES}c", **geometry)
     if corr is not None:
         y = call("add", y, _channel_const(Const(corr.value.reshape(1, -1, 1, 1)), o, qnn.LANES))
@@ -342,7 +368,7 @@ def _conv2d_gemm(st: _Layouts, n: Node, info: dict):
             warnings.warn(f"nn.conv2d {x.type} * {w.type} stays on CUDA cores (NCHW): {why}", stacklevel=2)
         return None
     y = call("nn.contrib_conv2d_gemm_without_weight_transform", st.get_blocked(x, c),
-             Const(gemm_kernel_numpy(w.value)), strides=a["strides"], padding=a["padding"], dilation=a["dilation"],
+             st.pack(w, "HWIO", gemm_kernel_numpy), strides=a["strides"], padding=a["padding"], dilation=a["dilation"],
              kernel_size=(kh, kw), data_layout=f"NCHW{c}c", kernel_layout="HWIO", out_layout=f"NCHW{o}c")
     return y, o
 

@@ -23,7 +23,7 @@ from ...topi.generic.injective import schedule_injective_from_existing
 from ..lower_te import KernelTE
 from . import cpu_dense
 from .helpers import extents as _extents
-from .helpers import first_divisor, largest_divisor, root_reductions, single_reduction, vector_width
+from .helpers import VECTOR_WIDTHS, first_divisor, largest_divisor, root_reductions, single_reduction, vector_width
 from .registry import Rule, rule_registrar
 
 #: A parallel loop over fewer iterations than this also takes the next loop (rows of a blocked conv).
@@ -103,14 +103,37 @@ def schedule_reduction(s: Schedule, kt: KernelTE, out: Stage) -> None:
         out.vectorize(inner)
 
 
+def _tile_anchor(s: Schedule, out: Stage, anchor: Stage, tail: bool) -> Stage:
+    """The stage a register tile accumulates in: ``anchor``, or, where the tile has a tail (a split that
+    does not divide) and the anchor is the output, a local cache of it computed per tile: its loops of
+    ``min`` extent are then partitioned into full tiles and one last one (``tensorir/lower/partition.py``),
+    where accumulating into the output behind a guard per row kept the accumulators in memory."""
+    if tail and out is anchor and out.op.num_outputs == 1:
+        return s[s.cache_write(out.op.output(0), "local")]
+    return anchor
+
+
+def _tile_rows(n: int, choices) -> int:
+    """The first of ``choices`` dividing ``n``, else the first (a tail) when ``n`` is larger."""
+    rows = first_divisor(n, choices)
+    return choices[0] if rows == 1 and n > choices[0] else rows
+
+
+def _tile_vector(n: int) -> int:
+    """The vector of a tile along an innermost axis of ``n``: the widest dividing it, the whole axis up to
+    16, else 16 lanes and a tail."""
+    return vector_width(n) if n % 4 == 0 else n if n <= VECTOR_WIDTHS[0] else VECTOR_WIDTHS[0]
+
+
 def _register_block(s: Schedule, out: Stage, anchor: Stage, row_axis: int, row_choices, outer_axes: int) -> None:
     """Tile the output over (``row_axis``, innermost axis): rows x a vector; the anchor computed per
-    tile (when the output is an epilogue of the same shape) with its reduction outside the block."""
+    tile (when the output is an epilogue of the same shape, or a tile has a tail) with its reduction
+    outside the block."""
     ext = _extents(out)
+    vec, rows = _tile_vector(ext[-1]), _tile_rows(ext[row_axis], row_choices)
+    anchor = _tile_anchor(s, out, anchor, bool(ext[-1] % vec or ext[row_axis] % rows))
     axes = list(out.op.axis)
     same = out is anchor or _extents(anchor) == ext
-    vec = vector_width(ext[-1]) if ext[-1] % 4 == 0 else ext[-1] if ext[-1] <= 16 else 1
-    rows = first_divisor(ext[row_axis], row_choices)
     ro, ri = out.split(axes[row_axis], factor=rows)
     vo, vi = out.split(axes[-1], factor=vec)
     middle = [a for k, a in enumerate(axes[:-1]) if k != row_axis]
@@ -124,6 +147,7 @@ def _register_block(s: Schedule, out: Stage, anchor: Stage, row_axis: int, row_c
             a_axes = list(anchor.op.axis)
             a_mid = [a for k, a in enumerate(a_axes[:-1]) if k != row_axis]
             anchor.reorder(*a_mid, *anchor.op.reduce_axis, a_axes[row_axis], a_axes[-1])
+            anchor.unroll(a_axes[row_axis])
             if vec > 1 and vec % 4 == 0:
                 anchor.vectorize(a_axes[-1])
         else:
@@ -190,8 +214,10 @@ def schedule_conv2d_nchwc(s: Schedule, kt: KernelTE, out: Stage) -> None:
     anchor = single_reduction(s, out)
     if anchor is None or len(out.op.axis) != 5 or _extents(anchor) != _extents(out):
         return schedule_reduction(s, kt, out)
+    columns = _row_block(_extents(out)[3])
+    anchor = _tile_anchor(s, out, anchor, bool(_extents(out)[3] % columns))
     n, oc, oh, ow, oc_b = out.op.axis
-    wo, wi = out.split(ow, factor=_row_block(_extents(out)[3]))
+    wo, wi = out.split(ow, factor=columns)
     if _extents(out)[0] * _extents(out)[1] >= MIN_PARALLEL_TASKS:
         _block_anchor(s, out, anchor, [n, oc], oh, wo, wi, oc_b)
     else:   # few channel blocks (the first stages of a CNN): rows join the parallel loop
@@ -207,8 +233,10 @@ def schedule_dense_pack(s: Schedule, kt: KernelTE, out: Stage) -> None:
     if anchor is None or len(out.op.axis) < 2 or _extents(anchor) != _extents(out):
         return schedule_reduction(s, kt, out)
     ext = _extents(out)
+    rows = _row_block(ext[-2], 8)
+    anchor = _tile_anchor(s, out, anchor, bool(ext[-2] % rows))
     axes = list(out.op.axis)
-    ro, ri = out.split(axes[-2], factor=_row_block(ext[-2], 8))
+    ro, ri = out.split(axes[-2], factor=rows)
     vo, vi = out.split(axes[-1], factor=vector_width(ext[-1]))
     _block_anchor(s, out, anchor, [*axes[:-2], vo], None, ro, ri, vi)
 
