@@ -117,7 +117,9 @@ def refuse(n: Node, target) -> str | None:
     t_len = n.inputs[2].type.shape[1]
     if t_len > CUDA_MAX_KEYS:
         return f"{t_len} keys: a thread's row of scores is at most {CUDA_MAX_KEYS}"
-    return None
+    # measured on an H100: a float16 BERT-base layer's fused attention (a thread per row, CUDA cores) took
+    # 0.55 ms where the kernels it replaces (tensor-core batch matmuls, softmax, casts) take 0.07 ms
+    return "the CUDA attention kernel runs a row per thread on CUDA cores, slower than the three kernels"
 
 
 @register_schedule("nn.attention", target="cuda", name="attention_rows_cuda")
