@@ -1,12 +1,16 @@
 """Default kernel schedules by pattern (graph/schedules/): correct on every op and model kernel
 (NaN-poisoned outputs, isl checks on), and shaped as promised: parallel outer loops, vector inner
 ones, reductions per output row, anchors register-blocked with their epilogue in the tile."""
+import re
+
+import numpy as np
 import pytest
 from test_graph_lower_te import SINGLE, check_kernel
 
+import codegen
 import tensorir as te
 from tensorir import graph
-from tensorir.graph import TensorType, Var, call
+from tensorir.graph import Const, TensorType, Var, call
 from tensorir.graph.lower_te import lower_kernel
 from tensorir.graph.schedules import default_rule_name, kernel_schedule, register_schedule, schedule_entry
 from tensorir.graph.schedules import registry
@@ -181,3 +185,37 @@ def test_a_config_of_an_entrys_space_schedules_the_kernel():
     assert schedule_entry("nn.batch_matmul").space is None
     assert kernel_schedule(lower_kernel(bmm), "llvm", space.get(1))[1] == {"kind": "default", "rule": "schedule_matmul",
                                                                         "precision": "float32"}
+
+
+def _loop_bodies(text: str, header: str) -> list[str]:
+    """The bodies of the loops of ``text`` that open with ``header`` (braces matched)."""
+    bodies = []
+    for part in text.split(header)[1:]:
+        depth, end = 1, 0
+        while depth:
+            end = min(i for i in (part.find("{", end), part.find("}", end)) if i >= 0) + 1
+            depth += 1 if part[end - 1] == "{" else -1
+        bodies.append(part[:end])
+    return bodies
+
+
+def test_packed_dense_gelu_epilogue_vectorized_once_per_tile_after_the_reduction():
+    """A BERT FFN kernel (packed dense + bias + erf GELU; 13 rows: a full tile of 8 and a tail): correct on
+    NaN-poisoned outputs, the epilogue applied to the finished register tile (not per reduction step) as
+    16-lane vectors, erf the inline polynomial in vector registers rather than a libm call per lane."""
+    f32 = lambda v: Const(np.array(v, np.float32))
+    h = call("add", call("nn.contrib_dense_pack", _x((13, 24)), _x((4, 24, 16), "w"), weight_layout="NC16n"),
+             _x((64,), "b"))
+    gelu = call("multiply", call("multiply", h, call("add", call("erf", call("divide", h, f32(np.sqrt(2)))), f32(1))),
+                f32(0.5))
+    (kernel,) = _fuse(gelu).kernels
+    check_kernel(kernel, schedule=schedule_kernel)
+    kt = lower_kernel(kernel)
+    func = te.lower(schedule_kernel(kt), kt.args)
+    text = str(func)
+    reductions = _loop_bodies(text, "for (k, 24) {")
+    assert len(reductions) == 2 and all("T_dense_pack[ramp(" in r and "erf(" not in r for r in reductions)
+    assert text.count("erf((T_dense_pack[ramp(") == 2   # once per element of the full tile and of the tail
+    if "avx512f" in codegen.host().features:
+        asm = codegen.build(func).get_source("asm")
+        assert "erff" not in asm and re.search(r"vfmadd\w+ps\s+%zmm", asm)
