@@ -10,7 +10,9 @@ A slices' ``cp.async`` fetch, whose padding select becomes a zero-filling copy (
 one pixel, hence ``C % 8 == 0``), B (the weights, stored [K, N]) goes through ``ldmatrix.trans``, the
 output pixels are the GEMM's rows and the epilogue (bias, relu, residual add, the cast) reads the shared
 float32 tile of the accumulators.  Tiles must divide the GEMM (:data:`CONV_PREFERRED`: 32-row blocks serve
-7 x 7 maps at batch 32, ``M = 32 * 49``), so edge tiles never exist.  The config space
+7 x 7 maps at batch 32, ``M = 32 * 49``), so edge tiles never exist: the op pads its rows to a multiple of 32
+(``topi.nn.conv2d_gemm.gemm_rows``; 7 x 7 at batch 1: 49 -> 64), the gather zero-fills the rows past the
+pixels and the epilogue's tail guard never stores them.  The config space
 (:data:`SPACE_KNOBS`) is tuned as ``conv2d_gemm_tensorcore_cuda``.  On sm_90 :func:`conv_knobs` gives the
 gathering wgmma main loop where it fits (:func:`.cuda_wgmma.schedule_wgmma_conv`; the config space stays
 ``mma.sync``).
@@ -18,6 +20,7 @@ gathering wgmma main loop where it fits (:func:`.cuda_wgmma.schedule_wgmma_conv`
 from __future__ import annotations
 
 from ...schedule import Schedule, Stage
+from ...topi.nn.conv2d_gemm import gemm_rows
 from ..ir import GraphError
 from ..lower_te import KernelTE
 from . import cuda_tensorcore
@@ -64,7 +67,7 @@ def conv_refusal(dtype: str, groups: int, channels: int, m: int, n: int, k: int,
         return f"{groups} groups"
     if channels % 8:
         return f"{channels} input channels (the im2col gather copies 8 channels of a pixel at a time: C % 8 == 0)"
-    knobs = conv_knobs(m, n, k, dtype, info)
+    knobs = conv_knobs(gemm_rows(m), n, k, dtype, info)   # the op pads its pixels to whole 32-row tiles
     return knobs if isinstance(knobs, str) else None
 
 
