@@ -46,6 +46,18 @@ def test_conv_simulated(n, c, hw, o, k, stride, pad, dtype, epilogue):
     _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue)
 
 
+@pytest.mark.cuda_sim
+def test_conv_simulated_one_partial_block():
+    """Batch 1, 7 x 7 with the H100's shared memory, where 64 x 128 blocks would fit the padded GEMM (64 rows):
+    rows blocks no taller than the 49 pixels (a 32-row block, then a tail block storing 17 rows), since one
+    block clipped to 49 rows left its threads' loops tails that tensorize refused; 24 pixels are refused."""
+    info = {"arch": "sm_80", "shared_limit": 163 * 1024}
+    s, args = tensorcore_conv2d(1, 32, (7, 7), 128, 1, info=info, residual=True)
+    assert "< 49" in str(te.lower(s, args))
+    _check(s, args, 1, 32, 7, 128, 1, 1, 0, "float16", "residual")
+    assert "24 pixels" in conv_refusal("float16", 1, 64, 24, 64, 576, info)
+
+
 def _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda -arch=sm_80", run=cuda_sim.run,
            wgmma=False):
     """Build for ``target``, ``run`` (default: the simulator) over NaN-poisoned outputs, compare with float64
