@@ -77,7 +77,7 @@ class Bounds:
         ndim = len(st.op.axis)
         lows: list[list[Expr | None]] = [[] for _ in range(ndim)]
         highs: list[list[Expr | None]] = [[] for _ in range(ndim)]
-        reads = []  # (indices, relaxed ranges, conditions) for the exact isl region
+        reads = []  # (indices, relaxed ranges, conditions, stage, load, its own conditions) for isl's region
         for q in self.sch.stages:
             if q not in self.bodies or q not in self.root:
                 continue
@@ -103,14 +103,20 @@ class Bounds:
             for ld in loads:
                 indices = tuple(simplify(substitute(idx, mapping)) for idx in ld.indices)
                 where = [substitute(c, mapping) for c in guarded.get(id(ld), ())]
-                reads.append((indices, relax, list(conds) + where, q, ld))
+                reads.append((indices, relax, list(conds) + where, q, ld, where))
                 for d, idx in enumerate(indices):
                     rng = _relaxed(idx, relax)
                     lows[d].append(rng[0] if rng else None)
                     highs[d].append(rng[1] if rng else None)
         fixed_ranges = [(v.var, IntImm(v.var.dtype, 0), simplify(self.leaf[s][v].extent - 1)) for s, v in fixed]
-        exact = needed_region(ndim, [r[:3] for r in reads], fixed_ranges, self.size_vars,
-                              [(iv.dom.min, iv.dom.extent) for iv in st.op.axis])
+        domain = [(iv.dom.min, iv.dom.extent) for iv in st.op.axis]
+        exact = needed_region(ndim, [r[:3] for r in reads], fixed_ranges, self.size_vars, domain)
+        if exact is not None and exact.outside is None and not _constant_widths(exact):
+            # a split's tail guard narrows the region to a width that varies (a fused loop's tail tile): where
+            # the whole tile lies in the domain (a GEMM padded to whole tiles), TVM's unguarded region it is
+            whole = needed_region(ndim, [(r[0], r[1], r[5]) for r in reads], fixed_ranges, self.size_vars, domain)
+            if whole is not None and whole.outside is None and _constant_widths(whole):
+                exact = whole
         if exact is not None and exact.outside is not None:
             raise self._outside(st, reads, exact.outside)
         region, alloc = {}, []
@@ -165,7 +171,7 @@ class Bounds:
         k, point = outside
         elem = [point[f"x{d}"] for d in range(len(st.op.axis))]
         values = {v: c for v, c in point.items() if isinstance(v, Var)}
-        _, _, _, q, ld = reads[k]
+        _, _, _, q, ld, _ = reads[k]
         where = ", ".join(f"{v.name} = {c}" for v, c in values.items())
         shape = ", ".join(expr_text(x) for x in st.op.output(0).shape)
         idx = ", ".join(expr_text(i) for i in ld.indices)
@@ -173,6 +179,11 @@ class Bounds:
         return OutOfBoundsError(
             f"stage {q.op.name}: out-of-bounds read of tensor {name}: index {name}[{idx}] reaches "
             f"{name}[{', '.join(map(str, elem))}] outside its shape [{shape}] (counterexample: {where})")
+
+
+def _constant_widths(region) -> bool:
+    """Whether each of ``region``'s exact bounds spans a constant width."""
+    return all(b is not None and isinstance(simplify(b[1] - b[0]), IntImm) for b in region.bounds)
 
 
 def _fold(cls, xs: list[Expr]) -> Expr:

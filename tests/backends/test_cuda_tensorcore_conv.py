@@ -33,6 +33,8 @@ CASES = [  # n, c, hw, o, kernel, stride, pad, dtype, epilogue
     (2, 16, 8, 32, 3, 1, 1, "float16", "bias_relu"),      # M 128, K 144 (k slices of 16), padding on every edge
     (2, 32, 8, 64, 3, 2, 1, "bfloat16", "residual"),      # stride 2: M 32 (a 7 x 7 layer's 32-row tiles)
     (2, 16, 8, 32, 1, 2, 0, "float16", ""),               # 1x1 stride 2 (a downsample), no padding
+    (1, 16, 7, 32, 3, 1, 1, "float16", "bias_relu"),      # batch 1, 7 x 7: M 49 padded to 64 (rows never stored)
+    (1, 16, 28, 32, 1, 1, 0, "float16", "residual"),      # batch 1, 28 x 28: M 784 padded to 800, no spatial padding
 ]
 
 
@@ -42,6 +44,18 @@ def test_conv_simulated(n, c, hw, o, k, stride, pad, dtype, epilogue):
     s, args = tensorcore_conv2d(n, c, (hw, hw), o, k, stride, pad, dtype, bias="bias" in epilogue,
                                 relu="relu" in epilogue, residual="residual" in epilogue)
     _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue)
+
+
+@pytest.mark.cuda_sim
+def test_conv_simulated_one_partial_block():
+    """Batch 1, 7 x 7 with the H100's shared memory, where 64 x 128 blocks would fit the padded GEMM (64 rows):
+    rows blocks no taller than the 49 pixels (a 32-row block, then a tail block storing 17 rows), since one
+    block clipped to 49 rows left its threads' loops tails that tensorize refused; 24 pixels are refused."""
+    info = {"arch": "sm_80", "shared_limit": 163 * 1024}
+    s, args = tensorcore_conv2d(1, 32, (7, 7), 128, 1, info=info, residual=True)
+    assert "< 49" in str(te.lower(s, args))
+    _check(s, args, 1, 32, 7, 128, 1, 1, 0, "float16", "residual")
+    assert "24 pixels" in conv_refusal("float16", 1, 64, 24, 64, 576, info)
 
 
 def _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda -arch=sm_80", run=cuda_sim.run,
@@ -95,7 +109,7 @@ def test_config_space():
     assert set(space.space_map) >= {"block_m", "block_n", "warp_m", "warp_n", "chunk", "stages", "swizzle"}
     for cfg in (space.get(0), FallbackConfig()):
         _check(tmpl.schedule(cfg, args), args, *case)
-    odd = conv2d_gemm_dag(1, 16, (7, 7), 32, 3, 1, 1)           # M = 49
+    odd = conv2d_gemm_dag(1, 16, (7, 7), 24, 3, 1, 1)           # O = 24
     assert "do not divide" in match_template(odd, ANCHOR, "cuda")[1]
 
 
@@ -113,19 +127,24 @@ def test_conv_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue):
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_ptx_assembles(arch):
-    s, args = tensorcore_conv2d(2, 32, (8, 8), 64, 3, 1, 1, "float16", bias=True, relu=True)
+@pytest.mark.parametrize("arch,n,hw", [("sm_80", 2, 8), ("sm_90", 2, 8), ("sm_80", 1, 7)])
+def test_ptx_assembles(arch, n, hw):
+    s, args = tensorcore_conv2d(n, 32, (hw, hw), 64, 3, 1, 1, "float16", bias=True, relu=True)
     mod = codegen.build(s, args, target=f"cuda -arch={arch}")       # cubin: ptxas ran
     ptx = mod.get_source("ptx")
     assert "cp.async.cg.shared.global" in ptx and "mma.sync.aligned.m16n8k16" in ptx and ".trans" in ptx
 
 
-def test_isl_checks_accept_the_padded_gather():
-    """The A slices read the input under the padding select: isl proves every load in bounds."""
-    s, args = tensorcore_conv2d(2, 16, (8, 8), 32, 3, 2, 1, "float16", residual=True)
-    analysis = dict(te.lower(s, args, show_analysis=True).attrs)["analysis"]
+@pytest.mark.parametrize("n,hw", [(2, 8), (1, 14)])
+def test_isl_checks_accept_the_padded_gather(n, hw):
+    """The A slices read the input under the padding select: isl proves every load in bounds (batch 1, 14 x 14:
+    the GEMM's 49 rows padded to 64, the rows past them read nothing and store nothing)."""
+    s, args = tensorcore_conv2d(n, 16, (hw, hw), 32, 3, 2, 1, "float16", residual=True)
+    func = te.lower(s, args, show_analysis=True)
+    analysis = dict(func.attrs)["analysis"]
     assert "im2col.shared" in analysis
+    rows = n * (hw // 2) ** 2
+    assert (f"< {rows})" in str(func)) == (rows % 32 != 0)      # the gather's and the store's row guard
 
 
 def test_refusals_are_named():
@@ -133,8 +152,9 @@ def test_refusals_are_named():
     assert "3 input channels" in conv_refusal("float16", 1, 3, 32 * 112 * 112, 64, 147, info)   # ResNet's stem
     assert "float32" in conv_refusal("float32", 1, 64, 128, 64, 576, info)
     assert "2 groups" in conv_refusal("float16", 2, 64, 128, 64, 576, info)
-    assert "do not divide" in conv_refusal("float16", 1, 64, 14 * 14, 64, 576, info)            # M = 196
+    assert conv_refusal("float16", 1, 64, 14 * 14, 64, 576, info) is None                       # M = 196: 224 rows
+    assert "do not divide" in conv_refusal("float16", 1, 64, 14 * 14, 40, 576, info)            # O = 40
     assert "sm_80" in conv_refusal("float16", 1, 64, 128, 64, 576, {"arch": "sm_75"})
     assert conv_refusal("bfloat16", 1, 512, 32 * 49, 512, 4608, info) is None                    # 7 x 7 at batch 32
     with pytest.raises(ValueError, match="do not divide"):
-        tensorcore_conv2d(1, 16, (7, 7), 32, 3, 1, 1)
+        tensorcore_conv2d(1, 16, (7, 7), 24, 3, 1, 1)

@@ -64,6 +64,29 @@ def test_odd_channels_stay_nchw_with_a_warning():
     assert ops.count("nn.contrib_conv2d_gemm_without_weight_transform") == 1 and ops.count("nn.conv2d") == 2
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_resnet18_batch1_convs_take_tensor_cores(arch):
+    """ResNet-18's convolutions at batch 1 (56 x 56 down to 7 x 7: 49, 196, 784 pixels, which no block tile
+    divides) take tensor cores, their GEMM rows padded to whole tiles; only the 3-channel stem is refused."""
+    rng = np.random.default_rng(0)
+    x = Var("x", TensorType((1, 3, 224, 224), "float16"))
+
+    def conv(v, c, o, k, s):
+        w = (rng.standard_normal((o, c, k, k)) * 0.1).astype("float16")
+        return call("nn.conv2d", v, Const(w), strides=[s, s], padding=[k // 2] * 4)
+
+    y = call("nn.max_pool2d", conv(x, 3, 64, 7, 2), pool_size=[3, 3], strides=[2, 2], padding=[1] * 4)
+    convs = 0
+    for c, o, s in ((64, 64, 1), (64, 128, 2), (128, 256, 2), (256, 512, 2)):
+        y = call("nn.relu", call("add", conv(conv(y, c, o, 3, s), o, o, 3, 1), conv(y, c, o, 1, s)))
+        convs += 3
+    with pytest.warns(UserWarning, match="stays on CUDA cores") as rec:
+        ops = _ops(graph.optimize(graph.Graph((x,), (y,)), {}, fuse=False, target=f"cuda -arch={arch}"))
+    assert [str(r.message) for r in rec if "CUDA cores" in str(r.message)] == [
+        next(str(r.message) for r in rec if "3 input channels" in str(r.message))]
+    assert ops.count("nn.contrib_conv2d_gemm_without_weight_transform") == convs
+
+
 @pytest.mark.nvcc
 @pytest.mark.cuda_sim
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

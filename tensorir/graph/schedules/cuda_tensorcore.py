@@ -22,6 +22,7 @@ import functools
 import math
 
 from ...schedule import Schedule, Stage
+from ...topi.nn.conv2d_gemm import gemm_rows
 from ...topi.cuda.tensor_intrin import intrin_ldmatrix, intrin_mma, intrin_mma_store, mma_shape
 from .helpers import bind, cooperative_fetch, kernel_stages
 
@@ -313,8 +314,8 @@ def kernel_gemm(kt, anchor: Stage, out: Stage):
     a, b, b_trans, dtype = got
     shape = [int(d) for d in out.op.output(0).shape]
     gemm = [int(d) for d in anchor.op.output(0).shape]
-    rows = len(gemm) == 2 and len(shape) > 2 and shape[-1] == gemm[1] and math.prod(shape[:-1]) == gemm[0]
-    if len(shape) < 2 or gemm != shape and not rows:    # rows: a convolution's pixels, its GEMM's rows
+    rows = len(gemm) == 2 and len(shape) > 2 and shape[-1] == gemm[1] and gemm_rows(math.prod(shape[:-1])) == gemm[0]
+    if len(shape) < 2 or gemm != shape and not rows:    # rows: a convolution's pixels, its GEMM's (padded) rows
         return "the epilogue changes the GEMM's shape"
     return a, b, b_trans, dtype, math.prod(gemm[:-2]), gemm[-2], gemm[-1], int(anchor.op.reduce_axis[0].dom.extent)
 

@@ -10,7 +10,9 @@ A slices' ``cp.async`` fetch, whose padding select becomes a zero-filling copy (
 one pixel, hence ``C % 8 == 0``), B (the weights, stored [K, N]) goes through ``ldmatrix.trans``, the
 output pixels are the GEMM's rows and the epilogue (bias, relu, residual add, the cast) reads the shared
 float32 tile of the accumulators.  Tiles must divide the GEMM (:data:`CONV_PREFERRED`: 32-row blocks serve
-7 x 7 maps at batch 32, ``M = 32 * 49``), so edge tiles never exist.  The config space
+7 x 7 maps at batch 32, ``M = 32 * 49``), so edge tiles never exist: the op pads its rows to a multiple of 32
+(``topi.nn.conv2d_gemm.gemm_rows``; 7 x 7 at batch 1: 49 -> 64), the gather zero-fills the rows past the
+pixels and the epilogue's tail guard never stores them.  The config space
 (:data:`SPACE_KNOBS`) is tuned as ``conv2d_gemm_tensorcore_cuda``.  On sm_90 :func:`conv_knobs` gives the
 gathering wgmma main loop where it fits (:func:`.cuda_wgmma.schedule_wgmma_conv`; the config space stays
 ``mma.sync``).
@@ -18,6 +20,7 @@ gathering wgmma main loop where it fits (:func:`.cuda_wgmma.schedule_wgmma_conv`
 from __future__ import annotations
 
 from ...schedule import Schedule, Stage
+from ...topi.nn.conv2d_gemm import gemm_rows
 from ..ir import GraphError
 from ..lower_te import KernelTE
 from . import cuda_tensorcore
@@ -41,19 +44,28 @@ SPACE_KNOBS = dict(cuda_tensorcore.SPACE_KNOBS, block_m=[32, 64, 128, 256], bloc
 SMALLEST = dict(cuda_tensorcore.DEFAULT_KNOBS, block_m=32, block_n=32, warp_m=32, warp_n=32, chunk=16)
 
 
-def conv_knobs(m: int, n: int, k: int, dtype: str, info: dict, a=None):
-    """The tensor-core knobs of a convolution's GEMM (``m`` pixels, ``n`` output channels, ``k`` taps; ``a`` its
-    ``im2col``) on the target ``info``, or why it has none: on sm_90 the gathering wgmma main loop where it fits
-    (:func:`.cuda_wgmma.wgmma_conv_knobs` says why not), else ``mma.sync``."""
+def conv_knobs(m: int, n: int, k: int, dtype: str, info: dict, a=None, pixels: int | None = None):
+    """The tensor-core knobs of a convolution's GEMM (``m`` rows: the ``pixels``, default ``a``'s or ``m``, padded
+    by ``gemm_rows``; ``n`` output channels, ``k`` taps; ``a`` its ``im2col``) on the target ``info``, or why it
+    has none: on sm_90 the gathering wgmma main loop where it fits (:func:`.cuda_wgmma.wgmma_conv_knobs` says why
+    not), else ``mma.sync``; padded rows take row blocks no taller than the pixels (a whole block first: a
+    single block clipped to the pixels would leave its threads' loops tails)."""
     why = cuda_tensorcore.arch_refusal(info)
     if why is not None:
         return why
+    if pixels is None:
+        pixels = a.op.attrs["conv"].get("pixels", m) if a is not None and "conv" in a.op.attrs else m
+    preferred = CONV_PREFERRED
+    if pixels != m:
+        preferred = tuple((size, kn) for size, kn in CONV_PREFERRED
+                          if dict(cuda_tensorcore.DEFAULT_KNOBS, **kn)["block_m"] <= pixels)
+        if not preferred:
+            return f"{pixels} pixels (fewer than the smallest block tile's 32 rows)"
     if a is not None and is_sm90(info.get("arch") or ""):
         wg = wgmma_conv_knobs(a, m, n, k, dtype, info.get("shared_limit", 48 * 1024))
         if isinstance(wg, dict):
             return dict(wg, wgmma=1)
-    return cuda_tensorcore.preferred_knobs(1, m, n, k, dtype, True, info.get("shared_limit", 48 * 1024),
-                                           CONV_PREFERRED)
+    return cuda_tensorcore.preferred_knobs(1, m, n, k, dtype, True, info.get("shared_limit", 48 * 1024), preferred)
 
 
 def conv_refusal(dtype: str, groups: int, channels: int, m: int, n: int, k: int, info: dict) -> str | None:
@@ -64,7 +76,7 @@ def conv_refusal(dtype: str, groups: int, channels: int, m: int, n: int, k: int,
         return f"{groups} groups"
     if channels % 8:
         return f"{channels} input channels (the im2col gather copies 8 channels of a pixel at a time: C % 8 == 0)"
-    knobs = conv_knobs(m, n, k, dtype, info)
+    knobs = conv_knobs(gemm_rows(m), n, k, dtype, info, pixels=m)   # the op pads its pixels to whole 32-row tiles
     return knobs if isinstance(knobs, str) else None
 
 

@@ -145,6 +145,9 @@ def wgmma_conv_knobs(a, m: int, n: int, k: int, dtype: str, shared_limit: int) -
     geo = conv_geometry(a)
     if isinstance(geo, str):
         return geo
+    pixels = a.op.attrs["conv"].get("pixels", m)
+    if pixels != m:
+        return f"the GEMM's rows are padded ({pixels} pixels to {m}; the gathering loop does not zero-fill them)"
     if m * k >= 2 ** 31:
         return f"the im2col matrix ({m} x {k}) has 2^31 elements or more (the loop takes its row offset as int)"
     why = None

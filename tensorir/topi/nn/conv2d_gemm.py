@@ -6,7 +6,8 @@ channels, what the layout pass propagates); the kernel is the ``[KH * KW * C, O]
 filter.  Three stages:
 
 - ``im2col[m, k]`` (``m = (n * OH + y) * OW + x``, ``k = (ry * KW + rx) * C + c``): the input pixel the
-  tap reads, zero in the padding (a ``Select``, never materialized: the GEMM's operand fetch inlines it);
+  tap reads, zero in the padding and in the rows past ``N * OH * OW`` (the GEMM's rows are rounded up to
+  :data:`ROW_ALIGN`, :func:`gemm_rows`, so that 32-row tiles divide a 7 x 7 or 14 x 14 map at batch 1) (a ``Select``, never materialized: the GEMM's operand fetch inlines it);
   its attribute ``conv`` the geometry (H, W, C, OH, OW, KH, KW, strides, leading pads, dilations) for a
   main loop that gathers it itself (the sm_90a one);
 - ``conv2d_gemm[m, o] = sum_k f32(im2col[m, k]) * f32(kernel[k, o])`` (float32 accumulation);
@@ -19,6 +20,15 @@ from ...reduce import sum as rsum
 from ...tensor import Tensor, compute, reduce_axis
 from .conv2d import conv_geometry
 from .utils import check_nd, scaled
+
+#: the GEMM's rows (output pixels) are padded to a multiple of this (the smallest tensor-core block tile)
+ROW_ALIGN = 32
+
+
+def gemm_rows(pixels: int) -> int:
+    """The rows of the GEMM of a convolution with ``pixels`` output pixels (``N * OH * OW``): rounded up to
+    :data:`ROW_ALIGN`; the rows past ``pixels`` are computed from zeros and never stored."""
+    return -(-pixels // ROW_ALIGN) * ROW_ALIGN
 
 
 def conv2d_gemm_nhwc(data: Tensor, kernel: Tensor, kernel_size, stride, padding, dilation,
@@ -45,21 +55,29 @@ def conv2d_gemm_nhwc(data: Tensor, kernel: Tensor, kernel_size, stride, padding,
     def pixel(b, y, x, ch):
         return data[b, 0, y, x, ch] if blocked else data[b, y, x, ch]
 
+    pixels = n * oh * ow
+    rows = gemm_rows(pixels)
+
     def tap(m, k):
         b, y, x = m // (oh * ow), m // ow % oh, m % ow
         iy = scaled(y, sh) + scaled(k // (kw * c), dh) - pt
         ix = scaled(x, sw) + scaled(k // c % kw, dw) - pl
         value = pixel(b, iy, ix, k % c)
-        if not any((pt, pl, pb, pr)):
+        inside = [(iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)] if any((pt, pl, pb, pr)) else []
+        if rows != pixels:
+            inside.insert(0, m < pixels)
+        if not inside:
             return value
-        inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
-        return Select(data.dtype, inside, value, const(0, data.dtype))
+        cond = inside[0]
+        for more in inside[1:]:
+            cond = cond & more
+        return Select(data.dtype, cond, value, const(0, data.dtype))
 
     geometry = {"h": h, "w": w, "c": c, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sh": int(sh), "sw": int(sw),
-                "pt": int(pt), "pl": int(pl), "dh": int(dh), "dw": int(dw)}
-    col = compute((n * oh * ow, kk), tap, name="im2col", tag="injective,im2col", attrs={"conv": geometry})
+                "pt": int(pt), "pl": int(pl), "dh": int(dh), "dw": int(dw), "pixels": pixels}
+    col = compute((rows, kk), tap, name="im2col", tag="injective,im2col", attrs={"conv": geometry})
     r = reduce_axis((0, kk), name="k")
-    gemm = compute((n * oh * ow, o), lambda m, j: rsum(col[m, r].astype(out_dtype) * kernel[r, j].astype(out_dtype),
+    gemm = compute((rows, o), lambda m, j: rsum(col[m, r].astype(out_dtype) * kernel[r, j].astype(out_dtype),
                                                        axis=r), name="conv2d_gemm", tag="conv2d_gemm")
     if blocked:
         return compute((n, 1, oh, ow, o), lambda b, _, y, x, j: gemm[(b * oh + y) * ow + x, j], name="conv2d_nhwc",
@@ -76,4 +94,4 @@ def gemm_kernel_numpy(w, layout: str = "OIHW"):
     return w.transpose(2, 3, 1, 0).reshape(kh * kw * c, o).copy()
 
 
-__all__ = ["conv2d_gemm_nhwc", "gemm_kernel_numpy"]
+__all__ = ["ROW_ALIGN", "conv2d_gemm_nhwc", "gemm_kernel_numpy", "gemm_rows"]
