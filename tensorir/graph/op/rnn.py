@@ -21,8 +21,10 @@ def _infer(xp: TensorType, rt: TensorType, init: TensorType, *extra: TensorType,
     if cell not in CELLS:
         raise ValueError(f"unknown cell {cell!r}")
     ngates, nstates = CELLS[cell]
-    if not xp.dtype.startswith("float") or rt.dtype != xp.dtype or init.dtype != xp.dtype:
-        raise ValueError(f"xp, rt and init must be one float type, got {xp.dtype}, {rt.dtype}, {init.dtype}")
+    if not xp.dtype.startswith("float") or init.dtype != xp.dtype or \
+            rt.dtype != xp.dtype and not (quantized and rt.dtype == "int16"):
+        raise ValueError(f"xp, rt and init must be one float type (rt int16 when quantized), got {xp.dtype}, "
+                         f"{rt.dtype}, {init.dtype}")
     T, B, GH = xp.shape
     H = rt.shape[1] if rt.ndim == 3 else rt.shape[0]
     rshape = (GH // rt.shape[2], H, rt.shape[2]) if rt.ndim == 3 else (H, GH)

@@ -11,7 +11,7 @@ time order (zero past a sequence's length), then the final ``h`` (and ``c``).
 """
 from __future__ import annotations
 
-from ...expr import Max, Min, Select, binary, const
+from ...expr import Cast, Max, Min, Select, binary, const
 from ...intrin import exp, if_then_else, log, round as te_round, sigmoid, tanh
 from ...reduce import max as te_max, min as te_min, sum as te_sum
 from ...scan import scan
@@ -114,8 +114,9 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
             x = _min(_max(x, const(-lim, dt)), const(lim, dt))
         return fns[k](x)
 
-    def r(kk, g):             # R^T[k, g], packed or not
-        return rt[g // blk, kk, g % blk] if packed else rt[kk, g]
+    def r(kk, g):             # R^T[k, g], packed or not (quantized: int16, R minus its zero point)
+        v = rt[g // blk, kk, g % blk] if packed else rt[kk, g]
+        return v if rt.dtype == dt else Cast(dt, v)
 
     def step_x(t, b):         # the time index row b reads at scan step t (1..T) (clamped once a row is done)
         if not reverse:

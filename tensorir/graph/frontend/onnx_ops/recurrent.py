@@ -185,8 +185,9 @@ def lstm(ctx, inputs, attrs):
 __all__ = ["recurrent"]
 
 
-def _centered(ctx, q, scale, zero_point, name: str):
-    """A quantized weight ``[num_dir, rows, 4 * hidden]`` minus its zero point (as floats), transposed to ONNX's
+def _centered(ctx, q, scale, zero_point, name: str, dtype: str | None = None):
+    """A quantized weight ``[num_dir, rows, 4 * hidden]`` minus its zero point (as ``dtype``, default the scale's
+    float type; ``int16`` holds every 8-bit value minus any 8-bit zero point), transposed to ONNX's
     ``[num_dir, 4 * hidden, rows]``, and its scale per direction and column ``[num_dir, 4 * hidden]``."""
     if q is None or scale is None:
         raise ctx.error(f"{name} and its scale are required")
@@ -196,11 +197,12 @@ def _centered(ctx, q, scale, zero_point, name: str):
     if tuple(scale.type.shape) not in ((nd,), (nd, cols)):
         raise ctx.error(f"{name}_scale has shape {list(scale.type.shape)}, expected [{nd}] or [{nd}, {cols}]")
     per = [nd, 1, cols if scale.type.ndim == 2 else 1]
-    x = ctx.call("cast", q, dtype=scale.type.dtype)
+    dtype = dtype or scale.type.dtype
+    x = ctx.call("cast", q, dtype=dtype)
     if zero_point is not None:
         if tuple(zero_point.type.shape) != tuple(scale.type.shape):
             raise ctx.error(f"{name}_zero_point has shape {list(zero_point.type.shape)}, not its scale's")
-        zp = ctx.call("cast", zero_point, dtype=scale.type.dtype)
+        zp = ctx.call("cast", zero_point, dtype=dtype)
         x = ctx.call("subtract", x, ctx.call("reshape", zp, newshape=per))
     cols_scale = ctx.call("broadcast_to", ctx.call("reshape", scale, newshape=[nd, per[2]]), shape=[nd, cols])
     return ctx.call("transpose", x, axes=[0, 2, 1]), cols_scale
@@ -214,6 +216,6 @@ def dynamic_quantize_lstm(ctx, inputs, attrs):
     recurrent product; the integer products are exact in float32 (docs/onnx.md)."""
     x, w, r, b, lens, h0, c0, p, ws, wzp, rs, rzp = (list(inputs) + [None] * 12)[:12]
     w, w_scale = _centered(ctx, w, ws, wzp, "W")
-    r, r_scale = _centered(ctx, r, rs, rzp, "R")
+    r, r_scale = _centered(ctx, r, rs, rzp, "R", "int16")   # the scan reads R^T every step: 2 bytes, not 4
     return recurrent(ctx, "LSTM", x, w, r, b, lens, [h0, c0], p, attrs, ["Sigmoid", "Tanh", "Tanh"],
                      scales=(w_scale, r_scale))
