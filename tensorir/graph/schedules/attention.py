@@ -8,7 +8,8 @@ rows live in a buffer of the block, never in the kernel's memory.
 - CUDA (CUDA cores): one thread block per (batch x heads, tile of up to :data:`CUDA_ROWS` query rows),
   one thread per query row, its scores, max, exponentials, sum and output row in its own registers /
   local memory.
-  More than :data:`CUDA_MAX_KEYS` keys (:func:`refuse`) keep batch_matmul, softmax, batch_matmul.
+  It takes at most :data:`CUDA_MAX_KEYS` keys, and :func:`refuse` keeps every attention of a CUDA model as
+  batch_matmul, softmax, batch_matmul for now (slower than those on an H100: see :func:`refuse`).
 """
 from __future__ import annotations
 

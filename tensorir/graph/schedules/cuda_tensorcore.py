@@ -169,7 +169,8 @@ def bind_blocks(out: Stage, bm: int, bn: int, group: int, gemm_axes: int | None 
     axes = list(out.op.axis)
     if gemm_axes is not None and len(axes) > gemm_axes:   # conv2d_gemm: output pixels are the GEMM's rows
         axes = [out.fuse(*axes[:-1]), axes[-1]]
-    rows = _extent_product(out.op.axis[:-1]) if len(axes) < len(out.op.axis) else int(axes[-2].dom.extent)
+    rows = math.prod(int(ax.dom.extent) for ax in out.op.axis[:-1]) if len(axes) < len(out.op.axis) \
+        else int(axes[-2].dom.extent)
     bi, ii = out.split(axes[-2], factor=bm)
     bj, jj = out.split(axes[-1], factor=bn)
     out.reorder(*axes[:-2], bi, bj, ii, jj)
@@ -184,13 +185,6 @@ def bind_blocks(out: Stage, bm: int, bn: int, group: int, gemm_axes: int | None 
         bind(out, bi, "blockIdx.y")
         bind(out, bj, "blockIdx.x")
     return bj, ii, jj
-
-
-def _extent_product(axes) -> int:
-    n = 1
-    for ax in axes:
-        n *= int(ax.dom.extent)
-    return n
 
 
 def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
@@ -343,7 +337,7 @@ def default_knobs(kt, anchor: Stage, out: Stage, info: dict, preferred=PREFERRED
     if dtype == "float32" and not info.get("allow_tf32"):
         return "float32 GEMMs use tensor cores (TF32) only with the target option -allow_tf32"
     from .cuda_wgmma import is_sm90, preferred_wgmma, store_intrin
-    if preferred is PREFERRED and is_sm90(info.get("arch") or ""):   # GEMMs (convs gather A: mma.sync)
+    if is_sm90(info.get("arch") or ""):
         knobs = preferred_wgmma(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024))
         if isinstance(knobs, dict) and (anchor is out or not isinstance(
                 store_intrin(out.schedule, out, anchor.op.output(0)), str)):
