@@ -127,7 +127,8 @@ class TaskScheduler:
     def tune(self, n_trials: int, measure_option=None, log: str | None = None, max_seconds: float | None = None,
              storage=None, num_measures_per_round: int = 8, progress: bool = True, history=None):
         """Tune until the log holds ``n_trials`` trials of these tasks (a rerun resumes), ``max_seconds``
-        pass, or every task stopped.  ``measure_option``: ``autotune.measure_option(builder, runner)``
+        of tuning are spent over every run of this log (its progress file keeps the time), or every task
+        stopped.  ``measure_option``: ``autotune.measure_option(builder, runner)``
         (default: local).  ``storage``: passed to each task's search (several processes).  ``n_trials``
         may be TVM's ``auto_scheduler.TuningOptions`` (trials, builder, runner, ``RecordToFile`` log);
         ``log`` defaults to the constructor's ``load_log_file``.  ``history``: logs (of other models or
@@ -174,8 +175,8 @@ class TaskScheduler:
         turn = 0
         try:
             while self.total_trials < n_trials:
-                if max_seconds is not None and time.perf_counter() - start >= max_seconds:
-                    break
+                if max_seconds is not None and offset + time.perf_counter() - start >= max_seconds:
+                    break           # the budget counts the tuning time of earlier runs of this log
                 alive = [i for i, s in enumerate(self.states) if not s.stopped]
                 if not alive and not self._revive_converged():
                     break

@@ -226,7 +226,9 @@ def add_tune_model(sub) -> None:
     add_model_args(tune)
     tune.add_argument("--trials", type=positive_int, required=True, help="trials in the log when done, over all tasks")
     tune.add_argument("--log", required=True, help="JSON-lines log (appended; a rerun resumes it)")
-    tune.add_argument("--time-budget", default=None, metavar="T", help="stop after T (3600, 90m, 1h); a rerun resumes")
+    tune.add_argument("--time-budget", default=None, metavar="T",
+                      help="stop when T (3600, 90m, 1h) of tuning is spent, counting every run of this log; "
+                           "a rerun resumes until then")
     tune.add_argument("--storage", default=None, help="optuna storage URL shared by several tuning processes")
     tune.add_argument("--strategy", default="gradient", choices=["gradient", "round-robin"])
     tune.add_argument("--history", action="append", default=[], metavar="LOG",
