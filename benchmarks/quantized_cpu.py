@@ -17,8 +17,9 @@
 Each is compiled with default schedules (the instruction set the host's features pick: AMX tiles (``tdpbusd``)
 for the dense where the CPU has AMX-INT8, ``vpdpbusd`` with AVX512-VNNI or AVX-VNNI), checked against onnxruntime (outputs in LSBs of their quantization, or
 relative error for float outputs), then both are timed with the same thread count, alternating blocks of
-calls (``real_models._time``); medians and their ratio are printed.  ``--log``: ResNet-18 also built under
-a tuning log (``tiletune tune-model``), timed beside onnxruntime in its own alternating blocks.  The machine
+calls (``real_models._time``); medians and their ratio are printed.  ``--log``: ResNet-18 and the BERT layer
+also built under a tuning log (``tiletune tune-model`` of either; records of other kernels are not used; join
+two logs with ``tiletune logs merge``), timed beside onnxruntime in their own alternating blocks.  The machine
 may be shared: the ratio of medians of alternating blocks is the number to read, not the milliseconds.
 
 ``--without-amx`` (on an AMX host) also times each case built without the AMX features (the VNNI entries).
@@ -198,7 +199,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="gemm,convs,resnet18,bf16", help="comma-separated: gemm, convs, resnet18, bf16")
     ap.add_argument("--bert", action="store_true", help="also a BERT-base layer quantized by quantize_dynamic "
                     "(where --only names an int8 case) and, with bf16, in bf16")
-    ap.add_argument("--log", default=None, help="a tuning log (tiletune tune-model): ResNet-18 also built under it")
+    ap.add_argument("--log", default=None,
+                    help="a tuning log (tiletune tune-model): ResNet-18 and the BERT layer also built under it")
     ap.add_argument("--target", default=None,
                     help='tiletune\'s target (default the host), e.g. "llvm -mcpu=znver4 -mattr=-avx512vnni"')
     ap.add_argument("--without-amx", action="store_true",
@@ -229,7 +231,7 @@ def main(argv=None) -> int:
     if "resnet18" in only:
         run("resnet18 QDQ (quantize_static)", resnet18_qdq(), args.log)
     if args.bert and only & {"gemm", "convs", "resnet18"}:      # (--only bf16 --bert: the bf16 layer alone)
-        run("bert layer (quantize_dynamic)", bert_dynamic())
+        run("bert layer (quantize_dynamic)", bert_dynamic(), args.log)
     run16 = lambda name, made, **kw: bench_bf16(name, *made, args.threads, args.blocks, args.budget, args.target,
                                                 no_amx=no_amx if args.without_amx else None, **kw)
     if "bf16" in only:
