@@ -11,7 +11,8 @@ import json
 
 from .transform_step import (AnnotationStep, BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
                              ComputeInlineStep, ComputeRootStep, FuseStep, LayoutStep, PragmaStep, ReorderStep,
-                             RfactorStep, SplitStep, Step, steps_from_json, steps_to_json)
+                             RfactorStep, SplitStep, Step, TensorizeStep, steps_from_json,
+                             steps_to_json)
 
 
 class State:
@@ -99,6 +100,10 @@ class State:
     def transform_layout(self, stage_id: int, layout) -> list:
         """Store the stage in a tiled layout (``LayoutStep``'s triples); returns its new axes."""
         return self.apply(LayoutStep(stage_id, tuple(int(x) for x in layout)))
+
+    def tensorize(self, stage_id: int, iv, intrin: str) -> None:
+        """Tensorize loop ``iv`` and those inside it with the intrinsic registered as ``intrin`` (``tensorize.py``)."""
+        self.apply(TensorizeStep(stage_id, self._i(stage_id, iv), str(intrin)))
 
     def _i(self, stage_id: int, iv) -> int:
         return iv if isinstance(iv, int) else self.iter_id(stage_id, iv)

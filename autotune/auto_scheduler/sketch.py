@@ -68,14 +68,31 @@ def _pick(rng: random.Random, options: list[int], cap: int) -> int:
 class SketchSpace:
     """The sketches of a DAG and the operations of the search on their points."""
 
-    def __init__(self, dag):
+    def __init__(self, dag, target=None):
         self.dag = dag
         self.infos: list[StageInfo] = analyze(dag)
+        #: tiled stage -> the tensor intrinsic its tensorized sketches use (``tensorize.match`` on ``target``)
+        self.intrins = {}
+        if target is not None:
+            from .tensorize import match
+            self.intrins = {i.index: m for i in self.infos if i.kind == "tile" and
+                            (m := match(dag, self.infos, i, target)) is not None}
         tiles = [i.index for i in self.infos if i.kind == "tile" and i.host is None]
-        # per unfused tiled stage: tiled into a local cache (True) or directly (False); cache first
+        # per unfused tiled stage: tiled into a local cache (True) or directly (False), cache first; per
+        # tensorizable stage (key "TS<stage>"): its intrinsic's name or None, tensorized first
         self.cache_stages = tiles
-        self.sketches = [dict(zip(tiles, c)) for c in itertools.product((True, False), repeat=len(tiles))]
+        choices = [(k, (True, False)) for k in tiles] + [(f"TS{k}", (m.name, None)) for k, m in self.intrins.items()]
+        self.sketches = [dict(zip([k for k, _ in choices], c)) for c in itertools.product(*[o for _, o in choices])]
         self.sketches = self.sketches[:MAX_SKETCHES]
+
+    def block_extents(self, info: StageInfo) -> tuple[list, list]:
+        """The extents the tensorized holes (``X``) of ``info`` tile: its intrinsic's axes counted in blocks."""
+        m = self.intrins[info.index]
+        sp, rd = list(info.spatial), list(info.reduce)
+        for ext, t in ((sp, m.spatial), (rd, m.reduce)):
+            for d, x in enumerate(t):
+                ext[len(ext) - len(t) + d] //= x
+        return sp, rd
 
     # -- holes ---------------------------------------------------------------------------------------------
     def sample(self, rng: random.Random) -> Point:
@@ -96,11 +113,27 @@ class SketchSpace:
                 p.holes[f"T{k}.p"] = rng.randint(1, len(info.spatial))
                 if info.packs:
                     p.holes[f"P{k}"] = rng.randint(0, 1)
+                if k in self.intrins:
+                    self._sample_blocks(info, p, rng)
             elif info.kind == "rfactor":
                 p.holes[f"F{k}"] = _pick(rng, [d for d in divisors(info.reduce[-1]) if d >= 4] or [1], 128)
             elif info.kind == "simple" and info.guest is None:
                 self._sample_simple(info, p, rng)
         return p
+
+    def _sample_blocks(self, info: StageInfo, p: Point, rng: random.Random) -> None:
+        """The holes ``X`` of a tensorized stage: tiles in intrinsic blocks on its axes (``block_extents``), at
+        most 4 x 8 blocks (register accumulators) in the innermost level."""
+        k = info.index
+        sp, rd = self.block_extents(info)
+        for a, e in enumerate(sp):
+            l3 = _pick(rng, divisors(e), 4 if a == len(sp) - 1 else 8)
+            l2 = _pick(rng, divisors(e // l3), 4)
+            p.holes[f"X{k}.s{a}"] = [_pick(rng, divisors(e // l3 // l2), 32), l2, l3]
+        for a, e in enumerate(rd):
+            p.holes[f"X{k}.r{a}"] = [_pick(rng, divisors(e), 16)]
+        p.holes[f"X{k}.u"] = rng.choice(UNROLL_STEPS)
+        p.holes[f"X{k}.p"] = rng.randint(1, len(sp))
 
     def _sample_simple(self, info: StageInfo, p: Point, rng: random.Random) -> None:
         k = info.index
@@ -125,6 +158,9 @@ class SketchSpace:
                 (_register_block if info.packs else _cache_tile)(info, p)
                 p.holes[f"T{k}.p"] = _parallel_depth(info.spatial, [e // math.prod(p.holes[f"T{k}.s{a}"])
                                                                     for a, e in enumerate(info.spatial)])
+                if k in self.intrins:
+                    sp, rd = self.block_extents(info)
+                    _dot_block(k, sp, rd, p)
             elif info.kind == "rfactor":
                 p.holes[f"F{k}"] = _best(info.reduce[-1], (16, 8, 4, 2))
             elif info.kind == "simple" and info.guest is None:
@@ -144,8 +180,9 @@ class SketchSpace:
             return q
         key = rng.choice(sorted(q.holes))
         info = self.infos[int(key[1:].split(".")[0])]
-        if key.startswith("T") and (".s" in key or ".r" in key):
-            extent = (info.spatial if ".s" in key else info.reduce)[int(key.split(".")[1][1:])]
+        if key[0] in "TX" and (".s" in key or ".r" in key):
+            sp, rd = self.block_extents(info) if key[0] == "X" else (info.spatial, info.reduce)
+            extent = (sp if ".s" in key else rd)[int(key.split(".")[1][1:])]
             q.holes[key] = _move_factor(extent, q.holes[key], rng)
         else:
             fresh = self.sample(rng).holes
@@ -177,7 +214,7 @@ def make_space(dag, target: str = "llvm") -> SketchSpace:
     if str(target).split()[:1] == ["cuda"]:
         from .sketch_rules_gpu import GPUSketchSpace
         return GPUSketchSpace(dag)
-    return SketchSpace(dag)
+    return SketchSpace(dag, target)
 
 
 def _register_block(info: StageInfo, p: Point) -> None:
@@ -200,6 +237,28 @@ def _register_block(info: StageInfo, p: Point) -> None:
         p.holes[f"T{k}.r{a}"] = [_best(e, (4, 2, 3)) if a == len(info.reduce) - 1 else 1]
     p.holes[f"T{k}.u"] = 64
     p.holes[f"P{k}"] = int(math.prod(info.reduce) >= PACK_MIN_REDUCE)
+
+
+def _dot_block(k: int, sp: list, rd: list, p: Point) -> None:
+    """A tensorized stage (extents in intrinsic blocks): a register block of up to 8 rows (the axis before the
+    intrinsic's columns) x 2 column blocks, accumulated over the whole reduction 4 blocks a step (on its last
+    reduce axis of more than one block); row tiles of up
+    to 16 blocks (``gemm_packed_cpu``'s shape in ``vpdpbusd`` blocks)."""
+    n = len(sp)
+    for a, e in enumerate(sp):
+        if a == n - 1 or a < n - 3:
+            p.holes[f"X{k}.s{a}"] = [1, 1, 1]
+        elif a == n - 2:
+            p.holes[f"X{k}.s{a}"] = [1, 1, _best(e, (2,))]
+        else:
+            l3 = _best(e, (8, 4, 6, 2, 3))
+            rest = e // l3
+            p.holes[f"X{k}.s{a}"] = [_best(rest, [x for x in (16, 8, 4, 2) if rest // x >= 2]), 1, l3]
+    steps = max((a for a, e in enumerate(rd) if e > 1), default=-1)      # the reduce axis unrolled in the block
+    for a, e in enumerate(rd):
+        p.holes[f"X{k}.r{a}"] = [_best(e, (4, 2)) if a == steps else 1]
+    p.holes[f"X{k}.u"] = 64
+    p.holes[f"X{k}.p"] = _parallel_depth(sp, [e // math.prod(p.holes[f"X{k}.s{a}"]) for a, e in enumerate(sp)])
 
 
 def _cache_tile(info: StageInfo, p: Point) -> None:

@@ -11,6 +11,7 @@ import math
 from .analysis import RFACTOR_MAX_SPATIAL
 from .sketch import VECTOR_LANES
 from .loop_state import State
+from .tensorize import INTRINS
 
 
 def build_state(policy, p) -> State:
@@ -23,17 +24,19 @@ def build_state(policy, p) -> State:
             state.compute_inline(state.stage_id(info.op))
     for info in reversed(infos):
         k = info.index
-        if info.kind == "tile" and h.get(f"P{k}", 0):
+        intrin = INTRINS[sketch[f"TS{k}"]] if sketch.get(f"TS{k}") else None
+        if info.kind == "tile" and h.get(f"P{k}", 0) and intrin is None:
             _pack(state, info, h, infos)
         if info.kind == "tile" and info.host is None:
             if sketch.get(k, False):
                 cid = state.cache_write(state.stage_id(info.op), "local")
-                _tile_pair(state, state.stage_id(info.op), cid, info, h)
+                _tile_pair(state, state.stage_id(info.op), cid, info, h, intrin)
             else:
-                _tile(state, state.stage_id(info.op), info, h)
+                _tile(state, state.stage_id(info.op), info, h, intrin)
         elif info.kind == "simple" and info.guest is not None:
             guest = infos[info.guest]
-            _tile_pair(state, state.stage_id(info.op), state.stage_id(guest.op), guest, h)
+            g_intrin = INTRINS[sketch[f"TS{guest.index}"]] if sketch.get(f"TS{guest.index}") else None
+            _tile_pair(state, state.stage_id(info.op), state.stage_id(guest.op), guest, h, g_intrin)
         elif info.kind == "simple":
             _simple(state, info, h, infos)
         elif info.kind == "rfactor":
@@ -41,9 +44,17 @@ def build_state(policy, p) -> State:
     return state
 
 
-def _tiles(info, h) -> tuple[list, list]:
-    k = info.index
-    return ([h[f"T{k}.s{a}"] for a in range(len(info.spatial))], [h[f"T{k}.r{a}"] for a in range(len(info.reduce))])
+def _tiles(info, h, intrin=None) -> tuple[list, list]:
+    """The split lengths of each spatial and reduce axis (holes ``T``); tensorized (holes ``X``, in the
+    intrinsic's blocks), the intrinsic's own extent appended to its axes' (its block, the innermost loop)."""
+    k, pre = info.index, "X" if intrin else "T"
+    spatial = [list(h[f"{pre}{k}.s{a}"]) for a in range(len(info.spatial))]
+    reduce = [list(h[f"{pre}{k}.r{a}"]) for a in range(len(info.reduce))]
+    if intrin is not None:
+        for lengths, t in ((spatial, intrin.spatial), (reduce, intrin.reduce)):
+            for d, x in enumerate(t):
+                lengths[len(lengths) - len(t) + d].append(x)
+    return spatial, reduce
 
 
 def _pack(state: State, info, h, infos) -> None:
@@ -61,14 +72,14 @@ def _pack(state: State, info, h, infos) -> None:
         _parallel(state, cid, axes[:len(outer)])
 
 
-def _annotate_inner(state: State, sid: int, inner: list, extents: dict, max_step: int) -> None:
-    """Vectorize the innermost loop (if longer than 1), then unroll the loops just outside it while the
-    unrolled nest stays within ``max_step`` steps, a step being one vector register's worth of the
-    vector loop (a 56-lane loop is 4 steps of 16 lanes): unrolled code beyond that compiles slowly and
-    spills."""
+def _annotate_inner(state: State, sid: int, inner: list, extents: dict, max_step: int, vector: bool = True) -> None:
+    """Vectorize the innermost loop (if longer than 1 and ``vector``: not above a tensorized block), then
+    unroll the loops just outside it while the unrolled nest stays within ``max_step`` steps, a step
+    being one vector register's worth of the vector loop (a 56-lane loop is 4 steps of 16 lanes) or
+    one tensorized block: unrolled code beyond that compiles slowly and spills."""
     loops = list(inner)
     prod = 1
-    if loops and extents[loops[-1]] > 1:
+    if vector and loops and extents[loops[-1]] > 1:
         prod = -(-extents[loops[-1]] // VECTOR_LANES)
         state.vectorize(sid, loops.pop())
     for iv in reversed(loops):
@@ -85,12 +96,14 @@ def _parallel(state: State, sid: int, loops: list) -> None:
         state.parallel(sid, state.fuse(sid, loops))
 
 
-def _tile(state: State, sid: int, info, h) -> None:
-    """SSRSRS on a root stage: S0 S1 R0 S2 R1 S3; parallel fused S0, vectorized S3, unrolled inner."""
-    spatial, reduce = _tiles(info, h)
+def _tile(state: State, sid: int, info, h, intrin=None) -> None:
+    """SSRSRS on a root stage: S0 S1 R0 S2 R1 S3; parallel fused S0, vectorized S3, unrolled inner; tensorized
+    (``intrin``), S0 S1 R0 S2 R1 S3 St Rt with the intrinsic's block St Rt tensorized and S3 unrolled."""
+    spatial, reduce = _tiles(info, h, intrin)
+    pre = "X" if intrin else "T"
     leaves = state.leaves(sid)
     n = len(info.spatial)
-    S, R, ext = [[], [], [], []], [[], []], {}
+    S, R, ext = [[], [], [], [], []], [[], [], []], {}
     for a, iv in enumerate(leaves[:n]):
         parts = state.split(sid, iv, spatial[a])
         for lvl, (x, e) in enumerate(zip(parts, [info.spatial[a] // math.prod(spatial[a])] + spatial[a])):
@@ -101,47 +114,52 @@ def _tile(state: State, sid: int, info, h) -> None:
         for lvl, (x, e) in enumerate(zip(parts, [info.reduce[a] // math.prod(reduce[a])] + reduce[a])):
             R[lvl].append(x)
             ext[x] = e
-    order = S[0] + S[1] + R[0] + S[2] + R[1] + S[3]
+    order = S[0] + S[1] + R[0] + S[2] + R[1] + S[3] + S[4] + R[2]
     state.reorder(sid, order)
-    _annotate_inner(state, sid, S[2] + R[1] + S[3], ext, h[f"T{info.index}.u"])
-    _parallel(state, sid, S[0][:h[f"T{info.index}.p"]])
+    _annotate_inner(state, sid, S[2] + R[1] + S[3], ext, h[f"{pre}{info.index}.u"], vector=intrin is None)
+    if intrin is not None:
+        state.tensorize(sid, S[4][0], intrin.name)
+    _parallel(state, sid, S[0][:h[f"{pre}{info.index}.p"]])
 
 
-def _tile_pair(state: State, oid: int, tid: int, info, h) -> None:
-    """Tile ``info``'s stage ``tid`` (S2 R... S3 levels, R0 S2 R1 S3) computed at the S1 loops of the
-    elementwise stage ``oid`` (its consumer, or the stage copying its local cache), which is tiled
-    S0 S1 and then the rest, vectorized."""
-    spatial, reduce = _tiles(info, h)
+def _tile_pair(state: State, oid: int, tid: int, info, h, intrin=None) -> None:
+    """Tile ``info``'s stage ``tid`` (S2 R... S3 levels, R0 S2 R1 S3; tensorized, R0 S2 R1 S3 St Rt) computed at
+    the S1 loops of the elementwise stage ``oid`` (its consumer, or the stage copying its local cache), which is
+    tiled S0 S1 and then the rest, vectorized."""
+    spatial, reduce = _tiles(info, h, intrin)
+    pre = "X" if intrin else "T"
     n = len(info.spatial)
     O0, O1, Oin, ext = [], [], [], {}
     for a, iv in enumerate(state.leaves(oid)[:n]):
-        l1, l2, l3 = spatial[a]
-        parts = state.split(oid, iv, [l1, l2 * l3])
+        parts = state.split(oid, iv, [spatial[a][0], math.prod(spatial[a][1:])])
         O0.append(parts[0])
         O1.append(parts[1])
         Oin.append(parts[2])
     state.reorder(oid, O0 + O1 + Oin)
-    if spatial[-1][2] > 1 and spatial[-1][1] > 1:
-        Oin[-1:] = state.split(oid, Oin[-1], [spatial[-1][2]])
-    if spatial[-1][2] > 1:
+    vec = math.prod(spatial[-1][2:])
+    if vec > 1 and spatial[-1][1] > 1:
+        Oin[-1:] = state.split(oid, Oin[-1], [vec])
+    if vec > 1:
         state.vectorize(oid, Oin[-1])
-    _parallel(state, oid, O0[:h[f"T{info.index}.p"]])
+    _parallel(state, oid, O0[:h[f"{pre}{info.index}.p"]])
     O1 = [iv for iv in state.leaves(oid) if iv in O1]
     state.compute_at(tid, oid, O1[-1])
     leaves = state.leaves(tid)
-    S2, S3, R0, R1 = [], [], [], []
+    S2, S3, St, R0, R1, Rt = [], [], [], [], [], []
     for a, iv in enumerate(leaves[:n]):
-        x, y = state.split(tid, iv, [spatial[a][2]])
-        S2.append(x)
-        S3.append(y)
-        ext[x], ext[y] = spatial[a][1], spatial[a][2]
+        parts = state.split(tid, iv, spatial[a][2:])
+        for lvl, x, e in zip((S2, S3, St), parts, spatial[a][1:]):
+            lvl.append(x)
+            ext[x] = e
     for a, iv in enumerate(leaves[n:]):
-        x, y = state.split(tid, iv, reduce[a])
-        R0.append(x)
-        R1.append(y)
-        ext[x], ext[y] = info.reduce[a] // reduce[a][0], reduce[a][0]
-    state.reorder(tid, R0 + S2 + R1 + S3)
-    _annotate_inner(state, tid, S2 + R1 + S3, ext, h[f"T{info.index}.u"])
+        parts = state.split(tid, iv, reduce[a])
+        for lvl, x, e in zip((R0, R1, Rt), parts, [info.reduce[a] // math.prod(reduce[a])] + reduce[a]):
+            lvl.append(x)
+            ext[x] = e
+    state.reorder(tid, R0 + S2 + R1 + S3 + St + Rt)
+    _annotate_inner(state, tid, S2 + R1 + S3, ext, h[f"{pre}{info.index}.u"], vector=intrin is None)
+    if intrin is not None:
+        state.tensorize(tid, St[0], intrin.name)
 
 
 def _simple(state: State, info, h, infos) -> None:

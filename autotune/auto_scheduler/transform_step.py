@@ -23,6 +23,8 @@ CHW      ["CHW", s, scope]                          cache_write (a new stage bef
 RF       ["RF", s, i, factor_axis]                  rfactor over reduce loop i (a new stage before s)
 TL       ["TL", s, [d0, q0, m0, d1, q1, m1, ...]]   transform_layout: index k of the new layout is
                                                     (old index d_k // q_k) % m_k (m_k = 0: no modulo)
+TS       ["TS", s, i, "dot_16x4_u8s8s32_..."]       tensorize loop i and those inside it with the tensor
+                                                    intrinsic registered under that name (``tensorize.py``)
 =======  =========================================  ==============================================
 """
 from __future__ import annotations
@@ -251,6 +253,24 @@ class LayoutStep(Step):
         return st.transform_layout(mapping)
 
 
+@_register
+@dataclass(frozen=True)
+class TensorizeStep(Step):
+    """``tensorize`` loop ``iter_id`` (and the loops inside it) with the intrinsic registered as ``intrin``
+    (:mod:`.tensorize`); the loops inside must match the intrinsic's compute when the schedule is lowered."""
+    kind: ClassVar[str] = "TS"
+    iter_id: int
+    intrin: str
+
+    def apply(self, sch):
+        from .tensorize import get
+        st = stage_at(sch, self.stage_id)
+        if not isinstance(self.intrin, str):
+            raise ScheduleError(f"stage {st.op.name}: tensorize step: the intrinsic must be named by a string, got "
+                                f"{self.intrin!r}")
+        st.tensorize(iter_at(st, self.iter_id), get(self.intrin))
+
+
 def step_from_json(v) -> Step:
     """The step a JSON list describes; a malformed one raises ``ValueError`` naming it."""
     if not isinstance(v, list) or not v or v[0] not in STEP_KINDS:
@@ -284,4 +304,4 @@ def steps_to_json(steps) -> list:
 
 __all__ = ["Step", "SplitStep", "ReorderStep", "FuseStep", "AnnotationStep", "PragmaStep", "BindStep",
            "ComputeAtStep", "ComputeInlineStep", "ComputeRootStep", "CacheReadStep", "CacheWriteStep",
-           "RfactorStep", "LayoutStep", "step_from_json", "steps_from_json", "steps_to_json", "STEP_KINDS"]
+           "RfactorStep", "LayoutStep", "TensorizeStep", "step_from_json", "steps_from_json", "steps_to_json", "STEP_KINDS"]
