@@ -17,7 +17,10 @@ Ansor's per-store features do):
   reuse, lines; the traffic a cache of L1 / L2 size would let through, and the flops per byte of it.
 - ``rest.*``: the other stores summed (trip counts, bytes, traffic, vectorized / parallel shares).
 - ``g.*``: the whole function: flops, bytes, arithmetic intensity, allocations (local buffers in
-  vector registers: the accumulator pressure), loop and store counts.
+  vector registers: the accumulator pressure), loop and store counts; tensor instructions: the calls
+  executed (``tensor_ops``: dot intrinsics such as ``vpdpbusd`` in stores, ``mma.sync`` / ``wgmma`` / AMX
+  tile calls evaluated) and the share of the flops the dot intrinsics do (``main.tensor_ops`` the main
+  store's calls), so a tensorized candidate is not described as scalar code.
 - ``gpu.*``: the kernel of the main store, where loops are bound to GPU thread axes (Ansor's GPU
   features); all zeros for a CPU function.  Launch shape: grid (product of ``blockIdx`` extents),
   threads per block (``threadIdx``), their warp fill, virtual threads; memory per block: ``shared``
@@ -57,7 +60,7 @@ from tensorir.expr import (Add, Broadcast, Call, Cast, Div, FloorDiv, FloorMod, 
                            Ramp, Select, Sub, Var)
 from tensorir.lower.gpu import BLOCK_TAGS, THREAD_TAGS, insert_barriers, is_barrier
 from tensorir.schedule import ScheduleError
-from tensorir.topi.x86 import DOT_INT8, PLAIN
+from tensorir.topi.x86 import DOT_BF16, DOT_INT8, PLAIN, PLAIN_BF16
 from tensorir.stmt import PARALLEL, SERIAL, THREAD_BINDING, UNROLLED, VECTORIZED, LoweredFunc
 from tensorir.visitor import Visitor
 
@@ -85,7 +88,7 @@ _STORE = ["trips", "loops", "flops", "flop_per_iter", "int_ops", "divmod_ops", "
           "vec_width", "vec_pow2", "vec_partial", "vec_innermost", "unroll_prod", "unroll_loops",
           "unroll_body", "par_extent", "par_depth", "par_work", "par_balance", "serial_prod", "inner_extent",
           "inner_serial_extent", "reg_reuse", "local_dyn", "inner_autovec", "vec_ops", "fp_bytes", "fp_lines",
-          "traffic_l1", "traffic_l2", "ai_l1", "ai_l2", "ai_unique"]
+          "traffic_l1", "traffic_l2", "ai_l1", "ai_l2", "ai_unique", "tensor_ops"]
 _LEVEL = ["extent", "serial", "parallel", "vectorized", "unrolled", "fp_bytes", "fp_lines", "fits_l1",
           "fits_l2", "store_invariant"]
 _ACCESS = ["present", "local", "bytes", "unique", "reuse", "lines", "line_use", "stride_inner",
@@ -93,7 +96,7 @@ _ACCESS = ["present", "local", "bytes", "unique", "reuse", "lines", "line_use", 
 _REST = ["stores", "trips", "bytes", "traffic_l1", "traffic_l2", "vec_share", "par_share"]
 _GLOBAL = ["flops", "bytes", "arg_bytes", "ai", "traffic_l1", "traffic_l2", "stores", "loops", "allocs",
            "local_bytes", "local_regs", "local_fits", "global_alloc_bytes", "par_flop_share",
-           "vec_flop_share", "failed"]
+           "vec_flop_share", "tensor_ops", "tensor_flop_share", "failed"]
 _WARP_ACCESS = ["bytes", "coalesced", "broadcast", "strided", "stride_tx", "efficiency", "warp_bytes"]
 _SHARED_ACCESS = ["bytes", "conflict", "stride_mod32"]
 _GPU = (["kernels", "grid", "grid_dims", "threads", "threads_frac", "warp_multiple", "warp_fill", "tx",
@@ -201,8 +204,12 @@ _FLOAT_OPS = (Add, Sub, Mul, Div, Min, Max, Call, Select)
 _DOT_CALLS = (Call, CallExtern)
 
 
-#: operations per output lane of a call of a dot-product intrinsic (``vpdpbusd``: 4 multiplies, 4 adds)
-DOT_OPS = {d.llvm_name: 8 for d in (*DOT_INT8, PLAIN)}
+#: operations per output lane of a call of a dot-product intrinsic (``vpdpbusd``: 4 multiplies, 4 adds;
+#: ``vdpbf16ps``: 2 and 2)
+DOT_OPS = {**{d.llvm_name: 8 for d in (*DOT_INT8, PLAIN)}, **{d.helper: 4 for d in (*DOT_BF16, PLAIN_BF16)}}
+#: calls of tensor instructions evaluated for their effect on whole tiles (CUDA ``mma.sync`` / ``wgmma``, AMX
+#: micro-kernels), by name prefix: counted in ``g.tensor_ops``
+TENSOR_CALLS = ("tt_mma(", "tt_wgmma_", "tiletune_amx_")
 
 
 class _ExprStats(Visitor):
@@ -212,12 +219,15 @@ class _ExprStats(Visitor):
 
     def __init__(self):
         self.loads, self.flops, self.int_ops, self.divmod = [], 0, 0, 0
+        self.tensor_calls, self.tensor_flops = 0, 0        # dot intrinsics and their operations (per lane)
         self._address = 0
 
     def visit(self, node):
         t = type(node)
         if t in _DOT_CALLS and node.name in DOT_OPS:
             self.flops += DOT_OPS[node.name]
+            self.tensor_calls += 1
+            self.tensor_flops += DOT_OPS[node.name]
         elif t is Call and node.name == "reinterpret":    # bits seen as another type: no operation
             pass
         elif t in _FLOAT_OPS or t is FloorDiv or t is FloorMod or t is Mod:
@@ -274,6 +284,8 @@ class _Store:
         stats.visit_address(index)
         self.trips = float(math.prod(ext for _, ext, _ in loops))
         self.flop_per_iter = stats.flops * dt.lanes(node.value.dtype)
+        self.tensor_calls = self.trips * stats.tensor_calls
+        self.tensor_flops = self.trips * stats.tensor_flops * dt.lanes(node.value.dtype)
         self.int_ops, self.divmod = stats.int_ops, stats.divmod
         store = _Access(node.buffer, index, loops)
         accs, seen = [store], {store.key}
@@ -343,6 +355,7 @@ class _Walker(Visitor):
         self.tags: list[str] = []             # thread tag of each loop in ``loops`` ("" for none)
         self.kernel: _Kernel | None = None
         self.kernels: list[_Kernel] = []
+        self.tensor_calls = 0.0               # executions of TENSOR_CALLS
 
     def visit_For(self, s):
         self.nloops += 1
@@ -372,6 +385,8 @@ class _Walker(Visitor):
             self.kernel = None
 
     def visit_Evaluate(self, s):
+        if isinstance(s.value, (Call, CallExtern)) and (s.value.name + "(").startswith(TENSOR_CALLS):
+            self.tensor_calls += math.prod(e for _, e, _ in self.loops)
         if self.kernel is not None and is_barrier(s):
             self.kernel.barriers.append(float(math.prod(e for (_, e, _), t in zip(self.loops, self.tags) if not t)))
 
@@ -431,6 +446,7 @@ def _store_features(st: _Store, f: dict, p: str) -> None:
         p + "vec_ops": _log(flops / lanes), p + "fp_bytes": _log(fps[0][0]), p + "fp_lines": _log(fps[0][1]),
         p + "traffic_l1": _log(t1), p + "traffic_l2": _log(t2), p + "ai_l1": _log(flops / max(t1, 1)),
         p + "ai_l2": _log(flops / max(t2, 1)), p + "ai_unique": _log(flops / max(unique, 1)),
+        p + "tensor_ops": _log(st.tensor_calls),
     })
     for k in range(min(LEVELS, n)):
         i = n - 1 - k
@@ -667,6 +683,8 @@ def extract(func: LoweredFunc) -> np.ndarray:
         "g.global_alloc_bytes": _log(sum(_buffer_bytes(b) for b in w.allocs if b.scope == "global")),
         "g.par_flop_share": table[:, 0] @ table[:, 6] / max(flops, 1),
         "g.vec_flop_share": table[:, 0] @ table[:, 5] / max(flops, 1), "g.failed": 0.0,
+        "g.tensor_ops": _log(sum(st.tensor_calls for st in stores) + w.tensor_calls),
+        "g.tensor_flop_share": sum(st.tensor_flops for st in stores) / max(flops, 1),
     })
     out = np.zeros(len(FEATURE_NAMES))
     for name, v in f.items():
