@@ -50,7 +50,7 @@ for _isa in DOT_INT8:
                         ("uint8", "int8"), functools.partial(dot_int8, _isa)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def get(name: str):
     """The declared ``TensorIntrin`` registered as ``name``; a ``ScheduleError`` naming it if none is."""
     if name not in INTRINS:
