@@ -72,11 +72,13 @@ class SketchSpace:
         self.dag = dag
         self.infos: list[StageInfo] = analyze(dag)
         #: tiled stage -> the tensor intrinsic its tensorized sketches use (``tensorize.match`` on ``target``)
-        self.intrins = {}
+        self.intrins, self.keep = {}, {}       # ... and the inline stages it reads kept at the root when tensorized
         if target is not None:
             from .tensorize import match
-            self.intrins = {i.index: m for i in self.infos if i.kind == "tile" and
-                            (m := match(dag, self.infos, i, target)) is not None}
+            for i in self.infos:
+                m = match(dag, self.infos, i, target) if i.kind == "tile" else None
+                if m is not None:
+                    self.intrins[i.index], self.keep[i.index] = m.intrin, m.keep
         tiles = [i.index for i in self.infos if i.kind == "tile" and i.host is None]
         # per unfused tiled stage: tiled into a local cache (True) or directly (False), cache first; per
         # tensorizable stage (key "TS<stage>"): its intrinsic's name or None, tensorized first

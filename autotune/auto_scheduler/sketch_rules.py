@@ -19,9 +19,12 @@ def build_state(policy, p) -> State:
     infos = policy.infos
     sketch = policy.sketches[p.sketch]
     h = p.holes
+    kept = {i for k, ids in getattr(policy, "keep", {}).items() if sketch.get(f"TS{k}") for i in ids}
     for info in infos:
-        if info.kind == "inline":
+        if info.kind == "inline" and info.index not in kept:
             state.compute_inline(state.stage_id(info.op))
+    for k in sorted(kept, reverse=True):
+        _root(state, infos[k])
     for info in reversed(infos):
         k = info.index
         intrin = INTRINS[sketch[f"TS{k}"]] if sketch.get(f"TS{k}") else None
@@ -42,6 +45,13 @@ def build_state(policy, p) -> State:
         elif info.kind == "rfactor":
             _rfactor(state, state.stage_id(info.op), info, h, depth=len(info.spatial))
     return state
+
+
+def _root(state: State, info) -> None:
+    """An injective stage kept at the root for a tensorized reader: its outer loops fused into a parallel one."""
+    from .sketch import _parallel_depth
+    sid = state.stage_id(info.op)
+    _parallel(state, sid, state.leaves(sid)[:_parallel_depth(info.spatial, info.spatial)])
 
 
 def _tiles(info, h, intrin=None) -> tuple[list, list]:

@@ -100,28 +100,45 @@ def split_inner(state, sid: int, info, intrin: AutoIntrin) -> None:
     state.tensorize(sid, inner_s[0], intrin.name)
 
 
-def match(dag, infos: list, info, target) -> AutoIntrin | None:
-    """The first registered intrinsic of ``target`` that tiled stage ``info`` (of the DAG's ``infos``) fits,
-    with the inline stages inlined (None: none; the reasons are logged at debug level)."""
+@dataclass(frozen=True)
+class Match:
+    """A tiled stage's intrinsic and the inline stages it reads that its tensorized sketches keep at the root (a
+    padded regrouping whose ``select`` would be inlined into the block, which the intrinsic does not compute)."""
+    intrin: AutoIntrin
+    keep: tuple = ()
+
+
+def _trial(dag, infos: list, info, intrin: AutoIntrin, keep: tuple) -> None:
+    """Lower the stage's smallest tensorized form, the inline stages but ``keep`` inlined (raises if refused)."""
     from .loop_state import State
+    state = State(dag)
+    for other in infos:
+        if other.kind == "inline" and other.index not in keep:
+            state.compute_inline(state.stage_id(other.op))
+    split_inner(state, state.stage_id(info.op), info, intrin)
+    state.lower(check=False)
+
+
+def match(dag, infos: list, info, target) -> Match | None:
+    """The first registered intrinsic of ``target`` that tiled stage ``info`` (of the DAG's ``infos``) fits, with
+    the inline stages inlined or else those it reads kept at the root (None: none; the reasons are logged at
+    debug level)."""
     features = target_features(target)
+    producers = tuple(o.index for o in infos if o.kind == "inline" and info.index in o.readers)
     for intrin in INTRINS.values():
         if not intrin.fits_target(features):
             continue
         why = _why_not(info, intrin)
-        if why is None:
+        for keep in ((), producers) if why is None else ():
             try:
-                state = State(dag)
-                for other in infos:
-                    if other.kind == "inline":
-                        state.compute_inline(state.stage_id(other.op))
-                split_inner(state, state.stage_id(info.op), info, intrin)
-                state.lower(check=False)
-                return intrin
+                _trial(dag, infos, info, intrin, keep)
+                return Match(intrin, keep)
             except (ScheduleError, ValueError, TypeError) as e:
                 why = f"{type(e).__name__}: {e}"
+            if not producers:
+                break
         log.debug("auto_scheduler: stage %s is not tensorized with %s: %s", info.name, intrin.name, why)
     return None
 
 
-__all__ = ["AutoIntrin", "INTRINS", "get", "match", "register", "split_inner", "target_features"]
+__all__ = ["AutoIntrin", "INTRINS", "Match", "get", "match", "register", "split_inner", "target_features"]

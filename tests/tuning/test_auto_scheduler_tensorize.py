@@ -142,8 +142,8 @@ def test_tuning_finds_a_tensorized_candidate_whose_record_replays(tmp_path):
     log = str(tmp_path / "int8.jsonl")
     task = auto_scheduler.SearchTask(compute_dag=_dense(), target="llvm")
     task.tune(auto_scheduler.TuningOptions(
-        num_measure_trials=8, num_measures_per_round=8, verbose=0,
-        builder=autotune.LocalBuilder(n_parallel=2), runner=autotune.LocalRunner(number=1, repeat=2, timeout=20),
+        num_measure_trials=6, num_measures_per_round=6, verbose=0,
+        builder=autotune.LocalBuilder(n_parallel=2), runner=autotune.LocalRunner(number=1, repeat=1, timeout=20),
         measure_callbacks=[auto_scheduler.RecordToFile(log)]))
     lines = [json.loads(x) for x in open(log) if x.strip()]
     ok = [x for x in lines if x["result"]["error_no"] == 0]
