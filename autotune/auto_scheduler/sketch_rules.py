@@ -127,9 +127,9 @@ def _tile(state: State, sid: int, info, h, intrin=None) -> None:
     order = S[0] + S[1] + R[0] + S[2] + R[1] + S[3] + S[4] + R[2]
     state.reorder(sid, order)
     _annotate_inner(state, sid, S[2] + R[1] + S[3], ext, h[f"{pre}{info.index}.u"], vector=intrin is None)
-    if intrin is not None:
-        state.tensorize(sid, S[4][0], intrin.name)
     _parallel(state, sid, S[0][:h[f"{pre}{info.index}.p"]])
+    if intrin is not None:          # last: the step's import pragma is on the outer loop, which fusing would drop
+        state.tensorize(sid, S[4][0], intrin.name)
 
 
 def _tile_pair(state: State, oid: int, tid: int, info, h, intrin=None) -> None:

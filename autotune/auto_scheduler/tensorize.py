@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tensorir.schedule import ScheduleError
-from tensorir.topi.x86 import DOT_INT8, dot_int8
+from tensorir.topi.x86 import BF16_IR, DOT_BF16, DOT_INT8, dot_bf16, dot_int8
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +24,15 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class AutoIntrin:
     """A tensor intrinsic the sketches may use: ``make()`` declares it; ``spatial`` / ``reduce`` are the extents
-    of its axes (the stage's last ones); ``dtypes`` its inputs' types, in the order the stage reads them."""
+    of its axes (the stage's last ones); ``dtypes`` its inputs' types; ``ir`` LLVM IR defining the helpers its
+    calls name (``pragma import_llvm`` on the stage's outer loop), if any."""
     name: str
     features: tuple
     spatial: tuple
     reduce: tuple
     dtypes: tuple
     make: Callable
+    ir: str = ""
 
     def fits_target(self, features) -> bool:
         return all(f in features for f in self.features)
@@ -48,6 +50,9 @@ def register(intrin: AutoIntrin) -> AutoIntrin:
 for _isa in DOT_INT8:
     register(AutoIntrin(f"dot_{_isa.lanes}x4_u8s8s32_{_isa.feature}", (_isa.feature,), (_isa.lanes,), (4,),
                         ("uint8", "int8"), functools.partial(dot_int8, _isa)))
+for _bf in DOT_BF16:
+    register(AutoIntrin(f"dot_16x2_bf16f32_{_bf.feature}", (_bf.feature,), (16,), (2,), ("bfloat16", "bfloat16"),
+                        functools.partial(dot_bf16, _bf), BF16_IR))
 
 
 @functools.cache
@@ -75,7 +80,7 @@ def _why_not(info, intrin: AutoIntrin) -> str | None:
         if any(e % t for e, t in zip(have, want)):
             return f"trailing {what} extents {have} are not multiples of {list(want)}"
     types = [t.dtype for t in info.op.input_tensors]
-    if sorted(types) != sorted(intrin.dtypes):
+    if sorted(types) != sorted(intrin.dtypes):   # (the types of the stage's inputs, which the block reads)
         return f"inputs of types {types}, not {list(intrin.dtypes)}"
     return None
 

@@ -257,18 +257,21 @@ class LayoutStep(Step):
 @dataclass(frozen=True)
 class TensorizeStep(Step):
     """``tensorize`` loop ``iter_id`` (and the loops inside it) with the intrinsic registered as ``intrin``
-    (:mod:`.tensorize`); the loops inside must match the intrinsic's compute when the schedule is lowered."""
+    (:mod:`.tensorize`; the LLVM IR its calls need imported on the stage's outer loop); the loops inside must
+    match the intrinsic's compute when the schedule is lowered."""
     kind: ClassVar[str] = "TS"
     iter_id: int
     intrin: str
 
     def apply(self, sch):
-        from .tensorize import get
+        from .tensorize import INTRINS, get
         st = stage_at(sch, self.stage_id)
         if not isinstance(self.intrin, str):
             raise ScheduleError(f"stage {st.op.name}: tensorize step: the intrinsic must be named by a string, got "
                                 f"{self.intrin!r}")
         st.tensorize(iter_at(st, self.iter_id), get(self.intrin))
+        if INTRINS[self.intrin].ir:
+            st.pragma(st.leaf_iter_vars[0], "import_llvm", INTRINS[self.intrin].ir)
 
 
 def step_from_json(v) -> Step:

@@ -14,7 +14,7 @@ import pytest
 import codegen
 import tensorir as te
 from tensorir.schedule import ScheduleError
-from tensorir.topi.nn.qnn import dense_pack_int8
+from tensorir.topi.nn.qnn import dense_pack_bf16, dense_pack_int8
 
 import autotune
 from autotune import auto_scheduler
@@ -157,3 +157,37 @@ def test_tuning_finds_a_tensorized_candidate_whose_record_replays(tmp_path):
     assert "vpdpbusd" in _run(replayed, False)
     s, args = task.apply_best(log)
     assert str(te.lower(s, args)) == str(replayed.lower())
+
+
+@pytest.mark.skipif("avx512bf16" not in codegen.host().features, reason="the host has no AVX512-BF16")
+def test_bf16_dense_is_tensorized_with_vdpbf16ps():
+    """The bf16 pair dot (its LLVM IR helper imported by the TS step), bias + relu epilogue in the kernel: float32
+    sums within K roundings of the exact products, then rounded to bfloat16 (one bfloat16 step where that
+    rounding flips)."""
+    import ml_dtypes
+    a = te.placeholder((M, K), "bfloat16", name="A")
+    w = te.placeholder((N // 16, K // 2, 32), "bfloat16", name="W")
+    b = te.placeholder((N,), "float32", name="B")
+    acc = dense_pack_bf16(a, w)
+    out = te.compute((M, N), lambda i, j: te.max(acc[i, j].astype("float32") + b[j], te.const(0.0, "float32")),
+                     name="relu")
+    space = make_space(ComputeDAG([a, w, b, out]), "llvm")
+    assert space.sketches[0]["TS2"] == "dot_16x2_bf16f32_avx512bf16"
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
+    wt = rng.standard_normal((N, K)).astype(ml_dtypes.bfloat16)
+    wp = np.ascontiguousarray(wt.reshape(N // 16, 16, K // 2, 2).transpose(0, 2, 1, 3).reshape(N // 16, K // 2, 32))
+    bias = rng.standard_normal(N).astype(np.float32)
+    x64, w64 = x.astype(np.float64), wt.astype(np.float64)
+    sums = x64 @ w64.T          # rounded to bfloat16 by the unpacking stage, then the epilogue in float32
+    want = np.maximum(sums.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64) + bias, 0)
+    bound = 2.0 ** -8 * np.abs(sums) + (K + 2) * 2.0 ** -24 * (np.abs(x64) @ np.abs(w64).T + np.abs(bias))
+    r = random.Random(2)
+    points = [space.default()] + [p for p in (space.sample(r) for _ in range(12)) if space.sketches[p.sketch]["TS2"]][:2]
+    for p in points:
+        state = space.build(p)
+        mod = codegen.build(state.lower())
+        got = np.full((M, N), np.nan, np.float32)
+        mod(x, wp, bias, got)
+        assert "vdpbf16ps" in mod.get_source("asm")
+        assert np.all(np.abs(got - want) <= bound), np.abs(got - want).max()
