@@ -19,8 +19,8 @@ Ansor's per-store features do):
 - ``g.*``: the whole function: flops, bytes, arithmetic intensity, allocations (local buffers in
   vector registers: the accumulator pressure), loop and store counts; tensor instructions: the calls
   executed (``tensor_ops``: dot intrinsics such as ``vpdpbusd`` in stores, ``mma.sync`` / ``wgmma`` / AMX
-  tile calls evaluated) and the share of the flops the dot intrinsics do (``main.tensor_ops`` the main
-  store's calls), so a tensorized candidate is not described as scalar code.
+  tile calls evaluated) and the share of the flops they do (``mma.sync``'s counted in ``g.flops``;
+  ``main.tensor_ops`` the main store's calls), so a tensorized candidate is not described as scalar code.
 - ``gpu.*``: the kernel of the main store, where loops are bound to GPU thread axes (Ansor's GPU
   features); all zeros for a CPU function.  Launch shape: grid (product of ``blockIdx`` extents),
   threads per block (``threadIdx``), their warp fill, virtual threads; memory per block: ``shared``
@@ -208,8 +208,17 @@ _DOT_CALLS = (Call, CallExtern)
 #: ``vdpbf16ps``: 2 and 2)
 DOT_OPS = {**{d.llvm_name: 8 for d in (*DOT_INT8, PLAIN)}, **{d.helper: 4 for d in (*DOT_BF16, PLAIN_BF16)}}
 #: calls of tensor instructions evaluated for their effect on whole tiles (CUDA ``mma.sync`` / ``wgmma``, AMX
-#: micro-kernels), by name prefix: counted in ``g.tensor_ops``
+#: micro-kernels), by name prefix (``tt_mma(``: that name exactly): counted in ``g.tensor_ops``
 TENSOR_CALLS = ("tt_mma(", "tt_wgmma_", "tiletune_amx_")
+MMA_KIND_ARG, MMA_TF32 = 9, 2           # ``tt_mma``'s input-kind argument; TF32's k is 8 (16-bit inputs: 16)
+
+
+def _tile_call_flops(call) -> float:
+    """Operations of one evaluated tensor call where its shape is known (``mma.sync`` m16n8k16 / k8), else 0."""
+    if call.name != "tt_mma":
+        return 0.0
+    kind = call.call_args[MMA_KIND_ARG] if len(call.call_args) > MMA_KIND_ARG else None
+    return 2.0 * 16 * 8 * (8 if isinstance(kind, IntImm) and kind.value == MMA_TF32 else 16)
 
 
 class _ExprStats(Visitor):
@@ -355,7 +364,7 @@ class _Walker(Visitor):
         self.tags: list[str] = []             # thread tag of each loop in ``loops`` ("" for none)
         self.kernel: _Kernel | None = None
         self.kernels: list[_Kernel] = []
-        self.tensor_calls = 0.0               # executions of TENSOR_CALLS
+        self.tensor_calls = self.tensor_flops = 0.0       # executions of TENSOR_CALLS and their known operations
 
     def visit_For(self, s):
         self.nloops += 1
@@ -386,7 +395,9 @@ class _Walker(Visitor):
 
     def visit_Evaluate(self, s):
         if isinstance(s.value, (Call, CallExtern)) and (s.value.name + "(").startswith(TENSOR_CALLS):
-            self.tensor_calls += math.prod(e for _, e, _ in self.loops)
+            n = math.prod(e for _, e, _ in self.loops)
+            self.tensor_calls += n
+            self.tensor_flops += n * _tile_call_flops(s.value)
         if self.kernel is not None and is_barrier(s):
             self.kernel.barriers.append(float(math.prod(e for (_, e, _), t in zip(self.loops, self.tags) if not t)))
 
@@ -667,6 +678,7 @@ def extract(func: LoweredFunc) -> np.ndarray:
     table = np.array([[st.flops, st.trips * sum(a.eb for a in st.accesses), *st.traffic, st.trips,
                        VECTORIZED in st.kinds, PARALLEL in st.kinds] for st in stores]).reshape(-1, 7)
     flops, nbytes, t1, t2 = table[:, :4].sum(axis=0)
+    flops += w.tensor_flops
     rest = np.delete(table, main, axis=0) if stores else table
     r_trips = max(rest[:, 4].sum(), 1.0)
     local = [_buffer_bytes(b) for b in w.allocs if b.scope != "global"]
@@ -684,7 +696,7 @@ def extract(func: LoweredFunc) -> np.ndarray:
         "g.par_flop_share": table[:, 0] @ table[:, 6] / max(flops, 1),
         "g.vec_flop_share": table[:, 0] @ table[:, 5] / max(flops, 1), "g.failed": 0.0,
         "g.tensor_ops": _log(sum(st.tensor_calls for st in stores) + w.tensor_calls),
-        "g.tensor_flop_share": sum(st.tensor_flops for st in stores) / max(flops, 1),
+        "g.tensor_flop_share": (sum(st.tensor_flops for st in stores) + w.tensor_flops) / max(flops, 1),
     })
     out = np.zeros(len(FEATURE_NAMES))
     for name, v in f.items():

@@ -191,3 +191,19 @@ def test_bf16_dense_is_tensorized_with_vdpbf16ps():
         mod(x, wp, bias, got)
         assert "vdpbf16ps" in mod.get_source("asm")
         assert np.all(np.abs(got - want) <= bound), np.abs(got - want).max()
+
+
+def test_features_count_tensor_core_calls():
+    """A tensor-core GEMM's ``mma.sync`` calls (evaluated, not stored) are counted with their flops; a scalar CUDA
+    GEMM has none."""
+    from autotune.templates.gemm_cuda import gemm_schedule
+    from tensorir.graph.schedules.cuda_tensorcore import tensorcore_gemm
+    n = 256
+    s, args = tensorcore_gemm(n, n, n, "float16", bias=True, relu=True)
+    f = dict(zip(FEATURE_NAMES, extract(te.lower(s, args, check=False, expand=False))))
+    assert f["g.tensor_ops"] == pytest.approx(np.log2(1 + n ** 3 / (16 * 8 * 16)))     # one per m16n8k16 tile
+    assert f["g.flops"] == pytest.approx(np.log2(1 + 2 * n ** 3), abs=0.02)           # plus the epilogue's
+    assert f["g.tensor_flop_share"] > 0.99
+    s, args = gemm_schedule(n, n, n)
+    f = dict(zip(FEATURE_NAMES, extract(te.lower(s, args, check=False, expand=False))))
+    assert f["g.tensor_ops"] == f["g.tensor_flop_share"] == 0
