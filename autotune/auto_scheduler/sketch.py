@@ -212,10 +212,20 @@ class SketchSpace:
 
 
 def make_space(dag, target: str = "llvm") -> SketchSpace:
-    """The sketch space of ``dag`` for ``target``: the GPU sketches (``sketch_rules_gpu``) for CUDA."""
+    """The sketch space of ``dag`` for ``target``: the GPU sketches (``sketch_rules_gpu``) for CUDA, after the
+    tensor-core one (``sketch_rules_tc``) where it fits."""
     if str(target).split()[:1] == ["cuda"]:
+        from tensorir.schedule import ScheduleError
         from .sketch_rules_gpu import GPUSketchSpace
-        return GPUSketchSpace(dag)
+        from .sketch_rules_tc import TensorCoreSketchSpace, tensor_core_gemm
+        gemm = tensor_core_gemm(dag, target)
+        if gemm is None:
+            return GPUSketchSpace(dag)
+        try:
+            inner = GPUSketchSpace(dag)
+        except ScheduleError:
+            inner = None
+        return TensorCoreSketchSpace(dag, gemm, inner)
     return SketchSpace(dag, target)
 
 

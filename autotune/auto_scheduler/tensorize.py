@@ -55,13 +55,46 @@ for _bf in DOT_BF16:
                         functools.partial(dot_bf16, _bf), BF16_IR))
 
 
+def intrin_key(intrin) -> str:
+    """The name a step gives a declared intrinsic: its own, plus its buffers' scopes where one is not global (the
+    tensor cores' ``mma_store_float32`` writes ``shared`` or ``global`` memory)."""
+    scopes = [b.scope for b in intrin.buffers]
+    return intrin.name if all(x == "global" for x in scopes) else f"{intrin.name}@{'/'.join(scopes)}"
+
+
+@functools.cache
+def _cuda_intrins() -> dict:
+    """The tensor-core intrinsics (``mma.sync``, ``ldmatrix``, accumulator stores) by :func:`intrin_key`."""
+    from tensorir.topi.cuda import intrin_ldmatrix, intrin_mma, intrin_mma_store
+    out = []
+    for dtype in ("float16", "bfloat16", "float32"):
+        out += [intrin_mma(dtype), intrin_ldmatrix(dtype, "a"), intrin_ldmatrix(dtype, "b")]
+        if dtype != "float32":
+            out += [intrin_mma(dtype, b_trans=True), intrin_ldmatrix(dtype, "b_trans")]
+        out += [intrin_mma_store(scope, dtype) for scope in ("shared", "global")]
+    return {intrin_key(i): i for i in out}
+
+
 @functools.cache
 def get(name: str):
     """The declared ``TensorIntrin`` registered as ``name``; a ``ScheduleError`` naming it if none is."""
-    if name not in INTRINS:
-        raise ScheduleError(f"tensorize step: no tensor intrinsic registered as {name!r} (registered: "
-                            f"{', '.join(INTRINS) or 'none'})")
-    return INTRINS[name].make()
+    if name in INTRINS:
+        return INTRINS[name].make()
+    if name in _cuda_intrins():
+        return _cuda_intrins()[name]
+    raise ScheduleError(f"tensorize step: no tensor intrinsic registered as {name!r} (registered: "
+                        f"{', '.join([*INTRINS, *_cuda_intrins()])})")
+
+
+def named(intrin) -> str:
+    """The registered name of ``intrin`` (a hand schedule's, recorded as a step); a ``ScheduleError`` if it has none."""
+    key = intrin_key(intrin)
+    try:
+        get(key)
+    except ScheduleError:
+        raise ScheduleError(f"tensorize with {intrin.name}: the auto-scheduler records only registered intrinsics "
+                            "(autotune/auto_scheduler/tensorize.py)") from None
+    return key
 
 
 def target_features(target) -> frozenset:
@@ -146,4 +179,4 @@ def match(dag, infos: list, info, target) -> Match | None:
     return None
 
 
-__all__ = ["AutoIntrin", "INTRINS", "Match", "get", "match", "register", "split_inner", "target_features"]
+__all__ = ["AutoIntrin", "INTRINS", "Match", "get", "intrin_key", "match", "named", "register", "split_inner", "target_features"]

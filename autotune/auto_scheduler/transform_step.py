@@ -25,12 +25,15 @@ TL       ["TL", s, [d0, q0, m0, d1, q1, m1, ...]]   transform_layout: index k of
                                                     (old index d_k // q_k) % m_k (m_k = 0: no modulo)
 TS       ["TS", s, i, "dot_16x4_u8s8s32_..."]       tensorize loop i and those inside it with the tensor
                                                     intrinsic registered under that name (``tensorize.py``)
+SS       ["SS", s, "warp"]                          set_scope
+SA       ["SA", s, i, factor, offset]               storage_align of loop i's dimension
+DB       ["DB", s, async_copy, stages]              double_buffer (``async_copy`` 0 / 1: ``cp.async``)
 =======  =========================================  ==============================================
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import ClassVar
 
 from tensorir.schedule import ScheduleError
@@ -270,8 +273,43 @@ class TensorizeStep(Step):
             raise ScheduleError(f"stage {st.op.name}: tensorize step: the intrinsic must be named by a string, got "
                                 f"{self.intrin!r}")
         st.tensorize(iter_at(st, self.iter_id), get(self.intrin))
-        if INTRINS[self.intrin].ir:
-            st.pragma(st.leaf_iter_vars[0], "import_llvm", INTRINS[self.intrin].ir)
+        ir = INTRINS[self.intrin].ir if self.intrin in INTRINS else ""
+        if ir:
+            st.pragma(st.leaf_iter_vars[0], "import_llvm", ir)
+
+
+@_register
+@dataclass(frozen=True)
+class SetScopeStep(Step):
+    kind: ClassVar[str] = "SS"
+    scope: str
+
+    def apply(self, sch):
+        stage_at(sch, self.stage_id).set_scope(str(self.scope))
+
+
+@_register
+@dataclass(frozen=True)
+class StorageAlignStep(Step):
+    kind: ClassVar[str] = "SA"
+    iter_id: int
+    factor: int
+    offset: int
+
+    def apply(self, sch):
+        st = stage_at(sch, self.stage_id)
+        st.storage_align(iter_at(st, self.iter_id), int(self.factor), int(self.offset))
+
+
+@_register
+@dataclass(frozen=True)
+class DoubleBufferStep(Step):
+    kind: ClassVar[str] = "DB"
+    async_copy: int = 0
+    stages: int = 2
+
+    def apply(self, sch):
+        stage_at(sch, self.stage_id).double_buffer(async_copy=bool(self.async_copy), stages=int(self.stages))
 
 
 def step_from_json(v) -> Step:
@@ -281,7 +319,8 @@ def step_from_json(v) -> Step:
     cls = STEP_KINDS[v[0]]
     names = [f.name for f in fields(cls)]
     args = v[1:]
-    if not len(names) - (cls is PragmaStep) <= len(args) <= len(names):
+    optional = sum(f.default is not MISSING for f in fields(cls))
+    if not len(names) - optional <= len(args) <= len(names):
         raise ValueError(f"transform step {v!r}: {cls.__name__} takes {len(names)} operands")
     values = []
     for name, a in zip(names, args):
@@ -307,4 +346,4 @@ def steps_to_json(steps) -> list:
 
 __all__ = ["Step", "SplitStep", "ReorderStep", "FuseStep", "AnnotationStep", "PragmaStep", "BindStep",
            "ComputeAtStep", "ComputeInlineStep", "ComputeRootStep", "CacheReadStep", "CacheWriteStep",
-           "RfactorStep", "LayoutStep", "TensorizeStep", "step_from_json", "steps_from_json", "steps_to_json", "STEP_KINDS"]
+           "RfactorStep", "LayoutStep", "TensorizeStep", "SetScopeStep", "StorageAlignStep", "DoubleBufferStep", "step_from_json", "steps_from_json", "steps_to_json", "STEP_KINDS"]
