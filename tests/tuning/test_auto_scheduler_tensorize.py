@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 
 import numpy as np
 import pytest
@@ -207,3 +208,13 @@ def test_features_count_tensor_core_calls():
     s, args = gemm_schedule(n, n, n)
     f = dict(zip(FEATURE_NAMES, extract(te.lower(s, args, check=False, expand=False))))
     assert f["g.tensor_ops"] == f["g.tensor_flop_share"] == 0
+
+
+def test_avx_vnni_target_gets_the_8_lane_form():
+    """A target with AVX-VNNI and no AVX-512 (Alder Lake): the 16-lane blocks in two 8-lane ``{vex} vpdpbusd`` on
+    ymm registers (compiled, not run)."""
+    target = "llvm -mcpu=alderlake -mattr=+avx2,+fma,+avxvnni,-avx512f,-avx512vnni"
+    space = make_space(_dense(), target)
+    assert space.sketches[0]["TS2"] == "dot_8x4_u8s8s32_avxvnni"
+    asm = codegen.build(space.build(space.default()).lower(), target=target).get_source("asm")
+    assert re.search(r"\{vex\}\s+vpdpbusd\s+%ymm", asm) and "zmm" not in asm
