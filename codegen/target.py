@@ -154,3 +154,17 @@ def _feature(f: str, target: str) -> str:
     if len(f) < 2:
         raise ValueError(f"empty feature name in {target!r}")
     return f
+
+
+def cpu_target_info(target) -> dict:
+    """What the kernel schedules ask of a CPU target (``tensorir.graph.schedules.registry.TARGET_INFO``): its
+    enabled features, a target string read as :func:`parse` reads it (``"llvm"`` alone: the host's)."""
+    return {"features": parse(target if isinstance(target, Target) else str(target)).features}
+
+
+def _register() -> None:
+    from tensorir.graph.schedules.registry import TARGET_INFO
+    TARGET_INFO["llvm"] = cpu_target_info
+
+
+_register()

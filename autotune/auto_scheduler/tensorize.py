@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
+from tensorir.graph.schedules.registry import target_features
 from tensorir.schedule import ScheduleError
 from tensorir.topi.x86 import BF16_IR, DOT_BF16, DOT_INT8, dot_bf16, dot_int8
 
@@ -97,12 +98,6 @@ def named(intrin) -> str:
     return key
 
 
-def target_features(target) -> frozenset:
-    from codegen.target import parse
-    t = parse(target)
-    return t.features if t.kind == "llvm" else frozenset()
-
-
 def _why_not(info, intrin: AutoIntrin) -> str | None:
     """Why ``info``'s stage cannot take ``intrin`` by shape and types alone (None: try it)."""
     ns, nr = len(intrin.spatial), len(intrin.reduce)
@@ -179,4 +174,4 @@ def match(dag, infos: list, info, target) -> Match | None:
     return None
 
 
-__all__ = ["AutoIntrin", "INTRINS", "Match", "get", "intrin_key", "match", "named", "register", "split_inner", "target_features"]
+__all__ = ["AutoIntrin", "INTRINS", "Match", "get", "intrin_key", "match", "named", "register", "split_inner"]

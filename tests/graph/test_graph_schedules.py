@@ -219,3 +219,13 @@ def test_packed_dense_gelu_epilogue_vectorized_once_per_tile_after_the_reduction
     if "avx512f" in codegen.host().features:
         asm = codegen.build(func).get_source("asm")
         assert "erff" not in asm and re.search(r"vfmadd\w+ps\s+%zmm", asm)
+
+
+def test_a_target_string_reads_as_its_target():
+    """``"llvm"`` alone is the host, features included, as ``codegen.build`` reads it: the registry picks the
+    same entries for the string and the parsed target; ``-mattr`` alone is just those features."""
+    from codegen.target import host, parse
+    assert registry.target_features("llvm") == host().features == registry.target_features(parse("llvm"))
+    assert registry.target_features("llvm -mattr=+avx2,-avx512f") == {"avx2"}
+    for op in ("nn.dense", "qnn.dense", "nn.conv2d"):
+        assert schedule_entry(op, "llvm") is schedule_entry(op, parse("llvm"))

@@ -44,7 +44,7 @@ class ScheduleEntry:
 #: (target kind, anchor op) -> its entries, those requiring the most features first
 _ENTRIES: dict[tuple[str, str | None], list[ScheduleEntry]] = {}
 #: target kind -> ``info(target) -> dict`` of facts about the target (registered by its backend:
-#: ``codegen.cuda`` gives ``arch``, ``shared_limit``, ``allow_tf32``)
+#: ``codegen.cuda`` gives ``arch``, ``shared_limit``, ``allow_tf32``; ``codegen.target`` a CPU's ``features``)
 TARGET_INFO: dict[str, Callable] = {}
 _SCHEDULING: contextvars.ContextVar = contextvars.ContextVar("scheduling_target", default=None)
 
@@ -69,8 +69,11 @@ def target_kind(target) -> str:
 
 
 def target_features(target) -> frozenset:
-    """The CPU features a target enables: a ``Target``'s ``features``, or a target string's ``-mattr=+...``."""
+    """The CPU features a target enables: a ``Target``'s ``features``, else what the backend reads in a target
+    string (``"llvm"`` alone: the host's), else the string's ``-mattr=+...``."""
     features = getattr(target, "features", None)
+    if features is None and isinstance(target, str) and target_kind(target) == "llvm":
+        features = target_info(target).get("features")
     if features is not None:
         return frozenset(features)
     words = [w for w in str(target).split() if w.startswith("-mattr=")]
