@@ -22,13 +22,17 @@ def _infer(xp: TensorType, rt: TensorType, init: TensorType, *extra: TensorType,
         raise ValueError(f"unknown cell {cell!r}")
     ngates, nstates = CELLS[cell]
     if not xp.dtype.startswith("float") or init.dtype != xp.dtype or \
-            rt.dtype != xp.dtype and not (quantized and rt.dtype == "int16"):
+            rt.dtype != (xp.dtype if not quantized else "int16"):
         raise ValueError(f"xp, rt and init must be one float type (rt int16 when quantized), got {xp.dtype}, "
                          f"{rt.dtype}, {init.dtype}")
     T, B, GH = xp.shape
-    H = rt.shape[1] if rt.ndim == 3 else rt.shape[0]
-    rshape = (GH // rt.shape[2], H, rt.shape[2]) if rt.ndim == 3 else (H, GH)
-    if GH != ngates * H or tuple(rt.shape) != rshape or tuple(init.shape) != (nstates, B, H):
+    H = init.shape[-1]
+    if quantized:    # int16, packed NK[b]n2k
+        blk = rt.shape[2] // 2 if rt.ndim == 3 else 1
+        rshape = (GH // blk, (H + 1) // 2, 2 * blk)
+    else:
+        rshape = (GH // rt.shape[2], H, rt.shape[2]) if rt.ndim == 3 else (H, GH)
+    if GH != ngates * H or GH % rshape[0] or tuple(rt.shape) != rshape or tuple(init.shape) != (nstates, B, H):
         raise ValueError(f"{cell}: shapes do not fit ({ngates} gates, {nstates} states)")
     n_act = {"RNN": 1, "GRU": 2, "LSTM": 3}[cell]
     if len(activations) != n_act or len(activation_alpha) != n_act or len(activation_beta) != n_act:
@@ -76,9 +80,12 @@ def quantize_u8(x: np.ndarray) -> tuple[np.ndarray, np.float32]:
 def _numpy(xp, rt, init, *extra, cell, activations, activation_alpha, activation_beta, clip, linear_before_reset,
            input_forget, reverse, peephole, seq_lens, quantized, output_sequence):
     T, B, _ = xp.shape
-    if rt.ndim == 3:    # packed blocks of columns
+    H = init.shape[-1]
+    if quantized:       # NK[b]n2k: rt[jo, ko, ji * 2 + ki] = R^T[ko * 2 + ki, jo * b + ji]
+        nb, hk, b2 = rt.shape
+        rt = rt.reshape(nb, hk, b2 // 2, 2).transpose(1, 3, 0, 2).reshape(2 * hk, -1)[:H]
+    elif rt.ndim == 3:  # packed blocks of columns
         rt = rt.transpose(1, 0, 2).reshape(rt.shape[1], -1)
-    H = rt.shape[0]
     rest = [e.astype("float64") if e.dtype.kind == "f" else e for e in extra]
     rbh = rest.pop(0) if cell == "GRU" and linear_before_reset else None
     peep = rest.pop(0) if peephole else None
