@@ -183,17 +183,19 @@ NO_VNNI = "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vl"
 
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 targets are compiled here")
-def test_quantized_scan_uses_vpdpwssd_where_the_target_has_vnni():
-    """The scan's int32 h R is ``vpdpwssd`` (zmm with AVX512-VNNI, ymm with AVX-VNNI) and the manifest names
-    the instruction set; without VNNI, plain ``vpmaddwd``.  Each target this host runs gives the same bits
-    (integer sums are exact), matching onnxruntime."""
+@pytest.mark.parametrize("wtype,instruction", [("int8", "vpdpbusd"), ("uint8", "vpdpwssd")])
+def test_quantized_scan_uses_vnni_where_the_target_has_it(wtype, instruction):
+    """The scan's int32 h R is ``vpdpbusd`` (int8 R: uint8 h, corrected by its zero point) or ``vpdpwssd``
+    (uint8 R minus a zero point that leaves int8: int16 operands), zmm with AVX512-VNNI, ymm with AVX-VNNI, and
+    the manifest names the instruction set; without VNNI, plain ``vpmaddwd``.  Each target this host runs gives
+    the same bits (integer sums are exact), matching onnxruntime."""
     import re
 
     import codegen
     import onnxruntime as ort
     from codegen import jit
     from codegen.target import host, parse
-    m, feed = dq_lstm_model(seq=6, batch=2, hidden=32, direction="bidirectional", init=True)
+    m, feed = dq_lstm_model(seq=6, batch=2, hidden=32, direction="bidirectional", init=True, wtype=wtype)
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1     # more split the batch, each thread quantizing its own rows of h
     want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feed)
@@ -206,9 +208,9 @@ def test_quantized_scan_uses_vpdpwssd_where_the_target_has_vnni():
         asm = jit.emit_assembly(mod._ir, parse(target))
         code = "".join(body for name, body in re.findall(r"^tiletune_([\w.]+):\n(.*?)(?=^tiletune_|\Z)", asm, re.M | re.S)
                        if "rnn_scan" in name)
-        found = set(re.findall(r"vpdpwssd\s+[^\n]*%(\w)mm\d+\s*$", code, re.M))
+        found = set(re.findall(instruction + r"\s+[^\n]*%(\w)mm\d+\s*$", code, re.M))
         assert found == ({register} if isa else set()), found
-        assert isa or "vpmaddwd" in code
+        assert isa or "vpmaddwd" in code and "vpdp" not in code
         if parse(target).features <= host().features:
             for b in mod.buffers:
                 if b.dtype.kind == "f":

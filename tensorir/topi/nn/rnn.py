@@ -69,16 +69,18 @@ def quantized_block(batch: int, columns: int, accumulators: int = 16) -> int:
     return 16 * max(d for d in range(1, limit + 1) if (columns // 16) % d == 0)
 
 
-def quantize_u8(lo, hi, x=None):
+def quantize_u8(lo, hi, x=None, centered=True):
     """onnxruntime's dynamic uint8 quantization of values in ``[lo, hi]`` (widened to hold 0): ``(scale,
-    zero_point)``, or with ``x`` its quantized value minus the zero point (an integer, as a float)."""
+    zero_point)``, or with ``x`` its quantized value minus the zero point (an integer, as a float; not
+    ``centered``: the quantized value itself)."""
     dt = lo.dtype
     lo, hi = _min(lo, const(0, dt)), _max(hi, const(0, dt))
     scale = Select(dt, hi == lo, const(1, dt), (hi - lo) / const(255, dt))
     zp = te_round(_min(_max(-(lo / scale), const(0, dt)), const(255, dt)))
     if x is None:
         return scale, zp
-    return _min(_max(te_round(x / scale) + zp, const(0, dt)), const(255, dt)) - zp
+    q = _min(_max(te_round(x / scale) + zp, const(0, dt)), const(255, dt))
+    return q - zp if centered else q
 
 
 def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "LSTM", activations=(),
@@ -89,12 +91,16 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     (:func:`pack_block`; ``block`` divides ``hidden``); ``init``: ``[states, batch, hidden]``; ``extra``: GRU's ``Rbh``
     (``[hidden]``) with ``linear_before_reset``, LSTM's peepholes ``[3 * hidden]`` with ``peephole``, the
     sequence lengths ``[batch]`` (int32) with ``seq_lens``, ``R``'s scale per column ``[gates * hidden]`` with
-    ``quantized``, in this order.  ``quantized`` (onnxruntime's DynamicQuantizeLSTM): ``rt`` holds ``R`` minus its
-    zero point as int16, packed for ``vpdpwssd`` (``NK[b]n2k``: ``[gates * hidden / b, ceil(hidden / 2), 2 * b]``,
-    ``rt[jo, ko, ji * 2 + ki] = R[jo * b + ji, ko * 2 + ki]``, zero past ``hidden``; the importer's ``b``:
-    :func:`quantized_block`), and each step quantizes ``h`` to uint8 over the batch (:func:`quantize_u8`), minus
-    its zero point as int16 (stage ``rnn_h_quantized``), for the exact int32 product (stage ``rnn_hr``, axes
-    ``(t, b, column block, lane)``, reductions ``(pair, 2)``: the form of :func:`~tensorir.topi.x86.dot_int8`).
+    ``quantized`` and an int8 ``rt``, ``R``'s column sums ``[gates * hidden]`` (int32), in this order.
+    ``quantized`` (onnxruntime's DynamicQuantizeLSTM): ``rt`` holds ``R`` minus its zero point, packed for a
+    dot-product instruction in groups of ``g`` reduction elements (``NK[b]n[g]k``: ``[gates * hidden / b,
+    ceil(hidden / g), g * b]``, ``rt[jo, ko, ji * g + ki] = R[jo * b + ji, ko * g + ki]``, zero past ``hidden``;
+    the importer's ``b``: :func:`quantized_block`): int16 (``g`` = 2, ``vpdpwssd``), or int8 where it fits (``g`` =
+    4, ``vpdpbusd``).  Each step quantizes ``h`` to uint8 over the batch (:func:`quantize_u8`, stage
+    ``rnn_h_quantized``: minus its zero point as int16, or the uint8 itself with int8 ``rt``, whose product is
+    then corrected by the zero point times the column sums), for the exact int32 product (stage ``rnn_hr``,
+    axes ``(t, b, column block, lane)``, reductions ``(group, g)``: the form of
+    :func:`~tensorir.topi.x86.dot_int8`).
 
     As onnxruntime, ``reverse`` with ``seq_lens`` reverses each sequence within its own length (every row starts
     at step 1), and with ``quantized`` and ``output_sequence`` (the node outputs ``Y``) a finished row enters each
@@ -107,14 +113,15 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     packed = rt.ndim == 3
     H = int(init.shape[-1])
     if quantized:
-        blk = int(rt.shape[2]) // 2 if rt.ndim == 3 else 1
-        rshape = (GH // blk, (H + 1) // 2, 2 * blk)
+        grp = 4 if rt.dtype == "int8" else 2
+        blk = int(rt.shape[2]) // grp if rt.ndim == 3 else 1
+        rshape = (GH // blk, -(-H // grp), grp * blk)
     else:
         blk = int(rt.shape[2]) if packed else GH
         rshape = (GH // blk, H, blk) if packed else (H, GH)
     if xp.ndim != 3 or GH != ngates * H or GH % blk or (packed and not quantized and H % blk) or \
             tuple(int(d) for d in rt.shape) != rshape or tuple(int(d) for d in init.shape) != (nstates, B, H) or \
-            quantized and rt.dtype != "int16":
+            quantized and rt.dtype not in ("int8", "int16"):
         raise ValueError(f"rnn_scan: {cell} shapes do not fit: xp {list(xp.shape)}, rt {list(rt.shape)}, "
                          f"init {list(init.shape)}")
     rest = list(extra)
@@ -122,6 +129,7 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     peep = rest.pop(0) if peephole else None
     lens = rest.pop(0) if seq_lens else None
     rscale = rest.pop(0) if quantized else None
+    rsum = rest.pop(0) if quantized and rt.dtype == "int8" else None
     if rest:
         raise ValueError(f"rnn_scan: {len(rest)} input(s) too many")
     names = list(activations)
@@ -159,15 +167,16 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
         lo = compute((T + 1,), lambda t: te_min(h_in(t, qb, qk), axis=[qb, qk]), name="rnn_h_min")
         qb, qk = reduce_axis((0, B), name="qb"), reduce_axis((0, H), name="qk")
         hi = compute((T + 1,), lambda t: te_max(h_in(t, qb, qk), axis=[qb, qk]), name="rnn_h_max")
-        hk = 2 * int(rt.shape[1])   # hidden, even
+        hk, qt = grp * int(rt.shape[1]), "uint8" if rsum is not None else "int16"   # hk: hidden, padded
 
-        def h_q(t, b, kk):    # uint8 minus its zero point, as int16 (zero past hidden)
-            v = Cast("int16", quantize_u8(lo[t], hi[t], h_in(t, b, _min(kk, const(H - 1, kk.dtype)) if H % 2 else kk)))
-            return v if hk == H else if_then_else(kk < H, v, const(0, "int16"))
+        def h_q(t, b, kk):    # uint8 (int8 rt) or uint8 minus its zero point as int16 (zero past hidden)
+            v = Cast(qt, quantize_u8(lo[t], hi[t], h_in(t, b, _min(kk, const(H - 1, kk.dtype)) if hk > H else kk),
+                                     centered=rsum is None))
+            return v if hk == H else if_then_else(kk < H, v, const(0, qt))
         hq = compute((T + 1, B, hk), h_q, name="rnn_h_quantized")
-        ko, ki = reduce_axis((0, hk // 2), name="ko"), reduce_axis((0, 2), name="ki")
+        ko, ki = reduce_axis((0, hk // grp), name="ko"), reduce_axis((0, grp), name="ki")
         mv = compute((T + 1, B, GH // blk, blk), lambda t, b, jo, ji: te_sum(
-            hq[t, b, ko * 2 + ki].astype("int32") * rt[jo, ko, ji * 2 + ki].astype("int32"), axis=[ko, ki]),
+            hq[t, b, ko * grp + ki].astype("int32") * rt[jo, ko, ji * grp + ki].astype("int32"), axis=[ko, ki]),
             name="rnn_hr")
     else:
         mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(state[t - 1, 0, b, k] * r(k, g), axis=k), name="rnn_hr")
@@ -175,8 +184,11 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     def pre(t, b, q, j):     # gate q before its activation: x W^T + h R^T (+ biases, in xp)
         if quantized:       # onnxruntime: the int32 product times (h's scale * R's scale)
             g = q * H + j
-            return xp[step_x(t, b), b, g] + Cast(dt, mv[t, b, g // blk, g % blk]) * \
-                (quantize_u8(lo[t], hi[t])[0] * rscale[g])
+            s, zp = quantize_u8(lo[t], hi[t])
+            acc = mv[t, b, g // blk, g % blk]
+            if rsum is not None:    # sum (q - zp) R = sum q R - zp sum R
+                acc = acc - Cast("int32", zp) * rsum[g]
+            return xp[step_x(t, b), b, g] + Cast(dt, acc) * (s * rscale[g])
         return xp[step_x(t, b), b, q * H + j] + mv[t, b, q * H + j]
 
     if cell == "GRU" and not linear_before_reset:

@@ -83,14 +83,18 @@ def _quantize_u8(ctx, x):
 
 
 def _pack_quantized(ctx, r, batch: int):
-    """``R`` minus its zero point (int16 ``[gates * hidden, hidden]``) packed for ``vpdpwssd``, ``NK[b]n2k``
-    (:func:`tensorir.topi.nn.rnn.rnn_scan`): ``[gates * hidden / b, ceil(hidden / 2), 2 * b]``."""
+    """``R`` minus its zero point (``[gates * hidden, hidden]``) packed for a dot-product instruction
+    (:func:`tensorir.topi.nn.rnn.rnn_scan`), ``NK[b]n[g]k``: ``[gates * hidden / b, ceil(hidden / g), g * b]``,
+    ``g`` 2 for int16 (``vpdpwssd``), 4 for int8 (``vpdpbusd``)."""
     gh, hidden = r.type.shape
-    if hidden % 2:
-        r = ctx.call("concatenate", r, ctx.call("full", shape=[gh, 1], fill_value=0.0, dtype="int16"), axis=1)
-    b, hk = quantized_block(batch, gh), (hidden + 1) // 2
-    return ctx.call("reshape", ctx.call("transpose", ctx.call("reshape", r, newshape=[gh // b, b, hk, 2]),
-                                        axes=[0, 2, 1, 3]), newshape=[gh // b, hk, 2 * b])
+    g = 4 if r.type.dtype == "int8" else 2
+    hk = -(-hidden // g)
+    if hk * g > hidden:
+        pad = ctx.call("full", shape=[gh, hk * g - hidden], fill_value=0.0, dtype=r.type.dtype)
+        r = ctx.call("concatenate", r, pad, axis=1)
+    b = quantized_block(batch, gh)
+    return ctx.call("reshape", ctx.call("transpose", ctx.call("reshape", r, newshape=[gh // b, b, hk, g]),
+                                        axes=[0, 2, 1, 3]), newshape=[gh // b, hk, g * b])
 
 
 def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults: list[str], scales=None) -> list:
@@ -152,6 +156,9 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
             extra.append(lens)
         if scales is not None:
             extra.append(_take(ctx, scales[1], d))
+            if r.type.dtype == "int8":      # the scan's h is uint8 itself: its zero point times R's column sums
+                extra.append(ctx.call("sum", ctx.call("cast", _take(ctx, r, d), dtype="int32"), axis=[1],
+                                      keepdims=False))
         names, alphas, betas = acts[d]
         rt = _pack_quantized(ctx, _take(ctx, r, d), batch) if scales is not None else \
             ctx.call("transpose", ctx.call("reshape", _take(ctx, r, d), newshape=[gates * hidden // block, block, hidden]),
@@ -224,15 +231,22 @@ def _scale(ctx, q, scale, zero_point, name: str):
 
 
 def _centered(ctx, q, scale, zero_point, name: str):
-    """A quantized weight ``[num_dir, rows, 4 * hidden]`` minus its zero point as int16 (it holds every 8-bit
-    value minus any 8-bit zero point), transposed to ONNX's ``[num_dir, 4 * hidden, rows]``, and its scale
-    (:func:`_scale`)."""
+    """A quantized weight ``[num_dir, rows, 4 * hidden]`` minus its zero point, transposed to ONNX's
+    ``[num_dir, 4 * hidden, rows]``, and its scale (:func:`_scale`): int8 where the weight and zero point are
+    constants whose differences fit (symmetric int8 weights, as onnxruntime's quantizer writes them), else int16
+    (it holds every 8-bit value minus any 8-bit zero point)."""
     cols_scale = _scale(ctx, q, scale, zero_point, name)
     nd, _, cols = q.type.shape
+    per = [nd, 1, cols if scale.type.ndim == 2 else 1]
     x = ctx.call("cast", q, dtype="int16")
     if zero_point is not None:
         zp = ctx.call("cast", zero_point, dtype="int16")
-        x = ctx.call("subtract", x, ctx.call("reshape", zp, newshape=[nd, 1, cols if scale.type.ndim == 2 else 1]))
+        x = ctx.call("subtract", x, ctx.call("reshape", zp, newshape=per))
+    qv, zv = ctx.const(q), np.zeros((), "int16") if zero_point is None else ctx.const(zero_point)
+    if qv is not None and zv is not None:
+        d = qv.astype("int16") - np.asarray(zv).astype("int16").reshape(per if np.ndim(zv) else ())
+        if d.min(initial=0) >= -128 and d.max(initial=0) <= 127:
+            x = ctx.call("cast", x, dtype="int8")
     return ctx.call("transpose", x, axes=[0, 2, 1]), cols_scale
 
 
@@ -244,6 +258,6 @@ def dynamic_quantize_lstm(ctx, inputs, attrs):
     batch) for the recurrent product (int32 in the scan, docs/onnx.md)."""
     x, w, r, b, lens, h0, c0, p, ws, wzp, rs, rzp = (list(inputs) + [None] * 12)[:12]
     w_scale = _scale(ctx, w, ws, wzp, "W")
-    r, r_scale = _centered(ctx, r, rs, rzp, "R")   # the scan reads R^T every step: 2 bytes, not 4
+    r, r_scale = _centered(ctx, r, rs, rzp, "R")   # the scan reads R^T every step: 1 or 2 bytes, not 4
     return recurrent(ctx, "LSTM", x, w, r, b, lens, [h0, c0], p, attrs, ["Sigmoid", "Tanh", "Tanh"],
                      scales=(w_scale, r_scale, wzp))
