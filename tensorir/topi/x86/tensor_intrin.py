@@ -62,47 +62,33 @@ def _lanes(values) -> str:
     return ", ".join(f"i32 {v}" for v in values)
 
 
-#: the exact dot of 16 lanes x 4 bytes in generic LLVM IR (one definition per module: linkonce_odr)
+def plain_ir(form: DotInt8) -> str:
+    """``form``'s exact dot of 16 lanes x ``group`` in generic LLVM IR (one definition per module:
+    linkonce_odr): operands widened to int32, multiplied, summed in pairs until 16 lanes remain."""
+    g, bits = form.group, 32 // form.group
+    n, e, widen = 16 * g, f"i{bits}", "zext" if form.a_dtype.startswith("u") else "sext"
+    body = [f"  %ag = bitcast i32 %a to <{g} x {e}>",
+            f"  %an = shufflevector <{g} x {e}> %ag, <{g} x {e}> poison, <{n} x i32> <{_lanes(i % g for i in range(n))}>",
+            f"  %aw = {widen} <{n} x {e}> %an to <{n} x i32>",
+            f"  %bn = bitcast <16 x i32> %b to <{n} x {e}>",
+            f"  %bw = sext <{n} x {e}> %bn to <{n} x i32>",
+            f"  %s{n} = mul nsw <{n} x i32> %aw, %bw"]
+    while n > 16:   # pairs of 8-bit products cannot overflow; of two -32768 squares, they wrap as vpdpwssd does
+        h = n // 2
+        body += [f"  %e{h} = shufflevector <{n} x i32> %s{n}, <{n} x i32> poison, <{h} x i32> <{_lanes(range(0, n, 2))}>",
+                 f"  %o{h} = shufflevector <{n} x i32> %s{n}, <{n} x i32> poison, <{h} x i32> <{_lanes(range(1, n, 2))}>",
+                 f"  %s{h} = add{' nsw' if h > 16 else ''} <{h} x i32> %e{h}, %o{h}"]
+        n = h
+    body.append("  %r = add <16 x i32> %c, %s16")
+    return (f"\ndefine linkonce_odr <16 x i32> @{form.llvm_name}(<16 x i32> %c, i32 %a, <16 x i32> %b) alwaysinline {{\n"
+            "entry:\n" + "\n".join(body) + "\n  ret <16 x i32> %r\n}\n")
+
+
+#: the exact dot of 16 lanes x 4 bytes in generic LLVM IR (LLVM selects ``vpmaddwd``), and of 16 lanes x 2 int16
 PLAIN = DotInt8("", 16, "tiletune_dot_16x4_u8s8")
-PLAIN_IR = f"""
-define linkonce_odr <16 x i32> @{PLAIN.llvm_name}(<16 x i32> %c, i32 %a, <16 x i32> %b) alwaysinline {{
-entry:
-  %a4 = bitcast i32 %a to <4 x i8>
-  %a64 = shufflevector <4 x i8> %a4, <4 x i8> poison, <64 x i32> <{_lanes(i % 4 for i in range(64))}>
-  %aw = zext <64 x i8> %a64 to <64 x i32>
-  %b8 = bitcast <16 x i32> %b to <64 x i8>
-  %bw = sext <64 x i8> %b8 to <64 x i32>
-  %p = mul nsw <64 x i32> %aw, %bw
-  %e = shufflevector <64 x i32> %p, <64 x i32> poison, <32 x i32> <{_lanes(range(0, 64, 2))}>
-  %o = shufflevector <64 x i32> %p, <64 x i32> poison, <32 x i32> <{_lanes(range(1, 64, 2))}>
-  %s = add nsw <32 x i32> %e, %o
-  %e2 = shufflevector <32 x i32> %s, <32 x i32> poison, <16 x i32> <{_lanes(range(0, 32, 2))}>
-  %o2 = shufflevector <32 x i32> %s, <32 x i32> poison, <16 x i32> <{_lanes(range(1, 32, 2))}>
-  %t = add <16 x i32> %e2, %o2
-  %r = add <16 x i32> %c, %t
-  ret <16 x i32> %r
-}}
-"""
-
-
-#: the exact dot of 16 lanes x 2 int16 in generic LLVM IR (LLVM selects ``vpmaddwd``)
+PLAIN_IR = plain_ir(PLAIN)
 PLAIN_INT16 = DotInt8("", 16, "tiletune_dot_16x2_s16s16", "int16", "int16")
-PLAIN_INT16_IR = f"""
-define linkonce_odr <16 x i32> @{PLAIN_INT16.llvm_name}(<16 x i32> %c, i32 %a, <16 x i32> %b) alwaysinline {{
-entry:
-  %a2 = bitcast i32 %a to <2 x i16>
-  %a32 = shufflevector <2 x i16> %a2, <2 x i16> poison, <32 x i32> <{_lanes(i % 2 for i in range(32))}>
-  %aw = sext <32 x i16> %a32 to <32 x i32>
-  %b16 = bitcast <16 x i32> %b to <32 x i16>
-  %bw = sext <32 x i16> %b16 to <32 x i32>
-  %p = mul nsw <32 x i32> %aw, %bw
-  %e = shufflevector <32 x i32> %p, <32 x i32> poison, <16 x i32> <{_lanes(range(0, 32, 2))}>
-  %o = shufflevector <32 x i32> %p, <32 x i32> poison, <16 x i32> <{_lanes(range(1, 32, 2))}>
-  %t = add <16 x i32> %e, %o
-  %r = add <16 x i32> %c, %t
-  ret <16 x i32> %r
-}}
-"""
+PLAIN_INT16_IR = plain_ir(PLAIN_INT16)
 
 
 def int8_isa(features, forms=DOT_INT8) -> DotInt8 | None:
