@@ -154,9 +154,13 @@ def test_long_lstm_builds_in_seconds():
                                 dict(direction="bidirectional", batch=3, seq=7, init=True, lens=[5, 0, 3],
                                      lens_input=True),
                                 dict(direction="bidirectional", batch=3, seq=7, init=True, lens=[2, 4, 3], y=False),
-                                dict(hidden=5, batch=2, init=True), dict(hidden=12, batch=3, seq=4)])
+                                dict(hidden=5, batch=2, init=True), dict(hidden=12, batch=3, seq=4),
+                                dict(wtype="uint8", rz=128, per_column=True), dict(wtype="uint8", weights_input=True),
+                                dict(weights_input=True, hidden=32, batch=2)])
 def test_dynamic_quantize_lstm_matches_onnxruntime(kw):
     """X quantized to uint8 once, h at every step, as onnxruntime does: the same bits up to float rounding.
+    R minus its zero point int8 (int8 R, or uint8 R with zero point 128) or int16 (other zero points, or R an
+    input); W a constant (``qnn.dense``) or an input.
     With sequence_lens (shorter than the sequence), X's steps past the longest are left out of its quantization,
     a reversed row starts at its own last step, and a finished row enters later steps' quantization of h as
     zeros (read back from Y) or, without Y, with its last h (from Y_h).  onnxruntime on one thread: with more, a
