@@ -58,10 +58,10 @@ def pack_block(batch: int, hidden: int, accumulators: int = 16) -> int:
 
 
 def quantized_block(batch: int, columns: int, accumulators: int = 16) -> int:
-    """Columns per block of the quantized ``R^T`` (``NK[b]n2k``, :func:`rnn_scan`): vectors of 16 (one
-    ``vpdpwssd`` each), as many as a block of batch rows (up to 16) x them fits ``accumulators`` registers, so
-    that a block's rows over the whole reduction are contiguous; without 16 | ``columns``, the largest of 8, 4,
-    2, 1 dividing it."""
+    """Columns per block of the quantized ``R^T`` (``NK[b]n[g]k``, :func:`rnn_scan`): vectors of 16 (one
+    ``vpdpbusd`` / ``vpdpwssd`` each), as many as a block of batch rows (up to 16) x them fits ``accumulators``
+    registers, so that a block's rows over the whole reduction are contiguous; without 16 | ``columns``, the
+    largest of 8, 4, 2, 1 dividing it."""
     if columns % 16:
         return next(b for b in (8, 4, 2, 1) if columns % b == 0)
     rows = max(d for d in range(1, min(batch, accumulators) + 1) if batch % d == 0)

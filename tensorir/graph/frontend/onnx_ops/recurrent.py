@@ -101,7 +101,7 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
     """``[Y, Y_h(, Y_c)]`` of an ONNX recurrent layer over ``x`` (``[seq, batch, input]``, layout 0), weights
     ``w``, ``r``, bias ``b`` (or None), initial states ``init`` (each ``[num_dir, batch, hidden]`` or None).
     With ``scales`` (``W``'s and ``R``'s, ``[num_dir, gates * hidden]`` each, and ``W``'s zero point), ``w`` is
-    8-bit ``[num_dir, input, gates * hidden]``, ``r`` int16 minus its zero point, and ``x`` (its steps below the
+    8-bit ``[num_dir, input, gates * hidden]``, ``r`` int8 or int16 minus its zero point, and ``x`` (its steps below the
     longest sequence) and each step's ``h`` are quantized to uint8 as onnxruntime does: ``x W`` is an integer
     matmul (``qnn.dense`` when ``W`` is a constant), ``h R`` the scan's."""
     direction = attrs.get("direction", "forward")
