@@ -188,6 +188,7 @@ NO_VNNI = "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vl"
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 targets are compiled here")
 @pytest.mark.parametrize("wtype,instruction", [("int8", "vpdpbusd"), ("uint8", "vpdpwssd")])
+@pytest.mark.filterwarnings("ignore:build_model. the target .skylake-avx512. lacks")
 def test_quantized_scan_uses_vnni_where_the_target_has_it(wtype, instruction):
     """The scan's int32 h R is ``vpdpbusd`` (int8 R: uint8 h, corrected by its zero point) or ``vpdpwssd``
     (uint8 R minus a zero point that leaves int8: int16 operands), zmm with AVX512-VNNI, ymm with AVX-VNNI, and
