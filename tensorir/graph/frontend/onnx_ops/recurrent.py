@@ -127,6 +127,7 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
             kept = ctx.call("less", ctx.call("broadcast_to", steps, shape=[seq, batch]), ctx.call("max", lens))
             flat = ctx.call("where", ctx.call("reshape", kept, newshape=[seq * batch, 1]), flat, scalar(0, x))
         flat, x_zp, x_scale = _quantize_u8(ctx, flat)
+        flat = ctx.call("reshape", flat, newshape=[seq, batch, inp])   # the integer matmul writes [seq, batch, :]
         wv, wzp = ctx.const(w), scales[2]
         zwv = None if wzp is None else ctx.const(wzp)
     ys, finals = [], []
@@ -147,7 +148,8 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
                 rbh = _slice(ctx, rb, 0, 2 * hidden, 3 * hidden)
                 rb = ctx.call("concatenate", _slice(ctx, rb, 0, 0, 2 * hidden), _zeros(ctx, [hidden], rb), axis=0)
             proj = ctx.call("add", proj, ctx.call("add", wb, rb))
-        proj = ctx.call("reshape", proj, newshape=[seq, batch, gates * hidden])
+        if proj.type.ndim == 2:
+            proj = ctx.call("reshape", proj, newshape=[seq, batch, gates * hidden])
         states = [_zeros(ctx, [1, batch, hidden], x) if s is None else _slice(ctx, s, 0, d, d + 1) for s in init]
         extra = [] if not lbr else [rbh if rbh is not None else _zeros(ctx, [hidden], x)]
         if peep is not None:
