@@ -1,6 +1,8 @@
 """RNN, GRU and LSTM as one ``nn.rnn_scan`` kernel per direction (a loop over time), compiled natively against
 onnxruntime: directions, layouts, initial states, biases, peepholes, clip, activations, linear_before_reset,
 input_forget, sequence_lens (constant or a graph input), long sequences."""
+import platform
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ from onnx_op_check import check
 
 from tensorir import graph
 
-from recurrent_models import model
+from recurrent_models import dq_lstm_model, model
 
 rng = np.random.default_rng()
 
@@ -142,42 +144,6 @@ def test_long_lstm_builds_in_seconds():
     assert time.perf_counter() - start < 120
 
 
-def dq_lstm_model(seq=5, batch=1, inp=8, hidden=16, direction="forward", per_column=False, wtype="int8",
-                  init=False, peep=False, lens=None, lens_input=False, y=True):
-    """One com.microsoft DynamicQuantizeLSTM node (onnxruntime's contrib op): int8/uint8 W [nd, input, 4h] and
-    R [nd, hidden, 4h] with scales per direction or per column (zero points: one value, as onnxruntime requires); ``lens``: sequence_lens (a constant, or an input); ``y=False``: no Y."""
-    from onnx import helper, numpy_helper
-    nd, g4 = 2 if direction == "bidirectional" else 1, 4 * hidden
-    lo, hi = (-127, 128) if wtype == "int8" else (0, 256)
-    sh = (nd, g4) if per_column else (nd,)
-    consts = {"W": rng.integers(lo, hi, (nd, inp, g4)).astype(wtype), "R": rng.integers(lo, hi, (nd, hidden, g4)).astype(wtype),
-              "B": (rng.standard_normal((nd, 2 * g4)) * 0.3).astype("float32"),
-              "H0": rng.standard_normal((nd, batch, hidden)).astype("float32"),
-              "C0": rng.standard_normal((nd, batch, hidden)).astype("float32"),
-              "P": (rng.standard_normal((nd, 3 * hidden)) * 0.3).astype("float32"),
-              "ws": (rng.random(sh) * 0.01 + 0.002).astype("float32"),
-              "wz": np.full(sh, rng.integers(lo // 8, hi // 8), wtype) if wtype == "uint8" else np.zeros(sh, wtype),
-              "rs": (rng.random(sh) * 0.01 + 0.002).astype("float32"),
-              "rz": np.full(sh, rng.integers(lo // 8, hi // 8), wtype) if wtype == "uint8" else np.zeros(sh, wtype)}
-    feed = {"X": rng.standard_normal((seq, batch, inp)).astype("float32")}
-    inputs = [helper.make_tensor_value_info("X", 1, (seq, batch, inp))]
-    if lens is not None:
-        consts["L"] = np.array(lens, "int32")
-        if lens_input:
-            feed["L"] = consts.pop("L")
-            inputs.append(helper.make_tensor_value_info("L", 6, (batch,)))
-    names = ["X", "W", "R", "B", "" if lens is None else "L", "H0" if init else "", "C0" if init else "",
-             "P" if peep else "", "ws", "wz", "rs", "rz"]
-    inits = [numpy_helper.from_array(consts[k], k) for k in names[1:] if k in consts]
-    outs = ["Y" if y else "", "Y_h", "Y_c"]
-    node = helper.make_node("DynamicQuantizeLSTM", names, outs, domain="com.microsoft",
-                            hidden_size=hidden, direction=direction)
-    gr = helper.make_graph([node], "dq", inputs, [helper.make_empty_tensor_value_info(o) for o in outs if o], inits)
-    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
-    m.ir_version = 8
-    return m, feed
-
-
 @pytest.mark.parametrize("kw", [dict(), dict(per_column=True, init=True, peep=True), dict(wtype="uint8"),
                                 dict(batch=3, seq=9), dict(direction="bidirectional", seq=30, hidden=32),
                                 dict(direction="reverse", batch=2, init=True, peep=True),
@@ -187,9 +153,14 @@ def dq_lstm_model(seq=5, batch=1, inp=8, hidden=16, direction="forward", per_col
                                 dict(direction="reverse", batch=3, seq=7, init=True, lens=[3, 7, 6], wtype="uint8"),
                                 dict(direction="bidirectional", batch=3, seq=7, init=True, lens=[5, 0, 3],
                                      lens_input=True),
-                                dict(direction="bidirectional", batch=3, seq=7, init=True, lens=[2, 4, 3], y=False)])
+                                dict(direction="bidirectional", batch=3, seq=7, init=True, lens=[2, 4, 3], y=False),
+                                dict(hidden=5, batch=2, init=True), dict(hidden=12, batch=3, seq=4),
+                                dict(wtype="uint8", rz=128, per_column=True), dict(wtype="uint8", weights_input=True),
+                                dict(weights_input=True, hidden=32, batch=2)])
 def test_dynamic_quantize_lstm_matches_onnxruntime(kw):
     """X quantized to uint8 once, h at every step, as onnxruntime does: the same bits up to float rounding.
+    R minus its zero point int8 (int8 R, or uint8 R with zero point 128) or int16 (other zero points, or R an
+    input); W a constant (``qnn.dense``) or an input.
     With sequence_lens (shorter than the sequence), X's steps past the longest are left out of its quantization,
     a reversed row starts at its own last step, and a finished row enters later steps' quantization of h as
     zeros (read back from Y) or, without Y, with its last h (from Y_h).  onnxruntime on one thread: with more, a
@@ -208,6 +179,53 @@ def test_dynamic_quantize_lstm_matches_onnxruntime(kw):
     for got in (mod(**feed), graph.evaluate(g, feed, params)):
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(b).max())))
+
+
+AVX512VNNI = "llvm -mcpu=znver4 -mattr=+avx512f,+avx512bw,+avx512vl,+avx512vnni"
+AVXVNNI = "llvm -mcpu=alderlake -mattr=+avx2,+fma,+avxvnni"
+NO_VNNI = "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vl"
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 targets are compiled here")
+@pytest.mark.parametrize("wtype,instruction", [("int8", "vpdpbusd"), ("uint8", "vpdpwssd")])
+@pytest.mark.filterwarnings("ignore:build_model. the target .skylake-avx512. lacks")
+def test_quantized_scan_uses_vnni_where_the_target_has_it(wtype, instruction):
+    """The scan's int32 h R is ``vpdpbusd`` (int8 R: uint8 h, corrected by its zero point) or ``vpdpwssd``
+    (uint8 R minus a zero point that leaves int8: int16 operands), zmm with AVX512-VNNI, ymm with AVX-VNNI, and
+    the manifest names the instruction set; without VNNI, plain ``vpmaddwd``.  Each target this host runs gives
+    the same bits (integer sums are exact), matching onnxruntime."""
+    import re
+
+    import codegen
+    import onnxruntime as ort
+    from codegen import jit
+    from codegen.target import host, parse
+    m, feed = dq_lstm_model(seq=6, batch=2, hidden=32, direction="bidirectional", init=True, wtype=wtype)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1     # more split the batch, each thread quantizing its own rows of h
+    want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feed)
+    g, params = graph.from_onnx(m)
+    results = []
+    for target, isa, register in ((AVX512VNNI, "avx512vnni", "z"), (AVXVNNI, "avxvnni", "y"), (NO_VNNI, None, None)):
+        mod = codegen.build_model(g, params=params, target=target)
+        scans = [s.schedule for s in mod.run_list.steps if s.schedule.get("rule") == "rnn_scan_cpu"]
+        assert len(scans) == 2 and all(o.get("isa") == ([isa] if isa else None) for o in scans), scans
+        asm = jit.emit_assembly(mod._ir, parse(target))
+        code = "".join(body for name, body in re.findall(r"^tiletune_([\w.]+):\n(.*?)(?=^tiletune_|\Z)", asm, re.M | re.S)
+                       if "rnn_scan" in name)
+        found = set(re.findall(instruction + r"\s+[^\n]*%(\w)mm\d+\s*$", code, re.M))
+        assert found == ({register} if isa else set()), found
+        assert isa or "vpmaddwd" in code and "vpdp" not in code
+        if parse(target).features <= host().features:
+            for b in mod.buffers:
+                if b.dtype.kind == "f":
+                    b.fill(np.nan)
+            results.append(mod(**feed))
+    assert results, "this host runs none of the targets"
+    for got in results:
+        for a, b, w in zip(got, results[0], want):
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(w).max())))
 
 
 def test_cuda_builds_the_scan():

@@ -18,6 +18,7 @@ from tensorir.graph import TensorType, Var, call
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 import graph_models as gm
+from recurrent_models import dq_lstm_model
 
 THREADS, CALLS = 4, 40
 
@@ -41,7 +42,13 @@ def matmul_softmax(seed: int = 0, d: int = 32, hidden: int = 64):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="tiletune-tests")
 
 
-MODELS = {"small_cnn": (gm.small_cnn, {"N": 2}), "matmul_softmax": (matmul_softmax, {"B": 2, "S": 24})}
+def dq_lstm():
+    """A bidirectional com.microsoft DynamicQuantizeLSTM (its scans' integer products by ``vpdpwssd``)."""
+    return dq_lstm_model(seq=8, inp=16, hidden=32, direction="bidirectional", init=True)[0]
+
+
+MODELS = {"small_cnn": (gm.small_cnn, {"N": 2}), "matmul_softmax": (matmul_softmax, {"B": 2, "S": 24}),
+          "dq_lstm": (dq_lstm, None)}
 
 
 def _feeds(m, rng) -> dict[str, np.ndarray]:

@@ -22,13 +22,18 @@ def _infer(xp: TensorType, rt: TensorType, init: TensorType, *extra: TensorType,
         raise ValueError(f"unknown cell {cell!r}")
     ngates, nstates = CELLS[cell]
     if not xp.dtype.startswith("float") or init.dtype != xp.dtype or \
-            rt.dtype != xp.dtype and not (quantized and rt.dtype == "int16"):
-        raise ValueError(f"xp, rt and init must be one float type (rt int16 when quantized), got {xp.dtype}, "
+            rt.dtype not in ((xp.dtype,) if not quantized else ("int8", "int16")):
+        raise ValueError(f"xp, rt and init must be one float type (rt int8 or int16 when quantized), got {xp.dtype}, "
                          f"{rt.dtype}, {init.dtype}")
     T, B, GH = xp.shape
-    H = rt.shape[1] if rt.ndim == 3 else rt.shape[0]
-    rshape = (GH // rt.shape[2], H, rt.shape[2]) if rt.ndim == 3 else (H, GH)
-    if GH != ngates * H or tuple(rt.shape) != rshape or tuple(init.shape) != (nstates, B, H):
+    H = init.shape[-1]
+    if quantized:    # int16 packed NK[b]n2k, or int8 NK[b]n4k
+        grp = 4 if rt.dtype == "int8" else 2
+        blk = rt.shape[2] // grp if rt.ndim == 3 else 1
+        rshape = (GH // blk, -(-H // grp), grp * blk)
+    else:
+        rshape = (GH // rt.shape[2], H, rt.shape[2]) if rt.ndim == 3 else (H, GH)
+    if GH != ngates * H or GH % rshape[0] or tuple(rt.shape) != rshape or tuple(init.shape) != (nstates, B, H):
         raise ValueError(f"{cell}: shapes do not fit ({ngates} gates, {nstates} states)")
     n_act = {"RNN": 1, "GRU": 2, "LSTM": 3}[cell]
     if len(activations) != n_act or len(activation_alpha) != n_act or len(activation_beta) != n_act:
@@ -38,7 +43,8 @@ def _infer(xp: TensorType, rt: TensorType, init: TensorType, *extra: TensorType,
         raise ValueError(f"unknown activation {unknown[0]!r}")
     if quantized and cell != "LSTM":
         raise ValueError(f"quantized {cell} is not defined (onnxruntime's DynamicQuantizeLSTM only)")
-    wanted = (cell == "GRU" and bool(linear_before_reset)) + bool(peephole) + bool(seq_lens) + bool(quantized)
+    wanted = (cell == "GRU" and bool(linear_before_reset)) + bool(peephole) + bool(seq_lens) + bool(quantized) + \
+        bool(quantized and rt.dtype == "int8")
     if len(extra) != wanted:
         raise ValueError(f"{len(extra)} extra inputs, expected {wanted}")
     return TensorType((T + nstates, B, H), xp.dtype)
@@ -76,14 +82,18 @@ def quantize_u8(x: np.ndarray) -> tuple[np.ndarray, np.float32]:
 def _numpy(xp, rt, init, *extra, cell, activations, activation_alpha, activation_beta, clip, linear_before_reset,
            input_forget, reverse, peephole, seq_lens, quantized, output_sequence):
     T, B, _ = xp.shape
-    if rt.ndim == 3:    # packed blocks of columns
+    H = init.shape[-1]
+    if quantized:       # NK[b]n[g]k: rt[jo, ko, ji * g + ki] = R^T[ko * g + ki, jo * b + ji]
+        nb, hk, bg = rt.shape
+        grp = 4 if rt.dtype == np.int8 else 2
+        rt = rt.reshape(nb, hk, bg // grp, grp).transpose(1, 3, 0, 2).reshape(grp * hk, -1)[:H]
+    elif rt.ndim == 3:  # packed blocks of columns
         rt = rt.transpose(1, 0, 2).reshape(rt.shape[1], -1)
-    H = rt.shape[0]
     rest = [e.astype("float64") if e.dtype.kind == "f" else e for e in extra]
     rbh = rest.pop(0) if cell == "GRU" and linear_before_reset else None
     peep = rest.pop(0) if peephole else None
     lens = rest.pop(0) if seq_lens else np.full(B, T)
-    rscale = rest.pop(0).astype("float32") if quantized else None
+    rscale = rest.pop(0).astype("float32") if quantized else None   # (then int8 R's column sums: unused)
     fns = [lambda x, f=NUMPY_ACTIVATIONS[n], a=a, b=b: f(x, a, b)
            for n, a, b in zip(activations, activation_alpha, activation_beta)]
 
@@ -127,5 +137,5 @@ def _numpy(xp, rt, init, *extra, cell, activations, activation_alpha, activation
     return np.concatenate([y, state]).astype(init.dtype)
 
 
-register_op("nn.rnn_scan", OpPattern.OPAQUE, _infer, attrs=ATTRS, num_inputs=(3, 6), numpy=_numpy,
+register_op("nn.rnn_scan", OpPattern.OPAQUE, _infer, attrs=ATTRS, num_inputs=(3, 7), numpy=_numpy,
             topi=topi.nn.rnn.rnn_scan, anchor=True)

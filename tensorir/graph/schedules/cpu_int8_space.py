@@ -27,12 +27,13 @@ CONV_TEMPLATE, DENSE_TEMPLATE = "conv2d_int8_cpu", "dense_int8_cpu"
 ACCUMULATORS = 28     # of the 32 vector registers: the rest hold the weights and the broadcast data
 
 
-def dot_block(anchor: Stage, lanes_axis, reduce_inner, isa) -> None:
+def dot_block(anchor: Stage, lanes_axis, reduce_inner, isa, plain=(PLAIN, PLAIN_IR)) -> None:
     """The innermost (lanes x 4) block: ``vpdpbusd`` of ``isa``, or (None) the same dot in plain vector code
-    (``vpmaddwd``)."""
+    (``vpmaddwd``); ``plain``: that form and its IR (:data:`~tensorir.topi.x86.PLAIN_INT16` for ``vpdpwssd``'s
+    lanes x 2 pairs)."""
     if isa is None:
-        anchor.pragma(anchor.leaf_iter_vars[0], "import_llvm", PLAIN_IR)
-        isa = PLAIN
+        anchor.pragma(anchor.leaf_iter_vars[0], "import_llvm", plain[1])
+        isa = plain[0]
     if isa.lanes == LANES:
         anchor.tensorize(lanes_axis, dot_int8(isa))
         return

@@ -4,7 +4,10 @@ packed by them at import) with its reduction outside a register block of batch r
 cell's update is vectorized over the hidden units, and the result's copy (``Y`` in time order, the final
 states) is vectorized, parallel only when large.  Threads inside the time loop would meet at a barrier every
 step: at the sizes of real recurrent layers (hidden 64-512) a step takes microseconds, so the body stays on
-one thread.  On CUDA (:func:`schedule_rnn_scan_cuda`) a block per batch element runs the loop over time."""
+one thread.  With quantized weights (DynamicQuantizeLSTM) the product is int32 (:func:`_int_matvec`): each block of 16
+columns x 4 reduction elements is one ``vpdpbusd`` (u8 x s8 -> s32, int8 ``R``), of 16 columns x 2 one ``vpdpwssd``
+(s16 x s16 -> s32, int16 ``R``) where the target has AVX512-VNNI or AVX-VNNI, else the same dot in plain vector code
+(``vpmaddwd`` and adds).  On CUDA (:func:`schedule_rnn_scan_cuda`) a block per batch element runs the loop over time."""
 from __future__ import annotations
 
 import math
@@ -13,9 +16,12 @@ from ...schedule import INLINE, Schedule, ScheduleError, create_schedule
 from ...scan import ScanOp
 from ...tensor import ComputeOp, thread_axis
 from ...topi.generic.injective import schedule_injective_from_existing
+from ...topi.nn.qnn import LANES
+from ...topi.x86 import DOT_INT8, DOT_INT16, PLAIN, PLAIN_INT16, PLAIN_INT16_IR, PLAIN_IR, int8_isa
 from ..lower_te import KernelTE
+from .cpu_int8_space import dot_block
 from .helpers import vector_width
-from .registry import register_schedule
+from .registry import register_schedule, scheduling_target, target_features
 
 #: elements of the result from which its copy runs on several threads (below, a parallel region costs more)
 PARALLEL_COPY = 1 << 18
@@ -47,6 +53,44 @@ def _matvec(st, block: int) -> None:
         st.vectorize(gl)
 
 
+#: the dot-product forms of the quantized product by group (reduction elements a 32-bit lane sums): preferred
+#: forms by CPU feature, the plain form and its IR
+DOTS = {4: (DOT_INT8, (PLAIN, PLAIN_IR)), 2: (DOT_INT16, (PLAIN_INT16, PLAIN_INT16_IR))}
+
+
+def _int_matvec(s: Schedule, st, features) -> tuple:
+    """``rnn_hr[t, b, jo, ji] = sum_{ko, ki} hq[t, b, g ko + ki] * rt[jo, ko, g ji + ki]`` (int32, ``rt`` packed
+    ``NK[b]n[g]k``, a block's rows contiguous): per register block of batch rows x columns (16-lane vectors: 16 of
+    them, 4 without 512-bit registers), its sums in a local buffer (registers, once LLVM splits it) over the
+    whole reduction, each 16 lanes x ``g`` one ``vpdpbusd`` (``g`` = 4) or ``vpdpwssd`` (``g`` = 2) of the
+    target's ``features`` (else plain vector code), then copied out.  Returns the features used; blocks of fewer
+    than 16 columns (a hidden size not a multiple of 4) stay plain loops."""
+    t, b, jo, ji = st.op.axis
+    nb, blk = int(b.dom.extent), int(ji.dom.extent)
+    forms, plain = DOTS[int(st.op.reduce_axis[1].dom.extent)]
+    isa = int8_isa(features, forms)
+    vectors = ACCUMULATORS if "avx512f" in features else ACCUMULATORS // 4
+    rows = _divisor(nb, vectors)
+    sub = LANES * _divisor(blk // LANES, max(1, vectors // rows)) if blk % LANES == 0 else blk
+    acc = s[s.cache_write(st.op.output(0), "local")]
+    bo, bi = st.split(b, factor=rows)
+    jso, jsi = st.split(ji, factor=sub)
+    st.reorder(bo, jo, jso, bi, jsi)
+    acc.compute_at(st, jso)
+    if sub % LANES:
+        return ()
+    _, jsv = st.split(jsi, factor=LANES)
+    st.vectorize(jsv)
+    _, ab, ajo, aji = acc.op.axis
+    ko, ki = acc.op.reduce_axis
+    jio, jii = acc.split(aji, factor=LANES)
+    acc.reorder(ko, ab, ajo, jio, jii, ki)
+    for ax in (ab, ajo, jio):
+        acc.unroll(ax)
+    dot_block(acc, jii, ki, isa, plain=plain)
+    return (isa.feature,) if isa is not None else ()
+
+
 def _elementwise(st) -> None:
     j = st.op.axis[-1]
     vw = vector_width(int(j.dom.extent))
@@ -61,10 +105,13 @@ def schedule_rnn_scan(cfg, kt: KernelTE) -> Schedule:
     s = create_schedule([t.op for t in kt.outputs])
     rt = kt.inputs[1]     # R^T, packed [columns / block, hidden, block] by the importer, or [hidden, columns]
     block = int(rt.shape[2]) if rt.ndim == 3 else int(rt.shape[1])
-    for st in s.stages:
+    features = target_features(scheduling_target())
+    for st in list(s.stages):
         if not isinstance(st.op, ComputeOp):
             continue
-        if st.op.name in ("rnn_hr", "rnn_reset_hr"):
+        if st.op.name == "rnn_hr" and len(st.op.reduce_axis) == 2:     # quantized: int32
+            s.isa = _int_matvec(s, st, features)
+        elif st.op.name in ("rnn_hr", "rnn_reset_hr"):
             _matvec(st, block)
         elif st.op.name in ("rnn_update", "rnn_cell", "rnn_reset_h", "rnn_init", "rnn_h_quantized"):
             _elementwise(st)

@@ -57,16 +57,30 @@ def pack_block(batch: int, hidden: int, accumulators: int = 16) -> int:
     return vec * max(d for d in range(1, limit + 1) if (hidden // vec) % d == 0)
 
 
-def quantize_u8(lo, hi, x=None):
+def quantized_block(batch: int, columns: int, accumulators: int = 16) -> int:
+    """Columns per block of the quantized ``R^T`` (``NK[b]n[g]k``, :func:`rnn_scan`): vectors of 16 (one
+    ``vpdpbusd`` / ``vpdpwssd`` each), as many as a block of batch rows (up to 16) x them fits ``accumulators``
+    registers, so that a block's rows over the whole reduction are contiguous; without 16 | ``columns``, the
+    largest of 8, 4, 2, 1 dividing it."""
+    if columns % 16:
+        return next(b for b in (8, 4, 2, 1) if columns % b == 0)
+    rows = max(d for d in range(1, min(batch, accumulators) + 1) if batch % d == 0)
+    limit = max(1, accumulators // rows)
+    return 16 * max(d for d in range(1, limit + 1) if (columns // 16) % d == 0)
+
+
+def quantize_u8(lo, hi, x=None, centered=True):
     """onnxruntime's dynamic uint8 quantization of values in ``[lo, hi]`` (widened to hold 0): ``(scale,
-    zero_point)``, or with ``x`` its quantized value minus the zero point (an integer, as a float)."""
+    zero_point)``, or with ``x`` its quantized value minus the zero point (an integer, as a float; not
+    ``centered``: the quantized value itself)."""
     dt = lo.dtype
     lo, hi = _min(lo, const(0, dt)), _max(hi, const(0, dt))
     scale = Select(dt, hi == lo, const(1, dt), (hi - lo) / const(255, dt))
     zp = te_round(_min(_max(-(lo / scale), const(0, dt)), const(255, dt)))
     if x is None:
         return scale, zp
-    return _min(_max(te_round(x / scale) + zp, const(0, dt)), const(255, dt)) - zp
+    q = _min(_max(te_round(x / scale) + zp, const(0, dt)), const(255, dt))
+    return q - zp if centered else q
 
 
 def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "LSTM", activations=(),
@@ -77,8 +91,16 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     (:func:`pack_block`; ``block`` divides ``hidden``); ``init``: ``[states, batch, hidden]``; ``extra``: GRU's ``Rbh``
     (``[hidden]``) with ``linear_before_reset``, LSTM's peepholes ``[3 * hidden]`` with ``peephole``, the
     sequence lengths ``[batch]`` (int32) with ``seq_lens``, ``R``'s scale per column ``[gates * hidden]`` with
-    ``quantized``, in this order.  ``quantized`` (onnxruntime's DynamicQuantizeLSTM): ``rt`` holds ``R`` minus its
-    zero point, and each step quantizes ``h`` to uint8 over the batch (:func:`quantize_u8`) before the product.
+    ``quantized`` and an int8 ``rt``, ``R``'s column sums ``[gates * hidden]`` (int32), in this order.
+    ``quantized`` (onnxruntime's DynamicQuantizeLSTM): ``rt`` holds ``R`` minus its zero point, packed for a
+    dot-product instruction in groups of ``g`` reduction elements (``NK[b]n[g]k``: ``[gates * hidden / b,
+    ceil(hidden / g), g * b]``, ``rt[jo, ko, ji * g + ki] = R[jo * b + ji, ko * g + ki]``, zero past ``hidden``;
+    the importer's ``b``: :func:`quantized_block`): int16 (``g`` = 2, ``vpdpwssd``), or int8 where it fits (``g`` =
+    4, ``vpdpbusd``).  Each step quantizes ``h`` to uint8 over the batch (:func:`quantize_u8`, stage
+    ``rnn_h_quantized``: minus its zero point as int16, or the uint8 itself with int8 ``rt``, whose product is
+    then corrected by the zero point times the column sums), for the exact int32 product (stage ``rnn_hr``,
+    axes ``(t, b, column block, lane)``, reductions ``(group, g)``: the form of
+    :func:`~tensorir.topi.x86.dot_int8`).
 
     As onnxruntime, ``reverse`` with ``seq_lens`` reverses each sequence within its own length (every row starts
     at step 1), and with ``quantized`` and ``output_sequence`` (the node outputs ``Y``) a finished row enters each
@@ -89,11 +111,17 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     ngates, nstates = CELLS[cell]
     T, B, GH = (int(d) for d in xp.shape)
     packed = rt.ndim == 3
-    H = int(rt.shape[1] if packed else rt.shape[0])
-    blk = int(rt.shape[2]) if packed else GH
-    rshape = (GH // blk, H, blk) if packed else (H, GH)
-    if xp.ndim != 3 or GH != ngates * H or GH % blk or (packed and H % blk) or tuple(int(d) for d in rt.shape) != rshape or \
-            tuple(int(d) for d in init.shape) != (nstates, B, H):
+    H = int(init.shape[-1])
+    if quantized:
+        grp = 4 if rt.dtype == "int8" else 2
+        blk = int(rt.shape[2]) // grp if rt.ndim == 3 else 1
+        rshape = (GH // blk, -(-H // grp), grp * blk)
+    else:
+        blk = int(rt.shape[2]) if packed else GH
+        rshape = (GH // blk, H, blk) if packed else (H, GH)
+    if xp.ndim != 3 or GH != ngates * H or GH % blk or (packed and not quantized and H % blk) or \
+            tuple(int(d) for d in rt.shape) != rshape or tuple(int(d) for d in init.shape) != (nstates, B, H) or \
+            quantized and rt.dtype not in ("int8", "int16"):
         raise ValueError(f"rnn_scan: {cell} shapes do not fit: xp {list(xp.shape)}, rt {list(rt.shape)}, "
                          f"init {list(init.shape)}")
     rest = list(extra)
@@ -101,6 +129,7 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     peep = rest.pop(0) if peephole else None
     lens = rest.pop(0) if seq_lens else None
     rscale = rest.pop(0) if quantized else None
+    rsum = rest.pop(0) if quantized and rt.dtype == "int8" else None
     if rest:
         raise ValueError(f"rnn_scan: {len(rest)} input(s) too many")
     names = list(activations)
@@ -114,9 +143,8 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
             x = _min(_max(x, const(-lim, dt)), const(lim, dt))
         return fns[k](x)
 
-    def r(kk, g):             # R^T[k, g], packed or not (quantized: int16, R minus its zero point)
-        v = rt[g // blk, kk, g % blk] if packed else rt[kk, g]
-        return v if rt.dtype == dt else Cast(dt, v)
+    def r(kk, g):             # R^T[k, g], packed or not
+        return rt[g // blk, kk, g % blk] if packed else rt[kk, g]
 
     def step_x(t, b):         # the time index row b reads at scan step t (1..T) (clamped once a row is done)
         if not reverse:
@@ -139,15 +167,28 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
         lo = compute((T + 1,), lambda t: te_min(h_in(t, qb, qk), axis=[qb, qk]), name="rnn_h_min")
         qb, qk = reduce_axis((0, B), name="qb"), reduce_axis((0, H), name="qk")
         hi = compute((T + 1,), lambda t: te_max(h_in(t, qb, qk), axis=[qb, qk]), name="rnn_h_max")
-        hq = compute((T + 1, B, H), lambda t, b, kk: quantize_u8(lo[t], hi[t], h_in(t, b, kk)),
-                     name="rnn_h_quantized")
-        mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(hq[t, b, k] * r(k, g), axis=k), name="rnn_hr")
+        hk, qt = grp * int(rt.shape[1]), "uint8" if rsum is not None else "int16"   # hk: hidden, padded
+
+        def h_q(t, b, kk):    # uint8 (int8 rt) or uint8 minus its zero point as int16 (zero past hidden)
+            v = Cast(qt, quantize_u8(lo[t], hi[t], h_in(t, b, _min(kk, const(H - 1, kk.dtype)) if hk > H else kk),
+                                     centered=rsum is None))
+            return v if hk == H else if_then_else(kk < H, v, const(0, qt))
+        hq = compute((T + 1, B, hk), h_q, name="rnn_h_quantized")
+        ko, ki = reduce_axis((0, hk // grp), name="ko"), reduce_axis((0, grp), name="ki")
+        mv = compute((T + 1, B, GH // blk, blk), lambda t, b, jo, ji: te_sum(
+            hq[t, b, ko * grp + ki].astype("int32") * rt[jo, ko, ji * grp + ki].astype("int32"), axis=[ko, ki]),
+            name="rnn_hr")
     else:
         mv = compute((T + 1, B, ng), lambda t, b, g: te_sum(state[t - 1, 0, b, k] * r(k, g), axis=k), name="rnn_hr")
 
     def pre(t, b, q, j):     # gate q before its activation: x W^T + h R^T (+ biases, in xp)
         if quantized:       # onnxruntime: the int32 product times (h's scale * R's scale)
-            return xp[step_x(t, b), b, q * H + j] + mv[t, b, q * H + j] * (quantize_u8(lo[t], hi[t])[0] * rscale[q * H + j])
+            g = q * H + j
+            s, zp = quantize_u8(lo[t], hi[t])
+            acc = mv[t, b, g // blk, g % blk]
+            if rsum is not None:    # sum (q - zp) R = sum q R - zp sum R
+                acc = acc - Cast("int32", zp) * rsum[g]
+            return xp[step_x(t, b), b, g] + Cast(dt, acc) * (s * rscale[g])
         return xp[step_x(t, b), b, q * H + j] + mv[t, b, q * H + j]
 
     if cell == "GRU" and not linear_before_reset:
@@ -203,4 +244,4 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     return compute((T + nstates, B, H), out, name="rnn_out", tag="rnn_scan")
 
 
-__all__ = ["ACTIVATIONS", "CELLS", "pack_block", "quantize_u8", "rnn_scan"]
+__all__ = ["ACTIVATIONS", "CELLS", "pack_block", "quantize_u8", "quantized_block", "rnn_scan"]

@@ -1,7 +1,8 @@
 """The u8 x s8 -> s32 dot product of ``vpdpbusd`` as a tensor intrinsic, one registry keyed by the CPU
 feature that provides it: ``c[i] += sum_r a[r] * b[i * 4 + r]`` for ``i < lanes``, ``r < 4``, with ``a``
 (4 uint8, broadcast as one int32) and ``b`` (``lanes`` x 4 int8, one vector) read as the instruction's
-operands.
+operands.  :data:`DOT_INT16` is the s16 x s16 -> s32 form of ``vpdpwssd`` (pairs: ``r < 2``), exact for any
+16-bit operands but two products of -32768 squared (they wrap, as int32 addition does).
 
 ``vpdpbusd`` multiplies unsigned by signed bytes, adds each group of four 16-bit products into the 32-bit
 lane without saturation (the ``s`` form saturates; it is not used) and wraps like int32 addition, which
@@ -10,12 +11,14 @@ is what the compute definition says: its result is exact below K = 66,000 (uint8
 Without VNNI, :data:`PLAIN` computes the same block exactly with generic vector IR (:data:`PLAIN_IR`,
 linked into the kernel with ``pragma(axis, "import_llvm", PLAIN_IR)`` and inlined): bytes widened,
 products summed in pairs (LLVM selects ``vpmaddwd``: 16-bit products of a uint8 and an int8 fit, unlike
-``vpmaddubsw``'s saturating pair sums, which are not used), then pairs of pairs.
+``vpmaddubsw``'s saturating pair sums, which are not used), then pairs of pairs; :data:`PLAIN_INT16`
+(:data:`PLAIN_INT16_IR`) is ``vpmaddwd`` and an add.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ... import dtype as dt
 from ...buffer import decl_buffer
 from ...expr import Broadcast, BufferLoad, Ramp, const
 from ...extern import call_extern
@@ -28,47 +31,70 @@ from ...tensor_intrin import TensorIntrin, decl_tensor_intrin
 
 @dataclass(frozen=True)
 class DotInt8:
-    """One ``vpdpbusd`` form: the CPU feature (LLVM's name), its vector lanes (int32) and LLVM intrinsic."""
+    """One ``vpdpbusd`` (or, with 16-bit operands, ``vpdpwssd``) form: the CPU feature (LLVM's name), its
+    vector lanes (int32), LLVM intrinsic and operand types."""
     feature: str
     lanes: int
     llvm_name: str
+    a_dtype: str = "uint8"
+    b_dtype: str = "int8"
+
+    @property
+    def group(self) -> int:
+        """Products summed into each 32-bit lane (4 bytes, 2 pairs of 16 bits)."""
+        return 4 // dt.itemsize(self.a_dtype)
+
+    @property
+    def tag(self) -> str:
+        return {"uint8": "u8", "int8": "s8", "int16": "s16"}[self.a_dtype] + \
+            {"int8": "s8", "int16": "s16"}[self.b_dtype] + "s32"
 
 
 #: By preference: AVX512-VNNI (16 lanes), AVX-VNNI (8 lanes, VEX encoded; LLVM picks it from the feature).
 DOT_INT8 = (DotInt8("avx512vnni", 16, "llvm.x86.avx512.vpdpbusd.512"),
             DotInt8("avxvnni", 8, "llvm.x86.avx512.vpdpbusd.256"))
+#: ``vpdpwssd`` (s16 x s16 pairs -> s32), by preference as :data:`DOT_INT8`
+DOT_INT16 = (DotInt8("avx512vnni", 16, "llvm.x86.avx512.vpdpwssd.512", "int16", "int16"),
+             DotInt8("avxvnni", 8, "llvm.x86.avx512.vpdpwssd.256", "int16", "int16"))
 
 
 def _lanes(values) -> str:
     return ", ".join(f"i32 {v}" for v in values)
 
 
-#: the exact dot of 16 lanes x 4 bytes in generic LLVM IR (one definition per module: linkonce_odr)
+def plain_ir(form: DotInt8) -> str:
+    """``form``'s exact dot of 16 lanes x ``group`` in generic LLVM IR (one definition per module:
+    linkonce_odr): operands widened to int32, multiplied, summed in pairs until 16 lanes remain."""
+    g, bits = form.group, 32 // form.group
+    n, e, widen = 16 * g, f"i{bits}", "zext" if form.a_dtype.startswith("u") else "sext"
+    body = [f"  %ag = bitcast i32 %a to <{g} x {e}>",
+            f"  %an = shufflevector <{g} x {e}> %ag, <{g} x {e}> poison, <{n} x i32> <{_lanes(i % g for i in range(n))}>",
+            f"  %aw = {widen} <{n} x {e}> %an to <{n} x i32>",
+            f"  %bn = bitcast <16 x i32> %b to <{n} x {e}>",
+            f"  %bw = sext <{n} x {e}> %bn to <{n} x i32>",
+            f"  %s{n} = mul nsw <{n} x i32> %aw, %bw"]
+    while n > 16:   # pairs of 8-bit products cannot overflow; of two -32768 squares, they wrap as vpdpwssd does
+        h = n // 2
+        body += [f"  %e{h} = shufflevector <{n} x i32> %s{n}, <{n} x i32> poison, <{h} x i32> <{_lanes(range(0, n, 2))}>",
+                 f"  %o{h} = shufflevector <{n} x i32> %s{n}, <{n} x i32> poison, <{h} x i32> <{_lanes(range(1, n, 2))}>",
+                 f"  %s{h} = add{' nsw' if h > 16 else ''} <{h} x i32> %e{h}, %o{h}"]
+        n = h
+    body.append("  %r = add <16 x i32> %c, %s16")
+    return (f"\ndefine linkonce_odr <16 x i32> @{form.llvm_name}(<16 x i32> %c, i32 %a, <16 x i32> %b) alwaysinline {{\n"
+            "entry:\n" + "\n".join(body) + "\n  ret <16 x i32> %r\n}\n")
+
+
+#: the exact dot of 16 lanes x 4 bytes in generic LLVM IR (LLVM selects ``vpmaddwd``), and of 16 lanes x 2 int16
 PLAIN = DotInt8("", 16, "tiletune_dot_16x4_u8s8")
-PLAIN_IR = f"""
-define linkonce_odr <16 x i32> @{PLAIN.llvm_name}(<16 x i32> %c, i32 %a, <16 x i32> %b) alwaysinline {{
-entry:
-  %a4 = bitcast i32 %a to <4 x i8>
-  %a64 = shufflevector <4 x i8> %a4, <4 x i8> poison, <64 x i32> <{_lanes(i % 4 for i in range(64))}>
-  %aw = zext <64 x i8> %a64 to <64 x i32>
-  %b8 = bitcast <16 x i32> %b to <64 x i8>
-  %bw = sext <64 x i8> %b8 to <64 x i32>
-  %p = mul nsw <64 x i32> %aw, %bw
-  %e = shufflevector <64 x i32> %p, <64 x i32> poison, <32 x i32> <{_lanes(range(0, 64, 2))}>
-  %o = shufflevector <64 x i32> %p, <64 x i32> poison, <32 x i32> <{_lanes(range(1, 64, 2))}>
-  %s = add nsw <32 x i32> %e, %o
-  %e2 = shufflevector <32 x i32> %s, <32 x i32> poison, <16 x i32> <{_lanes(range(0, 32, 2))}>
-  %o2 = shufflevector <32 x i32> %s, <32 x i32> poison, <16 x i32> <{_lanes(range(1, 32, 2))}>
-  %t = add <16 x i32> %e2, %o2
-  %r = add <16 x i32> %c, %t
-  ret <16 x i32> %r
-}}
-"""
+PLAIN_IR = plain_ir(PLAIN)
+PLAIN_INT16 = DotInt8("", 16, "tiletune_dot_16x2_s16s16", "int16", "int16")
+PLAIN_INT16_IR = plain_ir(PLAIN_INT16)
 
 
-def int8_isa(features) -> DotInt8 | None:
-    """The ``vpdpbusd`` form a CPU with ``features`` (LLVM names) has, else None."""
-    return next((d for d in DOT_INT8 if d.feature in features), None)
+def int8_isa(features, forms=DOT_INT8) -> DotInt8 | None:
+    """The form of ``forms`` (:data:`DOT_INT8`, :data:`DOT_INT16`) a CPU with ``features`` (LLVM names) has,
+    else None."""
+    return next((d for d in forms if d.feature in features), None)
 
 
 def _ramp(n: int) -> Ramp:
@@ -78,11 +104,11 @@ def _ramp(n: int) -> Ramp:
 def dot_int8(isa: DotInt8) -> TensorIntrin:
     """The intrinsic of ``isa`` (:class:`DotInt8`; :data:`PLAIN` needs :data:`PLAIN_IR` imported): body (from
     zero), no reset, update (accumulate)."""
-    n, plain = isa.lanes, not isa.llvm_name.startswith("llvm.")
-    a = placeholder((4,), dtype="uint8", name="a")
-    b = placeholder((n * 4,), dtype="int8", name="b")
-    r = reduce_axis((0, 4), name="r")
-    c = compute((n,), lambda i: rsum(a[r].astype("int32") * b[i * 4 + r].astype("int32"), axis=r), name="c")
+    n, g, plain = isa.lanes, isa.group, not isa.llvm_name.startswith("llvm.")
+    a = placeholder((g,), dtype=isa.a_dtype, name="a")
+    b = placeholder((n * g,), dtype=isa.b_dtype, name="b")
+    r = reduce_axis((0, g), name="r")
+    c = compute((n,), lambda i: rsum(a[r].astype("int32") * b[i * g + r].astype("int32"), axis=r), name="c")
     bufs = {t: decl_buffer(t.shape, t.dtype, name=t.name.upper(), offset_factor=1, strides=[1]) for t in (a, b, c)}
 
     def code(ins, outs):
@@ -90,14 +116,15 @@ def dot_int8(isa: DotInt8) -> TensorIntrin:
         cc = outs[0]
 
         def dot(accumulate: bool):
-            av = reinterpret("int32", BufferLoad("uint8x4", aa, (_ramp(4),)))   # PLAIN_IR takes the 4 bytes
+            av = reinterpret("int32", BufferLoad(f"{isa.a_dtype}x{g}", aa, (_ramp(g),)))   # PLAIN_IR: 4 bytes
             av = av if plain else Broadcast(f"int32x{n}", av, n)                # vpdpbusd them in every lane
-            bv = reinterpret(f"int32x{n}", BufferLoad(f"int8x{4 * n}", bb, (_ramp(4 * n),)))
+            bv = reinterpret(f"int32x{n}", BufferLoad(f"{isa.b_dtype}x{g * n}", bb, (_ramp(g * n),)))
             cv = BufferLoad(f"int32x{n}", cc, (_ramp(n),)) if accumulate else Broadcast(f"int32x{n}", const(0), n)
             call = call_extern if plain else call_llvm_pure_intrin
             return BufferStore(cc, call(f"int32x{n}", isa.llvm_name, cv, av, bv), (_ramp(n),))
         return dot(False), None, dot(True)
-    return decl_tensor_intrin(c.op, code, name=f"dot_{n}x4_u8s8s32_{isa.feature or 'plain'}", binds=bufs)
+    return decl_tensor_intrin(c.op, code, name=f"dot_{n}x{g}_{isa.tag}_{isa.feature or 'plain'}", binds=bufs)
 
 
-__all__ = ["DOT_INT8", "DotInt8", "PLAIN", "PLAIN_IR", "dot_int8", "int8_isa"]
+__all__ = ["DOT_INT16", "DOT_INT8", "DotInt8", "PLAIN", "PLAIN_INT16", "PLAIN_INT16_IR", "PLAIN_IR", "dot_int8",
+           "int8_isa"]
