@@ -134,11 +134,12 @@ class HistorySchedule:
     def _record_schedule(self, kt, dag, rec):
         """The searched schedule (steps replayed) or the measured default schedule of ``rec``."""
         from .auto_scheduler.loop_state import State
-        if "default" in rec.knobs:
+        if "default" in rec.knobs:      # the default schedule, with what its origin says (the AMX state it needs)
             from tensorir.graph.schedules import default_rule_name, kernel_schedule
-            return kernel_schedule(kt, self.target)[0], {
-                "kind": "default", "rule": default_rule_name(kt.anchor_op, self.target), "measured": True,
-                "cost": rec.cost, "log": self.log, "log_sha256": self.log_sha256}
+            s, origin = kernel_schedule(kt, self.target)
+            extra = {k: origin[k] for k in ("precision", "isa", "isa_missing") if k in origin}
+            return s, {"kind": "default", "rule": default_rule_name(kt.anchor_op, self.target), "measured": True,
+                       "cost": rec.cost, "log": self.log, "log_sha256": self.log_sha256, **extra}
         state = State(dag, rec.knobs["steps"])
         return state.schedule, {"kind": "record", "log": self.log, "log_sha256": self.log_sha256,
                                 "record": record_identity(rec)}

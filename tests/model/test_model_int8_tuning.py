@@ -146,3 +146,34 @@ def test_tuned_log_deploys_the_int8_templates_exactly(tmp_path):
         b.view(np.uint8).fill(0x5A)
     for a, w in zip(m(x=f["x"]), graph.evaluate(g, {"x": f["x"]})):
         np.testing.assert_array_equal(a, w)
+
+
+def test_measured_default_record_keeps_the_defaults_isa(tmp_path):
+    """A kernel deployed from its measured-default record (the tuner found nothing faster) runs the default
+    schedule and keeps what its origin says, ``isa`` included: the runtime asks the OS for AMX tile state
+    from it (an AMX default deployed so lost it and died of SIGILL in a fresh process); outputs stay exact."""
+    from autotune.auto_scheduler.compute_dag import ComputeDAG
+    from autotune.measure import MeasureErrorNo, MeasureResult
+    from autotune.record import Record, save_records
+    from tensorir.graph.schedules import default_rule_name
+    g = with_dense()
+    kts = []
+    plain = codegen.build_model(g, "llvm", schedule=lambda kt: kts.append(kt))
+    want = {s.kernel: s.schedule.get("isa") for s in plain.run_list.steps if s.native}
+    if not any(want.values()):
+        pytest.skip("no default schedule of this host names an instruction set")
+    target = str(host())
+    recs = [Record(("auto_scheduler", (ComputeDAG(kt.args).workload_key(kt.kernel.name),)), target, 0,
+                   {"default": default_rule_name(kt.anchor_op, host())},
+                   MeasureResult((1e-9,), MeasureErrorNo.NO_ERROR, 0.1, 0.0)) for kt in kts]
+    log = str(tmp_path / "defaults.jsonl")
+    save_records(log, recs)
+    with autotune.apply_history_best(log):
+        m = codegen.build_model(g, "llvm")
+    got = {s.kernel: s.schedule for s in m.run_list.steps if s.native}
+    assert {k: s["kind"] for k, s in got.items()} == {k: "default" for k in want}
+    assert all(s.get("measured") for s in got.values())
+    assert {k: s.get("isa") for k, s in got.items()} == want
+    ins = feeds()
+    for a, b in zip(m(**ins), plain(**ins)):
+        np.testing.assert_array_equal(a, b)
