@@ -94,4 +94,51 @@ def gemm_kernel_numpy(w, layout: str = "OIHW"):
     return w.transpose(2, 3, 1, 0).reshape(kh * kw * c, o).copy()
 
 
-__all__ = ["ROW_ALIGN", "conv2d_gemm_nhwc", "gemm_kernel_numpy", "gemm_rows"]
+def space_to_depth_plan(c: int, h: int, w: int, kh: int, kw: int, strides, padding, dilation) -> dict | str:
+    """How a convolution of ``c`` channels (not whole 16-byte gathers: ``c % 8``) becomes one that tensor cores
+    gather (MLPerf's ResNet stem): its input zero-padded (channels to ``cp``, the borders to ``pads``:
+    ``(top, bottom, left, right)``), each ``s x s`` patch of pixels made one pixel of ``s * s * cp`` channels
+    (``(dy, dx, c)``, :func:`space_to_depth_numpy`), then a ``kh x kw`` stride-1 unpadded convolution
+    (``kh = ceil(KH / s)``) with the weights of :func:`space_to_depth_kernel_numpy`: the same output, ``s * s *
+    cp`` a multiple of 8 and the GEMM's reduction ``kh * kw * s * s * cp`` of 16.  Or why it does not apply."""
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = (tuple(int(v) for v in strides), tuple(int(v) for v in dilation),
+                                            tuple(int(v) for v in padding))
+    if sh != sw or (dh, dw) != (1, 1):
+        return f"strides {sh} x {sw}, dilation {dh} x {dw} (a space-to-depth input takes equal strides, no dilation)"
+    s = sh
+    oh, ow = (h + pt + pb - kh) // s + 1, (w + pl + pr - kw) // s + 1
+    k2h, k2w = -(-kh // s), -(-kw // s)
+    cp = c
+    while (s * s * cp) % 8 or (k2h * k2w * s * s * cp) % 16:
+        cp += 1
+    hp, wp = s * (oh + k2h - 1), s * (ow + k2w - 1)    # the padded input the new taps read, whole patches
+    if hp < h + pt or wp < w + pl:
+        return f"the window leaves {h + pt - hp} rows / {w + pl - wp} columns unread (a crop is not planned)"
+    return {"s": s, "cp": cp, "kh": k2h, "kw": k2w, "pads": (pt, hp - h - pt, pl, wp - w - pl),
+            "hs": hp // s, "ws": wp // s, "c": s * s * cp}
+
+
+def space_to_depth_numpy(x, plan: dict):
+    """NCHW ``x`` as :func:`space_to_depth_plan`'s input: NHWC patches ``(N, H / s, W / s, (dy, dx, c))``."""
+    import numpy as np
+    s, (pt, pb, pl, pr) = plan["s"], plan["pads"]
+    n, c = x.shape[:2]
+    p = np.pad(x, ((0, 0), (0, plan["cp"] - c), (pt, pb), (pl, pr)))
+    return p.reshape(n, plan["cp"], plan["hs"], s, plan["ws"], s).transpose(0, 2, 4, 3, 5, 1).reshape(
+        n, plan["hs"], plan["ws"], plan["c"])
+
+
+def space_to_depth_kernel_numpy(w, plan: dict):
+    """The ``[kh * kw * s * s * cp, O]`` matrix of an ``OIHW`` filter ``w`` for :func:`space_to_depth_plan`'s
+    convolution: tap ``(a, b)`` of patch channel ``(dy, dx, c)`` is ``w[:, c, s * a + dy, s * b + dx]`` (zero
+    past the filter and the channels)."""
+    import numpy as np
+    s, cp, kh, kw = plan["s"], plan["cp"], plan["kh"], plan["kw"]
+    o, c, fh, fw = w.shape
+    p = np.zeros((o, cp, s * kh, s * kw), w.dtype)
+    p[:, :c, :fh, :fw] = w
+    return p.reshape(o, cp, kh, s, kw, s).transpose(2, 4, 3, 5, 1, 0).reshape(kh * kw * s * s * cp, o).copy()
+
+
+__all__ = ["ROW_ALIGN", "conv2d_gemm_nhwc", "gemm_kernel_numpy", "gemm_rows", "space_to_depth_kernel_numpy",
+           "space_to_depth_numpy", "space_to_depth_plan"]

@@ -1,0 +1,82 @@
+"""``alter_op_layout_cuda``: 16-bit convolutions in NHWC on CUDA tensor cores (the CUDA side of
+:mod:`.layout`).
+
+The blocked layout with one block of all the channels, ``NCHW[C]c``, is NHWC.  A 16-bit one-group
+``nn.conv2d`` (constant weights) becomes ``nn.contrib_conv2d_gemm_without_weight_transform``, an implicit GEMM
+over the ``[KH * KW * C, O]`` weight matrix (packed once, here), where
+``schedules.cuda_tensorcore_conv.conv_refusal`` finds nothing against it.  One whose input channels are not
+whole 16-byte gathers (``C % 8``: an image's 3) takes its input as ``topi.nn.conv2d_gemm.space_to_depth_plan``
+says (MLPerf's ResNet stem): zero-padded, each ``s x s`` patch one pixel of ``s * s * C'`` channels (a pad, a
+reshape, a transpose and a reshape, fused into the kernel that writes the input), then a stride-1 convolution
+with rearranged weights.  Any other refused convolution stays NCHW with a warning naming why.  Bias, max /
+average pooling, global pooling, concatenation and elementwise ops follow the layout, as on the CPU
+(:data:`CUDA_RULES`), so activations stay NHWC between the convolutions.
+"""
+from __future__ import annotations
+
+import warnings
+
+from ...topi.nn.conv2d_gemm import gemm_kernel_numpy, space_to_depth_kernel_numpy, space_to_depth_plan
+from ..ir import Const, Graph, Node
+from ..op.registry import call
+from .layout import RULES, Rule, _Layouts, alter_op_layout
+
+
+def _conv2d_gemm(st: _Layouts, n: Node, info: dict):
+    """A 16-bit one-group convolution on tensor cores (see the module), or None (a warning naming why)."""
+    from ..schedules.cuda_tensorcore_conv import conv_refusal
+    x, w = n.inputs
+    if not isinstance(w, Const) or x.type.ndim != 4 or w.type.dtype != x.type.dtype:
+        return None
+    o, c, kh, kw = w.type.shape
+    a = n.attrs
+    m = n.type.shape[0] * n.type.shape[2] * n.type.shape[3]
+    why = conv_refusal(x.type.dtype, a["groups"], c, m, o, kh * kw * c, info)
+    if why is None:
+        y = call("nn.contrib_conv2d_gemm_without_weight_transform", st.get_blocked(x, c),
+                 st.pack(w, "HWIO", gemm_kernel_numpy), strides=a["strides"], padding=a["padding"],
+                 dilation=a["dilation"], kernel_size=(kh, kw), data_layout=f"NCHW{c}c", kernel_layout="HWIO",
+                 out_layout=f"NCHW{o}c")
+        return y, o
+    if c % 8 and a["groups"] == 1:
+        plan = space_to_depth_plan(c, *x.type.shape[2:], kh, kw, a["strides"], a["padding"], a["dilation"])
+        if isinstance(plan, dict):
+            why = conv_refusal(x.type.dtype, 1, plan["c"], m, o, plan["kh"] * plan["kw"] * plan["c"], info)
+            if why is None:
+                return _space_to_depth_conv(st, x, w, o, plan), o
+        why = f"{why}; as space-to-depth patches: {plan}"
+    if x.type.dtype in ("float16", "bfloat16"):
+        warnings.warn(f"nn.conv2d {x.type} * {w.type} stays on CUDA cores (NCHW): {why}", stacklevel=2)
+    return None
+
+
+def _space_to_depth_conv(st: _Layouts, x, w: Const, o: int, plan: dict):
+    """The convolution of ``x`` (NCHW) by ``w`` as :func:`~...topi.nn.conv2d_gemm.space_to_depth_plan`'s ``plan``."""
+    s, (pt, pb, pl, pr) = plan["s"], plan["pads"]
+    n, c = x.type.shape[:2]
+    p = call("nn.pad", st.get_plain(x), pad_width=((0, 0), (0, plan["cp"] - c), (pt, pb), (pl, pr)))
+    p = call("reshape", p, newshape=(n, plan["cp"], plan["hs"], s, plan["ws"], s))
+    p = call("transpose", p, axes=(0, 2, 4, 3, 5, 1))
+    p = call("reshape", p, newshape=(n, 1, plan["hs"], plan["ws"], plan["c"]))
+    how = f"HWIO space-to-depth {s} {plan['cp']}"
+    return call("nn.contrib_conv2d_gemm_without_weight_transform", p,
+                st.pack(w, how, lambda v: space_to_depth_kernel_numpy(v, plan)), strides=(1, 1),
+                padding=(0, 0, 0, 0), dilation=(1, 1), kernel_size=(plan["kh"], plan["kw"]),
+                data_layout=f"NCHW{plan['c']}c", kernel_layout="HWIO", out_layout=f"NCHW{o}c")
+
+
+#: CUDA's rules besides the convolutions': the ops that follow a layout (bias, pooling, global pooling,
+#: concatenation, elementwise) as on the CPU
+CUDA_RULES: dict[str, Rule] = {k: RULES[k] for k in ("nn.bias_add", "nn.max_pool2d", "nn.avg_pool2d",
+                                                     "nn.global_avg_pool2d", "nn.global_max_pool2d", "concatenate")}
+
+
+def alter_op_layout_cuda(g: Graph, target=None) -> Graph:
+    """``g`` for CUDA ``target``: 16-bit convolutions in NHWC on tensor cores (see the module), activations
+    kept NHWC between them (transforms at the boundaries only)."""
+    from ..schedules.registry import target_info
+    info = target_info(target) if target is not None else {}
+    return alter_op_layout(g, dict(CUDA_RULES, **{"nn.conv2d": lambda st, n: _conv2d_gemm(st, n, info)}))
+
+
+__all__ = ["CUDA_RULES", "alter_op_layout_cuda"]
