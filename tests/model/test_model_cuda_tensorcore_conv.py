@@ -171,3 +171,51 @@ def test_stem_space_to_depth_simulated(dtype):
 def test_stem_space_to_depth_on_gpu(n, hw):
     """The same stem model on the device (its arch: wgmma or mma.sync), larger maps."""
     _stem_check(lambda m, feeds: m(**feeds), n=n, hw=hw, o=64, target="cuda")
+
+
+def _deep(dtype="float16", n=1, c=64, hw=7):
+    """A ResNet basic block at a 7 x 7 map: conv3x3 + bias + relu, conv3x3 + the input, relu (``c`` channels)."""
+    rng = np.random.default_rng(2)
+    x = Var("x", TensorType((n, c, hw, hw), dtype))
+    w1, w2 = ((rng.standard_normal((c, c, 3, 3)) * 0.1).astype(dtype) for _ in range(2))
+    b1 = rng.standard_normal(c).astype(dtype)
+    y = call("nn.relu", call("nn.bias_add", call("nn.conv2d", x, Const(w1), padding=[1] * 4), Const(b1), axis=1))
+    z = call("nn.relu", call("add", call("nn.conv2d", y, Const(w2), padding=[1] * 4), x))
+    return graph.Graph((x,), (z,)), (w1, b1, w2)
+
+
+def _deep_check(run, m, dtype, n, c, hw, w1, b1, w2):
+    xs = np.random.default_rng(3).standard_normal((n, c, hw, hw)).astype(dtype)
+    (got,) = run(m, {"x": xs})
+    y = np.maximum(_conv(xs, w1, 1, 1) + b1.astype(np.float64)[None, :, None, None], 0).astype(dtype)
+    ref = np.maximum(_conv(y, w2, 1, 1) + xs.astype(np.float64), 0)
+    scale = _conv(np.abs(y.astype(np.float64)), np.abs(w2), 1, 1) + np.abs(xs.astype(np.float64)) + np.abs(ref)
+    bad = np.abs(np.asarray(got, np.float64) - ref) > 4 * EPS16 * scale + 1e-30
+    assert not np.isnan(np.asarray(got, np.float64)).any() and not bad.any(), \
+        f"{bad.sum()} of {bad.size} outside tolerance; worst {np.abs(got - ref).max()}"
+
+
+@pytest.mark.nvcc
+@pytest.mark.cuda_sim
+def test_split_k_model_simulated(monkeypatch):
+    """Split-K in a model (thresholds lowered so that K = 576 splits): each conv writes float32 partial sums of 4
+    slices of its reduction, one elementwise kernel adds them up with the epilogue (bias / relu; the residual
+    add and relu), NaN-poisoned workspace, against numpy."""
+    from tensorir.graph.schedules import cuda_tensorcore_conv as tc
+    monkeypatch.setattr(tc, "SPLIT_MIN_K", 512)
+    monkeypatch.setattr(tc, "SPLIT_MIN_SLICE", 144)
+    g, ws = _deep()
+    ops = _ops(graph.optimize(g, {}, fuse=False, target="cuda -arch=sm_80"))
+    assert ops.count("strided_slice") == 8 and ops.count("nn.contrib_conv2d_gemm_without_weight_transform") == 2
+    m = codegen.build_model(g, target="cuda -arch=sm_80")
+    assert len(m.run_list.steps) == 5      # transform in, (conv, sum + epilogue) x 2 (the last one's writes NCHW)
+    _deep_check(simulate, m, "float16", 1, 64, 7, *ws)
+
+
+@pytest.mark.gpu
+def test_split_k_model_on_gpu():
+    """ResNet-18's layer-4 block at batch 1 (512 channels, 7 x 7: 8 slices of 576 taps) on the device."""
+    g, ws = _deep(c=512)
+    m = codegen.build_model(g, target="cuda")
+    assert len(m.run_list.steps) == 5
+    _deep_check(lambda mm, feeds: mm(**feeds), m, "float16", 1, 512, 7, *ws)

@@ -8,7 +8,9 @@ over the ``[KH * KW * C, O]`` weight matrix (packed once, here), where
 whole 16-byte gathers (``C % 8``: an image's 3) takes its input as ``topi.nn.conv2d_gemm.space_to_depth_plan``
 says (MLPerf's ResNet stem): zero-padded, each ``s x s`` patch one pixel of ``s * s * C'`` channels (a pad, a
 reshape, a transpose and a reshape, fused into the kernel that writes the input), then a stride-1 convolution
-with rearranged weights.  Any other refused convolution stays NCHW with a warning naming why.  Bias, max /
+with rearranged weights.  A GEMM of few blocks and a long reduction (``cuda_tensorcore_conv.split_k``: ResNet's
+7 x 7 layers at batch 1) computes float32 partial sums of slices of the reduction, added up (slices and adds)
+in the kernel of its epilogue.  Any other refused convolution stays NCHW with a warning naming why.  Bias, max /
 average pooling, global pooling, concatenation and elementwise ops follow the layout, as on the CPU
 (:data:`CUDA_RULES`), so activations stay NHWC between the convolutions.
 """
@@ -24,7 +26,7 @@ from .layout import RULES, Rule, _Layouts, alter_op_layout
 
 def _conv2d_gemm(st: _Layouts, n: Node, info: dict):
     """A 16-bit one-group convolution on tensor cores (see the module), or None (a warning naming why)."""
-    from ..schedules.cuda_tensorcore_conv import conv_refusal
+    from ..schedules.cuda_tensorcore_conv import conv_refusal, split_k
     x, w = n.inputs
     if not isinstance(w, Const) or x.type.ndim != 4 or w.type.dtype != x.type.dtype:
         return None
@@ -33,11 +35,12 @@ def _conv2d_gemm(st: _Layouts, n: Node, info: dict):
     m = n.type.shape[0] * n.type.shape[2] * n.type.shape[3]
     why = conv_refusal(x.type.dtype, a["groups"], c, m, o, kh * kw * c, info)
     if why is None:
+        splits = split_k(m, o, kh * kw * c, x.type.dtype, info)
         y = call("nn.contrib_conv2d_gemm_without_weight_transform", st.get_blocked(x, c),
                  st.pack(w, "HWIO", gemm_kernel_numpy), strides=a["strides"], padding=a["padding"],
                  dilation=a["dilation"], kernel_size=(kh, kw), data_layout=f"NCHW{c}c", kernel_layout="HWIO",
-                 out_layout=f"NCHW{o}c")
-        return y, o
+                 out_layout=f"NCHW{o}c", splits=splits)
+        return _sum_splits(y, x.type.dtype), o
     if c % 8 and a["groups"] == 1:
         plan = space_to_depth_plan(c, *x.type.shape[2:], kh, kw, a["strides"], a["padding"], a["dilation"])
         if isinstance(plan, dict):
@@ -48,6 +51,19 @@ def _conv2d_gemm(st: _Layouts, n: Node, info: dict):
     if x.type.dtype in ("float16", "bfloat16"):
         warnings.warn(f"nn.conv2d {x.type} * {w.type} stays on CUDA cores (NCHW): {why}", stacklevel=2)
     return None
+
+
+def _sum_splits(y, dtype: str):
+    """A split-K convolution's float32 partial sums (leading axis) added up and cast to ``dtype``: slices and
+    adds (injective), so one kernel computes them with the epilogue that follows; ``y`` itself if unsplit."""
+    if y.type.dtype == dtype:
+        return y
+    shape = y.type.shape
+    parts = [call("strided_slice", y, begin=(s,) + (0,) * (len(shape) - 1), end=(s + 1,) + shape[1:],
+                  strides=(1,) * len(shape)) for s in range(shape[0])]
+    while len(parts) > 1:
+        parts = [call("add", *parts[i:i + 2]) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return call("cast", call("reshape", parts[0], newshape=shape[1:]), dtype=dtype)
 
 
 def _space_to_depth_conv(st: _Layouts, x, w: Const, o: int, plan: dict):

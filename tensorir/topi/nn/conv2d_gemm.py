@@ -12,6 +12,11 @@ filter.  Three stages:
   main loop that gathers it itself (the sm_90a one);
 - ``conv2d_gemm[m, o] = sum_k f32(im2col[m, k]) * f32(kernel[k, o])`` (float32 accumulation);
 - the output in the data's rank, each pixel a row of the GEMM.
+
+With ``splits`` S > 1 (split-K, for GEMMs of few tiles and a long reduction: ResNet's 7 x 7 layers at batch
+1) the reduction is cut into S slices: ``im2col_split[s, m, k]`` and the weights' ``[s, k, o]`` views, a
+batched GEMM, and the output ``(S, N, 1, OH, OW, O)`` of float32 partial sums, which the graph adds up (one
+elementwise kernel with the epilogue, ``passes/layout_cuda.py``).
 """
 from __future__ import annotations
 
@@ -32,9 +37,10 @@ def gemm_rows(pixels: int) -> int:
 
 
 def conv2d_gemm_nhwc(data: Tensor, kernel: Tensor, kernel_size, stride, padding, dilation,
-                     out_dtype: str = "float32") -> Tensor:
+                     out_dtype: str = "float32", splits: int = 1) -> Tensor:
     """``data`` (N, H, W, C) or (N, 1, H, W, C) convolved with ``kernel`` ([KH * KW * C, O], HWIO rows)
-    over windows ``kernel_size`` (KH, KW): (N, OH, OW, O) or (N, 1, OH, OW, O), accumulated in ``out_dtype``."""
+    over windows ``kernel_size`` (KH, KW): (N, OH, OW, O) or (N, 1, OH, OW, O), accumulated in ``out_dtype``;
+    ``splits`` > 1: the partial sums of that many slices of the reduction, a leading axis."""
     op = "conv2d_gemm_nhwc"
     blocked = data.ndim == 5
     if not blocked:
@@ -75,6 +81,8 @@ def conv2d_gemm_nhwc(data: Tensor, kernel: Tensor, kernel_size, stride, padding,
 
     geometry = {"h": h, "w": w, "c": c, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sh": int(sh), "sw": int(sw),
                 "pt": int(pt), "pl": int(pl), "dh": int(dh), "dw": int(dw), "pixels": pixels}
+    if splits > 1:
+        return _split_k(tap, kernel, geometry, rows, kk, o, n, blocked, splits, out_dtype)
     col = compute((rows, kk), tap, name="im2col", tag="injective,im2col", attrs={"conv": geometry})
     r = reduce_axis((0, kk), name="k")
     gemm = compute((rows, o), lambda m, j: rsum(col[m, r].astype(out_dtype) * kernel[r, j].astype(out_dtype),
@@ -84,6 +92,26 @@ def conv2d_gemm_nhwc(data: Tensor, kernel: Tensor, kernel_size, stride, padding,
                        tag="injective,reshape")
     return compute((n, oh, ow, o), lambda b, y, x, j: gemm[(b * oh + y) * ow + x, j], name="conv2d_nhwc",
                    tag="injective,reshape")
+
+
+def _split_k(tap, kernel: Tensor, geometry: dict, rows: int, kk: int, o: int, n: int, blocked: bool, splits: int,
+             out_dtype: str) -> Tensor:
+    """:func:`conv2d_gemm_nhwc` in ``splits`` slices of the reduction: ``(S, N, [1,] OH, OW, O)`` partial sums."""
+    if kk % splits:
+        raise ValueError(f"conv2d_gemm_nhwc: {splits} splits do not divide the reduction ({kk})")
+    ks = kk // splits
+    col = compute((splits, rows, ks), lambda s, m, k: tap(m, s * ks + k), name="im2col_split",
+                  tag="injective,im2col_split", attrs={"conv": dict(geometry, splits=splits)})
+    wk = compute((splits, ks, o), lambda s, k, j: kernel[s * ks + k, j], name="kernel_split", tag="injective")
+    r = reduce_axis((0, ks), name="k")
+    gemm = compute((splits, rows, o), lambda s, m, j: rsum(col[s, m, r].astype(out_dtype) * wk[s, r, j].astype(
+        out_dtype), axis=r), name="conv2d_gemm", tag="conv2d_gemm")
+    oh, ow = geometry["oh"], geometry["ow"]
+    if blocked:
+        return compute((splits, n, 1, oh, ow, o), lambda s, b, _, y, x, j: gemm[s, (b * oh + y) * ow + x, j],
+                       name="conv2d_nhwc_split", tag="injective,reshape")
+    return compute((splits, n, oh, ow, o), lambda s, b, y, x, j: gemm[s, (b * oh + y) * ow + x, j],
+                   name="conv2d_nhwc_split", tag="injective,reshape")
 
 
 def gemm_kernel_numpy(w, layout: str = "OIHW"):
