@@ -10,8 +10,8 @@ import codegen
 import cuda_sim
 import tensorir as te
 from autotune.kernel_templates import kernel_te, match_template
-from tensorir.graph.schedules.cuda_tensorcore_conv import (ANCHOR, conv2d_gemm_dag, conv_refusal, split_k,
-                                                          tensorcore_conv2d)
+from tensorir.graph.schedules.cuda_tensorcore_conv import (ANCHOR, conv2d_gemm_dag, conv_refusal, row_align,
+                                                          split_k, tensorcore_conv2d)
 from tensorir.graph.schedules import kernel_schedule
 from tensorir.schedule.space import ConfigSpace, FallbackConfig
 
@@ -37,6 +37,15 @@ CASES = [  # n, c, hw, o, kernel, stride, pad, dtype, epilogue
     (1, 16, 7, 32, 3, 1, 1, "float16", "bias_relu"),      # batch 1, 7 x 7: M 49 padded to 64 (rows never stored)
     (1, 16, 28, 32, 1, 1, 0, "float16", "residual"),      # batch 1, 28 x 28: M 784 padded to 800, no spatial padding
 ]
+
+
+@pytest.mark.cuda_sim
+def test_conv_simulated_rows_aligned_to_64():
+    """``row_align=64``: 81 pixels padded to 128 GEMM rows (64-row blocks, the second storing 17 rows)."""
+    s, args = tensorcore_conv2d(1, 16, (9, 9), 32, 3, 1, 1, bias=True, relu=True, row_align=64)
+    gemm = next(st.op for st in s.stages if st.op.name == "conv2d_gemm")
+    assert [int(d) for d in gemm.output(0).shape] == [128, 32]
+    _check(s, args, 1, 16, 9, 32, 3, 1, 1, "float16", "bias_relu")
 
 
 @pytest.mark.cuda_sim
@@ -184,10 +193,12 @@ def test_refusals_are_named():
         tensorcore_conv2d(1, 16, (7, 7), 24, 3, 1, 1)
 
 
-def test_split_k_choices():
+def test_split_k_and_row_choices():
     """Split-K where few blocks meet a long reduction: ResNet-18's 3x3 7 x 7 layers at batch 1 in 8 slices (16
-    blocks each), its 14 x 14 ones in 4; none at batch 32 or for short reductions."""
+    blocks each), its 14 x 14 ones in 4; none at batch 32 or for short reductions.  Rows aligned to 64 from
+    1024 pixels that 64 does not divide (7 x 7 at batch 32)."""
     info = {"arch": "sm_90", "shared_limit": 227 * 1024}
+    assert (row_align(32 * 49), row_align(49), row_align(784), row_align(32 * 3136)) == (64, 32, 32, 32)
     assert split_k(49, 512, 4608, "float16", info) == 8
     assert split_k(196, 256, 2304, "float16", info) == 4
     assert split_k(32 * 49, 512, 4608, "float16", info) == 1

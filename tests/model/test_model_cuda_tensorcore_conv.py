@@ -219,3 +219,48 @@ def test_split_k_model_on_gpu():
     m = codegen.build_model(g, target="cuda")
     assert len(m.run_list.steps) == 5
     _deep_check(lambda mm, feeds: mm(**feeds), m, "float16", 1, 512, 7, *ws)
+
+
+def _classifier(dtype="float16", m=32, k=64, units=100):
+    """A classifier head: dense to ``units`` (no tile divides them) + bias, ``m`` rows."""
+    rng = np.random.default_rng(4)
+    x = Var("x", TensorType((m, k), dtype))
+    w = (rng.standard_normal((units, k)) * 0.2).astype(dtype)
+    b = rng.standard_normal(units).astype(dtype)
+    return graph.Graph((x,), (call("nn.bias_add", call("nn.dense", x, Const(w)), Const(b), axis=-1),)), (w, b)
+
+
+def _classifier_check(run, m, dtype, rows, k, w, b):
+    xs = np.random.default_rng(6).standard_normal((rows, k)).astype(dtype)
+    (got,) = run(m, {"x": xs})
+    prod = xs.astype(np.float64) @ w.astype(np.float64).T
+    ref = prod + b.astype(np.float64)
+    scale = np.abs(xs.astype(np.float64)) @ np.abs(w.astype(np.float64)).T + np.abs(ref)
+    got = np.asarray(got, np.float64)
+    assert got.shape == ref.shape and not np.isnan(got).any()
+    assert not (np.abs(got - ref) > 4 * EPS16 * scale).any(), f"worst {np.abs(got - ref).max()}"
+
+
+@pytest.mark.nvcc
+@pytest.mark.cuda_sim
+def test_dense_padded_to_tensor_core_tiles_simulated():
+    """A 16-bit dense whose GEMM no tile divides (32 x 100) on tensor cores: rows and units padded to 64 (data
+    by nn.pad, weights here), the product sliced back with the bias; 8 rows (batch-1-like) stay as they are."""
+    g, (w, b) = _classifier()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")     # no "GEMM without tensor cores" warning
+        ops = _ops(graph.optimize(g, {}, fuse=False, target="cuda -arch=sm_80"))
+        m = codegen.build_model(g, target="cuda -arch=sm_80")
+    assert ops.count("nn.pad") == 1 and ops.count("strided_slice") == 1
+    assert "tt_mma(" in m.get_source("cuda")
+    _classifier_check(simulate, m, "float16", 32, 64, w, b)
+    small, _ = _classifier(m=8)
+    assert "nn.pad" not in _ops(graph.optimize(small, {}, fuse=False, target="cuda -arch=sm_80"))
+
+
+@pytest.mark.gpu
+def test_dense_padded_on_gpu():
+    """ResNet's classifier at batch 32 (512 -> 1000) on the device."""
+    g, (w, b) = _classifier(k=512, units=1000)
+    m = codegen.build_model(g, target="cuda")
+    _classifier_check(lambda mm, feeds: mm(**feeds), m, "float16", 32, 512, w, b)

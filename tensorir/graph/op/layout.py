@@ -2,7 +2,7 @@
 convolutions ``nn.contrib_conv2d_NCHWc`` and ``nn.contrib_depthwise_conv2d_NCHWc``, the implicit-GEMM
 convolution ``nn.contrib_conv2d_gemm_without_weight_transform`` (NHWC data written ``NCHW[C]c``, weights the
 ``[KH * KW * C, O]`` matrix; CUDA's tensor cores; ``splits`` > 1: float32 partial sums of slices of the
-reduction, a leading axis), the packed dense ``nn.contrib_dense_pack`` (anchors), and
+reduction, a leading axis; ``row_align``: the GEMM's rows padded to a multiple of it), the packed dense ``nn.contrib_dense_pack`` (anchors), and
 pooling over ``NCHW[x]c`` data, ``nn.contrib_max_pool2d_NCHWc`` / ``nn.contrib_avg_pool2d_NCHWc`` (TVM
 gives ``nn.max_pool2d`` a ``layout`` attribute instead).
 The layout pass (:mod:`..passes.layout`) introduces them; weights arrive packed (folded constants)."""
@@ -88,7 +88,7 @@ register_op("nn.contrib_depthwise_conv2d_NCHWc", OpPattern.OUT_ELEMWISE_FUSABLE,
 
 
 def _conv_gemm_infer(x: TensorType, w: TensorType, strides, padding, dilation, kernel_size, data_layout,
-                     kernel_layout, out_layout, splits) -> TensorType:
+                     kernel_layout, out_layout, splits, row_align) -> TensorType:
     kh, kw = kernel_size
     if x.ndim != 5 or x.shape[1] != 1 or data_layout != f"NCHW{x.shape[4]}c" or w.ndim != 2 \
             or w.shape[0] != kh * kw * x.shape[4] or out_layout != f"NCHW{w.shape[1]}c" or kernel_layout != "HWIO" \
@@ -104,14 +104,14 @@ def _conv_gemm_infer(x: TensorType, w: TensorType, strides, padding, dilation, k
 
 
 def _conv_gemm_numpy(x, w, strides, padding, dilation, kernel_size, data_layout, kernel_layout, out_layout,
-                     splits=1):
+                     splits=1, row_align=32):
     """NCHW convolution of the HWIO matrix; ``splits`` > 1: the float32 partial sums of each slice of its rows."""
     kh, kw = kernel_size
     if splits > 1:   # each slice's rows as a whole filter, zero elsewhere
         ks = w.shape[0] // splits
         parts = [np.where((np.arange(w.shape[0]) // ks == s)[:, None], w, 0).astype(np.float32) for s in range(splits)]
         return np.stack([_conv_gemm_numpy(x.astype(np.float32), p, strides, padding, dilation, kernel_size,
-                                          data_layout, kernel_layout, out_layout, 1) for p in parts])
+                                          data_layout, kernel_layout, out_layout) for p in parts])
     oihw = w.reshape(kh, kw, x.shape[4], w.shape[1]).transpose(3, 2, 0, 1)
     y = conv2d_numpy(layout_transform_numpy(x, data_layout, "NCHW"), oihw, strides, padding, dilation, 1)
     return layout_transform_numpy(y, "NCHW", out_layout)
@@ -131,10 +131,12 @@ def _narrow(t):
 
 register_op("nn.contrib_conv2d_gemm_without_weight_transform", OpPattern.OUT_ELEMWISE_FUSABLE, _conv_gemm_infer,
             num_inputs=2, numpy=_conv_gemm_numpy,
-            topi=lambda x, w, strides, padding, dilation, kernel_size, data_layout, kernel_layout, out_layout, splits:
-            conv2d_gemm_nhwc(_narrow(x), _narrow(w), kernel_size, strides, padding, dilation, splits=splits),
+            topi=lambda x, w, strides, padding, dilation, kernel_size, data_layout, kernel_layout, out_layout, splits,
+            row_align: conv2d_gemm_nhwc(_narrow(x), _narrow(w), kernel_size, strides, padding, dilation, splits=splits,
+                                        row_align=row_align),
             attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "kernel_size": (1, 1),
-                   "data_layout": "NCHW64c", "kernel_layout": "HWIO", "out_layout": "NCHW64c", "splits": 1})
+                   "data_layout": "NCHW64c", "kernel_layout": "HWIO", "out_layout": "NCHW64c", "splits": 1,
+                   "row_align": 32})
 
 
 def _dense_pack_infer(x: TensorType, w: TensorType, weight_layout) -> TensorType:

@@ -22,7 +22,7 @@ import functools
 import math
 
 from ...schedule import Schedule, Stage
-from ...topi.nn.conv2d_gemm import gemm_rows
+from ...topi.nn.conv2d_gemm import ROW_ALIGNS, gemm_rows
 from ...topi.cuda.tensor_intrin import intrin_ldmatrix, intrin_mma, intrin_mma_store, mma_shape
 from .helpers import bind, cooperative_fetch, kernel_stages
 
@@ -311,7 +311,7 @@ def kernel_gemm(kt, anchor: Stage, out: Stage):
     gemm = [int(d) for d in anchor.op.output(0).shape]
     lead = len(gemm) - 2
     rows = len(shape) > len(gemm) and shape[:lead] == gemm[:lead] and shape[-1] == gemm[-1] and \
-        gemm_rows(math.prod(shape[lead:-1])) == gemm[-2]
+        gemm[-2] in (gemm_rows(math.prod(shape[lead:-1]), a) for a in ROW_ALIGNS)
     if len(shape) < 2 or gemm != shape and not rows:    # rows: a convolution's pixels, its GEMM's (padded) rows
         return "the epilogue changes the GEMM's shape"
     return a, b, b_trans, dtype, math.prod(gemm[:-2]), gemm[-2], gemm[-1], int(anchor.op.reduce_axis[0].dom.extent)

@@ -69,6 +69,13 @@ def conv_knobs(m: int, n: int, k: int, dtype: str, info: dict, a=None, pixels: i
     return cuda_tensorcore.preferred_knobs(1, m, n, k, dtype, True, info.get("shared_limit", 48 * 1024), preferred)
 
 
+def row_align(pixels: int) -> int:
+    """The row alignment (``topi.nn.conv2d_gemm.ROW_ALIGNS``) of a convolution of ``pixels`` output pixels: 64
+    from :data:`ROW_ALIGN_64_FROM` pixels (64-row blocks: ResNet-18's 7 x 7 layers at batch 32, 1568 -> 1600
+    rows, 51 against 67 us in 32-row blocks on an H100), else 32."""
+    return 64 if pixels >= ROW_ALIGN_64_FROM and pixels % 64 else 32
+
+
 def conv_refusal(dtype: str, groups: int, channels: int, m: int, n: int, k: int, info: dict) -> str | None:
     """Why a convolution (``groups``, ``channels`` in, GEMM ``m x n x k``) does not take tensor cores, or None."""
     if dtype not in ("float16", "bfloat16"):
@@ -77,7 +84,7 @@ def conv_refusal(dtype: str, groups: int, channels: int, m: int, n: int, k: int,
         return f"{groups} groups"
     if channels % 8:
         return f"{channels} input channels (the im2col gather copies 8 channels of a pixel at a time: C % 8 == 0)"
-    knobs = conv_knobs(gemm_rows(m), n, k, dtype, info, pixels=m)   # the op pads its pixels to whole 32-row tiles
+    knobs = conv_knobs(gemm_rows(m, row_align(m)), n, k, dtype, info, pixels=m)   # the op pads its pixels
     return knobs if isinstance(knobs, str) else None
 
 
@@ -86,6 +93,8 @@ def conv_refusal(dtype: str, groups: int, channels: int, m: int, n: int, k: int,
 #: slices stay within this: ResNet-18's 3x3 7 x 7 and 14 x 14 layers at batch 1 (16 and 28 blocks of 32 x 64,
 #: 72 to 144 k-steps each, on an H100's 132 multiprocessors)
 SPLIT_BLOCKS = 132
+#: :func:`row_align`'s threshold
+ROW_ALIGN_64_FROM = 1024
 SPLIT_MIN_K = 2048
 SPLIT_MIN_SLICE = 256
 
@@ -94,13 +103,14 @@ def split_k(m: int, n: int, k: int, dtype: str, info: dict) -> int:
     """How many slices of the reduction a convolution's GEMM (``m`` pixels, ``n`` output channels, ``k`` taps)
     takes on the target ``info`` (1: none): see :data:`SPLIT_BLOCKS`; each slice a whole number of the knobs'
     k slices (the knobs of a slice's GEMM)."""
-    knobs = conv_knobs(gemm_rows(m), n, k, dtype, info, pixels=m)
+    rows = gemm_rows(m, row_align(m))
+    knobs = conv_knobs(rows, n, k, dtype, info, pixels=m)
     if isinstance(knobs, str) or k < SPLIT_MIN_K:
         return 1
-    blocks = gemm_rows(m) // knobs["block_m"] * (n // knobs["block_n"])
+    blocks = rows // knobs["block_m"] * (n // knobs["block_n"])
     splits = 1
     while blocks * splits * 2 <= SPLIT_BLOCKS and k % (2 * splits) == 0 and k // (2 * splits) >= SPLIT_MIN_SLICE:
-        part = conv_knobs(gemm_rows(m), n, k // (2 * splits), dtype, info, pixels=m)
+        part = conv_knobs(rows, n, k // (2 * splits), dtype, info, pixels=m)
         if isinstance(part, str):
             break
         splits *= 2
@@ -134,14 +144,14 @@ def schedule_conv2d_gemm(s: Schedule, kt: KernelTE, out: Stage) -> None:
 
 def tensorcore_conv2d(n: int, c: int, hw: tuple, o: int, kernel: int, stride: int = 1, pad: int = 0,
                       dtype: str = "float16", knobs: dict | None = None, *, bias: bool = False, relu: bool = False,
-                      residual: bool = False, info: dict | None = None, splits: int = 1):
+                      residual: bool = False, info: dict | None = None, splits: int = 1, row_align: int = 32):
     """``(schedule, [x, w, (bias,) (residual,) y])`` of :func:`conv2d_gemm_dag` on tensor cores; ``knobs``
     (``wgmma`` set: the sm_90a main loop) default to :func:`conv_knobs` for the target ``info`` (default sm_80
     with 48 KiB of shared memory; ``ValueError`` saying why none fit)."""
     from ...schedule import create_schedule
     from ...tensor import ComputeOp
     args = conv2d_gemm_dag(n, c, hw, o, kernel, stride, pad, dtype, bias=bias, relu=relu, residual=residual,
-                           splits=splits)
+                           splits=splits, row_align=row_align)
     out = args[-1]
     s = create_schedule(out.op)
     anchor = next(st for st in s.stages if isinstance(st.op, ComputeOp) and st.op.reduce_axis)
@@ -164,17 +174,18 @@ def tensorcore_conv2d(n: int, c: int, hw: tuple, o: int, kernel: int, stride: in
 
 def conv2d_gemm_dag(n: int, c: int, hw: tuple, o: int, kernel: int, stride: int = 1, pad: int = 0,
                     dtype: str = "float16", *, bias: bool = False, relu: bool = False, residual: bool = False,
-                    splits: int = 1):
+                    splits: int = 1, row_align: int = 32):
     """``[x, w, (bias,) (residual,) y]``: an NHWC convolution (``x`` [n, 1, H, W, c] as the layout pass gives
     it, ``w`` the [kernel * kernel * c, o] matrix), ``y`` stored as ``dtype`` after the epilogue ``+ bias[o]``
     (float32), ``+ residual`` (``dtype``, ``y``'s shape), ``relu``: a model kernel's DAG, unscheduled.
-    ``splits`` > 1: ``y`` the float32 partial sums [splits, n, 1, OH, OW, o] (no epilogue)."""
+    ``splits`` > 1: ``y`` the float32 partial sums [splits, n, 1, OH, OW, o] (no epilogue); the GEMM's rows
+    padded to a multiple of ``row_align``."""
     from ...expr import Max, binary, const
     from ...tensor import compute, placeholder
     from ...topi.nn.conv2d_gemm import conv2d_gemm_nhwc
     x = placeholder((n, 1, *hw, c), dtype, name="x")
     w = placeholder((kernel * kernel * c, o), dtype, name="w")
-    y = conv2d_gemm_nhwc(x, w, (kernel, kernel), stride, pad, 1, splits=splits)
+    y = conv2d_gemm_nhwc(x, w, (kernel, kernel), stride, pad, 1, splits=splits, row_align=row_align)
     if splits > 1:
         return [x, w, compute(y.shape, lambda *i: y(*i), name="y")]
     args = [x, w]
@@ -191,6 +202,6 @@ def conv2d_gemm_dag(n: int, c: int, hw: tuple, o: int, kernel: int, stride: int 
     return args + [compute(y.shape, lambda *i: y(*i).astype(dtype), name="y")]
 
 
-__all__ = ["ANCHOR", "CONV_PREFERRED", "SMALLEST", "SPACE_KNOBS", "SPLIT_BLOCKS", "SPLIT_MIN_K", "SPLIT_MIN_SLICE",
-           "TEMPLATE", "conv2d_gemm_dag", "conv_knobs", "conv_refusal", "fits", "schedule_conv2d_gemm", "schedule_space",
-           "split_k", "tensorcore_conv2d"]
+__all__ = ["ANCHOR", "CONV_PREFERRED", "ROW_ALIGN_64_FROM", "SMALLEST", "SPACE_KNOBS", "SPLIT_BLOCKS", "SPLIT_MIN_K",
+           "SPLIT_MIN_SLICE", "TEMPLATE", "conv2d_gemm_dag", "conv_knobs", "conv_refusal", "fits", "row_align", "schedule_conv2d_gemm",
+           "schedule_space", "split_k", "tensorcore_conv2d"]

@@ -28,19 +28,22 @@ from .utils import check_nd, scaled
 
 #: the GEMM's rows (output pixels) are padded to a multiple of this (the smallest tensor-core block tile)
 ROW_ALIGN = 32
+#: the alignments a convolution may choose (``row_align``): 64 lets a large GEMM take 64-row blocks
+ROW_ALIGNS = (32, 64)
 
 
-def gemm_rows(pixels: int) -> int:
+def gemm_rows(pixels: int, align: int = ROW_ALIGN) -> int:
     """The rows of the GEMM of a convolution with ``pixels`` output pixels (``N * OH * OW``): rounded up to
-    :data:`ROW_ALIGN`; the rows past ``pixels`` are computed from zeros and never stored."""
-    return -(-pixels // ROW_ALIGN) * ROW_ALIGN
+    ``align`` (:data:`ROW_ALIGN`); the rows past ``pixels`` are computed from zeros and never stored."""
+    return -(-pixels // align) * align
 
 
 def conv2d_gemm_nhwc(data: Tensor, kernel: Tensor, kernel_size, stride, padding, dilation,
-                     out_dtype: str = "float32", splits: int = 1) -> Tensor:
+                     out_dtype: str = "float32", splits: int = 1, row_align: int = ROW_ALIGN) -> Tensor:
     """``data`` (N, H, W, C) or (N, 1, H, W, C) convolved with ``kernel`` ([KH * KW * C, O], HWIO rows)
     over windows ``kernel_size`` (KH, KW): (N, OH, OW, O) or (N, 1, OH, OW, O), accumulated in ``out_dtype``;
-    ``splits`` > 1: the partial sums of that many slices of the reduction, a leading axis."""
+    ``splits`` > 1: the partial sums of that many slices of the reduction, a leading axis; the GEMM's rows
+    padded to a multiple of ``row_align`` (:data:`ROW_ALIGNS`)."""
     op = "conv2d_gemm_nhwc"
     blocked = data.ndim == 5
     if not blocked:
@@ -61,8 +64,10 @@ def conv2d_gemm_nhwc(data: Tensor, kernel: Tensor, kernel_size, stride, padding,
     def pixel(b, y, x, ch):
         return data[b, 0, y, x, ch] if blocked else data[b, y, x, ch]
 
+    if row_align not in ROW_ALIGNS:
+        raise ValueError(f"{op}: row_align {row_align} is not one of {ROW_ALIGNS}")
     pixels = n * oh * ow
-    rows = gemm_rows(pixels)
+    rows = gemm_rows(pixels, row_align)
 
     def tap(m, k):
         b, y, x = m // (oh * ow), m // ow % oh, m % ow
@@ -168,5 +173,5 @@ def space_to_depth_kernel_numpy(w, plan: dict):
     return p.reshape(o, cp, kh, s, kw, s).transpose(2, 4, 3, 5, 1, 0).reshape(kh * kw * s * s * cp, o).copy()
 
 
-__all__ = ["ROW_ALIGN", "conv2d_gemm_nhwc", "gemm_kernel_numpy", "gemm_rows", "space_to_depth_kernel_numpy",
+__all__ = ["ROW_ALIGN", "ROW_ALIGNS", "conv2d_gemm_nhwc", "gemm_kernel_numpy", "gemm_rows", "space_to_depth_kernel_numpy",
            "space_to_depth_numpy", "space_to_depth_plan"]
