@@ -22,7 +22,7 @@ import functools
 import math
 
 from ...schedule import Schedule, Stage
-from ...topi.nn.conv2d_gemm import gemm_rows
+from ...topi.nn.conv2d_gemm import ROW_ALIGNS, gemm_rows
 from ...topi.cuda.tensor_intrin import intrin_ldmatrix, intrin_mma, intrin_mma_store, mma_shape
 from .helpers import bind, cooperative_fetch, kernel_stages
 
@@ -165,11 +165,12 @@ def bind_blocks(out: Stage, bm: int, bn: int, group: int, gemm_axes: int | None 
     ``group`` > 1 consecutive blocks take ``group`` row tiles of one column tile, then the next column (a
     wave of blocks covers a squarer region of C, its A and B panels read from L2 more often than DRAM).
     An output with more axes than its GEMM's ``gemm_axes`` (a convolution's pixels) fuses all but the
-    last into the GEMM's rows.  Returns (the block loop, the tile's row and column axes)."""
+    last and the GEMM's batch axes into the GEMM's rows.  Returns (the block loop, the tile's row and column axes)."""
     axes = list(out.op.axis)
+    lead = (gemm_axes or 2) - 2                          # batch axes (a split-K conv's slices)
     if gemm_axes is not None and len(axes) > gemm_axes:   # conv2d_gemm: output pixels are the GEMM's rows
-        axes = [out.fuse(*axes[:-1]), axes[-1]]
-    rows = math.prod(int(ax.dom.extent) for ax in out.op.axis[:-1]) if len(axes) < len(out.op.axis) \
+        axes = axes[:lead] + [out.fuse(*axes[lead:-1]), axes[-1]]
+    rows = math.prod(int(ax.dom.extent) for ax in out.op.axis[lead:-1]) if len(axes) < len(out.op.axis) \
         else int(axes[-2].dom.extent)
     bi, ii = out.split(axes[-2], factor=bm)
     bj, jj = out.split(axes[-1], factor=bn)
@@ -308,7 +309,9 @@ def kernel_gemm(kt, anchor: Stage, out: Stage):
     a, b, b_trans, dtype = got
     shape = [int(d) for d in out.op.output(0).shape]
     gemm = [int(d) for d in anchor.op.output(0).shape]
-    rows = len(gemm) == 2 and len(shape) > 2 and shape[-1] == gemm[1] and gemm_rows(math.prod(shape[:-1])) == gemm[0]
+    lead = len(gemm) - 2
+    rows = len(shape) > len(gemm) and shape[:lead] == gemm[:lead] and shape[-1] == gemm[-1] and \
+        gemm[-2] in (gemm_rows(math.prod(shape[lead:-1]), a) for a in ROW_ALIGNS)
     if len(shape) < 2 or gemm != shape and not rows:    # rows: a convolution's pixels, its GEMM's (padded) rows
         return "the epilogue changes the GEMM's shape"
     return a, b, b_trans, dtype, math.prod(gemm[:-2]), gemm[-2], gemm[-1], int(anchor.op.reduce_axis[0].dom.extent)
