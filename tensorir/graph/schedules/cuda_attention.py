@@ -1,0 +1,179 @@
+"""Tensor-core attention on CUDA (sm_80+): ``softmax(scale * Q K^T + mask) V`` of 16-bit inputs in one
+kernel, with the intrinsics of :mod:`.cuda_tensorcore` (``ldmatrix``, ``mma.sync`` m16n8k16, float32
+accumulators).  One thread block per (batch x heads, tile of ``16 x warps`` query rows), a warp per 16
+rows:
+
+- the block's Q rows, all of K and V of its head copied to shared memory (rows padded by 16 bytes
+  against ``ldmatrix`` bank conflicts);
+- each warp's scores ``S = Q K^T`` (:data:`SCORE_COLS` columns at a time in ``warp`` fragments) stored
+  to a shared float32 tile of the block's rows x keys;
+- per row, the scaled and masked scores' max and the sum of their exponentials reduced across the
+  warp's lanes (``tvm_thread_allreduce``), then the probabilities ``P`` (rounded to the inputs' dtype,
+  as the three kernels' softmax output is) in a shared 16-bit tile;
+- ``P V`` by ``mma.sync`` (V read with ``ldmatrix.trans``), each warp's 16 x Dv accumulators rounded and
+  stored to the output once.
+
+The scores of a whole row of keys live in shared memory, so the keys are limited by it
+(:func:`shared_bytes`); longer rows (an online softmax over key blocks) are not done here.
+:func:`tensorcore_refusal` says why an attention cannot take the kernel.
+"""
+from __future__ import annotations
+
+from ...schedule import Schedule
+from ...tensor import thread_axis
+from ...topi.cuda.tensor_intrin import intrin_ldmatrix, intrin_mma, intrin_mma_store
+from .cuda_rows import _reduce_over
+from .cuda_tensorcore import arch_refusal
+from .helpers import bind, cooperative_fetch
+
+#: warps per block (16 query rows each) tried, most first: the most that still gives :data:`MIN_BLOCKS` blocks
+WARPS = (4, 2, 1)
+MIN_BLOCKS = 128
+#: score columns a warp accumulates at once (16 x 64 float32 fragments: 32 registers a lane)
+SCORE_COLS = 64
+PAD = 8          # 16-bit elements (16 bytes) of padding per shared row
+
+
+def shared_bytes(warps: int, t: int, d: int, dv: int) -> int:
+    """Shared memory of a block: Q rows, K, V and P (16-bit) and the float32 scores, rows padded."""
+    rows = 16 * warps
+    k = max(t * (d + PAD), d * (t + PAD))          # K stored [T, D] or [D, T]
+    return 2 * (rows * (d + PAD) + k + t * (dv + PAD) + rows * (t + PAD)) + 4 * rows * (t + 4)
+
+
+def tensorcore_refusal(dtypes: tuple, n: int, s: int, t: int, d: int, dv: int, info: dict) -> str | None:
+    """Why an attention (``dtypes`` of q, k, v; ``n`` batch x heads, ``s`` queries, ``t`` keys, head dims
+    ``d`` and ``dv``) cannot take the tensor-core kernel on the target ``info`` (``registry.target_info``),
+    or None."""
+    why = arch_refusal(info)
+    if why is not None:
+        return why
+    if len(set(dtypes)) != 1 or dtypes[0] not in ("float16", "bfloat16"):
+        return f"inputs {'/'.join(dtypes)} (the tensor-core kernel takes float16 or bfloat16 q, k and v)"
+    if s % 16 or t % 16 or d % 16 or dv % 16:
+        return f"queries {s}, keys {t}, head dims {d} / {dv}: the tensor-core kernel needs multiples of 16"
+    limit = info.get("shared_limit", 48 * 1024)
+    if shared_bytes(1, t, d, dv) > limit:
+        return f"{t} keys: a block's rows of scores, K and V exceed {limit} bytes of shared memory"
+    return None
+
+
+def warps_for(n: int, s: int, t: int, d: int, dv: int, limit: int) -> int:
+    """Warps per block: the most of :data:`WARPS` dividing the query tiles that keeps :data:`MIN_BLOCKS`
+    blocks and fits ``limit`` bytes of shared memory (else 1)."""
+    for w in WARPS:
+        if s % (16 * w) == 0 and n * s // (16 * w) >= MIN_BLOCKS and shared_bytes(w, t, d, dv) <= limit:
+            return w
+    return 1
+
+
+def schedule_attention_tensorcore(s: Schedule, st: dict, out, transpose_k: bool, warps: int) -> None:
+    """Schedule the stages ``st`` (by name, elementwise ones but ``T_attention_p`` inlined) of a 16-bit
+    attention whose output stage is ``out`` (``T_attention``: the rounded ``P V``), see the module."""
+    score, mx, total, p, pv = (st[f"T_attention_{k}"] for k in ("score", "max", "sum", "p", "pv"))
+    q, k = (_source(score, x) for x in (0, 1))
+    v = _source(pv, 1)
+    dtype = q.dtype
+    rows = 16 * warps
+    b, i, c = out.op.axis
+    bx, ii = out.split(i, factor=rows)
+    out.reorder(b, bx, ii, c)
+    bind(out, b, "blockIdx.y")
+    bind(out, bx, "blockIdx.x")
+    wi, ii = out.split(ii, factor=16)
+    cj, c = out.split(c, factor=8)
+    out.reorder(wi, cj, ii, c)
+    bind(out, wi, "threadIdx.y")
+    out.unroll(cj)
+    out.tensorize(ii, intrin_mma_store("global", out.op.output(0).dtype))
+    threads = (("threadIdx.x", 32), ("threadIdx.y", warps))
+
+    # Q, K, V tiles in shared memory
+    copies = {}
+    for t, reader in ((q, score), (k, score), (v, pv)):
+        sh = s[s.cache_read(t, "shared", _readers(reader, t))]
+        sh.compute_at(out, bx)
+        sh.storage_align(sh.op.axis[-2], int(sh.op.axis[-1].dom.extent), PAD)
+        cooperative_fetch(sh, threads, 8, layout="blocked")
+        copies[t] = sh
+
+    # S = Q K^T: each warp's 16 rows, SCORE_COLS columns at a time, stored to shared float32
+    score.set_scope("warp")
+    readers = [x.op.output(0) for x in s.stages if score.op.output(0) in getattr(x.op, "input_tensors", ())]
+    ss = s[s.cache_read(score.op.output(0), "shared", readers)]
+    ss.compute_at(out, bx)
+    t_len = int(ss.op.axis[-1].dom.extent)
+    ss.storage_align(ss.op.axis[-2], t_len, 4)
+    _, si, sj = ss.op.axis
+    swi, si = ss.split(si, factor=16)
+    sjo, sj = ss.split(sj, factor=SCORE_COLS)
+    stj, sj = ss.split(sj, factor=8)
+    ss.reorder(swi, sjo, stj, si, sj)
+    bind(ss, swi, "threadIdx.y")
+    ss.unroll(stj)
+    ss.tensorize(si, intrin_mma_store())
+    score.compute_at(ss, sjo)
+    _mma(s, score, copies[q], copies[k], q, k, dtype, b_trans=not transpose_k)
+
+    # per row: max, sum of exponentials (across the lanes), then P rounded to 16 bits in shared memory
+    p.set_scope("shared")
+    p.compute_at(out, bx)
+    p.storage_align(p.op.axis[-2], t_len, PAD)
+    _, pi, pj = p.op.axis
+    pwi, pi = p.split(pi, factor=16)
+    pjo, pj = p.split(pj, factor=32)
+    p.reorder(pwi, pi, pjo, pj)
+    bind(p, pwi, "threadIdx.y")
+    bind(p, pj, "threadIdx.x")
+    for red in (mx, total):
+        red.set_scope("local")
+        red.compute_at(p, pi)
+        _reduce_over(red, 32, thread_axis("threadIdx.x"))
+
+    # O = P V, stored once
+    pv.set_scope("warp")
+    pv.compute_at(out, wi)
+    _mma(s, pv, p, copies[v], p.op.output(0), v, dtype, b_trans=True)
+
+
+def _mma(s: Schedule, acc, a_sh, b_sh, a, b, dtype: str, b_trans: bool) -> None:
+    """``acc`` (a warp's 16 x n accumulators, ``sum_k A[i, k] B[j, k]``; ``b_trans``: ``B[k, j]``) by
+    ``mma.sync`` over k slices of 16, its fragments loaded from the shared tiles ``a_sh`` / ``b_sh``."""
+    af = s[s.cache_read(a_sh.op.output(0), "warp", _readers(acc, a))]
+    bf = s[s.cache_read(b_sh.op.output(0), "warp", _readers(acc, b))]
+    fi, fj = acc.op.axis[-2:]
+    fio, fi = acc.split(fi, factor=16)
+    fjo, fj = acc.split(fj, factor=8)
+    (r,) = acc.op.reduce_axis
+    ki, r = acc.split(r, factor=16)
+    acc.reorder(ki, fio, fjo, fi, fj, r)
+    acc.unroll(fio)
+    acc.unroll(fjo)
+    acc.tensorize(fi, intrin_mma(dtype, b_trans))
+    for frag, mode in ((af, "a"), (bf, "b_trans" if b_trans else "b")):
+        frag.compute_at(acc, ki)
+        fr, fc = frag.op.axis[-2:]
+        fro, fr = frag.split(fr, factor=16)
+        if mode == "b_trans":
+            fco, fc = frag.split(fc, factor=16)
+            frag.reorder(fro, fco, fr, fc)
+            frag.unroll(fco)
+        frag.unroll(fro)
+        frag.tensorize(fr, intrin_ldmatrix(dtype, mode))
+
+
+def _source(acc, index: int):
+    """The 16-bit tensor read (through its inlined cast to float32) as factor ``index`` of ``acc``'s product."""
+    from .cuda_tensorcore import _cast_stage
+    body = acc.op.bodies[0].source
+    load, _ = _cast_stage((body.a, body.b)[index])
+    return getattr(load, "value", load).tensor
+
+
+def _readers(acc, src) -> list:
+    from .cuda_tensorcore import _readers as readers
+    return readers(acc, src)
+
+
+__all__ = ["MIN_BLOCKS", "SCORE_COLS", "WARPS", "schedule_attention_tensorcore", "shared_bytes", "tensorcore_refusal",
+           "warps_for"]
