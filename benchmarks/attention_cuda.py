@@ -1,6 +1,6 @@
 """The tensor-core attention kernel (``nn.attention`` on CUDA) beside the three kernels it replaces
 (batch_matmul, softmax, batch_matmul): the attention chain alone (BERT-base shapes: 12 heads, head dim
-64) and a whole BERT-base layer, both built mixed (``precision=``), with and without ``fuse_attention``,
+64) and a whole BERT-base layer, both built mixed (``graph.to_mixed_precision``), with and without ``fuse_attention``,
 timed in alternating blocks on the same GPU (CUDA events on the module's stream), each checked against
 the float64 numpy chain / the other build.
 
@@ -28,7 +28,7 @@ def three_kernels():
 
 
 def chain(batch: int, heads: int, seq: int, d: int):
-    """``softmax(Q K^T / sqrt(d) + mask) V`` as torch exports it (float32; ``precision=`` makes it 16-bit)."""
+    """``softmax(Q K^T / sqrt(d) + mask) V`` as torch exports it (float32; ``to_mixed_precision`` makes it 16-bit)."""
     from tensorir.graph.ir import Const, Graph, TensorType, Var
     from tensorir.graph.op.registry import call
     n = batch * heads
@@ -59,10 +59,11 @@ def timer(m):
 
 def compare(name: str, g, params, feeds: dict, precision: str, blocks: int, calls: int, ref=None) -> None:
     import codegen
-    mods = {}
+    from tensorir import graph
+    low, mods = graph.to_mixed_precision(g, precision), {}
     for label, ctx in (("fused", contextlib.nullcontext()), ("three kernels", three_kernels())):
         with ctx:
-            mods[label] = codegen.build_model(g, target="cuda", params=params, precision=precision)
+            mods[label] = codegen.build_model(low, target="cuda", params=params)
     outs = {label: np.asarray(m(**feeds)[0], np.float64) for label, m in mods.items()}
     want = outs["three kernels"] if ref is None else ref
     scale = float(np.abs(want).max())
