@@ -27,6 +27,18 @@ def three_kernels():
         attention.refuse = keep
 
 
+@contextlib.contextmanager
+def warps(w: int):
+    """The tensor-core kernel with ``w`` warps (16 query rows each) per block, whatever the grid."""
+    from tensorir.graph.schedules import cuda_attention as ca
+    keep = ca.WARPS, ca.MIN_BLOCKS
+    ca.WARPS, ca.MIN_BLOCKS = (w,), 0
+    try:
+        yield
+    finally:
+        ca.WARPS, ca.MIN_BLOCKS = keep
+
+
 def chain(batch: int, heads: int, seq: int, d: int):
     """``softmax(Q K^T / sqrt(d) + mask) V`` as torch exports it (float32; ``to_mixed_precision`` makes it 16-bit)."""
     from tensorir.graph.ir import Const, Graph, TensorType, Var
@@ -57,11 +69,16 @@ def timer(m):
     return time
 
 
-def compare(name: str, g, params, feeds: dict, precision: str, blocks: int, calls: int, ref=None) -> None:
+def compare(name: str, g, params, feeds: dict, precision: str, blocks: int, calls: int, ref=None,
+            sweep: tuple = ()) -> None:
+    """Time the fused build (the default warps; and with each of ``sweep`` warps per block) beside the
+    three kernels' build of ``g`` in ``precision``."""
     import codegen
     from tensorir import graph
     low, mods = graph.to_mixed_precision(g, precision), {}
-    for label, ctx in (("fused", contextlib.nullcontext()), ("three kernels", three_kernels())):
+    variants = [("fused", contextlib.nullcontext()), ("three kernels", three_kernels())]
+    variants += [(f"fused {w} warps", warps(w)) for w in sweep]
+    for label, ctx in variants:
         with ctx:
             mods[label] = codegen.build_model(low, target="cuda", params=params)
     outs = {label: np.asarray(m(**feeds)[0], np.float64) for label, m in mods.items()}
@@ -81,6 +98,9 @@ def compare(name: str, g, params, feeds: dict, precision: str, blocks: int, call
     print(f"{name:<34} {precision}  fused {med['fused'] * 1e3:7.4f} ms ({kernels['fused']} kernels)   three kernels "
           f"{med['three kernels'] * 1e3:7.4f} ms ({kernels['three kernels']})   ratio {med['fused'] / med['three kernels']:.2f}x"
           f"   max rel err {ref_name}: fused {errs['fused']:.1e}, three {errs['three kernels']:.1e}", flush=True)
+    for label in med:
+        if label.startswith("fused "):
+            print(f"  {label}: {med[label] * 1e3:7.4f} ms, err {errs[label]:.1e}")
 
 
 def main(argv=None) -> None:
@@ -91,6 +111,7 @@ def main(argv=None) -> None:
     p.add_argument("--blocks", type=int, default=9)
     p.add_argument("--calls", type=int, default=50)
     p.add_argument("--no-bert", action="store_true", help="the chain alone")
+    p.add_argument("--sweep", default="", help="also time the chain's kernel with these warps per block (1,2,4)")
     args = p.parse_args(argv)
     from tensorir import graph
     from tensorir.graph import testing
@@ -104,7 +125,8 @@ def main(argv=None) -> None:
         ref = get_op("nn.attention").numpy(*[feeds[x].astype(np.float64) for x in ("q", "k", "v", "mask")],
                                            scale=1 / np.sqrt(d), transpose_k=True, heads=heads)
         compare(f"attention chain b{batch} h{heads} s{args.seq} d{d}", chain(batch, heads, args.seq, d), None,
-                feeds, args.precision, args.blocks, args.calls, ref)
+                feeds, args.precision, args.blocks, args.calls, ref,
+                tuple(int(w) for w in args.sweep.split(",") if w))
     if not args.no_bert:
         g, params = graph.from_onnx(testing.bert_layer(seq=args.seq))
         compare(f"bert-base layer s{args.seq}", g, params, testing.bert_inputs(seq=args.seq), args.precision,

@@ -96,6 +96,10 @@ def schedule_attention_tensorcore(s: Schedule, st: dict, out, transpose_k: bool,
         sh.storage_align(sh.op.axis[-2], int(sh.op.axis[-1].dom.extent), PAD)
         cooperative_fetch(sh, threads, 8, layout="blocked")
         copies[t] = sh
+    # V's copy issued with Q's and K's, before the scores (its latency then overlaps theirs, not P V's)
+    for st in (s[v.op], copies[v]):
+        s.stages.remove(st)
+        s.stages.insert(s.stages.index(copies[k]) + 1, st)
 
     # S = Q K^T: each warp's 16 rows, SCORE_COLS columns at a time, stored to shared float32
     score.set_scope("warp")
