@@ -31,6 +31,7 @@ WARPS = (4, 2, 1)
 MIN_BLOCKS = 128
 #: score columns a warp accumulates at once (16 x 64 float32 fragments: 32 registers a lane)
 SCORE_COLS = 64
+FETCH_UNROLL = 8   # 16-byte loads a thread has in flight while copying Q, K and V
 PAD = 8          # 16-bit elements (16 bytes) of padding per shared row
 
 
@@ -95,6 +96,8 @@ def schedule_attention_tensorcore(s: Schedule, st: dict, out, transpose_k: bool,
         sh.compute_at(out, bx)
         sh.storage_align(sh.op.axis[-2], int(sh.op.axis[-1].dom.extent), PAD)
         cooperative_fetch(sh, threads, 8, layout="blocked")
+        # the copies of a thread (the loop outside the threads): FETCH_UNROLL loads in flight at a time
+        sh.unroll(sh.split(sh.leaf_iter_vars[0], factor=FETCH_UNROLL)[1])
         copies[t] = sh
     # V's copy issued with Q's and K's, before the scores (its latency then overlaps theirs, not P V's)
     for st in (s[v.op], copies[v]):
@@ -127,6 +130,7 @@ def schedule_attention_tensorcore(s: Schedule, st: dict, out, transpose_k: bool,
     pwi, pi = p.split(pi, factor=16)
     pjo, pj = p.split(pj, factor=32)
     p.reorder(pwi, pi, pjo, pj)
+    p.unroll(pi)        # the 16 rows' reductions (chains of shuffles) interleaved
     bind(p, pwi, "threadIdx.y")
     bind(p, pj, "threadIdx.x")
     for red in (mx, total):
