@@ -72,10 +72,14 @@ def timer(m):
 def compare(name: str, g, params, feeds: dict, precision: str, blocks: int, calls: int, ref=None,
             sweep: tuple = ()) -> None:
     """Time the fused build (the default warps; and with each of ``sweep`` warps per block) beside the
-    three kernels' build of ``g`` in ``precision``."""
+    three kernels' build of ``g`` in ``precision`` (with ``ref``, the float64 chain: 16-bit inputs and
+    output, no casts)."""
     import codegen
     from tensorir import graph
-    low, mods = graph.to_mixed_precision(g, precision), {}
+    from tensorir import dtype as dt
+    low, mods = graph.to_mixed_precision(g, precision, keep_io=ref is None), {}
+    if ref is not None:
+        feeds = {k: v.astype(dt.np_dtype(precision)) for k, v in feeds.items()}
     variants = [("fused", contextlib.nullcontext()), ("three kernels", three_kernels())]
     variants += [(f"fused {w} warps", warps(w)) for w in sweep]
     for label, ctx in variants:
