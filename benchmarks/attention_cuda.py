@@ -14,6 +14,8 @@ import statistics
 
 import numpy as np
 
+from cuda_timing import module_timer
+
 
 @contextlib.contextmanager
 def three_kernels():
@@ -54,21 +56,6 @@ def chain(batch: int, heads: int, seq: int, d: int):
     return Graph([q, k, v, mask], [call("nn.batch_matmul", p, v, transpose_a=False, transpose_b=False)])
 
 
-def timer(m):
-    """``time(calls)``: seconds per call of module ``m`` (its inputs set), by events on its stream."""
-    launch, dev = m.launcher(), m._device()
-
-    def time(calls: int) -> float:
-        s, e = dev.drv.Event(), dev.drv.Event()
-        s.record(dev.stream)
-        for _ in range(calls):
-            launch()
-        e.record(dev.stream)
-        e.synchronize()
-        return e.time_since(s) / 1e3 / calls
-    return time
-
-
 def compare(name: str, g, params, feeds: dict, precision: str, blocks: int, calls: int, ref=None,
             sweep: tuple = ()) -> None:
     """Time the fused build (the default warps; and with each of ``sweep`` warps per block) beside the
@@ -90,7 +77,7 @@ def compare(name: str, g, params, feeds: dict, precision: str, blocks: int, call
     scale = float(np.abs(want).max())
     errs = {label: float(np.abs(o - want).max()) / scale for label, o in outs.items()}
     kernels = {label: len(m.run_list.steps) for label, m in mods.items()}
-    timers = {label: timer(m) for label, m in mods.items()}
+    timers = {label: module_timer(m) for label, m in mods.items()}
     for t in timers.values():
         t(calls)
     runs = {label: [] for label in timers}

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from ...schedule import Schedule
 from ...tensor import thread_axis
-from ...topi.cuda.tensor_intrin import intrin_ldmatrix, intrin_mma, intrin_mma_store
+from ...topi.cuda.tensor_intrin import intrin_mma, intrin_mma_store
 from .cuda_rows import _reduce_over
-from .cuda_tensorcore import arch_refusal
+from .cuda_tensorcore import _cast_stage, _readers, arch_refusal, load_fragments
 from .helpers import bind, cooperative_fetch
 
 #: warps per block (16 query rows each) tried, most first: the most that still gives :data:`MIN_BLOCKS` blocks
@@ -158,29 +158,14 @@ def _mma(s: Schedule, acc, a_sh, b_sh, a, b, dtype: str, b_trans: bool) -> None:
     acc.unroll(fio)
     acc.unroll(fjo)
     acc.tensorize(fi, intrin_mma(dtype, b_trans))
-    for frag, mode in ((af, "a"), (bf, "b_trans" if b_trans else "b")):
-        frag.compute_at(acc, ki)
-        fr, fc = frag.op.axis[-2:]
-        fro, fr = frag.split(fr, factor=16)
-        if mode == "b_trans":
-            fco, fc = frag.split(fc, factor=16)
-            frag.reorder(fro, fco, fr, fc)
-            frag.unroll(fco)
-        frag.unroll(fro)
-        frag.tensorize(fr, intrin_ldmatrix(dtype, mode))
+    load_fragments(af, bf, acc, ki, dtype, b_trans)
 
 
 def _source(acc, index: int):
     """The 16-bit tensor read (through its inlined cast to float32) as factor ``index`` of ``acc``'s product."""
-    from .cuda_tensorcore import _cast_stage
     body = acc.op.bodies[0].source
     load, _ = _cast_stage((body.a, body.b)[index])
     return getattr(load, "value", load).tensor
-
-
-def _readers(acc, src) -> list:
-    from .cuda_tensorcore import _readers as readers
-    return readers(acc, src)
 
 
 __all__ = ["MIN_BLOCKS", "SCORE_COLS", "WARPS", "schedule_attention_tensorcore", "shared_bytes", "tensorcore_refusal",
