@@ -1,7 +1,7 @@
 """``nn.attention`` on CUDA (``graph/schedules/attention.py``, ``cuda_attention.py``): the tensor-core
 kernel (16-bit) and the CUDA-core one run on the CPU by tests/cuda_sim.py over NaN-poisoned outputs
 against the float64 numpy reference (a query tail, 1 and 12 heads, masks, both key layouts, 1 and 4
-warps), the isl checks, one kernel where a 16-bit model had three and the named refusals, ptxas, and
+row warps, 1, 2 and 4 column warps), the isl checks, one kernel where a 16-bit model had three and the named refusals, ptxas, and
 the GPU."""
 import sys
 import warnings
@@ -68,7 +68,8 @@ def test_attention_simulated(n, s, t, d, dv, heads, mask, scale, transpose_k, dt
 TC_CASES = [  # n, s, t, d, dv, heads, mask, scale, transpose_k, dtype, warps
     (4, 32, 48, 32, 16, 2, (2, 1, 1, 48), 0.125, True, "float16", 1),      # score columns: 64 + a 16-column rest
     (2, 16, 32, 16, 32, 1, (1, 1, 16, 32), 0.5, False, "bfloat16", 1),     # K stored [D, T]: ldmatrix.trans
-    (2, 64, 32, 16, 16, 2, (1, 2, 64, 32), 0.25, True, "float16", 4),      # 4 warps of 16 rows a block
+    (2, 64, 32, 16, 16, 2, (1, 2, 64, 32), 0.25, True, "float16", 4),      # 4 row warps of 16 rows a block
+    (2, 32, 64, 16, 64, 1, (1, 1, 1, 64), 0.125, True, "float16", 1),      # 4 column warps share 16 rows
 ]
 
 
@@ -79,7 +80,7 @@ def test_tensorcore_attention_simulated(monkeypatch, n, s, t, d, dv, heads, mask
     monkeypatch.setattr(cuda_attention, "MIN_BLOCKS", 1 if warps > 1 else 1 << 30)
     src = _simulate((n, s, t, d, dv, heads, mask, scale, transpose_k, dtype))
     assert src.count("(void)(tt_mma(") == 2 and "tt_ldmatrix(" in src and "__shfl_xor_sync" in src
-    assert f"__launch_bounds__({32 * warps})" in src
+    assert f"__launch_bounds__({32 * warps * cuda_attention.col_warps(t, dv)})" in src
 
 
 def test_tensorcore_attention_passes_the_isl_checks():

@@ -1,17 +1,17 @@
 """Tensor-core attention on CUDA (sm_80+): ``softmax(scale * Q K^T + mask) V`` of 16-bit inputs in one
 kernel, with the intrinsics of :mod:`.cuda_tensorcore` (``ldmatrix``, ``mma.sync`` m16n8k16, float32
-accumulators).  One thread block per (batch x heads, tile of ``16 x warps`` query rows), a warp per 16
-rows:
+accumulators).  One thread block per (batch x heads, tile of ``16 x warps`` query rows), per 16 rows up
+to 4 warps (:func:`col_warps`), which share its score columns, its rows' softmax and its output columns:
 
 - the block's Q rows, all of K and V of its head copied to shared memory (rows padded by 16 bytes
   against ``ldmatrix`` bank conflicts);
-- each warp's scores ``S = Q K^T`` (:data:`SCORE_COLS` columns at a time in ``warp`` fragments) stored
-  to a shared float32 tile of the block's rows x keys;
+- each warp's scores ``S = Q K^T`` (16 rows, its share of the keys, :data:`SCORE_COLS` at a time in
+  ``warp`` fragments) stored to a shared float32 tile of the block's rows x keys;
 - per row, the scaled and masked scores' max and the sum of their exponentials reduced across the
   warp's lanes (``tvm_thread_allreduce``), then the probabilities ``P`` (rounded to the inputs' dtype,
   as the three kernels' softmax output is) in a shared 16-bit tile;
-- ``P V`` by ``mma.sync`` (V read with ``ldmatrix.trans``), each warp's 16 x Dv accumulators rounded and
-  stored to the output once.
+- ``P V`` by ``mma.sync`` (V read with ``ldmatrix.trans``), each warp's 16 rows x its share of the
+  columns accumulated, rounded and stored to the output once.
 
 The scores of a whole row of keys live in shared memory, so the keys are limited by it
 (:func:`shared_bytes`); longer rows (an online softmax over key blocks) are not done here.
@@ -26,8 +26,11 @@ from .cuda_rows import _reduce_over
 from .cuda_tensorcore import _cast_stage, _readers, arch_refusal, load_fragments
 from .helpers import bind, cooperative_fetch
 
-#: warps per block (16 query rows each) tried, most first: the most that still gives :data:`MIN_BLOCKS` blocks
+#: row warps per block (16 query rows each) tried, most first: the most that still gives :data:`MIN_BLOCKS` blocks
 WARPS = (4, 2, 1)
+#: column warps per row warp tried, most first: they share its 16 rows' score columns, softmax rows and
+#: output columns (the block's latency, a chain of phases, falls with them)
+COL_WARPS = (4, 2, 1)
 MIN_BLOCKS = 128
 #: score columns a warp accumulates at once (16 x 64 float32 fragments: 32 registers a lane)
 SCORE_COLS = 64
@@ -68,26 +71,37 @@ def warps_for(n: int, s: int, t: int, d: int, dv: int, limit: int) -> int:
     return 1
 
 
+def col_warps(t: int, dv: int) -> int:
+    """Column warps (:data:`COL_WARPS`): the most whose share of the keys and of the output's columns are
+    whole 16-column tiles."""
+    return next(c for c in COL_WARPS if t % (16 * c) == 0 and dv % (16 * c) == 0)
+
+
 def schedule_attention_tensorcore(s: Schedule, st: dict, out, transpose_k: bool, warps: int) -> None:
     """Schedule the stages ``st`` (by name, elementwise ones but ``T_attention_p`` inlined) of a 16-bit
-    attention whose output stage is ``out`` (``T_attention``: the rounded ``P V``), see the module."""
+    attention whose output stage is ``out`` (``T_attention``: the rounded ``P V``) with ``warps`` row
+    warps (``threadIdx.y``) and :func:`col_warps` column warps (``threadIdx.z``) per block, see the module."""
     score, mx, total, p, pv = (st[f"T_attention_{k}"] for k in ("score", "max", "sum", "p", "pv"))
     q, k = (_source(score, x) for x in (0, 1))
     v = _source(pv, 1)
     dtype = q.dtype
     rows = 16 * warps
+    t_len, dv = (int(x.shape[-1]) for x in (score.op.output(0), out.op.output(0)))
+    cols = col_warps(t_len, dv)
     b, i, c = out.op.axis
     bx, ii = out.split(i, factor=rows)
     out.reorder(b, bx, ii, c)
     bind(out, b, "blockIdx.y")
     bind(out, bx, "blockIdx.x")
     wi, ii = out.split(ii, factor=16)
+    wc, c = out.split(c, factor=dv // cols)
     cj, c = out.split(c, factor=8)
-    out.reorder(wi, cj, ii, c)
+    out.reorder(wi, wc, cj, ii, c)
     bind(out, wi, "threadIdx.y")
+    bind(out, wc, "threadIdx.z")
     out.unroll(cj)
     out.tensorize(ii, intrin_mma_store("global", out.op.output(0).dtype))
-    threads = (("threadIdx.x", 32), ("threadIdx.y", warps))
+    threads = (("threadIdx.x", 32), ("threadIdx.y", warps), ("threadIdx.z", cols))
 
     # Q, K, V tiles in shared memory
     copies = {}
@@ -109,14 +123,15 @@ def schedule_attention_tensorcore(s: Schedule, st: dict, out, transpose_k: bool,
     readers = [x.op.output(0) for x in s.stages if score.op.output(0) in getattr(x.op, "input_tensors", ())]
     ss = s[s.cache_read(score.op.output(0), "shared", readers)]
     ss.compute_at(out, bx)
-    t_len = int(ss.op.axis[-1].dom.extent)
     ss.storage_align(ss.op.axis[-2], t_len, 4)
     _, si, sj = ss.op.axis
     swi, si = ss.split(si, factor=16)
+    swc, sj = ss.split(sj, factor=t_len // cols)
     sjo, sj = ss.split(sj, factor=SCORE_COLS)
     stj, sj = ss.split(sj, factor=8)
-    ss.reorder(swi, sjo, stj, si, sj)
+    ss.reorder(swi, swc, sjo, stj, si, sj)
     bind(ss, swi, "threadIdx.y")
+    bind(ss, swc, "threadIdx.z")
     ss.unroll(stj)
     ss.tensorize(si, intrin_mma_store())
     score.compute_at(ss, sjo)
@@ -128,10 +143,12 @@ def schedule_attention_tensorcore(s: Schedule, st: dict, out, transpose_k: bool,
     p.storage_align(p.op.axis[-2], t_len, PAD)
     _, pi, pj = p.op.axis
     pwi, pi = p.split(pi, factor=16)
+    pwc, pi = p.split(pi, factor=16 // cols)
     pjo, pj = p.split(pj, factor=32)
-    p.reorder(pwi, pi, pjo, pj)
-    p.unroll(pi)        # the 16 rows' reductions (chains of shuffles) interleaved
+    p.reorder(pwi, pwc, pi, pjo, pj)
+    p.unroll(pi)        # the warp's rows' reductions (chains of shuffles) interleaved
     bind(p, pwi, "threadIdx.y")
+    bind(p, pwc, "threadIdx.z")
     bind(p, pj, "threadIdx.x")
     for red in (mx, total):
         red.set_scope("local")
@@ -140,7 +157,7 @@ def schedule_attention_tensorcore(s: Schedule, st: dict, out, transpose_k: bool,
 
     # O = P V, stored once
     pv.set_scope("warp")
-    pv.compute_at(out, wi)
+    pv.compute_at(out, wc)
     _mma(s, pv, p, copies[v], p.op.output(0), v, dtype, b_trans=True)
 
 
@@ -168,5 +185,5 @@ def _source(acc, index: int):
     return getattr(load, "value", load).tensor
 
 
-__all__ = ["MIN_BLOCKS", "SCORE_COLS", "WARPS", "schedule_attention_tensorcore", "shared_bytes", "tensorcore_refusal",
+__all__ = ["COL_WARPS", "MIN_BLOCKS", "col_warps", "SCORE_COLS", "WARPS", "schedule_attention_tensorcore", "shared_bytes", "tensorcore_refusal",
            "warps_for"]
