@@ -77,7 +77,8 @@ TC_CASES = [  # n, s, t, d, dv, heads, mask, scale, transpose_k, dtype, warps
 @pytest.mark.parametrize("n,s,t,d,dv,heads,mask,scale,transpose_k,dtype,warps", TC_CASES)
 def test_tensorcore_attention_simulated(monkeypatch, n, s, t, d, dv, heads, mask, scale, transpose_k, dtype, warps):
     """The tensor-core kernel through the simulator's scalar model of ldmatrix / mma.sync."""
-    monkeypatch.setattr(cuda_attention, "MIN_BLOCKS", 1 if warps > 1 else 1 << 30)
+    monkeypatch.setattr(cuda_attention, "WARPS", (warps,))      # row warps, whatever the grid
+    monkeypatch.setattr(cuda_attention, "MIN_BLOCKS", 0)
     src = _simulate((n, s, t, d, dv, heads, mask, scale, transpose_k, dtype))
     assert src.count("(void)(tt_mma(") == 2 and "tt_ldmatrix(" in src and "__shfl_xor_sync" in src
     assert f"__launch_bounds__({32 * warps * cuda_attention.col_warps(t, dv)})" in src

@@ -26,8 +26,10 @@ from .cuda_rows import _reduce_over
 from .cuda_tensorcore import _cast_stage, _readers, arch_refusal, load_fragments
 from .helpers import bind, cooperative_fetch
 
-#: row warps per block (16 query rows each) tried, most first: the most that still gives :data:`MIN_BLOCKS` blocks
-WARPS = (4, 2, 1)
+#: row warps per block (16 query rows each) tried, most first: the most that still gives :data:`MIN_BLOCKS`
+#: blocks (H100, BERT-base heads, 4 column warps: batch 1 fastest with 1 (7.1 us; 2: 7.4, 4: 8.9), batch 8
+#: with 2 (11.3 us; 1: 16.2, 4: 13.5); benchmarks/attention_cuda.py --sweep)
+WARPS = (2, 1)
 #: column warps per row warp tried, most first: they share its 16 rows' score columns, softmax rows and
 #: output columns (the block's latency, a chain of phases, falls with them)
 COL_WARPS = (4, 2, 1)
