@@ -99,6 +99,7 @@ def test_refusals_are_named():
     for args, why in [((("float32",) * 3, 12, 128, 128, 64, 64, info), "float32"),
                       ((("float16",) * 3, 12, 128, 128, 40, 40, info), "multiples of 16"),
                       ((("float16",) * 3, 12, 128, 4096, 64, 64, info), "4096 keys"),
+                      ((("float16",) * 3, 1 << 17, 128, 128, 64, 64, info), "batch x heads"),
                       ((("float16",) * 3, 12, 128, 128, 64, 64, {"arch": "sm_75"}), "sm_80")]:
         assert why in cuda_attention.tensorcore_refusal(*args)
 

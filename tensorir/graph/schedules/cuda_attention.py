@@ -37,6 +37,7 @@ MIN_BLOCKS = 128
 #: score columns a warp accumulates at once (16 x 64 float32 fragments: 32 registers a lane)
 SCORE_COLS = 64
 FETCH_UNROLL = 8   # 16-byte loads a thread has in flight while copying Q, K and V
+MAX_GRID_Y = 65535   # blockIdx.y: batch x heads
 PAD = 8          # 16-bit elements (16 bytes) of padding per shared row
 
 
@@ -58,6 +59,8 @@ def tensorcore_refusal(dtypes: tuple, n: int, s: int, t: int, d: int, dv: int, i
         return f"inputs {'/'.join(dtypes)} (the tensor-core kernel takes float16 or bfloat16 q, k and v)"
     if s % 16 or t % 16 or d % 16 or dv % 16:
         return f"queries {s}, keys {t}, head dims {d} / {dv}: the tensor-core kernel needs multiples of 16"
+    if n > MAX_GRID_Y:
+        return f"{n} batch x heads (one blockIdx.y each, at most {MAX_GRID_Y})"
     limit = info.get("shared_limit", 48 * 1024)
     if shared_bytes(1, t, d, dv) > limit:
         return f"{t} keys: a block's rows of scores, K and V exceed {limit} bytes of shared memory"
