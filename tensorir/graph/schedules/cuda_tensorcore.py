@@ -126,6 +126,21 @@ def _warp_tiles(st: Stage, i, j, wm: int, wn: int, intrin):
     return wj
 
 
+def load_fragments(af: Stage, bf: Stage, cf: Stage, ki, dtype: str, b_trans: bool) -> None:
+    """The A and B fragments (``warp`` caches of shared tiles) of the accumulator ``cf`` loaded by
+    ``ldmatrix`` at its k-slice loop ``ki``, in 16-row tiles (B stored [K, N]: 16 x 16 ``.trans`` tiles)."""
+    for frag, mode in ((af, "a"), (bf, "b_trans" if b_trans else "b")):
+        frag.compute_at(cf, ki)
+        r, c = frag.op.axis[-2:]
+        ro, r = frag.split(r, factor=16)
+        if mode == "b_trans":
+            co, c = frag.split(c, factor=16)
+            frag.reorder(ro, co, r, c)
+            frag.unroll(co)
+        frag.unroll(ro)
+        frag.tensorize(r, intrin_ldmatrix(dtype, mode))
+
+
 def _index_is(idx, want) -> bool:
     from ...expr import Var
     return all(isinstance(x, Var) and x is w for x, w in zip(idx, want))
@@ -257,17 +272,7 @@ def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     cf.unroll(fjo)
     cf.tensorize(fi, intrin_mma(dtype, b_trans))
 
-    # fragments from shared memory
-    for frag, mode in ((af, "a"), (bf, "b_trans" if b_trans else "b")):
-        frag.compute_at(cf, ki)
-        r, c = frag.op.axis[-2:]
-        ro, r = frag.split(r, factor=16)
-        if mode == "b_trans":
-            co, c = frag.split(c, factor=16)
-            frag.reorder(ro, co, r, c)
-            frag.unroll(co)
-        frag.unroll(ro)
-        frag.tensorize(r, intrin_ldmatrix(dtype, mode))
+    load_fragments(af, bf, cf, ki, dtype, b_trans)
 
     # A and B slices: cp.async pipelines
     threads = (("threadIdx.x", 32), ("threadIdx.y", wy), ("threadIdx.z", wz))
@@ -476,6 +481,6 @@ def _apply(f, v, i, j):
 
 
 __all__ = ["DEFAULT_KNOBS", "PREFERRED", "SMALLEST", "SPACE", "SPACE_KNOBS", "TEMPLATE", "arch_refusal", "bind_blocks",
-           "default_knobs", "first_fit", "fits", "for_dtype", "gemm_operands", "preferred_knobs", "kernel_gemm",
+           "default_knobs", "first_fit", "fits", "for_dtype", "gemm_operands", "load_fragments", "preferred_knobs", "kernel_gemm",
            "schedule_space", "schedule_tensorcore", "shared_bytes",
            "tensorcore_fits", "tensorcore_gemm"]
