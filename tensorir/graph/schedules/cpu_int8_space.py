@@ -7,8 +7,10 @@ and ``dense_int8_cpu`` (:mod:`autotune.kernel_templates`); each instruction set'
   feeding ``k`` dots), the block's loop order (``block_order``), the reduction order (``reduce_order``: input
   channel blocks outside or inside the kernel window) and whether the kernel's columns are unrolled
   (``unroll_kw``); parallel over (batch, channel tiles, output rows), the epilogue per tile;
-- ``dense_int8_cpu`` (``qnn.contrib_dense_pack``, 2-d): ``block`` of ``r`` rows x ``k`` column blocks of 16,
-  which tile loop is outer (``order``), how many 4-byte steps are unrolled (``unroll_k``); the epilogue per tile.
+- ``dense_int8_cpu`` (``qnn.contrib_dense_pack``, the leading axes fused into rows): ``block`` of ``r`` rows x
+  ``k`` column blocks of 16, which tile loop is outer (``order``), how many 4-byte steps are unrolled
+  (``unroll_k``); the epilogue per tile.  The bf16 dense and batch matmul (:mod:`.cpu_bf16`, ``vdpbf16ps`` or its
+  plain form) take the same space as ``dense_bf16_cpu`` (one pair a step).
 
 The fallback values are the default rule's choices (the tuner measures them first); the fallback config
 itself schedules the default rule.
@@ -74,12 +76,17 @@ def conv_fits(kt: KernelTE) -> str | None:
     return None
 
 
-def dense_fits(kt: KernelTE) -> str | None:
-    """Why ``dense_int8_cpu`` does not fit this kernel (None: it does)."""
-    found = _anchor(kt, "dense_pack_int8", 3, "packed int8 dense")
-    if isinstance(found, str):
-        return found
-    return None if len(found[0][0].shape) == 2 else "the dense's data is not 2-d"
+def dense_fits_of(kind: str):
+    """``fits(kt)``: why ``dense_{kind}_cpu`` does not fit a kernel (None: it does)."""
+    def dense_fits(kt: KernelTE) -> str | None:
+        found = _anchor(kt, f"dense_pack_{kind}", 3, f"packed {kind} dense")
+        if isinstance(found, str):
+            return found
+        return None if len(found[0][0].shape) >= 2 else "the dense's data is 1-d"
+    return dense_fits
+
+
+dense_fits = dense_fits_of("int8")
 
 
 def _stages(kt: KernelTE):
@@ -137,8 +144,8 @@ def conv_space(isa):
     return schedule_conv2d_int8_space
 
 
-def dense_space(isa):
-    """The ``dense_int8_cpu`` space of the entry using ``isa``."""
+def dense_space(isa, block=dot_block):
+    """The ``dense_*_cpu`` space of the entry whose inner block ``block`` tensorizes for ``isa``."""
     def schedule_dense_int8_space(cfg, kt: KernelTE) -> Schedule:
         s, out, anchor = _stages(kt)
         m, nb, _ = extents(anchor)
@@ -146,13 +153,15 @@ def dense_space(isa):
         cfg.define_knob("block", _blocks(m, nb))
         cfg.define_knob("order", ["rows_outer", "columns_outer"])
         cfg.define_knob("unroll_k", _divisors(kb, 4))
-        if cfg.is_fallback:     # the default rule's tile (cpu_int8.schedule_dense_pack_int8)
+        if cfg.is_fallback:     # the default rule's tile and order (cpu_int8.dense_pack)
+            from .cpu_int8 import L2_BYTES, _data_bytes    # (cpu_int8 imports this module)
             cfg["block"] = OtherOptionEntity(f"{largest_divisor(m, 16)},1")
+            cfg["order"] = OtherOptionEntity("columns_outer" if _data_bytes(anchor) <= L2_BYTES else "rows_outer")
         r, k = (int(v) for v in cfg["block"].val.split(","))
         i, jo, ji = anchor.op.axis
         ko, ki = anchor.op.reduce_axis
-        rows, cols = out.op.axis
-        ro, ri = out.split(rows, factor=r)
+        *lead, cols = out.op.axis      # leading axes fused (as the default rule does)
+        ro, ri = out.split(out.fuse(*lead) if len(lead) > 1 else lead[0], factor=r)
         co, ci = out.split(cols, factor=LANES * k)
         outer = [ro, co] if cfg["order"].val == "rows_outer" else [co, ro]
         out.reorder(*outer, ri, ci)
@@ -164,7 +173,7 @@ def dense_space(isa):
         anchor.reorder(ko_o, ko_i, i, jo, ji, ki)
         for ax in (ko_i, i, jo):
             anchor.unroll(ax)
-        dot_block(anchor, ji, ki, isa)
+        block(anchor, ji, ki, isa)
         return s
     return schedule_dense_int8_space
 
@@ -174,10 +183,11 @@ def conv_entry_space(isa) -> dict:
     return {"template": CONV_TEMPLATE, "fits": conv_fits, "space": conv_space(isa)}
 
 
-def dense_entry_space(isa) -> dict:
-    """:func:`~.registry.register_schedule`'s space arguments of the dense entry using ``isa``."""
-    return {"template": DENSE_TEMPLATE, "fits": dense_fits, "space": dense_space(isa)}
+def dense_entry_space(isa, kind: str = "int8", block=dot_block) -> dict:
+    """:func:`~.registry.register_schedule`'s space arguments of the ``kind`` dense entry whose inner block
+    ``block`` tensorizes for ``isa`` (the bf16 entries': ``dense_bf16_cpu``)."""
+    return {"template": f"dense_{kind}_cpu", "fits": dense_fits_of(kind), "space": dense_space(isa, block)}
 
 
 __all__ = ["ACCUMULATORS", "CONV_TEMPLATE", "DENSE_TEMPLATE", "conv_entry_space", "conv_fits", "dense_entry_space",
-           "dense_fits", "dot_block"]
+           "dense_fits", "dense_fits_of", "dot_block"]
