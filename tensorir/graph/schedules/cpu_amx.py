@@ -22,6 +22,12 @@ float32 accumulators stored, rounded once to bfloat16 by the epilogue):
   Blocked (``NCHW16c``) int8 data is tiled from its pixel-major view (``data_vec`` computed at the root: one
   copy per call, the price of 64-byte A-tile rows); the output is ``NCHW16c`` there, its epilogue vectorized
   over the channel lanes (or the int32 sums themselves, tiled in place).
+
+Tuned as ``dense_int8_amx`` / ``conv2d_int8_amx`` / ``dense_bf16_amx`` / ``conv2d_bf16_amx``: the same rules given
+a config (:func:`_block_knobs`): ``block``, the rows (a conv's output columns) x 16-column blocks of one call,
+any whose tiles fit the 8 tile registers (:func:`~tensorir.topi.x86.amx.tiles_fit`), and ``order``, which tile
+loop is outer in the parallel loop; the fallback config is the default rule's block.  A conv the vector rule
+takes is not templated (``fits`` says why).
 """
 from __future__ import annotations
 
@@ -225,7 +231,6 @@ def amx_space(body, dot: AmxDot):
     (:func:`_block_knobs`)."""
     def space(cfg, kt: KernelTE) -> Schedule:
         return cpu.schedule_kernel(kt, lambda s, kt_, out: body(s, kt_, out, dot, cfg))
-    space.__name__ = f"schedule_{body.__name__[1:]}_{KIND[dot.tag]}_amx_space"
     return space
 
 
