@@ -139,13 +139,15 @@ def _function(name: str, rows: int, col_blocks: int, taps: tuple, chunks: int, k
                  f"  %pa{r} = getelementptr i8, ptr %a, i64 %ao{r}",
                  f"  %ta{r} = call x86_amx @llvm.x86.tileloadd64.internal(i16 {rt[r]}, i16 {kbytes}, ptr %pa{r}, "
                  f"i64 %lda)"]
-    for j in range(col_blocks):     # each B tile just before its dots: one B register live
+    dot_ = lambda r, j: (f"  %d{r}{j} = call x86_amx @llvm.x86.{dot.instruction}.internal(i16 {rt[r]}, i16 64, "
+                         f"i16 {kbytes}, x86_amx %acc{r}{j}, x86_amx %ta{r}, x86_amx %tb{j})")
+    every_b = len(cs) + len(rt) + col_blocks <= TILE_REGISTERS   # all B tiles live at once (the default 2 x 2)
+    for j in range(col_blocks):     # else each B tile just before its dots: one B register live
         body += [f"  %bj{j} = mul i64 {j}, %bblock", f"  %bo{j} = add i64 %bj{j}, %bk",
                  f"  %pb{j} = getelementptr i8, ptr %b, i64 %bo{j}",
                  f"  %tb{j} = call x86_amx @llvm.x86.tileloadd64.internal(i16 {kbytes // 4}, i16 64, ptr %pb{j}, "
-                 f"i64 %brow)"]
-        body += [f"  %d{r}{j} = call x86_amx @llvm.x86.{dot.instruction}.internal(i16 {rt[r]}, i16 64, "
-                 f"i16 {kbytes}, x86_amx %acc{r}{j}, x86_amx %ta{r}, x86_amx %tb{j})" for r in range(len(rt))]
+                 f"i64 %brow)"] + ([] if every_b else [dot_(r, j) for r in range(len(rt))])
+    body += [dot_(r, j) for r, j in cs] if every_b else []
     body += ["  %s1 = add i64 %s, 1", f"  %done = icmp eq i64 %s1, {taps[0] * taps[1] * chunks}",
              "  br i1 %done, label %exit, label %loop", "exit:"]
     body += [f"  call void @llvm.x86.tilestored64.internal(i16 {rt[r]}, i16 64, ptr %pc{r}{j}, i64 %ldc, "
