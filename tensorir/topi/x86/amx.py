@@ -7,8 +7,8 @@ The weights are packed ``NK16n4k`` for ``vpdpbusd`` / ``NK16n2k`` for ``vdpbf16p
 AMX's B-tile layouts: one column block's 16 rows of 4 reduction bytes (4 int8, 2 bfloat16) by 16 columns are
 1 KiB, contiguous.  The IR below counts the reduction in bytes (64 a step: 64 int8 or 32 bfloat16).  The micro-kernel holds the
 accumulators (2 x 2 tiles of 16 rows x 16 int32 by default) in tile registers over the reduction, 64 bytes a step
-(A tiles: up to 16 rows x 64 bytes of the data, stride its row; B tiles: 16 x 64 bytes, each loaded just
-before its dots), then stores them; a
+(A tiles: up to 16 rows x 64 bytes of the data, stride its row; B tiles: 16 x 64 bytes, all loaded before the
+dots where they fit the registers beside the others, else each just before its dots), then stores them; a
 reduction that is not a multiple of 64 ends in a second function with the remainder's tile shapes.  The
 functions use LLVM's shaped intrinsics (``llvm.x86.tileloadd64.internal``, ``tdpbusd.internal``,
 ``tilestored64.internal``, ``tilezero.internal``): LLVM writes the 64-byte palette-1 configuration and
@@ -70,7 +70,7 @@ _STEP = 64          # reduction bytes of one tile product (a full A tile row)
 
 def tiles_fit(rows: int, col_blocks: int) -> bool:
     """Whether a block of ``rows`` x ``col_blocks`` column blocks keeps its accumulators, its A tiles and one B
-    tile in the 8 tile registers (a B tile is loaded just before its dots): 32 x 2 blocks, 16 x 6, 48 x 1."""
+    tile in the 8 tile registers (each B tile then loaded just before its dots): 32 x 2 blocks, 16 x 6, 48 x 1."""
     r = -(-rows // 16)
     return rows > 0 and col_blocks > 0 and r * col_blocks + r + 1 <= TILE_REGISTERS
 
