@@ -55,13 +55,15 @@ import numpy as np
 import tensorir as te
 from tensorir import dtype as dt
 from tensorir.arith import linear
+from tensorir.buffer import AccessPtr
 from tensorir.extern import CallExtern
 from tensorir.expr import (Add, Broadcast, Call, Cast, Div, FloorDiv, FloorMod, IntImm, Max, Min, Mod, Mul,
                            Ramp, Select, Sub, Var)
 from tensorir.lower.gpu import BLOCK_TAGS, THREAD_TAGS, insert_barriers, is_barrier
 from tensorir.schedule import ScheduleError
 from tensorir.topi.x86 import DOT_BF16, DOT_INT8, PLAIN, PLAIN_BF16
-from tensorir.stmt import PARALLEL, SERIAL, THREAD_BINDING, UNROLLED, VECTORIZED, LoweredFunc
+from tensorir.stmt import PARALLEL, SERIAL, THREAD_BINDING, UNROLLED, VECTORIZED, BufferStore, LoweredFunc
+from tensorir.topi.x86.amx import block_ops
 from tensorir.visitor import Visitor
 
 LEVELS = 5                     # innermost loops described one by one
@@ -205,7 +207,7 @@ _DOT_CALLS = (Call, CallExtern)
 
 
 #: operations per output lane of a call of a dot-product intrinsic (``vpdpbusd``: 4 multiplies, 4 adds;
-#: ``vdpbf16ps``: 2 and 2)
+#: ``vdpbf16ps``: 2 and 2); an AMX tile micro-kernel's call counts its block's (:func:`block_ops`)
 DOT_OPS = {**{d.llvm_name: 8 for d in (*DOT_INT8, PLAIN)}, **{d.helper: 4 for d in (*DOT_BF16, PLAIN_BF16)}}
 #: calls of tensor instructions evaluated for their effect on whole tiles (CUDA ``mma.sync`` / ``wgmma``, AMX
 #: micro-kernels), by name prefix (``tt_mma(``: that name exactly): counted in ``g.tensor_ops``
@@ -219,6 +221,15 @@ def _tile_call_flops(call) -> float:
         return 0.0
     kind = call.call_args[MMA_KIND_ARG] if len(call.call_args) > MMA_KIND_ARG else None
     return 2.0 * 16 * 8 * (8 if isinstance(kind, IntImm) and kind.value == MMA_TF32 else 16)
+
+
+def _block_store(value):
+    """A tile micro-kernel's call (an AMX kernel's tensorized block) as the store of its block: into the buffer
+    it writes, the call as the value (its operands read through their pointers); None for other values."""
+    if type(value) is not CallExtern or block_ops(value.name) is None:
+        return None
+    out = next((a for a in value.args if isinstance(a, AccessPtr) and "w" in a.mask), None)
+    return None if out is None else BufferStore(out.buffer, value, (out.offset,))
 
 
 class _ExprStats(Visitor):
@@ -237,6 +248,10 @@ class _ExprStats(Visitor):
             self.flops += DOT_OPS[node.name]
             self.tensor_calls += 1
             self.tensor_flops += DOT_OPS[node.name]
+        elif t is CallExtern and (ops := block_ops(node.name)) is not None:
+            self.flops += ops
+            self.tensor_calls += 1
+            self.tensor_flops += ops
         elif t is Call and node.name == "reinterpret":    # bits seen as another type: no operation
             pass
         elif t in _FLOAT_OPS or t is FloorDiv or t is FloorMod or t is Mod:
@@ -256,6 +271,11 @@ class _ExprStats(Visitor):
     def visit_BufferLoad(self, node):
         self.loads.append((node.buffer, node.indices[0] if node.indices else IntImm("int32", 0)))
         self.visit_address(node.indices)
+
+    def visit_AccessPtr(self, node):
+        if "r" in node.mask:          # an extern call's operand (a tile micro-kernel's A and B)
+            self.loads.append((node.buffer, node.offset))
+        self.visit_address(node.offset)
 
     def visit_Select(self, node):
         self.visit_address(node.cond)
@@ -394,7 +414,9 @@ class _Walker(Visitor):
             self.kernel = None
 
     def visit_Evaluate(self, s):
-        if isinstance(s.value, (Call, CallExtern)) and (s.value.name + "(").startswith(TENSOR_CALLS):
+        if (store := _block_store(s.value)) is not None:
+            self.visit_BufferStore(store)      # an AMX micro-kernel: its block's store, its tensor ops counted there
+        elif isinstance(s.value, (Call, CallExtern)) and (s.value.name + "(").startswith(TENSOR_CALLS):
             n = math.prod(e for _, e, _ in self.loops)
             self.tensor_calls += n
             self.tensor_flops += n * _tile_call_flops(s.value)

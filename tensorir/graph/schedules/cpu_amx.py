@@ -22,15 +22,23 @@ float32 accumulators stored, rounded once to bfloat16 by the epilogue):
   Blocked (``NCHW16c``) int8 data is tiled from its pixel-major view (``data_vec`` computed at the root: one
   copy per call, the price of 64-byte A-tile rows); the output is ``NCHW16c`` there, its epilogue vectorized
   over the channel lanes (or the int32 sums themselves, tiled in place).
+
+Tuned as ``dense_int8_amx`` / ``conv2d_int8_amx`` / ``dense_bf16_amx`` / ``conv2d_bf16_amx``: the same rules given
+a config (:func:`_block_knobs`): ``block``, the rows (a conv's output columns) x 16-column blocks of one call,
+any whose tiles fit the 8 tile registers (:func:`~tensorir.topi.x86.amx.tiles_fit`), and ``order``, which tile
+loop is outer in the parallel loop; the fallback config is the default rule's block.  A conv the vector rule
+takes is not templated (``fits`` says why).
 """
 from __future__ import annotations
 
 from ...arith import simplify
 from ...expr import IntImm, TensorLoad
-from ...schedule import Schedule, Stage
+from ...schedule import Schedule, Stage, create_schedule
+from ...schedule.space import OtherOptionEntity
 from ...topi.nn.qnn import LANES
 from ...topi.x86 import bf16_isa, int8_isa
-from ...topi.x86.amx import MAX_COL_BLOCKS, MAX_ROWS, TDPBF16PS, TDPBUSD, AmxDot, block_ir, conv_amx, dense_amx, dense_ir
+from ...topi.x86.amx import (MAX_COL_BLOCKS, MAX_ROWS, TDPBF16PS, TDPBUSD, AmxDot, block_ir, conv_amx, dense_amx,
+                             dense_ir, tiles_fit)
 from ...visitor import collect, substitute
 from ..lower_te import KernelTE
 from . import cpu, cpu_bf16  # noqa: F401  (cpu_bf16: its vector rules in RULES, the conv's fallback)
@@ -50,44 +58,70 @@ VECTOR_ISA = {TDPBUSD.tag: int8_isa, TDPBF16PS.tag: bf16_isa}
 KIND = {TDPBUSD.tag: "int8", TDPBF16PS.tag: "bf16"}
 
 
-def _row_tile(m: int, inner: int, batched: bool = False) -> int:
-    """Rows of a tile: the largest divisor of ``m`` up to :data:`MAX_ROWS` that divides the innermost leading axis
-    (``inner``) or (not ``batched``: one weight for all rows) is a multiple of it, so a tile's rows are one box of
-    the fused axes (bounds stay exact)."""
-    return max(d for d in range(1, min(m, MAX_ROWS) + 1)
-               if m % d == 0 and (inner % d == 0 or (d % inner == 0 and not batched)))
+def _row_tiles(m: int, inner: int, batched: bool, limit: int) -> list[int]:
+    """Rows of a tile up to ``limit``: the divisors of ``m`` that divide the innermost leading axis (``inner``) or
+    (not ``batched``: one weight for all rows) are a multiple of it, so a tile's rows are one box of the fused axes
+    (bounds stay exact)."""
+    return [d for d in range(1, min(m, limit) + 1)
+            if m % d == 0 and (inner % d == 0 or (d % inner == 0 and not batched))]
+
+
+def _block_knobs(cfg, across: list[int], blocks: int, default: tuple[int, int], orders: list[str]):
+    """``(rows, column blocks, order)`` of a tile: ``default`` and the first order (``cfg`` None: the default rule),
+    else ``cfg``'s knobs ``block`` (``"rows,blocks"`` of ``across`` (8 rows or more where there are) x the divisors
+    of ``blocks`` whose tiles fit the registers, :func:`~tensorir.topi.x86.amx.tiles_fit`) and ``order``
+    (``orders``), their fallback ``default``."""
+    if cfg is None:
+        return (*default, orders[0])
+    across = [r for r in across if r >= min(8, max(across))]     # a tile of a few rows wastes the tile's 16
+    cfg.define_knob("block", [f"{r},{c}" for c in range(1, blocks + 1) if blocks % c == 0 for r in across
+                              if tiles_fit(r, c)])
+    cfg.define_knob("order", orders)
+    if cfg.is_fallback:
+        cfg["block"] = OtherOptionEntity(f"{default[0]},{default[1]}")
+    r, c = (int(v) for v in cfg["block"].val.split(","))
+    return r, c, cfg["order"].val
 
 
 def amx_rule(op: str, body, dot: AmxDot):
-    """``body(s, kt, out, dot)`` as the rule of the packed ``op`` (``dense`` / ``conv2d``) on ``dot``'s tiles."""
+    """``body(s, kt, out, dot, None)`` as the rule of the packed ``op`` (``dense`` / ``conv2d``) on ``dot``'s
+    tiles."""
     def rule(s: Schedule, kt: KernelTE, out: Stage) -> None:
-        body(s, kt, out, dot)
+        body(s, kt, out, dot, None)
     rule.__name__ = f"schedule_{op}_pack_{KIND[dot.tag]}_amx"
     return rule
 
 
-def _dense(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot) -> None:
+def _dense_anchor(s: Schedule, out: Stage) -> Stage | None:
+    """The packed dense's reduction, None where the tiles do not apply (the float rule's reduction)."""
     anchor = single_reduction(s, out)
-    if anchor is None or anchor is out:
+    return None if anchor is None or anchor is out else anchor
+
+
+def _dense(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot, cfg) -> None:
+    anchor = _dense_anchor(s, out)
+    if anchor is None:
         return cpu.schedule_reduction(s, kt, out)
     m, nb, _ = extents(anchor)
     k = int(anchor.op.reduce_axis[0].dom.extent) * dot.group
     axes = list(out.op.axis)
     batched = any(t.ndim == 4 for t in anchor.op.input_tensors)
-    blocks = MAX_COL_BLOCKS if nb % 2 == 0 else 1
     inner = extents(out)[-2] if len(axes) > 2 else m
-    rows_t = _row_tile(m, inner, batched)
+    default = (max(_row_tiles(m, inner, batched, MAX_ROWS)), MAX_COL_BLOCKS if nb % 2 == 0 else 1)
+    rows_t, blocks, order = _block_knobs(cfg, _row_tiles(m, inner, batched, 3 * 16), nb, default,
+                                         ["rows_outer", "columns_outer"])
     no, ni = out.split(axes[-1], factor=LANES * blocks)
     if len(axes) > 2 and inner % rows_t == 0:   # tiles of the innermost leading axis: no division of fused rows
         mo, mi = out.split(axes[-2], factor=rows_t)
-        out.reorder(*axes[:-2], mo, no, mi, ni)
-        tile = out.fuse(*axes[:-2], mo, no)
+        tiles = [*axes[:-2], mo, no] if order == "rows_outer" else [no, *axes[:-2], mo]
+        out.reorder(*tiles, mi, ni)
     elif len(axes) >= 2:
         ro, ri = out.split(out.fuse(*axes[:-1]) if len(axes) > 2 else axes[0], factor=rows_t)
-        out.reorder(ro, no, ri, ni)
-        tile = out.fuse(ro, no)
+        tiles = [ro, no] if order == "rows_outer" else [no, ro]
+        out.reorder(*tiles, ri, ni)
     else:
-        tile = no
+        tiles = [no]
+    tile = out.fuse(*tiles)
     out.parallel(tile)
     anchor.compute_at(out, tile)
     anchor.tensorize(anchor.op.axis[0], dense_amx(rows_t, blocks, k, dot))
@@ -125,30 +159,41 @@ def _vector_conv(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot) -> None:
     RULES[kt.anchor_op, isa.feature if isa else ""](s, kt, out)
 
 
-def _conv(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot) -> None:
-    inline_stage(s, "pad_temp")
+def _conv_anchor(s: Schedule, out: Stage) -> tuple[Stage | None, str]:
+    """``(anchor, "tiles")`` of a packed conv the tiles compute, else ``(None, "reduction")`` (the float rule's
+    reduction) or ``(None, "vector")`` (few channel bytes a tap, or grouped: the vector rule)."""
     anchor = single_reduction(s, out)
     if anchor is None or len(out.op.axis) == 5 and extents(out) != extents(anchor) \
             or anchor is out and len(out.op.axis) != 5:
-        return cpu.schedule_reduction(s, kt, out)
-    geometry = _conv_geometry(anchor)
+        return None, "reduction"
+    groups = int(anchor.op.reduce_axis[0].dom.extent)
+    if _conv_geometry(anchor) is None or 4 * groups < FEW_CHANNELS or anchor.op.attrs.get("groups", 1) != 1:
+        return None, "vector"
+    return anchor, "tiles"
+
+
+def _conv(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot, cfg) -> None:
+    inline_stage(s, "pad_temp")
+    anchor, how = _conv_anchor(s, out)
+    if anchor is None:
+        return cpu.schedule_reduction(s, kt, out) if how == "reduction" else _vector_conv(s, kt, out, dot)
+    sh, sw, dh, dw = _conv_geometry(anchor)
     groups, kh, kw, _ = (int(iv.dom.extent) for iv in anchor.op.reduce_axis)
-    if geometry is None or 4 * groups < FEW_CHANNELS or anchor.op.attrs.get("groups", 1) != 1:
-        return _vector_conv(s, kt, out, dot)    # few channels a tap, or grouped (a B tile spans one group's)
-    sh, sw, dh, dw = geometry
     _, ob, _, ow, _ = extents(anchor)
-    cols, blocks = largest_divisor(ow, MAX_ROWS), MAX_COL_BLOCKS if ob % 2 == 0 else 1
+    default = (largest_divisor(ow, MAX_ROWS), MAX_COL_BLOCKS if ob % 2 == 0 else 1)
+    cols, blocks, order = _block_knobs(cfg, [d for d in range(1, min(ow, 3 * 16) + 1) if ow % d == 0], ob,
+                                       default, ["channels_outer", "rows_outer"])
     if len(out.op.axis) == 5:    # NCHW16c (blocked int8 data between kernels): epilogue over the channel lanes
         n, oc, oh, w, lanes = out.op.axis
         oco, oci = out.split(oc, factor=blocks)
-        wo, wi = out.split(w, factor=cols)
-        out.reorder(n, oco, oh, wo, oci, wi, lanes, *out.op.reduce_axis)
     else:
         n, oc, oh, w = out.op.axis
         oco, oci = out.split(oc, factor=LANES * blocks)
-        wo, wi = out.split(w, factor=cols)
-        out.reorder(n, oco, oh, wo, oci, wi)
-    tile = out.fuse(n, oco, oh)
+    wo, wi = out.split(w, factor=cols)
+    inner = [oci, wi, lanes, *out.op.reduce_axis] if len(out.op.axis) == 5 else [oci, wi]
+    tiles = [n, oco, oh] if order == "channels_outer" else [n, oh, oco]
+    out.reorder(*tiles, wo, *inner)
+    tile = out.fuse(*tiles)
     out.parallel(tile)
     if anchor is not out:
         anchor.compute_at(out, wo)
@@ -162,9 +207,39 @@ def _conv(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot) -> None:
     schedule_data_vec(s, keep_view=True)
 
 
+def _stages(kt: KernelTE) -> tuple[Schedule, Stage]:
+    s = create_schedule([t.op for t in kt.outputs])
+    return s, s[kt.outputs[0]]
+
+
+def dense_fits(kt: KernelTE) -> str | None:
+    """Why the ``dense_*_amx`` space does not fit this kernel (None: it does)."""
+    return None if _dense_anchor(*_stages(kt)) is not None else "the dense is not a reduction apart from its output"
+
+
+def conv_fits(kt: KernelTE) -> str | None:
+    """Why the ``conv2d_*_amx`` space does not fit this kernel (None: it does)."""
+    s, out = _stages(kt)
+    inline_stage(s, "pad_temp")
+    how = _conv_anchor(s, out)[1]
+    return None if how == "tiles" else ("the conv's reduction is not the tiles'" if how == "reduction" else
+                                        f"under {FEW_CHANNELS} channel bytes a tap, or grouped: the vector rule's")
+
+
+def amx_space(body, dot: AmxDot):
+    """The config space of ``body``'s rule on ``dot``'s tiles: knobs ``block`` and ``order``
+    (:func:`_block_knobs`)."""
+    def space(cfg, kt: KernelTE) -> Schedule:
+        return cpu.schedule_kernel(kt, lambda s, kt_, out: body(s, kt_, out, dot, cfg))
+    return space
+
+
 for _dot, _dense_ops, _conv_op in ((TDPBUSD, ("qnn.contrib_dense_pack",), "qnn.contrib_conv2d_pack"),
                                    (TDPBF16PS, ("nn.contrib_dense_pack_bf16", "nn.contrib_batch_matmul_pack_bf16"),
                                     "nn.contrib_conv2d_pack_bf16")):
-    for _rule in (cpu.register_rule(*_dense_ops, requires=_dot.features)(amx_rule("dense", _dense, _dot)),
-                  cpu.register_rule(_conv_op, requires=_dot.features)(amx_rule("conv2d", _conv, _dot))):
-        ISA[_rule.__name__] = (KIND[_dot.tag], _dot.features[1])
+    _kind = KIND[_dot.tag]
+    for _rule in (cpu.register_rule(*_dense_ops, requires=_dot.features, template=f"dense_{_kind}_amx",
+                                    fits=dense_fits, space=amx_space(_dense, _dot))(amx_rule("dense", _dense, _dot)),
+                  cpu.register_rule(_conv_op, requires=_dot.features, template=f"conv2d_{_kind}_amx",
+                                    fits=conv_fits, space=amx_space(_conv, _dot))(amx_rule("conv2d", _conv, _dot))):
+        ISA[_rule.__name__] = (_kind, _dot.features[1])

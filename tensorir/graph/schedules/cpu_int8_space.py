@@ -2,13 +2,15 @@
 and ``dense_int8_cpu`` (:mod:`autotune.kernel_templates`); each instruction set's entry has its own space
 (``vpdpbusd`` of AVX512-VNNI, of AVX-VNNI, or the plain vector dot), the tuner's target picks it.
 
-- ``conv2d_int8_cpu`` (``qnn.contrib_conv2d_pack`` with ``NCHW16c`` output): the register block (``block``:
+- ``conv2d_int8_cpu`` (``qnn.contrib_conv2d_pack``, ``NCHW16c`` or ``NCHW`` output): the register block (``block``:
   ``t`` output columns x ``k`` blocks of 16 output channels, ``t * k`` accumulators, one data broadcast
   feeding ``k`` dots), the block's loop order (``block_order``), the reduction order (``reduce_order``: input
   channel blocks outside or inside the kernel window) and whether the kernel's columns are unrolled
   (``unroll_kw``); parallel over (batch, channel tiles, output rows), the epilogue per tile;
-- ``dense_int8_cpu`` (``qnn.contrib_dense_pack``, 2-d): ``block`` of ``r`` rows x ``k`` column blocks of 16,
-  which tile loop is outer (``order``), how many 4-byte steps are unrolled (``unroll_k``); the epilogue per tile.
+- ``dense_int8_cpu`` (``qnn.contrib_dense_pack``, the leading axes fused into rows): ``block`` of ``r`` rows x
+  ``k`` column blocks of 16, which tile loop is outer (``order``), how many 4-byte steps are unrolled
+  (``unroll_k``); the epilogue per tile.  The bf16 dense and batch matmul (:mod:`.cpu_bf16`, ``vdpbf16ps`` or its
+  plain form) take the same spaces as ``dense_bf16_cpu`` and ``conv2d_bf16_cpu`` (one pair a step).
 
 The fallback values are the default rule's choices (the tuner measures them first); the fallback config
 itself schedules the default rule.
@@ -64,23 +66,35 @@ def _anchor(kt: KernelTE, tag: str, ndim: int, what: str):
     return outputs, reductions[0]
 
 
-def conv_fits(kt: KernelTE) -> str | None:
-    """Why ``conv2d_int8_cpu`` does not fit this kernel (None: it does)."""
-    found = _anchor(kt, "conv2d_pack_int8", 5, "packed int8 conv")
-    if isinstance(found, str):
-        return found
-    outputs, anchor = found
-    if [int(d) for d in outputs[0].shape] != [int(d) for d in anchor.op.output(0).shape]:
-        return "the output is not the conv's NCHW16c shape"
-    return None
+def conv_fits_of(kind: str):
+    """``fits(kt)``: why ``conv2d_{kind}_cpu`` does not fit a kernel (None: it does)."""
+    def conv_fits(kt: KernelTE) -> str | None:
+        found = _anchor(kt, f"conv2d_pack_{kind}", 5, f"packed {kind} conv")
+        if isinstance(found, str):
+            return found
+        outputs, anchor = found
+        n, ob, oh, ow, lanes = (int(d) for d in anchor.op.output(0).shape)
+        if [int(d) for d in outputs[0].shape] not in ([n, ob, oh, ow, lanes], [n, ob * lanes, oh, ow]) \
+                or len(outputs[0].shape) == 4 and anchor.op is outputs[0].op:
+            return "the output is not the conv's NCHW16c or NCHW shape"
+        return None
+    return conv_fits
 
 
-def dense_fits(kt: KernelTE) -> str | None:
-    """Why ``dense_int8_cpu`` does not fit this kernel (None: it does)."""
-    found = _anchor(kt, "dense_pack_int8", 3, "packed int8 dense")
-    if isinstance(found, str):
-        return found
-    return None if len(found[0][0].shape) == 2 else "the dense's data is not 2-d"
+conv_fits = conv_fits_of("int8")
+
+
+def dense_fits_of(kind: str):
+    """``fits(kt)``: why ``dense_{kind}_cpu`` does not fit a kernel (None: it does)."""
+    def dense_fits(kt: KernelTE) -> str | None:
+        found = _anchor(kt, f"dense_pack_{kind}", 3, f"packed {kind} dense")
+        if isinstance(found, str):
+            return found
+        return None if len(found[0][0].shape) >= 2 else "the dense's data is 1-d"
+    return dense_fits
+
+
+dense_fits = dense_fits_of("int8")
 
 
 def _stages(kt: KernelTE):
@@ -101,8 +115,8 @@ def _stages(kt: KernelTE):
     return s, out, next(st for st in computes if st.op.reduce_axis)
 
 
-def conv_space(isa):
-    """The ``conv2d_int8_cpu`` space of the entry using ``isa``."""
+def conv_space(isa, block=dot_block):
+    """The ``conv2d_*_cpu`` space of the entry whose inner block ``block`` tensorizes for ``isa``."""
     def schedule_conv2d_int8_space(cfg, kt: KernelTE) -> Schedule:
         s, out, anchor = _stages(kt)
         _, ob, _, ow, _ = extents(anchor)
@@ -113,8 +127,13 @@ def conv_space(isa):
         if cfg.is_fallback:     # the default rule's block (cpu_int8.schedule_conv2d_pack_int8)
             cfg["block"] = OtherOptionEntity(f"{largest_divisor(ow, 16)},1")
         t, k = (int(v) for v in cfg["block"].val.split(","))
-        n, oco, oh, ow_, oci = out.op.axis
-        oc_o, oc_i = out.split(oco, factor=k)
+        blocked = len(out.op.axis) == 5
+        if blocked:
+            n, oco, oh, ow_, oci = out.op.axis
+            oc_o, oc_i = out.split(oco, factor=k)
+        else:                   # NCHW: the epilogue vectorized over the tile's columns
+            n, oc, oh, ow_ = out.op.axis
+            oc_o, oc_i = out.split(oc, factor=LANES * k)
         owo, owi = out.split(ow_, factor=t)
         ico, ry, rx, ici = anchor.op.reduce_axis
         red = [ico, ry, rx] if cfg["reduce_order"].val == "channels_outer" else [ry, rx, ico]
@@ -122,24 +141,27 @@ def conv_space(isa):
             blk = [oc_i, owi] if cfg["block_order"].val == "channels_outer" else [owi, oc_i]
             out.reorder(n, oc_o, oh, owo, *red, *blk, oci, ici)
         else:
-            out.reorder(n, oc_o, oh, owo, oc_i, owi, oci)
+            out.reorder(n, oc_o, oh, owo, *((oc_i, owi, oci) if blocked else (oc_i, owi)))
             anchor.compute_at(out, owo)
             an, aoc, aoh, aow, aoci = anchor.op.axis
             blk = [aoc, aow] if cfg["block_order"].val == "channels_outer" else [aow, aoc]
             anchor.reorder(*red, an, aoh, *blk, aoci, ici)
-            out.vectorize(oci)
+            if blocked:
+                out.vectorize(oci)
+            elif t % 4 == 0:
+                out.vectorize(owi)
         out.parallel(out.fuse(n, oc_o, oh))
         for ax in blk:
             anchor.unroll(ax)
         if cfg["unroll_kw"].val:
             anchor.unroll(rx)
-        dot_block(anchor, oci if anchor is out else aoci, ici, isa)
+        block(anchor, oci if anchor is out else aoci, ici, isa)
         return s
     return schedule_conv2d_int8_space
 
 
-def dense_space(isa):
-    """The ``dense_int8_cpu`` space of the entry using ``isa``."""
+def dense_space(isa, block=dot_block):
+    """The ``dense_*_cpu`` space of the entry whose inner block ``block`` tensorizes for ``isa``."""
     def schedule_dense_int8_space(cfg, kt: KernelTE) -> Schedule:
         s, out, anchor = _stages(kt)
         m, nb, _ = extents(anchor)
@@ -147,13 +169,15 @@ def dense_space(isa):
         cfg.define_knob("block", _blocks(m, nb))
         cfg.define_knob("order", ["rows_outer", "columns_outer"])
         cfg.define_knob("unroll_k", _divisors(kb, 4))
-        if cfg.is_fallback:     # the default rule's tile (cpu_int8.schedule_dense_pack_int8)
+        if cfg.is_fallback:     # the default rule's tile and order (cpu_int8.dense_pack)
+            from .cpu_int8 import L2_BYTES, _data_bytes    # (cpu_int8 imports this module)
             cfg["block"] = OtherOptionEntity(f"{largest_divisor(m, 16)},1")
+            cfg["order"] = OtherOptionEntity("columns_outer" if _data_bytes(anchor) <= L2_BYTES else "rows_outer")
         r, k = (int(v) for v in cfg["block"].val.split(","))
         i, jo, ji = anchor.op.axis
         ko, ki = anchor.op.reduce_axis
-        rows, cols = out.op.axis
-        ro, ri = out.split(rows, factor=r)
+        *lead, cols = out.op.axis      # leading axes fused (as the default rule does)
+        ro, ri = out.split(out.fuse(*lead) if len(lead) > 1 else lead[0], factor=r)
         co, ci = out.split(cols, factor=LANES * k)
         outer = [ro, co] if cfg["order"].val == "rows_outer" else [co, ro]
         out.reorder(*outer, ri, ci)
@@ -165,20 +189,22 @@ def dense_space(isa):
         anchor.reorder(ko_o, ko_i, i, jo, ji, ki)
         for ax in (ko_i, i, jo):
             anchor.unroll(ax)
-        dot_block(anchor, ji, ki, isa)
+        block(anchor, ji, ki, isa)
         return s
     return schedule_dense_int8_space
 
 
-def conv_entry_space(isa) -> dict:
-    """:func:`~.registry.register_schedule`'s space arguments of the conv entry using ``isa``."""
-    return {"template": CONV_TEMPLATE, "fits": conv_fits, "space": conv_space(isa)}
+def conv_entry_space(isa, kind: str = "int8", block=dot_block) -> dict:
+    """:func:`~.registry.register_schedule`'s space arguments of the ``kind`` conv entry whose inner block
+    ``block`` tensorizes for ``isa`` (the bf16 entries': ``conv2d_bf16_cpu``)."""
+    return {"template": f"conv2d_{kind}_cpu", "fits": conv_fits_of(kind), "space": conv_space(isa, block)}
 
 
-def dense_entry_space(isa) -> dict:
-    """:func:`~.registry.register_schedule`'s space arguments of the dense entry using ``isa``."""
-    return {"template": DENSE_TEMPLATE, "fits": dense_fits, "space": dense_space(isa)}
+def dense_entry_space(isa, kind: str = "int8", block=dot_block) -> dict:
+    """:func:`~.registry.register_schedule`'s space arguments of the ``kind`` dense entry whose inner block
+    ``block`` tensorizes for ``isa`` (the bf16 entries': ``dense_bf16_cpu``)."""
+    return {"template": f"dense_{kind}_cpu", "fits": dense_fits_of(kind), "space": dense_space(isa, block)}
 
 
 __all__ = ["ACCUMULATORS", "CONV_TEMPLATE", "DENSE_TEMPLATE", "conv_entry_space", "conv_fits", "dense_entry_space",
-           "dense_fits", "dot_block"]
+           "conv_fits_of", "dense_fits", "dense_fits_of", "dot_block"]

@@ -1,12 +1,14 @@
 """AMX tiles (Sapphire/Emerald Rapids) for the packed int8 and bfloat16 dense and conv: ``tdpbusd`` /
-``tdpbf16ps`` (an :class:`AmxDot`) on a block of up to 32 rows x 32 columns over the whole reduction, a tensor
+``tdpbf16ps`` (an :class:`AmxDot`) on a block of rows x columns over the whole reduction (32 x 32 by default; any
+block whose tiles fit the 8 tile registers, :func:`tiles_fit`, for the tuning spaces), a tensor
 intrinsic whose body calls one generated LLVM IR function.
 
 The weights are packed ``NK16n4k`` for ``vpdpbusd`` / ``NK16n2k`` for ``vdpbf16ps`` (:mod:`..nn.qnn`), which are
 AMX's B-tile layouts: one column block's 16 rows of 4 reduction bytes (4 int8, 2 bfloat16) by 16 columns are
 1 KiB, contiguous.  The IR below counts the reduction in bytes (64 a step: 64 int8 or 32 bfloat16).  The micro-kernel holds the
-accumulators (up to 2 x 2 tiles of 16 rows x 16 int32) in tile registers over the reduction, 64 bytes a step
-(A tiles: up to 16 rows x 64 bytes of the data, stride its row; B tiles: 16 x 64 bytes), then stores them; a
+accumulators (2 x 2 tiles of 16 rows x 16 int32 by default) in tile registers over the reduction, 64 bytes a step
+(A tiles: up to 16 rows x 64 bytes of the data, stride its row; B tiles: 16 x 64 bytes, all loaded before the
+dots where they fit the registers beside the others, else each just before its dots), then stores them; a
 reduction that is not a multiple of 64 ends in a second function with the remainder's tile shapes.  The
 functions use LLVM's shaped intrinsics (``llvm.x86.tileloadd64.internal``, ``tdpbusd.internal``,
 ``tilestored64.internal``, ``tilezero.internal``): LLVM writes the 64-byte palette-1 configuration and
@@ -25,6 +27,7 @@ K float32 roundings of the exact sum.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ...buffer import decl_buffer
@@ -59,9 +62,17 @@ TDPBUSD = AmxDot("tdpbusd", ("amx-tile", "amx-int8"), "uint8", "int8", "int32", 
 TDPBF16PS = AmxDot("tdpbf16ps", ("amx-tile", "amx-bf16"), "bfloat16", "bfloat16", "float32", 2, "bf16f32")
 #: LLVM's features an AMX int8 / bf16 kernel needs
 AMX_INT8, AMX_BF16 = TDPBUSD.features, TDPBF16PS.features
-#: the block one call computes: rows (two A tiles of 16) and column blocks of 16 (two B tiles)
+#: the default rules' block: rows (two A tiles of 16) and column blocks of 16 (two B tiles)
 MAX_ROWS, MAX_COL_BLOCKS = 32, 2
+TILE_REGISTERS = 8  # tmm0-7
 _STEP = 64          # reduction bytes of one tile product (a full A tile row)
+
+
+def tiles_fit(rows: int, col_blocks: int) -> bool:
+    """Whether a block of ``rows`` x ``col_blocks`` column blocks keeps its accumulators, its A tiles and one B
+    tile in the 8 tile registers (each B tile then loaded just before its dots): 32 x 2 blocks, 16 x 6, 48 x 1."""
+    r = -(-rows // 16)
+    return rows > 0 and col_blocks > 0 and r * col_blocks + r + 1 <= TILE_REGISTERS
 
 
 def _decls(dot: AmxDot) -> str:
@@ -73,13 +84,27 @@ declare x86_amx @llvm.x86.tilezero.internal(i16, i16)
 
 
 def _row_tiles(rows: int) -> list[int]:
-    return [16, rows - 16] if rows > 16 else [rows]
+    return [16] * (rows // 16) + ([rows % 16] if rows % 16 else [])
 
 
 def kernel_name(rows: int, col_blocks: int, k: int, taps: tuple = (1, 1), dot: AmxDot = TDPBUSD) -> str:
     """The micro-kernel's name (``k``: reduction bytes a tap)."""
     conv = f"_t{taps[0]}x{taps[1]}" if taps != (1, 1) else ""
     return f"tiletune_amx_{dot.tag}_m{rows}_n{col_blocks * 16}_k{k}{conv}"
+
+
+_NAME = re.compile(r"tiletune_amx_(\w+?)_m(\d+)_n(\d+)_k(\d+)(?:_t(\d+)x(\d+))?")
+_DOTS = {d.tag: d for d in (TDPBUSD, TDPBF16PS)}
+
+
+def block_ops(name: str) -> int | None:
+    """The operations (multiplies and adds) of one call of the micro-kernel ``name`` (:func:`kernel_name`), None
+    for another function: what the cost model's features count for the call."""
+    found = _NAME.fullmatch(name)
+    if found is None or found.group(1) not in _DOTS:
+        return None
+    rows, cols, k, th, tw = (int(g or 1) for g in found.groups()[1:])
+    return 2 * rows * cols * (k // _DOTS[found.group(1)].bytes) * th * tw
 
 
 #: the micro-kernel's arguments (byte strides): C and its row / column-block strides, A and its row / tap-row /
@@ -114,13 +139,15 @@ def _function(name: str, rows: int, col_blocks: int, taps: tuple, chunks: int, k
                  f"  %pa{r} = getelementptr i8, ptr %a, i64 %ao{r}",
                  f"  %ta{r} = call x86_amx @llvm.x86.tileloadd64.internal(i16 {rt[r]}, i16 {kbytes}, ptr %pa{r}, "
                  f"i64 %lda)"]
-    for j in range(col_blocks):
+    dot_ = lambda r, j: (f"  %d{r}{j} = call x86_amx @llvm.x86.{dot.instruction}.internal(i16 {rt[r]}, i16 64, "
+                         f"i16 {kbytes}, x86_amx %acc{r}{j}, x86_amx %ta{r}, x86_amx %tb{j})")
+    every_b = len(cs) + len(rt) + col_blocks <= TILE_REGISTERS   # all B tiles live at once (the default 2 x 2)
+    for j in range(col_blocks):     # else each B tile just before its dots: one B register live
         body += [f"  %bj{j} = mul i64 {j}, %bblock", f"  %bo{j} = add i64 %bj{j}, %bk",
                  f"  %pb{j} = getelementptr i8, ptr %b, i64 %bo{j}",
                  f"  %tb{j} = call x86_amx @llvm.x86.tileloadd64.internal(i16 {kbytes // 4}, i16 64, ptr %pb{j}, "
-                 f"i64 %brow)"]
-    body += [f"  %d{r}{j} = call x86_amx @llvm.x86.{dot.instruction}.internal(i16 {rt[r]}, i16 64, i16 {kbytes}, "
-             f"x86_amx %acc{r}{j}, x86_amx %ta{r}, x86_amx %tb{j})" for r, j in cs]
+                 f"i64 %brow)"] + ([] if every_b else [dot_(r, j) for r in range(len(rt))])
+    body += [dot_(r, j) for r, j in cs] if every_b else []
     body += ["  %s1 = add i64 %s, 1", f"  %done = icmp eq i64 %s1, {taps[0] * taps[1] * chunks}",
              "  br i1 %done, label %exit, label %loop", "exit:"]
     body += [f"  call void @llvm.x86.tilestored64.internal(i16 {rt[r]}, i16 64, ptr %pc{r}{j}, i64 %ldc, "
@@ -130,10 +157,10 @@ def _function(name: str, rows: int, col_blocks: int, taps: tuple, chunks: int, k
 
 
 def block_ir(rows: int, col_blocks: int, k: int, taps: tuple = (1, 1), dot: AmxDot = TDPBUSD) -> str:
-    """The LLVM IR of :func:`kernel_name` (``rows`` <= 32, ``col_blocks`` <= 2, ``k`` bytes a multiple of 4 per
-    tap): every tap's full 64-byte steps, then (where ``k % 64``) every tap's remainder in a second function
-    (its own tile shapes), called with the stored accumulators (int32 or float32, stored exactly)."""
-    if not (0 < rows <= MAX_ROWS and 0 < col_blocks <= MAX_COL_BLOCKS and k > 0 and k % 4 == 0):
+    """The LLVM IR of :func:`kernel_name` (a block :func:`tiles_fit`, ``k`` bytes a multiple of 4 per tap):
+    every tap's full 64-byte steps, then (where ``k % 64``) every tap's remainder in a second function (its own
+    tile shapes), called with the stored accumulators (int32 or float32, stored exactly)."""
+    if not (tiles_fit(rows, col_blocks) and k > 0 and k % 4 == 0):
         raise ValueError(f"amx block: {rows} rows x {col_blocks} column blocks x {k} bytes is not a tile block")
     name, full, rest = kernel_name(rows, col_blocks, k, taps, dot), k // _STEP, k % _STEP
     if not rest:
@@ -311,5 +338,6 @@ def dense_ir_reference(rows: int, col_blocks: int, k: int, dot: AmxDot = TDPBUSD
     return block_ir_reference(rows, col_blocks, k, dot=dot)
 
 
-__all__ = ["AMX_BF16", "AMX_INT8", "ARGS", "AmxDot", "MAX_COL_BLOCKS", "MAX_ROWS", "TDPBF16PS", "TDPBUSD", "block_ir",
-           "block_ir_reference", "conv_amx", "dense_amx", "dense_ir", "dense_ir_reference", "kernel_name"]
+__all__ = ["AMX_BF16", "AMX_INT8", "ARGS", "AmxDot", "MAX_COL_BLOCKS", "MAX_ROWS", "TDPBF16PS", "TDPBUSD", "TILE_REGISTERS",
+           "block_ir", "block_ops", "block_ir_reference", "conv_amx", "dense_amx", "dense_ir", "dense_ir_reference", "kernel_name",
+           "tiles_fit"]
