@@ -24,9 +24,14 @@ import numpy as np
 #: half the elements)
 WGMMA_CONFIGS = [
     ("wgmma 128x256 s4 swz8", {"wgmma": 1, "swizzle": 8}),
+    ("wgmma 128x256 s4 swz16", {"wgmma": 1, "swizzle": 16}),
+    ("wgmma 128x256 s8 k32", {"wgmma": 1, "bk": 32, "stages": 8}),
+    ("wgmma 128x256 s8 k32 g2", {"wgmma": 1, "bk": 32, "stages": 8, "inflight": 2}),
+    ("wgmma 128x256 s8 k32 g2 swz8", {"wgmma": 1, "bk": 32, "stages": 8, "inflight": 2, "swizzle": 8}),
+    ("wgmma 128x256 s6 k32", {"wgmma": 1, "bk": 32, "stages": 6}),
     ("wgmma 256x128 s4", {"wgmma": 1, "block_m": 256, "block_n": 128}),
-    ("wgmma 128x128 s3 (2/SM)", {"wgmma": 1, "block_n": 128, "stages": 3}),
-    ("wgmma 128x128 s6", {"wgmma": 1, "block_n": 128, "stages": 6}),
+    ("wgmma 256x128 s8 k32 g2", {"wgmma": 1, "block_m": 256, "block_n": 128, "bk": 32, "stages": 8, "inflight": 2}),
+    ("wgmma 128x128 s6 g2", {"wgmma": 1, "block_n": 128, "stages": 6, "inflight": 2}),
     ("wgmma 64x128 s6", {"wgmma": 1, "block_m": 64, "block_n": 128, "stages": 6}),
 ]
 CONFIGS = [

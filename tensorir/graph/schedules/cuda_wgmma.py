@@ -27,8 +27,9 @@ from ...topi.cuda.tensor_intrin import (CONV_FIELDS, WGMMA_BK as BK, intrin_mma_
 from .cuda_tensorcore import _store_dtype, bind_blocks, first_fit, gemm_operands
 from .helpers import bind
 
-#: default knobs: 128 x 256 blocks (two warpgroups of m64n256), 4 slots of k 64, blocks in row-major order
-DEFAULT_KNOBS = {"block_m": 128, "block_n": 256, "stages": 4, "swizzle": 1}
+#: default knobs: 128 x 256 blocks (two warpgroups of m64n256), 4 slots of k slices of 64 (``bk``), one wgmma
+#: group in flight (``inflight``), blocks in row-major order
+DEFAULT_KNOBS = {"block_m": 128, "block_n": 256, "stages": 4, "swizzle": 1, "bk": BK, "inflight": 1}
 #: the default's knobs by size, the first that fits the GEMM wins (``large``: at least :data:`LARGE_BLOCKS`
 #: blocks of 128 x 256).  Measured on an H100 (benchmarks/gemm_cuda.py --dtype float16, n = 1024 to 8192):
 #: 128 x 256 fastest from n = 2048 (swizzle groups of 8 were slower there, 400 / 535 against 525 / 624
@@ -50,15 +51,16 @@ def wgmma_fits(out_shape, k: int, dtype: str, b_trans: bool, knobs: dict, shared
     """Why ``knobs`` cannot schedule a GEMM of output ``out_shape``, reduction ``k``, with wgmma, or None."""
     m, n = out_shape[-2:]
     bm, bn, stages = knobs["block_m"], knobs["block_n"], knobs["stages"]
+    bk, inflight = knobs.get("bk", BK), knobs.get("inflight", 1)
     if dtype not in ("float16", "bfloat16"):
         return f"wgmma takes float16 / bfloat16 inputs, not {dtype}"
-    why = wgmma_check(bm, bn, stages, b_trans)
+    why = wgmma_check(bm, bn, stages, b_trans, bk, inflight)
     if why is not None:
         return why
-    if m % bm or n % bn or k % BK:
-        return f"the tiles ({bm} x {bn}, k {BK}) do not divide the GEMM ({m} x {n}, k {k})"
-    if wgmma_shared_bytes(bm, bn, stages) > shared_limit:
-        return f"{wgmma_shared_bytes(bm, bn, stages)} bytes of shared memory per block (> {shared_limit})"
+    if m % bm or n % bn or k % bk:
+        return f"the tiles ({bm} x {bn}, k {bk}) do not divide the GEMM ({m} x {n}, k {k})"
+    if wgmma_shared_bytes(bm, bn, stages, bk) > shared_limit:
+        return f"{wgmma_shared_bytes(bm, bn, stages, bk)} bytes of shared memory per block (> {shared_limit})"
     return None
 
 
@@ -112,7 +114,32 @@ def schedule_wgmma(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
     out.pragma(bj, WARP_LANES)
     cf.compute_at(out, wi)
     fi, _ = cf.op.axis[-2:]
-    cf.tensorize(fi, intrin_wgmma(dtype, bm, bn, k, stages, b_trans))
+    cf.tensorize(fi, intrin_wgmma(dtype, bm, bn, k, stages, b_trans, bk=knobs.get("bk", BK),
+                                  inflight=knobs.get("inflight", 1)))
+
+
+#: the knobs the GEMM space adds on sm_90: wgmma or mma.sync, k slices, wgmma groups in
+#: flight, and more slots (k slices of 32 take twice as many)
+WGMMA_SPACE_KNOBS = {"wgmma": [0, 1], "bk": [64, 32], "inflight": [1, 2], "stages": [2, 3, 4, 6, 8]}
+#: knobs of ``cuda_tensorcore.SPACE_KNOBS`` that wgmma kernels do not read (their warps each own 16 full rows)
+MMA_ONLY = ("warp_m", "warp_n", "chunk", "pad")
+
+
+def wgmma_config(cfg, s: Schedule, out: Stage, anchor: Stage, knobs: dict, space_knobs: dict, shape, k: int,
+                 dtype: str, b_trans: bool, shared_limit: int | None) -> None:
+    """Schedule a wgmma config of the GEMM space (``cuda_tensorcore.schedule_space``): refused where wgmma
+    does not fit (named), or where a knob it does not read is off its first choice (the same kernel as that
+    config: measured once)."""
+    for name in MMA_ONLY:
+        if name in space_knobs and knobs[name] != space_knobs[name][0]:
+            cfg.raise_error(f"{name} {knobs[name]}: wgmma does not read it (the same kernel as {space_knobs[name][0]})")
+    why = wgmma_fits(shape, k, dtype, b_trans, knobs, shared_limit or 227 * 1024)
+    if why is None and anchor is not out:
+        got = store_intrin(s, out, anchor.op.output(0))
+        why = got if isinstance(got, str) else None
+    if why is not None:
+        cfg.raise_error(f"wgmma: {why}")
+    schedule_wgmma(s, out, anchor, knobs)
 
 
 #: the implicit-GEMM convolution's tiles, the first that fits (the epilogue's shared float32 tile beside the slots).
@@ -196,5 +223,5 @@ def schedule_wgmma_conv(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     cf.tensorize(cf.op.axis[-2], intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"]))
 
 
-__all__ = ["CONV_PREFERRED", "DEFAULT_KNOBS", "PREFERRED", "conv_geometry", "is_sm90", "preferred_wgmma",
-           "schedule_wgmma", "schedule_wgmma_conv", "wgmma_conv_knobs", "wgmma_fits"]
+__all__ = ["CONV_PREFERRED", "DEFAULT_KNOBS", "MMA_ONLY", "PREFERRED", "WGMMA_SPACE_KNOBS", "conv_geometry", "is_sm90",
+           "preferred_wgmma", "schedule_wgmma", "schedule_wgmma_conv", "wgmma_config", "wgmma_conv_knobs", "wgmma_fits"]
