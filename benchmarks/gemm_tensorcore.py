@@ -25,6 +25,10 @@ import numpy as np
 WGMMA_CONFIGS = [
     ("wgmma 128x256 s4 swz8", {"wgmma": 1, "swizzle": 8}),
     ("wgmma 128x256 s4 swz16", {"wgmma": 1, "swizzle": 16}),
+    ("wgmma 128x256 s4 smem-out", {"wgmma": 1, "smem_epilogue": 1}),
+    ("wgmma 128x256 s4 smem-out swz8", {"wgmma": 1, "smem_epilogue": 1, "swizzle": 8}),
+    ("wgmma 128x256 s8 k32 g2 smem-out swz8", {"wgmma": 1, "bk": 32, "stages": 8, "inflight": 2, "smem_epilogue": 1,
+                                               "swizzle": 8}),
     ("wgmma 128x256 s8 k32", {"wgmma": 1, "bk": 32, "stages": 8}),
     ("wgmma 128x256 s8 k32 g2", {"wgmma": 1, "bk": 32, "stages": 8, "inflight": 2}),
     ("wgmma 128x256 s8 k32 g2 swz8", {"wgmma": 1, "bk": 32, "stages": 8, "inflight": 2, "swizzle": 8}),

@@ -2,7 +2,7 @@
 warpgroup ``wgmma.mma_async`` on operands in shared memory, fed by ``cp.async`` in the 128-byte swizzled
 layout, as inline PTX.
 
-``tt_wgmma_m{BM}n{BN}s{S}[k{BK}][g{G}]_{f16|bf16}[_bt](acc, A, lda, B, ldb, K)`` is called by every warp of a
+``tt_wgmma_m{BM}n{BN}s{S}[k{BK}][g{G}]_{f16|bf16}[_bt][_x](acc, A, lda, B, ldb, K)`` is called by every warp of a
 block of ``BM / 16`` warps (``BM / 64`` warpgroups; warp ``w`` = the linear thread index / 32) with its own
 rows: ``A`` points at row ``16 w`` of the block's ``BM x K`` slab of A (row-major, stride ``lda``), ``B``
 at the block's ``BN x K`` slab of B (stored [N, K], stride ``ldb``; ``_bt``: stored [K, N], its ``K x BN``
@@ -22,8 +22,9 @@ block's ``BM x BN`` tile of ``A B^T`` in float32 over the whole reduction ``K`` 
   (four floats per 16 x 8 tile: ``d[4 i + 0..1]`` at row ``lane / 4``, columns ``8 i + 2 (lane % 4)``,
   ``+1``; ``d[4 i + 2..3]`` at row ``lane / 4 + 8``), which is wgmma's: ``tt_mma_store`` writes it.
 
-The shared memory is the kernel's dynamic shared memory (``wgmma_shared_bytes``); the kernel has
-no other.  Where ``TT_SIM`` is defined (the CPU simulator) the function is a scalar model instead.
+The slots are at the top of the kernel's dynamic shared memory (``wgmma_shared_bytes``); ``_x``: the loop
+ends with a barrier, and the kernel's own dynamic shared memory (below) may overlap them (the renderer
+launches the larger of the two).  Where ``TT_SIM`` is defined (the CPU simulator) the function is a scalar model instead.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ import re
 from tensorir.topi.cuda.tensor_intrin import CONV_FIELDS, WGMMA_BK, wgmma_check, wgmma_conv_check, wgmma_shared_bytes
 
 #: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_cv<geometry>]
-NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)(?:k(\d+))?(?:g(\d+))?_(f16|bf16)(_bt)?(_cv(?:\d+_){10}\d+)?$")
+NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)(?:k(\d+))?(?:g(\d+))?_(f16|bf16)(_bt)?(_x)?(_cv(?:\d+_){10}\d+)?$")
 _CTYPES = {"f16": "half", "bf16": "__nv_bfloat16"}
 
 
@@ -43,8 +44,8 @@ def wgmma_source(name: str) -> tuple[str, int]:
         raise ValueError(f"not a wgmma main loop: {name}")
     bm, bn, stages = (int(x) for x in got.groups()[:3])
     bk, inflight = int(got.group(4) or WGMMA_BK), int(got.group(5) or 1)
-    kind, bt = got.group(6), bool(got.group(7))
-    conv = dict(zip(CONV_FIELDS, (int(x) for x in got.group(8)[3:].split("_")))) if got.group(8) else None
+    kind, bt, shares = got.group(6), bool(got.group(7)), bool(got.group(8))
+    conv = dict(zip(CONV_FIELDS, (int(x) for x in got.group(9)[3:].split("_")))) if got.group(9) else None
     why = wgmma_check(bm, bn, stages, bt, bk, inflight) or (wgmma_conv_check(conv) if conv else None) or \
         ("a convolution gathers k slices of 64" if conv and bk != WGMMA_BK else None)
     if why is not None:
@@ -73,7 +74,8 @@ def wgmma_source(name: str) -> tuple[str, int]:
                            a_setup=a_setup, a_copy=a_copy, b_copy=(_B_MN if bt else _B_K).format(threads=threads, bn=bn,
                                                                                                **_ROW[bk]),
                            a_desc=f"tt_wgmma_desc{sw}(sa + kk * 32)",
-                           b_desc="tt_wgmma_desc_mn(sb + kk * 2048)" if bt else f"tt_wgmma_desc{sw}(sb + kk * 32)")
+                           b_desc="tt_wgmma_desc_mn(sb + kk * 2048)" if bt else f"tt_wgmma_desc{sw}(sb + kk * 32)",
+                           release=_RELEASE if shares else "")
     return src, wgmma_shared_bytes(bm, bn, stages, bk)
 
 
@@ -138,6 +140,11 @@ _B_K = r"""      int idx = tid + i * {threads}, r = idx >> {lc}, c = idx & ((1 <
 _B_MN = r"""      int idx = tid + i * {threads}, r = idx / ({bn} / 8), cc = idx % ({bn} / 8), c = cc & 7;
       const char* src = b0 + ((long)(kt * 64 + r) * ldb + cc * 8) * 2;
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sb + (cc >> 3) * 8192 + r * 128 + ((c ^ (r & 7)) << 4)), "l"(src));"""
+
+# ``_x``: the slots are the kernel's to reuse once every warp is past the loop (no copy or wgmma left in flight)
+_RELEASE = r"""  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  __syncthreads();
+"""
 
 #: the shared-memory matrix descriptors of the main loops (once per translation unit)
 DESC_SOURCE = r"""
@@ -213,7 +220,7 @@ __device__ __forceinline__ void {name}(float* acc, const {ctype}* A, int lda, co
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
   for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
-#endif
+{release}#endif
 }}
 """
 

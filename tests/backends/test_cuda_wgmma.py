@@ -53,14 +53,19 @@ def test_wgmma_ptx_assembles(dtype, bm, bn, b_trans, pipe):
 @pytest.mark.cuda_sim
 @pytest.mark.parametrize("dtype,out_dtype,bm,bn,bias,relu,b_trans", [
     ("float16", "float16", 64, 64, False, False, False), ("bfloat16", "float32", 128, 128, False, False, False),
-    ("float16", "float16", 64, 128, True, True, False), ("bfloat16", "float32", 64, 64, False, True, True)])
+    ("float16", "float16", 64, 128, True, True, False), ("bfloat16", "float32", 64, 64, False, True, True),
+    ("float16", "float16", 128, 128, True, True, False), ("bfloat16", "bfloat16", 64, 64, False, False, True)])
 def test_wgmma_schedule_simulated(dtype, out_dtype, bm, bn, bias, relu, b_trans):
     """The warps' rows, the fragment stores (epilogues fused) and the block tiling, with the main loop's
-    scalar model."""
+    scalar model; 128 x 128 and bfloat16 out: the output through a shared float32 tile (the loop's ``_x``: its
+    slots released), 16-bit outputs 4 columns to a store."""
     m, n, k = 256, 256, 128
-    mod = _build(m, n, k, dtype, {"block_m": bm, "block_n": bn, "stages": 3, "swizzle": 2}, out_dtype, bias, relu,
-                 b_trans=b_trans)
-    assert ("tt_epilogue_" in mod.get_source("cuda")) == (bias or relu)
+    smem = bm == bn == 128 or out_dtype == "bfloat16"
+    mod = _build(m, n, k, dtype, {"block_m": bm, "block_n": bn, "stages": 3, "swizzle": 2, "smem_epilogue": int(smem)},
+                 out_dtype, bias, relu, b_trans=b_trans)
+    src = mod.get_source("cuda")
+    assert ("tt_epilogue_" in src) == ((bias or relu) and not smem)
+    assert ("_x(acc" in src) == smem and ("tt_store4(&out" in src) == (smem and out_dtype != "float32")
     ins = _inputs(np.random.default_rng(3), m, n, k, dtype, b_trans, bias)
     out = np.full((m, n), np.nan, out_dtype)
     cuda_sim.run(mod, *ins, out)
@@ -166,10 +171,16 @@ def test_registry_gemm_takes_wgmma_on_sm90(case):
     ("float16", "float32", 512, 384, 96, {"block_m": 256, "block_n": 128, "bk": 32, "stages": 6, "inflight": 2},
      False, False, False),
     ("bfloat16", "bfloat16", 256, 512, 1024, {"stages": 5, "inflight": 2}, False, False, True),
+    ("float16", "float16", 512, 512, 1088, {"smem_epilogue": 1, "swizzle": 2}, True, True, False),
+    ("bfloat16", "float32", 256, 768, 640, {"smem_epilogue": 1, "bk": 32, "stages": 8, "inflight": 2}, False, False,
+     False),
+    ("bfloat16", "bfloat16", 384, 256, 192, {"block_m": 64, "block_n": 128, "stages": 3, "smem_epilogue": 1}, False,
+     True, True),
 ])
 def test_wgmma_gemm_on_gpu(dtype, out_dtype, m, n, k, knobs, bias, relu, b_trans):
     """Non-square GEMMs (k of one slice to 65 slices; fewer slices than stages; B stored [N, K] or [K, N]; k
-    slices of 32 in the 64-byte swizzle; two wgmma groups in flight), epilogues, fresh data, outputs poisoned."""
+    slices of 32 in the 64-byte swizzle; two wgmma groups in flight; the output through a shared tile over the
+    slots), epilogues, fresh data, outputs poisoned."""
     mod = _build(m, n, k, dtype, knobs, out_dtype, bias, relu, b_trans=b_trans)
     check_on_gpu(mod, m, n, k, dtype, b_trans, out_dtype, bias, relu)
 

@@ -124,12 +124,13 @@ def wgmma_conv_check(conv: dict) -> str | None:
 
 
 def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_trans: bool = False,
-                 conv: dict | None = None, bk: int = WGMMA_BK, inflight: int = 1):
+                 conv: dict | None = None, bk: int = WGMMA_BK, inflight: int = 1, shares: bool = False):
     """A warp's 16 x ``block_n`` rows of a block's GEMM over the whole reduction ``k`` (``C[i, j] = sum_k
     f32(A[i, k]) f32(B[j, k])``, ``b_trans``: ``B[k, j]``; A and B in global memory) by the sm_90a main loop of
     ``codegen/cuda/wgmma.py``: the block's ``block_m / 16`` warps call it together (each with its rows),
     staging A and B through ``stages`` shared-memory slots (k slices of ``bk``) for warpgroup ``wgmma``
-    (``inflight`` groups unretired while the next is issued); the float32 accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store`` writes it).
+    (``inflight`` groups unretired while the next is issued; ``shares``: the loop ends with a barrier, so the
+    kernel's own shared memory may overlap its slots); the float32 accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store`` writes it).
 
     ``conv`` (:data:`CONV_FIELDS`): A is a convolution's ``im2col`` (an inlined gather of the NHWC input, tag
     ``im2col``), which the loop gathers itself: the intrinsic ``gathers`` it (tensorize binds A to a view of
@@ -147,7 +148,8 @@ def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_
                                                    (b[r, j] if b_trans else b[j, r]).astype("float32"), axis=r), name="c")
     bufs = {a: _buffer(a, "global", "wg_a"), b: _buffer(b, "global", "wg_b"), c: _buffer(c, "warp", "wg_c")}
     pipe = (f"k{bk}" if bk != WGMMA_BK else "") + (f"g{inflight}" if inflight != 1 else "")
-    func = f"tt_wgmma_m{block_m}n{block_n}s{stages}{pipe}_{'f16' if dtype == 'float16' else 'bf16'}{'_bt' if b_trans else ''}"
+    func = (f"tt_wgmma_m{block_m}n{block_n}s{stages}{pipe}_{'f16' if dtype == 'float16' else 'bf16'}"
+            f"{'_bt' if b_trans else ''}{'_x' if shares else ''}")
     if conv is not None:
         why = wgmma_conv_check(conv) or (f"k slices of {bk} (a convolution gathers slices of {WGMMA_BK})"
                                          if bk != WGMMA_BK else None)
