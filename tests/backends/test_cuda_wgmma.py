@@ -131,7 +131,7 @@ def test_sm90_default_takes_wgmma_where_it_fits():
         s = create_schedule(c.op)
         return default_knobs(None, s[c], s[c], dict(info, arch=arch))
     big = knobs(4096, 4096, 4096)
-    assert big["wgmma"] and (big["block_m"], big["block_n"]) == (128, 256)
+    assert big["wgmma"] and (big["block_m"], big["block_n"], big["smem_epilogue"], big["swizzle"]) == (128, 256, 1, 8)
     small = knobs(256, 256, 256)
     assert small["wgmma"] and small["block_n"] < 256
     assert knobs(4096, 4096, 4096, b_trans=True)["wgmma"]
@@ -170,7 +170,7 @@ def test_registry_gemm_takes_wgmma_on_sm90(case):
     ("bfloat16", "float16", 512, 256, 352, {"bk": 32, "stages": 8, "inflight": 2}, True, True, False),
     ("float16", "float32", 512, 384, 96, {"block_m": 256, "block_n": 128, "bk": 32, "stages": 6, "inflight": 2},
      False, False, False),
-    ("bfloat16", "bfloat16", 256, 512, 1024, {"stages": 5, "inflight": 2}, False, False, True),
+    ("bfloat16", "bfloat16", 256, 512, 1024, {"block_n": 128, "stages": 5, "inflight": 2}, False, False, True),
     ("float16", "float16", 512, 512, 1088, {"smem_epilogue": 1, "swizzle": 2}, True, True, False),
     ("bfloat16", "float32", 256, 768, 640, {"smem_epilogue": 1, "bk": 32, "stages": 8, "inflight": 2}, False, False,
      False),

@@ -8,7 +8,8 @@ The GEMM entry of :mod:`.cuda_tensorcore` takes it on sm_90 targets (the kernel 
 - each warp's 16 x ``block_n`` accumulator (``warp`` scope, the ``mma.sync`` fragment layout, which is
   wgmma's) computed over the whole reduction by ``intrin_wgmma``: the block's warps together stage A and
   B through ``stages`` shared-memory slots (128-byte swizzle) and multiply them by warpgroups
-  (``codegen/cuda/wgmma.py``), then each 16 x 8 tile is stored (with the epilogue) from the registers.
+  (``codegen/cuda/wgmma.py``), then each 16 x 8 tile is stored (with the epilogue) from the registers, or
+  (``smem_epilogue``) into a shared float32 tile over the loop's slots that all threads store from.
 
 The warps' loops run on whole warps with no ``threadIdx.x`` loop (pragma ``warp_lanes``): the intrinsics
 share the work among the lanes.  An elementwise epilogue (bias, activation, residual) is stored from the
@@ -33,11 +34,13 @@ from .helpers import bind
 DEFAULT_KNOBS = {"block_m": 128, "block_n": 256, "stages": 4, "swizzle": 1, "bk": BK, "inflight": 1,
                  "smem_epilogue": 0}
 #: the default's knobs by size, the first that fits the GEMM wins (``large``: at least :data:`LARGE_BLOCKS`
-#: blocks of 128 x 256).  Measured on an H100 (benchmarks/gemm_cuda.py --dtype float16, n = 1024 to 8192):
-#: 128 x 256 fastest from n = 2048 (swizzle groups of 8 were slower there, 400 / 535 against 525 / 624
-#: TFLOP/s at n = 2048 / 4096), 64 x 128 at n = 1024 (209 against 191 for 128 x 128)
+#: blocks of 128 x 256).  Measured on an H100 (benchmarks/gemm_cuda.py --dtype float16 / bfloat16, n = 4096 /
+#: 8192, one run): 128 x 256 with the output through shared memory and blocks in groups of 8 row tiles
+#: fastest (fp16 677 / 707 TFLOP/s against 621 / 639 for the fragment stores in row-major order; k slices of
+#: 32, two groups in flight, 256 x 128 and 128 x 128 all slower); earlier: 64 x 128 at n = 1024 (209 against
+#: 191 for 128 x 128)
 PREFERRED = (
-    ("large", {}),
+    ("large", {"smem_epilogue": 1, "swizzle": 8}),
     ("any", {"block_m": 64, "block_n": 128, "stages": 6}),
     ("any", {"block_m": 64, "block_n": 64, "stages": 6}),
 )
