@@ -19,7 +19,7 @@ from codegen.cuda import current_shared_limit
 from codegen.target import Target, parse
 from tensorir.graph.lower_te import KernelTE
 from tensorir.graph.schedules import schedule_entry, template_entries
-from tensorir.graph.schedules.registry import target_features
+from tensorir.graph.schedules.registry import scheduling, target_features
 from tensorir.serialize import load_json, save_json
 from tensorir.tensor import PlaceholderOp
 
@@ -62,7 +62,8 @@ class KernelTemplate:
     def schedule(self, cfg, tensors):
         """The schedule of the kernel ``tensors`` under ``cfg`` (checked against the current target's limits)."""
         space = self.space if not self.entries else self.entry().space
-        return space(cfg, kernel_te(tensors), **TARGET_LIMITS.get(self.target_kind, dict)())
+        with scheduling(Target.current()):     # the task's target: the space asks its facts (arch) as deployment does
+            return space(cfg, kernel_te(tensors), **TARGET_LIMITS.get(self.target_kind, dict)())
 
 
 @functools.cache

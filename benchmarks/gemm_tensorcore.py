@@ -23,10 +23,14 @@ import numpy as np
 #: top of cuda_wgmma.DEFAULT_KNOBS), mma.sync ones (on top of cuda_tensorcore.DEFAULT_KNOBS; TF32 slices take
 #: half the elements)
 WGMMA_CONFIGS = [
-    ("wgmma 128x256 s4 swz8", {"wgmma": 1, "swizzle": 8}),
-    ("wgmma 256x128 s4", {"wgmma": 1, "block_m": 256, "block_n": 128}),
-    ("wgmma 128x128 s3 (2/SM)", {"wgmma": 1, "block_n": 128, "stages": 3}),
-    ("wgmma 128x128 s6", {"wgmma": 1, "block_n": 128, "stages": 6}),
+    ("wgmma 128x256 s4", {"wgmma": 1}),
+    ("wgmma 128x256 s4 swz16", {"wgmma": 1, "swizzle": 16}),
+    ("wgmma 128x256 s4 smem-out", {"wgmma": 1, "smem_epilogue": 1}),
+    ("wgmma 128x256 s4 smem-out swz16", {"wgmma": 1, "smem_epilogue": 1, "swizzle": 16}),
+    ("wgmma 128x256 s8 k32 g2 smem-out swz8", {"wgmma": 1, "bk": 32, "stages": 8, "inflight": 2, "smem_epilogue": 1,
+                                               "swizzle": 8}),
+    ("wgmma 256x128 s4 smem-out swz8", {"wgmma": 1, "block_m": 256, "block_n": 128, "smem_epilogue": 1,
+                                        "swizzle": 8}),
     ("wgmma 64x128 s6", {"wgmma": 1, "block_m": 64, "block_n": 128, "stages": 6}),
 ]
 CONFIGS = [

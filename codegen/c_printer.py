@@ -33,6 +33,8 @@ def known_multiple(e: E.Expr) -> int:
         return gcd(known_multiple(e.a), known_multiple(e.b))
     if isinstance(e, E.Mul):
         return known_multiple(e.a) * known_multiple(e.b)
+    if isinstance(e, E.FloorMod) and isinstance(e.b, E.IntImm) and e.b.value > 0:   # a - b (a // b)
+        return gcd(known_multiple(e.a), e.b.value)
     if isinstance(e, E.Cast):
         return known_multiple(e.value)
     return 1

@@ -276,6 +276,9 @@ class Simplifier(Mutator):
 
     def _divmod(self, e: Expr) -> Expr:
         c = e.b.value
+        if type(e) is FloorDiv and type(e.a) is FloorDiv and type(e.a.b) is IntImm and e.a.b.value > 0:
+            # (x // a) // c == x // (a c): one division (a swizzled block index's parts then cancel)
+            return self._divmod(FloorDiv(e.dtype, e.a.a, IntImm(e.b.dtype, e.a.b.value * c)))
         terms, k = linear(e.a)
         quot, rest, qc = {}, {}, k // c
         rest_c = k % c
@@ -403,16 +406,23 @@ def _const_bool(e: Expr) -> bool | None:
 
 
 def _fold_divmod_pairs(lin: tuple[dict, int], dtype: str) -> tuple[dict, int]:
-    """``a*x - a*k*(x // k)`` becomes ``a*(x % k)`` (k a positive constant)."""
+    """``a*x - a*k*(x // k)`` becomes ``a*(x % k)`` (k a positive constant); so does ``a*(x // d) -
+    a*k*(x // (d k))``, as ``a*((x // d) % k)``."""
     terms, c = lin
     for key, (term, coeff) in list(terms.items()):
         if type(term) is FloorDiv and type(term.b) is IntImm and term.b.value > 0 and key in terms:
-            k = term.b.value
-            xkey = structural_key(term.a)
+            k, x = term.b.value, term.a
+            xkey = structural_key(x)
+            if xkey not in terms:      # x // (d k) beside x // d
+                for other, coeff2 in list(terms.values()):
+                    if (type(other) is FloorDiv and structural_key(other.a) == structural_key(term.a) and type(other.b) is IntImm
+                            and 1 < other.b.value < k and k % other.b.value == 0 and coeff2 * (k // other.b.value) == -coeff):
+                        x, xkey, k = other, structural_key(other), k // other.b.value
+                        break
             if xkey in terms and coeff % k == 0 and terms[xkey][1] * k == -coeff:
                 a = terms[xkey][1]
                 del terms[key], terms[xkey]
-                mod = FloorMod(dtype, term.a, term.b)
+                mod = FloorMod(dtype, x, IntImm(term.b.dtype, k))
                 mkey = structural_key(mod)
                 old = terms.get(mkey, (mod, 0))[1]
                 terms[mkey] = (mod, old + a)

@@ -69,6 +69,16 @@ class CUDARenderer(CPrinter):
         **CPrinter.helpers,
         # cp.async (sm_80+): 4/8 bytes through L1 (.ca), 16 bypassing it (.cg); elsewhere (the CPU
         # simulator) a plain copy, and waiting is a no-op
+        # four 16-bit values (half / bfloat16) stored by one 8-byte store (p 8-byte aligned)
+        "store4": "template <typename T> __device__ __forceinline__ void tt_store4(T* p, T a, T b, T c, T d) {\n"
+                  "#if defined(__CUDA_ARCH__)\n"
+                  "  unsigned short u[4] = {*(unsigned short*)&a, *(unsigned short*)&b, *(unsigned short*)&c, "
+                  "*(unsigned short*)&d};\n"
+                  "  *(uint2*)p = make_uint2(u[0] | (unsigned)u[1] << 16, u[2] | (unsigned)u[3] << 16);\n"
+                  "#else\n"
+                  "  p[0] = a; p[1] = b; p[2] = c; p[3] = d;\n"
+                  "#endif\n"
+                  "}",
         "cp_async": "__device__ __forceinline__ void tt_cp_async(void* dst, const void* src, int bytes) {\n"
                     "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
                     "  unsigned s = (unsigned)__cvta_generic_to_shared(dst);\n"
@@ -109,6 +119,7 @@ class CUDARenderer(CPrinter):
         self.dynamic_shared = dynamic_shared
         self.shared_offset = 0
         self.wgmma_shared = 0           # dynamic shared memory of the wgmma main loops called (wgmma.py)
+        self.wgmma_shares = False       # a loop called ends with a barrier: the kernel's own may overlap its slots
 
     def include_needed(self, include: str, text: str) -> bool:
         return "mma" in self.need or {"cuda_fp16.h": "half", "cuda_bf16.h": "bfloat16"}.get(include, "") in text
@@ -128,8 +139,21 @@ class CUDARenderer(CPrinter):
 
     def s_BufferStore(self, s, ind: int) -> None:
         _lane_share_only(s.buffer)
-        if not self.copy16(s, ind):
-            super().s_BufferStore(s, ind)
+        if self.copy16(s, ind):
+            return
+        idx, buf = s.indices[0], s.buffer
+        n = dt.lanes(idx.dtype)
+        if (n % 4 == 0 and dt.element(buf.dtype) in self.low_precision and buf.scope in self.vector_scopes
+                and isinstance(idx, Ramp) and isinstance(idx.stride, IntImm) and idx.stride.value == 1
+                and known_multiple(idx.base) % 4 == 0):     # 16-bit lanes, 4 at a time (8 bytes)
+            value = self.hoist_vector_loads(s.value, ind)
+            self.need.add("store4")
+            self.vector_access[buf] = max(self.vector_access.get(buf, 0), 8)
+            for c in range(0, n, 4):
+                parts = ", ".join(self.expr(lane(value, c + k)) for k in range(4))
+                self.emit(f"tt_store4(&{self.names[buf]}[{self.expr(lane(idx, c))}], {parts});", ind)
+            return
+        super().s_BufferStore(s, ind)
 
     def copy16(self, s, ind: int) -> bool:
         """A contiguous copy of whole 16-byte pieces between 16-byte aligned addresses (a cooperative fetch
@@ -170,6 +194,7 @@ class CUDARenderer(CPrinter):
             self.helpers = {**self.helpers, e.name: _guarded(e.name, src)}
             self.need |= {"tt_wgmma_desc", e.name}
             self.wgmma_shared = max(self.wgmma_shared, nbytes)
+            self.wgmma_shares |= bool(WGMMA_NAME.match(e.name).group(8))
         return super().e_CallExtern(e)
 
     def epilogue_source(self, ep) -> str:
@@ -310,17 +335,19 @@ TARGET_INFO["cuda"] = target_info
 WGMMA_CALL = "tt_wgmma_m"     # the prefix of a wgmma main loop's name (wgmma.py), in a source that calls one
 
 
-def wgmma_kernel(name: str, arch: str, launch: LaunchConfig | None, nbytes: int) -> tuple[str, LaunchConfig | None]:
+def wgmma_kernel(name: str, arch: str, launch: LaunchConfig | None, nbytes: int,
+                 shares: bool = False) -> tuple[str, LaunchConfig | None]:
     """(arch, launch) of a kernel calling a wgmma main loop (``wgmma.py``): sm_90 builds as sm_90a (wgmma
     is sm_90a's), and the kernel launches with the loop's ``nbytes`` of dynamic shared memory, the loop's slots
-    at its top: above the kernel's own shared memory where that is dynamic too (past 48 KiB)."""
+    at its top: above the kernel's own shared memory where that is dynamic too (past 48 KiB); ``shares`` (the
+    loop ends with a barrier: ``_x``): over it, the larger of the two."""
     import dataclasses
     if arch.rstrip("a") != "sm_90":
         raise CodegenError(f"kernel {name}: wgmma needs sm_90a (Hopper), not {arch}")
     if launch is None:
         return "sm_90a", None
     own = -(-launch.shared_bytes // 16) * 16
-    total = own + nbytes
+    total = max(own, nbytes) if shares and dynamic_shared_bytes(launch.shared_bytes) else own + nbytes
     if total > shared_limit("sm_90a"):
         raise CodegenError(f"kernel {name}: a wgmma main loop's {nbytes} bytes of shared memory and the kernel's "
                            f"own {own} exceed the {shared_limit('sm_90a')} of a block")
@@ -343,7 +370,7 @@ def build_cuda(func: LoweredFunc, target: Target):
             raise CodegenError(f"kernel {kernel.name}: tensor-core intrinsics run on whole warps (lane = threadIdx.x "
                                f"% 32), but threadIdx.x has {launch.block[0]} threads; bind it to a multiple of 32")
         if renderer.wgmma_shared:
-            arch, launch = wgmma_kernel(kernel.name, arch, launch, renderer.wgmma_shared)
+            arch, launch = wgmma_kernel(kernel.name, arch, launch, renderer.wgmma_shared, renderer.wgmma_shares)
         heads += [h for h in head if h not in heads]
         bodies += body
         kernels.append(Kernel(kernel.name, launch))

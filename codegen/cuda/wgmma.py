@@ -2,35 +2,38 @@
 warpgroup ``wgmma.mma_async`` on operands in shared memory, fed by ``cp.async`` in the 128-byte swizzled
 layout, as inline PTX.
 
-``tt_wgmma_m{BM}n{BN}s{S}_{f16|bf16}[_bt](acc, A, lda, B, ldb, K)`` is called by every warp of a block of
-``BM / 16`` warps (``BM / 64`` warpgroups; warp ``w`` = the linear thread index / 32) with its own
+``tt_wgmma_m{BM}n{BN}s{S}[k{BK}][g{G}]_{f16|bf16}[_bt][_x](acc, A, lda, B, ldb, K)`` is called by every warp of a
+block of ``BM / 16`` warps (``BM / 64`` warpgroups; warp ``w`` = the linear thread index / 32) with its own
 rows: ``A`` points at row ``16 w`` of the block's ``BM x K`` slab of A (row-major, stride ``lda``), ``B``
 at the block's ``BN x K`` slab of B (stored [N, K], stride ``ldb``; ``_bt``: stored [K, N], its ``K x BN``
 slab, the wgmma operand transposed).  Together the warps compute the
-block's ``BM x BN`` tile of ``A B^T`` in float32 over the whole reduction ``K`` (a multiple of 64):
+block's ``BM x BN`` tile of ``A B^T`` in float32 over the whole reduction ``K`` (a multiple of ``BK``):
 
-- the k slices of 64 elements (128 bytes a row) go through ``S`` shared-memory slots, each the A slab
-  (``BM`` rows) and the B slab (``BN`` rows) in the 128-byte swizzle (16-byte chunk ``c`` of row ``r``
-  at ``r * 128 + (c ^ r % 8) * 16``; slots 1024-byte aligned), copied by ``cp.async`` with ``S - 2``
-  slices in flight;
-- warpgroup ``g`` multiplies rows ``64 g .. 64 g + 63`` by ``wgmma.mma_async.m64n{BN}k16`` (4 per slice),
-  both operands by shared-memory descriptors (K-major, 128-byte swizzle, 1024 bytes between 8-row
-  groups; B stored [K, N]: MN-major, 8192 bytes between its 64-column atoms), one ``wgmma`` group in flight while the next slice's copies are issued;
+- the k slices of ``BK`` = 64 elements (128 bytes a row; ``k32``: 32, 64 bytes) go through ``S`` shared-memory
+  slots, each the A slab (``BM`` rows) and the B slab (``BN`` rows) in the 128-byte swizzle (16-byte chunk
+  ``c`` of row ``r`` at ``r * 128 + (c ^ r % 8) * 16``; ``k32``: the 64-byte swizzle, ``r * 64 + (c ^ r / 2 %
+  4) * 16``; slots 1024-byte aligned), copied by ``cp.async`` with ``S - G - 1`` slices in flight;
+- warpgroup ``g`` multiplies rows ``64 g .. 64 g + 63`` by ``wgmma.mma_async.m64n{BN}k16`` (``BK / 16`` per
+  slice), both operands by shared-memory descriptors (K-major, 1024 (``k32``: 512) bytes between 8-row
+  groups; B stored [K, N]: MN-major, 8192 bytes between its 64-column atoms), ``G`` (default 1) ``wgmma``
+  groups in flight while the next slice's copies are issued (a slot is refilled once every warpgroup
+  retired its slice: the barrier at the top of each step);
 - the accumulator is the warp's 16 x ``BN`` tile in the fragment layout of ``codegen/cuda/mma.py``
   (four floats per 16 x 8 tile: ``d[4 i + 0..1]`` at row ``lane / 4``, columns ``8 i + 2 (lane % 4)``,
   ``+1``; ``d[4 i + 2..3]`` at row ``lane / 4 + 8``), which is wgmma's: ``tt_mma_store`` writes it.
 
-The shared memory is the kernel's dynamic shared memory (``wgmma_shared_bytes``); the kernel has
-no other.  Where ``TT_SIM`` is defined (the CPU simulator) the function is a scalar model instead.
+The slots are at the top of the kernel's dynamic shared memory (``wgmma_shared_bytes``); ``_x``: the loop
+ends with a barrier, and the kernel's own dynamic shared memory (below) may overlap them (the renderer
+launches the larger of the two).  Where ``TT_SIM`` is defined (the CPU simulator) the function is a scalar model instead.
 """
 from __future__ import annotations
 
 import re
 
-from tensorir.topi.cuda.tensor_intrin import CONV_FIELDS, wgmma_check, wgmma_conv_check, wgmma_shared_bytes
+from tensorir.topi.cuda.tensor_intrin import CONV_FIELDS, WGMMA_BK, wgmma_check, wgmma_conv_check, wgmma_shared_bytes
 
 #: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_cv<geometry>]
-NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)_(f16|bf16)(_bt)?(_cv(?:\d+_){10}\d+)?$")
+NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)(?:k(\d+))?(?:g(\d+))?_(f16|bf16)(_bt)?(_x)?(_cv(?:\d+_){10}\d+)?$")
 _CTYPES = {"f16": "half", "bf16": "__nv_bfloat16"}
 
 
@@ -40,9 +43,11 @@ def wgmma_source(name: str) -> tuple[str, int]:
     if got is None:
         raise ValueError(f"not a wgmma main loop: {name}")
     bm, bn, stages = (int(x) for x in got.groups()[:3])
-    kind, bt = got.group(4), bool(got.group(5))
-    conv = dict(zip(CONV_FIELDS, (int(x) for x in got.group(6)[3:].split("_")))) if got.group(6) else None
-    why = wgmma_check(bm, bn, stages, bt) or (wgmma_conv_check(conv) if conv else None)
+    bk, inflight = int(got.group(4) or WGMMA_BK), int(got.group(5) or 1)
+    kind, bt, shares = got.group(6), bool(got.group(7)), bool(got.group(8))
+    conv = dict(zip(CONV_FIELDS, (int(x) for x in got.group(9)[3:].split("_")))) if got.group(9) else None
+    why = wgmma_check(bm, bn, stages, bt, bk, inflight) or (wgmma_conv_check(conv) if conv else None) or \
+        ("a convolution gathers k slices of 64" if conv and bk != WGMMA_BK else None)
     if why is not None:
         raise ValueError(f"{name}: {why}")
     nacc = bn // 2
@@ -62,12 +67,16 @@ def wgmma_source(name: str) -> tuple[str, int]:
     else:
         sim = _SIM.format(cvt=cvt, bn=bn, b=b)
         a_setup = _A_SETUP
-        a_copy = _A_GEMM.format(threads=threads)
-    src = _TEMPLATE.format(name=name, ctype=ctype, bm=bm, bn=bn, s=stages, nacc=nacc, mma=mma, sim=sim,
-                           a_chunks=bm * 8 // threads, b_chunks=bn * 8 // threads, a_setup=a_setup, a_copy=a_copy,
-                           b_copy=(_B_MN if bt else _B_K).format(threads=threads, bn=bn),
-                           b_desc="tt_wgmma_desc_mn(sb + kk * 2048)" if bt else "tt_wgmma_desc(sb + kk * 32)")
-    return src, wgmma_shared_bytes(bm, bn, stages)
+        a_copy = _A_GEMM.format(threads=threads, **_ROW[bk])
+    sw = "" if bk == WGMMA_BK else "64"
+    src = _TEMPLATE.format(name=name, ctype=ctype, bm=bm, bn=bn, s=stages, bk=bk, g=inflight, nacc=nacc, mma=mma,
+                           sim=sim, a_chunks=bm * bk // 8 // threads, b_chunks=bn * bk // 8 // threads,
+                           a_setup=a_setup, a_copy=a_copy, b_copy=(_B_MN if bt else _B_K).format(threads=threads, bn=bn,
+                                                                                               **_ROW[bk]),
+                           a_desc=f"tt_wgmma_desc{sw}(sa + kk * 32)",
+                           b_desc="tt_wgmma_desc_mn(sb + kk * 2048)" if bt else f"tt_wgmma_desc{sw}(sb + kk * 32)",
+                           release=_RELEASE if shares else "")
+    return src, wgmma_shared_bytes(bm, bn, stages, bk)
 
 
 _SIM_CONV = """  // TT_SIM: the gathered A (A the NHWC input, lda the warp's first row times K)
@@ -95,11 +104,14 @@ _SIM = """  // TT_SIM: the warp's rows, lane by lane, in the accumulator layout
       acc[4 * i + q] = s;
     }}"""
 
-# A stored [M, K] (row-major, stride lda): 16-byte chunk c of row r at r * 128 + (c ^ r % 8) * 16
+# a swizzled row of a k slice of 64 (128 bytes: chunk c of row r at r * 128 + (c ^ r % 8) * 16) or of 32 (64
+# bytes, the 64-byte swizzle: chunk c of row r at r * 64 + (c ^ r / 2 % 4) * 16): chunks a row (log2), the chunk's place
+_ROW = {64: {"lc": 3, "row": "r * 128 + ((c ^ (r & 7)) << 4)"}, 32: {"lc": 2, "row": "r * 64 + ((c ^ ((r >> 1) & 3)) << 4)"}}
+# A stored [M, K] (row-major, stride lda): 16-byte chunk c of row r of the slice at sa + {row}
 _A_SETUP = "  const char* a0 = (const char*)(A - (long)(warp % (BM / 16)) * 16 * lda);   // the block's first row"
-_A_GEMM = r"""      int idx = tid + i * {threads}, r = idx >> 3, c = idx & 7;
-      const char* src = a0 + ((long)r * lda + kt * 64 + c * 8) * 2;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)), "l"(src));"""
+_A_GEMM = r"""      int idx = tid + i * {threads}, r = idx >> {lc}, c = idx & ((1 << {lc}) - 1);
+      const char* src = a0 + ((long)r * lda + kt * BK + c * 8) * 2;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sa + {row}), "l"(src));"""
 # A gathered from the NHWC input (implicit GEMM): row m is output pixel (n, oy, ox), k = (ry * KW + rx) * C + ch; a
 # slice of 64 is one tap's channels (C % 64 == 0).  The rows a thread copies are fixed: their pixels once; a tap in
 # the padding copies nothing (src-size 0: zero-filled)
@@ -119,15 +131,20 @@ _A_CONV = r"""      int idx = tid + i * {threads}, r = idx >> 3, c = idx & 7;
       const {ctype}* src = A + (ok ? a_img[i] + ((long)iy * {w} + ix) * {c} + k0 % {c} + c * 8 : 0);
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)),
                    "l"(src), "r"(ok ? 16 : 0));"""
-# B stored [N, K]: like A, 16-byte chunk c of row r (an n) at r * 128 + (c ^ r % 8) * 16
-_B_K = r"""      int idx = tid + i * {threads}, r = idx >> 3, c = idx & 7;
-      const char* src = b0 + ((long)r * ldb + kt * 64 + c * 8) * 2;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sb + r * 128 + ((c ^ (r & 7)) << 4)), "l"(src));"""
+# B stored [N, K]: like A, 16-byte chunk c of row r (an n) at sb + {row}
+_B_K = r"""      int idx = tid + i * {threads}, r = idx >> {lc}, c = idx & ((1 << {lc}) - 1);
+      const char* src = b0 + ((long)r * ldb + kt * BK + c * 8) * 2;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sb + {row}), "l"(src));"""
 # B stored [K, N] (MN-major: wgmma's transposed B): 64-column atoms of the 64 k rows, 8192 bytes apart; in an
 # atom, 16-byte chunk c of k row r at r * 128 + (c ^ r % 8) * 16
 _B_MN = r"""      int idx = tid + i * {threads}, r = idx / ({bn} / 8), cc = idx % ({bn} / 8), c = cc & 7;
       const char* src = b0 + ((long)(kt * 64 + r) * ldb + cc * 8) * 2;
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sb + (cc >> 3) * 8192 + r * 128 + ((c ^ (r & 7)) << 4)), "l"(src));"""
+
+# ``_x``: the slots are the kernel's to reuse once every warp is past the loop (no copy or wgmma left in flight)
+_RELEASE = r"""  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  __syncthreads();
+"""
 
 #: the shared-memory matrix descriptors of the main loops (once per translation unit)
 DESC_SOURCE = r"""
@@ -140,6 +157,10 @@ __device__ __forceinline__ unsigned long long tt_wgmma_desc_mn(unsigned addr) {
   // offset), 1024 between 8-row (k) groups
   return (unsigned long long)((addr & 0x3FFFF) >> 4) | (512ull << 16) | (64ull << 32) | (1ull << 62);
 }
+__device__ __forceinline__ unsigned long long tt_wgmma_desc64(unsigned addr) {
+  // K-major operand, 64-byte swizzle (k slices of 32): 512 bytes between 8-row groups
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (32ull << 32) | (2ull << 62);
+}
 """
 
 _TEMPLATE = r"""
@@ -147,7 +168,9 @@ __device__ __forceinline__ void {name}(float* acc, const {ctype}* A, int lda, co
 #ifdef TT_SIM
 {sim}
 #else
-  constexpr int BM = {bm}, BN = {bn}, S = {s}, A_BYTES = BM * 128, STAGE = (BM + BN) * 128;
+  // S slots of k slices of BK; G wgmma groups unretired while the next is issued; L slices being copied
+  constexpr int BM = {bm}, BN = {bn}, S = {s}, BK = {bk}, G = {g}, L = S - G - 1;
+  constexpr int A_BYTES = BM * BK * 2, STAGE = (BM + BN) * BK * 2;
   extern __shared__ __align__(1024) unsigned char tt_wgmma_smem[];
   const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const int warp = tid / 32, wg = warp / 4;
@@ -156,7 +179,7 @@ __device__ __forceinline__ void {name}(float* acc, const {ctype}* A, int lda, co
   unsigned dyn;                  // the slots at the top of the dynamic shared memory (the kernel's own below)
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
   const unsigned base = ((unsigned)__cvta_generic_to_shared(tt_wgmma_smem) + dyn - S * STAGE) & ~1023u;
-  const int KT = K / 64;
+  const int KT = K / BK;
   float* d = acc;
   auto load = [&](int kt, int slot) {{
     unsigned sa = base + slot * STAGE, sb = sa + A_BYTES;
@@ -172,32 +195,32 @@ __device__ __forceinline__ void {name}(float* acc, const {ctype}* A, int lda, co
 #pragma unroll
   for (int i = 0; i < {nacc}; ++i) d[i] = 0.0f;
 #pragma unroll
-  for (int s = 0; s < S - 2; ++s) {{
+  for (int s = 0; s < L; ++s) {{
     if (s < KT) load(s, s);
     asm volatile("cp.async.commit_group;\n" ::);
   }}
   for (int kt = 0; kt < KT; ++kt) {{
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(S - 3) : "memory");
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(L - 1) : "memory");
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");    // cp.async's writes, to wgmma's reads
-    __syncthreads();               // every thread's copies landed; every warpgroup done with slice kt - 2
-    const unsigned sa = base + (kt % S) * STAGE + wg * 64 * 128, sb = base + (kt % S) * STAGE + A_BYTES;
+    __syncthreads();               // every thread's copies landed; every warpgroup done with slice kt - G - 1
+    const unsigned sa = base + (kt % S) * STAGE + wg * 64 * BK * 2, sb = base + (kt % S) * STAGE + A_BYTES;
 #pragma unroll
     for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {{
-      unsigned long long da = tt_wgmma_desc(sa + kk * 32), db = {b_desc};
+    for (int kk = 0; kk < BK / 16; ++kk) {{
+      unsigned long long da = {a_desc}, db = {b_desc};
       {mma}
     }}
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    if (kt + S - 2 < KT) load(kt + S - 2, (kt + S - 2) % S);     // into the slot of slice kt - 2
+    if (kt + L < KT) load(kt + L, (kt + L) % S);     // into the slot of slice kt - G - 1
     asm volatile("cp.async.commit_group;\n" ::);
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(G) : "memory");
   }}
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
   for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
-#endif
+{release}#endif
 }}
 """
 

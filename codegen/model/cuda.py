@@ -97,7 +97,7 @@ def compile_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen: tupl
     renderer = cuda_renderer(launch)
     source = renderer.function(func, launch_bounds(func, launch))
     if renderer.wgmma_shared:     # the main loop's own shared memory (the module builds as sm_90a: finish)
-        launch = wgmma_kernel(symbol, cuda_settings(target)[0], launch, renderer.wgmma_shared)[1]
+        launch = wgmma_kernel(symbol, cuda_settings(target)[0], launch, renderer.wgmma_shared, renderer.wgmma_shares)[1]
     grid = [simplify(g) for g in launch.grid]
     if not all(isinstance(g, IntImm) for g in grid):
         raise GraphError(f"kernel {kernel.name}: symbolic grid {[str(g) for g in grid]}")

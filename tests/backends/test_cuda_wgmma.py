@@ -24,13 +24,19 @@ def _build(m, n, k, dtype, knobs, out_dtype=None, bias=False, relu=False, arch="
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("dtype,bm,bn,b_trans", [("float16", 128, 256, False), ("bfloat16", 128, 128, False),
-                                                 ("float16", 256, 64, False), ("bfloat16", 128, 256, True)])
-def test_wgmma_ptx_assembles(dtype, bm, bn, b_trans):
+@pytest.mark.parametrize("dtype,bm,bn,b_trans,pipe", [
+    ("float16", 128, 256, False, {}), ("bfloat16", 128, 128, False, {}), ("float16", 256, 64, False, {}),
+    ("bfloat16", 128, 256, True, {"swizzle": 8}), ("float16", 128, 256, False, {"bk": 32, "stages": 8, "inflight": 2}),
+    ("bfloat16", 256, 128, False, {"bk": 32, "stages": 6})])
+def test_wgmma_ptx_assembles(dtype, bm, bn, b_trans, pipe):
     """sm_90 builds as sm_90a; the PTX has the warpgroup instructions (B transposed where stored [K, N]),
-    the async proxy fence and the cp.async pipeline; ptxas keeps the accumulators in registers (no stack,
-    no spills)."""
-    mod = _build(1024, 1024, 512, dtype, {"block_m": bm, "block_n": bn}, b_trans=b_trans)
+    the async proxy fence and the cp.async pipeline (k slices of 32: two wgmma per slice, the 64-byte
+    swizzle's descriptors; ``inflight``: its wait); ptxas keeps the accumulators in registers (no stack,
+    no spills; blocks swizzled in groups of row tiles too: constant fragment offsets)."""
+    mod = _build(1024, 1024, 512, dtype, dict({"block_m": bm, "block_n": bn}, **pipe), b_trans=b_trans)
+    src = mod.get_source("cuda")
+    assert f"BK = {pipe.get('bk', 64)}, G = {pipe.get('inflight', 1)}" in src
+    assert ("tt_wgmma_desc64(sa" in src) == (pipe.get("bk") == 32)
     ptx = mod.get_source("ptx")
     kind = {"float16": "f16.f16", "bfloat16": "bf16.bf16"}[dtype]
     assert mod.arch == "sm_90a" and ".target sm_90a" in ptx
@@ -47,14 +53,19 @@ def test_wgmma_ptx_assembles(dtype, bm, bn, b_trans):
 @pytest.mark.cuda_sim
 @pytest.mark.parametrize("dtype,out_dtype,bm,bn,bias,relu,b_trans", [
     ("float16", "float16", 64, 64, False, False, False), ("bfloat16", "float32", 128, 128, False, False, False),
-    ("float16", "float16", 64, 128, True, True, False), ("bfloat16", "float32", 64, 64, False, True, True)])
+    ("float16", "float16", 64, 128, True, True, False), ("bfloat16", "float32", 64, 64, False, True, True),
+    ("float16", "float16", 128, 128, True, True, False), ("bfloat16", "bfloat16", 64, 64, False, False, True)])
 def test_wgmma_schedule_simulated(dtype, out_dtype, bm, bn, bias, relu, b_trans):
     """The warps' rows, the fragment stores (epilogues fused) and the block tiling, with the main loop's
-    scalar model."""
+    scalar model; 128 x 128 and bfloat16 out: the output through a shared float32 tile (the loop's ``_x``: its
+    slots released), 16-bit outputs 4 columns to a store."""
     m, n, k = 256, 256, 128
-    mod = _build(m, n, k, dtype, {"block_m": bm, "block_n": bn, "stages": 3, "swizzle": 2}, out_dtype, bias, relu,
-                 b_trans=b_trans)
-    assert ("tt_epilogue_" in mod.get_source("cuda")) == (bias or relu)
+    smem = bm == bn == 128 or out_dtype == "bfloat16"
+    mod = _build(m, n, k, dtype, {"block_m": bm, "block_n": bn, "stages": 3, "swizzle": 2, "smem_epilogue": int(smem)},
+                 out_dtype, bias, relu, b_trans=b_trans)
+    src = mod.get_source("cuda")
+    assert ("tt_epilogue_" in src) == ((bias or relu) and not smem)
+    assert ("_x(acc" in src) == smem and ("tt_store4(&out" in src) == (smem and out_dtype != "float32")
     ins = _inputs(np.random.default_rng(3), m, n, k, dtype, b_trans, bias)
     out = np.full((m, n), np.nan, out_dtype)
     cuda_sim.run(mod, *ins, out)
@@ -86,6 +97,13 @@ def test_wgmma_refusals_are_named():
     assert "shared memory" in wgmma_fits((256, 256), 64, "float16", False, dict(base, stages=5))
     assert "warpgroups" in wgmma_fits((256, 256), 64, "float16", False, dict(base, block_m=96))
     assert wgmma_fits((256, 512), 128, "bfloat16", False, base) is None
+    assert wgmma_fits((256, 512), 96, "bfloat16", False, dict(base, bk=32, stages=8)) is None
+    assert "do not divide" in wgmma_fits((256, 512), 80, "float16", False, dict(base, bk=32))
+    assert "takes 64 or 32" in wgmma_fits((256, 256), 64, "float16", False, dict(base, bk=16))
+    assert "B stored [K, N] takes slices of 64" in wgmma_fits((256, 256), 64, "float16", True, dict(base, bk=32))
+    assert "at least 4 stages" in wgmma_fits((256, 256), 64, "float16", False, dict(base, stages=3, inflight=2))
+    assert "1 or 2" in wgmma_fits((256, 256), 64, "float16", False, dict(base, inflight=3))
+    assert "shared memory" in wgmma_fits((256, 256), 64, "float16", False, dict(base, bk=32, stages=10))
     with pytest.raises(ValueError, match="wgmma GEMM of .*do not divide"):
         tensorcore_gemm(200, 256, 64, "float16", WG)
     with pytest.raises(ValueError, match="not a wgmma main loop"):
@@ -113,7 +131,7 @@ def test_sm90_default_takes_wgmma_where_it_fits():
         s = create_schedule(c.op)
         return default_knobs(None, s[c], s[c], dict(info, arch=arch))
     big = knobs(4096, 4096, 4096)
-    assert big["wgmma"] and (big["block_m"], big["block_n"]) == (128, 256)
+    assert big["wgmma"] and (big["block_m"], big["block_n"], big["smem_epilogue"], big["swizzle"]) == (128, 256, 1, 8)
     small = knobs(256, 256, 256)
     assert small["wgmma"] and small["block_n"] < 256
     assert knobs(4096, 4096, 4096, b_trans=True)["wgmma"]
@@ -148,10 +166,21 @@ def test_registry_gemm_takes_wgmma_on_sm90(case):
     ("float16", "float16", 256, 512, 4096, {"block_m": 128, "block_n": 256, "stages": 4}, False, True, False),
     ("float16", "float16", 384, 768, 320, {"block_m": 128, "block_n": 256, "stages": 4}, True, False, True),
     ("bfloat16", "float32", 512, 192, 576, {"block_m": 64, "block_n": 64, "stages": 5}, False, True, True),
+    ("float16", "float16", 384, 768, 2080, {"bk": 32, "stages": 8}, False, False, False),
+    ("bfloat16", "float16", 512, 256, 352, {"bk": 32, "stages": 8, "inflight": 2}, True, True, False),
+    ("float16", "float32", 512, 384, 96, {"block_m": 256, "block_n": 128, "bk": 32, "stages": 6, "inflight": 2},
+     False, False, False),
+    ("bfloat16", "bfloat16", 256, 512, 1024, {"block_n": 128, "stages": 5, "inflight": 2}, False, False, True),
+    ("float16", "float16", 512, 512, 1088, {"smem_epilogue": 1, "swizzle": 2}, True, True, False),
+    ("bfloat16", "float32", 256, 768, 640, {"smem_epilogue": 1, "bk": 32, "stages": 8, "inflight": 2}, False, False,
+     False),
+    ("bfloat16", "bfloat16", 384, 256, 192, {"block_m": 64, "block_n": 128, "stages": 3, "smem_epilogue": 1}, False,
+     True, True),
 ])
 def test_wgmma_gemm_on_gpu(dtype, out_dtype, m, n, k, knobs, bias, relu, b_trans):
-    """Non-square GEMMs (k of one slice to 64; fewer slices than stages; B stored [N, K] or [K, N]),
-    epilogues, fresh data, outputs poisoned."""
+    """Non-square GEMMs (k of one slice to 65 slices; fewer slices than stages; B stored [N, K] or [K, N]; k
+    slices of 32 in the 64-byte swizzle; two wgmma groups in flight; the output through a shared tile over the
+    slots), epilogues, fresh data, outputs poisoned."""
     mod = _build(m, n, k, dtype, knobs, out_dtype, bias, relu, b_trans=b_trans)
     check_on_gpu(mod, m, n, k, dtype, b_trans, out_dtype, bias, relu)
 
@@ -184,3 +213,38 @@ def test_model_gemm_relu_takes_wgmma_on_gpu(dtype):
     eps = float(ml_dtypes.finfo(dtype).eps)
     assert np.isfinite(got).all()
     assert (np.abs(got - want) <= 2 * eps * (np.abs(r(x)) @ np.abs(r(w)).T + np.abs(r(b)))).all()
+
+
+@pytest.mark.cuda_sim
+def test_config_space_searches_wgmma_on_sm90():
+    """On an sm_90 task the GEMM space adds the wgmma knobs (tiles, slots, k slices, groups in flight): a wgmma
+    config builds its main loop and runs (simulated); knobs it does not read, and wgmma knobs of mma.sync
+    configs, are refused as the same kernel; on sm_80 the space has no wgmma knobs."""
+    from autotune.kernel_templates import match_template
+    from codegen.target import Target
+    from tensorir.graph.schedules.cuda_wgmma import WGMMA_SPACE_KNOBS
+    from tensorir.schedule.space import ConfigSpace, FallbackConfig, InstantiationError
+    from test_cuda_tensorcore_schedules import _dense, _run
+    args, out, op = _dense(256, 256, 128)
+    tmpl, why = match_template([*args, out], op, "cuda -arch=sm_90")
+    assert why is None
+    with Target("cuda -arch=sm_80"):
+        space = ConfigSpace()
+        tmpl.schedule(space, [*args, out])
+        assert "wgmma" not in space.space_map
+    with Target("cuda -arch=sm_90"):
+        space = ConfigSpace()
+        tmpl.schedule(space, [*args, out])
+        assert set(WGMMA_SPACE_KNOBS) <= set(space.space_map)
+
+        def config(**knobs):
+            return space.get(space.index_from_values({name: sp[0].val for name, sp in space.space_map.items()} | knobs))
+        s = tmpl.schedule(config(wgmma=1, block_m=128, block_n=128, bk=32, stages=6, inflight=2), [*args, out])
+        assert "tt_wgmma_m128n128s6k32g2_f16" in _run(s, args, out, op, target="cuda -arch=sm_90")
+        for bad, match in (({"wgmma": 1, "block_m": 128, "block_n": 128, "stages": 4, "warp_m": 64}, "does not read"),
+                           ({"wgmma": 0, "bk": 32}, "wgmma knob"),
+                           ({"wgmma": 1, "block_m": 128, "block_n": 128, "stages": 2}, "at least 3 stages")):
+            with pytest.raises(InstantiationError, match=match):
+                tmpl.schedule(config(**bad), [*args, out])
+        assert "tt_wgmma_m" in _run(tmpl.schedule(FallbackConfig(), [*args, out]), args, out, op,
+                                    target="cuda -arch=sm_90")

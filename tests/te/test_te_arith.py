@@ -189,6 +189,15 @@ def test_simplify_known_rewrites(text, expected):
     assert str(out) == expected
 
 
+def test_simplify_nested_divisions_of_a_swizzled_block_index():
+    """A block index swizzled in groups (``x = (col * 16 + row_group) * 8 + row``): its parts' offsets cancel
+    (a warp buffer's tile offset stays constant: no local memory); ``(x // a) // c`` is one division."""
+    x = te.var("x")
+    assert str(simplify(x // 8 // 16)) == "x // 128"
+    assert str(simplify(x // 8 % 16 * 256 - x // 8 * 256 + x // 128 * 4096)) == "0"
+    assert str(simplify(x // 4 * 3 - x // 8 * 6)) == "x // 4 % 2 * 3"
+
+
 def test_bounds_of_unknown_are_infinite():
     x = te.var("x")
     assert const_bounds(x * 2, {}) == (-INF, INF)

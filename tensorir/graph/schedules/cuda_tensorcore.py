@@ -401,10 +401,19 @@ def fits(kt, smallest: dict = SMALLEST) -> str | None:
 
 
 def schedule_space(cfg, kt, shared_limit: int | None = None, space_knobs: dict = SPACE_KNOBS,
-                   preferred=PREFERRED) -> Schedule:
+                   preferred=PREFERRED, wgmma_knobs: dict | None = None) -> Schedule:
     """The tensor-core schedule of kernel ``kt`` under ``cfg`` (knobs ``space_knobs``; the fallback:
     :func:`default_knobs` from ``preferred`` on an sm_80+ target); configs whose tiles do not divide the GEMM
-    or that take more than ``shared_limit`` bytes of shared memory are refused."""
+    or that take more than ``shared_limit`` bytes of shared memory are refused.  ``wgmma_knobs``
+    (``cuda_wgmma.WGMMA_SPACE_KNOBS``), where the target being scheduled is sm_90: also those knobs (their
+    fallback: the wgmma default where it fits; ``cuda_wgmma.wgmma_config`` schedules them)."""
+    from .cuda_wgmma import is_sm90, wgmma_config
+    from .registry import target_info
+    info = target_info()
+    if wgmma_knobs and is_sm90(info.get("arch") or ""):
+        space_knobs = {**space_knobs, **wgmma_knobs}
+    else:
+        info = {"arch": "sm_80"}
     s, outputs, computes = kernel_stages(kt.args)
     out = s[outputs[0]]
     anchor = next(st for st in computes if st.op.reduce_axis)
@@ -419,10 +428,17 @@ def schedule_space(cfg, kt, shared_limit: int | None = None, space_knobs: dict =
     for name, choices in space_knobs.items():
         cfg.define_knob(name, choices)
     if cfg.is_fallback:
-        knobs = default_knobs(kt, anchor, out, {"arch": "sm_80", "shared_limit": shared_limit or 48 * 1024}, preferred)
+        knobs = default_knobs(kt, anchor, out, dict(info, shared_limit=shared_limit or 48 * 1024), preferred)
         for name, v in (knobs.items() if isinstance(knobs, dict) else ()):
-            cfg[name] = next(e for e in cfg.space_map[name] if e.val == v)
+            if name in space_knobs:
+                cfg[name] = next(e for e in cfg.space_map[name] if e.val == v)
     knobs = {name: cfg[name].val for name in space_knobs}
+    if knobs.get("wgmma"):
+        wgmma_config(cfg, s, out, anchor, knobs, space_knobs, (m, n), k, dtype, b_trans, shared_limit)
+        return s
+    for name in set(wgmma_knobs or ()) & set(space_knobs):
+        if name != "stages" and knobs[name] != space_knobs[name][0]:
+            cfg.raise_error(f"{name} {knobs[name]} is a wgmma knob (mma.sync takes the first choice only: the same kernel)")
     why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
     if why is not None:
         cfg.raise_error(why)
@@ -432,8 +448,14 @@ def schedule_space(cfg, kt, shared_limit: int | None = None, space_knobs: dict =
     return s
 
 
+def schedule_gemm_space(cfg, kt, shared_limit: int | None = None) -> Schedule:
+    """The GEMM entry's config space: :func:`schedule_space` with the wgmma knobs on sm_90."""
+    from .cuda_wgmma import WGMMA_SPACE_KNOBS
+    return schedule_space(cfg, kt, shared_limit, wgmma_knobs=WGMMA_SPACE_KNOBS)
+
+
 #: :func:`~.registry.register_schedule`'s arguments for the GEMM entry this space serves
-SPACE = {"template": TEMPLATE, "fits": fits, "space": schedule_space}
+SPACE = {"template": TEMPLATE, "fits": fits, "space": schedule_gemm_space}
 
 
 def tensorcore_gemm(m: int, n: int, k: int, dtype: str = "float16", knobs: dict | None = None, *,
@@ -481,6 +503,7 @@ def _apply(f, v, i, j):
 
 
 __all__ = ["DEFAULT_KNOBS", "PREFERRED", "SMALLEST", "SPACE", "SPACE_KNOBS", "TEMPLATE", "arch_refusal", "bind_blocks",
-           "default_knobs", "first_fit", "fits", "for_dtype", "gemm_operands", "load_fragments", "preferred_knobs", "kernel_gemm",
+           "default_knobs", "first_fit", "fits", "for_dtype", "gemm_operands", "load_fragments", "preferred_knobs",
+           "kernel_gemm", "schedule_gemm_space",
            "schedule_space", "schedule_tensorcore", "shared_bytes",
            "tensorcore_fits", "tensorcore_gemm"]

@@ -8,7 +8,8 @@ The GEMM entry of :mod:`.cuda_tensorcore` takes it on sm_90 targets (the kernel 
 - each warp's 16 x ``block_n`` accumulator (``warp`` scope, the ``mma.sync`` fragment layout, which is
   wgmma's) computed over the whole reduction by ``intrin_wgmma``: the block's warps together stage A and
   B through ``stages`` shared-memory slots (128-byte swizzle) and multiply them by warpgroups
-  (``codegen/cuda/wgmma.py``), then each 16 x 8 tile is stored (with the epilogue) from the registers.
+  (``codegen/cuda/wgmma.py``), then each 16 x 8 tile is stored (with the epilogue) from the registers, or
+  (``smem_epilogue``) into a shared float32 tile over the loop's slots that all threads store from.
 
 The warps' loops run on whole warps with no ``threadIdx.x`` loop (pragma ``warp_lanes``): the intrinsics
 share the work among the lanes.  An elementwise epilogue (bias, activation, residual) is stored from the
@@ -27,14 +28,19 @@ from ...topi.cuda.tensor_intrin import (CONV_FIELDS, WGMMA_BK as BK, intrin_mma_
 from .cuda_tensorcore import _store_dtype, bind_blocks, first_fit, gemm_operands
 from .helpers import bind
 
-#: default knobs: 128 x 256 blocks (two warpgroups of m64n256), 4 slots of k 64, blocks in row-major order
-DEFAULT_KNOBS = {"block_m": 128, "block_n": 256, "stages": 4, "swizzle": 1}
+#: default knobs: 128 x 256 blocks (two warpgroups of m64n256), 4 slots of k slices of 64 (``bk``), one wgmma
+#: group in flight (``inflight``), blocks in row-major order, the output stored from the fragments
+#: (``smem_epilogue``: through a shared float32 tile over the slots, 16-byte reads by all threads)
+DEFAULT_KNOBS = {"block_m": 128, "block_n": 256, "stages": 4, "swizzle": 1, "bk": BK, "inflight": 1,
+                 "smem_epilogue": 0}
 #: the default's knobs by size, the first that fits the GEMM wins (``large``: at least :data:`LARGE_BLOCKS`
-#: blocks of 128 x 256).  Measured on an H100 (benchmarks/gemm_cuda.py --dtype float16, n = 1024 to 8192):
-#: 128 x 256 fastest from n = 2048 (swizzle groups of 8 were slower there, 400 / 535 against 525 / 624
-#: TFLOP/s at n = 2048 / 4096), 64 x 128 at n = 1024 (209 against 191 for 128 x 128)
+#: blocks of 128 x 256).  Measured on an H100 (benchmarks/gemm_cuda.py --dtype float16 / bfloat16, n = 4096 /
+#: 8192, one run): 128 x 256 with the output through shared memory and blocks in groups of 8 row tiles
+#: fastest (fp16 677 / 707 TFLOP/s against 621 / 639 for the fragment stores in row-major order; k slices of
+#: 32, two groups in flight, 256 x 128 and 128 x 128 all slower); earlier: 64 x 128 at n = 1024 (209 against
+#: 191 for 128 x 128)
 PREFERRED = (
-    ("large", {}),
+    ("large", {"smem_epilogue": 1, "swizzle": 8}),
     ("any", {"block_m": 64, "block_n": 128, "stages": 6}),
     ("any", {"block_m": 64, "block_n": 64, "stages": 6}),
 )
@@ -50,15 +56,17 @@ def wgmma_fits(out_shape, k: int, dtype: str, b_trans: bool, knobs: dict, shared
     """Why ``knobs`` cannot schedule a GEMM of output ``out_shape``, reduction ``k``, with wgmma, or None."""
     m, n = out_shape[-2:]
     bm, bn, stages = knobs["block_m"], knobs["block_n"], knobs["stages"]
+    bk, inflight = knobs.get("bk", BK), knobs.get("inflight", 1)
     if dtype not in ("float16", "bfloat16"):
         return f"wgmma takes float16 / bfloat16 inputs, not {dtype}"
-    why = wgmma_check(bm, bn, stages, b_trans)
+    why = wgmma_check(bm, bn, stages, b_trans, bk, inflight)
     if why is not None:
         return why
-    if m % bm or n % bn or k % BK:
-        return f"the tiles ({bm} x {bn}, k {BK}) do not divide the GEMM ({m} x {n}, k {k})"
-    if wgmma_shared_bytes(bm, bn, stages) > shared_limit:
-        return f"{wgmma_shared_bytes(bm, bn, stages)} bytes of shared memory per block (> {shared_limit})"
+    if m % bm or n % bn or k % bk:
+        return f"the tiles ({bm} x {bn}, k {bk}) do not divide the GEMM ({m} x {n}, k {k})"
+    nbytes = max(wgmma_shared_bytes(bm, bn, stages, bk), conv_tile_bytes(knobs) if knobs.get("smem_epilogue") else 0)
+    if nbytes > shared_limit:
+        return f"{nbytes} bytes of shared memory per block (> {shared_limit})"
     return None
 
 
@@ -99,6 +107,10 @@ def schedule_wgmma(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
     else:
         cf = anchor
         cf.set_scope("warp")
+    intrin = intrin_wgmma(dtype, bm, bn, k, stages, b_trans, bk=knobs.get("bk", BK), inflight=knobs.get("inflight", 1),
+                          shares=bool(knobs.get("smem_epilogue")))
+    if knobs.get("smem_epilogue"):
+        return store_through_shared(s, out, cf, bm, bn, knobs.get("swizzle", 1), None, intrin)
     store = store_intrin(s, out, cf.op.output(0))
     if isinstance(store, str):
         raise ValueError(f"wgmma GEMM of {anchor.op.name}: {store}")
@@ -112,7 +124,59 @@ def schedule_wgmma(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
     out.pragma(bj, WARP_LANES)
     cf.compute_at(out, wi)
     fi, _ = cf.op.axis[-2:]
-    cf.tensorize(fi, intrin_wgmma(dtype, bm, bn, k, stages, b_trans))
+    cf.tensorize(fi, intrin)
+
+
+def store_through_shared(s: Schedule, out: Stage, cf: Stage, bm: int, bn: int, swizzle: int, gemm_axes: int | None,
+                         intrin) -> None:
+    """``out`` in ``bm x bn`` blocks stored from a shared float32 tile (rows padded 16 bytes): each warp's 16
+    rows of the accumulator ``cf`` (``warp`` scope, computed by the main loop ``intrin``) written there by
+    ``mma_store``, then all threads read it, 4 columns each, through the epilogue: 16-byte reads, stores of
+    4 consecutive columns (the ``mma.sync`` conv's store)."""
+    readers = [st for st in s.stages if cf.op.output(0) in st.op.input_tensors]
+    cs = s[s.cache_read(cf.op.output(0), "shared", [r.op.output(0) for r in readers])]
+    bj, ii, jj = bind_blocks(out, bm, bn, swizzle, gemm_axes=gemm_axes)
+    t, vec = out.split(out.fuse(ii, jj), factor=4)
+    t, tx = out.split(t, factor=32)
+    t, ty = out.split(t, factor=bm // 16)
+    bind(out, tx, "threadIdx.x")
+    bind(out, ty, "threadIdx.y")
+    out.vectorize(vec)
+    cs.compute_at(out, bj)
+    cs.storage_align(cs.op.axis[-2], bn, 4)
+    wi, ci = cs.split(cs.op.axis[-2], factor=16)      # the warps' rows; constant fragment offsets below
+    tj, cj = cs.split(cs.op.axis[-1], factor=8)
+    cs.reorder(wi, tj, ci, cj)
+    bind(cs, wi, "threadIdx.y")
+    cs.unroll(tj)
+    cs.tensorize(ci, intrin_mma_store())
+    cf.compute_at(cs, wi)
+    cf.tensorize(cf.op.axis[-2], intrin)
+
+
+#: the knobs the GEMM space adds on sm_90: wgmma or mma.sync, k slices, wgmma groups in flight, the output
+#: through shared memory, and more slots (k slices of 32 take twice as many)
+WGMMA_SPACE_KNOBS = {"wgmma": [0, 1], "bk": [64, 32], "inflight": [1, 2], "smem_epilogue": [0, 1],
+                     "stages": [2, 3, 4, 6, 8]}
+#: knobs of ``cuda_tensorcore.SPACE_KNOBS`` that wgmma kernels do not read (their warps each own 16 full rows)
+MMA_ONLY = ("warp_m", "warp_n", "chunk", "pad")
+
+
+def wgmma_config(cfg, s: Schedule, out: Stage, anchor: Stage, knobs: dict, space_knobs: dict, shape, k: int,
+                 dtype: str, b_trans: bool, shared_limit: int | None) -> None:
+    """Schedule a wgmma config of the GEMM space (``cuda_tensorcore.schedule_space``): refused where wgmma
+    does not fit (named), or where a knob it does not read is off its first choice (the same kernel as that
+    config: measured once)."""
+    for name in MMA_ONLY:
+        if name in space_knobs and knobs[name] != space_knobs[name][0]:
+            cfg.raise_error(f"{name} {knobs[name]}: wgmma does not read it (the same kernel as {space_knobs[name][0]})")
+    why = wgmma_fits(shape, k, dtype, b_trans, knobs, shared_limit or 227 * 1024)
+    if why is None and anchor is not out:
+        got = store_intrin(s, out, anchor.op.output(0))
+        why = got if isinstance(got, str) else None
+    if why is not None:
+        cfg.raise_error(f"wgmma: {why}")
+    schedule_wgmma(s, out, anchor, knobs)
 
 
 #: the implicit-GEMM convolution's tiles, the first that fits (the epilogue's shared float32 tile beside the slots).
@@ -135,7 +199,8 @@ def conv_geometry(a) -> dict | str:
 
 
 def conv_tile_bytes(knobs: dict) -> int:
-    """Shared memory of a convolution's epilogue tile (float32, rows padded 16 bytes) beside the main loop's."""
+    """Shared memory of an epilogue tile (float32, rows padded 16 bytes): a convolution's beside the main
+    loop's slots, a GEMM's (``smem_epilogue``) over them."""
     return knobs["block_m"] * (knobs["block_n"] + 4) * 4
 
 
@@ -175,26 +240,9 @@ def schedule_wgmma_conv(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
         raise ValueError(f"wgmma conv of {anchor.op.name}: {why}")
     cf = anchor
     cf.set_scope("warp")
-    readers = [st for st in s.stages if cf.op.output(0) in st.op.input_tensors]
-    cs = s[s.cache_read(cf.op.output(0), "shared", [r.op.output(0) for r in readers])]
-    bj, ii, jj = bind_blocks(out, bm, bn, knobs.get("swizzle", 1), gemm_axes=2)
-    t, vec = out.split(out.fuse(ii, jj), factor=4)
-    t, tx = out.split(t, factor=32)
-    t, ty = out.split(t, factor=bm // 16)
-    bind(out, tx, "threadIdx.x")
-    bind(out, ty, "threadIdx.y")
-    out.vectorize(vec)
-    cs.compute_at(out, bj)
-    cs.storage_align(cs.op.axis[-2], bn, 4)
-    wi, ci = cs.split(cs.op.axis[-2], factor=16)      # the warps' rows; constant fragment offsets below
-    tj, cj = cs.split(cs.op.axis[-1], factor=8)
-    cs.reorder(wi, tj, ci, cj)
-    bind(cs, wi, "threadIdx.y")
-    cs.unroll(tj)
-    cs.tensorize(ci, intrin_mma_store())
-    cf.compute_at(cs, wi)
-    cf.tensorize(cf.op.axis[-2], intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"]))
+    store_through_shared(s, out, cf, bm, bn, knobs.get("swizzle", 1), 2,
+                         intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"]))
 
 
-__all__ = ["CONV_PREFERRED", "DEFAULT_KNOBS", "PREFERRED", "conv_geometry", "is_sm90", "preferred_wgmma",
-           "schedule_wgmma", "schedule_wgmma_conv", "wgmma_conv_knobs", "wgmma_fits"]
+__all__ = ["CONV_PREFERRED", "DEFAULT_KNOBS", "MMA_ONLY", "PREFERRED", "WGMMA_SPACE_KNOBS", "conv_geometry", "is_sm90",
+           "preferred_wgmma", "schedule_wgmma", "schedule_wgmma_conv", "store_through_shared", "wgmma_config", "wgmma_conv_knobs", "wgmma_fits"]

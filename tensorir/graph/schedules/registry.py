@@ -16,6 +16,7 @@ cannot compute itself.
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,6 +56,17 @@ def target_info(target=None) -> dict:
     target = _SCHEDULING.get() if target is None else target
     info = TARGET_INFO.get(target_kind(target)) if target is not None else None
     return info(target) if info is not None else {}
+
+
+@contextlib.contextmanager
+def scheduling(target):
+    """Within it, ``target`` is the target of the kernel being scheduled (:func:`target_info`'s default): set
+    by :func:`kernel_schedule`, and by a tuning template around its config space (the same facts in both)."""
+    token = _SCHEDULING.set(target)
+    try:
+        yield
+    finally:
+        _SCHEDULING.reset(token)
 
 
 def scheduling_target():
@@ -168,11 +180,8 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
     entry names them, ``isa_missing`` (:func:`isa_missing`)."""
     entry = schedule_entry(kt.anchor_op, target)
     cfg = FallbackConfig() if cfg is None else cfg
-    token = _SCHEDULING.set(target)
-    try:
+    with scheduling(target):
         s = entry.schedule(cfg, kt)
-    finally:
-        _SCHEDULING.reset(token)
     extra = {"precision": precision(kt)} if kt.anchor_op else {}
     isa = entry.requires if s.isa is None else s.isa
     if isa:

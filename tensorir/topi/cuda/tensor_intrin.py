@@ -76,27 +76,37 @@ def intrin_mma(dtype: str, b_trans: bool = False):
 
 
 WGMMA_BK = 64                # elements of a wgmma k slice: one 128-byte swizzle row of 16-bit values
+#: the k slices a main loop takes: 64 elements (128-byte swizzle) or 32 (64-byte swizzle: twice the slots)
+WGMMA_BKS = (64, 32)
 
 
-def wgmma_shared_bytes(block_m: int, block_n: int, stages: int) -> int:
+def wgmma_shared_bytes(block_m: int, block_n: int, stages: int, bk: int = WGMMA_BK) -> int:
     """Dynamic shared memory of a wgmma main loop: ``stages`` slots of the A and B slabs (k slices of
-    :data:`WGMMA_BK`), and 1024 bytes to align them."""
-    return stages * (block_m + block_n) * WGMMA_BK * 2 + 1024
+    ``bk``), and 1024 bytes to align them."""
+    return stages * (block_m + block_n) * bk * 2 + 1024
 
 
-def wgmma_check(block_m: int, block_n: int, stages: int, b_trans: bool = False) -> str | None:
-    """Why these tiles (``b_trans``: B stored [K, N]) have no wgmma main loop (``codegen/cuda/wgmma.py``), or
-    None."""
+def wgmma_check(block_m: int, block_n: int, stages: int, b_trans: bool = False, bk: int = WGMMA_BK,
+                inflight: int = 1) -> str | None:
+    """Why these tiles (``b_trans``: B stored [K, N]; k slices of ``bk``; ``inflight`` wgmma groups
+    unretired while the next slice is issued) have no wgmma main loop (``codegen/cuda/wgmma.py``), or None."""
     if block_m % 64 or not 64 <= block_m <= 256:
         return f"block_m {block_m}: whole warpgroups of 64 rows, at most 4"
     if block_n % 16 or not 16 <= block_n <= 256:
         return f"block_n {block_n}: wgmma takes n a multiple of 16 up to 256"
+    if bk not in WGMMA_BKS:
+        return f"k slices of {bk}: the main loop takes {' or '.join(map(str, WGMMA_BKS))}"
+    if b_trans and bk != WGMMA_BK:
+        return f"k slices of {bk}: B stored [K, N] takes slices of {WGMMA_BK} (its 64-column atoms)"
     if b_trans and block_n % 64:
         return f"block_n {block_n}: B stored [K, N] comes in 64-column swizzle atoms"
-    if block_n * 8 % (block_m * 2):
+    if block_n * bk // 8 % (block_m * 2):
         return f"the B slab ({block_n} rows) is not whole 16-byte copies of the {block_m * 2} threads"
-    if stages < 3:
-        return "at least 3 stages (one slice in the tensor cores, one being copied, one landed)"
+    if inflight not in (1, 2):
+        return f"{inflight} wgmma groups in flight: 1 or 2"
+    if stages < inflight + 2:
+        return (f"at least {inflight + 2} stages ({inflight} slice(s) in the tensor cores, one being copied, "
+                "one landed)")
     return None
 
 
@@ -114,19 +124,21 @@ def wgmma_conv_check(conv: dict) -> str | None:
 
 
 def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_trans: bool = False,
-                 conv: dict | None = None):
+                 conv: dict | None = None, bk: int = WGMMA_BK, inflight: int = 1, shares: bool = False):
     """A warp's 16 x ``block_n`` rows of a block's GEMM over the whole reduction ``k`` (``C[i, j] = sum_k
     f32(A[i, k]) f32(B[j, k])``, ``b_trans``: ``B[k, j]``; A and B in global memory) by the sm_90a main loop of
     ``codegen/cuda/wgmma.py``: the block's ``block_m / 16`` warps call it together (each with its rows),
-    staging A and B through ``stages`` shared-memory slots for warpgroup ``wgmma``; the float32
-    accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store`` writes it).
+    staging A and B through ``stages`` shared-memory slots (k slices of ``bk``) for warpgroup ``wgmma``
+    (``inflight`` groups unretired while the next is issued; ``shares``: the loop ends with a barrier, so the
+    kernel's own shared memory may overlap its slots); the float32 accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store`` writes it).
 
     ``conv`` (:data:`CONV_FIELDS`): A is a convolution's ``im2col`` (an inlined gather of the NHWC input, tag
     ``im2col``), which the loop gathers itself: the intrinsic ``gathers`` it (tensorize binds A to a view of
     the input) and the call passes the input's address and the warp's first row times ``k``."""
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"wgmma: float16 / bfloat16 inputs, not {dtype}")
-    why = wgmma_check(block_m, block_n, stages, b_trans)
+    why = wgmma_check(block_m, block_n, stages, b_trans, bk, inflight) or \
+        (f"k {k} is not a multiple of the k slice {bk}" if k % bk else None)
     if why is not None:
         raise ValueError(f"wgmma: {why}")
     a = placeholder((16, k), dtype, name="a")
@@ -135,9 +147,12 @@ def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_
     c = compute((16, block_n), lambda i, j: te_sum(a[i, r].astype("float32") *
                                                    (b[r, j] if b_trans else b[j, r]).astype("float32"), axis=r), name="c")
     bufs = {a: _buffer(a, "global", "wg_a"), b: _buffer(b, "global", "wg_b"), c: _buffer(c, "warp", "wg_c")}
-    func = f"tt_wgmma_m{block_m}n{block_n}s{stages}_{'f16' if dtype == 'float16' else 'bf16'}{'_bt' if b_trans else ''}"
+    pipe = (f"k{bk}" if bk != WGMMA_BK else "") + (f"g{inflight}" if inflight != 1 else "")
+    func = (f"tt_wgmma_m{block_m}n{block_n}s{stages}{pipe}_{'f16' if dtype == 'float16' else 'bf16'}"
+            f"{'_bt' if b_trans else ''}{'_x' if shares else ''}")
     if conv is not None:
-        why = wgmma_conv_check(conv)
+        why = wgmma_conv_check(conv) or (f"k slices of {bk} (a convolution gathers slices of {WGMMA_BK})"
+                                         if bk != WGMMA_BK else None)
         if why is not None:
             raise ValueError(f"wgmma: {why}")
         func += "_cv" + "_".join(str(int(conv[f])) for f in CONV_FIELDS)
@@ -166,5 +181,5 @@ def intrin_mma_store(dst_scope: str = "shared", out_dtype: str = "float32"):
     return decl_tensor_intrin(d.op, body, name=f"mma_store_{out_dtype}", binds={c: bc, d: bd})
 
 
-__all__ = ["CONV_FIELDS", "WGMMA_BK", "wgmma_conv_check", "intrin_ldmatrix", "intrin_mma", "intrin_mma_store", "intrin_wgmma", "mma_shape",
+__all__ = ["CONV_FIELDS", "WGMMA_BK", "WGMMA_BKS", "wgmma_conv_check", "intrin_ldmatrix", "intrin_mma", "intrin_mma_store", "intrin_wgmma", "mma_shape",
            "wgmma_check", "wgmma_shared_bytes"]
