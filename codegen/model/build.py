@@ -169,7 +169,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     ``origin`` is what the manifest records, e.g. ``{"kind": "record", "log": path, "log_sha256": ...,
     "record": index}``.  ``precision`` (``"float16"`` / ``"bfloat16"``): a mixed precision build with its
     parity against the float32 build (:mod:`codegen.model.precision`).  ``flush_subnormals``: subnormal
-    float constants become zero of their sign (the manifest's ``constants``; ``False`` keeps them)."""
+    bfloat16/float32/float64 constants become zero of their sign (the manifest's ``constants``; ``False`` keeps them)."""
     if precision is not None:
         from .precision import build_mixed
         return build_mixed(build_model, g, precision, target=target, params=params, fallback=fallback,
