@@ -9,7 +9,9 @@ TF32 off; default algorithm choice, then ``cudnn.benchmark``) in interleaved rou
 ``--precision float16|bfloat16``: ResNet-18's convolutions (:data:`RESNET18`) instead, each the default
 tensor-core implicit GEMM (``schedules.cuda_tensorcore_conv``: NHWC data, the [KH * KW * C, O] weight
 matrix, the knobs the registry picks for this GPU) beside cuDNN on channels-last tensors of the same dtype
-(default algorithm, then ``cudnn.benchmark``); a layer it refuses (the stem's 3 channels) says why.  On sm_90
+(default algorithm, then ``cudnn.benchmark``); the stem's 3 channels as the model runs them, a stride-1 conv over
+2 x 2 space-to-depth patches of 16 channels (the patched input given, as the model's cast kernel writes it); a
+layer it refuses says why.  On sm_90
 the layers that take the gathering wgmma main loop are timed beside the mma.sync schedule too.
 
     python benchmarks/conv2d_cuda.py [--batch 1 32] [--rounds 9] [--sweep] [--log-dir DIR]
@@ -76,25 +78,33 @@ def main() -> None:
 
 
 def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda", mma_sync: bool = False):
-    """The CUDA module of one ResNet-18 layer on tensor cores (output ``dtype``), or why it has none;
+    """``(module, plan)``: one ResNet-18 layer on tensor cores (output ``dtype``; ``plan``: a ``C % 8`` layer's
+    space-to-depth form, ``topi.nn.conv2d_gemm.space_to_depth_plan``, else None), or why it has none;
     ``mma_sync``: the sm_80 schedule's knobs even on sm_90 (not the wgmma main loop)."""
     import codegen
     from tensorir.graph.schedules.cuda_tensorcore_conv import conv_refusal, tensorcore_conv2d
     from tensorir.graph.schedules.registry import target_info
+    from tensorir.topi.nn.conv2d_gemm import space_to_depth_plan
     _, C, H, K, k, stride, pad = layer
     oh = (H + 2 * pad - k) // stride + 1
     info = target_info(target)
-    why = conv_refusal(dtype, 1, C, N * oh * oh, K, k * k * C, info)
+    plan = space_to_depth_plan(C, H, H, k, k, (stride, stride), (pad,) * 4, (1, 1)) if C % 8 else None
+    if isinstance(plan, str):
+        return plan
+    geo = (plan["c"], (plan["hs"], plan["ws"]), plan["kh"], 1, 0) if plan else (C, (H, H), k, stride, pad)
+    why = conv_refusal(dtype, 1, geo[0], N * oh * oh, K, geo[2] ** 2 * geo[0], info)
     if why is not None:
         return why
-    s, args = tensorcore_conv2d(N, C, (H, H), K, k, stride, pad, dtype, info=dict(info, arch="sm_80") if mma_sync else info)
-    return codegen.build(s, args, target=target, name="conv2d_tc")
+    s, args = tensorcore_conv2d(N, geo[0], geo[1], K, *geo[2:], dtype,
+                                info=dict(info, arch="sm_80") if mma_sync else info)
+    return codegen.build(s, args, target=target, name="conv2d_tc"), plan
 
 
 def bench_tensorcore(N: int, dtype: str, args) -> None:
     """ResNet-18's layers at batch ``N`` in ``dtype``: tiletune's tensor-core conv beside cuDNN (see the module)."""
     import torch
     import torch.nn.functional as F
+    from tensorir.topi.nn.conv2d_gemm import space_to_depth_kernel_numpy, space_to_depth_numpy
     tdt = getattr(torch, dtype)
     cl = torch.channels_last
     print(f"\nResNet-18 convolutions, batch {N}, {dtype} on {torch.cuda.get_device_name()}; cuDNN "
@@ -104,15 +114,20 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
     total = {"ours": 0.0, "cudnn": 0.0, "cudnn_benchmark": 0.0}
     for layer in RESNET18:
         name, C, H, K, k, stride, pad = layer
-        mod = build_tensorcore(N, dtype, layer)
-        if isinstance(mod, str):
-            print(f"{name:20s} refused: {mod}")
+        got = build_tensorcore(N, dtype, layer)
+        if isinstance(got, str):
+            print(f"{name:20s} refused: {got}")
             continue
+        mod, plan = got
         x = torch.randn(N, C, H, H, device="cuda").to(tdt).contiguous(memory_format=cl)
         w = torch.randn(K, C, k, k, device="cuda").to(tdt).contiguous(memory_format=cl)
         ref = F.conv2d(x.double(), w.double(), stride=stride, padding=pad)
-        x5 = x.permute(0, 2, 3, 1).unsqueeze(1)                       # the channels-last memory as [N, 1, H, W, C]
-        wm = w.permute(2, 3, 1, 0).reshape(k * k * C, K).contiguous()
+        if plan:       # the stem's input as the model's cast kernel writes it (not timed), its weights rearranged
+            x5 = torch.from_numpy(space_to_depth_numpy(x.cpu().numpy(), plan)).cuda().unsqueeze(1)
+            wm = torch.from_numpy(space_to_depth_kernel_numpy(w.cpu().numpy(), plan)).cuda()
+        else:
+            x5 = x.permute(0, 2, 3, 1).unsqueeze(1)                   # the channels-last memory as [N, 1, H, W, C]
+            wm = w.permute(2, 3, 1, 0).reshape(k * k * C, K).contiguous()
         out = torch.full((N, 1, ref.shape[2], ref.shape[3], K), float("nan"), dtype=tdt, device="cuda")
         mod(x5, wm, out)
         err = rel_error(out[:, 0].permute(0, 3, 1, 2), ref)
@@ -121,7 +136,7 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
         fns = {"ours": mod.launcher(x5, wm, out), "cudnn": lambda: F.conv2d(x, w, stride=stride, padding=pad)}
         wgmma = "tt_wgmma_m" in mod.get_source("cuda")
         if wgmma:              # the mma.sync schedule beside it
-            mma = build_tensorcore(N, dtype, layer, mma_sync=True)
+            mma = build_tensorcore(N, dtype, layer, mma_sync=True)[0]
             fns["mma"] = mma.launcher(x5, wm, torch.empty_like(out))
         times = alternate(fns, rounds=args.rounds, number=number)
         torch.backends.cudnn.benchmark = True
@@ -135,7 +150,7 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
         print(f"{name:20s} {t * 1e6:11.1f} {times['cudnn'] * 1e6:9.1f} {times['cudnn_benchmark'] * 1e6:9.1f} "
               f"{t / times['cudnn']:8.2f} {t / times['cudnn_benchmark']:8.2f} {flops / t / 1e12:8.1f} {err:8.1e}  "
               f"grid {mod._grid(())} block {mod.launch.block}"
-              + (f" wgmma (mma.sync {times['mma'] * 1e6:.1f} us, {times['mma'] / times['cudnn_benchmark']:.2f}x bench)"
+              + (" space-to-depth" if plan else "") + (f" wgmma (mma.sync {times['mma'] * 1e6:.1f} us, {times['mma'] / times['cudnn_benchmark']:.2f}x bench)"
                  if wgmma else " mma.sync"), flush=True)
         if not err < 1e-2:
             sys.exit(f"{name}: wrong results (relative error {err:.1e})")

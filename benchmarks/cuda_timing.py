@@ -25,6 +25,22 @@ def event_seconds(fn: Callable[[], object], number: int) -> float:
     return start.elapsed_time(end) / 1e3 / number
 
 
+def module_timer(m) -> Callable[[int], float]:
+    """``time(calls)``: seconds per call of the CUDA model ``m`` (its inputs set; ``m.launcher()``), by
+    pycuda events on the module's own stream."""
+    launch, dev = m.launcher(), m._device()
+
+    def time(calls: int) -> float:
+        s, e = dev.drv.Event(), dev.drv.Event()
+        s.record(dev.stream)
+        for _ in range(calls):
+            launch()
+        e.record(dev.stream)
+        e.synchronize()
+        return e.time_since(s) / 1e3 / calls
+    return time
+
+
 def alternate(fns: dict[str, Callable[[], object]], rounds: int = 9, number: int = 20,
               warmup: int = 3) -> dict[str, float]:
     """Median seconds per call of each function, measured in interleaved rounds."""

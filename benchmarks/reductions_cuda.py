@@ -58,7 +58,7 @@ def cases(torch):
 
 def bench(name: str, model, shape, ref, args, torch) -> None:
     """Check the tiletune model against ``ref`` on one input, time both, print one line."""
-    from cuda_timing import event_seconds
+    from cuda_timing import event_seconds, module_timer
 
     import codegen
     from tensorir import graph
@@ -72,16 +72,7 @@ def bench(name: str, model, shape, ref, args, torch) -> None:
     want = ref(x)
     torch.cuda.synchronize()
     err = float((out - want).abs().max()) / max(float(want.abs().max()), 1e-6)
-    launch, dev = m.launcher(), m._device()
-
-    def ours(calls):            # tiletune runs on its own stream: pycuda events on that stream
-        s, e = dev.drv.Event(), dev.drv.Event()
-        s.record(dev.stream)
-        for _ in range(calls):
-            launch()
-        e.record(dev.stream)
-        e.synchronize()
-        return e.time_since(s) / 1e3 / calls
+    ours = module_timer(m)      # tiletune runs on its own stream: pycuda events on that stream
     mine, theirs = [], []
     for k in range(args.blocks + 2):          # two warm-up blocks
         a, b = ours(args.calls), event_seconds(lambda: ref(x), args.calls)

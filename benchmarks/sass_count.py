@@ -22,7 +22,10 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--precision", default="float16")
     args = p.parse_args()
-    mod = build_tensorcore(args.batch, args.precision, RESNET18[args.layer])
+    got = build_tensorcore(args.batch, args.precision, RESNET18[args.layer])
+    if isinstance(got, str):
+        p.error(f"{RESNET18[args.layer][0]}: {got}")
+    mod = got[0]
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(mod.cubin)
         f.flush()

@@ -27,11 +27,12 @@ from tensorir.lower.gpu_allreduce import SHUFFLE, THREAD_INDEX
 from tensorir.lower.gpu_double_buffer import CP_ASYNC, CP_ASYNC_COMMIT, CP_ASYNC_WAIT
 from tensorir.lower.gpu_kernels import split_kernels
 from tensorir.lower.pipeline import lower_gpu
+from tensorir.expr import BufferLoad, IntImm, Ramp
 from tensorir.stmt import For, LoweredFunc
 from tensorir.topi.cuda.fragment_epilogue import EPILOGUES
 from tensorir.visitor import collect
 
-from ..c_printer import CodegenError, CPrinter
+from ..c_printer import CodegenError, CPrinter, known_multiple, lane
 from .mma import MMA_SOURCE
 from .wgmma import DESC_SOURCE, NAME as WGMMA_NAME, wgmma_source
 from .nvcc import default_arch
@@ -127,7 +128,29 @@ class CUDARenderer(CPrinter):
 
     def s_BufferStore(self, s, ind: int) -> None:
         _lane_share_only(s.buffer)
-        super().s_BufferStore(s, ind)
+        if not self.copy16(s, ind):
+            super().s_BufferStore(s, ind)
+
+    def copy16(self, s, ind: int) -> bool:
+        """A contiguous copy of whole 16-byte pieces between 16-byte aligned addresses (a cooperative fetch
+        of 8 halves into shared memory) as ``int4`` moves, which the element types lack; False if ``s`` is
+        not one."""
+        v, idx = s.value, s.indices[0]
+        if not isinstance(v, BufferLoad) or dt.element(v.buffer.dtype) != dt.element(s.buffer.dtype):
+            return False
+        n, size = dt.lanes(idx.dtype), dt.itemsize(s.buffer.dtype)
+        chunk = 16 // size
+        ramps = (idx, v.indices[0])
+        if size > 2 or n % chunk or any(b.scope not in self.vector_scopes for b in (s.buffer, v.buffer)) or \
+                not all(isinstance(r, Ramp) and isinstance(r.stride, IntImm) and r.stride.value == 1
+                        and known_multiple(r.base) % chunk == 0 for r in ramps):
+            return False
+        for b in (s.buffer, v.buffer):
+            self.vector_access[b] = max(self.vector_access.get(b, 0), 16)
+        for c in range(0, n, chunk):
+            dst, src = (self.expr(lane(r, c)) for r in ramps)
+            self.emit(f"*(int4*)({self.names[s.buffer]} + {dst}) = *(const int4*)({self.names[v.buffer]} + {src});", ind)
+        return True
 
     def e_AccessPtr(self, e) -> str:
         if e.buffer.scope == "warp":     # the lane's share; the mma intrinsics locate the tile themselves

@@ -10,7 +10,8 @@ import codegen
 import cuda_sim
 import tensorir as te
 from autotune.kernel_templates import kernel_te, match_template
-from tensorir.graph.schedules.cuda_tensorcore_conv import ANCHOR, conv2d_gemm_dag, conv_refusal, tensorcore_conv2d
+from tensorir.graph.schedules.cuda_tensorcore_conv import (ANCHOR, conv2d_gemm_dag, conv_refusal, row_align,
+                                                          split_k, tensorcore_conv2d)
 from tensorir.graph.schedules import kernel_schedule
 from tensorir.schedule.space import ConfigSpace, FallbackConfig
 
@@ -36,6 +37,15 @@ CASES = [  # n, c, hw, o, kernel, stride, pad, dtype, epilogue
     (1, 16, 7, 32, 3, 1, 1, "float16", "bias_relu"),      # batch 1, 7 x 7: M 49 padded to 64 (rows never stored)
     (1, 16, 28, 32, 1, 1, 0, "float16", "residual"),      # batch 1, 28 x 28: M 784 padded to 800, no spatial padding
 ]
+
+
+@pytest.mark.cuda_sim
+def test_conv_simulated_rows_aligned_to_64():
+    """``row_align=64``: 81 pixels padded to 128 GEMM rows (64-row blocks, the second storing 17 rows)."""
+    s, args = tensorcore_conv2d(1, 16, (9, 9), 32, 3, 1, 1, bias=True, relu=True, row_align=64)
+    gemm = next(st.op for st in s.stages if st.op.name == "conv2d_gemm")
+    assert [int(d) for d in gemm.output(0).shape] == [128, 32]
+    _check(s, args, 1, 16, 9, 32, 3, 1, 1, "float16", "bias_relu")
 
 
 @pytest.mark.cuda_sim
@@ -126,6 +136,29 @@ def test_conv_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue):
     _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda", run=lambda mod, *a: mod(*a))
 
 
+@pytest.mark.cuda_sim
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_split_k_simulated(arch):
+    """Split-K (a 7 x 7 map at batch 1, K = 576 in 4 slices of 144): the slices' float32 partial sums, each a
+    batched GEMM's (the slices on ``blockIdx.z``; mma.sync on sm_90 too: the gathering wgmma loop takes no
+    slices), against the graph operator's numpy reference."""
+    from tensorir.graph.op import get_op
+    n, c, hw, o, k, splits = 1, 64, 7, 64, 3, 4
+    s, args = tensorcore_conv2d(n, c, (hw, hw), o, k, 1, 1, splits=splits, info={"arch": arch, "shared_limit": 48 * 1024})
+    mod = codegen.build(s, args, target=f"cuda -arch={arch}")
+    assert mod._grid(())[2] == splits and "tt_mma(" in mod.get_source("cuda")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((n, c, hw, hw)).astype("float16")
+    w = rng.standard_normal((o, c, k, k)).astype("float16")
+    ins = [_nhwc(x), np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(k * k * c, o))]
+    out = np.full((splits, n, 1, hw, hw, o), np.nan, np.float32)
+    cuda_sim.run(mod, *ins, out)
+    ref = get_op(ANCHOR).numpy(*ins, (1, 1), (1,) * 4, (1, 1), (k, k), f"NCHW{c}c", "HWIO", f"NCHW{o}c", splits)
+    bound = k * k * c // splits * 2.0 ** -22 * np.abs(ref).max()
+    assert ref.shape == out.shape and np.abs(out - ref).max() <= bound
+    np.testing.assert_allclose(out.sum(0), _conv(x, w, 1, 1).transpose(0, 2, 3, 1)[:, None], atol=4 * bound)
+
+
 @pytest.mark.nvcc
 @pytest.mark.parametrize("arch,n,hw", [("sm_80", 2, 8), ("sm_90", 2, 8), ("sm_80", 1, 7)])
 def test_ptx_assembles(arch, n, hw):
@@ -158,3 +191,16 @@ def test_refusals_are_named():
     assert conv_refusal("bfloat16", 1, 512, 32 * 49, 512, 4608, info) is None                    # 7 x 7 at batch 32
     with pytest.raises(ValueError, match="do not divide"):
         tensorcore_conv2d(1, 16, (7, 7), 24, 3, 1, 1)
+
+
+def test_split_k_and_row_choices():
+    """Split-K where few blocks meet a long reduction: ResNet-18's 3x3 7 x 7 layers at batch 1 in 8 slices (16
+    blocks each), its 14 x 14 ones in 4; none at batch 32 or for short reductions.  Rows aligned to 64 from
+    1024 pixels that 64 does not divide (7 x 7 at batch 32)."""
+    info = {"arch": "sm_90", "shared_limit": 227 * 1024}
+    assert (row_align(32 * 49), row_align(49), row_align(784), row_align(32 * 3136)) == (64, 32, 32, 32)
+    assert split_k(49, 512, 4608, "float16", info) == 8
+    assert split_k(196, 256, 2304, "float16", info) == 4
+    assert split_k(32 * 49, 512, 4608, "float16", info) == 1
+    assert split_k(784, 128, 1152, "float16", info) == 1
+    assert split_k(49, 512, 256, "float16", info) == 1

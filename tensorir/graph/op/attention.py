@@ -3,7 +3,8 @@
 softmax and batched matmul.  ``q`` float[N, S, D]; ``k`` float[N, T, D] (``transpose_k``, as
 ``nn.batch_matmul``'s ``transpose_b``) or float[N, D, T]; ``v`` float[N, T, Dv]; ``mask`` (optional)
 float[B, H, S, T] with each axis 1 or full, added to the scores viewed as [N / heads, heads, S, T].
-The result is float[N, S, Dv] in ``v``'s dtype; 16-bit inputs are computed in float32."""
+The result is float[N, S, Dv] in ``v``'s dtype; 16-bit inputs are computed in float32, their
+probabilities rounded to 16 bits before ``P V`` (as the three kernels' softmax output is)."""
 from __future__ import annotations
 
 import numpy as np
@@ -46,7 +47,10 @@ def _attention_numpy(q, k, v, mask=None, *, scale, transpose_k, heads):
         x = (x.reshape(n // heads, heads, s, t) + mask.astype(np.float64)).reshape(n, s, t)
     with np.errstate(invalid="ignore", over="ignore"):
         e = np.exp(x - x.max(axis=-1, keepdims=True))
-        out = np.matmul(e, v.astype(np.float64)) / e.sum(axis=-1, keepdims=True)
+        p = e / e.sum(axis=-1, keepdims=True)
+    if v.dtype != np.float32 and q.dtype == k.dtype == v.dtype:    # 16-bit: P rounded as the operator does
+        p = p.astype(v.dtype).astype(np.float64)
+    out = np.matmul(p, v.astype(np.float64))
     return out.astype(v.dtype)
 
 

@@ -1,7 +1,8 @@
 """Blocked-layout operators (TVM Relay's names): ``layout_transform`` (injective), the packed
 convolutions ``nn.contrib_conv2d_NCHWc`` and ``nn.contrib_depthwise_conv2d_NCHWc``, the implicit-GEMM
 convolution ``nn.contrib_conv2d_gemm_without_weight_transform`` (NHWC data written ``NCHW[C]c``, weights the
-``[KH * KW * C, O]`` matrix; CUDA's tensor cores), the packed dense ``nn.contrib_dense_pack`` (anchors), and
+``[KH * KW * C, O]`` matrix; CUDA's tensor cores; ``splits`` > 1: float32 partial sums of slices of the
+reduction, a leading axis; ``row_align``: the GEMM's rows padded to a multiple of it), the packed dense ``nn.contrib_dense_pack`` (anchors), and
 pooling over ``NCHW[x]c`` data, ``nn.contrib_max_pool2d_NCHWc`` / ``nn.contrib_avg_pool2d_NCHWc`` (TVM
 gives ``nn.max_pool2d`` a ``layout`` attribute instead).
 The layout pass (:mod:`..passes.layout`) introduces them; weights arrive packed (folded constants)."""
@@ -87,20 +88,30 @@ register_op("nn.contrib_depthwise_conv2d_NCHWc", OpPattern.OUT_ELEMWISE_FUSABLE,
 
 
 def _conv_gemm_infer(x: TensorType, w: TensorType, strides, padding, dilation, kernel_size, data_layout,
-                     kernel_layout, out_layout) -> TensorType:
+                     kernel_layout, out_layout, splits, row_align) -> TensorType:
     kh, kw = kernel_size
     if x.ndim != 5 or x.shape[1] != 1 or data_layout != f"NCHW{x.shape[4]}c" or w.ndim != 2 \
             or w.shape[0] != kh * kw * x.shape[4] or out_layout != f"NCHW{w.shape[1]}c" or kernel_layout != "HWIO" \
             or w.dtype != x.dtype:
         raise ValueError(f"data {x} ({data_layout}, one block of all channels) and the [{kh} * {kw} * C, O] matrix "
                          f"of an HWIO kernel {w} do not fit {out_layout}")
+    if splits < 1 or w.shape[0] % splits:
+        raise ValueError(f"{splits} splits of the reduction do not divide the {w.shape[0]} rows of {w}")
     pt, pl, pb, pr = padding
-    return TensorType((x.shape[0], 1, conv_out(x.shape[2], kh, strides[0], dilation[0], pt + pb),
-                       conv_out(x.shape[3], kw, strides[1], dilation[1], pl + pr), w.shape[1]), x.dtype)
+    shape = (x.shape[0], 1, conv_out(x.shape[2], kh, strides[0], dilation[0], pt + pb),
+             conv_out(x.shape[3], kw, strides[1], dilation[1], pl + pr), w.shape[1])
+    return TensorType(shape, x.dtype) if splits == 1 else TensorType((splits,) + shape, "float32")
 
 
-def _conv_gemm_numpy(x, w, strides, padding, dilation, kernel_size, data_layout, kernel_layout, out_layout):
+def _conv_gemm_numpy(x, w, strides, padding, dilation, kernel_size, data_layout, kernel_layout, out_layout,
+                     splits=1, row_align=32):
+    """NCHW convolution of the HWIO matrix; ``splits`` > 1: the float32 partial sums of each slice of its rows."""
     kh, kw = kernel_size
+    if splits > 1:   # each slice's rows as a whole filter, zero elsewhere
+        ks = w.shape[0] // splits
+        parts = [np.where((np.arange(w.shape[0]) // ks == s)[:, None], w, 0).astype(np.float32) for s in range(splits)]
+        return np.stack([_conv_gemm_numpy(x.astype(np.float32), p, strides, padding, dilation, kernel_size,
+                                          data_layout, kernel_layout, out_layout) for p in parts])
     oihw = w.reshape(kh, kw, x.shape[4], w.shape[1]).transpose(3, 2, 0, 1)
     y = conv2d_numpy(layout_transform_numpy(x, data_layout, "NCHW"), oihw, strides, padding, dilation, 1)
     return layout_transform_numpy(y, "NCHW", out_layout)
@@ -120,10 +131,12 @@ def _narrow(t):
 
 register_op("nn.contrib_conv2d_gemm_without_weight_transform", OpPattern.OUT_ELEMWISE_FUSABLE, _conv_gemm_infer,
             num_inputs=2, numpy=_conv_gemm_numpy,
-            topi=lambda x, w, strides, padding, dilation, kernel_size, data_layout, kernel_layout, out_layout:
-            conv2d_gemm_nhwc(_narrow(x), _narrow(w), kernel_size, strides, padding, dilation),
+            topi=lambda x, w, strides, padding, dilation, kernel_size, data_layout, kernel_layout, out_layout, splits,
+            row_align: conv2d_gemm_nhwc(_narrow(x), _narrow(w), kernel_size, strides, padding, dilation, splits=splits,
+                                        row_align=row_align),
             attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "kernel_size": (1, 1),
-                   "data_layout": "NCHW64c", "kernel_layout": "HWIO", "out_layout": "NCHW64c"})
+                   "data_layout": "NCHW64c", "kernel_layout": "HWIO", "out_layout": "NCHW64c", "splits": 1,
+                   "row_align": 32})
 
 
 def _dense_pack_infer(x: TensorType, w: TensorType, weight_layout) -> TensorType:

@@ -13,7 +13,8 @@ from .control import fold_control_flow
 from .basic import bind_params, eliminate_dead_code, fold_constants, infer_types
 from .batch_dense import batch_shared_weight_dense
 from .fuse import fuse_ops, partition
-from .layout import alter_op_layout, alter_op_layout_cuda
+from .layout import alter_op_layout
+from .layout_cuda import alter_op_layout_cuda
 from .mixed_precision import to_mixed_precision
 from .simplify import simplify
 from .subnormal import flush_subnormals

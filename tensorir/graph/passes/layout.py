@@ -26,19 +26,16 @@
   (:data:`RULES`); any other reader gets the plain NCHW value through one ``layout_transform`` (made
   once, shared), as do the outputs.
 
-On CUDA (:func:`alter_op_layout_cuda`) the blocked layout with one block of all the channels, ``NCHW[C]c``,
-is NHWC: 16-bit convolutions take it on tensor cores (an implicit GEMM over the ``[KH * KW * C, O]`` weight
-matrix), and the same rules keep activations NHWC between them.
+On CUDA (:mod:`.layout_cuda`) the blocked layout with one block of all the channels, ``NCHW[C]c``, is NHWC:
+16-bit convolutions take it on tensor cores, and the same rules keep activations NHWC between them.
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import numpy as np
 
 from ...topi.layout import layout_transform_numpy
-from ...topi.nn.conv2d_gemm import gemm_kernel_numpy
 from .. import op as _op  # noqa: F401  (the operators are registered)
 from ..ir import Const, Graph, GraphError, Node, Value, topological_order
 from ..op import layout as _layout_ops  # noqa: F401  (layout_transform, contrib ops)
@@ -350,43 +347,6 @@ def _is_follower(op_name: str, n: Node) -> bool:
         and not {"axis", "axes", "shape", "newshape"} & set(op.attrs)
 
 
-def _conv2d_gemm(st: _Layouts, n: Node, info: dict):
-    """CUDA: a 16-bit one-group convolution on tensor cores, NHWC (``NCHW[C]c``, one block of all channels)
-    with its weights the ``[KH * KW * C, O]`` matrix (``nn.contrib_conv2d_gemm_without_weight_transform``),
-    where ``schedules.cuda_tensorcore_conv.conv_refusal`` finds nothing against it; else it stays NCHW with
-    a warning naming why."""
-    from ..schedules.cuda_tensorcore_conv import conv_refusal
-    x, w = n.inputs
-    if not isinstance(w, Const) or x.type.ndim != 4 or w.type.dtype != x.type.dtype:
-        return None
-    o, c, kh, kw = w.type.shape
-    a = n.attrs
-    m = n.type.shape[0] * n.type.shape[2] * n.type.shape[3]
-    why = conv_refusal(x.type.dtype, a["groups"], x.type.shape[1], m, o, kh * kw * c, info)
-    if why is not None:
-        if x.type.dtype in ("float16", "bfloat16"):
-            warnings.warn(f"nn.conv2d {x.type} * {w.type} stays on CUDA cores (NCHW): {why}", stacklevel=2)
-        return None
-    y = call("nn.contrib_conv2d_gemm_without_weight_transform", st.get_blocked(x, c),
-             st.pack(w, "HWIO", gemm_kernel_numpy), strides=a["strides"], padding=a["padding"], dilation=a["dilation"],
-             kernel_size=(kh, kw), data_layout=f"NCHW{c}c", kernel_layout="HWIO", out_layout=f"NCHW{o}c")
-    return y, o
-
-
-#: CUDA's rules (:func:`alter_op_layout_cuda`): 16-bit convolutions on tensor cores in NHWC, the ops that
-#: follow a layout (bias, global pooling, concatenation, elementwise) as on the CPU
-CUDA_RULES: dict[str, Rule] = {**{k: RULES[k] for k in ("nn.bias_add", "nn.global_avg_pool2d", "nn.global_max_pool2d",
-                                                        "concatenate")}}
-
-
-def alter_op_layout_cuda(g: Graph, target=None) -> Graph:
-    """``g`` for CUDA ``target``: 16-bit convolutions in NHWC on tensor cores (:func:`_conv2d_gemm`),
-    activations kept NHWC between them (transforms at the boundaries only)."""
-    from ..schedules.registry import target_info
-    info = target_info(target) if target is not None else {}
-    return alter_op_layout(g, dict(CUDA_RULES, **{"nn.conv2d": lambda st, n: _conv2d_gemm(st, n, info)}))
-
-
 def alter_op_layout(g: Graph, rules: dict | None = None) -> Graph:
     """``g`` with convolutions in ``NCHW[x]c`` and dense layers packed (see the module); ``rules`` (op ->
     rule, default :data:`RULES`) says what each op becomes."""
@@ -415,4 +375,4 @@ def alter_op_layout(g: Graph, rules: dict | None = None) -> Graph:
     return Graph(g.inputs, outputs, g.params, g.output_names, g.name)
 
 
-__all__ = ["BLOCKS", "CUDA_RULES", "RULES", "alter_op_layout", "alter_op_layout_cuda", "channel_block"]
+__all__ = ["BLOCKS", "RULES", "alter_op_layout", "channel_block"]

@@ -5,11 +5,12 @@ rows live in a buffer of the block, never in the kernel's memory.
   ``[rows, T]`` (``Q K^T`` with the keys' axis as a vector where ``K`` is stored transposed), the row max,
   the exponentials ``[rows, T]``, their sum, then exponentials times ``V`` with ``V``'s columns as a
   vector, all in buffers of the task.
-- CUDA (CUDA cores): one thread block per (batch x heads, tile of up to :data:`CUDA_ROWS` query rows),
-  one thread per query row, its scores, max, exponentials, sum and output row in its own registers /
-  local memory.
-  It takes at most :data:`CUDA_MAX_KEYS` keys, and :func:`refuse` keeps every attention of a CUDA model as
-  batch_matmul, softmax, batch_matmul for now (slower than those on an H100: see :func:`refuse`).
+- CUDA: 16-bit attentions on sm_80+ whose sizes are multiples of 16 take the tensor-core kernel of
+  :mod:`.cuda_attention`; the others one thread block per (batch x heads, tile of up to :data:`CUDA_ROWS`
+  query rows), one thread per query row on CUDA cores, its scores, max, exponentials, sum and output row
+  in its own registers / local memory.  That one is slower than the three kernels on an H100, so
+  :func:`refuse` keeps those attentions of a CUDA model as batch_matmul, softmax, batch_matmul (named in
+  the pass's warning).
 """
 from __future__ import annotations
 
@@ -18,14 +19,13 @@ from ...tensor import ComputeOp
 from ..ir import Node
 from ..lower_te import KernelTE
 from .helpers import bind, largest_divisor, vector_width
-from .registry import register_schedule, target_kind
+from .cuda_attention import schedule_attention_tensorcore, tensorcore_refusal, warps_for
+from .registry import register_schedule, target_info, target_kind
 
 #: bytes of a CPU task's score and exponential buffers (two of ``rows x T`` floats) at most
 CPU_BLOCK_BYTES = 256 * 1024
 #: CUDA query rows (threads) per thread block at most
 CUDA_ROWS = 64
-#: CUDA: the most keys a thread's row of scores (registers, spilling to local memory) holds
-CUDA_MAX_KEYS = 1024
 
 
 def _stages(s: Schedule) -> dict:
@@ -49,9 +49,10 @@ def _rows(s_len: int, t_len: int) -> int:
 
 @register_schedule("nn.attention", target="llvm", name="attention_rows")
 def schedule_attention_cpu(cfg, kt: KernelTE) -> Schedule:
-    s, st = _start(kt, ("T_attention_exp",))
+    s, st = _start(kt, ("T_attention_exp", "T_attention_p"))
     out = s[kt.outputs[0]]
     score, mx, e, total, pv = (st[f"T_attention_{k}"] for k in ("score", "max", "exp", "sum", "pv"))
+    probs = [st["T_attention_p"]] if "T_attention_p" in st else []     # 16-bit inputs
     b, i, c = out.op.axis
     s_len, t_len, dv = (int(x) for x in (score.op.axis[1].dom.extent, score.op.axis[2].dom.extent,
                                          out.op.axis[2].dom.extent))
@@ -62,7 +63,7 @@ def schedule_attention_cpu(cfg, kt: KernelTE) -> Schedule:
     if vc > 1:
         out.vectorize(out.split(c, factor=vc)[1])
     vt = vector_width(t_len)
-    for stage in (score, e, pv):
+    for stage in (score, e, *probs, pv):
         stage.compute_at(out, task)
     for stage in (mx, total):
         _row_reduce(s, stage, out, task, vt)
@@ -70,7 +71,8 @@ def schedule_attention_cpu(cfg, kt: KernelTE) -> Schedule:
     if vt > 1 and not k_rows:       # K stored [N, D, T]: each d a vector of keys
         _register_tile(s, score, vt)
     if vt > 1:
-        e.vectorize(e.split(e.op.axis[2], factor=vt)[1])
+        for stage in (e, *probs):
+            stage.vectorize(stage.split(stage.op.axis[2], factor=vt)[1])
     if vc > 1:
         _register_tile(s, pv, vc)
     return s
@@ -115,16 +117,36 @@ def refuse(n: Node, target) -> str | None:
     """Why ``target``'s attention schedule cannot take the ``nn.attention`` node ``n`` (None: it can)."""
     if target is None or target_kind(target) != "cuda":
         return None
-    t_len = n.inputs[2].type.shape[1]
-    if t_len > CUDA_MAX_KEYS:
-        return f"{t_len} keys: a thread's row of scores is at most {CUDA_MAX_KEYS}"
-    # measured on an H100: a float16 BERT-base layer's fused attention (a thread per row, CUDA cores) took
+    return _cuda_refusal([x.type for x in n.inputs], target_info(target))
+
+
+def _cuda_refusal(types: list, info: dict) -> str | None:
+    """Why the tensor-core kernel cannot take an attention of input types ``types`` on the CUDA target
+    ``info``: the CUDA-core kernel it would then run is slower than the three kernels."""
+    q, k, v = types[:3]
+    n, s_len, d = q.shape
+    why = tensorcore_refusal((q.dtype, k.dtype, v.dtype), n, s_len, v.shape[1], d, v.shape[2], info)
+    # measured on an H100: a float16 BERT-base layer's attention on CUDA cores (a thread per row) took
     # 0.55 ms where the kernels it replaces (tensor-core batch matmuls, softmax, casts) take 0.07 ms
-    return "the CUDA attention kernel runs a row per thread on CUDA cores, slower than the three kernels"
+    return None if why is None else f"{why}; on CUDA cores (a thread per row) it is slower than the three kernels"
 
 
-@register_schedule("nn.attention", target="cuda", name="attention_rows_cuda")
+@register_schedule("nn.attention", target="cuda", name="attention_cuda")
 def schedule_attention_cuda(cfg, kt: KernelTE) -> Schedule:
+    """The tensor-core kernel (:mod:`.cuda_attention`) where it takes the attention, else a thread per row."""
+    if kt.kernel is not None:
+        node = next(n for n in kt.kernel.body.nodes if n.op == "nn.attention")
+        types, info = [x.type for x in node.inputs], target_info()
+        if _cuda_refusal(types, info) is None:
+            (n, s_len, d), (t_len, dv) = types[0].shape, types[2].shape[1:]
+            s, st = _start(kt, ("T_attention_p",))
+            schedule_attention_tensorcore(s, st, s[kt.outputs[0]], bool(node.attrs["transpose_k"]),
+                                          warps_for(n, s_len, t_len, d, dv, info.get("shared_limit", 48 * 1024)))
+            return s
+    return _schedule_rows_cuda(kt)
+
+
+def _schedule_rows_cuda(kt: KernelTE) -> Schedule:
     s, st = _start(kt, ("T_attention_exp",))
     out = s[kt.outputs[0]]
     score, mx, e, total, pv = (st[f"T_attention_{k}"] for k in ("score", "max", "exp", "sum", "pv"))
@@ -141,4 +163,4 @@ def schedule_attention_cuda(cfg, kt: KernelTE) -> Schedule:
     return s
 
 
-__all__ = ["CPU_BLOCK_BYTES", "CUDA_MAX_KEYS", "CUDA_ROWS", "refuse", "schedule_attention_cpu", "schedule_attention_cuda"]
+__all__ = ["CPU_BLOCK_BYTES", "CUDA_ROWS", "refuse", "schedule_attention_cpu", "schedule_attention_cuda"]

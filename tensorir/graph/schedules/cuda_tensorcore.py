@@ -22,7 +22,7 @@ import functools
 import math
 
 from ...schedule import Schedule, Stage
-from ...topi.nn.conv2d_gemm import gemm_rows
+from ...topi.nn.conv2d_gemm import ROW_ALIGNS, gemm_rows
 from ...topi.cuda.tensor_intrin import intrin_ldmatrix, intrin_mma, intrin_mma_store, mma_shape
 from .helpers import bind, cooperative_fetch, kernel_stages
 
@@ -126,6 +126,21 @@ def _warp_tiles(st: Stage, i, j, wm: int, wn: int, intrin):
     return wj
 
 
+def load_fragments(af: Stage, bf: Stage, cf: Stage, ki, dtype: str, b_trans: bool) -> None:
+    """The A and B fragments (``warp`` caches of shared tiles) of the accumulator ``cf`` loaded by
+    ``ldmatrix`` at its k-slice loop ``ki``, in 16-row tiles (B stored [K, N]: 16 x 16 ``.trans`` tiles)."""
+    for frag, mode in ((af, "a"), (bf, "b_trans" if b_trans else "b")):
+        frag.compute_at(cf, ki)
+        r, c = frag.op.axis[-2:]
+        ro, r = frag.split(r, factor=16)
+        if mode == "b_trans":
+            co, c = frag.split(c, factor=16)
+            frag.reorder(ro, co, r, c)
+            frag.unroll(co)
+        frag.unroll(ro)
+        frag.tensorize(r, intrin_ldmatrix(dtype, mode))
+
+
 def _index_is(idx, want) -> bool:
     from ...expr import Var
     return all(isinstance(x, Var) and x is w for x, w in zip(idx, want))
@@ -165,11 +180,12 @@ def bind_blocks(out: Stage, bm: int, bn: int, group: int, gemm_axes: int | None 
     ``group`` > 1 consecutive blocks take ``group`` row tiles of one column tile, then the next column (a
     wave of blocks covers a squarer region of C, its A and B panels read from L2 more often than DRAM).
     An output with more axes than its GEMM's ``gemm_axes`` (a convolution's pixels) fuses all but the
-    last into the GEMM's rows.  Returns (the block loop, the tile's row and column axes)."""
+    last and the GEMM's batch axes into the GEMM's rows.  Returns (the block loop, the tile's row and column axes)."""
     axes = list(out.op.axis)
+    lead = (gemm_axes or 2) - 2                          # batch axes (a split-K conv's slices)
     if gemm_axes is not None and len(axes) > gemm_axes:   # conv2d_gemm: output pixels are the GEMM's rows
-        axes = [out.fuse(*axes[:-1]), axes[-1]]
-    rows = math.prod(int(ax.dom.extent) for ax in out.op.axis[:-1]) if len(axes) < len(out.op.axis) \
+        axes = axes[:lead] + [out.fuse(*axes[lead:-1]), axes[-1]]
+    rows = math.prod(int(ax.dom.extent) for ax in out.op.axis[lead:-1]) if len(axes) < len(out.op.axis) \
         else int(axes[-2].dom.extent)
     bi, ii = out.split(axes[-2], factor=bm)
     bj, jj = out.split(axes[-1], factor=bn)
@@ -256,17 +272,7 @@ def schedule_tensorcore(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     cf.unroll(fjo)
     cf.tensorize(fi, intrin_mma(dtype, b_trans))
 
-    # fragments from shared memory
-    for frag, mode in ((af, "a"), (bf, "b_trans" if b_trans else "b")):
-        frag.compute_at(cf, ki)
-        r, c = frag.op.axis[-2:]
-        ro, r = frag.split(r, factor=16)
-        if mode == "b_trans":
-            co, c = frag.split(c, factor=16)
-            frag.reorder(ro, co, r, c)
-            frag.unroll(co)
-        frag.unroll(ro)
-        frag.tensorize(r, intrin_ldmatrix(dtype, mode))
+    load_fragments(af, bf, cf, ki, dtype, b_trans)
 
     # A and B slices: cp.async pipelines
     threads = (("threadIdx.x", 32), ("threadIdx.y", wy), ("threadIdx.z", wz))
@@ -308,7 +314,9 @@ def kernel_gemm(kt, anchor: Stage, out: Stage):
     a, b, b_trans, dtype = got
     shape = [int(d) for d in out.op.output(0).shape]
     gemm = [int(d) for d in anchor.op.output(0).shape]
-    rows = len(gemm) == 2 and len(shape) > 2 and shape[-1] == gemm[1] and gemm_rows(math.prod(shape[:-1])) == gemm[0]
+    lead = len(gemm) - 2
+    rows = len(shape) > len(gemm) and shape[:lead] == gemm[:lead] and shape[-1] == gemm[-1] and \
+        gemm[-2] in (gemm_rows(math.prod(shape[lead:-1]), a) for a in ROW_ALIGNS)
     if len(shape) < 2 or gemm != shape and not rows:    # rows: a convolution's pixels, its GEMM's (padded) rows
         return "the epilogue changes the GEMM's shape"
     return a, b, b_trans, dtype, math.prod(gemm[:-2]), gemm[-2], gemm[-1], int(anchor.op.reduce_axis[0].dom.extent)
@@ -473,6 +481,6 @@ def _apply(f, v, i, j):
 
 
 __all__ = ["DEFAULT_KNOBS", "PREFERRED", "SMALLEST", "SPACE", "SPACE_KNOBS", "TEMPLATE", "arch_refusal", "bind_blocks",
-           "default_knobs", "first_fit", "fits", "for_dtype", "gemm_operands", "preferred_knobs", "kernel_gemm",
+           "default_knobs", "first_fit", "fits", "for_dtype", "gemm_operands", "load_fragments", "preferred_knobs", "kernel_gemm",
            "schedule_space", "schedule_tensorcore", "shared_bytes",
            "tensorcore_fits", "tensorcore_gemm"]

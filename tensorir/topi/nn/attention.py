@@ -1,7 +1,9 @@
 """``attention``: ``softmax(scale * Q K^T + mask) V`` as one operator's stages (tag ``"attention"``):
 ``T_attention_score`` (Q K^T), ``T_attention_max`` (row max), ``T_attention_exp``, ``T_attention_sum``,
 ``T_attention_pv`` (exponentials times V) and ``T_attention`` (divided by the row sum).  16-bit inputs
-are read as float32 and the result rounded once.  A NaN score makes its row NaN (the row max is NaN);
+are read as float32; their probabilities ``T_attention_p`` (exponentials divided by the row sum) are
+rounded to the inputs' dtype before ``T_attention_pv`` (accumulated in float32, then rounded to
+``T_attention``), as the three kernels' softmax output is (and a tensor core takes them).  A NaN score makes its row NaN (the row max is NaN);
 a row whose scores are all ``-inf`` is NaN, as onnxruntime's Softmax gives.  More than :data:`KEY_BLOCK`
 keys not a multiple of it are padded to one inside the operator (their logits ``-inf``: no weight)."""
 from __future__ import annotations
@@ -37,6 +39,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale
     t_len = int(k.shape[1] if transpose_k else k.shape[2])
     dv = int(v.shape[2])
     out_dtype = v.dtype
+    low = out_dtype in dt.LOW_PRECISION and q.dtype == k.dtype == out_dtype
     q, k, v = _wide(q), _wide(k), _wide(v)
     r = reduce_axis((0, d), name="d")
     pad = -t_len % KEY_BLOCK if t_len > KEY_BLOCK else 0     # keys padded to whole vectors (-inf logits)
@@ -73,6 +76,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale
     e = compute((n, s, t_len + pad), lambda b, i, j: intrin.exp(logit(b, i, j) - mx[b, i]), name="T_attention_exp")
     total = row("T_attention_sum", rsum, lambda b, i, j: e[b, i, j])
     j = reduce_axis((0, t_len), name="j")
+    if low:     # P = e / sum rounded to 16 bits, P V accumulated in float32
+        p = compute((n, s, t_len + pad), lambda b, i, j: (e[b, i, j] / total[b, i]).astype(out_dtype),
+                    name="T_attention_p")
+        pw = _wide(p)
+        pv = compute((n, s, dv), lambda b, i, c: rsum(pw[b, i, j] * v[b, j, c], axis=j), name="T_attention_pv")
+        return compute((n, s, dv), lambda b, i, c: pv[b, i, c].astype(out_dtype), name="T_attention", tag="attention")
     pv = compute((n, s, dv), lambda b, i, c: rsum(e[b, i, j] * v[b, j, c], axis=j), name="T_attention_pv")
     out = compute((n, s, dv), lambda b, i, c: pv[b, i, c] / total[b, i], name="T_attention", tag="attention")
     return cast(out, out_dtype) if out_dtype != "float32" else out
