@@ -5,7 +5,10 @@
     with autotune.apply_history_best("model.jsonl"):
         m = codegen.build_model(g, "llvm", params)
 
-The objective is the estimated model latency, ``sum(weight_i * best_i)``.  A round-robin warm-up gives
+The objective is the kernels' time, ``sum(weight_i * best_i)`` (each kernel measured alone); the
+estimated model latency adds ``outside``, the time of a call spent outside its kernels (the call, the
+steps between kernels, copies), which tuning does not change: ``tiletune tune-model`` measures it once
+before tuning, by profiling the model built from the log as it stands (``ModelProfile.overhead``).  A round-robin warm-up gives
 each task one batch (its first batch measures the kernel's default schedule once, so deployment never
 loses to it); then ``"gradient"`` gives each batch to the task whose next batch promises the largest
 drop of the objective: ``weight * (alpha * backward + (1 - alpha) * forward)`` where ``backward`` is the
@@ -16,7 +19,8 @@ stops when it has not improved over ``early_stopping`` trials, when its space yi
 or when its first ``give_up_after`` batches all fail (the error named in the table and a warning).
 
 Resume: the log's trials count, are never measured again, and the progress sidecar
-``<log>.progress.jsonl`` (one line per batch: total trials, seconds, estimated latency) continues.
+``<log>.progress.jsonl`` (one line per batch: total trials, seconds, estimated latency, and its
+``kernels`` and ``outside`` parts) continues.
 """
 from __future__ import annotations
 
@@ -67,7 +71,8 @@ class TaskScheduler:
 
     def __init__(self, tasks, task_weights=None, strategy: str = "gradient", load_log_file=None,
                  alpha: float = 0.2, beta: float = 2.0, backward_window_size: int = 3,
-                 early_stopping: int | None = 64, give_up_after: int = 3, verbose: int = 1):
+                 early_stopping: int | None = 64, give_up_after: int = 3, verbose: int = 1,
+                 outside: float = 0.0):
         if strategy not in ("gradient", "round-robin"):
             raise ValueError(f"TaskScheduler: strategy must be 'gradient' or 'round-robin', got {strategy!r}")
         self.tasks = list(tasks)
@@ -79,6 +84,7 @@ class TaskScheduler:
         self.strategy, self.alpha, self.beta, self.window = strategy, alpha, beta, backward_window_size
         self.early_stopping, self.give_up_after, self.verbose = early_stopping, give_up_after, verbose
         self.load_log_file = load_log_file
+        self.outside = float(outside)       # seconds per call outside the kernels (measured in place)
         self.cost_model = None              # the XGBModel pretrained on the history (set by tune)
         self.states: list[_TaskState] = []
         self.curve: list[tuple[int, float, float]] = []   # (total trials, seconds, estimated latency)
@@ -94,9 +100,13 @@ class TaskScheduler:
         return KernelTuner(task, log, measure, storage, cost_model=model)
 
     # -- the objective ---------------------------------------------------------------------------------------
-    def estimated_latency(self) -> float:
-        """``sum(weight * best)`` over tasks with a measurement (seconds)."""
+    def kernel_latency(self) -> float:
+        """``sum(weight * best)`` over tasks with a measurement: the kernels, each timed alone (seconds)."""
         return sum(s.weight * s.best for s in self.states if math.isfinite(s.best))
+
+    def estimated_latency(self) -> float:
+        """The model's estimated latency: :meth:`kernel_latency` plus ``outside`` (seconds)."""
+        return self.kernel_latency() + self.outside
 
     @property
     def total_trials(self) -> int:
@@ -195,7 +205,7 @@ class TaskScheduler:
                 self._check_stop(s)
                 point = (self.total_trials, offset + time.perf_counter() - start, self.estimated_latency())
                 self.curve.append(point)
-                _append_progress(progress_path, point, s.tuner.name, self._complete())
+                _append_progress(progress_path, point, s.tuner.name, self._complete(), self.outside)
                 if bar is not None:
                     bar.update(self.total_trials - before)
                     bar.set_description(f"{s.tuner.name[:40]}")
@@ -258,18 +268,23 @@ class TaskScheduler:
 
     def table(self) -> str:
         """Task, weight, trials, best latency and share of the model's estimated time."""
-        total = self.estimated_latency()
+        total = self.kernel_latency()
         rows = [f"{'task':<56s} {'weight':>6s} {'trials':>6s} {'best ms':>10s} {'share':>6s}  status"]
         for s in self.states:
             share = s.weight * s.best / total if total and math.isfinite(s.best) else 0.0
             best = f"{s.best * 1e3:10.4f}" if math.isfinite(s.best) else f"{'-':>10s}"
             rows.append(f"{s.tuner.name[:56]:<56s} {s.weight:6g} {s.trials:6d} {best} {share:6.1%}  "
                         f"{s.stopped or 'tuning'}")
-        rows.append(f"estimated model latency {total * 1e3:.4f} ms after {self.total_trials} trials")
+        rows.append(f"estimated model latency {self.describe()} after {self.total_trials} trials")
         return "\n".join(rows)
 
+    def describe(self) -> str:
+        """The estimate and its parts, e.g. ``1.2000 ms (kernels alone 1.0000 ms + outside them 0.2000 ms)``."""
+        return (f"{self.estimated_latency() * 1e3:.4f} ms (kernels alone {self.kernel_latency() * 1e3:.4f} ms"
+                f" + outside them {self.outside * 1e3:.4f} ms)")
+
     def summary(self) -> list[dict]:
-        total = self.estimated_latency()
+        total = self.kernel_latency()
         return [{"task": s.tuner.name, "weight": s.weight, "trials": s.trials, "best": s.best,
                  "share": s.weight * s.best / total if total and math.isfinite(s.best) else 0.0,
                  "stopped": s.stopped} for s in self.states]
@@ -320,16 +335,18 @@ def _read_progress(path: str, complete_only: bool = False) -> list[tuple[int, fl
     return out
 
 
-def _append_progress(path: str, point, task: str, complete: bool) -> None:
+def _append_progress(path: str, point, task: str, complete: bool, outside: float = 0.0) -> None:
     with open(path, "a") as f:
         f.write(json.dumps({"format": "tiletune.model_progress/1", "trial": point[0], "seconds": point[1],
-                            "latency": point[2], "task": task, "complete": complete}) + "\n")
+                            "latency": point[2], "kernels": point[2] - outside, "outside": outside,
+                            "task": task, "complete": complete}) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
 
 def read_progress(log: str, complete_only: bool = False) -> list[tuple[int, float, float]]:
-    """The model-tuning progress of ``log``: ``(total trials, seconds, estimated latency)`` per batch;
+    """The model-tuning progress of ``log``: ``(total trials, seconds, estimated latency)`` per batch
+    (the latency includes the time outside the kernels where the run measured it: lines with ``outside``);
     ``complete_only``: only once every task has a measurement (during the warm-up the sum is partial)."""
     return _read_progress(str(log) + ".progress.jsonl", complete_only)
 

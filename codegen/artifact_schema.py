@@ -331,7 +331,7 @@ PROVENANCE = {       # written by both exporters; read by ``tiletune inspect`` a
     "fallback": ListOf(Record({"kernel": STR, "nodes": ListOf(STR)}, {"share_of_run_time": nullable(NUMBER)})),
     "memory_plan": Record({"workspace_bytes": COUNT, "naive_bytes": COUNT}),
     "weights_bytes": COUNT, "compile_seconds": nullable(NUMBER), "tiletune": nullable(STR), "parity": nullable(OBJECT),
-    "precision": nullable(OBJECT),
+    "precision": nullable(OBJECT), "constants": nullable(OBJECT),
 }
 
 

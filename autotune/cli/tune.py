@@ -13,8 +13,10 @@ the task scheduler into the log (a rerun of the same command resumes it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import warnings
 
 from .arguments import (add_measure_args, add_model_args, check_target, nonnegative_int, parse_arg, parse_duration,
                         parse_shape, positive_float, positive_int, unique)
@@ -137,7 +139,9 @@ def _tune_model(args: argparse.Namespace) -> int:
     measure = measure_option(builder=LocalBuilder(n_parallel=args.n_parallel, timeout=args.build_timeout),
                              runner=LocalRunner(number=args.number, repeat=args.repeat, timeout=args.timeout,
                                                 min_repeat_ms=args.min_repeat_ms))
-    sched = TaskScheduler(tasks, weights, strategy=args.strategy)
+    # the call minus its kernels' medians; below zero (noise, on a busy machine) it adds nothing
+    outside = max(_profile(g, params, args, "before tuning").overhead, 0.0) if args.outside else 0.0
+    sched = TaskScheduler(tasks, weights, strategy=args.strategy, outside=outside)
     try:
         sched.tune(args.trials, measure_option=measure, log=args.log, max_seconds=budget, storage=args.storage,
                    num_measures_per_round=args.per_round, history=args.history)
@@ -147,29 +151,43 @@ def _tune_model(args: argparse.Namespace) -> int:
         skipped = sum(sched.cost_model.skipped.values())
         print(f"history: the cost model was pretrained on {sched.cost_model.loaded} record(s) of "
               f"{len(args.history)} log(s)" + (f", {skipped} skipped" if skipped else ""))
-    print(f"tuned {sched.total_trials} trials; estimated model latency {sched.estimated_latency() * 1e3:.4f} ms; "
+    print(f"tuned {sched.total_trials} trials; estimated model latency {sched.describe()}; "
           f"deploy with: tiletune compile {args.model} " + " ".join(f"--shape {s}" for s in args.shape)
           + f" --log {args.log} -o OUT")
     if args.deploy_check:
-        _deploy_check(g, params, args, sched.estimated_latency())
+        _deploy_check(g, params, args, sched)
     return 0
 
 
-def _deploy_check(g, params, args: argparse.Namespace, estimate: float) -> None:
-    """Build the model from the log as ``compile`` would, time it on this machine and set the task
-    scheduler's estimate (the sum of the kernels' best times, each measured alone) beside it, with where
-    the rest goes: the kernels timed in place, and the time outside them (copies, the call itself)."""
+def _profile(g, params, args: argparse.Namespace, when: str):
+    """Build the model from the log as it stands (as ``compile`` would; no log yet: the default
+    schedules), profile it on this machine (``m.profile``: seeded inputs, median of 20) and print
+    the whole call split into the kernels in place and the time outside them."""
     import codegen
     from codegen.model.precision import seeded_inputs
 
     from .. import apply_history_best
-    with apply_history_best(args.log):
-        m = codegen.build_model(g, target=args.target, params=params)
+    from ..model_history import MissingRecordWarning
+    with warnings.catch_warnings():
+        if when == "before tuning":          # tasks without a record yet take their defaults, as expected
+            warnings.simplefilter("ignore", MissingRecordWarning)
+        with apply_history_best(args.log) if os.path.exists(args.log) else contextlib.nullcontext():
+            m = codegen.build_model(g, target=args.target, params=params)
     prof = m.profile(repeat=20, quiet=True, **seeded_inputs(m))
-    gap = (prof.total - estimate) / prof.total if prof.total > 0 else 0.0
-    print(f"deployed from the log: {prof.total * 1e3:.4f} ms per call on this machine (median of {prof.repeat}); "
-          f"kernels in place {prof.kernel_sum * 1e3:.4f} ms, outside them {prof.overhead * 1e3:.4f} ms; "
-          f"the estimate misses {gap:+.1%} of it")
+    print(f"{when}: the model from the log takes {prof.total * 1e3:.4f} ms per call on this machine (median of "
+          f"{prof.repeat}): kernels in place {prof.kernel_sum * 1e3:.4f} ms, outside them {prof.overhead * 1e3:.4f} ms")
+    return prof
+
+
+def _deploy_check(g, params, args: argparse.Namespace, sched) -> None:
+    """The model deployed from the log, timed on this machine beside the task scheduler's estimate: the
+    kernels' best times, each measured alone, plus the time outside the kernels measured before tuning."""
+    prof = _profile(g, params, args, "deployed")
+    total = prof.total if prof.total > 0 else float("inf")
+    print(f"the estimate {sched.estimated_latency() * 1e3:.4f} ms misses "
+          f"{(prof.total - sched.estimated_latency()) / total:+.1%} of the call; the kernels alone "
+          f"{sched.kernel_latency() * 1e3:.4f} ms miss {(prof.total - sched.kernel_latency()) / total:+.1%}; "
+          f"kernels in place / alone {prof.kernel_sum / max(sched.kernel_latency(), 1e-12):.2f}x")
 
 
 def add_demo(sub) -> None:
@@ -236,6 +254,9 @@ def add_tune_model(sub) -> None:
                            "repeatable")
     tune.add_argument("--per-round", type=positive_int, default=16,
                       help="trials per batch given to one task (default 16)")
+    tune.add_argument("--no-outside-time", dest="outside", action="store_false",
+                      help="skip profiling the model before tuning: the estimate is then the kernels alone, "
+                           "without the time of a call outside them")
     tune.add_argument("--no-deploy-check", dest="deploy_check", action="store_false",
                       help="skip building the model from the log and timing it beside the estimate at the end")
     add_measure_args(tune)

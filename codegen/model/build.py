@@ -93,11 +93,14 @@ def target_profile(target) -> TargetProfile:
 
 
 # -- passes and kernels -----------------------------------------------------------------------------------
-def fused_graph(g: Graph, params: dict | None = None, target="llvm") -> Graph:
-    """``g`` with ``params`` bound, optimized and fused for ``target``; unchanged if it is fused already."""
+def fused_graph(g: Graph, params: dict | None = None, target="llvm", *, flush: bool = True,
+                flushed: dict | None = None) -> Graph:
+    """``g`` with ``params`` bound, optimized and fused for ``target``; unchanged if it is fused already.
+    ``flush``/``flushed``: subnormal constants to zero, counted per constant (``optimize``'s)."""
     if g.params or any(not isinstance(n.op, Kernel) and not is_control(n) for sub in g.walk() for n in sub.nodes):
         options = target_profile(target).optimize    # "target": the passes are told the target itself
-        g = optimize(g, params or {}, **{k: target if k == "target" else v for k, v in options.items()})
+        g = optimize(g, params or {}, flush=flush, flushed=flushed,
+                     **{k: target if k == "target" else v for k, v in options.items()})
     return g
 
 
@@ -158,18 +161,19 @@ def _unique(name: str, taken: set) -> str:
 
 
 def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: str = "error", *,
-                schedule=None, precision: str | None = None):
+                schedule=None, precision: str | None = None, flush_subnormals: bool = True):
     """Compile graph ``g`` (from ``graph.from_onnx``) for ``target`` (``llvm``: a ``ModelModule``;
     ``cuda``: a ``CUDAModelModule``), with ``params`` bound as constants.  See the module for the stages
     and ``fallback``.  ``schedule(kt)`` (optional, for tuning logs) returns ``(Schedule, origin)`` for a
     kernel's DAG (a :class:`~tensorir.graph.lower_te.KernelTE`) or None for its default schedule;
     ``origin`` is what the manifest records, e.g. ``{"kind": "record", "log": path, "log_sha256": ...,
     "record": index}``.  ``precision`` (``"float16"`` / ``"bfloat16"``): a mixed precision build with its
-    parity against the float32 build (:mod:`codegen.model.precision`)."""
+    parity against the float32 build (:mod:`codegen.model.precision`).  ``flush_subnormals``: subnormal
+    bfloat16/float32/float64 constants become zero of their sign (the manifest's ``constants``; ``False`` keeps them)."""
     if precision is not None:
         from .precision import build_mixed
         return build_mixed(build_model, g, precision, target=target, params=params, fallback=fallback,
-                           schedule=schedule)
+                           schedule=schedule, flush_subnormals=flush_subnormals)
     if fallback not in FALLBACKS:
         raise ValueError(f"build_model: fallback must be one of {', '.join(FALLBACKS)}, got {fallback!r}")
     if not isinstance(g, Graph):
@@ -182,7 +186,8 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
                          "every kernel must compile for the GPU (build for llvm to run unsupported ops on the CPU)")
     described = profile.describe(tgt)
     source = getattr(g, "source", None)
-    g = fused_graph(g, params, tgt)
+    flushed: dict[str, int] = {}
+    g = fused_graph(g, params, tgt, flush=flush_subnormals, flushed=flushed)
     if schedule is None:   # inside ``with autotune.apply_history_best(log):`` kernels take their records
         schedule = model_schedule(tgt)
     compiled = compile_kernels(model_kernels(g, tgt), profile, tgt, schedule)
@@ -199,7 +204,8 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     by_symbol = {k.symbol: k for k in native.values()}
     used = {s.symbol: by_symbol[s.symbol] for s in run.steps if s.native}
     meta = {"name": g.name, **described, "source": source, "passes": list(getattr(g, "passes", ()) or ()),
-            "fallback": fallback}
+            "fallback": fallback, "constants": {"subnormals": "flushed" if flush_subnormals else "kept",
+                                                 "subnormals_flushed": sum(flushed.values()), "tensors": flushed}}
     m = profile.finish(profile.runtime, g, run, weights, used, tgt, meta)
     m.meta["compile_seconds"] = time.perf_counter() - start
     return m

@@ -165,6 +165,7 @@ class Artifact:
             "source": source.to_json() if source is not None else None,
             "shape_bindings": {n: list(s) for n, _, s in run.inputs},
             "passes": m.meta.get("passes", []),
+            "constants": m.meta.get("constants"),
             "kernels": [{"kernel": s.kernel, "symbol": s.symbol, "native": s.native, "nodes": s.nodes,
                          "schedule": s.schedule or {"kind": "reference-fallback"},
                          "precision": kernel_precision(s.body)} for s in run.steps],
@@ -207,7 +208,7 @@ class Artifact:
     def loaded_meta(self, directory: str, manifest: dict, graph: dict) -> dict:
         """A loaded module's ``meta``: name, target, the manifest and what it records of the build."""
         return {"name": graph.get("name", "model"), "target": graph.get("target"), "manifest": manifest,
-                "passes": manifest.get("passes", []), "compile_seconds": manifest.get("compile_seconds"),
+                "passes": manifest.get("passes", []), "constants": manifest.get("constants"), "compile_seconds": manifest.get("compile_seconds"),
                 "build": {k: manifest.get(k) for k in self.build_keys}, "source": None, "loaded_from": directory}
 
 

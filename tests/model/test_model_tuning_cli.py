@@ -41,13 +41,31 @@ def test_tune_model_writes_the_log_and_a_rerun_resumes(tuned, capsys):
     assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(log), *TUNE]) == 0
     assert len(_lines(log)) == 20                                            # nothing measured again
     out = capsys.readouterr().out
-    est = float(re.search(r"estimated model latency ([0-9.]+) ms", out).group(1))
-    deployed = re.search(r"deployed from the log: ([0-9.]+) ms per call .* kernels in place ([0-9.]+) ms, "
-                         r"outside them (-?[0-9.]+) ms; the estimate misses ([-+0-9.]+)%", out)
-    total, kernels, outside, gap = map(float, deployed.groups())
-    assert total > 0 and kernels > 0 and abs(total - kernels - outside) < 2e-3 + 1e-3 * total
-    want = 100 * (total - est) / total                                       # the numbers it prints agree
-    assert abs(gap - want) <= 0.1 + 0.02 * abs(want)                         # (up to their rounding)
+    num = r"(-?[0-9.]+)"
+    before = re.search(rf"before tuning: the model from the log takes {num} ms per call .* kernels in place {num} ms, "
+                       rf"outside them {num} ms", out)
+    est, alone, outside = map(float, re.search(rf"estimated model latency {num} ms \(kernels alone {num} ms \+ "
+                                               rf"outside them {num} ms\)", out).groups())
+    assert outside == max(float(before.group(3)), 0.0) and abs(est - alone - outside) <= 2e-4   # measured before
+    deployed = re.search(rf"deployed: the model from the log takes {num} ms per call .* kernels in place {num} ms, "
+                         rf"outside them {num} ms", out)
+    total, kernels, rest = map(float, deployed.groups())
+    assert total > 0 and kernels > 0 and abs(total - kernels - rest) < 2e-3 + 1e-3 * total
+    gaps = re.search(rf"the estimate {num} ms misses ([-+0-9.]+)% of the call; the kernels alone {num} ms miss "
+                     rf"([-+0-9.]+)%", out)
+    assert float(gaps.group(1)) == est and float(gaps.group(3)) == alone
+    for printed, estimate in ((float(gaps.group(2)), est), (float(gaps.group(4)), alone)):
+        want = 100 * (total - estimate) / total                              # the numbers it prints agree
+        assert abs(printed - want) <= 0.1 + 0.02 * abs(want)                 # (up to their rounding)
+
+
+def test_tune_model_without_the_outside_time(tuned, capsys):
+    d, model, log = tuned
+    assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(log), *TUNE,
+                 "--no-outside-time", "--no-deploy-check"]) == 0
+    out = capsys.readouterr().out
+    assert "before tuning" not in out and "deployed" not in out
+    assert re.search(r"estimated model latency ([0-9.]+) ms \(kernels alone \1 ms \+ outside them 0.0000 ms\)", out)
 
 
 def test_compile_from_the_log_names_records(tuned, capsys):

@@ -139,3 +139,24 @@ def test_tvm_style_tuning_options(tmp_path):
     s2 = FakeScheduler([FakeTask("a", 1e-3)], [1], load_log_file=str(tmp_path / "other.jsonl"), verbose=0)
     s2.tune(4, measure_option=object(), progress=False)
     assert os.path.exists(str(tmp_path / "other.jsonl") + ".progress.jsonl")
+
+
+def test_estimate_adds_the_time_outside_the_kernels():
+    """The estimate is the kernels alone plus ``outside``, in the table, the progress file and its curve;
+    allocation does not change (a constant term)."""
+    from autotune.task_scheduler import read_progress
+    tasks = [FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 2e-3, anchor_op="b")]
+    plain = _tune(tasks, [1, 3], 24)
+    s = FakeScheduler(tasks, [1, 3], outside=5e-4, verbose=0)
+    s.tune(24, measure_option=object(), log="outside.jsonl", num_measures_per_round=4, progress=False)
+    alone = sum(w * st.best for w, st in zip([1, 3], s.states))
+    assert s.kernel_latency() == pytest.approx(alone) == pytest.approx(plain.estimated_latency())
+    assert s.estimated_latency() == pytest.approx(alone + 5e-4)
+    assert [st.trials for st in s.states] == [st.trials for st in plain.states]
+    assert f"{s.estimated_latency() * 1e3:.4f} ms (kernels alone {alone * 1e3:.4f} ms + outside them 0.5000 ms)" \
+        in s.table()
+    curve = read_progress("outside.jsonl")
+    assert curve[-1][2] == pytest.approx(alone + 5e-4) and [c[2] for c in curve] == [c[2] for c in s.curve]
+    import json
+    last = json.loads(open("outside.jsonl.progress.jsonl").read().splitlines()[-1])
+    assert last["outside"] == 5e-4 and last["kernels"] == pytest.approx(alone)

@@ -17,11 +17,13 @@ from .layout import alter_op_layout
 from .layout_cuda import alter_op_layout_cuda
 from .mixed_precision import to_mixed_precision
 from .simplify import simplify
+from .subnormal import flush_subnormals
 
 Pass = Callable[[Graph], Graph]
 
 #: The passes :func:`optimize` runs after binding the parameters, in order.
 PASSES: list[tuple[str, Pass]] = [
+    ("flush_subnormals", flush_subnormals),   # subnormal weights to zero, counted (``optimize(flushed=...)``)
     ("infer_types", infer_types),
     ("fold_constants", fold_constants),
     ("fold_control_flow", fold_control_flow),   # captured constants into subgraphs; constant conditions
@@ -33,6 +35,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("alter_op_layout", alter_op_layout),   # blocked conv / dense layouts, weights packed
     ("alter_op_layout_cuda", alter_op_layout_cuda),   # CUDA: 16-bit convs NHWC on tensor cores
     ("fold_constants", fold_constants),
+    ("flush_subnormals", flush_subnormals),   # and those folding made (packed, rescaled weights)
     ("fuse_ops", fuse_ops),
 ]
 
@@ -46,17 +49,20 @@ TARGETED = (*CUDA_ONLY, "fuse_attention")
 
 
 def optimize(g: Graph, params: dict | None = None, *, fuse: bool = True, check: bool = True,
-             target=None) -> Graph:
+             target=None, flush: bool = True, flushed: dict | None = None) -> Graph:
     """``g`` with ``params`` bound as constants, run through :data:`PASSES` (``fuse=False`` stops
     before fusion); ``check`` verifies the graph after every pass.  ``target`` (default: a CPU): a
     non-``llvm`` target (``"cuda"``) skips the passes of :data:`CPU_ONLY`, a non-CUDA one those of
-    :data:`CUDA_ONLY`."""
+    :data:`CUDA_ONLY`.  ``flush=False`` keeps subnormal constants (:func:`flush_subnormals`);
+    ``flushed`` (a dict) gets how many values of each constant were flushed."""
     source, ran = g.source, [*g.passes, "bind_params"]
     g = bind_params(g, params)
     for name, p in PASSES:
         if (name == "fuse_ops" and not fuse) or (name in CPU_ONLY and not _is_cpu(target)) or \
-                (name in CUDA_ONLY and not _is_cuda(target)):
+                (name in CUDA_ONLY and not _is_cuda(target)) or (name == "flush_subnormals" and not flush):
             continue
+        if name == "flush_subnormals":
+            p = functools.partial(p, flushed=flushed)
         g = on_subgraphs(functools.partial(p, target=target) if name in TARGETED else p, g)
         ran.append(name)
         if check:
@@ -79,5 +85,5 @@ def _is_cpu(target) -> bool:
 
 
 __all__ = ["CPU_ONLY", "CUDA_ONLY", "PASSES", "alter_op_layout", "alter_op_layout_cuda", "bind_params",
-           "eliminate_dead_code", "fold_constants", "fuse_attention", "fold_control_flow", "fuse_ops", "infer_types", "on_subgraphs", "optimize", "partition", "simplify",
+           "eliminate_dead_code", "fold_constants", "flush_subnormals", "fuse_attention", "fold_control_flow", "fuse_ops", "infer_types", "on_subgraphs", "optimize", "partition", "simplify",
            "to_mixed_precision"]
