@@ -276,8 +276,10 @@ class Simplifier(Mutator):
 
     def _divmod(self, e: Expr) -> Expr:
         c = e.b.value
-        if type(e) is FloorDiv and type(e.a) is FloorDiv and type(e.a.b) is IntImm and e.a.b.value > 0:
-            # (x // a) // c == x // (a c): one division (a swizzled block index's parts then cancel)
+        if type(e) is FloorDiv and type(e.a) is FloorDiv and type(e.a.b) is IntImm and e.a.b.value > 0 \
+                and e.a.b.value * c <= dt.max_value(e.b.dtype):
+            # (x // a) // c == x // (a c), where a c is a value of the type: one division (a swizzled block
+            # index's parts then cancel)
             return self._divmod(FloorDiv(e.dtype, e.a.a, IntImm(e.b.dtype, e.a.b.value * c)))
         terms, k = linear(e.a)
         quot, rest, qc = {}, {}, k // c

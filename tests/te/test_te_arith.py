@@ -244,3 +244,28 @@ def test_aligned_ramp_div_mod_by_a_multiple_of_its_lanes():
 def _eval(e, env):
     from tensorir.visitor import substitute
     return simplify(substitute(e, {v: te.const(x) for v, x in env.items()})).value
+
+
+def test_nested_divisions_evaluate_as_numpy():
+    """The folds of nested floor divisions and of a division beside a wider one keep every value, negative
+    ones included; ``(x // a) // c`` stays nested where ``a c`` is no int32 (``x // 2**32`` would be UB)."""
+    import codegen
+    x = te.var("x")
+    assert str(simplify(x // 65536 // 65536)) == "x // 65536 // 65536"
+    n = 64
+    A = te.placeholder((n,), name="A", dtype="int32")
+    rng = np.random.default_rng(0)
+    cases = [(lambda v: v // 8 // 16, 2**31), (lambda v: v // 65536 // 65536, 2**31),
+             (lambda v: v // 4 * 3 - v // 8 * 6, 2**29),
+             (lambda v: v // 8 % 16 * 256 - v // 8 * 256 + v // 128 * 4096, 2**22)]   # no int32 overflow
+    for f, bound in cases:
+        data = rng.integers(-bound, bound, n).astype(np.int32)
+        data[:3] = [-1, -bound, bound - 1]
+
+        def body(i, f=f):
+            return f(A[i])
+        B = te.compute((n,), lambda i: body(i), name="B")
+        mod = codegen.build(te.create_schedule(B.op), [A, B], "llvm")
+        out = np.full(n, -7, np.int32)
+        mod(data, out)
+        np.testing.assert_array_equal(out, f(data.astype(np.int64)).astype(np.int32))
