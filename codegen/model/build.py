@@ -168,8 +168,9 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     kernel's DAG (a :class:`~tensorir.graph.lower_te.KernelTE`) or None for its default schedule;
     ``origin`` is what the manifest records, e.g. ``{"kind": "record", "log": path, "log_sha256": ...,
     "record": index}``.  ``precision`` (``"float16"`` / ``"bfloat16"``): a mixed precision build with its
-    parity against the float32 build (:mod:`codegen.model.precision`).  ``flush_subnormals``: subnormal
-    bfloat16/float32/float64 constants become zero of their sign (the manifest's ``constants``; ``False`` keeps them)."""
+    parity against the float32 build (:mod:`codegen.model.precision`).  ``flush_subnormals`` (CPU targets):
+    subnormal bfloat16/float32/float64 values of conv / dense / matmul / scan weights become zero of their
+    sign, counted in one warning and the manifest's ``constants`` (``False`` keeps them)."""
     if precision is not None:
         from .precision import build_mixed
         return build_mixed(build_model, g, precision, target=target, params=params, fallback=fallback,
@@ -187,7 +188,12 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     described = profile.describe(tgt)
     source = getattr(g, "source", None)
     flushed: dict[str, int] = {}
-    g = fused_graph(g, params, tgt, flush=flush_subnormals, flushed=flushed)
+    flush = flush_subnormals and tgt.kind == "llvm"
+    g = fused_graph(g, params, tgt, flush=flush, flushed=flushed)
+    if flushed:
+        warnings.warn(f"build_model: {sum(flushed.values())} subnormal weight value(s) of {len(flushed)} tensor(s) "
+                      f"({', '.join(sorted(flushed)[:3])}{', ...' if len(flushed) > 3 else ''}) flushed to zero "
+                      "(slow on x86; build_model(..., flush_subnormals=False) keeps them)", UserWarning, stacklevel=2)
     if schedule is None:   # inside ``with autotune.apply_history_best(log):`` kernels take their records
         schedule = model_schedule(tgt)
     compiled = compile_kernels(model_kernels(g, tgt), profile, tgt, schedule)
@@ -204,7 +210,7 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     by_symbol = {k.symbol: k for k in native.values()}
     used = {s.symbol: by_symbol[s.symbol] for s in run.steps if s.native}
     meta = {"name": g.name, **described, "source": source, "passes": list(getattr(g, "passes", ()) or ()),
-            "fallback": fallback, "constants": {"subnormals": "flushed" if flush_subnormals else "kept",
+            "fallback": fallback, "constants": {"subnormals": "flushed" if flush else "kept",
                                                  "subnormals_flushed": sum(flushed.values()), "tensors": flushed}}
     m = profile.finish(profile.runtime, g, run, weights, used, tgt, meta)
     m.meta["compile_seconds"] = time.perf_counter() - start

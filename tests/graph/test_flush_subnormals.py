@@ -43,7 +43,8 @@ def test_subnormal_weights_are_flushed_counted_and_match_onnxruntime(tmp_path):
     path = tmp_path / "se.onnx"
     path.write_bytes(data)
     g, params = graph.from_onnx(str(path))
-    m = codegen.build_model(g, "llvm", params)
+    with pytest.warns(UserWarning, match=f"{subnormal} subnormal weight value.*w1, w2.*flush_subnormals=False"):
+        m = codegen.build_model(g, "llvm", params)
     x = rng.standard_normal((1, 32, 8, 8)).astype(np.float32)
     want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     got = m(x=x)
@@ -75,3 +76,26 @@ def test_flush_array_leaves_float16_float8_and_ints_alone():
     f16 = np.array([3e-5, 1.0], dtype=np.float16)                          # subnormal in float16, not in float32
     f8 = np.array([2.0 ** -9, 1.0], dtype=ml_dtypes.float8_e4m3fn)        # a subnormal of e4m3
     assert flush_array(f16)[1] == flush_array(f8)[1] == flush_array(np.arange(4, dtype=np.int32))[1] == 0
+
+
+def test_other_constants_keep_their_subnormals(tmp_path):
+    """An epsilon of 1e-40 decides ``log(max(x, eps))`` and ``x / (x + eps)`` at x = 0 (-92.1 and 0, as
+    onnxruntime gives; flushed: -inf and NaN), and a constant output is a value: only weights are flushed."""
+    eps = np.array([1e-40], np.float32)
+    nodes = [helper.make_node("Max", ["x", "eps"], ["m"]), helper.make_node("Log", ["m"], ["l"]),
+             helper.make_node("Add", ["x", "eps"], ["d"]), helper.make_node("Div", ["x", "d"], ["q"]),
+             helper.make_node("Identity", ["eps"], ["c"])]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("l", [8]), ("q", [8]), ("c", [1]))]
+    g = helper.make_graph(nodes, "eps", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])], outs,
+                          [numpy_helper.from_array(eps, "eps")])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    path = tmp_path / "eps.onnx"
+    path.write_bytes(data)
+    gr, params = graph.from_onnx(str(path))
+    m = codegen.build_model(gr, "llvm", params)
+    x = np.array([0, 0, 1, 2, 0.5, 0, 3, 1e-3], np.float32)
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = m(x=x)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert got[2][0] == eps[0] and m.meta["constants"]["subnormals_flushed"] == 0

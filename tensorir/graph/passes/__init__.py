@@ -40,8 +40,9 @@ PASSES: list[tuple[str, Pass]] = [
 ]
 
 
-#: Passes for CPU targets only: GPU kernels keep NCHW and unpacked weights (and the dense layers as they are).
-CPU_ONLY = ("batch_shared_weight_dense", "alter_op_layout")
+#: Passes for CPU targets only: GPU kernels keep NCHW and unpacked weights (and the dense layers as they are),
+#: and multiply subnormal weights at full speed.
+CPU_ONLY = ("batch_shared_weight_dense", "alter_op_layout", "flush_subnormals")
 #: Passes for CUDA targets only, called with the target (its arch decides).
 CUDA_ONLY = ("alter_op_layout_cuda",)
 #: Passes called with the target (whatever its kind).

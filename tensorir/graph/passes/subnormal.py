@@ -1,10 +1,13 @@
-"""``flush_subnormals``: subnormal floating-point constants (weights) become zero of the same sign.
+"""``flush_subnormals``: subnormal values of the weights of convolutions, dense layers, batched matmuls and
+recurrent scans (:data:`WEIGHT_OPS`, inputs after the first, of two or more dimensions) become zero of
+the same sign.  CPU targets only (GPUs multiply subnormals at full speed).
 
-A subnormal float32 weight (below 1.18e-38 in magnitude) adds less than float32 resolution to any sum
-holding a normal term, so zero changes no result that matters; but on x86 CPUs every multiply with a
+A subnormal float32 weight (below 1.18e-38 in magnitude) multiplies into a sum of products: it adds less
+than float32 resolution to any such sum holding a normal term; but on x86 CPUs every multiply with a
 subnormal operand takes a microcode assist (tens to hundreds of cycles), so a kernel reading such weights
-runs many times slower than on the random data it was tuned on.  NaN, infinities and normal values are
-untouched.  float16 and float8 constants are left alone: their subnormals (below 6.1e-5 for float16)
+runs many times slower than on the random data it was tuned on.  Other constants keep their values: an
+epsilon of 1e-40 in ``max(x, eps)`` or ``x / (x + eps)`` decides a result on its own, and a graph output
+is a value, not a weight.  NaN, infinities and normal values are untouched.  float16 and float8 constants are left alone: their subnormals (below 6.1e-5 for float16)
 are ordinary weights, large beside a float32 accumulator's resolution, and the CPU kernels widen them
 to normal float32 values, which take no assist.  bfloat16 shares float32's exponent range, so its
 subnormals are flushed.
@@ -17,6 +20,13 @@ from ..ir import Const, Graph, Node, rewrite
 
 #: The element types whose subnormal constants are flushed.
 FLUSHED_DTYPES = ("bfloat16", "float32", "float64")
+#: The ops whose weights (constant inputs after the first, of two or more dimensions) are flushed: each
+#: multiplies them into sums of products.
+WEIGHT_OPS = frozenset({
+    "nn.conv2d", "nn.conv2d_transpose", "nn.contrib_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc",
+    "nn.contrib_conv2d_gemm_without_weight_transform", "nn.contrib_conv2d_pack_bf16", "nn.dense",
+    "nn.contrib_dense_pack", "nn.contrib_dense_pack_bf16", "nn.batch_matmul", "nn.contrib_batch_matmul_pack_bf16",
+    "nn.rnn_scan"})
 
 
 def _tiny(dtype) -> float | None:
@@ -44,13 +54,13 @@ def flush_array(a: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def flush_subnormals(g: Graph, flushed: dict[str, int] | None = None) -> Graph:
-    """Every subnormal value of ``g``'s constants set to zero of its sign; ``flushed`` (if given) gets the
-    count per constant name (an unnamed one, e.g. a folded weight, by its first consumer:
-    ``<node>:input<k>``)."""
+    """Every subnormal value of the weights of ``g``'s :data:`WEIGHT_OPS` set to zero of its sign; ``flushed``
+    (if given) gets the count per constant name (an unnamed one, e.g. a folded weight, by its first
+    consumer: ``<node>:input<k>``)."""
     memo: dict[int, Const] = {}
 
     def flush(v, where: str):
-        if not isinstance(v, Const):
+        if not isinstance(v, Const) or np.ndim(v.value) < 2:
             return v
         if id(v) not in memo:
             value, n = flush_array(v.value)
@@ -61,13 +71,12 @@ def flush_subnormals(g: Graph, flushed: dict[str, int] | None = None) -> Graph:
         return memo[id(v)]
 
     def swap(n: Node):
-        inputs = tuple(flush(v, f"{n.name or n.op_name}:input{k}") for k, v in enumerate(n.inputs))
+        if n.op_name not in WEIGHT_OPS:
+            return n
+        inputs = n.inputs[:1] + tuple(flush(v, f"{n.name or n.op_name}:input{k}")
+                                      for k, v in enumerate(n.inputs[1:], 1))
         return n if all(a is b for a, b in zip(inputs, n.inputs)) else Node(n.op, inputs, n.attrs, n.type, n.name)
-    g2 = rewrite(g, swap)
-    outputs = tuple(flush(o, f"output:{name}") for o, name in zip(g2.outputs, g2.output_names))
-    if all(a is b for a, b in zip(outputs, g2.outputs)):
-        return g2
-    return Graph(g2.inputs, outputs, g2.params, g2.output_names, g2.name, g2.source, g2.passes)
+    return rewrite(g, swap)
 
 
-__all__ = ["FLUSHED_DTYPES", "flush_array", "flush_subnormals"]
+__all__ = ["FLUSHED_DTYPES", "WEIGHT_OPS", "flush_array", "flush_subnormals"]
