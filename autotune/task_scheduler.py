@@ -180,6 +180,9 @@ class TaskScheduler:
         progress_path = log + ".progress.jsonl"
         self.curve = _read_progress(progress_path)
         offset = self.curve[-1][1] if self.curve else 0.0
+        if max_seconds is not None and offset >= max_seconds:
+            warnings.warn(f"TaskScheduler.tune: earlier runs of {log} spent the time budget ({offset:.0f} of "
+                          f"{max_seconds:.0f} s); nothing more is measured", UserWarning, stacklevel=2)
         start = time.perf_counter()
         bar = self._bar(n_trials) if progress else None
         turn = 0

@@ -204,7 +204,8 @@ def test_resume_measures_nothing_twice(tuned, tmp_path):
     assert curve[:len(before)] == before and trials[-1] == 24 and trials == sorted(set(trials))  # it continues
     assert all(a[1] <= b[1] for a, b in zip(curve, curve[1:]))
     spent = autotune.TaskScheduler(tasks, [1, 1], verbose=0)     # the time budget counts the earlier runs
-    spent.tune(40, measure_option=_measure(), log=copy, max_seconds=curve[-1][1], progress=False)
+    with pytest.warns(UserWarning, match="spent the time budget"):
+        spent.tune(40, measure_option=_measure(), log=copy, max_seconds=curve[-1][1], progress=False)
     assert len(_records(copy)) == 24
     spent.tune(28, measure_option=_measure(), log=copy, max_seconds=curve[-1][1] + 600, num_measures_per_round=4,
                progress=False)

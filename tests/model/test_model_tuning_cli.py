@@ -148,3 +148,19 @@ def test_tune_model_with_history(tuned, capsys, tmp_path):
     assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(new), "--history",
                  str(tmp_path / "nope.jsonl"), *args]) == 2
     assert "--history" in capsys.readouterr().err
+
+
+def test_tune_model_for_a_target_this_machine_cannot_run(tmp_path, capsys):
+    """A CUDA model tuned where no GPU is: the time outside the kernels is not measured and tuning measures
+    nothing, each said once, and the command still ends well (the log can be tuned on a GPU host)."""
+    from conftest import missing
+    if not missing("gpu"):
+        pytest.skip("this machine has a GPU")
+    model = tmp_path / "cnn.onnx"
+    onnx.save(small_cnn(seed=1), str(model))
+    with pytest.warns(UserWarning) as caught:
+        assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--target", "cuda", "--log",
+                     str(tmp_path / "t.jsonl"), "--no-deploy-check", *TUNE]) == 0
+    said = [str(w.message) for w in caught]
+    assert sum("time outside the kernels was not measured" in m for m in said) == 1
+    assert any("not tuned" in m for m in said)
