@@ -424,6 +424,8 @@ class Schedule:
         self.groups: list = []
         #: CPU features the scheduled code needs, where a rule used fewer than its entry requires (None: those)
         self.isa: tuple | None = None
+        #: CPU features a rule would have used, lacking them (it took its plain form instead)
+        self.isa_missing: tuple = ()
         for st in list(self.stages):
             st.op.scheduled(self)
         self.keep_schedule_record = keeps_record()  # PassContext(config={"te.keep_schedule_record": True})

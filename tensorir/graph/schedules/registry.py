@@ -177,7 +177,8 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
     (origin ``{"kind": "config", "rule", "template", "config_index"}``).  An origin also names the anchor's
     ``precision`` and, for an entry requiring CPU features, the ``isa`` it uses (``["avx512vnni"]``; a rule that
     used fewer features sets ``Schedule.isa``); one taken because the target lacks the features of a preferred
-    entry names them, ``isa_missing`` (:func:`isa_missing`)."""
+    entry names them, ``isa_missing`` (:func:`isa_missing`; a rule that took a plain form for want of features
+    sets ``Schedule.isa_missing``)."""
     entry = schedule_entry(kt.anchor_op, target)
     cfg = FallbackConfig() if cfg is None else cfg
     with scheduling(target):
@@ -186,7 +187,7 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
     isa = entry.requires if s.isa is None else s.isa
     if isa:
         extra["isa"] = sorted(isa)
-    if missing := isa_missing(kt.anchor_op, target):
+    if missing := sorted({*isa_missing(kt.anchor_op, target), *s.isa_missing}):
         extra["isa_missing"] = missing
     if cfg.is_fallback or entry.space is None or entry.fits(kt) is not None:
         return s, {"kind": "default", "rule": entry.name, **extra}

@@ -110,7 +110,10 @@ def schedule_rnn_scan(cfg, kt: KernelTE) -> Schedule:
         if not isinstance(st.op, ComputeOp):
             continue
         if st.op.name == "rnn_hr" and len(st.op.reduce_axis) == 2:     # quantized: int32
+            forms = DOTS[int(st.op.reduce_axis[1].dom.extent)][0]
             s.isa = _int_matvec(s, st, features)
+            if int8_isa(features, forms) is None:   # the plain form for want of VNNI: the build names it
+                s.isa_missing = (forms[0].feature,)
         elif st.op.name in ("rnn_hr", "rnn_reset_hr"):
             _matvec(st, block)
         elif st.op.name in ("rnn_update", "rnn_cell", "rnn_reset_h", "rnn_init", "rnn_h_quantized"):
