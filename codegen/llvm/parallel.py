@@ -30,9 +30,10 @@ from .types import I32, PTR, VOID, const, convert, ltype
 
 #: stores (of vectors or scalars, counted over all iterations of a loop of constant trip count) each
 #: thread of a parallel loop gets at least: the loop runs on at most ``work // WORK_PER_THREAD`` threads,
-#: serially below two.  Waking a worker and sharing the chunks costs the caller 1-2 us when the worker
-#: has a core of its own, 6-12 us when it must take the caller's (another process busy on the other
-#: cores); 32768 stores are 5-30 us of serial work (docs/architecture.md, Threads)
+#: serially below two.  Waking a worker and sharing the chunks cost the caller about 1 us when the
+#: worker had a core of its own, 6-12 us when it took the caller's (another process busy on the other
+#: core; less since idle workers yield); 16384 stores are 3-15 us of serial work (docs/architecture.md,
+#: Threads)
 WORK_PER_THREAD = 16384
 
 #: chunks per thread of a parallel loop (fewer when the loop is shorter): a worker the OS deschedules
