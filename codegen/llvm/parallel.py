@@ -8,13 +8,13 @@ For ``parallel for (i, min, extent) body`` inside function ``f`` we emit
   ``[min + k * size, min(min + (k + 1) * size, min + extent))``.
 * at the loop's place: a closure struct on the stack (every variable and buffer pointer bound where the
   loop is, plus min, extent and the chunk size) and ``tiletune_parallel_launch(f.parK, &closure, chunks,
-  threads)`` with ``threads = min(f.num_threads, extent)`` and :data:`CHUNKS_PER_THREAD` chunks per
-  thread (at most ``extent``): the caller and the pool's workers claim chunks as they come, so a thread
-  that the OS deschedules leaves its chunks to the others.
+  threads)`` with ``threads = min(f.num_threads, extent, work // WORK_PER_THREAD)`` and
+  :data:`CHUNKS_PER_THREAD` chunks per thread (at most ``extent``): the caller and the pool's workers
+  claim chunks as they come, so a thread that the OS deschedules leaves its chunks to the others.
 
 The thread count comes from the global ``f.num_threads`` (an ``i32`` the :class:`~codegen.Module` sets;
 0 or 1 runs the chunks in the caller).  Parallel loops nested in a parallel body run serially, as do
-those with a constant trip count doing less than :data:`MIN_PARALLEL_WORK` stores in all.
+those with a constant trip count doing less than twice :data:`WORK_PER_THREAD` stores in all.
 """
 from __future__ import annotations
 
@@ -28,9 +28,13 @@ from tensorir.expr import IntImm
 from .threadpool import LAUNCH, MAX_CHUNKS
 from .types import I32, PTR, VOID, const, convert, ltype
 
-#: a parallel loop with a constant trip count that runs fewer statements than this (stores of
-#: vectors or scalars, counted over all its iterations) runs serially: launching it costs about as much
-MIN_PARALLEL_WORK = 2048
+#: stores (of vectors or scalars, counted over all iterations of a loop of constant trip count) each
+#: thread of a parallel loop gets at least: the loop runs on at most ``work // WORK_PER_THREAD`` threads,
+#: serially below two.  Waking a worker and sharing the chunks cost the caller about 1 us when the
+#: worker had a core of its own, 6-12 us when it took the caller's (another process busy on the other
+#: core; less since idle workers yield); 16384 stores are 3-15 us of serial work (docs/architecture.md,
+#: Threads)
+WORK_PER_THREAD = 16384
 
 #: chunks per thread of a parallel loop (fewer when the loop is shorter): a worker the OS deschedules
 #: holds up the caller by the chunk it runs, so chunks are small (with two busy processes on two
@@ -78,7 +82,8 @@ def work(s: S.Stmt) -> int | None:
 def emit_parallel_for(cg, s: S.For) -> None:
     """``s`` through the thread pool (see the module), or serially when it does little work."""
     amount = work(s)
-    if amount is not None and amount < MIN_PARALLEL_WORK:
+    cap = None if amount is None else amount // WORK_PER_THREAD
+    if cap is not None and cap < 2:
         cg.stmt(dataclasses.replace(s, kind="serial"))
         return
     cg.uses_threads = True
@@ -118,6 +123,8 @@ def emit_parallel_for(cg, s: S.For) -> None:
     closure = cg.alloca(struct, align=16)
     with b.if_then(b.icmp_signed(">", extent, const(t, 0))):
         want = convert(b, b.load(_thread_count(cg), typ=I32), "int32", var.dtype)
+        if cap is not None:
+            want = cg.intrinsic("smin", [want, const(t, min(cap, 2 ** 30))])
         threads = cg.intrinsic("smax", [cg.intrinsic("smin", [want, extent]), const(t, 1)])
         per = cg.intrinsic("smin", [b.mul(threads, const(t, CHUNKS_PER_THREAD)), const(t, MAX_CHUNKS)])
         chunks = cg.intrinsic("smin", [per, extent])

@@ -13,7 +13,7 @@ import pytest
 import tensorir as te
 
 import codegen
-from codegen.llvm import threadpool
+from codegen.llvm import parallel, threadpool
 
 
 def _kernel(rows: int = 64, cols: int = 48):
@@ -43,20 +43,60 @@ def test_chunks_cover_every_row_for_any_thread_count():
             _check(mod, rows, seed=rows)
 
 
-@pytest.mark.parametrize("rows, pooled", [(4, False), (2048, True)])
-def test_tiny_parallel_loops_run_serially(rows, pooled):
-    """A parallel loop of constant trip count doing less than MIN_PARALLEL_WORK stores runs in the
-    caller (a launch would cost as much); a larger one goes through the pool."""
+#: rows of 64 scalar stores each: the largest loop that runs serially (under two threads' work) and the smallest pooled
+_SERIAL_ROWS = 2 * parallel.WORK_PER_THREAD // 64 - 1
+
+
+def _rows_kernel(rows: int):
     A = te.placeholder((rows, 64), name="A")
     B = te.compute((rows, 64), lambda i, j: A[i, j] * 3.0 + i.astype("float32"), name="B")
     s = te.create_schedule(B.op)
     s[B].parallel(B.op.axis[0])
-    mod = codegen.build(s, [A, B])
+    return codegen.build(s, [A, B])
+
+
+@pytest.mark.parametrize("rows, pooled", [(4, False), (_SERIAL_ROWS, False), (_SERIAL_ROWS + 1, True)])
+def test_tiny_parallel_loops_run_serially(rows, pooled):
+    """A parallel loop of constant trip count doing less than two threads' share (WORK_PER_THREAD stores
+    each) runs in the caller (waking a worker would cost as much); a larger one goes through the pool."""
+    mod = _rows_kernel(rows)
     assert (threadpool.LAUNCH in mod.get_source("ll")) == pooled
     a = np.random.default_rng(rows).standard_normal((rows, 64)).astype("float32")
     b = np.full_like(a, np.nan)
     mod(a, b)
     np.testing.assert_array_equal(b, a * np.float32(3) + np.arange(rows, dtype="float32")[:, None])
+
+
+_COUNT_WORKERS = """
+import os, numpy as np, codegen, tensorir as te
+from codegen.llvm import parallel
+rows = {shares} * parallel.WORK_PER_THREAD // 64
+A = te.placeholder((rows, 64), name="A")
+B = te.compute((rows, 64), lambda i, j: A[i, j] + 1.0, name="B")
+s = te.create_schedule(B.op)
+s[B].parallel(B.op.axis[0])
+mod = codegen.build(s, [A, B])
+mod.num_threads = 8
+a = np.zeros((rows, 64), "float32"); b = np.empty_like(a)
+before = len(os.listdir("/proc/self/task"))
+mod(a, b)
+assert (b == 1).all()
+print(len(os.listdir("/proc/self/task")) - before)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+@pytest.mark.parametrize("shares, workers", [(2, 1), (3, 2), (20, 7)])
+def test_threads_of_a_loop_follow_its_work(shares, workers):
+    """A loop of ``shares`` times WORK_PER_THREAD stores runs on at most ``shares`` threads, whatever
+    ``num_threads`` asks (8 here): the pool starts only the workers the largest loop needs (a fresh process:
+    the pool is per process)."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _COUNT_WORKERS.format(shares=shares)], capture_output=True,
+                         text=True, timeout=120, env=dict(os.environ, TILETUNE_NUM_THREADS="8"))
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) == workers
 
 
 def test_back_to_back_tasks_of_different_sizes():

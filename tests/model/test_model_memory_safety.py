@@ -130,11 +130,14 @@ def run_box_decode(threads: int) -> None:
     import onnxruntime as ort
 
     import codegen
+    from codegen.llvm import parallel
     from tensorir import graph
     fence_model_buffers()
     m = box_decode_model()
     g, params = graph.from_onnx(m)
+    parallel.WORK_PER_THREAD = 16           # this process only: its small loops go through the pool's chunks
     mod = codegen.build_model(g, params=params)
+    assert threads == 1 or any(s.parallel for s in mod.run_list.steps)
     mod.num_threads = threads
     rng = np.random.default_rng(1)
     feed = {"dist": rng.uniform(0, 5, (1, 4, 512)).astype(np.float32),

@@ -6,12 +6,14 @@ before a call; every result is compared with the single-threaded result of the s
 against onnxruntime or numpy first)."""
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
 import pytest
 
 import codegen
+from codegen.llvm import parallel
 from tensorir import graph
 from tensorir.graph import TensorType, Var, call
 
@@ -110,12 +112,26 @@ def _references(m, rng, oracle=None) -> list[list[tuple[dict, list[np.ndarray]]]
     return refs
 
 
+@contextlib.contextmanager
+def _pooled():
+    """Builds whose parallel loops go through the thread pool although they are small (the test models'
+    loops are under two threads' share of ``parallel.WORK_PER_THREAD``, and would run serially)."""
+    saved, parallel.WORK_PER_THREAD = parallel.WORK_PER_THREAD, 16
+    try:
+        yield
+    finally:
+        parallel.WORK_PER_THREAD = saved
+
+
 @pytest.fixture(scope="module", params=sorted(MODELS))
 def built(request):
     make, shapes = MODELS[request.param]
     model = make()
     g, params = graph.from_onnx(model, shapes)
-    return model, codegen.build_model(g, params=params)
+    with _pooled():
+        m = codegen.build_model(g, params=params)
+    assert any(s.parallel for s in m.run_list.steps)       # the calling threads share the pool
+    return model, m
 
 
 def test_threads_get_their_own_outputs(built):
@@ -138,7 +154,7 @@ def test_threads_with_a_fallback_step():
     x = Var("x", TensorType((16, 40), "float32"))
     p = call("nn.pad", call("nn.softmax", x), pad_width=((1, 1), (0, 2)), pad_mode="edge")
     g = graph.Graph((x,), (call("nn.softmax", call("tanh", p)), p), output_names=("y", "p"))
-    with pytest.warns(RuntimeWarning, match="reference fallback"):
+    with pytest.warns(RuntimeWarning, match="reference fallback"), _pooled():
         m = codegen.build_model(g, fallback="reference")
     assert [s.native for s in m.steps].count(False) == 1
 
