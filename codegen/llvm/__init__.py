@@ -290,8 +290,12 @@ class CodeGenLLVM:
         """Both arms evaluated and blended, except that an arm which reads memory (or divides by a
         variable) runs only where the condition holds: behind a branch for a scalar condition; for a
         vector one its loads are masked, behind an "any lane" branch unless they are all vector loads
-        of the condition's width (``if_then_else`` guards: a padded window's edge)."""
-        c = self.truth(e.cond)
+        of the condition's width (``if_then_else`` guards: a padded window's edge).  A broadcast condition
+        (the same in every lane: which input of a concatenate) is scalar, so its arms run behind one
+        branch: masked loads whose masks are all false still cost their address's page walk (7 ms of
+        the 8 of a blocked concat, whose idle arm points before its buffer)."""
+        uniform = isinstance(e.cond, E.Broadcast)
+        c = self.truth(e.cond.value if uniform else e.cond)
         safe = {structural_key(x) for x in collect(e.cond, E.BufferLoad)}
         arms = []
         for value, when in ((e.true_value, c), (e.false_value, None)):
@@ -306,8 +310,9 @@ class CodeGenLLVM:
             else:
                 arms.append(self._guarded(value, when))
         t, f = unify(self.b, *arms)
-        if lanes_of(c) > lanes_of(t):
-            t, f = splat(self.b, t, lanes_of(c)), splat(self.b, f, lanes_of(c))
+        lanes = dt.lanes(e.dtype) if uniform else lanes_of(c)
+        if lanes > lanes_of(t):
+            t, f = splat(self.b, t, lanes), splat(self.b, f, lanes)
         return self.b.select(c, t, f)
 
     def _within(self, cond: ir.Value) -> ir.Value:
