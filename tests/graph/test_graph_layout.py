@@ -230,10 +230,12 @@ def test_ceil_mode_pooling_stays_nchw():
 
 
 @pytest.mark.parametrize("shape, k, stride, pad", [((1, 2, 9, 9, 8), 3, 1, 1), ((2, 1, 13, 37, 4), 3, 2, 1),
-                                                  ((1, 1, 7, 7, 16), 5, 1, 2)])
+                                                  ((1, 1, 7, 7, 16), 5, 1, 2),
+                                                  ((1, 1, 20, 1, 16), (3, 1), 1, 0),    # 1-D: rows blocked
+                                                  ((1, 2, 19, 1, 8), (5, 1), 1, 1)])    # 17 x 3: a row tail
 def test_depthwise_conv2d_nchwc_default_schedule(shape, k, stride, pad):
-    b = shape[4]
-    conv = call("nn.contrib_depthwise_conv2d_NCHWc", _x(shape), _x((shape[1], 1, k, k, 1, b), "w"),
+    b, (kh, kw) = shape[4], k if isinstance(k, tuple) else (k, k)
+    conv = call("nn.contrib_depthwise_conv2d_NCHWc", _x(shape), _x((shape[1], 1, kh, kw, 1, b), "w"),
                 strides=(stride, stride), padding=(pad,) * 4, data_layout=f"NCHW{b}c", kernel_layout=f"OIHW1i{b}o",
                 out_layout=f"NCHW{b}c")
     for out in (conv, call("clip", call("add", conv, _x((1, shape[1], 1, 1, b), "b")), a_min=0.0, a_max=6.0)):
