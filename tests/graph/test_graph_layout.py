@@ -100,6 +100,30 @@ def test_conv2d_nchwc_tile_is_register_blocked():
     assert "T_relu[ramp(" in tile and "allocate data_pad" in head             # padding its own stage
 
 
+@pytest.mark.parametrize("shape, oc, kh, epilogue, rows", [
+    ((1, 2, 40, 1, 8), 2, 5, False, 12),   # a 1-D conv as H x 1 (magika): 36 rows, blocks of 12
+    ((1, 1, 19, 1, 4), 3, 3, True, 8),     # 17 rows (a prime): blocks of 8 and a guarded tail
+    ((1, 1, 20, 2, 8), 2, 3, True, 9),     # 2 columns: rows blocked, columns outside the block
+])
+def test_conv2d_nchwc_narrow_output_blocks_rows(shape, oc, kh, epilogue, rows):
+    ib, ob = shape[4], 8
+    x, w = _x(shape), _x((oc, shape[1], kh, 1, ib, ob), "w")
+    conv = call("nn.contrib_conv2d_NCHWc", x, w, data_layout=f"NCHW{ib}c", kernel_layout=f"OIHW{ib}i{ob}o",
+                out_layout=f"NCHW{ob}c")
+    out = call("nn.relu", call("add", conv, _x((1, oc, 1, 1, ob), "b"))) if epilogue else conv
+    (kern,) = _kernels(out)
+    kt = lower_kernel(kern)
+    text = str(te.lower(schedule_kernel(kt), kt.args))
+    assert text.count("] = x8(0.0f)") >= rows   # a register block of rows (unrolled) x the channel block
+    rng = np.random.default_rng(3)
+    ins = [rng.standard_normal(v.type.shape).astype("float32") for v in kern.body.inputs]
+    (want,) = graph.evaluate(kern.body, {v.name: a for v, a in zip(kern.body.inputs, ins)})
+    got = np.full(want.shape, np.nan, "float32")
+    codegen.build(schedule_kernel(kt), kt.args, name=kern.name)(*ins, got)
+    scale = np.sqrt(shape[1] * ib * kh)   # a sum of that many unit products
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
+
+
 @pytest.mark.parametrize("m, lead", [(8, ()), (13, (2,)), (3, (1,))])
 def test_dense_pack_default_schedule(m, lead):
     x = _x((*lead, m, 24))
@@ -206,10 +230,12 @@ def test_ceil_mode_pooling_stays_nchw():
 
 
 @pytest.mark.parametrize("shape, k, stride, pad", [((1, 2, 9, 9, 8), 3, 1, 1), ((2, 1, 13, 37, 4), 3, 2, 1),
-                                                  ((1, 1, 7, 7, 16), 5, 1, 2)])
+                                                  ((1, 1, 7, 7, 16), 5, 1, 2),
+                                                  ((1, 1, 20, 1, 16), (3, 1), 1, 0),    # 1-D: rows blocked
+                                                  ((1, 2, 19, 1, 8), (5, 1), 1, 1)])    # 17 x 3: a row tail
 def test_depthwise_conv2d_nchwc_default_schedule(shape, k, stride, pad):
-    b = shape[4]
-    conv = call("nn.contrib_depthwise_conv2d_NCHWc", _x(shape), _x((shape[1], 1, k, k, 1, b), "w"),
+    b, (kh, kw) = shape[4], k if isinstance(k, tuple) else (k, k)
+    conv = call("nn.contrib_depthwise_conv2d_NCHWc", _x(shape), _x((shape[1], 1, kh, kw, 1, b), "w"),
                 strides=(stride, stride), padding=(pad,) * 4, data_layout=f"NCHW{b}c", kernel_layout=f"OIHW1i{b}o",
                 out_layout=f"NCHW{b}c")
     for out in (conv, call("clip", call("add", conv, _x((1, shape[1], 1, 1, b), "b")), a_min=0.0, a_max=6.0)):

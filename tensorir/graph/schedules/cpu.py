@@ -28,6 +28,8 @@ from .registry import Rule, rule_registrar
 
 #: A parallel loop over fewer iterations than this also takes the next loop (rows of a blocked conv).
 MIN_PARALLEL_TASKS = 16
+#: A blocked conv with fewer output columns than this blocks its output rows instead.
+MIN_BLOCK_COLUMNS = 4
 
 
 #: ``@register_rule(*anchor_ops, **space)``: ``rule(s, kt, out)`` as a CPU entry, applied by :func:`schedule_kernel`
@@ -185,11 +187,13 @@ def _row_block(n: int, limit: int = 16) -> int:
     return 8 if best < 4 and n > limit else best
 
 
-def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, middle, at, rows, vec) -> None:
+def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, middle, at, rows, vec,
+                  row_axis: int = -2) -> None:
     """The anchor as a register block of ``rows`` x ``vec`` (unrolled x vectorized) with its reduction
     outside, computed per tile at ``out``'s loop ``at`` (or ``out`` itself); ``outer`` fused parallel,
-    ``middle`` (a loop or None) between them.  (Parallel loops stay unfused with ``middle``: the tile's
-    bounds then stay constant, its accumulators in registers.)"""
+    ``middle`` (a loop or None) between them; ``row_axis``: the anchor's axis the rows run over.
+    (Parallel loops stay unfused with ``middle``: the tile's bounds then stay constant, its accumulators
+    in registers.)"""
     between = [middle] if middle is not None else []
     if out is anchor:
         out.reorder(*outer, *between, at, *anchor.op.reduce_axis, rows, vec)
@@ -198,8 +202,9 @@ def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, middle, a
         out.reorder(*outer, *between, at, rows, vec)
         anchor.compute_at(out, at)
         a = list(anchor.op.axis)
-        anchor.reorder(*anchor.op.reduce_axis, a[-2], a[-1])
-        anchor.unroll(a[-2])
+        a_rows = a[row_axis]
+        anchor.reorder(*[x for x in a[:-1] if x is not a_rows], *anchor.op.reduce_axis, a_rows, a[-1])
+        anchor.unroll(a_rows)
         anchor.vectorize(a[-1])
     out.vectorize(vec)
     out.parallel(out.fuse(*outer) if len(outer) > 1 else outer[0])
@@ -214,11 +219,21 @@ def schedule_conv2d_nchwc(s: Schedule, kt: KernelTE, out: Stage) -> None:
     anchor = single_reduction(s, out)
     if anchor is None or len(out.op.axis) != 5 or _extents(anchor) != _extents(out):
         return schedule_reduction(s, kt, out)
-    columns = _row_block(_extents(out)[3])
-    anchor = _tile_anchor(s, out, anchor, bool(_extents(out)[3] % columns))
+    ext = _extents(out)
     n, oc, oh, ow, oc_b = out.op.axis
+    many = ext[0] * ext[1] >= MIN_PARALLEL_TASKS
+    if ext[3] < MIN_BLOCK_COLUMNS and ext[2] > ext[3]:
+        # narrow (a 1-D conv as H x 1): the block runs over output rows, columns outside it
+        rows = _row_block(ext[2])
+        anchor = _tile_anchor(s, out, anchor, bool(ext[2] % rows))
+        ho, hi = out.split(oh, factor=rows)
+        outer, middle = ([n, oc], ho) if many else ([n, oc, ho], None)
+        _block_anchor(s, out, anchor, outer, middle, ow, hi, oc_b, row_axis=2)
+        return
+    columns = _row_block(ext[3])
+    anchor = _tile_anchor(s, out, anchor, bool(ext[3] % columns))
     wo, wi = out.split(ow, factor=columns)
-    if _extents(out)[0] * _extents(out)[1] >= MIN_PARALLEL_TASKS:
+    if many:
         _block_anchor(s, out, anchor, [n, oc], oh, wo, wi, oc_b)
     else:   # few channel blocks (the first stages of a CNN): rows join the parallel loop
         _block_anchor(s, out, anchor, [n, oc, oh], None, wo, wi, oc_b)
