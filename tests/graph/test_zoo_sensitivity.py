@@ -66,7 +66,9 @@ def test_ulp_sensitivity_of_a_quantizer():
     """The perturbed runs against the unperturbed: the scale moves with the max, the integers may flip."""
     s = _sensitivity()
     m = _model(True)
-    feed = {"X": rng.standard_normal((64, 33)).astype("float32")}
+    # seeded: a one-ulp move of max|t| is below half an ulp of S = range / 255 for some data, and then all 8
+    # trials can leave S as it was (error 0); these data move it
+    feed = {"X": np.random.default_rng(1).standard_normal((64, 33)).astype("float32")}
     refs = [_run(_model(True), feed)]
     got = s.ulp_sensitivity(m, [feed], refs, lambda p: ort.InferenceSession(p.SerializeToString(),
                                                                                providers=["CPUExecutionProvider"]))
