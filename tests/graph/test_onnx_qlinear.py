@@ -60,12 +60,15 @@ def test_matmul_integer(b_const, zb):
 
 
 @pytest.mark.parametrize("xdtype", [np.uint8, np.int8])
-def test_matmul_integer_packed_past_a_block_and_dequantized(xdtype):
-    """Constant int8 weights of 40 columns (not a multiple of 16) take the packed ``vpdpbusd`` kernel (zero
-    weight rows up to 48, the product sliced back; ddddocr's 8210-class head): int32 exact, alone and followed
-    by the dequantizing Cast and Mul."""
-    a, b = q((2, 7, 64), xdtype), q((64, 40), np.int8)
-    consts = {"b": b, "za": xdtype(3), "zb": np.int8(0)}
+@pytest.mark.parametrize("bdtype, zb", [(np.int8, 0), (np.uint8, 119), (np.int8, "per column")])
+def test_matmul_integer_packed_past_a_block_and_dequantized(xdtype, bdtype, zb):
+    """Constant 8-bit weights of 40 columns (not a multiple of 16) take the packed ``vpdpbusd`` kernel (zero
+    weight rows up to 48, the product sliced back), also where their zero point leaves differences past int8
+    (ddddocr's 8210-class head: uint8 weights, zero point 119; the zero point then corrected by the data's row
+    sums): int32 exact, alone and followed by the dequantizing Cast and Mul."""
+    a, b = q((2, 7, 64), xdtype), q((64, 40), bdtype)
+    zb = q(40, np.int8) if zb == "per column" else bdtype(zb)
+    consts = {"b": b, "za": xdtype(3), "zb": zb}
     mod = compare(model("MatMulInteger", {"a": a}, consts, order=["a", "b", "za", "zb"]), {"a": a})
     assert sum("qnn_contrib_dense_pack" in s.kernel for s in mod.run_list.steps) == 1
     nodes = [helper.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["i"]),
