@@ -59,6 +59,32 @@ def test_matmul_integer(b_const, zb):
     compare(model("MatMulInteger", inputs, consts, order=["a", "b", "za", "zb"]), inputs)
 
 
+@pytest.mark.parametrize("xdtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("bdtype, zb", [(np.int8, 0), (np.uint8, 119), (np.int8, "per column")])
+def test_matmul_integer_packed_past_a_block_and_dequantized(xdtype, bdtype, zb):
+    """Constant 8-bit weights of 40 columns (not a multiple of 16) take the packed ``vpdpbusd`` kernel (zero
+    weight rows up to 48, the product sliced back), also where their zero point leaves differences past int8
+    (ddddocr's 8210-class head: uint8 weights, zero point 119; the zero point then corrected by the data's row
+    sums): int32 exact, alone and followed by the dequantizing Cast and Mul."""
+    a, b = q((2, 7, 64), xdtype), q((64, 40), bdtype)
+    zb = q(40, np.int8) if zb == "per column" else bdtype(zb)
+    consts = {"b": b, "za": xdtype(3), "zb": zb}
+    mod = compare(model("MatMulInteger", {"a": a}, consts, order=["a", "b", "za", "zb"]), {"a": a})
+    assert sum("qnn_contrib_dense_pack" in s.kernel for s in mod.run_list.steps) == 1
+    nodes = [helper.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["i"]),
+             helper.make_node("Cast", ["i"], ["f"], to=helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))),
+             helper.make_node("Mul", ["f", "s"], ["y"])]
+    consts["s"] = (rng.random(40) * 0.01).astype(np.float32)
+    g = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("a", helper.np_dtype_to_tensor_dtype(a.dtype),
+                                                                      a.shape)],
+                          [helper.make_empty_tensor_value_info("y")],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m.ir_version = 9
+    mod = compare(m, {"a": a})
+    assert sum("qnn_contrib_dense_pack" in s.kernel for s in mod.run_list.steps) == 1
+
+
 def test_dynamic_quantize_linear():
     x = (rng.standard_normal((6, 33)) * 3).astype(np.float32)
     compare(model("DynamicQuantizeLinear", {"x": x}, {}, n_out=3), {"x": x})

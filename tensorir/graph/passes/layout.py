@@ -15,9 +15,10 @@
   in pairs for ``vdpbf16ps`` (``NK16n2k``, ``OIHW2i16o2i``; the conv's data stays NCHW); a bfloat16
   ``nn.batch_matmul`` (16 | N, 2 | K) becomes ``nn.contrib_batch_matmul_pack_bf16`` with its second operand
   packed the same way per batch by a reshape and a transpose;
-- ``qnn.dense`` / ``qnn.conv2d`` (8-bit data, constant int8 weights, 16 | outputs (of a group); 4 | reduction
-  for the dense and for a group of a grouped conv, a one-group conv's input channels padded to 4 with zero
-  weights; int8 data shifted to uint8, ``x + 128``, with ``-128 * sum(w)`` added back per output channel) become
+- ``qnn.dense`` / ``qnn.conv2d`` (8-bit data, constant int8 weights, 16 | outputs of a conv's group, the
+  dense's outputs padded to 16 with zero weights and sliced back; 4 | reduction for the dense and for a group
+  of a grouped conv, a one-group conv's input channels padded to 4 with zero weights; int8 data shifted to
+  uint8, ``x + 128``, with ``-128 * sum(w)`` added back per output channel) become
   ``qnn.contrib_dense_pack`` / ``qnn.contrib_conv2d_pack`` with weights packed for ``vpdpbusd``; the conv gives
   ``NCHW16c`` and reads blocked data of ``4k`` channels in place (NCHW data it regroups itself); a depthwise
   ``qnn.conv2d`` becomes ``qnn.contrib_depthwise_conv2d_NCHWc`` (int32, any 8-bit data and integer weights);
@@ -220,14 +221,23 @@ def _int8_weights(w: Value) -> bool:
 
 @_rule("qnn.dense")
 def _qnn_dense(st: _Layouts, n: Node):
-    """8-bit data x int8 constant weights: weights packed ``NK16n4k`` for ``vpdpbusd`` (op/qnn.py)."""
+    """8-bit data x int8 constant weights: weights packed ``NK16n4k`` for ``vpdpbusd`` (op/qnn.py); outputs
+    not filling blocks of 16 get zero weight rows up to the block, the padded product sliced back (a small
+    kernel with the epilogue)."""
     x, w = (st.get_plain(v) for v in n.inputs)
-    if not _int8_weights(w) or x.type.dtype not in qnn.DATA or w.type.shape[0] % qnn.LANES \
-            or w.type.shape[1] % qnn.GROUP:
+    if not _int8_weights(w) or x.type.dtype not in qnn.DATA or w.type.shape[1] % qnn.GROUP:
         return None
+    units = w.type.shape[0]
+    pad = -units % qnn.LANES
     x, corr = _as_uint8(x, w, (1,))
-    y = call("qnn.contrib_dense_pack", x, st.pack(w, "qnn.dense", qnn.pack_dense_weight))
-    return y if corr is None else call("add", y, corr)
+    packed = st.pack(w, "qnn.dense", lambda v: qnn.pack_dense_weight(np.pad(v, ((0, pad), (0, 0)))))
+    y = call("qnn.contrib_dense_pack", x, packed)
+    if corr is not None:
+        y = call("add", y, Const(np.pad(corr.value, (0, pad))))
+    if pad:
+        shape = n.type.shape
+        y = call("strided_slice", y, begin=(0,) * len(shape), end=shape, strides=(1,) * len(shape))
+    return y
 
 
 @_rule("qnn.conv2d")

@@ -99,6 +99,17 @@ def _minus_zero(w: np.ndarray, zw: np.ndarray, axis: int) -> np.ndarray:
     return d.astype(np.int16 if np.abs(d).max(initial=0) < 1 << 15 else np.int32)
 
 
+def _int8_minus_zero(w: np.ndarray, zw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Constant 8-bit (K, N) weights ``w`` minus their zero point ``zw`` (per tensor or per column) as int8
+    weights and the int32 zero point left over: ``w - zw`` itself where it fits int8 (zero left over), else ``w``
+    (uint8 shifted by -128, so is its zero point) and ``zw``; ``qnn.dense`` packs int8 weights for ``vpdpbusd``."""
+    d = w.astype(np.int32) - along(zw, w.ndim, 1)
+    if d.min(initial=0) >= -128 and d.max(initial=0) <= 127:
+        return d.astype(np.int8), np.zeros((), np.int32)
+    shift = 128 if w.dtype == np.uint8 else 0
+    return (w.astype(np.int32) - shift).astype(np.int8), (np.asarray(zw, np.int32) - shift).astype(np.int32)
+
+
 def _corrected(ctx, acc, zx, colsum: np.ndarray, bias, axis: int):
     """``acc + bias - zx * colsum`` (``colsum`` per output channel along ``axis``; ``zx`` and ``bias``
     arrays, graph values or, for ``bias``, None)."""
@@ -129,9 +140,13 @@ def int_matmul(ctx, a, b, za, zb, bias=None):
         raise ctx.unsupported(f"integer matmul of {a.type.dtype} and {b.type.dtype} (8-bit integers only)")
     w = ctx.const(b)
     if w is not None and w.ndim == 2 and isinstance(zb, np.ndarray):
-        wt = _minus_zero(np.asarray(w), zb, axis=1).T.copy()          # (N, K)
-        acc = ctx.call("qnn.dense", a, Const(wt))
-        return _corrected(ctx, acc, za, wt.astype(np.int64).sum(axis=1), bias, axis=-1)
+        w8, zr = _int8_minus_zero(np.asarray(w), zb)
+        wt = w8.T.copy()                                               # (N, K)
+        acc = _corrected(ctx, ctx.call("qnn.dense", a, Const(wt)), za, wt.astype(np.int64).sum(axis=1), bias, axis=-1)
+        if zr.any():    # - zr * rowsum(a - za): the zero point left over, by the data's row sums (as MLAS does)
+            rows = ctx.call("sum", _shifted(ctx, a, za, a.type.ndim, -1), axis=[a.type.ndim - 1], keepdims=True)
+            acc = ctx.call("subtract", acc, ctx.call("multiply", rows, Const(along(zr, acc.type.ndim, -1))))
+        return acc
     x, y = _shifted(ctx, a, za, a.type.ndim, -1), _shifted(ctx, b, zb, b.type.ndim, -1)
     acc = _float_matmul(ctx, [x, y], {})
     return acc if bias is None else ctx.call("add", acc, operand(ctx, bias, "int32", acc.type.ndim, -1))
