@@ -1,7 +1,7 @@
 """Models quantized by onnxruntime's own tools, in the test: a small ResNet-18 by ``quantize_static`` (QDQ,
 per-channel int8 weights, uint8 or int8 activations) folds into integer kernels (``qnn.conv2d``,
-``qnn.dense``; no float conv or dense left; the convs of 16 filters or more packed for ``vpdpbusd``,
-reading each other's 8-bit outputs in ``NCHW16c``: no regrouping, one layout transform) and matches
+``qnn.dense``; no float conv or dense left; every conv packed for ``vpdpbusd``, those of 16 filters or more
+reading each other's 8-bit outputs in ``NCHW16c``, those of 8 padded to 16 and sliced back in NCHW) and matches
 onnxruntime's int8 output within 1 LSB of its output quantization; a BERT layer by ``quantize_dynamic`` imports as ``qnn.dense`` kernels."""
 import tempfile
 from collections import Counter
@@ -53,13 +53,13 @@ def test_qdq_resnet18_runs_in_integer_kernels_as_onnxruntime(activations):
     ops = Counter(n.op for n in g.nodes)
     assert ops["qnn.conv2d"] == 20 and ops["qnn.dense"] == 1
     assert not {"nn.conv2d", "nn.dense"} & set(ops)
-    # convs of 16 filters or more run packed for vpdpbusd, int8 activations shifted to uint8
-    assert sum("qnn_contrib_conv2d_pack" in s.kernel for s in m.run_list.steps) == 15
-    # 8-bit activations stay NCHW16c between them: only the two convs reading the 8-channel stage regroup
-    # their (NCHW) input; one layout transform is left, before the classifier
+    # every conv runs packed for vpdpbusd (int8 activations shifted to uint8), the 8-filter ones padded to 16
+    assert sum("qnn_contrib_conv2d_pack" in s.kernel for s in m.run_list.steps) == 20
+    # 8-bit activations stay NCHW16c between convs of 16 filters or more; the five of 8 filters give NCHW
+    # (a layout transform and a slice each), the two convs after them regroup it; one more before the classifier
     nodes = [n for s in m.run_list.steps for n in s.body.body.nodes]
-    assert [n.attrs["data_layout"] for n in nodes if n.op == "qnn.contrib_conv2d_pack"] == ["NCHW"] * 2 + ["NCHW16c"] * 13
-    assert sum(n.op == "layout_transform" for n in nodes) == 1
+    assert [n.attrs["data_layout"] for n in nodes if n.op == "qnn.contrib_conv2d_pack"] == ["NCHW"] * 7 + ["NCHW16c"] * 13
+    assert sum(n.op == "layout_transform" for n in nodes) == 6
     last = next(n for n in q.graph.node if n.output[0] == q.graph.output[0].name)
     assert last.op_type == "DequantizeLinear"
     lsb = float(onnx.numpy_helper.to_array(next(t for t in q.graph.initializer if t.name == last.input[1])))

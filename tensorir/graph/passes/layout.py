@@ -245,7 +245,9 @@ def _qnn_conv2d(st: _Layouts, n: Node):
     """8-bit data x int8 constant weights: a depthwise conv ``qnn.contrib_depthwise_conv2d_NCHWc`` (weights
     ``OIHW1i[x]o``); one group, or groups of ``16k`` outputs and ``4k`` inputs, ``qnn.contrib_conv2d_pack``
     (weights ``OIHW4i16o4i``) reading blocked data of ``4k`` channels in place (NCHW data, at a model's
-    boundary, the kernel regroups); both give ``NCHW16c`` (depthwise: the data's block)."""
+    boundary, the kernel regroups); both give ``NCHW16c`` (depthwise: the data's block).  One group of
+    outputs not filling blocks of 16 (pruned models: 61, 122, ... filters): zero weight rows up to the block,
+    the product back in NCHW and sliced to the real outputs."""
     x, w = n.inputs
     a = n.attrs
     if x.type.dtype not in qnn.DATA or x.type.ndim != 4 or not isinstance(w, Const) \
@@ -258,8 +260,9 @@ def _qnn_conv2d(st: _Layouts, n: Node):
         kernel = st.pack(w, f"OIHW1i{block}o", lambda v: layout_transform_numpy(v, "OIHW", f"OIHW1i{block}o"))
         return call("qnn.contrib_depthwise_conv2d_NCHWc", st.get_blocked(x, block), kernel,
                     layout=f"NCHW{block}c", **geometry), block
-    if not _int8_weights(w) or (o // a["groups"]) % qnn.LANES or a["groups"] > 1 and cg % qnn.GROUP:
+    if not _int8_weights(w) or a["groups"] > 1 and ((o // a["groups"]) % qnn.LANES or cg % qnn.GROUP):
         return None
+    pad = -o % qnn.LANES      # one group: zero weight rows up to the block, sliced back
     blocked = st.blocked.get(id(x))
     if blocked is not None and blocked[1] % qnn.GROUP == 0:
         data, layout = blocked[0], f"NCHW{blocked[1]}c"
@@ -268,11 +271,15 @@ def _qnn_conv2d(st: _Layouts, n: Node):
     data, corr = _as_uint8(data, w, (1, 2, 3))
     if corr is not None:
         geometry["input_zero_point"] += 128
-    y = call("qnn.contrib_conv2d_pack", data, st.pack(w, "qnn.conv2d", qnn.pack_conv_weight), groups=a["groups"],
+    packed = st.pack(w, "qnn.conv2d", lambda v: qnn.pack_conv_weight(np.pad(v, ((0, pad), (0, 0), (0, 0), (0, 0)))))
+    y = call("qnn.contrib_conv2d_pack", data, packed, groups=a["groups"],
              data_layout=layout, out_layout=f"NCHW{qnn.LANES}c", **geometry)
     if corr is not None:
-        y = call("add", y, _channel_const(Const(corr.value.reshape(1, -1, 1, 1)), o, qnn.LANES))
-    return y, qnn.LANES
+        y = call("add", y, _channel_const(Const(np.pad(corr.value, (0, pad)).reshape(1, -1, 1, 1)), o + pad, qnn.LANES))
+    if not pad:
+        return y, qnn.LANES
+    y = call("layout_transform", y, src_layout=f"NCHW{qnn.LANES}c", dst_layout="NCHW")
+    return call("strided_slice", y, begin=(0,) * 4, end=n.type.shape, strides=(1,) * 4)
 
 
 def _channel_const(c: Const, channels: int, block: int) -> Const | None:
