@@ -128,5 +128,11 @@ def test_ranks_real_gemm_schedules_better_than_chance():
     order = np.random.default_rng(0).permutation(len(X))
     train, test = order[:len(X) // 2], order[len(X) // 2:]
     m = CostModel(seed=0).fit(X[train], costs[train])
-    acc = m.ranking_accuracy(X[test], costs[test])
-    assert acc > 0.5, f"held-out pairwise accuracy {acc:.2f}"
+    scores, held = m.predict(X[test]), costs[test]
+    # only pairs a loaded 2-core machine orders reliably: one at least 1.5x the other (half the schedules
+    # sit within 20% of each other, where the measured order is noise: 0.44 over all pairs on CI once)
+    pairs = [(i, j) for i in range(len(held)) for j in range(len(held))
+             if held[j] >= 1.5 * held[i]]
+    assert len(pairs) >= 5, f"too few clearly ordered pairs: {np.round(held * 1e6, 1)} us"
+    acc = np.mean([scores[i] > scores[j] for i, j in pairs])
+    assert acc > 0.5, f"held-out pairwise accuracy {acc:.2f} over {len(pairs)} pairs (costs {np.round(held * 1e6, 1)} us)"
