@@ -18,6 +18,41 @@ KINDS = ("llvm", "cuda", "c")
 KEYS = {"llvm": ("cpu",), "c": ("cpu",), "cuda": ("cuda", "gpu")}
 
 
+#: The features the kernel schedules ask about that ``-mcpu=NAME`` enables by default (LLVM's X86.td):
+#: ``"llvm -mcpu=NAME"`` gets them, ``-mattr`` adds and removes, as LLVM itself does when it compiles.
+_AVX2 = frozenset({"avx", "avx2", "fma", "f16c"})
+_AVX512 = _AVX2 | {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}
+_VNNI = _AVX512 | {"avx512vnni"}
+_SPR = _VNNI | {"avxvnni", "avx512bf16", "avx512fp16", "amx-tile", "amx-int8", "amx-bf16"}
+_ZEN4 = _VNNI | {"avx512bf16"}
+#: What each of those features needs: ``-mattr=-avx512f`` also takes away every ``avx512*`` (as in LLVM).
+_NEEDS = {"avx2": "avx", "fma": "avx", "f16c": "avx", "avx512f": "avx2", "avxvnni": "avx2",
+          "amx-int8": "amx-tile", "amx-bf16": "amx-tile"}
+
+
+def _needs(f: str) -> str | None:
+    return _NEEDS.get(f, "avx512f" if f.startswith("avx512") and f != "avx512f" else None)
+
+
+def _without(features: frozenset[str], removed: set[str]) -> frozenset[str]:
+    """``features`` less ``removed`` and whatever needs a removed feature."""
+    def gone(f: str | None) -> bool:
+        return f is not None and (f in removed or gone(_needs(f)))
+    return frozenset(f for f in features if not gone(f))
+
+
+CPU_FEATURES: dict[str, frozenset[str]] = {
+    **dict.fromkeys(("haswell", "broadwell", "skylake", "znver1", "znver2", "znver3", "x86-64-v3"), _AVX2),
+    **dict.fromkeys(("alderlake", "raptorlake", "meteorlake", "arrowlake", "lunarlake", "gracemont",
+                     "sierraforest", "grandridge"), _AVX2 | {"avxvnni"}),
+    **dict.fromkeys(("skylake-avx512", "cannonlake", "x86-64-v4"), _AVX512),
+    **dict.fromkeys(("cascadelake", "icelake-client", "icelake-server", "tigerlake", "rocketlake"), _VNNI),
+    "cooperlake": _VNNI | {"avx512bf16"},
+    **dict.fromkeys(("sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d"), _SPR),
+    "znver4": _ZEN4, "znver5": _ZEN4 | {"avxvnni"},
+}
+
+
 class TargetKind(str):
     """A target's kind: the string itself, with TVM's ``target.kind.name``."""
 
@@ -84,8 +119,16 @@ class Target:
 
     @property
     def features(self) -> frozenset[str]:
-        """Enabled feature names (without the ``+``)."""
-        return frozenset(a[1:] for a in self.mattr if a.startswith("+"))
+        """Enabled feature names (without the ``+``): the host's for the host, else the CPU's defaults
+        (:data:`CPU_FEATURES`) with ``-mattr``'s ``+f`` added and ``-f`` removed."""
+        plus = frozenset(a[1:] for a in self.mattr if a.startswith("+"))
+        if self.kind != "llvm" or self._is_host_string():
+            return plus
+        return _without(CPU_FEATURES.get(self.mcpu, frozenset()) | plus, {a[1:] for a in self.mattr if a[0] == "-"})
+
+    def _is_host_string(self) -> bool:
+        h = host()
+        return self.mcpu == h.mcpu and self.mattr == h.mattr
 
     def llvm_features(self) -> str:
         """The feature string for LLVM's target machine.
@@ -93,8 +136,7 @@ class Target:
         For the host CPU described by :func:`host` this is the host's complete string, ``-feature``
         entries included, so nothing the host lacks can be switched on by the CPU's defaults.
         """
-        h = host()
-        if self.kind == "llvm" and self.mcpu == h.mcpu and self.mattr == h.mattr:
+        if self.kind == "llvm" and self._is_host_string():
             return _host_features()
         return ",".join(self.mattr)
 

@@ -223,9 +223,12 @@ def test_packed_dense_gelu_epilogue_vectorized_once_per_tile_after_the_reduction
 
 def test_a_target_string_reads_as_its_target():
     """``"llvm"`` alone is the host, features included, as ``codegen.build`` reads it: the registry picks the
-    same entries for the string and the parsed target; ``-mattr`` alone is just those features."""
+    same entries for the string and the parsed target; ``-mcpu=NAME`` has that CPU's features."""
     from codegen.target import host, parse
     assert registry.target_features("llvm") == host().features == registry.target_features(parse("llvm"))
-    assert registry.target_features("llvm -mattr=+avx2,-avx512f") == {"avx2"}
+    # another CPU: its defaults (as LLVM compiles for it), -mattr adding and removing (with what needs it)
+    assert registry.target_features("llvm -mcpu=znver4 -mattr=+avx2,-avx512f") == {"avx", "avx2", "fma", "f16c"}
+    assert {"avx512vnni", "amx-int8"} <= registry.target_features("llvm -mcpu=sapphirerapids")
+    assert registry.target_features("llvm -mcpu=generic -mattr=+avx2,+fma") == {"avx2", "fma"}
     for op in ("nn.dense", "qnn.dense", "nn.conv2d"):
         assert schedule_entry(op, "llvm") is schedule_entry(op, parse("llvm"))

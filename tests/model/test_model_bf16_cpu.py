@@ -32,7 +32,8 @@ NO_BF16 = "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vl"
 AVX2 = "llvm -mcpu=haswell -mattr=+avx2,+fma"      # the plain form in 8-lane halves
 #: this host without AMX (whose tiles accumulate in another order: they are other entries' and tests')
 def host_without(*features: str) -> Target:
-    return Target("llvm", host().mcpu, tuple(f for f in host().mattr if f[1:] not in features and not f[1:].startswith("amx")))
+    gone = (*features, "amx-tile", "amx-int8", "amx-bf16")
+    return Target("llvm", host().mcpu, tuple(f for f in host().mattr if f[1:] not in gone) + tuple("-" + f for f in gone))
 
 
 HOST = host_without()

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "am
 AVX512VNNI = "llvm -mcpu=znver4 -mattr=+avx512f,+avx512bw,+avx512vl,+avx512vnni"
 AVXVNNI = "llvm -mcpu=alderlake -mattr=+avx2,+fma,+avxvnni"
 NO_VNNI = "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vl"
-BOTH_VNNI = "llvm -mcpu=emeraldrapids -mattr=+avx512f,+avx512bw,+avx512vl,+avx512vnni,+avxvnni"   # zmm wins
+BOTH_VNNI = "llvm -mcpu=emeraldrapids -mattr=-amx-tile,-amx-int8,-amx-bf16"   # the CPU's VNNI of both widths: zmm wins
 
 
 def int8_graph():
@@ -82,7 +82,8 @@ def test_vnni_kernels_match_numpy_where_the_host_has_vnni():
 def test_manifest_names_the_isa_and_loading_refuses_a_host_without_it(tmp_path, monkeypatch):
     if "avx512vnni" not in host().features:
         pytest.skip("this host has no AVX512-VNNI")
-    no_amx = ",".join(f for f in host().mattr if not f.startswith("+amx"))   # an AMX host's dense takes tiles
+    no_amx = ",".join([f for f in host().mattr if not f.startswith("+amx")]   # an AMX host's dense takes tiles
+                      + ["-amx-tile", "-amx-int8", "-amx-bf16"])
     m = codegen.build_model(int8_graph(), target=f"llvm -mcpu={host().mcpu} -mattr={no_amx}")
     out = tmp_path / "model"
     m.export_library(str(out))
@@ -91,7 +92,7 @@ def test_manifest_names_the_isa_and_loading_refuses_a_host_without_it(tmp_path, 
     assert isas == [["avx512vnni"]] * 2 and "avx512vnni" in man["cpu_features"]
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    lacking = Target("llvm", host().mcpu, tuple(f for f in host().mattr if f != "+avx512vnni"))
+    lacking = Target("llvm", host().mcpu, tuple(f for f in host().mattr if f != "+avx512vnni") + ("-avx512vnni",))
     monkeypatch.setattr("codegen.runtime.artifact_cpu.host", lambda: lacking)
     with pytest.raises(ArtifactError, match=r"lacks: avx512vnni .*avx512vnni runs 2 kernel\(s\) \(fused_qnn"):
         codegen.load_model(str(copy))
