@@ -85,7 +85,7 @@ def schedule_reduction(s: Schedule, kt: KernelTE, out: Stage) -> None:
     ext = _extents(out)
     axes = list(out.op.axis)
     if not axes:
-        return
+        return _vector_partials(s, out)
     width = vector_width(ext[-1])
     outer = inner = None
     if width > 1:
@@ -104,6 +104,24 @@ def schedule_reduction(s: Schedule, kt: KernelTE, out: Stage) -> None:
     if inner is not None:
         out.vectorize(inner)
 
+
+def _vector_partials(s: Schedule, out: Stage) -> None:
+    """A reduction to one value (a dynamic quantizer's min and max): partial results in a vector along the
+    innermost reduction axis (``rfactor``: no chain of scalar steps through the whole tensor), then the vector
+    reduced."""
+    red = single_reduction(s, out)
+    if red is None or red.op.num_outputs != 1 or _extents(red):
+        return
+    k = red.op.reduce_axis[-1]
+    width = vector_width(int(k.dom.extent))
+    if width == 1:
+        return
+    if int(k.dom.extent) != width:
+        _, k = red.split(k, factor=width)
+    part = s[s.rfactor(red.op.output(0), k)]
+    (lane,) = part.op.axis
+    part.reorder(*part.op.reduce_axis, lane)
+    part.vectorize(lane)
 
 def _tile_anchor(s: Schedule, out: Stage, anchor: Stage, tail: bool) -> Stage:
     """The stage a register tile accumulates in: ``anchor``, or, where the tile has a tail (a split that
