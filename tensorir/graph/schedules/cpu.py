@@ -6,7 +6,8 @@ rule of the kernel's anchor (``rule(s, kt, output_stage)``, registered as the ke
 
 - injective: outer axes fused and parallel, innermost vectorized (``topi.generic``);
 - reductions (softmax, layer norm, pooling, sum ...): each reduction stage computed at the output's
-  loop over the axes it keeps, the output parallel outside and vectorized inside;
+  loop over the axes it keeps, the output parallel outside and vectorized inside; a reduction to one
+  value keeps a vector of partial results (``rfactor``) along its innermost axis;
 - conv2d / dense / batch_matmul: the output tiled (output channel or rows x a vector of the innermost
   axis), the anchor computed per tile with its reduction outside a register block whose innermost
   axis is vectorized; epilogue ops (bias, residual, activation) live in the tile's loops (a 2-D dense
@@ -81,7 +82,7 @@ def schedule_injective_kernel(s: Schedule, kt: KernelTE, out: Stage) -> None:
 def schedule_reduction(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """Reduction stages whose axes are a prefix of the output's computed at the output's loop over that
     prefix (per row of a softmax or layer norm, per element of a pooled output); the output parallel
-    over its outer axis and vectorized along its innermost."""
+    over its outer axis and vectorized along its innermost (one value: :func:`_vector_partials`)."""
     ext = _extents(out)
     axes = list(out.op.axis)
     if not axes:
