@@ -259,6 +259,38 @@ def test_channel_concatenation_stays_blocked():
     assert "= concatenate(%2, %4, %x, axis=1) : float32[1, 40, 5, 5]" in str(alter_op_layout(odd))   # 16c, 8c: NCHW
 
 
+def test_per_pixel_operands_reductions_and_padding_stay_blocked():
+    """A dynamically quantized conv's epilogue and quantizer: a run-time scalar and a per-pixel map ``[N, 1, H, W]``
+    broadcast into the blocked data (a lane axis of one), reductions over every axis and over the channels read it
+    in place, and spatial padding keeps it blocked for the next conv: the edges are the only conversions."""
+    x, s, p = _x((2, 32, 6, 6)), _x((), "s"), _x((2, 1, 6, 6), "p")
+    c = call("multiply", call("add", call("nn.conv2d", x, _w((32, 32, 3, 3)), padding=(1,) * 4), p), s)
+    mask = np.ones((1, 1, 8, 8), bool)
+    mask[:, :, 1:7, 1:7] = False
+    padded = call("where", Const(mask), s, call("nn.pad", c, pad_width=[[0, 0], [0, 0], [1, 1], [1, 1]]))
+    out = call("nn.conv2d", padded, _w((16, 32, 3, 3), 1))
+    per_pixel = call("sum", c, axis=[1], keepdims=True)
+    g = graph.Graph((x, s, p), (out, call("max", c), per_pixel, call("min", c, axis=[-3])))
+    after = fold_constants(alter_op_layout(g))
+    text = str(after)
+    assert text.count("layout_transform(") == 2, text     # x in, the last conv out
+    assert "= reshape(%p, newshape=[2, 1, 6, 6, 1])" in text and "constant : bool[1, 1, 8, 8, 1]" in text
+    assert "= nn.pad(%" in text and "float32[2, 2, 8, 8, 16]" in text
+    assert "axis=[1, 4], keepdims=True" in text and "max(%" in text
+    rng = np.random.default_rng(5)
+    feed = {"x": rng.standard_normal((2, 32, 6, 6)).astype("float32"), "s": np.float32(1.5),
+            "p": rng.standard_normal((2, 1, 6, 6)).astype("float32")}
+    want = graph.evaluate(g, feed)
+    for got, w in zip(graph.evaluate(after, feed), want):
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-4)
+    m = codegen.build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    for got, w in zip(m(**feed), want):
+        assert got.shape == w.shape
+        np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("blocks", [(1, 1), (1, 2, 1)])
 def test_blocked_channel_concatenation_is_a_branch_not_masked_loads(blocks):
     """A concatenate of NCHW16c tensors along C: which input a vector reads is the same in every lane, so

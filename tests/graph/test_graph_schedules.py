@@ -86,6 +86,26 @@ def test_softmax_and_layer_norm_reduce_per_row():
     assert "allocate T_layer_norm_sum[float32 * 1 * 1]" in text and "T_layer_norm[ramp(" in text
 
 
+@pytest.mark.parametrize("op,shape", [("max", (1, 3, 16, 40, 16)), ("min", (1, 6, 5, 40)), ("sum", (2, 3, 4, 24)),
+                                      ("mean", (7, 48)), ("max", (3, 5, 7))])
+def test_reduction_to_one_value_keeps_vector_partials(op, shape):
+    """A reduction of a whole tensor (a dynamic quantizer's min and max) accumulates a vector of partial results
+    along the innermost axis, then reduces the vector (an innermost axis without a vector width: scalar steps);
+    a NaN anywhere still comes out as NaN."""
+    x = _x(shape)
+    (kernel,) = _fuse(call(op, call("multiply", x, Const(np.float32(1.5))))).kernels
+    check_kernel(kernel, schedule=schedule_kernel)
+    kt = lower_kernel(kernel)
+    sch = schedule_kernel(kt)
+    assert (".rf[ramp(" in str(te.lower(sch, kt.args))) == (shape[-1] % 4 == 0)
+    mod = codegen.build(sch, kt.args, name=kernel.name)
+    data = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    data.flat[data.size // 3] = np.nan
+    out = np.zeros((), np.float32)
+    mod(data, out)
+    assert np.isnan(out)
+
+
 def test_pool_window_outside_the_vector():
     text = _lowered(call("nn.max_pool2d", _x((2, 3, 8, 32)), pool_size=(2, 2), strides=(2, 2)))
     assert "parallel for (i0.i1.fused, 6)" in text and "pool_max[ramp(" in text

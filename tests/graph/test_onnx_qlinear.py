@@ -143,10 +143,77 @@ def test_qlinear_conv_chain_blocked_depthwise_grouped(xdtype):
     assert sum("qnn_contrib_depthwise_conv2d_NCHWc" in k for k in kernels) == 1
 
 
-def test_conv_integer_with_weight_zero_point():
+@pytest.mark.parametrize("zw", [128, 121])     # w - zw within int8; outside (the window sums correct it)
+def test_conv_integer_with_weight_zero_point(zw):
     x = q((2, 3, 9, 9), np.uint8)
-    consts = {"w": q((5, 3, 3, 3), np.uint8), "zx": np.uint8(50), "zw": np.uint8(128)}
+    consts = {"w": q((5, 3, 3, 3), np.uint8), "zx": np.uint8(50), "zw": np.uint8(zw)}
     compare(model("ConvInteger", {"x": x}, consts, {"pads": [1, 1, 1, 1]}), {"x": x})
+
+
+def conv_integer_numpy(x, w, zx, zw, pads=(0, 0, 0, 0), strides=(1, 1), dilations=(1, 1), group=1, **_):
+    """ConvInteger's int32 result (``zw`` per tensor or per output channel: the ONNX spec allows it, onnxruntime
+    refuses it)."""
+    pt, pl, pb, pr = pads
+    xs = np.pad(x.astype(np.int64) - int(zx), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    ws = w.astype(np.int64) - np.asarray(zw, np.int64).reshape(-1, 1, 1, 1)
+    o, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw) = strides, dilations
+    oh = (xs.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (xs.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    y = np.zeros((x.shape[0], o, oh, ow), np.int64)
+    og = o // group
+    for i in range(kh):
+        for j in range(kw):
+            patch = xs[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+            for gi in range(group):
+                y[:, gi * og:(gi + 1) * og] += np.einsum("nchw,oc->nohw", patch[:, gi * cg:(gi + 1) * cg],
+                                                         ws[gi * og:(gi + 1) * og, :, i, j])
+    return y.astype(np.int32)
+
+
+@pytest.mark.parametrize("wdtype,zw,groups,attrs", [
+    (np.uint8, np.uint8(121), 1, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),        # w - zw outside int8
+    (np.uint8, np.uint8(128), 1, {"pads": [1, 0, 2, 1]}),                            # w - zw fits int8
+    (np.uint8, "per-channel", 1, {"pads": [1, 1, 1, 1], "dilations": [2, 1]}),
+    (np.int8, np.int8(-9), 1, {"kernel_shape": [1, 1]}),
+    (np.uint8, np.uint8(100), 2, {"pads": [1, 1, 1, 1]}),                            # grouped: int32 weights
+])
+def test_conv_integer_runtime_data_zero_point(wdtype, zw, groups, attrs):
+    """``x`` and its zero point at run time (DynamicQuantizeLinear's, as onnxruntime's dynamic quantizer emits):
+    the padding holds ``zx`` (padded explicitly), one group's weights int8 for ``vpdpbusd`` with the zero point
+    left over times the window sums; int32 exactly (onnxruntime's, or numpy's for per-channel ``zw``)."""
+    kk = attrs.get("kernel_shape", [3, 3])
+    w = q((24, 20 // groups, *kk), wdtype)
+    per_channel = isinstance(zw, str)
+    if per_channel:
+        zw = rng.integers(90, 160, 24).astype(wdtype)
+    for _ in range(2):      # fresh data and zero points, including the extremes
+        x = q((2, 20, 11, 13), np.uint8)
+        for zx in (np.uint8(rng.integers(0, 256)), np.uint8(0), np.uint8(255)):
+            feed = {"x": x, "zx": np.asarray(zx)}
+            m = model("ConvInteger", feed, {"w": w, "zw": zw}, {**attrs, "group": groups}, order=["x", "w", "zx", "zw"])
+            if per_channel:
+                _, mod, (got,), _ = run_poisoned(m, feed, reference_outputs=False)
+                np.testing.assert_array_equal(got, conv_integer_numpy(x, w, zx, zw, group=groups, **attrs))
+            else:
+                mod = compare(m, feed)
+    packed = sum("qnn_contrib_conv2d_pack" in s.kernel for s in mod.run_list.steps)
+    assert packed == (groups == 1)
+
+
+def test_dynamic_quantize_conv_integer_chain():
+    """DynamicQuantizeLinear then ConvInteger with uint8 weights (onnxruntime's ``quantize_dynamic`` of a conv):
+    within onnxruntime's own rounding of the float scale (its quantizer and ours agree bit for bit here)."""
+    x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
+    w = q((32, 8, 3, 3), np.uint8)
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "sx", "zx"]),
+             helper.make_node("ConvInteger", ["xq", "w", "zx", "zw"], ["y"], pads=[1, 1, 1, 1])]
+    g = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("x", 1, x.shape)],
+                          [helper.make_empty_tensor_value_info("y")],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.uint8(117), "zw")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m.ir_version = 9
+    compare(m, {"x": x})
 
 
 MS = "com.microsoft"

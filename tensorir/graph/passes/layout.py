@@ -23,9 +23,10 @@
   ``NCHW16c`` and reads blocked data of ``4k`` channels in place (NCHW data it regroups itself); a depthwise
   ``qnn.conv2d`` becomes ``qnn.contrib_depthwise_conv2d_NCHWc`` (int32, any 8-bit data and integer weights);
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
-  arithmetic with per-channel operands, pooling and channel concatenation follow the layout
-  (:data:`RULES`); any other reader gets the plain NCHW value through one ``layout_transform`` (made
-  once, shared), as do the outputs.
+  arithmetic with per-channel operands or ones the same for every channel (a scalar; a per-pixel map
+  ``[N, 1, H, W]`` gets a lane axis of one), pooling, channel concatenation, spatial constant padding and
+  reductions over every axis or over the channels follow the layout (:data:`RULES`); any other reader gets
+  the plain NCHW value through one ``layout_transform`` (made once, shared), as do the outputs.
 
 On CUDA (:mod:`.layout_cuda`) the blocked layout with one block of all the channels, ``NCHW[C]c``, is NHWC:
 16-bit convolutions take it on tensor cores, and the same rules keep activations NHWC between them.
@@ -41,6 +42,7 @@ from .. import op as _op  # noqa: F401  (the operators are registered)
 from ..ir import Const, Graph, GraphError, Node, Value, topological_order
 from ..op import layout as _layout_ops  # noqa: F401  (layout_transform, contrib ops)
 from ..op import qnn
+from ..op.reduce import REDUCE
 from ..op.registry import OpPattern, call, get_op
 
 #: Element types of blocked layouts: 16-bit floats compute in float32 lanes, as float32 does.
@@ -283,14 +285,32 @@ def _qnn_conv2d(st: _Layouts, n: Node):
 
 
 def _channel_const(c: Const, channels: int, block: int) -> Const | None:
-    """A constant broadcast against NCHW data, in the blocked layout (None if it is not per channel)."""
+    """A constant broadcast against NCHW data, in the blocked layout (None unless it is per channel or the same
+    for every channel)."""
     shape = (1,) * (4 - c.type.ndim) + c.type.shape
-    if c.type.ndim > 4 or shape[0] != 1 or shape[2:] != (1, 1) or shape[1] not in (1, channels):
+    if c.type.ndim > 4 or shape[1] not in (1, channels) or shape[1] == channels and shape[2:] != (1, 1):
         return None
     v = c.value.reshape(shape)
-    if shape[1] == 1:
-        return Const(v.reshape(1, 1, 1, 1, 1))
+    if shape[1] == 1:     # one value for all channels (per pixel, say): the lanes of a block share it
+        return Const(v.reshape(shape + (1,)))
     return Const(layout_transform_numpy(v, "NCHW", f"NCHW{block}c"))
+
+
+def _as_blocked_operand(st: _Layouts, v: Value, channels: int, block: int) -> Value | None:
+    """An operand broadcast against NCHW data in the blocked layout: a scalar as it is, one the same for every
+    channel (``[N, 1, H, W]``) with a lane axis of one, one of all the channels converted (once); None
+    otherwise."""
+    if v.type.ndim == 0:
+        return st.get_plain(v)
+    shape = (1,) * (4 - v.type.ndim) + v.type.shape
+    if v.type.ndim > 4 or shape[1] not in (1, channels):
+        return None
+    if shape[1] == channels and v.type.ndim == 4:
+        return st.get_blocked(v, block)
+    plain = st.get_plain(v) if v.type.ndim == 4 else call("reshape", st.get_plain(v), newshape=shape)
+    if shape[1] == 1:
+        return call("reshape", plain, newshape=shape + (1,))
+    return call("layout_transform", plain, src_layout="NCHW", dst_layout=f"NCHW{block}c")
 
 
 @_rule("nn.bias_add")
@@ -348,13 +368,44 @@ def _follow(st: _Layouts, n: Node):
         return None   # fewer conversions in NCHW
     args = []
     for v in n.inputs:
-        if v.type.ndim == 4 and v.type.shape[1] == n.type.shape[1]:   # all channels: blocked, or converted once
+        if id(v) in st.blocked:
             args.append(st.get_blocked(v, block))
         elif isinstance(v, Const) and (c := _channel_const(v, n.type.shape[1], block)) is not None:
             args.append(c)
+        elif (a := _as_blocked_operand(st, v, n.type.shape[1], block)) is not None:
+            args.append(a)
         else:
             return None
     return call(n.op, *args, **dict(n.attrs)), block
+
+
+@_rule(*REDUCE)
+def _reduce(st: _Layouts, n: Node):
+    """A reduction of blocked data (every block full) over all its axes, or over the channels (the blocks and
+    their lanes), reads it in place; the result is plain."""
+    (x,) = n.inputs
+    if id(x) not in st.blocked or x.type.ndim != 4:
+        return None
+    xb = st.blocked[id(x)][0]
+    axes = sorted({a % 4 for a in n.attrs["axis"]}) if n.attrs["axis"] is not None else [0, 1, 2, 3]
+    if axes == [0, 1, 2, 3]:
+        y = call(n.op, xb, axis=None, keepdims=False)
+    elif axes == [1]:
+        y = call(n.op, xb, axis=(1, 4), keepdims=True)
+    else:
+        return None
+    return y if y.type.shape == n.type.shape else call("reshape", y, newshape=n.type.shape)
+
+
+@_rule("nn.pad")
+def _pad(st: _Layouts, n: Node):
+    """Constant padding of the spatial axes of blocked data stays blocked."""
+    (x,) = n.inputs
+    width = [list(w) for w in n.attrs["pad_width"]]
+    if id(x) not in st.blocked or x.type.ndim != 4 or n.attrs["pad_mode"] != "constant" or any(width[0] + width[1]):
+        return None
+    xb, block = st.blocked[id(x)]
+    return call("nn.pad", xb, pad_width=width + [[0, 0]], pad_value=n.attrs["pad_value"], pad_mode="constant"), block
 
 
 def _is_follower(op_name: str, n: Node) -> bool:

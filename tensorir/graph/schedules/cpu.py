@@ -6,7 +6,8 @@ rule of the kernel's anchor (``rule(s, kt, output_stage)``, registered as the ke
 
 - injective: outer axes fused and parallel, innermost vectorized (``topi.generic``);
 - reductions (softmax, layer norm, pooling, sum ...): each reduction stage computed at the output's
-  loop over the axes it keeps, the output parallel outside and vectorized inside;
+  loop over the axes it keeps, the output parallel outside and vectorized inside; a reduction to one
+  value keeps a vector of partial results (``rfactor``) along its innermost axis;
 - conv2d / dense / batch_matmul: the output tiled (output channel or rows x a vector of the innermost
   axis), the anchor computed per tile with its reduction outside a register block whose innermost
   axis is vectorized; epilogue ops (bias, residual, activation) live in the tile's loops (a 2-D dense
@@ -81,11 +82,11 @@ def schedule_injective_kernel(s: Schedule, kt: KernelTE, out: Stage) -> None:
 def schedule_reduction(s: Schedule, kt: KernelTE, out: Stage) -> None:
     """Reduction stages whose axes are a prefix of the output's computed at the output's loop over that
     prefix (per row of a softmax or layer norm, per element of a pooled output); the output parallel
-    over its outer axis and vectorized along its innermost."""
+    over its outer axis and vectorized along its innermost (one value: :func:`_vector_partials`)."""
     ext = _extents(out)
     axes = list(out.op.axis)
     if not axes:
-        return
+        return _vector_partials(s, out)
     width = vector_width(ext[-1])
     outer = inner = None
     if width > 1:
@@ -104,6 +105,24 @@ def schedule_reduction(s: Schedule, kt: KernelTE, out: Stage) -> None:
     if inner is not None:
         out.vectorize(inner)
 
+
+def _vector_partials(s: Schedule, out: Stage) -> None:
+    """A reduction to one value (a dynamic quantizer's min and max): partial results in a vector along the
+    innermost reduction axis (``rfactor``: no chain of scalar steps through the whole tensor), then the vector
+    reduced."""
+    red = single_reduction(s, out)
+    if red is None or red.op.num_outputs != 1 or _extents(red):
+        return
+    k = red.op.reduce_axis[-1]
+    width = vector_width(int(k.dom.extent))
+    if width == 1:
+        return
+    if int(k.dom.extent) != width:
+        _, k = red.split(k, factor=width)
+    part = s[s.rfactor(red.op.output(0), k)]
+    (lane,) = part.op.axis
+    part.reorder(*part.op.reduce_axis, lane)
+    part.vectorize(lane)
 
 def _tile_anchor(s: Schedule, out: Stage, anchor: Stage, tail: bool) -> Stage:
     """The stage a register tile accumulates in: ``anchor``, or, where the tile has a tail (a split that

@@ -99,11 +99,11 @@ def _minus_zero(w: np.ndarray, zw: np.ndarray, axis: int) -> np.ndarray:
     return d.astype(np.int16 if np.abs(d).max(initial=0) < 1 << 15 else np.int32)
 
 
-def _int8_minus_zero(w: np.ndarray, zw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Constant 8-bit (K, N) weights ``w`` minus their zero point ``zw`` (per tensor or per column) as int8
+def _int8_minus_zero(w: np.ndarray, zw: np.ndarray, axis: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Constant 8-bit weights ``w`` minus their zero point ``zw`` (per tensor or along the output ``axis``) as int8
     weights and the int32 zero point left over: ``w - zw`` itself where it fits int8 (zero left over), else ``w``
-    (uint8 shifted by -128, so is its zero point) and ``zw``; ``qnn.dense`` packs int8 weights for ``vpdpbusd``."""
-    d = w.astype(np.int32) - along(zw, w.ndim, 1)
+    (uint8 shifted by -128, so is its zero point) and ``zw``; ``vpdpbusd`` multiplies int8 weights."""
+    d = w.astype(np.int32) - along(zw, w.ndim, axis)
     if d.min(initial=0) >= -128 and d.max(initial=0) <= 127:
         return d.astype(np.int8), np.zeros((), np.int32)
     shift = 128 if w.dtype == np.uint8 else 0
@@ -153,13 +153,15 @@ def int_matmul(ctx, a, b, za, zb, bias=None):
 
 
 def int_conv(ctx, x, w, zx, zw, attrs, bias=None):
-    """int32 ``conv(x - zx, w - zw) (+ bias)``: ``qnn.conv2d`` (2-d) when the weights and zero points are
-    constants, else ``nn.conv2d`` over int32."""
+    """int32 ``conv(x - zx, w - zw) (+ bias)``: ``qnn.conv2d`` (2-d) when the weights and their zero point are
+    constants, else ``nn.conv2d`` over int32.  One group's weights are int8 (packed for ``vpdpbusd``): ``w - zw``
+    where it fits, else shifted with the zero point left over times each window's sum of ``x - zx`` (as
+    :func:`int_matmul`); a zero point ``zx`` computed at run time pads explicitly (:func:`_pad_with`)."""
     if x.type.dtype not in INT8 or w.type.dtype not in INT8:
         raise ctx.unsupported(f"integer conv of {x.type.dtype} and {w.type.dtype} (8-bit integers only)")
     wv = ctx.const(w)
     nd = x.type.ndim - 2
-    if nd != 2 or wv is None or not isinstance(zx, np.ndarray) or not isinstance(zw, np.ndarray):
+    if nd != 2 or wv is None or not isinstance(zw, np.ndarray):
         from .conv import conv
         acc = conv(ctx, [_shifted(ctx, x, zx, x.type.ndim, 1), _shifted(ctx, w, zw, w.type.ndim, 0)], attrs)
         return acc if bias is None else ctx.call("add", acc, operand(ctx, bias, "int32", acc.type.ndim, 1))
@@ -167,10 +169,43 @@ def int_conv(ctx, x, w, zx, zw, attrs, bias=None):
     strides = list(attrs.get("strides", [1] * nd))
     dilations = list(attrs.get("dilations", [1] * nd))
     pads = list(spatial_pads(ctx, x.type.shape[2:], kernel, strides, dilations, attrs))
-    wq = _minus_zero(np.asarray(wv), zw, axis=0)
-    acc = ctx.call("qnn.conv2d", x, Const(wq), strides=strides, padding=pads, dilation=dilations,
-                   groups=attrs.get("group", 1), input_zero_point=int(zx))
-    return _corrected(ctx, acc, zx, wq.astype(np.int64).reshape(wq.shape[0], -1).sum(axis=1), bias, axis=1)
+    groups = attrs.get("group", 1)
+    wq, zr = _int8_minus_zero(np.asarray(wv), zw, axis=0)
+    if zr.any() and groups != 1:    # window sums per group: exact int32 weights instead
+        wq, zr = _minus_zero(np.asarray(wv), zw, axis=0), np.zeros((), np.int32)
+    data, padding, zpad = x, pads, zx
+    if not isinstance(zx, np.ndarray):
+        zpad = np.zeros((), np.int64)
+        if any(pads):
+            data, padding = _pad_with(ctx, x, zx, pads), [0] * 4
+    acc = ctx.call("qnn.conv2d", data, Const(wq), strides=strides, padding=padding, dilation=dilations,
+                   groups=groups, input_zero_point=int(zpad))
+    acc = _corrected(ctx, acc, zx, wq.astype(np.int64).reshape(wq.shape[0], -1).sum(axis=1), bias, axis=1)
+    if zr.any():
+        sums = _window_sums(ctx, x, zx, kernel, strides, pads, dilations)
+        acc = ctx.call("subtract", acc, ctx.call("multiply", sums, Const(along(zr, 4, 1))))
+    return acc
+
+
+def _pad_with(ctx, x, zx, pads):
+    """NCHW ``x`` padded with the run-time scalar ``zx`` (``pads``: top, left, bottom, right)."""
+    pt, pl, pb, pr = pads
+    h, w = x.type.shape[2:]
+    xp = ctx.call("nn.pad", x, pad_width=[[0, 0], [0, 0], [pt, pb], [pl, pr]], pad_value=0.0, pad_mode="constant")
+    border = np.ones((1, 1, h + pt + pb, w + pl + pr), bool)
+    border[:, :, pt:pt + h, pl:pl + w] = False
+    return ctx.call("where", Const(border), ctx.call("cast", zx, dtype=x.type.dtype), xp)
+
+
+def _window_sums(ctx, x, zx, kernel, strides, pads, dilations):
+    """(N, 1, OH, OW) int32: the sum of ``x - zx`` over each conv window, all channels (padding counts 0)."""
+    from .conv import conv
+    s = ctx.call("sum", _shifted(ctx, x, zx, 4, 1), axis=[1], keepdims=True)
+    if kernel == [1, 1] and strides == [1, 1] and not any(pads):
+        return s
+    ones = Const(np.ones((1, 1, *kernel), np.int32))
+    return conv(ctx, [s, ones], {"kernel_shape": kernel, "strides": strides, "pads": list(pads),
+                                 "dilations": dilations})
 
 
 @converter("MatMulInteger", since=10)
