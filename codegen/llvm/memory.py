@@ -6,6 +6,9 @@ Index forms of a flat buffer access and what they become:
 * ``Ramp(base, 1, n)``              one ``<n x T>`` load / store at ``base`` (element alignment)
 * ``Ramp(base, -1, n)``             contiguous load then a reversing shuffle
 * ``Broadcast(i, n)``, stride 0     scalar load then splat
+* ``Ramp(base, s, n)``, constant      one contiguous load of the lanes' span, then a shuffle picking every
+  ``s > 1`` spanning at most          ``s``-th element (what LLVM's x86 backend lowers to byte / word
+  :data:`SHORT_SPAN` bytes            permutes; a layout transform out of ``NCHW16c`` reads so)
 * any other vector index            ``llvm.masked.gather`` / ``llvm.masked.scatter`` (LLVM scalarizes
                                     them where the CPU's gathers are slow)
 
@@ -35,6 +38,9 @@ from .types import I1, I32, I64, PTR, VOID, bf16_from_mem, bf16_to_mem, const, c
 #: Constant-size allocations up to this many bytes live on the stack; larger or symbolic ones on the heap.
 STACK_LIMIT = 1 << 18
 ALIGN = 64
+#: A strided vector load whose lanes span at most this many bytes (first to last) is one contiguous load and a
+#: shuffle: no byte or word gathers exist, and LLVM scalarizes theirs (a lane by lane load and insert).
+SHORT_SPAN = 128
 
 
 def buffer_ptr(cg, buf: S.Buffer) -> ir.Value:
@@ -65,6 +71,14 @@ def _contiguous(index: E.Expr, stride: int) -> bool:
     return isinstance(index, E.Ramp) and E.is_const(index.stride, stride)
 
 
+def _short_stride(index: E.Expr, dtype: str) -> int:
+    """The constant stride (> 1) of a ramp whose lanes span at most :data:`SHORT_SPAN` bytes, else 0."""
+    if not isinstance(index, E.Ramp) or not isinstance(index.stride, E.IntImm) or index.stride.value <= 1:
+        return 0
+    s = index.stride.value
+    return s if ((dt.lanes(index.dtype) - 1) * s + 1) * dt.itemsize(dtype) <= SHORT_SPAN else 0
+
+
 def load(cg, e: E.BufferLoad) -> ir.Value:
     index = flat_index(e)
     buf = e.buffer
@@ -83,6 +97,11 @@ def load(cg, e: E.BufferLoad) -> ir.Value:
     elif _contiguous(index, 1):
         addr = gep(cg, ptr, mt, cg.offset(index.base))
         v = cg.intrinsic("masked.load", [addr, const(I32, align), mask, passthru], ret=vt, overload=[vt, PTR])
+    elif (stride := _short_stride(index, buf.dtype)) and mask is None:
+        span = (n - 1) * stride + 1     # only the lanes' own span: nothing past the last lane is read
+        v = b.load(gep(cg, ptr, mt, cg.offset(index.base)), typ=ir.VectorType(mt, span), align=align)
+        v = b.shuffle_vector(v, ir.Constant(ir.VectorType(mt, span), ir.Undefined),
+                             ir.Constant(ir.VectorType(I32, n), [k * stride for k in range(n)]))
     elif _contiguous(index, -1) and mask is None:
         first = b.sub(cg.offset(index.base), const(I64, n - 1), flags=["nsw"])
         v = b.load(gep(cg, ptr, mt, first), typ=vt, align=align)

@@ -159,6 +159,27 @@ def test_gather_scatter_reverse_and_broadcast_index():
     np.testing.assert_allclose(s, (flat[np.arange(n)][:, None] + a).T)
 
 
+@pytest.mark.parametrize("dtype,stride,lanes", [("uint8", 16, 4), ("uint8", 16, 8), ("int16", 3, 8),
+                                                  ("float32", 2, 16), ("uint8", 16, 16)])
+def test_short_strided_load_is_one_load_and_a_shuffle(dtype, stride, lanes):
+    """A strided vector load whose lanes span at most SHORT_SPAN bytes (a layout transform out of NCHW16c reads
+    bytes 16 apart) is one contiguous load of that span and a shuffle, not a gather; a longer one stays a gather.
+    The rows read end at the buffer's last element (the load reads nothing past the last lane)."""
+    from codegen.llvm.memory import SHORT_SPAN
+    rows = 3
+    span = (lanes - 1) * stride + 1
+    A, Out = buf("A", dtype, rows * span), buf("Out", dtype, rows * lanes)
+    i = Var("i")
+    body = loop(i, rows, store(Out, load(A, ramp(i * span, lanes, stride=stride)), ramp(i * lanes, lanes)))
+    mod = codegen.build(func("strided", [A, Out], body))
+    a, out = rand(rows * span, dtype), nan_like(rows * lanes, dtype)
+    mod(a, out)
+    np.testing.assert_array_equal(out, a.reshape(rows, span)[:, ::stride].reshape(-1))
+    short = span * np.dtype(dtype).itemsize <= SHORT_SPAN
+    ll = mod.get_source("ll")
+    assert ("masked.gather" not in ll and "shufflevector" in ll) == short, ll
+
+
 def test_vector_select_compare_min_max():
     def f(a, b):
         return E.Select(a.dtype, a > b, E.binary(E.Max, a, b) * const(2.0), E.binary(E.Min, a, b))

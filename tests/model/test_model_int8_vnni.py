@@ -96,3 +96,31 @@ def test_manifest_names_the_isa_and_loading_refuses_a_host_without_it(tmp_path, 
     monkeypatch.setattr("codegen.runtime.artifact_cpu.host", lambda: lacking)
     with pytest.raises(ArtifactError, match=r"lacks: avx512vnni .*avx512vnni runs 2 kernel\(s\) \(fused_qnn"):
         codegen.load_model(str(copy))
+
+
+@pytest.mark.parametrize("rows,cols,block", [((4, 32), 768, (4, 4)), ((7,), 32, (7, 2)), ((1,), 64, (1, 4)),
+                                             ((12,), 48, (12, 1)), ((2, 9), 128, (3, 4))])
+def test_dense_register_block_feeds_several_dots_per_load(rows, cols, block):
+    """The packed dense's default register block (``dense_block``: at most 16 accumulators, fewest loads per dot):
+    exact against numpy for VNNI (where the host has it) and the plain form; with VNNI, 4 x 4 broadcasts a quarter
+    as much data per ``vpdpbusd`` as the 16 x 1 block it replaces."""
+    from tensorir.graph.schedules.cpu_int8 import dense_block
+    m_rows = int(np.prod(rows))
+    assert dense_block(m_rows, cols // 16) == block
+    x = Var("x", TensorType((*rows, 64), "uint8"))
+    w = Const(rng.integers(-128, 128, (cols, 64)).astype(np.int8))
+    y = call("multiply", call("cast", call("subtract", call("qnn.dense", x, w), Const(np.int32(7))), dtype="float32"),
+             Const(np.float32(0.5)))
+    g = Graph((x,), (y,), (), ("y",))
+    f = {"x": rng.integers(0, 256, (*rows, 64)).astype(np.uint8)}
+    want = graph.evaluate(g, f)[0]
+    targets = [NO_VNNI] + ([None] if {"avx512vnni"} <= host().features else [])
+    for target in targets:
+        m = codegen.build_model(g, target=target)
+        for b in m.buffers:
+            b.view(np.uint8).fill(0xFF)     # NaN
+        np.testing.assert_array_equal(m(**f)[0], want)
+    if block == (4, 4):
+        asm = jit.emit_assembly(codegen.build_model(g, target=AVX512VNNI)._ir, parse(AVX512VNNI))
+        dots, broadcasts = len(re.findall(r"vpdpbusd\s", asm)), len(re.findall(r"vpbroadcastd\s", asm))
+        assert dots >= 16 and broadcasts * 2 <= dots, (dots, broadcasts)

@@ -2,11 +2,11 @@
 AVX-VNNI tensorizes the packed kernels' inner block with ``vpdpbusd`` (:mod:`tensorir.topi.x86`); without
 them the same block is plain vector code (:data:`tensorir.topi.x86.PLAIN`: ``vpmaddwd`` and adds).
 
-- ``qnn.contrib_dense_pack``: the output's rows (leading axes fused) in tiles of up to 16 rows x one block
-  of 16 columns, parallel over tiles (row tiles outside); per tile the int32 block (16 accumulator
-  registers) over the reduction (4 bytes per ``vpdpbusd``), then the epilogue (zero-point correction,
-  requantization) on the tile.  (Two column blocks of 8 rows kept most accumulators in memory: LLVM stored
-  them every step, 3x slower);
+- ``qnn.contrib_dense_pack``: the output's rows (leading axes fused) in tiles of ``r`` rows x ``k`` blocks of
+  16 columns (:func:`dense_block`: at most 16 accumulator registers, the fewest loads per ``vpdpbusd``, e.g. 4 x 4:
+  4 data broadcasts and 4 weight rows feed 16 dots, where 16 x 1 loaded 17), parallel over tiles; per tile the
+  int32 block over the reduction (4 bytes per ``vpdpbusd``), then the epilogue (zero-point correction,
+  requantization) on the tile.  (32 accumulators kept most of them in memory: LLVM stored them every step);
 - ``qnn.contrib_conv2d_pack``: per (batch, 16 output channels, output row) in parallel, tiles of up to 16
   output columns x 16 channels accumulated over (input channel blocks, kernel rows, columns, 4 channels),
   the epilogue per tile (``NCHW16c``: vectorized over the channel block); blocked data is read in place
@@ -80,6 +80,14 @@ def _data_bytes(anchor: Stage) -> int:
     return rows * k * dt.itemsize(data.dtype)
 
 
+def dense_block(rows: int, column_blocks: int) -> tuple[int, int]:
+    """``(r, k)``: the register block of a packed dense of ``rows`` x ``column_blocks`` blocks of 16, ``r | rows``,
+    ``k | column_blocks`` (at most 4), ``r * k <= 16`` accumulators (the rest of the 32 registers hold the weights,
+    the broadcast data and an epilogue's constants): the fewest loads per dot, ``(r + k) / (r * k)``."""
+    blocks = [(largest_divisor(rows, 16 // k), k) for k in (4, 2, 1) if column_blocks % k == 0]
+    return max(blocks, key=lambda b: b[0] * b[1] / (b[0] + b[1]))
+
+
 def dense_pack(isa, block=_block, kind: str = "int8"):
     """The rule of a packed dense whose inner (16 lanes x group) block ``block(anchor, lanes, group axis, isa)``
     tensorizes for ``isa`` (None: the plain form); also the bf16 entries' (:mod:`.cpu_bf16`)."""
@@ -90,19 +98,21 @@ def dense_pack(isa, block=_block, kind: str = "int8"):
             return cpu.schedule_reduction(s, kt, out)
         axes = list(out.op.axis)
         rows = out.fuse(*axes[:-1]) if len(axes) > 2 else axes[0] if len(axes) == 2 else None
-        no, ni = out.split(axes[-1], factor=LANES)
+        r, k = dense_block(*extents(anchor)[:2])
+        no, ni = out.split(axes[-1], factor=LANES * k)
         i, jo, ji = anchor.op.axis
         ko, ki = anchor.op.reduce_axis
         if rows is None:
             tile = no
         else:
-            ro, ri = out.split(rows, factor=largest_divisor(extents(anchor)[0], 16))
+            ro, ri = out.split(rows, factor=r)
             if _data_bytes(anchor) <= L2_BYTES:     # all the rows stay in cache while the weights pass once
                 out.reorder(no, ro, ri, ni)
                 tile = out.fuse(no, ro)
             else:                                   # a tile of rows stays in cache while the weights pass
                 out.reorder(ro, no, ri, ni)
                 tile = out.fuse(ro, no)
+        ni = out.split(ni, factor=LANES)[1]
         out.parallel(tile)
         anchor.compute_at(out, tile)
         anchor.reorder(ko, i, jo, ji, ki)

@@ -170,8 +170,8 @@ def dense_space(isa, block=dot_block):
         cfg.define_knob("order", ["rows_outer", "columns_outer"])
         cfg.define_knob("unroll_k", _divisors(kb, 4))
         if cfg.is_fallback:     # the default rule's tile and order (cpu_int8.dense_pack)
-            from .cpu_int8 import L2_BYTES, _data_bytes    # (cpu_int8 imports this module)
-            cfg["block"] = OtherOptionEntity(f"{largest_divisor(m, 16)},1")
+            from .cpu_int8 import L2_BYTES, _data_bytes, dense_block    # (cpu_int8 imports this module)
+            cfg["block"] = OtherOptionEntity("{},{}".format(*dense_block(m, nb)))
             cfg["order"] = OtherOptionEntity("columns_outer" if _data_bytes(anchor) <= L2_BYTES else "rows_outer")
         r, k = (int(v) for v in cfg["block"].val.split(","))
         i, jo, ji = anchor.op.axis
