@@ -276,6 +276,43 @@ def test_blocked_channel_concatenation_is_a_branch_not_masked_loads(blocks):
     assert np.array_equal(out, np.concatenate(ins, axis=1))
 
 
+RESIZES = [dict(method="nearest_neighbor", coordinate_transformation_mode="asymmetric", rounding_method="floor"),
+           dict(method="linear", coordinate_transformation_mode="half_pixel"),
+           dict(method="cubic", coordinate_transformation_mode="tf_crop_and_resize", roi=(0.1, -0.2, 0.8, 1.1),
+                extrapolation_value=-3.0)]
+
+
+@pytest.mark.parametrize("attrs", RESIZES, ids=lambda a: a["method"])
+def test_resize_follows_the_blocked_layout(attrs):
+    """An FPN's upsampling between convolutions: ``image.resize2d`` over ``NCHW16c`` (no layout transforms
+    but the graph's edges; they made ppocrv6-tiny-det's upsample-and-concat kernel 2-7 ms), the kernel on
+    NaN-poisoned outputs as numpy, the model as the unaltered graph."""
+    x = _x((1, 16, 5, 6))
+    c = call("nn.relu", call("nn.conv2d", x, _w((32, 16, 1, 1))))
+    up = call("image.resize2d", c, size=(9, 12), scale=(1.8, 2.0), **attrs)
+    g = _graph(call("nn.conv2d", call("concatenate", up, up, axis=1), _w((16, 64, 3, 3), 1), padding=(1,) * 4))
+    after = fold_constants(alter_op_layout(g))
+    text = str(after)
+    assert text.count("layout_transform(") == 2 and 'layout="NCHW16c") : float32[1, 2, 9, 12, 16]' in text
+    data = np.random.default_rng(6).standard_normal((1, 16, 5, 6)).astype("float32")
+    want = graph.evaluate(g, {"x": data})[0]
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(graph.evaluate(after, {"x": data})[0], want, rtol=1e-5, atol=1e-5 * scale)
+    (kern,) = [k for k in graph.fuse_ops(after).kernels if "resize" in k.name]
+    check_kernel(kern, schedule=schedule_kernel)
+    m = codegen.build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=data)[0], want, rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_resize_of_nchw_data_stays_nchw():
+    up = call("image.resize2d", _x((1, 16, 4, 4)), size=(8, 8), method="nearest_neighbor")
+    assert str(alter_op_layout(_graph(call("nn.relu", up)))).count("layout_transform(") == 0
+    with pytest.raises(graph.GraphError, match=r"image.resize2d takes NCHW8c data"):
+        call("image.resize2d", _x((1, 1, 4, 4, 16)), size=(8, 8), layout="NCHW8c")
+
+
 def test_squeeze_excitation_stays_blocked():
     x = _x((2, 32, 6, 6))
     c = call("nn.relu", call("nn.conv2d", x, _w((32, 32, 3, 3)), padding=(1,) * 4))

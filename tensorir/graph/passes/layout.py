@@ -23,7 +23,7 @@
   ``NCHW16c`` and reads blocked data of ``4k`` channels in place (NCHW data it regroups itself); a depthwise
   ``qnn.conv2d`` becomes ``qnn.contrib_depthwise_conv2d_NCHWc`` (int32, any 8-bit data and integer weights);
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
-  arithmetic with per-channel operands, pooling and channel concatenation follow the layout
+  arithmetic with per-channel operands, pooling, resizing and channel concatenation follow the layout
   (:data:`RULES`); any other reader gets the plain NCHW value through one ``layout_transform`` (made
   once, shared), as do the outputs.
 
@@ -319,6 +319,17 @@ def _global_pool(st: _Layouts, n: Node):
         return None
     xb, block = st.blocked[id(x)]
     return call("mean" if "avg" in n.op else "max", xb, axis=(2, 3), keepdims=True), block
+
+
+@_rule("image.resize2d")
+def _resize2d(st: _Layouts, n: Node):
+    """Resizing ``H``, ``W`` of blocked data (each channel on its own) stays blocked: an FPN's upsampling
+    between convolutions converts nothing."""
+    (x,) = n.inputs
+    if id(x) not in st.blocked or n.attrs["layout"] != "NCHW":
+        return None
+    xb, block = st.blocked[id(x)]
+    return call("image.resize2d", xb, **dict(n.attrs, layout=f"NCHW{block}c")), block
 
 
 @_rule("concatenate")
