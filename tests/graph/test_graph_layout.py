@@ -276,6 +276,26 @@ def test_blocked_channel_concatenation_is_a_branch_not_masked_loads(blocks):
     assert np.array_equal(out, np.concatenate(ins, axis=1))
 
 
+@pytest.mark.parametrize("op, axis, keep", [("mean", (2, 3), True), ("max", (-1,), True), ("sum", (2,), True),
+                                           ("mean", (2, 3), False), ("mean", (1, 2, 3), True)])
+def test_spatial_reduction_follows_the_blocked_layout(op, axis, keep):
+    """A reduction over H and/or W keeping the dimensions (ONNX's ReduceMean in a squeeze-excitation) stays
+    blocked; one over the channels, or dropping dimensions, reads NCHW; NaN-poisoned model, unaltered graph."""
+    x = _x((1, 32, 6, 5))
+    c = call("nn.relu", call("nn.conv2d", x, _w((32, 32, 1, 1))))
+    red = call(op, c, axis=axis, keepdims=keep)
+    g = _graph(call("multiply", c, red) if keep else red)
+    text = str(alter_op_layout(g))
+    blocked = keep and 1 not in axis
+    assert (f"{op}(%2, axis=" in text) == blocked and (text.count("layout_transform(") == 2 or not blocked)
+    data = np.random.default_rng(8).standard_normal((1, 32, 6, 5)).astype("float32")
+    want = graph.evaluate(g, {"x": data})[0]
+    m = codegen.build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=data)[0], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
 RESIZES = [dict(method="nearest_neighbor", coordinate_transformation_mode="asymmetric", rounding_method="floor"),
            dict(method="linear", coordinate_transformation_mode="half_pixel"),
            dict(method="cubic", coordinate_transformation_mode="tf_crop_and_resize", roi=(0.1, -0.2, 0.8, 1.1),

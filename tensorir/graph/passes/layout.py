@@ -23,7 +23,8 @@
   ``NCHW16c`` and reads blocked data of ``4k`` channels in place (NCHW data it regroups itself); a depthwise
   ``qnn.conv2d`` becomes ``qnn.contrib_depthwise_conv2d_NCHWc`` (int32, any 8-bit data and integer weights);
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
-  arithmetic with per-channel operands, pooling, resizing and channel concatenation follow the layout
+  arithmetic with per-channel operands, pooling, reductions over ``H`` / ``W`` keeping them, resizing and
+  channel concatenation follow the layout
   (:data:`RULES`); any other reader gets the plain NCHW value through one ``layout_transform`` (made
   once, shared), as do the outputs.
 
@@ -319,6 +320,18 @@ def _global_pool(st: _Layouts, n: Node):
         return None
     xb, block = st.blocked[id(x)]
     return call("mean" if "avg" in n.op else "max", xb, axis=(2, 3), keepdims=True), block
+
+
+@_rule("sum", "mean", "max", "min", "prod")
+def _spatial_reduce(st: _Layouts, n: Node):
+    """A reduction over ``H`` and/or ``W`` keeping the dimensions (ONNX's ``ReduceMean`` of a squeeze and
+    excitation, as global pooling) stays blocked."""
+    (x,) = n.inputs
+    if id(x) not in st.blocked or x.type.ndim != 4 or not n.attrs["keepdims"] or n.attrs["axis"] is None or \
+            not {a % 4 for a in n.attrs["axis"]} <= {2, 3}:
+        return None
+    xb, block = st.blocked[id(x)]
+    return call(n.op, xb, axis=tuple(sorted(a % 4 for a in n.attrs["axis"])), keepdims=True), block
 
 
 @_rule("image.resize2d")
