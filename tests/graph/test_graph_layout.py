@@ -296,6 +296,28 @@ def test_spatial_reduction_follows_the_blocked_layout(op, axis, keep):
     np.testing.assert_allclose(m(x=data)[0], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("begin, end, strides, blocked", [
+    ((0, 16, 0, 0), (1, 48, 6, 5), (1, 1, 1, 1), True),      # a Split of whole blocks (YOLO's C2f)
+    ((0, 0, 1, 0), (1, 32, 6, 5), (1, 1, 2, 2), True),       # spatial strides, all channels
+    ((0, 8, 0, 0), (1, 40, 6, 5), (1, 1, 1, 1), False),      # not on a block boundary
+    ((0, 0, 0, 0), (1, 48, 6, 5), (1, 2, 1, 1), False)])     # a channel stride
+def test_channel_block_slices_follow_the_blocked_layout(begin, end, strides, blocked):
+    """A slice of whole channel blocks, concatenated with a convolution's output (a C2f block), converts
+    nothing; other channel slices read NCHW; NaN-poisoned model, as the unaltered graph."""
+    x = _x((1, 16, 6, 5))
+    c = call("nn.relu", call("nn.conv2d", x, _w((48, 16, 1, 1))))
+    part = call("strided_slice", c, begin=begin, end=end, strides=strides)
+    g = _graph(call("sigmoid", part))
+    text = str(alter_op_layout(g))
+    assert ("strided_slice(%2, " in text) == blocked and text.count("layout_transform(") == 2
+    data = np.random.default_rng(9).standard_normal((1, 16, 6, 5)).astype("float32")
+    want = graph.evaluate(g, {"x": data})[0]
+    m = codegen.build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=data)[0], want, rtol=1e-5, atol=1e-6)   # sigmoids: within (0, 1)
+
+
 RESIZES = [dict(method="nearest_neighbor", coordinate_transformation_mode="asymmetric", rounding_method="floor"),
            dict(method="linear", coordinate_transformation_mode="half_pixel"),
            dict(method="cubic", coordinate_transformation_mode="tf_crop_and_resize", roi=(0.1, -0.2, 0.8, 1.1),

@@ -23,8 +23,8 @@
   ``NCHW16c`` and reads blocked data of ``4k`` channels in place (NCHW data it regroups itself); a depthwise
   ``qnn.conv2d`` becomes ``qnn.contrib_depthwise_conv2d_NCHWc`` (int32, any 8-bit data and integer weights);
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
-  arithmetic with per-channel operands, pooling, reductions over ``H`` / ``W`` keeping them, resizing and
-  channel concatenation follow the layout
+  arithmetic with per-channel operands, pooling, reductions over ``H`` / ``W`` keeping them, resizing,
+  slices of whole channel blocks and channel concatenation follow the layout
   (:data:`RULES`); any other reader gets the plain NCHW value through one ``layout_transform`` (made
   once, shared), as do the outputs.
 
@@ -332,6 +332,20 @@ def _spatial_reduce(st: _Layouts, n: Node):
         return None
     xb, block = st.blocked[id(x)]
     return call(n.op, xb, axis=tuple(sorted(a % 4 for a in n.attrs["axis"])), keepdims=True), block
+
+
+@_rule("strided_slice")
+def _strided_slice(st: _Layouts, n: Node):
+    """A slice of whole channel blocks (a YOLO C2f's Split) stays blocked; its other axes sliced as they are."""
+    (x,) = n.inputs
+    if id(x) not in st.blocked or x.type.ndim != 4:
+        return None
+    xb, block = st.blocked[id(x)]
+    (b, e, s), count = (n.attrs[k] for k in ("begin", "end", "strides")), n.type.shape[1]
+    if s[1] != 1 or b[1] % block or count % block:
+        return None
+    return call("strided_slice", xb, begin=(*b[:1], b[1] // block, *b[2:], 0),
+                end=(*e[:1], (b[1] + count) // block, *e[2:], block), strides=(*s[:1], 1, *s[2:], 1)), block
 
 
 @_rule("image.resize2d")
