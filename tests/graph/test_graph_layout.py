@@ -442,6 +442,30 @@ def test_strided_conv_transpose_is_a_conv_without_zero_taps(kernel, strides, pad
     np.testing.assert_allclose(m(x=xv)[0], want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
 
 
+@pytest.mark.parametrize("kernel, strides, padding, output_padding", [
+    ((2, 2), (2, 2), (0, 0, 0, 0), (0, 0)),       # a text detector's upsampler: a 1x1 conv
+    ((4, 4), (2, 2), (1, 1, 1, 1), (0, 0)),       # U-Net's, cropped
+    ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1))])      # output padding
+def test_conv_transpose_of_whole_channel_blocks_stays_blocked(kernel, strides, padding, output_padding):
+    """Output channels filling whole blocks: the convolution's channels ordered by phase, so the
+    depth-to-space (and crop) moves whole vectors in NCHW16c and the next convolution reads it as it is
+    (ppocrv6-tiny-det's 0.2 ms transform-rearrange-transform kernel); NaN-poisoned model, unaltered graph."""
+    x = _x((1, 8, 5, 6))
+    up = call("nn.conv2d_transpose", x, _w((8, 16, *kernel)), strides=strides, padding=padding,
+              output_padding=output_padding)
+    g = _graph(call("nn.conv2d", call("nn.relu", up), _w((16, 16, 3, 3), 1), padding=(1,) * 4))
+    text = str(alter_op_layout(g))
+    assert text.count("layout_transform(") == 2 and "nn.conv2d_transpose(" not in text
+    xv = np.random.default_rng(11).standard_normal((1, 8, 5, 6)).astype("float32")
+    want = graph.evaluate(g, {"x": xv})[0]
+    scale = float(np.abs(want).max())
+    np.testing.assert_allclose(graph.evaluate(alter_op_layout(g), {"x": xv})[0], want, rtol=1e-5, atol=1e-5 * scale)
+    m = codegen.build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=xv)[0], want, rtol=1e-4, atol=1e-5 * scale)
+
+
 def test_grouped_or_dilated_conv_transpose_stays():
     x = _x((1, 8, 5, 5))
     for attrs in (dict(strides=(2, 2), groups=2), dict(strides=(2, 2), dilation=(2, 2))):

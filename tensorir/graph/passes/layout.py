@@ -145,7 +145,8 @@ def _conv2d_transpose(st: _Layouts, n: Node):
     convolution of the input, padded by ``t - 1``, to ``O * SH * SW`` channels (a ``t x t`` kernel, the
     taps of each phase ``r`` flipped; blocked like any other) followed by a depth-to-space
     rearrangement and a crop by the padding, instead of a convolution over the input dilated with
-    zeros (``1 - 1 / (SH * SW)`` of its taps).  One group, no dilation, non-negative pads and an
+    zeros (``1 - 1 / (SH * SW)`` of its taps).  Where ``O`` is whole channel blocks the channels are
+    ordered by phase, so the rearrangement moves whole vectors and the result stays blocked.  One group, no dilation, non-negative pads and an
     output padding the padded kernel covers (U-Net, DCGAN and text-detector upsamplers)."""
     x, w = n.inputs
     a = n.attrs
@@ -158,17 +159,29 @@ def _conv2d_transpose(st: _Layouts, n: Node):
     if a["output_padding"][0] > pb + th * sh - kh or a["output_padding"][1] > pr + tw * sw - kw:
         return None   # the crop would reach past the rearranged output
 
+    by_phase = o % channel_block(o * sh * sw) == 0   # each phase whole channel blocks: stays blocked
+
     def phases(v: np.ndarray) -> np.ndarray:
         v = np.pad(v, ((0, 0), (0, 0), (0, th * sh - kh), (0, tw * sw - kw)))
         v = v.reshape(c, o, th, sh, tw, sw)[:, :, ::-1, :, ::-1, :]
-        return np.ascontiguousarray(v.transpose(1, 3, 5, 0, 2, 4).reshape(o * sh * sw, c, th, tw))
-    taps = st.pack(w, f"conv2d_transpose.{sh}x{sw}", phases)
+        order = (3, 5, 1, 0, 2, 4) if by_phase else (1, 3, 5, 0, 2, 4)    # channels (r, s, o) or (o, r, s)
+        return np.ascontiguousarray(v.transpose(order).reshape(o * sh * sw, c, th, tw))
+    taps = st.pack(w, f"conv2d_transpose.{sh}x{sw}" + (".phases" if by_phase else ""), phases)
     y, block = _conv2d(st, call("nn.conv2d", x, taps, padding=(th - 1, tw - 1, th - 1, tw - 1)))
+    oh, ow = n.type.shape[2:]
+    if by_phase:   # the depth-to-space moves whole vectors of channels: y[n, (r, s, ob), h, w, c]
+        batch, _, h, wd, _ = y.type.shape
+        y = call("reshape", y, newshape=(batch, sh, sw, o // block, h, wd, block))
+        y = call("transpose", y, axes=(0, 3, 4, 1, 5, 2, 6))
+        y = call("reshape", y, newshape=(batch, o // block, h * sh, wd * sw, block))
+        if (pt, pl, oh, ow) != (0, 0, h * sh, wd * sw):
+            y = call("strided_slice", y, begin=(0, 0, pt, pl, 0), end=(batch, o // block, pt + oh, pl + ow, block),
+                     strides=(1,) * 5)
+        return y, block
     y = call("layout_transform", y, src_layout=f"NCHW{block}c", dst_layout="NCHW")
     batch, _, h, wd = y.type.shape
     y = call("transpose", call("reshape", y, newshape=(batch, o, sh, sw, h, wd)), axes=(0, 1, 4, 2, 5, 3))
     y = call("reshape", y, newshape=(batch, o, h * sh, wd * sw))
-    oh, ow = n.type.shape[2:]
     if (pt, pl, oh, ow) != (0, 0, h * sh, wd * sw):
         y = call("strided_slice", y, begin=(0, 0, pt, pl), end=(batch, o, pt + oh, pl + ow), strides=(1, 1, 1, 1))
     return y
