@@ -230,6 +230,10 @@ class Simplifier(Mutator):
             if (t is Min and d0 >= 0) or (t is Max and d1 <= 0):
                 return b
             return e
+        if t in (LT, GE) and isinstance(a, Ramp) and _aligned_ramp(a, b):
+            # no lane crosses the multiple b of the lanes: one answer for the vector (a concatenate's
+            # which-input test, so its arms become a branch, not masked loads of every input)
+            return Broadcast(e.dtype, self._binary(t("bool", a.base, b.value)), a.lanes)
         if t in (LT, LE, GT, GE, EQ, NE) and dt.is_int(a.dtype):
             d = self._difference_bounds(a, b)
             if d is None:

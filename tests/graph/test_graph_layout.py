@@ -291,21 +291,105 @@ def test_per_pixel_operands_reductions_and_padding_stay_blocked():
         np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("blocks", [(1, 1), (1, 2, 1)])
-def test_blocked_channel_concatenation_is_a_branch_not_masked_loads(blocks):
-    """A concatenate of NCHW16c tensors along C: which input a vector reads is the same in every lane, so
-    it is one branch; masked loads (all lanes off in the idle arms, pointing outside their buffers) took
-    8 ms of ppocrv6-tiny-det's 2 x 1x16x160x160 concat.  A copy: bit-exact, NaN-poisoned output."""
-    xs = [_x((1, c, 6, 7, 16), f"x{k}") for k, c in enumerate(blocks)]
-    (kern,) = _kernels(call("concatenate", *xs, axis=1))
+@pytest.mark.parametrize("shapes, axis", [
+    ([(1, 1, 6, 7, 16)] * 2, 1), ([(1, 1, 6, 7, 16), (1, 2, 6, 7, 16), (1, 1, 6, 7, 16)], 1),
+    ([(2, 3, 1600), (2, 3, 400), (2, 3, 100)], 2)])
+def test_concatenation_is_a_branch_not_masked_loads(shapes, axis):
+    """Which input a vector reads is the same in every lane (NCHW16c tensors along C; a YOLO head's 1600 +
+    400 + 100 anchors along the vectorized axis, each a multiple of the vector), so it is one branch;
+    masked loads (all lanes off in the idle arms, pointing outside their buffers) took 8 ms of
+    ppocrv6-tiny-det's 2 x 1x16x160x160 concat, 3 ms of nudenet-320n's 82 x 2100 one (1 ms without).
+    A copy: bit-exact, NaN-poisoned output."""
+    xs = [_x(shape, f"x{k}") for k, shape in enumerate(shapes)]
+    (kern,) = _kernels(call("concatenate", *xs, axis=axis))
     kt = lower_kernel(kern)
     mod = codegen.build(schedule_kernel(kt), kt.args, name=kern.name)
     assert "masked.load" not in mod.get_source()
-    rng = np.random.default_rng(5)
+    rng = np.random.default_rng()
     ins = [rng.standard_normal(x.type.shape).astype("float32") for x in xs]
-    out = np.full((1, sum(blocks), 6, 7, 16), np.nan, "float32")
+    want = np.concatenate(ins, axis=axis)
+    out = np.full(want.shape, np.nan, "float32")
     mod(*ins, out)
-    assert np.array_equal(out, np.concatenate(ins, axis=1))
+    assert np.array_equal(out, want)
+
+
+@pytest.mark.parametrize("op, axis, keep", [("mean", (2, 3), True), ("max", (-1,), True), ("sum", (2,), True),
+                                           ("mean", (2, 3), False), ("mean", (1, 2, 3), True)])
+def test_spatial_reduction_follows_the_blocked_layout(op, axis, keep):
+    """A reduction over H and/or W keeping the dimensions (ONNX's ReduceMean in a squeeze-excitation) stays
+    blocked; one over the channels, or dropping dimensions, reads NCHW; NaN-poisoned model, unaltered graph."""
+    x = _x((1, 32, 6, 5))
+    c = call("nn.relu", call("nn.conv2d", x, _w((32, 32, 1, 1))))
+    red = call(op, c, axis=axis, keepdims=keep)
+    g = _graph(call("multiply", c, red) if keep else red)
+    text = str(alter_op_layout(g))
+    blocked = keep and 1 not in axis
+    assert (f"{op}(%2, axis=" in text) == blocked and (text.count("layout_transform(") == 2 or not blocked)
+    data = np.random.default_rng(8).standard_normal((1, 32, 6, 5)).astype("float32")
+    want = graph.evaluate(g, {"x": data})[0]
+    m = codegen.build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=data)[0], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("begin, end, strides, blocked", [
+    ((0, 16, 0, 0), (1, 48, 6, 5), (1, 1, 1, 1), True),      # a Split of whole blocks (YOLO's C2f)
+    ((0, 0, 1, 0), (1, 32, 6, 5), (1, 1, 2, 2), True),       # spatial strides, all channels
+    ((0, 8, 0, 0), (1, 40, 6, 5), (1, 1, 1, 1), False),      # not on a block boundary
+    ((0, 0, 0, 0), (1, 48, 6, 5), (1, 2, 1, 1), False)])     # a channel stride
+def test_channel_block_slices_follow_the_blocked_layout(begin, end, strides, blocked):
+    """A slice of whole channel blocks, concatenated with a convolution's output (a C2f block), converts
+    nothing; other channel slices read NCHW; NaN-poisoned model, as the unaltered graph."""
+    x = _x((1, 16, 6, 5))
+    c = call("nn.relu", call("nn.conv2d", x, _w((48, 16, 1, 1))))
+    part = call("strided_slice", c, begin=begin, end=end, strides=strides)
+    g = _graph(call("sigmoid", part))
+    text = str(alter_op_layout(g))
+    assert ("strided_slice(%2, " in text) == blocked and text.count("layout_transform(") == 2
+    data = np.random.default_rng(9).standard_normal((1, 16, 6, 5)).astype("float32")
+    want = graph.evaluate(g, {"x": data})[0]
+    m = codegen.build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=data)[0], want, rtol=1e-5, atol=1e-6)   # sigmoids: within (0, 1)
+
+
+RESIZES = [dict(method="nearest_neighbor", coordinate_transformation_mode="asymmetric", rounding_method="floor"),
+           dict(method="linear", coordinate_transformation_mode="half_pixel"),
+           dict(method="cubic", coordinate_transformation_mode="tf_crop_and_resize", roi=(0.1, -0.2, 0.8, 1.1),
+                extrapolation_value=-3.0)]
+
+
+@pytest.mark.parametrize("attrs", RESIZES, ids=lambda a: a["method"])
+def test_resize_follows_the_blocked_layout(attrs):
+    """An FPN's upsampling between convolutions: ``image.resize2d`` over ``NCHW16c`` (no layout transforms
+    but the graph's edges; they made ppocrv6-tiny-det's upsample-and-concat kernel 2-7 ms), the kernel on
+    NaN-poisoned outputs as numpy, the model as the unaltered graph."""
+    x = _x((1, 16, 5, 6))
+    c = call("nn.relu", call("nn.conv2d", x, _w((32, 16, 1, 1))))
+    up = call("image.resize2d", c, size=(9, 12), scale=(1.8, 2.0), **attrs)
+    g = _graph(call("nn.conv2d", call("concatenate", up, up, axis=1), _w((16, 64, 3, 3), 1), padding=(1,) * 4))
+    after = fold_constants(alter_op_layout(g))
+    text = str(after)
+    assert text.count("layout_transform(") == 2 and 'layout="NCHW16c") : float32[1, 2, 9, 12, 16]' in text
+    data = np.random.default_rng(6).standard_normal((1, 16, 5, 6)).astype("float32")
+    want = graph.evaluate(g, {"x": data})[0]
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(graph.evaluate(after, {"x": data})[0], want, rtol=1e-5, atol=1e-5 * scale)
+    (kern,) = [k for k in graph.fuse_ops(after).kernels if "resize" in k.name]
+    check_kernel(kern, schedule=schedule_kernel)
+    m = codegen.build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=data)[0], want, rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_resize_of_nchw_data_stays_nchw():
+    up = call("image.resize2d", _x((1, 16, 4, 4)), size=(8, 8), method="nearest_neighbor")
+    assert str(alter_op_layout(_graph(call("nn.relu", up)))).count("layout_transform(") == 0
+    with pytest.raises(graph.GraphError, match=r"image.resize2d takes NCHW8c data"):
+        call("image.resize2d", _x((1, 1, 4, 4, 16)), size=(8, 8), layout="NCHW8c")
 
 
 def test_squeeze_excitation_stays_blocked():
@@ -376,6 +460,30 @@ def test_strided_conv_transpose_is_a_conv_without_zero_taps(kernel, strides, pad
     for buf in m.buffers:
         buf.fill(np.nan)
     np.testing.assert_allclose(m(x=xv)[0], want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("kernel, strides, padding, output_padding", [
+    ((2, 2), (2, 2), (0, 0, 0, 0), (0, 0)),       # a text detector's upsampler: a 1x1 conv
+    ((4, 4), (2, 2), (1, 1, 1, 1), (0, 0)),       # U-Net's, cropped
+    ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1))])      # output padding
+def test_conv_transpose_of_whole_channel_blocks_stays_blocked(kernel, strides, padding, output_padding):
+    """Output channels filling whole blocks: the convolution's channels ordered by phase, so the
+    depth-to-space (and crop) moves whole vectors in NCHW16c and the next convolution reads it as it is
+    (ppocrv6-tiny-det's 0.2 ms transform-rearrange-transform kernel); NaN-poisoned model, unaltered graph."""
+    x = _x((1, 8, 5, 6))
+    up = call("nn.conv2d_transpose", x, _w((8, 16, *kernel)), strides=strides, padding=padding,
+              output_padding=output_padding)
+    g = _graph(call("nn.conv2d", call("nn.relu", up), _w((16, 16, 3, 3), 1), padding=(1,) * 4))
+    text = str(alter_op_layout(g))
+    assert text.count("layout_transform(") == 2 and "nn.conv2d_transpose(" not in text
+    xv = np.random.default_rng(11).standard_normal((1, 8, 5, 6)).astype("float32")
+    want = graph.evaluate(g, {"x": xv})[0]
+    scale = float(np.abs(want).max())
+    np.testing.assert_allclose(graph.evaluate(alter_op_layout(g), {"x": xv})[0], want, rtol=1e-5, atol=1e-5 * scale)
+    m = codegen.build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    np.testing.assert_allclose(m(x=xv)[0], want, rtol=1e-4, atol=1e-5 * scale)
 
 
 def test_grouped_or_dilated_conv_transpose_stays():

@@ -104,6 +104,20 @@ def test_one_axis_other_axes_and_axes_attribute():
     _check(_model(y.shape, sizes=[2, 3, 11], mode="cubic"), y)
 
 
+def test_height_and_width_resize_in_place():
+    """H and/or W of 4-d data: ``image.resize2d`` on the data itself, no reshape (so the layout pass can keep
+    it blocked); an unresized axis copied, its ``tf_crop_and_resize`` roi ignored, as onnxruntime does."""
+    x = np.random.default_rng(6).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    roi = [0, 0, 0.3, 0.1, 1, 1, 0.7, 0.9]
+    for scales in ([1, 1, 2.0, 1.5], [1, 1, 1, 2.0], [1, 1, 0.5, 1]):
+        for kw in (dict(mode="nearest"), dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
+                                              roi=roi)):
+            m = _model(x.shape, scales=scales, **kw)
+            g, _ = graph.from_onnx(m)
+            assert [n.op for n in graph.topological_order(g.outputs) if hasattr(n, "op")] == ["image.resize2d"]
+            _check(m, x, exact=kw["mode"] == "nearest")
+
+
 def test_unsupported_resize_runs_by_reference_and_is_counted():
     x = np.random.default_rng(5).standard_normal((1, 2, 4, 4)).astype(np.float32)
     for kw, reason in ((dict(scales=[1, 1, 0.5, 0.5], antialias=1), "antialias=1 is not supported"),

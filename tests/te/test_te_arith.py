@@ -241,6 +241,23 @@ def test_aligned_ramp_div_mod_by_a_multiple_of_its_lanes():
     assert not isinstance(simplify(E.FloorDiv("int32x8", ramp, c12)), E.Broadcast)
 
 
+def test_aligned_ramp_comparison_with_a_multiple_of_its_lanes_is_one_answer():
+    """``Ramp(4 q, 1, 4) < 1600`` is the same in every lane (a concatenate's which-input test along a
+    vectorized axis: a branch on the scalar, not masked loads of every input); each lane agrees with scalar
+    arithmetic; a base or bound the lanes do not divide keeps the lane-wise test."""
+    q = te.var("q")
+    ramp = E.Ramp("int32x4", q * 4, te.const(1), 4)
+    c1600, c1602 = E.Broadcast("int32x4", te.const(1600), 4), E.Broadcast("int32x4", te.const(1602), 4)
+    for op, ref in ((E.LT, lambda k: k < 1600), (E.GE, lambda k: k >= 1600)):
+        folded = simplify(op("boolx4", ramp, c1600))
+        assert isinstance(folded, E.Broadcast), folded
+        for x in (0, 398, 399, 400, 401):
+            assert all(bool(_eval(folded.value, {q: x})) == ref(4 * x + lane) for lane in range(4))
+    assert not isinstance(simplify(E.LT("boolx4", ramp, c1602)), E.Broadcast)
+    odd = E.Ramp("int32x4", q * 2, te.const(1), 4)
+    assert not isinstance(simplify(E.LT("boolx4", odd, c1600)), E.Broadcast)
+
+
 def _eval(e, env):
     from tensorir.visitor import substitute
     return simplify(substitute(e, {v: te.const(x) for v, x in env.items()})).value

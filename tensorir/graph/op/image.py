@@ -1,4 +1,5 @@
-"""``image.resize2d`` (Relay's name): ONNX Resize over the ``H``, ``W`` axes of NCHW data, lowered to
+"""``image.resize2d`` (Relay's name): ONNX Resize over the ``H``, ``W`` axes of NCHW data (or blocked
+``NCHW[x]c`` data, ``layout``: the CPU layout pass keeps blocked activations blocked through it), lowered to
 ``topi.image.resize2d``; the numpy implementation interpolates one axis at a time in float64 (as ONNX's
 reference does, from float32 coordinates as onnxruntime's), with the coordinate formulas of
 :func:`tensorir.topi.image.resize.source_coordinate`.
@@ -6,13 +7,14 @@ reference does, from float32 coordinates as onnxruntime's), with the coordinate 
 Attributes: ``size`` (h, w); ``scale`` (ONNX's scale factors, or ``None`` for ``size / input``);
 ``roi`` (start_h, start_w, end_h, end_w; ``tf_crop_and_resize`` only); TVM's ``method``
 (``nearest_neighbor``, ``linear``, ``cubic``), ``coordinate_transformation_mode``, ``rounding_method``,
-``cubic_alpha``, ``cubic_exclude``, ``extrapolation_value``."""
+``cubic_alpha``, ``cubic_exclude``, ``extrapolation_value``; ``layout`` (``NCHW`` or ``NCHW[x]c``)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ... import topi
 from ...topi.image.resize import METHODS, MODES, ROUNDING, source_coordinate
+from ...topi.layout import parse_layout
 from ..ir import TensorType
 from .registry import OpPattern, register_op
 
@@ -27,12 +29,23 @@ def _check(method, coordinate_transformation_mode, rounding_method):
         raise ValueError(f"rounding_method must be one of {ROUNDING}, got {rounding_method!r}")
 
 
+def _layout_fits(x: TensorType, layout: str) -> bool:
+    """``layout`` is ``NCHW`` or ``NCHW[x]c`` and fits ``x``."""
+    try:
+        axes = parse_layout(layout)
+    except ValueError:
+        return False
+    if [a for a, _ in axes[:4]] != list("NCHW") or len(axes) != x.ndim:
+        return False
+    return len(axes) == 4 or (len(axes) == 5 and axes[4] == ("c", x.shape[4]))
+
+
 def _infer(x: TensorType, size, scale, roi, method, coordinate_transformation_mode, rounding_method,
-           cubic_alpha, cubic_exclude, extrapolation_value) -> TensorType:
-    if x.ndim != 4 or len(size) != 2 or any(s <= 0 for s in size):
-        raise ValueError(f"image.resize2d takes NCHW data and a positive size (h, w), got {x} and {list(size)}")
+           cubic_alpha, cubic_exclude, extrapolation_value, layout) -> TensorType:
+    if not _layout_fits(x, layout) or len(size) != 2 or any(s <= 0 for s in size):
+        raise ValueError(f"image.resize2d takes {layout} data and a positive size (h, w), got {x} and {list(size)}")
     _check(method, coordinate_transformation_mode, rounding_method)
-    return TensorType(x.shape[:2] + tuple(size), x.dtype)
+    return TensorType(x.shape[:2] + tuple(size) + x.shape[4:], x.dtype)
 
 
 def _axis_numpy(a, axis, m, scale, mode, roi, method, rounding, alpha, exclude, fill):
@@ -70,7 +83,7 @@ def _axis_numpy(a, axis, m, scale, mode, roi, method, rounding, alpha, exclude, 
 
 
 def resize2d_numpy(x, size, scale, roi, method, coordinate_transformation_mode, rounding_method, cubic_alpha,
-                   cubic_exclude, extrapolation_value):
+                   cubic_exclude, extrapolation_value, layout="NCHW"):
     mode = coordinate_transformation_mode
     rounding = rounding_method or ("round" if mode == "align_corners" else "floor")
     rois = (tuple(roi[0::2]), tuple(roi[1::2])) if mode == "tf_crop_and_resize" else ((0.0, 1.0), (0.0, 1.0))
@@ -85,12 +98,12 @@ def resize2d_numpy(x, size, scale, roi, method, coordinate_transformation_mode, 
 
 
 def resize2d_topi(x, size, scale, roi, method, coordinate_transformation_mode, rounding_method, cubic_alpha,
-                  cubic_exclude, extrapolation_value):
-    return topi.image.resize2d(x, roi, size, "NCHW", method, coordinate_transformation_mode, rounding_method,
+                  cubic_exclude, extrapolation_value, layout="NCHW"):
+    return topi.image.resize2d(x, roi, size, layout, method, coordinate_transformation_mode, rounding_method,
                                cubic_alpha, cubic_exclude, extrapolation_value, scale=scale)
 
 
 register_op("image.resize2d", OpPattern.INJECTIVE, _infer, num_inputs=1, numpy=resize2d_numpy, topi=resize2d_topi,
             attrs={"size": (), "scale": None, "roi": (0.0, 0.0, 1.0, 1.0), "method": "linear",
                    "coordinate_transformation_mode": "half_pixel", "rounding_method": "", "cubic_alpha": -0.75,
-                   "cubic_exclude": 0, "extrapolation_value": 0.0})
+                   "cubic_exclude": 0, "extrapolation_value": 0.0, "layout": "NCHW"})

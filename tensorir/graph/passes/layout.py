@@ -24,9 +24,10 @@
   ``qnn.conv2d`` becomes ``qnn.contrib_depthwise_conv2d_NCHWc`` (int32, any 8-bit data and integer weights);
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
   arithmetic with per-channel operands or ones the same for every channel (a scalar; a per-pixel map
-  ``[N, 1, H, W]`` gets a lane axis of one), pooling, channel concatenation, spatial constant padding and
-  reductions over every axis or over the channels follow the layout (:data:`RULES`); any other reader gets
-  the plain NCHW value through one ``layout_transform`` (made once, shared), as do the outputs.
+  ``[N, 1, H, W]`` gets a lane axis of one), pooling, resizing, slices of whole channel blocks, channel
+  concatenation, spatial constant padding, reductions over every axis, over the channels, or over ``H`` /
+  ``W`` keeping them follow the layout (:data:`RULES`); any other reader gets the plain NCHW value through
+  one ``layout_transform`` (made once, shared), as do the outputs.
 
 On CUDA (:mod:`.layout_cuda`) the blocked layout with one block of all the channels, ``NCHW[C]c``, is NHWC:
 16-bit convolutions take it on tensor cores, and the same rules keep activations NHWC between them.
@@ -100,6 +101,8 @@ RULES: dict[str, Rule] = {}
 def _rule(*names: str):
     def deco(fn: Rule) -> Rule:
         for n in names:
+            if n in RULES:   # one rule per op: a second would silently replace the first
+                raise ValueError(f"layout rule for {n!r}: {RULES[n].__name__} and {fn.__name__}")
             RULES[n] = fn
         return fn
     return deco
@@ -146,7 +149,8 @@ def _conv2d_transpose(st: _Layouts, n: Node):
     convolution of the input, padded by ``t - 1``, to ``O * SH * SW`` channels (a ``t x t`` kernel, the
     taps of each phase ``r`` flipped; blocked like any other) followed by a depth-to-space
     rearrangement and a crop by the padding, instead of a convolution over the input dilated with
-    zeros (``1 - 1 / (SH * SW)`` of its taps).  One group, no dilation, non-negative pads and an
+    zeros (``1 - 1 / (SH * SW)`` of its taps).  Where ``O`` is whole channel blocks the channels are
+    ordered by phase, so the rearrangement moves whole vectors and the result stays blocked.  One group, no dilation, non-negative pads and an
     output padding the padded kernel covers (U-Net, DCGAN and text-detector upsamplers)."""
     x, w = n.inputs
     a = n.attrs
@@ -159,17 +163,29 @@ def _conv2d_transpose(st: _Layouts, n: Node):
     if a["output_padding"][0] > pb + th * sh - kh or a["output_padding"][1] > pr + tw * sw - kw:
         return None   # the crop would reach past the rearranged output
 
+    by_phase = o % channel_block(o * sh * sw) == 0   # each phase whole channel blocks: stays blocked
+
     def phases(v: np.ndarray) -> np.ndarray:
         v = np.pad(v, ((0, 0), (0, 0), (0, th * sh - kh), (0, tw * sw - kw)))
         v = v.reshape(c, o, th, sh, tw, sw)[:, :, ::-1, :, ::-1, :]
-        return np.ascontiguousarray(v.transpose(1, 3, 5, 0, 2, 4).reshape(o * sh * sw, c, th, tw))
-    taps = st.pack(w, f"conv2d_transpose.{sh}x{sw}", phases)
+        order = (3, 5, 1, 0, 2, 4) if by_phase else (1, 3, 5, 0, 2, 4)    # channels (r, s, o) or (o, r, s)
+        return np.ascontiguousarray(v.transpose(order).reshape(o * sh * sw, c, th, tw))
+    taps = st.pack(w, f"conv2d_transpose.{sh}x{sw}" + (".phases" if by_phase else ""), phases)
     y, block = _conv2d(st, call("nn.conv2d", x, taps, padding=(th - 1, tw - 1, th - 1, tw - 1)))
+    oh, ow = n.type.shape[2:]
+    if by_phase:   # the depth-to-space moves whole vectors of channels: y[n, (r, s, ob), h, w, c]
+        batch, _, h, wd, _ = y.type.shape
+        y = call("reshape", y, newshape=(batch, sh, sw, o // block, h, wd, block))
+        y = call("transpose", y, axes=(0, 3, 4, 1, 5, 2, 6))
+        y = call("reshape", y, newshape=(batch, o // block, h * sh, wd * sw, block))
+        if (pt, pl, oh, ow) != (0, 0, h * sh, wd * sw):
+            y = call("strided_slice", y, begin=(0, 0, pt, pl, 0), end=(batch, o // block, pt + oh, pl + ow, block),
+                     strides=(1,) * 5)
+        return y, block
     y = call("layout_transform", y, src_layout=f"NCHW{block}c", dst_layout="NCHW")
     batch, _, h, wd = y.type.shape
     y = call("transpose", call("reshape", y, newshape=(batch, o, sh, sw, h, wd)), axes=(0, 1, 4, 2, 5, 3))
     y = call("reshape", y, newshape=(batch, o, h * sh, wd * sw))
-    oh, ow = n.type.shape[2:]
     if (pt, pl, oh, ow) != (0, 0, h * sh, wd * sw):
         y = call("strided_slice", y, begin=(0, 0, pt, pl), end=(batch, o, pt + oh, pl + ow), strides=(1, 1, 1, 1))
     return y
@@ -341,6 +357,31 @@ def _global_pool(st: _Layouts, n: Node):
     return call("mean" if "avg" in n.op else "max", xb, axis=(2, 3), keepdims=True), block
 
 
+@_rule("strided_slice")
+def _strided_slice(st: _Layouts, n: Node):
+    """A slice of whole channel blocks (a YOLO C2f's Split) stays blocked; its other axes sliced as they are."""
+    (x,) = n.inputs
+    if id(x) not in st.blocked or x.type.ndim != 4:
+        return None
+    xb, block = st.blocked[id(x)]
+    (b, e, s), count = (n.attrs[k] for k in ("begin", "end", "strides")), n.type.shape[1]
+    if s[1] != 1 or b[1] % block or count % block:
+        return None
+    return call("strided_slice", xb, begin=(*b[:1], b[1] // block, *b[2:], 0),
+                end=(*e[:1], (b[1] + count) // block, *e[2:], block), strides=(*s[:1], 1, *s[2:], 1)), block
+
+
+@_rule("image.resize2d")
+def _resize2d(st: _Layouts, n: Node):
+    """Resizing ``H``, ``W`` of blocked data (each channel on its own) stays blocked: an FPN's upsampling
+    between convolutions converts nothing."""
+    (x,) = n.inputs
+    if id(x) not in st.blocked or n.attrs["layout"] != "NCHW":
+        return None
+    xb, block = st.blocked[id(x)]
+    return call("image.resize2d", xb, **dict(n.attrs, layout=f"NCHW{block}c")), block
+
+
 @_rule("concatenate")
 def _concatenate(st: _Layouts, n: Node):
     """Channel concatenation of blocked data (every part a whole number of blocks) stays blocked."""
@@ -381,13 +422,16 @@ def _follow(st: _Layouts, n: Node):
 
 @_rule(*REDUCE)
 def _reduce(st: _Layouts, n: Node):
-    """A reduction of blocked data (every block full) over all its axes, or over the channels (the blocks and
-    their lanes), reads it in place; the result is plain."""
+    """A reduction of blocked data over ``H`` and/or ``W`` keeping the dimensions (ONNX's ``ReduceMean`` of a
+    squeeze and excitation, as global pooling) stays blocked; one over all its axes, or over the channels (the
+    blocks and their lanes), reads it in place, the result plain."""
     (x,) = n.inputs
     if id(x) not in st.blocked or x.type.ndim != 4:
         return None
-    xb = st.blocked[id(x)][0]
+    xb, block = st.blocked[id(x)]
     axes = sorted({a % 4 for a in n.attrs["axis"]}) if n.attrs["axis"] is not None else [0, 1, 2, 3]
+    if n.attrs["keepdims"] and n.attrs["axis"] is not None and set(axes) <= {2, 3}:
+        return call(n.op, xb, axis=tuple(axes), keepdims=True), block
     if axes == [0, 1, 2, 3]:
         y = call(n.op, xb, axis=None, keepdims=False)
     elif axes == [1]:

@@ -7,8 +7,8 @@ differ (docs/onnx.md, "Resize"): sizes from scales are ``floor(scale * input)``,
 given scale (``size / input`` for sizes) and the integer output length (``align_corners``,
 ``pytorch_half_pixel``, ``tf_crop_and_resize``); an axis of scale 1 is copied (its roi ignored), and
 an output shaped as the input is a copy of it.  Up to two resized axes become ``image.resize2d`` over
-NCHW: the other axes are moved first and folded into the batch (a transpose and reshape around it
-when needed)."""
+NCHW: ``H`` and/or ``W`` of 4-D data in place (so the CPU layout pass can keep it blocked), else the
+other axes moved first and folded into the batch (a transpose and reshape around it when needed)."""
 from __future__ import annotations
 
 import numpy as np
@@ -78,21 +78,24 @@ def resize(ctx, inputs, attrs):
     if len(moved) > 2:
         raise ctx.unsupported(f"resizing {len(moved)} axes at once is not supported (at most two are)")
     kept = [a for a in range(r) if a not in moved]
-    perm = kept + moved
+    in_place = r == 4 and moved[0] >= 2       # H and/or W of NCHW data: no reshape (a layout pass may block it)
+    perm = list(range(r)) if in_place else kept + moved
     y = x if perm == list(range(r)) else ctx.call("transpose", x, axes=perm)
-    batch = int(np.prod([shape[a] for a in kept], dtype=np.int64))
-    pad = [None] * (2 - len(moved)) + moved          # a unit H axis when only one axis moves
-    as4 = [batch, 1] + [1 if a is None else shape[a] for a in pad]
-    y = ctx.call("reshape", y, newshape=as4)
-    y = ctx.call("image.resize2d", y, size=[1 if a is None else size[a] for a in pad],
-                 scale=[1.0 if a is None else scale[a] for a in pad],
-                 roi=[0.0 if a is None else rois[a][0] for a in pad] + [1.0 if a is None else rois[a][1] for a in pad],
+    pad = [2, 3] if in_place else [None] * (2 - len(moved)) + moved   # a unit H axis when only W moves
+    if not in_place:
+        batch = int(np.prod([shape[a] for a in kept], dtype=np.int64))
+        y = ctx.call("reshape", y, newshape=[batch, 1] + [1 if a is None else shape[a] for a in pad])
+    spec = [(size[a], scale[a], rois[a]) if a in moved else (1 if a is None else shape[a], 1.0, (0.0, 1.0))
+            for a in pad]
+    y = ctx.call("image.resize2d", y, size=[m for m, _, _ in spec], scale=[s for _, s, _ in spec],
+                 roi=[r0 for _, _, (r0, _) in spec] + [r1 for _, _, (_, r1) in spec],
                  method=METHOD[mode], coordinate_transformation_mode=coord,
                  rounding_method=attrs.get("nearest_mode", "round_prefer_floor") if mode == "nearest" else "",
                  cubic_alpha=float(attrs.get("cubic_coeff_a", -0.75)),
                  cubic_exclude=int(attrs.get("exclude_outside", 0)),
                  extrapolation_value=float(attrs.get("extrapolation_value", 0.0)))
-    y = ctx.call("reshape", y, newshape=[shape[a] for a in kept] + [size[a] for a in moved])
+    if not in_place:
+        y = ctx.call("reshape", y, newshape=[shape[a] for a in kept] + [size[a] for a in moved])
     if perm != list(range(r)):
         y = ctx.call("transpose", y, axes=[perm.index(a) for a in range(r)])
     return y
