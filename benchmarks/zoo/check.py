@@ -98,6 +98,23 @@ def compare(ours, ref) -> tuple[float, str | None]:
     return float(np.max(diff, initial=0.0)) / max(scale, 1e-30), None
 
 
+def half_eps(model) -> float:
+    """The machine epsilon of the widest-spaced 16-bit float type (float16, bfloat16) the ONNX ``model``
+    computes in (a graph input, output, initializer, annotated tensor, ``Cast`` or ``Constant`` of that
+    type), else 0."""
+    import numpy as np
+    from ml_dtypes import bfloat16, finfo
+    from onnx import TensorProto
+    eps = {TensorProto.FLOAT16: float(np.finfo(np.float16).eps), TensorProto.BFLOAT16: float(finfo(bfloat16).eps)}
+    g = model.graph
+    types = [v.type.tensor_type.elem_type for v in (*g.input, *g.output, *g.value_info)]
+    types += [t.data_type for t in g.initializer]
+    for n in g.node:
+        for a in n.attribute:
+            types += [a.i] if a.name == "to" else [a.t.data_type] if a.name == "value" else []
+    return max((eps[t] for t in types if t in eps), default=0.0)
+
+
 # ------------------------------------------------------------------------------------ classification
 def _own_frame(tb) -> str:
     """``file:line in function`` of the innermost traceback frame inside tiletune's packages."""

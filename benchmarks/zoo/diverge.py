@@ -45,12 +45,13 @@ def with_outputs(path: Path, names: list[str]):
 
 
 def float_tensors(path: Path) -> list[tuple[str, str, str]]:
-    """``(tensor, node name, op type)`` of every float output of a node, in graph order."""
+    """``(tensor, node name, op type)`` of every float output of a node (any float type), in graph order."""
     import onnx
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
     m = onnx.shape_inference.infer_shapes(onnx.load(str(path), load_external_data=False))
     types = {vi.name: vi.type.tensor_type.elem_type for vi in m.graph.value_info}
     return [(o, n.name, n.op_type) for n in m.graph.node for o in n.output
-            if o and types.get(o) == onnx.TensorProto.FLOAT and n.op_type not in ("Constant", "Shape")]
+            if o and types.get(o) in floats and n.op_type not in ("Constant", "Shape")]
 
 
 def cross_check(model, tensor: str, ours: dict, ref: dict, feed: dict) -> None:
@@ -146,7 +147,7 @@ def main(argv=None) -> int:
         print(f"{node:40} {op:20} {t:40} {err:9.2e} {problem or ''}{mark}")
     if first is None:
         print(f"no intermediate of the {len(rows)} compared differs by more than {args.tol:g} "
-              f"(worst {max(r[3] for r in rows):.2e})")
+              f"(worst {max((r[3] for r in rows), default=0.0):.2e})")
     else:
         print(f"first divergence: tensor {rows[first][0]!r} of node {rows[first][1]!r} ({rows[first][2]}), "
               f"scaled error {rows[first][3]:.2e}")

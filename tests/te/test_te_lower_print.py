@@ -184,3 +184,23 @@ def test_reduction_init_before_update():
 def test_expression_printing(make, text):
     i, j = te.var("i"), te.var("j")
     assert str(make(i, j)) == text
+
+
+def test_inlined_reshape_chain_reads_its_source_directly():
+    """A reshape reads its input at a div/mod of a flattened index; inlined through a chain of them, the
+    indices are simplified within the loop ranges as they compose, not nested once per reshape (afis
+    LEADER's tf2onnx atan2 head, 30 elementwise nodes among 12 reshapes, took 40 s to lower; this chain's
+    inlined body was 219,516 characters)."""
+    from tensorir import topi
+    from tensorir.lower.inline import inlined_bodies
+    A = te.placeholder((1, 1, 64, 64), name="A")
+    x = A
+    for _ in range(3):
+        x = topi.reshape(topi.reshape(x, (1, 64, 64, 1)), (1, 1, 64, 64))
+    B = te.compute(x.shape, lambda *i: x(*i) * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    for st in s.stages:
+        if st.op not in (A.op, B.op):
+            st.compute_inline()
+    assert str(inlined_bodies(s)[s[B]][0]) == "A[0, 0, i2, i3] * 2.0f"
+    assert "B[i2 * 64 + i3] = A[i2 * 64 + i3] * 2.0f" in lower_text(s, [A, B])

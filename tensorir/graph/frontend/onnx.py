@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from ... import dtype as dt
-from ..ir import Const, Graph, GraphError, TensorType, Value, Var
+from ..ir import Const, Graph, GraphError, Node, TensorType, Value, Var, topological_order
 from ..op.registry import call
 from ..passes.basic import eliminate_dead_code, fold_node
 from . import onnx_ops  # noqa: F401  (registers the converters)
@@ -113,8 +113,31 @@ class Context:
     def require_const(self, v: Value | None, what: str) -> np.ndarray:
         a = self.const(v)
         if a is None:
+            a = self.const(self._with_params_bound(v))
+        if a is None:
             raise self.error(f"input '{what}' must be a constant once input shapes are bound")
         return a
+
+    def _with_params_bound(self, v: Value | None) -> Value | None:
+        """``v`` folded with the float initializers it reads taken as their values, where that makes it a
+        constant (a tf2onnx Slice end computed from a shape in float, clamped by a ``[1e9, -1e9]``
+        initializer); only for an input a converter requires constant: elsewhere parameters stay parameters."""
+        if v is None:
+            return None
+        done: dict[int, Value] = {}
+        for u in topological_order([v]):
+            if isinstance(u, Var):
+                if u.kind != "param":
+                    return v        # reads a graph input: not a constant
+                done[id(u)] = Const(self.params[u.name])
+            elif isinstance(u, Node):
+                inputs = tuple(done[id(i)] for i in u.inputs)
+                if not isinstance(u.op, str) or not all(isinstance(i, Const) for i in inputs):
+                    return v
+                done[id(u)] = fold_node(replace(u, inputs=inputs))
+            else:
+                done[id(u)] = u
+        return done[id(v)]
 
     def error(self, msg: str, kind: type = GraphError) -> GraphError:
         n = self.node
