@@ -34,6 +34,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
 
 
 def _needs(f: str) -> tuple[str, ...]:
+    """The features ``f`` needs (directly)."""
     return _NEEDS.get(f, ("avx512f",) if f.startswith("avx512") and f != "avx512f" else ())
 
 
@@ -130,6 +131,7 @@ class Target:
         return _without(CPU_FEATURES.get(self.mcpu, frozenset()) | plus, {a[1:] for a in self.mattr if a[0] == "-"})
 
     def _is_host_string(self) -> bool:
+        """Whether this is :func:`host`'s own CPU and feature list (as ``"llvm"`` parses)."""
         h = host()
         return self.mcpu == h.mcpu and self.mattr == h.mattr
 

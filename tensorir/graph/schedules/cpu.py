@@ -124,6 +124,7 @@ def _vector_partials(s: Schedule, out: Stage) -> None:
     part.reorder(*part.op.reduce_axis, lane)
     part.vectorize(lane)
 
+
 def _tile_anchor(s: Schedule, out: Stage, anchor: Stage, tail: bool) -> Stage:
     """The stage a register tile accumulates in: ``anchor``, or, where the tile has a tail (a split that
     does not divide) and the anchor is the output, a local cache of it computed per tile: its loops of
