@@ -25,19 +25,23 @@ _AVX512 = _AVX2 | {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}
 _VNNI = _AVX512 | {"avx512vnni"}
 _SPR = _VNNI | {"avxvnni", "avx512bf16", "avx512fp16", "amx-tile", "amx-int8", "amx-bf16"}
 _ZEN4 = _VNNI | {"avx512bf16"}
-#: What each of those features needs: ``-mattr=-avx512f`` also takes away every ``avx512*`` (as in LLVM).
-_NEEDS = {"avx2": "avx", "fma": "avx", "f16c": "avx", "avx512f": "avx2", "avxvnni": "avx2",
-          "amx-int8": "amx-tile", "amx-bf16": "amx-tile"}
+#: What each of those features needs (LLVM's implications): ``-mattr=-avx512f`` also takes away every ``avx512*``,
+#: ``-avx512bw`` the bfloat16 and float16 dots (LLVM aborts on an intrinsic its features lack).
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "avx2": ("avx",), "fma": ("avx",), "f16c": ("avx",), "avx512f": ("avx2",), "avxvnni": ("avx2",),
+    "avx512bf16": ("avx512bw",), "avx512fp16": ("avx512bw", "avx512dq", "avx512vl"),
+    "amx-int8": ("amx-tile",), "amx-bf16": ("amx-tile",)}
 
 
-def _needs(f: str) -> str | None:
-    return _NEEDS.get(f, "avx512f" if f.startswith("avx512") and f != "avx512f" else None)
+def _needs(f: str) -> tuple[str, ...]:
+    """The features ``f`` needs (directly)."""
+    return _NEEDS.get(f, ("avx512f",) if f.startswith("avx512") and f != "avx512f" else ())
 
 
 def _without(features: frozenset[str], removed: set[str]) -> frozenset[str]:
     """``features`` less ``removed`` and whatever needs a removed feature."""
-    def gone(f: str | None) -> bool:
-        return f is not None and (f in removed or gone(_needs(f)))
+    def gone(f: str) -> bool:
+        return f in removed or any(gone(g) for g in _needs(f))
     return frozenset(f for f in features if not gone(f))
 
 
@@ -127,6 +131,7 @@ class Target:
         return _without(CPU_FEATURES.get(self.mcpu, frozenset()) | plus, {a[1:] for a in self.mattr if a[0] == "-"})
 
     def _is_host_string(self) -> bool:
+        """Whether this is :func:`host`'s own CPU and feature list (as ``"llvm"`` parses)."""
         h = host()
         return self.mcpu == h.mcpu and self.mattr == h.mattr
 

@@ -271,5 +271,8 @@ def test_a_target_string_reads_as_its_target():
     assert registry.target_features("llvm -mcpu=znver4 -mattr=+avx2,-avx512f") == {"avx", "avx2", "fma", "f16c"}
     assert {"avx512vnni", "amx-int8"} <= registry.target_features("llvm -mcpu=sapphirerapids")
     assert registry.target_features("llvm -mcpu=generic -mattr=+avx2,+fma") == {"avx2", "fma"}
+    # LLVM's bfloat16 and float16 dots need avx512bw (without it, LLVM aborts on vdpbf16ps's intrinsic)
+    assert not {"avx512bf16", "avx512fp16"} & registry.target_features("llvm -mcpu=sapphirerapids -mattr=-avx512bw")
+    assert "avx512vnni" in registry.target_features("llvm -mcpu=znver4 -mattr=-avx512bw")
     for op in ("nn.dense", "qnn.dense", "nn.conv2d"):
         assert schedule_entry(op, "llvm") is schedule_entry(op, parse("llvm"))

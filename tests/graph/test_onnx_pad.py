@@ -28,6 +28,29 @@ def test_pad_modes_compiled(mode):
         np.testing.assert_array_equal(codegen.build_model(g, params=params)(x=x)[0], want)
 
 
+@pytest.mark.parametrize("dtype,pads", [(np.float32, [0, 2, 1, -1, 0, 1, 2, 0]), (np.uint8, [0, 0, 1, 1, 0, 0, 1, 1]),
+                                        (np.int32, [1, 0, 0, 0, 0, 0, 0, 2])])
+def test_constant_pad_value_given_at_run_time(dtype, pads):
+    """Pad's ``constant_value`` a graph input (was padded with zeros): zeros, then a ``where`` on the border."""
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Pad", ["x", "pads", "v"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), [2, 3, 4, 5]),
+         helper.make_tensor_value_info("v", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), [])],
+        [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), None)],
+        [numpy_helper.from_array(np.array(pads, np.int64), "pads")]), opset_imports=[helper.make_opsetid("", 19)])
+    rng = np.random.default_rng()
+    x = rng.integers(0, 100, (2, 3, 4, 5)).astype(dtype)
+    for v in (np.asarray(rng.integers(101, 200), dtype), np.asarray(0, dtype)):
+        before, after = pads[:4], pads[4:]      # negative: cropped (onnx's reference evaluator refuses them)
+        crop = x[tuple(slice(max(-b, 0), d - max(-a, 0)) for b, a, d in zip(before, after, x.shape))]
+        want = np.pad(crop, [(max(b, 0), max(a, 0)) for b, a in zip(before, after)], constant_values=v)
+        g, params = graph.from_onnx(m)
+        mod = codegen.build_model(g, params=params)
+        for b in mod.buffers:
+            b.reshape(-1).view(np.uint8).fill(0x5A)
+        np.testing.assert_array_equal(mod(x=x, v=v)[0], want)
+
+
 @pytest.mark.parametrize("mode", ["SYMMETRIC", "REFLECT"])
 def test_topi_mirror_pad(mode):
     a = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)

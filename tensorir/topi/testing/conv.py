@@ -29,11 +29,11 @@ def _conv_nchw(a: np.ndarray, w: np.ndarray, stride, padding, dilation=1) -> np.
     return out
 
 
-def conv2d_nchw_python(a_np, w_np, stride, padding, groups: int = 1) -> np.ndarray:
+def conv2d_nchw_python(a_np, w_np, stride, padding, groups: int = 1, dilation=1) -> np.ndarray:
     """a (N, C, H, W), w (O, C / groups, KH, KW) -> (N, O, OH, OW), in ``a_np``'s dtype."""
     c, o = a_np.shape[1], w_np.shape[0]
     outs = [_conv_nchw(a_np[:, g * c // groups:(g + 1) * c // groups], w_np[g * o // groups:(g + 1) * o // groups],
-                       stride, padding) for g in range(groups)]
+                       stride, padding, dilation) for g in range(groups)]
     return np.concatenate(outs, axis=1).astype(a_np.dtype)
 
 

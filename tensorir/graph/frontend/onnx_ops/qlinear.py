@@ -17,6 +17,7 @@ from ...ir import Const
 from ..registry import converter
 from .common import spatial_pads
 from .gemm import matmul as _float_matmul
+from .shape import pad_with
 
 INT8 = ("uint8", "int8")
 
@@ -156,7 +157,7 @@ def int_conv(ctx, x, w, zx, zw, attrs, bias=None):
     """int32 ``conv(x - zx, w - zw) (+ bias)``: ``qnn.conv2d`` (2-d) when the weights and their zero point are
     constants, else ``nn.conv2d`` over int32.  One group's weights are int8 (packed for ``vpdpbusd``): ``w - zw``
     where it fits, else shifted with the zero point left over times each window's sum of ``x - zx`` (as
-    :func:`int_matmul`); a zero point ``zx`` computed at run time pads explicitly (:func:`_pad_with`)."""
+    :func:`int_matmul`); a zero point ``zx`` computed at run time pads explicitly (:func:`.shape.pad_with`)."""
     if x.type.dtype not in INT8 or w.type.dtype not in INT8:
         raise ctx.unsupported(f"integer conv of {x.type.dtype} and {w.type.dtype} (8-bit integers only)")
     wv = ctx.const(w)
@@ -177,7 +178,7 @@ def int_conv(ctx, x, w, zx, zw, attrs, bias=None):
     if not isinstance(zx, np.ndarray):
         zpad = np.zeros((), np.int64)
         if any(pads):
-            data, padding = _pad_with(ctx, x, zx, pads), [0] * 4
+            data, padding = pad_with(ctx, x, zx, [[0, 0], [0, 0], pads[0::2], pads[1::2]]), [0] * 4
     acc = ctx.call("qnn.conv2d", data, Const(wq), strides=strides, padding=padding, dilation=dilations,
                    groups=groups, input_zero_point=int(zpad))
     acc = _corrected(ctx, acc, zx, wq.astype(np.int64).reshape(wq.shape[0], -1).sum(axis=1), bias, axis=1)
@@ -185,16 +186,6 @@ def int_conv(ctx, x, w, zx, zw, attrs, bias=None):
         sums = _window_sums(ctx, x, zx, kernel, strides, pads, dilations)
         acc = ctx.call("subtract", acc, ctx.call("multiply", sums, Const(along(zr, 4, 1))))
     return acc
-
-
-def _pad_with(ctx, x, zx, pads):
-    """NCHW ``x`` padded with the run-time scalar ``zx`` (``pads``: top, left, bottom, right)."""
-    pt, pl, pb, pr = pads
-    h, w = x.type.shape[2:]
-    xp = ctx.call("nn.pad", x, pad_width=[[0, 0], [0, 0], [pt, pb], [pl, pr]], pad_value=0.0, pad_mode="constant")
-    border = np.ones((1, 1, h + pt + pb, w + pl + pr), bool)
-    border[:, :, pt:pt + h, pl:pl + w] = False
-    return ctx.call("where", Const(border), ctx.call("cast", zx, dtype=x.type.dtype), xp)
 
 
 def _window_sums(ctx, x, zx, kernel, strides, pads, dilations):

@@ -176,7 +176,20 @@ def pad(ctx, inputs, attrs):
         raise ctx.unsupported("reflect pads as large as the axis are not supported")
     if mode == "edge":
         return _edge_pad(ctx, x, width)
+    if mode == "constant" and value is None and len(inputs) > 2 and inputs[2] is not None:
+        return pad_with(ctx, x, inputs[2], width)     # a value given at run time
     return ctx.call("nn.pad", x, pad_width=width, pad_value=0.0 if value is None else value.item(), pad_mode=mode)
+
+
+def pad_with(ctx, x, value, width: list):
+    """``x`` padded by ``width`` (``[before, after]`` per axis, none negative) with the run-time scalar ``value``:
+    ``nn.pad`` with zeros, then a ``where`` taking ``value`` on the border (a constant mask, one along axes
+    without padding)."""
+    xp = ctx.call("nn.pad", x, pad_width=width, pad_value=0.0, pad_mode="constant")
+    padded = [a or b for a, b in width]
+    border = np.ones([d + a + b if p else 1 for d, (a, b), p in zip(x.type.shape, width, padded)], bool)
+    border[tuple(slice(a, a + d) if p else slice(None) for d, (a, _), p in zip(x.type.shape, width, padded))] = False
+    return ctx.call("where", Const(border), ctx.call("cast", value, dtype=x.type.dtype), xp)
 
 
 def _crop(ctx, x, width):
