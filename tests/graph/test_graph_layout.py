@@ -509,7 +509,7 @@ def test_conv_of_filters_not_filling_blocks_is_padded_and_sliced(out, dtype):
     text = str(alter_op_layout(g))
     pad = output_padding(out)
     assert pad == {219: 5, 61: 3, 17: 15, 36: 12}.get(out, 0)   # 36 = 4 * 9: a block of 4
-    assert (f'kernel_layout="OIHW8i16o"' in text) == bool(pad) and ("strided_slice(" in text) == bool(pad)
+    assert ('kernel_layout="OIHW8i16o"' in text) == bool(pad) and ("strided_slice(" in text) == bool(pad)
     # in and out; the padded one back to NCHW and the sliced channels blocked for the next conv
     assert text.count("layout_transform(") == 2 + 2 * bool(pad)
     if pad:
