@@ -12,7 +12,7 @@ from tensorir import graph, topi
 from tensorir.graph import Const, TensorType, Var, call
 from tensorir.graph.lower_te import lower_kernel
 from tensorir.graph.passes import alter_op_layout, fold_constants
-from tensorir.graph.passes.layout import channel_block
+from tensorir.graph.passes.layout import channel_block, output_padding
 from tensorir.graph.schedules import kernel_schedule
 from tensorir.topi.layout import layout_transform_numpy
 
@@ -425,8 +425,9 @@ def test_tiled_conv_transpose_is_a_1x1_conv_and_depth_to_space(channels, out, ke
     text = str(alter_op_layout(g))
     assert "nn.conv2d_transpose(" not in text and "nn.contrib_conv2d_NCHWc(" in text and "transpose(" in text
     taps = out * kernel[0] * kernel[1]
-    block = channel_block(taps)
-    assert f"float32[2, {taps // block}, 5, 7, {block}]" in text   # the 1x1 conv's output, blocked
+    pad = output_padding(taps)   # 18 taps: zero filters up to 32
+    block = channel_block(taps + pad)
+    assert f"float32[2, {(taps + pad) // block}, 5, 7, {block}]" in text   # the 1x1 conv's output, blocked
     xv = np.random.default_rng(3).standard_normal((2, channels, 5, 7)).astype("float32")
     want = graph.evaluate(g, {"x": xv})[0]
     np.testing.assert_allclose(graph.evaluate(alter_op_layout(g), {"x": xv})[0], want, rtol=1e-5, atol=1e-5)
@@ -491,3 +492,36 @@ def test_grouped_or_dilated_conv_transpose_stays():
     for attrs in (dict(strides=(2, 2), groups=2), dict(strides=(2, 2), dilation=(2, 2))):
         g = _graph(call("nn.conv2d_transpose", x, _w((8, 4, 3, 3)), **attrs))
         assert str(alter_op_layout(g)) == str(g)
+
+
+@pytest.mark.parametrize("out, dtype", [(219, "float32"), (61, "float32"), (17, "float32"), (3, "float32"),
+                                        (36, "float32"), (61, "float16")])
+def test_conv_of_filters_not_filling_blocks_is_padded_and_sliced(out, dtype):
+    """More than 16 filters not filling blocks of 8 (219 = 3 * 73: a block of 1, a scalar loop 34x slower)
+    get zero filters up to blocks of 16, the result back in NCHW and sliced before the bias and relu; 3
+    filters (a final layer) keep their block of 3; the next conv reads the sliced channels.  NaN-poisoned
+    model on fresh data against the unaltered graph."""
+    rng = np.random.default_rng(out)
+    x = Var("x", TensorType((1, 24, 7, 9), dtype))
+    w1, b1 = (rng.standard_normal(s).astype(dtype) for s in ((out, 24, 3, 3), (out, 1, 1)))
+    y = call("nn.relu", call("add", call("nn.conv2d", x, Const(w1 * 0.2), padding=(1,) * 4), Const(b1)))
+    g = _graph(call("nn.conv2d", y, Const(rng.standard_normal((5, out, 1, 1)).astype(dtype) * 0.2)))
+    text = str(alter_op_layout(g))
+    pad = output_padding(out)
+    assert pad == {219: 5, 61: 3, 17: 15, 36: 12}.get(out, 0)   # 36 = 4 * 9: a block of 4
+    assert ('kernel_layout="OIHW8i16o"' in text) == bool(pad) and ("strided_slice(" in text) == bool(pad)
+    # in and out; the padded one back to NCHW and the sliced channels blocked for the next conv
+    assert text.count("layout_transform(") == 2 + 2 * bool(pad)
+    if pad:
+        (sliced,) = [line for line in text.splitlines() if "strided_slice(" in line]
+        assert f"{dtype}[1, {(out + pad) // 16}, 7, 9, 16]" in text and sliced.endswith(f"{dtype}[1, {out}, 7, 9]")
+    xv = rng.standard_normal((1, 24, 7, 9)).astype(dtype)
+    want = graph.evaluate(g, {"x": xv})[0].astype("float32")
+    scale = float(np.abs(want).max())
+    m = codegen.build_model(g)
+    for buf in m.buffers:
+        buf.fill(np.nan)
+    got = m(x=xv)[0]
+    assert got.shape == want.shape and got.dtype == np.dtype(dtype)
+    tol = 1e-5 if dtype == "float32" else 4e-3
+    np.testing.assert_allclose(got.astype("float32"), want, rtol=tol, atol=tol * scale)

@@ -2,7 +2,9 @@
 ``AlterOpLayout`` with ``conv2d_NCHWc`` and ``dense_pack``).
 
 - ``nn.conv2d`` (one group, constant weights) becomes ``nn.contrib_conv2d_NCHWc`` over ``NCHW[x]c``
-  data with its weights packed ``OIHW[x]i[y]o`` once, here (a constant); a depthwise one (a group per
+  data with its weights packed ``OIHW[x]i[y]o`` once, here (a constant); more than 16 filters not filling
+  blocks of 8 (219, 876 = 4 * 219) get zero filters up to blocks of 16, the result back in NCHW and
+  sliced to the real channels (:func:`output_padding`); a depthwise one (a group per
   channel) ``nn.contrib_depthwise_conv2d_NCHWc`` (weights ``OIHW1i[x]o``); other grouped ones stay;
 - ``nn.conv2d_transpose`` (one group, undilated) becomes an ``nn.conv2d`` without the zero taps (so
   blocked as above) to ``O * SH * SW`` channels, a depth-to-space (reshape, transpose, reshape) and a
@@ -53,12 +55,22 @@ BLOCKED_DTYPES = ("float32", "float16", "bfloat16")
 MIN_PAIRED_CHANNELS = 8
 #: Channel block sizes tried, largest first (16 float32 = one AVX-512 vector).
 BLOCKS = (16, 8, 4, 2, 1)
+#: The smallest output channel block a float conv of more than 16 filters runs in: below, zero filters pad it
+#: to blocks of 16 and the result is sliced back (1x1 at 32x32: 876 -> 219 = 3 * 73 filters, a block of 1,
+#: 34x faster; 219 -> 876 = 4 * 219, a block of 4, 3.3x; 106 -> 424 = 8 * 53 only 1.09x, left).
+MIN_OUTPUT_BLOCK = 8
 
 
 def channel_block(c: int, limit: int = 16) -> int:
     """The channel block of ``c`` channels: ``c`` itself when it is at most ``limit`` (the first layer's
     3 channels), else the largest of :data:`BLOCKS` dividing it."""
     return c if c <= limit else next(b for b in BLOCKS if c % b == 0)
+
+
+def output_padding(o: int) -> int:
+    """Zero filters a one-group float conv of ``o`` filters gets: up to blocks of 16 where ``o`` exceeds 16
+    and its own block is below :data:`MIN_OUTPUT_BLOCK`, else none."""
+    return -o % BLOCKS[0] if o > BLOCKS[0] and channel_block(o) < MIN_OUTPUT_BLOCK else 0
 
 
 class _Layouts:
@@ -132,13 +144,18 @@ def _conv2d(st: _Layouts, n: Node):
         return y, block
     if n.attrs["groups"] != 1:
         return None
-    ib, ob = channel_block(i), channel_block(o)
+    pad = output_padding(o)     # zero filters up to blocks of 16, the result back in NCHW and sliced
+    ib, ob = channel_block(i), channel_block(o + pad)
     kernel_layout = f"OIHW{ib}i{ob}o"
-    packed = st.pack(w, kernel_layout, lambda v: layout_transform_numpy(v, "OIHW", kernel_layout))
+    packed = st.pack(w, f"{kernel_layout}+{pad}", lambda v: layout_transform_numpy(
+        np.pad(v, ((0, pad), (0, 0), (0, 0), (0, 0))), "OIHW", kernel_layout))
     y = call("nn.contrib_conv2d_NCHWc", st.get_blocked(x, ib), packed, strides=n.attrs["strides"],
              padding=n.attrs["padding"], dilation=n.attrs["dilation"], data_layout=f"NCHW{ib}c",
              kernel_layout=kernel_layout, out_layout=f"NCHW{ob}c")
-    return y, ob
+    if not pad:
+        return y, ob
+    y = call("layout_transform", y, src_layout=f"NCHW{ob}c", dst_layout="NCHW")
+    return call("strided_slice", y, begin=(0,) * 4, end=n.type.shape, strides=(1,) * 4)
 
 
 @_rule("nn.conv2d_transpose")
@@ -163,7 +180,8 @@ def _conv2d_transpose(st: _Layouts, n: Node):
     if a["output_padding"][0] > pb + th * sh - kh or a["output_padding"][1] > pr + tw * sw - kw:
         return None   # the crop would reach past the rearranged output
 
-    by_phase = o % channel_block(o * sh * sw) == 0   # each phase whole channel blocks: stays blocked
+    # each phase whole channel blocks (of an unpadded conv): stays blocked
+    by_phase = o % channel_block(o * sh * sw) == 0 and not output_padding(o * sh * sw)
 
     def phases(v: np.ndarray) -> np.ndarray:
         v = np.pad(v, ((0, 0), (0, 0), (0, th * sh - kh), (0, tw * sw - kw)))
@@ -171,9 +189,10 @@ def _conv2d_transpose(st: _Layouts, n: Node):
         order = (3, 5, 1, 0, 2, 4) if by_phase else (1, 3, 5, 0, 2, 4)    # channels (r, s, o) or (o, r, s)
         return np.ascontiguousarray(v.transpose(order).reshape(o * sh * sw, c, th, tw))
     taps = st.pack(w, f"conv2d_transpose.{sh}x{sw}" + (".phases" if by_phase else ""), phases)
-    y, block = _conv2d(st, call("nn.conv2d", x, taps, padding=(th - 1, tw - 1, th - 1, tw - 1)))
+    y = _conv2d(st, call("nn.conv2d", x, taps, padding=(th - 1, tw - 1, th - 1, tw - 1)))
     oh, ow = n.type.shape[2:]
     if by_phase:   # the depth-to-space moves whole vectors of channels: y[n, (r, s, ob), h, w, c]
+        y, block = y
         batch, _, h, wd, _ = y.type.shape
         y = call("reshape", y, newshape=(batch, sh, sw, o // block, h, wd, block))
         y = call("transpose", y, axes=(0, 3, 4, 1, 5, 2, 6))
@@ -182,7 +201,8 @@ def _conv2d_transpose(st: _Layouts, n: Node):
             y = call("strided_slice", y, begin=(0, 0, pt, pl, 0), end=(batch, o // block, pt + oh, pl + ow, block),
                      strides=(1,) * 5)
         return y, block
-    y = call("layout_transform", y, src_layout=f"NCHW{block}c", dst_layout="NCHW")
+    if isinstance(y, tuple):
+        y = call("layout_transform", y[0], src_layout=f"NCHW{y[1]}c", dst_layout="NCHW")
     batch, _, h, wd = y.type.shape
     y = call("transpose", call("reshape", y, newshape=(batch, o, sh, sw, h, wd)), axes=(0, 1, 4, 2, 5, 3))
     y = call("reshape", y, newshape=(batch, o, h * sh, wd * sw))
@@ -487,4 +507,4 @@ def alter_op_layout(g: Graph, rules: dict | None = None) -> Graph:
     return Graph(g.inputs, outputs, g.params, g.output_names, g.name)
 
 
-__all__ = ["BLOCKS", "RULES", "alter_op_layout", "channel_block"]
+__all__ = ["BLOCKS", "RULES", "alter_op_layout", "channel_block", "output_padding"]
