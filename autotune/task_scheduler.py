@@ -6,9 +6,11 @@
         m = codegen.build_model(g, "llvm", params)
 
 The objective is the kernels' time, ``sum(weight_i * best_i)`` (each kernel measured alone); the
-estimated model latency adds ``outside``, the time of a call spent outside its kernels (the call, the
-steps between kernels, copies), which tuning does not change: ``tiletune tune-model`` measures it once
-before tuning, by profiling the model built from the log as it stands (``ModelProfile.overhead``).  A round-robin warm-up gives
+estimated model latency adds ``outside``, what a call takes beyond its kernels' times alone (the call and
+the steps between kernels, caches left cold by the kernel before, the harness of the alone timing), taken
+as constant while tuning: a fixed value, or ``calibrate()`` called once every task has a measurement
+(``tiletune tune-model`` builds the model from the log as it stands, times the whole call and subtracts
+the alone times its kernels' records hold, so the estimate starts at the measured call).  A round-robin warm-up gives
 each task one batch (its first batch measures the kernel's default schedule once, so deployment never
 loses to it); then ``"gradient"`` gives each batch to the task whose next batch promises the largest
 drop of the objective: ``weight * (alpha * backward + (1 - alpha) * forward)`` where ``backward`` is the
@@ -31,6 +33,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
 
 from .kernel_tuners import KernelTuner, TemplateKernelTuner
 from .measure import measure_option as make_measure_option
@@ -72,7 +75,7 @@ class TaskScheduler:
     def __init__(self, tasks, task_weights=None, strategy: str = "gradient", load_log_file=None,
                  alpha: float = 0.2, beta: float = 2.0, backward_window_size: int = 3,
                  early_stopping: int | None = 64, give_up_after: int = 3, verbose: int = 1,
-                 outside: float = 0.0):
+                 outside: float = 0.0, calibrate: Callable[[], float] | None = None):
         if strategy not in ("gradient", "round-robin"):
             raise ValueError(f"TaskScheduler: strategy must be 'gradient' or 'round-robin', got {strategy!r}")
         self.tasks = list(tasks)
@@ -84,7 +87,8 @@ class TaskScheduler:
         self.strategy, self.alpha, self.beta, self.window = strategy, alpha, beta, backward_window_size
         self.early_stopping, self.give_up_after, self.verbose = early_stopping, give_up_after, verbose
         self.load_log_file = load_log_file
-        self.outside = float(outside)       # seconds per call outside the kernels (measured in place)
+        self.outside = float(outside)       # seconds per call beyond the kernels alone
+        self.calibrate = calibrate          # -> outside, called once every task has a measurement
         self.cost_model = None              # the XGBModel pretrained on the history (set by tune)
         self.states: list[_TaskState] = []
         self.curve: list[tuple[int, float, float]] = []   # (total trials, seconds, estimated latency)
@@ -183,6 +187,7 @@ class TaskScheduler:
         if max_seconds is not None and offset >= max_seconds:
             warnings.warn(f"TaskScheduler.tune: earlier runs of {log} spent the time budget ({offset:.0f} of "
                           f"{max_seconds:.0f} s); nothing more is measured", UserWarning, stacklevel=2)
+        self._calibrate()               # a resumed log may have every task measured already
         start = time.perf_counter()
         bar = self._bar(n_trials) if progress else None
         turn = 0
@@ -206,6 +211,7 @@ class TaskScheduler:
                 before = self.total_trials
                 s.add(results)
                 self._check_stop(s)
+                start += self._calibrate()          # its time is not tuning time
                 point = (self.total_trials, offset + time.perf_counter() - start, self.estimated_latency())
                 self.curve.append(point)
                 _append_progress(progress_path, point, s.tuner.name, self._complete(), self.outside)
@@ -220,6 +226,14 @@ class TaskScheduler:
         if self.verbose:
             print(self.table(), file=sys.stderr)
         return self
+
+    def _calibrate(self) -> float:
+        """Once every task has a measurement: ``outside = calibrate()`` (then never again); the seconds it took."""
+        if self.calibrate is None or not self.states or not self._complete():
+            return 0.0
+        fn, self.calibrate, t0 = self.calibrate, None, time.perf_counter()
+        self.outside = float(fn())
+        return time.perf_counter() - t0
 
     def _complete(self) -> bool:
         """Whether the estimate covers the model: every task measured (or stopped, having failed)."""
@@ -282,7 +296,8 @@ class TaskScheduler:
         return "\n".join(rows)
 
     def describe(self) -> str:
-        """The estimate and its parts, e.g. ``1.2000 ms (kernels alone 1.0000 ms + outside them 0.2000 ms)``."""
+        """The estimate and its parts, e.g. ``1.2000 ms (kernels alone 1.0000 ms + outside them 0.2000 ms)``
+        (``outside`` may be negative: a call faster than its kernels' times alone)."""
         return (f"{self.estimated_latency() * 1e3:.4f} ms (kernels alone {self.kernel_latency() * 1e3:.4f} ms"
                 f" + outside them {self.outside * 1e3:.4f} ms)")
 

@@ -160,3 +160,60 @@ def test_estimate_adds_the_time_outside_the_kernels():
     import json
     last = json.loads(open("outside.jsonl.progress.jsonl").read().splitlines()[-1])
     assert last["outside"] == 5e-4 and last["kernels"] == pytest.approx(alone)
+
+
+def test_calibrate_sets_outside_once_every_task_is_measured(monkeypatch):
+    """``calibrate`` runs once, after the batch that gives the last task its first measurement: the progress
+    lines before it have no ``outside``, the lines after add what it returned (negative too: a call faster
+    than its kernels alone), and its own time is not counted as tuning time."""
+    import json
+
+    import autotune.task_scheduler as ts
+    clock = [0.0]
+
+    def tick():
+        clock[0] += 1.0             # every reading of the clock: one second of tuning
+        return clock[0]
+
+    def calibrate():
+        calls.append(len(s.curve))
+        clock[0] += 1000.0          # building and timing the model: not tuning time
+        return -2e-4
+
+    calls = []
+    monkeypatch.setattr(ts.time, "perf_counter", tick)
+    tasks = [FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 2e-3, anchor_op="b"), FakeTask("c", 3e-4, anchor_op="c")]
+    s = FakeScheduler(tasks, [1, 2, 1], verbose=0, calibrate=calibrate)
+    s.tune(40, measure_option=object(), log="cal.jsonl", num_measures_per_round=4, progress=False)
+    lines = [json.loads(x) for x in open("cal.jsonl.progress.jsonl").read().splitlines()]
+    assert calls == [2] and s.calibrate is None and s.outside == -2e-4      # after the third batch, once
+    assert [ln["outside"] for ln in lines] == [0.0, 0.0] + [-2e-4] * (len(lines) - 2)
+    assert [ln["complete"] for ln in lines[:3]] == [False, False, True]
+    for ln in lines:
+        assert ln["latency"] == pytest.approx(ln["kernels"] + ln["outside"])
+    assert lines[-1]["latency"] == pytest.approx(s.kernel_latency() - 2e-4)
+    assert max(ln["seconds"] for ln in lines) < 1000          # the calibration's 1000 s are not counted
+
+
+def test_calibrate_not_called_while_a_task_has_no_measurement():
+    """A budget that ends before every task is measured leaves the estimate without the term."""
+    tasks = [FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 2e-3, anchor_op="b")]
+    s = FakeScheduler(tasks, [1, 1], verbose=0, calibrate=lambda: pytest.fail("called before every task ran"))
+    s.tune(4, measure_option=object(), log="cal2.jsonl", num_measures_per_round=4, progress=False)
+    assert s.outside == 0.0 and s.calibrate is not None
+
+
+def test_recorded_time_sums_the_costs_the_schedules_record():
+    """The kernels' times alone of a built model: a searched record's, a template record's and a measured
+    default's cost count; an unmeasured default, a fallback step and a non-finite cost add nothing."""
+    from types import SimpleNamespace as NS
+
+    from autotune.model_history import recorded_time
+    steps = [NS(schedule={"kind": "record", "record": {"workload_key": "k", "cost": 1e-4}}),
+             NS(schedule={"kind": "template", "template": "t", "record": {"config_index": 3, "cost": 2e-5}}),
+             NS(schedule={"kind": "default", "rule": "r", "measured": True, "cost": 3e-6}),
+             NS(schedule={"kind": "default", "rule": "r"}),
+             NS(schedule={}),
+             NS(schedule={"kind": "record", "record": {"cost": float("inf")}})]
+    assert recorded_time(steps) == pytest.approx(1e-4 + 2e-5 + 3e-6)
+    assert recorded_time([]) == 0.0
