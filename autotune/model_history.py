@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import warnings
 
@@ -66,19 +65,6 @@ def record_identity(rec) -> dict:
     knobs = json.dumps(rec.knobs, sort_keys=True, separators=(",", ":"))
     return {"workload_key": rec.workload[1][0], "steps_sha256": hashlib.sha256(knobs.encode()).hexdigest()[:16],
             "config_index": rec.index, "cost": rec.cost}
-
-
-def recorded_time(steps) -> float:
-    """Seconds per call of ``steps`` (a model's run list steps) by the costs their schedules' origins
-    record: each kernel's time measured alone by the tuner (a record, a template record, a measured
-    default); a step with no recorded cost (an unmeasured default, a fallback step) adds nothing."""
-    total = 0.0
-    for step in steps:
-        origin = getattr(step, "schedule", None) or {}
-        cost = (origin.get("record") or {}).get("cost", origin.get("cost"))
-        if isinstance(cost, (int, float)) and math.isfinite(cost):
-            total += float(cost)
-    return total
 
 
 class HistorySchedule:
@@ -201,5 +187,5 @@ class HistorySchedule:
                           f"and use their default schedule: {names}", MissingRecordWarning, stacklevel=3)
 
 
-__all__ = ["HistorySchedule", "records_by_hash", "record_identity", "recorded_time", "MissingRecordWarning",
+__all__ = ["HistorySchedule", "records_by_hash", "record_identity", "MissingRecordWarning",
            "StaleRecordWarning"]

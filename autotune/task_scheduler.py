@@ -26,6 +26,7 @@ Resume: the log's trials count, are never measured again, and the progress sidec
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -55,6 +56,7 @@ class _TaskState:
         self.errors: Counter = Counter()
         self.stopped = ""                     # why the task stopped ("" while it tunes)
         self.patience: int | None = None      # trials without improvement before it counts as converged
+        self.again: float | None = None       # a fresh measurement of the current best (None: not taken)
 
     def add(self, results) -> None:
         for cost, err in results:
@@ -62,7 +64,7 @@ class _TaskState:
             if math.isfinite(cost):
                 self.ok += 1
                 if cost < self.best:
-                    self.best, self.last_improved = cost, self.trials
+                    self.best, self.last_improved, self.again = cost, self.trials, None
             else:
                 self.errors[(err or "error").splitlines()[0][:200]] += 1
         self.rounds += 1
@@ -75,7 +77,8 @@ class TaskScheduler:
     def __init__(self, tasks, task_weights=None, strategy: str = "gradient", load_log_file=None,
                  alpha: float = 0.2, beta: float = 2.0, backward_window_size: int = 3,
                  early_stopping: int | None = 64, give_up_after: int = 3, verbose: int = 1,
-                 outside: float = 0.0, calibrate: Callable[[], float] | None = None):
+                 outside: float = 0.0, calibrate: Callable[[float], float] | None = None,
+                 remeasure: bool = False):
         if strategy not in ("gradient", "round-robin"):
             raise ValueError(f"TaskScheduler: strategy must be 'gradient' or 'round-robin', got {strategy!r}")
         self.tasks = list(tasks)
@@ -88,7 +91,8 @@ class TaskScheduler:
         self.early_stopping, self.give_up_after, self.verbose = early_stopping, give_up_after, verbose
         self.load_log_file = load_log_file
         self.outside = float(outside)       # seconds per call beyond the kernels alone
-        self.calibrate = calibrate          # -> outside, called once every task has a measurement
+        self.calibrate = calibrate          # kernels alone -> outside, called once every task has a measurement
+        self.remeasure = remeasure          # measure each new best once more for the estimate
         self.cost_model = None              # the XGBModel pretrained on the history (set by tune)
         self.states: list[_TaskState] = []
         self.curve: list[tuple[int, float, float]] = []   # (total trials, seconds, estimated latency)
@@ -105,8 +109,9 @@ class TaskScheduler:
 
     # -- the objective ---------------------------------------------------------------------------------------
     def kernel_latency(self) -> float:
-        """``sum(weight * best)`` over tasks with a measurement: the kernels, each timed alone (seconds)."""
-        return sum(s.weight * s.best for s in self.states if math.isfinite(s.best))
+        """``sum(weight * best)`` over tasks with a measurement: the kernels, each timed alone (seconds);
+        a best measured again (``remeasure``) counts at that second measurement."""
+        return sum(s.weight * (s.best if s.again is None else s.again) for s in self.states if math.isfinite(s.best))
 
     def estimated_latency(self) -> float:
         """The model's estimated latency: :meth:`kernel_latency` plus ``outside`` (seconds)."""
@@ -208,10 +213,14 @@ class TaskScheduler:
                 if not results:
                     s.stopped = getattr(s.tuner, "stop_reason", None) or "search space exhausted"
                     continue
-                before = self.total_trials
+                before, best = self.total_trials, s.best
                 s.add(results)
                 self._check_stop(s)
-                start += self._calibrate()          # its time is not tuning time
+                if self.remeasure and s.best < best and hasattr(s.tuner, "remeasure_best"):
+                    s.again = s.tuner.remeasure_best()
+                if self.calibrate is not None and self._complete():    # what it prints stays out of the bar
+                    with bar.external_write_mode() if bar is not None else contextlib.nullcontext():
+                        start += self._calibrate()                      # its time is not tuning time
                 point = (self.total_trials, offset + time.perf_counter() - start, self.estimated_latency())
                 self.curve.append(point)
                 _append_progress(progress_path, point, s.tuner.name, self._complete(), self.outside)
@@ -228,11 +237,12 @@ class TaskScheduler:
         return self
 
     def _calibrate(self) -> float:
-        """Once every task has a measurement: ``outside = calibrate()`` (then never again); the seconds it took."""
+        """Once every task has a measurement: ``outside = calibrate(kernel_latency())`` (then never again); the
+        seconds it took."""
         if self.calibrate is None or not self.states or not self._complete():
             return 0.0
         fn, self.calibrate, t0 = self.calibrate, None, time.perf_counter()
-        self.outside = float(fn())
+        self.outside = float(fn(self.kernel_latency()))
         return time.perf_counter() - t0
 
     def _complete(self) -> bool:

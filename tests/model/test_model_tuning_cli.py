@@ -43,12 +43,11 @@ def test_tune_model_writes_the_log_and_a_rerun_resumes(tuned, capsys):
     out = capsys.readouterr().out
     num = r"(-?[0-9.]+)"
     calib = re.search(rf"calibration: the model from the log takes {num} ms per call .*\ncalibration: its kernels "
-                      rf"took {num} ms alone when tuned, so the estimate adds {num} ms", out)
-    call, recorded, added = map(float, calib.groups())
+                      rf"take {num} ms alone, so the estimate adds {num} ms", out)   # the log is complete: at once
+    call, kernels, added = map(float, calib.groups())
     est, alone, outside = map(float, re.search(rf"estimated model latency {num} ms \(kernels alone {num} ms \+ "
                                                rf"outside them {num} ms\)", out).groups())
-    assert recorded == pytest.approx(alone, abs=2e-4)        # the log was complete: the records are the bests
-    assert outside == added and abs(call - recorded - added) <= 2e-4 and abs(est - call) <= 3e-4
+    assert kernels == alone and outside == added and abs(call - kernels - added) <= 2e-4 and abs(est - call) <= 3e-4
     deployed = re.search(rf"deployed: the model from the log takes {num} ms per call .* kernels in place {num} ms, "
                          rf"outside them {num} ms", out)
     total, kernels, rest = map(float, deployed.groups())
@@ -58,7 +57,8 @@ def test_tune_model_writes_the_log_and_a_rerun_resumes(tuned, capsys):
     assert float(gaps.group(1)) == est and float(gaps.group(3)) == alone
     for printed, estimate in ((float(gaps.group(2)), est), (float(gaps.group(4)), alone)):
         want = 100 * (total - estimate) / total                              # the numbers it prints agree
-        assert abs(printed - want) <= 0.1 + 0.02 * abs(want)                 # (up to their rounding)
+        rounding = 100 * 5e-5 * (1 / total + abs(estimate) / total ** 2)     # (up to their rounding: 4 decimals
+        assert abs(printed - want) <= 0.1 + 0.02 * abs(want) + rounding      # of a few-microsecond model's ms)
 
 
 def test_tune_model_without_the_outside_time(tuned, capsys):

@@ -163,9 +163,9 @@ def test_estimate_adds_the_time_outside_the_kernels():
 
 
 def test_calibrate_sets_outside_once_every_task_is_measured(monkeypatch):
-    """``calibrate`` runs once, after the batch that gives the last task its first measurement: the progress
-    lines before it have no ``outside``, the lines after add what it returned (negative too: a call faster
-    than its kernels alone), and its own time is not counted as tuning time."""
+    """``calibrate(kernels)`` runs once, after the batch that gives the last task its first measurement, with
+    the kernels' estimate then: the progress lines before it have no ``outside``, the lines after add what it
+    returned (negative too: a call faster than its kernels alone), and its time is not counted as tuning's."""
     import json
 
     import autotune.task_scheduler as ts
@@ -175,8 +175,9 @@ def test_calibrate_sets_outside_once_every_task_is_measured(monkeypatch):
         clock[0] += 1.0             # every reading of the clock: one second of tuning
         return clock[0]
 
-    def calibrate():
+    def calibrate(kernels):
         calls.append(len(s.curve))
+        assert kernels == s.kernel_latency() > 0
         clock[0] += 1000.0          # building and timing the model: not tuning time
         return -2e-4
 
@@ -198,22 +199,43 @@ def test_calibrate_sets_outside_once_every_task_is_measured(monkeypatch):
 def test_calibrate_not_called_while_a_task_has_no_measurement():
     """A budget that ends before every task is measured leaves the estimate without the term."""
     tasks = [FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 2e-3, anchor_op="b")]
-    s = FakeScheduler(tasks, [1, 1], verbose=0, calibrate=lambda: pytest.fail("called before every task ran"))
+    s = FakeScheduler(tasks, [1, 1], verbose=0, calibrate=lambda k: pytest.fail("called before every task ran"))
     s.tune(4, measure_option=object(), log="cal2.jsonl", num_measures_per_round=4, progress=False)
     assert s.outside == 0.0 and s.calibrate is not None
 
 
-def test_recorded_time_sums_the_costs_the_schedules_record():
-    """The kernels' times alone of a built model: a searched record's, a template record's and a measured
-    default's cost count; an unmeasured default, a fallback step and a non-finite cost add nothing."""
-    from types import SimpleNamespace as NS
+class AgainTuner(FakeTuner):
+    """A tuner whose best, measured again, takes 1.5 times its first timing (the least of noisy timings)."""
 
-    from autotune.model_history import recorded_time
-    steps = [NS(schedule={"kind": "record", "record": {"workload_key": "k", "cost": 1e-4}}),
-             NS(schedule={"kind": "template", "template": "t", "record": {"config_index": 3, "cost": 2e-5}}),
-             NS(schedule={"kind": "default", "rule": "r", "measured": True, "cost": 3e-6}),
-             NS(schedule={"kind": "default", "rule": "r"}),
-             NS(schedule={}),
-             NS(schedule={"kind": "record", "record": {"cost": float("inf")}})]
-    assert recorded_time(steps) == pytest.approx(1e-4 + 2e-5 + 3e-6)
-    assert recorded_time([]) == 0.0
+    def __init__(self, task):
+        super().__init__(task)
+        self.asked = []
+
+    def batch(self, n):
+        out = super().batch(n)
+        self.best = min([self.__dict__.get("best", math.inf)] + [c for c, _ in out])
+        return out
+
+    def remeasure_best(self):
+        self.asked.append(self.best)
+        return 1.5 * self.best
+
+
+class AgainScheduler(TaskScheduler):
+    def make_tuner(self, task, log, measure, storage):
+        return AgainTuner(task)
+
+
+def test_remeasure_counts_each_new_best_at_its_second_timing():
+    """With ``remeasure``, each batch that improves a task's best measures that best once more and the
+    estimate counts the second timing; without it, the first; the allocation of trials does not change."""
+    tasks = [FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 2e-3, anchor_op="b", plateau=5)]
+    plain = AgainScheduler(tasks, [1, 3], verbose=0)
+    plain.tune(40, measure_option=object(), log="plain.jsonl", num_measures_per_round=4, progress=False)
+    s = AgainScheduler(tasks, [1, 3], verbose=0, remeasure=True)
+    s.tune(40, measure_option=object(), log="again.jsonl", num_measures_per_round=4, progress=False)
+    assert [st.trials for st in s.states] == [st.trials for st in plain.states]
+    assert all(st.tuner.asked == sorted(set(st.tuner.asked), reverse=True) for st in s.states)   # new bests only
+    assert len(s.states[1].tuner.asked) < s.states[1].rounds            # b stopped improving: not asked again
+    assert plain.kernel_latency() == pytest.approx(sum(w * st.best for w, st in zip([1, 3], plain.states)))
+    assert s.kernel_latency() == pytest.approx(1.5 * plain.kernel_latency())
