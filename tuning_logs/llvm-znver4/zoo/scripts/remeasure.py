@@ -1,0 +1,31 @@
+"""Re-measure the best record of some tasks of MODEL's LOG with tune-model's runner settings, 3 times each."""
+import statistics, sys, warnings
+from tensorir import graph
+from autotune import LocalBuilder, LocalRunner, extract_tasks, measure_option
+from autotune.auto_scheduler.compute_dag import key_hash
+from autotune.auto_scheduler.search_task import StateConfig
+from autotune.measure import MeasureInput
+from autotune.record import records_of
+
+model, log, shape, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
+k, v = shape.split("=")
+g, params = graph.from_onnx(model, {k: tuple(int(x) for x in v.split(","))})
+tasks, weights = extract_tasks(g, params)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    recs = [r for r in records_of(log) if r.result.ok and r.workload[0] == "auto_scheduler"]
+opt = measure_option(builder=LocalBuilder(n_parallel=2), runner=LocalRunner(number=4, repeat=3))
+for t, w in zip(tasks, weights):
+    if not any(t.kernel_name == n.split("@")[0] or (n.endswith("@" + str(w)) and t.kernel_name.startswith(n.split("@")[0])) for n in names) or not hasattr(t, "workload_key"):
+        continue
+    mine = sorted([r for r in recs if key_hash(r.workload[1][0]) == key_hash(t.workload_key)], key=lambda r: r.cost)
+    if not mine:
+        continue
+    for label, r in (("best", mine[0]), ("2nd", mine[1] if len(mine) > 1 else None)):
+        if r is None:
+            continue
+        cfg = t.default_config() if "default" in r.knobs else StateConfig(tuple(r.knobs["steps"]))
+        costs = [opt.measure([MeasureInput(t, cfg)])[0].cost for _ in range(3)]
+        print(f"{t.kernel_name[:50]:50s} w{w} {label}: recorded {r.cost * 1e3:.4f} ms (of {len(mine)}), "
+              f"again {', '.join(f'{c * 1e3:.4f}' for c in costs)} ms", flush=True)
+opt.close() if hasattr(opt, "close") else None
