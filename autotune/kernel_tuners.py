@@ -3,7 +3,8 @@
 ``KernelTuner`` drives an auto-scheduler task (the kernel's measured default once, claimed through the
 shared study, then rounds of ``SketchPolicy.continue_search_one_round``); ``TemplateKernelTuner`` drives
 a hand-template task with a template tuner.  Both measure with the scheduler's ``ProgramMeasurer`` (open
-for the whole tune) and log to its log; ``batch`` returns ``(cost, error)`` per trial (cost inf on error).
+for the whole tune) and log to its log; ``batch`` returns ``(cost, error)`` per trial (cost inf on error);
+``remeasure_best()`` times the fastest candidate once more, unlogged (the scheduler's ``remeasure``).
 """
 from __future__ import annotations
 

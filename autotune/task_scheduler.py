@@ -8,9 +8,11 @@
 The objective is the kernels' time, ``sum(weight_i * best_i)`` (each kernel measured alone); the
 estimated model latency adds ``outside``, what a call takes beyond its kernels' times alone (the call and
 the steps between kernels, caches left cold by the kernel before, the harness of the alone timing), taken
-as constant while tuning: a fixed value, or ``calibrate()`` called once every task has a measurement
+as constant while tuning: a fixed value, or ``calibrate(kernels)`` called once every task has a measurement
 (``tiletune tune-model`` builds the model from the log as it stands, times the whole call and subtracts
-the alone times its kernels' records hold, so the estimate starts at the measured call).  A round-robin warm-up gives
+``kernels``, so the estimate starts at the measured call).  With ``remeasure`` each new best is measured
+once more (``tuner.remeasure_best()``, not logged) and the estimate counts that second timing: the least of
+many noisy timings is biased low.  A round-robin warm-up gives
 each task one batch (its first batch measures the kernel's default schedule once, so deployment never
 loses to it); then ``"gradient"`` gives each batch to the task whose next batch promises the largest
 drop of the objective: ``weight * (alpha * backward + (1 - alpha) * forward)`` where ``backward`` is the
