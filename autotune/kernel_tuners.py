@@ -3,7 +3,8 @@
 ``KernelTuner`` drives an auto-scheduler task (the kernel's measured default once, claimed through the
 shared study, then rounds of ``SketchPolicy.continue_search_one_round``); ``TemplateKernelTuner`` drives
 a hand-template task with a template tuner.  Both measure with the scheduler's ``ProgramMeasurer`` (open
-for the whole tune) and log to its log; ``batch`` returns ``(cost, error)`` per trial (cost inf on error).
+for the whole tune) and log to its log; ``batch`` returns ``(cost, error)`` per trial (cost inf on error);
+``remeasure_best()`` times the fastest candidate once more, unlogged (the scheduler's ``remeasure``).
 """
 from __future__ import annotations
 
@@ -29,6 +30,20 @@ class KernelTuner:
         self.policy = SketchPolicy(task, program_cost_model=cost_model, seed=seed, verbose=0)
         self.policy.share(storage if storage is not None else sqlite_url(log + ".study.db"), log)
         self.default_measured = not hasattr(task, "default_config")
+        self._best: tuple[float, MeasureInput] | None = None     # this run's fastest candidate
+
+    def _keep_best(self, inputs, results) -> None:
+        for inp, res in zip(inputs, results):
+            if res.ok and (self._best is None or res.cost < self._best[0]):
+                self._best = (res.cost, inp)
+
+    def remeasure_best(self) -> float | None:
+        """A fresh measurement of this run's fastest candidate, not logged: its cost, or None (none yet, or
+        it failed this time)."""
+        if self._best is None:
+            return None
+        res = self.measurer.build_and_run([self._best[1]])[0]
+        return res.cost if res.ok else None
 
     @property
     def name(self) -> str:
@@ -85,6 +100,7 @@ class KernelTuner:
         finally:
             self.policy.shared.finish(trial, res)
         self.default_measured = True
+        self._keep_best([inp], [res])
         return [(res.cost if res.ok else math.inf, res.error_msg)]
 
     @functools.cached_property
@@ -103,11 +119,12 @@ class KernelTuner:
         n -= len(out)
         if n <= 0 or self.stop_reason:
             return out
-        results = []
+        inputs, results = [], []
         for _ in range(5):          # peers may claim every candidate of a round: learn, propose again
             inputs, results = self.policy.continue_search_one_round(n, self.measurer)
             if inputs or self.policy.exhausted:
                 break
+        self._keep_best(inputs, results)
         return out + [(r.cost if r.ok else math.inf, r.error_msg) for r in results]
 
 
@@ -142,6 +159,13 @@ class TemplateKernelTuner:
         self.tuner.tune(max(self.tuner.trials_done, self.logged) + n, measure_option=self.option,
                         callbacks=[log_to_file(self.log)])
         return [(r.cost if r.ok else math.inf, r.error_msg) for _, r in self.tuner.history[before:]]
+
+    def remeasure_best(self) -> float | None:
+        """A fresh measurement of the task's fastest config, not logged: its cost, or None."""
+        if self.tuner.best_index is None:
+            return None
+        res = self.option.measure([MeasureInput(self.task, self.tuner.space.get(self.tuner.best_index))])[0]
+        return res.cost if res.ok else None
 
 
 __all__ = ["KernelTuner", "TemplateKernelTuner"]

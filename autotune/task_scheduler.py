@@ -6,9 +6,13 @@
         m = codegen.build_model(g, "llvm", params)
 
 The objective is the kernels' time, ``sum(weight_i * best_i)`` (each kernel measured alone); the
-estimated model latency adds ``outside``, the time of a call spent outside its kernels (the call, the
-steps between kernels, copies), which tuning does not change: ``tiletune tune-model`` measures it once
-before tuning, by profiling the model built from the log as it stands (``ModelProfile.overhead``).  A round-robin warm-up gives
+estimated model latency adds ``outside``, what a call takes beyond its kernels' times alone (the call and
+the steps between kernels, caches left cold by the kernel before, the harness of the alone timing), taken
+as constant while tuning: a fixed value, or ``calibrate(kernels)`` called once every task has a measurement
+(``tiletune tune-model`` builds the model from the log as it stands, times the whole call and subtracts
+``kernels``, so the estimate starts at the measured call).  With ``remeasure`` each new best is measured
+once more (``tuner.remeasure_best()``, not logged) and the estimate counts that second timing: the least of
+many noisy timings is biased low.  A round-robin warm-up gives
 each task one batch (its first batch measures the kernel's default schedule once, so deployment never
 loses to it); then ``"gradient"`` gives each batch to the task whose next batch promises the largest
 drop of the objective: ``weight * (alpha * backward + (1 - alpha) * forward)`` where ``backward`` is the
@@ -24,6 +28,7 @@ Resume: the log's trials count, are never measured again, and the progress sidec
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -31,6 +36,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
 
 from .kernel_tuners import KernelTuner, TemplateKernelTuner
 from .measure import measure_option as make_measure_option
@@ -52,6 +58,7 @@ class _TaskState:
         self.errors: Counter = Counter()
         self.stopped = ""                     # why the task stopped ("" while it tunes)
         self.patience: int | None = None      # trials without improvement before it counts as converged
+        self.again: float | None = None       # a fresh measurement of the current best (None: not taken)
 
     def add(self, results) -> None:
         for cost, err in results:
@@ -59,7 +66,7 @@ class _TaskState:
             if math.isfinite(cost):
                 self.ok += 1
                 if cost < self.best:
-                    self.best, self.last_improved = cost, self.trials
+                    self.best, self.last_improved, self.again = cost, self.trials, None
             else:
                 self.errors[(err or "error").splitlines()[0][:200]] += 1
         self.rounds += 1
@@ -72,7 +79,8 @@ class TaskScheduler:
     def __init__(self, tasks, task_weights=None, strategy: str = "gradient", load_log_file=None,
                  alpha: float = 0.2, beta: float = 2.0, backward_window_size: int = 3,
                  early_stopping: int | None = 64, give_up_after: int = 3, verbose: int = 1,
-                 outside: float = 0.0):
+                 outside: float = 0.0, calibrate: Callable[[float], float] | None = None,
+                 remeasure: bool = False):
         if strategy not in ("gradient", "round-robin"):
             raise ValueError(f"TaskScheduler: strategy must be 'gradient' or 'round-robin', got {strategy!r}")
         self.tasks = list(tasks)
@@ -84,7 +92,9 @@ class TaskScheduler:
         self.strategy, self.alpha, self.beta, self.window = strategy, alpha, beta, backward_window_size
         self.early_stopping, self.give_up_after, self.verbose = early_stopping, give_up_after, verbose
         self.load_log_file = load_log_file
-        self.outside = float(outside)       # seconds per call outside the kernels (measured in place)
+        self.outside = float(outside)       # seconds per call beyond the kernels alone
+        self.calibrate = calibrate          # kernels alone -> outside, called once every task has a measurement
+        self.remeasure = remeasure          # measure each new best once more for the estimate
         self.cost_model = None              # the XGBModel pretrained on the history (set by tune)
         self.states: list[_TaskState] = []
         self.curve: list[tuple[int, float, float]] = []   # (total trials, seconds, estimated latency)
@@ -101,8 +111,9 @@ class TaskScheduler:
 
     # -- the objective ---------------------------------------------------------------------------------------
     def kernel_latency(self) -> float:
-        """``sum(weight * best)`` over tasks with a measurement: the kernels, each timed alone (seconds)."""
-        return sum(s.weight * s.best for s in self.states if math.isfinite(s.best))
+        """``sum(weight * best)`` over tasks with a measurement: the kernels, each timed alone (seconds);
+        a best measured again (``remeasure``) counts at that second measurement."""
+        return sum(s.weight * (s.best if s.again is None else s.again) for s in self.states if math.isfinite(s.best))
 
     def estimated_latency(self) -> float:
         """The model's estimated latency: :meth:`kernel_latency` plus ``outside`` (seconds)."""
@@ -183,6 +194,7 @@ class TaskScheduler:
         if max_seconds is not None and offset >= max_seconds:
             warnings.warn(f"TaskScheduler.tune: earlier runs of {log} spent the time budget ({offset:.0f} of "
                           f"{max_seconds:.0f} s); nothing more is measured", UserWarning, stacklevel=2)
+        self._calibrate()               # a resumed log may have every task measured already
         start = time.perf_counter()
         bar = self._bar(n_trials) if progress else None
         turn = 0
@@ -203,9 +215,14 @@ class TaskScheduler:
                 if not results:
                     s.stopped = getattr(s.tuner, "stop_reason", None) or "search space exhausted"
                     continue
-                before = self.total_trials
+                before, best = self.total_trials, s.best
                 s.add(results)
                 self._check_stop(s)
+                if self.remeasure and s.best < best and hasattr(s.tuner, "remeasure_best"):
+                    s.again = s.tuner.remeasure_best()
+                if self.calibrate is not None and self._complete():    # what it prints stays out of the bar
+                    with bar.external_write_mode() if bar is not None else contextlib.nullcontext():
+                        start += self._calibrate()                      # its time is not tuning time
                 point = (self.total_trials, offset + time.perf_counter() - start, self.estimated_latency())
                 self.curve.append(point)
                 _append_progress(progress_path, point, s.tuner.name, self._complete(), self.outside)
@@ -220,6 +237,15 @@ class TaskScheduler:
         if self.verbose:
             print(self.table(), file=sys.stderr)
         return self
+
+    def _calibrate(self) -> float:
+        """Once every task has a measurement: ``outside = calibrate(kernel_latency())`` (then never again); the
+        seconds it took."""
+        if self.calibrate is None or not self.states or not self._complete():
+            return 0.0
+        fn, self.calibrate, t0 = self.calibrate, None, time.perf_counter()
+        self.outside = float(fn(self.kernel_latency()))
+        return time.perf_counter() - t0
 
     def _complete(self) -> bool:
         """Whether the estimate covers the model: every task measured (or stopped, having failed)."""
@@ -282,7 +308,8 @@ class TaskScheduler:
         return "\n".join(rows)
 
     def describe(self) -> str:
-        """The estimate and its parts, e.g. ``1.2000 ms (kernels alone 1.0000 ms + outside them 0.2000 ms)``."""
+        """The estimate and its parts, e.g. ``1.2000 ms (kernels alone 1.0000 ms + outside them 0.2000 ms)``
+        (``outside`` may be negative: a call faster than its kernels' times alone)."""
         return (f"{self.estimated_latency() * 1e3:.4f} ms (kernels alone {self.kernel_latency() * 1e3:.4f} ms"
                 f" + outside them {self.outside * 1e3:.4f} ms)")
 

@@ -42,11 +42,12 @@ def test_tune_model_writes_the_log_and_a_rerun_resumes(tuned, capsys):
     assert len(_lines(log)) == 20                                            # nothing measured again
     out = capsys.readouterr().out
     num = r"(-?[0-9.]+)"
-    before = re.search(rf"before tuning: the model from the log takes {num} ms per call .* kernels in place {num} ms, "
-                       rf"outside them {num} ms", out)
+    calib = re.search(rf"calibration: the model from the log takes {num} ms per call .*\ncalibration: its kernels "
+                      rf"take {num} ms alone, so the estimate adds {num} ms", out)   # the log is complete: at once
+    call, kernels, added = map(float, calib.groups())
     est, alone, outside = map(float, re.search(rf"estimated model latency {num} ms \(kernels alone {num} ms \+ "
                                                rf"outside them {num} ms\)", out).groups())
-    assert outside == max(float(before.group(3)), 0.0) and abs(est - alone - outside) <= 2e-4   # measured before
+    assert kernels == alone and outside == added and abs(call - kernels - added) <= 2e-4 and abs(est - call) <= 3e-4
     deployed = re.search(rf"deployed: the model from the log takes {num} ms per call .* kernels in place {num} ms, "
                          rf"outside them {num} ms", out)
     total, kernels, rest = map(float, deployed.groups())
@@ -56,7 +57,8 @@ def test_tune_model_writes_the_log_and_a_rerun_resumes(tuned, capsys):
     assert float(gaps.group(1)) == est and float(gaps.group(3)) == alone
     for printed, estimate in ((float(gaps.group(2)), est), (float(gaps.group(4)), alone)):
         want = 100 * (total - estimate) / total                              # the numbers it prints agree
-        assert abs(printed - want) <= 0.1 + 0.02 * abs(want)                 # (up to their rounding)
+        rounding = 100 * 5e-5 * (1 / total + abs(estimate) / total ** 2)     # (up to their rounding: 4 decimals
+        assert abs(printed - want) <= 0.1 + 0.02 * abs(want) + rounding      # of a few-microsecond model's ms)
 
 
 def test_tune_model_without_the_outside_time(tuned, capsys):
@@ -64,7 +66,7 @@ def test_tune_model_without_the_outside_time(tuned, capsys):
     assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(log), *TUNE,
                  "--no-outside-time", "--no-deploy-check"]) == 0
     out = capsys.readouterr().out
-    assert "before tuning" not in out and "deployed" not in out
+    assert "calibration" not in out and "deployed" not in out
     assert re.search(r"estimated model latency ([0-9.]+) ms \(kernels alone \1 ms \+ outside them 0.0000 ms\)", out)
 
 
@@ -151,8 +153,8 @@ def test_tune_model_with_history(tuned, capsys, tmp_path):
 
 
 def test_tune_model_for_a_target_this_machine_cannot_run(tmp_path, capsys):
-    """A CUDA model tuned where no GPU is: the time outside the kernels is not measured and tuning measures
-    nothing, each said once, and the command still ends well (the log can be tuned on a GPU host)."""
+    """A CUDA model tuned where no GPU is: tuning measures nothing (said once; no task measured, so the model
+    is never timed for the estimate) and the command still ends well (the log can be tuned on a GPU host)."""
     from conftest import missing
     if not missing("gpu"):
         pytest.skip("this machine has a GPU")
@@ -162,5 +164,5 @@ def test_tune_model_for_a_target_this_machine_cannot_run(tmp_path, capsys):
         assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--target", "cuda", "--log",
                      str(tmp_path / "t.jsonl"), "--no-deploy-check", *TUNE]) == 0
     said = [str(w.message) for w in caught]
-    assert sum("time outside the kernels was not measured" in m for m in said) == 1
-    assert any("not tuned" in m for m in said)
+    assert not any("time outside the kernels was not measured" in m for m in said)
+    assert sum("not tuned" in m for m in said) == 1

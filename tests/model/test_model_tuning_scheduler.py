@@ -160,3 +160,82 @@ def test_estimate_adds_the_time_outside_the_kernels():
     import json
     last = json.loads(open("outside.jsonl.progress.jsonl").read().splitlines()[-1])
     assert last["outside"] == 5e-4 and last["kernels"] == pytest.approx(alone)
+
+
+def test_calibrate_sets_outside_once_every_task_is_measured(monkeypatch):
+    """``calibrate(kernels)`` runs once, after the batch that gives the last task its first measurement, with
+    the kernels' estimate then: the progress lines before it have no ``outside``, the lines after add what it
+    returned (negative too: a call faster than its kernels alone), and its time is not counted as tuning's."""
+    import json
+
+    import autotune.task_scheduler as ts
+    clock = [0.0]
+
+    def tick():
+        clock[0] += 1.0             # every reading of the clock: one second of tuning
+        return clock[0]
+
+    def calibrate(kernels):
+        calls.append(len(s.curve))
+        assert kernels == s.kernel_latency() > 0
+        clock[0] += 1000.0          # building and timing the model: not tuning time
+        return -2e-4
+
+    calls = []
+    monkeypatch.setattr(ts.time, "perf_counter", tick)
+    tasks = [FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 2e-3, anchor_op="b"), FakeTask("c", 3e-4, anchor_op="c")]
+    s = FakeScheduler(tasks, [1, 2, 1], verbose=0, calibrate=calibrate)
+    s.tune(40, measure_option=object(), log="cal.jsonl", num_measures_per_round=4, progress=False)
+    lines = [json.loads(x) for x in open("cal.jsonl.progress.jsonl").read().splitlines()]
+    assert calls == [2] and s.calibrate is None and s.outside == -2e-4      # after the third batch, once
+    assert [ln["outside"] for ln in lines] == [0.0, 0.0] + [-2e-4] * (len(lines) - 2)
+    assert [ln["complete"] for ln in lines[:3]] == [False, False, True]
+    for ln in lines:
+        assert ln["latency"] == pytest.approx(ln["kernels"] + ln["outside"])
+    assert lines[-1]["latency"] == pytest.approx(s.kernel_latency() - 2e-4)
+    assert max(ln["seconds"] for ln in lines) < 1000          # the calibration's 1000 s are not counted
+
+
+def test_calibrate_not_called_while_a_task_has_no_measurement():
+    """A budget that ends before every task is measured leaves the estimate without the term."""
+    tasks = [FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 2e-3, anchor_op="b")]
+    s = FakeScheduler(tasks, [1, 1], verbose=0, calibrate=lambda k: pytest.fail("called before every task ran"))
+    s.tune(4, measure_option=object(), log="cal2.jsonl", num_measures_per_round=4, progress=False)
+    assert s.outside == 0.0 and s.calibrate is not None
+
+
+class AgainTuner(FakeTuner):
+    """A tuner whose best, measured again, takes 1.5 times its first timing (the least of noisy timings)."""
+
+    def __init__(self, task):
+        super().__init__(task)
+        self.asked = []
+
+    def batch(self, n):
+        out = super().batch(n)
+        self.best = min([self.__dict__.get("best", math.inf)] + [c for c, _ in out])
+        return out
+
+    def remeasure_best(self):
+        self.asked.append(self.best)
+        return 1.5 * self.best
+
+
+class AgainScheduler(TaskScheduler):
+    def make_tuner(self, task, log, measure, storage):
+        return AgainTuner(task)
+
+
+def test_remeasure_counts_each_new_best_at_its_second_timing():
+    """With ``remeasure``, each batch that improves a task's best measures that best once more and the
+    estimate counts the second timing; without it, the first; the allocation of trials does not change."""
+    tasks = [FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 2e-3, anchor_op="b", plateau=5)]
+    plain = AgainScheduler(tasks, [1, 3], verbose=0)
+    plain.tune(40, measure_option=object(), log="plain.jsonl", num_measures_per_round=4, progress=False)
+    s = AgainScheduler(tasks, [1, 3], verbose=0, remeasure=True)
+    s.tune(40, measure_option=object(), log="again.jsonl", num_measures_per_round=4, progress=False)
+    assert [st.trials for st in s.states] == [st.trials for st in plain.states]
+    assert all(st.tuner.asked == sorted(set(st.tuner.asked), reverse=True) for st in s.states)   # new bests only
+    assert len(s.states[1].tuner.asked) < s.states[1].rounds            # b stopped improving: not asked again
+    assert plain.kernel_latency() == pytest.approx(sum(w * st.best for w, st in zip([1, 3], plain.states)))
+    assert s.kernel_latency() == pytest.approx(1.5 * plain.kernel_latency())

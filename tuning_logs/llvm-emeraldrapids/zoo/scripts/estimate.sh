@@ -22,4 +22,4 @@ done
 wait
 taskset -c 0,1 timeout 200 python3 $Z/scripts/flush_ab.py 2 $Z ppocrv4-rec > $OUT/est/flush_ab.txt 2>&1
 date -u
-grep -h "before tuning\|estimated model latency\|deployed\|misses\|rc " $OUT/est/tune_*.txt; cat $OUT/est/flush_ab.txt
+grep -h "calibration\|estimated model latency\|deployed\|misses\|rc " $OUT/est/tune_*.txt; cat $OUT/est/flush_ab.txt
