@@ -99,14 +99,16 @@ def test_manifest_names_the_isa_and_loading_refuses_a_host_without_it(tmp_path, 
 
 
 @pytest.mark.parametrize("rows,cols,block", [((4, 32), 768, (4, 4)), ((7,), 32, (7, 2)), ((1,), 64, (1, 4)),
-                                             ((12,), 48, (12, 1)), ((2, 9), 128, (3, 4))])
+                                             ((12,), 48, (12, 1)), ((2, 9), 128, (3, 4)),
+                                             ((5, 2), 64, (2, 4))])   # 5 x 2 rows: blocks of 5 rows are no boxes
 def test_dense_register_block_feeds_several_dots_per_load(rows, cols, block):
     """The packed dense's default register block (``dense_block``: at most 16 accumulators, fewest loads per dot):
     exact against numpy for VNNI (where the host has it) and the plain form; with VNNI, 4 x 4 broadcasts a quarter
-    as much data per ``vpdpbusd`` as the 16 x 1 block it replaces."""
+    as much data per ``vpdpbusd`` as the 16 x 1 block it replaces; rows of several axes in blocks that are boxes
+    of them (10 rows of [5, 2] in blocks of 5 wrote past the block's product buffer: refused by the bounds check)."""
     from tensorir.graph.schedules.cpu_int8 import dense_block
     m_rows = int(np.prod(rows))
-    assert dense_block(m_rows, cols // 16) == block
+    assert dense_block(m_rows, cols // 16, rows) == block
     x = Var("x", TensorType((*rows, 64), "uint8"))
     w = Const(rng.integers(-128, 128, (cols, 64)).astype(np.int8))
     y = call("multiply", call("cast", call("subtract", call("qnn.dense", x, w), Const(np.int32(7))), dtype="float32"),

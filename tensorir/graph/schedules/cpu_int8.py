@@ -80,11 +80,27 @@ def _data_bytes(anchor: Stage) -> int:
     return rows * k * dt.itemsize(data.dtype)
 
 
-def dense_block(rows: int, column_blocks: int) -> tuple[int, int]:
-    """``(r, k)``: the register block of a packed dense of ``rows`` x ``column_blocks`` blocks of 16, ``r | rows``,
-    ``k | column_blocks`` (at most 4), ``r * k <= 16`` accumulators (the rest of the 32 registers hold the weights,
-    the broadcast data and an epilogue's constants): the fewest loads per dot, ``(r + k) / (r * k)``."""
-    blocks = [(largest_divisor(rows, 16 // k), k) for k in (4, 2, 1) if column_blocks % k == 0]
+def splits_exactly(lead: tuple[int, ...], r: int) -> bool:
+    """Whether blocks of ``r`` rows of the output's leading axes (extents ``lead``, fused) are boxes in them: ``r``
+    divides the innermost, or is a multiple of it and the rest divides the next (3 x 2 rows in blocks of 5 are
+    not: a block's rows then span 3 values of the outer axis, 6 rows of the product the block computes)."""
+    for e in reversed(lead):
+        if r <= e:
+            return e % r == 0
+        if r % e:
+            return False
+        r //= e
+    return True
+
+
+def dense_block(rows: int, column_blocks: int, lead: tuple[int, ...] = ()) -> tuple[int, int]:
+    """``(r, k)``: the register block of a packed dense of ``rows`` x ``column_blocks`` blocks of 16, ``r | rows``
+    (blocks of the output's leading axes ``lead``: :func:`splits_exactly`), ``k | column_blocks`` (at most 4),
+    ``r * k <= 16`` accumulators (the rest of the 32 registers hold the weights, the broadcast data and an
+    epilogue's constants): the fewest loads per dot, ``(r + k) / (r * k)``."""
+    def r_of(k: int) -> int:
+        return max(r for r in range(1, 16 // k + 1) if rows % r == 0 and splits_exactly(lead, r))
+    blocks = [(r_of(k), k) for k in (4, 2, 1) if column_blocks % k == 0]
     return max(blocks, key=lambda b: b[0] * b[1] / (b[0] + b[1]))
 
 
@@ -98,7 +114,7 @@ def dense_pack(isa, block=_block, kind: str = "int8"):
             return cpu.schedule_reduction(s, kt, out)
         axes = list(out.op.axis)
         rows = out.fuse(*axes[:-1]) if len(axes) > 2 else axes[0] if len(axes) == 2 else None
-        r, k = dense_block(*extents(anchor)[:2])
+        r, k = dense_block(*extents(anchor)[:2], tuple(extents(out)[:-1]))
         no, ni = out.split(axes[-1], factor=LANES * k)
         i, jo, ji = anchor.op.axis
         ko, ki = anchor.op.reduce_axis
