@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 import warnings
 
 from .arguments import (add_measure_args, add_model_args, check_target, nonnegative_int, parse_arg, parse_duration,
@@ -182,8 +183,6 @@ def _profile(g, params, args: argparse.Namespace, when: str):
     profile it on this machine (``m.profile`` on seeded inputs, the median of 20 to 1000 calls, about 0.3 s;
     under 50 ms a call, the least of three such profiles: a burst of other load in one is not the model's)
     and print the whole call split into the kernels in place and the rest."""
-    import time
-
     import codegen
     from codegen.model.precision import seeded_inputs
 
