@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from codegen.cuda import current_shared_limit
 from codegen.target import Target, parse
 from tensorir.graph.lower_te import KernelTE
-from tensorir.graph.schedules import schedule_entry, template_entries
+from tensorir.graph.schedules import schedule_entries, template_entries
 from tensorir.graph.schedules.registry import scheduling, target_features
 from tensorir.serialize import load_json, save_json
 from tensorir.tensor import PlaceholderOp
@@ -77,17 +77,22 @@ def kernel_template(name: str) -> KernelTemplate:
 
 
 def match_template(tensors, anchor_op: str | None, target) -> tuple[KernelTemplate | None, str | None]:
-    """``(template, None)`` when the schedule entry of ``anchor_op`` on ``target`` has a config space that
-    fits the kernel, else ``(None, why)`` (why None: the entry has no config space)."""
-    entry = schedule_entry(anchor_op, parse(target))
-    if entry.template is None:
-        return None, None
-    why = entry.fits(kernel_te(tensors, anchor_op))
-    if why is not None:
-        return None, f"{entry.template}: {why}"
-    tmpl = kernel_template(entry.template)
-    lookup(tmpl.name, tmpl.module)
-    return tmpl, None
+    """``(template, None)``: the config space of the first of the entries ``target`` takes for ``anchor_op``
+    (most features first) that fits the kernel, else ``(None, why)`` (why None: the entry has no config space).
+    A kernel a preferred entry's space refuses runs a narrower rule and is tuned in its space: the AMX conv
+    under 64 channel bytes a tap runs the VNNI (or plain) rule, tuned as ``conv2d_int8_cpu``."""
+    kt, whys = kernel_te(tensors, anchor_op), {}
+    for entry in schedule_entries(anchor_op, parse(target)):
+        if entry.template is None:
+            break
+        if entry.template in whys:      # one template's entries share its fits
+            continue
+        whys[entry.template] = entry.fits(kt)
+        if whys[entry.template] is None:
+            tmpl = kernel_template(entry.template)
+            lookup(tmpl.name, tmpl.module)
+            return tmpl, None
+    return None, "; ".join(f"{name}: {why}" for name, why in whys.items()) or None
 
 
 def instantiate_kernel_template(name: str, dag_json: str) -> tuple:

@@ -3,7 +3,8 @@ of n-d data: ``extract_tasks`` gives the bf16 dense and batch matmul ``dense_bf1
 output) ``conv2d_bf16_cpu``, a 3-d int8 dense ``dense_int8_cpu`` and an int8 conv of NCHW output
 ``conv2d_int8_cpu``; every sampled config schedules its kernel exactly as the default does (bfloat16 small
 integers: every sum exact in float32, any order the same bits), outputs poisoned, for the host's instruction
-set and the plain form."""
+set and the plain form.  On AMX targets (extraction checked on any host) the dense layers take the tile spaces
+and these convs, under 64 channel bytes a tap, the vector spaces of the rule they run."""
 import platform
 import random
 
@@ -63,3 +64,21 @@ def test_every_sampled_config_of_the_dense_spaces_is_exact(target):
                 for a, w in zip(got, want):
                     np.testing.assert_array_equal(a.view(np.uint8), w.view(np.uint8),
                                                   err_msg=f"{task.name} {task.kernel_name} config {space.get(index)}")
+
+
+@pytest.mark.parametrize("target,conv_isa", [
+    ("llvm -mcpu=emeraldrapids", {"bf16": ["avx512bf16"], "uint8": ["avx512vnni"]}),
+    ("llvm -mcpu=sapphirerapids -mattr=-avx512bf16", {"bf16": [], "uint8": ["avx512vnni"]})])
+def test_an_amx_target_tunes_its_few_channel_convs_in_the_vector_spaces(target, conv_isa):
+    """Extraction only (any host): an AMX target's dense layers take the tile spaces; these convs (under 64 channel
+    bytes a tap) run the vector rule and are tuned in its space, of the instruction set their default names."""
+    tasks, _ = autotune.extract_tasks(graph(), target=target, include_simple_tasks=False)
+    names = sorted(t.name for t in tasks if isinstance(t, KernelTemplateTask))
+    assert names == ["conv2d_bf16_cpu", "conv2d_int8_cpu", "dense_bf16_amx", "dense_bf16_amx", "dense_int8_amx"], names
+    with Target(target):
+        for task in (t for t in tasks if t.name.startswith("conv2d_")):
+            kt = kernel_te(task.compute_dag.tensors, task.anchor_op)
+            origin = kernel_schedule(kt, Target.current())[1]
+            want = conv_isa["bf16" if "bf16" in task.name else "uint8"]
+            assert origin["rule"].endswith("_amx") and origin.get("isa", []) == want, origin
+            assert sorted(task.kernel_template.entry().requires) == want, task

@@ -1,8 +1,11 @@
 """Tuning int8 kernels: ``extract_tasks`` gives packed int8 convs the ``conv2d_int8_cpu`` template and packed
 int8 dense layers ``dense_int8_cpu`` (the tuning target's instruction set picks the space's ``vpdpbusd`` or
-plain dot); every config schedules its kernel exactly (as the default schedule, outputs poisoned); the cost
+plain dot; on an AMX target the dense takes ``dense_int8_amx`` and these convs, under 64 channel bytes a tap,
+the VNNI rule's space, as their default does: extraction checked on explicit targets of both kinds, on any
+host); every config schedules its kernel exactly (as the default schedule, outputs poisoned); the cost
 model's features see the dot products (the main store is the tensorized accumulation, its operations
 ``2 * MACs``), not the float epilogue; a tuned log deploys (manifest: template) and stays exact."""
+import functools
 import json
 import platform
 import random
@@ -27,7 +30,8 @@ from test_model_int8_conv import int8_convs, requantize, weights
 pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
                                 reason="x86 targets are compiled (JIT) in this process")
 rng = np.random.default_rng(2828)
-PLAIN = f"llvm -mcpu={host().mcpu} -mattr=-avx512vnni,-avxvnni"
+PLAIN = f"llvm -mcpu={host().mcpu} -mattr=-avx512vnni,-avxvnni,-amx-tile"   # no VNNI, no AMX (an AMX host's too)
+ZEN4, EMR = "llvm -mcpu=znver4", "llvm -mcpu=emeraldrapids"     # VNNI without AMX (CI's host); AMX (the Xeon's)
 
 
 def with_dense() -> Graph:
@@ -43,16 +47,27 @@ def feeds():
             "v": rng.integers(0, 256, (12, 64)).astype(np.uint8)}
 
 
-@pytest.fixture(scope="module")
-def tasks():
-    ts, _ = autotune.extract_tasks(with_dense(), target="llvm")
-    return ts
+@functools.cache
+def tasks_on(target: str) -> list:
+    return autotune.extract_tasks(with_dense(), target=target)[0]
 
 
-def test_int8_kernels_get_the_int8_templates(tasks):
-    names = {t.kernel_name: getattr(t, "name", None) for t in tasks if isinstance(t, KernelTemplateTask)}
-    assert sorted(names.values()) == ["conv2d_int8_cpu"] * 4 + ["dense_int8_cpu"], names
+@pytest.mark.parametrize("target,dense,conv_isa", [
+    (ZEN4, "dense_int8_cpu", "avx512vnni"), (EMR, "dense_int8_amx", "avx512vnni"),
+    (f"{EMR} -mattr=-avx512vnni,-avxvnni", "dense_int8_amx", None), ("llvm -mcpu=skylake-avx512", "dense_int8_cpu", None)])
+def test_int8_kernels_get_the_int8_templates(target, dense, conv_isa):
+    """Every packed conv is templated, an AMX target's too: its rule hands these convs (under 64 channel bytes a
+    tap) to the vector rule, and they are tuned in that rule's space (the instruction set their default's origin
+    names, ``conv_isa``)."""
+    tasks = [t for t in tasks_on(target) if isinstance(t, KernelTemplateTask)]
+    names = {t.kernel_name: t.name for t in tasks}
+    assert sorted(names.values()) == ["conv2d_int8_cpu"] * 4 + [dense], names
     assert all("qnn_contrib_conv2d_pack" in k for k, v in names.items() if v == "conv2d_int8_cpu")
+    want = [conv_isa] if conv_isa else []
+    with Target(target):
+        for task in (t for t in tasks if t.name == "conv2d_int8_cpu"):
+            origin = kernel_schedule(kernel_te(task.compute_dag.tensors, task.anchor_op), Target.current())[1]
+            assert sorted(task.kernel_template.entry().requires) == origin.get("isa", []) == want, origin
 
 
 def _inputs(tensors):
@@ -74,13 +89,14 @@ def _run(s, tensors, ins, n_out):
 
 
 @pytest.mark.parametrize("target", ["llvm", PLAIN])
-def test_every_sampled_config_is_exact(tasks, target):
-    """Configs of each int8 template task (the conv without an epilogue, the grouped one, the dense), built on
-    the kernel's own tensors under ``target`` as deployment does, against its default schedule."""
+def test_every_sampled_config_is_exact(target):
+    """Configs of each int8 template task (the conv without an epilogue, the grouped one, the dense), extracted
+    and built on the kernel's own tensors under ``target`` as deployment does, against its default schedule:
+    the host's instruction set (VNNI; an AMX host's dense on tiles) and the plain vector code."""
     if target == "llvm" and not {"avx512vnni", "avxvnni"} & host().features:
         pytest.skip("this host has neither AVX512-VNNI nor AVX-VNNI")
     random.seed(7)
-    templated = [t for t in tasks if isinstance(t, KernelTemplateTask)]
+    templated = [t for t in tasks_on(target) if isinstance(t, KernelTemplateTask)]
     assert len(templated) == 5
     for task in templated:
         tensors = task.compute_dag.tensors
@@ -96,8 +112,10 @@ def test_every_sampled_config_is_exact(tasks, target):
                     np.testing.assert_array_equal(a, w, err_msg=f"{task.kernel_name} config {space.get(index)}")
 
 
-def test_features_see_the_int8_dot_products(tasks):
-    """The 3x3 conv's main store is its vpdpbusd accumulation: 2 * MACs operations, whatever the config."""
+@pytest.mark.parametrize("target", [ZEN4, EMR])
+def test_features_see_the_int8_dot_products(target):
+    """The 3x3 conv's main store is its vpdpbusd accumulation: 2 * MACs operations, whatever the config (VNNI
+    and AMX targets: no code runs)."""
     def anchor(t):
         todo = list(t.compute_dag.tensors)
         while todo:
@@ -109,7 +127,7 @@ def test_features_see_the_int8_dot_products(tasks):
     def macs(t):
         a = anchor(t)
         return np.prod([int(d) for d in a.shape]) * np.prod([int(r.dom.extent) for r in a.op.reduce_axis])
-    task = max((t for t in tasks if getattr(t, "name", "") == "conv2d_int8_cpu"), key=macs)
+    task = max((t for t in tasks_on(target) if getattr(t, "name", "") == "conv2d_int8_cpu"), key=macs)
     assert [int(r.dom.extent) for r in anchor(task).op.reduce_axis] == [8, 3, 3, 4]
     idx = {n: i for i, n in enumerate(features.FEATURE_NAMES)}
     space = task.config_space
@@ -177,3 +195,24 @@ def test_measured_default_record_keeps_the_defaults_isa(tmp_path):
     ins = feeds()
     for a, b in zip(m(**ins), plain(**ins)):
         np.testing.assert_array_equal(a, b)
+
+
+
+def test_a_log_deploys_the_vector_space_of_an_amx_targets_convs(tmp_path):
+    """On an AMX target (built, not run: any host) a record of ``conv2d_int8_cpu`` schedules its conv (under 64
+    channel bytes a tap) in the VNNI space, the origin naming that instruction set, not the tiles'."""
+    from autotune.measure import MeasureErrorNo, MeasureResult
+    from autotune.record import Record, save_records
+    tasks = [t for t in tasks_on(EMR) if getattr(t, "name", "") == "conv2d_int8_cpu"]
+    log = str(tmp_path / "emr.jsonl")
+    save_records(log, [Record(t.workload, t.target, i, t.config_space.get(i).knobs(),
+                              MeasureResult((1e-9,), MeasureErrorNo.NO_ERROR, 0.1, 0.0), t.flop)
+                       for t in tasks for i in [len(t.config_space) // 2]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingRecordWarning)
+        with autotune.apply_history_best(log, target=EMR):
+            m = codegen.build_model(with_dense(), EMR)
+    got = {s.kernel: s.schedule for s in m.run_list.steps if "conv2d_pack" in s.kernel}
+    assert len(tasks) == len(got) == 4
+    assert all(o["kind"] == "template" and o["template"] == "conv2d_int8_cpu" and o["isa"] == ["avx512vnni"]
+               for o in got.values()), got

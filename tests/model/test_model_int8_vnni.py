@@ -65,12 +65,14 @@ def test_vpdpbusd_in_the_code_of_a_vnni_target_only(target, isa, register):
 
 
 def test_vnni_kernels_match_numpy_where_the_host_has_vnni():
+    """The host's kernels (VNNI; an AMX host's dense on tiles) and the plain vector code of the host without
+    VNNI and AMX: every int8 kernel names its instruction set in the first, none in the second."""
     features = host().features
     if not {"avx512vnni", "avxvnni"} & features:
         pytest.skip("this host has neither AVX512-VNNI nor AVX-VNNI")
     g, f = int8_graph(), feeds()
     want = graph.evaluate(g, f)
-    for target in (None, f"llvm -mcpu={host().mcpu} -mattr=-avx512vnni,-avxvnni"):
+    for target in (None, f"llvm -mcpu={host().mcpu} -mattr=-avx512vnni,-avxvnni,-amx-tile"):
         m = codegen.build_model(g, target=target)
         assert all(("isa" in o) == (target is None) for o in rules(m))
         for b in m.buffers:

@@ -25,10 +25,11 @@ from .registry import (
     default_rule_name,
     kernel_schedule,
     register_schedule,
+    schedule_entries,
     schedule_entry,
     target_kind,
     template_entries,
 )
 
-__all__ = ["ScheduleEntry", "default_rule_name", "kernel_schedule", "register_schedule", "schedule_entry",
+__all__ = ["ScheduleEntry", "default_rule_name", "kernel_schedule", "register_schedule", "schedule_entries", "schedule_entry",
            "target_kind", "template_entries"]

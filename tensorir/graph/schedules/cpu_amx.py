@@ -27,7 +27,8 @@ Tuned as ``dense_int8_amx`` / ``conv2d_int8_amx`` / ``dense_bf16_amx`` / ``conv2
 a config (:func:`_block_knobs`): ``block``, the rows (a conv's output columns) x 16-column blocks of one call,
 any whose tiles fit the 8 tile registers (:func:`~tensorir.topi.x86.amx.tiles_fit`), and ``order``, which tile
 loop is outer in the parallel loop; the fallback config is the default rule's block.  A conv the vector rule
-takes is not templated (``fits`` says why).
+takes does not fit these spaces (``fits`` says why): it is tuned in that rule's own (``conv2d_int8_cpu`` /
+``conv2d_bf16_cpu``, the next entry of the target that fits, :func:`autotune.kernel_templates.match_template`).
 """
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ a :class:`~tensorir.schedule.space.FallbackConfig` it is the untuned default (it
 build manifests and tuning logs record, ``{"default": name}``); an entry with a config space also takes a
 config of that space (``space(cfg, kt)``: the knobs defined on ``cfg``, their fallback values the default's
 choices fitted to the space), tuned as the template ``template`` (:mod:`autotune.kernel_templates`) on
-kernels its ``fits(kt)`` accepts (it returns why not, or None).  Kernels whose anchor has no entry take the
+kernels its ``fits(kt)`` accepts (it returns why not, or None; a kernel it refuses is tuned in the space of the
+next of the target's entries, :func:`schedule_entries`, that fits it: the narrower rule it runs).  Kernels whose anchor has no entry take the
 target's entry registered for ``None`` (injective schedules).  An entry may ``require`` CPU features (LLVM's
 names, ``{"avx512vnni"}``): it serves targets that have them all, before the anchor's entries requiring less
 (the instruction set is part of the entry's key; the target's ``-mattr``, or the host's, decides).
@@ -128,15 +129,24 @@ def rule_registrar(target: str, apply: Callable):
     return register_rule
 
 
-def schedule_entry(anchor_op: str | None, target="llvm") -> ScheduleEntry:
-    """The entry scheduling kernels anchored by ``anchor_op`` on ``target`` (the first whose required
-    features the target has)."""
+def schedule_entries(anchor_op: str | None, target="llvm") -> list[ScheduleEntry]:
+    """The entries that may schedule kernels anchored by ``anchor_op`` on ``target``, preferred first: the
+    anchor's whose required features the target has (most features first), else the target's entries for
+    kernels without one."""
     kind, features = target_kind(target), target_features(target)
     for key in ((kind, anchor_op), (kind, None)):
-        for e in _ENTRIES.get(key, ()):
-            if e.requires <= features:
-                return e
-    raise KeyError(f"no {kind} schedule for {anchor_op}")
+        if entries := [e for e in _ENTRIES.get(key, ()) if e.requires <= features]:
+            return entries
+    return []
+
+
+def schedule_entry(anchor_op: str | None, target="llvm") -> ScheduleEntry:
+    """The entry scheduling kernels anchored by ``anchor_op`` on ``target`` (the first of
+    :func:`schedule_entries`)."""
+    entries = schedule_entries(anchor_op, target)
+    if not entries:
+        raise KeyError(f"no {target_kind(target)} schedule for {anchor_op}")
+    return entries[0]
 
 
 def isa_missing(anchor_op: str | None, target="llvm") -> list[str]:
@@ -196,6 +206,6 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
 
 
 __all__ = ["Rule", "ScheduleEntry", "TARGETS", "TARGET_INFO", "default_rule_name", "isa_missing", "kernel_schedule",
-           "register_schedule", "rule_registrar", "schedule_entry", "scheduling_target", "target_features", "target_info",
+           "register_schedule", "rule_registrar", "schedule_entries", "schedule_entry", "scheduling_target", "target_features", "target_info",
            "target_kind",
            "template_entries"]
