@@ -124,15 +124,21 @@ def check_onnxruntime(model, run, feeds: dict[str, np.ndarray]) -> float:
 def runner(net, names: list[str], device: str, dtype=None, kind: str = "nn.Module"):
     """``f(**inputs) -> [outputs]`` calling ``net`` on the inputs in ``names`` order, moved to ``device``
     and cast to ``dtype`` (floating tensors) when given; ``f.kind`` names the peer."""
-    def cast(t):
-        t = t.to(device)
-        return t.to(dtype) if dtype is not None and t.is_floating_point() else t
+    cast = _caster(device, dtype)
 
     def run(**feeds):
         out = net(*[cast(feeds[n]) for n in names])
         return list(out) if isinstance(out, (tuple, list)) else [out]
     run.kind = kind
     return run
+
+
+def _caster(device: str, dtype=None):
+    """A tensor moved to ``device`` and, if floating and ``dtype`` is given, converted to it."""
+    def cast(t):
+        t = t.to(device)
+        return t.to(dtype) if dtype is not None and t.is_floating_point() else t
+    return cast
 
 
 def torch_runner(model, dtype=None, device: str = "cuda", attention: str = "sdpa"):
@@ -156,10 +162,7 @@ def torch_runner(model, dtype=None, device: str = "cuda", attention: str = "sdpa
 def _interpreter(model, dtype, device: str):
     """One torch op per ONNX node (the few ops of ``tensorir.graph.testing``'s models)."""
     from onnx import numpy_helper
-
-    def cast(t):
-        t = t.to(device)
-        return t.to(dtype) if dtype is not None and t.is_floating_point() else t
+    cast = _caster(device, dtype)
     host = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     consts = {n: cast(torch.from_numpy(a.copy())) for n, a in host.items()}
     attrs = [{a.name: _attr(a) for a in n.attribute} for n in model.graph.node]
