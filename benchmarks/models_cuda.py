@@ -1,24 +1,28 @@
-"""Whole models on the GPU, default CUDA schedules (untuned), beside PyTorch eager with the same weights:
-ResNet-18 (224x224, batch 1 and 32) and one BERT-base encoder layer (sequence 128), random weights
-(``tensorir.graph.testing``), in ``--precision`` float32 (default), float16 or bfloat16.
+"""Whole models on the GPU, default CUDA schedules (untuned, or ``--log`` tuning logs), beside PyTorch with
+the same weights: ResNet-18 (224x224, batch 1 and 32) and one BERT-base encoder layer (sequence 128),
+random weights (``tensorir.graph.testing``), in ``--precision`` float32 (default), float16 or bfloat16.
 
-PyTorch runs the same ONNX model: through ``onnx2torch`` when installed, else a small interpreter that
-calls one torch op per ONNX node (what an eager ``nn.Module`` does), fp32 with TF32 off
-(``torch.backends.cuda.matmul.allow_tf32 = cudnn.allow_tf32 = False``), ``cudnn.benchmark`` on unless
-``--no-cudnn-benchmark``.  Outputs are checked against each other first; then both are timed with CUDA
-events in alternating blocks of ``--calls`` asynchronous calls (inputs already on the device), and the
-median per call of each, their ratio (tiletune / torch; below 1 is faster), the launch mode (CUDA graph
-or launch loop) and the compile time are printed.
+PyTorch's peer (``torch_peers.py``): the BERT layer is a hand-written ``nn.Module`` (``nn.Linear``,
+``nn.LayerNorm``, GELU, ``--torch-attention`` sdpa or math) loading the ONNX graph's initializers, checked
+against onnxruntime in fp32 on fresh random inputs each time it is built (a mismatch stops the run);
+ResNet-18 runs through ``onnx2torch`` when installed, else a small interpreter calling one torch op per
+ONNX node.  fp32 with TF32 off (``torch.backends.cuda.matmul.allow_tf32 = cudnn.allow_tf32 = False``),
+``cudnn.benchmark`` on unless ``--no-cudnn-benchmark``.  Outputs are checked against each other first;
+then both are timed with CUDA events in alternating blocks of ``--calls`` asynchronous calls (inputs
+already on the device), and the median per call of each, their ratio (tiletune / torch; below 1 is
+faster), the launch mode (CUDA graph or launch loop) and the compile time are printed.
 
 With ``--precision float16|bfloat16`` tiletune builds the model mixed (``codegen.build_model(...,
 precision=)``: ``graph.to_mixed_precision``, 16-bit convolutions and matmuls accumulating in fp32, fp32
 inputs and outputs) and torch runs the same module converted (``.to(dtype)``, inputs cast); the error of
 each is its largest deviation from the fp32 torch output (TF32 off), divided by that output's largest
 magnitude.  ``--torch-compile`` adds ``torch.compile(mode="reduce-overhead")`` of the torch peer (CUDA
-graphs) to the alternating blocks, with its compile time.
+graphs) to the alternating blocks, with its compile time.  ``--check-peers`` needs no GPU: it checks each
+torch peer, eager and ``torch.compile``'d, against onnxruntime on the CPU, and exits.
 
     python benchmarks/models_cuda.py [--model resnet18|bert|all] [--batch 1,32] [--blocks 10] [--calls 20]
                                      [--precision float32|float16|bfloat16] [--torch-compile]
+                                     [--torch-attention sdpa|math] [--log LOG.jsonl ...] [--check-peers]
 """
 from __future__ import annotations
 
@@ -26,74 +30,11 @@ import argparse
 import os
 import sys
 import time
+from collections import Counter
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def torch_runner(model, torch, dtype=None):
-    """A callable ``f(**inputs) -> [outputs]`` of torch tensors on the GPU running ``model`` eagerly; with
-    a torch ``dtype`` (float16, bfloat16) its floating weights and inputs are converted to it first."""
-    def cast(t):
-        return t.to(dtype) if dtype is not None and t.is_floating_point() else t
-    try:
-        from onnx2torch import convert
-        net = convert(model).cuda().eval()
-        if dtype is not None:
-            net = net.to(dtype)
-        names = [i.name for i in model.graph.input]
-
-        def run(**feeds):
-            out = net(*[cast(feeds[n]) for n in names])
-            return list(out) if isinstance(out, (tuple, list)) else [out]
-        run.kind = "onnx2torch"
-        return run
-    except ImportError:
-        pass
-    from onnx import numpy_helper
-    F = torch.nn.functional
-    host = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-    consts = {n: cast(torch.from_numpy(a.copy()).cuda()) for n, a in host.items()}
-    attrs = [{a.name: _attr(a) for a in n.attribute} for n in model.graph.node]
-
-    def conv(x, w, *b, strides=(1, 1), pads=(0, 0, 0, 0), group=1, **_):
-        return F.conv2d(x, w, b[0] if b else None, tuple(strides), (pads[0], pads[1]), 1, group)
-
-    def gemm(a, b, c=None, transB=0, **_):
-        return F.linear(a, b, c) if transB else a @ b + (0 if c is None else c)
-    ops = {
-        "Conv": conv, "Relu": lambda x, **_: F.relu(x), "Add": lambda a, b, **_: a + b,
-        "Mul": lambda a, b, **_: a * b, "Div": lambda a, b, **_: a / b, "Erf": lambda x, **_: torch.erf(x),
-        "BatchNormalization": lambda x, g, b, m, v, epsilon=1e-5, **_: F.batch_norm(x, m, v, g, b, False, 0.0, epsilon),
-        "MaxPool": lambda x, kernel_shape, strides, pads=(0, 0, 0, 0), **_: F.max_pool2d(
-            x, tuple(kernel_shape), tuple(strides), (pads[0], pads[1])),
-        "GlobalAveragePool": lambda x, **_: F.adaptive_avg_pool2d(x, 1),
-        "Flatten": lambda x, axis=1, **_: torch.flatten(x, axis), "Gemm": gemm,
-        "MatMul": lambda a, b, **_: a @ b, "Reshape": lambda x, shape, **_: x.reshape(shape),
-        "Transpose": lambda x, perm, **_: x.permute(*perm), "Softmax": lambda x, axis=-1, **_: torch.softmax(x, axis),
-        "LayerNormalization": lambda x, g, b, axis=-1, epsilon=1e-5, **_: F.layer_norm(x, g.shape, g, b, epsilon),
-        "Identity": lambda x, **_: x,
-    }
-
-    for node, a in zip(model.graph.node, attrs):     # constant shapes read once, on the host
-        if node.op_type == "Reshape":
-            a["shape"] = tuple(int(d) for d in host[node.input[1]])
-
-    def run(**feeds):
-        env = dict(consts, **{k: cast(v) for k, v in feeds.items()})
-        for node, a in zip(model.graph.node, attrs):
-            args = node.input[:1] if node.op_type == "Reshape" else node.input
-            env[node.output[0]] = ops[node.op_type](*[env[i] for i in args], **a)
-        return [env[o.name] for o in model.graph.output]
-    run.kind = "torch ops per ONNX node"
-    return run
-
-
-def _attr(a):
-    from onnx import helper
-    v = helper.get_attribute_value(a)
-    return list(v) if isinstance(v, (list, tuple)) else v
 
 
 def _time(fn, calls: int, torch) -> float:
@@ -108,14 +49,22 @@ def _time(fn, calls: int, torch) -> float:
 
 
 def bench(name: str, model, feeds: dict, args, torch) -> None:
+    import contextlib
+
+    import autotune
     import codegen
     from tensorir import graph
     t = time.perf_counter()
     g, params = graph.from_onnx(model)
     low = None if args.precision == "float32" else args.precision
-    m = codegen.build_model(g, target="cuda", params=params, precision=low)
+    logs = args.log[0] if args.log and len(args.log) == 1 else args.log    # a path names itself in warnings
+    with autotune.apply_history_best(logs) if logs else contextlib.nullcontext():
+        m = codegen.build_model(g, target="cuda", params=params, precision=low)
     compile_s = time.perf_counter() - t
     note = f"compile {compile_s:.1f} s"
+    if args.log:
+        kinds = Counter(s.schedule.get("kind", "?") for s in m.run_list.steps)
+        note += f"   schedules {dict(kinds)}"
     if low:
         vs = m.meta["precision"]["vs_float32"]
         note += (" (with its fp32 twin); vs its fp32 build " +
@@ -123,14 +72,40 @@ def bench(name: str, model, feeds: dict, args, torch) -> None:
     compare(name, m, model, feeds, args, torch, note)
 
 
+def check_peers(name: str, model, args, torch) -> bool:
+    """On the CPU, no GPU: the torch peer of ``model`` eager and ``torch.compile``'d (default mode)
+    against onnxruntime's fp32 output on fresh random inputs, in fp32 (tolerance ``FP32_TOLERANCE`` of the
+    output's largest magnitude) and converted to ``--precision`` (tolerance 5e-2).  Prints one line; False if any
+    diverges or fails to compile."""
+    from torch_peers import FP32_TOLERANCE, check_onnxruntime, random_inputs, torch_runner
+    precisions = ["float32"] + ([args.precision] if args.precision != "float32" else [])
+    cols, ok = [], True
+    for precision in precisions:
+        dtype, tol = (None, FP32_TOLERANCE) if precision == "float32" else (getattr(torch, precision), 5e-2)
+        ref = torch_runner(model, dtype, device="cpu", attention=args.torch_attention)
+        for label, fn in (("eager", ref), ("torch.compile", torch.compile(ref))):
+            try:
+                err = check_onnxruntime(model, fn, random_inputs(model))
+            except Exception as e:  # noqa: BLE001 - a dynamo error is this check's finding
+                cols.append(f"{precision} {label} FAILED {type(e).__name__}: {str(e).splitlines()[0][:160]}")
+                ok = False
+                continue
+            ok &= err <= tol
+            cols.append(f"{precision} {label} {err:.1e}{'' if err <= tol else f' DIVERGES (tolerance {tol:g})'}")
+    print(f"{name:<22} peer {ref.kind}: max rel err vs onnxruntime fp32: {', '.join(cols)}", flush=True)
+    return ok
+
+
 def compare(name: str, m, model, feeds: dict, args, torch, note: str = "") -> dict:
     """Check CUDA model ``m`` against torch eager on ``feeds``, time both (and ``torch.compile`` with
     ``args.torch_compile``) in alternating blocks (``args.blocks`` of ``args.calls`` calls), print one line
     and return the medians (seconds).  In ``args.precision`` float16 / bfloat16 torch runs converted and
     every error is against the fp32 torch output."""
+    from torch_peers import torch_runner
     precision = getattr(args, "precision", "float32")
-    ref32 = torch_runner(model, torch)
-    ref = ref32 if precision == "float32" else torch_runner(model, torch, getattr(torch, precision))
+    attention = getattr(args, "torch_attention", "sdpa")
+    ref32 = torch_runner(model, attention=attention)
+    ref = ref32 if precision == "float32" else torch_runner(model, getattr(torch, precision), attention=attention)
     dev = {k: torch.from_numpy(v).cuda() for k, v in feeds.items()}
     outs = [torch.empty(tuple(s), dtype=getattr(torch, d), device="cuda") for _, d, s in m.run_list.outputs]
     for k, o in enumerate(outs):
@@ -219,6 +194,14 @@ def main(argv=None) -> None:
                    help="tiletune's mixed precision build and torch's converted module (default float32)")
     p.add_argument("--torch-compile", action="store_true",
                    help='also time torch.compile(mode="reduce-overhead") of the torch peer')
+    p.add_argument("--torch-attention", default="sdpa", choices=["sdpa", "math"],
+                   help="the BERT layer peer's attention: F.scaled_dot_product_attention (Hugging Face's "
+                        "default) or the explicit softmax chain")
+    p.add_argument("--log", action="append", metavar="JSONL",
+                   help="build tiletune from this tuning log (repeatable; e.g. benchmarks/tune_model_cuda.py's "
+                        "<logdir>/<model>.jsonl): autotune.apply_history_best")
+    p.add_argument("--check-peers", action="store_true",
+                   help="no GPU: check each torch peer, eager and torch.compile'd, against onnxruntime on the CPU")
     args = p.parse_args(argv)
     try:
         args.batches = [int(b) for b in args.batch.split(",")]
@@ -226,24 +209,32 @@ def main(argv=None) -> None:
         p.error(f"--batch {args.batch!r}: expected comma-separated integers, e.g. 1,32")
     if min(args.batches) < 1 or args.blocks < 1 or args.calls < 1:
         p.error("--batch, --blocks and --calls must be positive")
+    for log in args.log or ():
+        if not os.path.isfile(log):
+            p.error(f"--log {log}: no such file")
     try:
         import torch
     except ImportError:
         p.error("needs torch (with CUDA) for the peer and the device tensors")
 
     from tensorir.graph import testing
+    models = [(f"resnet18 batch {b}", testing.resnet18(batch=b), testing.resnet18_inputs(batch=b))
+              for b in (args.batches if args.model in ("resnet18", "all") else ())]
+    if args.model in ("bert", "all"):
+        models.append(("bert-base layer s128", testing.bert_layer(), testing.bert_inputs()))
+    if args.check_peers:
+        print(f"torch {torch.__version__} on the CPU: torch peers against onnxruntime")
+        if not all([check_peers(name, model, args, torch) for name, model, _ in models]):
+            sys.exit("a torch peer diverges from onnxruntime or fails under torch.compile")
+        return
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = not args.no_cudnn_benchmark
     print(f"GPU {torch.cuda.get_device_name()}, torch {torch.__version__}, TF32 off, "
-          f"cudnn.benchmark={torch.backends.cudnn.benchmark}, precision {args.precision}; "
-          "tiletune default CUDA schedules (untuned)")
-    if args.model in ("resnet18", "all"):
-        for batch in args.batches:
-            bench(f"resnet18 batch {batch}", testing.resnet18(batch=batch), testing.resnet18_inputs(batch=batch),
-                  args, torch)
-    if args.model in ("bert", "all"):
-        bench("bert-base layer s128", testing.bert_layer(), testing.bert_inputs(), args, torch)
+          f"cudnn.benchmark={torch.backends.cudnn.benchmark}, precision {args.precision}; tiletune "
+          + (f"from {', '.join(args.log)}" if args.log else "default CUDA schedules (untuned)"))
+    for name, model, feeds in models:
+        bench(name, model, feeds, args, torch)
 
 
 if __name__ == "__main__":
