@@ -47,6 +47,7 @@ class KernelTemplate:
     fits: Callable
     space: Callable
     entries: tuple = ()
+    requires: frozenset = frozenset()   # the CPU features of the one space (with ``entries``, the current one's)
 
     @property
     def module(self) -> str:
@@ -58,6 +59,11 @@ class KernelTemplate:
             return None
         features = target_features(Target.current() or parse("llvm"))
         return next(e for e in self.entries if e.requires <= features)
+
+    def isa(self) -> frozenset:
+        """The CPU features the current target's space uses (AMX's tiles, int8's ``vpdpbusd``), as its origin says."""
+        entry = self.entry()
+        return self.requires if entry is None else entry.requires
 
     def schedule(self, cfg, tensors):
         """The schedule of the kernel ``tensors`` under ``cfg`` (checked against the current target's limits)."""
@@ -73,7 +79,8 @@ def kernel_template(name: str) -> KernelTemplate:
     if not entries:
         raise KeyError(f"no kernel schedule has the config space {name!r}")
     e = entries[-1]
-    return KernelTemplate(name, e.target, e.fits, e.space, tuple(entries) if e.requires != entries[0].requires else ())
+    return KernelTemplate(name, e.target, e.fits, e.space, tuple(entries) if e.requires != entries[0].requires else (),
+                          e.requires)
 
 
 def match_template(tensors, anchor_op: str | None, target) -> tuple[KernelTemplate | None, str | None]:

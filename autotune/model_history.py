@@ -171,10 +171,10 @@ class HistorySchedule:
         from tensorir.graph.schedules.registry import precision
         with self.target:                       # the limits the template checked when tuned
             s = tmpl.schedule(config, kt.args)
-            entry = tmpl.entry()
+            isa = tmpl.isa() if s.isa is None else s.isa
         extra = {"precision": precision(kt)} if kt.anchor_op else {}
-        if entry is not None and entry.requires:  # the instruction set the space used (int8's vpdpbusd)
-            extra["isa"] = sorted(entry.requires)
+        if isa:     # the instruction set the space used (int8's vpdpbusd, AMX's tiles: the runtime asks the OS for them)
+            extra["isa"] = sorted(isa)
         return s, {
             "kind": "template", "template": tmpl.name, "log": self.log, "log_sha256": self.log_sha256,
             "record": {"template": tmpl.name, "dag_hash": ComputeDAG(kt.args).hash, "config_index": rec.index,

@@ -198,12 +198,16 @@ def test_measured_default_record_keeps_the_defaults_isa(tmp_path):
 
 
 
-def test_a_log_deploys_the_vector_space_of_an_amx_targets_convs(tmp_path):
+@pytest.mark.parametrize("template, kernel, count, isa", [("conv2d_int8_cpu", "conv2d_pack", 4, ["avx512vnni"]),
+                                                         ("dense_int8_amx", "dense_pack", 1, ["amx-int8", "amx-tile"])])
+def test_a_log_deploys_an_amx_targets_kernels_naming_their_instruction_set(tmp_path, template, kernel, count, isa):
     """On an AMX target (built, not run: any host) a record of ``conv2d_int8_cpu`` schedules its conv (under 64
-    channel bytes a tap) in the VNNI space, the origin naming that instruction set, not the tiles'."""
+    channel bytes a tap) in the VNNI space, the origin naming that instruction set, not the tiles'; a record of
+    ``dense_int8_amx`` names the tiles (the runtime asks the OS for AMX state by it: without it the tuner's
+    calibration, the first AMX code of its process, died of SIGILL on a Xeon)."""
     from autotune.measure import MeasureErrorNo, MeasureResult
     from autotune.record import Record, save_records
-    tasks = [t for t in tasks_on(EMR) if getattr(t, "name", "") == "conv2d_int8_cpu"]
+    tasks = [t for t in tasks_on(EMR) if getattr(t, "name", "") == template]
     log = str(tmp_path / "emr.jsonl")
     save_records(log, [Record(t.workload, t.target, i, t.config_space.get(i).knobs(),
                               MeasureResult((1e-9,), MeasureErrorNo.NO_ERROR, 0.1, 0.0), t.flop)
@@ -212,7 +216,8 @@ def test_a_log_deploys_the_vector_space_of_an_amx_targets_convs(tmp_path):
         warnings.simplefilter("ignore", MissingRecordWarning)
         with autotune.apply_history_best(log, target=EMR):
             m = codegen.build_model(with_dense(), EMR)
-    got = {s.kernel: s.schedule for s in m.run_list.steps if "conv2d_pack" in s.kernel}
-    assert len(tasks) == len(got) == 4
-    assert all(o["kind"] == "template" and o["template"] == "conv2d_int8_cpu" and o["isa"] == ["avx512vnni"]
+    got = {s.kernel: s.schedule for s in m.run_list.steps if kernel in s.kernel}
+    assert len(tasks) == len(got) == count
+    assert all(o["kind"] == "template" and o["template"] == template and o["isa"] == isa
                for o in got.values()), got
+    assert "amx-tile" not in isa or next(iter(got)) in (m._amx or "")     # the runtime asks for the tiles by it
