@@ -111,15 +111,18 @@ def wgmma_check(block_m: int, block_n: int, stages: int, b_trans: bool = False, 
 
 
 #: the geometry of an implicit-GEMM convolution whose A a wgmma main loop gathers (``intrin_wgmma``'s ``conv``):
-#: NHWC input H, W, C; output OH, OW; window KH, KW; strides SH, SW; leading pads PT, PL
-CONV_FIELDS = ("h", "w", "c", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl")
+#: NHWC input H, W, C; output OH, OW; window KH, KW; strides SH, SW; leading pads PT, PL; images N (the GEMM's rows
+#: past the N * OH * OW pixels, padding to whole row blocks, gather zeros)
+CONV_FIELDS = ("h", "w", "c", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl", "n")
 
 
 def wgmma_conv_check(conv: dict) -> str | None:
-    """Why a convolution's geometry (:data:`CONV_FIELDS`) has no gathered-A main loop, or None: a k slice of
-    :data:`WGMMA_BK` lies in one tap's channels (``C % 64 == 0``)."""
-    if conv["c"] % WGMMA_BK:
-        return f"{conv['c']} input channels (a k slice of {WGMMA_BK} gathers one tap's channels: C % {WGMMA_BK} == 0)"
+    """Why a convolution's geometry (:data:`CONV_FIELDS`) has no gathered-A main loop, or None: its 16-byte
+    copies each lie in one tap's channels (``C % 8 == 0``), its k slices of :data:`WGMMA_BK` are whole taps
+    (``KH * KW * C % 64 == 0``; one tap's channels where ``C % 64 == 0``, else several)."""
+    if conv["c"] % 8 or conv["kh"] * conv["kw"] * conv["c"] % WGMMA_BK:
+        return (f"{conv['c']} input channels, {conv['kh']} x {conv['kw']} taps (the loop gathers 16-byte copies of "
+                f"one tap, k slices of {WGMMA_BK}: C % 8 == 0, KH * KW * C % {WGMMA_BK} == 0)")
     return None
 
 
