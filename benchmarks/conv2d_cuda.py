@@ -81,12 +81,17 @@ def main() -> None:
 
 #: ``--variants``: knobs timed beside the default of a layer on the gathering wgmma loop (those that fit it)
 WGMMA_VARIANTS = ({"block_m": 64, "block_n": 128, "stages": 4, "shares": 0},
+                  {"block_m": 64, "block_n": 128, "stages": 4, "shares": 1},
+                  {"block_m": 64, "block_n": 128, "stages": 6, "shares": 1},
                   {"block_m": 64, "block_n": 128, "stages": 3, "shares": 1},
                   {"block_m": 128, "block_n": 128, "stages": 3, "shares": 1},
                   {"block_m": 128, "block_n": 128, "stages": 4, "shares": 1},
                   {"block_m": 64, "block_n": 256, "stages": 3, "shares": 1},
                   {"block_m": 128, "block_n": 64, "stages": 3, "shares": 0},
-                  {"block_m": 64, "block_n": 64, "stages": 4, "shares": 1})
+                  {"block_m": 128, "block_n": 64, "stages": 3, "shares": 1},
+                  {"block_m": 128, "block_n": 64, "stages": 6, "shares": 1},
+                  {"block_m": 64, "block_n": 64, "stages": 4, "shares": 1},
+                  {"block_m": 64, "block_n": 64, "stages": 6, "shares": 1})
 
 
 def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda", mma_sync: bool = False,
@@ -140,7 +145,6 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
     import torch
     import torch.nn.functional as F
     from tensorir.graph.schedules.cuda_tensorcore_conv import row_align
-    from tensorir.graph.schedules.cuda_wgmma import wgmma_conv_fits
     from tensorir.topi.nn.conv2d_gemm import gemm_rows, space_to_depth_kernel_numpy, space_to_depth_numpy
     tdt = getattr(torch, dtype)
     cl = torch.channels_last
@@ -184,10 +188,11 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
         wgmma = "tt_wgmma_m" in mod.get_source("cuda")
         labels = {}
         if wgmma:              # the mma.sync schedule beside it
-            mma, _, mma_splits = build_tensorcore(N, dtype, layer, mma_sync=True)
-            fns["mma"] = timed(mma, mma_splits)[1]
+            mma = build_tensorcore(N, dtype, layer, mma_sync=True)
+            if not isinstance(mma, str):
+                fns["mma"] = timed(mma[0], mma[2])[1]
             if args.variants:
-                labels = variants(N, dtype, layer, x5, wm, shape, tdt, ref, fns, wgmma_conv_fits)
+                labels = variants(N, dtype, layer, x5, wm, shape, tdt, ref, fns)
         times = alternate(fns, rounds=args.rounds, number=number)
         torch.backends.cudnn.benchmark = True
         times.update(alternate({"cudnn_benchmark": lambda: F.conv2d(x, w, stride=stride, padding=pad)},
@@ -200,7 +205,8 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
         print(f"{name:20s} {t * 1e6:11.1f} {times['cudnn'] * 1e6:9.1f} {bench_t * 1e6:9.1f} "
               f"{t / times['cudnn']:8.2f} {t / bench_t:8.2f} {flops / t / 1e12:8.1f} {err:8.1e}  "
               + knob_text(mod, rows, K, splits) + (" space-to-depth" if plan else "")
-              + (f" (mma.sync {times['mma'] * 1e6:.1f} us, {times['mma'] / bench_t:.2f}x bench)" if wgmma else ""),
+              + (f" (mma.sync {times['mma'] * 1e6:.1f} us, {times['mma'] / bench_t:.2f}x bench)" if "mma" in times
+                 else ""),
               flush=True)
         for key, label in labels.items():
             print(f"{'':20s} {times[key] * 1e6:11.1f} {'':9s} {'':9s} {'':8s} {times[key] / bench_t:8.2f} "
@@ -212,21 +218,23 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
           f"{total['ours'] / total['cudnn_benchmark']:8.2f}")
 
 
-def variants(N: int, dtype: str, layer: tuple, x5, wm, shape, tdt, ref, fns: dict, fits) -> dict:
+def variants(N: int, dtype: str, layer: tuple, x5, wm, shape, tdt, ref, fns: dict) -> dict:
     """Build and check :data:`WGMMA_VARIANTS` of a layer on the wgmma loop (those that fit its GEMM) and add
     their launches to ``fns`` (keys ``v0``, ``v1``...); returns key -> the knob text.  A wrong one exits."""
     import torch
     from tensorir.graph.schedules.cuda_tensorcore_conv import row_align
     from tensorir.graph.schedules.cuda_wgmma import DEFAULT_KNOBS
     from tensorir.topi.nn.conv2d_gemm import gemm_rows
-    _, C, H, K, k, stride, pad = layer
-    m = shape[0] * shape[2] * shape[3]
+    K, m = layer[3], shape[0] * shape[2] * shape[3]
     labels = {}
     for i, kn in enumerate(WGMMA_VARIANTS):
         knobs = dict(DEFAULT_KNOBS, **kn, wgmma=1)
-        if knobs["block_m"] > m or fits(gemm_rows(m, row_align(m)), K, k * k * C, dtype, knobs, 227 * 1024):
+        if knobs["block_m"] > m:           # no block taller than the pixels
             continue
-        got = build_tensorcore(N, dtype, layer, knobs=knobs)
+        try:
+            got = build_tensorcore(N, dtype, layer, knobs=knobs)
+        except ValueError:                 # the tiles do not fit this layer's GEMM
+            continue
         if isinstance(got, str) or got[2] != 1:
             continue
         out = torch.full(shape, float("nan"), dtype=tdt, device="cuda")

@@ -95,7 +95,8 @@ def test_wgmma_conv_padded_rows_ptx_assembles(shares):
 
 def test_sm90_conv_takes_wgmma_where_it_fits():
     """conv_knobs on sm_90: the gathering loop for ResNet-18's 3x3 and 1x1 layers with C % 64 == 0 and M % 64
-    == 0, the 7 x 7 layers at batch 32 with their rows padded to 64 (1600 for 1568 pixels); named refusals
+    == 0, the 7 x 7 layers at batch 32 with their rows padded to 64 (1600 for 1568 pixels; fewer blocks than
+    multiprocessors: deeper pipelines); named refusals
     (mma.sync takes them): 32 channels, M = 32 * 49 unpadded, 49 pixels, dilation; sm_80 never.  The stem's
     16-channel space-to-depth patches (K = 256) take it too."""
     def knobs(n, c, hw, o, k, stride, pad, info=SM90, dilation=1, row_align=32):
@@ -121,7 +122,8 @@ def test_sm90_conv_takes_wgmma_where_it_fits():
     assert not layer4.get("wgmma") and "do not divide" in why
     layer4, _ = knobs(32, 512, 7, 512, 3, 1, 1, row_align=row_align(32 * 49))    # as the layout pass pads it
     assert layer4["wgmma"] and (layer4["block_m"], layer4["block_n"], layer4["shares"]) == (64, 128, 1)
-    assert layer4["conv"]["n"] == 32
+    assert layer4["conv"]["n"] == 32 and layer4["stages"] == 6       # 100 blocks: one a multiprocessor, 6 slots
+    assert knobs(32, 256, 14, 256, 3, 1, 1)[0]["stages"] == 4         # 196 blocks: two a multiprocessor
     assert "49 pixels (fewer than a block's 64 rows)" in knobs(1, 512, 7, 512, 3, 1, 1)[1]
     assert "dilation 2" in knobs(2, 64, 8, 64, 3, 1, 1, dilation=2)[1]
     assert "2^31" in knobs(512, 64, 112, 64, 3, 1, 1)[1]

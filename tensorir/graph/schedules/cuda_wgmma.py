@@ -190,6 +190,10 @@ CONV_PREFERRED = ({"block_m": 64, "block_n": 128, "stages": 4}, {"block_m": 128,
                   {"block_m": 64, "block_n": 64, "stages": 4})
 #: the knobs a convolution's tiles (:data:`CONV_PREFERRED`) take beside :data:`DEFAULT_KNOBS`
 CONV_DEFAULT = {"shares": 1}
+#: a convolution of fewer blocks than an H100's multiprocessors (ResNet-18's 7 x 7 layers at batch 32: 100 of
+#: 64 x 128) runs one block per multiprocessor: its loop takes this many slots where they fit (4 slices in
+#: flight, not 2: the copies' latency, not the tensor cores, bounds a lone block; the GEMM's 64 x 128 tiles take 6)
+CONV_FEW_BLOCKS, CONV_FEW_STAGES = 132, 6
 
 
 def conv_geometry(a) -> dict | str:
@@ -232,6 +236,10 @@ def wgmma_conv_knobs(a, m: int, n: int, k: int, dtype: str, shared_limit: int) -
             continue
         why = wgmma_conv_fits(m, n, k, dtype, knobs, shared_limit)
         if why is None:
+            deeper = dict(knobs, stages=CONV_FEW_STAGES)
+            if m // knobs["block_m"] * (n // knobs["block_n"]) < CONV_FEW_BLOCKS and knobs["stages"] < CONV_FEW_STAGES \
+                    and wgmma_conv_fits(m, n, k, dtype, deeper, shared_limit) is None:
+                knobs = deeper
             return dict(knobs, conv=geo)
     return why
 
@@ -265,5 +273,5 @@ def schedule_wgmma_conv(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
                          intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"], shares=bool(knobs.get("shares"))))
 
 
-__all__ = ["CONV_DEFAULT", "CONV_PREFERRED", "DEFAULT_KNOBS", "conv_shared_bytes", "wgmma_conv_fits", "MMA_ONLY", "PREFERRED", "WGMMA_SPACE_KNOBS", "conv_geometry", "is_sm90",
+__all__ = ["CONV_DEFAULT", "CONV_FEW_BLOCKS", "CONV_FEW_STAGES", "CONV_PREFERRED", "DEFAULT_KNOBS", "conv_shared_bytes", "wgmma_conv_fits", "MMA_ONLY", "PREFERRED", "WGMMA_SPACE_KNOBS", "conv_geometry", "is_sm90",
            "preferred_wgmma", "schedule_wgmma", "schedule_wgmma_conv", "store_through_shared", "wgmma_config", "wgmma_conv_knobs", "wgmma_fits"]
