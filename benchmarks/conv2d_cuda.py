@@ -11,11 +11,15 @@ tensor-core implicit GEMM (``schedules.cuda_tensorcore_conv``: NHWC data, the [K
 matrix, the knobs the registry picks for this GPU) beside cuDNN on channels-last tensors of the same dtype
 (default algorithm, then ``cudnn.benchmark``); the stem's 3 channels as the model runs them, a stride-1 conv over
 2 x 2 space-to-depth patches of 16 channels (the patched input given, as the model's cast kernel writes it); a
-layer it refuses says why.  On sm_90
-the layers that take the gathering wgmma main loop are timed beside the mma.sync schedule too.
+layer it refuses says why.  Each layer is built as the
+model's layout pass makes it (its GEMM's rows padded by ``row_align``, ``split_k`` slices, whose float32
+partial sums torch adds up in the timed call); the knobs column names the kernel's tile (wgmma: slots, and
+whether the epilogue's tile ``shares`` them or sits ``beside``), grid and block.  On sm_90 the layers that take
+the gathering wgmma main loop are timed beside the mma.sync schedule too, and with ``--variants`` beside the
+other wgmma tiles of :data:`WGMMA_VARIANTS` that fit them (one line each, checked against float64).
 
     python benchmarks/conv2d_cuda.py [--batch 1 32] [--rounds 9] [--sweep] [--log-dir DIR]
-    python benchmarks/conv2d_cuda.py --precision float16 [--batch 32]
+    python benchmarks/conv2d_cuda.py --precision float16 [--batch 32] [--variants]
 """
 from __future__ import annotations
 
@@ -89,6 +93,7 @@ WGMMA_VARIANTS = ({"block_m": 64, "block_n": 128, "stages": 4, "shares": 0},
                   {"block_m": 64, "block_n": 256, "stages": 3, "shares": 1},
                   {"block_m": 128, "block_n": 64, "stages": 3, "shares": 0},
                   {"block_m": 128, "block_n": 64, "stages": 3, "shares": 1},
+                  {"block_m": 128, "block_n": 64, "stages": 4, "shares": 1},
                   {"block_m": 128, "block_n": 64, "stages": 6, "shares": 1},
                   {"block_m": 64, "block_n": 64, "stages": 4, "shares": 1},
                   {"block_m": 64, "block_n": 64, "stages": 6, "shares": 1})
