@@ -24,6 +24,7 @@ other wgmma tiles of :data:`WGMMA_VARIANTS` that fit them (one line each, checke
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -96,16 +97,22 @@ WGMMA_VARIANTS = ({"block_m": 64, "block_n": 128, "stages": 4, "shares": 0},
                   {"block_m": 128, "block_n": 64, "stages": 4, "shares": 1},
                   {"block_m": 128, "block_n": 64, "stages": 6, "shares": 1},
                   {"block_m": 64, "block_n": 64, "stages": 4, "shares": 1},
-                  {"block_m": 64, "block_n": 64, "stages": 6, "shares": 1})
+                  {"block_m": 64, "block_n": 64, "stages": 6, "shares": 1},
+                  # split-K (few blocks: the 7 x 7 layers), the partial sums added up by torch in the timed call
+                  {"block_m": 64, "block_n": 128, "stages": 4, "shares": 1, "splits": 2},
+                  {"block_m": 64, "block_n": 128, "stages": 6, "shares": 1, "splits": 2},
+                  {"block_m": 64, "block_n": 128, "stages": 4, "shares": 1, "splits": 4})
+#: split-K variants only for layers of fewer blocks (default tiles) than this
+VARIANT_SPLIT_BLOCKS = 132
 
 
 def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda", mma_sync: bool = False,
-                     knobs: dict | None = None):
+                     knobs: dict | None = None, splits: int | None = None):
     """``(module, plan, splits)``: one ResNet-18 layer on tensor cores as the model's layout pass makes it
     (output ``dtype``; its GEMM's rows padded to ``row_align``, ``splits`` slices of the reduction:
     ``split_k``, float32 partial sums then), or why it has none; ``plan``: a ``C % 8`` layer's space-to-depth
     form (``topi.nn.conv2d_gemm.space_to_depth_plan``), else None; ``mma_sync``: the sm_80 schedule's knobs
-    even on sm_90 (not the wgmma main loop); ``knobs``: these instead of the default's."""
+    even on sm_90 (not the wgmma main loop); ``knobs``, ``splits``: these instead of the default's."""
     import codegen
     from tensorir.graph.schedules.cuda_tensorcore_conv import conv_refusal, row_align, split_k, tensorcore_conv2d
     from tensorir.graph.schedules.registry import target_info
@@ -123,7 +130,8 @@ def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda", mma
     why = conv_refusal(dtype, 1, geo[0], m, K, kk, info)
     if why is not None:
         return why
-    splits = 1 if plan else split_k(m, K, kk, dtype, info)     # the layout pass splits no space-to-depth stem
+    if splits is None:                     # the layout pass splits no space-to-depth stem
+        splits = 1 if plan else split_k(m, K, kk, dtype, info)
     s, args = tensorcore_conv2d(N, geo[0], geo[1], K, *geo[2:], dtype, knobs, info=info, splits=splits,
                                 row_align=row_align(m))
     return codegen.build(s, args, target=target, name="conv2d_tc"), plan, splits
@@ -177,16 +185,7 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
         shape = (N, 1, ref.shape[2], ref.shape[3], K)
         rows = gemm_rows(N * shape[2] * shape[3], row_align(N * shape[2] * shape[3]))
 
-        def timed(module, n_splits):
-            """(the output, a launch of ``module``: split-K's partial sums added up by torch, as the model's
-            epilogue kernel does)."""
-            part = torch.full(((n_splits,) if n_splits > 1 else ()) + shape, float("nan"),
-                              dtype=torch.float32 if n_splits > 1 else tdt, device="cuda")
-            conv = module.launcher(x5, wm, part)
-            return part, conv if n_splits == 1 else lambda: (conv(), part.sum(0).to(tdt))
-        out, run = timed(mod, splits)
-        mod(x5, wm, out)
-        err = rel_error((out if splits == 1 else out.sum(0).to(tdt))[:, 0].permute(0, 3, 1, 2), ref)
+        run, err = timed(mod, splits, x5, wm, shape, tdt, ref)
         number = 20
         torch.backends.cudnn.benchmark = False
         fns = {"ours": run, "cudnn": lambda: F.conv2d(x, w, stride=stride, padding=pad)}
@@ -195,9 +194,9 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
         if wgmma:              # the mma.sync schedule beside it
             mma = build_tensorcore(N, dtype, layer, mma_sync=True)
             if not isinstance(mma, str):
-                fns["mma"] = timed(mma[0], mma[2])[1]
+                fns["mma"] = timed(mma[0], mma[2], x5, wm, shape, tdt)[0]
             if args.variants:
-                labels = variants(N, dtype, layer, x5, wm, shape, tdt, ref, fns)
+                labels = variants(N, dtype, layer, x5, wm, shape, tdt, ref, fns, math.prod(mod._grid(())))
         times = alternate(fns, rounds=args.rounds, number=number)
         torch.backends.cudnn.benchmark = True
         times.update(alternate({"cudnn_benchmark": lambda: F.conv2d(x, w, stride=stride, padding=pad)},
@@ -223,32 +222,46 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
           f"{total['ours'] / total['cudnn_benchmark']:8.2f}")
 
 
-def variants(N: int, dtype: str, layer: tuple, x5, wm, shape, tdt, ref, fns: dict) -> dict:
+def timed(module, splits: int, x5, wm, shape: tuple, tdt, ref=None):
+    """``(a launch of module, its relative error against ref or None)``: its output of ``shape`` (``splits`` > 1:
+    float32 partial sums, added up by torch in the launch, as the model's epilogue kernel does), NaN-poisoned
+    before the checked run."""
+    import torch
+    part = torch.full(((splits,) if splits > 1 else ()) + tuple(shape), float("nan"),
+                      dtype=torch.float32 if splits > 1 else tdt, device="cuda")
+    conv = module.launcher(x5, wm, part)
+    err = None
+    if ref is not None:
+        module(x5, wm, part)
+        err = rel_error((part if splits == 1 else part.sum(0).to(tdt))[:, 0].permute(0, 3, 1, 2), ref)
+    return (conv if splits == 1 else lambda: (conv(), part.sum(0).to(tdt))), err
+
+
+def variants(N: int, dtype: str, layer: tuple, x5, wm, shape, tdt, ref, fns: dict, blocks: int) -> dict:
     """Build and check :data:`WGMMA_VARIANTS` of a layer on the wgmma loop (those that fit its GEMM) and add
     their launches to ``fns`` (keys ``v0``, ``v1``...); returns key -> the knob text.  A wrong one exits."""
-    import torch
     from tensorir.graph.schedules.cuda_tensorcore_conv import row_align
     from tensorir.graph.schedules.cuda_wgmma import DEFAULT_KNOBS
     from tensorir.topi.nn.conv2d_gemm import gemm_rows
     K, m = layer[3], shape[0] * shape[2] * shape[3]
+    rows = gemm_rows(m, row_align(m))
     labels = {}
     for i, kn in enumerate(WGMMA_VARIANTS):
         knobs = dict(DEFAULT_KNOBS, **kn, wgmma=1)
-        if knobs["block_m"] > m:           # no block taller than the pixels
-            continue
+        splits = knobs.pop("splits", 1)
+        if knobs["block_m"] > m or splits > 1 and blocks >= VARIANT_SPLIT_BLOCKS:
+            continue                       # no block taller than the pixels; split-K where the default has few
         try:
-            got = build_tensorcore(N, dtype, layer, knobs=knobs)
-        except ValueError:                 # the tiles do not fit this layer's GEMM
+            got = build_tensorcore(N, dtype, layer, knobs=knobs, splits=splits)
+        except ValueError:                 # the tiles do not fit this layer's GEMM (or its slices)
             continue
-        if isinstance(got, str) or got[2] != 1:
+        if isinstance(got, str):
             continue
-        out = torch.full(shape, float("nan"), dtype=tdt, device="cuda")
-        got[0](x5, wm, out)
-        err = rel_error(out[:, 0].permute(0, 3, 1, 2), ref)
+        run, err = timed(got[0], splits, x5, wm, shape, tdt, ref)
         if not err < 1e-2:
             sys.exit(f"variant {kn}: wrong results (relative error {err:.1e})")
-        fns[f"v{i}"] = got[0].launcher(x5, wm, out)
-        labels[f"v{i}"] = knob_text(got[0], gemm_rows(m, row_align(m)), K, 1)
+        fns[f"v{i}"] = run
+        labels[f"v{i}"] = knob_text(got[0], rows, K, splits)
     return labels
 
 

@@ -3,14 +3,16 @@ main loop of ``codegen/cuda/wgmma.py``): A's k slices gathered from the NHWC inp
 zero-filled: src-size 0), warpgroup ``wgmma``, the epilogue through a shared float32 tile beside the loop's slots.
 ptxas for sm_90a, the CUDA simulator (the main loop as its scalar gather model), refusals named, the kernels
 on an H100 against numpy."""
+import numpy as np
 import pytest
 
 import codegen
+import cuda_sim
 from codegen.cuda.wgmma import wgmma_source
 from tensorir.graph.schedules.cuda_tensorcore_conv import (ANCHOR, conv2d_gemm_dag, conv_knobs, row_align,
                                                           tensorcore_conv2d)
 from tensorir.graph.schedules.cuda_wgmma import wgmma_conv_knobs
-from test_cuda_tensorcore_conv import _check
+from test_cuda_tensorcore_conv import _against_guard, _check, _conv, _nhwc
 
 SM90 = {"arch": "sm_90", "shared_limit": 227 * 1024}
 CASES = [  # n, c, hw, o, kernel, stride, pad, dtype, epilogue, knobs
@@ -55,6 +57,42 @@ def test_wgmma_conv_simulated(n, c, hw, o, k, stride, pad, dtype, epilogue, knob
     reads the input as the loop's copies do), NaN-poisoned outputs against float64 numpy."""
     s, args = _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs)
     _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda -arch=sm_90", wgmma=True)
+
+
+SPLIT_CASES = [  # n, c, hw, o, kernel, stride, pad, splits, knobs: 108 / 128 pixels in 128 rows
+    (3, 64, 6, 128, 3, 1, 1, 3, {"block_m": 64, "block_n": 128, "stages": 4, "shares": 1}),   # K 576: 3 x 192
+    (2, 16, 12, 64, 4, 1, 0, 2, {"block_m": 64, "block_n": 64, "stages": 4, "shares": 0}),    # C % 64 != 0
+]
+
+
+def _split(n, c, hw, o, k, stride, pad, splits, knobs, target):
+    """Build split-K's wgmma conv (the slices' float32 partial sums), run it on a NaN-poisoned output (the input
+    against an unreadable page) and compare with the operator's numpy reference and float64 numpy."""
+    from tensorir.graph.op import get_op
+    s, args = tensorcore_conv2d(n, c, (hw, hw), o, k, stride, pad, "float16", dict(knobs, wgmma=1), splits=splits,
+                                row_align=64)
+    mod = codegen.build(s, args, target=target)
+    assert "tt_wgmma_m" in mod.get_source("cuda") and mod._grid(())[2] == splits
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((n, c, hw, hw)).astype("float16")
+    w = rng.standard_normal((o, c, k, k)).astype("float16")
+    ins = [_against_guard(_nhwc(x)), np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(k * k * c, o))]
+    oh = (hw + 2 * pad - k) // stride + 1
+    out = np.full((splits, n, 1, oh, oh, o), np.nan, np.float32)
+    (cuda_sim.run if "sm_90" in target else lambda m, *a: m(*a))(mod, *ins, out)
+    ref = get_op(ANCHOR).numpy(*ins, (stride, stride), (pad,) * 4, (1, 1), (k, k), f"NCHW{c}c", "HWIO", f"NCHW{o}c",
+                               splits)
+    bound = k * k * c // splits * 2.0 ** -22 * np.abs(ref).max()
+    assert ref.shape == out.shape and np.abs(out - ref).max() <= bound      # each slice its own taps
+    np.testing.assert_allclose(out.sum(0), _conv(x, w, stride, pad).transpose(0, 2, 3, 1)[:, None], atol=4 * bound)
+
+
+@pytest.mark.cuda_sim
+@pytest.mark.parametrize("case", SPLIT_CASES)
+def test_wgmma_conv_split_k_simulated(case):
+    """Split-K on the gathering loop: ``im2col_split``'s slice s gathers taps from column s * K / S on (the loop
+    recovers the slice and the row from the view's offset over ROWS), the slices on ``blockIdx.z``."""
+    _split(*case, target="cuda -arch=sm_90")
 
 
 @pytest.mark.nvcc
@@ -129,7 +167,7 @@ def test_sm90_conv_takes_wgmma_where_it_fits():
     assert "2^31" in knobs(512, 64, 112, 64, 3, 1, 1)[1]
     assert not knobs(32, 64, 56, 64, 3, 1, 1, info={"arch": "sm_80", "shared_limit": 163 * 1024})[0].get("wgmma")
     with pytest.raises(ValueError, match="32 input channels"):
-        wgmma_source("tt_wgmma_m64n64s4_f16_bt_cv8_8_32_8_8_3_3_1_1_1_1_2")
+        wgmma_source("tt_wgmma_m64n64s4_f16_bt_cv8_8_32_8_8_3_3_1_1_1_1_2_128")
 
 
 @pytest.mark.gpu
@@ -146,6 +184,14 @@ def test_wgmma_conv_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs):
     s, args = _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs)
     _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda", run=lambda mod, *a: mod(*a),
            wgmma=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", SPLIT_CASES + [(32, 512, 7, 512, 3, 1, 1, 2, {"block_m": 64, "block_n": 128,
+                                                                              "stages": 6, "shares": 1})])
+def test_wgmma_conv_split_k_on_gpu(case):
+    """Split-K on the gathering loop on the H100 (the last: ResNet-18's layer4 3x3 at batch 32 in 2 slices)."""
+    _split(*case, target="cuda")
 
 
 @pytest.mark.gpu

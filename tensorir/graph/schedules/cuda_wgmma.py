@@ -199,12 +199,13 @@ CONV_FEW_BLOCKS, CONV_FEW_STAGES = 132, 6
 def conv_geometry(a) -> dict | str:
     """The geometry (:data:`CONV_FIELDS`) of the convolution whose ``im2col`` is ``a``, or why it has none
     a gathering main loop takes."""
-    geo = getattr(a.op, "attrs", {}).get("conv") if "im2col" in getattr(a.op, "tag", "").split(",") else None
+    tags = set(getattr(a.op, "tag", "").split(",")) & {"im2col", "im2col_split"}
+    geo = getattr(a.op, "attrs", {}).get("conv") if tags else None
     if geo is None:
         return f"A ({a.name}) is not a convolution's im2col"
     if (geo["dh"], geo["dw"]) != (1, 1):
         return f"dilation {geo['dh']} x {geo['dw']}"
-    return wgmma_conv_check(geo) or {f: geo[f] for f in CONV_FIELDS}
+    return wgmma_conv_check(geo) or dict({f: geo[f] for f in CONV_FIELDS}, gathers=tags.pop())
 
 
 def conv_tile_bytes(knobs: dict) -> int:
@@ -226,9 +227,9 @@ def wgmma_conv_knobs(a, m: int, n: int, k: int, dtype: str, shared_limit: int) -
     geo = conv_geometry(a)
     if isinstance(geo, str):
         return geo
-    pixels = a.op.attrs["conv"].get("pixels", m)
-    if m * k >= 2 ** 31:
-        return f"the im2col matrix ({m} x {k}) has 2^31 elements or more (the loop takes its row offset as int)"
+    pixels, splits = a.op.attrs["conv"].get("pixels", m), a.op.attrs["conv"].get("splits", 1)
+    if m * k * splits >= 2 ** 31:
+        return f"the im2col matrix ({m} x {k * splits}) has 2^31 elements or more (the loop takes its row offset as int)"
     why = f"{pixels} pixels (fewer than a block's {min(kn['block_m'] for kn in CONV_PREFERRED)} rows)"
     for kn in CONV_PREFERRED:
         knobs = dict(DEFAULT_KNOBS, **CONV_DEFAULT, **kn)
@@ -263,13 +264,13 @@ def schedule_wgmma_conv(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
         raise ValueError(f"wgmma conv of {anchor.op.name}: {got}")
     a, _, b_trans, dtype = got
     bm, bn, stages = knobs["block_m"], knobs["block_n"], knobs["stages"]
-    (m, n), k = (int(ax.dom.extent) for ax in anchor.op.axis), int(anchor.op.reduce_axis[0].dom.extent)
+    (m, n), k = (int(ax.dom.extent) for ax in anchor.op.axis[-2:]), int(anchor.op.reduce_axis[0].dom.extent)
     why = wgmma_conv_fits(m, n, k, dtype, knobs, 227 * 1024) or ("B is not stored [K, N]" if not b_trans else None)
     if why is not None:
         raise ValueError(f"wgmma conv of {anchor.op.name}: {why}")
     cf = anchor
     cf.set_scope("warp")
-    store_through_shared(s, out, cf, bm, bn, knobs.get("swizzle", 1), 2,
+    store_through_shared(s, out, cf, bm, bn, knobs.get("swizzle", 1), len(anchor.op.axis),   # split-K: slices on z
                          intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"], shares=bool(knobs.get("shares"))))
 
 
