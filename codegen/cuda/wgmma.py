@@ -32,7 +32,7 @@ import re
 
 from tensorir.topi.cuda.tensor_intrin import CONV_FIELDS, WGMMA_BK, wgmma_check, wgmma_conv_check, wgmma_shared_bytes
 
-#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_cv<geometry>]
+#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_x][_cv<geometry>]
 NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)(?:k(\d+))?(?:g(\d+))?_(f16|bf16)(_bt)?(_x)?(_cv(?:\d+_){12}\d+)?$")
 _CTYPES = {"f16": "half", "bf16": "__nv_bfloat16"}
 
@@ -113,9 +113,10 @@ _A_GEMM = r"""      int idx = tid + i * {threads}, r = idx >> {lc}, c = idx & ((
       const char* src = a0 + ((long)r * lda + kt * BK + c * 8) * 2;
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sa + {row}), "l"(src));"""
 # A gathered from the NHWC input (implicit GEMM): row m is output pixel (n, oy, ox), k = (ry * KW + rx) * C + ch
-# (split-K: plus the slice's first column); a slice of 64 is one tap's channels (C % 64 == 0).  The rows a thread copies are fixed: their pixels once; a tap in
-# the padding copies nothing (src-size 0: zero-filled), nor does a row past the N images (the GEMM's rows padded to
-# whole blocks): its first input row far above the image, every tap's outside
+# (split-K: plus the slice's first column, the slice and the row recovered from lda over ROWS); a slice of 64 is
+# one tap's channels (C % 64 == 0).  The rows a thread copies are fixed: their pixels once; a tap in the padding
+# copies nothing (src-size 0: zero-filled), nor does a row past the N images (the GEMM's rows padded to whole
+# blocks): its first input row far above the image, every tap's outside
 _A_CONV_SETUP = r"""  const int m_blk = lda / K % {rows} - (warp % (BM / 16)) * 16;      // the block's first row
   const int k_base = lda / K / {rows} * K;             // split-K: the slice's first tap column (else 0)
   long a_img[{a_chunks}];
