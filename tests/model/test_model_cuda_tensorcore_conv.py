@@ -222,6 +222,21 @@ def test_split_k_model_simulated(monkeypatch):
     _deep_check(simulate, m, "float16", 1, 64, 7, *ws)
 
 
+@pytest.mark.nvcc
+@pytest.mark.cuda_sim
+def test_padded_rows_wgmma_model_simulated(monkeypatch):
+    """A 7 x 7 block at batch 3 on sm_90 with the 64-row alignment lowered to 128 pixels (as batch 32's 1568
+    pixels take it): each conv's 147 pixels in 192 GEMM rows on the gathering wgmma loop (64 x 64 blocks, the
+    epilogue's tile over its slots), the rows past the images gathered from nothing and never stored."""
+    from tensorir.graph.schedules import cuda_tensorcore_conv as tc
+    monkeypatch.setattr(tc, "ROW_ALIGN_64_FROM", 128)
+    g, ws = _deep(n=3)
+    m = codegen.build_model(g, target="cuda -arch=sm_90")
+    src = m.get_source("cuda")
+    assert src.count("(void)(tt_wgmma_m64n64s6_f16_bt_x_cv") == 2 and "_3_192(" in src
+    _deep_check(simulate, m, "float16", 3, 64, 7, *ws)
+
+
 @pytest.mark.gpu
 def test_split_k_model_on_gpu():
     """ResNet-18's layer-4 block at batch 1 (512 channels, 7 x 7: 8 slices of 576 taps) on the device."""
