@@ -84,24 +84,13 @@ def main() -> None:
         bench(n, args) if args.precision == "float32" else bench_tensorcore(n, args.precision, args)
 
 
-#: ``--variants``: knobs timed beside the default of a layer on the gathering wgmma loop (those that fit it)
-WGMMA_VARIANTS = ({"block_m": 64, "block_n": 128, "stages": 4, "shares": 0},
-                  {"block_m": 64, "block_n": 128, "stages": 4, "shares": 1},
-                  {"block_m": 64, "block_n": 128, "stages": 6, "shares": 1},
-                  {"block_m": 64, "block_n": 128, "stages": 3, "shares": 1},
-                  {"block_m": 128, "block_n": 128, "stages": 3, "shares": 1},
-                  {"block_m": 128, "block_n": 128, "stages": 4, "shares": 1},
-                  {"block_m": 64, "block_n": 256, "stages": 3, "shares": 1},
-                  {"block_m": 128, "block_n": 64, "stages": 3, "shares": 0},
-                  {"block_m": 128, "block_n": 64, "stages": 3, "shares": 1},
-                  {"block_m": 128, "block_n": 64, "stages": 4, "shares": 1},
-                  {"block_m": 128, "block_n": 64, "stages": 6, "shares": 1},
-                  {"block_m": 64, "block_n": 64, "stages": 4, "shares": 1},
-                  {"block_m": 64, "block_n": 64, "stages": 6, "shares": 1},
-                  # split-K (few blocks: the 7 x 7 layers), the partial sums added up by torch in the timed call
-                  {"block_m": 64, "block_n": 128, "stages": 4, "shares": 1, "splits": 2},
-                  {"block_m": 64, "block_n": 128, "stages": 6, "shares": 1, "splits": 2},
-                  {"block_m": 64, "block_n": 128, "stages": 4, "shares": 1, "splits": 4})
+#: ``--variants``: knobs timed beside the default of a layer on the gathering wgmma loop (those that fit it):
+#: (block_m, block_n, stages, shares, splits); split-K's partial sums are added up by torch in the timed call
+WGMMA_VARIANTS = tuple(dict(zip(("block_m", "block_n", "stages", "shares", "splits"), v)) for v in (
+    (64, 128, 4, 0, 1), (64, 128, 4, 1, 1), (64, 128, 6, 1, 1), (64, 128, 3, 1, 1), (128, 128, 3, 1, 1),
+    (128, 128, 4, 1, 1), (64, 256, 3, 1, 1), (128, 64, 3, 0, 1), (128, 64, 3, 1, 1), (128, 64, 4, 1, 1),
+    (128, 64, 6, 1, 1), (64, 64, 4, 1, 1), (64, 64, 6, 1, 1), (64, 128, 4, 1, 2), (64, 128, 6, 1, 2),
+    (64, 128, 4, 1, 4)))
 #: split-K variants only for layers of fewer blocks (default tiles) than this
 VARIANT_SPLIT_BLOCKS = 132
 
