@@ -11,15 +11,20 @@ tensor-core implicit GEMM (``schedules.cuda_tensorcore_conv``: NHWC data, the [K
 matrix, the knobs the registry picks for this GPU) beside cuDNN on channels-last tensors of the same dtype
 (default algorithm, then ``cudnn.benchmark``); the stem's 3 channels as the model runs them, a stride-1 conv over
 2 x 2 space-to-depth patches of 16 channels (the patched input given, as the model's cast kernel writes it); a
-layer it refuses says why.  On sm_90
-the layers that take the gathering wgmma main loop are timed beside the mma.sync schedule too.
+layer it refuses says why.  Each layer is built as the
+model's layout pass makes it (its GEMM's rows padded by ``row_align``, ``split_k`` slices, whose float32
+partial sums torch adds up in the timed call); the knobs column names the kernel's tile (wgmma: slots, and
+whether the epilogue's tile ``shares`` them or sits ``beside``), grid and block.  On sm_90 the layers that take
+the gathering wgmma main loop are timed beside the mma.sync schedule too, and with ``--variants`` beside the
+other wgmma tiles of :data:`WGMMA_VARIANTS` that fit them (one line each, checked against float64).
 
     python benchmarks/conv2d_cuda.py [--batch 1 32] [--rounds 9] [--sweep] [--log-dir DIR]
-    python benchmarks/conv2d_cuda.py --precision float16 [--batch 32]
+    python benchmarks/conv2d_cuda.py --precision float16 [--batch 32] [--variants]
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -72,39 +77,77 @@ def main() -> None:
     p.add_argument("--log-dir", default=None, help="default: tuning_logs/cuda-<arch>")
     p.add_argument("--precision", default="float32", choices=["float32", "float16", "bfloat16"],
                    help="float16 / bfloat16: ResNet-18's layers on tensor cores beside cuDNN channels-last")
+    p.add_argument("--variants", action="store_true",
+                   help="with --precision: also other wgmma tiles of each layer (WGMMA_VARIANTS), timed beside")
     args = p.parse_args()
     for n in args.batch:
         bench(n, args) if args.precision == "float32" else bench_tensorcore(n, args.precision, args)
 
 
-def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda", mma_sync: bool = False):
-    """``(module, plan)``: one ResNet-18 layer on tensor cores (output ``dtype``; ``plan``: a ``C % 8`` layer's
-    space-to-depth form, ``topi.nn.conv2d_gemm.space_to_depth_plan``, else None), or why it has none;
-    ``mma_sync``: the sm_80 schedule's knobs even on sm_90 (not the wgmma main loop)."""
+#: ``--variants``: knobs timed beside the default of a layer on the gathering wgmma loop (those that fit it):
+#: (block_m, block_n, stages, shares, splits); split-K's partial sums are added up by torch in the timed call
+WGMMA_VARIANTS = tuple(dict(zip(("block_m", "block_n", "stages", "shares", "splits"), v)) for v in (
+    (64, 128, 4, 0, 1), (64, 128, 4, 1, 1), (64, 128, 6, 1, 1), (64, 128, 3, 1, 1), (128, 128, 3, 1, 1),
+    (128, 128, 4, 1, 1), (64, 256, 3, 1, 1), (128, 64, 3, 0, 1), (128, 64, 3, 1, 1), (128, 64, 4, 1, 1),
+    (128, 64, 6, 1, 1), (64, 64, 4, 1, 1), (64, 64, 6, 1, 1), (64, 128, 4, 1, 2), (64, 128, 6, 1, 2),
+    (64, 128, 4, 1, 4)))
+#: split-K variants only for layers of fewer blocks (default tiles) than this
+VARIANT_SPLIT_BLOCKS = 132
+
+
+def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda", mma_sync: bool = False,
+                     knobs: dict | None = None, splits: int | None = None):
+    """``(module, plan, splits)``: one ResNet-18 layer on tensor cores as the model's layout pass makes it
+    (output ``dtype``; its GEMM's rows padded to ``row_align``, ``splits`` slices of the reduction:
+    ``split_k``, float32 partial sums then), or why it has none; ``plan``: a ``C % 8`` layer's space-to-depth
+    form (``topi.nn.conv2d_gemm.space_to_depth_plan``), else None; ``mma_sync``: the sm_80 schedule's knobs
+    even on sm_90 (not the wgmma main loop); ``knobs``, ``splits``: these instead of the default's."""
     import codegen
-    from tensorir.graph.schedules.cuda_tensorcore_conv import conv_refusal, tensorcore_conv2d
+    from tensorir.graph.schedules.cuda_tensorcore_conv import conv_refusal, row_align, split_k, tensorcore_conv2d
     from tensorir.graph.schedules.registry import target_info
     from tensorir.topi.nn.conv2d_gemm import space_to_depth_plan
     _, C, H, K, k, stride, pad = layer
     oh = (H + 2 * pad - k) // stride + 1
     info = target_info(target)
+    if mma_sync:
+        info = dict(info, arch="sm_80")
     plan = space_to_depth_plan(C, H, H, k, k, (stride, stride), (pad,) * 4, (1, 1)) if C % 8 else None
     if isinstance(plan, str):
         return plan
     geo = (plan["c"], (plan["hs"], plan["ws"]), plan["kh"], 1, 0) if plan else (C, (H, H), k, stride, pad)
-    why = conv_refusal(dtype, 1, geo[0], N * oh * oh, K, geo[2] ** 2 * geo[0], info)
+    m, kk = N * oh * oh, geo[2] ** 2 * geo[0]
+    why = conv_refusal(dtype, 1, geo[0], m, K, kk, info)
     if why is not None:
         return why
-    s, args = tensorcore_conv2d(N, geo[0], geo[1], K, *geo[2:], dtype,
-                                info=dict(info, arch="sm_80") if mma_sync else info)
-    return codegen.build(s, args, target=target, name="conv2d_tc"), plan
+    if splits is None:                     # the layout pass splits no space-to-depth stem
+        splits = 1 if plan else split_k(m, K, kk, dtype, info)
+    s, args = tensorcore_conv2d(N, geo[0], geo[1], K, *geo[2:], dtype, knobs, info=info, splits=splits,
+                                row_align=row_align(m))
+    return codegen.build(s, args, target=target, name="conv2d_tc"), plan, splits
+
+
+def knob_text(mod, rows: int, cols: int, splits: int) -> str:
+    """The knobs a layer's kernel (a GEMM of ``rows`` (padded) x ``cols``) took, read off its source and launch:
+    the wgmma loop's tile, slots and whether the epilogue's tile shares them, or the mma.sync kernel's block
+    tile; grid, block, split-K."""
+    import re
+
+    from codegen.cuda.wgmma import NAME
+    got = next(filter(None, map(NAME.match, re.findall(r"tt_wgmma_m\w+", mod.get_source("cuda")))), None)
+    grid, block = mod._grid(()), mod.launch.block
+    if got is not None:
+        text = f"wgmma {got.group(1)}x{got.group(2)} s{got.group(3)}" + (" shares" if got.group(8) else " beside")
+    else:
+        text = f"mma.sync {rows // grid[1]}x{cols // grid[0]}"
+    return text + f" ({rows} rows) grid {grid} block {block}" + (f" split-K {splits}" if splits > 1 else "")
 
 
 def bench_tensorcore(N: int, dtype: str, args) -> None:
     """ResNet-18's layers at batch ``N`` in ``dtype``: tiletune's tensor-core conv beside cuDNN (see the module)."""
     import torch
     import torch.nn.functional as F
-    from tensorir.topi.nn.conv2d_gemm import space_to_depth_kernel_numpy, space_to_depth_numpy
+    from tensorir.graph.schedules.cuda_tensorcore_conv import row_align
+    from tensorir.topi.nn.conv2d_gemm import gemm_rows, space_to_depth_kernel_numpy, space_to_depth_numpy
     tdt = getattr(torch, dtype)
     cl = torch.channels_last
     print(f"\nResNet-18 convolutions, batch {N}, {dtype} on {torch.cuda.get_device_name()}; cuDNN "
@@ -118,7 +161,7 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
         if isinstance(got, str):
             print(f"{name:20s} refused: {got}")
             continue
-        mod, plan = got
+        mod, plan, splits = got
         x = torch.randn(N, C, H, H, device="cuda").to(tdt).contiguous(memory_format=cl)
         w = torch.randn(K, C, k, k, device="cuda").to(tdt).contiguous(memory_format=cl)
         ref = F.conv2d(x.double(), w.double(), stride=stride, padding=pad)
@@ -128,16 +171,21 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
         else:
             x5 = x.permute(0, 2, 3, 1).unsqueeze(1)                   # the channels-last memory as [N, 1, H, W, C]
             wm = w.permute(2, 3, 1, 0).reshape(k * k * C, K).contiguous()
-        out = torch.full((N, 1, ref.shape[2], ref.shape[3], K), float("nan"), dtype=tdt, device="cuda")
-        mod(x5, wm, out)
-        err = rel_error(out[:, 0].permute(0, 3, 1, 2), ref)
+        shape = (N, 1, ref.shape[2], ref.shape[3], K)
+        rows = gemm_rows(N * shape[2] * shape[3], row_align(N * shape[2] * shape[3]))
+
+        run, err = timed(mod, splits, x5, wm, shape, tdt, ref)
         number = 20
         torch.backends.cudnn.benchmark = False
-        fns = {"ours": mod.launcher(x5, wm, out), "cudnn": lambda: F.conv2d(x, w, stride=stride, padding=pad)}
+        fns = {"ours": run, "cudnn": lambda: F.conv2d(x, w, stride=stride, padding=pad)}
         wgmma = "tt_wgmma_m" in mod.get_source("cuda")
+        labels = {}
         if wgmma:              # the mma.sync schedule beside it
-            mma = build_tensorcore(N, dtype, layer, mma_sync=True)[0]
-            fns["mma"] = mma.launcher(x5, wm, torch.empty_like(out))
+            mma = build_tensorcore(N, dtype, layer, mma_sync=True)
+            if not isinstance(mma, str):
+                fns["mma"] = timed(mma[0], mma[2], x5, wm, shape, tdt)[0]
+            if args.variants:
+                labels = variants(N, dtype, layer, x5, wm, shape, tdt, ref, fns, math.prod(mod._grid(())))
         times = alternate(fns, rounds=args.rounds, number=number)
         torch.backends.cudnn.benchmark = True
         times.update(alternate({"cudnn_benchmark": lambda: F.conv2d(x, w, stride=stride, padding=pad)},
@@ -146,17 +194,64 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
         for key in total:
             total[key] += times[key]
         flops = 2.0 * N * K * C * k * k * ref.shape[2] * ref.shape[3]
-        t = times["ours"]
-        print(f"{name:20s} {t * 1e6:11.1f} {times['cudnn'] * 1e6:9.1f} {times['cudnn_benchmark'] * 1e6:9.1f} "
-              f"{t / times['cudnn']:8.2f} {t / times['cudnn_benchmark']:8.2f} {flops / t / 1e12:8.1f} {err:8.1e}  "
-              f"grid {mod._grid(())} block {mod.launch.block}"
-              + (" space-to-depth" if plan else "") + (f" wgmma (mma.sync {times['mma'] * 1e6:.1f} us, {times['mma'] / times['cudnn_benchmark']:.2f}x bench)"
-                 if wgmma else " mma.sync"), flush=True)
+        t, bench_t = times["ours"], times["cudnn_benchmark"]
+        print(f"{name:20s} {t * 1e6:11.1f} {times['cudnn'] * 1e6:9.1f} {bench_t * 1e6:9.1f} "
+              f"{t / times['cudnn']:8.2f} {t / bench_t:8.2f} {flops / t / 1e12:8.1f} {err:8.1e}  "
+              + knob_text(mod, rows, K, splits) + (" space-to-depth" if plan else "")
+              + (f" (mma.sync {times['mma'] * 1e6:.1f} us, {times['mma'] / bench_t:.2f}x bench)" if "mma" in times
+                 else ""),
+              flush=True)
+        for key, label in labels.items():
+            print(f"{'':20s} {times[key] * 1e6:11.1f} {'':9s} {'':9s} {'':8s} {times[key] / bench_t:8.2f} "
+                  f"{flops / times[key] / 1e12:8.1f} {'':8s}  variant {label}")
         if not err < 1e-2:
             sys.exit(f"{name}: wrong results (relative error {err:.1e})")
     print(f"{'sum of the layers':20s} {total['ours'] * 1e6:11.1f} {total['cudnn'] * 1e6:9.1f} "
           f"{total['cudnn_benchmark'] * 1e6:9.1f} {total['ours'] / total['cudnn']:8.2f} "
           f"{total['ours'] / total['cudnn_benchmark']:8.2f}")
+
+
+def timed(module, splits: int, x5, wm, shape: tuple, tdt, ref=None):
+    """``(a launch of module, its relative error against ref or None)``: its output of ``shape`` (``splits`` > 1:
+    float32 partial sums, added up by torch in the launch, as the model's epilogue kernel does), NaN-poisoned
+    before the checked run."""
+    import torch
+    part = torch.full(((splits,) if splits > 1 else ()) + tuple(shape), float("nan"),
+                      dtype=torch.float32 if splits > 1 else tdt, device="cuda")
+    conv = module.launcher(x5, wm, part)
+    err = None
+    if ref is not None:
+        module(x5, wm, part)
+        err = rel_error((part if splits == 1 else part.sum(0).to(tdt))[:, 0].permute(0, 3, 1, 2), ref)
+    return (conv if splits == 1 else lambda: (conv(), part.sum(0).to(tdt))), err
+
+
+def variants(N: int, dtype: str, layer: tuple, x5, wm, shape, tdt, ref, fns: dict, blocks: int) -> dict:
+    """Build and check :data:`WGMMA_VARIANTS` of a layer on the wgmma loop (those that fit its GEMM) and add
+    their launches to ``fns`` (keys ``v0``, ``v1``...); returns key -> the knob text.  A wrong one exits."""
+    from tensorir.graph.schedules.cuda_tensorcore_conv import row_align
+    from tensorir.graph.schedules.cuda_wgmma import DEFAULT_KNOBS
+    from tensorir.topi.nn.conv2d_gemm import gemm_rows
+    K, m = layer[3], shape[0] * shape[2] * shape[3]
+    rows = gemm_rows(m, row_align(m))
+    labels = {}
+    for i, kn in enumerate(WGMMA_VARIANTS):
+        knobs = dict(DEFAULT_KNOBS, **kn, wgmma=1)
+        splits = knobs.pop("splits", 1)
+        if knobs["block_m"] > m or splits > 1 and blocks >= VARIANT_SPLIT_BLOCKS:
+            continue                       # no block taller than the pixels; split-K where the default has few
+        try:
+            got = build_tensorcore(N, dtype, layer, knobs=knobs, splits=splits)
+        except ValueError:                 # the tiles do not fit this layer's GEMM (or its slices)
+            continue
+        if isinstance(got, str):
+            continue
+        run, err = timed(got[0], splits, x5, wm, shape, tdt, ref)
+        if not err < 1e-2:
+            sys.exit(f"variant {kn}: wrong results (relative error {err:.1e})")
+        fns[f"v{i}"] = run
+        labels[f"v{i}"] = knob_text(got[0], rows, K, splits)
+    return labels
 
 
 def bench(N: int, args) -> None:

@@ -267,9 +267,18 @@ def dynamic_shared_bytes(shared_bytes: int) -> int:
     return shared_bytes if shared_bytes > STATIC_SHARED else 0
 
 
-def cuda_renderer(launch: LaunchConfig) -> CUDARenderer:
-    """The renderer of a kernel with launch configuration ``launch`` (dynamic shared memory past 48 KiB)."""
-    return CUDARenderer(dynamic_shared=dynamic_shared_bytes(launch.shared_bytes) > 0)
+def cuda_renderer(launch: LaunchConfig, func: LoweredFunc | None = None) -> CUDARenderer:
+    """The renderer of a kernel ``func`` with launch configuration ``launch``: dynamic shared memory past 48 KiB,
+    or where it calls a wgmma main loop whose slots its own shared memory overlaps (``_x``: :func:`wgmma_kernel`)."""
+    return CUDARenderer(dynamic_shared=dynamic_shared_bytes(launch.shared_bytes) > 0 or
+                        (func is not None and launch.shared_bytes > 0 and shares_wgmma_slots(func)))
+
+
+def shares_wgmma_slots(func: LoweredFunc) -> bool:
+    """Whether ``func`` calls a wgmma main loop that ends with a barrier (``_x``), its slots free for the kernel's
+    own shared memory after it."""
+    from tensorir.extern import CallExtern
+    return any((got := WGMMA_NAME.match(c.name)) is not None and got.group(8) for c in collect(func.body, CallExtern))
 
 
 def launch_bounds(func: LoweredFunc, launch: LaunchConfig) -> str:
@@ -340,18 +349,20 @@ def wgmma_kernel(name: str, arch: str, launch: LaunchConfig | None, nbytes: int,
     """(arch, launch) of a kernel calling a wgmma main loop (``wgmma.py``): sm_90 builds as sm_90a (wgmma
     is sm_90a's), and the kernel launches with the loop's ``nbytes`` of dynamic shared memory, the loop's slots
     at its top: above the kernel's own shared memory where that is dynamic too (past 48 KiB); ``shares`` (the
-    loop ends with a barrier: ``_x``): over it, the larger of the two."""
+    loop ends with a barrier: ``_x``): over it, the larger of the two (the kernel's own dynamic however small:
+    :func:`cuda_renderer`)."""
     import dataclasses
     if arch.rstrip("a") != "sm_90":
         raise CodegenError(f"kernel {name}: wgmma needs sm_90a (Hopper), not {arch}")
     if launch is None:
         return "sm_90a", None
     own = -(-launch.shared_bytes // 16) * 16
-    total = max(own, nbytes) if shares and dynamic_shared_bytes(launch.shared_bytes) else own + nbytes
+    own_dynamic = dynamic_shared_bytes(launch.shared_bytes) > 0 or (shares and own > 0)   # as cuda_renderer's
+    total = max(own, nbytes) if shares else own + nbytes
     if total > shared_limit("sm_90a"):
         raise CodegenError(f"kernel {name}: a wgmma main loop's {nbytes} bytes of shared memory and the kernel's "
                            f"own {own} exceed the {shared_limit('sm_90a')} of a block")
-    dynamic = total if dynamic_shared_bytes(launch.shared_bytes) else nbytes
+    dynamic = total if own_dynamic else nbytes
     return "sm_90a", dataclasses.replace(launch, shared_bytes=max(dynamic, STATIC_SHARED + 16))
 
 
@@ -364,7 +375,7 @@ def build_cuda(func: LoweredFunc, target: Target):
     heads, bodies, kernels, aligned = [], [], [], {}
     for part in parts:
         kernel, launch = lower_gpu(part, limits)
-        renderer = cuda_renderer(launch)
+        renderer = cuda_renderer(launch, kernel)
         head, body = renderer.function_parts(kernel, launch_bounds(kernel, launch))
         if "mma" in renderer.need and launch.block[0] % 32:
             raise CodegenError(f"kernel {kernel.name}: tensor-core intrinsics run on whole warps (lane = threadIdx.x "
@@ -385,4 +396,4 @@ def build_cuda(func: LoweredFunc, target: Target):
                       intermediates=intermediates)
 
 
-__all__ = ["WGMMA_CALL", "wgmma_kernel", "CUDARenderer", "render_cuda", "cuda_renderer", "dynamic_shared_bytes", "shared_limit", "current_shared_limit", "STATIC_SHARED", "build_cuda", "cuda_arch", "cuda_settings", "CodegenError"]
+__all__ = ["WGMMA_CALL", "shares_wgmma_slots", "wgmma_kernel", "CUDARenderer", "render_cuda", "cuda_renderer", "dynamic_shared_bytes", "shared_limit", "current_shared_limit", "STATIC_SHARED", "build_cuda", "cuda_arch", "cuda_settings", "CodegenError"]

@@ -32,8 +32,8 @@ import re
 
 from tensorir.topi.cuda.tensor_intrin import CONV_FIELDS, WGMMA_BK, wgmma_check, wgmma_conv_check, wgmma_shared_bytes
 
-#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_cv<geometry>]
-NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)(?:k(\d+))?(?:g(\d+))?_(f16|bf16)(_bt)?(_x)?(_cv(?:\d+_){10}\d+)?$")
+#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_x][_cv<geometry>]
+NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)(?:k(\d+))?(?:g(\d+))?_(f16|bf16)(_bt)?(_x)?(_cv(?:\d+_){12}\d+)?$")
 _CTYPES = {"f16": "half", "bf16": "__nv_bfloat16"}
 
 
@@ -63,7 +63,7 @@ def wgmma_source(name: str) -> tuple[str, int]:
     if conv:
         sim = _SIM_CONV.format(cvt=cvt, bn=bn, b=b, **conv)
         a_setup = _A_CONV_SETUP.format(threads=threads, a_chunks=4, **conv)
-        a_copy = _A_CONV.format(threads=threads, ctype=ctype, **conv)
+        a_copy = (_A_CONV if conv["c"] % WGMMA_BK == 0 else _A_CONV_TAPS).format(threads=threads, ctype=ctype, **conv)
     else:
         sim = _SIM.format(cvt=cvt, bn=bn, b=b)
         a_setup = _A_SETUP
@@ -79,17 +79,17 @@ def wgmma_source(name: str) -> tuple[str, int]:
     return src, wgmma_shared_bytes(bm, bn, stages, bk)
 
 
-_SIM_CONV = """  // TT_SIM: the gathered A (A the NHWC input, lda the warp's first row times K)
-  int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+_SIM_CONV = """  // TT_SIM: the gathered A (A the NHWC input, lda the warp's first row times K, plus its slice's ROWS * K)
+  int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, kb = lda / K / {rows} * K;
   for (int i = 0; i < {bn} / 8; ++i)
     for (int q = 0; q < 4; ++q) {{
-      int r = g + q / 2 * 8, c = 8 * i + 2 * t + q % 2, m = lda / K + r;
+      int r = g + q / 2 * 8, c = 8 * i + 2 * t + q % 2, m = lda / K % {rows} + r;
       int n = m / ({oh} * {ow}), oy = m / {ow} % {oh}, ox = m % {ow};
       float s = 0.0f;
-      for (int k = 0; k < K; ++k) {{
-        int tap = k / {c}, iy = oy * {sh} + tap / {kw} - {pt}, ix = ox * {sw} + tap % {kw} - {pl};
+      for (int k = 0; k < K && n < {n}; ++k) {{              // rows past the pixels: zeros
+        int tap = (kb + k) / {c}, iy = oy * {sh} + tap / {kw} - {pt}, ix = ox * {sw} + tap % {kw} - {pl};
         if (iy < 0 || iy >= {h} || ix < 0 || ix >= {w}) continue;
-        s += {cvt}(A[(((long)n * {h} + iy) * {w} + ix) * {c} + k % {c}]) * {cvt}(B[{b}]);
+        s += {cvt}(A[(((long)n * {h} + iy) * {w} + ix) * {c} + (kb + k) % {c}]) * {cvt}(B[{b}]);
       }}
       acc[4 * i + q] = s;
     }}"""
@@ -112,21 +112,31 @@ _A_SETUP = "  const char* a0 = (const char*)(A - (long)(warp % (BM / 16)) * 16 *
 _A_GEMM = r"""      int idx = tid + i * {threads}, r = idx >> {lc}, c = idx & ((1 << {lc}) - 1);
       const char* src = a0 + ((long)r * lda + kt * BK + c * 8) * 2;
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sa + {row}), "l"(src));"""
-# A gathered from the NHWC input (implicit GEMM): row m is output pixel (n, oy, ox), k = (ry * KW + rx) * C + ch; a
-# slice of 64 is one tap's channels (C % 64 == 0).  The rows a thread copies are fixed: their pixels once; a tap in
-# the padding copies nothing (src-size 0: zero-filled)
-_A_CONV_SETUP = r"""  const int m_blk = lda / K - (warp % (BM / 16)) * 16;               // the block's first row
+# A gathered from the NHWC input (implicit GEMM): row m is output pixel (n, oy, ox), k = (ry * KW + rx) * C + ch
+# (split-K: plus the slice's first column, the slice and the row recovered from lda over ROWS); a slice of 64 is
+# one tap's channels (C % 64 == 0).  The rows a thread copies are fixed: their pixels once; a tap in the padding
+# copies nothing (src-size 0: zero-filled), nor does a row past the N images (the GEMM's rows padded to whole
+# blocks): its first input row far above the image, every tap's outside
+_A_CONV_SETUP = r"""  const int m_blk = lda / K % {rows} - (warp % (BM / 16)) * 16;      // the block's first row
+  const int k_base = lda / K / {rows} * K;             // split-K: the slice's first tap column (else 0)
   long a_img[{a_chunks}];
   int a_iy[{a_chunks}], a_ix[{a_chunks}];
 #pragma unroll
   for (int i = 0; i < {a_chunks}; ++i) {{
     int m = m_blk + (tid + i * {threads}) / 8, n = m / ({oh} * {ow}), p = m % ({oh} * {ow});
     a_img[i] = (long)n * {h} * {w} * {c};
-    a_iy[i] = p / {ow} * {sh} - {pt};
+    a_iy[i] = n < {n} ? p / {ow} * {sh} - {pt} : -(1 << 30);
     a_ix[i] = p % {ow} * {sw} - {pl};
   }}"""
+# C % 64 != 0 (C % 8 == 0: a space-to-depth stem's 16): a slice spans taps, each 16-byte chunk its own
+_A_CONV_TAPS = r"""      int idx = tid + i * {threads}, r = idx >> 3, c = idx & 7;
+      int k0 = k_base + kt * 64 + c * 8, tap = k0 / {c}, iy = a_iy[i] + tap / {kw}, ix = a_ix[i] + tap % {kw};
+      bool ok = (unsigned)iy < {h}u && (unsigned)ix < {w}u;
+      const {ctype}* src = A + (ok ? a_img[i] + ((long)iy * {w} + ix) * {c} + k0 % {c} : 0);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)),
+                   "l"(src), "r"(ok ? 16 : 0));"""
 _A_CONV = r"""      int idx = tid + i * {threads}, r = idx >> 3, c = idx & 7;
-      int k0 = kt * 64, tap = k0 / {c}, iy = a_iy[i] + tap / {kw}, ix = a_ix[i] + tap % {kw};
+      int k0 = k_base + kt * 64, tap = k0 / {c}, iy = a_iy[i] + tap / {kw}, ix = a_ix[i] + tap % {kw};
       bool ok = (unsigned)iy < {h}u && (unsigned)ix < {w}u;
       const {ctype}* src = A + (ok ? a_img[i] + ((long)iy * {w} + ix) * {c} + k0 % {c} + c * 8 : 0);
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)),

@@ -94,7 +94,7 @@ def compile_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen: tupl
     _, limits, _ = cuda_settings(target)
     func, states = scan_states_as_arguments(lower_to_func(s, kt.args, name=symbol, expand=False))
     func, launch = lower_gpu(func, limits)
-    renderer = cuda_renderer(launch)
+    renderer = cuda_renderer(launch, func)
     source = renderer.function(func, launch_bounds(func, launch))
     if renderer.wgmma_shared:     # the main loop's own shared memory (the module builds as sm_90a: finish)
         launch = wgmma_kernel(symbol, cuda_settings(target)[0], launch, renderer.wgmma_shared, renderer.wgmma_shares)[1]

@@ -68,10 +68,26 @@ def test_conv_simulated_one_partial_block():
     assert "24 pixels" in conv_refusal("float16", 1, 64, 24, 64, 576, info)
 
 
+def _against_guard(a):
+    """A copy of ``a`` that ends where an unreadable page begins: a simulated read past it faults."""
+    import ctypes
+    import mmap
+    page = mmap.PAGESIZE
+    body = -(-a.nbytes // page) * page
+    buf = mmap.mmap(-1, body + page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    if ctypes.CDLL(None).mprotect(ctypes.c_void_p(base + body), page, 0):      # PROT_NONE
+        raise OSError("mprotect failed")
+    out = np.frombuffer(buf, a.dtype, a.size, body - a.nbytes).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda -arch=sm_80", run=cuda_sim.run,
-           wgmma=False):
+           wgmma=False, guard=False):
     """Build for ``target``, ``run`` (default: the simulator) over NaN-poisoned outputs, compare with float64
-    numpy; ``wgmma``: the sm_90a gathering main loop, else mma.sync."""
+    numpy; ``wgmma``: the sm_90a gathering main loop, else mma.sync; ``guard``: the input ends against an
+    unreadable page (:func:`_against_guard`)."""
     mod = codegen.build(s, args, target=target)
     src = mod.get_source("cuda")
     if wgmma:
@@ -83,6 +99,8 @@ def _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda -
     x = rng.standard_normal((n, c, hw, hw)).astype(dtype)
     w = rng.standard_normal((o, c, k, k)).astype(dtype)
     ins = [_nhwc(x), np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(k * k * c, o))]
+    if guard:
+        ins[0] = _against_guard(ins[0])
     ref = _conv(x, w, stride, pad)
     bound = k * k * c * 2.0 ** -24 * _conv(np.abs(x), np.abs(w), stride, pad)   # float32 accumulation
     if "bias" in epilogue:

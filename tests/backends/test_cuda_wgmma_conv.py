@@ -3,25 +3,51 @@ main loop of ``codegen/cuda/wgmma.py``): A's k slices gathered from the NHWC inp
 zero-filled: src-size 0), warpgroup ``wgmma``, the epilogue through a shared float32 tile beside the loop's slots.
 ptxas for sm_90a, the CUDA simulator (the main loop as its scalar gather model), refusals named, the kernels
 on an H100 against numpy."""
+import numpy as np
 import pytest
 
 import codegen
+import cuda_sim
 from codegen.cuda.wgmma import wgmma_source
-from tensorir.graph.schedules.cuda_tensorcore_conv import ANCHOR, conv2d_gemm_dag, conv_knobs, tensorcore_conv2d
+from tensorir.graph.schedules.cuda_tensorcore_conv import (ANCHOR, conv2d_gemm_dag, conv_knobs, row_align,
+                                                          tensorcore_conv2d)
 from tensorir.graph.schedules.cuda_wgmma import wgmma_conv_knobs
-from test_cuda_tensorcore_conv import _check
+from test_cuda_tensorcore_conv import _against_guard, _check, _conv, _nhwc
 
 SM90 = {"arch": "sm_90", "shared_limit": 227 * 1024}
 CASES = [  # n, c, hw, o, kernel, stride, pad, dtype, epilogue, knobs
     (2, 64, 8, 128, 3, 1, 1, "float16", "bias_relu", {"block_m": 64, "block_n": 64}),   # 2 x 2 blocks, padding
     (8, 64, 8, 128, 3, 2, 1, "bfloat16", "residual", {"block_m": 128, "block_n": 128}),  # stride 2, M 128
     (2, 128, 16, 64, 1, 2, 0, "float16", "", {"block_m": 64, "block_n": 64}),            # 1x1 stride 2, K 128
+    # C % 64 != 0: each 16-byte copy its own tap (a space-to-depth stem's 16 channels, 4 x 4: K 256), rows padded
+    (3, 16, 10, 64, 4, 1, 0, "float16", "bias_relu", {"block_m": 64, "block_n": 64, "row_align": 64}),
+    (3, 32, 9, 128, 2, 2, 1, "bfloat16", "residual", {"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1}),
 ]
 
 
 def _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs):
-    return tensorcore_conv2d(n, c, (hw, hw), o, k, stride, pad, dtype, dict(knobs, wgmma=1, stages=4),
-                             bias="bias" in epilogue, relu="relu" in epilogue, residual="residual" in epilogue)
+    """``knobs``' ``row_align`` pads the GEMM's rows (default 32)."""
+    knobs = dict(knobs)
+    align = knobs.pop("row_align", 32)
+    return tensorcore_conv2d(n, c, (hw, hw), o, k, stride, pad, dtype, dict({"stages": 4}, **knobs, wgmma=1),
+                             bias="bias" in epilogue, relu="relu" in epilogue, residual="residual" in epilogue,
+                             row_align=align)
+
+
+#: 108 pixels (3 images of 6 x 6) padded to 128 GEMM rows: the second 64-row block gathers 20 rows past the images
+PADDED = (3, 64, 6, 128, 3, 1, 1, "float16", "bias_relu", {"block_m": 64, "block_n": 128, "row_align": 64})
+
+
+@pytest.mark.cuda_sim
+@pytest.mark.parametrize("shares", [0, 1])
+def test_wgmma_conv_simulated_padded_rows(shares):
+    """The rows past the pixels read nothing (the input ends against an unreadable page: a read past the images
+    faults) and are never stored (NaN-poisoned outputs); ``shares``: the epilogue's tile over the loop's slots."""
+    case = PADDED[:-1] + (dict(PADDED[-1], shares=shares),)
+    s, args = _sched(*case)
+    gemm = next(st.op for st in s.stages if st.op.name == "conv2d_gemm")
+    assert [int(d) for d in gemm.output(0).shape] == [128, 128]
+    _check(s, args, *case[:-1], target="cuda -arch=sm_90", wgmma=True, guard=True)
 
 
 @pytest.mark.cuda_sim
@@ -31,6 +57,42 @@ def test_wgmma_conv_simulated(n, c, hw, o, k, stride, pad, dtype, epilogue, knob
     reads the input as the loop's copies do), NaN-poisoned outputs against float64 numpy."""
     s, args = _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs)
     _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda -arch=sm_90", wgmma=True)
+
+
+SPLIT_CASES = [  # n, c, hw, o, kernel, stride, pad, splits, knobs: 108 / 128 pixels in 128 rows
+    (3, 64, 6, 128, 3, 1, 1, 3, {"block_m": 64, "block_n": 128, "stages": 4, "shares": 1}),   # K 576: 3 x 192
+    (2, 16, 12, 64, 4, 1, 0, 2, {"block_m": 64, "block_n": 64, "stages": 4, "shares": 0}),    # C % 64 != 0
+]
+
+
+def _split(n, c, hw, o, k, stride, pad, splits, knobs, target):
+    """Build split-K's wgmma conv (the slices' float32 partial sums), run it on a NaN-poisoned output (the input
+    against an unreadable page) and compare with the operator's numpy reference and float64 numpy."""
+    from tensorir.graph.op import get_op
+    s, args = tensorcore_conv2d(n, c, (hw, hw), o, k, stride, pad, "float16", dict(knobs, wgmma=1), splits=splits,
+                                row_align=64)
+    mod = codegen.build(s, args, target=target)
+    assert "tt_wgmma_m" in mod.get_source("cuda") and mod._grid(())[2] == splits
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((n, c, hw, hw)).astype("float16")
+    w = rng.standard_normal((o, c, k, k)).astype("float16")
+    ins = [_against_guard(_nhwc(x)), np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(k * k * c, o))]
+    oh = (hw + 2 * pad - k) // stride + 1
+    out = np.full((splits, n, 1, oh, oh, o), np.nan, np.float32)
+    (cuda_sim.run if "sm_90" in target else lambda m, *a: m(*a))(mod, *ins, out)
+    ref = get_op(ANCHOR).numpy(*ins, (stride, stride), (pad,) * 4, (1, 1), (k, k), f"NCHW{c}c", "HWIO", f"NCHW{o}c",
+                               splits)
+    bound = k * k * c // splits * 2.0 ** -22 * np.abs(ref).max()
+    assert ref.shape == out.shape and np.abs(out - ref).max() <= bound      # each slice its own taps
+    np.testing.assert_allclose(out.sum(0), _conv(x, w, stride, pad).transpose(0, 2, 3, 1)[:, None], atol=4 * bound)
+
+
+@pytest.mark.cuda_sim
+@pytest.mark.parametrize("case", SPLIT_CASES)
+def test_wgmma_conv_split_k_simulated(case):
+    """Split-K on the gathering loop: ``im2col_split``'s slice s gathers taps from column s * K / S on (the loop
+    recovers the slice and the row from the view's offset over ROWS), the slices on ``blockIdx.z``."""
+    _split(*case, target="cuda -arch=sm_90")
 
 
 @pytest.mark.nvcc
@@ -49,14 +111,37 @@ def test_wgmma_conv_ptx_assembles():
     assert mod.launch.shared_bytes >= 4 * 128 * 128 + 1024
 
 
+@pytest.mark.nvcc
+@pytest.mark.parametrize("shares", [0, 1])
+def test_wgmma_conv_padded_rows_ptx_assembles(shares):
+    """ResNet-18's layer4 3x3 at batch 32 as the layout pass makes it (1568 pixels padded to 1600 rows, 64 x 128
+    blocks, the loop's rows past the 32 images guarded): sm_90a, no spills; ``shares``: the epilogue's tile
+    (33 KiB, declared dynamic) over the loop's slots, so the block takes only the slots' 97 KiB (two blocks a
+    multiprocessor), else a static tile beside them (130 KiB)."""
+    s, args = _sched(32, 512, 7, 512, 3, 1, 1, "float16", "bias_relu",
+                     {"block_m": 64, "block_n": 128, "row_align": 64, "shares": shares})
+    mod = codegen.build(s, args, target="cuda -arch=sm_90")
+    src = mod.get_source("cuda")
+    assert mod._grid(()) == (4, 25, 1) and "n < 32 ?" in src
+    usage = mod.resource_usage
+    assert usage["stack_bytes"] == 0 and usage["spill_stores"] == 0, usage
+    slots, tile = 4 * (64 + 128) * 128 + 1024, 64 * 132 * 4
+    assert mod.launch.shared_bytes == slots          # dynamic: the slots (beside: the tile static, below them)
+    assert ("tt_dynamic_smem" in src) == bool(shares) and (f"float conv2d_gemm_shared[{tile // 4}];" in src) \
+        == (not shares)
+
+
 def test_sm90_conv_takes_wgmma_where_it_fits():
     """conv_knobs on sm_90: the gathering loop for ResNet-18's 3x3 and 1x1 layers with C % 64 == 0 and M % 64
-    == 0; named refusals (mma.sync takes them): 32 channels, M = 32 * 49, dilation; sm_80 never."""
-    def knobs(n, c, hw, o, k, stride, pad, info=SM90, dilation=1):
+    == 0, the 7 x 7 layers at batch 32 with their rows padded to 64 (1600 for 1568 pixels; fewer blocks than
+    multiprocessors: deeper pipelines); named refusals
+    (mma.sync takes them): 32 channels, M = 32 * 49 unpadded, 49 pixels, dilation; sm_80 never.  The stem's
+    16-channel space-to-depth patches (K = 256) take it too."""
+    def knobs(n, c, hw, o, k, stride, pad, info=SM90, dilation=1, row_align=32):
         from tensorir.tensor import ComputeOp
         from tensorir.schedule import create_schedule
         from tensorir.graph.schedules.cuda_tensorcore import gemm_operands
-        args = conv2d_gemm_dag(n, c, (hw, hw), o, k, stride, pad)
+        args = conv2d_gemm_dag(n, c, (hw, hw), o, k, stride, pad, row_align=row_align)
         s = create_schedule(args[-1].op)
         anchor = next(st for st in s.stages if isinstance(st.op, ComputeOp) and st.op.reduce_axis)
         a = gemm_operands(anchor)[0]
@@ -68,25 +153,45 @@ def test_sm90_conv_takes_wgmma_where_it_fits():
     assert got["wgmma"] and (got["block_m"], got["block_n"]) == (128, 64) and got["conv"]["c"] == 64
     assert knobs(32, 128, 28, 256, 1, 2, 0)[0]["wgmma"]
     small, why = knobs(2, 32, 8, 64, 3, 1, 1)
-    assert not small.get("wgmma") and "32 input channels" in why
+    assert not small.get("wgmma") and "32 input channels" in why          # K = 288: not whole k slices of 64
+    stem, _ = knobs(32, 16, 115, 64, 4, 1, 0)                  # ResNet's stem as space-to-depth patches
+    assert stem["wgmma"] and (stem["block_m"], stem["block_n"]) == (128, 64) and stem["conv"]["c"] == 16
     layer4, why = knobs(32, 512, 7, 512, 3, 1, 1)
     assert not layer4.get("wgmma") and "do not divide" in why
+    layer4, _ = knobs(32, 512, 7, 512, 3, 1, 1, row_align=row_align(32 * 49))    # as the layout pass pads it
+    assert layer4["wgmma"] and (layer4["block_m"], layer4["block_n"], layer4["shares"]) == (64, 128, 1)
+    assert layer4["conv"]["n"] == 32 and layer4["stages"] == 6       # 100 blocks: one a multiprocessor, 6 slots
+    assert knobs(32, 256, 14, 256, 3, 1, 1)[0]["stages"] == 4         # 196 blocks: two a multiprocessor
+    assert "49 pixels (fewer than a block's 64 rows)" in knobs(1, 512, 7, 512, 3, 1, 1)[1]
     assert "dilation 2" in knobs(2, 64, 8, 64, 3, 1, 1, dilation=2)[1]
     assert "2^31" in knobs(512, 64, 112, 64, 3, 1, 1)[1]
     assert not knobs(32, 64, 56, 64, 3, 1, 1, info={"arch": "sm_80", "shared_limit": 163 * 1024})[0].get("wgmma")
     with pytest.raises(ValueError, match="32 input channels"):
-        wgmma_source("tt_wgmma_m64n64s4_f16_bt_cv8_8_32_8_8_3_3_1_1_1_1")
+        wgmma_source("tt_wgmma_m64n64s4_f16_bt_cv8_8_32_8_8_3_3_1_1_1_1_2_128")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,c,hw,o,k,stride,pad,dtype,epilogue,knobs", CASES + [
     (32, 128, 28, 128, 3, 1, 1, "float16", "bias_relu", {"block_m": 128, "block_n": 128}),   # ResNet-18 layer2
     (32, 64, 56, 128, 1, 2, 0, "float16", "bias", {"block_m": 128, "block_n": 128}),         # its downsample
-    (16, 256, 14, 256, 3, 1, 1, "bfloat16", "residual", {"block_m": 64, "block_n": 128})])   # M = 64 x 49
+    (16, 256, 14, 256, 3, 1, 1, "bfloat16", "residual", {"block_m": 64, "block_n": 128}),    # M = 64 x 49
+    (32, 256, 14, 256, 3, 1, 1, "float16", "bias_relu", {"block_m": 128, "block_n": 128, "stages": 3, "shares": 1}),
+    PADDED, PADDED[:-1] + ({"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1},),
+    (32, 512, 7, 512, 3, 1, 1, "float16", "residual",     # ResNet-18 layer4, 1568 pixels in 1600 rows
+     {"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1}),
+    (32, 256, 14, 512, 1, 2, 0, "bfloat16", "bias", {"block_m": 64, "block_n": 64, "row_align": 64, "shares": 1})])
 def test_wgmma_conv_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs):
     s, args = _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs)
     _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda", run=lambda mod, *a: mod(*a),
            wgmma=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", SPLIT_CASES + [(32, 512, 7, 512, 3, 1, 1, 2, {"block_m": 64, "block_n": 128,
+                                                                              "stages": 6, "shares": 1})])
+def test_wgmma_conv_split_k_on_gpu(case):
+    """Split-K on the gathering loop on the H100 (the last: ResNet-18's layer4 3x3 at batch 32 in 2 slices)."""
+    _split(*case, target="cuda")
 
 
 @pytest.mark.gpu
@@ -96,6 +201,19 @@ def test_registry_conv_takes_wgmma_on_gpu():
     from tensorir.graph.schedules import kernel_schedule
     case = (32, 64, 56, 64, 3, 1, 1, "float16", "bias_relu")
     args = conv2d_gemm_dag(32, 64, (56, 56), 64, 3, 1, 1, "float16", bias=True, relu=True)
+    s, origin = kernel_schedule(kernel_te(args, ANCHOR), "cuda")
+    assert origin["rule"] == "schedule_conv2d_gemm"
+    _check(s, args, *case, target="cuda", run=lambda mod, *a: mod(*a), wgmma=True)
+
+
+@pytest.mark.gpu
+def test_registry_conv_padded_rows_take_wgmma_on_gpu():
+    """The registry's entry on the H100 picks the gathering loop for ResNet-18's layer4 3x3 at batch 32 as the
+    layout pass pads it (1568 pixels in 1600 rows)."""
+    from autotune.kernel_templates import kernel_te
+    from tensorir.graph.schedules import kernel_schedule
+    case = (32, 512, 7, 512, 3, 1, 1, "float16", "bias_relu")
+    args = conv2d_gemm_dag(*case[:8], bias=True, relu=True, row_align=row_align(32 * 49))
     s, origin = kernel_schedule(kernel_te(args, ANCHOR), "cuda")
     assert origin["rule"] == "schedule_conv2d_gemm"
     _check(s, args, *case, target="cuda", run=lambda mod, *a: mod(*a), wgmma=True)

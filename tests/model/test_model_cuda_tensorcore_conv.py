@@ -135,13 +135,15 @@ def _stem(dtype="float16", n=1, hw=16, o=32):
     return graph.Graph((x,), (call("nn.max_pool2d", y, pool_size=[3, 3], strides=[2, 2], padding=[1] * 4),)), (w, b)
 
 
-def _stem_check(run, dtype="float16", n=1, hw=16, o=32, target="cuda -arch=sm_80"):
-    """Build the stem for ``target`` (no warning: on tensor cores), ``run`` it, compare with float64 numpy."""
+def _stem_check(run, dtype="float16", n=1, hw=16, o=32, target="cuda -arch=sm_80", wgmma=None):
+    """Build the stem for ``target`` (no warning: on tensor cores), ``run`` it, compare with float64 numpy;
+    ``wgmma`` (not None): whether the conv takes the gathering wgmma loop."""
     g, (w, b) = _stem(dtype, n, hw, o)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         m = codegen.build_model(g, target=target)
     assert sum("conv2d_gemm" in k for k in m.kernels) == 1
+    assert wgmma is None or ("tt_wgmma_m" in m.get_source("cuda")) == wgmma
     xs = np.random.default_rng(1).standard_normal((n, 3, hw, hw)).astype(dtype)
     (got,) = run(m, {"x": xs})
     y = np.maximum(_conv(xs, w, 2, 3) + b.astype(np.float64)[None, :, None, None], 0)
@@ -164,6 +166,14 @@ def test_stem_space_to_depth_simulated(dtype):
     """The 3-channel 7x7 stride-2 stem on tensor cores as a 4 x 4 conv over 2 x 2 patches of 16 channels (the
     padding and patches written by the input's cast kernel), bias / relu fused, the max pool NHWC: simulated."""
     _stem_check(simulate, dtype)
+
+
+@pytest.mark.nvcc
+@pytest.mark.cuda_sim
+def test_stem_space_to_depth_wgmma_simulated():
+    """On sm_90 the stem's 16-channel patches (K = 4 x 4 x 16 = 256) take the gathering wgmma loop, each 16-byte
+    copy its own tap (a k slice of 64 spans 4): 2 images of 8 x 8 outputs, 64 x 64 blocks, simulated."""
+    _stem_check(simulate, n=2, hw=16, o=64, target="cuda -arch=sm_90", wgmma=True)
 
 
 @pytest.mark.gpu
@@ -210,6 +220,21 @@ def test_split_k_model_simulated(monkeypatch):
     m = codegen.build_model(g, target="cuda -arch=sm_80")
     assert len(m.run_list.steps) == 5      # transform in, (conv, sum + epilogue) x 2 (the last one's writes NCHW)
     _deep_check(simulate, m, "float16", 1, 64, 7, *ws)
+
+
+@pytest.mark.nvcc
+@pytest.mark.cuda_sim
+def test_padded_rows_wgmma_model_simulated(monkeypatch):
+    """A 7 x 7 block at batch 3 on sm_90 with the 64-row alignment lowered to 128 pixels (as batch 32's 1568
+    pixels take it): each conv's 147 pixels in 192 GEMM rows on the gathering wgmma loop (64 x 64 blocks, the
+    epilogue's tile over its slots), the rows past the images gathered from nothing and never stored."""
+    from tensorir.graph.schedules import cuda_tensorcore_conv as tc
+    monkeypatch.setattr(tc, "ROW_ALIGN_64_FROM", 128)
+    g, ws = _deep(n=3)
+    m = codegen.build_model(g, target="cuda -arch=sm_90")
+    src = m.get_source("cuda")
+    assert src.count("(void)(tt_wgmma_m64n64s6_f16_bt_x_cv") == 2 and "_3_192(" in src
+    _deep_check(simulate, m, "float16", 3, 64, 7, *ws)
 
 
 @pytest.mark.gpu

@@ -16,7 +16,8 @@ share the work among the lanes.  An elementwise epilogue (bias, activation, resi
 fragments by a fragment-epilogue intrinsic (``topi/cuda/fragment_epilogue.py``).  Shapes the tiles do not
 divide and float32 inputs are refused (:func:`wgmma_fits` says why); the ``mma.sync``
 schedule takes them.  :func:`schedule_wgmma_conv` is the implicit-GEMM convolution's: the loop gathers A from
-the NHWC input itself (``intrin_wgmma``'s ``conv``), the epilogue goes through a shared float32 tile.
+the NHWC input itself (``intrin_wgmma``'s ``conv``; rows past the pixels, padding the GEMM to whole row blocks,
+gather zeros and are never stored), the epilogue goes through a shared float32 tile (``shares``: over the slots).
 """
 from __future__ import annotations
 
@@ -179,70 +180,99 @@ def wgmma_config(cfg, s: Schedule, out: Stage, anchor: Stage, knobs: dict, space
     schedule_wgmma(s, out, anchor, knobs)
 
 
-#: the implicit-GEMM convolution's tiles, the first that fits (the epilogue's shared float32 tile beside the slots).
-#: Measured on an H100 (ResNet-18's 3x3 layers at batch 32, fp16, interleaved with cuDNN): 64 x 128 with 4 slots
-#: fastest where O % 128 == 0 (27.7 / 34.0 us at 28 x 28 / 14 x 14, against 32.2 / 36.3 for 128 x 64; 64 x 256
-#: level), 128 x 64 with 3 slots for 64 channels out (35.3 us, 4 slots 39.8, 64 x 64 36.7)
+#: the implicit-GEMM convolution's tiles, the first that fits.  Measured on an H100 (ResNet-18's 3x3 layers at
+#: batch 32, fp16, interleaved with cuDNN; the epilogue's shared float32 tile beside the slots): 64 x 128 with 4
+#: slots fastest where O % 128 == 0 (27.7 / 34.0 us at 28 x 28 / 14 x 14, against 32.2 / 36.3 for 128 x 64; 64 x
+#: 256 level), 128 x 64 with 3 slots for 64 channels out (35.3 us, 4 slots 39.8, 64 x 64 36.7).  ``shares``
+#: (:data:`CONV_DEFAULT`): the epilogue's tile over the slots, so that two 64 x 128 blocks of 4 slots (97 KiB)
+#: share a multiprocessor (133 KiB each beside them: one)
 CONV_PREFERRED = ({"block_m": 64, "block_n": 128, "stages": 4}, {"block_m": 128, "block_n": 64, "stages": 3},
                   {"block_m": 64, "block_n": 64, "stages": 4})
+#: the knobs a convolution's tiles (:data:`CONV_PREFERRED`) take beside :data:`DEFAULT_KNOBS`
+CONV_DEFAULT = {"shares": 1}
+#: a convolution of fewer blocks than an H100's multiprocessors (ResNet-18's 7 x 7 layers at batch 32: 100 of
+#: 64 x 128) runs one block per multiprocessor: its loop takes this many slots where they fit (4 slices in
+#: flight, not 2: the copies' latency, not the tensor cores, bounds a lone block; the GEMM's 64 x 128 tiles take 6)
+CONV_FEW_BLOCKS, CONV_FEW_STAGES = 132, 6
 
 
 def conv_geometry(a) -> dict | str:
     """The geometry (:data:`CONV_FIELDS`) of the convolution whose ``im2col`` is ``a``, or why it has none
     a gathering main loop takes."""
-    geo = getattr(a.op, "attrs", {}).get("conv") if "im2col" in getattr(a.op, "tag", "").split(",") else None
+    tags = set(getattr(a.op, "tag", "").split(",")) & {"im2col", "im2col_split"}
+    geo = getattr(a.op, "attrs", {}).get("conv") if tags else None
     if geo is None:
         return f"A ({a.name}) is not a convolution's im2col"
     if (geo["dh"], geo["dw"]) != (1, 1):
         return f"dilation {geo['dh']} x {geo['dw']}"
-    return wgmma_conv_check(geo) or {f: geo[f] for f in CONV_FIELDS}
+    return wgmma_conv_check(geo) or dict({f: geo[f] for f in CONV_FIELDS}, gathers=tags.pop())
 
 
 def conv_tile_bytes(knobs: dict) -> int:
     """Shared memory of an epilogue tile (float32, rows padded 16 bytes): a convolution's beside the main
-    loop's slots, a GEMM's (``smem_epilogue``) over them."""
+    loop's slots (``shares``: over them), a GEMM's (``smem_epilogue``) over them."""
     return knobs["block_m"] * (knobs["block_n"] + 4) * 4
 
 
+def conv_shared_bytes(knobs: dict) -> int:
+    """Shared memory of a block of the gathering convolution under ``knobs``: the slots and the epilogue's tile,
+    beside each other or (``shares``) the larger."""
+    slots, tile = wgmma_shared_bytes(knobs["block_m"], knobs["block_n"], knobs["stages"]), conv_tile_bytes(knobs)
+    return max(slots, tile) if knobs.get("shares") else slots + tile
+
+
 def wgmma_conv_knobs(a, m: int, n: int, k: int, dtype: str, shared_limit: int) -> dict | str:
-    """The wgmma knobs of a convolution's GEMM (``m`` pixels, ``n`` output channels, ``k`` taps, A the
-    ``im2col`` ``a``), or why none fits (then the ``mma.sync`` schedule takes it)."""
+    """The wgmma knobs of a convolution's GEMM (``m`` rows: its pixels, padded to whole row blocks; ``n`` output
+    channels, ``k`` taps, A the ``im2col`` ``a``), or why none fits (then the ``mma.sync`` schedule takes it)."""
     geo = conv_geometry(a)
     if isinstance(geo, str):
         return geo
-    pixels = a.op.attrs["conv"].get("pixels", m)
-    if pixels != m:
-        return f"the GEMM's rows are padded ({pixels} pixels to {m}; the gathering loop does not zero-fill them)"
-    if m * k >= 2 ** 31:
-        return f"the im2col matrix ({m} x {k}) has 2^31 elements or more (the loop takes its row offset as int)"
-    why = None
+    pixels, splits = a.op.attrs["conv"].get("pixels", m), a.op.attrs["conv"].get("splits", 1)
+    if m * k * splits >= 2 ** 31:
+        return f"the im2col matrix ({m} x {k * splits}) has 2^31 elements or more (the loop takes its row offset as int)"
+    why = f"{pixels} pixels (fewer than a block's {min(kn['block_m'] for kn in CONV_PREFERRED)} rows)"
     for kn in CONV_PREFERRED:
-        knobs = dict(DEFAULT_KNOBS, **kn)
-        why = wgmma_fits((m, n), k, dtype, True, knobs, shared_limit - conv_tile_bytes(knobs))
+        knobs = dict(DEFAULT_KNOBS, **CONV_DEFAULT, **kn)
+        if knobs["block_m"] > pixels:      # padded rows: blocks no taller than the pixels (no clipped block)
+            continue
+        why = wgmma_conv_fits(m, n, k, dtype, knobs, shared_limit)
         if why is None:
+            deeper = dict(knobs, stages=CONV_FEW_STAGES)
+            if m // knobs["block_m"] * (n // knobs["block_n"]) < CONV_FEW_BLOCKS and knobs["stages"] < CONV_FEW_STAGES \
+                    and wgmma_conv_fits(m, n, k, dtype, deeper, shared_limit) is None:
+                knobs = deeper
             return dict(knobs, conv=geo)
     return why
+
+
+def wgmma_conv_fits(m: int, n: int, k: int, dtype: str, knobs: dict, shared_limit: int) -> str | None:
+    """Why ``knobs`` cannot schedule the gathering convolution's GEMM (``m`` rows, ``n`` output channels, ``k``
+    taps), or None."""
+    why = wgmma_fits((m, n), k, dtype, True, knobs, shared_limit)
+    nbytes = conv_shared_bytes(knobs)
+    return why or (f"{nbytes} bytes of shared memory per block (> {shared_limit})" if nbytes > shared_limit else None)
 
 
 def schedule_wgmma_conv(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
     """Schedule the implicit GEMM ``anchor`` (A a convolution's inlined ``im2col``, B the [K, O] weights) under
     ``out`` (the NHWC output, its epilogue inlined) with the gathering wgmma main loop: each warp's 16 rows
-    stored by ``mma_store`` into a shared float32 tile (beside the loop's slots), which all threads read,
+    stored by ``mma_store`` into a shared float32 tile (beside the loop's slots; ``shares``: over them, the loop
+    ending with a barrier), which all threads read,
     4 columns each, through the epilogue (the ``mma.sync`` conv's store)."""
     got = gemm_operands(anchor)
     if isinstance(got, str):
         raise ValueError(f"wgmma conv of {anchor.op.name}: {got}")
     a, _, b_trans, dtype = got
     bm, bn, stages = knobs["block_m"], knobs["block_n"], knobs["stages"]
-    (m, n), k = (int(ax.dom.extent) for ax in anchor.op.axis), int(anchor.op.reduce_axis[0].dom.extent)
-    why = wgmma_fits((m, n), k, dtype, b_trans, knobs) or ("B is not stored [K, N]" if not b_trans else None)
+    (m, n), k = (int(ax.dom.extent) for ax in anchor.op.axis[-2:]), int(anchor.op.reduce_axis[0].dom.extent)
+    why = wgmma_conv_fits(m, n, k, dtype, knobs, 227 * 1024) or ("B is not stored [K, N]" if not b_trans else None)
     if why is not None:
         raise ValueError(f"wgmma conv of {anchor.op.name}: {why}")
     cf = anchor
     cf.set_scope("warp")
-    store_through_shared(s, out, cf, bm, bn, knobs.get("swizzle", 1), 2,
-                         intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"]))
+    store_through_shared(s, out, cf, bm, bn, knobs.get("swizzle", 1), len(anchor.op.axis),   # split-K: slices on z
+                         intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"], shares=bool(knobs.get("shares"))))
 
 
-__all__ = ["CONV_PREFERRED", "DEFAULT_KNOBS", "MMA_ONLY", "PREFERRED", "WGMMA_SPACE_KNOBS", "conv_geometry", "is_sm90",
+__all__ = ["CONV_DEFAULT", "CONV_FEW_BLOCKS", "CONV_FEW_STAGES", "CONV_PREFERRED", "DEFAULT_KNOBS", "conv_shared_bytes", "wgmma_conv_fits", "MMA_ONLY", "PREFERRED", "WGMMA_SPACE_KNOBS", "conv_geometry", "is_sm90",
            "preferred_wgmma", "schedule_wgmma", "schedule_wgmma_conv", "store_through_shared", "wgmma_config", "wgmma_conv_knobs", "wgmma_fits"]

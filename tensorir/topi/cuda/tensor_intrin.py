@@ -111,15 +111,19 @@ def wgmma_check(block_m: int, block_n: int, stages: int, b_trans: bool = False, 
 
 
 #: the geometry of an implicit-GEMM convolution whose A a wgmma main loop gathers (``intrin_wgmma``'s ``conv``):
-#: NHWC input H, W, C; output OH, OW; window KH, KW; strides SH, SW; leading pads PT, PL
-CONV_FIELDS = ("h", "w", "c", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl")
+#: NHWC input H, W, C; output OH, OW; window KH, KW; strides SH, SW; leading pads PT, PL; images N (the GEMM's rows
+#: past the N * OH * OW pixels, padding to whole row blocks, gather zeros); the GEMM's (padded) ROWS (split-K:
+#: the rows of one slice of the reduction, ``im2col_split``'s [S, ROWS, K / S])
+CONV_FIELDS = ("h", "w", "c", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl", "n", "rows")
 
 
 def wgmma_conv_check(conv: dict) -> str | None:
-    """Why a convolution's geometry (:data:`CONV_FIELDS`) has no gathered-A main loop, or None: a k slice of
-    :data:`WGMMA_BK` lies in one tap's channels (``C % 64 == 0``)."""
-    if conv["c"] % WGMMA_BK:
-        return f"{conv['c']} input channels (a k slice of {WGMMA_BK} gathers one tap's channels: C % {WGMMA_BK} == 0)"
+    """Why a convolution's geometry (:data:`CONV_FIELDS`) has no gathered-A main loop, or None: its 16-byte
+    copies each lie in one tap's channels (``C % 8 == 0``), its k slices of :data:`WGMMA_BK` are whole taps
+    (``KH * KW * C % 64 == 0``; one tap's channels where ``C % 64 == 0``, else several)."""
+    if conv["c"] % 8 or conv["kh"] * conv["kw"] * conv["c"] % WGMMA_BK:
+        return (f"{conv['c']} input channels, {conv['kh']} x {conv['kw']} taps (the loop gathers 16-byte copies of "
+                f"one tap, k slices of {WGMMA_BK}: C % 8 == 0, KH * KW * C % {WGMMA_BK} == 0)")
     return None
 
 
@@ -133,8 +137,9 @@ def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_
     kernel's own shared memory may overlap its slots); the float32 accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store`` writes it).
 
     ``conv`` (:data:`CONV_FIELDS`): A is a convolution's ``im2col`` (an inlined gather of the NHWC input, tag
-    ``im2col``), which the loop gathers itself: the intrinsic ``gathers`` it (tensorize binds A to a view of
-    the input) and the call passes the input's address and the warp's first row times ``k``."""
+    ``im2col``; ``conv["gathers"]`` another tag: ``im2col_split``, split-K's), which the loop gathers itself: the
+    intrinsic ``gathers`` it (tensorize binds A to a view of the input) and the call passes the input's address
+    and the warp's first row times ``k`` (split-K: plus the slice times ROWS times ``k``)."""
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"wgmma: float16 / bfloat16 inputs, not {dtype}")
     why = wgmma_check(block_m, block_n, stages, b_trans, bk, inflight) or \
@@ -162,7 +167,7 @@ def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_
         a = (ba.data, ba.elem_offset) if conv else (ba.access_ptr("r"), ba.strides[0])
         return Evaluate(call_extern("int32", func, bc.access_ptr("w"), *a, bb.access_ptr("r"), bb.strides[0], k))
     intrin = decl_tensor_intrin(c.op, body, name=func[3:] + f"_k{k}", binds=bufs)
-    intrin.gathers = "im2col" if conv else None
+    intrin.gathers = conv.get("gathers", "im2col") if conv else None
     return intrin
 
 

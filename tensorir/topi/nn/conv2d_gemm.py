@@ -8,7 +8,7 @@ filter.  Three stages:
 - ``im2col[m, k]`` (``m = (n * OH + y) * OW + x``, ``k = (ry * KW + rx) * C + c``): the input pixel the
   tap reads, zero in the padding and in the rows past ``N * OH * OW`` (the GEMM's rows are rounded up to
   :data:`ROW_ALIGN`, :func:`gemm_rows`, so that 32-row tiles divide a 7 x 7 or 14 x 14 map at batch 1) (a ``Select``, never materialized: the GEMM's operand fetch inlines it);
-  its attribute ``conv`` the geometry (H, W, C, OH, OW, KH, KW, strides, leading pads, dilations) for a
+  its attribute ``conv`` the geometry (H, W, C, OH, OW, KH, KW, strides, leading pads, dilations, N, rows) for a
   main loop that gathers it itself (the sm_90a one);
 - ``conv2d_gemm[m, o] = sum_k f32(im2col[m, k]) * f32(kernel[k, o])`` (float32 accumulation);
 - the output in the data's rank, each pixel a row of the GEMM.
@@ -85,7 +85,8 @@ def conv2d_gemm_nhwc(data: Tensor, kernel: Tensor, kernel_size, stride, padding,
         return Select(data.dtype, cond, value, const(0, data.dtype))
 
     geometry = {"h": h, "w": w, "c": c, "oh": oh, "ow": ow, "kh": kh, "kw": kw, "sh": int(sh), "sw": int(sw),
-                "pt": int(pt), "pl": int(pl), "dh": int(dh), "dw": int(dw), "pixels": pixels}
+                "pt": int(pt), "pl": int(pl), "dh": int(dh), "dw": int(dw), "n": n,
+                "pixels": pixels, "rows": rows}
     if splits > 1:
         return _split_k(tap, kernel, geometry, rows, kk, o, n, blocked, splits, out_dtype)
     col = compute((rows, kk), tap, name="im2col", tag="injective,im2col", attrs={"conv": geometry})
