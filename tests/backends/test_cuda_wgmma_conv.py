@@ -213,7 +213,7 @@ def test_registry_conv_padded_rows_take_wgmma_on_gpu():
     from autotune.kernel_templates import kernel_te
     from tensorir.graph.schedules import kernel_schedule
     case = (32, 512, 7, 512, 3, 1, 1, "float16", "bias_relu")
-    args = conv2d_gemm_dag(*case[:8], bias=True, relu=True, row_align=row_align(32 * 49))
+    args = conv2d_gemm_dag(32, 512, (7, 7), 512, 3, 1, 1, "float16", bias=True, relu=True, row_align=row_align(32 * 49))
     s, origin = kernel_schedule(kernel_te(args, ANCHOR), "cuda")
     assert origin["rule"] == "schedule_conv2d_gemm"
     _check(s, args, *case, target="cuda", run=lambda mod, *a: mod(*a), wgmma=True)
