@@ -26,7 +26,8 @@ def _ops(g) -> list[str]:
 
 MODELS = {"if_nested": cf.if_nested, "loop_early": cf.loop, "loop_scan": lambda: cf.loop(early=False),
           "loop_trip_input": lambda: cf.loop(trip_input=True), "scan": cf.scan, "loop_with_if": cf.loop_with_if,
-          "loop_counter": cf.loop_counter, "loop_swap": cf.loop_swap}
+          "loop_counter": cf.loop_counter, "loop_swap": cf.loop_swap,
+          "loop_counter_float_cond": lambda: cf.loop_counter(cond_from_initializer=True)}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

@@ -14,7 +14,8 @@ over its sequence length whose body takes slice ``i`` of each scan input (``take
 reverse) and whose stacked outputs are flipped (reverse) and moved to their output axis.  Refused by
 name: branch outputs of different types, loop-carried values that change shape, and Loop scan outputs
 whose length depends on the data (a trip count or condition computed at run time).  A condition that
-depends on no data (a counter carried from a constant, as tf2onnx writes) is counted at import."""
+depends on no data (a counter carried from a constant, as tf2onnx writes; a first condition computed
+from a shape and a float initializer, as its Keras LSTMs have) is counted at import."""
 from __future__ import annotations
 
 import warnings
@@ -134,7 +135,7 @@ def loop(ctx, inputs, attrs):
             raise ctx.error(f"loop-carried value {ctx.node.output[k]!r} enters as {v.type} but the body gives "
                             f"{out.type}: values that change shape across iterations are not supported (tiletune "
                             "compiles static shapes)")
-    m, c = ctx.const(trip), ctx.const(cond)
+    m, c = ctx.bound_const(trip), ctx.bound_const(cond)   # tf2onnx: Less(float initializer, shape)
     out_cond = outs[0]
     while isinstance(out_cond, Node) and out_cond.op in ("copy", "reshape"):   # Identity of the condition
         out_cond = out_cond.inputs[0]
@@ -143,7 +144,7 @@ def loop(ctx, inputs, attrs):
     if m is not None and c is not None and int(m) == _INT64_MAX and always:
         raise ctx.error("the loop has neither a trip count nor a condition that can stop it")
     trips = -1 if m is None else int(m) if always else \
-        _counted_trips(outs, formals, int(m), c, [ctx.const(v) for v in initial])
+        _counted_trips(outs, formals, int(m), c, [ctx.bound_const(v) for v in initial])
     scanned = list(ctx.node.output)[len(initial):]
     if trips < 0 and scanned:
         raise ctx.error(f"scan output {scanned[0]!r} has a length that depends on the data (the trip count or the "
