@@ -114,6 +114,27 @@ def loop_counter(cond_from_initializer: bool = False):
                   [_vi("j_f", T.INT64, []), _vi("h_f", f, [3]), _vi("hs", f, [5, 3])], inits)
 
 
+def loop_invariant():
+    """tf2onnx's Keras LSTM loop: weights carried through the body unchanged.  A Loop (M = 4) carries ``h``,
+    ``W`` (an initializer; the body output is its input, same name) and ``b`` (a graph input, passed on by an
+    Identity); ``h = tanh(h W + b)``, scanned; the final ``W`` and ``b`` are outputs too."""
+    from onnx import TensorProto as T, helper as h, numpy_helper
+    f = T.FLOAT
+    body = h.make_graph([h.make_node("MatMul", ["h_in", "W_in"], ["hw"]), h.make_node("Add", ["hw", "b_in"], ["hb"]),
+                         h.make_node("Tanh", ["hb"], ["h_out"]), h.make_node("Identity", ["h_out"], ["h_scan"]),
+                         h.make_node("Identity", ["b_in"], ["b_out"]), h.make_node("Identity", ["c_in"], ["c_out"])],
+                        "body", [_vi("it", T.INT64, []), _vi("c_in", T.BOOL, []), _vi("h_in", f, [3]),
+                                 _vi("W_in", f, [3, 3]), _vi("b_in", f, [3])],
+                        [_vi("c_out", T.BOOL, []), _vi("h_out", f, [3]), _vi("W_in", f, [3, 3]), _vi("b_out", f, [3]),
+                         _vi("h_scan", f, [3])])
+    w = np.random.default_rng(0).standard_normal((3, 3)).astype(np.float32)
+    inits = [h.make_tensor("M", T.INT64, [], [4]), h.make_tensor("t", T.BOOL, [], [True]),
+             numpy_helper.from_array(w, "W")]
+    return _model([h.make_node("Loop", ["M", "t", "h0", "W", "b"], ["h_f", "W_f", "b_f", "hs"], name="lstm", body=body)],
+                  [_vi("h0", f, [3]), _vi("b", f, [3])],
+                  [_vi("h_f", f, [3]), _vi("W_f", f, [3, 3]), _vi("b_f", f, [3]), _vi("hs", f, [4, 3])], inits)
+
+
 def loop_swap():
     """A Loop (M = 3) whose body passes its carried values on swapped: ``(a, b) = (b, a + x)``, and scans
     ``b``: a carried value's next value is another carried value (``b`` is read after ``a`` is written)."""
