@@ -263,3 +263,16 @@ def test_artifact_round_trip(tmp_path):
     loaded = codegen.load_model(str(tmp_path))
     for a, b in zip(loaded(**feed), mod(**feed)):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("op,hidden,attrs", [("LSTM", 25, {}), ("GRU", 20, {}), ("GRU", 20, {"linear_before_reset": 1}),
+                                             ("RNN", 20, {})])
+def test_hidden_filling_no_vector_packs_by_gate_columns(op, hidden, attrs):
+    """madmom's hidden-25 LSTMs: ``R^T`` was packed in blocks of one column (a scalar product every step, 2x
+    onnxruntime's time); where the hidden size fills no vector of 16 the blocks divide all gate columns
+    (100 = 25 blocks of 4, a block may span two gates)."""
+    m, feed, _ = model(op, hidden=hidden, seq=7, direction="bidirectional", init=True, peep=op == "LSTM", attrs=attrs)
+    check(m, feed, rtol=1e-4, atol=1e-5)
+    g, _ = graph.from_onnx(m)
+    blocks = {n.inputs[1].type.shape[-1] for sub in g.walk() for n in sub.nodes if n.op_name == "nn.rnn_scan"}
+    assert blocks and min(blocks) >= 4, blocks
