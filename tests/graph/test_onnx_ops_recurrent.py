@@ -276,3 +276,17 @@ def test_hidden_filling_no_vector_packs_by_gate_columns(op, hidden, attrs):
     g, _ = graph.from_onnx(m)
     blocks = {n.inputs[1].type.shape[-1] for sub in g.walk() for n in sub.nodes if n.op_name == "nn.rnn_scan"}
     assert blocks and min(blocks) >= 4, blocks
+
+
+@pytest.mark.parametrize("layout", [0, 1])
+def test_x_not_3d_is_refused_by_name(layout):
+    """silero-vad v4 given two frames reads a 5-D X in its LSTM (onnxruntime: "Input X must have 3 dimensions
+    only"); the error names the node and X's type, not an unpacking ValueError."""
+    from onnx import TensorProto as T, helper as h, numpy_helper
+    w, r = (numpy_helper.from_array(rng.standard_normal(s).astype("float32"), n) for n, s in (("W", (1, 8, 3)), ("R", (1, 8, 2))))
+    node = h.make_node("LSTM", ["X", "W", "R"], ["Y"], hidden_size=2, layout=layout)
+    m = h.make_model(h.make_graph([node], "g", [h.make_tensor_value_info("X", T.FLOAT, [1, 5, 2, 3])],
+                                  [h.make_tensor_value_info("Y", T.FLOAT, None)], [w, r]),
+                     opset_imports=[h.make_opsetid("", 14)])
+    with pytest.raises(graph.GraphError, match=r"X must have 3 dimensions .* not float32\[1, 5, 2, 3\]"):
+        graph.from_onnx(m)
