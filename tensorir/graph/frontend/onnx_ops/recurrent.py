@@ -108,6 +108,7 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
     if direction not in ("forward", "reverse", "bidirectional"):
         raise ctx.error(f"unknown direction {direction!r}")
     num_dir = 2 if direction == "bidirectional" else 1
+    _check_x(ctx, x)
     seq, batch, inp = x.type.shape
     hidden = int(attrs.get("hidden_size", r.type.shape[-1]))
     gates = GATES[op]
@@ -120,7 +121,8 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
     acts = _activations(ctx, attrs, defaults, num_dir)
     clip = attrs.get("clip")
     flat = ctx.call("reshape", x, newshape=[seq * batch, inp])
-    block = pack_block(batch, hidden)
+    # R^T's column blocks: of the gate columns where hidden fills no vector of 16 (madmom's 25: 4 wide, not 1)
+    block = pack_block(batch, hidden if hidden % 16 == 0 else gates * hidden)
     if scales is not None:
         if lens is not None:    # onnxruntime quantizes the steps below the longest sequence (zeros change nothing)
             steps = Const(np.arange(seq, dtype="int32").reshape(seq, 1))
@@ -179,6 +181,14 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
     return [y] + last
 
 
+def _check_x(ctx, x):
+    """``x`` if it is 3-D (onnxruntime: "Input X must have 3 dimensions only"), else the error naming its type
+    (silero-vad v4 given more than one frame: its If branch's LSTM then reads a 5-D X)."""
+    if x.type.ndim != 3:
+        raise ctx.error(f"X must have 3 dimensions ([seq, batch, input] or, layout 1, [batch, seq, input]), not {x.type}")
+    return x
+
+
 def _onnx(ctx, inputs, attrs, op: str, defaults: list[str]):
     """The ONNX node's inputs (``layout`` 1 transposed to 0 and its outputs back) through :func:`recurrent`."""
     x, w, r = inputs[:3]
@@ -187,7 +197,7 @@ def _onnx(ctx, inputs, attrs, op: str, defaults: list[str]):
     if layout not in (0, 1):
         raise ctx.error(f"layout {layout} is neither 0 nor 1")
     if layout:
-        x = ctx.call("transpose", x, axes=[1, 0, 2])
+        x = ctx.call("transpose", _check_x(ctx, x), axes=[1, 0, 2])
     init = [s if s is None or not layout else ctx.call("transpose", s, axes=[1, 0, 2])
             for s in rest[2:2 + (2 if op == "LSTM" else 1)]]
     peep = rest[4] if op == "LSTM" else None
