@@ -120,7 +120,7 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
     acts = _activations(ctx, attrs, defaults, num_dir)
     clip = attrs.get("clip")
     flat = ctx.call("reshape", x, newshape=[seq * batch, inp])
-    block = pack_block(batch, hidden)
+    block = pack_block(batch, hidden if op == "GRU" and not lbr else gates * hidden)
     if scales is not None:
         if lens is not None:    # onnxruntime quantizes the steps below the longest sequence (zeros change nothing)
             steps = Const(np.arange(seq, dtype="int32").reshape(seq, 1))
