@@ -14,13 +14,14 @@ import pytest
 
 import codegen
 from codegen.llvm import parallel
+from codegen.model.plan_control import Concurrent
 from tensorir import graph
 from tensorir.graph import TensorType, Var, call
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 import graph_models as gm
-from recurrent_models import dq_lstm_model
+from recurrent_models import dq_lstm_model, model as recurrent_model
 
 THREADS, CALLS = 4, 40
 
@@ -49,8 +50,13 @@ def dq_lstm():
     return dq_lstm_model(seq=8, inp=16, hidden=32, direction="bidirectional", init=True)[0]
 
 
+def bilstm():
+    """A bidirectional LSTM: its two scans run at once (a concurrent group of steps)."""
+    return recurrent_model("LSTM", seq=12, batch=2, inp=8, hidden=16, direction="bidirectional", init=True)[0]
+
+
 MODELS = {"small_cnn": (gm.small_cnn, {"N": 2}), "matmul_softmax": (matmul_softmax, {"B": 2, "S": 24}),
-          "dq_lstm": (dq_lstm, None)}
+          "dq_lstm": (dq_lstm, None), "bilstm": (bilstm, None)}
 
 
 def _feeds(m, rng) -> dict[str, np.ndarray]:
@@ -131,6 +137,8 @@ def built(request):
     with _pooled():
         m = codegen.build_model(g, params=params)
     assert any(s.parallel for s in m.run_list.steps)       # the calling threads share the pool
+    if request.param == "bilstm":                          # ... and run its scans as one task of the pool
+        assert any(isinstance(x, Concurrent) for x in m.run_list.block)
     return model, m
 
 
