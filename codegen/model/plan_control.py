@@ -7,8 +7,9 @@ until its end, its results from its start; a branch's or a body's values live in
 to its end (then copied out); a loop's iteration number, condition and carried values across the whole
 loop.  Intermediates of every graph then share one workspace by liveness (:mod:`codegen.memory_plan`).
 
-The program (:class:`Steps`, :class:`IfItem`, :class:`LoopItem`) says how the steps run: a block is a
-list of items, a run of consecutive steps or a control-flow item holding blocks.  A branch's inputs are
+The program (:class:`Steps`, :class:`Concurrent`, :class:`IfItem`, :class:`LoopItem`) says how the steps run:
+a block is a list of items, a run of consecutive steps, steps run at once (independent long serial kernels,
+:mod:`.concurrent`: they share one time of the order) or a control-flow item holding blocks.  A branch's inputs are
 the places of the values it captures (no copy); a loop's carried values are copied in before the first
 iteration, from the body's results after each one (a result that is another carried value goes through
 the loop's ``swap`` buffer first, so swaps are right), and out after the last; a scanned value is copied

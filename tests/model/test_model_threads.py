@@ -1,7 +1,7 @@
 """One model called from several Python threads at once (the native call releases the GIL): every
 thread's outputs are its own inputs' outputs, for ``m(**inputs)`` and for ``set_input`` / ``run`` /
-``get_output``, for a built model, a model with a reference-fallback step and a model loaded from its
-artifact; the weights stay one shared copy.  Each thread poisons its outputs and workspace with NaN
+``get_output``, for a built model (a bidirectional LSTM among them, whose scans run as one task of the thread
+pool), a model with a reference-fallback step and a model loaded from its artifact; the weights stay one shared copy.  Each thread poisons its outputs and workspace with NaN
 before a call; every result is compared with the single-threaded result of the same input (checked
 against onnxruntime or numpy first)."""
 from __future__ import annotations
