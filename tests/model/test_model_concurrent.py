@@ -73,3 +73,35 @@ def test_concurrent_steps_writing_a_shared_buffer_are_refused():
     second["out"] = dict(first["out"])
     with pytest.raises(GraphError, match=r"writes a buffer that step \d+ \(kernel fused_nn_rnn_scan.*at the same time"):
         check_run_list(RunList.from_json(d))
+
+
+def test_concurrent_scans_inside_a_loop_body():
+    """A Loop (3 iterations) whose body runs a bidirectional LSTM on its carried sequence: the group is launched
+    from inside the run entry's native loop, each iteration, and matches onnxruntime."""
+    from onnx import TensorProto as T, helper as h, numpy_helper
+    seq, batch, hid = 40, 1, 64
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array((rng.standard_normal((2, 4 * hid, 2 * hid)) * 0.2).astype("float32"), "W")
+    r = numpy_helper.from_array((rng.standard_normal((2, 4 * hid, hid)) / np.sqrt(hid)).astype("float32"), "R")
+    vi = h.make_tensor_value_info
+    body = h.make_graph([h.make_node("LSTM", ["x_in", "W", "R"], ["y"], hidden_size=hid, direction="bidirectional"),
+                         h.make_node("Transpose", ["y"], ["yt"], perm=[0, 2, 1, 3]),
+                         h.make_node("Reshape", ["yt", "shape"], ["x_out"]),
+                         h.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                        [vi("i", T.INT64, []), vi("c_in", T.BOOL, []), vi("x_in", T.FLOAT, [seq, batch, 2 * hid])],
+                        [vi("c_out", T.BOOL, []), vi("x_out", T.FLOAT, [seq, batch, 2 * hid])])
+    inits = [w, r, numpy_helper.from_array(np.array([seq, batch, 2 * hid], "int64"), "shape"),
+             h.make_tensor("M", T.INT64, [], [3]), h.make_tensor("c0", T.BOOL, [], [True])]
+    g = h.make_graph([h.make_node("Loop", ["M", "c0", "x"], ["x_f"], body=body)], "loop_lstm",
+                     [vi("x", T.FLOAT, [seq, batch, 2 * hid])], [vi("x_f", T.FLOAT, [seq, batch, 2 * hid])], inits)
+    onnx_model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    feed = {"x": rng.standard_normal((seq, batch, 2 * hid)).astype("float32")}
+    m = _build(onnx_model)
+    from codegen.model.plan_control import LoopItem
+    (loop,) = [x for x in m.run_list.block if isinstance(x, LoopItem)]
+    assert any(isinstance(x, Concurrent) for x in loop.body), loop.body
+    want = onnx_op_check.reference(onnx_model, feed)
+    got = _poisoned_run(m, feed, 2)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+    for t in (1, 2):
+        np.testing.assert_array_equal(_poisoned_run(m, feed, t)[0], got[0])
