@@ -296,7 +296,7 @@ class _Block(Spec):
 
 class _Item(Spec):
     """One program item, checked as the record its one key names."""
-    what = "an item {steps}, {if} or {loop}"
+    what = "an item {steps}, {concurrent}, {if} or {loop}"
 
     def check(self, value, path):
         kinds = [k for k in PROGRAM_ITEMS if isinstance(value, dict) and k in value]
@@ -310,6 +310,7 @@ _OUTS = ListOf(nullable(LOC))
 PROGRAM_ITEM = _Item()
 PROGRAM_ITEMS = {
     "steps": ListOf(COUNT),
+    "concurrent": ListOf(COUNT),
     "if": Record({"node": STR, "cond": LOC, "then": _Block(), "else": _Block(), "then_out": _LOCS,
                   "else_out": _LOCS, "out": _OUTS}, {"refused": MapOf(STR)}),
     "loop": Record({"node": STR, "trip": LOC, "cond": LOC, "init": _LOCS, "iteration": LOC, "cond_in": LOC,

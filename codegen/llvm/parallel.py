@@ -62,21 +62,34 @@ def _thread_count(cg) -> ir.GlobalVariable:
     return g
 
 
-def work(s: S.Stmt) -> int | None:
+def work(s: S.Stmt, serial: bool = False) -> int | None:
     """Stores ``s`` runs: constant loop extents multiplied, sequences added, the larger branch of a
-    condition; None where an extent is not constant."""
+    condition; None where an extent is not constant.  ``serial``: only those the calling thread runs (a
+    parallel loop that the pool splits, one of twice :data:`WORK_PER_THREAD` stores or more, counts none)."""
     if isinstance(s, S.For):
-        inner = work(s.body)
+        if serial and s.kind == S.PARALLEL:
+            amount = work(s)
+            return amount if amount is not None and amount // WORK_PER_THREAD < 2 else 0
+        inner = work(s.body, serial)
         return None if inner is None or not isinstance(s.extent, IntImm) else s.extent.value * inner
     if isinstance(s, S.Seq):
-        parts = [work(x) for x in s.stmts]
+        parts = [work(x, serial) for x in s.stmts]
         return None if None in parts else sum(parts)
     if isinstance(s, S.IfThenElse):
-        parts = [work(x) for x in (s.then_case, s.else_case) if x is not None]
+        parts = [work(x, serial) for x in (s.then_case, s.else_case) if x is not None]
         return None if None in parts else max(parts)
     if isinstance(s, (S.Allocate, S.LetStmt, S.Attr)):
-        return work(s.body)
+        return work(s.body, serial)
     return 1
+
+
+def runs_beside_others(body: S.Stmt) -> bool:
+    """Whether a kernel of ``body`` may run on a thread of its own beside other kernels
+    (:mod:`codegen.model.concurrent`): its calling thread runs at least twice :data:`WORK_PER_THREAD` stores
+    (what gives a parallel loop two threads: a recurrent scan's serial loop over time), and at least half of
+    all it runs (its parallel loops run serially beside another kernel)."""
+    alone, total = work(body, serial=True), work(body)
+    return alone is not None and total is not None and alone >= 2 * WORK_PER_THREAD and 2 * alone >= total
 
 
 def emit_parallel_for(cg, s: S.For) -> None:

@@ -60,6 +60,7 @@ class CompiledKernel(Protocol):
     buffers: list           # (dtype, shape) of each buffer it was lowered for
     parallel: bool
     scratch: list
+    concurrent: bool        # may run beside other kernels on a thread of its own (plan_run's ``concurrent``)
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,8 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
     _warn_isa_missing(native.values(), tgt)
     run, weights = plan_run(g, {id(n): native[id(n)].symbol if id(n) in native else None for n in calls},
                             {i: k.schedule for i, k in native.items()}, {i for i, k in native.items() if k.parallel},
-                            {i: list(k.scratch) for i, k in native.items()}, {i: k.buffers for i, k in native.items()})
+                            {i: list(k.scratch) for i, k in native.items()}, {i: k.buffers for i, k in native.items()},
+                            {i for i, k in native.items() if k.concurrent})
     check_run_list(run)     # every buffer a kernel gets is the one it was lowered for, inside its blob
     by_symbol = {k.symbol: k for k in native.values()}
     used = {s.symbol: by_symbol[s.symbol] for s in run.steps if s.native}

@@ -61,6 +61,7 @@ class CUDAKernel:
     schedule: dict
     scratch: tuple = ()                     # (dtype, elements) of each scratch buffer (a scan's state), args last
     parallel: ClassVar[bool] = False        # no host-parallel loops (the plan's ``Step.parallel``)
+    concurrent: ClassVar[bool] = False      # kernels run in stream order
 
     def to_json(self) -> dict:
         return {"symbol": self.symbol, "grid": list(self.grid), "block": list(self.block),

@@ -29,7 +29,8 @@ from ..llvm import threadpool
 from ..llvm.parallel import thread_count_symbol
 from ..llvm.types import I1, I8, I32, I64, PTR, VOID, const, mem_type
 from .plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
-from .plan_control import IfItem, LoopItem, Steps, branch_copies, error_sites, final_carried, next_carried, scans
+from .plan_control import (Concurrent, IfItem, LoopItem, Steps, branch_copies, error_sites, final_carried, next_carried,
+                           scans, walk)
 from ..target import Target
 
 RUN = "tiletune_model_run"
@@ -87,12 +88,19 @@ def _index_check(fn: ir.Function, b: ir.IRBuilder, ptr: ir.Value, dtype: str, co
     b.position_at_end(done)
 
 
+def thread_counts(run: RunList) -> list[str]:
+    """The globals holding the model's thread count: every parallel kernel's, and the run entry's when it runs
+    steps concurrently."""
+    own = [RUN] if any(isinstance(x, Concurrent) for x in walk(run.block)) else []
+    return [thread_count_symbol(s) for s in own + sorted({s.symbol for s in run.steps if s.native and s.parallel})]
+
+
 def _set_threads(module: ir.Module, run: RunList) -> None:
-    """``void tiletune_model_set_num_threads(int32_t n)``: stores ``n`` in every kernel's thread count."""
+    """``void tiletune_model_set_num_threads(int32_t n)``: stores ``n`` in every thread count."""
     fn = ir.Function(module, ir.FunctionType(VOID, [I32]), name=SET_THREADS)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    for sym in sorted({s.symbol for s in run.steps if s.native and s.parallel}):
-        g = ir.GlobalVariable(module, I32, thread_count_symbol(sym))   # defined by the kernel's module
+    for sym in thread_counts(run):
+        g = module.globals.get(sym) or ir.GlobalVariable(module, I32, sym)   # a kernel's: defined by its module
         b.store(fn.args[0], g)
     b.ret_void()
 
@@ -112,6 +120,14 @@ class _Entry:
         self.check_code = {(i, c): k + 1 for k, (i, c) in enumerate(run.checks)}
         first = len(run.checks) + 1
         self.site_code = {(id(item), what): first + k for k, (item, what, _) in enumerate(error_sites(run.block))}
+        self.groups = [x for x in walk(run.block) if isinstance(x, Concurrent)]
+        if self.groups:     # the pieces' closure: the entry's four pointers (set once, in the entry block)
+            self.closure = self.b.alloca(PTR, size=const(I32, 4), name="pieces")
+            for k, a in enumerate(self.fn.args[:4]):
+                self.b.store(a, self.b.gep(self.closure, [const(I64, k)], inbounds=True, source_etype=PTR))
+            self.threads = ir.GlobalVariable(module, I32, thread_count_symbol(RUN))
+            self.threads.initializer = const(I32, 0)
+            self.launch = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, I32, I32]), name=threadpool.LAUNCH)
 
     def emit(self) -> None:
         self.block(self.run.block)
@@ -147,7 +163,9 @@ class _Entry:
     # -- the program -------------------------------------------------------------------------------------------
     def block(self, items: list) -> None:
         for item in items:
-            if isinstance(item, Steps):
+            if isinstance(item, Concurrent):
+                self.concurrent(item)
+            elif isinstance(item, Steps):
                 for i in range(item.first, item.end):
                     self.step(i)
             elif isinstance(item, IfItem):
@@ -169,6 +187,30 @@ class _Entry:
                 at = b.gep(ptrs[c.arg], [const(I64, m * count)], inbounds=True, source_etype=mem_type(loc.dtype))
                 _index_check(self.fn, b, at, loc.dtype, count, size, f"{code}.{m}", code)
         b.call(self.kernels[step.symbol], ptrs)
+
+    def concurrent(self, item: Concurrent) -> None:
+        """The steps of ``item`` as the pieces of one thread-pool task (``RUN.concurrentK(closure, k)`` runs step
+        ``first + k``), on at most the model's thread count; native steps without index checks (the plan check)."""
+        region = ir.Function(self.fn.module, ir.FunctionType(VOID, [PTR, I32]),
+                             name=f"{RUN}.concurrent{self.groups.index(item)}")
+        region.linkage = "internal"
+        rb = ir.IRBuilder(region.append_basic_block("entry"))
+        args = [rb.load(rb.gep(region.args[0], [const(I64, k)], inbounds=True, source_etype=PTR), typ=PTR)
+                for k in range(4)]
+        done = region.append_basic_block("done")
+        switch = rb.switch(region.args[1], done)
+        for k, i in enumerate(range(item.first, item.end)):
+            piece = region.append_basic_block(f"step{i}")
+            switch.add_case(const(I32, k), piece)
+            rb.position_at_end(piece)
+            step = self.run.steps[i]
+            rb.call(self.kernels[step.symbol], [_address(rb, args, loc) for loc in step.call_args])
+            rb.branch(done)
+        rb.position_at_end(done)
+        rb.ret_void()
+        b, n = self.b, const(I32, item.end - item.first)
+        want = b.load(self.threads, typ=I32)
+        b.call(self.launch, [region, self.closure, n, b.select(b.icmp_signed("<", want, n), want, n)])
 
     def if_(self, item: IfItem) -> None:
         b = self.b

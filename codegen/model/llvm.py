@@ -18,6 +18,7 @@ from .. import jit
 from ..build import lower_to_func
 from ..export import build_info
 from ..llvm.memory import element_count, heap_bytes, hoist_heap_allocations
+from ..llvm.parallel import runs_beside_others
 from .entries import entries_ir, kernel_ir, link_model
 from .plan import RunList
 from ..signature import native_symbol
@@ -35,6 +36,7 @@ class LLVMKernel:
     heap_bytes: int         # what it still allocates on the heap per call (inside parallel loops)
     scratch: list           # (dtype, elements) of each scratch buffer it takes
     buffers: list           # (dtype, shape) of each buffer it was lowered for, scratch last
+    concurrent: bool = False    # mostly serial and long: may run beside other kernels (codegen.model.concurrent)
 
 
 def compile_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen: tuple) -> LLVMKernel:
@@ -45,7 +47,7 @@ def compile_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen: tupl
     return LLVMKernel(native_symbol(func.name), [text, *extra], parallel, len(func.buffers), dict(origin),
                       heap_bytes(func), [(b.dtype, element_count(b)) for b in scratch],
                       [(b.dtype, tuple(int(d) for d in b.shape)) for b in func.buffers[:len(kt.args)]]
-                      + [(b.dtype, (element_count(b),)) for b in scratch])
+                      + [(b.dtype, (element_count(b),)) for b in scratch], runs_beside_others(func.body))
 
 
 def describe(target: Target) -> dict:
@@ -61,7 +63,7 @@ def finish(runtime: type, g, run: RunList, weights, kernels: dict[str, LLVMKerne
     used = sorted(kernels)
     entries = entries_ir(run, target, {s: kernels[s].arity for s in used})
     mod = link_model(entries, [t for s in used for t in kernels[s].ir], target)
-    code = jit.JitCode(mod, target, parallel=any(kernels[s].parallel for s in used))
+    code = jit.JitCode(mod, target, parallel=run.threaded)
     return runtime(run, weights, lambda s: code.function_address(s) or code.global_address(s),
                    keepalive=code, meta=meta, ir=str(mod), graph=g)
 

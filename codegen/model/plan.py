@@ -27,7 +27,7 @@ from tensorir.graph import Const, Graph, GraphError, Kernel, Node, Var
 from tensorir.graph.passes.fuse import INDEX_OPERANDS
 
 from ..memory_plan import ALIGN, Lifetime, MemoryPlan, align_up, plan_memory
-from .plan_control import Steps, block_from_json, linearize, place_program
+from .plan_control import Concurrent, Steps, block_from_json, linearize, place_program, walk
 
 INPUT, OUTPUT, WORKSPACE, WEIGHTS = "input", "output", "workspace", "weights"
 
@@ -150,6 +150,11 @@ class RunList:
         return self.program if self.program is not None else [Steps(0, len(self.steps))]
 
     @property
+    def threaded(self) -> bool:
+        """Whether a run uses the thread pool: a step's parallel loops, or steps run concurrently."""
+        return any(s.parallel for s in self.steps) or any(isinstance(x, Concurrent) for x in walk(self.block))
+
+    @property
     def checks(self) -> list[tuple[int, IndexCheck]]:
         """``(step index, check)`` in run order; check ``k`` fails with return code ``k + 1``."""
         return [(i, c) for i, s in enumerate(self.steps) for c in s.checks]
@@ -233,12 +238,15 @@ def _content_key(a: np.ndarray) -> tuple:
 
 def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict] | None = None,
              parallel: set | None = None, scratch: dict[int, list[tuple[str, int]]] | None = None,
-             signatures: dict[int, list] | None = None) -> tuple[RunList, np.ndarray]:
+             signatures: dict[int, list] | None = None, concurrent: set | None = None) -> tuple[RunList, np.ndarray]:
     """The run list of fused graph ``g`` and its weights blob (uint8).  ``symbols[id(node)]`` is the
     native symbol of each kernel call, None where the step falls back to the reference evaluator;
     ``scratch[id(node)]``: the ``(dtype, elements)`` of each scratch buffer its kernel takes;
-    ``signatures[id(node)]`` the ``(dtype, shape)`` of each buffer its kernel was lowered for (scratch last)."""
-    lin = linearize(g)
+    ``signatures[id(node)]`` the ``(dtype, shape)`` of each buffer its kernel was lowered for (scratch last);
+    ``concurrent``: node ids of the kernels that may run beside other kernels (:mod:`.concurrent`)."""
+    concurrent = {id(n) for sub in g.walk() for n in sub.nodes     # an index check returns from the entry
+                  if id(n) in (concurrent or ()) and not _index_checks(n)}
+    lin = linearize(g, concurrent)
     nodes = lin.nodes
     first_out: dict[int, int] = {}
     for j, o in enumerate(g.outputs):
@@ -297,7 +305,7 @@ def plan_run(g: Graph, symbols: dict[int, str | None], schedules: dict[int, dict
                           [node_label(x) for x in n.op.body.nodes], _index_checks(n),
                           (schedules or {}).get(id(n), {}), id(n) in (parallel or ()), n.op,
                           step_scratch.get(i, []), signature=(signatures or {}).get(id(n))))
-    program = place_program(lin.program, where) if any(not isinstance(x, Steps) for x in lin.program) else None
+    program = place_program(lin.program, where) if any(type(x) is not Steps for x in lin.program) else None
     copies = []
     for j, o in enumerate(g.outputs):
         src = where(o)

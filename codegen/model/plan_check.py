@@ -18,7 +18,7 @@ from tensorir.graph import GraphError
 
 from ..memory_plan import ALIGN
 from .plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList, plan_digest
-from .plan_control import IfItem, LoopItem, Steps, item_locs, walk
+from .plan_control import Concurrent, IfItem, LoopItem, Steps, item_locs, walk
 
 KINDS = (INPUT, OUTPUT, WORKSPACE, WEIGHTS)
 
@@ -160,6 +160,31 @@ def _check_copies(item, what: str) -> None:
             raise ValueError(f"{what}: no swap buffer of {need} bytes for the carried values passed on swapped")
 
 
+def _disjoint(a: Loc, b: Loc) -> bool:
+    """Whether places ``a`` and ``b`` share no byte."""
+    if a.kind != b.kind:
+        return True
+    if a.kind in (INPUT, OUTPUT):
+        return a.index != b.index
+    return a.offset + a.nbytes <= b.offset or b.offset + b.nbytes <= a.offset or not (a.nbytes and b.nbytes)
+
+
+def _check_concurrent(run: RunList, item: Concurrent, what: str) -> None:
+    """Steps that run at once are native, check no indices (a failing check returns from the run entry) and
+    write no byte another of them reads or writes."""
+    steps = range(item.first, item.end)
+    for i in steps:
+        step = run.steps[i]
+        if not step.native or step.checks:
+            raise ValueError(f"{what}: step {i} (kernel {step.kernel}) runs concurrently but "
+                             f"{'has index checks' if step.native else 'is a reference fallback'}")
+        for j in steps:
+            other = run.steps[j]
+            if j != i and any(not _disjoint(w, loc) for w in [step.out, *step.scratch] for loc in other.call_args):
+                raise ValueError(f"{what}: step {i} (kernel {step.kernel}) writes a buffer that step {j} (kernel "
+                                 f"{other.kernel}), run at the same time, uses")
+
+
 def _check_program(run: RunList, where: str) -> None:
     """Every place the control flow names lies inside its blob, its copies agree in size, and the
     program runs each step once."""
@@ -170,6 +195,8 @@ def _check_program(run: RunList, where: str) -> None:
                 raise ValueError(f"{where}: program item {k}: steps {item.first}..{item.end} outside the run list")
             seen += range(item.first, item.end)
         what = f"{where}: program item {k} ({getattr(item, 'node', 'steps')})"
+        if isinstance(item, Concurrent):
+            _check_concurrent(run, item, what)
         for loc in item_locs(item):
             _check_loc(run, loc, what)
         _check_copies(item, what)

@@ -7,8 +7,9 @@ until its end, its results from its start; a branch's or a body's values live in
 to its end (then copied out); a loop's iteration number, condition and carried values across the whole
 loop.  Intermediates of every graph then share one workspace by liveness (:mod:`codegen.memory_plan`).
 
-The program (:class:`Steps`, :class:`IfItem`, :class:`LoopItem`) says how the steps run: a block is a
-list of items, a run of consecutive steps or a control-flow item holding blocks.  A branch's inputs are
+The program (:class:`Steps`, :class:`Concurrent`, :class:`IfItem`, :class:`LoopItem`) says how the steps run:
+a block is a list of items, a run of consecutive steps, steps run at once (independent long serial kernels,
+:mod:`.concurrent`: they share one time of the order) or a control-flow item holding blocks.  A branch's inputs are
 the places of the values it captures (no copy); a loop's carried values are copied in before the first
 iteration, from the body's results after each one (a result that is another carried value goes through
 the loop's ``swap`` buffer first, so swaps are right), and out after the last; a scanned value is copied
@@ -28,6 +29,8 @@ from tensorir.graph import Graph, GraphError, Kernel, Node, TensorType, Var
 from tensorir.graph.ir import Value
 from tensorir.graph.op.control import IF, group_key, is_control
 
+from .concurrent import concurrent_order
+
 if TYPE_CHECKING:
     from .plan import Loc
 
@@ -41,6 +44,15 @@ class Steps:
 
     def to_json(self) -> dict:
         return {"steps": [self.first, self.end]}
+
+
+@dataclass
+class Concurrent(Steps):
+    """Steps ``first`` to ``end - 1``, independent of each other, run at once on the thread pool (one a piece,
+    :mod:`.concurrent`); run in order, the result is the same."""
+
+    def to_json(self) -> dict:
+        return {"concurrent": [self.first, self.end]}
 
 
 @dataclass
@@ -112,8 +124,9 @@ def block_from_json(items: list) -> list:
     from .plan import Loc
     out = []
     for d in items:
-        if "steps" in d:
-            out.append(Steps(int(d["steps"][0]), int(d["steps"][1])))
+        if "steps" in d or "concurrent" in d:
+            first, end = d.get("steps") or d["concurrent"]
+            out.append((Steps if "steps" in d else Concurrent)(int(first), int(end)))
         elif "if" in d:
             x = d["if"]
             out.append(IfItem(x["node"], Loc.from_json(x["cond"]), block_from_json(x["then"]),
@@ -213,6 +226,7 @@ class Linear:
     alias: dict[int, Value] = field(default_factory=dict)
     program: list = field(default_factory=list)
     clock: int = 0
+    concurrent: set[int] = field(default_factory=set)   # node ids of kernels that may run beside others
 
     def tick(self) -> int:
         self.clock += 1
@@ -236,17 +250,19 @@ class Linear:
         """The program of graph ``g`` (its steps appended to :attr:`nodes`)."""
         items: list = []
         done: set[tuple] = set()
-        for n in g.nodes:
+        for group in concurrent_order(g.nodes, g.consumers, self.concurrent):
+            n = group[0]
             if isinstance(n.op, Kernel):
-                t = self.tick()
-                if not items or not isinstance(items[-1], Steps):
-                    items.append(Steps(len(self.nodes), len(self.nodes)))
-                self.time[id(n)] = t
-                self.nodes.append(n)
+                t = self.tick()     # a concurrent group's kernels: one time (their buffers live together)
+                if len(group) > 1 or not items or type(items[-1]) is not Steps:
+                    items.append((Concurrent if len(group) > 1 else Steps)(len(self.nodes), len(self.nodes)))
+                for n in group:
+                    self.time[id(n)] = t
+                    self.nodes.append(n)
+                    for v in n.inputs:
+                        self.use(v, t)
+                    self.define(n, t)
                 items[-1].end = len(self.nodes)
-                for v in n.inputs:
-                    self.use(v, t)
-                self.define(n, t)
             elif is_control(n):
                 key = group_key(n)
                 if key not in done:
@@ -313,9 +329,10 @@ def _nbytes(v: Value) -> int:
     return v.type.size * np.dtype(v.type.dtype).itemsize
 
 
-def linearize(g: Graph) -> Linear:
-    """The linear order of fused graph ``g`` and its subgraphs (see the module)."""
-    lin = Linear()
+def linearize(g: Graph, concurrent: set[int] | None = None) -> Linear:
+    """The linear order of fused graph ``g`` and its subgraphs (see the module); the kernels of node ids in
+    ``concurrent`` that are independent of each other run in concurrent groups (:mod:`.concurrent`)."""
+    lin = Linear(concurrent=set(concurrent or ()))
     lin.program = lin.block(g)
     return lin
 
@@ -344,5 +361,5 @@ def has_control(g: Graph) -> bool:
     return any(is_control(n) for n in g.nodes)
 
 
-__all__ = ["IfItem", "Linear", "LoopItem", "Steps", "block_from_json", "branch_copies", "error_sites", "final_carried",
+__all__ = ["Concurrent", "IfItem", "Linear", "LoopItem", "Steps", "block_from_json", "branch_copies", "error_sites", "final_carried",
            "has_control", "item_locs", "linearize", "next_carried", "place_program", "scans", "walk"]

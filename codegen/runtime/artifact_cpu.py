@@ -126,7 +126,7 @@ class CPUArtifact(Artifact):
             obj = os.path.join(tmp, "model.o")
             with open(obj, "wb") as f:
                 f.write(jit.emit_object(m._ir, parse(m.meta["target"])))
-            _link(obj, os.path.join(tmp, "model.so"), any(s.parallel for s in m.run_list.steps))
+            _link(obj, os.path.join(tmp, "model.so"), m.run_list.threaded)
             shutil.move(os.path.join(tmp, "model.so"), os.path.join(directory, "model.so"))
         with open(os.path.join(directory, "model.h"), "w") as f:
             f.write(model_header(m.run_list, m.meta.get("name", "model")))

@@ -20,9 +20,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..amx import guarded, needs_amx, request_amx
-from ..llvm.parallel import thread_count_symbol
 from ..memory_plan import ALIGN
-from ..model.entries import RUN
+from ..model.entries import RUN, thread_counts
 from ..model.plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
 from ..model.plan_control import error_sites
 from ..module import default_num_threads
@@ -84,8 +83,7 @@ class ModelModule(ModelModuleBase):
         self._callback = (FALLBACK_FN(self._fallback_step),) if fallback else ()   # kept alive: the entry calls it
         self._checks = run.checks
         self._errors = [message for _, _, message in error_sites(run.block)]
-        self._threads = [ctypes.c_int32.from_address(address(thread_count_symbol(s.symbol)))
-                         for s in {s.symbol: s for s in run.steps if s.native and s.parallel}.values()]
+        self._threads = [ctypes.c_int32.from_address(address(sym)) for sym in thread_counts(run)]
         self.num_threads = default_num_threads()
         self._thread_state()                # the building thread's buffers, at once
         amx = [s.kernel for s in run.steps if s.native and needs_amx(s.schedule.get("isa", ()))]

@@ -69,7 +69,8 @@ def model_header(run: RunList, name: str = "model") -> str:
              "   Reentrant: threads may run it at once, each with its own workspace, inputs and outputs (the",
              "   weights may be shared); the workspace holds the kernels' scratch (heap use: manifest.json). */",
              *_prototype(run),
-             "", "/* Threads of the parallel loops (tiletune's own pool; 0 or 1: the caller's thread alone). */",
+             "", "/* Threads of the parallel loops and of steps run at once (tiletune's own pool; 0 or 1: the caller's",
+             "   thread alone). */",
              f"void {SET_THREADS}(int32_t num_threads);", "",
              "#ifdef __cplusplus", "}", "#endif", "#endif  /* TILETUNE_MODEL_H_ */", ""]
     return "\n".join(lines)

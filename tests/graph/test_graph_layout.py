@@ -495,10 +495,10 @@ def test_grouped_or_dilated_conv_transpose_stays():
 
 
 @pytest.mark.parametrize("out, dtype", [(219, "float32"), (61, "float32"), (17, "float32"), (3, "float32"),
-                                        (36, "float32"), (61, "float16")])
+                                        (36, "float32"), (61, "float16"), (200, "float32"), (120, "float32")])
 def test_conv_of_filters_not_filling_blocks_is_padded_and_sliced(out, dtype):
-    """More than 16 filters not filling blocks of 8 (219 = 3 * 73: a block of 1, a scalar loop 34x slower)
-    get zero filters up to blocks of 16, the result back in NCHW and sliced before the bias and relu; 3
+    """More than 16 filters not filling blocks of 8 (219 = 3 * 73: a block of 1, a scalar loop 34x slower), or
+    a 16th or less short of blocks of 16 (200 = 25 * 8 -> 13 * 16; not 120, 8 short), get zero filters up to blocks of 16, the result back in NCHW and sliced before the bias and relu; 3
     filters (a final layer) keep their block of 3; the next conv reads the sliced channels.  NaN-poisoned
     model on fresh data against the unaltered graph."""
     rng = np.random.default_rng(out)
@@ -508,7 +508,7 @@ def test_conv_of_filters_not_filling_blocks_is_padded_and_sliced(out, dtype):
     g = _graph(call("nn.conv2d", y, Const(rng.standard_normal((5, out, 1, 1)).astype(dtype) * 0.2)))
     text = str(alter_op_layout(g))
     pad = output_padding(out)
-    assert pad == {219: 5, 61: 3, 17: 15, 36: 12}.get(out, 0)   # 36 = 4 * 9: a block of 4
+    assert pad == {219: 5, 61: 3, 17: 15, 36: 12, 200: 8}.get(out, 0)   # 36 = 4 * 9: a block of 4; 120: 15 of 8
     assert ('kernel_layout="OIHW8i16o"' in text) == bool(pad) and ("strided_slice(" in text) == bool(pad)
     # in and out; the padded one back to NCHW and the sliced channels blocked for the next conv
     assert text.count("layout_transform(") == 2 + 2 * bool(pad)

@@ -134,6 +134,16 @@ def test_numpy_reference_matches_onnxruntime(op):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_scan_product_in_vectors_of_16_where_the_gate_columns_allow():
+    """hidden 20: 16 does not divide it but divides the LSTM's 80 gate columns, so R^T is packed in a block of
+    16-lane vectors (several: one multiply-add chain each), not in vectors of 4 (4x slower at hidden 100)."""
+    m, feed, _ = model("LSTM", seq=9, batch=3, inp=7, hidden=20, direction="bidirectional", init=True)
+    g, params = graph.from_onnx(m)
+    scans = [n for n in g.nodes if isinstance(n, graph.Node) and n.op == "nn.rnn_scan"]
+    assert [n.inputs[1].type.shape[2] for n in scans] == [80, 80]
+    check(m, feed, rtol=1e-4, atol=1e-5)
+
+
 def test_long_lstm_builds_in_seconds():
     """1000 steps of a hidden-128 LSTM: one scan kernel, built in seconds (the unrolled graph took minutes)."""
     import time
@@ -269,8 +279,8 @@ def test_artifact_round_trip(tmp_path):
                                              ("RNN", 20, {})])
 def test_hidden_filling_no_vector_packs_by_gate_columns(op, hidden, attrs):
     """madmom's hidden-25 LSTMs: ``R^T`` was packed in blocks of one column (a scalar product every step, 2x
-    onnxruntime's time); where the hidden size fills no vector of 16 the blocks divide all gate columns
-    (100 = 25 blocks of 4, a block may span two gates)."""
+    onnxruntime's time); the blocks divide all gate columns of the product (100 = 5 blocks of 5 vectors of 4, a
+    block may span two gates; a GRU without ``linear_before_reset``: its 25 hidden columns, blocks of 5)."""
     m, feed, _ = model(op, hidden=hidden, seq=7, direction="bidirectional", init=True, peep=op == "LSTM", attrs=attrs)
     check(m, feed, rtol=1e-4, atol=1e-5)
     g, _ = graph.from_onnx(m)

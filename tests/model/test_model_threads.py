@@ -1,7 +1,7 @@
 """One model called from several Python threads at once (the native call releases the GIL): every
 thread's outputs are its own inputs' outputs, for ``m(**inputs)`` and for ``set_input`` / ``run`` /
-``get_output``, for a built model, a model with a reference-fallback step and a model loaded from its
-artifact; the weights stay one shared copy.  Each thread poisons its outputs and workspace with NaN
+``get_output``, for a built model (a bidirectional LSTM among them, whose scans run as one task of the thread
+pool), a model with a reference-fallback step and a model loaded from its artifact; the weights stay one shared copy.  Each thread poisons its outputs and workspace with NaN
 before a call; every result is compared with the single-threaded result of the same input (checked
 against onnxruntime or numpy first)."""
 from __future__ import annotations
@@ -14,13 +14,14 @@ import pytest
 
 import codegen
 from codegen.llvm import parallel
+from codegen.model.plan_control import Concurrent
 from tensorir import graph
 from tensorir.graph import TensorType, Var, call
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 import graph_models as gm
-from recurrent_models import dq_lstm_model
+from recurrent_models import dq_lstm_model, model as recurrent_model
 
 THREADS, CALLS = 4, 40
 
@@ -49,8 +50,13 @@ def dq_lstm():
     return dq_lstm_model(seq=8, inp=16, hidden=32, direction="bidirectional", init=True)[0]
 
 
+def bilstm():
+    """A bidirectional LSTM: its two scans run at once (a concurrent group of steps)."""
+    return recurrent_model("LSTM", seq=12, batch=2, inp=8, hidden=16, direction="bidirectional", init=True)[0]
+
+
 MODELS = {"small_cnn": (gm.small_cnn, {"N": 2}), "matmul_softmax": (matmul_softmax, {"B": 2, "S": 24}),
-          "dq_lstm": (dq_lstm, None)}
+          "dq_lstm": (dq_lstm, None), "bilstm": (bilstm, None)}
 
 
 def _feeds(m, rng) -> dict[str, np.ndarray]:
@@ -131,6 +137,8 @@ def built(request):
     with _pooled():
         m = codegen.build_model(g, params=params)
     assert any(s.parallel for s in m.run_list.steps)       # the calling threads share the pool
+    if request.param == "bilstm":                          # ... and run its scans as one task of the pool
+        assert any(isinstance(x, Concurrent) for x in m.run_list.block)
     return model, m
 
 

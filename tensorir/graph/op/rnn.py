@@ -32,8 +32,9 @@ def _infer(xp: TensorType, rt: TensorType, init: TensorType, *extra: TensorType,
         blk = rt.shape[2] // grp if rt.ndim == 3 else 1
         rshape = (GH // blk, -(-H // grp), grp * blk)
     else:
-        rshape = (GH // rt.shape[2], H, rt.shape[2]) if rt.ndim == 3 else (H, GH)
-    if GH != ngates * H or GH % rshape[0] or tuple(rt.shape) != rshape or tuple(init.shape) != (nstates, B, H):
+        blk = rt.shape[2] if rt.ndim == 3 else GH
+        rshape = (GH // blk, H, blk) if rt.ndim == 3 else (H, GH)
+    if GH != ngates * H or GH % blk or tuple(rt.shape) != rshape or tuple(init.shape) != (nstates, B, H):
         raise ValueError(f"{cell}: shapes do not fit ({ngates} gates, {nstates} states)")
     n_act = {"RNN": 1, "GRU": 2, "LSTM": 3}[cell]
     if len(activations) != n_act or len(activation_alpha) != n_act or len(activation_beta) != n_act:

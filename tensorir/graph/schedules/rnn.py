@@ -25,6 +25,8 @@ from .registry import register_schedule, scheduling_target, target_features
 
 #: elements of the result from which its copy runs on several threads (below, a parallel region costs more)
 PARALLEL_COPY = 1 << 18
+#: hidden sizes up to this many lanes not a multiple of 16 are vectorized whole (in power-of-two pieces)
+WHOLE_VECTOR = 256
 #: accumulator registers of a matrix-vector block (rows of the batch x vectors of gate columns)
 ACCUMULATORS = 16
 
@@ -92,11 +94,19 @@ def _int_matvec(s: Schedule, st, features) -> tuple:
 
 
 def _elementwise(st) -> None:
+    """Vectorized over the hidden units: in vectors of 16 where they divide it, else (a hidden size of at most
+    :data:`WHOLE_VECTOR`) as one vector statement (power-of-two pieces: 100 = 64 + 32 + 4, not 25 of 4); the
+    state axis of ``rnn_update`` unrolled (``h`` and ``c`` are different expressions)."""
     j = st.op.axis[-1]
-    vw = vector_width(int(j.dom.extent))
-    if vw > 1:
+    n = int(j.dom.extent)
+    vw = vector_width(n)
+    if vw < 16 and n <= WHOLE_VECTOR:
+        st.vectorize(j)
+    elif vw > 1:
         jo, ji = st.split(j, factor=vw)
         st.vectorize(ji)
+    if st.op.name == "rnn_update":
+        st.unroll(st.op.axis[1])
 
 
 @register_schedule("nn.rnn_scan", target="llvm", name="rnn_scan_cpu")

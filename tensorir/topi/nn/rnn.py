@@ -49,12 +49,15 @@ ACTIVATIONS = {
 
 
 def pack_block(batch: int, columns: int, accumulators: int = 16) -> int:
-    """Columns of ``R^T`` per packed block: a divisor of ``columns`` (the hidden size, or all gate columns where
-    it fills no vector of 16: a block may then span two gates), up to four float32 vectors of 16, so that a
-    block of batch rows (up to 16) x its vectors fits ``accumulators`` registers; the schedule's column block."""
+    """Columns of ``R^T`` per packed block (the schedule's column block): a divisor of ``columns`` (the columns
+    of each recurrent product: ``gates * hidden``, or ``hidden`` for a GRU whose reset gate multiplies ``h``
+    before its product), in float32 vectors of 16 (else 8, 4, 1) and as many of them as a block of batch rows
+    (up to 16) x its vectors fits ``accumulators`` registers: each vector of the block is one chain of
+    multiply-adds over the reduction, so several keep the FMA units busy (hidden 100: 5 vectors of 16 of the
+    400 columns, where vectors of 4 dividing 100 ran 4x slower)."""
     vec = next((v for v in (16, 8, 4) if columns % v == 0), 1)
     rows = max(d for d in range(1, min(batch, accumulators) + 1) if batch % d == 0)
-    limit = max(1, min(4, accumulators // rows))
+    limit = max(1, accumulators // rows)
     return vec * max(d for d in range(1, limit + 1) if (columns // vec) % d == 0)
 
 
@@ -89,7 +92,7 @@ def rnn_scan(xp: Tensor, rt: Tensor, init: Tensor, *extra: Tensor, cell: str = "
              reverse=False, peephole=False, seq_lens=False, quantized=False, output_sequence=True) -> Tensor:
     """One direction of an ONNX recurrent layer (see the module).  ``xp``: ``[steps, batch, gates * hidden]``;
     ``rt``: ``[hidden, gates * hidden]``, or packed in blocks of columns ``[gates * hidden / block, hidden, block]``
-    (:func:`pack_block`; ``block`` divides ``hidden``); ``init``: ``[states, batch, hidden]``; ``extra``: GRU's ``Rbh``
+    (:func:`pack_block`; ``block`` divides ``gates * hidden``); ``init``: ``[states, batch, hidden]``; ``extra``: GRU's ``Rbh``
     (``[hidden]``) with ``linear_before_reset``, LSTM's peepholes ``[3 * hidden]`` with ``peephole``, the
     sequence lengths ``[batch]`` (int32) with ``seq_lens``, ``R``'s scale per column ``[gates * hidden]`` with
     ``quantized`` and an int8 ``rt``, ``R``'s column sums ``[gates * hidden]`` (int32), in this order.

@@ -121,8 +121,7 @@ def recurrent(ctx, op: str, x, w, r, b, lens, init: list, peep, attrs, defaults:
     acts = _activations(ctx, attrs, defaults, num_dir)
     clip = attrs.get("clip")
     flat = ctx.call("reshape", x, newshape=[seq * batch, inp])
-    # R^T's column blocks: of the gate columns where hidden fills no vector of 16 (madmom's 25: 4 wide, not 1)
-    block = pack_block(batch, hidden if hidden % 16 == 0 else gates * hidden)
+    block = pack_block(batch, hidden if op == "GRU" and not lbr else gates * hidden)
     if scales is not None:
         if lens is not None:    # onnxruntime quantizes the steps below the longest sequence (zeros change nothing)
             steps = Const(np.arange(seq, dtype="int32").reshape(seq, 1))
