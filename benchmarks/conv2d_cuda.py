@@ -79,6 +79,8 @@ def main() -> None:
                    help="float16 / bfloat16: ResNet-18's layers on tensor cores beside cuDNN channels-last")
     p.add_argument("--variants", action="store_true",
                    help="with --precision: also other wgmma tiles of each layer (WGMMA_VARIANTS), timed beside")
+    p.add_argument("--layers", nargs="+", default=None, metavar="NAME",
+                   help='with --precision: only these layers (names as printed, e.g. "layer4 3x3")')
     args = p.parse_args()
     for n in args.batch:
         bench(n, args) if args.precision == "float32" else bench_tensorcore(n, args.precision, args)
@@ -157,6 +159,8 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
     total = {"ours": 0.0, "cudnn": 0.0, "cudnn_benchmark": 0.0}
     for layer in RESNET18:
         name, C, H, K, k, stride, pad = layer
+        if args.layers and name not in args.layers:
+            continue
         got = build_tensorcore(N, dtype, layer)
         if isinstance(got, str):
             print(f"{name:20s} refused: {got}")
