@@ -10,7 +10,7 @@ from onnx.reference import ReferenceEvaluator
 from tensorir import graph
 from tensorir.graph import GraphError, OpPattern
 from tensorir.graph.op import get_op
-from tensorir.graph.frontend import registry
+from tensorir.graph.frontend import onnx as _onnx_frontend, registry  # noqa: F401  (onnx: registers the converters)
 
 
 def _model(nodes, inputs, outputs, inits=(), opsets=(("", 17),)):
