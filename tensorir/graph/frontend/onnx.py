@@ -90,7 +90,8 @@ class Context:
         except GraphError as e:     # name the node around the subgraph, outermost last
             if node is None:
                 raise
-            raise type(e)(f"{e} (in subgraph {graph.name!r} of {node.op_type} node {node.name or node.output[0]!r})") from None
+            where = f"in subgraph {graph.name!r} of {node.op_type} node {node.name or node.output[0]!r}"
+            raise type(e)(f"{e} ({where})").with_traceback(e.__traceback__) from None
         finally:
             self.values, self.node = outer, node
 
