@@ -1,4 +1,13 @@
-"""LLVM plumbing: initialisation, target machines (cached), the O3 pipeline, MCJIT, objects and assembly."""
+"""LLVM plumbing: initialisation, target machines (cached), the O3 pipeline, MCJIT, objects and assembly.
+
+MCJIT code is position independent in the small code model, as an exported library's is.  (LLVM's JIT default on
+x86-64 is the large code model: each constant-pool operand needs its absolute address in a register, which in a
+bf16 dense with an exact-GELU epilogue pushed the 16 ``vdpbf16ps`` accumulators of the reduction loop onto the
+stack: 2x the kernel's time.)  RIP-relative references must reach, so llvmlite's memory manager (``use_lmm``)
+places a module's code, constants and GOT in one block; it reserves GOT entries for GOT relocations only, so
+external functions (and LLVM's library calls) are called through the GOT (``nonlazybind``, ``RtLibUseGOT``), not
+through MCJIT's PLT stubs, whose GOT entries it would not have reserved (an abort).
+"""
 from __future__ import annotations
 
 import functools
@@ -9,6 +18,8 @@ import llvmlite.binding as llvm
 from .target import Target
 
 _lock = threading.Lock()
+#: the calls LLVM emits itself (``memset``, ``sinf`` per lane ...) through the GOT too
+_LIBCALLS_THROUGH_GOT = '!llvm.module.flags = !{!0}\n!0 = !{i32 7, !"RtLibUseGOT", i32 1}\n'
 
 
 @functools.cache
@@ -28,11 +39,8 @@ def _create_tm(target: Target, jit: bool) -> llvm.TargetMachine:
     if target.kind != "llvm":
         raise ValueError(f"the LLVM backend cannot compile for target {target}")
     t = llvm.Target.from_triple(target.option("mtriple") or triple())
-    if jit:
-        return t.create_target_machine(cpu=target.mcpu, features=target.llvm_features(), opt=3,
-                                       reloc="default", codemodel="jitdefault", jit=True)
     return t.create_target_machine(cpu=target.mcpu, features=target.llvm_features(), opt=3,
-                                   reloc="pic", codemodel="default")
+                                   reloc="pic", codemodel="small" if jit else "default", jit=jit)
 
 
 @functools.lru_cache(maxsize=16)
@@ -73,7 +81,11 @@ class JitCode:
             from .llvm import threadpool
             threadpool.load()
         with _lock:
-            self.engine = llvm.create_mcjit_compiler(mod, _create_tm(target, jit=True))
+            for f in mod.functions:
+                if f.is_declaration and not f.name.startswith("llvm."):
+                    f.add_function_attribute("nonlazybind")
+            mod.link_in(llvm.parse_assembly(_LIBCALLS_THROUGH_GOT))
+            self.engine = llvm.create_mcjit_compiler(mod, _create_tm(target, jit=True), use_lmm=True)
             self.engine.finalize_object()
             self.engine.run_static_constructors()
 
@@ -96,7 +108,9 @@ def emit_object(ir: str | llvm.ModuleRef, target: Target) -> bytes:
         return target_machine(target).emit_object(mod)
 
 
-def emit_assembly(ir_text: str, target: Target) -> str:
+def emit_assembly(ir_text: str, target: Target, jit: bool = False) -> str:
+    """Assembly of optimized IR as an object has it, or (``jit``) as :class:`JitCode` compiles it."""
     init()
     with _lock:
-        return target_machine(target).emit_assembly(llvm.parse_assembly(ir_text))
+        tm = _create_tm(target, jit=True) if jit else target_machine(target)
+        return tm.emit_assembly(llvm.parse_assembly(ir_text))

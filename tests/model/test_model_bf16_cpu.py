@@ -5,6 +5,7 @@ numpy emulation of the instruction (bfloat16 inputs, float32 sums in its order, 
 manifest names the instruction set and ``load_model`` refuses an artifact needing AVX512-BF16 on a host
 without it."""
 import json
+import math
 import platform
 import re
 import shutil
@@ -206,3 +207,40 @@ def test_a_dense_whose_data_leaves_l2_runs_row_tiles_outside_and_stays_exact():
     assert [o["rule"] for o in origins(m)] == ["schedule_dense_pack_bf16_avx512bf16"]
     f = {"x": bf16(1032, 512)}
     np.testing.assert_array_equal(m(**f)[0].view(np.uint16), emulate(f["x"], w).view(np.uint16))
+
+
+def gelu_dense_graph(m: int, k: int, n: int) -> tuple[Graph, np.ndarray, np.ndarray]:
+    """A float32 dense + bias + exact GELU (``h (erf(h / sqrt 2) + 1) 0.5``, BERT's FFN1), its weight and bias."""
+    w, bias = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    c = lambda v: Const(np.array(v, np.float32))
+    x = Var("x", TensorType((m, k), "float32"))
+    h = call("add", call("nn.dense", x, Const(w)), Const(bias))
+    y = call("multiply", call("multiply", h, call("add", call("erf", call("divide", h, c(np.sqrt(2.0)))), c(1.0))),
+             c(0.5))
+    return Graph((x,), (y,), (), ("y",)), w, bias
+
+
+def test_jit_code_keeps_a_bf16_dense_gelu_reduction_in_registers():
+    """The JIT's code of a bf16 dense with an exact-GELU epilogue keeps the reduction loop's ``vdpbf16ps``
+    accumulators in registers, as an exported library's (PIC, small code model) does; in LLVM's JIT default
+    (large) each constant of the epilogue takes a register and the accumulators go to the stack (2x the time).
+    Then, on this host, the kernel gives the mixed-precision chain of numpy: each op rounded to bfloat16
+    (within one bfloat16 step of erf, whose polynomial is not libm's)."""
+    g, w, bias = gelu_dense_graph(16, 768, 256)
+    m = codegen.build_model(g, target=BF16, precision="bfloat16")
+    asm = jit.emit_assembly(m._ir, parse(BF16), jit=True)
+    loops = [b for b in re.split(r"\n(?=\.LBB\d+_\d+:)", asm) if "vdpbf16ps" in b]
+    assert loops and all("(%rsp)" not in b for b in loops), [b.count("(%rsp)") for b in loops]
+    if "avx512bf16" not in host().features:
+        return
+    m = codegen.build_model(g, target=HOST, precision="bfloat16")
+    x = rng.standard_normal((16, 768)).astype(np.float32)
+    for b in m.buffers:
+        b.view(np.uint8).fill(0xFF)
+    got = m(x=x)[0]
+    r = lambda a: np.asarray(a, np.float32).astype("bfloat16").astype(np.float32)
+    h = r(emulate(x.astype("bfloat16"), w.astype("bfloat16")).astype(np.float32) + r(bias))
+    e = r(np.vectorize(math.erf)(r(h / r(np.sqrt(2.0))).astype(np.float64)))
+    want = r(r(h * r(e + 1)) * 0.5)
+    assert got.dtype == np.float32 and not np.isnan(got).any()
+    np.testing.assert_array_less(np.abs(got - want), 2.0 ** -7 * (np.abs(want) + 0.5 * np.abs(h)) + 1e-30)
