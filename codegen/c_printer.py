@@ -20,6 +20,8 @@ from tensorir import stmt as S
 from tensorir.arith import INF, const_bounds, simplify
 from tensorir.visitor import Mutator, collect, substitute
 
+from .c_cse import share_common
+
 
 class CodegenError(RuntimeError):
     pass
@@ -419,18 +421,22 @@ class CPrinter:
         idx, buf = s.indices[0], s.buffer
         n = dt.lanes(idx.dtype)
         if n == 1:
-            self.emit(f"{self.names[buf]}[{self.expr(idx)}] = {self.expr(s.value)};", ind)
+            self.emit(f"{self.names[buf]}[{self.expr(idx)}] = {self.value(s.value, ind)};", ind)
             return
         value = self.hoist_vector_loads(s.value, ind)
         width = self.vector_chunks(buf, idx)
         if width:
             vt = self.vector_types[(dt.element(buf.dtype), width)]
             for c in range(0, n, width):
-                parts = ", ".join(self.expr(lane(value, c + k)) for k in range(width))
+                parts = ", ".join(self.value(lane(value, c + k), ind) for k in range(width))
                 self.emit(f"{self.vector_ptr(buf, lane(idx, c), width)} = make_{vt}({parts});", ind)
             return
         for k in range(n):
-            self.emit(f"{self.names[buf]}[{self.expr(lane(idx, k))}] = {self.expr(lane(value, k))};", ind)
+            self.emit(f"{self.names[buf]}[{self.expr(lane(idx, k))}] = {self.value(lane(value, k), ind)};", ind)
+
+    def value(self, e: E.Expr, ind: int) -> str:
+        """A stored value, its repeated subexpressions printed once before the store (:mod:`.c_cse`)."""
+        return self.expr(share_common(self, e, ind))
 
     def hoist_vector_loads(self, value: E.Expr, ind: int) -> E.Expr:
         """Aligned contiguous vector loads in ``value`` become vector temporaries whose components

@@ -133,6 +133,14 @@ class _Collector(Visitor):
         return out
 
 
+def children(node) -> list:
+    """The child nodes of ``node`` in field order (those inside tuples too: a load's indices)."""
+    out: list = []
+    for name in _child_fields(node):
+        _nodes_in(getattr(node, name), (), out)
+    return out
+
+
 def _nodes_in(v, skip, out: list) -> None:
     if isinstance(v, _Node):
         if not isinstance(v, skip):

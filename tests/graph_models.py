@@ -109,6 +109,33 @@ def transformer_block(seed=0, d=32, heads=4, ffn=64, opset=17):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tiletune-tests")
 
 
+def diamond_chain(n: int, side: int = 8):
+    """``n`` links ``y = tanh(x * sigmoid(x) + x)``, each reading its input three times, a Transpose
+    after every fifth: a fused body inlines each link into all three reads (3^n nodes as a tree)."""
+    from onnx import TensorProto, helper
+    nodes, x = [], "x"
+    for i in range(n):
+        nodes += [helper.make_node("Sigmoid", [x], [f"s{i}"]), helper.make_node("Mul", [x, f"s{i}"], [f"m{i}"]),
+                  helper.make_node("Add", [f"m{i}", x], [f"a{i}"]), helper.make_node("Tanh", [f"a{i}"], [f"y{i}"])]
+        x = f"y{i}"
+        if i % 5 == 4:
+            nodes.append(helper.make_node("Transpose", [x], [f"t{i}"], perm=[0, 2, 1]))
+            x = f"t{i}"
+    shape = [2, side, side]
+    g = helper.make_graph(nodes, "diamond", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="tiletune-tests")
+    m.ir_version = 8
+    return m
+
+
+def diamond_input(rng, side: int = 8) -> np.ndarray:
+    """An input of :func:`diamond_chain` with a NaN, +inf and -inf (-inf * sigmoid(-inf) is NaN)."""
+    x = (rng.standard_normal((2, side, side)) * 3).astype(np.float32)
+    x[0, 0, :3] = [np.nan, np.inf, -np.inf]
+    return x
+
+
 def ort_session(model):
     """An onnxruntime CPU session of ``model``; an onnx newer than the onnxruntime beside it writes an IR
     version that runtime refuses (seen on a GPU host: 14 against 13), so the model is then saved at the

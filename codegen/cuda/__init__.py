@@ -150,7 +150,7 @@ class CUDARenderer(CPrinter):
             self.need.add("store4")
             self.vector_access[buf] = max(self.vector_access.get(buf, 0), 8)
             for c in range(0, n, 4):
-                parts = ", ".join(self.expr(lane(value, c + k)) for k in range(4))
+                parts = ", ".join(self.value(lane(value, c + k), ind) for k in range(4))
                 self.emit(f"tt_store4(&{self.names[buf]}[{self.expr(lane(idx, c))}], {parts});", ind)
             return
         super().s_BufferStore(s, ind)

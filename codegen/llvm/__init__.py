@@ -28,7 +28,7 @@ from tensorir.visitor import collect
 
 from .. import jit
 from . import extern as llvm_extern, math as llvm_math, memory as llvm_memory, parallel as llvm_parallel
-from .cse import SHARED, CSEScopes
+from .cse import IN_VALUE, CSEScopes
 from .types import FAST, F32, I1, PTR, VOID, const, convert, lanes_of, ltype, mangle, round_bf16, scalar_type, splat, \
     to_i64, unify, with_lanes
 from ..signature import native_symbol
@@ -214,7 +214,8 @@ class CodeGenLLVM:
     def stmt_BufferStore(self, s: S.BufferStore) -> None:
         outer, self.float_flags = self.float_flags, FAST if _accumulates(s) else ()
         try:
-            llvm_memory.store(self, s)
+            with self.frame.cse.statement():
+                llvm_memory.store(self, s)
         finally:
             self.float_flags = outer
 
@@ -226,10 +227,11 @@ class CodeGenLLVM:
 
     # expressions --------------------------------------------------------------------------------------
     def expr(self, e: E.Expr) -> ir.Value:
-        """The value of ``e``; pure integer arithmetic already emitted in a dominating region is reused."""
-        if isinstance(e, SHARED):
+        """The value of ``e``; pure integer arithmetic already emitted in a dominating region is reused
+        (and, within one store's value, any load, call or arithmetic: :mod:`.cse`)."""
+        if isinstance(e, IN_VALUE):
             cse = self.frame.cse
-            key = cse.key(e)
+            key = cse.key(e, (id(self.mask), self.float_flags))   # a mask lives as long as the IR
             if key is not None:
                 key = (self._index_depth > 0, key)
                 v = cse.get(key)

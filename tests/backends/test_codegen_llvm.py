@@ -644,3 +644,23 @@ def test_build_from_a_schedule():
     a, b = rand(37), nan_like(37)
     mod(a, b)
     np.testing.assert_allclose(b, np.exp(a) * 2, rtol=1e-6)
+
+
+def test_cse_shares_loads_within_one_store_only():
+    """Within one stored value a load (and float arithmetic on it) is keyed for reuse; once the store is
+    done that key is gone (a later statement may read memory written in between), wrapped or not, while
+    pure index arithmetic stays shared in its region."""
+    from codegen.llvm.cse import CSEScopes
+    buf = S.Buffer("B", "float32", (4,))
+    i = Var("i", "int32")
+    load = E.BufferLoad("float32", buf, (i,))
+    value, index = load * load, i * 4 + 1
+    cse = CSEScopes()
+    assert cse.key(value) is None               # outside a store: floats and loads are not shared
+    with cse.statement():
+        keys = [cse.key(value), (False, cse.key(load)), ("i64", cse.key(index))]
+        assert None not in keys
+        for k, v in zip(keys, "abc"):
+            cse.put(k, v)
+        assert [cse.get(k) for k in keys] == ["a", "b", "c"]
+    assert [cse.get(k) for k in keys] == [None, None, "c"]

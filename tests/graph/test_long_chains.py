@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
+import graph_models as gm
 import onnx_op_check
 from onnx import TensorProto, helper
 
@@ -127,3 +128,62 @@ def test_a_too_deep_te_expression_is_one_clear_error():
     from tensorir.error import NestingError
     with pytest.raises(NestingError, match="compute 'B': an expression nests too deep.*split it"):
         _deep_compute(4000)
+
+
+def test_diamond_chain_30_deep_matches_onnxruntime():
+    """30 links reading their input three times build (fusion splits the chain at its size caps) and
+    match onnxruntime, NaN and infinities included, on NaN-poisoned buffers."""
+    import time
+    t = time.perf_counter()
+    built = onnx_op_check.check(gm.diamond_chain(30), {"x": gm.diamond_input(rng)}, rtol=1e-5, atol=1e-6)
+    assert time.perf_counter() - t < 60
+    check_fused_sizes(built)
+
+
+def _kernel_ir_sizes(monkeypatch, build) -> list[int]:
+    """The LLVM IR length of each kernel ``build()`` emits (before LLVM's optimizer)."""
+    from codegen.model import llvm
+    sizes, emit = [], llvm.kernel_ir
+
+    def spy(func, target):
+        out = emit(func, target)
+        sizes.append(len(out[0]))
+        return out
+    monkeypatch.setattr(llvm, "kernel_ir", spy)
+    build()
+    return sizes
+
+
+def _swish_chain(n: int):
+    nodes, x = [], "x"
+    for i in range(n):
+        nodes += [helper.make_node("Sigmoid", [x], [f"s{i}"]), helper.make_node("Mul", [x, f"s{i}"], [f"y{i}"])]
+        x = f"y{i}"
+    g = helper.make_graph(nodes, "swish", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 16])],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 16, 16])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_fused_kernel_ir_grows_linearly_with_reads(monkeypatch):
+    """``x * sigmoid(x)`` chained 4 and 8 times fuses into one kernel whose inlined body doubles with
+    every link; the LLVM backend emits each distinct load, call and float operation of a stored value
+    once (``codegen/llvm/cse.py``), so the IR grows with the links, not with the tree (it was 17x)."""
+    sizes = {}
+    for n in (4, 8):
+        g, params = graph.from_onnx(_swish_chain(n))
+        sizes[n] = _kernel_ir_sizes(monkeypatch, lambda: codegen.build_model(g, "llvm", params))
+        assert len(sizes[n]) == 1, sizes
+    assert sizes[8][0] < 2.5 * sizes[4][0], sizes
+
+
+def test_fused_kernel_cuda_source_grows_linearly_with_reads():
+    """The CUDA C of the same chains: each repeated subexpression of a stored value is one temporary
+    (``codegen/c_cse.py``), so the source grows with the links (it was 14x from 4 to 8)."""
+    src = {}
+    for n in (4, 8):
+        g, params = graph.from_onnx(_swish_chain(n))
+        src[n] = codegen.build_model(g, "cuda", params).get_source()
+    assert len(src[8]) < 2 * len(src[4]), (len(src[4]), len(src[8]))
+    assert src[8].count("const float _c") >= 8

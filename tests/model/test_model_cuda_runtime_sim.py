@@ -467,3 +467,19 @@ def test_mixed_precision_resnet_on_the_simulated_gpu(fake):
     want = gm.run_onnxruntime(model, {"data": x})[0]
     assert np.isfinite(got).all()
     assert np.abs(got - want).max() <= 8 * 2.0 ** -10 * np.abs(want).max()
+
+
+def test_diamond_chain_on_the_simulated_gpu(fake):
+    """A chain whose links read their input three times, fused: its CUDA C prints each repeated
+    subexpression once as a temporary (``codegen/c_cse.py``) and matches onnxruntime, NaN and
+    infinities included."""
+    model = gm.diamond_chain(12)
+    g, params = graph.from_onnx(model)
+    m = codegen.build_model(g, target="cuda", params=params)
+    fake.model = m
+    assert "const float _c" in m.get_source()
+    x = gm.diamond_input(np.random.default_rng(5))
+    (got,) = m(x=x)
+    want = gm.run_onnxruntime(model, {"x": x})[0]
+    assert np.isnan(want).any() and (np.isnan(got) == np.isnan(want)).all()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
