@@ -10,10 +10,11 @@ estimated model latency adds ``outside``, what a call takes beyond its kernels' 
 the steps between kernels, caches left cold by the kernel before, the harness of the alone timing), taken
 as constant while tuning: a fixed value, or ``calibrate(kernels)`` called once every task has a measurement
 (``tiletune tune-model`` builds the model from the log as it stands, times the whole call and subtracts
-``kernels``, so the estimate starts at the measured call).  With ``remeasure=n``, once tuning ends each task's
-best is measured ``n`` times more (``tuner.remeasure_best()``, not logged; ``n`` rounds over the tasks in
-model order, so a task's timings are seconds apart) and the estimate counts their median: the least of many
-noisy timings is biased low, a timing independent of the selection is not.  A round-robin warm-up gives
+``kernels``, so the estimate starts at the measured call).  With ``remeasure=n``, at the calibration and once
+tuning ends each task's best is measured ``n`` times more (``tuner.remeasure_best()``, not logged; ``n`` rounds
+over the tasks in model order, so a task's timings are seconds apart) and the estimate counts the median of
+the current best's timings: the least of many noisy timings is biased low, a timing independent of the
+selection is not (and ``outside`` is then the call minus such timings, not minus lucky records).  A round-robin warm-up gives
 each task one batch (its first batch measures the kernel's default schedule once, so deployment never
 loses to it); then ``"gradient"`` gives each batch to the task whose next batch promises the largest
 drop of the objective: ``weight * (alpha * backward + (1 - alpha) * forward)`` where ``backward`` is the
@@ -244,11 +245,13 @@ class TaskScheduler:
         return self
 
     def _calibrate(self) -> float:
-        """Once every task has a measurement: ``outside = calibrate(kernel_latency())`` (then never again); the
-        seconds it took."""
+        """Once every task has a measurement: ``outside = calibrate(kernel_latency())`` (then never again; with
+        ``remeasure``, the bests are timed again first); the seconds it took."""
         if self.calibrate is None or not self.states or not self._complete():
             return 0.0
         fn, self.calibrate, t0 = self.calibrate, None, time.perf_counter()
+        if self.remeasure:      # the kernels timed as at the end, so that ``outside`` holds no lucky record
+            self._remeasure()
         self.outside = float(fn(self.kernel_latency()))
         return time.perf_counter() - t0
 

@@ -205,8 +205,8 @@ def test_calibrate_not_called_while_a_task_has_no_measurement():
 
 
 class AgainTuner(FakeTuner):
-    """A tuner whose best, measured again, takes 1.5, 2.5, then 1.6 times its first timing (the least of noisy
-    timings, and one more noisy timing); it logs every call in ``order``."""
+    """A tuner whose best, measured again, takes 1.5, 2.5, then 1.6 times its first timing, and so on (the least
+    of noisy timings, and one more noisy timing); it logs every call in ``order``."""
 
     def __init__(self, task, order):
         super().__init__(task)
@@ -219,7 +219,7 @@ class AgainTuner(FakeTuner):
 
     def remeasure_best(self):
         self.order.append(self.name)
-        return self.factors[sum(1 for n in self.order if n == self.name) - 1] * self.best
+        return self.factors[(sum(1 for n in self.order if n == self.name) - 1) % 3] * self.best
 
 
 class AgainScheduler(TaskScheduler):
@@ -260,3 +260,25 @@ def test_remeasure_skipped_while_a_task_has_no_measurement():
     s.order = []
     s.tune(4, measure_option=object(), log="again2.jsonl", num_measures_per_round=4, progress=False)
     assert s.order == [] and s.kernel_latency() == pytest.approx(s.states[0].best)
+
+
+def test_remeasure_at_the_calibration_too():
+    """With ``calibrate`` and ``remeasure=3`` the bests are timed 3 times before the calibration, which is given
+    their medians (not the records), so ``outside`` is the call minus such timings; a best found afterwards
+    counts at its record until the end, when every best is timed 3 times more."""
+    tasks = [FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 2e-3, anchor_op="b", plateau=5)]
+
+    def calibrate(kernels):
+        records = sum(w * st.best for w, st in zip([1, 3], s.states))
+        assert s.order == ["a", "b"] * 3 and kernels == pytest.approx(1.6 * records)
+        seen.append(kernels)
+        return 1e-4
+
+    seen = []
+    s = AgainScheduler(tasks, [1, 3], verbose=0, remeasure=3, calibrate=calibrate)
+    s.order = []
+    s.tune(40, measure_option=object(), log="again3.jsonl", num_measures_per_round=4, progress=False)
+    assert len(seen) == 1 and s.outside == 1e-4 and s.order[6:] == ["a", "b"] * 3
+    records = sum(w * st.best for w, st in zip([1, 3], s.states))
+    assert s.kernel_latency() == pytest.approx(1.6 * records) and s.estimated_latency() == pytest.approx(
+        1.6 * records + 1e-4)
