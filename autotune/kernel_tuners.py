@@ -12,8 +12,12 @@ import functools
 import math
 import os
 import warnings
+from typing import TYPE_CHECKING
 
 from .measure import MeasureInput
+
+if TYPE_CHECKING:
+    from .record import Record
 
 
 class KernelTuner:
@@ -30,7 +34,7 @@ class KernelTuner:
         self.policy = SketchPolicy(task, program_cost_model=cost_model, seed=seed, verbose=0)
         self.policy.share(storage if storage is not None else sqlite_url(log + ".study.db"), log)
         self.default_measured = not hasattr(task, "default_config")
-        self._best: tuple[float, MeasureInput] | None = None     # this run's fastest candidate
+        self._best: tuple[float, MeasureInput | Record] | None = None     # the fastest candidate (or record)
 
     def _keep_best(self, inputs, results) -> None:
         for inp, res in zip(inputs, results):
@@ -42,7 +46,12 @@ class KernelTuner:
         it failed this time)."""
         if self._best is None:
             return None
-        res = self.measurer.build_and_run([self._best[1]])[0]
+        inp = self._best[1]
+        if not isinstance(inp, MeasureInput):      # a record of the log (a resumed run): its config
+            from .auto_scheduler.search_task import StateConfig
+            config = self.task.default_config() if "default" in inp.knobs else StateConfig(tuple(inp.knobs["steps"]))
+            inp = MeasureInput(self.task, config)
+        res = self.measurer.build_and_run([inp])[0]
         return res.cost if res.ok else None
 
     @property
@@ -73,6 +82,8 @@ class KernelTuner:
                 if self.policy.shared.status(r.index) == "free":
                     self.policy.shared.record_known_index(r.index, r.result, dict(r.knobs))
             out.append((r.cost if r.result.ok else math.inf, r.result.error_msg))
+            if r.result.ok and (self._best is None or r.cost < self._best[0]):
+                self._best = (r.cost, r)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.policy.preload(self.log)

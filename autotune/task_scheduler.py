@@ -10,9 +10,11 @@ estimated model latency adds ``outside``, what a call takes beyond its kernels' 
 the steps between kernels, caches left cold by the kernel before, the harness of the alone timing), taken
 as constant while tuning: a fixed value, or ``calibrate(kernels)`` called once every task has a measurement
 (``tiletune tune-model`` builds the model from the log as it stands, times the whole call and subtracts
-``kernels``, so the estimate starts at the measured call).  With ``remeasure`` each new best is measured
-once more (``tuner.remeasure_best()``, not logged) and the estimate counts that second timing: the least of
-many noisy timings is biased low.  A round-robin warm-up gives
+``kernels``, so the estimate starts at the measured call).  With ``remeasure=n``, at the calibration and once
+tuning ends each task's best is measured ``n`` times more (``tuner.remeasure_best()``, not logged; ``n`` rounds
+over the tasks in model order, so a task's timings are seconds apart) and the estimate counts the median of
+the current best's timings: the least of many noisy timings is biased low, a timing independent of the
+selection is not (and ``outside`` is then the call minus such timings, not minus lucky records).  A round-robin warm-up gives
 each task one batch (its first batch measures the kernel's default schedule once, so deployment never
 loses to it); then ``"gradient"`` gives each batch to the task whose next batch promises the largest
 drop of the objective: ``weight * (alpha * backward + (1 - alpha) * forward)`` where ``backward`` is the
@@ -32,6 +34,7 @@ import contextlib
 import json
 import math
 import os
+import statistics
 import sys
 import time
 import warnings
@@ -58,7 +61,7 @@ class _TaskState:
         self.errors: Counter = Counter()
         self.stopped = ""                     # why the task stopped ("" while it tunes)
         self.patience: int | None = None      # trials without improvement before it counts as converged
-        self.again: float | None = None       # a fresh measurement of the current best (None: not taken)
+        self.again: list[float] = []          # the current best measured again after tuning (``remeasure``)
 
     def add(self, results) -> None:
         for cost, err in results:
@@ -66,7 +69,7 @@ class _TaskState:
             if math.isfinite(cost):
                 self.ok += 1
                 if cost < self.best:
-                    self.best, self.last_improved, self.again = cost, self.trials, None
+                    self.best, self.last_improved, self.again = cost, self.trials, []
             else:
                 self.errors[(err or "error").splitlines()[0][:200]] += 1
         self.rounds += 1
@@ -80,7 +83,7 @@ class TaskScheduler:
                  alpha: float = 0.2, beta: float = 2.0, backward_window_size: int = 3,
                  early_stopping: int | None = 64, give_up_after: int = 3, verbose: int = 1,
                  outside: float = 0.0, calibrate: Callable[[float], float] | None = None,
-                 remeasure: bool = False):
+                 remeasure: int = 0):
         if strategy not in ("gradient", "round-robin"):
             raise ValueError(f"TaskScheduler: strategy must be 'gradient' or 'round-robin', got {strategy!r}")
         self.tasks = list(tasks)
@@ -94,7 +97,7 @@ class TaskScheduler:
         self.load_log_file = load_log_file
         self.outside = float(outside)       # seconds per call beyond the kernels alone
         self.calibrate = calibrate          # kernels alone -> outside, called once every task has a measurement
-        self.remeasure = remeasure          # measure each new best once more for the estimate
+        self.remeasure = int(remeasure)     # times each task's best is measured again once tuning ends
         self.cost_model = None              # the XGBModel pretrained on the history (set by tune)
         self.states: list[_TaskState] = []
         self.curve: list[tuple[int, float, float]] = []   # (total trials, seconds, estimated latency)
@@ -112,8 +115,9 @@ class TaskScheduler:
     # -- the objective ---------------------------------------------------------------------------------------
     def kernel_latency(self) -> float:
         """``sum(weight * best)`` over tasks with a measurement: the kernels, each timed alone (seconds);
-        a best measured again (``remeasure``) counts at that second measurement."""
-        return sum(s.weight * (s.best if s.again is None else s.again) for s in self.states if math.isfinite(s.best))
+        a best measured again (``remeasure``) counts at the median of those timings."""
+        return sum(s.weight * (statistics.median(s.again) if s.again else s.best)
+                   for s in self.states if math.isfinite(s.best))
 
     def estimated_latency(self) -> float:
         """The model's estimated latency: :meth:`kernel_latency` plus ``outside`` (seconds)."""
@@ -215,11 +219,9 @@ class TaskScheduler:
                 if not results:
                     s.stopped = getattr(s.tuner, "stop_reason", None) or "search space exhausted"
                     continue
-                before, best = self.total_trials, s.best
+                before = self.total_trials
                 s.add(results)
                 self._check_stop(s)
-                if self.remeasure and s.best < best and hasattr(s.tuner, "remeasure_best"):
-                    s.again = s.tuner.remeasure_best()
                 if self.calibrate is not None and self._complete():    # what it prints stays out of the bar
                     with bar.external_write_mode() if bar is not None else contextlib.nullcontext():
                         start += self._calibrate()                      # its time is not tuning time
@@ -230,6 +232,10 @@ class TaskScheduler:
                     bar.update(self.total_trials - before)
                     bar.set_description(f"{s.tuner.name[:40]}")
                     bar.set_postfix_str(f"model {'' if self._complete() else '>= '}{point[2] * 1e3:.3f} ms")
+            if self.remeasure and self._complete() and self._remeasure():   # its time is not tuning time
+                point = (self.total_trials, self.curve[-1][1] if self.curve else 0.0, self.estimated_latency())
+                self.curve.append(point)
+                _append_progress(progress_path, point, "remeasured", True, self.outside)
         finally:
             if bar is not None:
                 bar.close()
@@ -239,13 +245,26 @@ class TaskScheduler:
         return self
 
     def _calibrate(self) -> float:
-        """Once every task has a measurement: ``outside = calibrate(kernel_latency())`` (then never again); the
-        seconds it took."""
+        """Once every task has a measurement: ``outside = calibrate(kernel_latency())`` (then never again; with
+        ``remeasure``, the bests are timed again first); the seconds it took."""
         if self.calibrate is None or not self.states or not self._complete():
             return 0.0
         fn, self.calibrate, t0 = self.calibrate, None, time.perf_counter()
+        if self.remeasure:      # the kernels timed as at the end, so that ``outside`` holds no lucky record
+            self._remeasure()
         self.outside = float(fn(self.kernel_latency()))
         return time.perf_counter() - t0
+
+    def _remeasure(self) -> bool:
+        """``remeasure`` rounds over the tasks in model order, each measuring every task's best once more (not
+        logged); the estimate then counts each task's median of them.  Whether any timing was taken."""
+        for _ in range(self.remeasure):
+            for s in self.states:
+                if math.isfinite(s.best) and hasattr(s.tuner, "remeasure_best"):
+                    cost = s.tuner.remeasure_best()
+                    if cost is not None and math.isfinite(cost):
+                        s.again.append(cost)
+        return any(s.again for s in self.states)
 
     def _complete(self) -> bool:
         """Whether the estimate covers the model: every task measured (or stopped, having failed)."""
@@ -296,14 +315,19 @@ class TaskScheduler:
         return bar
 
     def table(self) -> str:
-        """Task, weight, trials, best latency and share of the model's estimated time."""
+        """Task, weight, trials, best latency (and, re-measured, its timings again) and share of the model's
+        estimated time."""
         total = self.kernel_latency()
-        rows = [f"{'task':<56s} {'weight':>6s} {'trials':>6s} {'best ms':>10s} {'share':>6s}  status"]
+        again = any(s.again for s in self.states)
+        rows = [f"{'task':<56s} {'weight':>6s} {'trials':>6s} {'best ms':>10s} {'share':>6s}  status"
+                + ("  (best measured again, ms)" if again else "")]
         for s in self.states:
-            share = s.weight * s.best / total if total and math.isfinite(s.best) else 0.0
+            cost = statistics.median(s.again) if s.again else s.best
+            share = s.weight * cost / total if total and math.isfinite(s.best) else 0.0
             best = f"{s.best * 1e3:10.4f}" if math.isfinite(s.best) else f"{'-':>10s}"
             rows.append(f"{s.tuner.name[:56]:<56s} {s.weight:6g} {s.trials:6d} {best} {share:6.1%}  "
-                        f"{s.stopped or 'tuning'}")
+                        f"{s.stopped or 'tuning'}" + (f"  ({', '.join(f'{c * 1e3:.4f}' for c in s.again)})"
+                                                      if s.again else ""))
         rows.append(f"estimated model latency {self.describe()} after {self.total_trials} trials")
         return "\n".join(rows)
 

@@ -284,10 +284,11 @@ def add_tune_model(sub) -> None:
     tune.add_argument("--no-outside-time", dest="outside", action="store_false",
                       help="skip timing the whole model once every task has a measurement: the estimate is "
                            "then the kernels alone, without the rest of a call")
-    tune.add_argument("--remeasure", action="store_true",
-                      help="measure each task's new best once more (not logged) and count that timing in the "
-                           "estimate (the least of many noisy timings is lower than the kernel's time; the "
-                           "second timing, taken right after, shares the first's load, so it is off by default)")
+    tune.add_argument("--remeasure", type=positive_int, nargs="?", const=3, default=0, metavar="N",
+                      help="before the calibration and once tuning ends, measure each task's best N more times "
+                           "(default 3; not logged; rounds over the tasks in model order) and count the median in "
+                           "the estimate: the least of many noisy timings is lower than the kernel's time (off by "
+                           "default)")
     tune.add_argument("--no-deploy-check", dest="deploy_check", action="store_false",
                       help="skip building the model from the log and timing it beside the estimate at the end")
     add_measure_args(tune)

@@ -166,3 +166,20 @@ def test_tune_model_for_a_target_this_machine_cannot_run(tmp_path, capsys):
     said = [str(w.message) for w in caught]
     assert not any("time outside the kernels was not measured" in m for m in said)
     assert sum("not tuned" in m for m in said) == 1
+
+
+def test_tune_model_remeasure_times_the_log_bests_again(tuned, capsys):
+    """A rerun of a complete log with ``--remeasure 2`` measures no new candidate but times each searched
+    task's best record twice more (not logged); the estimate counts the medians, listed in the table, and
+    the last progress line holds it."""
+    d, model, log = tuned
+    before = log.read_text()
+    assert main(["tune-model", str(model), "--shape", "x=1,3,32,32", "--log", str(log), *TUNE, "--remeasure", "2",
+                 "--no-outside-time", "--no-deploy-check"]) == 0
+    out, err = capsys.readouterr()
+    assert log.read_text() == before
+    again = re.findall(r"  \(([0-9.]+), ([0-9.]+)\)$", err, re.M)
+    assert len(again) >= 9 and all(float(a) > 0 and float(b) > 0 for a, b in again)     # every searched task
+    est = float(re.search(r"estimated model latency ([0-9.]+) ms \(kernels alone", out).group(1))
+    last = _lines(log.with_name(log.name + ".progress.jsonl"))[-1]
+    assert last["task"] == "remeasured" and last["trial"] == 20 and abs(last["latency"] * 1e3 - est) <= 1e-4

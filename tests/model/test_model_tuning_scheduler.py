@@ -205,11 +205,12 @@ def test_calibrate_not_called_while_a_task_has_no_measurement():
 
 
 class AgainTuner(FakeTuner):
-    """A tuner whose best, measured again, takes 1.5 times its first timing (the least of noisy timings)."""
+    """A tuner whose best, measured again, takes 1.5, 2.5, then 1.6 times its first timing, and so on (the least
+    of noisy timings, and one more noisy timing); it logs every call in ``order``."""
 
-    def __init__(self, task):
+    def __init__(self, task, order):
         super().__init__(task)
-        self.asked = []
+        self.order, self.factors = order, [1.5, 2.5, 1.6]
 
     def batch(self, n):
         out = super().batch(n)
@@ -217,25 +218,67 @@ class AgainTuner(FakeTuner):
         return out
 
     def remeasure_best(self):
-        self.asked.append(self.best)
-        return 1.5 * self.best
+        self.order.append(self.name)
+        return self.factors[(sum(1 for n in self.order if n == self.name) - 1) % 3] * self.best
 
 
 class AgainScheduler(TaskScheduler):
     def make_tuner(self, task, log, measure, storage):
-        return AgainTuner(task)
+        return AgainTuner(task, self.order)
 
 
-def test_remeasure_counts_each_new_best_at_its_second_timing():
-    """With ``remeasure``, each batch that improves a task's best measures that best once more and the
-    estimate counts the second timing; without it, the first; the allocation of trials does not change."""
+def test_remeasure_times_each_best_again_once_tuning_ends():
+    """With ``remeasure=3``, once tuning ends every task's best is measured 3 times more, in rounds over the
+    tasks in model order, and the estimate counts the median of those timings (not the least, not the
+    first); the allocation of trials does not change, the last progress line holds the re-measured estimate
+    at the tuning time of the line before, and the table lists the timings.  Without it nothing is measured."""
+    import json
     tasks = [FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 2e-3, anchor_op="b", plateau=5)]
     plain = AgainScheduler(tasks, [1, 3], verbose=0)
+    plain.order = []
     plain.tune(40, measure_option=object(), log="plain.jsonl", num_measures_per_round=4, progress=False)
-    s = AgainScheduler(tasks, [1, 3], verbose=0, remeasure=True)
+    s = AgainScheduler(tasks, [1, 3], verbose=0, remeasure=3)
+    s.order = []
     s.tune(40, measure_option=object(), log="again.jsonl", num_measures_per_round=4, progress=False)
+    assert plain.order == [] and s.order == ["a", "b"] * 3
     assert [st.trials for st in s.states] == [st.trials for st in plain.states]
-    assert all(st.tuner.asked == sorted(set(st.tuner.asked), reverse=True) for st in s.states)   # new bests only
-    assert len(s.states[1].tuner.asked) < s.states[1].rounds            # b stopped improving: not asked again
+    assert [st.best for st in s.states] == [st.best for st in plain.states]
     assert plain.kernel_latency() == pytest.approx(sum(w * st.best for w, st in zip([1, 3], plain.states)))
-    assert s.kernel_latency() == pytest.approx(1.5 * plain.kernel_latency())
+    assert s.kernel_latency() == pytest.approx(1.6 * plain.kernel_latency())           # the median of 1.5, 2.5, 1.6
+    lines = [json.loads(x) for x in open("again.jsonl.progress.jsonl").read().splitlines()]
+    assert lines[-1]["task"] == "remeasured" and lines[-1]["latency"] == pytest.approx(s.estimated_latency())
+    assert lines[-1]["seconds"] == lines[-2]["seconds"] and lines[-1]["trial"] == lines[-2]["trial"] == 40
+    assert lines[-2]["latency"] == pytest.approx(plain.estimated_latency())
+    b = s.states[1].best * 1e3
+    assert f"({1.5 * b:.4f}, {2.5 * b:.4f}, {1.6 * b:.4f})" in s.table()
+
+
+def test_remeasure_skipped_while_a_task_has_no_measurement():
+    """A budget that ends before every task is measured: no re-measurement, the estimate is the records'."""
+    tasks = [FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 2e-3, anchor_op="b")]
+    s = AgainScheduler(tasks, [1, 1], verbose=0, remeasure=3)
+    s.order = []
+    s.tune(4, measure_option=object(), log="again2.jsonl", num_measures_per_round=4, progress=False)
+    assert s.order == [] and s.kernel_latency() == pytest.approx(s.states[0].best)
+
+
+def test_remeasure_at_the_calibration_too():
+    """With ``calibrate`` and ``remeasure=3`` the bests are timed 3 times before the calibration, which is given
+    their medians (not the records), so ``outside`` is the call minus such timings; a best found afterwards
+    counts at its record until the end, when every best is timed 3 times more."""
+    tasks = [FakeTask("a", 1e-3, anchor_op="a"), FakeTask("b", 2e-3, anchor_op="b", plateau=5)]
+
+    def calibrate(kernels):
+        records = sum(w * st.best for w, st in zip([1, 3], s.states))
+        assert s.order == ["a", "b"] * 3 and kernels == pytest.approx(1.6 * records)
+        seen.append(kernels)
+        return 1e-4
+
+    seen = []
+    s = AgainScheduler(tasks, [1, 3], verbose=0, remeasure=3, calibrate=calibrate)
+    s.order = []
+    s.tune(40, measure_option=object(), log="again3.jsonl", num_measures_per_round=4, progress=False)
+    assert len(seen) == 1 and s.outside == 1e-4 and s.order[6:] == ["a", "b"] * 3
+    records = sum(w * st.best for w, st in zip([1, 3], s.states))
+    assert s.kernel_latency() == pytest.approx(1.6 * records) and s.estimated_latency() == pytest.approx(
+        1.6 * records + 1e-4)
