@@ -75,6 +75,11 @@ def output_padding(o: int) -> int:
     return pad if o > BLOCKS[0] and (channel_block(o) < MIN_OUTPUT_BLOCK or pad <= o * MAX_PADDED_SHARE) else 0
 
 
+def sliced_to(y: Value, shape) -> Value:
+    """The leading ``shape`` of ``y``: a result computed over zero-padded outputs, sliced back."""
+    return call("strided_slice", y, begin=(0,) * len(shape), end=shape, strides=(1,) * len(shape))
+
+
 def _float4d(v: Value) -> bool:
     return v.type.ndim == 4 and v.type.dtype in BLOCKED_DTYPES
 
@@ -109,7 +114,7 @@ def _conv2d(st: _Layouts, n: Node):
     if not pad:
         return y, ob
     y = call("layout_transform", y, src_layout=f"NCHW{ob}c", dst_layout="NCHW")
-    return call("strided_slice", y, begin=(0,) * 4, end=n.type.shape, strides=(1,) * 4)
+    return sliced_to(y, n.type.shape)
 
 
 def _conv2d_transpose(st: _Layouts, n: Node):
@@ -179,10 +184,7 @@ def _dense(st: _Layouts, n: Node):
     bn = 16 if (units + pad) % 16 == 0 else 8
     packed = st.pack(w, f"NC{bn}n+{pad}", lambda v: layout_transform_numpy(np.pad(v, ((0, pad), (0, 0))), "NC", f"NC{bn}n"))
     y = call("nn.contrib_dense_pack", x, packed, weight_layout=f"NC{bn}n")
-    if pad:
-        shape = n.type.shape
-        y = call("strided_slice", y, begin=(0,) * len(shape), end=shape, strides=(1,) * len(shape))
-    return y
+    return sliced_to(y, n.type.shape) if pad else y
 
 
 def _batch_matmul(st: _Layouts, n: Node):
@@ -231,10 +233,7 @@ def _qnn_dense(st: _Layouts, n: Node):
     y = call("qnn.contrib_dense_pack", x, packed)
     if corr is not None:
         y = call("add", y, Const(np.pad(corr.value, (0, pad))))
-    if pad:
-        shape = n.type.shape
-        y = call("strided_slice", y, begin=(0,) * len(shape), end=shape, strides=(1,) * len(shape))
-    return y
+    return sliced_to(y, n.type.shape) if pad else y
 
 
 def _qnn_conv2d(st: _Layouts, n: Node):
@@ -276,7 +275,7 @@ def _qnn_conv2d(st: _Layouts, n: Node):
     if not pad:
         return y, qnn.LANES
     y = call("layout_transform", y, src_layout=f"NCHW{qnn.LANES}c", dst_layout="NCHW")
-    return call("strided_slice", y, begin=(0,) * 4, end=n.type.shape, strides=(1,) * 4)
+    return sliced_to(y, n.type.shape)
 
 
 #: The rules of this module, op -> rule (:data:`.layout.RULES` holds them with the others).
