@@ -110,6 +110,17 @@ def test_shape_dict_mismatches():
         graph.from_onnx(_relu(), {"x": (2, 3, 1)})
 
 
+def test_one_number_binds_a_1d_input():
+    """``--shape h=25`` gives the bare number 25: the shape of a 1-d input (a madmom GRU's hidden state), and a
+    clear error for an input of another rank (it used to raise TypeError from inside the importer)."""
+    g, _ = graph.from_onnx(_relu(shape=("N",)), {"x": 25})
+    assert g.inputs[0].type.shape == (25,)
+    x = np.random.default_rng(1).standard_normal(25).astype(np.float32)
+    np.testing.assert_array_equal(graph.evaluate(g, {"x": x})[0], np.maximum(x, 0))
+    with pytest.raises(GraphError, match=r"input 'x': shape_dict gives one number \(4\) for an input of 2 dimensions"):
+        graph.from_onnx(_relu(), {"x": 4})
+
+
 def test_unsupported_input_dtype_names_input():
     m = _relu()
     m.graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT8E4M3FN

@@ -249,7 +249,13 @@ def _input_type(vi, shape_dict: dict, used: set) -> TensorType:
     dims = list(t.shape.dim)
     if vi.name in shape_dict:
         used.add(vi.name)
-        shape = tuple(int(d) for d in shape_dict[vi.name])
+        given = shape_dict[vi.name]
+        if isinstance(given, (int, np.integer)):     # `--shape x=25`: one number, the shape of a 1-d input
+            if len(dims) != 1 and t.HasField("shape"):
+                raise GraphError(f"input {vi.name!r}: shape_dict gives one number ({given}) for an input of "
+                                 f"{len(dims)} dimensions; give its shape as a tuple")
+            given = (given,)
+        shape = tuple(int(d) for d in given)
         if len(shape) != len(dims) and t.HasField("shape"):
             raise GraphError(f"input {vi.name!r}: shape_dict gives {len(shape)} dimensions, the model {len(dims)}")
         for i, (d, s) in enumerate(zip(dims, shape)):
