@@ -2,6 +2,7 @@
 record or default) and ``tiletune logs plot`` of a model-tuning log."""
 import json
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -183,3 +184,60 @@ def test_tune_model_remeasure_times_the_log_bests_again(tuned, capsys):
     est = float(re.search(r"estimated model latency ([0-9.]+) ms \(kernels alone", out).group(1))
     last = _lines(log.with_name(log.name + ".progress.jsonl"))[-1]
     assert last["task"] == "remeasured" and last["trial"] == 20 and abs(last["latency"] * 1e3 - est) <= 1e-4
+
+
+def _gemm_relu(seed: int = 5):
+    """``relu(x @ w.T + b)``, x [16, 128], w [64, 128]: in bfloat16 a ``dense_bf16_cpu`` task (its epilogue fused)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    w, b = (numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.2, n)
+            for n, s in (("w", (64, 128)), ("b", (64,))))
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w", "b"], ["h"], transB=1),
+                           helper.make_node("Relu", ["h"], ["y"])], "gemm_relu",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 128])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 64])], [w, b])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="tiletune-tests")
+
+
+@pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"),
+                    reason="dense_bf16_cpu is an x86 template")
+def test_tune_model_precision_tunes_the_kernels_compile_precision_builds(tmp_path, capsys):
+    """``tune-model --precision bfloat16`` tunes the mixed precision model's kernels (the bf16 dense measured and
+    checked in the runner: bfloat16 data through its .npz); ``compile --precision bfloat16 --log`` then builds each
+    kernel from its record, and the artifact matches onnxruntime's float32 output within bfloat16's rounding."""
+    from onnx import numpy_helper
+
+    import codegen
+    from autotune.model_history import MissingRecordWarning
+    from graph_models import run_onnxruntime
+    model, log, out = tmp_path / "mlp.onnx", tmp_path / "mlp.jsonl", tmp_path / "art"
+    onnx.save(_gemm_relu(), str(model))
+    assert main(["tune-model", str(model), "--precision", "bfloat16", "--log", str(log), *TUNE[2:],
+                 "--trials", "6"]) == 0
+    said = capsys.readouterr().out
+    assert "2 tasks (2 kernel calls per inference, bfloat16)" in said
+    assert f"deploy with: tiletune compile {model} --precision bfloat16 --log {log} -o OUT" in said
+    assert "deployed: the model from the log takes" in said
+    recs = _lines(log)
+    dense = [r for r in recs if r["workload"][0] == "dense_bf16_cpu"]
+    assert len(recs) == 6 and dense and all(r["result"]["error_no"] == 0 for r in recs), \
+        [r["result"].get("error_msg", "")[-300:] for r in recs]
+    with warnings.catch_warnings():         # the float32 twin (the parity reference) looks up no record
+        warnings.simplefilter("error", MissingRecordWarning)
+        assert main(["compile", str(model), "--precision", "bfloat16", "--log", str(log), "-o", str(out)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["precision"]["dtype"] == "bfloat16"
+    kernels = {k["kernel"]: k for k in manifest["kernels"]}
+    assert all(k["schedule"].get("log") == str(log) for k in kernels.values()), kernels     # every kernel tuned
+    (bf16,) = [k for k in kernels.values() if k["schedule"]["kind"] == "template"]
+    assert bf16["schedule"]["template"] == "dense_bf16_cpu" and bf16["precision"]["compute"] == "bfloat16"
+    assert bf16["schedule"]["record"]["config_index"] in {r["config"]["index"] for r in dense}
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((16, 128)).astype(np.float32)
+    (want,) = run_onnxruntime(_gemm_relu(), {"x": x})
+    m = codegen.load_model(str(out))
+    (got,) = m(x=x)
+    weights = {t.name: numpy_helper.to_array(t) for t in _gemm_relu().graph.initializer}
+    scale = np.abs(x) @ np.abs(weights["w"]).T + np.abs(weights["b"])      # what the roundings are relative to
+    assert np.all(np.abs(got - want) <= 2.0 ** -6 * scale), np.max(np.abs(got - want) / scale)
+    assert np.abs(got - want).max() > 0                                      # it did run in bfloat16
