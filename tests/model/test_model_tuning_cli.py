@@ -11,7 +11,7 @@ onnx = pytest.importorskip("onnx")
 
 from autotune.cli import main
 from autotune.cli.arguments import parse_duration
-from graph_models import small_cnn
+from graph_models import gemm_relu, small_cnn
 
 TUNE = ["--trials", "20", "--per-round", "2", "--n-parallel", "1", "--number", "1", "--repeat", "1",
         "--strategy", "round-robin"]
@@ -186,19 +186,6 @@ def test_tune_model_remeasure_times_the_log_bests_again(tuned, capsys):
     assert last["task"] == "remeasured" and last["trial"] == 20 and abs(last["latency"] * 1e3 - est) <= 1e-4
 
 
-def _gemm_relu(seed: int = 5):
-    """``relu(x @ w.T + b)``, x [16, 128], w [64, 128]: in bfloat16 a ``dense_bf16_cpu`` task (its epilogue fused)."""
-    from onnx import TensorProto, helper, numpy_helper
-    rng = np.random.default_rng(seed)
-    w, b = (numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.2, n)
-            for n, s in (("w", (64, 128)), ("b", (64,))))
-    g = helper.make_graph([helper.make_node("Gemm", ["x", "w", "b"], ["h"], transB=1),
-                           helper.make_node("Relu", ["h"], ["y"])], "gemm_relu",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 128])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 64])], [w, b])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="tiletune-tests")
-
-
 @pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"),
                     reason="dense_bf16_cpu is an x86 template")
 def test_tune_model_precision_tunes_the_kernels_compile_precision_builds(tmp_path, capsys):
@@ -211,7 +198,7 @@ def test_tune_model_precision_tunes_the_kernels_compile_precision_builds(tmp_pat
     from autotune.model_history import MissingRecordWarning
     from graph_models import run_onnxruntime
     model, log, out = tmp_path / "mlp.onnx", tmp_path / "mlp.jsonl", tmp_path / "art"
-    onnx.save(_gemm_relu(), str(model))
+    onnx.save(gemm_relu(), str(model))
     assert main(["tune-model", str(model), "--precision", "bfloat16", "--log", str(log), *TUNE[2:],
                  "--trials", "6"]) == 0
     said = capsys.readouterr().out
@@ -234,10 +221,10 @@ def test_tune_model_precision_tunes_the_kernels_compile_precision_builds(tmp_pat
     assert bf16["schedule"]["record"]["config_index"] in {r["config"]["index"] for r in dense}
     rng = np.random.default_rng(11)
     x = rng.standard_normal((16, 128)).astype(np.float32)
-    (want,) = run_onnxruntime(_gemm_relu(), {"x": x})
+    (want,) = run_onnxruntime(gemm_relu(), {"x": x})
     m = codegen.load_model(str(out))
     (got,) = m(x=x)
-    weights = {t.name: numpy_helper.to_array(t) for t in _gemm_relu().graph.initializer}
+    weights = {t.name: numpy_helper.to_array(t) for t in gemm_relu().graph.initializer}
     scale = np.abs(x) @ np.abs(weights["w"]).T + np.abs(weights["b"])      # what the roundings are relative to
     assert np.all(np.abs(got - want) <= 2.0 ** -6 * scale), np.max(np.abs(got - want) / scale)
     assert np.abs(got - want).max() > 0                                      # it did run in bfloat16
