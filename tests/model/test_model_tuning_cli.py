@@ -186,9 +186,26 @@ def test_tune_model_remeasure_times_the_log_bests_again(tuned, capsys):
     assert last["task"] == "remeasured" and last["trial"] == 20 and abs(last["latency"] * 1e3 - est) <= 1e-4
 
 
-@pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"),
-                    reason="dense_bf16_cpu is an x86 template")
-def test_tune_model_precision_tunes_the_kernels_compile_precision_builds(tmp_path, capsys):
+X86 = pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"),
+                         reason="dense_bf16_cpu is an x86 template")
+
+
+@pytest.fixture(scope="module")
+def tuned_bf16(tmp_path_factory):
+    """``gemm_relu`` tuned by ``tune-model --precision bfloat16`` (6 trials): its directory, model, log and output."""
+    import contextlib
+    import io
+    d = tmp_path_factory.mktemp("tune_bf16")
+    model, log, said = d / "mlp.onnx", d / "mlp.jsonl", io.StringIO()
+    onnx.save(gemm_relu(), str(model))
+    with contextlib.redirect_stdout(said):
+        assert main(["tune-model", str(model), "--precision", "bfloat16", "--log", str(log), *TUNE[2:],
+                     "--trials", "6"]) == 0
+    return d, model, log, said.getvalue()
+
+
+@X86
+def test_tune_model_precision_tunes_the_kernels_compile_precision_builds(tuned_bf16):
     """``tune-model --precision bfloat16`` tunes the mixed precision model's kernels (the bf16 dense measured and
     checked in the runner: bfloat16 data through its .npz); ``compile --precision bfloat16 --log`` then builds each
     kernel from its record, and the artifact matches onnxruntime's float32 output within bfloat16's rounding."""
@@ -197,11 +214,8 @@ def test_tune_model_precision_tunes_the_kernels_compile_precision_builds(tmp_pat
     import codegen
     from autotune.model_history import MissingRecordWarning
     from graph_models import run_onnxruntime
-    model, log, out = tmp_path / "mlp.onnx", tmp_path / "mlp.jsonl", tmp_path / "art"
-    onnx.save(gemm_relu(), str(model))
-    assert main(["tune-model", str(model), "--precision", "bfloat16", "--log", str(log), *TUNE[2:],
-                 "--trials", "6"]) == 0
-    said = capsys.readouterr().out
+    d, model, log, said = tuned_bf16
+    out = d / "art"
     assert "2 tasks (2 kernel calls per inference, bfloat16)" in said
     assert f"deploy with: tiletune compile {model} --precision bfloat16 --log {log} -o OUT" in said
     assert "deployed: the model from the log takes" in said
@@ -228,3 +242,21 @@ def test_tune_model_precision_tunes_the_kernels_compile_precision_builds(tmp_pat
     scale = np.abs(x) @ np.abs(weights["w"]).T + np.abs(weights["b"])      # what the roundings are relative to
     assert np.all(np.abs(got - want) <= 2.0 ** -6 * scale), np.max(np.abs(got - want) / scale)
     assert np.abs(got - want).max() > 0                                      # it did run in bfloat16
+
+
+@X86
+def test_quantized_cpu_bench_deploys_the_bf16_log(tuned_bf16, capsys):
+    """``benchmarks/quantized_cpu.py``'s bf16 row with ``--log``: the bfloat16 build under the log of
+    ``tune-model --precision bfloat16`` takes every kernel from it, timed as one more side."""
+    import sys
+    from conftest import ROOT
+    pytest.importorskip("onnxruntime")
+    sys.path.insert(0, f"{ROOT}/benchmarks")
+    try:
+        from quantized_cpu import bench_bf16
+    finally:
+        sys.path.remove(f"{ROOT}/benchmarks")
+    x = np.random.default_rng(3).standard_normal((16, 128)).astype(np.float32)
+    bench_bf16("gemm_relu bf16", gemm_relu(), {"x": x}, 1, 1, 0.02, log=str(tuned_bf16[2]))
+    out = capsys.readouterr().out
+    assert re.search(r"tiletune bf16 tuned +[0-9.]+ ms  tuned/ort +[0-9.]+x", out) and "kernels from the log 2" in out, out
