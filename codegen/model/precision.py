@@ -1,10 +1,10 @@
 """Mixed precision builds: ``codegen.build_model(g, target, params, precision="float16" | "bfloat16")``.
 
 The graph goes through ``tensorir.graph.to_mixed_precision`` before the passes; the float32 build of
-the same graph is compiled beside it (default schedules: a tuning log in effect serves the 16-bit
-build alone) and both run on seeded inputs, so the module carries its parity
-evidence (``meta["precision"]``, copied into the artifact's manifest): the largest absolute error
-against the float32 build and that error relative to the float32 output's largest magnitude.  A target
+the same graph is compiled beside it (default schedules: a tuning log in effect serves the 16-bit build
+alone) and both run on seeded inputs, so the module carries its parity evidence (``meta["precision"]``,
+copied into the artifact's manifest): the largest absolute error against the float32 build and that
+error relative to the float32 output's largest magnitude.  A target
 that cannot run here (CUDA without a GPU) records why instead of the numbers.
 """
 from __future__ import annotations
