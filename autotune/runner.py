@@ -87,7 +87,7 @@ def reference_job(p: dict) -> dict:
     elif fallback is not None:
         target = getattr(task, "reference_target", task.target)     # an untuned CUDA DAG runs on the CPU
         mod = codegen.build(*fallback, target=target, name=f"{safe_name(task.name)}_reference")
-        expected = [np.full(shp, np.nan if np.dtype(a.dtype).kind == "f" else 0x5A, a.dtype)   # int8 kernels' outputs
+        expected = [np.full(shp, np.nan if _floating(a.dtype) else 0x5A, a.dtype)   # int8 kernels' outputs
                     for a, shp in zip(sig.args, _shapes(sig)) if a.written]
         it = iter(expected)
         mod(*[x.copy() if x is not None else next(it) for x in arrays])
@@ -114,13 +114,28 @@ def _load(path: str) -> dict:
     return _cache[path]
 
 
+def _floating(dtype) -> bool:
+    """numpy's floats and bfloat16 (ml_dtypes: numpy kind "V")."""
+    return np.dtype(dtype).kind == "f" or np.dtype(dtype).name == "bfloat16"
+
+
+def _typed(a: np.ndarray, dtype) -> np.ndarray:
+    """``a`` as read from the ``.npz`` in ``dtype``: numpy saves bfloat16 (ml_dtypes) as 2-byte void."""
+    dtype = np.dtype(dtype)
+    return a.view(dtype) if a.dtype.kind == "V" and a.dtype != dtype and a.dtype.itemsize == dtype.itemsize else a
+
+
 def _mismatch(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str:
-    if got.dtype.kind != "f":
+    if not _floating(got.dtype):
         bad = int(np.count_nonzero(got != want))
         return f"{bad} of {got.size} elements differ" if bad else ""
+    if got.dtype.itemsize == 2:     # 16-bit floats: float32 sums in another order may round one step apart
+        import ml_dtypes
+        rtol = max(rtol, float(ml_dtypes.finfo(got.dtype).eps))
+    got, want = got.astype(np.float64), _typed(want, got.dtype).astype(np.float64)
     scale = float(np.max(np.abs(want[np.isfinite(want)]), initial=0.0)) or 1.0
     with np.errstate(invalid="ignore"):
-        err = np.abs(got.astype(np.float64) - want)
+        err = np.abs(got - want)
         ok = (err <= atol * scale + rtol * np.abs(want)) | (np.isnan(want) & np.isnan(got))
     bad = int(ok.size - np.count_nonzero(ok))
     if not bad:
@@ -174,10 +189,10 @@ def _arguments(sig, data: dict) -> tuple[list, list]:
     ins, outs, arrays = iter(data["in"]), [], []
     for a, shp in zip(sig.args, _shapes(sig)):
         if a.written:
-            outs.append(np.full(shp, np.nan if np.dtype(a.dtype).kind == "f" else 0, a.dtype))
+            outs.append(np.full(shp, np.nan if _floating(a.dtype) else 0, a.dtype))
             arrays.append(outs[-1])
         else:
-            arrays.append(next(ins).copy())
+            arrays.append(_typed(next(ins), a.dtype).copy())
     return arrays, outs
 
 

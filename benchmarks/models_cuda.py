@@ -48,7 +48,10 @@ def _time(fn, calls: int, torch) -> float:
     return start.elapsed_time(end) / 1e3 / calls
 
 
-def bench(name: str, model, feeds: dict, args, torch) -> None:
+def build(model, precision: str, logs) -> tuple:
+    """The CUDA model of ``model`` in ``precision`` (``build_model(..., precision=)`` unless float32), from the
+    tuning logs ``logs`` (a path or a list; none: default schedules), and a note: its compile time, schedule
+    kinds (with logs) and error against its fp32 twin."""
     import contextlib
 
     import autotune
@@ -56,19 +59,23 @@ def bench(name: str, model, feeds: dict, args, torch) -> None:
     from tensorir import graph
     t = time.perf_counter()
     g, params = graph.from_onnx(model)
-    low = None if args.precision == "float32" else args.precision
-    logs = args.log[0] if args.log and len(args.log) == 1 else args.log    # a path names itself in warnings
+    low = None if precision == "float32" else precision
     with autotune.apply_history_best(logs) if logs else contextlib.nullcontext():
         m = codegen.build_model(g, target="cuda", params=params, precision=low)
-    compile_s = time.perf_counter() - t
-    note = f"compile {compile_s:.1f} s"
-    if args.log:
+    note = f"compile {time.perf_counter() - t:.1f} s"
+    if logs:
         kinds = Counter(s.schedule.get("kind", "?") for s in m.run_list.steps)
         note += f"   schedules {dict(kinds)}"
     if low:
         vs = m.meta["precision"]["vs_float32"]
         note += (" (with its fp32 twin); vs its fp32 build " +
                  (f"{vs['max_rel_error']:.1e}" if "max_rel_error" in vs else vs.get("error", "?")))
+    return m, note
+
+
+def bench(name: str, model, feeds: dict, args, torch) -> None:
+    logs = args.log[0] if args.log and len(args.log) == 1 else args.log    # a path names itself in warnings
+    m, note = build(model, args.precision, logs)
     compare(name, m, model, feeds, args, torch, note)
 
 

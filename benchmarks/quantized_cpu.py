@@ -19,7 +19,9 @@ for the dense where the CPU has AMX-INT8, ``vpdpbusd`` with AVX512-VNNI or AVX-V
 relative error for float outputs), then both are timed with the same thread count, alternating blocks of
 calls (``real_models._time``); medians and their ratio are printed.  ``--log``: ResNet-18 and the BERT layer
 also built under a tuning log (``tiletune tune-model`` of either; records of other kernels are not used; join
-two logs with ``tiletune logs merge``), timed beside onnxruntime in their own alternating blocks.  The machine
+two logs with ``tiletune logs merge``), timed beside onnxruntime in their own alternating blocks; the bf16 BERT
+layer too (its tasks tuned by ``tiletune tune-model --precision bfloat16`` of ``bert_f32()``), its tuned build
+one more side of its alternating blocks.  The machine
 may be shared: the ratio of medians of alternating blocks is the number to read, not the milliseconds.
 
 ``--without-amx`` (on an AMX host) also times each case built without the AMX features (the VNNI entries).
@@ -111,9 +113,13 @@ def bert_f32():
 
 
 def bench_bf16(name: str, model, inputs: dict, threads: int, blocks: int, budget: float, target=None,
-               int8_model=None, no_amx=None) -> dict:
+               int8_model=None, no_amx=None, log=None) -> dict:
     """tiletune in bfloat16 (mixed precision) and in float32 beside onnxruntime float32; with ``int8_model``
-    also onnxruntime's session of it, with ``no_amx`` (a target) also tiletune's bfloat16 build for it."""
+    also onnxruntime's session of it, with ``no_amx`` (a target) also tiletune's bfloat16 build for it, with
+    ``log`` (``tiletune tune-model --precision bfloat16``'s) also the bfloat16 build under it."""
+    import warnings
+
+    import autotune
     import codegen
     from tensorir import graph
     g, params = graph.from_onnx(model, {k: v.shape for k, v in inputs.items()})
@@ -132,13 +138,22 @@ def bench_bf16(name: str, model, inputs: dict, threads: int, blocks: int, budget
     if no_amx is not None:
         vec = codegen.build_model(g, params=params, target=no_amx, precision="bfloat16")
         others["no_amx"] = lambda: vec.run(**inputs)
+    tuned = 0
+    if log:
+        with warnings.catch_warnings(), autotune.apply_history_best(log):
+            warnings.simplefilter("ignore")         # the records of the int8 models in a merged log
+            best = codegen.build_model(g, params=params, target=target, precision="bfloat16")
+        tuned = sum(s.schedule.get("kind") in ("record", "template") for s in best.run_list.steps)
+        err += f", tuned {_error(best(**inputs)[0], ref)}"
+        others["tuned"] = lambda: best.run(**inputs)
     t = _time(lambda: low.run(**inputs), lambda: sess.run(None, inputs), blocks, budget_s=budget, others=others)
     ours, ort, ours32 = t["ours_ms"], t["ort_ms"], t["f32_ms"]
-    extra = "".join(f"  {label} {t[key]:8.2f} ms  bf16/{label} {ours / t[key]:5.2f}x" for key, label in
-                    (("ort_int8_ms", "onnxruntime int8"), ("no_amx_ms", "tiletune bf16 -amx")) if key in t)
+    extra = f"  tiletune bf16 tuned {t['tuned_ms']:8.2f} ms  tuned/ort {t['tuned_ms'] / ort:5.2f}x" if log else ""
+    extra += "".join(f"  {label} {t[key]:8.2f} ms  bf16/{label} {ours / t[key]:5.2f}x" for key, label in
+                     (("ort_int8_ms", "onnxruntime int8"), ("no_amx_ms", "tiletune bf16 -amx")) if key in t)
     print(f"{name:28s} tiletune bf16 {ours:8.2f} ms  tiletune f32 {ours32:8.2f} ms  onnxruntime f32 {ort:8.2f} ms  "
           f"bf16/ort {ours / ort:5.2f}x  bf16/f32 {ours / ours32:5.2f}x{extra}  compile {compile_s:5.1f} s  {err} "
-          f"(vs ort f32)  isa {','.join(isa)}", flush=True)
+          f"(vs ort f32)  isa {','.join(isa)}" + (f"  kernels from the log {tuned}" if log else ""), flush=True)
     return {"ours_ms": ours, "ort_ms": ort, "f32_ms": ours32}
 
 
@@ -200,7 +215,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bert", action="store_true", help="also a BERT-base layer quantized by quantize_dynamic "
                     "(where --only names an int8 case) and, with bf16, in bf16")
     ap.add_argument("--log", default=None,
-                    help="a tuning log (tiletune tune-model): ResNet-18 and the BERT layer also built under it")
+                    help="a tuning log (tiletune tune-model, --precision bfloat16 for the bf16 layer): ResNet-18 "
+                         "and the BERT layer (int8 and bf16) also built under it")
     ap.add_argument("--target", default=None,
                     help='tiletune\'s target (default the host), e.g. "llvm -mcpu=znver4 -mattr=-avx512vnni"')
     ap.add_argument("--without-amx", action="store_true",
@@ -237,7 +253,7 @@ def main(argv=None) -> int:
     if "bf16" in only:
         run16("gemm bf16 (f32 acc) 1024^3", gemm_f32_model())
     if "bf16" in only and args.bert:
-        run16("bert layer bf16", bert_f32(), int8_model=bert_dynamic()[0])
+        run16("bert layer bf16", bert_f32(), int8_model=bert_dynamic()[0], log=args.log)
     return 0
 
 

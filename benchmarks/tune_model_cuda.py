@@ -11,12 +11,18 @@ The budget counts every run on that log (the scheduler's progress file), so a re
 per-command time limit, repeat the same command (``--max-run`` caps one run's tuning) until it reports
 the budget spent.  The model is then compiled from the log (``with autotune.apply_history_best(log):
 codegen.build_model(g, "cuda", params)``), checked against torch and timed beside it in alternating
-blocks (``benchmarks/models_cuda.py``: fp32, TF32 off, ``cudnn.benchmark`` on).  Prints both latencies,
-the ratio, the trials, the tuning wall time and each kernel's schedule kind.
+blocks (``benchmarks/models_cuda.py``: fp32, TF32 off, ``cudnn.benchmark`` on; ``--torch-compile`` adds
+``torch.compile(mode="reduce-overhead")``).  Prints both latencies, the ratio, the trials, the tuning wall
+time and each kernel's schedule kind.
+
+With ``--precision float16|bfloat16`` the tasks are those of ``graph.to_mixed_precision(g, precision)``
+(tensor-core GEMM and convolutions), tuned into ``<logdir>/<model>_<precision>.jsonl``; the model is built
+as ``models_cuda.py --precision`` builds it (``build_model(..., precision=)``, which converts the same graph:
+the tasks' keys are the kernels'), torch runs its module converted, and errors are against fp32 torch.
 
     python benchmarks/tune_model_cuda.py [--model resnet18|bert|all] [--batch 1,32] [--budget 20m]
                                          [--max-run 9m] [--logdir tuning_logs/cuda-sm_90] [--no-tune | --no-bench]
-                                         [--no-templates]
+                                         [--no-templates] [--precision float32|float16|bfloat16] [--torch-compile]
 """
 from __future__ import annotations
 
@@ -25,7 +31,6 @@ import os
 import sys
 import time
 import warnings
-from collections import Counter
 
 
 def spent_seconds(log: str) -> float:
@@ -36,13 +41,15 @@ def spent_seconds(log: str) -> float:
 
 
 def tune_and_bench(name: str, model, feeds: dict, args, torch) -> dict:
-    from models_cuda import compare
+    from models_cuda import build, compare
 
     import autotune
-    import codegen
     from autotune.cli.arguments import parse_duration
     from tensorir import graph
     g, params = graph.from_onnx(model)
+    if args.precision != "float32":          # the graph build_model(..., precision=) converts: the same kernels
+        g = graph.to_mixed_precision(g, args.precision)
+        name = f"{name}_{args.precision}"
     tasks, weights = autotune.extract_tasks(g, params, target="cuda", templates=not args.no_templates)
     log = os.path.join(args.logdir, f"{name}.jsonl")
     os.makedirs(args.logdir, exist_ok=True)
@@ -72,23 +79,19 @@ def tune_and_bench(name: str, model, feeds: dict, args, torch) -> dict:
     if os.path.exists(log):
         with open(log) as f:
             trials = sum(1 for line in f if line.strip())
-    t = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with autotune.apply_history_best(log):
-            m = codegen.build_model(g, target="cuda", params=params)
+        m, note = build(model, args.precision, log)
     for w in caught:
         print(f"  warning: {w.message}", flush=True)
-    compile_s = time.perf_counter() - t
-    kinds = Counter(s.schedule.get("kind", "?") for s in m.run_list.steps)
     status = "budget spent" if total_s >= budget - 1 else f"{(budget - total_s) / 60:.1f} min of budget left"
     out = compare(name, m, model, feeds, args, torch,
                   f"trials {trials} in the log   tuning {tune_s / 60:.1f} min this run, {total_s / 60:.1f} min in all "
-                  f"({status})   schedules {dict(kinds)}   compile {compile_s:.1f} s")
+                  f"({status})   {note}")
     return {"log": log, "trials": trials, "tune_s": tune_s, "total_tune_s": total_s, **out}
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", choices=["resnet18", "bert", "all"], default="all")
     ap.add_argument("--batch", default="1,32", help="ResNet-18 batch sizes")
@@ -96,6 +99,11 @@ def main(argv=None) -> int:
     ap.add_argument("--max-run", default=None, help="tuning time of this run per model (e.g. 9m), resumed later")
     ap.add_argument("--no-tune", action="store_true", help="deploy and time from the logs as they are")
     ap.add_argument("--no-bench", action="store_true", help="tune only (a later run deploys and times)")
+    ap.add_argument("--precision", default="float32", choices=["float32", "float16", "bfloat16"],
+                    help="tune and build the mixed precision model (graph.to_mixed_precision; its own log "
+                         "<model>_<precision>.jsonl) beside torch's converted module (default float32)")
+    ap.add_argument("--torch-compile", action="store_true",
+                    help='also time torch.compile(mode="reduce-overhead") of the torch peer')
     ap.add_argument("--no-templates", action="store_true",
                     help="tune convolutions with the auto-scheduler too (not the conv2d_kernel_cuda template)")
     ap.add_argument("--trials", type=int, default=100000, help="trials per model (the budget usually ends first)")
@@ -114,7 +122,11 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--no-cudnn-benchmark", action="store_true")
     ap.add_argument("--logdir", default=os.path.join("tuning_logs", "cuda-sm_90"))
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:0] = [os.path.dirname(here), here]
     import torch
@@ -124,8 +136,8 @@ def main(argv=None) -> int:
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = not args.no_cudnn_benchmark
     print(f"GPU {torch.cuda.get_device_name()}, torch {torch.__version__}, TF32 off, "
-          f"cudnn.benchmark={torch.backends.cudnn.benchmark}; budget {args.budget} per model, logs {args.logdir}",
-          flush=True)
+          f"cudnn.benchmark={torch.backends.cudnn.benchmark}, precision {args.precision}; budget {args.budget} "
+          f"per model, logs {args.logdir}", flush=True)
     results = []
     if args.model in ("resnet18", "all"):
         for batch in (int(b) for b in args.batch.split(",")):

@@ -1,6 +1,7 @@
 """Small ONNX models built with onnx.helper for the graph tests: a CNN (batch norm, residual add,
 depthwise conv, pooling, a shape subgraph) and a transformer encoder block (attention with MatMul and
-Softmax, LayerNormalization, Erf-GELU).  Batch (and sequence) dimensions are symbolic."""
+Softmax, LayerNormalization, Erf-GELU), symbolic batch (and sequence) dimensions; a Gemm + Relu of fixed
+shapes (the 16-bit dense tasks)."""
 from __future__ import annotations
 
 import numpy as np
@@ -55,6 +56,20 @@ def small_cnn(seed=0, opset=17):
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 32, 32])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="tiletune-tests")
+
+
+def gemm_relu(seed: int = 5):
+    """``relu(x @ w.T + b)``, x [16, 128], w [64, 128]: in bfloat16 a ``dense_bf16_cpu`` task (its epilogue
+    fused) on x86, in float16 or bfloat16 a ``gemm_tensorcore_cuda`` task for CUDA."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    w, b = (numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.2, n)
+            for n, s in (("w", (64, 128)), ("b", (64,))))
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w", "b"], ["h"], transB=1),
+                           helper.make_node("Relu", ["h"], ["y"])], "gemm_relu",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 128])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 64])], [w, b])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="tiletune-tests")
 
 
 def transformer_block(seed=0, d=32, heads=4, ffn=64, opset=17):

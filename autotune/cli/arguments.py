@@ -100,6 +100,12 @@ def add_model_args(parser) -> None:
     parser.add_argument("--target", default="llvm", help="target string (default: llvm, this CPU)")
 
 
+def add_precision_arg(parser, what: str) -> None:
+    """``--precision float16|bfloat16`` (``graph.to_mixed_precision``'s dtypes): ``compile`` builds that model,
+    ``tune-model`` tunes its kernels."""
+    parser.add_argument("--precision", default=None, choices=["float16", "bfloat16"], help=what)
+
+
 def add_measure_args(parser) -> None:
     """The measurement options that ``tune-op`` and ``tune-model`` share."""
     parser.add_argument("--n-parallel", type=positive_int, default=None, help="build processes (default: CPU count)")
@@ -110,5 +116,5 @@ def add_measure_args(parser) -> None:
     parser.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per measurement")
 
 
-__all__ = ["add_measure_args", "add_model_args", "check_target", "nonnegative_float", "nonnegative_int", "parse_arg",
+__all__ = ["add_measure_args", "add_model_args", "add_precision_arg", "check_target", "nonnegative_float", "nonnegative_int", "parse_arg",
            "parse_duration", "parse_input", "parse_shape", "positive_float", "positive_int", "unique"]

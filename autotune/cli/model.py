@@ -17,7 +17,7 @@ import json
 import os
 import time
 
-from .arguments import add_model_args, check_target, parse_input, parse_shape, positive_int, unique
+from .arguments import add_model_args, add_precision_arg, check_target, parse_input, parse_shape, positive_int, unique
 from .errors import CommandError
 from .files import input_file, output_dir, output_file, writing_dir, writing_file
 
@@ -198,9 +198,8 @@ def add_compile(sub) -> None:
     comp.add_argument("--log", default=None, help="tuning log whose best records schedule the kernels")
     comp.add_argument("--fallback", default="error", choices=["error", "reference"],
                       help="ops without a kernel: fail the build (default) or run ONNX's reference evaluator")
-    comp.add_argument("--precision", default=None, choices=["float16", "bfloat16"],
-                      help="mixed precision (graph.to_mixed_precision): convolutions and matmuls in 16 bits with "
-                           "float32 accumulation; the manifest records the error against the float32 build")
+    add_precision_arg(comp, "mixed precision (graph.to_mixed_precision): convolutions and matmuls in 16 bits with "
+                            "float32 accumulation; the manifest records the error against the float32 build")
     comp.add_argument("-o", "--output", required=True, help="artifact directory")
     comp.set_defaults(func=_compile)
 

@@ -4,22 +4,24 @@
     tiletune tune-op FILE.py:TEMPLATE --args ... --trials N --log L [--tuner model|random|grid|ga|optuna]
     tiletune logs show|best|merge|plot LOG... [-o OUT]
     tiletune tune-model model.onnx --shape x=1,3,224,224 --trials N --log L [--time-budget 1h] [--storage URL]
-                        [--history OTHER.jsonl]
+                        [--history OTHER.jsonl] [--precision float16|bfloat16]
 
 ``demo`` tunes a GEMM, deploys it from the log and times it beside numpy; ``tune-op`` tunes one
 template into a log; ``logs`` reads logs; ``tune-model`` extracts a model's tasks and tunes them with
-the task scheduler into the log (a rerun of the same command resumes it).
+the task scheduler into the log (a rerun of the same command resumes it); with ``--precision`` it tunes the
+kernels of the mixed precision model (``graph.to_mixed_precision``) that ``compile --precision`` builds.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
+import shlex
 import sys
 import time
 import warnings
 
-from .arguments import (add_measure_args, add_model_args, check_target, nonnegative_int, parse_arg, parse_duration,
+from .arguments import (add_measure_args, add_model_args, add_precision_arg, check_target, nonnegative_int, parse_arg, parse_duration,
                         parse_shape, positive_float, positive_int, unique)
 from .errors import CommandError
 from .files import input_file, output_file, writing_file
@@ -135,8 +137,11 @@ def _tune_model(args: argparse.Namespace) -> int:
     for h in args.history:
         input_file(h, "--history log")
     g, params = graph.from_onnx(args.model, shape_dict)
+    if args.precision:          # the graph compile --precision builds: the tasks, calibration and check all see it
+        g = graph.to_mixed_precision(g, args.precision)
     tasks, weights = extract_tasks(g, params, target=args.target)
-    print(f"{args.model}: {len(tasks)} tasks ({sum(weights)} kernel calls per inference); log {args.log}")
+    print(f"{args.model}: {len(tasks)} tasks ({sum(weights)} kernel calls per inference"
+          + (f", {args.precision}" if args.precision else "") + f"); log {args.log}")
     measure = measure_option(builder=LocalBuilder(n_parallel=args.n_parallel, timeout=args.build_timeout),
                              runner=LocalRunner(number=args.number, repeat=args.repeat, timeout=args.timeout,
                                                 min_repeat_ms=args.min_repeat_ms))
@@ -153,11 +158,18 @@ def _tune_model(args: argparse.Namespace) -> int:
         print(f"history: the cost model was pretrained on {sched.cost_model.loaded} record(s) of "
               f"{len(args.history)} log(s)" + (f", {skipped} skipped" if skipped else ""))
     print(f"tuned {sched.total_trials} trials; estimated model latency {sched.describe()}; "
-          f"deploy with: tiletune compile {args.model} " + " ".join(f"--shape {s}" for s in args.shape)
-          + f" --log {args.log} -o OUT")
+          f"deploy with: {_compile_command(args)}")
     if args.deploy_check:
         _deploy_check(g, params, args, sched)
     return 0
+
+
+def _compile_command(args: argparse.Namespace) -> str:
+    """The ``tiletune compile`` command that builds the model this run tuned, from its log."""
+    words = ["tiletune", "compile", args.model, *(w for s in args.shape for w in ("--shape", s))]
+    words += ["--target", args.target] if args.target != "llvm" else []
+    words += ["--precision", args.precision] if args.precision else []
+    return " ".join(map(shlex.quote, [*words, "--log", args.log])) + " -o OUT"
 
 
 def _calibration(g, params, args: argparse.Namespace):
@@ -289,6 +301,8 @@ def add_tune_model(sub) -> None:
                            "(default 3; not logged; rounds over the tasks in model order) and count the median in "
                            "the estimate: the least of many noisy timings is lower than the kernel's time (off by "
                            "default)")
+    add_precision_arg(tune, "tune the mixed precision model (graph.to_mixed_precision) that compile --precision "
+                            "builds: its 16-bit kernels (tensor cores, AVX512-BF16 / AMX)")
     tune.add_argument("--no-deploy-check", dest="deploy_check", action="store_false",
                       help="skip building the model from the log and timing it beside the estimate at the end")
     add_measure_args(tune)

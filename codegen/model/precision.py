@@ -1,9 +1,10 @@
 """Mixed precision builds: ``codegen.build_model(g, target, params, precision="float16" | "bfloat16")``.
 
 The graph goes through ``tensorir.graph.to_mixed_precision`` before the passes; the float32 build of
-the same graph is compiled beside it and both run on seeded inputs, so the module carries its parity
-evidence (``meta["precision"]``, copied into the artifact's manifest): the largest absolute error
-against the float32 build and that error relative to the float32 output's largest magnitude.  A target
+the same graph is compiled beside it (default schedules: a tuning log in effect serves the 16-bit build
+alone) and both run on seeded inputs, so the module carries its parity evidence (``meta["precision"]``,
+copied into the artifact's manifest): the largest absolute error against the float32 build and that
+error relative to the float32 output's largest magnitude.  A target
 that cannot run here (CUDA without a GPU) records why instead of the numbers.
 """
 from __future__ import annotations
@@ -22,9 +23,15 @@ def build_mixed(build, g: Graph, precision: str, **kwargs):
     if any(isinstance(n.op, Kernel) for n in g.nodes):
         raise GraphError("build_model: precision= needs the graph before fusion (graph.from_onnx's), not a fused one")
     low = build(to_mixed_precision(g, precision), **kwargs)
-    base = build(g, **kwargs)
+    base = build(g, **{**kwargs, "schedule": _default_schedule})      # the reference: no tuning log's records
     low.meta["precision"] = {"dtype": precision, "vs_float32": parity(low, base)}
     return low
+
+
+def _default_schedule(kt) -> None:
+    """``build_model``'s ``schedule=`` hook giving every kernel its default schedule (the float32 twin is a
+    reference: inside ``apply_history_best`` of a log of the 16-bit kernels it would warn of missing records)."""
+    return None
 
 
 def seeded_inputs(m, seed: int = SEED) -> dict:

@@ -2,6 +2,7 @@
 record or default) and ``tiletune logs plot`` of a model-tuning log."""
 import json
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ onnx = pytest.importorskip("onnx")
 
 from autotune.cli import main
 from autotune.cli.arguments import parse_duration
-from graph_models import small_cnn
+from graph_models import gemm_relu, small_cnn
 
 TUNE = ["--trials", "20", "--per-round", "2", "--n-parallel", "1", "--number", "1", "--repeat", "1",
         "--strategy", "round-robin"]
@@ -183,3 +184,79 @@ def test_tune_model_remeasure_times_the_log_bests_again(tuned, capsys):
     est = float(re.search(r"estimated model latency ([0-9.]+) ms \(kernels alone", out).group(1))
     last = _lines(log.with_name(log.name + ".progress.jsonl"))[-1]
     assert last["task"] == "remeasured" and last["trial"] == 20 and abs(last["latency"] * 1e3 - est) <= 1e-4
+
+
+X86 = pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"),
+                         reason="dense_bf16_cpu is an x86 template")
+
+
+@pytest.fixture(scope="module")
+def tuned_bf16(tmp_path_factory):
+    """``gemm_relu`` tuned by ``tune-model --precision bfloat16`` (6 trials): its directory, model, log and output."""
+    import contextlib
+    import io
+    d = tmp_path_factory.mktemp("tune_bf16")
+    model, log, said = d / "mlp.onnx", d / "mlp.jsonl", io.StringIO()
+    onnx.save(gemm_relu(), str(model))
+    with contextlib.redirect_stdout(said):
+        assert main(["tune-model", str(model), "--precision", "bfloat16", "--log", str(log), *TUNE[2:],
+                     "--trials", "6"]) == 0
+    return d, model, log, said.getvalue()
+
+
+@X86
+def test_tune_model_precision_tunes_the_kernels_compile_precision_builds(tuned_bf16):
+    """``tune-model --precision bfloat16`` tunes the mixed precision model's kernels (the bf16 dense measured and
+    checked in the runner: bfloat16 data through its .npz); ``compile --precision bfloat16 --log`` then builds each
+    kernel from its record, and the artifact matches onnxruntime's float32 output within bfloat16's rounding."""
+    from onnx import numpy_helper
+
+    import codegen
+    from autotune.model_history import MissingRecordWarning
+    from graph_models import run_onnxruntime
+    d, model, log, said = tuned_bf16
+    out = d / "art"
+    assert "2 tasks (2 kernel calls per inference, bfloat16)" in said
+    assert f"deploy with: tiletune compile {model} --precision bfloat16 --log {log} -o OUT" in said
+    assert "deployed: the model from the log takes" in said
+    recs = _lines(log)
+    dense = [r for r in recs if r["workload"][0] == "dense_bf16_cpu"]
+    assert len(recs) == 6 and dense and all(r["result"]["error_no"] == 0 for r in recs), \
+        [r["result"].get("error_msg", "")[-300:] for r in recs]
+    with warnings.catch_warnings():         # the float32 twin (the parity reference) looks up no record
+        warnings.simplefilter("error", MissingRecordWarning)
+        assert main(["compile", str(model), "--precision", "bfloat16", "--log", str(log), "-o", str(out)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["precision"]["dtype"] == "bfloat16"
+    kernels = {k["kernel"]: k for k in manifest["kernels"]}
+    assert all(k["schedule"].get("log") == str(log) for k in kernels.values()), kernels     # every kernel tuned
+    (bf16,) = [k for k in kernels.values() if k["schedule"]["kind"] == "template"]
+    assert bf16["schedule"]["template"] == "dense_bf16_cpu" and bf16["precision"]["compute"] == "bfloat16"
+    assert bf16["schedule"]["record"]["config_index"] in {r["config"]["index"] for r in dense}
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((16, 128)).astype(np.float32)
+    (want,) = run_onnxruntime(gemm_relu(), {"x": x})
+    m = codegen.load_model(str(out))
+    (got,) = m(x=x)
+    weights = {t.name: numpy_helper.to_array(t) for t in gemm_relu().graph.initializer}
+    scale = np.abs(x) @ np.abs(weights["w"]).T + np.abs(weights["b"])      # what the roundings are relative to
+    assert np.all(np.abs(got - want) <= 2.0 ** -6 * scale), np.max(np.abs(got - want) / scale)
+    assert np.abs(got - want).max() > 0                                      # it did run in bfloat16
+
+
+@X86
+def test_quantized_cpu_bench_deploys_the_bf16_log(tuned_bf16, capsys):
+    """``benchmarks/quantized_cpu.py``'s bf16 row with ``--log``: the bfloat16 build under the log of
+    ``tune-model --precision bfloat16`` takes every kernel from it, timed as one more side."""
+    import sys
+    from conftest import ROOT
+    pytest.importorskip("onnxruntime")
+    sys.path.insert(0, f"{ROOT}/benchmarks")
+    try:
+        from quantized_cpu import bench_bf16
+    finally:
+        sys.path.remove(f"{ROOT}/benchmarks")
+    x = np.random.default_rng(3).standard_normal((16, 128)).astype(np.float32)
+    bench_bf16("gemm_relu bf16", gemm_relu(), {"x": x}, 1, 1, 0.02, log=str(tuned_bf16[2]))
+    out = capsys.readouterr().out
+    assert re.search(r"tiletune bf16 tuned +[0-9.]+ ms  tuned/ort +[0-9.]+x", out) and "kernels from the log 2" in out, out

@@ -33,3 +33,32 @@ def test_help_names_the_defaults(capsys):
         pass
     out = capsys.readouterr().out
     assert "--budget" in out and "--max-run" in out and "--logdir" in out and "--no-templates" in out
+
+
+def test_precision_tunes_the_mixed_precision_tasks_into_their_own_log(tmp_path, monkeypatch, capsys):
+    """``--precision float16``: the tasks are the converted graph's (the tensor-core GEMM), tuned into
+    ``<model>_float16.jsonl`` (a budget of its own); float32 keeps ``<model>.jsonl`` and the fp32 dense."""
+    import onnx
+    import pytest
+
+    import autotune
+    from graph_models import gemm_relu
+    bench, seen = _bench(), {}
+
+    class Scheduler:                # records what the benchmark would tune (no GPU here)
+        def __init__(self, tasks, weights, **kwargs):
+            seen["tasks"], self.total_trials = [t.name for t in tasks], 0
+
+        def tune(self, trials, log, **kwargs):
+            seen["log"] = log
+    monkeypatch.setattr(autotune, "TaskScheduler", Scheduler)
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))      # as main() does: models_cuda beside it
+    model = gemm_relu()
+    for precision, log, task in (("float16", "mlp_float16.jsonl", "gemm_tensorcore_cuda"),
+                                 ("float32", "mlp.jsonl", "fused_nn_dense_nn_bias_add_nn_relu")):
+        args = bench.parser().parse_args(["--precision", precision, "--no-bench", "--logdir", str(tmp_path)])
+        assert bench.tune_and_bench("mlp", onnx.load_from_string(model.SerializeToString()), {}, args, None) is None
+        assert seen["log"] == str(tmp_path / log) and task in seen["tasks"], seen
+    with pytest.raises(SystemExit):
+        bench.parser().parse_args(["--precision", "half"])
+    assert "invalid choice: 'half'" in capsys.readouterr().err

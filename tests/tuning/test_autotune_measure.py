@@ -82,3 +82,30 @@ def test_results_never_hold_exceptions():
     assert r.costs == () and r.error_no == E.BUILD_ERROR and len(r.error_msg) < 2100
     with pytest.raises(AttributeError):
         r.costs = (1.0,)
+
+
+def test_the_check_of_16_bit_outputs():
+    """A bfloat16 output read back from the reference ``.npz`` (2-byte void) is compared as floats; one rounding
+    step apart passes (float32 sums in another order), two steps of the largest value or a NaN fail."""
+    import io
+
+    import ml_dtypes
+    import numpy as np
+
+    from autotune.runner import _mismatch
+    want = np.random.default_rng(0).uniform(-1.4, 1.4, 64).astype(ml_dtypes.bfloat16)
+    big = 5
+    want[big] = 1.5                     # the largest: steps of 2**-7, two of them beyond 1e-3 * 1.5 + eps * 1.5
+    buf = io.BytesIO()
+    np.savez(buf, out0=want)
+    buf.seek(0)
+    stored = np.load(buf)["out0"]
+    assert stored.dtype.kind == "V"                                         # as the worker reads it
+    step = want.copy()
+    step.view(np.uint16)[big] += 1                                          # one bf16 step up
+    assert _mismatch(want.copy(), stored, 1e-3, 1e-3) == "" and _mismatch(step, stored, 1e-3, 1e-3) == ""
+    step.view(np.uint16)[big] += 1
+    assert _mismatch(step, stored, 1e-3, 1e-3).startswith("1 of 64 elements differ")
+    never = want.copy()
+    never[3] = np.nan
+    assert "(1 never written)" in _mismatch(never, stored, 1e-3, 1e-3)

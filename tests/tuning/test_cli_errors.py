@@ -69,6 +69,7 @@ CASES = [
     (["compile", "cnn.onnx", "-o", "new/out"], "'x'"),                         # the batch is unbound
     (["compile", "cnn.onnx", "--shape", "x=2,3,32,32", "--target", "foo", "-o", "out"], "foo"),
     (["compile", "cnn.onnx", "--shape", "x=2,3,32,32", "--fallback", "maybe", "-o", "out"], "maybe"),
+    (["compile", "cnn.onnx", "--shape", "x=2,3,32,32", "--precision", "half", "-o", "out"], "half"),
     (["compile", "cnn.onnx", "--shape", "x=2,3,32,32", "--shape", "x=1,3,32,32", "-o", "out"], "--shape x"),
     # tune-model
     (["tune-model", "cnn.onnx", "--shape", "x=2,3,32,32", "--trials", "2", "--log", "adir"], "adir"),
@@ -77,6 +78,8 @@ CASES = [
       "missing.jsonl"], "missing.jsonl"),
     (["tune-model", "cnn.onnx", "--shape", "x=2,3,32,32", "--trials", "2", "--log", "t.jsonl", "--time-budget",
       "soon"], "soon"),
+    (["tune-model", "cnn.onnx", "--shape", "x=2,3,32,32", "--trials", "2", "--log", "t.jsonl", "--precision",
+      "float8"], "float8"),
     # tune-op
     (["tune-op", "missing.py:gemm", "--log", "t.jsonl"], "missing.py"),
     (["tune-op", "adir:gemm", "--log", "t.jsonl"], "adir"),
