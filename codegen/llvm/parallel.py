@@ -46,9 +46,10 @@ WORK_PER_THREAD = 16384
 CHUNKS_PER_THREAD = 16
 
 #: the operations of an AMX tile micro-kernel's call (:func:`~tensorir.topi.x86.amx.block_ops`) counted as one
-#: store: a ``tdpbusd`` (16 x 16 x 64 multiply-adds) issues every 16 cycles, 2048 operations a cycle.  Counted as
-#: one store, a call of 16 x 96 outputs over 768 reduction bytes (about 1,150 cycles) left the BERT layer's
-#: dense kernels and every ResNet-18 conv on tiles serial once their epilogues were 16-lane vectors
+#: store: a ``tdpbusd`` (16 x 16 x 64 multiply-adds) issues every 16 cycles, 2048 operations a cycle (a
+#: ``tdpbf16ps`` half that, counted alike).  Counted as one store, a call left every ResNet-18 3x3 conv on tiles
+#: serial (12,544 stores: 224 calls of 28 columns x 32 channels over 9 taps of 64, its epilogue's 16-lane
+#: stores), and the BERT layer's dense kernels once their epilogues were 16-lane vectors
 TILE_OPS_PER_STORE = 2048
 
 
