@@ -14,7 +14,8 @@ For ``parallel for (i, min, extent) body`` inside function ``f`` we emit
 
 The thread count comes from the global ``f.num_threads`` (an ``i32`` the :class:`~codegen.Module` sets;
 0 or 1 runs the chunks in the caller).  Parallel loops nested in a parallel body run serially, as do
-those with a constant trip count doing less than twice :data:`WORK_PER_THREAD` stores in all.
+those with a constant trip count doing less than twice :data:`WORK_PER_THREAD` stores in all (a call of an AMX
+tile micro-kernel counts as its tile products' cycles, :data:`TILE_OPS_PER_STORE`).
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from llvmlite import ir
 
 from tensorir import stmt as S
 from tensorir.expr import IntImm
+from tensorir.extern import CallExtern
+from tensorir.topi.x86.amx import block_ops
 
 from .threadpool import LAUNCH, MAX_CHUNKS
 from .types import I32, PTR, VOID, const, convert, ltype
@@ -41,6 +44,13 @@ WORK_PER_THREAD = 16384
 #: cores, 16 ran open-nsfw with 2 threads as fast as with 1, where 4 took 1.3x as long); each is still
 #: a serial loop of its own
 CHUNKS_PER_THREAD = 16
+
+#: the operations of an AMX tile micro-kernel's call (:func:`~tensorir.topi.x86.amx.block_ops`) counted as one
+#: store: a ``tdpbusd`` (16 x 16 x 64 multiply-adds) issues every 16 cycles, 2048 operations a cycle (a
+#: ``tdpbf16ps`` half that, counted alike).  Counted as one store, a call left every ResNet-18 3x3 conv on tiles
+#: serial (12,544 stores: 224 calls of 28 columns x 32 channels over 9 taps of 64, its epilogue's 16-lane
+#: stores), and the BERT layer's dense kernels once their epilogues were 16-lane vectors
+TILE_OPS_PER_STORE = 2048
 
 
 def thread_count_symbol(func_name: str) -> str:
@@ -80,6 +90,8 @@ def work(s: S.Stmt, serial: bool = False) -> int | None:
         return None if None in parts else max(parts)
     if isinstance(s, (S.Allocate, S.LetStmt, S.Attr)):
         return work(s.body, serial)
+    if isinstance(s, S.Evaluate) and isinstance(s.value, CallExtern) and (ops := block_ops(s.value.name)):
+        return max(1, ops // TILE_OPS_PER_STORE)
     return 1
 
 

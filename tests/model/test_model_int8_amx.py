@@ -106,6 +106,43 @@ def test_amx_tile_instructions_in_the_code_of_an_amx_target():
     assert re.search(r"vpdpbusd\s+%zmm", asm)                         # the 3-channel conv
 
 
+def parallel_bodies(asm: str) -> list[str]:
+    """The assembly of each outlined parallel loop (``.parN`` functions) of ``asm``."""
+    return [f for f in re.split(r"\n(?=[A-Za-z_][\w.]*:\n)", asm) if re.match(r"[\w.]+\.par\.\d+:", f)]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "bfloat16"])
+def test_the_dense_epilogue_reads_the_tiles_in_16_lane_vectors_on_the_pool(dtype):
+    """BERT's first FFN dense (128 rows, K 768, 3072 columns: the default 16 x 6 block, 96 columns a tile) with
+    an epilogue: the tile loop runs on the thread pool (the micro-kernel's call counts its tile products, not one
+    store), column tiles outside (128 rows of data stay in cache while each weight column passes once), and the
+    epilogue reads the stored tiles as zmm vectors: no gather (``(j // 16) * 16 + j % 16`` of a 96-wide loop left to
+    LLVM), no scalar conversion."""
+    x = Var("x", TensorType((128, 768), dtype))
+    if dtype == "uint8":
+        g = dense_graph((128,), 768, 3072, epilogue=True)
+        target = AMX
+    else:
+        w = Const(rng.integers(-4, 5, (3072, 768)).astype("bfloat16"))
+        g = Graph((x,), (call("erf", call("nn.dense", x, w)),), (), ("y",))
+        target = AMX + ",+avx512bf16,+amx-bf16"
+    m = codegen.build_model(g, target=target)
+    pars = [f for f in parallel_bodies(jit.emit_assembly(m._ir, parse(target))) if "callq\ttiletune_amx_" in f]
+    assert len(pars) == 1, "the tile loop is not on the thread pool"
+    assert "i1.outer.i0.outer.fused" in m._ir, "column tiles outside"
+    assert not re.search(r"gather|vcvtsi2ss|vcvtusi2ss", pars[0])
+    assert re.search(r"vcvtdq2ps\s+%zmm" if dtype == "uint8" else r"vpmovdw\s+%zmm", pars[0])
+
+
+def test_a_resnet_conv_on_tiles_runs_its_tile_loop_on_the_pool():
+    """ResNet-18's 3x3 conv over 64 channels at 56 x 56: 224 micro-kernel calls of 28 columns x 32 channels x 9
+    taps (12,544 stores of its epilogue): on the pool."""
+    g, _ = conv_graph(64, 64, 3, 1, 1, 1, 56)
+    m = codegen.build_model(g, target=AMX)
+    assert [o["isa"] for o in origins(m)] == [TILES]
+    assert any("callq\ttiletune_amx_" in f for f in parallel_bodies(jit.emit_assembly(m._ir, parse(AMX))))
+
+
 @pytest.mark.parametrize("lead,k,n", SHAPES)
 def test_amx_block_addressing_through_a_scalar_stand_in(monkeypatch, lead, k, n):
     g = dense_graph(lead, k, n, epilogue=len(lead) > 1)

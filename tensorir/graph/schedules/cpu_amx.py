@@ -9,10 +9,14 @@ float32 accumulators stored, rounded once to bfloat16 by the epilogue):
   ``data_rows`` stage, kept) in tiles of up to 32 rows (the largest divisor: a divisor of the innermost
   leading axis, which alone is split, or whole rows of it, the leading axes fused) x 32 columns (16 where the
   column blocks are odd),
-  parallel over tiles (row tiles outside: a tile's rows stay in cache while the weights pass); per tile one
-  call of the tile micro-kernel of :mod:`tensorir.topi.x86.amx` over the whole reduction, then the epilogue
-  (zero-point correction, requantization; bf16 rounding) on the tile, vectorized; a batched weight (the bf16
-  batch matmul) keeps a tile's rows within one batch (a divisor of the rows of a batch);
+  parallel over tiles (as the VNNI rule: column tiles outside where the data fits a core's L2,
+  :data:`.cpu_int8.L2_BYTES`, so each weight column passes once while the data stays in cache (row tiles outside
+  re-read BERT's 2.4 MB FFN weight once per 16-row tile of its 128 x 768 data); else, and for a batched weight,
+  row tiles outside); per tile one call of the tile micro-kernel of :mod:`tensorir.topi.x86.amx` over the whole
+  reduction, then the epilogue (zero-point correction, requantization; bf16 rounding) on the tile in 16-lane
+  vectors, one column block each (the stored tile read contiguously: a 96-wide loop left to LLVM gathered it 8
+  lanes at a time, or stayed scalar); a batched weight (the bf16 batch matmul) keeps a tile's rows within one
+  batch (a divisor of the rows of a batch);
 - ``qnn.contrib_conv2d_pack``: per (batch, 32 output channels (16 where the blocks are odd), output row) in
   parallel, tiles of up to 32 output columns (the largest divisor); per tile one call of the micro-kernel
   over every kernel tap and block of 4 input channels (A tiles: output columns of the pixel-major ``data_vec``
@@ -43,7 +47,7 @@ from ...topi.x86.amx import (MAX_COL_BLOCKS, MAX_ROWS, TDPBF16PS, TDPBUSD, AmxDo
 from ...visitor import collect, substitute
 from ..lower_te import KernelTE
 from . import cpu, cpu_bf16  # noqa: F401  (cpu_bf16: its vector rules in RULES, the conv's fallback)
-from .cpu_int8 import ISA, RULES, inline_stage, schedule_data_vec
+from .cpu_int8 import ISA, L2_BYTES, RULES, _data_bytes, inline_stage, schedule_data_vec
 from .helpers import extents, largest_divisor, single_reduction
 from .registry import scheduling_target, target_features
 
@@ -67,19 +71,19 @@ def _row_tiles(m: int, inner: int, batched: bool, limit: int) -> list[int]:
             if m % d == 0 and (inner % d == 0 or (d % inner == 0 and not batched))]
 
 
-def _block_knobs(cfg, across: list[int], blocks: int, default: tuple[int, int], orders: list[str]):
-    """``(rows, column blocks, order)`` of a tile: ``default`` and the first order (``cfg`` None: the default rule),
+def _block_knobs(cfg, across: list[int], blocks: int, default: tuple[int, int], orders: list[str], order: str):
+    """``(rows, column blocks, order)`` of a tile: ``default`` and ``order`` (``cfg`` None: the default rule),
     else ``cfg``'s knobs ``block`` (``"rows,blocks"`` of ``across`` (8 rows or more where there are) x the divisors
     of ``blocks`` whose tiles fit the registers, :func:`~tensorir.topi.x86.amx.tiles_fit`) and ``order``
-    (``orders``), their fallback ``default``."""
+    (``orders``), their fallback ``default`` and ``order``."""
     if cfg is None:
-        return (*default, orders[0])
+        return (*default, order)
     across = [r for r in across if r >= min(8, max(across))]     # a tile of a few rows wastes the tile's 16
     cfg.define_knob("block", [f"{r},{c}" for c in range(1, blocks + 1) if blocks % c == 0 for r in across
                               if tiles_fit(r, c)])
     cfg.define_knob("order", orders)
     if cfg.is_fallback:
-        cfg["block"] = OtherOptionEntity(f"{default[0]},{default[1]}")
+        cfg["block"], cfg["order"] = OtherOptionEntity(f"{default[0]},{default[1]}"), OtherOptionEntity(order)
     r, c = (int(v) for v in cfg["block"].val.split(","))
     return r, c, cfg["order"].val
 
@@ -120,9 +124,10 @@ def _dense(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot, cfg) -> None:
     axes = list(out.op.axis)
     batched = any(t.ndim == 4 for t in anchor.op.input_tensors)
     inner = extents(out)[-2] if len(axes) > 2 else m
+    orders = ["rows_outer", "columns_outer"]
     rows_t, blocks, order = _block_knobs(cfg, _row_tiles(m, inner, batched, 3 * 16), nb,
-                                         _dense_default(m, inner, batched, nb),
-                                         ["rows_outer", "columns_outer"])
+                                         _dense_default(m, inner, batched, nb), orders,
+                                         orders[_data_bytes(anchor) <= L2_BYTES and not batched])
     no, ni = out.split(axes[-1], factor=LANES * blocks)
     if len(axes) > 2 and inner % rows_t == 0:   # tiles of the innermost leading axis: no division of fused rows
         mo, mi = out.split(axes[-2], factor=rows_t)
@@ -139,7 +144,7 @@ def _dense(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot, cfg) -> None:
     anchor.compute_at(out, tile)
     anchor.tensorize(anchor.op.axis[0], dense_amx(rows_t, blocks, k, dot))
     out.pragma(tile, "import_llvm", dense_ir(rows_t, blocks, k * dot.bytes, dot))
-    out.vectorize(ni)
+    out.vectorize(out.split(ni, factor=LANES)[1])
 
 
 def _coefficient(index, var_, others) -> int | None:
@@ -195,7 +200,7 @@ def _conv(s: Schedule, kt: KernelTE, out: Stage, dot: AmxDot, cfg) -> None:
     _, ob, _, ow, _ = extents(anchor)
     default = (largest_divisor(ow, MAX_ROWS), MAX_COL_BLOCKS if ob % 2 == 0 else 1)
     cols, blocks, order = _block_knobs(cfg, [d for d in range(1, min(ow, 3 * 16) + 1) if ow % d == 0], ob,
-                                       default, ["channels_outer", "rows_outer"])
+                                       default, ["channels_outer", "rows_outer"], "channels_outer")
     if len(out.op.axis) == 5:    # NCHW16c (blocked int8 data between kernels): epilogue over the channel lanes
         n, oc, oh, w, lanes = out.op.axis
         oco, oci = out.split(oc, factor=blocks)
