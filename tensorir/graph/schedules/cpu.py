@@ -7,7 +7,8 @@ rule of the kernel's anchor (``rule(s, kt, output_stage)``, registered as the ke
 - injective: outer axes fused and parallel, innermost vectorized (``topi.generic``);
 - reductions (softmax, layer norm, pooling, sum ...): each reduction stage computed at the output's
   loop over the axes it keeps, the output parallel outside and vectorized inside; a reduction to one
-  value keeps a vector of partial results (``rfactor``) along its innermost axis;
+  value (``min_max`` too) keeps partial results per chunk of its outer axis, in parallel, each a vector
+  along its innermost axis (``rfactor``);
 - conv2d / dense / batch_matmul: the output tiled (output channel or rows x a vector of the innermost
   axis), the anchor computed per tile with its reduction outside a register block whose innermost
   axis is vectorized; epilogue ops (bias, residual, activation) live in the tile's loops (a 2-D dense
