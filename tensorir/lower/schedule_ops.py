@@ -239,12 +239,16 @@ def _init_values(red: Reduce) -> tuple[Expr, ...]:
 
 def _update(red: Reduce, bufs: list[Buffer], idx: tuple) -> Stmt:
     """One reduction step.  A tuple reduction computes every new value from the old ones (let-bound)
-    before it stores any, so the tuple is updated at once."""
+    before it stores any, so the tuple is updated at once; where each new value reads only its own old
+    one (``min_max``) each is stored directly, an accumulation as a single reduction's (the backends'
+    reduction steps: vectorized, fast-math)."""
     if not isinstance(red.source, tuple):
         buf = bufs[0]
         return BufferStore(buf, red.combiner.combine(BufferLoad(buf.dtype, buf, idx), red.source), idx)
     old = tuple(BufferLoad(b.dtype, b, idx) for b in bufs)
     new = red.combiner.combine_tuple(old, red.source)
+    if all({ld.buffer for ld in collect(v, BufferLoad)} & set(bufs) <= {b} for v, b in zip(new, bufs)):
+        return seq(*[BufferStore(b, v, idx) for b, v in zip(bufs, new)])
     temps = [Var(f"{b.name}.next", b.dtype) for b in bufs]
     stmt = seq(*[BufferStore(b, t, idx) for b, t in zip(bufs, temps)])
     for t, v in reversed(list(zip(temps, new))):

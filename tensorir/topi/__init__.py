@@ -13,7 +13,7 @@ from .broadcast import (add, broadcast_shape, broadcast_to, divide, equal, floor
 from .math import (abs, cast, ceil, clip, cos, elemwise_sum, erf, exp, exp2, fast_erf, fast_exp,
                    fast_tanh, floor, identity, isfinite, isinf, isnan, log, log2, log10, logical_not, round, rsqrt,
                    sigmoid, sign, sin, sqrt, tanh, trunc)
-from .reduction import all, any, argmax, argmin, max, min, prod, sum
+from .reduction import all, any, argmax, argmin, max, min, min_max, prod, sum
 from .transform import (concatenate, expand_dims, gather, repeat, reshape, split, squeeze, strided_slice, take,
                         tile, transpose, where)
 from .tensor import full, full_like
@@ -26,7 +26,7 @@ __all__ = ["tag", "utils", "add", "broadcast_shape", "broadcast_to", "divide", "
 __all__ += ["abs", "cast", "ceil", "clip", "cos", "elemwise_sum", "erf", "exp", "exp2", "fast_erf", "fast_exp",
             "fast_tanh", "floor", "identity", "isfinite", "isinf", "isnan", "log", "log2", "log10", "logical_not",
             "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "tanh", "trunc", "all", "any", "argmax", "argmin",
-            "max", "min", "prod", "sum", "concatenate", "expand_dims", "repeat", "reshape", "split", "squeeze",
+            "max", "min", "min_max", "prod", "sum", "concatenate", "expand_dims", "repeat", "reshape", "split", "squeeze",
             "strided_slice", "take", "tile", "transpose", "where", "gather", "full", "full_like", "tensordot", "nn",
             "image", "generic", "testing"]
 from .layout import layout_transform

@@ -1,5 +1,5 @@
-"""topi's reductions: ``sum``, ``max``, ``min``, ``prod``, ``all``, ``any`` (tag ``"comm_reduce"``) and
-``argmax``, ``argmin`` (tag ``"comm_reduce_idx"``).
+"""topi's reductions: ``sum``, ``max``, ``min``, ``prod``, ``all``, ``any``, ``min_max`` (tag ``"comm_reduce"``)
+and ``argmax``, ``argmin`` (tag ``"comm_reduce_idx"``).
 
 ``axis`` is None (every axis), an int or a tuple of ints, negative ones counting from the end;
 ``keepdims`` keeps each reduced axis as size 1.  Reducing every axis without ``keepdims`` gives a
@@ -86,6 +86,21 @@ all = _logical("all", all_reducer)
 any = _logical("any", any_reducer)
 
 
+min_max_reducer = R.comm_reducer(lambda x, y: (binary(Min, x[0], y[0]), binary(Max, x[1], y[1])),
+                                 lambda lo, hi: (const(dt.max_value(lo), lo), const(dt.min_value(hi), hi)), "min_max")
+
+
+def min_max(data: Tensor) -> Tensor:
+    """``[min, max]`` of every element of ``data`` in one pass (a dynamic quantizer's range, MLAS's
+    ``MlasFindMinMaxElement``): one tuple reduction, then its two values as a tensor of 2.  Float ``Min`` /
+    ``Max`` are IEEE ``minimum`` / ``maximum``, so a NaN anywhere makes both NaN (numpy's ``min`` / ``max``)."""
+    pair = _reduce("min_max", data, None, False, lambda x, rvs: min_max_reducer((x, x), axis=rvs), COMM_REDUCE,
+                   f"{data.name}_min_max")
+    lo, hi = pair if isinstance(pair, tuple) else (pair, pair)   # 0-d data: no axis to reduce
+    return compute((2,), lambda i: Select(data.dtype, i == const(0, i.dtype), lo(), hi()),
+                   name=f"{data.name}_range", tag=COMM_REDUCE)
+
+
 def _arg_reducer(better, select_last_index: bool, name: str):
     """(index, value) pairs: keep the better value, a NaN beating any number (numpy's rule: the first
     NaN's index); on a tie (equal values, or two NaNs) the first (or last) index.  The identity's index
@@ -132,4 +147,4 @@ def _arg(op: str, better):
 argmax = _arg("argmax", lambda a, b: a > b)
 argmin = _arg("argmin", lambda a, b: a < b)
 
-__all__ = ["sum", "max", "min", "prod", "all", "any", "argmax", "argmin", "normalize_axis"]
+__all__ = ["sum", "max", "min", "prod", "all", "any", "min_max", "argmax", "argmin", "normalize_axis"]

@@ -2,6 +2,8 @@
 ``topi.nn.dense_pack`` under their default schedules (NaN-poisoned outputs, isl checks on, extents
 the register tiles do not divide), and the ``alter_op_layout`` pass (graph printed before and after,
 results equal, activations blocked between convolutions)."""
+import re
+
 import numpy as np
 import pytest
 from test_graph_lower_te import check_kernel
@@ -261,7 +263,7 @@ def test_channel_concatenation_stays_blocked():
 
 def test_per_pixel_operands_reductions_and_padding_stay_blocked():
     """A dynamically quantized conv's epilogue and quantizer: a run-time scalar and a per-pixel map ``[N, 1, H, W]``
-    broadcast into the blocked data (a lane axis of one), reductions over every axis and over the channels read it
+    broadcast into the blocked data (a lane axis of one), reductions over every axis (``min_max`` too) and over the channels read it
     in place, and spatial padding keeps it blocked for the next conv: the edges are the only conversions."""
     x, s, p = _x((2, 32, 6, 6)), _x((), "s"), _x((2, 1, 6, 6), "p")
     c = call("multiply", call("add", call("nn.conv2d", x, _w((32, 32, 3, 3)), padding=(1,) * 4), p), s)
@@ -270,13 +272,14 @@ def test_per_pixel_operands_reductions_and_padding_stay_blocked():
     padded = call("where", Const(mask), s, call("nn.pad", c, pad_width=[[0, 0], [0, 0], [1, 1], [1, 1]]))
     out = call("nn.conv2d", padded, _w((16, 32, 3, 3), 1))
     per_pixel = call("sum", c, axis=[1], keepdims=True)
-    g = graph.Graph((x, s, p), (out, call("max", c), per_pixel, call("min", c, axis=[-3])))
+    g = graph.Graph((x, s, p), (out, call("max", c), per_pixel, call("min", c, axis=[-3]), call("min_max", c)))
     after = fold_constants(alter_op_layout(g))
     text = str(after)
     assert text.count("layout_transform(") == 2, text     # x in, the last conv out
     assert "= reshape(%p, newshape=[2, 1, 6, 6, 1])" in text and "constant : bool[1, 1, 8, 8, 1]" in text
     assert "= nn.pad(%" in text and "float32[2, 2, 8, 8, 16]" in text
     assert "axis=[1, 4], keepdims=True" in text and "max(%" in text
+    assert re.search(r"= min_max\(%\d+\) : float32\[2\]", text), text    # of the blocked conv output
     rng = np.random.default_rng(5)
     feed = {"x": rng.standard_normal((2, 32, 6, 6)).astype("float32"), "s": np.float32(1.5),
             "p": rng.standard_normal((2, 1, 6, 6)).astype("float32")}

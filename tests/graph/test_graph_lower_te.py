@@ -58,6 +58,7 @@ SINGLE = {
     "sum_keep": lambda x: call("sum", x, axis=(1, 3), keepdims=True),
     "mean": lambda x: call("mean", x, axis=(-1,)),
     "max_all": lambda x: call("max", x),
+    "min_max": lambda x: call("min_max", call("exp", x)),
     "transpose_reshape": lambda x: call("reshape", call("transpose", x, axes=(0, 2, 3, 1)), newshape=(8, 15)),
     "slice": lambda x: call("strided_slice", x, begin=(0, 1, 3, 0), end=(2, 3, -1, 5), strides=(1, 1, -2, 2)),
     "concat": lambda x: call("concatenate", x, call("exp", x), axis=1),

@@ -106,6 +106,34 @@ def test_reduction_to_one_value_keeps_vector_partials(op, shape):
     assert np.isnan(out)
 
 
+@pytest.mark.parametrize("shape, chunks", [((1, 128, 3072), 16), ((1, 5, 6, 6, 16), 5), ((197, 37), 0), ((7,), 0)])
+def test_min_max_reads_its_input_once_in_parallel_chunks(shape, chunks):
+    """``min_max`` (a dynamic quantizer's range, one tuple reduction): per chunk of the outermost axis of several
+    iterations (BERT's FFN activation: 16 chunks of 8 rows) a vector of partial minima and maxima, in one loop
+    over the data, the chunks a parallel loop (none for a prime row count); equal to numpy's min and max with a
+    NaN anywhere (both NaN), infinities, all-equal data."""
+    (kernel,) = _fuse(call("min_max", _x(shape))).kernels
+    kt = lower_kernel(kernel)
+    sch = schedule_kernel(kt)
+    text = str(te.lower(sch, kt.args))
+    reads = [line for line in text.splitlines() if "p0[" in line]
+    assert len(reads) == 2 and (".rf.rf.v0[ramp(" in text or ".rf.v0[ramp(" in text) == (shape[-1] % 4 == 0)
+    assert (f"parallel for (k{shape.index(next(d for d in shape if d > 1))}.outer.v, {chunks})" in text) == bool(chunks)
+    mod = codegen.build(sch, kt.args, name=kernel.name)
+    gen = np.random.default_rng(11)
+    size = int(np.prod(shape))
+    cases = [gen.standard_normal(size)]
+    for k in (0, size // 2 + 3, size - 1, max(size - 17, 1)):
+        cases.append(gen.standard_normal(size))
+        cases[-1][k] = np.nan
+    cases += [np.r_[gen.standard_normal(size - 2), np.inf, -np.inf], np.full(size, 2.5), np.full(size, -np.inf)]
+    for data in cases:
+        data = data.astype(np.float32).reshape(shape)
+        out = np.full(2, 7.0, np.float32)
+        mod(data, out)
+        np.testing.assert_array_equal(out, [np.min(data), np.max(data)])
+
+
 def test_pool_window_outside_the_vector():
     text = _lowered(call("nn.max_pool2d", _x((2, 3, 8, 32)), pool_size=(2, 2), strides=(2, 2)))
     assert "parallel for (i0.i1.fused, 6)" in text and "pool_max[ramp(" in text

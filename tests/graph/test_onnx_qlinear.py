@@ -87,6 +87,12 @@ def test_matmul_integer_packed_past_a_block_and_dequantized(xdtype, bdtype, zb):
     assert sum("qnn_contrib_dense_pack" in s.kernel for s in mod.run_list.steps) == 1
 
 
+def dynamic_quantize(x: np.ndarray):
+    """DynamicQuantizeLinear of ``x``: (graph, module, outputs, onnxruntime's outputs), outputs poisoned first."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return run_poisoned(model("DynamicQuantizeLinear", {"x": x}, {}, n_out=3), {"x": x})
+
+
 def test_dynamic_quantize_linear():
     x = (rng.standard_normal((6, 33)) * 3).astype(np.float32)
     compare(model("DynamicQuantizeLinear", {"x": x}, {}, n_out=3), {"x": x})
@@ -94,6 +100,59 @@ def test_dynamic_quantize_linear():
     compare(model("DynamicQuantizeLinear", {"x": pos}, {}, n_out=3), {"x": pos})
     zeros = np.zeros((2, 3), np.float32)   # scale 1, not 0 (and no division by zero)
     compare(model("DynamicQuantizeLinear", {"x": zeros}, {}, n_out=3), {"x": zeros})
+
+
+F = np.float32
+SPECIAL = {"inf": [np.inf, 1, 2, 3, 4, 5], "-inf": [-np.inf, 1, 2, 3, 4, 5], "both infs": [np.inf, -np.inf, 0, 1, 2, 3],
+           "all 3 (range from 0)": [3] * 6, "all -3 (range to 0)": [-3] * 6, "all -0.0": [-0.0] * 6,
+           "range past float32": [3e38, -3e38, 0, 0, 0, 0], "huge range": [1e38, -1e38, 0, 0, 0, 0],
+           "subnormal range (scale 0)": [1e-45, 0, 0, 0, 0, 0]}
+
+
+@pytest.mark.parametrize("case", sorted(SPECIAL))
+def test_dynamic_quantize_linear_special_values_bit_identical(case):
+    """Infinities (an infinite scale, a NaN zero point that onnxruntime's clamp makes 255, ``inf / inf`` quantized
+    to 0), data all of one sign or one value (the range always includes 0: zero point 0 or 255, scale 1 for an
+    empty range), a range past float32, and one whose scale underflows to 0: every output onnxruntime's, bit for
+    bit, and numpy's reference evaluator's."""
+    from tensorir import graph
+    x = np.array(SPECIAL[case], F).reshape(2, 3)
+    g, _, got, want = dynamic_quantize(x)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        ref = graph.evaluate(g, {"x": x})
+    for a, w, r in zip(got, want, ref):
+        assert a.dtype == w.dtype and a.shape == w.shape
+        np.testing.assert_array_equal(a, w)
+        np.testing.assert_array_equal(a, r)
+
+
+@pytest.mark.parametrize("shape", [(1, 128, 3072), (1, 128, 768), (197, 37), (5,), ()])
+def test_dynamic_quantize_linear_one_range_pass_bit_identical(shape):
+    """The range in one pass (``min_max``: partial minima and maxima per chunk of rows, in parallel where large,
+    vectors of partials along the rows): BERT-base's FFN and hidden activations, a prime row count and an odd row
+    length (no chunks, no vector), a vector, a scalar; onnxruntime's bits.  The one pass is one kernel."""
+    x = np.asarray(rng.standard_normal(shape) * 2 + 0.3, np.float32)
+    if x.size > 1:
+        x.flat[rng.integers(x.size)] = -7.5       # the extremes somewhere inside
+        x.flat[rng.integers(x.size)] = 9.25
+    _, mod, got, want = dynamic_quantize(x)
+    for a, w in zip(got, want):
+        np.testing.assert_array_equal(a, w)
+    assert sum(s.kernel.startswith("fused_min_max") for s in mod.run_list.steps) == 1
+    assert not any(s.kernel.startswith(("fused_min", "fused_max")) and "min_max" not in s.kernel
+                   for s in mod.run_list.steps)
+
+
+@pytest.mark.parametrize("where", ["first", "last", "middle", "all"])
+def test_dynamic_quantize_linear_nan_makes_the_scale_nan(where):
+    """A NaN anywhere in ``x`` makes min and max NaN (numpy's rule; onnxruntime 1.32's ``MlasFindMinMaxElement``
+    skips a NaN in most positions but not in all, docs/onnx.md), so the scale is NaN, the zero point 255
+    (onnxruntime's clamp of a NaN) and ``y`` 0: what onnxruntime itself gives where it sees the NaN."""
+    x = (rng.standard_normal((128, 96)) * 3).astype(np.float32)
+    pos = {"first": [0], "last": [x.size - 1], "middle": [x.size // 2 + 5], "all": range(x.size)}[where]
+    x.flat[list(pos)] = np.nan
+    _, _, (y, scale, zp), _ = dynamic_quantize(x)
+    assert np.isnan(scale) and zp == 255 and not y.any()
 
 
 @pytest.mark.parametrize("xdtype", [np.uint8, np.int8])

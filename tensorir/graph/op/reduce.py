@@ -1,5 +1,6 @@
 """Reductions over axes: ``sum``, ``mean``, ``max``, ``min``, ``prod`` (TVM Relay's attributes
-``axis``, ``keepdims``; ``axis=None`` reduces every axis)."""
+``axis``, ``keepdims``; ``axis=None`` reduces every axis), and ``min_max``: ``[min, max]`` of every element in
+one pass."""
 from __future__ import annotations
 
 import numpy as np
@@ -62,3 +63,14 @@ REDUCE = {"sum": (np.sum, None, topi.sum), "mean": (np.mean, None, None), "max":
 for _name, (_fn, _identity, _te) in REDUCE.items():
     register_op(_name, OpPattern.COMM_REDUCE, reduce_infer, attrs={"axis": None, "keepdims": False},
                 num_inputs=1, numpy=_reduce_numpy(_fn, _identity), topi=_reduce_topi(_te) if _te else _mean_topi)
+
+
+def _min_max_numpy(x):
+    if x.size == 0:
+        return np.array([_highest(x.dtype), _lowest(x.dtype)], x.dtype)
+    return np.array([np.min(x), np.max(x)], x.dtype)
+
+
+#: ``[min, max]`` of every element in one pass (a dynamic quantizer's range; NaN gives NaN, as ``np.min``)
+register_op("min_max", OpPattern.COMM_REDUCE, lambda x: TensorType([2], x.dtype), num_inputs=1,
+            numpy=_min_max_numpy, topi=topi.min_max)

@@ -6,7 +6,7 @@
 - blocked activations stay blocked between convolutions: elementwise ops, ``nn.bias_add``, broadcast
   arithmetic with per-channel operands or ones the same for every channel (a scalar; a per-pixel map
   ``[N, 1, H, W]`` gets a lane axis of one), pooling, resizing, slices of whole channel blocks, channel
-  concatenation, spatial constant padding, reductions over every axis, over the channels, or over ``H`` /
+  concatenation, spatial constant padding, reductions over every axis (``min_max`` too), over the channels, or over ``H`` /
   ``W`` keeping them follow the layout (:data:`RULES`); any other reader gets the plain NCHW value through
   one ``layout_transform`` (made once, shared), as do the outputs.
 
@@ -204,6 +204,13 @@ def _reduce(st: _Layouts, n: Node):
     else:
         return None
     return y if y.type.shape == n.type.shape else call("reshape", y, newshape=n.type.shape)
+
+
+@_rule("min_max")
+def _min_max(st: _Layouts, n: Node):
+    """``[min, max]`` of every element (a dynamic quantizer's range) reads blocked data in place."""
+    (x,) = n.inputs
+    return call("min_max", st.blocked[id(x)][0]) if id(x) in st.blocked else None
 
 
 @_rule("nn.pad")

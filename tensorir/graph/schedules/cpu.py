@@ -7,7 +7,8 @@ rule of the kernel's anchor (``rule(s, kt, output_stage)``, registered as the ke
 - injective: outer axes fused and parallel, innermost vectorized (``topi.generic``);
 - reductions (softmax, layer norm, pooling, sum ...): each reduction stage computed at the output's
   loop over the axes it keeps, the output parallel outside and vectorized inside; a reduction to one
-  value keeps a vector of partial results (``rfactor``) along its innermost axis;
+  value (``min_max`` too) keeps partial results per chunk of its outer axis, in parallel, each a vector
+  along its innermost axis (``rfactor``);
 - conv2d / dense / batch_matmul: the output tiled (output channel or rows x a vector of the innermost
   axis), the anchor computed per tile with its reduction outside a register block whose innermost
   axis is vectorized; epilogue ops (bias, residual, activation) live in the tile's loops (a 2-D dense
@@ -110,23 +111,49 @@ def schedule_reduction(s: Schedule, kt: KernelTE, out: Stage) -> None:
         out.vectorize(inner)
 
 
+#: A reduction to one value takes partial results over at most this many chunks of its outermost axis
+REDUCE_CHUNKS = 16
+
+
+@register_rule("min_max")
+def schedule_min_max(s: Schedule, kt: KernelTE, out: Stage) -> None:
+    """``[min, max]`` of a tensor: its tuple reduction as :func:`_vector_partials`; the two values stored after."""
+    _vector_partials(s, out)
+
+
 def _vector_partials(s: Schedule, out: Stage) -> None:
-    """A reduction to one value (a dynamic quantizer's min and max): partial results in a vector along the
-    innermost reduction axis (``rfactor``: no chain of scalar steps through the whole tensor), then the vector
-    reduced."""
+    """A reduction to one value (a sum, a dynamic quantizer's ``min_max``): partial results per chunk of the
+    outermost reduction axis of several iterations, in parallel (``rfactor``; the code generator runs the
+    loop on one thread where its work is small), each chunk's a vector along the innermost reduction axis (no
+    chain of scalar steps through the whole tensor), then the chunks' and the lanes' reduced."""
     red = single_reduction(s, out)
-    if red is None or red.op.num_outputs != 1 or _extents(red):
+    if red is None or _extents(red):
         return
-    k = red.op.reduce_axis[-1]
-    width = vector_width(int(k.dom.extent))
+    axes = list(red.op.reduce_axis)
+    n = [int(a.dom.extent) for a in axes]
+    rows = next((k for k in range(len(axes) - 1) if n[k] > 1), None)
+    chunks = 1 if rows is None else largest_divisor(n[rows], REDUCE_CHUNKS)
+    if chunks > 1:
+        chunk, _ = red.split(axes[rows], nparts=chunks)
+        red = s[_first(s.rfactor(red.op.output(0), chunk))]
+        red.parallel(red.op.axis[0])
+    width = vector_width(n[-1])
     if width == 1:
         return
-    if int(k.dom.extent) != width:
+    k = next(a for a in red.op.reduce_axis if a.var is axes[-1].var)   # rfactor reorders the axes
+    if n[-1] != width:
         _, k = red.split(k, factor=width)
-    part = s[s.rfactor(red.op.output(0), k)]
-    (lane,) = part.op.axis
-    part.reorder(*part.op.reduce_axis, lane)
+    part = s[_first(s.rfactor(red.op.output(0), k, factor_axis=len(red.op.axis)))]
+    *kept, lane = part.op.axis
+    if kept:
+        part.compute_at(red, red.op.axis[0])
+    part.reorder(*kept, *part.op.reduce_axis, lane)
     part.vectorize(lane)
+
+
+def _first(t):
+    """A reduction's partial result (``rfactor`` gives a list for a tuple reduction)."""
+    return t[0] if isinstance(t, list) else t
 
 
 def _vector_of_sums(s: Schedule, st: Stage, out: Stage, at) -> None:

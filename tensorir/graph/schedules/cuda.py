@@ -103,7 +103,7 @@ def schedule_injective_cuda(s: Schedule, kt: KernelTE, out: Stage) -> None:
 
 register_cuda_rule("nn.softmax", "nn.log_softmax", "nn.layer_norm")(schedule_softmax_norm)
 register_cuda_rule("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d",
-                   "sum", "mean", "max", "min", "prod", "argmax", "argmin")(schedule_reduce)
+                   "sum", "mean", "max", "min", "prod", "min_max", "argmax", "argmin")(schedule_reduce)
 
 
 def anchor_stage(s: Schedule, out: Stage) -> Stage | None:

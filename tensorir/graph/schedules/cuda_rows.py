@@ -102,8 +102,8 @@ def _reads_row(s: Schedule, load: TensorLoad, rvars: list) -> bool:
 def allreduce_rows(s: Schedule, out: Stage) -> tuple[list[Stage], int] | None:
     """``(reductions, k)``: the output's leading ``k`` axes are rows whose reductions (``reductions``
     computed per row, or the output itself) read contiguous rows (:func:`reads_rows`) of at least
-    :data:`ALLREDUCE_MIN` elements (a reduction to a scalar, ``k = 0``: any), the output's other axes
-    the row's elements; None where that does not hold (rows of other shapes, strided reads, short
+    :data:`ALLREDUCE_MIN` elements (a reduction to a scalar, ``k = 0``: any, its output of any length:
+    ``min_max``'s two values), the output's other axes the row's elements; None where that does not hold (rows of other shapes, strided reads, short
     rows)."""
     ext = _extents(out)
     stages = _root_reductions(s, out)
@@ -115,7 +115,7 @@ def allreduce_rows(s: Schedule, out: Stage) -> tuple[list[Stage], int] | None:
         if not stages:
             return None
         k = len(stages[0].op.axis)
-        if any(_extents(st) != ext[:k] for st in stages) or k < len(ext) and any(
+        if any(_extents(st) != ext[:k] for st in stages) or 0 < k < len(ext) and any(
                 _row_length(st) != math.prod(ext[k:]) for st in stages):
             return None
         reds = stages
@@ -155,7 +155,7 @@ def schedule_row_allreduce(s: Schedule, out: Stage, reductions: list[Stage], k: 
         row, at = out.split(row, factor=per_block)
         _bind(out, at, "threadIdx.y")
     _bind(out, row, "blockIdx.x")
-    if k < len(axes):
+    if k < len(axes) and (k or out.op.reduce_axis):   # a scalar's epilogue (min_max's two values): a serial loop
         inner = out.fuse(*axes[k:]) if len(axes) - k > 1 else axes[k]
         out.bind(out.split(inner, factor=threads)[1], tx)
     if out.op.reduce_axis:

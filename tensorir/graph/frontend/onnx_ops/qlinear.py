@@ -237,20 +237,35 @@ def qlinear_conv(ctx, inputs, attrs):
     return requantize(ctx, acc, mult, zero_point(ctx, zy), zy.type.dtype, axis=1)
 
 
+def _ort_min(ctx, a, b):
+    """C++'s ``std::min(a, b)``, ``b < a ? b : a``: ``a`` where either is NaN (as ``_mm_min_ps(b, a)``)."""
+    return ctx.call("where", ctx.call("less", b, a), b, a)
+
+
+def _ort_max(ctx, a, b):
+    """C++'s ``std::max(a, b)``, ``a < b ? b : a``: ``a`` where either is NaN (as ``_mm_max_ps(b, a)``)."""
+    return ctx.call("where", ctx.call("less", a, b), b, a)
+
+
 @converter("DynamicQuantizeLinear", since=11)
 def dynamic_quantize_linear(ctx, inputs, attrs):
-    """uint8 ``y``, its scale ``(max(x, 0) - min(x, 0)) / 255`` (1 for an all-zero ``x``, as onnxruntime) and
-    zero point ``round(-min / scale)``.  A NaN in ``x`` makes the scale NaN (onnxruntime skips it)."""
+    """onnxruntime's: uint8 ``y``, its scale ``(max(x, 0) - min(x, 0)) / 255`` (1 where that range is empty, an
+    all-zero ``x``) and zero point ``round(clamp(-min / scale))``; the minimum and maximum in one pass
+    (``min_max``, as ``MlasFindMinMaxElement``), and its clamps' NaN rules (C++ ``std::min`` / ``std::max`` for
+    the zero point, ``_mm_max_ps`` then ``_mm_min_ps`` for ``y``), so an infinite ``x`` (a NaN zero point: 255;
+    ``inf / inf`` in ``y``: 0) gives onnxruntime's bits.  A NaN in ``x`` makes the scale NaN (numpy's min and
+    max; onnxruntime's skip a NaN in most positions, docs/onnx.md)."""
     x = inputs[0]
     if x.type.dtype != "float32":
         raise ctx.unsupported(f"DynamicQuantizeLinear of {x.type.dtype} (float32 only)")
-    zero = Const(np.float32(0))
-    lo = ctx.call("minimum", ctx.call("min", x, axis=None, keepdims=False), zero)
-    hi = ctx.call("maximum", ctx.call("max", x, axis=None, keepdims=False), zero)
-    scale = ctx.call("divide", ctx.call("subtract", hi, lo), Const(np.float32(255)))
-    scale = ctx.call("add", scale, ctx.call("cast", ctx.call("equal", scale, zero), dtype="float32"))  # 0 -> 1
-    zp = ctx.call("clip", ctx.call("round", ctx.call("subtract", zero, ctx.call("divide", lo, scale))),
-                  a_min=0.0, a_max=255.0)
+    zero, top = Const(np.float32(0)), Const(np.float32(255))
+    lo_hi = ctx.call("min_max", x)
+    lo = ctx.call("minimum", ctx.call("take", lo_hi, Const(np.int64(0))), zero)
+    hi = ctx.call("maximum", ctx.call("take", lo_hi, Const(np.int64(1))), zero)
+    scale = ctx.call("add", ctx.call("divide", ctx.call("subtract", hi, lo), top),
+                     ctx.call("cast", ctx.call("equal", hi, lo), dtype="float32"))     # an empty range: 1
+    zp = ctx.call("subtract", zero, ctx.call("divide", lo, scale))
+    zp = ctx.call("round", _ort_max(ctx, zero, _ort_min(ctx, top, zp)))
     y = ctx.call("add", ctx.call("round", ctx.call("divide", x, scale)), zp)
-    y = ctx.call("cast", ctx.call("clip", y, a_min=0.0, a_max=255.0), dtype="uint8")
+    y = ctx.call("cast", _ort_min(ctx, top, _ort_max(ctx, zero, y)), dtype="uint8")
     return [y, scale, ctx.call("cast", zp, dtype="uint8")]
