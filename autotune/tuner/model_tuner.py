@@ -143,7 +143,7 @@ class ModelTuner(Tuner):
                 else:
                     child[k] = int(self.rng.integers(dims[k]))
             out.append(self.space.index_of(child))
-        return out
+        return [i for i in out if self.space.is_index_valid(i)]
 
     def _grow_pool(self, around: list[int]) -> None:
         new = set(self.random_unvisited(self.pool_random))

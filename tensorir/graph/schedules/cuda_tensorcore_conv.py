@@ -55,18 +55,13 @@ def conv_knobs(m: int, n: int, k: int, dtype: str, info: dict, a=None, pixels: i
     if why is not None:
         return why
     if pixels is None:
-        pixels = a.op.attrs["conv"].get("pixels", m) if a is not None and "conv" in a.op.attrs else m
-    preferred = CONV_PREFERRED
-    if pixels != m:
-        preferred = tuple((size, kn) for size, kn in CONV_PREFERRED
-                          if dict(cuda_tensorcore.DEFAULT_KNOBS, **kn)["block_m"] <= pixels)
-        if not preferred:
-            return f"{pixels} pixels (fewer than the smallest block tile's 32 rows)"
+        pixels = cuda_tensorcore.gemm_pixels(a, m) if a is not None else m
     if a is not None and is_sm90(info.get("arch") or ""):
         wg = wgmma_conv_knobs(a, m, n, k, dtype, info.get("shared_limit", 48 * 1024))
         if isinstance(wg, dict):
             return dict(wg, wgmma=1)
-    return cuda_tensorcore.preferred_knobs(1, m, n, k, dtype, True, info.get("shared_limit", 48 * 1024), preferred)
+    return cuda_tensorcore.preferred_knobs(1, m, n, k, dtype, True, info.get("shared_limit", 48 * 1024), CONV_PREFERRED,
+                                           pixels)
 
 
 def row_align(pixels: int) -> int:
