@@ -74,3 +74,30 @@ def test_bert_gemm_spaces_instantiate(dtype, arch):
                                          ("resnet18_b1", "bfloat16"), ("bert", "bfloat16")])
 def test_model_spaces_instantiate_every_config(model, dtype):
     _check_spaces(_tasks(model, dtype, "cuda -arch=sm_90"), every=True, lowered=2, refused=64)
+
+
+@pytest.mark.cuda_sim
+def test_resnet18_tasks_measure_the_deployed_defaults():
+    """Each task's default (a template's fallback config, a search task's default rule), recreated from its payload
+    as a measuring worker does, is the kernel the model build deploys untuned: on sm_90 the convolutions' gathering
+    wgmma loop where the rule takes it (the space's ``wgmma`` config), else its ``mma.sync`` tiles."""
+    from autotune.task import Task
+    from codegen.model.build import fused_graph, model_kernels
+    from tensorir.graph.schedules import kernel_schedule
+    from tensorir.schedule.space import FallbackConfig
+    target = "cuda -arch=sm_90"
+    g, params = graph.from_onnx(testing.resnet18(batch=1, image=64))
+    g = graph.to_mixed_precision(g, "float16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tasks, _ = autotune.extract_tasks(g, params, target=target)
+        kernels = {mk.kernel.name: mk for mk in model_kernels(fused_graph(g, params, target), target)}
+    wgmma = 0
+    for task in tasks:
+        mk = kernels[task.kernel_name]
+        deployed = str(te.lower(kernel_schedule(mk.te, target)[0], mk.te.args, name="k"))
+        worker = Task.from_payload(task.payload())
+        config = FallbackConfig() if isinstance(task, KernelTemplateTask) else worker.default_config()
+        assert str(te.lower(*worker.instantiate(config), name="k")) == deployed, task.kernel_name
+        wgmma += "tt_wgmma" in deployed
+    assert wgmma

@@ -416,13 +416,15 @@ def fits(kt, smallest: dict = SMALLEST) -> str | None:
 
 
 def schedule_space(cfg, kt, shared_limit: int | None = None, space_knobs: dict = SPACE_KNOBS,
-                   preferred=PREFERRED, wgmma_knobs: dict | None = None) -> Schedule:
-    """The tensor-core schedule of kernel ``kt`` under ``cfg`` (knobs ``space_knobs``; the fallback:
-    :func:`default_knobs` from ``preferred`` on an sm_80+ target).  The space holds only the configs that
-    schedule the kernel (``cfg.multi_filter`` with :func:`space_refusal`: tiles that divide the GEMM and its
-    pixels, warps within the blocks, at most ``shared_limit`` bytes of shared memory).  ``wgmma_knobs``
-    (``cuda_wgmma.WGMMA_SPACE_KNOBS``), where the target being scheduled is sm_90: also those knobs (their
-    fallback: the wgmma default where it fits)."""
+                   preferred=PREFERRED, wgmma_knobs: dict | None = None, default=None) -> Schedule:
+    """The tensor-core schedule of kernel ``kt`` under ``cfg`` (knobs ``space_knobs``; the fallback: the knobs
+    ``default(kt, anchor, out, info)`` gives, the kernel's deployed default: :func:`default_knobs` from
+    ``preferred``).  The space holds only the configs that schedule the kernel (``cfg.multi_filter`` with
+    :func:`space_refusal`: tiles that divide the GEMM and its pixels, warps within the blocks, at most
+    ``shared_limit`` bytes of shared memory).  ``wgmma_knobs``, where the target being scheduled is sm_90: also
+    those knobs (``cuda_wgmma.WGMMA_SPACE_KNOBS``; their fallback: the wgmma default where it fits); ``wgmma``
+    alone: the space's wgmma config is the default's own wgmma kernel where it has one (a convolution's
+    gathering loop), so that the tuner measures the default the model deploys."""
     from .cuda_wgmma import is_sm90, store_intrin
     from .registry import target_info
     info = target_info()
@@ -443,31 +445,43 @@ def schedule_space(cfg, kt, shared_limit: int | None = None, space_knobs: dict =
     cfg.add_flop(2.0 * batch * m * n * k)
     for name, choices in space_knobs.items():
         cfg.define_knob(name, choices)
+    deployed = (default or functools.partial(default_knobs, preferred=preferred))(
+        kt, anchor, out, dict(info, shared_limit=shared_limit or 48 * 1024))
+    own = None                      # the default's own wgmma kernel (or why it has none), the space's wgmma config
+    if wgmma_knobs is not None and set(wgmma_knobs) == {"wgmma"}:
+        own = deployed if isinstance(deployed, dict) and deployed.get("wgmma") else "the default is not a wgmma kernel"
     gemm = {"shape": (m, n), "k": k, "dtype": dtype, "b_trans": b_trans, "pixels": gemm_pixels(a, m),
-            "shared_limit": shared_limit, "store": None if anchor is out or not wgmma_knobs else
+            "shared_limit": shared_limit, "own": own, "store": None if anchor is out or not wgmma_knobs or own else
             store_intrin(s, out, anchor.op.output(0))}
     cfg.multi_filter(lambda e: space_refusal({name: e[name].val for name in space_knobs}, space_knobs,
                                              wgmma_knobs, **gemm) is None)
     if cfg.is_fallback:
-        knobs = default_knobs(kt, anchor, out, dict(info, shared_limit=shared_limit or 48 * 1024), preferred)
-        for name, v in (knobs.items() if isinstance(knobs, dict) else ()):
+        for name, v in ((("wgmma", 1),) if isinstance(own, dict) else
+                        deployed.items() if isinstance(deployed, dict) else ()):
             if name in space_knobs:
                 cfg[name] = next(e for e in cfg.space_map[name] if e.val == v)
     knobs = {name: cfg[name].val for name in space_knobs}
     why = space_refusal(knobs, space_knobs, wgmma_knobs, **gemm)
     if why is not None:
         cfg.raise_error(why)
-    schedule_tensorcore(s, out, anchor, knobs)
+    schedule_tensorcore(s, out, anchor, own if knobs.get("wgmma") and isinstance(own, dict) else knobs)
     return s
 
 
 def space_refusal(knobs: dict, space_knobs: dict, wgmma_knobs: dict | None, shape, k: int, dtype: str, b_trans: bool,
-                  pixels: int, shared_limit: int | None, store) -> str | None:
+                  pixels: int, shared_limit: int | None, store, own=None) -> str | None:
     """Why the config ``knobs`` of a GEMM space (:func:`schedule_space`) cannot schedule its GEMM (output ``shape``,
-    reduction ``k``, ``pixels`` rows of output pixels), or None; a wgmma config (``wgmma`` set):
-    :func:`.cuda_wgmma.wgmma_refusal` (``store``: its epilogue's store).  An ``mma.sync`` config with a wgmma knob
-    off its first choice is the same kernel as that config: refused (measured once)."""
+    reduction ``k``, ``pixels`` rows of output pixels), or None; a wgmma config (``wgmma`` set): the default's own
+    wgmma kernel ``own`` (or why it has none) with every other knob at its first choice, else
+    :func:`.cuda_wgmma.wgmma_refusal` (``store``: its epilogue's store).  A config with a knob its kernel does not
+    read off its first choice is the same kernel as that config: refused (measured once)."""
     from .cuda_wgmma import wgmma_refusal
+    if knobs.get("wgmma") and own is not None:
+        if isinstance(own, str):
+            return f"wgmma: {own}"
+        off = next((name for name in space_knobs if name != "wgmma" and knobs[name] != space_knobs[name][0]), None)
+        return None if off is None else \
+            f"{off} {knobs[off]}: the wgmma kernel is the default's (the same kernel as {space_knobs[off][0]})"
     if knobs.get("wgmma"):
         return wgmma_refusal(knobs, space_knobs, shape, k, dtype, b_trans, shared_limit, store)
     for name in set(wgmma_knobs or ()) & set(space_knobs):

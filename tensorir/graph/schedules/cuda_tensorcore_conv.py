@@ -118,8 +118,20 @@ def fits(kt) -> str | None:
 
 
 def schedule_space(cfg, kt, shared_limit: int | None = None):
-    """The kernel under ``cfg`` (knobs :data:`SPACE_KNOBS`, the fallback :data:`CONV_PREFERRED`'s choice)."""
-    return cuda_tensorcore.schedule_space(cfg, kt, shared_limit, SPACE_KNOBS, CONV_PREFERRED)
+    """The kernel under ``cfg`` (knobs :data:`SPACE_KNOBS`; on sm_90 ``wgmma``: the default's gathering wgmma loop,
+    where :func:`conv_knobs` takes it); the fallback: :func:`conv_knobs`'s choice, as the model deploys it."""
+    return cuda_tensorcore.schedule_space(cfg, kt, shared_limit, SPACE_KNOBS, CONV_PREFERRED, WGMMA_KNOBS, _default)
+
+
+#: the sm_90 knob of the space: ``mma.sync`` (its tiles the space's) or the default's gathering wgmma loop
+WGMMA_KNOBS = {"wgmma": [0, 1]}
+
+
+def _default(kt, anchor: Stage, out: Stage, info: dict):
+    """:func:`conv_knobs` of the kernel's GEMM: the knobs :func:`schedule_conv2d_gemm` deploys it with."""
+    m, n = (int(ax.dom.extent) for ax in anchor.op.axis[-2:])
+    got = cuda_tensorcore.gemm_operands(anchor)
+    return got if isinstance(got, str) else conv_knobs(m, n, int(anchor.op.reduce_axis[0].dom.extent), got[3], info, got[0])
 
 
 @register_cuda_rule(ANCHOR, template=TEMPLATE, fits=fits, space=schedule_space)
@@ -199,4 +211,4 @@ def conv2d_gemm_dag(n: int, c: int, hw: tuple, o: int, kernel: int, stride: int 
 
 __all__ = ["ANCHOR", "CONV_PREFERRED", "ROW_ALIGN_64_FROM", "SMALLEST", "SPACE_KNOBS", "SPLIT_BLOCKS", "SPLIT_MIN_K",
            "SPLIT_MIN_SLICE", "TEMPLATE", "conv2d_gemm_dag", "conv_knobs", "conv_refusal", "fits", "row_align", "schedule_conv2d_gemm",
-           "schedule_space", "split_k", "tensorcore_conv2d"]
+           "schedule_space", "split_k", "tensorcore_conv2d", "WGMMA_KNOBS"]
