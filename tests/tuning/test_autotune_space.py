@@ -161,3 +161,24 @@ def test_multi_filter_keeps_only_configs_that_instantiate():
             self.index, self.knobs = index, space.get(index).knobs()
     assert space_problem(Rec(kept[3]), space) is None
     assert "filter refuses" in space_problem(Rec(next(i for i in range(18) if i not in kept)), space)
+
+
+def test_model_tuner_never_proposes_a_config_that_fails_to_lower(monkeypatch):
+    """A config only lowering finds wrong (a tensorize tail of a swizzled tile) fails while the model tuner computes
+    its features: it is never proposed (its build would fail, a trial spent)."""
+    from autotune.tuner import ModelTuner
+    from tensorir.schedule import ScheduleError
+    task = _filtered_task()
+    space = task.config_space
+    bad = {cfg.index for cfg in space if cfg["unroll"].val == 1}
+    instantiate = task.instantiate
+
+    def failing(config):
+        index = config if isinstance(config, int) else config.index
+        if index in bad:
+            raise ScheduleError("a split inside the tensorized loops has a tail")
+        return instantiate(config)
+    monkeypatch.setattr(task, "instantiate", failing)
+    tuner = ModelTuner(task, seed=0)
+    batch = tuner.next_batch(12)
+    assert sorted(batch) == sorted(cfg.index for cfg in space if cfg.index not in bad)
