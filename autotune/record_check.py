@@ -58,14 +58,16 @@ def cost_problem(rec) -> str | None:
 
 def space_problem(rec, space) -> str | None:
     """Whether ``rec``'s config index is in ``space`` and its knobs are those of that index."""
-    if rec.index >= len(space):
-        return f"config index {rec.index} outside the space of {len(space)} configs"
+    if rec.index >= space.range_length:
+        return f"config index {rec.index} outside the space of {space.range_length} configs"
     knobs = space.get(rec.index).knobs()
     # knobs the template appended after the record was written, at their first choice, are what it ran
     appended = [k for k in space.appended_since(rec.knobs) or ()
                 if _plain(knobs[k]) == _plain(space.space_map[k][0].val)]
     if _plain({k: v for k, v in knobs.items() if k not in appended}) != _plain(rec.knobs):
         return f"knobs {rec.knobs} are not those of config {rec.index} ({knobs})"
+    if not space.is_index_valid(rec.index):
+        return f"config {rec.index} ({knobs}) is one the space's filter refuses"
     return None
 
 

@@ -42,7 +42,7 @@ class GATuner(Tuner):
             mask = self.rng.random(len(genes[a])) < 0.5
             child = self._mutate([ga if m else gb for ga, gb, m in zip(genes[a], genes[b], mask)])
             idx = self.space.index_of(child)
-            if idx not in self.visited and idx not in children:
+            if idx not in self.visited and idx not in children and self.space.is_index_valid(idx):
                 children.append(idx)
         return children + self.random_unvisited(self.pop_size - len(children))
 

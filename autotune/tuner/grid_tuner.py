@@ -16,7 +16,7 @@ class GridSearchTuner(Tuner):
         super().__init__(task, **kwargs)
         self._order = None if indices is None else [int(i) for i in indices]
         if self._order is not None:
-            bad = [i for i in self._order if not 0 <= i < len(self.space)]
+            bad = [i for i in self._order if not self.space.is_index_valid(i)]
             if bad:
                 raise ValueError(f"GridSearchTuner: config indices {bad[:5]} are outside {self.task!r}'s space "
                                  f"of {len(self.space)}")
@@ -26,7 +26,7 @@ class GridSearchTuner(Tuner):
         end = len(self.space) if self._order is None else len(self._order)
         out = []
         while len(out) < batch_size and self._next < end:
-            i = self._next if self._order is None else self._order[self._next]
+            i = self.space.valid_index(self._next) if self._order is None else self._order[self._next]
             if i not in self.visited and i not in out:
                 out.append(i)
             self._next += 1

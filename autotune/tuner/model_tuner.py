@@ -9,6 +9,9 @@ best predicted candidates.  The model scores the pool; ``(1 - epsilon)`` of the 
 ``diversity x batch`` favourites, picked greedily for score and for knob values the batch does not
 have yet (so one region the model likes cannot fill the batch), the rest is random (exploration).
 
+A config of this task that fails to instantiate or lower while its features are computed (a schedule only
+lowering finds wrong) is never proposed: it would fail its build, a trial spent.
+
 ``load_history(records)`` warms the model from earlier logs: records of other tasks train it too
 (each task is its own group: the model learns orders within a task, which transfer), records of this
 task also count as measured.
@@ -24,6 +27,7 @@ from .tuner import Tuner
 
 
 _FEATURES: dict[tuple, np.ndarray] = {}
+_UNBUILDABLE: set[tuple] = set()           # keys of _FEATURES whose configs failed to instantiate or lower
 
 
 def _lower(s, args):
@@ -60,15 +64,20 @@ class ModelTuner(Tuner):
         vec = _FEATURES.get(key)
         if vec is None:
             from ..features import FAILED_VECTOR, extract
-            try:
-                s, args = task.instantiate(index)
-                vec = extract(_lower(s, args))
-                if not np.all(np.isfinite(vec)):
-                    vec = FAILED_VECTOR
-            except Exception:  # noqa: BLE001 - an invalid config has the failed features
-                vec = FAILED_VECTOR
             if len(_FEATURES) >= 200_000:
                 _FEATURES.clear()
+                _UNBUILDABLE.clear()
+            try:
+                func = _lower(*task.instantiate(index))
+            except Exception:  # noqa: BLE001 - an invalid config has the failed features and is never proposed
+                func = None
+                _UNBUILDABLE.add(key)
+            try:
+                vec = FAILED_VECTOR if func is None else extract(func)
+                if not np.all(np.isfinite(vec)):
+                    vec = FAILED_VECTOR
+            except Exception:  # noqa: BLE001 - features it cannot read: the failed ones
+                vec = FAILED_VECTOR
             _FEATURES[key] = vec
         return vec
 
@@ -143,7 +152,7 @@ class ModelTuner(Tuner):
                 else:
                     child[k] = int(self.rng.integers(dims[k]))
             out.append(self.space.index_of(child))
-        return out
+        return [i for i in out if self.space.is_index_valid(i)]
 
     def _grow_pool(self, around: list[int]) -> None:
         new = set(self.random_unvisited(self.pool_random))
@@ -156,7 +165,7 @@ class ModelTuner(Tuner):
 
     def next_batch(self, batch_size: int) -> list[int]:
         if not self._ready():
-            return self.random_unvisited(batch_size)
+            return [i for i in self.random_unvisited(batch_size) if self._buildable(i)]
         best_measured = sorted((i for i in self.own if math.isfinite(self.own[i])), key=self.own.get)[:self.pool_top]
         self.pool -= self.visited
         self._grow_pool(best_measured)
@@ -170,8 +179,14 @@ class ModelTuner(Tuner):
         if len(self.pool) > self.pool_max:            # forget the candidates predicted slowest
             self.pool = set(order[:self.pool_max])
         n_explore = int(self.rng.binomial(batch_size, self.epsilon))
-        picked = self._diverse(order[:self.diversity * batch_size], batch_size - n_explore)
-        return picked + [i for i in self.random_unvisited(batch_size) if i not in picked][:n_explore]
+        ranked = [i for i in order if (self.task.workload, self.task.target, i) not in _UNBUILDABLE]
+        picked = self._diverse(ranked[:self.diversity * batch_size], batch_size - n_explore)
+        return picked + [i for i in self.random_unvisited(batch_size) if i not in picked and self._buildable(i)][:n_explore]
+
+    def _buildable(self, index: int) -> bool:
+        """Whether config ``index`` lowers (its features, cached, computed now if need be)."""
+        self._features(self.task, index)
+        return (self.task.workload, self.task.target, index) not in _UNBUILDABLE
 
     def _diverse(self, ranked: list[int], n: int) -> list[int]:
         """Pick ``n`` of ``ranked`` (best first), trading rank for knob values the batch lacks: the

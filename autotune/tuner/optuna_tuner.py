@@ -49,6 +49,9 @@ class OptunaTuner(Tuner):
                 break
             trial = study.study.ask(study.distributions)
             idx = study.index_of_params(trial.params)
+            if not self.task.config_space.is_index_valid(idx):      # a combination the space's filter refuses
+                study.release(trial._trial_id)
+                continue
             if idx in self.visited or idx in self.asked:
                 if idx in self.known:
                     study.storage.set_trial_user_attr(trial._trial_id, "copy_of_config", idx)

@@ -76,7 +76,7 @@ class Tuner:
         """Learn from measured configs (also called for trials read from the log or the study)."""
 
     def has_next(self) -> bool:
-        return len(self.visited) < len(self.space)
+        return sum(map(self.space.is_index_valid, self.visited)) < len(self.space)
 
     def _make_study(self, storage, log: str | None = None) -> TuningStudy:
         """The study of this tune; ``log`` (this process's log) is named in its claims, so that a peer
@@ -93,16 +93,16 @@ class Tuner:
         return None if self.best_index is None else self.space.get(self.best_index)
 
     def random_unvisited(self, n: int) -> list[int]:
-        """Up to ``n`` distinct random indices not yet visited."""
-        total = len(self.space)
+        """Up to ``n`` distinct random indices of the space (those its filter keeps) not yet visited."""
+        total, at = len(self.space), self.space.valid_index
         out: list[int] = []
         if total - len(self.visited) <= 4 * n:
-            rest = [i for i in range(total) if i not in self.visited]
+            rest = [at(k) for k in range(total) if at(k) not in self.visited]
             self.rng.shuffle(rest)
             return rest[:n]
         chosen = set()
         while len(out) < n:
-            i = int(self.rng.integers(total))
+            i = at(int(self.rng.integers(total)))
             if i not in self.visited and i not in chosen:
                 chosen.add(i)
                 out.append(i)
@@ -258,9 +258,10 @@ class Tuner:
         cfg = FallbackConfig()
         try:
             self.task.instantiate(cfg)
-            return self.space.index_from_values(cfg.knobs())
+            index = self.space.index_from_values(cfg.knobs())
         except Exception:  # noqa: BLE001 - an invalid default is simply not measured first
             return None
+        return index if self.space.is_index_valid(index) else None
 
     def _claim(self, want: int) -> dict[int, int]:
         """Ask the strategy for a batch (twice, then fall back to random configs) and claim its new

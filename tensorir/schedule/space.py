@@ -8,6 +8,9 @@ A template declares its knobs on the config it gets from :func:`autotune.get_con
     cfg.define_annotate("ann", [i, j], policy="try_unroll_vec")  # AnnotateSpace: per-axis annotations
 
 and applies the chosen entity, which applies itself: ``yo, yi = cfg["tile_y"].apply(s, C, y)``.
+Knobs that constrain one another are filtered after the last definition,
+``cfg.multi_filter(lambda e: e["warp"].val <= e["block"].val)``: ``len(space)`` counts the configs kept, their
+indices stay those of the product (``range_length``), and tuners only propose kept ones (``is_index_valid``).
 
 While a task collects its space the template runs with a :class:`ConfigSpace`: every ``define_*``
 adds a space and ``cfg[name]`` is that space's first entity.  Tuning instantiates the template with
@@ -16,6 +19,7 @@ is mixed radix over the knobs in definition order, the first knob varying fastes
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from typing import Any, Callable, Sequence
@@ -276,6 +280,11 @@ class _Definer:
     def add_flop(self, flop: float) -> None:
         self.flop += flop
 
+    def multi_filter(self, filter: Callable) -> None:
+        """Keep only the configs for which ``filter(entity)`` is true (AutoTVM's name): the knobs' constraints on
+        one another (a warp tile within its block tile), so that tuners never propose a config the template
+        would reject.  Call it after the last ``define_*``; a config still gets its template's own refusal."""
+
     def raise_error(self, msg: str) -> None:
         """Reject this config (the trial records ``INSTANTIATION_ERROR``)."""
         raise InstantiationError(msg)
@@ -289,13 +298,43 @@ class ConfigSpace(_Definer):
         self.space_map: dict[str, Space] = {}
         self._entity_map: dict[str, Any] = {}
         self.flop = 0.0
+        self._filter: Callable | None = None
+        self._valid: list[int] | None = None      # the filter's configs (indices, ascending), once asked
 
     def _define(self, name: str, make) -> None:
         if name in self.space_map:
             raise ValueError(f"knob {name!r} is defined twice")
+        if self._filter is not None:
+            raise ValueError(f"knob {name!r} is defined after multi_filter")
         space = make()
         self.space_map[name] = space
         self._entity_map[name] = space[0]
+
+    def multi_filter(self, filter: Callable) -> None:
+        self._filter, self._valid = filter, None
+
+    def _valid_indices(self) -> list[int] | None:
+        """The indices the filter keeps (None: every index); a filter that keeps none is the template's error."""
+        if self._filter is not None and self._valid is None:
+            self._valid = [i for i in range(self.range_length) if self._filter(self.get(i))]
+            if not self._valid:
+                raise ValueError(f"the config space's filter refuses all its {self.range_length} configs")
+        return self._valid if self._filter is not None else None
+
+    @property
+    def range_length(self) -> int:
+        """The number of knob combinations (config indices), the filter's refused ones included."""
+        return math.prod(len(sp) for sp in self.space_map.values())
+
+    def is_index_valid(self, index: int) -> bool:
+        """Whether config ``index`` is in the space (a knob combination the filter keeps)."""
+        valid = self._valid_indices()
+        return 0 <= index < self.range_length and (valid is None or _contains(valid, index))
+
+    def valid_index(self, position: int) -> int:
+        """The config index of the ``position``-th config of the space (``0 <= position < len(space)``)."""
+        valid = self._valid_indices()
+        return position if valid is None else valid[position]
 
     def __getitem__(self, name: str):
         try:
@@ -304,7 +343,9 @@ class ConfigSpace(_Definer):
             raise KeyError(f"no knob {name!r} is defined (knobs: {', '.join(self.space_map) or 'none'})") from None
 
     def __len__(self) -> int:
-        return math.prod(len(sp) for sp in self.space_map.values())
+        """The number of configs (those the filter keeps; indices range over :attr:`range_length`)."""
+        valid = self._valid_indices()
+        return self.range_length if valid is None else len(valid)
 
     @property
     def dims(self) -> list[int]:
@@ -313,8 +354,8 @@ class ConfigSpace(_Definer):
 
     def knob_indices(self, index: int) -> list[int]:
         """The choice of each knob that config ``index`` makes."""
-        if not 0 <= index < len(self):
-            raise IndexError(f"config index {index} is out of range [0, {len(self)})")
+        if not 0 <= index < self.range_length:
+            raise IndexError(f"config index {index} is out of range [0, {self.range_length})")
         out = []
         for d in self.dims:
             index, r = divmod(index, d)
@@ -352,10 +393,11 @@ class ConfigSpace(_Definer):
         return self.index_of([sp.index_of(knobs[name]) if name in knobs else 0 for name, sp in self.space_map.items()])
 
     def __iter__(self):
-        return (self.get(i) for i in range(len(self)))
+        return (self.get(self.valid_index(k)) for k in range(len(self)))
 
     def __str__(self) -> str:
-        lines = [f"ConfigSpace (len={len(self)}, space_map="]
+        kept = f" of {self.range_length}" if self._filter is not None else ""
+        lines = [f"ConfigSpace (len={len(self)}{kept}, space_map="]
         for i, (name, sp) in enumerate(self.space_map.items()):
             lines.append(f"  {i:2d} {name}: {type(sp).__name__}({sp.describe()}) len={len(sp)}")
         return "\n".join(lines + [")"])
@@ -407,11 +449,19 @@ class FallbackConfig(ConfigSpace):
         self.space_map[name] = space
         self._entity_map.setdefault(name, space[0])
 
+    def multi_filter(self, filter: Callable) -> None:
+        pass   # the fallback is one config: the template's own checks refuse it
+
     def __setitem__(self, name: str, entity) -> None:
         self._entity_map[name] = entity
 
     def knobs(self) -> dict:
         return {name: e.val for name, e in self._entity_map.items()}
+
+
+def _contains(sorted_list: list[int], x: int) -> bool:
+    i = bisect.bisect_left(sorted_list, x)
+    return i < len(sorted_list) and sorted_list[i] == x
 
 
 __all__ = ["ConfigSpace", "ConfigEntity", "FallbackConfig", "InstantiationError", "SplitSpace", "SplitEntity",

@@ -186,3 +186,38 @@ def test_mixed_precision_attention_is_fused(dtype):
     opt = graph.optimize(graph.to_mixed_precision(g, dtype), params, fuse=False)
     (a,) = [n for n in opt.nodes if n.op == "nn.attention"]
     assert {i.type.dtype for i in a.inputs} == {dtype} and "nn.softmax" not in _ops(opt)
+
+
+def _deployed_and_tuned(g, params, target) -> tuple[str, str]:
+    """The attention kernel's loop nest as the model build schedules it (``kernel_schedule`` of its kernel)
+    and as its tuning task measures its default (the task recreated from its payload, as a measuring worker
+    does: the DAG alone, no graph kernel)."""
+    import autotune
+    from autotune.task import Task, canonical_target
+    from codegen.model.build import fused_graph, model_kernels
+    from tensorir import lower
+    from tensorir.graph.schedules import kernel_schedule
+    target = canonical_target(target)
+    tasks, _ = autotune.extract_tasks(g, params, target=target)
+    (task,) = [t for t in tasks if t.anchor_op == "nn.attention"]
+    (mk,) = [mk for mk in model_kernels(fused_graph(g, params, target), target) if mk.kernel.name == task.kernel_name]
+    deployed = lower(kernel_schedule(mk.te, target)[0], mk.te.args, name="k")
+    worker = Task.from_payload(task.payload())
+    s, args = worker.instantiate(worker.default_config())
+    return str(deployed), str(lower(s, args, name="k"))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tuning_task_measures_the_deployed_cuda_attention(dtype):
+    """A BERT layer's attention task (CUDA, 16-bit): its default is the tensor-core kernel the model deploys,
+    not the thread-per-row one (the rule decides from the DAG, which a task has without its graph kernel)."""
+    g, params = graph.from_onnx(testing.bert_layer(seq=64, hidden=128, heads=2, ffn=256))
+    deployed, tuned = _deployed_and_tuned(graph.to_mixed_precision(g, dtype), params, "cuda -arch=sm_90")
+    assert "mma" in deployed and tuned == deployed
+
+
+def test_tuning_task_measures_the_deployed_cpu_attention():
+    """The CPU rule's key layout (K stored [N, T, D]) read from the DAG: the task's default is the deployed one."""
+    g = _attention_graph(4, 32, 48, 16, 16, 2, (1, 1, 1, 48), 0.25, True)
+    deployed, tuned = _deployed_and_tuned(g, None, "llvm")
+    assert tuned == deployed

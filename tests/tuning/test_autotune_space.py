@@ -105,3 +105,80 @@ def test_task_space_flop_and_instantiate():
 def test_workload_arguments_must_be_json():
     with pytest.raises(TypeError, match="workload"):
         autotune.task.create("gemm_packed_cpu", args=(64, 64, object()))
+
+
+def _filtered_task():
+    """A task whose space filters its knobs' combinations (``multi_filter``): ``warp <= block``."""
+    from autotune.task import Task
+    from autotune.template import TemplateInfo, get_config
+
+    def func():
+        cfg = get_config()
+        cfg.define_knob("block", [16, 32, 64])
+        cfg.define_knob("warp", [16, 32, 64])
+        cfg.define_knob("unroll", [0, 1])
+        cfg.multi_filter(lambda e: e["warp"].val <= e["block"].val)
+        if cfg["warp"].val > cfg["block"].val:
+            cfg.raise_error("the warp exceeds the block")
+        A = te.placeholder((64,), name="A")
+        B = te.compute((64,), lambda i: A[i] + 1, name="B")
+        return te.create_schedule(B.op), [A, B]
+    return Task(TemplateInfo("test_filtered", func), (), "llvm")
+
+
+def test_multi_filter_keeps_only_configs_that_instantiate():
+    from autotune.record_check import space_problem
+    from autotune.tuner import GATuner, GridSearchTuner, ModelTuner, RandomTuner
+    from tensorir.schedule.space import InstantiationError
+    task = _filtered_task()
+    space = task.config_space
+    assert space.range_length == 18 and len(space) == 12 and "len=12 of 18" in str(space)
+    kept = [cfg.index for cfg in space]
+    assert len(kept) == 12 and all(space.is_index_valid(i) for i in kept)
+    for i in range(space.range_length):        # the filter and the template agree
+        if i in kept:
+            task.instantiate(i)
+        else:
+            with pytest.raises(InstantiationError):
+                task.instantiate(i)
+    assert [space.valid_index(k) for k in range(12)] == kept
+    for cls in (RandomTuner, ModelTuner, GATuner):
+        tuner = cls(task, seed=0)
+        assert sorted(tuner.random_unvisited(12)) == kept and tuner.random_unvisited(20) != []
+        tuner.visited = set(kept[:11]) | (set(range(18)) - set(kept))    # refused indices read from an old log
+        assert tuner.has_next() and tuner.random_unvisited(4) == [kept[11]]
+        tuner.visited.add(kept[11])
+        assert not tuner.has_next()
+    model = ModelTuner(task, seed=0)
+    assert all(space.is_index_valid(i) for i in model._neighbours(kept[0], 64))
+    grid = GridSearchTuner(task)
+    assert grid.next_batch(100) == kept
+    with pytest.raises(ValueError, match="outside"):
+        GridSearchTuner(task, indices=[next(i for i in range(18) if i not in kept)])
+
+    class Rec:
+        def __init__(self, index):
+            self.index, self.knobs = index, space.get(index).knobs()
+    assert space_problem(Rec(kept[3]), space) is None
+    assert "filter refuses" in space_problem(Rec(next(i for i in range(18) if i not in kept)), space)
+
+
+def test_model_tuner_never_proposes_a_config_that_fails_to_lower(monkeypatch):
+    """A config only lowering finds wrong (a tensorize tail of a swizzled tile) fails while the model tuner computes
+    its features: it is never proposed (its build would fail, a trial spent)."""
+    from autotune.tuner import ModelTuner
+    from tensorir.schedule import ScheduleError
+    task = _filtered_task()
+    space = task.config_space
+    bad = {cfg.index for cfg in space if cfg["unroll"].val == 1}
+    instantiate = task.instantiate
+
+    def failing(config):
+        index = config if isinstance(config, int) else config.index
+        if index in bad:
+            raise ScheduleError("a split inside the tensorized loops has a tail")
+        return instantiate(config)
+    monkeypatch.setattr(task, "instantiate", failing)
+    tuner = ModelTuner(task, seed=0)
+    batch = tuner.next_batch(12)
+    assert sorted(batch) == sorted(cfg.index for cfg in space if cfg.index not in bad)

@@ -67,7 +67,7 @@ def schedule_attention_cpu(cfg, kt: KernelTE) -> Schedule:
         stage.compute_at(out, task)
     for stage in (mx, total):
         _row_reduce(s, stage, out, task, vt)
-    k_rows = kt.kernel is not None and _transpose_k(kt)
+    k_rows = facts(st)["transpose_k"]
     if vt > 1 and not k_rows:       # K stored [N, D, T]: each d a vector of keys
         _register_tile(s, score, vt)
     if vt > 1:
@@ -108,24 +108,30 @@ def _row_reduce(s: Schedule, stage, out, at, vt: int) -> None:
     part.vectorize(pj)
 
 
-def _transpose_k(kt: KernelTE) -> bool:
-    node = next(n for n in kt.kernel.body.nodes if n.op == "nn.attention")
-    return bool(node.attrs["transpose_k"])
+def facts(st: dict) -> dict:
+    """The attention's facts read from its stages ``st`` (by name) alone, as a tuning task's DAG has them (no graph
+    kernel): the operator's ``attrs["attention"]`` on its scores (input ``dtypes``, ``keys``, ``transpose_k``) and its
+    ``sizes`` ``(n, s, t, d, dv)`` (batch x heads, queries, keys, head dims)."""
+    score, out = st["T_attention_score"], st["T_attention_pv"]
+    got = dict(score.op.attrs["attention"])
+    n, s_len = (int(ax.dom.extent) for ax in score.op.axis[:2])
+    d, dv = int(score.op.reduce_axis[0].dom.extent), int(out.op.axis[2].dom.extent)
+    return dict(got, sizes=(n, s_len, got["keys"], d, dv))
 
 
 def refuse(n: Node, target) -> str | None:
     """Why ``target``'s attention schedule cannot take the ``nn.attention`` node ``n`` (None: it can)."""
     if target is None or target_kind(target) != "cuda":
         return None
-    return _cuda_refusal([x.type for x in n.inputs], target_info(target))
+    q, k, v = (x.type for x in n.inputs[:3])
+    return _cuda_refusal((q.dtype, k.dtype, v.dtype), (*q.shape[:2], v.shape[1], q.shape[2], v.shape[2]),
+                         target_info(target))
 
 
-def _cuda_refusal(types: list, info: dict) -> str | None:
-    """Why the tensor-core kernel cannot take an attention of input types ``types`` on the CUDA target
-    ``info``: the CUDA-core kernel it would then run is slower than the three kernels."""
-    q, k, v = types[:3]
-    n, s_len, d = q.shape
-    why = tensorcore_refusal((q.dtype, k.dtype, v.dtype), n, s_len, v.shape[1], d, v.shape[2], info)
+def _cuda_refusal(dtypes: tuple, sizes: tuple, info: dict) -> str | None:
+    """Why the tensor-core kernel cannot take an attention of inputs ``dtypes`` (q, k, v) and ``sizes`` (``n, s, t,
+    d, dv``) on the CUDA target ``info``: the CUDA-core kernel it would then run is slower than the three kernels."""
+    why = tensorcore_refusal(tuple(dtypes), *sizes, info)
     # measured on an H100: a float16 BERT-base layer's attention on CUDA cores (a thread per row) took
     # 0.55 ms where the kernels it replaces (tensor-core batch matmuls, softmax, casts) take 0.07 ms
     return None if why is None else f"{why}; on CUDA cores (a thread per row) it is slower than the three kernels"
@@ -133,16 +139,14 @@ def _cuda_refusal(types: list, info: dict) -> str | None:
 
 @register_schedule("nn.attention", target="cuda", name="attention_cuda")
 def schedule_attention_cuda(cfg, kt: KernelTE) -> Schedule:
-    """The tensor-core kernel (:mod:`.cuda_attention`) where it takes the attention, else a thread per row."""
-    if kt.kernel is not None:
-        node = next(n for n in kt.kernel.body.nodes if n.op == "nn.attention")
-        types, info = [x.type for x in node.inputs], target_info()
-        if _cuda_refusal(types, info) is None:
-            (n, s_len, d), (t_len, dv) = types[0].shape, types[2].shape[1:]
-            s, st = _start(kt, ("T_attention_p",))
-            schedule_attention_tensorcore(s, st, s[kt.outputs[0]], bool(node.attrs["transpose_k"]),
-                                          warps_for(n, s_len, t_len, d, dv, info.get("shared_limit", 48 * 1024)))
-            return s
+    """The tensor-core kernel (:mod:`.cuda_attention`) where it takes the attention, else a thread per row; decided
+    from the kernel's DAG (:func:`facts`), so that a tuning task measures the kernel the model deploys."""
+    got, info = facts(_stages(create_schedule([t.op for t in kt.outputs]))), target_info()
+    if _cuda_refusal(got["dtypes"], got["sizes"], info) is None:
+        s, st = _start(kt, ("T_attention_p",))
+        schedule_attention_tensorcore(s, st, s[kt.outputs[0]], got["transpose_k"],
+                                      warps_for(*got["sizes"], info.get("shared_limit", 48 * 1024)))
+        return s
     return _schedule_rows_cuda(kt)
 
 
@@ -163,4 +167,4 @@ def _schedule_rows_cuda(kt: KernelTE) -> Schedule:
     return s
 
 
-__all__ = ["CPU_BLOCK_BYTES", "CUDA_ROWS", "refuse", "schedule_attention_cpu", "schedule_attention_cuda"]
+__all__ = ["CPU_BLOCK_BYTES", "CUDA_ROWS", "facts", "refuse", "schedule_attention_cpu", "schedule_attention_cuda"]

@@ -146,8 +146,10 @@ def _index_is(idx, want) -> bool:
     return all(isinstance(x, Var) and x is w for x, w in zip(idx, want))
 
 
-def tensorcore_fits(out_shape, k: int, dtype: str, b_trans: bool, knobs: dict) -> str | None:
-    """Why ``knobs`` cannot schedule a GEMM of output ``out_shape`` and reduction ``k``, or None."""
+def tensorcore_fits(out_shape, k: int, dtype: str, b_trans: bool, knobs: dict, pixels: int | None = None) -> str | None:
+    """Why ``knobs`` cannot schedule a GEMM of output ``out_shape`` and reduction ``k``, or None.  ``pixels``: the
+    rows that are a convolution's output pixels, where its GEMM's rows are padded past them (:func:`gemm_pixels`):
+    row blocks no taller than the pixels (a single block clipped to them would leave its threads' loops tails)."""
     m, n = out_shape[-2:]
     _, _, kk = mma_shape(dtype)
     bm, bn, wm, wn, chunk = (knobs[x] for x in ("block_m", "block_n", "warp_m", "warp_n", "chunk"))
@@ -155,6 +157,11 @@ def tensorcore_fits(out_shape, k: int, dtype: str, b_trans: bool, knobs: dict) -
         return "TF32 needs B stored [N, K]"
     if m % bm or n % bn or k % chunk:
         return f"the tiles ({bm} x {bn}, k {chunk}) do not divide the GEMM ({m} x {n}, k {k})"
+    if pixels is not None and pixels < m and bm > pixels:
+        return f"{bm}-row blocks over {pixels} pixels (the GEMM's {m} rows padded past them)"
+    group, blocks = knobs.get("swizzle", 1), -(-(pixels or m) // bm)
+    if group > 1 and blocks % group:
+        return f"swizzle {group} over {blocks} row blocks (not whole groups: the same kernel as swizzle 1)"
     if bm % wm or bn % wn or wm % 16 or wn % 16 or chunk % kk or (b_trans and chunk % 16):
         return "the warp tiles do not divide the block tiles into 16 x 16 pieces"
     warps = (bm // wm) * (bn // wn)
@@ -165,6 +172,12 @@ def tensorcore_fits(out_shape, k: int, dtype: str, b_trans: bool, knobs: dict) -
     if bm * chunk % fetch or bn * chunk % fetch:
         return "the A / B slices are not whole 16-byte copies of every thread"
     return None
+
+
+def gemm_pixels(a, m: int) -> int:
+    """The rows of a GEMM of ``m`` rows whose A operand is ``a`` that are output pixels: a convolution's ``im2col``
+    records them (``attrs["conv"]["pixels"]``: the rows past them are padding), else all ``m``."""
+    return a.op.attrs["conv"].get("pixels", m) if "conv" in getattr(a.op, "attrs", {}) else m
 
 
 def shared_bytes(dtype: str, knobs: dict) -> int:
@@ -192,7 +205,7 @@ def bind_blocks(out: Stage, bm: int, bn: int, group: int, gemm_axes: int | None 
     out.reorder(*axes[:-2], bi, bj, ii, jj)
     if len(axes) > 2:
         bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
-    if group > 1 and rows // bm % group == 0:
+    if group > 1 and -(-rows // bm) % group == 0:       # whole groups of the (last clipped) row blocks
         bio, bii = out.split(bi, factor=group)
         out.reorder(bio, bj, bii)
         bj = out.fuse(bio, bj, bii)
@@ -338,7 +351,7 @@ def default_knobs(kt, anchor: Stage, out: Stage, info: dict, preferred=PREFERRED
     got = kernel_gemm(kt, anchor, out)
     if isinstance(got, str):
         return got
-    _, _, b_trans, dtype, batch, m, n, k = got
+    a, _, b_trans, dtype, batch, m, n, k = got
     why = arch_refusal(info)
     if why is not None:
         return why
@@ -350,14 +363,16 @@ def default_knobs(kt, anchor: Stage, out: Stage, info: dict, preferred=PREFERRED
         if isinstance(knobs, dict) and (anchor is out or not isinstance(
                 store_intrin(out.schedule, out, anchor.op.output(0)), str)):
             return dict(knobs, wgmma=1)  # else (shapes, layouts, dtypes, epilogues it refuses) mma.sync below
-    return preferred_knobs(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024), preferred)
+    return preferred_knobs(batch, m, n, k, dtype, b_trans, info.get("shared_limit", 48 * 1024), preferred,
+                           gemm_pixels(a, m))
 
 
 def preferred_knobs(batch: int, m: int, n: int, k: int, dtype: str, b_trans: bool, shared_limit: int,
-                    preferred=PREFERRED):
-    """The first of ``preferred`` (:data:`PREFERRED`) that fits the GEMM and ``shared_limit``, or why none does."""
+                    preferred=PREFERRED, pixels: int | None = None):
+    """The first of ``preferred`` (:data:`PREFERRED`) that fits the GEMM (of ``pixels`` rows that are output pixels:
+    :func:`tensorcore_fits`) and ``shared_limit``, or why none does."""
     def why_not(knobs):
-        why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
+        why = tensorcore_fits((m, n), k, dtype, b_trans, knobs, pixels)
         return why if why is not None or shared_bytes(dtype, knobs) <= shared_limit else \
             "the smallest tiles exceed the shared memory"
     return first_fit(preferred, batch * (m // 128) * (n // 128) >= LARGE_BLOCKS,
@@ -401,19 +416,22 @@ def fits(kt, smallest: dict = SMALLEST) -> str | None:
 
 
 def schedule_space(cfg, kt, shared_limit: int | None = None, space_knobs: dict = SPACE_KNOBS,
-                   preferred=PREFERRED, wgmma_knobs: dict | None = None) -> Schedule:
-    """The tensor-core schedule of kernel ``kt`` under ``cfg`` (knobs ``space_knobs``; the fallback:
-    :func:`default_knobs` from ``preferred`` on an sm_80+ target); configs whose tiles do not divide the GEMM
-    or that take more than ``shared_limit`` bytes of shared memory are refused.  ``wgmma_knobs``
-    (``cuda_wgmma.WGMMA_SPACE_KNOBS``), where the target being scheduled is sm_90: also those knobs (their
-    fallback: the wgmma default where it fits; ``cuda_wgmma.wgmma_config`` schedules them)."""
-    from .cuda_wgmma import is_sm90, wgmma_config
+                   preferred=PREFERRED, wgmma_knobs: dict | None = None, default=None) -> Schedule:
+    """The tensor-core schedule of kernel ``kt`` under ``cfg`` (knobs ``space_knobs``; the fallback: the knobs
+    ``default(kt, anchor, out, info)`` gives, the kernel's deployed default: :func:`default_knobs` from
+    ``preferred``).  The space holds only the configs that schedule the kernel (``cfg.multi_filter`` with
+    :func:`space_refusal`: tiles that divide the GEMM and its pixels, warps within the blocks, at most
+    ``shared_limit`` bytes of shared memory).  ``wgmma_knobs``, where the target being scheduled is sm_90: also
+    those knobs (``cuda_wgmma.WGMMA_SPACE_KNOBS``; their fallback: the wgmma default where it fits); ``wgmma``
+    alone: the space's wgmma config is the default's own wgmma kernel where it has one (a convolution's
+    gathering loop), so that the tuner measures the default the model deploys."""
+    from .cuda_wgmma import is_sm90, store_intrin
     from .registry import target_info
     info = target_info()
     if wgmma_knobs and is_sm90(info.get("arch") or ""):
         space_knobs = {**space_knobs, **wgmma_knobs}
     else:
-        info = {"arch": "sm_80"}
+        info, wgmma_knobs = {"arch": "sm_80"}, None
     s, outputs, computes = kernel_stages(kt.args)
     out = s[outputs[0]]
     anchor = next(st for st in computes if st.op.reduce_axis)
@@ -423,29 +441,56 @@ def schedule_space(cfg, kt, shared_limit: int | None = None, space_knobs: dict =
     got = kernel_gemm(kt, anchor, out)
     if isinstance(got, str):
         raise ValueError(f"tensor-core GEMM space: cannot schedule this kernel: {got}")
-    _, _, b_trans, dtype, batch, m, n, k = got
+    a, _, b_trans, dtype, batch, m, n, k = got
     cfg.add_flop(2.0 * batch * m * n * k)
     for name, choices in space_knobs.items():
         cfg.define_knob(name, choices)
+    deployed = (default or functools.partial(default_knobs, preferred=preferred))(
+        kt, anchor, out, dict(info, shared_limit=shared_limit or 48 * 1024))
+    own = None                      # the default's own wgmma kernel (or why it has none), the space's wgmma config
+    if wgmma_knobs is not None and set(wgmma_knobs) == {"wgmma"}:
+        own = deployed if isinstance(deployed, dict) and deployed.get("wgmma") else "the default is not a wgmma kernel"
+    gemm = {"shape": (m, n), "k": k, "dtype": dtype, "b_trans": b_trans, "pixels": gemm_pixels(a, m),
+            "shared_limit": shared_limit, "own": own, "store": None if anchor is out or not wgmma_knobs or own else
+            store_intrin(s, out, anchor.op.output(0))}
+    cfg.multi_filter(lambda e: space_refusal({name: e[name].val for name in space_knobs}, space_knobs,
+                                             wgmma_knobs, **gemm) is None)
     if cfg.is_fallback:
-        knobs = default_knobs(kt, anchor, out, dict(info, shared_limit=shared_limit or 48 * 1024), preferred)
-        for name, v in (knobs.items() if isinstance(knobs, dict) else ()):
+        for name, v in ((("wgmma", 1),) if isinstance(own, dict) else
+                        deployed.items() if isinstance(deployed, dict) else ()):
             if name in space_knobs:
                 cfg[name] = next(e for e in cfg.space_map[name] if e.val == v)
     knobs = {name: cfg[name].val for name in space_knobs}
-    if knobs.get("wgmma"):
-        wgmma_config(cfg, s, out, anchor, knobs, space_knobs, (m, n), k, dtype, b_trans, shared_limit)
-        return s
-    for name in set(wgmma_knobs or ()) & set(space_knobs):
-        if name != "stages" and knobs[name] != space_knobs[name][0]:
-            cfg.raise_error(f"{name} {knobs[name]} is a wgmma knob (mma.sync takes the first choice only: the same kernel)")
-    why = tensorcore_fits((m, n), k, dtype, b_trans, knobs)
+    why = space_refusal(knobs, space_knobs, wgmma_knobs, **gemm)
     if why is not None:
         cfg.raise_error(why)
-    if shared_limit is not None and shared_bytes(dtype, knobs) > shared_limit:
-        cfg.raise_error(f"{shared_bytes(dtype, knobs)} bytes of shared memory per block (> {shared_limit})")
-    schedule_tensorcore(s, out, anchor, knobs)
+    schedule_tensorcore(s, out, anchor, own if knobs.get("wgmma") and isinstance(own, dict) else knobs)
     return s
+
+
+def space_refusal(knobs: dict, space_knobs: dict, wgmma_knobs: dict | None, shape, k: int, dtype: str, b_trans: bool,
+                  pixels: int, shared_limit: int | None, store, own=None) -> str | None:
+    """Why the config ``knobs`` of a GEMM space (:func:`schedule_space`) cannot schedule its GEMM (output ``shape``,
+    reduction ``k``, ``pixels`` rows of output pixels), or None; a wgmma config (``wgmma`` set): the default's own
+    wgmma kernel ``own`` (or why it has none) with every other knob at its first choice, else
+    :func:`.cuda_wgmma.wgmma_refusal` (``store``: its epilogue's store).  A config with a knob its kernel does not
+    read off its first choice is the same kernel as that config: refused (measured once)."""
+    from .cuda_wgmma import wgmma_refusal
+    if knobs.get("wgmma") and own is not None:
+        if isinstance(own, str):
+            return f"wgmma: {own}"
+        off = next((name for name in space_knobs if name != "wgmma" and knobs[name] != space_knobs[name][0]), None)
+        return None if off is None else \
+            f"{off} {knobs[off]}: the wgmma kernel is the default's (the same kernel as {space_knobs[off][0]})"
+    if knobs.get("wgmma"):
+        return wgmma_refusal(knobs, space_knobs, shape, k, dtype, b_trans, shared_limit, store)
+    for name in set(wgmma_knobs or ()) & set(space_knobs):
+        if name != "stages" and knobs[name] != space_knobs[name][0]:
+            return f"{name} {knobs[name]} is a wgmma knob (mma.sync takes the first choice only: the same kernel)"
+    why = tensorcore_fits(shape, k, dtype, b_trans, knobs, pixels)
+    if why is None and shared_limit is not None and shared_bytes(dtype, knobs) > shared_limit:
+        why = f"{shared_bytes(dtype, knobs)} bytes of shared memory per block (> {shared_limit})"
+    return why
 
 
 def schedule_gemm_space(cfg, kt, shared_limit: int | None = None) -> Schedule:
@@ -503,7 +548,7 @@ def _apply(f, v, i, j):
 
 
 __all__ = ["DEFAULT_KNOBS", "PREFERRED", "SMALLEST", "SPACE", "SPACE_KNOBS", "TEMPLATE", "arch_refusal", "bind_blocks",
-           "default_knobs", "first_fit", "fits", "for_dtype", "gemm_operands", "load_fragments", "preferred_knobs",
+           "default_knobs", "first_fit", "fits", "for_dtype", "gemm_operands", "gemm_pixels", "load_fragments", "preferred_knobs",
            "kernel_gemm", "schedule_gemm_space",
-           "schedule_space", "schedule_tensorcore", "shared_bytes",
+           "schedule_space", "schedule_tensorcore", "shared_bytes", "space_refusal",
            "tensorcore_fits", "tensorcore_gemm"]

@@ -55,18 +55,13 @@ def conv_knobs(m: int, n: int, k: int, dtype: str, info: dict, a=None, pixels: i
     if why is not None:
         return why
     if pixels is None:
-        pixels = a.op.attrs["conv"].get("pixels", m) if a is not None and "conv" in a.op.attrs else m
-    preferred = CONV_PREFERRED
-    if pixels != m:
-        preferred = tuple((size, kn) for size, kn in CONV_PREFERRED
-                          if dict(cuda_tensorcore.DEFAULT_KNOBS, **kn)["block_m"] <= pixels)
-        if not preferred:
-            return f"{pixels} pixels (fewer than the smallest block tile's 32 rows)"
+        pixels = cuda_tensorcore.gemm_pixels(a, m) if a is not None else m
     if a is not None and is_sm90(info.get("arch") or ""):
         wg = wgmma_conv_knobs(a, m, n, k, dtype, info.get("shared_limit", 48 * 1024))
         if isinstance(wg, dict):
             return dict(wg, wgmma=1)
-    return cuda_tensorcore.preferred_knobs(1, m, n, k, dtype, True, info.get("shared_limit", 48 * 1024), preferred)
+    return cuda_tensorcore.preferred_knobs(1, m, n, k, dtype, True, info.get("shared_limit", 48 * 1024), CONV_PREFERRED,
+                                           pixels)
 
 
 def row_align(pixels: int) -> int:
@@ -123,8 +118,20 @@ def fits(kt) -> str | None:
 
 
 def schedule_space(cfg, kt, shared_limit: int | None = None):
-    """The kernel under ``cfg`` (knobs :data:`SPACE_KNOBS`, the fallback :data:`CONV_PREFERRED`'s choice)."""
-    return cuda_tensorcore.schedule_space(cfg, kt, shared_limit, SPACE_KNOBS, CONV_PREFERRED)
+    """The kernel under ``cfg`` (knobs :data:`SPACE_KNOBS`; on sm_90 ``wgmma``: the default's gathering wgmma loop,
+    where :func:`conv_knobs` takes it); the fallback: :func:`conv_knobs`'s choice, as the model deploys it."""
+    return cuda_tensorcore.schedule_space(cfg, kt, shared_limit, SPACE_KNOBS, CONV_PREFERRED, WGMMA_KNOBS, _default)
+
+
+#: the sm_90 knob of the space: ``mma.sync`` (its tiles the space's) or the default's gathering wgmma loop
+WGMMA_KNOBS = {"wgmma": [0, 1]}
+
+
+def _default(kt, anchor: Stage, out: Stage, info: dict):
+    """:func:`conv_knobs` of the kernel's GEMM: the knobs :func:`schedule_conv2d_gemm` deploys it with."""
+    m, n = (int(ax.dom.extent) for ax in anchor.op.axis[-2:])
+    got = cuda_tensorcore.gemm_operands(anchor)
+    return got if isinstance(got, str) else conv_knobs(m, n, int(anchor.op.reduce_axis[0].dom.extent), got[3], info, got[0])
 
 
 @register_cuda_rule(ANCHOR, template=TEMPLATE, fits=fits, space=schedule_space)
@@ -204,4 +211,4 @@ def conv2d_gemm_dag(n: int, c: int, hw: tuple, o: int, kernel: int, stride: int 
 
 __all__ = ["ANCHOR", "CONV_PREFERRED", "ROW_ALIGN_64_FROM", "SMALLEST", "SPACE_KNOBS", "SPLIT_BLOCKS", "SPLIT_MIN_K",
            "SPLIT_MIN_SLICE", "TEMPLATE", "conv2d_gemm_dag", "conv_knobs", "conv_refusal", "fits", "row_align", "schedule_conv2d_gemm",
-           "schedule_space", "split_k", "tensorcore_conv2d"]
+           "schedule_space", "split_k", "tensorcore_conv2d", "WGMMA_KNOBS"]

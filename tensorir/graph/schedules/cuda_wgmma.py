@@ -163,21 +163,18 @@ WGMMA_SPACE_KNOBS = {"wgmma": [0, 1], "bk": [64, 32], "inflight": [1, 2], "smem_
 MMA_ONLY = ("warp_m", "warp_n", "chunk", "pad")
 
 
-def wgmma_config(cfg, s: Schedule, out: Stage, anchor: Stage, knobs: dict, space_knobs: dict, shape, k: int,
-                 dtype: str, b_trans: bool, shared_limit: int | None) -> None:
-    """Schedule a wgmma config of the GEMM space (``cuda_tensorcore.schedule_space``): refused where wgmma
-    does not fit (named), or where a knob it does not read is off its first choice (the same kernel as that
-    config: measured once)."""
+def wgmma_refusal(knobs: dict, space_knobs: dict, shape, k: int, dtype: str, b_trans: bool, shared_limit: int | None,
+                  store=None) -> str | None:
+    """Why the wgmma config ``knobs`` of the GEMM space cannot be scheduled (``store``: :func:`store_intrin`'s
+    answer for an epilogue), or None: wgmma does not fit, or a knob it does not read is off its first choice
+    (the same kernel as that config: measured once)."""
     for name in MMA_ONLY:
         if name in space_knobs and knobs[name] != space_knobs[name][0]:
-            cfg.raise_error(f"{name} {knobs[name]}: wgmma does not read it (the same kernel as {space_knobs[name][0]})")
+            return f"{name} {knobs[name]}: wgmma does not read it (the same kernel as {space_knobs[name][0]})"
     why = wgmma_fits(shape, k, dtype, b_trans, knobs, shared_limit or 227 * 1024)
-    if why is None and anchor is not out:
-        got = store_intrin(s, out, anchor.op.output(0))
-        why = got if isinstance(got, str) else None
-    if why is not None:
-        cfg.raise_error(f"wgmma: {why}")
-    schedule_wgmma(s, out, anchor, knobs)
+    if why is None and isinstance(store, str):
+        why = store
+    return None if why is None else f"wgmma: {why}"
 
 
 #: the implicit-GEMM convolution's tiles, the first that fits.  Measured on an H100 (ResNet-18's 3x3 layers at
@@ -275,4 +272,5 @@ def schedule_wgmma_conv(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
 
 
 __all__ = ["CONV_DEFAULT", "CONV_FEW_BLOCKS", "CONV_FEW_STAGES", "CONV_PREFERRED", "DEFAULT_KNOBS", "conv_shared_bytes", "wgmma_conv_fits", "MMA_ONLY", "PREFERRED", "WGMMA_SPACE_KNOBS", "conv_geometry", "is_sm90",
-           "preferred_wgmma", "schedule_wgmma", "schedule_wgmma_conv", "store_through_shared", "wgmma_config", "wgmma_conv_knobs", "wgmma_fits"]
+           "preferred_wgmma", "schedule_wgmma", "schedule_wgmma_conv", "store_through_shared", "wgmma_conv_knobs", "wgmma_fits",
+           "wgmma_refusal"]

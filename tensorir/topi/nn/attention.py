@@ -3,7 +3,9 @@
 ``T_attention_pv`` (exponentials times V) and ``T_attention`` (divided by the row sum).  16-bit inputs
 are read as float32; their probabilities ``T_attention_p`` (exponentials divided by the row sum) are
 rounded to the inputs' dtype before ``T_attention_pv`` (accumulated in float32, then rounded to
-``T_attention``), as the three kernels' softmax output is (and a tensor core takes them).  A NaN score makes its row NaN (the row max is NaN);
+``T_attention``), as the three kernels' softmax output is (and a tensor core takes them).  The scores' stage
+carries the operator's facts in ``attrs["attention"]`` (input dtypes, keys, ``transpose_k``): a schedule reads
+them from the DAG alone, as a tuning task has it.  A NaN score makes its row NaN (the row max is NaN);
 a row whose scores are all ``-inf`` is NaN, as onnxruntime's Softmax gives.  More than :data:`KEY_BLOCK`
 keys not a multiple of it are padded to one inside the operator (their logits ``-inf``: no weight)."""
 from __future__ import annotations
@@ -40,6 +42,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale
     dv = int(v.shape[2])
     out_dtype = v.dtype
     low = out_dtype in dt.LOW_PRECISION and q.dtype == k.dtype == out_dtype
+    facts = {"dtypes": [q.dtype, k.dtype, v.dtype], "keys": t_len, "transpose_k": bool(transpose_k)}
     q, k, v = _wide(q), _wide(k), _wide(v)
     r = reduce_axis((0, d), name="d")
     pad = -t_len % KEY_BLOCK if t_len > KEY_BLOCK else 0     # keys padded to whole vectors (-inf logits)
@@ -48,7 +51,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale
         x = k[b, j, r] if transpose_k else k[b, r, j]
         return if_then_else(j < t_len, x, const(0.0, "float32")) if pad else x
     score = compute((n, s, t_len + pad), lambda b, i, j: rsum(q[b, i, r] * key(b, j), axis=r),
-                    name="T_attention_score", tag="attention")
+                    name="T_attention_score", tag="attention", attrs={"attention": facts})
     scale_c = const(float(scale), "float32")
     if mask is not None:
         check_nd("attention", "mask", mask, 4)
