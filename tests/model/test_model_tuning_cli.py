@@ -11,6 +11,7 @@ onnx = pytest.importorskip("onnx")
 
 from autotune.cli import main
 from autotune.cli.arguments import parse_duration
+from codegen.target import host
 from graph_models import gemm_relu, small_cnn
 
 TUNE = ["--trials", "20", "--per-round", "2", "--n-parallel", "1", "--number", "1", "--repeat", "1",
@@ -220,7 +221,8 @@ def test_tune_model_precision_tunes_the_kernels_compile_precision_builds(tuned_b
     assert f"deploy with: tiletune compile {model} --precision bfloat16 --log {log} -o OUT" in said
     assert "deployed: the model from the log takes" in said
     recs = _lines(log)
-    dense = [r for r in recs if r["workload"][0] == "dense_bf16_cpu"]
+    template = "dense_bf16_amx" if {"amx-tile", "amx-bf16"} <= host().features else "dense_bf16_cpu"
+    dense = [r for r in recs if r["workload"][0] == template]
     assert len(recs) == 6 and dense and all(r["result"]["error_no"] == 0 for r in recs), \
         [r["result"].get("error_msg", "")[-300:] for r in recs]
     with warnings.catch_warnings():         # the float32 twin (the parity reference) looks up no record
@@ -231,7 +233,7 @@ def test_tune_model_precision_tunes_the_kernels_compile_precision_builds(tuned_b
     kernels = {k["kernel"]: k for k in manifest["kernels"]}
     assert all(k["schedule"].get("log") == str(log) for k in kernels.values()), kernels     # every kernel tuned
     (bf16,) = [k for k in kernels.values() if k["schedule"]["kind"] == "template"]
-    assert bf16["schedule"]["template"] == "dense_bf16_cpu" and bf16["precision"]["compute"] == "bfloat16"
+    assert bf16["schedule"]["template"] == template and bf16["precision"]["compute"] == "bfloat16"
     assert bf16["schedule"]["record"]["config_index"] in {r["config"]["index"] for r in dense}
     rng = np.random.default_rng(11)
     x = rng.standard_normal((16, 128)).astype(np.float32)
