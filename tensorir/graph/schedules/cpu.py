@@ -13,7 +13,7 @@ rule of the kernel's anchor (``rule(s, kt, output_stage)``, registered as the ke
   axis is vectorized; epilogue ops (bias, residual, activation) live in the tile's loops (a 2-D dense
   also has the config space of :mod:`.cpu_dense`);
 - the blocked forms the layout pass makes (``contrib_conv2d_NCHWc``, ``contrib_depthwise_conv2d_NCHWc``,
-  ``contrib_dense_pack``): a register block of output columns (or rows) unrolled x the channel (or
+  ``contrib_dense_pack``): a register block of output columns (or rows, or both) unrolled x the channel (or
   column) block as one vector, the reduction outside it, weights read as contiguous vectors.
 """
 from __future__ import annotations
