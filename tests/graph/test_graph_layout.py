@@ -256,6 +256,8 @@ def test_ceil_mode_pooling_stays_nchw():
 
 @pytest.mark.parametrize("shape, k, stride, pad", [((1, 2, 9, 9, 8), 3, 1, 1), ((2, 1, 13, 37, 4), 3, 2, 1),
                                                   ((1, 1, 7, 7, 16), 5, 1, 2),
+                                                  ((4, 4, 4, 4, 8), 3, 1, 1),           # 4 x 4: rows x columns
+                                                  ((8, 2, 4, 4, 8), 3, 2, 1),           # 2 x 2 out, stride 2
                                                   ((1, 1, 20, 1, 16), (3, 1), 1, 0),    # 1-D: rows blocked
                                                   ((1, 2, 19, 1, 8), (5, 1), 1, 1)])    # 17 x 3: a row tail
 def test_depthwise_conv2d_nchwc_default_schedule(shape, k, stride, pad):
