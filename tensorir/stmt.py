@@ -126,6 +126,17 @@ def is_marked_scan(loop: "For") -> bool:
     return any(k == SCAN_LOOP for k, _ in loop.annotations)
 
 
+#: the pragma of a parallel loop stating its work in stores over all its iterations (``codegen/llvm/parallel.py``
+#: counts its body's stores otherwise): a schedule whose stores each stand for more work than a 16-lane
+#: multiply-add (an int8 dot product's ``vpdpbusd`` is four of them) counts it as the float form would
+PARALLEL_WORK = "parallel_work"
+
+
+def stated_work(loop: "For") -> int | None:
+    """The work :data:`PARALLEL_WORK` states for ``loop``, if any."""
+    return next((int(v) for k, v in loop.annotations if k == PARALLEL_WORK), None)
+
+
 #: loop pragmas naming code to link: they outlive their loop (a unit loop simplified away, an unrolled one)
 LINK_PRAGMAS = ("import_llvm", "import_c")
 

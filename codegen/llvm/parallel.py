@@ -72,24 +72,29 @@ def _thread_count(cg) -> ir.GlobalVariable:
     return g
 
 
-def work(s: S.Stmt, serial: bool = False) -> int | None:
+def work(s: S.Stmt, serial: bool = False, _scan: bool = False) -> int | None:
     """Stores ``s`` runs: constant loop extents multiplied, sequences added, the larger branch of a
-    condition; None where an extent is not constant.  ``serial``: only those the calling thread runs (a
-    parallel loop that the pool splits, one of twice :data:`WORK_PER_THREAD` stores or more, counts none)."""
+    condition, what a loop's :data:`~tensorir.stmt.PARALLEL_WORK` pragma states; None where an extent is not
+    constant.  ``serial``: only those the calling thread runs (a parallel loop that the pool splits, one of
+    twice :data:`WORK_PER_THREAD` stores or more, counts none, unless it is inside a scan's loop over steps: it
+    runs serially beside other kernels, saving a launch per step)."""
     if isinstance(s, S.For):
-        if serial and s.kind == S.PARALLEL:
+        stated = S.stated_work(s)
+        if stated is not None:
+            return 0 if serial and not _scan and stated // WORK_PER_THREAD >= 2 else stated
+        if serial and s.kind == S.PARALLEL and not _scan:
             amount = work(s)
             return amount if amount is not None and amount // WORK_PER_THREAD < 2 else 0
-        inner = work(s.body, serial)
+        inner = work(s.body, serial, _scan or S.is_marked_scan(s))
         return None if inner is None or not isinstance(s.extent, IntImm) else s.extent.value * inner
     if isinstance(s, S.Seq):
-        parts = [work(x, serial) for x in s.stmts]
+        parts = [work(x, serial, _scan) for x in s.stmts]
         return None if None in parts else sum(parts)
     if isinstance(s, S.IfThenElse):
-        parts = [work(x, serial) for x in (s.then_case, s.else_case) if x is not None]
+        parts = [work(x, serial, _scan) for x in (s.then_case, s.else_case) if x is not None]
         return None if None in parts else max(parts)
     if isinstance(s, (S.Allocate, S.LetStmt, S.Attr)):
-        return work(s.body, serial)
+        return work(s.body, serial, _scan)
     if isinstance(s, S.Evaluate) and isinstance(s.value, CallExtern) and (ops := block_ops(s.value.name)):
         return max(1, ops // TILE_OPS_PER_STORE)
     return 1

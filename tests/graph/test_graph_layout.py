@@ -126,6 +126,31 @@ def test_conv2d_nchwc_narrow_output_blocks_rows(shape, oc, kh, epilogue, rows):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
 
 
+@pytest.mark.parametrize("hw, epilogue, pixels", [
+    ((2, 2), True, 4),     # 2 x 2 output pixels (yolov5's last stages): one tile of both rows x both columns
+    ((4, 4), False, 16),   # 4 x 4: one tile of 16
+    ((6, 4), True, 12),    # 4 columns x 6 rows: tiles of 3 rows x 4 columns
+])
+def test_conv2d_nchwc_small_feature_map_tiles_rows_and_columns(hw, epilogue, pixels):
+    """Few output columns: the register tile spans rows too (2 x 2 output: 4 accumulators, not 2), the
+    rows and columns unrolled inside the reduction; NaN-poisoned output against the graph's numpy."""
+    oc, ib, ob = 2, 8, 8
+    x, w = _x((10, 2, *hw, ib)), _x((oc, 2, 3, 3, ib, ob), "w")
+    conv = call("nn.contrib_conv2d_NCHWc", x, w, padding=(1,) * 4, data_layout=f"NCHW{ib}c",
+                kernel_layout=f"OIHW{ib}i{ob}o", out_layout=f"NCHW{ob}c")
+    out = call("sigmoid", call("add", conv, _x((1, oc, 1, 1, ob), "b"))) if epilogue else conv
+    (kern,) = _kernels(out)
+    kt = lower_kernel(kern)
+    text = str(te.lower(schedule_kernel(kt), kt.args))
+    assert text.count("] = x8(0.0f)") == pixels, text     # one accumulator per pixel of the tile, unrolled
+    rng = np.random.default_rng(5)
+    ins = [rng.standard_normal(v.type.shape).astype("float32") for v in kern.body.inputs]
+    (want,) = graph.evaluate(kern.body, {v.name: a for v, a in zip(kern.body.inputs, ins)})
+    got = np.full(want.shape, np.nan, "float32")
+    codegen.build(schedule_kernel(kt), kt.args, name=kern.name)(*ins, got)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(2 * ib * 9))
+
+
 @pytest.mark.parametrize("m, lead", [(8, ()), (13, (2,)), (3, (1,))])
 def test_dense_pack_default_schedule(m, lead):
     x = _x((*lead, m, 24))
@@ -233,6 +258,8 @@ def test_ceil_mode_pooling_stays_nchw():
 
 @pytest.mark.parametrize("shape, k, stride, pad", [((1, 2, 9, 9, 8), 3, 1, 1), ((2, 1, 13, 37, 4), 3, 2, 1),
                                                   ((1, 1, 7, 7, 16), 5, 1, 2),
+                                                  ((4, 4, 4, 4, 8), 3, 1, 1),           # 4 x 4: rows x columns
+                                                  ((8, 2, 4, 4, 8), 3, 2, 1),           # 2 x 2 out, stride 2
                                                   ((1, 1, 20, 1, 16), (3, 1), 1, 0),    # 1-D: rows blocked
                                                   ((1, 2, 19, 1, 8), (5, 1), 1, 1)])    # 17 x 3: a row tail
 def test_depthwise_conv2d_nchwc_default_schedule(shape, k, stride, pad):

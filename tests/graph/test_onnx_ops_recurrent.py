@@ -300,3 +300,43 @@ def test_x_not_3d_is_refused_by_name(layout):
                      opset_imports=[h.make_opsetid("", 14)])
     with pytest.raises(graph.GraphError, match=r"X must have 3 dimensions .* not float32\[1, 5, 2, 3\]"):
         graph.from_onnx(m)
+
+
+@pytest.mark.parametrize("quantized, direction", [(True, "forward"), (False, "forward"), (True, "bidirectional")])
+def test_large_recurrent_product_runs_in_parallel_within_each_step(quantized, direction):
+    """Hidden 512 (voicefilter-lite's LSTMs): each step's h R (1M multiply-adds) is split over the threads, the
+    int8 product counted as the float one (16 multiply-adds a store; ``PARALLEL_WORK``), so the scan kernel is
+    parallel; the two directions of a bidirectional layer still run beside each other (a per-step launch inside
+    the scan counts as the calling thread's work).  1 and 2 threads give the same bits (NaN-poisoned buffers),
+    matching onnxruntime / the reference."""
+    import codegen
+    from codegen.model.plan_control import Concurrent
+    if quantized:
+        m, feed = dq_lstm_model(seq=4, batch=1, inp=16, hidden=512, direction=direction)
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        want = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feed)
+    else:
+        h = 512
+        weights = {"W": rng.standard_normal((1, 4 * h, 16)) * 0.25, "R": rng.standard_normal((1, 4 * h, h)) / np.sqrt(h),
+                   "B": rng.standard_normal((1, 8 * h)) * 0.3}
+        m, feed, _ = model("LSTM", seq=4, batch=1, inp=16, hidden=h, weights=weights)
+        want = onnx_op_check.reference(m, feed)
+    g, params = graph.from_onnx(m)
+    mod = codegen.build_model(g, params=params)
+    scans = [s for s in mod.run_list.steps if "rnn_scan" in s.kernel]
+    assert scans and all(s.parallel for s in scans), [(s.kernel, s.parallel) for s in scans]
+    groups = [x for x in mod.run_list.block if isinstance(x, Concurrent)]
+    assert len(groups) == (direction == "bidirectional"), mod.run_list.block
+    runs = []
+    for threads in (1, 2, 2):
+        mod.num_threads = threads
+        for b in mod.buffers:
+            if b.dtype.kind == "f":
+                b.fill(np.nan)
+        runs.append(mod(**feed))
+    for run in runs:
+        for a, b, w in zip(run, runs[0], want):
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(w).max())))

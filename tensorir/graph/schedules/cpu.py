@@ -14,7 +14,7 @@ rule of the kernel's anchor (``rule(s, kt, output_stage)``, registered as the ke
   axis is vectorized; epilogue ops (bias, residual, activation) live in the tile's loops (a 2-D dense
   also has the config space of :mod:`.cpu_dense`);
 - the blocked forms the layout pass makes (``contrib_conv2d_NCHWc``, ``contrib_depthwise_conv2d_NCHWc``,
-  ``contrib_dense_pack``): a register block of output columns (or rows) unrolled x the channel (or
+  ``contrib_dense_pack``): a register block of output columns (or rows, or both) unrolled x the channel (or
   column) block as one vector, the reduction outside it, weights read as contiguous vectors.
 """
 from __future__ import annotations
@@ -32,6 +32,10 @@ from .registry import Rule, rule_registrar
 
 #: A parallel loop over fewer iterations than this also takes the next loop (rows of a blocked conv).
 MIN_PARALLEL_TASKS = 16
+#: Output pixels of a blocked conv's register tile (each a vector of the channel block): where its columns
+#: are fewer (a small feature map: 8, 4 or 2 columns), the tile also spans rows (ow 2: 2 accumulators, each
+#: weight vector loaded for two multiply-adds, ran 54 GMAC/s where 16-pixel tiles ran 80-88)
+TILE_PIXELS = 16
 #: A blocked conv with fewer output columns than this blocks its output rows instead.
 MIN_BLOCK_COLUMNS = 4
 
@@ -267,23 +271,28 @@ def _row_block(n: int, limit: int = 16) -> int:
 
 
 def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, middle, at, rows, vec,
-                  row_axis: int = -2) -> None:
+                  row_axis: int | tuple = -2) -> None:
     """The anchor as a register block of ``rows`` x ``vec`` (unrolled x vectorized) with its reduction
     outside, computed per tile at ``out``'s loop ``at`` (or ``out`` itself); ``outer`` fused parallel,
-    ``middle`` (a loop or None) between them; ``row_axis``: the anchor's axis the rows run over.
+    ``middle`` (a loop or None) between them; ``row_axis``: the anchor's axis the rows run over (``rows``
+    and ``row_axis`` may be tuples: a block over several axes, outer first).
     (Parallel loops stay unfused with ``middle``: the tile's bounds then stay constant, its accumulators
     in registers.)"""
     between = [middle] if middle is not None else []
+    rows = list(rows) if isinstance(rows, tuple) else [rows]
     if out is anchor:
-        out.reorder(*outer, *between, at, *anchor.op.reduce_axis, rows, vec)
-        out.unroll(rows)
+        out.reorder(*outer, *between, at, *anchor.op.reduce_axis, *rows, vec)
+        for r in rows:
+            out.unroll(r)
     else:
-        out.reorder(*outer, *between, at, rows, vec)
+        out.reorder(*outer, *between, at, *rows, vec)
         anchor.compute_at(out, at)
         a = list(anchor.op.axis)
-        a_rows = a[row_axis]
-        anchor.reorder(*[x for x in a[:-1] if x is not a_rows], *anchor.op.reduce_axis, a_rows, a[-1])
-        anchor.unroll(a_rows)
+        a_rows = [a[k] for k in (row_axis if isinstance(row_axis, tuple) else (row_axis,))]
+        anchor.reorder(*[x for x in a[:-1] if all(x is not r for r in a_rows)], *anchor.op.reduce_axis, *a_rows,
+                       a[-1])
+        for r in a_rows:
+            anchor.unroll(r)
         anchor.vectorize(a[-1])
     out.vectorize(vec)
     out.parallel(out.fuse(*outer) if len(outer) > 1 else outer[0])
@@ -312,7 +321,11 @@ def schedule_conv2d_nchwc(s: Schedule, kt: KernelTE, out: Stage) -> None:
     columns = _row_block(ext[3])
     anchor = _tile_anchor(s, out, anchor, bool(ext[3] % columns))
     wo, wi = out.split(ow, factor=columns)
-    if many:
+    rows = largest_divisor(ext[2], max(1, TILE_PIXELS // columns)) if not ext[3] % columns else 1
+    if many and rows > 1:     # few columns (a small feature map): the tile takes rows too
+        ho, hi = out.split(oh, factor=rows)
+        _block_anchor(s, out, anchor, [n, oc], ho, wo, (hi, wi), oc_b, row_axis=(2, 3))
+    elif many:
         _block_anchor(s, out, anchor, [n, oc], oh, wo, wi, oc_b)
     else:   # few channel blocks (the first stages of a CNN): rows join the parallel loop
         _block_anchor(s, out, anchor, [n, oc, oh], None, wo, wi, oc_b)

@@ -2,9 +2,13 @@
 serial; inside it, each recurrent matrix-vector product ``h R^T`` runs per block of gate columns (``R^T`` is
 packed by them at import) with its reduction outside a register block of batch rows x column vectors, the
 cell's update is vectorized over the hidden units, and the result's copy (``Y`` in time order, the final
-states) is vectorized, parallel only when large.  Threads inside the time loop would meet at a barrier every
-step: at the sizes of real recurrent layers (hidden 64-512) a step takes microseconds, so the body stays on
-one thread.  With quantized weights (DynamicQuantizeLSTM) the product is int32 (:func:`_int_matvec`): each block of 16
+states) is vectorized, parallel only when large.  The product's column blocks are a parallel loop inside the
+time loop: a launch per step, which the thread pool runs on several threads only where the step's product has
+at least two threads' work (``codegen/llvm/parallel.py``; the int32 product counted as the float one, 16
+multiply-adds a store: hidden 512, 1M multiply-adds a step, where a step of the int8 product streaming its 1 MB
+``R`` from L3 took 12 us on one Zen 4 thread and 7 us on two); the rest of a step (hidden 64-256: all of it)
+stays on the calling thread, and a scan still runs beside other kernels (the two directions of a layer).  With
+quantized weights (DynamicQuantizeLSTM) the product is int32 (:func:`_int_matvec`): each block of 16
 columns x 4 reduction elements is one ``vpdpbusd`` (u8 x s8 -> s32, int8 ``R``), of 16 columns x 2 one ``vpdpwssd``
 (s16 x s16 -> s32, int16 ``R``) where the target has AVX512-VNNI or AVX-VNNI, else the same dot in plain vector code
 (``vpmaddwd`` and adds).  On CUDA (:func:`schedule_rnn_scan_cuda`) a block per batch element runs the loop over time."""
@@ -14,6 +18,7 @@ import math
 
 from ...schedule import INLINE, Schedule, ScheduleError, create_schedule
 from ...scan import ScanOp
+from ...stmt import PARALLEL_WORK
 from ...tensor import ComputeOp, thread_axis
 from ...topi.generic.injective import schedule_injective_from_existing
 from ...topi.nn.qnn import LANES
@@ -49,6 +54,7 @@ def _matvec(st, block: int) -> None:
     go, gi = st.split(g, factor=block)
     gv, gl = st.split(gi, factor=vw)
     st.reorder(bo, go, k, bi, gv, gl)
+    st.parallel(st.fuse(bo, go))
     st.unroll(bi)
     st.unroll(gv)
     if vw > 1:
@@ -70,6 +76,7 @@ def _int_matvec(s: Schedule, st, features) -> tuple:
     t, b, jo, ji = st.op.axis
     nb, blk = int(b.dom.extent), int(ji.dom.extent)
     forms, plain = DOTS[int(st.op.reduce_axis[1].dom.extent)]
+    products = nb * int(jo.dom.extent) * blk * math.prod(int(r.dom.extent) for r in st.op.reduce_axis)
     isa = int8_isa(features, forms)
     vectors = ACCUMULATORS if "avx512f" in features else ACCUMULATORS // 4
     rows = _divisor(nb, vectors)
@@ -78,6 +85,9 @@ def _int_matvec(s: Schedule, st, features) -> tuple:
     bo, bi = st.split(b, factor=rows)
     jso, jsi = st.split(ji, factor=sub)
     st.reorder(bo, jo, jso, bi, jsi)
+    outer = st.fuse(bo, jo)
+    st.parallel(outer)      # its work as the float product's: 16 multiply-adds a store
+    st.pragma(outer, PARALLEL_WORK, products // LANES)
     acc.compute_at(st, jso)
     if sub % LANES:
         return ()
