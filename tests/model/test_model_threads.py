@@ -100,9 +100,9 @@ def _hammer(m, references: list[list[tuple[dict, list[np.ndarray]]]]) -> list[st
     return wrong
 
 
-def _references(m, rng, oracle=None) -> list[list[tuple[dict, list[np.ndarray]]]]:
+def _references(m, rng, oracle=None, rtol: float = 1e-4) -> list[list[tuple[dict, list[np.ndarray]]]]:
     """Per thread, ``CALLS`` fresh inputs with the outputs one thread gets for them (the first few
-    checked against ``oracle(feeds)``)."""
+    checked against ``oracle(feeds)`` within ``rtol`` of the largest output)."""
     refs = []
     for t in range(THREADS):
         mine = []
@@ -112,10 +112,18 @@ def _references(m, rng, oracle=None) -> list[list[tuple[dict, list[np.ndarray]]]
             want = m(**feeds)
             if oracle is not None and k < 2:
                 for o, w in zip(want, oracle(feeds)):
-                    _close(o, w)
+                    _close(o, w, rtol)
             mine.append((feeds, want))
         refs.append(mine)
     return refs
+
+
+def _oracle_rtol(model) -> float:
+    """The tolerance against onnxruntime: a dynamically quantized model quantizes h at every step, and where our
+    tanh / sigmoid and onnxruntime's differ in the last bit at a rounding tie, one uint8 step of h differs and
+    carries on (seen once in CI on fresh random data: 0.002 at |y| <= 0.9, 50 of 512 values of the DQ LSTM); the
+    threads themselves are checked bit for bit against the single-threaded results."""
+    return 1e-2 if any(n.op_type.startswith("DynamicQuantize") for n in model.graph.node) else 1e-4
 
 
 @contextlib.contextmanager
@@ -144,7 +152,7 @@ def built(request):
 
 def test_threads_get_their_own_outputs(built):
     model, m = built
-    refs = _references(m, np.random.default_rng(), lambda feeds: gm.run_onnxruntime(model, feeds))
+    refs = _references(m, np.random.default_rng(), lambda feeds: gm.run_onnxruntime(model, feeds), _oracle_rtol(model))
     wrong = _hammer(m, refs)
     assert not wrong, f"{len(wrong)} of {THREADS * CALLS} calls wrong: {wrong[:5]}"
 
@@ -153,7 +161,8 @@ def test_threads_on_a_loaded_artifact(built, tmp_path):
     model, m = built
     m.export_library(str(tmp_path / "artifact"))
     loaded = codegen.load_model(str(tmp_path / "artifact"))
-    refs = _references(loaded, np.random.default_rng(), lambda feeds: gm.run_onnxruntime(model, feeds))
+    refs = _references(loaded, np.random.default_rng(), lambda feeds: gm.run_onnxruntime(model, feeds),
+                       _oracle_rtol(model))
     wrong = _hammer(loaded, refs)
     assert not wrong, f"{len(wrong)} of {THREADS * CALLS} calls wrong: {wrong[:5]}"
 
