@@ -306,6 +306,15 @@ def test_hidden_filling_no_vector_packs_one_block_vectorized_whole(op, hidden, a
         assert sums and not scalar, (mk.kernel.name, len(scalar), len(sums))
 
 
+@pytest.mark.parametrize("batch,columns,block", [(1, 75, 75), (2, 75, 75), (3, 75, 5), (1, 100, 100), (1, 88, 88),
+                                                 (1, 400, 80), (1, 250, 10)])
+def test_pack_block_whole_only_where_its_pieces_fit_the_accumulators(batch, columns, block):
+    """One block of all columns (8 not dividing them) only where a block of batch rows x its power-of-two pieces
+    (75: 4 vectors of 16, then 8, 2 and 1 lanes) fits 16 accumulators; 88 keeps its vectors of 8."""
+    from tensorir.topi.nn.rnn import pack_block
+    assert pack_block(batch, columns) == block
+
+
 @pytest.mark.parametrize("layout", [0, 1])
 def test_x_not_3d_is_refused_by_name(layout):
     """silero-vad v4 given two frames reads a 5-D X in its LSTM (onnxruntime: "Input X must have 3 dimensions
