@@ -275,17 +275,44 @@ def test_artifact_round_trip(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("op,hidden,attrs", [("LSTM", 25, {}), ("GRU", 20, {}), ("GRU", 20, {"linear_before_reset": 1}),
-                                             ("RNN", 20, {})])
-def test_hidden_filling_no_vector_packs_by_gate_columns(op, hidden, attrs):
-    """madmom's hidden-25 LSTMs: ``R^T`` was packed in blocks of one column (a scalar product every step, 2x
-    onnxruntime's time); the blocks divide all gate columns of the product (100 = 5 blocks of 5 vectors of 4, a
-    block may span two gates; a GRU without ``linear_before_reset``: its 25 hidden columns, blocks of 5)."""
+@pytest.mark.parametrize("op,hidden,attrs,columns", [
+    ("LSTM", 25, {}, 100), ("GRU", 20, {}, 20), ("GRU", 20, {"linear_before_reset": 1}, 60), ("RNN", 20, {}, 20),
+    ("GRU", 25, {"linear_before_reset": 1}, 75)])
+def test_hidden_filling_no_vector_packs_one_block_vectorized_whole(op, hidden, attrs, columns):
+    """madmom's hidden-25 LSTMs and GRUs: ``R^T`` was packed in blocks of one column, then of 15 (75 = 3 x 25 gate
+    columns) or 20 (vectors of 4): a scalar product every step (the GRU's step took 5x its time now).  Columns
+    that 16 does not divide are one block (a GRU without ``linear_before_reset``: its hidden columns), and the
+    step's product is one vector statement over all of them (power-of-two pieces)."""
+    from codegen.build import lower_to_func
+    from codegen.model import build as mb
+    from codegen.target import parse
+    from tensorir.expr import Ramp
+    from tensorir.stmt import VECTORIZED, BufferStore, For
+    from tensorir.visitor import collect
     m, feed, _ = model(op, hidden=hidden, seq=7, direction="bidirectional", init=True, peep=op == "LSTM", attrs=attrs)
     check(m, feed, rtol=1e-4, atol=1e-5)
-    g, _ = graph.from_onnx(m)
+    g, params = graph.from_onnx(m)
     blocks = {n.inputs[1].type.shape[-1] for sub in g.walk() for n in sub.nodes if n.op_name == "nn.rnn_scan"}
-    assert blocks and min(blocks) >= 4, blocks
+    assert blocks == {columns}, blocks
+    tgt = parse("llvm")
+    scans = [mk for mk in mb.model_kernels(mb.fused_graph(g, params, tgt), tgt) if "rnn_scan" in mk.kernel.name]
+    assert scans
+    for mk in scans:    # every store of the product's sums is a vector (a ramp, or inside a vectorized loop)
+        s, _ = mb.kernel_schedule(mk.te, tgt)
+        body = lower_to_func(s, mk.te.args, name=mk.kernel.name).body
+        inside = {id(x) for f in collect(body, For) if f.kind == VECTORIZED for x in collect(f.body, BufferStore)}
+        sums = [x for x in collect(body, BufferStore) if x.buffer.name in ("rnn_hr", "rnn_reset_hr")]
+        scalar = [x for x in sums if id(x) not in inside and not isinstance(x.indices[-1], Ramp)]
+        assert sums and not scalar, (mk.kernel.name, len(scalar), len(sums))
+
+
+@pytest.mark.parametrize("batch,columns,block", [(1, 75, 75), (2, 75, 75), (3, 75, 5), (1, 100, 100), (1, 88, 88),
+                                                 (1, 400, 80), (1, 250, 10)])
+def test_pack_block_whole_only_where_its_pieces_fit_the_accumulators(batch, columns, block):
+    """One block of all columns (8 not dividing them) only where a block of batch rows x its power-of-two pieces
+    (75: 4 vectors of 16, then 8, 2 and 1 lanes) fits 16 accumulators; 88 keeps its vectors of 8."""
+    from tensorir.topi.nn.rnn import pack_block
+    assert pack_block(batch, columns) == block
 
 
 @pytest.mark.parametrize("layout", [0, 1])

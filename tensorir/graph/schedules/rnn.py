@@ -43,13 +43,16 @@ def _divisor(n: int, limit: int) -> int:
 def _matvec(st, block: int) -> None:
     """``out[t, b, g] = sum_k h[b, k] * rt[k, g]``: per block of gate columns (``R^T`` packed by them), the
     reduction outside a register block of batch rows x column vectors, so each vector of ``R^T`` is loaded
-    once per step."""
+    once per step; a block that 8 does not divide (``pack_block``: one block of all columns) is one vector
+    statement of power-of-two pieces."""
     t, b, g = st.op.axis
     (k,) = st.op.reduce_axis
     nb, n = int(b.dom.extent), int(g.dom.extent)
     if n % block:
         block = n
     vw = vector_width(block)
+    if vw < 8 and block <= WHOLE_VECTOR:       # one vector statement (pieces: 75 = 64 + 8 + 2 + 1 lanes)
+        vw = block
     bo, bi = st.split(b, factor=_divisor(nb, ACCUMULATORS))
     go, gi = st.split(g, factor=block)
     gv, gl = st.split(gi, factor=vw)
