@@ -4,18 +4,20 @@ placeholders, each node its operator's registered topi compute, the kernel's res
 ``lower_kernel(kernel)`` -> :class:`KernelTE`; scheduling and building are elsewhere
 (:mod:`.schedules`, :mod:`codegen.model.build`).
 
-Values the graph types float16 / bfloat16 are computed in float32 inside a kernel and rounded once, where
-the kernel stores them (or a ``cast`` or a 16-bit operand asks for them), as torch inductor's fused
-kernels do: ``graph.to_mixed_precision`` decides what is stored (and fed to the matmuls) in 16 bits, this
-module the arithmetic between loads and stores.  How an operator computes on 16-bit values is
-:data:`WIDEN`, by its pattern:
+The float32 result of a reducing operator on 16-bit floats, and what the kernel computes from it, stays
+float32 inside the kernel although the graph types it float16 / bfloat16: it is rounded once, where the
+kernel stores it or an operand must be 16-bit (a ``cast`` reads the float32 value: to float32 it is that
+value, to 16 bits one rounding), as torch inductor's fused kernels do.  ``graph.to_mixed_precision``
+decides what is stored (and fed to the matmuls) in 16 bits, this module the arithmetic between loads and
+stores.  How an operator computes on 16-bit values is :data:`WIDEN`, by its pattern:
 
 * ``COMM_REDUCE`` / ``OUT_ELEMWISE_FUSABLE`` (convolutions, matmuls, softmax, normalizations, pooling,
-  reductions) and ``ELEMWISE`` / ``BROADCAST`` (bias, activations, residual adds): in float32, on 16-bit
-  inputs cast up (the casts inline into the loads); their result stays float32 (a matmul's epilogue reads
-  its float32 accumulator: one rounding for dense + bias + GELU, not one per operator);
-* ``INJECTIVE`` (reshape, transpose, slicing, concat: exact in any dtype): in float32 where an input is
-  held in float32, else in the stored dtype;
+  reductions): in float32, on 16-bit inputs cast up (the casts inline into the loads); the result stays
+  float32;
+* ``ELEMWISE`` / ``BROADCAST`` / ``INJECTIVE`` (bias, activations, residual adds, casts, reshapes): in
+  float32 where an input is held in float32 (a matmul's epilogue reads its float32 accumulator: one
+  rounding for dense + bias + GELU, not one per operator), else in the graph's dtypes (a 16-bit model's own
+  arithmetic rounds after each operator, as ONNX and onnxruntime do);
 * others (opaque anchors such as ``nn.attention``): on their inputs rounded to the graph's dtypes.
 
 A reducing operator with ``low_precision_inputs`` (the bfloat16 kernels with packed weights) takes its
