@@ -4,9 +4,24 @@ placeholders, each node its operator's registered topi compute, the kernel's res
 ``lower_kernel(kernel)`` -> :class:`KernelTE`; scheduling and building are elsewhere
 (:mod:`.schedules`, :mod:`codegen.model.build`).
 
-A reducing operator (pattern ``COMM_REDUCE`` or ``OUT_ELEMWISE_FUSABLE``: convolutions, matmuls, softmax,
-normalizations, pooling, reductions) on float16 / bfloat16 inputs computes in float32 and rounds its
-result once: its inputs are cast up (the casts inline into its loads) and its output back."""
+The float32 result of a reducing operator on 16-bit floats, and what the kernel computes from it, stays
+float32 inside the kernel although the graph types it float16 / bfloat16: it is rounded once, where the
+kernel stores it or an operand must be 16-bit (a ``cast`` reads the float32 value: to float32 it is that
+value, to 16 bits one rounding), as torch inductor's fused kernels do.  ``graph.to_mixed_precision``
+decides what is stored (and fed to the matmuls) in 16 bits, this module the arithmetic between loads and
+stores.  How an operator computes on 16-bit values is :data:`WIDEN`, by its pattern:
+
+* ``COMM_REDUCE`` / ``OUT_ELEMWISE_FUSABLE`` (convolutions, matmuls, softmax, normalizations, pooling,
+  reductions): in float32, on 16-bit inputs cast up (the casts inline into the loads); the result stays
+  float32;
+* ``ELEMWISE`` / ``BROADCAST`` / ``INJECTIVE`` (bias, activations, residual adds, casts, reshapes): in
+  float32 where an input is held in float32 (a matmul's epilogue reads its float32 accumulator: one
+  rounding for dense + bias + GELU, not one per operator), else in the graph's dtypes (a 16-bit model's own
+  arithmetic rounds after each operator, as ONNX and onnxruntime do);
+* others (opaque anchors such as ``nn.attention``): on their inputs rounded to the graph's dtypes.
+
+A reducing operator with ``low_precision_inputs`` (the bfloat16 kernels with packed weights) takes its
+16-bit inputs as they are and gives its float32 sums (``out_dtype="float32"``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,8 +34,11 @@ from .ir import Const, GraphError, Kernel, Node, Var, topological_order
 from .op.registry import OpPattern, get_op
 
 
-#: operator patterns that accumulate: float32 inside for 16-bit float inputs
-_ACCUMULATING = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
+FLOAT32, FOLLOW, ROUNDED = "float32", "follow", "rounded"
+
+#: Operator pattern -> how a kernel computes it on 16-bit float values (see the module); unlisted: ROUNDED.
+WIDEN: dict[OpPattern, str] = {OpPattern.COMM_REDUCE: FLOAT32, OpPattern.OUT_ELEMWISE_FUSABLE: FLOAT32,
+                               OpPattern.ELEMWISE: FOLLOW, OpPattern.BROADCAST: FOLLOW, OpPattern.INJECTIVE: FOLLOW}
 
 
 @dataclass
@@ -55,6 +73,15 @@ def _const_tensor(c: Const, name: str):
     return compute((len(items),), pick, name=name)
 
 
+def _dtype(a) -> str | None:
+    return getattr(a, "dtype", None)
+
+
+def _stored(a, v):
+    """``a`` (the tensor or scalar of value ``v``) in ``v``'s dtype: a value held in float32 rounded."""
+    return cast(a, v.type.dtype) if v.type.dtype in dt.LOW_PRECISION and _dtype(a) == "float32" else a
+
+
 def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
     """``kernel``'s body built from topi computes; a node whose result is not a tensor of its type is a
     ``GraphError`` naming the kernel and the op.  ``computes`` (op name -> ``fn(*tensors, **attrs)``)
@@ -62,6 +89,7 @@ def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
     body = kernel.body
     inputs = [placeholder(v.type.shape, dtype=v.type.dtype, name=v.name) for v in body.inputs]
     env: dict[int, object] = {id(v): t for v, t in zip(body.inputs, inputs)}
+    wide: set[int] = set()      # nodes of a 16-bit type whose tensor holds them in float32
     anchor_op = None
     for v in topological_order(body.outputs):
         if id(v) in env:
@@ -76,27 +104,30 @@ def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
             if fn is None:
                 why = v.attrs.get("reason")    # an onnx.fallback node: its converter's refusal
                 raise GraphError(f"kernel {kernel.name}: {v.op} has no topi compute" + (f" ({why})" if why else ""))
-            args = [env[id(i)] for i in v.inputs]
-            wide = op.pattern in _ACCUMULATING and not op.low_precision_inputs and any(isinstance(a, Tensor) and a.dtype in dt.LOW_PRECISION
-                                                       for a in args)
             try:
-                if wide:
-                    args = [cast(a, "float32") if isinstance(a, Tensor) and a.dtype in dt.LOW_PRECISION else a
-                            for a in args]
-                out = fn(*args, **v.attrs)
-                if wide and isinstance(out, Tensor) and out.dtype != v.type.dtype:
-                    out = cast(out, v.type.dtype)
+                args, attrs, mode = [env[id(i)] for i in v.inputs], dict(v.attrs), WIDEN.get(op.pattern, ROUNDED)
+                widened = op.low_precision_inputs or mode == FLOAT32 or (mode == FOLLOW and wide & {id(i) for i in v.inputs})
+                if op.low_precision_inputs:
+                    args, attrs = [_stored(a, i) for a, i in zip(args, v.inputs)], {**attrs, "out_dtype": "float32"}
+                elif widened:
+                    args = [cast(a, "float32") if _dtype(a) in dt.LOW_PRECISION else a for a in args]
+                else:
+                    args = [_stored(a, i) for a, i in zip(args, v.inputs)]
+                out = fn(*args, **attrs)
             except (ValueError, TypeError, NotImplementedError) as e:   # GraphError included
                 msg = str(e) if str(e).startswith(v.op) else f"{v.op}: {e}"
                 raise GraphError(f"kernel {kernel.name}: {msg}") from None
+            held = widened and isinstance(out, Tensor) and out.dtype == "float32" and v.type.dtype in dt.LOW_PRECISION
             if not isinstance(out, Tensor) or tuple(int(d) for d in out.shape) != v.type.shape \
-                    or out.dtype != v.type.dtype:
+                    or (out.dtype != v.type.dtype and not held):
                 got = f"{out.dtype}{[int(d) for d in out.shape]}" if isinstance(out, Tensor) else type(out).__name__
                 raise GraphError(f"kernel {kernel.name}: {v.op} lowered to {got}, expected {v.type}")
             if (op.anchor or op.pattern in (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)) and anchor_op is None:
                 anchor_op = v.op
+            if held:
+                wide.add(id(v))     # held in float32: rounded where it is stored or read as 16 bits
             env[id(v)] = out
-    outputs = [env[id(o)] for o in body.outputs]
+    outputs = [_stored(env[id(o)], o) for o in body.outputs]
     for k, o in enumerate(outputs):
         if not isinstance(o, Tensor) or o.op in [t.op for t in inputs]:
             raise GraphError(f"kernel {kernel.name}: output {k} is not computed by the kernel")

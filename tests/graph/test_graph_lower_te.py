@@ -118,3 +118,46 @@ def test_model_kernels_match_numpy(model):
     fused = graph.optimize(*graph.from_onnx(getattr(gm, model)(), shapes))
     for seed, k in enumerate(fused.kernels):
         check_kernel(k, seed)
+
+
+def _compute_dtypes(t, seen=None) -> dict[str, str]:
+    """Name -> dtype of every compute stage of the DAG ending at tensor ``t``."""
+    from tensorir.tensor import ComputeOp
+    seen = {} if seen is None else seen
+    if isinstance(t.op, ComputeOp) and t.op.name not in seen:
+        seen[t.op.name] = t.dtype
+        for i in t.op.input_tensors:
+            _compute_dtypes(i, seen)
+    return seen
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_epilogue_computes_on_the_float32_sums(dtype):
+    """A 16-bit dense + bias + SiLU-like epilogue (``lower_te.WIDEN``): every stage computes in float32, the
+    output stage alone rounds to 16 bits (one rounding, not one per operator); the built kernel is within one
+    16-bit step of numpy's float64 epilogue on the same 16-bit inputs."""
+    import ml_dtypes  # noqa: F401  (numpy's bfloat16)
+    x, w, b, c = _x((4, 32), dtype), _x((8, 32), dtype, "w"), _x((8,), dtype, "b"), _x((8,), dtype, "c")
+    h = call("add", call("nn.dense", x, w), b)
+    fused = graph.fuse_ops(graph.Graph((x, w, b, c), (call("multiply", h, call("sigmoid", call("multiply", h, c))),)))
+    (node,) = [n for n in fused.nodes if isinstance(n.op, graph.Kernel)]
+    kt = lower_kernel(node.op)
+    stages = _compute_dtypes(kt.outputs[0])
+    assert stages.pop(kt.outputs[0].op.name) == dtype and set(stages.values()) == {"float32"}, stages
+    feeds = dict(zip((v.name for v in (x, w, b, c)), random_inputs((x, w, b, c))))
+    mod = codegen.build(default_schedule(kt.outputs), kt.args, name=node.op.name)
+    got = np.full((4, 8), np.nan, dtype)
+    mod(*(feeds[v.name] for v in node.inputs), got)
+    vx, vw, vb, vc = (feeds[k].astype(np.float64) for k in "xwbc")
+    hh = vx @ vw.T + vb
+    want = hh / (1 + np.exp(-hh * vc))
+    step = 2.0 ** -(10 if dtype == "float16" else 7)
+    assert (np.abs(got.astype(np.float64) - want) <= step * np.abs(want) + 1e-6 * np.abs(hh).max()).all()
+
+
+def test_16_bit_arithmetic_without_a_reduction_rounds_each_operator():
+    """Elementwise float16 operators with no reduction before them in the kernel (a 16-bit model's own
+    arithmetic) compute in float16, rounding after each operator as ONNX and onnxruntime do."""
+    x, y = _x((4, 8), "float16"), _x((4, 8), "float16", "y")
+    (kernel,) = graph.fuse_ops(graph.Graph((x, y), (call("multiply", call("add", x, y), y),))).kernels
+    assert set(_compute_dtypes(lower_kernel(kernel).outputs[0]).values()) == {"float16"}

@@ -37,7 +37,8 @@ class OpDef:
     builds it as a tensor expression (inputs are te tensors, or scalar expressions for 0-d constants); an
     ``anchor`` opaque op names its kernel's schedule entry, as reductions and out-elemwise-fusable ops do; a
     reducing op with ``low_precision_inputs`` takes 16-bit float inputs as they are (its compute widens them
-    itself), where others get them cast to float32 (``graph/lower_te.py``)."""
+    itself) and ``out_dtype="float32"`` (its sums unrounded), where others get them cast to float32
+    (``graph/lower_te.py``)."""
     name: str
     pattern: OpPattern
     infer: InferFn

@@ -4,8 +4,10 @@ that is safe, TVM's ``ToMixedPrecision``.
 Each operator has a mode (:data:`MODES`, by name; unlisted operators follow):
 
 * ``"low"``: convolutions, dense, batched matmul run on 16-bit inputs (their float32 inputs cast
-  down); they still accumulate in float32, as every reducing operator on 16-bit floats does
-  (``graph/lower_te.py``), and round their result once.
+  down); they still accumulate in float32, as every reducing operator on 16-bit floats does, and the
+  elementwise operators fused after them compute on that float32 result, rounded to 16 bits once where
+  the kernel stores it (``graph/lower_te.py``'s ``WIDEN``: this pass decides what is stored in 16 bits,
+  the lowering the arithmetic between loads and stores).
 * ``"float32"``: softmax, layer normalization, sums and means, ``exp`` / ``log`` / ``power`` (range and
   cancellation) run on float32 inputs (16-bit ones cast up).
 * ``"follow"``: elementwise, broadcast, layout and pooling operators and batch normalization (at

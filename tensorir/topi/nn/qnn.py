@@ -45,11 +45,12 @@ def dense_pack_int8(data: Tensor, weight: Tensor) -> Tensor:
     return _dense_pack(data, weight, "int8", GROUP, "int32", "int32")
 
 
-def dense_pack_bf16(data: Tensor, weight: Tensor) -> Tensor:
-    """bfloat16 ``data`` (..., K) times the packed ``weight`` (N/16, K/2, 32): (..., N) bfloat16 (float32 sums);
+def dense_pack_bf16(data: Tensor, weight: Tensor, out_dtype: str | None = None) -> Tensor:
+    """bfloat16 ``data`` (..., K) times the packed ``weight`` (N/16, K/2, 32): (..., N) float32 sums, in
+    ``out_dtype`` (default: rounded to bfloat16);
     a batched ``weight`` (B or 1, N/16, K/2, 32) multiplies 3-d ``data`` (B, M, K) per batch (a batch matmul
     whose second operand was packed, ``transpose_b`` or not, by the layout pass's reshape and transpose)."""
-    return _dense_pack(data, weight, "bf16", BF16_GROUP, "float32", data.dtype)
+    return _dense_pack(data, weight, "bf16", BF16_GROUP, "float32", out_dtype or data.dtype)
 
 
 def _dense_pack(data: Tensor, weight: Tensor, kind: str, group: int, acc_dtype: str, out_dtype: str) -> Tensor:
@@ -111,10 +112,11 @@ def conv2d_pack_int8(data: Tensor, weight: Tensor, strides, padding, dilation, i
                         groups, data_layout, out_layout)
 
 
-def conv2d_pack_bf16(data: Tensor, weight: Tensor, strides, padding, dilation) -> Tensor:
-    """bfloat16 NCHW ``data`` convolved with the packed ``weight`` (O/16, I/2, KH, KW, 32): NCHW bfloat16
-    (float32 sums)."""
-    return _conv2d_pack(data, weight, strides, padding, dilation, 0.0, "bf16", BF16_GROUP, "float32", data.dtype)
+def conv2d_pack_bf16(data: Tensor, weight: Tensor, strides, padding, dilation, out_dtype: str | None = None) -> Tensor:
+    """bfloat16 NCHW ``data`` convolved with the packed ``weight`` (O/16, I/2, KH, KW, 32): NCHW float32
+    sums, in ``out_dtype`` (default: rounded to bfloat16)."""
+    return _conv2d_pack(data, weight, strides, padding, dilation, 0.0, "bf16", BF16_GROUP, "float32",
+                        out_dtype or data.dtype)
 
 
 def _conv2d_pack(data: Tensor, weight: Tensor, strides, padding, dilation, input_zero_point, kind: str, group: int,
