@@ -78,7 +78,7 @@ def wgmma_source(name: str) -> tuple[str, int]:
                            a_desc=f"tt_wgmma_desc{sw}(sa + kk * 32)",
                            b_desc="tt_wgmma_desc_mn(sb + kk * 2048)" if bt else f"tt_wgmma_desc{sw}(sb + kk * 32)",
                            release=_RELEASE if shares else "")
-    return src, wgmma_shared_bytes(bm, bn, stages, bk)
+    return (MBAR_WAIT + src if mbar else src), wgmma_shared_bytes(bm, bn, stages, bk)
 
 
 _SIM_CONV = """  // TT_SIM: the gathered A (A the NHWC input, lda the warp's first row times K, plus its slice's ROWS * K)
@@ -169,12 +169,6 @@ __device__ __forceinline__ unsigned long long tt_wgmma_desc_mn(unsigned addr) {
   // offset), 1024 between 8-row (k) groups
   return (unsigned long long)((addr & 0x3FFFF) >> 4) | (512ull << 16) | (64ull << 32) | (1ull << 62);
 }
-__device__ __forceinline__ void tt_mbar_wait(unsigned bar, unsigned parity) {
-  // until the phase of parity ``parity`` of the mbarrier at shared address ``bar`` completed
-  asm volatile("{\n.reg .pred p;\nTT_MBAR_WAIT:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-               "@!p bra TT_MBAR_WAIT;\n}\n" :: "r"(bar), "r"(parity) : "memory");
-}
 __device__ __forceinline__ unsigned long long tt_wgmma_desc64(unsigned addr) {
   // K-major operand, 64-byte swizzle (k slices of 32): 512 bytes between 8-row groups
   return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (32ull << 32) | (2ull << 62);
@@ -217,6 +211,19 @@ __device__ __forceinline__ void {name}(float* acc, const {ctype}* A, int lda, co
 }}
 """
 
+# a k step's wgmma: slice kt's slot multiplied by the warpgroup, one wgmma group committed
+_ISSUE = r"""    const unsigned sa = base + (kt % S) * STAGE + wg * 64 * BK * 2, sb = base + (kt % S) * STAGE + A_BYTES;
+#pragma unroll
+    for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {{
+      unsigned long long da = {a_desc}, db = {b_desc};
+      {mma}
+    }}
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+"""
+
 # the k loop: copies of the next slices issued after each slice's wgmma, one barrier per slice (every thread's
 # copies landed, every warpgroup done with the slot refilled)
 _LOOP_SYNC = r"""#pragma unroll
@@ -230,20 +237,22 @@ _LOOP_SYNC = r"""#pragma unroll
     asm volatile("cp.async.wait_group %0;\n" :: "n"(L - 1) : "memory");
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");    // cp.async's writes, to wgmma's reads
     __syncthreads();               // every thread's copies landed; every warpgroup done with slice kt - G - 1
-    const unsigned sa = base + (kt % S) * STAGE + wg * 64 * BK * 2, sb = base + (kt % S) * STAGE + A_BYTES;
-#pragma unroll
-    for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {{
-      unsigned long long da = {a_desc}, db = {b_desc};
-      {mma}
-    }}
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    if (kt + L < KT) load(kt + L, (kt + L) % S);     // into the slot of slice kt - G - 1
+""" + _ISSUE + r"""    if (kt + L < KT) load(kt + L, (kt + L) % S);     // into the slot of slice kt - G - 1
     asm volatile("cp.async.commit_group;\n" ::);
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(G) : "memory");
   }}
+"""
+
+#: ``_mb``'s wait, ahead of the loop's source (once per translation unit)
+MBAR_WAIT = r"""#ifndef TT_HAVE_tt_mbar_wait
+#define TT_HAVE_tt_mbar_wait
+__device__ __forceinline__ void tt_mbar_wait(unsigned bar, unsigned parity) {
+  // until the phase of parity ``parity`` of the mbarrier at shared address ``bar`` completed
+  asm volatile("{\n.reg .pred p;\nTT_MBAR_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               "@!p bra TT_MBAR_WAIT;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+#endif
 """
 
 # ``_mb``: each slot handed over by two mbarriers instead of a barrier per slice: ``full`` completes when every
@@ -272,17 +281,7 @@ _LOOP_MBAR = r"""  constexpr int NT = BM * 2;                    // the block's 
   for (int kt = 0; kt < KT; ++kt) {{
     tt_mbar_wait(full0 + 8 * (kt % S), (kt / S) & 1);          // every thread's copies of slice kt landed
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");    // cp.async's writes, to wgmma's reads
-    const unsigned sa = base + (kt % S) * STAGE + wg * 64 * BK * 2, sb = base + (kt % S) * STAGE + A_BYTES;
-#pragma unroll
-    for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {{
-      unsigned long long da = {a_desc}, db = {b_desc};
-      {mma}
-    }}
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(G) : "memory");
+""" + _ISSUE + r"""    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(G) : "memory");
     const int done = kt - G;                       // retired by this thread's warpgroup: its slot released
     if (done >= 0) {{
       const unsigned slot = done % S;

@@ -182,6 +182,11 @@ def test_registry_gemm_takes_wgmma_on_sm90(case):
      False),
     ("bfloat16", "bfloat16", 384, 256, 192, {"block_m": 64, "block_n": 128, "stages": 3, "smem_epilogue": 1}, False,
      True, True),
+    # the mbarrier loop: 17 slices in 4 slots (each refilled 3-4 times), 2 groups in flight, B [K, N]; 1 slice
+    ("float16", "float16", 512, 512, 1088, {"smem_epilogue": 1, "swizzle": 2, "mbar": 1}, True, True, False),
+    ("bfloat16", "float32", 256, 768, 640, {"bk": 32, "stages": 8, "inflight": 2, "mbar": 1}, False, False, False),
+    ("float16", "float16", 384, 768, 320, {"block_m": 128, "block_n": 256, "stages": 4, "mbar": 1}, True, False, True),
+    ("float16", "float32", 256, 192, 64, {"block_m": 64, "block_n": 64, "stages": 3, "mbar": 1}, False, False, False),
 ])
 def test_wgmma_gemm_on_gpu(dtype, out_dtype, m, n, k, knobs, bias, relu, b_trans):
     """Non-square GEMMs (k of one slice to 65 slices; fewer slices than stages; B stored [N, K] or [K, N]; k

@@ -203,15 +203,23 @@ def test_sm90_conv_takes_wgmma_where_it_fits():
     PADDED, PADDED[:-1] + ({"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1},),
     (32, 512, 7, 512, 3, 1, 1, "float16", "residual",     # ResNet-18 layer4, 1568 pixels in 1600 rows
      {"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1}),
-    (32, 256, 14, 512, 1, 2, 0, "bfloat16", "bias", {"block_m": 64, "block_n": 64, "row_align": 64, "shares": 1}),
-    # the mbarrier loop (``mbar``) on ResNet-18's layer2 and layer4 3x3 (their default tiles), two warpgroups
-    (32, 128, 28, 128, 3, 1, 1, "float16", "bias_relu", {"block_m": 64, "block_n": 128, "shares": 1, "mbar": 1}),
-    (32, 512, 7, 512, 3, 1, 1, "float16", "residual",
-     {"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1, "stages": 6, "mbar": 1}),
-    (32, 128, 28, 128, 3, 1, 1, "bfloat16", "bias", {"block_m": 128, "block_n": 64, "stages": 3, "shares": 0,
-                                                      "mbar": 1})])
+    (32, 256, 14, 512, 1, 2, 0, "bfloat16", "bias", {"block_m": 64, "block_n": 64, "row_align": 64, "shares": 1})])
 def test_wgmma_conv_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs):
     s, args = _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs)
+    _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda", run=lambda mod, *a: mod(*a),
+           wgmma=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,c,hw,o,k,stride,pad,dtype,epilogue,knobs", [
+    CASES[-1],                                              # 3 k slices in 3 slots: each filled once
+    (32, 128, 28, 128, 3, 1, 1, "float16", "bias_relu", {"block_m": 64, "block_n": 128, "shares": 1}),   # layer2
+    (32, 512, 7, 512, 3, 1, 1, "float16", "residual",      # ResNet-18 layer4 (its default: 6 slots)
+     {"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1, "stages": 6}),
+    (32, 128, 28, 128, 3, 1, 1, "bfloat16", "bias", {"block_m": 128, "block_n": 64, "stages": 3, "shares": 0})])
+def test_wgmma_conv_mbarrier_loop_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs):
+    """The mbarrier loop (``mbar``: no barrier per k slice; two warpgroups in the last) on the H100, against numpy."""
+    s, args = _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, dict(knobs, mbar=1))
     _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda", run=lambda mod, *a: mod(*a),
            wgmma=True)
 
