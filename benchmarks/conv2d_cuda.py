@@ -19,7 +19,8 @@ the gathering wgmma main loop are timed beside the mma.sync schedule too, and wi
 other wgmma tiles of :data:`WGMMA_VARIANTS` that fit them (one line each, checked against float64).
 
     python benchmarks/conv2d_cuda.py [--batch 1 32] [--rounds 9] [--sweep] [--log-dir DIR]
-    python benchmarks/conv2d_cuda.py --precision float16 [--batch 32] [--variants]
+    python benchmarks/conv2d_cuda.py --precision float16 [--batch 32] [--variants [--variant-knobs mbar=1]]
+                                     [--layers "layer2 3x3" "layer4 3x3"]
 """
 from __future__ import annotations
 
@@ -79,6 +80,8 @@ def main() -> None:
                    help="float16 / bfloat16: ResNet-18's layers on tensor cores beside cuDNN channels-last")
     p.add_argument("--variants", action="store_true",
                    help="with --precision: also other wgmma tiles of each layer (WGMMA_VARIANTS), timed beside")
+    p.add_argument("--variant-knobs", nargs="+", default=None, metavar="KNOB=VALUE",
+                   help="with --variants: only the variants with these knobs (e.g. mbar=1: the mbarrier loop)")
     p.add_argument("--layers", nargs="+", default=None, metavar="NAME",
                    help='with --precision: only these layers (names as printed, e.g. "layer4 3x3")')
     args = p.parse_args()
@@ -87,12 +90,14 @@ def main() -> None:
 
 
 #: ``--variants``: knobs timed beside the default of a layer on the gathering wgmma loop (those that fit it):
-#: (block_m, block_n, stages, shares, splits); split-K's partial sums are added up by torch in the timed call
-WGMMA_VARIANTS = tuple(dict(zip(("block_m", "block_n", "stages", "shares", "splits"), v)) for v in (
+#: (block_m, block_n, stages, shares, splits[, mbar]); split-K's partial sums are added up by torch in the timed
+#: call; ``mbar`` 1: the loop's slots handed over by mbarriers (``codegen/cuda/wgmma.py``'s ``_mb``), not measured
+#: yet: the defaults' tiles (64 x 128 with 4 slots, 6 for a layer of few blocks; 128 x 64 with 3) and 5 slots
+WGMMA_VARIANTS = tuple(dict(zip(("block_m", "block_n", "stages", "shares", "splits", "mbar"), v)) for v in (
     (64, 128, 4, 0, 1), (64, 128, 4, 1, 1), (64, 128, 6, 1, 1), (64, 128, 3, 1, 1), (128, 128, 3, 1, 1),
     (128, 128, 4, 1, 1), (64, 256, 3, 1, 1), (128, 64, 3, 0, 1), (128, 64, 3, 1, 1), (128, 64, 4, 1, 1),
     (128, 64, 6, 1, 1), (64, 64, 4, 1, 1), (64, 64, 6, 1, 1), (64, 128, 4, 1, 2), (64, 128, 6, 1, 2),
-    (64, 128, 4, 1, 4)))
+    (64, 128, 4, 1, 4), (64, 128, 4, 1, 1, 1), (64, 128, 5, 1, 1, 1), (64, 128, 6, 1, 1, 1), (128, 64, 3, 1, 1, 1)))
 #: split-K variants only for layers of fewer blocks (default tiles) than this
 VARIANT_SPLIT_BLOCKS = 132
 
@@ -138,7 +143,8 @@ def knob_text(mod, rows: int, cols: int, splits: int) -> str:
     got = next(filter(None, map(NAME.match, re.findall(r"tt_wgmma_m\w+", mod.get_source("cuda")))), None)
     grid, block = mod._grid(()), mod.launch.block
     if got is not None:
-        text = f"wgmma {got.group(1)}x{got.group(2)} s{got.group(3)}" + (" shares" if got.group(8) else " beside")
+        text = f"wgmma {got.group(1)}x{got.group(2)} s{got.group(3)}" + (" shares" if got.group(8) else " beside") + \
+            (" mbar" if got.group(10) else "")
     else:
         text = f"mma.sync {rows // grid[1]}x{cols // grid[0]}"
     return text + f" ({rows} rows) grid {grid} block {block}" + (f" split-K {splits}" if splits > 1 else "")
@@ -189,7 +195,8 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
             if not isinstance(mma, str):
                 fns["mma"] = timed(mma[0], mma[2], x5, wm, shape, tdt)[0]
             if args.variants:
-                labels = variants(N, dtype, layer, x5, wm, shape, tdt, ref, fns, math.prod(mod._grid(())))
+                labels = variants(N, dtype, layer, x5, wm, shape, tdt, ref, fns, math.prod(mod._grid(())),
+                                  dict(kv.split("=") for kv in args.variant_knobs or ()))
         times = alternate(fns, rounds=args.rounds, number=number)
         torch.backends.cudnn.benchmark = True
         times.update(alternate({"cudnn_benchmark": lambda: F.conv2d(x, w, stride=stride, padding=pad)},
@@ -230,9 +237,11 @@ def timed(module, splits: int, x5, wm, shape: tuple, tdt, ref=None):
     return (conv if splits == 1 else lambda: (conv(), part.sum(0).to(tdt))), err
 
 
-def variants(N: int, dtype: str, layer: tuple, x5, wm, shape, tdt, ref, fns: dict, blocks: int) -> dict:
-    """Build and check :data:`WGMMA_VARIANTS` of a layer on the wgmma loop (those that fit its GEMM) and add
-    their launches to ``fns`` (keys ``v0``, ``v1``...); returns key -> the knob text.  A wrong one exits."""
+def variants(N: int, dtype: str, layer: tuple, x5, wm, shape, tdt, ref, fns: dict, blocks: int,
+             only: dict | None = None) -> dict:
+    """Build and check :data:`WGMMA_VARIANTS` of a layer on the wgmma loop (those that fit its GEMM; ``only``:
+    those with these knob values, as text) and add their launches to ``fns`` (keys ``v0``, ``v1``...); returns
+    key -> the knob text.  A wrong one exits."""
     from tensorir.graph.schedules.cuda_tensorcore_conv import row_align
     from tensorir.graph.schedules.cuda_wgmma import DEFAULT_KNOBS
     from tensorir.topi.nn.conv2d_gemm import gemm_rows
@@ -241,6 +250,8 @@ def variants(N: int, dtype: str, layer: tuple, x5, wm, shape, tdt, ref, fns: dic
     labels = {}
     for i, kn in enumerate(WGMMA_VARIANTS):
         knobs = dict(DEFAULT_KNOBS, **kn, wgmma=1)
+        if any(str(knobs.get(name, "")) != value for name, value in (only or {}).items()):
+            continue
         splits = knobs.pop("splits", 1)
         if knobs["block_m"] > m or splits > 1 and blocks >= VARIANT_SPLIT_BLOCKS:
             continue                       # no block taller than the pixels; split-K where the default has few

@@ -114,12 +114,23 @@ class CUDARenderer(CPrinter):
         "tt_wgmma_desc": _guarded("tt_wgmma_desc", DESC_SOURCE),
     }
 
-    def __init__(self, dynamic_shared: bool = False):
+    def __init__(self, dynamic_shared: bool = False, unit_tags: frozenset = frozenset()):
         super().__init__()
         self.dynamic_shared = dynamic_shared
+        self.unit_tags = unit_tags      # thread tags the launch gives one index (gridDim / blockDim 1): always 0
         self.shared_offset = 0
         self.wgmma_shared = 0           # dynamic shared memory of the wgmma main loops called (wgmma.py)
         self.wgmma_shares = False       # a loop called ends with a barrier: the kernel's own may overlap its slots
+
+    def s_For(self, s, ind: int) -> None:
+        """A loop bound to a launch axis of extent 1 reads 0, not the index register: offsets into a block's
+        fragments (a batch axis of one GEMM on ``blockIdx.z``) stay constant, the fragments in registers."""
+        if s.kind == "thread" and s.thread_tag in self.unit_tags:
+            self.names[s.loop_var] = "0"
+            self.nonneg.add(s.loop_var)
+            self.stmt(s.body, ind)
+            return
+        super().s_For(s, ind)
 
     def include_needed(self, include: str, text: str) -> bool:
         return "mma" in self.need or {"cuda_fp16.h": "half", "cuda_bf16.h": "bfloat16"}.get(include, "") in text
@@ -270,8 +281,11 @@ def dynamic_shared_bytes(shared_bytes: int) -> int:
 def cuda_renderer(launch: LaunchConfig, func: LoweredFunc | None = None) -> CUDARenderer:
     """The renderer of a kernel ``func`` with launch configuration ``launch``: dynamic shared memory past 48 KiB,
     or where it calls a wgmma main loop whose slots its own shared memory overlaps (``_x``: :func:`wgmma_kernel`)."""
+    from tensorir.lower.gpu import BLOCK_TAGS, THREAD_TAGS
+    unit = frozenset(tag for tag, ext in zip(BLOCK_TAGS + THREAD_TAGS, launch.grid + launch.block)
+                     if (ext.value if isinstance(ext, IntImm) else ext) == 1)
     return CUDARenderer(dynamic_shared=dynamic_shared_bytes(launch.shared_bytes) > 0 or
-                        (func is not None and launch.shared_bytes > 0 and shares_wgmma_slots(func)))
+                        (func is not None and launch.shared_bytes > 0 and shares_wgmma_slots(func)), unit_tags=unit)
 
 
 def shares_wgmma_slots(func: LoweredFunc) -> bool:

@@ -22,6 +22,8 @@ block's ``BM x BN`` tile of ``A B^T`` in float32 over the whole reduction ``K`` 
   (four floats per 16 x 8 tile: ``d[4 i + 0..1]`` at row ``lane / 4``, columns ``8 i + 2 (lane % 4)``,
   ``+1``; ``d[4 i + 2..3]`` at row ``lane / 4 + 8``), which is wgmma's: ``tt_mma_store`` writes it.
 
+``_mb``: the slots handed over by mbarriers (``_LOOP_MBAR``) instead of a block barrier per slice.
+
 The slots are at the top of the kernel's dynamic shared memory (``wgmma_shared_bytes``); ``_x``: the loop
 ends with a barrier, and the kernel's own dynamic shared memory (below) may overlap them (the renderer
 launches the larger of the two).  Where ``TT_SIM`` is defined (the CPU simulator) the function is a scalar model instead.
@@ -32,8 +34,8 @@ import re
 
 from tensorir.topi.cuda.tensor_intrin import CONV_FIELDS, WGMMA_BK, wgmma_check, wgmma_conv_check, wgmma_shared_bytes
 
-#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_x][_cv<geometry>]
-NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)(?:k(\d+))?(?:g(\d+))?_(f16|bf16)(_bt)?(_x)?(_cv(?:\d+_){12}\d+)?$")
+#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_x][_cv<geometry>][_mb]
+NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)(?:k(\d+))?(?:g(\d+))?_(f16|bf16)(_bt)?(_x)?(_cv(?:\d+_){12}\d+)?(_mb)?$")
 _CTYPES = {"f16": "half", "bf16": "__nv_bfloat16"}
 
 
@@ -44,7 +46,7 @@ def wgmma_source(name: str) -> tuple[str, int]:
         raise ValueError(f"not a wgmma main loop: {name}")
     bm, bn, stages = (int(x) for x in got.groups()[:3])
     bk, inflight = int(got.group(4) or WGMMA_BK), int(got.group(5) or 1)
-    kind, bt, shares = got.group(6), bool(got.group(7)), bool(got.group(8))
+    kind, bt, shares, mbar = got.group(6), bool(got.group(7)), bool(got.group(8)), bool(got.group(10))
     conv = dict(zip(CONV_FIELDS, (int(x) for x in got.group(9)[3:].split("_")))) if got.group(9) else None
     why = wgmma_check(bm, bn, stages, bt, bk, inflight) or (wgmma_conv_check(conv) if conv else None) or \
         ("a convolution gathers k slices of 64" if conv and bk != WGMMA_BK else None)
@@ -69,14 +71,14 @@ def wgmma_source(name: str) -> tuple[str, int]:
         a_setup = _A_SETUP
         a_copy = _A_GEMM.format(threads=threads, **_ROW[bk])
     sw = "" if bk == WGMMA_BK else "64"
-    src = _TEMPLATE.format(name=name, ctype=ctype, bm=bm, bn=bn, s=stages, bk=bk, g=inflight, nacc=nacc, mma=mma,
+    src = _TEMPLATE.replace("@LOOP@", _LOOP_MBAR if mbar else _LOOP_SYNC).format(name=name, ctype=ctype, bm=bm, bn=bn, s=stages, bk=bk, g=inflight, nacc=nacc, mma=mma,
                            sim=sim, a_chunks=bm * bk // 8 // threads, b_chunks=bn * bk // 8 // threads,
                            a_setup=a_setup, a_copy=a_copy, b_copy=(_B_MN if bt else _B_K).format(threads=threads, bn=bn,
                                                                                                **_ROW[bk]),
                            a_desc=f"tt_wgmma_desc{sw}(sa + kk * 32)",
                            b_desc="tt_wgmma_desc_mn(sb + kk * 2048)" if bt else f"tt_wgmma_desc{sw}(sb + kk * 32)",
                            release=_RELEASE if shares else "")
-    return src, wgmma_shared_bytes(bm, bn, stages, bk)
+    return (MBAR_WAIT + src if mbar else src), wgmma_shared_bytes(bm, bn, stages, bk)
 
 
 _SIM_CONV = """  // TT_SIM: the gathered A (A the NHWC input, lda the warp's first row times K, plus its slice's ROWS * K)
@@ -202,7 +204,29 @@ __device__ __forceinline__ void {name}(float* acc, const {ctype}* A, int lda, co
 {b_copy}
     }}
   }};
+@LOOP@  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
+  for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+{release}#endif
+}}
+"""
+
+# a k step's wgmma: slice kt's slot multiplied by the warpgroup, one wgmma group committed
+_ISSUE = r"""    const unsigned sa = base + (kt % S) * STAGE + wg * 64 * BK * 2, sb = base + (kt % S) * STAGE + A_BYTES;
+#pragma unroll
+    for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {{
+      unsigned long long da = {a_desc}, db = {b_desc};
+      {mma}
+    }}
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+"""
+
+# the k loop: copies of the next slices issued after each slice's wgmma, one barrier per slice (every thread's
+# copies landed, every warpgroup done with the slot refilled)
+_LOOP_SYNC = r"""#pragma unroll
   for (int i = 0; i < {nacc}; ++i) d[i] = 0.0f;
 #pragma unroll
   for (int s = 0; s < L; ++s) {{
@@ -213,25 +237,62 @@ __device__ __forceinline__ void {name}(float* acc, const {ctype}* A, int lda, co
     asm volatile("cp.async.wait_group %0;\n" :: "n"(L - 1) : "memory");
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");    // cp.async's writes, to wgmma's reads
     __syncthreads();               // every thread's copies landed; every warpgroup done with slice kt - G - 1
-    const unsigned sa = base + (kt % S) * STAGE + wg * 64 * BK * 2, sb = base + (kt % S) * STAGE + A_BYTES;
-#pragma unroll
-    for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {{
-      unsigned long long da = {a_desc}, db = {b_desc};
-      {mma}
-    }}
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    if (kt + L < KT) load(kt + L, (kt + L) % S);     // into the slot of slice kt - G - 1
+""" + _ISSUE + r"""    if (kt + L < KT) load(kt + L, (kt + L) % S);     // into the slot of slice kt - G - 1
     asm volatile("cp.async.commit_group;\n" ::);
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(G) : "memory");
   }}
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+"""
+
+#: ``_mb``'s wait, ahead of the loop's source (once per translation unit)
+MBAR_WAIT = r"""#ifndef TT_HAVE_tt_mbar_wait
+#define TT_HAVE_tt_mbar_wait
+__device__ __forceinline__ void tt_mbar_wait(unsigned bar, unsigned parity) {
+  // until the phase of parity ``parity`` of the mbarrier at shared address ``bar`` completed
+  asm volatile("{\n.reg .pred p;\nTT_MBAR_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               "@!p bra TT_MBAR_WAIT;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+#endif
+"""
+
+# ``_mb``: each slot handed over by two mbarriers instead of a barrier per slice: ``full`` completes when every
+# thread's copies into the slot landed (``cp.async.mbarrier.arrive.noinc``: no wait_group), ``empty`` when every
+# thread's warpgroup retired the slot's wgmma.  All S slots are filled up front; a thread refills the slot of the
+# slice its warpgroup just retired (slice kt + S - G) once every thread released it, so a warp waits only for the
+# slice it multiplies and the slot it refills, never for the whole block (S - G slices in flight, not S - G - 1)
+_LOOP_MBAR = r"""  constexpr int NT = BM * 2;                    // the block's threads: BM / 16 warps
+  __shared__ __align__(8) unsigned long long tt_wgmma_bar[2 * S];          // full[S], then empty[S]
+  const unsigned full0 = (unsigned)__cvta_generic_to_shared(tt_wgmma_bar), empty0 = full0 + 8 * S;
+  if (tid == 0) {{
 #pragma unroll
-  for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
-{release}#endif
-}}
+    for (int s = 0; s < S; ++s)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n"
+                   "mbarrier.init.shared::cta.b64 [%2], %1;\n" :: "r"(full0 + 8 * s), "r"(NT), "r"(empty0 + 8 * s));
+  }}
+  __syncthreads();                                // the barriers initialized before any thread arrives
+#pragma unroll
+  for (int i = 0; i < {nacc}; ++i) d[i] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+    if (s < KT) {{
+      load(s, s);
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(full0 + 8 * s) : "memory");
+    }}
+  for (int kt = 0; kt < KT; ++kt) {{
+    tt_mbar_wait(full0 + 8 * (kt % S), (kt / S) & 1);          // every thread's copies of slice kt landed
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");    // cp.async's writes, to wgmma's reads
+""" + _ISSUE + r"""    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(G) : "memory");
+    const int done = kt - G;                       // retired by this thread's warpgroup: its slot released
+    if (done >= 0) {{
+      const unsigned slot = done % S;
+      asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * slot) : "memory");
+      if (done + S < KT) {{
+        tt_mbar_wait(empty0 + 8 * slot, (done / S) & 1);      // every warpgroup retired slice done
+        load(done + S, slot);
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(full0 + 8 * slot) : "memory");
+      }}
+    }}
+  }}
 """
 
 __all__ = ["DESC_SOURCE", "NAME", "wgmma_source"]

@@ -13,7 +13,7 @@ from ..expr import Expr, IntImm, Max, Min, TensorLoad, Var, binary
 from ..schedule import ROOT, SCAN_UPDATE, SCOPE, Schedule, ScheduleError, Stage
 from ..tensor import ComputeOp, IterVar, Range
 from ..visitor import collect, substitute
-from ..poly import loads_with_conditions, needed_region
+from ..poly import loads_with_conditions, needed_region, proves
 from .op_registry import lowering_of
 from .relations import leaf_ranges, root_values
 
@@ -148,9 +148,9 @@ class Bounds:
                     inside = exact.total and isinstance(ext_unclipped, IntImm) and isinstance(width, IntImm) and \
                         width.value == ext_unclipped.value
             # clip to the domain (also where nothing is needed: the extent becomes zero)
-            if not inside and not prove(lo >= dom.min, self.var_bounds):
+            if not inside and not proves_inside(lo >= dom.min, self.var_bounds):
                 lo = simplify(binary(Max, lo, dom.min))
-            if not inside and not prove(hi <= dmax, self.var_bounds):
+            if not inside and not proves_inside(hi <= dmax, self.var_bounds):
                 hi = simplify(binary(Min, hi, dmax))
             region[iv] = Range(lo, simplify(hi - lo + 1))
             ub = const_bounds(ext_unclipped, self.var_bounds)[1]
@@ -179,6 +179,13 @@ class Bounds:
         return OutOfBoundsError(
             f"stage {q.op.name}: out-of-bounds read of tensor {name}: index {name}[{idx}] reaches "
             f"{name}[{', '.join(map(str, elem))}] outside its shape [{shape}] (counterexample: {where})")
+
+
+def proves_inside(cond: Expr, var_bounds: dict) -> bool:
+    """Whether a region's bound ``cond`` (``lo >= dom.min``, ``hi <= dmax``) holds: by intervals, else by isl
+    (isl's own hull under a swizzled block index, whose divisions intervals cannot bound, so that no clip
+    hides its constant width)."""
+    return prove(cond, var_bounds) or proves(cond, var_bounds)
 
 
 def _constant_widths(region) -> bool:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import itertools
 import math
 
-from ..arith import INF, const_bounds, prove, simplify
+from ..arith import INF, const_bounds, simplify
 from ..expr import Expr, IntImm, Max, Min, TensorLoad, Var, binary
 from ..schedule import Stage
 from ..tensor import ComputeOp, IterVar, Range
 from ..visitor import collect, free_vars, substitute
-from .bounds import Bounds, _fold, _relaxed, attach_path
+from .bounds import Bounds, _fold, _relaxed, attach_path, proves_inside
 from .relations import root_values
 
 SCOPE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
@@ -111,9 +111,9 @@ class ThreadBounds(Bounds):
             lo, hi = lo[0], hi[1]
             ext_unclipped = simplify(hi - lo + 1)
             dmax = simplify(dom.min + dom.extent - 1)
-            if not prove(lo >= dom.min, self.var_bounds):
+            if not proves_inside(lo >= dom.min, self.var_bounds):
                 lo = simplify(binary(Max, lo, dom.min))
-            if not prove(hi <= dmax, self.var_bounds):
+            if not proves_inside(hi <= dmax, self.var_bounds):
                 hi = simplify(binary(Min, hi, dmax))
             out[iv] = Range(lo, simplify(hi - lo + 1))
             ub = _upper(ext_unclipped, self.var_bounds)

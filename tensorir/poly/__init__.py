@@ -488,6 +488,21 @@ class LoopContext:
         return None
 
 
+@isl_or(False)
+def proves(cond: Expr, bounds: dict) -> bool:
+    """Whether the integer condition ``cond`` holds for every value of its variables within ``bounds`` ({Var:
+    (lo, hi)}, constants; a variable without finite bounds ranges freely): where interval arithmetic cannot tell,
+    as for the floor divisions of a swizzled block index (``x * 128 - (x + 1) // 2 * 128 >= 0``)."""
+    negated = constraint(cond, True)
+    if negated is None:
+        return False
+    names = {isl_name(v): v for v in collect(cond, Var)}
+    cons = [negated] + [f"{int(lo)} <= {n} <= {int(hi)}" for n, v in names.items()
+                        for lo, hi in [bounds.get(v, (None, None))]
+                        if lo is not None and hi is not None and abs(lo) != float("inf") and abs(hi) != float("inf")]
+    return isl.Set(f"{{ [{', '.join(names)}] : {' and '.join(f'({c})' for c in cons)} }}").is_empty()
+
+
 # -- regions: what a set of reads needs, as exact bounds -----------------------------------------------
 @dataclass
 class Region:

@@ -90,6 +90,20 @@ def test_block_swizzle_simulated(bias):
     _check(out, ins, "float16", "float16", False, bias, False)
 
 
+@pytest.mark.nvcc
+@pytest.mark.parametrize("bias", [False, True], ids=["direct_store", "shared_epilogue"])
+def test_one_warp_column_keeps_fragments_in_registers(bias):
+    """Blocks of one warp column (``block_n == warp_n``: ``threadIdx.z`` of extent 1) keep their accumulators in
+    registers: a launch axis of extent 1 reads 0 in the fragments' offsets (they read ``threadIdx.z`` times the
+    warp's tile before, which put the fragments in local memory: a 128-512 byte stack in many configs of the
+    tensor-core spaces, and in the wgmma GEMM of a BERT layer's dense, its batch of one on ``blockIdx.z``)."""
+    mod = _build(128, 128, 64, "float16", False, "float16", bias, False,
+                 dict(SMALL, block_m=64, block_n=64, warp_m=32, warp_n=64))
+    assert mod.launch.block == (32, 2, 1)
+    usage = mod.resource_usage
+    assert usage["stack_bytes"] == 0 and usage["spill_stores"] == 0, usage
+
+
 @pytest.mark.cuda_sim
 def test_simulated_mma_layout_is_not_symmetric():
     """A kernel whose B operand is read transposed (the wrong ldmatrix mode) must fail the check: the

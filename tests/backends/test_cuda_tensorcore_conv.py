@@ -68,6 +68,16 @@ def test_conv_simulated_one_partial_block():
     assert "24 pixels" in conv_refusal("float16", 1, 64, 24, 64, 576, info)
 
 
+@pytest.mark.cuda_sim
+def test_conv_simulated_swizzled_column_tiles():
+    """Row blocks swizzled in groups over two column tiles (32 x 128 blocks, swizzle 2, O = 256): the shared
+    tile's bounds under the swizzled block index stay affine (its rows were a floor division of one fused block
+    index that isl's region left of varying width: "a split inside the tensorized loops has a tail")."""
+    knobs = {"block_m": 32, "block_n": 128, "warp_m": 32, "warp_n": 64, "chunk": 16, "stages": 2, "swizzle": 2, "pad": 0}
+    s, args = tensorcore_conv2d(1, 16, (8, 8), 256, 1, knobs=knobs, bias=True)
+    _check(s, args, 1, 16, 8, 256, 1, 1, 0, "float16", "bias")
+
+
 def _against_guard(a):
     """A copy of ``a`` that ends where an unreadable page begins: a simulated read past it faults."""
     import ctypes

@@ -27,12 +27,15 @@ def _build(m, n, k, dtype, knobs, out_dtype=None, bias=False, relu=False, arch="
 @pytest.mark.parametrize("dtype,bm,bn,b_trans,pipe", [
     ("float16", 128, 256, False, {}), ("bfloat16", 128, 128, False, {}), ("float16", 256, 64, False, {}),
     ("bfloat16", 128, 256, True, {"swizzle": 8}), ("float16", 128, 256, False, {"bk": 32, "stages": 8, "inflight": 2}),
-    ("bfloat16", 256, 128, False, {"bk": 32, "stages": 6})])
+    ("bfloat16", 256, 128, False, {"bk": 32, "stages": 6}),
+    ("float16", 128, 256, False, {"smem_epilogue": 1, "swizzle": 8, "mbar": 1}), ("bfloat16", 128, 128, False,
+                                                                                {"bk": 32, "inflight": 2, "mbar": 1})])
 def test_wgmma_ptx_assembles(dtype, bm, bn, b_trans, pipe):
     """sm_90 builds as sm_90a; the PTX has the warpgroup instructions (B transposed where stored [K, N]),
     the async proxy fence and the cp.async pipeline (k slices of 32: two wgmma per slice, the 64-byte
     swizzle's descriptors; ``inflight``: its wait); ptxas keeps the accumulators in registers (no stack,
-    no spills; blocks swizzled in groups of row tiles too: constant fragment offsets)."""
+    no spills; blocks swizzled in groups of row tiles too: constant fragment offsets; ``mbar``: the slots handed
+    over by mbarriers, no cp.async groups in the k loop)."""
     mod = _build(1024, 1024, 512, dtype, dict({"block_m": bm, "block_n": bn}, **pipe), b_trans=b_trans)
     src = mod.get_source("cuda")
     assert f"BK = {pipe.get('bk', 64)}, G = {pipe.get('inflight', 1)}" in src
@@ -42,9 +45,12 @@ def test_wgmma_ptx_assembles(dtype, bm, bn, b_trans, pipe):
     assert mod.arch == "sm_90a" and ".target sm_90a" in ptx
     assert f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{kind}" in ptx
     assert f"p, 1, 1, 0, {int(b_trans)};" in ptx
+    loop = ptx.split("wgmma.wait_group.sync.aligned 0;")[0]
     for op in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
-               "fence.proxy.async.shared::cta", "cp.async.cg.shared.global", "cp.async.wait_group"):
-        assert op in ptx, op
+               "fence.proxy.async.shared::cta", "cp.async.cg.shared.global") + \
+            (("cp.async.mbarrier.arrive.noinc", "mbarrier.try_wait.parity") if pipe.get("mbar") else ("cp.async.wait_group",)):
+        assert op in loop, op
+    assert ("cp.async.wait_group" in loop) != bool(pipe.get("mbar"))
     usage = mod.resource_usage
     assert usage["stack_bytes"] == 0 and usage["spill_stores"] == 0, usage
     assert mod.launch.block == (32, bm // 16, 1) and mod.kernels[0].dynamic_shared > 48 * 1024
@@ -176,6 +182,11 @@ def test_registry_gemm_takes_wgmma_on_sm90(case):
      False),
     ("bfloat16", "bfloat16", 384, 256, 192, {"block_m": 64, "block_n": 128, "stages": 3, "smem_epilogue": 1}, False,
      True, True),
+    # the mbarrier loop: 17 slices in 4 slots (each refilled 3-4 times), 2 groups in flight, B [K, N]; 1 slice
+    ("float16", "float16", 512, 512, 1088, {"smem_epilogue": 1, "swizzle": 2, "mbar": 1}, True, True, False),
+    ("bfloat16", "float32", 256, 768, 640, {"bk": 32, "stages": 8, "inflight": 2, "mbar": 1}, False, False, False),
+    ("float16", "float16", 384, 768, 320, {"block_m": 128, "block_n": 256, "stages": 4, "mbar": 1}, True, False, True),
+    ("float16", "float32", 256, 192, 64, {"block_m": 64, "block_n": 64, "stages": 3, "mbar": 1}, False, False, False),
 ])
 def test_wgmma_gemm_on_gpu(dtype, out_dtype, m, n, k, knobs, bias, relu, b_trans):
     """Non-square GEMMs (k of one slice to 65 slices; fewer slices than stages; B stored [N, K] or [K, N]; k

@@ -22,6 +22,9 @@ CASES = [  # n, c, hw, o, kernel, stride, pad, dtype, epilogue, knobs
     # C % 64 != 0: each 16-byte copy its own tap (a space-to-depth stem's 16 channels, 4 x 4: K 256), rows padded
     (3, 16, 10, 64, 4, 1, 0, "float16", "bias_relu", {"block_m": 64, "block_n": 64, "row_align": 64}),
     (3, 32, 9, 128, 2, 2, 1, "bfloat16", "residual", {"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1}),
+    # the slots handed over by mbarriers (``mbar``), 3 k slices in 3 slots: every slot filled once, up front
+    (2, 64, 8, 128, 3, 1, 1, "float16", "bias_relu", {"block_m": 64, "block_n": 128, "shares": 1, "mbar": 1,
+                                                       "stages": 3}),
 ]
 
 
@@ -112,6 +115,27 @@ def test_wgmma_conv_ptx_assembles():
 
 
 @pytest.mark.nvcc
+@pytest.mark.parametrize("stages", [4, 6])
+def test_wgmma_conv_mbarrier_loop_ptx_assembles(stages):
+    """``mbar``: the slots' handoff by mbarriers (each slot's ``full`` barrier arrived on by the copies themselves,
+    its ``empty`` one by the threads whose warpgroup retired it), no barrier per k slice (its one ``bar.sync`` is
+    after the mbarriers' initialization, where the other loop has it in the k loop): sm_90a, no spills."""
+    knobs = {"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1, "stages": stages}
+    base, mb = (codegen.build(*_sched(32, 512, 7, 512, 3, 1, 1, "float16", "bias_relu", dict(knobs, mbar=m)),
+                              target="cuda -arch=sm_90") for m in (0, 1))
+    loop = mb.get_source("ptx").split("wgmma.wait_group.sync.aligned 0;")[0]
+    for op in ("mbarrier.init.shared::cta.b64", "cp.async.mbarrier.arrive.noinc.shared::cta.b64",
+               "mbarrier.try_wait.parity.shared::cta.b64", "mbarrier.arrive.shared::cta.b64",
+               "fence.proxy.async.shared::cta", "wgmma.wait_group.sync.aligned 1;"):
+        assert op in loop, op
+    assert "cp.async.wait_group" not in loop and loop.count("bar.sync") == 1
+    assert "mbarrier" not in base.get_source("ptx")
+    usage = mb.resource_usage
+    assert usage["stack_bytes"] == 0 and usage["spill_stores"] == 0, usage
+    assert mb.launch.shared_bytes == base.launch.shared_bytes
+
+
+@pytest.mark.nvcc
 @pytest.mark.parametrize("shares", [0, 1])
 def test_wgmma_conv_padded_rows_ptx_assembles(shares):
     """ResNet-18's layer4 3x3 at batch 32 as the layout pass makes it (1568 pixels padded to 1600 rows, 64 x 128
@@ -182,6 +206,20 @@ def test_sm90_conv_takes_wgmma_where_it_fits():
     (32, 256, 14, 512, 1, 2, 0, "bfloat16", "bias", {"block_m": 64, "block_n": 64, "row_align": 64, "shares": 1})])
 def test_wgmma_conv_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs):
     s, args = _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs)
+    _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda", run=lambda mod, *a: mod(*a),
+           wgmma=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,c,hw,o,k,stride,pad,dtype,epilogue,knobs", [
+    CASES[-1],                                              # 3 k slices in 3 slots: each filled once
+    (32, 128, 28, 128, 3, 1, 1, "float16", "bias_relu", {"block_m": 64, "block_n": 128, "shares": 1}),   # layer2
+    (32, 512, 7, 512, 3, 1, 1, "float16", "residual",      # ResNet-18 layer4 (its default: 6 slots)
+     {"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1, "stages": 6}),
+    (32, 128, 28, 128, 3, 1, 1, "bfloat16", "bias", {"block_m": 128, "block_n": 64, "stages": 3, "shares": 0})])
+def test_wgmma_conv_mbarrier_loop_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs):
+    """The mbarrier loop (``mbar``: no barrier per k slice; two warpgroups in the last) on the H100, against numpy."""
+    s, args = _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, dict(knobs, mbar=1))
     _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda", run=lambda mod, *a: mod(*a),
            wgmma=True)
 

@@ -365,3 +365,15 @@ def test_attached_consumer_tail_guard_kept_producer_loop_bounded_instead():
     assert len(conds) == 1 and re.search(r"\bn\b", conds[0]), conds
     for g in collect(f.body, IfThenElse):
         assert not [x for x in collect(g.then_case, BufferStore) if x.buffer.name == "P"], str(f)
+
+
+def test_proves_what_intervals_cannot():
+    """``poly.proves``: a swizzled block index's hull (isl writes ``x // 2`` as ``x - (x + 1) // 2``) lies in the
+    tensor, which interval arithmetic cannot tell; a condition that fails somewhere is not proved."""
+    from tensorir.arith import prove
+    from tensorir.poly import proves
+    x = te.var("x")
+    lo = x * 128 - (x + 1) // 2 * 128
+    bounds = {x: (0, 3)}
+    assert proves(lo >= 0, bounds) and proves(lo + 127 <= 255, bounds) and not prove(lo >= 0, bounds)
+    assert not proves(lo + 127 <= 254, bounds) and not proves(x * 2 >= 1, bounds)

@@ -18,9 +18,18 @@ from tensorir import graph
 from tensorir.graph import testing
 from tensorir.schedule.space import InstantiationError
 
+def _batch_matmul():
+    """A batched MatMul ([12, 128, 64] x [12, 64, 128]: BERT's attention scores, unfused)."""
+    from onnx import TensorProto, helper
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+          for n, s in (("a", [12, 128, 64]), ("b", [12, 64, 128]), ("y", [12, 128, 128]))]
+    g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "bmm", io[:2], io[2:])
+    return graph.from_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+
+
 MODELS = {"resnet18_b1": lambda: graph.from_onnx(testing.resnet18(batch=1)),
           "resnet18_b32": lambda: graph.from_onnx(testing.resnet18(batch=32)),
-          "bert": lambda: graph.from_onnx(testing.bert_layer())}
+          "bert": lambda: graph.from_onnx(testing.bert_layer()), "batch_matmul": _batch_matmul}
 
 
 def _tasks(model: str, dtype: str, target: str) -> list:
@@ -101,3 +110,34 @@ def test_resnet18_tasks_measure_the_deployed_defaults():
         assert str(te.lower(*worker.instantiate(config), name="k")) == deployed, task.kernel_name
         wgmma += "tt_wgmma" in deployed
     assert wgmma
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("model,dtype,arch", [("resnet18_b32", "float16", "sm_90"), ("resnet18_b1", "bfloat16", "sm_80"),
+                                              ("bert", "float16", "sm_90"), ("bert", "bfloat16", "sm_80"),
+                                              ("batch_matmul", "float16", "sm_90"), ("batch_matmul", "bfloat16", "sm_80")])
+def test_sampled_configs_build_to_cubin(model, dtype, arch):
+    """Each task's default, a random config of its space and a swizzled one lower, print as CUDA C and compile with
+    nvcc to a cubin (ptxas: registers, shared memory, the wgmma / mma PTX), as a tuner's builder does: a config that
+    cannot build is filtered out of the space (``space_refusal``), never a failed trial (the audit of the conv, GEMM
+    and batch matmul spaces, ResNet-18 at batch 1 and 32, a BERT layer, sm_80 / sm_90: swizzled conv blocks over
+    two column tiles failed at lowering, their shared tiles' bounds clipped by min / max that isl's hull did not
+    need: tests/backends/test_cuda_tensorcore_conv.py::test_conv_simulated_swizzled_column_tiles)."""
+    import codegen
+    from codegen.cuda.nvcc import nvcc_path
+    if nvcc_path() is None:
+        pytest.skip("nvcc not found")
+    rng = random.Random(7)
+    failed = []
+    for task in _tasks(model, dtype, f"cuda -arch={arch}"):
+        space = task.config_space
+        kept = [space.valid_index(k) for k in range(len(space))]
+        swizzled = [i for i in kept if space.get(i)["swizzle"].val > 1]        # blocks in groups of row tiles
+        picks = [Tuner(task).default_index(), rng.choice(kept)] + rng.sample(swizzled, min(1, len(swizzled)))
+        for i in dict.fromkeys(picks):
+            try:
+                codegen.build(*task.instantiate(i), target=task.target, name="k").compile("cubin")
+            except Exception as e:  # noqa: BLE001 - every failure is collected and named
+                failed.append(f"{task.kernel_name} {space.get(i)}: {type(e).__name__}: {str(e)[:300]}")
+    assert not failed, "\n".join(failed)

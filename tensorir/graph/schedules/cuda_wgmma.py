@@ -31,9 +31,11 @@ from .helpers import bind
 
 #: default knobs: 128 x 256 blocks (two warpgroups of m64n256), 4 slots of k slices of 64 (``bk``), one wgmma
 #: group in flight (``inflight``), blocks in row-major order, the output stored from the fragments
-#: (``smem_epilogue``: through a shared float32 tile over the slots, 16-byte reads by all threads)
+#: (``smem_epilogue``: through a shared float32 tile over the slots, 16-byte reads by all threads), a barrier per
+#: k slice (``mbar``: the slots handed over by mbarriers, ``codegen/cuda/wgmma.py``'s ``_mb`` loop; not yet
+#: measured, so off: ``benchmarks/conv2d_cuda.py --variants`` times it beside the default)
 DEFAULT_KNOBS = {"block_m": 128, "block_n": 256, "stages": 4, "swizzle": 1, "bk": BK, "inflight": 1,
-                 "smem_epilogue": 0}
+                 "smem_epilogue": 0, "mbar": 0}
 #: the default's knobs by size, the first that fits the GEMM wins (``large``: at least :data:`LARGE_BLOCKS`
 #: blocks of 128 x 256).  Measured on an H100 (benchmarks/gemm_cuda.py --dtype float16 / bfloat16, n = 4096 /
 #: 8192, one run): 128 x 256 with the output through shared memory and blocks in groups of 8 row tiles
@@ -109,7 +111,7 @@ def schedule_wgmma(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
         cf = anchor
         cf.set_scope("warp")
     intrin = intrin_wgmma(dtype, bm, bn, k, stages, b_trans, bk=knobs.get("bk", BK), inflight=knobs.get("inflight", 1),
-                          shares=bool(knobs.get("smem_epilogue")))
+                          shares=bool(knobs.get("smem_epilogue")), mbar=bool(knobs.get("mbar")))
     if knobs.get("smem_epilogue"):
         return store_through_shared(s, out, cf, bm, bn, knobs.get("swizzle", 1), None, intrin)
     store = store_intrin(s, out, cf.op.output(0))
@@ -268,7 +270,8 @@ def schedule_wgmma_conv(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     cf = anchor
     cf.set_scope("warp")
     store_through_shared(s, out, cf, bm, bn, knobs.get("swizzle", 1), len(anchor.op.axis),   # split-K: slices on z
-                         intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"], shares=bool(knobs.get("shares"))))
+                         intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"], shares=bool(knobs.get("shares")),
+                                      mbar=bool(knobs.get("mbar"))))
 
 
 __all__ = ["CONV_DEFAULT", "CONV_FEW_BLOCKS", "CONV_FEW_STAGES", "CONV_PREFERRED", "DEFAULT_KNOBS", "conv_shared_bytes", "wgmma_conv_fits", "MMA_ONLY", "PREFERRED", "WGMMA_SPACE_KNOBS", "conv_geometry", "is_sm90",

@@ -128,13 +128,16 @@ def wgmma_conv_check(conv: dict) -> str | None:
 
 
 def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_trans: bool = False,
-                 conv: dict | None = None, bk: int = WGMMA_BK, inflight: int = 1, shares: bool = False):
+                 conv: dict | None = None, bk: int = WGMMA_BK, inflight: int = 1, shares: bool = False,
+                 mbar: bool = False):
     """A warp's 16 x ``block_n`` rows of a block's GEMM over the whole reduction ``k`` (``C[i, j] = sum_k
     f32(A[i, k]) f32(B[j, k])``, ``b_trans``: ``B[k, j]``; A and B in global memory) by the sm_90a main loop of
     ``codegen/cuda/wgmma.py``: the block's ``block_m / 16`` warps call it together (each with its rows),
     staging A and B through ``stages`` shared-memory slots (k slices of ``bk``) for warpgroup ``wgmma``
     (``inflight`` groups unretired while the next is issued; ``shares``: the loop ends with a barrier, so the
-    kernel's own shared memory may overlap its slots); the float32 accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store`` writes it).
+    kernel's own shared memory may overlap its slots; ``mbar``: each slot's handoff by mbarriers, not a barrier
+    per k slice); the float32 accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store``
+    writes it).
 
     ``conv`` (:data:`CONV_FIELDS`): A is a convolution's ``im2col`` (an inlined gather of the NHWC input, tag
     ``im2col``; ``conv["gathers"]`` another tag: ``im2col_split``, split-K's), which the loop gathers itself: the
@@ -161,6 +164,7 @@ def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_
         if why is not None:
             raise ValueError(f"wgmma: {why}")
         func += "_cv" + "_".join(str(int(conv[f])) for f in CONV_FIELDS)
+    func += "_mb" if mbar else ""
 
     def body(ins, outs):
         (ba, bb), (bc,) = ins, outs
