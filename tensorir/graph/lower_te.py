@@ -20,6 +20,11 @@ stores.  How an operator computes on 16-bit values is :data:`WIDEN`, by its patt
   arithmetic rounds after each operator, as ONNX and onnxruntime do);
 * others (opaque anchors such as ``nn.attention``): on their inputs rounded to the graph's dtypes.
 
+An operator whose result is not a float (a comparison, ``isinf``, a cast to an integer or bool, ``argmax``)
+reads its inputs rounded to the graph's dtypes, whatever its pattern: a result that cannot carry the float32
+value's extra precision is the one ONNX defines (``2.9995`` is float16 ``3``: not ``< 3``, cast to int ``3``;
+``66000`` is ``inf``).
+
 A reducing operator with ``low_precision_inputs`` (the bfloat16 kernels with packed weights) takes its
 16-bit inputs as they are and gives its float32 sums (``out_dtype="float32"``)."""
 from __future__ import annotations
@@ -106,6 +111,8 @@ def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
                 raise GraphError(f"kernel {kernel.name}: {v.op} has no topi compute" + (f" ({why})" if why else ""))
             try:
                 args, attrs, mode = [env[id(i)] for i in v.inputs], dict(v.attrs), WIDEN.get(op.pattern, ROUNDED)
+                if not dt.is_float(getattr(v.type, "dtype", "float32")):    # leaving floating point: the 16-bit
+                    args = [_stored(a, i) for a, i in zip(args, v.inputs)]  # values, as ONNX defines them
                 widened = op.low_precision_inputs or mode == FLOAT32 or (mode == FOLLOW and wide & {id(i) for i in v.inputs})
                 if op.low_precision_inputs:
                     args, attrs = [_stored(a, i) for a, i in zip(args, v.inputs)], {**attrs, "out_dtype": "float32"}

@@ -184,3 +184,41 @@ def test_control_flow_keeps_its_dtypes(name):
     for a, b in zip(got, cf.onnxruntime_outputs(model, feed)):
         assert a.dtype == np.float16
         _assert_close(a, b, "float16")
+
+
+def _edge_dense(dtype: str, epilogue):
+    """A 16-bit dense whose float32 sums fall just below the 16-bit rounding of 3 (``2 + (1 - ulp/2)``) and, in
+    float16, past its largest finite value (66000 -> inf), 0.5 exactly, with ``epilogue(y)`` fused after it."""
+    from tensorir.graph.ir import Const, Graph, TensorType, Var
+    below_one = 1 - float(ml_dtypes.finfo(dtype).epsneg)       # the 16-bit value just below 1 (exact)
+    big = [60000.0, 6000.0] if dtype == "float16" else [1.0, 1.0]
+    w = np.array([[2.0, below_one], big, [0.25, 0.25]], dtype)
+    x = Var("x", TensorType((1, 2), dtype))
+    y = graph.call("nn.dense", x, Const(w))
+    return Graph((x,), (epilogue(y, lambda v: Const(np.array(v, dtype))),), (), ("z",)), w
+
+
+EXITS = {   # an epilogue leaving floating point -> its result from the per-operator (ONNX) 16-bit values
+    "less": (lambda y, c: graph.call("less", y, c(3.0)), lambda y: y < 3),
+    "cast_int": (lambda y, c: graph.call("cast", graph.call("minimum", y, c(100.0)), dtype="int32"),
+                 lambda y: np.minimum(y, 100).astype(np.int32)),
+    "isinf": (lambda y, c: graph.call("isinf", y), np.isinf),
+}
+
+
+@pytest.mark.parametrize("name,dtype", [(n, d) for n in sorted(EXITS) for d in LOW
+                                        if (n, d) != ("isinf", "bfloat16")])   # bfloat16 isinf: refused
+def test_a_widened_epilogue_leaving_floating_point_reads_the_16_bit_value(name, dtype):
+    """A dense's float32 sums stay float32 in its fused epilogue (``lower_te.WIDEN``), but a comparison, a cast
+    to an integer or ``isinf`` of them sees the value the graph types 16-bit, rounded, as ONNX (and
+    onnxruntime's explicit Cast) define it: ``y`` = 2.9995 is float16 3 (not < 3, int 3), 66000 is inf."""
+    make, ref = EXITS[name]
+    g, w = _edge_dense(dtype, make)
+    x = np.ones((1, 2), dtype)
+    with np.errstate(over="ignore"):
+        y = (x.astype(np.float32) @ w.astype(np.float32).T).astype(dtype)     # the 16-bit values of the graph
+    want = ref(y.astype(np.float32))
+    m = codegen.build_model(g)
+    (kernel,) = [k.name for k in graph.optimize(g).kernels]
+    assert "dense" in kernel, kernel                                          # the epilogue is fused
+    np.testing.assert_array_equal(m(x=x)[0], want)
