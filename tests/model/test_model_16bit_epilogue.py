@@ -1,0 +1,89 @@
+"""A 16-bit matmul's fused epilogue (``graph/lower_te.py``'s ``WIDEN``) computes on the float32 sums and rounds
+once, at the store or where a 16-bit value is asked for; on the CPU (LLVM) and in generated CUDA C (run by
+``tests/cuda_sim.py``).  The dense's sums are exact in float32 and chosen at the 16-bit edges: 2.9995 (float16 /
+bfloat16 3), 66000 (float16 inf), 0.5; so a result that sees the float32 value where ONNX sees the 16-bit one
+differs by a whole unit (a comparison, a cast to int, ``isinf``, a cast to 16 bits and back), not by a rounding."""
+from __future__ import annotations
+
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import codegen
+from tensorir import graph
+from tensorir.graph.ir import Const, Graph, TensorType, Var
+
+LOW = ["float16", "bfloat16"]
+
+
+def edge_dense(dtype: str, epilogue, rows: int = 1) -> tuple[Graph, np.ndarray]:
+    """``epilogue(dense(x, w), const)`` of ``x`` (rows, 2) and ``w`` (3, 2): with ``x`` ones, float32 sums
+    ``2 + (1 - ulp / 2)`` (16-bit 3), 66000 (float16: inf; bfloat16: 2) and 0.5."""
+    below_one = 1 - float(ml_dtypes.finfo(dtype).epsneg)       # the 16-bit value just below 1 (exact)
+    w = np.array([[2.0, below_one], [60000.0, 6000.0] if dtype == "float16" else [1.0, 1.0], [0.25, 0.25]], dtype)
+    x = Var("x", TensorType((rows, 2), dtype))
+    y = graph.call("nn.dense", x, Const(w))
+    return Graph((x,), (epilogue(y, lambda v: Const(np.array(v, dtype))),), (), ("z",)), w
+
+
+#: epilogue -> (graph, numpy on the float32 values of the 16-bit ``y``: ONNX's per-operator answer)
+EPILOGUES = {
+    "store": (lambda y, c: graph.call("multiply", y, c(1.0)), lambda y: y),
+    "less": (lambda y, c: graph.call("less", y, c(3.0)), lambda y: y < 3),
+    "cast_int": (lambda y, c: graph.call("cast", graph.call("minimum", y, c(100.0)), dtype="int32"),
+                 lambda y: np.minimum(y, 100).astype(np.int32)),
+    "isinf": (lambda y, c: graph.call("isinf", y), np.isinf),
+    "cast_16_32": (lambda y, c: graph.call("cast", graph.call("cast", graph.call("add", y, c(0.0)), dtype=y.type.dtype),
+                                           dtype="float32"), lambda y: y),
+}
+CASES = [(e, d) for e in EPILOGUES for d in LOW if (e, d) != ("isinf", "bfloat16")]  # bfloat16 isinf: refused
+
+
+def simulated(m, feeds):
+    from test_model_cuda import simulate
+    return simulate(m, feeds)
+
+
+def _build_and_run(g, target: str, feeds: dict) -> list:
+    if target == "llvm":
+        return codegen.build_model(g)(**feeds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # small shapes: the SIMT GEMM, with a warning
+        return simulated(codegen.build_model(g, target=target), feeds)
+
+
+TARGETS = ["llvm", pytest.param("cuda -arch=sm_80", marks=[pytest.mark.nvcc, pytest.mark.cuda_sim])]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name,dtype", CASES)
+def test_an_epilogue_sees_the_16_bit_value_where_its_result_depends_on_it(name, dtype, target):
+    """A comparison, a cast to int, ``isinf``, a cast to 16 bits (then float32) of a dense's widened sums see the
+    value the graph types 16-bit (2.9995 is 3: not < 3, int 3; 66000 is float16 inf), as ONNX defines them; the
+    stored value is rounded once (66000 -> inf)."""
+    if name == "isinf" and target != "llvm":
+        pytest.skip("the CUDA renderer has no isinf")
+    make, ref = EPILOGUES[name]
+    g, w = edge_dense(dtype, make)
+    (kernel,) = graph.optimize(g).kernels
+    assert kernel.name.startswith("fused_nn_dense_"), kernel.name     # the epilogue is fused
+    x = np.ones((1, 2), dtype)
+    with np.errstate(over="ignore"):
+        y = (x.astype(np.float32) @ w.astype(np.float32).T).astype(dtype).astype(np.float32)
+    want = ref(y)
+    got = _build_and_run(g, target, {"x": x})[0]
+    assert got.dtype == np.asarray(want).dtype or got.dtype.name == dtype
+    np.testing.assert_array_equal(np.asarray(got).astype(np.asarray(want).dtype), want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", LOW)
+def test_a_widened_epilogue_propagates_nan(dtype, target):
+    """A NaN in a row of the 16-bit data is NaN through the float32 epilogue and its rounding to 16 bits."""
+    g, w = edge_dense(dtype, lambda y, c: graph.call("add", graph.call("multiply", y, c(0.5)), c(1.0)), rows=3)
+    x = np.ones((3, 2), dtype)
+    x[1, 0] = np.nan
+    got = np.asarray(_build_and_run(g, target, {"x": x})[0]).astype(np.float32)
+    assert np.isnan(got[1]).all() and not np.isnan(got[[0, 2]]).any(), got
