@@ -105,3 +105,21 @@ def test_the_reference_evaluator_rounds_per_operator_where_a_kernel_does_not():
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(graph.evaluate(g, {"x": x})[0][0], [3, np.inf, 0.5])
     np.testing.assert_array_equal(codegen.build_model(g)(x=x)[0][0], [2.99951171875, 66000, 0.5])
+
+
+@pytest.mark.parametrize("name", ["less", "floor", "store"])
+def test_the_packed_bfloat16_dense_epilogue_reads_its_rounded_sums(name):
+    """The host's packed bfloat16 dense (``vdpbf16ps``, ``low_precision_inputs``: float32 sums out) under the same
+    rule: 16 rows of ``2 + (1 - ulp / 2)`` give bfloat16 3 (not < 3, floor 3), stored as 3."""
+    from codegen.target import host
+    if "avx512bf16" not in host().features:
+        pytest.skip("the host has no AVX512-BF16")
+    below_one = 1 - float(ml_dtypes.finfo("bfloat16").epsneg)
+    w = np.tile(np.array([[2.0, below_one]], "bfloat16"), (16, 1))
+    x = Var("x", TensorType((4, 2), "bfloat16"))
+    g = Graph((x,), (EPILOGUES[name][0](graph.call("nn.dense", x, Const(w)), lambda v: Const(np.array(v, "bfloat16"))),),
+              (), ("z",))
+    m = codegen.build_model(g, target=host())
+    assert any("dense_pack_bf16" in s.kernel for s in m.steps), [s.kernel for s in m.steps]
+    want = EPILOGUES[name][1](np.full((4, 16), 3.0, np.float32))
+    np.testing.assert_array_equal(np.asarray(m(x=np.ones((4, 2), "bfloat16"))[0]).astype(want.dtype), want)
