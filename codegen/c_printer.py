@@ -305,6 +305,9 @@ class CPrinter:
     def e_Call(self, e: E.Call) -> str:
         d = dt.element(e.dtype)
         args = [self.expr(a) for a in e.args]
+        if e.name in ("isnan", "isinf", "isfinite"):    # C's classification of the float (16-bit: converted)
+            a = e.args[0] if e.args[0].dtype in ("float32", "float64") else E.Cast("float32", e.args[0])
+            return f"{e.name}({self.expr(a)})"
         if d in self.low_precision:   # 16-bit float math runs in float
             inner = E.Call("float32", e.name, tuple(E.Cast("float32", a) for a in e.args))
             return f"{self.low_precision[d][1]}({self.e_Call(inner)})"

@@ -35,7 +35,7 @@ SHIM = r"""
 #include <functional>
 #include <vector>
 #include <ucontext.h>
-using std::min; using std::max; using std::signbit;   // CUDA has them in the global namespace
+using std::min; using std::max; using std::signbit; using std::isnan; using std::isinf; using std::isfinite;   // CUDA has them in the global namespace
 struct tt_dim3 { int x, y, z; };
 struct tt_fiber { ucontext_t ctx; tt_dim3 tid; bool done; int barriers, shuffles, wait; unsigned mask;
                   unsigned char slot[2][8]; unsigned char wide[2][32]; std::vector<char> stack; };

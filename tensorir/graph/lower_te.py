@@ -20,6 +20,11 @@ stores.  How an operator computes on 16-bit values is :data:`WIDEN`, by its patt
   arithmetic rounds after each operator, as ONNX and onnxruntime do);
 * others (opaque anchors such as ``nn.attention``): on their inputs rounded to the graph's dtypes.
 
+An operator whose result is not a float (a comparison, ``isinf``, a cast to an integer or bool, ``argmax``) or
+is a step function of its inputs (:data:`STEPS`: ``floor``, ``mod``...) reads its inputs rounded to the graph's
+dtypes, whatever its pattern: where the float32 value would flip the result by a whole unit it is the one ONNX
+defines (``2.9995`` is float16 ``3``: not ``< 3``, cast to int and floor ``3``; ``66000`` is ``inf``).
+
 A reducing operator with ``low_precision_inputs`` (the bfloat16 kernels with packed weights) takes its
 16-bit inputs as they are and gives its float32 sums (``out_dtype="float32"``)."""
 from __future__ import annotations
@@ -39,6 +44,8 @@ FLOAT32, FOLLOW, ROUNDED = "float32", "follow", "rounded"
 #: Operator pattern -> how a kernel computes it on 16-bit float values (see the module); unlisted: ROUNDED.
 WIDEN: dict[OpPattern, str] = {OpPattern.COMM_REDUCE: FLOAT32, OpPattern.OUT_ELEMWISE_FUSABLE: FLOAT32,
                                OpPattern.ELEMWISE: FOLLOW, OpPattern.BROADCAST: FOLLOW, OpPattern.INJECTIVE: FOLLOW}
+#: float operators whose result jumps where the input crosses a value: they read rounded 16-bit values
+STEPS = frozenset({"floor", "ceil", "round", "sign", "floor_mod", "mod"})
 
 
 @dataclass
@@ -82,6 +89,11 @@ def _stored(a, v):
     return cast(a, v.type.dtype) if v.type.dtype in dt.LOW_PRECISION and _dtype(a) == "float32" else a
 
 
+def _steps(v: Node) -> bool:
+    """Whether ``v``'s result is not a float or a step function of its inputs (:data:`STEPS`)."""
+    return v.op in STEPS or not dt.is_float(getattr(v.type, "dtype", "float32"))
+
+
 def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
     """``kernel``'s body built from topi computes; a node whose result is not a tensor of its type is a
     ``GraphError`` naming the kernel and the op.  ``computes`` (op name -> ``fn(*tensors, **attrs)``)
@@ -106,6 +118,8 @@ def lower_kernel(kernel: Kernel, computes: dict | None = None) -> KernelTE:
                 raise GraphError(f"kernel {kernel.name}: {v.op} has no topi compute" + (f" ({why})" if why else ""))
             try:
                 args, attrs, mode = [env[id(i)] for i in v.inputs], dict(v.attrs), WIDEN.get(op.pattern, ROUNDED)
+                if _steps(v):   # its result jumps where its input's rounding does: the 16-bit values, as ONNX's
+                    args = [_stored(a, i) for a, i in zip(args, v.inputs)]
                 widened = op.low_precision_inputs or mode == FLOAT32 or (mode == FOLLOW and wide & {id(i) for i in v.inputs})
                 if op.low_precision_inputs:
                     args, attrs = [_stored(a, i) for a, i in zip(args, v.inputs)], {**attrs, "out_dtype": "float32"}

@@ -184,3 +184,4 @@ def test_control_flow_keeps_its_dtypes(name):
     for a, b in zip(got, cf.onnxruntime_outputs(model, feed)):
         assert a.dtype == np.float16
         _assert_close(a, b, "float16")
+
