@@ -129,6 +129,18 @@ class KernelTemplateTask(Task):
         self.anchor_op, self.kernel_name, self.desc = anchor_op, kernel_name, kernel_name
         self.workload_key = self.compute_dag.workload_key(kernel_name)
 
+    @property
+    def rule(self) -> tuple:
+        """``(name, version)`` of the kernel's default rule: its records carry it (``autotune.record``)."""
+        from .task_extraction import default_rule
+        return default_rule(self.anchor_op, self.target)
+
+    def default_task(self):
+        """The kernel's auto-scheduler task (same DAG and workload key): the tuner measures the default rule
+        through it (the untuned build's schedule, which the template's fallback config only resembles)."""
+        from .task_extraction import KernelSearchTask
+        return KernelSearchTask(self.compute_dag, self.anchor_op, self.kernel_name, self.target, self.workload_key)
+
     def __repr__(self) -> str:
         return f"KernelTemplateTask({self.name}, {self.workload_key}, anchor={self.anchor_op})"
 
