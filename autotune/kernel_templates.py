@@ -102,6 +102,13 @@ def match_template(tensors, anchor_op: str | None, target) -> tuple[KernelTempla
     return None, "; ".join(f"{name}: {why}" for name, why in whys.items()) or None
 
 
+def template_rule(template: KernelTemplate, anchor_op: str | None, target) -> tuple:
+    """``(name, version)`` of the entry of ``anchor_op`` on ``target`` whose space is ``template``'s (the rule a
+    template record of the kernel was measured under)."""
+    entry = next(e for e in schedule_entries(anchor_op, parse(target)) if e.template == template.name)
+    return entry.name, entry.version
+
+
 def instantiate_kernel_template(name: str, dag_json: str) -> tuple:
     """The body of the kernel template ``name``: ``(schedule, tensors)`` of the DAG given as tensorir JSON
     under the current config; a DAG the space does not fit is a ValueError saying why."""
@@ -131,9 +138,8 @@ class KernelTemplateTask(Task):
 
     @property
     def rule(self) -> tuple:
-        """``(name, version)`` of the kernel's default rule: its records carry it (``autotune.record``)."""
-        from .task_extraction import default_rule
-        return default_rule(self.anchor_op, self.target)
+        """``(name, version)`` of the entry whose space it tunes (:func:`template_rule`): its records carry it."""
+        return template_rule(self.kernel_template, self.anchor_op, self.target)
 
     def default_task(self):
         """The kernel's auto-scheduler task (same DAG and workload key): the tuner measures the default rule
@@ -146,4 +152,4 @@ class KernelTemplateTask(Task):
 
 
 __all__ = ["KernelTemplate", "KernelTemplateTask", "TARGET_LIMITS", "dag_json", "instantiate_kernel_template",
-           "kernel_te", "kernel_template", "match_template"]
+           "kernel_te", "kernel_template", "match_template", "template_rule"]

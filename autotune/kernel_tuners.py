@@ -176,7 +176,7 @@ class TemplateKernelTuner:
         mine = [r for r in records if r.key == (self.task.workload, self.task.target)]
         self.logged = len(mine)
         default = [r for r in records if r.key == (self.default_task.workload, self.task.target)
-                   and _is_default(r, self.task)][:1]
+                   and _is_default(r, self.default_task)][:1]
         if default:
             self.default_cost = default[0].cost if default[0].result.ok else math.inf
         return [(r.cost if r.result.ok else math.inf, r.result.error_msg) for r in default + mine]

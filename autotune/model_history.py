@@ -101,6 +101,7 @@ class HistorySchedule:
         self._chosen: dict[int, tuple] = {}         # id(kt) -> (record, kernel name) last returned
 
     def __call__(self, kt):
+        from .task_extraction import default_rule
         try:
             dag = ComputeDAG(kt.args)
         except (TypeError, ValueError):
@@ -109,10 +110,11 @@ class HistorySchedule:
         name = kt.kernel.name if kt.kernel is not None else dag.workload_key()
         skipped = self._outdated_by_key.get(dag.hash, [])
         mine = [*self.records.get(dag.hash, ()), *skipped]         # the measured defaults say which rule it beat
-        records, outdated = self._current(kt, self.records.get(dag.hash, ()), mine)
+        default = default_rule(kt.anchor_op, self.target)
+        records, outdated = self._current(self.records.get(dag.hash, ()), mine, default, default)
         outdated += skipped
         candidates = [(r, lambda r=r: self._record_schedule(kt, dag, r)) for r in records if id(r) not in self.rejected]
-        templated = self._template_record(kt, mine, outdated)
+        templated = self._template_record(kt, mine, default, outdated)
         if templated is not None:       # first: it wins a tie
             candidates.insert(0, (templated[1], lambda: self._template_schedule(kt, *templated)))
         if not candidates and outdated:
@@ -129,16 +131,16 @@ class HistorySchedule:
             return chosen
         return None
 
-    def _current(self, kt, records, mine) -> tuple[list, list]:
-        """``(current, outdated)`` of ``records`` of a kernel whose auto-scheduler records are ``mine``: outdated
-        ones were measured under an older version of its default rule or against another rule; where ``mine``
-        has a measured default of another rule and none of today's, records that do not say their rule (a log
-        from before versions) were compared with that one too."""
+    @staticmethod
+    def _current(records, mine, current: tuple, default: tuple) -> tuple[list, list]:
+        """``(current, outdated)`` of ``records`` of a kernel whose auto-scheduler records are ``mine``, measured
+        today under the rule ``current`` (``(name, version)``; its default rule: ``default``): outdated ones were
+        measured under an older version or another rule; where ``mine`` has a measured default of another rule
+        and none of ``default``, records that do not say their rule (a log from before versions) were compared
+        with that one."""
         from .record_check import rule_of, rule_problem
-        from .task_extraction import default_rule
-        current = default_rule(kt.anchor_op, self.target)
         defaults = [rule_of(r) for r in mine if "default" in r.knobs]
-        unknown_old = bool(defaults) and current not in defaults
+        unknown_old = bool(defaults) and default not in defaults
         old = [r for r in records if rule_problem(r, current[0]) is not None or (unknown_old and rule_of(r) is None)]
         ids = {id(r) for r in old}
         return [r for r in records if id(r) not in ids], old
@@ -180,10 +182,10 @@ class HistorySchedule:
         return state.schedule, {"kind": "record", "log": self.log, "log_sha256": self.log_sha256,
                                 "record": record_identity(rec)}
 
-    def _template_record(self, kt, mine, outdated: list):
+    def _template_record(self, kt, mine, default: tuple, outdated: list):
         """``(template, record, config)``: the fastest valid record of the hand template that fits the
         kernel (``autotune.kernel_templates``), or None; outdated ones (see :meth:`_current`) join ``outdated``."""
-        from .kernel_templates import dag_json, match_template
+        from .kernel_templates import dag_json, match_template, template_rule
         from .record_check import problem
         from .task import Task
         from .template import lookup, workload_of
@@ -192,7 +194,8 @@ class HistorySchedule:
         if tmpl is None:
             return None
         workload = workload_of(tmpl.name, [dag_json(kt.args)])
-        records, old = self._current(kt, self.best.get(workload) or [], mine)
+        records, old = self._current(self.best.get(workload) or [], mine, template_rule(tmpl, kt.anchor_op, target),
+                                     default)
         outdated += old + self._outdated_by_key.get(workload, [])
         if not records:
             return None

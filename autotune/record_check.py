@@ -77,12 +77,14 @@ def rule_of(rec) -> tuple | None:
 
 
 def rule_problem(rec, current: str | None = None) -> str | None:
-    """Why ``rec`` is outdated (None if it is not, or nothing says): its rule's version changed, or its rule is
-    no longer registered, or (``current``: the name of its kernel's default rule today) another rule."""
+    """Why ``rec`` is outdated (None if it is not, or nothing says): its rule's version changed (a kernel template's
+    record without one: its template's entries are past version 1), or its rule is no longer registered, or
+    (``current``: the name of the rule its kernel would be measured under today) another rule."""
+    from tensorir.graph.schedules.registry import rule_version, template_version
     rule = rule_of(rec)
-    if rule is None:
-        return None
-    from tensorir.graph.schedules.registry import rule_version
+    if rule is None:        # a model kernel template's record from before versions: version 1 of its entries
+        now = template_version(rec.workload[0]) if isinstance(rec.workload[0], str) else None
+        return None if now in (None, 1) else f"measured under template {rec.workload[0]} version 1, now version {now}"
     name, version = rule
     now = rule_version(name, rec.target)
     if now is None:

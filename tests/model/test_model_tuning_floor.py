@@ -137,6 +137,19 @@ def test_a_log_without_versions_still_deploys(dense_tuned, tmp_path):
     assert origin["kind"] in ("default", "template") and "outdated_records" not in origin
 
 
+def test_a_log_without_versions_is_version_1_of_its_rules(dense_tuned, tmp_path, matmul_v2):
+    """Its measured default is version 1 of the rule it names, its template configs version 1 of their template's
+    entries (the AMX case: records tuned before a rule changed, written before records carried versions)."""
+    g, params, task, log, _ = dense_tuned
+    old = [{k: v for k, v in r.items() if k != "rule"} for r in _records(log)]
+    m, caught = _build(g, params, _write(tmp_path / "old.jsonl", old))
+    said = [str(w.message) for w in caught if issubclass(w.category, OutdatedRecordWarning)]
+    assert "line 1: measured under schedule_matmul version 1, now version 2" in said[0]
+    assert "line 2: measured under template dense_kernel_cpu version 1, now version 2" in said[0]
+    origin = next(s.schedule for s in m.run_list.steps if s.kernel == task.kernel_name)
+    assert origin["kind"] == "default" and origin["outdated_records"] == 4
+
+
 def test_records_measured_against_another_default_rule_are_skipped(dense_tuned, tmp_path):
     """A log from before versions whose measured default names another rule (the kernel's default changed, as
     AMX's dense replaced VNNI's): the kernel's records were compared with that one, so none is deployed."""

@@ -184,6 +184,11 @@ def rule_version(name: str, target="llvm") -> int | None:
     return max(versions, default=None)
 
 
+def template_version(template: str) -> int | None:
+    """The version of the entries whose space is tuned as ``template`` (the highest), None if none is."""
+    return max((e.version for e in template_entries(template)), default=None)
+
+
 def precision(kt: KernelTE) -> str | None:
     """The element type the kernel's anchor computes on (its first input's), None without an anchor."""
     if not kt.anchor_op:
@@ -219,6 +224,7 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
 
 
 __all__ = ["Rule", "ScheduleEntry", "TARGETS", "TARGET_INFO", "default_rule_name", "isa_missing", "kernel_schedule",
-           "register_schedule", "rule_registrar", "rule_version", "schedule_entries", "schedule_entry", "scheduling_target", "target_features", "target_info",
+           "register_schedule", "rule_registrar", "rule_version",
+           "template_version", "schedule_entries", "schedule_entry", "scheduling_target", "target_features", "target_info",
            "target_kind",
            "template_entries"]
