@@ -184,3 +184,19 @@ def test_reading_a_rule_names_a_malformed_one_and_one_no_longer_registered(dense
     from autotune.record_check import rule_problem
     rec = Record.from_json(dict(second, rule=None))
     assert rule_problem(dataclasses.replace(rec, knobs={"default": "gone"})) is None   # a template's knob
+
+
+def test_the_deploy_check_names_kernels_slower_from_the_log_than_untuned():
+    """``tune-model``'s deploy check: a kernel from the log slower in place than untuned (by 10% and a
+    microsecond, least of the alternating profiles) is named with both times; defaults and noise are not."""
+    from types import SimpleNamespace
+
+    from autotune.cli.tune import _slower_kernels
+    from codegen.runtime.profile import ModelProfile
+    step = lambda name, kind: SimpleNamespace(kernel=name, native=True, schedule={"kind": kind})
+    tuned = SimpleNamespace(run_list=SimpleNamespace(steps=[step("a", "template"), step("b", "record"),
+                                                            step("c", "default"), step("d", "record")]))
+    prof = lambda *ts: ModelProfile([(k, True, t) for k, t in zip("abcd", ts)], sum(ts), 20)
+    rounds = [(prof(3e-5, 1.05e-5, 5e-5, 1.5e-6), prof(1e-5, 1e-5, 1e-5, 1e-6)),
+              (prof(2e-5, 1.2e-5, 5e-5, 1.5e-6), prof(1.1e-5, 1e-5, 1e-5, 1e-6))]
+    assert _slower_kernels(tuned, rounds) == ["a 0.0200 vs 0.0100 ms (2.00x, template)"]
