@@ -45,7 +45,8 @@ class ApplyHistoryBest(DispatchContext):
         from codegen.target import parse
         self.target = parse(target)
         self.source = records if isinstance(records, str) else "no records" if records is None else "the given records"
-        self.records = [r for r in records_of(records) if r.result.ok]   # every target's (build_model re-targets)
+        self.outdated: list = []       # records of an older schedule rule, skipped (the manifest counts them)
+        self.records = [r for r in records_of(records, self.outdated) if r.result.ok]   # every target's (build_model re-targets)
         self.best = best_by_workload(self.records, self.target)
         self._configs: dict[tuple, object] = {}
 

@@ -102,6 +102,13 @@ def match_template(tensors, anchor_op: str | None, target) -> tuple[KernelTempla
     return None, "; ".join(f"{name}: {why}" for name, why in whys.items()) or None
 
 
+def template_rule(template: KernelTemplate, anchor_op: str | None, target) -> tuple:
+    """``(name, version)`` of the entry of ``anchor_op`` on ``target`` whose space is ``template``'s (the rule a
+    template record of the kernel was measured under)."""
+    entry = next(e for e in schedule_entries(anchor_op, parse(target)) if e.template == template.name)
+    return entry.name, entry.version
+
+
 def instantiate_kernel_template(name: str, dag_json: str) -> tuple:
     """The body of the kernel template ``name``: ``(schedule, tensors)`` of the DAG given as tensorir JSON
     under the current config; a DAG the space does not fit is a ValueError saying why."""
@@ -129,9 +136,20 @@ class KernelTemplateTask(Task):
         self.anchor_op, self.kernel_name, self.desc = anchor_op, kernel_name, kernel_name
         self.workload_key = self.compute_dag.workload_key(kernel_name)
 
+    @property
+    def rule(self) -> tuple:
+        """``(name, version)`` of the entry whose space it tunes (:func:`template_rule`): its records carry it."""
+        return template_rule(self.kernel_template, self.anchor_op, self.target)
+
+    def default_task(self):
+        """The kernel's auto-scheduler task (same DAG and workload key): the tuner measures the default rule
+        through it (the untuned build's schedule, which the template's fallback config only resembles)."""
+        from .task_extraction import KernelSearchTask
+        return KernelSearchTask(self.compute_dag, self.anchor_op, self.kernel_name, self.target, self.workload_key)
+
     def __repr__(self) -> str:
         return f"KernelTemplateTask({self.name}, {self.workload_key}, anchor={self.anchor_op})"
 
 
 __all__ = ["KernelTemplate", "KernelTemplateTask", "TARGET_LIMITS", "dag_json", "instantiate_kernel_template",
-           "kernel_te", "kernel_template", "match_template"]
+           "kernel_te", "kernel_template", "match_template", "template_rule"]

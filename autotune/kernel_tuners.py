@@ -2,7 +2,9 @@
 
 ``KernelTuner`` drives an auto-scheduler task (the kernel's measured default once, claimed through the
 shared study, then rounds of ``SketchPolicy.continue_search_one_round``); ``TemplateKernelTuner`` drives
-a hand-template task with a template tuner.  Both measure with the scheduler's ``ProgramMeasurer`` (open
+a hand-template task with a template tuner, after measuring the kernel's default rule once (the untuned
+build's schedule, which the template's fallback config only resembles), so that every task's best is
+never slower than its default as measured.  Both measure with the scheduler's ``ProgramMeasurer`` (open
 for the whole tune) and log to its log; ``batch`` returns ``(cost, error)`` per trial (cost inf on error);
 ``remeasure_best()`` times the fastest candidate once more, unlogged (the scheduler's ``remeasure``).
 """
@@ -77,7 +79,7 @@ class KernelTuner:
             if r.workload[0] != "auto_scheduler" or r.target != self.task.target or \
                     key_hash(r.workload[1][0]) != key_hash(self.task.workload_key):
                 continue
-            if isinstance(r.knobs, dict) and "default" in r.knobs and not self.default_measured:
+            if _is_default(r, self.task) and not self.default_measured:
                 self.default_measured = True
                 if self.policy.shared.status(r.index) == "free":
                     self.policy.shared.record_known_index(r.index, r.result, dict(r.knobs))
@@ -139,17 +141,27 @@ class KernelTuner:
         return out + [(r.cost if r.ok else math.inf, r.error_msg) for r in results]
 
 
+def _is_default(rec, task) -> bool:
+    """Whether ``rec`` is a measured default of ``task``'s kernel under its rule (name and version) today."""
+    from .record_check import rule_of
+    return isinstance(rec.knobs, dict) and "default" in rec.knobs and rule_of(rec) == task.rule
+
+
 class TemplateKernelTuner:
-    """Drives one :class:`~autotune.kernel_templates.KernelTemplateTask` batch by batch with a template
-    tuner (``ModelTuner``: its fallback config, the default rule's block, first), measuring with the
-    scheduler's ``ProgramMeasurer`` and logging to the same log; each batch resumes from the log."""
+    """Drives one :class:`~autotune.kernel_templates.KernelTemplateTask` batch by batch: first the kernel's
+    default rule, measured once as the auto-scheduler record of its DAG (``{"default": rule}``, what deployment
+    compares the template's records with), then a template tuner (``ModelTuner``: its fallback config, the
+    default rule's block, first), measuring with the scheduler's ``ProgramMeasurer`` and logging to the same
+    log; each batch resumes from the log."""
 
     def __init__(self, task, log: str, measurer, storage=None, seed: int = 0):
         from .tuner import ModelTuner
-        self.task, self.log = task, log
+        self.task, self.log, self.measurer = task, log, measurer
         self.tuner = ModelTuner(task, seed=seed, storage=storage)
         self.option = measurer.as_measure_option()
         self.logged = 0
+        self.default_task = task.default_task()
+        self.default_cost: float | None = None      # None: not measured yet (inf: it failed)
 
     name = property(lambda self: self.task.desc)
     flop = property(lambda self: float(self.task.flop or 0.0))
@@ -160,22 +172,46 @@ class TemplateKernelTuner:
             return []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            mine = [r for r in records_of(self.log) if r.key == (self.task.workload, self.task.target)]
+            records = records_of(self.log)
+        mine = [r for r in records if r.key == (self.task.workload, self.task.target)]
         self.logged = len(mine)
-        return [(r.cost if r.result.ok else math.inf, r.result.error_msg) for r in mine]
+        default = [r for r in records if r.key == (self.default_task.workload, self.task.target)
+                   and _is_default(r, self.default_task)][:1]
+        if default:
+            self.default_cost = default[0].cost if default[0].result.ok else math.inf
+        return [(r.cost if r.result.ok else math.inf, r.result.error_msg) for r in default + mine]
+
+    def _default(self) -> list[tuple[float, str]]:
+        """Measure the kernel's default rule and log it (an auto-scheduler record of the kernel's DAG)."""
+        from .record import append_records, make_record
+        inp = MeasureInput(self.default_task, self.default_task.default_config())
+        res = self.measurer.build_and_run([inp])[0]
+        append_records(self.log, [make_record(inp, res)])
+        self.default_cost = res.cost if res.ok else math.inf
+        return [(self.default_cost, res.error_msg)]
 
     def batch(self, n: int) -> list[tuple[float, str]]:
+        out = self._default() if self.default_cost is None else []
+        n -= len(out)
+        if n <= 0:
+            return out
         from .callback import log_to_file
         before = len(self.tuner.history)
         self.tuner.tune(max(self.tuner.trials_done, self.logged) + n, measure_option=self.option,
                         callbacks=[log_to_file(self.log)])
-        return [(r.cost if r.ok else math.inf, r.error_msg) for _, r in self.tuner.history[before:]]
+        return out + [(r.cost if r.ok else math.inf, r.error_msg) for _, r in self.tuner.history[before:]]
 
     def remeasure_best(self) -> float | None:
-        """A fresh measurement of the task's fastest config, not logged: its cost, or None."""
-        if self.tuner.best_index is None:
-            return None
-        res = self.option.measure([MeasureInput(self.task, self.tuner.space.get(self.tuner.best_index))])[0]
+        """A fresh measurement of the task's fastest config (or of its default, when that is faster), not
+        logged: its cost, or None."""
+        best = self.tuner.best_index
+        if best is None or (self.default_cost is not None and self.default_cost < self.tuner.best_cost):
+            if self.default_cost is None or not math.isfinite(self.default_cost):
+                return None
+            inp = MeasureInput(self.default_task, self.default_task.default_config())
+            res = self.measurer.build_and_run([inp])[0]
+        else:
+            res = self.option.measure([MeasureInput(self.task, self.tuner.space.get(best))])[0]
         return res.cost if res.ok else None
 
 

@@ -13,6 +13,11 @@ then says ``{"kind": "record", "log", "log_sha256", "record": {workload_key, ste
 schedule and are named in one warning (:meth:`HistorySchedule.warn_missing`).  A record whose schedule no
 longer builds (its steps do not replay, or the schedule fails to lower) is skipped with a warning naming
 the log and line (:class:`StaleRecordWarning`), and the kernel takes the next best record or its default.
+Records measured under an older version of the kernel's default rule, or against another default rule
+than the kernel's today (:func:`autotune.record_check.rule_problem`; a log without versions whose measured
+default names another rule: all that kernel's records), are outdated: a kernel left with none of its
+records takes its default, its manifest entry counting them (``"outdated_records": n``), and one
+:class:`~autotune.record_check.OutdatedRecordWarning` names those kernels.
 """
 from __future__ import annotations
 
@@ -87,21 +92,33 @@ class HistorySchedule:
         self.best = ctx.best if best is None else best
         self.records = records_by_hash(ctx, self.best)
         self.missing: list[str] = []
+        self.outdated: dict[str, int] = {}           # kernel name -> its outdated records, when it took its default
+        self._outdated_by_key: dict = {}             # skipped when the log was read (an older version): by DAG
+        for r in getattr(ctx, "outdated", ()):        # hash, a template's by workload
+            key = key_hash(r.workload[1][0]) if r.workload[0] == WORKLOAD_NAME else r.workload
+            self._outdated_by_key.setdefault(key, []).append(r)
         self.rejected: set[int] = set()             # ids of records whose schedule failed to build
         self._chosen: dict[int, tuple] = {}         # id(kt) -> (record, kernel name) last returned
 
     def __call__(self, kt):
+        from .task_extraction import default_rule
         try:
             dag = ComputeDAG(kt.args)
         except (TypeError, ValueError):
             self.missing.append(kt.kernel.name if kt.kernel is not None else "?")
             return None
         name = kt.kernel.name if kt.kernel is not None else dag.workload_key()
-        candidates = [(r, lambda r=r: self._record_schedule(kt, dag, r))
-                      for r in self.records.get(dag.hash, ()) if id(r) not in self.rejected]
-        templated = self._template_record(kt)
+        skipped = self._outdated_by_key.get(dag.hash, [])
+        mine = [*self.records.get(dag.hash, ()), *skipped]         # the measured defaults say which rule it beat
+        default = default_rule(kt.anchor_op, self.target)
+        records, outdated = self._current(self.records.get(dag.hash, ()), mine, default, default)
+        outdated += skipped
+        candidates = [(r, lambda r=r: self._record_schedule(kt, dag, r)) for r in records if id(r) not in self.rejected]
+        templated = self._template_record(kt, mine, default, outdated)
         if templated is not None:       # first: it wins a tie
             candidates.insert(0, (templated[1], lambda: self._template_schedule(kt, *templated)))
+        if not candidates and outdated:
+            return self._outdated_default(kt, name, len(outdated))
         if not candidates and not any(id(r) in self.rejected for r in self.records.get(dag.hash, ())):
             self.missing.append(name)
         for rec, make in sorted(candidates, key=lambda c: c[0].cost):     # fastest first
@@ -113,6 +130,27 @@ class HistorySchedule:
             self._chosen[id(kt)] = (rec, name)
             return chosen
         return None
+
+    @staticmethod
+    def _current(records, mine, current: tuple, default: tuple) -> tuple[list, list]:
+        """``(current, outdated)`` of ``records`` of a kernel whose auto-scheduler records are ``mine``, measured
+        today under the rule ``current`` (``(name, version)``; its default rule: ``default``): outdated ones were
+        measured under an older version or another rule; where ``mine`` has a measured default of another rule
+        and none of ``default``, records that do not say their rule (a log from before versions) were compared
+        with that one."""
+        from .record_check import rule_of, rule_problem
+        defaults = [rule_of(r) for r in mine if "default" in r.knobs]
+        unknown_old = bool(defaults) and default not in defaults
+        old = [r for r in records if rule_problem(r, current[0]) is not None or (unknown_old and rule_of(r) is None)]
+        ids = {id(r) for r in old}
+        return [r for r in records if id(r) not in ids], old
+
+    def _outdated_default(self, kt, name: str, count: int):
+        """The default schedule of a kernel whose records are all outdated, its origin counting them."""
+        from tensorir.graph.schedules import kernel_schedule
+        s, origin = kernel_schedule(kt, self.target)
+        self.outdated[name] = count
+        return s, {**origin, "outdated_records": count, "log": self.log, "log_sha256": self.log_sha256}
 
     def reject(self, kt, error: Exception) -> bool:
         """The schedule last chosen for ``kt`` failed to build (``error``): warn naming its log line, and
@@ -144,10 +182,10 @@ class HistorySchedule:
         return state.schedule, {"kind": "record", "log": self.log, "log_sha256": self.log_sha256,
                                 "record": record_identity(rec)}
 
-    def _template_record(self, kt):
+    def _template_record(self, kt, mine, default: tuple, outdated: list):
         """``(template, record, config)``: the fastest valid record of the hand template that fits the
-        kernel (``autotune.kernel_templates``), or None."""
-        from .kernel_templates import dag_json, match_template
+        kernel (``autotune.kernel_templates``), or None; outdated ones (see :meth:`_current`) join ``outdated``."""
+        from .kernel_templates import dag_json, match_template, template_rule
         from .record_check import problem
         from .task import Task
         from .template import lookup, workload_of
@@ -156,7 +194,9 @@ class HistorySchedule:
         if tmpl is None:
             return None
         workload = workload_of(tmpl.name, [dag_json(kt.args)])
-        records = self.best.get(workload) or []
+        records, old = self._current(self.best.get(workload) or [], mine, template_rule(tmpl, kt.anchor_op, target),
+                                     default)
+        outdated += old + self._outdated_by_key.get(workload, [])
         if not records:
             return None
         space = Task(lookup(tmpl.name), (dag_json(kt.args),), str(target)).config_space
@@ -181,6 +221,13 @@ class HistorySchedule:
                        "knobs_sha256": hashlib.sha256(knobs.encode()).hexdigest()[:16], "cost": rec.cost}, **extra}
 
     def warn_missing(self) -> None:
+        if self.outdated:
+            from .record_check import OutdatedRecordWarning
+            names = ", ".join(f"{k} ({n})" for k, n in self.outdated.items())
+            warnings.warn(f"build_model: {len(self.outdated)} kernel(s) take their default schedule: their "
+                          f"{sum(self.outdated.values())} record(s) in {self.log or 'the records'} were measured under "
+                          f"an older schedule rule (tune again to replace them): {names}", OutdatedRecordWarning,
+                          stacklevel=3)
         if self.missing:
             names = ", ".join(dict.fromkeys(self.missing))
             warnings.warn(f"build_model: {len(set(self.missing))} kernel(s) have no record in {self.log or 'the records'} "

@@ -10,6 +10,12 @@ A line names everything that gives its numbers their meaning::
                 "all_cost": 0.41, "timestamp": 1732271234.5},
      "toolchain": {"llvmlite": "0.50.0", "llvm": "22.1.0"}}
 
+A record of a model kernel also names the default rule of its kernel and that rule's version when it was
+measured (``"rule": {"name": "schedule_matmul", "version": 1}``, :mod:`tensorir.graph.schedules.registry`):
+a record of an older version is refused (:mod:`autotune.record_check`), and deployment skips a kernel's
+records measured against another default rule (:mod:`autotune.model_history`).  Lines written before
+records carried it have none: they count as version 1 (the version of every rule then).
+
 Loading parses JSON only (never pickle, never code).  Lines that are not valid records -- a torn
 last line after a kill, a foreign format version -- are skipped, and records that cannot be true (a
 zero cost or one below the physical floor, a config outside the template's space: see
@@ -41,6 +47,7 @@ class Record:
     flop: float = 0.0
     version: str = ""
     toolchain: dict | None = None
+    rule: tuple | None = None       # (name, version) of the kernel's default rule it was measured under
     line: int = field(default=0, compare=False)      # where it was read (1-based; 0: not from a file)
 
     @property
@@ -63,7 +70,8 @@ class Record:
                 "config": {"index": self.index, "knobs": self.knobs},
                 "result": {"costs": list(r.costs), "error_no": int(r.error_no), "error": r.error_no.name,
                            "error_msg": r.error_msg, "all_cost": r.all_cost, "timestamp": r.timestamp},
-                "toolchain": self.toolchain or toolchain(self.target)}
+                "toolchain": self.toolchain or toolchain(self.target),
+                **({"rule": {"name": self.rule[0], "version": self.rule[1]}} if self.rule else {})}
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"))
@@ -81,8 +89,13 @@ class Record:
         knobs = d["config"]["knobs"]
         if not isinstance(knobs, dict):
             raise ValueError("bad knobs")
+        rule = d.get("rule")
+        if rule is not None:
+            if not isinstance(rule, dict) or not isinstance(rule.get("name"), str) or type(rule.get("version")) is not int:
+                raise ValueError("bad rule")
+            rule = (rule["name"], rule["version"])
         return Record(workload_of(name, args), str(d["target"]), int(d["config"]["index"]), knobs, result,
-                      float(d.get("flop", 0.0)), str(d.get("tiletune", "")), d.get("toolchain"))
+                      float(d.get("flop", 0.0)), str(d.get("tiletune", "")), d.get("toolchain"), rule)
 
 
 def _version() -> str:
@@ -105,13 +118,14 @@ def toolchain(target: str = "llvm") -> dict:
 def make_record(inp, result: MeasureResult) -> Record:
     """The record of one trial (``inp``: a MeasureInput)."""
     task = inp.task
-    return Record(task.workload, task.target, inp.config.index, inp.config.knobs(), result, task.flop)
+    return Record(task.workload, task.target, inp.config.index, inp.config.knobs(), result, task.flop,
+                  rule=getattr(task, "rule", None))
 
 
 # -- reading and writing ---------------------------------------------------------------------------------
-def parse_lines(lines: Iterable[str], source: str = "log") -> list[Record]:
+def parse_lines(lines: Iterable[str], source: str = "log", outdated: list | None = None) -> list[Record]:
     """Records from JSON lines; lines that are not records and records that cannot be true are
-    skipped and named in one warning."""
+    skipped and named in one warning, outdated ones in another (appended to ``outdated``)."""
     from .record_check import refuse
     records, corrupt = [], []
     for number, line in enumerate(lines, 1):
@@ -122,37 +136,37 @@ def parse_lines(lines: Iterable[str], source: str = "log") -> list[Record]:
             records.append(replace(Record.from_json(json.loads(line)), line=number))
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError):
             corrupt.append(number)          # RecursionError: JSON nested too deeply to parse
-    return refuse(records, source, corrupt=corrupt)
+    return refuse(records, source, corrupt=corrupt, outdated=outdated)
 
 
 class CorruptLogWarning(UserWarning):
     """Some lines of a tuning log could not be read."""
 
 
-def load_records(path) -> list[Record]:
-    """All valid records of the log at ``path`` (a missing file has none)."""
+def load_records(path, outdated: list | None = None) -> list[Record]:
+    """All valid records of the log at ``path`` (a missing file has none); ``outdated``: see ``parse_lines``."""
     path = os.fspath(path)
     if not os.path.exists(path):
         return []
     with open(path, encoding="utf-8", errors="replace") as f:
-        return list(parse_lines(f, path))
+        return list(parse_lines(f, path, outdated))
 
 
-def records_of(source) -> list[Record]:
+def records_of(source, outdated: list | None = None) -> list[Record]:
     """Records from a path, a list of paths, or records (each checked as a log's are); None has none
-    (TVM's ``apply_history_best(None)``)."""
+    (TVM's ``apply_history_best(None)``); ``outdated``: see ``parse_lines``."""
     from .record_check import refuse
     if source is None:
         return []
     if isinstance(source, (str, os.PathLike)):
-        return load_records(source)
+        return load_records(source, outdated)
     source = list(source)
     given = [x for x in source if not isinstance(x, (str, os.PathLike))]
-    kept = {id(r) for r in refuse(given, "the given records")}
+    kept = {id(r) for r in refuse(given, "the given records", outdated=outdated)}
     out = []
     for x in source:
         if isinstance(x, (str, os.PathLike)):
-            out.extend(load_records(x))
+            out.extend(load_records(x, outdated))
         elif id(x) in kept:
             out.append(x)
     return out

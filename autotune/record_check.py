@@ -8,6 +8,12 @@ records (``load_records``, hence ``apply_history_best``, ``pick_best``, ``merge`
 a resumed tune and a cost model trained on history) drops them and names them in one warning per
 log: its path, each line number and what is wrong with it.
 
+Records measured under an older version of their kernel's schedule rule (``Record.rule``, or a measured
+default's ``{"default": name}`` from before records carried it: version 1) are outdated rather than false:
+their cost no longer says what the rule's code does today.  Every reader skips them too, named by line in
+one :class:`OutdatedRecordWarning` per log, so a deployed kernel takes a current record or its default and a
+resumed tune measures it again.
+
 The space checks need the template: they run for every workload whose template is registered when
 the log is read (the template is run once per workload to collect its space); deployment checks the
 others when a call first asks for their workload.
@@ -56,6 +62,40 @@ def cost_problem(rec) -> str | None:
     return None
 
 
+class OutdatedRecordWarning(UserWarning):
+    """Records of a log were measured under an older version of their kernel's schedule rule and are skipped."""
+
+
+def rule_of(rec) -> tuple | None:
+    """``(name, version)`` of the default rule ``rec`` was measured under: its ``rule``, else the rule a measured
+    default names (version 1: written before records carried versions), else None (not known)."""
+    if rec.rule is not None:
+        return rec.rule
+    if rec.workload[0] == "auto_scheduler" and isinstance(rec.knobs, dict) and isinstance(rec.knobs.get("default"), str):
+        return rec.knobs["default"], 1
+    return None
+
+
+def rule_problem(rec, current: str | None = None) -> str | None:
+    """Why ``rec`` is outdated (None if it is not, or nothing says): its rule's version changed (a kernel template's
+    record without one: its template's entries are past version 1), or its rule is no longer registered, or
+    (``current``: the name of the rule its kernel would be measured under today) another rule."""
+    from tensorir.graph.schedules.registry import rule_version, template_version
+    rule = rule_of(rec)
+    if rule is None:        # a model kernel template's record from before versions: version 1 of its entries
+        now = template_version(rec.workload[0]) if isinstance(rec.workload[0], str) else None
+        return None if now in (None, 1) else f"measured under template {rec.workload[0]} version 1, now version {now}"
+    name, version = rule
+    now = rule_version(name, rec.target)
+    if now is None:
+        return f"measured under schedule rule {name}, which no longer exists"
+    if now != version:
+        return f"measured under {name} version {version}, now version {now}"
+    if current is not None and name != current:
+        return f"measured against the default rule {name}; the kernel's default is now {current}"
+    return None
+
+
 def space_problem(rec, space) -> str | None:
     """Whether ``rec``'s config index is in ``space`` and its knobs are those of that index."""
     if rec.index >= space.range_length:
@@ -96,9 +136,9 @@ def space_of(workload):
 
 
 def problem(rec, space=None) -> str | None:
-    """Why ``rec`` cannot be true (None if it can): its costs, then its config against ``space``
-    (default: its template's space if registered)."""
-    why = cost_problem(rec)
+    """Why ``rec`` cannot be used (None if it can): its costs, its rule's version (:func:`rule_problem`),
+    then its config against ``space`` (default: its template's space if registered)."""
+    why = cost_problem(rec) or rule_problem(rec)
     if why is None:
         space = space if space is not None else space_of(rec.workload)
         if space is not None:
@@ -106,29 +146,41 @@ def problem(rec, space=None) -> str | None:
     return why
 
 
-def refuse(records, source: str, space=None, corrupt: list[int] = ()) -> list:
-    """The records of ``records`` that can be true; the others (and the ``corrupt`` line numbers of
-    lines that were not records at all) are named in one warning about ``source``."""
-    kept, refused = [], []
+def refuse(records, source: str, space=None, corrupt: list[int] = (), outdated: list | None = None) -> list:
+    """The records of ``records`` that can be used; the others (and the ``corrupt`` line numbers of
+    lines that were not records at all) are named in one warning about ``source``, the outdated ones
+    (:func:`rule_problem`) in one :class:`OutdatedRecordWarning` and appended to ``outdated``."""
+    kept, refused, old = [], [], []
     for k, rec in enumerate(records):
         try:
             why = problem(rec, space)
         except RecursionError:
             why = "knobs or workload nested too deeply"
+        where = f"{'line' if rec.line else 'record'} {rec.line or k + 1}: {why}"
         if why is None:
             kept.append(rec)
+        elif cost_problem(rec) is None and rule_problem(rec) is not None:
+            old.append(where)
+            if outdated is not None:
+                outdated.append(rec)
         else:
-            refused.append(f"{'line' if rec.line else 'record'} {rec.line or k + 1}: {why}")
+            refused.append(where)
+    if old:
+        warnings.warn(f"{source}: skipped {len(old)} record(s) of an older schedule rule (tune again to replace "
+                      f"them): {_listed(old)}", OutdatedRecordWarning, stacklevel=3)
     parts = []
     if corrupt:
         parts.append(f"skipped {len(corrupt)} corrupt or truncated line(s) (line {_numbers(corrupt)})")
     if refused:
-        parts.append(f"refused {len(refused)} record(s) that cannot be true: " + "; ".join(refused[:20])
-                     + (f"; ... ({len(refused) - 20} more)" if len(refused) > 20 else ""))
+        parts.append(f"refused {len(refused)} record(s) that cannot be true: {_listed(refused)}")
     if parts:
         from .record import CorruptLogWarning
         warnings.warn(f"{source}: " + "; ".join(parts), CorruptLogWarning, stacklevel=3)
     return kept
+
+
+def _listed(items: list[str], limit: int = 20) -> str:
+    return "; ".join(items[:limit]) + (f"; ... ({len(items) - limit} more)" if len(items) > limit else "")
 
 
 def _numbers(lines: list[int], limit: int = 20) -> str:
@@ -136,4 +188,5 @@ def _numbers(lines: list[int], limit: int = 20) -> str:
     return text + (f", ... ({len(lines) - limit} more)" if len(lines) > limit else "")
 
 
-__all__ = ["refuse", "problem", "cost_problem", "cost_floor", "space_problem", "space_of"]
+__all__ = ["OutdatedRecordWarning", "refuse", "problem", "cost_problem", "cost_floor", "rule_of", "rule_problem",
+           "space_problem", "space_of"]

@@ -59,8 +59,15 @@ class KernelSearchTask(SearchTask):
         from tensorir.graph.schedules import default_rule_name
         return default_rule_name(self.anchor_op, self.target)
 
+    @property
+    def rule(self) -> tuple:
+        """``(name, version)`` of the kernel's default rule: its records carry it (``autotune.record``)."""
+        return default_rule(self.anchor_op, self.target)
+
     def default_config(self) -> DefaultConfig:
-        return DefaultConfig(self.default_rule)
+        """The default as a config; a rule's later version is another config (index) of the shared study."""
+        name, version = self.rule
+        return DefaultConfig(name, DEFAULT_INDEX + version - 1)
 
     def default_schedule(self) -> tuple:
         """``(schedule, args)`` of the kernel's default schedule (``tensorir.graph.schedules.kernel_schedule``)."""
@@ -89,6 +96,13 @@ class KernelSearchTask(SearchTask):
 
     def __repr__(self) -> str:
         return f"KernelSearchTask({self.workload_key}, anchor={self.anchor_op})"
+
+
+def default_rule(anchor_op: str | None, target) -> tuple:
+    """``(name, version)`` of the default schedule entry of a kernel anchored by ``anchor_op`` on ``target``."""
+    from tensorir.graph.schedules import schedule_entry
+    entry = schedule_entry(anchor_op, target)
+    return entry.name, entry.version
 
 
 @functools.lru_cache(maxsize=16)
@@ -129,4 +143,4 @@ def extract_tasks(g, params: dict | None = None, target="llvm", include_simple_t
     return list(tasks.values()), [weights[h] for h in tasks]
 
 
-__all__ = ["extract_tasks", "KernelSearchTask", "DefaultConfig", "DEFAULT_INDEX"]
+__all__ = ["extract_tasks", "KernelSearchTask", "DefaultConfig", "DEFAULT_INDEX", "default_rule"]

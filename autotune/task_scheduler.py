@@ -360,7 +360,8 @@ def _register(tasks, log: str) -> None:
     (so a later ``--history`` of this log can featurize them in another process)."""
     from .auto_scheduler.search_task import SearchTask
     from .auto_scheduler.workload_registry import register_workload_tensors, save_task_payloads
-    searched = [t for t in tasks if isinstance(t, SearchTask)]
+    searched = [t.default_task() if hasattr(t, "default_task") else t for t in tasks   # a template task's
+                if isinstance(t, SearchTask) or hasattr(t, "default_task")]                # measured default
     for t in searched:
         register_workload_tensors(t.workload_key, t.compute_dag.tensors)
     if searched:

@@ -143,7 +143,8 @@ def bench_bf16(name: str, model, inputs: dict, threads: int, blocks: int, budget
         with warnings.catch_warnings(), autotune.apply_history_best(log):
             warnings.simplefilter("ignore")         # the records of the int8 models in a merged log
             best = codegen.build_model(g, params=params, target=target, precision="bfloat16")
-        tuned = sum(s.schedule.get("kind") in ("record", "template") for s in best.run_list.steps)
+        tuned = sum(s.schedule.get("kind") in ("record", "template") or bool(s.schedule.get("measured"))
+                    for s in best.run_list.steps)     # a measured default is the log's choice too
         err += f", tuned {_error(best(**inputs)[0], ref)}"
         others["tuned"] = lambda: best.run(**inputs)
     t = _time(lambda: low.run(**inputs), lambda: sess.run(None, inputs), blocks, budget_s=budget, others=others)

@@ -148,6 +148,10 @@ def _summary(manifest: dict) -> str:
         kind = (k.get("schedule") or {}).get("kind", "?") if k.get("native") else "fallback"
         kinds[kind] = kinds.get(kind, 0) + 1
     lines.append(f"kernels   {len(kernels)} ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})")
+    outdated = {k.get("kernel"): (k.get("schedule") or {}).get("outdated_records") for k in kernels}
+    if outdated := {k: n for k, n in outdated.items() if n}:
+        lines.append(f"outdated  {len(outdated)} kernel(s) took their default schedule: their {sum(outdated.values())} "
+                     f"record(s) in the log are of an older schedule rule ({', '.join(outdated)})")
     fallback = manifest.get("fallback") or []
     names = [f"{f.get('kernel')} ({', '.join(f.get('nodes', []))})" for f in fallback]
     lines.append(f"fallback  {len(fallback)} kernel(s){': ' + '; '.join(names) if names else ''}")

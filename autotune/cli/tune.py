@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import shlex
 import sys
@@ -190,43 +191,92 @@ def _calibration(g, params, args: argparse.Namespace):
     return calibrate
 
 
-def _profile(g, params, args: argparse.Namespace, when: str):
-    """Build the model from the log as it stands (as ``compile`` would; no record: the default schedule),
-    profile it on this machine (``m.profile`` on seeded inputs, the median of 20 to 1000 calls, about 0.3 s;
-    under 50 ms a call, the least of three such profiles: a burst of other load in one is not the model's)
-    and print the whole call split into the kernels in place and the rest."""
+def _build(g, params, args: argparse.Namespace, from_log: bool = True, quiet: bool = False):
+    """The model built from the log as it stands (as ``compile`` would; no record: the default schedule), or
+    untuned (``from_log`` False)."""
     import codegen
-    from codegen.model.precision import seeded_inputs
 
     from .. import apply_history_best
     from ..model_history import MissingRecordWarning
     with warnings.catch_warnings():
-        if when == "calibration":          # tasks stopped on errors keep their defaults, as expected
+        if quiet:          # the calibration: tasks stopped on errors keep their defaults, as expected
             warnings.simplefilter("ignore", MissingRecordWarning)
-        with apply_history_best(args.log) if os.path.exists(args.log) else contextlib.nullcontext():
-            m = codegen.build_model(g, target=args.target, params=params)
-    inputs = seeded_inputs(m)
-    m.run(**inputs)
-    t0 = time.perf_counter()
-    m.run(**inputs)
-    once = max(time.perf_counter() - t0, 1e-6)
-    repeat = int(min(max(0.3 / once, 20), 1000))
-    prof = min((m.profile(repeat=repeat, quiet=True, **inputs) for _ in range(3 if once < 0.05 else 1)),
-               key=lambda p: p.total)
+        use_log = from_log and os.path.exists(args.log)
+        with apply_history_best(args.log) if use_log else contextlib.nullcontext():
+            return codegen.build_model(g, target=args.target, params=params)
+
+
+def _profile(g, params, args: argparse.Namespace, when: str):
+    """Build the model from the log as it stands, profile it on this machine (:func:`_timing` on seeded inputs)
+    and print the whole call split into the kernels in place and the rest."""
+    from codegen.model.precision import seeded_inputs
+    m = _build(g, params, args, quiet=when == "calibration")
+    return _print_profile(when, _timing(m, seeded_inputs(m)))
+
+
+def _print_profile(when: str, prof):
     print(f"{when}: the model from the log takes {prof.total * 1e3:.4f} ms per call on this machine (median of "
           f"{prof.repeat}): kernels in place {prof.kernel_sum * 1e3:.4f} ms, outside them {prof.overhead * 1e3:.4f} ms")
     return prof
 
 
+def _timing(m, inputs):
+    """``m.profile`` on ``inputs``: the median of 20 to 1000 calls (about 0.3 s); under 50 ms a call, the
+    least of three such profiles."""
+    m.run(**inputs)
+    t0 = time.perf_counter()
+    m.run(**inputs)
+    once = max(time.perf_counter() - t0, 1e-6)
+    repeat = int(min(max(0.3 / once, 20), 1000))
+    return min((m.profile(repeat=repeat, quiet=True, **inputs) for _ in range(3 if once < 0.05 else 1)),
+               key=lambda p: p.total)
+
+
+#: a kernel from the log this much slower in place than its default (and by at least ``SLOWER_SECONDS``) is named
+SLOWER_RATIO, SLOWER_SECONDS = 1.10, 1e-6
+
+
 def _deploy_check(g, params, args: argparse.Namespace, sched) -> None:
-    """The model deployed from the log, timed on this machine beside the task scheduler's estimate: the
-    kernels' best times, each measured alone, plus the calibrated rest of the call."""
-    prof = _profile(g, params, args, "deployed")
+    """The model deployed from the log, timed on this machine beside the task scheduler's estimate (the
+    kernels' best times, each measured alone, plus the calibrated rest of the call) and beside the untuned
+    model, profiled in alternating rounds: the kernels that run slower from the log than untuned are named and
+    counted, and a model slower than untuned says so."""
+    from codegen.model.precision import seeded_inputs
+    tuned, untuned = _build(g, params, args), _build(g, params, args, from_log=False)
+    inputs = seeded_inputs(tuned)
+    rounds = [(_timing(tuned, inputs), _timing(untuned, inputs)) for _ in range(2)]
+    prof = min((p for p, _ in rounds), key=lambda p: p.total)
+    base = min((b for _, b in rounds), key=lambda b: b.total)
+    _print_profile("deployed", prof)
     total = prof.total if prof.total > 0 else float("inf")
     print(f"the estimate {sched.estimated_latency() * 1e3:.4f} ms misses "
           f"{(prof.total - sched.estimated_latency()) / total:+.1%} of the call; the kernels alone "
           f"{sched.kernel_latency() * 1e3:.4f} ms miss {(prof.total - sched.kernel_latency()) / total:+.1%}; "
           f"kernels in place / alone {prof.kernel_sum / max(sched.kernel_latency(), 1e-12):.2f}x")
+    ratio = prof.total / max(base.total, 1e-12)
+    print(f"untuned: {base.total * 1e3:.4f} ms per call (median of {base.repeat}); from the log / untuned {ratio:.2f}x")
+    slower = _slower_kernels(tuned, rounds)
+    if slower:
+        print(f"WARNING: {len(slower)} kernel(s) run slower from the log than untuned (in place, least of "
+              f"{len(rounds)} alternating profiles): " + "; ".join(slower))
+    if ratio > SLOWER_RATIO:
+        print(f"WARNING: the model from the log is {ratio:.2f}x slower than untuned: a record may be a lucky timing "
+              "(tune again with --remeasure) or from older code; compile without --log to deploy the defaults")
+
+
+def _slower_kernels(tuned, rounds) -> list[str]:
+    """``name tuned vs untuned ms (ratio, schedule kind)`` of each kernel slower from the log than untuned."""
+    out = []
+    for i, step in enumerate(tuned.run_list.steps):
+        if (step.schedule or {}).get("kind") in (None, "default") or not step.native:
+            continue
+        mine = min(p.kernels[i][2] for p, _ in rounds)
+        bases = [b.kernels[i][2] for _, b in rounds if len(b.kernels) > i and b.kernels[i][0] == step.kernel]
+        base = min(bases, default=math.inf)         # the same kernel untuned (the run lists match)
+        if mine > base * SLOWER_RATIO and mine - base > SLOWER_SECONDS:
+            out.append(f"{step.kernel} {mine * 1e3:.4f} vs {base * 1e3:.4f} ms ({mine / base:.2f}x, "
+                       f"{step.schedule['kind']})")
+    return out
 
 
 def add_demo(sub) -> None:

@@ -173,6 +173,7 @@ def test_measured_default_record_keeps_the_defaults_isa(tmp_path):
     from autotune.auto_scheduler.compute_dag import ComputeDAG
     from autotune.measure import MeasureErrorNo, MeasureResult
     from autotune.record import Record, save_records
+    from autotune.task_extraction import default_rule
     from tensorir.graph.schedules import default_rule_name
     g = with_dense()
     kts = []
@@ -183,7 +184,8 @@ def test_measured_default_record_keeps_the_defaults_isa(tmp_path):
     target = str(host())
     recs = [Record(("auto_scheduler", (ComputeDAG(kt.args).workload_key(kt.kernel.name),)), target, 0,
                    {"default": default_rule_name(kt.anchor_op, host())},
-                   MeasureResult((1e-9,), MeasureErrorNo.NO_ERROR, 0.1, 0.0)) for kt in kts]
+                   MeasureResult((1e-9,), MeasureErrorNo.NO_ERROR, 0.1, 0.0), rule=default_rule(kt.anchor_op, host()))
+            for kt in kts]
     log = str(tmp_path / "defaults.jsonl")
     save_records(log, recs)
     with autotune.apply_history_best(log):
@@ -210,8 +212,8 @@ def test_a_log_deploys_an_amx_targets_kernels_naming_their_instruction_set(tmp_p
     tasks = [t for t in tasks_on(EMR) if getattr(t, "name", "") == template]
     log = str(tmp_path / "emr.jsonl")
     save_records(log, [Record(t.workload, t.target, i, t.config_space.get(i).knobs(),
-                              MeasureResult((1e-9,), MeasureErrorNo.NO_ERROR, 0.1, 0.0), t.flop)
-                       for t in tasks for i in [len(t.config_space) // 2]])
+                              MeasureResult((1e-9,), MeasureErrorNo.NO_ERROR, 0.1, 0.0), t.flop, rule=t.rule)
+                       for t in tasks for i in [len(t.config_space) // 2]])      # (the rule's version: current)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MissingRecordWarning)
         with autotune.apply_history_best(log, target=EMR):

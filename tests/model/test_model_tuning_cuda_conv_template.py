@@ -385,16 +385,21 @@ def test_scheduler_tunes_a_conv_kernel_with_the_template(resnet, tmp_path):
         recs = [json.loads(x) for x in f if x.strip()]
     assert len(recs) == sched.total_trials == 6
     assert all(e.startswith("InstantiationError") and any(r in e for r in REJECTED) for e in runner.errors)
+    default, recs = recs[0], recs[1:]           # the kernel's default rule first (the untuned build's schedule)
+    assert default["workload"][0] == "auto_scheduler" and "default" in default["config"]["knobs"]
     cfg = FallbackConfig()
     t.instantiate(cfg)
-    assert recs[0]["config"]["index"] == t.config_space.index_from_values(cfg.knobs())      # the default first
+    assert recs[0]["config"]["index"] == t.config_space.index_from_values(cfg.knobs())      # then the fallback
     ok = [r for r in recs if r["result"]["error_no"] == 0]
-    assert recs[0] in ok and len(runner.blocks) == len(ok)
+    assert recs[0] in ok and len(runner.blocks) == len(ok) + (default["result"]["error_no"] == 0)
     assert {r["result"]["error"] for r in recs if r not in ok} <= {"INSTANTIATION_ERROR"}
     fastest = min(ok, key=lambda r: r["result"]["costs"][0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MissingRecordWarning)
         with autotune.apply_history_best(log):
             m = codegen.build_model(g, "cuda", params)
+    if default["result"]["error_no"] == 0 and default["result"]["costs"][0] < fastest["result"]["costs"][0]:
+        assert any(s.schedule["kind"] == "default" and s.schedule.get("measured") for s in m.run_list.steps)
+        return
     (step,) = [s for s in m.run_list.steps if s.schedule["kind"] == "template"]
     assert step.schedule["record"]["config_index"] == fastest["config"]["index"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from . import attention, cpu, cpu_amx, cpu_bf16, cpu_int8, cuda, cuda_conv, cuda_tensorcore_conv, rnn  # their entries register on import
 from .registry import (
+    rule_version,
     ScheduleEntry,
     default_rule_name,
     kernel_schedule,
@@ -31,5 +32,5 @@ from .registry import (
     template_entries,
 )
 
-__all__ = ["ScheduleEntry", "default_rule_name", "kernel_schedule", "register_schedule", "schedule_entries", "schedule_entry",
-           "target_kind", "template_entries"]
+__all__ = ["ScheduleEntry", "default_rule_name", "kernel_schedule", "register_schedule", "rule_version", "schedule_entries",
+           "schedule_entry", "target_kind", "template_entries"]

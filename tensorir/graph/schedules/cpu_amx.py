@@ -267,8 +267,10 @@ for _dot, _dense_ops, _conv_op in ((TDPBUSD, ("qnn.contrib_dense_pack",), "qnn.c
                                    (TDPBF16PS, ("nn.contrib_dense_pack_bf16", "nn.contrib_batch_matmul_pack_bf16"),
                                     "nn.contrib_conv2d_pack_bf16")):
     _kind = KIND[_dot.tag]
-    for _rule in (cpu.register_rule(*_dense_ops, requires=_dot.features, template=f"dense_{_kind}_amx",
+    # version 2: the dense's default block (16 x up to 6 column blocks up to 128 rows), the 16-lane epilogue, column
+    # tiles outer and the tile calls' work threshold (b7d464f): records tuned before are of other code
+    for _rule in (cpu.register_rule(*_dense_ops, requires=_dot.features, template=f"dense_{_kind}_amx", version=2,
                                     fits=dense_fits, space=amx_space(_dense, _dot))(amx_rule("dense", _dense, _dot)),
-                  cpu.register_rule(_conv_op, requires=_dot.features, template=f"conv2d_{_kind}_amx",
+                  cpu.register_rule(_conv_op, requires=_dot.features, template=f"conv2d_{_kind}_amx", version=2,
                                     fits=conv_fits, space=amx_space(_conv, _dot))(amx_rule("conv2d", _conv, _dot))):
         ISA[_rule.__name__] = (_kind, _dot.features[1])

@@ -11,6 +11,10 @@ target's entry registered for ``None`` (injective schedules).  An entry may ``re
 names, ``{"avx512vnni"}``): it serves targets that have them all, before the anchor's entries requiring less
 (the instruction set is part of the entry's key; the target's ``-mattr``, or the host's, decides).
 
+An entry has a ``version`` (1 unless registered otherwise): bump it when a change makes its default or its
+space generate different code for the same kernel and config.  Tuning records carry the version of the
+rule they were measured under (``autotune.record``), and records of an older version are not deployed.
+
 While an entry schedules a kernel, :func:`target_info` gives the facts its target's backend registered
 (:data:`TARGET_INFO`: a CUDA target's arch, shared memory limit and ``-allow_tf32``), which tensorir
 cannot compute itself.
@@ -41,6 +45,7 @@ class ScheduleEntry:
     fits: Callable | None = None
     space: Callable | None = None
     requires: frozenset = frozenset()
+    version: int = 1
 
 
 #: (target kind, anchor op) -> its entries, those requiring the most features first
@@ -95,11 +100,12 @@ def target_features(target) -> frozenset:
 
 def register_schedule(*anchor_ops: str | None, target: str = "llvm", name: str | None = None,
                       template: str | None = None, fits: Callable | None = None, space: Callable | None = None,
-                      requires: tuple = ()):
+                      requires: tuple = (), version: int = 1):
     """Register ``default(cfg, kt)`` as the schedule of kernels anchored by ``anchor_ops`` on ``target``
     (``None``: kernels without an entry; a later registration with the same ``requires`` replaces an earlier
     one) for targets with the CPU features ``requires``; with ``space`` (and ``fits``, ``template``) a config
-    other than the fallback one schedules a kernel ``fits`` accepts with ``space(cfg, kt)``."""
+    other than the fallback one schedules a kernel ``fits`` accepts with ``space(cfg, kt)``; ``version``: see the
+    module."""
     if target not in TARGETS:
         raise ValueError(f"register_schedule: target {target!r} is not one of {TARGETS}")
     if space is not None and (fits is None or template is None):
@@ -109,7 +115,7 @@ def register_schedule(*anchor_ops: str | None, target: str = "llvm", name: str |
         def tuned(cfg, kt: KernelTE) -> Schedule:
             return default(cfg, kt) if cfg.is_fallback or fits(kt) is not None else space(cfg, kt)
         entry = ScheduleEntry(name or default.__name__, target, tuple(anchor_ops), default if space is None else tuned,
-                              template, fits, space, frozenset(requires))
+                              template, fits, space, frozenset(requires), version)
         for op in anchor_ops:
             others = [e for e in _ENTRIES.get((target, op), ()) if e.requires != entry.requires]
             _ENTRIES[target, op] = sorted(others + [entry], key=lambda e: -len(e.requires))
@@ -171,6 +177,18 @@ def default_rule_name(anchor_op: str | None, target="llvm") -> str:
     return schedule_entry(anchor_op, target).name
 
 
+def rule_version(name: str, target="llvm") -> int | None:
+    """The version of the ``target`` entry named ``name`` (the highest if several serve it), None if none is."""
+    kind = target_kind(target)
+    versions = [e.version for (k, _), es in _ENTRIES.items() if k == kind for e in es if e.name == name]
+    return max(versions, default=None)
+
+
+def template_version(template: str) -> int | None:
+    """The version of the entries whose space is tuned as ``template`` (the highest), None if none is."""
+    return max((e.version for e in template_entries(template)), default=None)
+
+
 def precision(kt: KernelTE) -> str | None:
     """The element type the kernel's anchor computes on (its first input's), None without an anchor."""
     if not kt.anchor_op:
@@ -206,6 +224,7 @@ def kernel_schedule(kt: KernelTE, target="llvm", cfg=None) -> tuple[Schedule, di
 
 
 __all__ = ["Rule", "ScheduleEntry", "TARGETS", "TARGET_INFO", "default_rule_name", "isa_missing", "kernel_schedule",
-           "register_schedule", "rule_registrar", "schedule_entries", "schedule_entry", "scheduling_target", "target_features", "target_info",
+           "register_schedule", "rule_registrar", "rule_version",
+           "template_version", "schedule_entries", "schedule_entry", "scheduling_target", "target_features", "target_info",
            "target_kind",
            "template_entries"]
