@@ -8,7 +8,7 @@ import numpy as np
 from ... import topi
 from ..ir import TensorType
 from .registry import OpPattern, register_op
-from .tensor import _binary_infer, _float_only
+from .tensor import FLOATS, _binary_infer, _float_only
 
 TRIG = {"tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
         "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh}
@@ -20,7 +20,7 @@ for _name, _fn in TRIG.items():
 
 def _float_test(name):
     def infer(x: TensorType) -> TensorType:
-        if not x.dtype.startswith("float"):
+        if x.dtype not in FLOATS:
             raise ValueError(f"{name} takes a float tensor, not {x.dtype}")
         return TensorType(x.shape, "bool")
     return infer
