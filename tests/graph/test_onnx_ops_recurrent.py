@@ -363,7 +363,11 @@ def test_large_recurrent_product_runs_in_parallel_within_each_step(quantized, di
             if b.dtype.kind == "f":
                 b.fill(np.nan)
         runs.append(mod(**feed))
+    # the dynamically quantized LSTM re-quantizes h to uint8 every step: where onnxruntime's tanh / sigmoid and
+    # ours differ in the last bit at a rounding tie, one uint8 step of h flips and later steps follow it
+    # (0.0027 at |y| <= 0.9 in one CI run); the threads stay compared bit for bit
+    atol = (1e-2 if quantized else 1e-5) * max(1.0, float(np.abs(want[0]).max()))
     for run in runs:
         for a, b, w in zip(run, runs[0], want):
             np.testing.assert_array_equal(a, b)
-            np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(w).max())))
+            np.testing.assert_allclose(a, w, rtol=1e-4, atol=atol)
