@@ -74,11 +74,12 @@ def profile(m, repeat: int = 20, **inputs) -> ModelProfile:
     m.run(**inputs)     # checks inputs and indices; leaves every buffer valid for the step timings
     steps = m.run_list.steps
     fns, times, clock = [m.kernel_function(i) for i in range(len(steps))], [[] for _ in steps], time.perf_counter
-    for _ in range(repeat):             # each step in place: after the ones before it, as in a call
-        for fn, ts in zip(fns, times):
+    for _ in range(repeat + 1):         # each step in place: after the ones before it, as in a call
+        for fn, ts in zip(fns, times):  # (a first pass warms up: the pool's workers, the code)
             t0 = clock()
             fn()
             ts.append(clock() - t0)
+    times = [ts[1:] for ts in times]
     kernels = [(step.kernel, step.native, statistics.median(ts)) for step, ts in zip(steps, times)]
     total = _median_time(m.run, repeat)
     return ModelProfile(kernels, total, repeat)
