@@ -316,6 +316,8 @@ def _record_in_place(log: str, tuned, slower) -> int:
         if rec is None or default is None:
             missing.append(step.kernel)
             continue
+        if any(r.knobs == rec.knobs and r.workload == rec.workload for r in out):
+            continue                    # another call of the same kernel (its first call's times count)
         now = time.time()
         out += [dataclasses.replace(r, result=MeasureResult((t,), MeasureErrorNo.NO_ERROR, 0.0, now), line=0)
                 for r, t in ((rec, mine), (default, base))]
