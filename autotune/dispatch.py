@@ -3,7 +3,7 @@
 Inside the context a template call builds the best record for its workload on the deployment target
 with no tuning.  A record applies when its workload is the call's and its target has the same kind and
 CPU and only features the deployment target has (CUDA: the same arch, by default the present GPU's);
-among those the fastest valid record wins.  Records that cannot be true (a zero or non-finite cost, a
+among those the fastest valid record wins (a config measured again counts at its latest measurement).  Records that cannot be true (a zero or non-finite cost, a
 config index outside the template's space, knobs that are not those of the index: the template
 changed, or the log was edited) are refused with a warning naming the log and the lines
 (:mod:`autotune.record_check`).  No applicable record means the fallback config, with a warning
@@ -11,7 +11,7 @@ naming the workload, counted in ``autotune.dispatch_stats()``.
 """
 from __future__ import annotations
 
-from .record import records_of
+from .record import latest_per_config, records_of
 from .template import DispatchContext, lookup, thaw
 
 
@@ -28,9 +28,10 @@ def _target_fits(record_target: str, target) -> bool:
 
 
 def best_by_workload(records, target) -> dict[tuple, list]:
-    """The records fitting ``target`` (a parsed Target) by workload, fastest first."""
+    """The records fitting ``target`` (a parsed Target) by workload, fastest first; a config measured more
+    than once at its latest measurement (:func:`~autotune.record.latest_per_config`)."""
     best: dict[tuple, list] = {}
-    for r in records:
+    for r in latest_per_config(records):
         if _target_fits(r.target, target):
             best.setdefault(r.workload, []).append(r)
     for rs in best.values():

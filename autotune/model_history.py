@@ -72,6 +72,27 @@ def record_identity(rec) -> dict:
             "config_index": rec.index, "cost": rec.cost}
 
 
+def deployed_records(origin: dict, records) -> tuple:
+    """``(record, default)``: among ``records``, the one a kernel was deployed from (its manifest entry
+    ``origin``: a searched or template record) and the latest measured default of the kernel's DAG on the same
+    target; None where there is none (a kernel on its default, a log without measured defaults)."""
+    rec = origin.get("record") or {}
+    if origin.get("kind") == "record":
+        dag = key_hash(rec.get("workload_key", ""))
+        mine = [r for r in records if r.workload[0] == WORKLOAD_NAME and record_identity(r) == rec]
+    elif origin.get("kind") == "template":
+        dag = rec.get("dag_hash")
+        mine = [r for r in records if r.workload[0] == rec.get("template") and r.index == rec.get("config_index")
+                and r.cost == rec.get("cost") and record_identity(r)["steps_sha256"] == rec.get("knobs_sha256")]
+    else:
+        return None, None
+    if not mine:
+        return None, None
+    defaults = [r for r in records if r.workload[0] == WORKLOAD_NAME and "default" in r.knobs
+                and r.target == mine[0].target and key_hash(r.workload[1][0]) == dag]
+    return mine[0], max(defaults, key=lambda r: r.result.timestamp, default=None)
+
+
 class HistorySchedule:
     """``hook(kt) -> (Schedule, origin) | None`` for ``build_model``: the best record of the kernel's DAG."""
 
@@ -234,5 +255,5 @@ class HistorySchedule:
                           f"and use their default schedule: {names}", MissingRecordWarning, stacklevel=3)
 
 
-__all__ = ["HistorySchedule", "records_by_hash", "record_identity", "MissingRecordWarning",
+__all__ = ["HistorySchedule", "records_by_hash", "record_identity", "deployed_records", "MissingRecordWarning",
            "StaleRecordWarning"]

@@ -209,11 +209,23 @@ def save_records(path, records: Iterable[Record]) -> None:
 
 
 # -- selecting ---------------------------------------------------------------------------------------------
-def best_by_key(records: Iterable[Record]) -> dict[tuple, Record]:
-    """The fastest valid record of each (workload, target)."""
-    best: dict[tuple, Record] = {}
+def latest_per_config(records: Iterable[Record]) -> list[Record]:
+    """One record per (workload, target, config), in the place of its first: its latest measurement (by
+    timestamp, then log order).  A config measured again (the deploy check of ``tune-model`` times a kernel
+    from the log and its default in place) counts at that measurement, not at a lucky low one of the tune."""
+    latest: dict[tuple, Record] = {}
     for r in records:
-        if r.result.ok and (r.key not in best or r.cost < best[r.key].cost):
+        k = (r.key, r.index, json.dumps(r.knobs, sort_keys=True))
+        if k not in latest or r.result.timestamp >= latest[k].result.timestamp:
+            latest[k] = r                   # a dict keeps the first insertion's place
+    return list(latest.values())
+
+
+def best_by_key(records: Iterable[Record]) -> dict[tuple, Record]:
+    """The fastest valid record of each (workload, target), each config at its latest measurement."""
+    best: dict[tuple, Record] = {}
+    for r in latest_per_config(r for r in records if r.result.ok):
+        if r.key not in best or r.cost < best[r.key].cost:
             best[r.key] = r
     return best
 
@@ -228,12 +240,13 @@ def pick_best(inp, out) -> list[Record]:
 
 def merge(inputs, out) -> list[Record]:
     """Join logs into ``out`` (the logs of several tuning processes, say), one record per problem and
-    config (an auto-scheduler candidate's config is its steps hash): the first valid one, else the
-    first; in log order."""
+    config (an auto-scheduler candidate's config is its steps hash): the latest valid one (a config measured
+    again counts at its latest measurement: :func:`latest_per_config`), else the first; in log order."""
     chosen: dict[tuple, Record] = {}
     for r in records_of(inputs):
         k = (r.key, r.index)
-        if k not in chosen or (r.result.ok and not chosen[k].result.ok):
+        if k not in chosen or (r.result.ok and (not chosen[k].result.ok
+                                                 or r.result.timestamp >= chosen[k].result.timestamp)):
             chosen[k] = r                   # a dict keeps the first insertion's place
     merged = list(chosen.values())
     save_records(out, merged)
@@ -241,4 +254,4 @@ def merge(inputs, out) -> list[Record]:
 
 
 __all__ = ["Record", "FORMAT", "load_records", "records_of", "append_records", "save_records", "pick_best",
-           "merge", "best_by_key", "make_record", "parse_lines", "toolchain", "CorruptLogWarning"]
+           "merge", "best_by_key", "latest_per_config", "make_record", "parse_lines", "toolchain", "CorruptLogWarning"]

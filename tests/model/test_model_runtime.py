@@ -298,6 +298,21 @@ def test_profile_stats_and_threads(capsys):
         np.testing.assert_allclose(o, w, rtol=2e-5, atol=1e-5)
 
 
+
+def test_profile_times_each_kernel_in_place():
+    """``profile`` runs the steps in call order, ``repeat`` times over, each timed where a call runs it (after the
+    steps before it: their writes, the weights they evicted), never one step repeated alone (its weights hot)."""
+    from types import SimpleNamespace
+
+    from codegen.runtime.profile import profile
+    calls = []
+    steps = [SimpleNamespace(kernel=k, native=True) for k in "abc"]
+    m = SimpleNamespace(run=lambda **_: calls.append("run"), run_list=SimpleNamespace(steps=steps),
+                        kernel_function=lambda i: lambda: calls.append("abc"[i]))
+    rep = profile(m, repeat=3)
+    assert "".join(c for c in calls if c != "run") == "abc" * 4          # a warm-up pass, then 3 timed
+    assert [k for k, _, _ in rep.kernels] == list("abc") and rep.repeat == 3
+
 def test_onnx_models_plan_and_names():
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")

@@ -191,7 +191,7 @@ def test_the_deploy_check_names_kernels_slower_from_the_log_than_untuned():
     microsecond, least of the alternating profiles) is named with both times; defaults and noise are not."""
     from types import SimpleNamespace
 
-    from autotune.cli.tune import _slower_kernels
+    from autotune.cli.tune import _describe, _slower_kernels
     from codegen.runtime.profile import ModelProfile
     step = lambda name, kind: SimpleNamespace(kernel=name, native=True, schedule={"kind": kind})
     tuned = SimpleNamespace(run_list=SimpleNamespace(steps=[step("a", "template"), step("b", "record"),
@@ -199,4 +199,33 @@ def test_the_deploy_check_names_kernels_slower_from_the_log_than_untuned():
     prof = lambda *ts: ModelProfile([(k, True, t) for k, t in zip("abcd", ts)], sum(ts), 20)
     rounds = [(prof(3e-5, 1.05e-5, 5e-5, 1.5e-6), prof(1e-5, 1e-5, 1e-5, 1e-6)),
               (prof(2e-5, 1.2e-5, 5e-5, 1.5e-6), prof(1.1e-5, 1e-5, 1e-5, 1e-6))]
-    assert _slower_kernels(tuned, rounds) == ["a 0.0200 vs 0.0100 ms (2.00x, template)"]
+    assert _slower_kernels(tuned, rounds) == [(0, 2e-5, 1e-5)]
+    assert _describe(tuned, 0, 2e-5, 1e-5) == "a 0.0200 vs 0.0100 ms (2.00x, template)"
+
+
+def test_the_deploy_check_logs_a_kernel_slower_in_place_and_its_default_again(dense_tuned, tmp_path, capsys):
+    """A template config whose record is a lucky low timing (1 us; the others 1 ms, the default 10 us; in place
+    the dense runs 2x slower than its default): the deploy check logs it and the kernel's measured default again at their times in place, and the
+    log then deploys the default (before, the lucky record kept winning)."""
+    from types import SimpleNamespace
+
+    from autotune.cli.tune import _record_in_place
+    g, params, task, log, _ = dense_tuned
+    recs = _records(log)
+    first = next(k for k, r in enumerate(recs) if r["workload"][0] == "dense_kernel_cpu")
+    lucky = [dict(r, result={**r["result"], "costs": [1e-6 if k == first else 1e-3 if k > first else 1e-5]})
+             for k, r in enumerate(recs)]
+    path = _write(tmp_path / "lucky.jsonl", lucky)
+    m, _ = _build(g, params, path)
+    i = next(i for i, s in enumerate(m.run_list.steps) if s.kernel == task.kernel_name)
+    assert m.run_list.steps[i].schedule["kind"] == "template"
+    assert _record_in_place(path, m, [(i, 4e-5, 2e-5), (i, 5e-5, 2.5e-5)]) == 1    # a second call of it: once
+    again = _records(path)[len(lucky):]
+    assert [(r["workload"][0], r["result"]["costs"]) for r in again] == [("dense_kernel_cpu", [4e-5]),
+                                                                          ("auto_scheduler", [2e-5])]
+    assert "default" in again[1]["config"]["knobs"] and "logged 1 kernel(s)" in capsys.readouterr().out
+    m, _ = _build(g, params, path)
+    origin = m.run_list.steps[i].schedule
+    assert origin["kind"] == "default" and origin["measured"] and origin["cost"] == 2e-5
+    step = SimpleNamespace(kernel="x", schedule={"kind": "record", "record": {"workload_key": "gone-0"}})
+    assert _record_in_place(path, SimpleNamespace(run_list=SimpleNamespace(steps=[step])), [(0, 2e-5, 1e-5)]) == 0

@@ -146,9 +146,10 @@ def test_logs_merge_dedupes_auto_scheduler_records(tmp_path):
     assert main(["logs", "merge", a, b, a, "-o", out]) == 0
     merged = _records(out)
     every = _records(a) + _records(b)
-    first = {}                                        # a candidate measured twice: its first valid record
+    first = {}                                        # a candidate measured twice: its latest valid record
     for r in every:
-        if r.index not in first or (r.result.ok and not first[r.index].result.ok):
+        if r.index not in first or (r.result.ok and (not first[r.index].result.ok
+                                                      or r.result.timestamp >= first[r.index].result.timestamp)):
             first[r.index] = r
     assert [r.to_json() for r in merged] == [r.to_json() for r in first.values()]
     best = best_by_key(merged)[(_task().workload, _task().target)]

@@ -88,6 +88,24 @@ def test_pick_best_and_merge(tmp_path):
     assert len(merged) == 9 and len(load_records(tmp_path / "all.jsonl")) == 9
 
 
+def test_a_config_measured_again_counts_at_its_latest_measurement(tmp_path):
+    """The deploy check of ``tune-model`` logs a kernel and its default again at their times in place: the
+    deployment, ``pick_best`` and ``merge`` count each config at its latest record, not at a lucky low one of
+    the tune (a config timed at 1 ms, then 3 ms: the one at 2 ms wins)."""
+    import dataclasses
+    task, recs = _records(2)
+    lucky, other = recs
+    again = dataclasses.replace(lucky, result=MeasureResult((3e-3,), MeasureErrorNo.NO_ERROR, 0.0,
+                                                            other.result.timestamp + 1))
+    log = tmp_path / "log.jsonl"
+    append_records(log, [lucky, other, again])
+    with autotune.apply_history_best(str(log)) as ctx:
+        assert ctx.best_record(task.workload).index == other.index and len(ctx.best[task.workload]) == 2
+    assert [r.index for r in pick_best(str(log), str(tmp_path / "best.jsonl"))] == [other.index]
+    merged = merge([str(log)], str(tmp_path / "all.jsonl"))
+    assert [(r.index, r.cost) for r in merged] == [(lucky.index, 3e-3), (other.index, other.cost)]
+
+
 def test_logs_commands(tmp_path, capsys):
     _, a = _records(5, 64, 0)
     log = str(tmp_path / "a.jsonl")
