@@ -16,6 +16,7 @@ from tensorir.graph import testing
 from tensorir.graph.ir import Const, Graph, TensorType, Var
 from tensorir.graph.op.registry import call, get_op
 from tensorir.graph.passes import fuse_attention
+from tensorir.graph.schedules.attention import keys_by_dim
 
 import graph_models as gm
 
@@ -59,9 +60,24 @@ def test_pass_matches_scale_and_mask():
 
 
 def test_pass_matches_without_mask_and_transposed_keys():
-    g = fuse_attention(_chain(scale=(), mask=None, transpose_b=True))
-    (a,) = [n for n in g.nodes if n.op == "nn.attention"]
-    assert len(a.inputs) == 3 and a.attrs["transpose_k"] and a.attrs["scale"] == 1.0
+    """Keys stored [N, T, D] (``Q K^T`` as batch_matmul(transpose_b)): the CPU's schedule reads them transposed
+    to [N, D, T] by a kernel of their own (its scores a vector along the keys); CUDA's takes them as they are."""
+    for target in (None, "llvm"):
+        g = fuse_attention(_chain(scale=(), mask=None, transpose_b=True), target=target)
+        (a,) = [n for n in g.nodes if n.op == "nn.attention"]
+        assert len(a.inputs) == 3 and not a.attrs["transpose_k"] and a.attrs["scale"] == 1.0
+        assert a.inputs[1].op == "transpose" and a.inputs[1].type.shape == (6, 4, 7)
+    assert not keys_by_dim("cuda -arch=sm_90")
+
+
+def test_transposed_keys_build_matches_numpy():
+    """The chain with keys [N, T, D] built for the CPU: a transpose kernel, then the attention, as numpy."""
+    g = _chain(n=2, heads=3, s=9, t=21, d=8, transpose_b=True, mask=(1, 1, 1, 21))
+    m = codegen.build_model(g, "llvm")
+    assert [name for name, _ in m.kernels] == ["fused_transpose", "fused_nn_attention"]
+    feeds = _feeds(g, 5)
+    want = REF(*feeds.values(), scale=0.5, transpose_k=True, heads=3)
+    np.testing.assert_allclose(_run(m, feeds), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
 def test_pass_reshapes_a_shorter_mask():
