@@ -25,8 +25,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from models_cpu import _ort_session  # noqa: E402
-from real_models import _time  # noqa: E402  alternating blocks of calls, their medians
+from models_cpu import _ort_session
+from real_models import _time  # alternating blocks of calls, their medians
 
 HEADS, HEAD = 12, 64
 

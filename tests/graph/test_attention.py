@@ -70,14 +70,21 @@ def test_pass_matches_without_mask_and_transposed_keys():
     assert not keys_by_dim("cuda -arch=sm_90")
 
 
-def test_transposed_keys_build_matches_numpy():
-    """The chain with keys [N, T, D] built for the CPU: a transpose kernel, then the attention, as numpy."""
-    g = _chain(n=2, heads=3, s=9, t=21, d=8, transpose_b=True, mask=(1, 1, 1, 21))
+@pytest.mark.parametrize("s,t", [(7, 7), (9, 21), (77, 129)])
+def test_transposed_keys_build_matches_numpy(s, t):
+    """The chain with keys [N, T, D] built for the CPU: a transpose kernel, then the attention, as numpy
+    (a -10000 and a -inf masked key; a query row of the second batch NaN)."""
+    g = _chain(n=2, heads=3, s=s, t=t, d=8, transpose_b=True, mask=(2, 1, 1, t))
     m = codegen.build_model(g, "llvm")
     assert [name for name, _ in m.kernels] == ["fused_transpose", "fused_nn_attention"]
     feeds = _feeds(g, 5)
+    feeds["mask"][0, ..., -1], feeds["mask"][1, ..., 0] = -np.inf, -10000.0
+    feeds["q"][4, s // 2, 0] = np.nan
     want = REF(*feeds.values(), scale=0.5, transpose_k=True, heads=3)
-    np.testing.assert_allclose(_run(m, feeds), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    got = _run(m, feeds)
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.isnan(got[4, s // 2]).all()
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-5, atol=1e-5 * np.abs(want[ok]).max())
 
 
 def test_pass_reshapes_a_shorter_mask():
