@@ -16,6 +16,7 @@ from tensorir.graph import testing
 from tensorir.graph.ir import Const, Graph, TensorType, Var
 from tensorir.graph.op.registry import call, get_op
 from tensorir.graph.passes import fuse_attention
+from tensorir.graph.schedules.attention import keys_by_dim
 
 import graph_models as gm
 
@@ -59,9 +60,31 @@ def test_pass_matches_scale_and_mask():
 
 
 def test_pass_matches_without_mask_and_transposed_keys():
-    g = fuse_attention(_chain(scale=(), mask=None, transpose_b=True))
-    (a,) = [n for n in g.nodes if n.op == "nn.attention"]
-    assert len(a.inputs) == 3 and a.attrs["transpose_k"] and a.attrs["scale"] == 1.0
+    """Keys stored [N, T, D] (``Q K^T`` as batch_matmul(transpose_b)): the CPU's schedule reads them transposed
+    to [N, D, T] by a kernel of their own (its scores a vector along the keys); CUDA's takes them as they are."""
+    for target in (None, "llvm"):
+        g = fuse_attention(_chain(scale=(), mask=None, transpose_b=True), target=target)
+        (a,) = [n for n in g.nodes if n.op == "nn.attention"]
+        assert len(a.inputs) == 3 and not a.attrs["transpose_k"] and a.attrs["scale"] == 1.0
+        assert a.inputs[1].op == "transpose" and a.inputs[1].type.shape == (6, 4, 7)
+    assert not keys_by_dim("cuda -arch=sm_90")
+
+
+@pytest.mark.parametrize("s,t", [(7, 7), (9, 21), (77, 129)])
+def test_transposed_keys_build_matches_numpy(s, t):
+    """The chain with keys [N, T, D] built for the CPU: a transpose kernel, then the attention, as numpy
+    (a -10000 and a -inf masked key; a query row of the second batch NaN)."""
+    g = _chain(n=2, heads=3, s=s, t=t, d=8, transpose_b=True, mask=(2, 1, 1, t))
+    m = codegen.build_model(g, "llvm")
+    assert [name for name, _ in m.kernels] == ["fused_transpose", "fused_nn_attention"]
+    feeds = _feeds(g, 5)
+    feeds["mask"][0, ..., -1], feeds["mask"][1, ..., 0] = -np.inf, -10000.0
+    feeds["q"][4, s // 2, 0] = np.nan
+    want = REF(*feeds.values(), scale=0.5, transpose_k=True, heads=3)
+    got = _run(m, feeds)
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.isnan(got[4, s // 2]).all()
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-5, atol=1e-5 * np.abs(want[ok]).max())
 
 
 def test_pass_reshapes_a_shorter_mask():

@@ -5,7 +5,9 @@ Between the two matmuls the chain may hold reshapes that keep the scores' last t
 <-> [B, H, S, T] views torch exports), float casts (what ``to_mixed_precision`` puts around softmax),
 multiplications and divisions by a scalar constant (their product is ``scale``) and one additive mask
 after them, broadcast to the scores; every value in it has one consumer.  A shape the target's
-attention schedule refuses keeps its three kernels, counted in one warning per graph."""
+attention schedule refuses keeps its three kernels, counted in one warning per graph; keys stored
+[N, T, D] are transposed to [N, D, T] first where the target's schedule wants them so (the CPU's:
+``schedules.attention.keys_by_dim``)."""
 from __future__ import annotations
 
 import math
@@ -111,7 +113,7 @@ def match_attention(n: Node, uses) -> Node | None:
 def fuse_attention(g: Graph, target=None) -> Graph:
     """``g`` with each attention chain (see the module) one ``nn.attention`` node where ``target``'s schedule
     takes its shape; the chains it refuses are kept and counted in a warning."""
-    from ..schedules.attention import refuse    # the schedules know their limits
+    from ..schedules.attention import keys_by_dim, refuse    # the schedules know their limits and layouts
     counts: dict[int, int] = {}
     for v in topological_order(g.outputs):
         for i in getattr(v, "inputs", ()):
@@ -132,6 +134,10 @@ def fuse_attention(g: Graph, target=None) -> Graph:
         if why is not None:
             refused.append(f"{n.name or n.op} ({why})")
             return n
+        if a.attrs["transpose_k"] and keys_by_dim(target):     # keys [N, T, D] -> [N, D, T] first
+            q, k, *rest = a.inputs
+            a = call("nn.attention", q, call("transpose", k, axes=[0, 2, 1]), *rest,
+                     **dict(a.attrs, transpose_k=False))
         return Node(a.op, a.inputs, a.attrs, a.type, n.name)
     out = rewrite(g, fuse, origin=origin)
     if refused:

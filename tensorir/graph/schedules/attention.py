@@ -108,6 +108,15 @@ def _row_reduce(s: Schedule, stage, out, at, vt: int) -> None:
     part.vectorize(pj)
 
 
+def keys_by_dim(target) -> bool:
+    """Whether ``target``'s attention schedule wants the keys stored [N, D, T] (``transpose_k=False``), so that
+    ``fuse_attention`` transposes keys stored [N, T, D] first (a kernel of their own, often fused into their
+    producer): the CPU rule vectorizes the scores along the keys, and keys [N, T, D] leave ``Q K^T`` scalar
+    dot products (the whole kernel 1.4x slower at BERT-base sizes on a Zen 4).  ``None``: a CPU, as the passes
+    take it."""
+    return target is None or target_kind(target) == "llvm"
+
+
 def facts(st: dict) -> dict:
     """The attention's facts read from its stages ``st`` (by name) alone, as a tuning task's DAG has them (no graph
     kernel): the operator's ``attrs["attention"]`` on its scores (input ``dtypes``, ``keys``, ``transpose_k``) and its
@@ -167,4 +176,4 @@ def _schedule_rows_cuda(kt: KernelTE) -> Schedule:
     return s
 
 
-__all__ = ["CPU_BLOCK_BYTES", "CUDA_ROWS", "facts", "refuse", "schedule_attention_cpu", "schedule_attention_cuda"]
+__all__ = ["CPU_BLOCK_BYTES", "CUDA_ROWS", "facts", "keys_by_dim", "refuse", "schedule_attention_cpu", "schedule_attention_cuda"]
