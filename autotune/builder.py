@@ -13,6 +13,8 @@ import time
 import traceback
 import uuid
 
+from codegen.module import available_cpus
+
 from .measure import BuildResult, MeasureErrorNo
 from .worker import OK, TIMEOUT, WorkerPool
 
@@ -74,7 +76,7 @@ class LocalBuilder:
             if value != default:
                 raise ValueError(f"LocalBuilder: {option}={value!r} is not supported (candidates are built with "
                                  "codegen.build for the task's target)")
-        self.n_parallel = n_parallel or os.cpu_count() or 1
+        self.n_parallel = n_parallel or available_cpus()
         self.timeout = timeout
         self._pool: WorkerPool | None = None
 

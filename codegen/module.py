@@ -9,8 +9,18 @@ from .signature import Signature
 from .timer import make_evaluator
 
 
+def available_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask (``taskset``, a container's cpuset) where the OS has
+    one, else the machine's count.  ``os.cpu_count()`` alone counts a 16-core host's CPUs for a process pinned to
+    2 of them, and a pool of 16 threads on 2 cores waits on descheduled workers."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def default_num_threads() -> int:
-    """``TILETUNE_NUM_THREADS`` if set, else the number of CPUs."""
+    """``TILETUNE_NUM_THREADS`` if set, else the CPUs this process may run on (:func:`available_cpus`)."""
     env = os.environ.get("TILETUNE_NUM_THREADS")
     if env:
         try:
@@ -20,7 +30,7 @@ def default_num_threads() -> int:
         if n < 1:
             raise ValueError(f"TILETUNE_NUM_THREADS must be >= 1, got {n}")
         return n
-    return os.cpu_count() or 1
+    return available_cpus()
 
 
 class KernelModule:

@@ -301,8 +301,8 @@ def _best(n: int, prefs) -> int:
 
 def _parallel_depth(extents: list[int], outer: list[int]) -> int:
     """How many outer loops to fuse for a parallel loop with enough iterations (>= 4 per core)."""
-    import os
-    want, total = 4 * (os.cpu_count() or 1), 1
+    from codegen.module import available_cpus
+    want, total = 4 * available_cpus(), 1
     for d, e in enumerate(outer):
         total *= e
         if total >= want:

@@ -664,3 +664,20 @@ def test_cse_shares_loads_within_one_store_only():
             cse.put(k, v)
         assert [cse.get(k) for k in keys] == ["a", "b", "c"]
     assert [cse.get(k) for k in keys] == [None, None, "c"]
+
+
+def test_default_threads_are_the_cpus_this_process_may_run_on(monkeypatch):
+    """A process pinned to 2 of a host's 16 CPUs (taskset, a container's cpuset) starts 2 threads, not 16; the
+    environment variable still decides where set; without an affinity call, the machine's count."""
+    import os
+
+    from codegen import module
+    monkeypatch.delenv("TILETUNE_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
+    assert codegen.default_num_threads() == 2
+    monkeypatch.setenv("TILETUNE_NUM_THREADS", "3")
+    assert codegen.default_num_threads() == 3
+    monkeypatch.delenv("TILETUNE_NUM_THREADS")
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert module.available_cpus() == 16
