@@ -118,16 +118,17 @@ def _plain(v):
     return [_plain(x) for x in v] if isinstance(v, (list, tuple)) else v
 
 
-def space_of(workload):
-    """The config space of ``workload``'s template if it is registered (else None)."""
+def space_of(workload, target: str = "llvm"):
+    """The config space of ``workload``'s template under ``target`` (a record's: a CUDA template's space depends on
+    the arch, e.g. sm_90's wgmma knobs; a bare ``cuda`` is the present GPU's arch) if it is registered (else None)."""
     info = _TEMPLATES.get(workload[0])
     if info is None:
         return None
-    key = (workload, info.func)
+    key = (workload, info.func, target)
     if key not in _spaces:
         from .task import Task
         try:
-            _spaces[key] = Task(info, tuple(thaw(workload[1])), "llvm").config_space
+            _spaces[key] = Task(info, tuple(thaw(workload[1])), target).config_space
         except Exception:  # noqa: BLE001 - a template that fails for these args checks nothing
             _spaces[key] = None
         if len(_spaces) > 256:
@@ -140,7 +141,7 @@ def problem(rec, space=None) -> str | None:
     then its config against ``space`` (default: its template's space if registered)."""
     why = cost_problem(rec) or rule_problem(rec)
     if why is None:
-        space = space if space is not None else space_of(rec.workload)
+        space = space if space is not None else space_of(rec.workload, rec.target)
         if space is not None:
             why = space_problem(rec, space)
     return why

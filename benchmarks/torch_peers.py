@@ -190,12 +190,17 @@ def _interpreter(model, dtype, device: str):
         if node.op_type == "Reshape":
             a["shape"] = tuple(int(d) for d in host[node.input[1]])
 
+    # plain tuples, not the protobuf nodes: torch.compile traces the loop into one graph (iterating protobuf
+    # containers broke it per op, and each conv shape recompiled until dynamo's recompile limit: eager again)
+    steps = [(ops[n.op_type], tuple(n.input[:1] if n.op_type == "Reshape" else n.input), n.output[0], a)
+             for n, a in zip(model.graph.node, attrs)]
+    outputs = [o.name for o in model.graph.output]
+
     def run(**feeds):
         env = dict(consts, **{k: cast(v) for k, v in feeds.items()})
-        for node, a in zip(model.graph.node, attrs):
-            args = node.input[:1] if node.op_type == "Reshape" else node.input
-            env[node.output[0]] = ops[node.op_type](*[env[i] for i in args], **a)
-        return [env[o.name] for o in model.graph.output]
+        for fn, args, out, a in steps:
+            env[out] = fn(*[env[i] for i in args], **a)
+        return [env[o] for o in outputs]
     run.kind = "torch ops per ONNX node"
     return run
 

@@ -163,3 +163,19 @@ def test_unbuildable_cuda_record_is_skipped_and_the_next_best_used(small_model, 
     assert len(stale) == 1 and f"{log} line 2" in stale[0], stale
     origin = {s.kernel: s.schedule for s in m.run_list.steps}[task.kernel_name]
     assert origin["kind"] == "default" and origin["cost"] == 1e-3
+
+
+@pytest.mark.parametrize("log", ["resnet18_b1_float16.jsonl", "bert_layer_float16.jsonl"])
+def test_tensor_core_records_are_checked_in_the_space_of_their_target(log):
+    """A CUDA template's space depends on the arch (sm_90's wgmma knob, its wgmma tiles): the shipped H100 logs'
+    tensor-core records are checked in the space of their own target, not the CPU's (where 10 of ResNet-18's 20
+    records were refused as "cannot be true" and the model deployed their kernels untuned)."""
+    import os
+
+    import autotune.templates.conv2d_gemm_tensorcore_cuda  # the templates whose spaces are checked
+    import autotune.templates.gemm_tensorcore_cuda  # noqa: F401
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "tuning_logs", "cuda-sm_90", log)
+    recs, refused = _load(path)
+    assert not refused, refused
+    assert any(r.workload[0].endswith("tensorcore_cuda") for r in recs)
+    assert sum(1 for line in open(path) if line.strip()) == len(recs)
