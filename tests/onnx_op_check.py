@@ -1,16 +1,17 @@
 """One-node ONNX models compiled by ``codegen.build_model`` (no fallback) and compared with onnxruntime
-(ONNX's reference evaluator where onnxruntime refuses the model) after poisoning every buffer with NaN.
+(:func:`exact_reference` where onnxruntime is missing, refuses the model or is not exact: below) after poisoning
+every buffer with NaN.
 
 onnxruntime's uint8 x int8 products are not exact on every x86 CPU: without VNNI (AVX2 hosts such as Zen 3, or
 AVX-512 without VNNI) its GEMM multiplies with ``vpmaddubsw``, which adds each pair of adjacent-k products into
 int16 with saturation (OpenVINO's "saturation issue"; onnxruntime's ``reduce_range`` and its
 ``session.x64quantprecision`` option exist for it).  Measured on a Zen 3 with onnxruntime 1.32: its MatMulInteger
-equals ``np.clip(p[:, 0::2] + p[:, 1::2], -32768, 32767).sum(1)`` (``p`` the products over k) bit for bit, up to
-35,000 off the exact int32 sum.  tiletune computes the exact sum the ONNX spec defines, so where
+equals ``np.clip(p[:, 0::2] + p[:, 1::2], -32768, 32767).sum(1)`` (``p`` the products over k) bit for bit, tens
+of thousands off the exact int32 sum.  tiletune computes the exact sum the ONNX spec defines, so where
 :func:`ort_saturates_u8s8` finds this host's onnxruntime saturating, a model with integer products is compared
 with :func:`exact_reference` (ONNX's reference evaluator, or tiletune's numpy reference for the com.microsoft ops
-it lacks) instead, within the same tolerances; elsewhere (Zen 4, Xeon with VNNI, ARM) onnxruntime stays the
-reference (docs/onnx.md)."""
+it lacks) instead, within the same tolerances; elsewhere (VNNI: Zen 4, Xeons) onnxruntime stays the reference
+(docs/onnx.md, "onnxruntime's uint8 x int8 products on CPUs without VNNI")."""
 from __future__ import annotations
 
 import functools
