@@ -2,7 +2,9 @@
 per-channel int8 weights, uint8 or int8 activations) folds into integer kernels (``qnn.conv2d``,
 ``qnn.dense``; no float conv or dense left; every conv packed for ``vpdpbusd``, those of 16 filters or more
 reading each other's 8-bit outputs in ``NCHW16c``, those of 8 padded to 16 and sliced back in NCHW) and matches
-onnxruntime's int8 output within 1 LSB of its output quantization; a BERT layer by ``quantize_dynamic`` imports as ``qnn.dense`` kernels."""
+onnxruntime's int8 output within 1 LSB of its output quantization; a BERT layer by ``quantize_dynamic`` imports as ``qnn.dense`` kernels.
+Where onnxruntime adds uint8 x int8 products in saturating int16 pairs (x86 without VNNI: 2 to 4 LSBs off the
+exact ResNet), both are compared with ONNX's reference evaluator instead (``onnx_op_check.reference``)."""
 import tempfile
 from collections import Counter
 

@@ -1,11 +1,13 @@
 """Quantized ONNX operators (default domain and com.microsoft) against onnxruntime on fresh random data:
 int32 results exactly, requantized 8-bit results within 1 LSB (onnxruntime folds scales into one float32
-ratio and may round a tie the other way), with almost every element equal; outputs poisoned first."""
+ratio and may round a tie the other way), with almost every element equal; outputs poisoned first.  Where
+onnxruntime adds uint8 x int8 products in saturating int16 pairs (x86 without VNNI), the integer-product ops are
+compared with the exact reference instead (``onnx_op_check.reference``), at the same tolerances."""
 import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from onnx_op_check import run_poisoned
+from onnx_op_check import ort_saturates_u8s8, run_poisoned
 
 from tensorir.topi.testing import conv2d_nchw_python
 
@@ -59,6 +61,25 @@ def test_matmul_integer(b_const, zb):
     else:
         inputs["b"] = b
     compare(model("MatMulInteger", inputs, consts, order=["a", "b", "za", "zb"]), inputs)
+
+
+def test_onnxruntime_u8s8_is_exact_or_pair_saturated_and_ours_exact():
+    """The fact the int8 tests' reference rests on (onnx_op_check, docs/onnx.md): our MatMulInteger is the exact
+    int32 sum; onnxruntime's is too where ``ort_saturates_u8s8`` is false (VNNI), and where it is true (x86
+    without VNNI: ``vpmaddubsw``) it is, bit for bit, the sum with each pair of adjacent-k products of the raw
+    uint8 and int8 values clipped to int16 and the zero points corrected exactly (by row and column sums)."""
+    a, b, za, zb = q((24, 40), np.uint8), q((40, 24), np.int8), 131, 7
+    m = model("MatMulInteger", {"a": a}, {"b": b, "za": np.uint8(za), "zb": np.int8(zb)})
+    _, _, (got,), _ = run_poisoned(m, {"a": a}, reference_outputs=False)
+    (theirs,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a})
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    exact = (a64 - za) @ (b64 - zb)
+    p = a64[:, :, None] * b64[None]                                     # [m, k, n] raw products
+    pairs = np.clip(p[:, 0::2] + p[:, 1::2], -32768, 32767).sum(1)
+    saturated = pairs - zb * a64.sum(1, keepdims=True) - za * b64.sum(0, keepdims=True) + a.shape[1] * za * zb
+    assert not np.array_equal(exact, saturated)                         # the data tells the two apart
+    np.testing.assert_array_equal(got, exact)
+    np.testing.assert_array_equal(theirs, saturated if ort_saturates_u8s8() else exact)
 
 
 @pytest.mark.parametrize("xdtype", [np.uint8, np.int8])
