@@ -98,3 +98,35 @@ def ulp_sensitivity(model, inputs: list[dict], refs: list[list], session, trials
                     agree.append(a)
         errors.append(worst)
     return {"error": max(errors), "errors": errors, "argmax": min(agree) if agree else None}
+
+
+# ------------------------------------------------------------------ onnxruntime's saturating u8 x s8 products
+#: ops whose uint8 x int8 products onnxruntime computes with its u8s8 GEMM (QDQ convs and matmuls fuse into them)
+INTEGER_PRODUCTS = {"MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLSTM", "QGemm",
+                    "QAttention", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DequantizeLinear"}
+_SATURATES: list[bool] = []
+
+
+def ort_saturates_u8s8() -> bool:
+    """Whether this host's onnxruntime sums uint8 x int8 products in saturating int16 pairs (``vpmaddubsw``: x86
+    without VNNI, e.g. AVX2; docs/onnx.md): one MatMulInteger whose exact sums and pair-saturated sums differ,
+    run once per process."""
+    if not _SATURATES:
+        import numpy as np
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+        a, b = np.full((1, 4), 255, np.uint8), np.full((4, 1), 127, np.int8)     # pairs of 64770 > 32767
+        g = helper.make_graph([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "probe",
+                              [helper.make_tensor_value_info("a", TensorProto.UINT8, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 1])],
+                              [numpy_helper.from_array(b, "b")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 8
+        y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+        _SATURATES.append(int(y[0, 0]) != 4 * 255 * 127)
+    return _SATURATES[0]
+
+
+def has_integer_products(model) -> bool:
+    """Whether ``model`` (an ``onnx.ModelProto``) has ops that onnxruntime runs on its u8s8 GEMM."""
+    return any(n.op_type in INTEGER_PRODUCTS for n in model.graph.node)

@@ -69,6 +69,9 @@ class CodeGenLLVM:
         self._index_depth = 0
         self.float_flags: tuple = ()  # fast-math flags of float arithmetic being emitted (FAST in accumulations)
         self.mask: ir.Value | None = None        # lane mask while a vector select's arm is emitted
+        # the widest vector of a masked load (bits; None: any): x86 without AVX-512 splits wider ones itself
+        x86 = (target.option("mtriple") or jit.triple()).startswith(("x86_64", "i686", "i386"))
+        self.masked_bits = 256 if x86 and "avx512f" not in target.features else None
         self._ids = itertools.count()
         self._exprs = {E.Var: self.expr_Var, E.SizeVar: self.expr_Var, E.IntImm: self.expr_Imm, E.FloatImm: self.expr_Imm,
                        E.Cast: self.expr_Cast, E.Not: self.expr_Not, E.Select: self.expr_Select,

@@ -95,8 +95,13 @@ def load(cg, e: E.BufferLoad) -> ir.Value:
     if _contiguous(index, 1) and mask is None:
         v = b.load(gep(cg, ptr, mt, cg.offset(index.base)), typ=vt, align=align)
     elif _contiguous(index, 1):
-        addr = gep(cg, ptr, mt, cg.offset(index.base))
-        v = cg.intrinsic("masked.load", [addr, const(I32, align), mask, passthru], ret=vt, overload=[vt, PTR])
+        base, parts = cg.offset(index.base), []
+        for first, k, m in _mask_pieces(cg, b, mask, n, buf.dtype):
+            addr = gep(cg, ptr, mt, b.add(base, const(I64, first)) if first else base)
+            pt = ir.VectorType(mt, k)
+            parts.append(cg.intrinsic("masked.load", [addr, const(I32, align), m, ir.Constant(pt, ir.Undefined)],
+                                      ret=pt, overload=[pt, PTR]))
+        v = _concat(b, parts)
     elif (stride := _short_stride(index, buf.dtype)) and mask is None:
         span = (n - 1) * stride + 1     # only the lanes' own span: nothing past the last lane is read
         v = b.load(gep(cg, ptr, mt, cg.offset(index.base)), typ=ir.VectorType(mt, span), align=align)
@@ -108,10 +113,48 @@ def load(cg, e: E.BufferLoad) -> ir.Value:
         v = b.shuffle_vector(v, passthru, ir.Constant(ir.VectorType(I32, n), list(range(n - 1, -1, -1))))
     else:
         addrs = gep(cg, ptr, mt, cg.offset(index))
-        mask = mask if mask is not None else const(ir.VectorType(I1, n), 1)
-        v = cg.intrinsic("masked.gather", [addrs, const(I32, align), mask, passthru], ret=vt,
-                         overload=[vt, addrs.type])
+        if mask is None:
+            v = cg.intrinsic("masked.gather", [addrs, const(I32, align), const(ir.VectorType(I1, n), 1), passthru],
+                             ret=vt, overload=[vt, addrs.type])
+        else:
+            parts = []
+            for first, k, m in _mask_pieces(cg, b, mask, n, buf.dtype):
+                a = _lanes(b, addrs, first, k)
+                pt = ir.VectorType(mt, k)
+                parts.append(cg.intrinsic("masked.gather", [a, const(I32, align), m, ir.Constant(pt, ir.Undefined)],
+                                          ret=pt, overload=[pt, a.type]))
+            v = _concat(b, parts)
     return from_mem(b, v, buf.dtype)
+
+
+def _lanes(b: ir.IRBuilder, v: ir.Value, first: int, k: int) -> ir.Value:
+    """Lanes ``first .. first + k - 1`` of vector ``v``."""
+    if first == 0 and k == lanes_of(v):
+        return v
+    return b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), ir.Constant(ir.VectorType(I32, k),
+                                                                          list(range(first, first + k))))
+
+
+def _mask_pieces(cg, b: ir.IRBuilder, mask: ir.Value, n: int, dtype: str) -> list[tuple[int, int, ir.Value]]:
+    """``(first lane, lanes, mask)`` of each piece of an ``n``-lane masked access: one piece, or pieces of the
+    widest vector the target has (``cg.masked_bits``).  LLVM 22 splits a wider masked load for x86 without
+    AVX-512 with a wrong mask for its upper half (a ``<16 x i1>`` mask's lanes 8-15 widened from the wrong bytes:
+    lanes loaded where the condition is false, read past a buffer, or left unloaded), so such a load is split
+    here into pieces of one ``ymm`` each, which it lowers correctly."""
+    width = max(1, cg.masked_bits // (8 * dt.itemsize(dtype))) if cg.masked_bits else n
+    if n <= width or n % width:
+        return [(0, n, mask)]
+    return [(first, width, _lanes(b, mask, first, width)) for first in range(0, n, width)]
+
+
+def _concat(b: ir.IRBuilder, parts: list[ir.Value]) -> ir.Value:
+    """The vectors ``parts`` (of equal lanes) one after another."""
+    while len(parts) > 1:
+        k = lanes_of(parts[0])
+        pairs = [b.shuffle_vector(x, y, ir.Constant(ir.VectorType(I32, 2 * k), list(range(2 * k))))
+                 for x, y in zip(parts[0::2], parts[1::2])]
+        parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
+    return parts[0]
 
 
 def from_mem(b: ir.IRBuilder, v: ir.Value, dtype: str) -> ir.Value:

@@ -87,6 +87,45 @@ def test_nested_vector_select_reads_only_where_every_condition_holds(parallel):
     assert_clean(run_isolated(f"t.run_nested_select({parallel})"))
 
 
+# -- a pad whose last vector is all padding -------------------------------------------------------------
+def pad_kernel(target: str = "llvm"):
+    """``nn.pad`` of (1, 32, 128, 128) by 6 before and 10 after H and W (the SAME padding of a strided conv in a
+    tf2onnx model, afis-leader): rows of 144 in vectors of 16, the last of them all padding."""
+    import codegen
+    import tensorir as te
+    from tensorir import topi
+    from tensorir.topi.generic.injective import schedule_injective
+    A = te.placeholder((1, 32, 128, 128), name="A")
+    B = topi.nn.pad(A, (0, 0, 6, 6), (0, 0, 10, 10), name="B")
+    return codegen.build(schedule_injective(B), [A, B], target=target)
+
+
+def run_pad() -> None:
+    f = pad_kernel()
+    a = fenced_array((1, 32, 128, 128))
+    out = np.full((1, 32, 144, 144), np.nan, np.float32)
+    f(a, out)
+    np.testing.assert_array_equal(out, np.pad(a, [(0, 0), (0, 0), (6, 10), (6, 10)]))
+    print("MATCH")
+
+
+def test_pad_with_a_vector_of_padding_only_reads_its_input_and_writes_every_element():
+    """On an AVX2 host (no AVX-512) LLVM 22 lowered the 16-lane masked load of the pad's select with a wrong
+    mask for lanes 8-15: the pad read past its input (SIGSEGV) or left elements unwritten (afis-leader: 2.0 scaled
+    error)."""
+    assert_clean(run_isolated("t.run_pad()"))
+
+
+@pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"), reason="x86 targets")
+def test_masked_loads_are_one_ymm_each_without_avx512():
+    """For x86 without AVX-512 a masked vector load wider than 256 bits is emitted as 256-bit pieces (LLVM lowers
+    those correctly); with AVX-512 it stays one 16-lane load (a zmm under a k mask)."""
+    avx2 = pad_kernel("llvm -mcpu=x86-64-v3").get_source("ll")
+    assert "masked.load.v8f32" in avx2 and "masked.load.v16f32" not in avx2
+    zmm = pad_kernel("llvm -mcpu=x86-64-v4").get_source("ll")
+    assert "masked.load.v16f32" in zmm
+
+
 # -- a whole model: YOLOv8's box decode -----------------------------------------------------------------
 def box_decode_model(n: int = 512, classes: int = 16):
     """YOLOv8's head in small: ``softmax(distances)`` (1, 4, n) and ``scores`` (1, 4 + classes, n) -> boxes
