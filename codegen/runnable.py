@@ -110,7 +110,7 @@ def host_check(target: "Target | str", where: str, kernels: Iterable[tuple[str, 
     built_for = " ".join([tgt.mcpu or "llvm", *(["-mattr=" + ",".join(extra)] if extra else [])])
     return HostCheck(where, missing, lacks_message(where, missing, built_for, kernels) + ": running it here would "
                      "stop the process (SIGILL); build it for this host (target=\"llvm\") or run it on a CPU that "
-                     "has them")
+                     "has them", amx_code)
 
 
 __all__ = ["CPUFeatureError", "HostCheck", "host_check", "host_features", "lacking", "lacks_message"]
