@@ -100,9 +100,9 @@ def host_check(target: "Target | str", where: str, kernels: Iterable[tuple[str, 
     from . import jit
     tgt = parse(target)
     arch, here = (tgt.option("mtriple") or jit.triple()).split("-")[0], jit.triple().split("-")[0]
-    if tgt.kind != "llvm" or arch != here:
-        missing = (f"the {arch} architecture" if tgt.kind == "llvm" else f"a {tgt.kind} device",)
-        return HostCheck(where, missing, f"{where} was built for {tgt} and cannot run on this {here} host")
+    if arch != here:
+        return HostCheck(where, (f"the {arch} architecture",), f"{where} was built for {tgt} and cannot run on this "
+                         f"{here} host", amx_code)
     missing = tuple(lacking(tgt.features))
     if not missing:
         return HostCheck(where, (), amx=amx_code)
