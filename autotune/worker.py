@@ -5,9 +5,12 @@ over two pipes.  Never forked (an OpenMP runtime does not survive a fork), and u
 multiprocessing's spawn they do not import the main script: a template defined there travels to
 them by value, so scripts need no ``__main__`` guard (see :mod:`autotune.shipping`).
 
-Each job is ``(function path, payload)``; the worker imports the function, calls it with the payload
-and sends back its (plain data) result.  A job that outlives its timeout gets its worker killed; a
-worker that dies (a segfaulting kernel) shows as end-of-file on its pipe.  Either way the job's
+Each job is ``(function path, payload)``; the worker imports the function, says it has started the job,
+calls it with the payload and sends back its (plain data) result.  A job that outlives its timeout, counted
+from that start, gets its worker killed: a fresh worker's start and its imports (seconds on a loaded machine:
+after a crash, a 3 s run timeout took the next good candidate for a hung one) are not the job's, and have
+their own limit (:data:`START_SECONDS`).  A worker that dies (a segfaulting kernel) shows as end-of-file on its
+pipe.  Either way the job's
 outcome says so and a fresh worker starts on demand, so the next job runs normally.  Workers die
 with their parent (``PR_SET_PDEATHSIG``), so a killed tuner leaves no hung kernel behind.
 """
@@ -30,6 +33,9 @@ from typing import Any
 WORKER_ENV = "TILETUNE_WORKER"
 
 OK, ERROR, TIMEOUT, DIED = "ok", "error", "timeout", "died"
+STARTED = "started"         # the worker's word that it has the job's function and calls it now
+#: how long a worker may take to start a job (a fresh process's imports), beyond the job's own timeout
+START_SECONDS = 60.0
 
 
 @dataclass
@@ -69,14 +75,23 @@ def _serve(inbox, outbox) -> None:
             path, payload = inbox.recv()
         except (EOFError, OSError, KeyboardInterrupt):
             return
+        fn = None
         try:
             fn = functions.get(path)
             if fn is None:
                 module, _, name = path.partition(":")
                 fn = functions[path] = getattr(importlib.import_module(module), name)
-            reply = (OK, fn(payload))
         except BaseException:  # noqa: BLE001 - report everything, the tuner decides
             reply = (ERROR, traceback.format_exc(limit=8))
+        try:
+            outbox.send((STARTED, None))        # the job's clock starts here
+        except (BrokenPipeError, OSError):
+            return
+        if fn is not None:
+            try:
+                reply = (OK, fn(payload))
+            except BaseException:  # noqa: BLE001 - report everything, the tuner decides
+                reply = (ERROR, traceback.format_exc(limit=8))
         try:
             outbox.send(reply)
         except (BrokenPipeError, OSError):
@@ -151,10 +166,11 @@ class WorkerPool:
 
     def map(self, jobs: list[tuple[str, Any]], timeout: float) -> list[Outcome]:
         """Run ``jobs`` (function path ``"module:name"``, payload) and return their outcomes in order.
-        The timeout of a job counts from when its worker received it."""
+        The timeout of a job counts from when its worker started it (its function imported); a worker gets
+        ``START_SECONDS`` more to get there (a fresh process's imports)."""
         outcomes: list[Outcome | None] = [None] * len(jobs)
         pending = list(range(len(jobs)))[::-1]
-        running: dict[int, tuple[int, float]] = {}      # worker number -> (job, start time)
+        running: dict[int, tuple[int, float, bool]] = {}   # worker number -> (job, time sent or started, started)
         while pending or running:
             for w, worker in enumerate(self.workers):
                 if w in running or not pending:
@@ -169,44 +185,48 @@ class WorkerPool:
                     worker.kill()
                     pending.append(job)
                     continue
-                running[w] = (job, time.monotonic())
+                running[w] = (job, time.monotonic(), False)
             now = time.monotonic()
-            deadline = min(start + timeout for _, start in running.values())
+            deadline = min(t + (timeout if started else timeout + START_SECONDS) for _, t, started in running.values())
             handles = {self.workers[w].outbox: w for w in running}    # EOF when the worker dies
             ready = wait(list(handles), timeout=max(0.0, deadline - now))
             now = time.monotonic()
             for h in ready:
                 w = handles[h]
-                if w not in running:
-                    continue
-                job, start = running[w]
-                worker = self.workers[w]
-                outcome = None
-                if worker.outbox.poll():
-                    try:
-                        status, value = worker.outbox.recv()
-                        outcome = Outcome(status, value if status == OK else None,
-                                          "" if status == OK else value, now - start)
-                        worker.jobs_done += 1
-                    except (EOFError, OSError):
-                        outcome = None
-                if outcome is None:
-                    try:
-                        worker.proc.wait(timeout=2)
-                    except subprocess.TimeoutExpired:
-                        pass
-                    outcome = Outcome(DIED, message=f"worker process {_signal_name(worker.exitcode)}",
-                                      seconds=now - start)
-                    worker.kill()
-                outcomes[job] = outcome
-                del running[w]
-            for w, (job, start) in list(running.items()):
-                if now - start >= timeout:
+                outcome = self._receive(w, running, now)
+                if outcome is not None:
+                    outcomes[running.pop(w)[0]] = outcome
+            for w, (job, t, started) in list(running.items()):
+                if now - t >= (timeout if started else timeout + START_SECONDS):
                     self.workers[w].kill()
-                    outcomes[job] = Outcome(TIMEOUT, message=f"no result after {timeout:g} s; worker killed",
-                                            seconds=now - start)
+                    outcomes[job] = Outcome(TIMEOUT, message=f"no result after {timeout:g} s; worker killed" if started
+                                            else f"the worker did not start the job in {timeout + START_SECONDS:g} s; "
+                                                 "worker killed", seconds=now - t)
                     del running[w]
         return outcomes  # type: ignore[return-value]
+
+    def _receive(self, w: int, running: dict, now: float) -> Outcome | None:
+        """What worker ``w`` sent: its job's outcome, or None while the job runs (it said it started)."""
+        job, t, _ = running[w]
+        worker = self.workers[w]
+        try:
+            while worker.outbox.poll():
+                status, value = worker.outbox.recv()
+                if status == STARTED:
+                    t = now
+                    running[w] = (job, t, True)
+                    continue
+                worker.jobs_done += 1
+                return Outcome(status, value if status == OK else None, "" if status == OK else value, now - t)
+            return None
+        except (EOFError, OSError):         # the worker died
+            try:
+                worker.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            outcome = Outcome(DIED, message=f"worker process {_signal_name(worker.exitcode)}", seconds=now - t)
+            worker.kill()
+            return outcome
 
     def close(self) -> None:
         for worker in self.workers:

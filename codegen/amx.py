@@ -3,8 +3,9 @@
 Linux (5.16 and later) gives a process the large tile-data register state only when it asks:
 ``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``, once, for all its threads.  Without it the first tile
 instruction (``ldtilecfg``) kills the process with SIGILL.  The runtime asks here before running code that uses
-the tiles (a model whose kernels' instruction sets name an AMX feature, a kernel whose IR has tile values) and
-turns a refusal (an older kernel, a CPU without AMX) into :class:`AMXError` naming the code that needs it.
+the tiles (a model whose kernels' instruction sets name an AMX feature, a kernel whose IR has tile values: the
+:class:`~codegen.runnable.HostCheck` of its module, which first refuses code for features the CPU lacks) and turns
+a refusal (an older kernel) into :class:`AMXError` naming the code that needs it.
 """
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import ctypes
 import os
 import platform
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+
+from .runnable import CPUFeatureError
 
 #: LLVM's names of the AMX features (a kernel's ``isa`` naming one runs tile instructions)
 AMX_FEATURES = frozenset({"amx-tile", "amx-int8", "amx-bf16"})
@@ -22,7 +25,7 @@ _lock = threading.Lock()
 _granted = False
 
 
-class AMXError(RuntimeError):
+class AMXError(CPUFeatureError):
     """This process may not use AMX tiles (the operating system refused, or the CPU lacks them)."""
 
 
@@ -55,12 +58,4 @@ def request_amx(where: str) -> None:
         _granted = True
 
 
-def guarded(fn: Callable, where: str) -> Callable:
-    """``fn`` preceded, on every call, by :func:`request_amx` (a flag check once granted)."""
-    def call(*args):
-        request_amx(where)
-        return fn(*args)
-    return call
-
-
-__all__ = ["AMXError", "AMX_FEATURES", "guarded", "needs_amx", "request_amx"]
+__all__ = ["AMXError", "AMX_FEATURES", "needs_amx", "request_amx"]

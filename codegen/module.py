@@ -5,6 +5,7 @@ import ctypes
 import os
 
 from .args import ArgPacker, ctypes_argtypes
+from .runnable import host_check
 from .signature import Signature
 from .timer import make_evaluator
 
@@ -62,7 +63,9 @@ class Module(KernelModule):
 
     ``mod(*arrays)`` checks the arrays (see :mod:`codegen.args`) and runs the kernel; the size vars are
     taken from the arrays' shapes.  ``mod.entry_name``, ``mod.target`` (a target string), ``mod.func``
-    (the LoweredFunc when built in this process, else None) and ``mod.signature`` describe it.
+    (the LoweredFunc when built in this process, else None) and ``mod.signature`` describe it.  Code compiled
+    for CPU features this host lacks builds and exports, but a call raises :class:`~codegen.runnable.CPUFeatureError`
+    (``mod.host_check``: :mod:`codegen.runnable`).
     """
 
     def __init__(self, signature: Signature, address: int, target: str, *, keepalive=None,
@@ -75,10 +78,10 @@ class Module(KernelModule):
         self.origin = origin
         self._keepalive = keepalive
         self._ir = ir
-        self.native_function = ctypes.CFUNCTYPE(None, *ctypes_argtypes(signature))(address)
-        if ir is not None and "x86_amx" in ir:      # AMX tiles: the process asks for their state first
-            from .amx import guarded
-            self.native_function = guarded(self.native_function, f"kernel {self.entry_name}")
+        # never an instruction this host lacks: the check first (AMX tiles: the process asks for their state)
+        self.host_check = host_check(target, f"kernel {self.entry_name}", amx_code=f"kernel {self.entry_name}"
+                                     if ir is not None and "x86_amx" in ir else None)
+        self.native_function = self.host_check.guarded(ctypes.CFUNCTYPE(None, *ctypes_argtypes(signature))(address))
         self._packer = ArgPacker(signature)
         self._threads = ctypes.c_int32.from_address(threads_address) if threads_address else None
         if self._threads is not None:

@@ -162,13 +162,13 @@ def _summary(manifest: dict) -> str:
     if precision:
         vs = precision.get("vs_float32") or {}
         lines.append(f"precision {precision.get('dtype', '?')} (float32 accumulation): vs the float32 build "
-                     + (f"max abs {vs.get('max_abs_error', '?')}, max rel {vs.get('max_rel_error', '?')}"
-                        if "error" not in vs else f"not run ({vs['error']})"))
+                     + (f"not run ({vs.get('not_run') or vs['error']})" if "error" in vs or "not_run" in vs else
+                        f"max abs {vs.get('max_abs_error', '?')}, max rel {vs.get('max_rel_error', '?')}"))
     parity = manifest.get("parity") or {}
     if parity:
         lines.append(f"parity    vs {parity.get('peer', '?')}: " + (
-            f"max abs {parity.get('max_abs_error', '?')}, max rel {parity.get('max_rel_error', '?')}"
-            if "error" not in parity else f"not run ({str(parity['error'])[:120]})"))
+            f"not run ({str(parity.get('not_run') or parity['error'])[:120]})" if "error" in parity or "not_run" in parity
+            else f"max abs {parity.get('max_abs_error', '?')}, max rel {parity.get('max_rel_error', '?')}"))
     return "\n".join(lines)
 
 

@@ -5,7 +5,9 @@ the same graph is compiled beside it (default schedules: a tuning log in effect 
 alone) and both run on seeded inputs, so the module carries its parity evidence (``meta["precision"]``,
 copied into the artifact's manifest): the largest absolute error against the float32 build and that
 error relative to the float32 output's largest magnitude.  A target
-that cannot run here (CUDA without a GPU) records why instead of the numbers.
+that cannot run here records why instead of the numbers: ``"not_run"`` for a CPU target whose features this
+host lacks (``"this host lacks avx512bf16, ..."``: its code is never run here), ``"error"`` for what failed
+(CUDA without a GPU).
 """
 from __future__ import annotations
 
@@ -42,7 +44,11 @@ def seeded_inputs(m, seed: int = SEED) -> dict:
 
 
 def parity(m, reference, seed: int = SEED) -> dict:
-    """Largest absolute and relative error of ``m`` against ``reference`` on :func:`seeded_inputs`."""
+    """Largest absolute and relative error of ``m`` against ``reference`` on :func:`seeded_inputs`; ``{"not_run":
+    why}`` without running either where this host may not run them (:meth:`not_runnable`)."""
+    why = m.not_runnable() or reference.not_runnable()
+    if why:             # compiled for another CPU: built, inspected, exported; never run here
+        return {"seed": seed, "not_run": why}
     feeds = seeded_inputs(reference, seed)
     try:
         got, want = m(**feeds), reference(**feeds)

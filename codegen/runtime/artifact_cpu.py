@@ -32,7 +32,8 @@ from ..model.entries import ABI, ABI_VERSION, RUN
 from ..model.plan import RunList
 from ..model.plan_check import check_run_list
 from ..safe_files import resolve_inside
-from ..target import host, parse
+from ..runnable import lacking, lacks_message
+from ..target import parse
 from .artifact import Artifact, ArtifactError, load_weights, parsed, register, safe_read
 from .cpu import ModelModule
 from .fallback import kernel_from_json, kernel_to_json
@@ -42,7 +43,8 @@ from .profile import memory
 
 def _parity(m: ModelModule, seed: int = 0) -> dict | None:
     """Largest absolute and relative error of ``m`` against onnxruntime (else ``onnx.reference``) on
-    seeded random inputs; None when the graph did not come from an ONNX model."""
+    seeded random inputs; None when the graph did not come from an ONNX model; ``{"not_run": why}`` where this
+    host may not run ``m``'s code (a CPU feature it lacks)."""
     source = m.meta.get("source")
     model = getattr(source, "model", None)
     if model is None:
@@ -63,6 +65,8 @@ def _parity(m: ModelModule, seed: int = 0) -> dict | None:
         from onnx.reference import ReferenceEvaluator
         peer = f"onnx.reference {onnx.__version__}"
         run = lambda: ReferenceEvaluator(model).run(None, feeds)
+    if why := m.not_runnable():         # compiled for another CPU: never run here
+        return {"peer": peer, "seed": seed, "not_run": why}
     try:
         want = run()
     except Exception as e:  # noqa: BLE001  (the peer cannot run the model: recorded, not fatal)
@@ -86,14 +90,11 @@ def check_cpu(manifest: dict, where: str) -> None:
     triple = manifest.get("triple")
     if triple and triple.split("-")[0] != jit.triple().split("-")[0]:
         raise ArtifactError(f"load_model: {where} was built for {triple}; this host is {jit.triple()}")
-    missing = sorted(set(manifest.get("cpu_features", ())) - host().features)
+    missing = lacking(manifest.get("cpu_features", ()))
     if missing:
-        used = {f: [k["kernel"] for k in manifest.get("kernels", ()) if f in (k.get("schedule") or {}).get("isa", ())]
-                for f in missing}
-        kernels = "".join(f"; {f} runs {len(ks)} kernel(s) ({ks[0]}, ...)" for f, ks in used.items() if ks)
-        raise ArtifactError(f"load_model: {where} was built for CPU features this host lacks: {', '.join(missing)} "
-                            f"(built for {manifest.get('cpu')!r}, this host is {host().mcpu!r}{kernels}); rebuild "
-                            "it here or build with target=\"llvm -mcpu=...\" for the older CPU")
+        kernels = [(k["kernel"], (k.get("schedule") or {}).get("isa", ())) for k in manifest.get("kernels", ())]
+        raise ArtifactError(lacks_message(f"load_model: {where}", missing, manifest.get("cpu"), kernels)
+                            + "; rebuild it here or build with target=\"llvm -mcpu=...\" for the older CPU")
 
 
 class CPUArtifact(Artifact):
@@ -133,7 +134,7 @@ class CPUArtifact(Artifact):
 
     def manifest_parts(self, m: ModelModule) -> tuple[dict, dict]:
         parity = _parity(m)
-        if m.last_profile is None and m.run_list.fallback_steps and \
+        if m.last_profile is None and m.run_list.fallback_steps and m.not_runnable() is None and \
                 len(m._thread_state().set) == m.get_num_inputs():
             m.profile(repeat=5, quiet=True)      # the fallback steps' share of run time (inputs from _parity)
         tgt = parse(m.meta["target"])

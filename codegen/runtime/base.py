@@ -161,6 +161,11 @@ class ModelModuleBase:
             self.run(**inputs)
             return [self.get_output(k) for k in range(self.get_num_outputs())]
 
+    def not_runnable(self) -> str | None:
+        """Why this module's code may not run on this machine (the CPU's: ``"this host lacks avx512bf16"``),
+        else None; a parity check records it instead of running (a run raises naming it)."""
+        return None
+
     # -- inspection and export ---------------------------------------------------------------------------------
     def kernel_function(self, i: int) -> Callable[[], None]:
         """Step ``i``'s kernel over the calling thread's planned buffers (no index checks), as a no-argument

@@ -19,12 +19,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..amx import guarded, needs_amx, request_amx
+from ..amx import needs_amx
 from ..memory_plan import ALIGN
 from ..model.entries import RUN, thread_counts
 from ..model.plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
 from ..model.plan_control import error_sites
 from ..module import default_num_threads
+from ..runnable import host_check
 from .base import ModelModuleBase
 from .fallback import run_reference
 from .profile import stats
@@ -86,9 +87,11 @@ class ModelModule(ModelModuleBase):
         self._threads = [ctypes.c_int32.from_address(address(sym)) for sym in thread_counts(run)]
         self.num_threads = default_num_threads()
         self._thread_state()                # the building thread's buffers, at once
-        amx = [s.kernel for s in run.steps if s.native and needs_amx(s.schedule.get("isa", ()))]
-        self._amx = (f"the model's kernel {amx[0]}" + (f" (and {len(amx) - 1} more)" if amx[1:] else "")) \
-            if amx else None
+        native = [(s.kernel, tuple(s.schedule.get("isa", ()))) for s in run.steps if s.native]
+        amx = [k for k, isa in native if needs_amx(isa)]
+        self.host_check = host_check(self.meta["target"], f"model {self.meta.get('name', 'model')!r}", native,
+                                     (f"the model's kernel {amx[0]}" + (f" (and {len(amx) - 1} more)" if amx[1:] else ""))
+                                     if amx else None)
 
     # -- per-thread buffers ------------------------------------------------------------------------------------
     def _new_state(self) -> RunContext:
@@ -140,11 +143,14 @@ class ModelModule(ModelModuleBase):
 
     # -- running -----------------------------------------------------------------------------------------------
     def _launch(self, ctx: RunContext) -> None:
-        if self._amx:
-            request_amx(self._amx)
+        if self.host_check.needed:
+            self.host_check()
         rc = self._entry(*ctx.args, *self._callback)
         if rc:
             self._raise(ctx, rc)
+
+    def not_runnable(self) -> str | None:
+        return self.host_check.reason
 
     def _fallback_step(self, i: int, *_buffers) -> int:
         """The run entry's ``fallback``: step ``i`` over the calling thread's buffers (those the entry was
@@ -196,9 +202,7 @@ class ModelModule(ModelModuleBase):
         if not step.native:
             return lambda: self.run_fallback(i)
         ptrs = [self.view(a).ctypes.data for a in step.call_args]
-        fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(ptrs))(self._address(step.symbol))
-        if self._amx:
-            fn = guarded(fn, self._amx)
+        fn = self.host_check.guarded(ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(ptrs))(self._address(step.symbol)))
         return lambda: fn(*ptrs)
 
     def _stats(self) -> dict:

@@ -35,7 +35,7 @@ def stand_in(monkeypatch) -> str:
     """This host's features and AMX, the micro-kernels replaced by the scalar IR taking the same arguments."""
     monkeypatch.setattr(cpu_amx, "dense_ir", amx.dense_ir_reference)
     monkeypatch.setattr(cpu_amx, "block_ir", amx.block_ir_reference)
-    monkeypatch.setattr("codegen.runtime.cpu.request_amx", lambda where: None)
+    monkeypatch.setattr("codegen.amx.request_amx", lambda where: None)
     return f"llvm -mcpu={host().mcpu} -mattr=" + ",".join((*host().mattr, "+amx-tile", "+amx-int8", "+amx-bf16"))
 
 

@@ -16,6 +16,7 @@ import pytest
 
 import codegen
 from codegen import jit
+from codegen.runnable import CPUFeatureError, lacking
 from codegen.runtime.artifact import ArtifactError
 from codegen.target import Target, host, parse
 from tensorir import graph
@@ -137,14 +138,15 @@ def test_vdpbf16ps_in_the_code_of_a_bf16_target_only(target, isa):
 
 
 def test_both_forms_match_an_emulation_of_vdpbf16ps_bit_for_bit():
-    if "avx512bf16" not in host().features:
-        pytest.skip("this host has no AVX512-BF16")
+    """The forms this host runs: ``vdpbf16ps`` where it has AVX512-BF16, the plain form of this host and of an AVX2
+    CPU everywhere."""
     f = feeds()
     want = reference(f)
     for target in (HOST, host_without("avx512bf16"), AVX2):
         m, lacks = build(target)
-        assert any("avx512bf16" in w for w in lacks) == (target != HOST), lacks
-        assert all((o.get("isa") == ["avx512bf16"]) == (target == HOST) for o in origins(m))
+        dot = "avx512bf16" in parse(target).features
+        assert any("avx512bf16" in w for w in lacks) == (not dot), lacks
+        assert all((o.get("isa") == ["avx512bf16"]) == dot for o in origins(m))
         for b in m.buffers:
             b.view(np.uint8).fill(0xFF)             # NaN in every float
         for got, w in zip(m(**f), want):
@@ -181,9 +183,10 @@ def test_mixed_precision_matmuls_run_bf16_kernels_within_bf16_rounding():
 
 
 def test_manifest_names_the_isa_and_loading_refuses_a_host_without_it(tmp_path, monkeypatch):
-    if "avx512bf16" not in host().features:
-        pytest.skip("this host has no AVX512-BF16")
-    m, _ = build(HOST)
+    """Built and exported for AVX512-BF16 on any host (compiling runs nothing): the manifest names each kernel's
+    instruction set; ``load_model`` on a host with the target's features but AVX512-BF16 refuses it naming the
+    feature and its kernels, and so does this host where it lacks any of them."""
+    m, _ = build(BF16)
     out = tmp_path / "model"
     m.export_library(str(out))
     man = json.loads((out / "manifest.json").read_text())
@@ -191,8 +194,10 @@ def test_manifest_names_the_isa_and_loading_refuses_a_host_without_it(tmp_path, 
     assert isas == [["avx512bf16"]] * 4 and "avx512bf16" in man["cpu_features"]
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    lacking = host_without("avx512bf16")
-    monkeypatch.setattr("codegen.runtime.artifact_cpu.host", lambda: lacking)
+    if lacking(parse(BF16).features):
+        with pytest.raises(ArtifactError, match=r"lacks: [\w, -]*avx512bf16\b.*avx512bf16 runs 4 kernel\(s\)"):
+            codegen.load_model(str(copy))
+    monkeypatch.setattr("codegen.runnable.host_features", lambda: parse(BF16).features - {"avx512bf16"})
     with pytest.raises(ArtifactError, match=r"lacks: avx512bf16 .*avx512bf16 runs 4 kernel\(s\) \(fused_nn_contrib"):
         codegen.load_model(str(copy))
 
@@ -231,6 +236,14 @@ def test_jit_code_keeps_a_bf16_dense_gelu_reduction_in_registers():
     asm = jit.emit_assembly(m._ir, parse(BF16), jit=True)
     loops = [b for b in re.split(r"\n(?=\.LBB\d+_\d+:)", asm) if "vdpbf16ps" in b]
     assert loops and all("(%rsp)" not in b for b in loops), [b.count("(%rsp)") for b in loops]
+    # the parity against the float32 build ran only where this host has the target's features (never a SIGILL)
+    vs, missing = m.meta["precision"]["vs_float32"], lacking(parse(BF16).features)
+    if missing:
+        assert vs == {"seed": 0, "not_run": f"this host lacks {', '.join(missing)}"}, vs
+        with pytest.raises(CPUFeatureError, match=r"model 'main' was built for CPU features this host lacks: .*avx512bf16"):
+            m(x=rng.standard_normal((16, 768)).astype(np.float32))
+    else:
+        assert 0 < vs["max_rel_error"] < 2.0 ** -6, vs
 
 
 def test_bf16_dense_gelu_epilogue_rounds_once():

@@ -53,8 +53,15 @@ CONVS = [(64, 32, 3, 1, 1, 1, 9), (3, 16, 7, 2, 3, 1, 20), (64, 64, 3, 2, 1, 1, 
 TILES = ["amx-int8", "amx-tile"]
 
 
+def vector_isa() -> list[str]:
+    """The int8 vector rule's instruction set on this host (and on the stand-in, this host with AMX): ``vpdpbusd``
+    (zmm before ymm), else the plain form's (none)."""
+    return [f for f in ("avx512vnni", "avxvnni") if f in host().features][:1]
+
+
 def conv_isa(c: int) -> list[str]:
-    return TILES if 4 * -(-c // 4) >= 64 else ["avx512vnni"]
+    """A conv's on this host with AMX: tiles from 64 channel bytes a tap, else the vector rule's."""
+    return TILES if 4 * -(-c // 4) >= 64 else vector_isa()
 
 
 def conv_graph(c, o, k, stride, pad, dilation, size):
@@ -66,11 +73,15 @@ def conv_graph(c, o, k, stride, pad, dilation, size):
 
 def stand_in(monkeypatch) -> str:
     """A target with this host's features and AMX-INT8, the micro-kernels replaced by scalar IR taking the same
-    arguments (the block's schedule and tensorize binding: strides, offsets, edge tiles; any x86 host)."""
+    arguments (the block's schedule and tensorize binding: strides, offsets, edge tiles; any x86 host).  Its code
+    has no tile instruction (LLVM emits none of itself), so the host may run it as if it had AMX: the run-time check
+    (:mod:`codegen.runnable`) is told so and no tile state is asked for."""
     monkeypatch.setattr(cpu_amx, "dense_ir", amx.dense_ir_reference)
     monkeypatch.setattr(cpu_amx, "block_ir", amx.block_ir_reference)
-    monkeypatch.setattr("codegen.runtime.cpu.request_amx", lambda where: None)   # the stand-in has no tiles
-    return f"llvm -mcpu={host().mcpu} -mattr=" + ",".join((*host().mattr, "+amx-tile", "+amx-int8"))
+    target = f"llvm -mcpu={host().mcpu} -mattr=" + ",".join((*host().mattr, "+amx-tile", "+amx-int8"))
+    monkeypatch.setattr("codegen.runnable.host_features", lambda: parse(target).features)
+    monkeypatch.setattr("codegen.amx.request_amx", lambda where: None)
+    return target
 
 
 def feeds(lead, k):
@@ -78,7 +89,8 @@ def feeds(lead, k):
 
 
 def origins(m) -> list[dict]:
-    return [s.schedule for s in m.run_list.steps if s.schedule.get("precision") == "uint8"]
+    """The int8 kernels' origins, ``isa`` ``[]`` where the plain form runs."""
+    return [{"isa": [], **s.schedule} for s in m.run_list.steps if s.schedule.get("precision") == "uint8"]
 
 
 def check(m, g, f, poison=0x5A):
@@ -175,13 +187,14 @@ def test_an_amx_artifact_asks_for_the_tile_state_before_it_runs(tmp_path, monkey
     loads it, and the tile state is requested before its first run (the stand-in's code runs anywhere)."""
     target = stand_in(monkeypatch)
     asked = []
-    monkeypatch.setattr("codegen.runtime.cpu.request_amx", asked.append)
+    monkeypatch.setattr("codegen.amx.request_amx", asked.append)
     g, f = conv_graph(*CONVS[0])
     codegen.build_model(g, target=target).export_library(str(tmp_path / "model"))
     if not HAS_AMX:
-        with pytest.raises(ArtifactError, match=r"lacks: amx-int8, amx-tile .*amx-int8 runs 1 kernel\(s\) \(fused_qnn"):
-            codegen.load_model(str(tmp_path / "model"))
-    monkeypatch.setattr("codegen.runtime.artifact_cpu.host", lambda: parse(target))
+        with monkeypatch.context() as real:     # the host as it is
+            real.setattr("codegen.runnable.host_features", lambda: host().features)
+            with pytest.raises(ArtifactError, match=r"lacks: amx-int8, amx-tile .*amx-int8 runs 1 kernel\(s\) \(fused_q"):
+                codegen.load_model(str(tmp_path / "model"))
     asked.clear()
     m = codegen.load_model(str(tmp_path / "model"))
     assert asked == []
@@ -189,18 +202,27 @@ def test_an_amx_artifact_asks_for_the_tile_state_before_it_runs(tmp_path, monkey
     assert asked and asked[0].startswith("the model's kernel fused_qnn_contrib_conv2d_pack")
 
 
-@pytest.mark.skipif(HAS_AMX or "avx512vnni" not in host().features, reason="needs a host with VNNI and no AMX")
+@pytest.mark.skipif(HAS_AMX, reason="this host has AMX-INT8: nothing to refuse")
 def test_a_host_without_amx_takes_vnni_and_refuses_to_run_amx_code(tmp_path):
+    """The host's own build takes its vector rule (VNNI, else the plain form) and says so in the manifest; the
+    same graph built for the host with AMX builds, its code has the tiles, and calling it (or a kernel of it, as
+    ``profile`` does) raises naming the features and the kernel, never SIGILL."""
     g, f = dense_graph((32,), 64, 32), feeds((32,), 64)
     m = codegen.build_model(g)
-    assert [o["isa"] for o in origins(m)] == [["avx512vnni"]]
+    isa = vector_isa()
+    assert [o["isa"] for o in origins(m)] == [isa]
     m.export_library(str(tmp_path / "model"))
     man = json.loads((tmp_path / "model" / "manifest.json").read_text())
-    assert [k["schedule"]["isa"] for k in man["kernels"] if "isa" in k["schedule"]] == [["avx512vnni"]]
-    tiles = codegen.build_model(g, target=f"llvm -mcpu={host().mcpu} -mattr="
-                                + ",".join((*host().mattr, "+amx-tile", "+amx-int8")))
-    with pytest.raises(AMXError, match=r"kernel fused_qnn_contrib_dense_pack\w* runs AMX tile instructions"):
+    assert [k["schedule"].get("isa", []) for k in man["kernels"] if k["schedule"].get("precision") == "uint8"] == [isa]
+    np.testing.assert_array_equal(m(**f)[0], graph.evaluate(g, f)[0])
+    target = f"llvm -mcpu={host().mcpu} -mattr=" + ",".join((*host().mattr, "+amx-tile", "+amx-int8"))
+    tiles = codegen.build_model(g, target=target)
+    assert [o["isa"] for o in origins(tiles)] == [TILES] and "tdpbusd" in jit.emit_assembly(tiles._ir, parse(target))
+    refusal = r"lacks: amx-int8, amx-tile .*amx-int8 runs 1 kernel\(s\) \(fused_qnn_contrib_dense_pack"
+    with pytest.raises(AMXError, match=refusal):
         tiles(**f)
+    with pytest.raises(AMXError, match=refusal):
+        tiles.profile(quiet=True, **f)
 
 
 @pytest.mark.skipif(not HAS_AMX, reason="this host has no AMX-INT8")

@@ -222,4 +222,4 @@ def test_a_log_deploys_an_amx_targets_kernels_naming_their_instruction_set(tmp_p
     assert len(tasks) == len(got) == count
     assert all(o["kind"] == "template" and o["template"] == template and o["isa"] == isa
                for o in got.values()), got
-    assert "amx-tile" not in isa or next(iter(got)) in (m._amx or "")     # the runtime asks for the tiles by it
+    assert "amx-tile" not in isa or next(iter(got)) in (m.host_check.amx or "")   # the runtime asks for tiles by it

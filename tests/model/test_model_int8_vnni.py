@@ -12,8 +12,9 @@ import pytest
 
 import codegen
 from codegen import jit
+from codegen.runnable import lacking
 from codegen.runtime.artifact import ArtifactError
-from codegen.target import Target, host, parse
+from codegen.target import host, parse
 from tensorir import graph
 from tensorir.graph.ir import Const, Graph, Var, TensorType
 from tensorir.graph.op.registry import call
@@ -25,6 +26,15 @@ AVX512VNNI = "llvm -mcpu=znver4 -mattr=+avx512f,+avx512bw,+avx512vl,+avx512vnni"
 AVXVNNI = "llvm -mcpu=alderlake -mattr=+avx2,+fma,+avxvnni"
 NO_VNNI = "llvm -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vl"
 BOTH_VNNI = "llvm -mcpu=emeraldrapids -mattr=-amx-tile,-amx-int8,-amx-bf16"   # the CPU's VNNI of both widths: zmm wins
+#: this host without VNNI and AMX: the plain form, runnable on any x86 host
+PLAIN_HOST = f"llvm -mcpu={host().mcpu} -mattr=" + ",".join(
+    [f for f in host().mattr if f[1:] not in ("avx512vnni", "avxvnni") and not f.startswith("+amx")]
+    + ["-avx512vnni", "-avxvnni", "-amx-tile", "-amx-int8", "-amx-bf16"])
+
+
+def runs_here(target: str) -> bool:
+    """Whether this host has every feature of ``target`` (its code may run here)."""
+    return not lacking(parse(target).features)
 
 
 def int8_graph():
@@ -82,11 +92,10 @@ def test_vnni_kernels_match_numpy_where_the_host_has_vnni():
 
 
 def test_manifest_names_the_isa_and_loading_refuses_a_host_without_it(tmp_path, monkeypatch):
-    if "avx512vnni" not in host().features:
-        pytest.skip("this host has no AVX512-VNNI")
-    no_amx = ",".join([f for f in host().mattr if not f.startswith("+amx")]   # an AMX host's dense takes tiles
-                      + ["-amx-tile", "-amx-int8", "-amx-bf16"])
-    m = codegen.build_model(int8_graph(), target=f"llvm -mcpu={host().mcpu} -mattr={no_amx}")
+    """Built and exported for AVX512-VNNI on any host (compiling runs nothing): the manifest names each kernel's
+    instruction set; ``load_model`` on a host with the target's features but AVX512-VNNI refuses it naming the
+    feature and its kernels, and so does this host where it lacks any of them."""
+    m = codegen.build_model(int8_graph(), target=AVX512VNNI)
     out = tmp_path / "model"
     m.export_library(str(out))
     man = json.loads((out / "manifest.json").read_text())
@@ -94,18 +103,22 @@ def test_manifest_names_the_isa_and_loading_refuses_a_host_without_it(tmp_path, 
     assert isas == [["avx512vnni"]] * 2 and "avx512vnni" in man["cpu_features"]
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    lacking = Target("llvm", host().mcpu, tuple(f for f in host().mattr if f != "+avx512vnni") + ("-avx512vnni",))
-    monkeypatch.setattr("codegen.runtime.artifact_cpu.host", lambda: lacking)
+    if not runs_here(AVX512VNNI):
+        with pytest.raises(ArtifactError, match=r"lacks: [\w, -]*avx512vnni\b.*avx512vnni runs 2 kernel\(s\)"):
+            codegen.load_model(str(copy))
+    monkeypatch.setattr("codegen.runnable.host_features", lambda: parse(AVX512VNNI).features - {"avx512vnni"})
     with pytest.raises(ArtifactError, match=r"lacks: avx512vnni .*avx512vnni runs 2 kernel\(s\) \(fused_qnn"):
         codegen.load_model(str(copy))
 
 
+@pytest.mark.filterwarnings("ignore:build_model. the target .* lacks")     # the plain form's targets
 @pytest.mark.parametrize("rows,cols,block", [((4, 32), 768, (4, 4)), ((7,), 32, (7, 2)), ((1,), 64, (1, 4)),
                                              ((12,), 48, (12, 1)), ((2, 9), 128, (3, 4)),
                                              ((5, 2), 64, (2, 4))])   # 5 x 2 rows: blocks of 5 rows are no boxes
 def test_dense_register_block_feeds_several_dots_per_load(rows, cols, block):
     """The packed dense's default register block (``dense_block``: at most 16 accumulators, fewest loads per dot):
-    exact against numpy for VNNI (where the host has it) and the plain form; with VNNI, 4 x 4 broadcasts a quarter
+    exact against numpy for VNNI (where the host has it) and the plain form (the host's; Skylake-X's where the host
+    has AVX-512); with VNNI (its code, on any host), 4 x 4 broadcasts a quarter
     as much data per ``vpdpbusd`` as the 16 x 1 block it replaces; rows of several axes in blocks that are boxes
     of them (10 rows of [5, 2] in blocks of 5 wrote past the block's product buffer: refused by the bounds check)."""
     from tensorir.graph.schedules.cpu_int8 import dense_block
@@ -118,9 +131,11 @@ def test_dense_register_block_feeds_several_dots_per_load(rows, cols, block):
     g = Graph((x,), (y,), (), ("y",))
     f = {"x": rng.integers(0, 256, (*rows, 64)).astype(np.uint8)}
     want = graph.evaluate(g, f)[0]
-    targets = [NO_VNNI] + ([None] if {"avx512vnni"} <= host().features else [])
+    # run here: the plain form of this host (and of Skylake-X where this host has AVX-512), VNNI where it has it
+    targets = [PLAIN_HOST] + [NO_VNNI] * runs_here(NO_VNNI) + [None] * bool({"avx512vnni", "avxvnni"} & host().features)
     for target in targets:
         m = codegen.build_model(g, target=target)
+        assert all(("isa" in o) == (target is None) for o in rules(m)), rules(m)
         for b in m.buffers:
             b.view(np.uint8).fill(0xFF)     # NaN
         np.testing.assert_array_equal(m(**f)[0], want)

@@ -50,6 +50,22 @@ def test_each_failure_is_recorded_and_survived():
     assert elapsed < 60
 
 
+def test_a_job_timeout_counts_from_its_start_not_from_the_worker_start(tmp_path, monkeypatch):
+    """A fresh worker's start and imports are not its job's time (on a loaded 2-core machine they took seconds after
+    each crash or hang, and the next good candidate was recorded as RUN_TIMEOUT): a job whose module takes 2 s to
+    import finishes within a 1 s timeout; on the same worker a job running 2 s is killed at 1 s."""
+    from autotune.worker import OK, TIMEOUT, WorkerPool
+    (tmp_path / "slow_import_for_test.py").write_text("import time\ntime.sleep(2)\nsleep = time.sleep\n")
+    monkeypatch.syspath_prepend(str(tmp_path))          # a worker's PYTHONPATH is the tuner's sys.path
+    pool = WorkerPool(1)
+    try:
+        quick, slow = pool.map([("slow_import_for_test:sleep", 0.01), ("slow_import_for_test:sleep", 2.0)], 1.0)
+    finally:
+        pool.close()
+    assert quick.status == OK and quick.seconds < 1.0, quick
+    assert slow.status == TIMEOUT and "no result after 1 s" in slow.message and 1.0 <= slow.seconds < 2.0, slow
+
+
 def test_reference_from_the_fallback_config():
     """Without a reference function the fallback config's output is the reference."""
     task = autotune.task.create("test_vecadd", args=(64,))
