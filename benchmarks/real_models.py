@@ -193,17 +193,25 @@ def worker(name: str, out: str, threads: int, tol: float, do_time: bool, blocks:
     res["max_err"] = max(errors, default=0.0)
     if agree:
         res["argmax"] = min(agree)
-    if problems and ort_saturates_u8s8() and has_integer_products(onnx.load(str(path), load_external_data=False)):
+    if ort_saturates_u8s8() and has_integer_products(onnx.load(str(path), load_external_data=False)):
         # onnxruntime's u8 x s8 sums saturate on this CPU (no VNNI): the exact sums are the spec's, so the model is
-        # checked against tiletune's numpy reference (graph.evaluate) instead, onnxruntime's difference reported
+        # judged against tiletune's numpy reference (graph.evaluate), within the tolerance and the model's own
+        # sensitivity to one-ulp changes of its dynamic quantizers' inputs (onnxruntime's, ULP_FACTOR as above;
+        # not its optimized-vs-plain noise, which the saturation of one path and not the other inflates)
         import numpy as np
-        ref_bound = max(tol, HALF_FACTOR * res["half_eps"])
         exact = [[np.asarray(v) for v in graph.evaluate(g, x, params)] for x in inputs]
-        errs = [compare(o, r) for ours_k, ex_k in zip(outs, exact) for o, r in zip(ours_k, ex_k)]
-        if all(p is None and e <= ref_bound for e, p in errs):
-            res.update(reference="numpy (onnxruntime's u8 x s8 products saturate on this CPU)", ort_err=res["max_err"],
-                       max_err=max((e for e, _ in errs), default=0.0))
-            problems = []
+        ref_bound = max(tol, HALF_FACTOR * res["half_eps"], ULP_FACTOR * res.get("ort_ulp", 0.0))
+        problems = []
+        errs = []
+        for k, (ours_k, ex_k) in enumerate(zip(outs, exact)):
+            for name_j, o, r in zip(names, ours_k, ex_k):
+                err, problem = compare(o, r)
+                errs.append(err)
+                if problem or err > ref_bound:
+                    problems.append(f"output {name_j!r} (inputs seed {k}) against the numpy reference: "
+                                    + (problem or f"scaled error {err:.2e}"))
+        res.update(reference="numpy (onnxruntime's u8 x s8 products saturate on this CPU)", ort_err=res["max_err"],
+                   max_err=max(errs, default=0.0))
     if problems:
         res.update(status="WRONG", error="; ".join(problems[:3]))
         _save(out, res)
@@ -349,7 +357,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def one(e):
         r = run_one(e, args)
-        print(f"  {r['name']:22} {r['status']:9} {r.get('error', '')[:150]}  ({r['wall_s']:.0f} s)", flush=True)
+        ratio = _ratio(r)
+        timed = f"  {r['ours_ms']:.3f} / {r['ort_ms']:.3f} ms = {ratio:.2f}x" if ratio else ""
+        print(f"  {r['name']:22} {r['status']:9} {r.get('error', '')[:150]}{timed}  ({r['wall_s']:.0f} s)", flush=True)
         return r
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:
