@@ -28,7 +28,7 @@ from ..lower_te import KernelTE
 from . import cpu_dense
 from .helpers import extents as _extents
 from .helpers import VECTOR_WIDTHS, first_divisor, largest_divisor, root_reductions, single_reduction, vector_width
-from .registry import Rule, rule_registrar
+from .registry import Rule, rule_registrar, scheduling_target, target_features
 
 #: A parallel loop over fewer iterations than this also takes the next loop (rows of a blocked conv).
 MIN_PARALLEL_TASKS = 16
@@ -264,10 +264,22 @@ def schedule_matmul(s: Schedule, kt: KernelTE, out: Stage) -> None:
 
 
 def _row_block(n: int, limit: int = 16) -> int:
-    """The register-block length along an axis of ``n``: its largest divisor up to ``limit``, or ``8``
-    (a guarded tail) when ``n`` only has small divisors (a prime extent)."""
+    """The register-block length along an axis of ``n``: its largest divisor up to ``limit``, or ``8`` (at most
+    ``limit``; a guarded tail) when ``n`` only has small divisors (a prime extent)."""
     best = largest_divisor(n, limit)
-    return 8 if best < 4 and n > limit else best
+    return min(8, limit) if best < 4 and n > limit else best
+
+
+def _tile_pixels(lanes: int) -> int:
+    """Output pixels of an NCHWc conv's register tile of ``lanes`` float32 channels: :data:`TILE_PIXELS` (16
+    accumulators of AVX-512's 32 zmm), and where the target's widest vectors are 256 bits (AVX2: 16 ymm) as many as
+    keep the accumulators in 12 of them (a 16-channel block is 2 ymm a pixel: 6 pixels; 16 spilled them: ddddocr-det's
+    3x3 convs on a Zen 3)."""
+    target = scheduling_target()
+    features = target_features(target) if target is not None else frozenset()
+    if "avx2" not in features or "avx512f" in features:
+        return TILE_PIXELS
+    return max(1, 12 // max(1, lanes * 32 // 256))
 
 
 def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, middle, at, rows, vec,
@@ -310,18 +322,19 @@ def schedule_conv2d_nchwc(s: Schedule, kt: KernelTE, out: Stage) -> None:
     ext = _extents(out)
     n, oc, oh, ow, oc_b = out.op.axis
     many = ext[0] * ext[1] >= MIN_PARALLEL_TASKS
+    pixels = _tile_pixels(ext[4])
     if ext[3] < MIN_BLOCK_COLUMNS and ext[2] > ext[3]:
         # narrow (a 1-D conv as H x 1): the block runs over output rows, columns outside it
-        rows = _row_block(ext[2])
+        rows = _row_block(ext[2], pixels)
         anchor = _tile_anchor(s, out, anchor, bool(ext[2] % rows))
         ho, hi = out.split(oh, factor=rows)
         outer, middle = ([n, oc], ho) if many else ([n, oc, ho], None)
         _block_anchor(s, out, anchor, outer, middle, ow, hi, oc_b, row_axis=2)
         return
-    columns = _row_block(ext[3])
+    columns = _row_block(ext[3], pixels)
     anchor = _tile_anchor(s, out, anchor, bool(ext[3] % columns))
     wo, wi = out.split(ow, factor=columns)
-    rows = largest_divisor(ext[2], max(1, TILE_PIXELS // columns)) if not ext[3] % columns else 1
+    rows = largest_divisor(ext[2], max(1, pixels // columns)) if not ext[3] % columns else 1
     if many and rows > 1:     # few columns (a small feature map): the tile takes rows too
         ho, hi = out.split(oh, factor=rows)
         _block_anchor(s, out, anchor, [n, oc], ho, wo, (hi, wi), oc_b, row_axis=(2, 3))
