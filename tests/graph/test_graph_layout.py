@@ -181,6 +181,22 @@ def test_dense_pack_default_schedule(m, lead):
         check_kernel(kern, schedule=schedule_kernel)
 
 
+def test_dense_pack_tile_fits_the_registers_of_256_bit_vectors():
+    """A packed dense's register tile on AVX2 (16 ymm): rows of a 16-column block take 2 ymm each, so 6 rows (12
+    accumulators), not AVX-512's 8 (16 ymm: spilled; a ViT's dense layers ran 1.5-1.7x slower on a Zen 3); many
+    rows with no divisor near 6 (256 tokens) take full tiles of 6 and a tail rather than tiles of 4."""
+    def tile_rows(m, target):
+        d = call("nn.contrib_dense_pack", _x((m, 24)), _x((3, 24, 16), "w"), weight_layout="NC16n")
+        (kern,) = _kernels(d)
+        kt = lower_kernel(kern)
+        text = str(te.lower(schedule_kernel(kt, target), kt.args))
+        return max(len(re.findall(r"\] = x16\(0.0f\)", body)) for body in text.split("for (k, 24)"))
+    haswell = "llvm -mcpu=haswell"
+    assert tile_rows(48, haswell) == 6 and tile_rows(48, AVX512) == 8
+    assert tile_rows(197, haswell) == 6 and tile_rows(256, haswell) == 6 and tile_rows(64, haswell) == 4
+    assert tile_rows(256, AVX512) == 8
+
+
 def _conv_net():
     """conv -> bias -> relu -> conv -> * scale + residual -> relu -> depthwise conv + residual -> max pool."""
     x = _x((1, 32, 10, 10))

@@ -38,6 +38,8 @@ MIN_PARALLEL_TASKS = 16
 TILE_PIXELS = 16
 #: A blocked conv with fewer output columns than this blocks its output rows instead.
 MIN_BLOCK_COLUMNS = 4
+#: rows of a packed dense's register tile on AVX-512 (fewer on 256-bit targets: :func:`_register_rows`)
+DENSE_ROWS = 8
 
 
 #: ``@register_rule(*anchor_ops, **space)``: ``rule(s, kt, out)`` as a CPU entry, applied by :func:`schedule_kernel`
@@ -270,16 +272,23 @@ def _row_block(n: int, limit: int = 16) -> int:
     return min(8, limit) if best < 4 and n > limit else best
 
 
-def _tile_pixels(lanes: int) -> int:
-    """Output pixels of an NCHWc conv's register tile of ``lanes`` float32 channels: :data:`TILE_PIXELS` (16
-    accumulators of AVX-512's 32 zmm), and where the target's widest vectors are 256 bits (AVX2: 16 ymm) as many as
-    keep the accumulators in 12 of them (a 16-channel block is 2 ymm a pixel: 6 pixels; 16 spilled them: ddddocr-det's
-    3x3 convs on a Zen 3)."""
+def _register_rows(lanes: int, default: int) -> int:
+    """Rows (or output pixels) of a register tile whose every row is a block of ``lanes`` float32 accumulators:
+    ``default`` (sized for AVX-512's 32 zmm), and where the target's widest vectors are 256 bits (AVX2: 16 ymm) at
+    most as many as keep the accumulators in 12 of them (a 16-lane block is 2 ymm a row: 6 rows; AVX-512's 16
+    pixels of an NCHWc conv, or 8 rows of a packed dense, spilled them on a Zen 3: ddddocr-det's 3x3 convs, a
+    ViT's dense layers 1.5-1.7x slower)."""
     target = scheduling_target()
     features = target_features(target) if target is not None else frozenset()
     if "avx2" not in features or "avx512f" in features:
-        return TILE_PIXELS
-    return max(1, 12 // max(1, lanes * 32 // 256))
+        return default
+    return max(1, min(default, 12 // max(1, lanes * 32 // 256)))
+
+
+def _tile_pixels(lanes: int) -> int:
+    """Output pixels of an NCHWc conv's register tile of ``lanes`` float32 channels: :data:`TILE_PIXELS` (16
+    accumulators of AVX-512's 32 zmm), fewer on 256-bit targets (:func:`_register_rows`)."""
+    return _register_rows(lanes, TILE_PIXELS)
 
 
 def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, middle, at, rows, vec,
@@ -353,11 +362,15 @@ def schedule_dense_pack(s: Schedule, kt: KernelTE, out: Stage) -> None:
     if anchor is None or len(out.op.axis) < 2 or _extents(anchor) != _extents(out):
         return schedule_reduction(s, kt, out)
     ext = _extents(out)
-    rows = _row_block(ext[-2], 8)
+    vec = vector_width(ext[-1])
+    limit = _register_rows(vec, DENSE_ROWS)
+    rows = _row_block(ext[-2], limit)
+    if limit < DENSE_ROWS and rows < limit - 1 and ext[-2] >= 16 * limit:
+        rows = limit   # many rows (256 tokens): full tiles and a tail beat a divisor of 4 (1.35x on a Zen 3)
     anchor = _tile_anchor(s, out, anchor, bool(ext[-2] % rows))
     axes = list(out.op.axis)
     ro, ri = out.split(axes[-2], factor=rows)
-    vo, vi = out.split(axes[-1], factor=vector_width(ext[-1]))
+    vo, vi = out.split(axes[-1], factor=vec)
     _block_anchor(s, out, anchor, [*axes[:-2], vo], None, ro, ri, vi)
 
 
