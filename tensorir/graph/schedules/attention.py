@@ -18,7 +18,7 @@ from ...schedule import Schedule, create_schedule
 from ...tensor import ComputeOp
 from ..ir import Node
 from ..lower_te import KernelTE
-from .helpers import bind, largest_divisor, vector_width
+from .helpers import bind, largest_divisor, register_rows, vector_width
 from .cuda_attention import schedule_attention_tensorcore, tensorcore_refusal, warps_for
 from .registry import register_schedule, target_info, target_kind
 
@@ -68,24 +68,30 @@ def schedule_attention_cpu(cfg, kt: KernelTE) -> Schedule:
     for stage in (mx, total):
         _row_reduce(s, stage, out, task, vt)
     k_rows = facts(st)["transpose_k"]
+    rows = _rows(s_len, t_len)
     if vt > 1 and not k_rows:       # K stored [N, D, T]: each d a vector of keys
-        _register_tile(s, score, vt)
+        _register_tile(s, score, vt, rows)
     if vt > 1:
         for stage in (e, *probs):
             stage.vectorize(stage.split(stage.op.axis[2], factor=vt)[1])
     if vc > 1:
-        _register_tile(s, pv, vc)
+        _register_tile(s, pv, vc, rows)
     return s
 
 
-def _register_tile(s: Schedule, stage, vec: int) -> None:
-    """``stage`` (rows x columns, a reduction) written in tiles of its rows x ``vec`` columns, each tile
-    accumulated in registers (a ``cache_write``: rows unrolled, the columns a vector) with the reduction
-    outside the tile."""
+def _register_tile(s: Schedule, stage, vec: int, rows: int) -> None:
+    """``stage`` (a task's ``rows`` x columns, a reduction) written in tiles of its rows (all, or as many as fit
+    the target's vector registers: :func:`.helpers.register_rows`) x ``vec`` columns, each tile accumulated in
+    registers (a ``cache_write``: rows unrolled, the columns a vector) with the reduction outside the tile."""
     acc = s[s.cache_write(stage.op.output(0), "local")]
     b, i, j = stage.op.axis
     jo, ji = stage.split(j, factor=vec)
-    stage.reorder(b, jo, i, ji)
+    sub = largest_divisor(rows, register_rows(vec, rows))
+    if sub < rows:      # AVX2: 16 rows of 2 ymm would spill
+        io, ii = stage.split(i, factor=sub)
+        stage.reorder(b, io, jo, ii, ji)
+    else:
+        stage.reorder(b, jo, i, ji)
     stage.vectorize(ji)
     acc.compute_at(stage, jo)
     ab, ai, aj = acc.op.axis

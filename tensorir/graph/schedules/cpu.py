@@ -27,8 +27,9 @@ from ...visitor import collect, substitute
 from ..lower_te import KernelTE
 from . import cpu_dense
 from .helpers import extents as _extents
-from .helpers import VECTOR_WIDTHS, first_divisor, largest_divisor, root_reductions, single_reduction, vector_width
-from .registry import Rule, rule_registrar, scheduling_target, target_features
+from .helpers import (VECTOR_WIDTHS, first_divisor, largest_divisor, register_rows, root_reductions, single_reduction,
+                      vector_width)
+from .registry import Rule, rule_registrar
 
 #: A parallel loop over fewer iterations than this also takes the next loop (rows of a blocked conv).
 MIN_PARALLEL_TASKS = 16
@@ -38,7 +39,7 @@ MIN_PARALLEL_TASKS = 16
 TILE_PIXELS = 16
 #: A blocked conv with fewer output columns than this blocks its output rows instead.
 MIN_BLOCK_COLUMNS = 4
-#: rows of a packed dense's register tile on AVX-512 (fewer on 256-bit targets: :func:`_register_rows`)
+#: rows of a packed dense's register tile on AVX-512 (fewer on 256-bit targets: :func:`.helpers.register_rows`)
 DENSE_ROWS = 8
 
 
@@ -272,23 +273,10 @@ def _row_block(n: int, limit: int = 16) -> int:
     return min(8, limit) if best < 4 and n > limit else best
 
 
-def _register_rows(lanes: int, default: int) -> int:
-    """Rows (or output pixels) of a register tile whose every row is a block of ``lanes`` float32 accumulators:
-    ``default`` (sized for AVX-512's 32 zmm), and where the target's widest vectors are 256 bits (AVX2: 16 ymm) at
-    most as many as keep the accumulators in 12 of them (a 16-lane block is 2 ymm a row: 6 rows; AVX-512's 16
-    pixels of an NCHWc conv, or 8 rows of a packed dense, spilled them on a Zen 3: ddddocr-det's 3x3 convs, a
-    ViT's dense layers 1.5-1.7x slower)."""
-    target = scheduling_target()
-    features = target_features(target) if target is not None else frozenset()
-    if "avx2" not in features or "avx512f" in features:
-        return default
-    return max(1, min(default, 12 // max(1, lanes * 32 // 256)))
-
-
 def _tile_pixels(lanes: int) -> int:
     """Output pixels of an NCHWc conv's register tile of ``lanes`` float32 channels: :data:`TILE_PIXELS` (16
-    accumulators of AVX-512's 32 zmm), fewer on 256-bit targets (:func:`_register_rows`)."""
-    return _register_rows(lanes, TILE_PIXELS)
+    accumulators of AVX-512's 32 zmm), fewer on 256-bit targets (:func:`.helpers.register_rows`)."""
+    return register_rows(lanes, TILE_PIXELS)
 
 
 def _block_anchor(s: Schedule, out: Stage, anchor: Stage, outer: list, middle, at, rows, vec,
@@ -363,7 +351,7 @@ def schedule_dense_pack(s: Schedule, kt: KernelTE, out: Stage) -> None:
         return schedule_reduction(s, kt, out)
     ext = _extents(out)
     vec = vector_width(ext[-1])
-    limit = _register_rows(vec, DENSE_ROWS)
+    limit = register_rows(vec, DENSE_ROWS)
     rows = _row_block(ext[-2], limit)
     if limit < DENSE_ROWS and rows < limit - 1 and ext[-2] >= 16 * limit:
         rows = limit   # many rows (256 tokens): full tiles and a tail beat a divisor of 4 (1.35x on a Zen 3)
