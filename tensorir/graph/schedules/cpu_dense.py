@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...schedule import Schedule
 from ...schedule.space import SplitEntity
 from ..lower_te import KernelTE
-from .helpers import first_divisor, kernel_stages, largest_divisor, single_anchor
+from .helpers import first_divisor, kernel_stages, largest_divisor, register_rows, single_anchor
 
 TEMPLATE = "dense_kernel_cpu"
 
@@ -51,8 +51,9 @@ def schedule_dense_kernel(cfg, kt: KernelTE) -> Schedule:
     cfg.define_knob("order", ["columns", "rows"])
     cfg.define_knob("unroll_k", [False, True])
     if cfg.is_fallback:                     # the default rule's block (cpu.schedule_dense_pack)
-        cfg["tile_y"] = SplitEntity([-1, largest_divisor(m, 8)])
-        cfg["tile_x"] = SplitEntity([-1, first_divisor(n, (16, 8, 4, 2))])
+        vec = first_divisor(n, (16, 8, 4, 2))
+        cfg["tile_y"] = SplitEntity([-1, largest_divisor(m, register_rows(vec, 8))])
+        cfg["tile_x"] = SplitEntity([-1, vec])
     yo, yi = cfg["tile_y"].apply(s, outputs[0], out.op.axis[0])
     xo, xi = cfg["tile_x"].apply(s, outputs[0], out.op.axis[1])
     outer, at = (xo, yo) if cfg["order"].val == "columns" else (yo, xo)
