@@ -168,3 +168,26 @@ def test_ulp_noise_covers_a_rounding_flip_of_the_exact_products():
     assert flip > 1e-4      # one uint8 code of Y1 flipped: the output moves by a quantum of it times W2's row
     noise = s.ulp_noise(model(here), [feed])
     assert flip <= s.ULP_FACTOR * noise["error"], (flip, noise)
+
+
+def test_diverge_lists_the_quantizer_codes_that_flip(capsys):
+    """benchmarks/zoo/diverge.py --flips: of two values of a quantizer's input, the elements whose uint8 code
+    differs (here one, moved from just below a rounding boundary to just above it), with value / scale each side."""
+    sys.path.insert(0, f"{ROOT}/benchmarks/zoo")
+    try:
+        import diverge
+    finally:
+        sys.path.pop(0)
+    x = rng.uniform(-1, 1, (6, 40)).astype(np.float32)
+    scale, zp, ratio, codes = diverge._grid(x)
+    i = (int(rng.integers(6)), int(rng.integers(40)))
+    x[i] = np.float32(2.5) * scale                         # inside the range: the grid stays
+    assert diverge._grid(x)[0] == scale
+    below, above = x.copy(), x.copy()
+    below[i], above[i] = x[i] * np.float32(1 - 1e-6), x[i] * np.float32(1 + 1e-6)     # 2.5 -+ 2.5e-6 scales
+    assert diverge._grid(below)[3][i] + 1 == diverge._grid(above)[3][i]
+    diverge.print_flips(["T"], {"T": below}, {"T": above}, show=5)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(f"1 of {x.size} codes differ") and out[1].startswith(f"  {list(i)}:"), out
+    diverge.print_flips(["T"], {"T": below}, {"T": below}, show=5)
+    assert capsys.readouterr().out.strip().endswith(f"0 of {x.size} codes differ")
