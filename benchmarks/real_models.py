@@ -20,8 +20,10 @@ mean of the ratios.  Each failure is classified:
   ill-conditioned for every implementation) and, for a model with dynamic quantizers, three times
   onnxruntime's own change when each quantizer's float input moves by about one ulp (column "ulp noise",
   the largest of 8 seeded random perturbations, ``benchmarks/zoo/sensitivity.py``: a uint8 rounding flipped
-  by float noise propagates; docs/onnx.md, DynamicQuantizeLSTM), and, for a model computing in float16 or
-  bfloat16, four times that type's epsilon (``HALF_FACTOR``: onnxruntime computes most 16-bit nodes in float32);
+  by float noise propagates; docs/onnx.md, DynamicQuantizeLSTM; where onnxruntime's u8 x s8 sums saturate, the
+  model is judged against the numpy reference and the sensitivity measured with onnxruntime's exact products), and,
+  for a model computing in float16 or bfloat16, four times that type's epsilon (``HALF_FACTOR``: onnxruntime
+  computes most 16-bit nodes in float32);
 - ``ort-failed``: onnxruntime itself rejects the inputs (the manifest's shapes, or ``--batch`` on an
   input whose first dimension is not the batch).
 
@@ -58,14 +60,9 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "zoo"))
 
 import fetch as zoo  # benchmarks/zoo/fetch.py
 from check import classify, compare, half_eps, make_inputs  # benchmarks/zoo/check.py
-from sensitivity import (argmax_agreement, has_integer_products, ort_saturates_u8s8,  # benchmarks/zoo/sensitivity.py
-                         quantized_tensors, ulp_sensitivity)
+from sensitivity import ULP_FACTOR, argmax_agreement, judged_exact, ort_session, ulp_noise  # benchmarks/zoo/sensitivity.py
 from models_cpu import _block  # the median of one block of calls, as models_cpu times it
 
-
-#: the multiple of onnxruntime's one-ulp sensitivity accepted (tashkeel-bilstm-int8: tiletune 1.0x its 8-trial
-#: maximum, which is 0.7x the maximum over 20; docs/onnx.md, DynamicQuantizeLSTM)
-ULP_FACTOR = 3
 
 #: the multiple of a 16-bit float's epsilon accepted for a model that computes in float16 or bfloat16: onnxruntime's
 #: CPU runs most 16-bit nodes in float32 between the casts it inserts, tiletune rounds each result as ONNX defines
@@ -80,17 +77,6 @@ def _save(path: str, result: dict) -> None:
     with open(tmp, "w") as f:
         json.dump(result, f)
     os.replace(tmp, path)
-
-
-def _ort_session(path, threads: int, optimize: bool = True):
-    """An onnxruntime session of the model at ``path`` (or a serialized model, bytes)."""
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    if not optimize:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(path if isinstance(path, bytes) else str(path), so, providers=["CPUExecutionProvider"])
 
 
 def _time(run_ours, run_ort, blocks: int, load: int = 0, budget_s: float = 2.0, others: dict | None = None) -> dict:
@@ -131,16 +117,17 @@ def worker(name: str, out: str, threads: int, tol: float, do_time: bool, blocks:
     try:
         inputs = [make_inputs(path, entry["inputs"], seed, batch) for seed in (0, 1)]
         res["shapes"] = {k: list(v.shape) for k, v in inputs[0].items()}
-        sess = _ort_session(path, threads)
+        sess = ort_session(path, threads)
         refs = [sess.run(None, x) for x in inputs]
-        plain = _ort_session(path, 1, optimize=False)
+        plain = ort_session(path, 1, optimize=False)
         noise = [compare(a, b)[0] for x, r in zip(inputs, refs) for a, b in zip(plain.run(None, x), r)]
         res["ort_noise"] = max(noise, default=0.0)
         import onnx
         res["half_eps"] = half_eps(onnx.load(str(path), load_external_data=False))
-        if quantized_tensors(onnx.load(str(path), load_external_data=False)):
-            ulp = ulp_sensitivity(onnx.load(str(path)), inputs, refs,
-                                  lambda m: _ort_session(m.SerializeToString(), threads), classes=classes)
+        # where onnxruntime's u8 x s8 sums saturate, the exact sums judge (below): the sensitivity is theirs too
+        exact = judged_exact(onnx.load(str(path), load_external_data=False))
+        ulp = ulp_noise(onnx.load(str(path)), inputs, threads, classes, exact=exact)
+        if ulp is not None:
             res["ort_ulp"], res["ort_ulp_argmax"] = ulp["error"], ulp["argmax"]
     except Exception as e:  # noqa: BLE001  (the manifest's inputs do not fit the model)
         res.update(status="ort-failed", error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
@@ -193,17 +180,18 @@ def worker(name: str, out: str, threads: int, tol: float, do_time: bool, blocks:
     res["max_err"] = max(errors, default=0.0)
     if agree:
         res["argmax"] = min(agree)
-    if ort_saturates_u8s8() and has_integer_products(onnx.load(str(path), load_external_data=False)):
+    if exact:
         # onnxruntime's u8 x s8 sums saturate on this CPU (no VNNI): the exact sums are the spec's, so the model is
         # judged against tiletune's numpy reference (graph.evaluate), within the tolerance and the model's own
-        # sensitivity to one-ulp changes of its dynamic quantizers' inputs (onnxruntime's, ULP_FACTOR as above;
-        # not its optimized-vs-plain noise, which the saturation of one path and not the other inflates)
+        # sensitivity to one-ulp changes of its dynamic quantizers' inputs (measured with onnxruntime's exact
+        # products, ULP_FACTOR as above; not its optimized-vs-plain noise, which the saturation of one path and not
+        # the other inflates)
         import numpy as np
-        exact = [[np.asarray(v) for v in graph.evaluate(g, x, params)] for x in inputs]
+        numpy_refs = [[np.asarray(v) for v in graph.evaluate(g, x, params)] for x in inputs]
         ref_bound = max(tol, HALF_FACTOR * res["half_eps"], ULP_FACTOR * res.get("ort_ulp", 0.0))
         problems = []
         errs = []
-        for k, (ours_k, ex_k) in enumerate(zip(outs, exact)):
+        for k, (ours_k, ex_k) in enumerate(zip(outs, numpy_refs)):
             for name_j, o, r in zip(names, ours_k, ex_k):
                 err, problem = compare(o, r)
                 errs.append(err)

@@ -17,7 +17,14 @@ that error drops from one tensor to the next, the node between computes differen
 that matters downstream (on tashkeel-bilstm-int8 a tanh a few ulps short of 1 set a quantizer's zero point),
 however small its own error looks.
 
+``--ref numpy`` compares with tiletune's numpy reference (``graph.evaluate``) instead: the judge where onnxruntime's
+uint8 x int8 sums saturate (docs/onnx.md).  ``--flips`` lists, per dynamic quantizer input compared, the elements
+whose uint8 code differs between the two values and how far each lies from its rounding boundary (value / scale on
+either side): on tashkeel-bilstm-int8 on a Zen 3, one code of the third LSTM's X, 1.4999957 in tiletune and
+1.5000001 in the numpy reference.
+
     python benchmarks/zoo/diverge.py MODEL [--stride 1] [--node NAME ...] [--tol 1e-3] [--show 20] [--cross] [--cut]
+                                     [--ref onnxruntime|numpy] [--flips]
 """
 from __future__ import annotations
 
@@ -98,6 +105,33 @@ def cut_at(path: Path, tensor: str, value, feed: dict, ours: dict) -> str:
     return ", ".join(f"{o.name} {compare(ours[o.name], r)[0]:.2e}" for o, r in zip(sess.get_outputs(), got))
 
 
+def _grid(x):
+    """onnxruntime's dynamic uint8 quantization of ``x``: ``(scale, zero point, x / scale, codes)``, float32."""
+    import numpy as np
+    x = np.asarray(x, np.float32)
+    lo, hi = min(np.float32(x.min()), np.float32(0)), max(np.float32(x.max()), np.float32(0))
+    scale = np.float32(1) if hi == lo else np.float32((hi - lo) / np.float32(255))
+    ratio = (x / scale).astype(np.float32)
+    zp = np.round(np.clip(-(lo / scale), 0, 255))
+    return scale, zp, ratio, np.clip(np.round(ratio) + zp, 0, 255)
+
+
+def print_flips(tensors: list[str], ours: dict, ref: dict, show: int) -> None:
+    """For each of ``tensors`` (dynamic quantizers' float inputs) in both ``ours`` and ``ref``: the quantization
+    grids and the elements whose uint8 codes differ, nearest to a rounding boundary first."""
+    import numpy as np
+    for t in tensors:
+        if t not in ours or t not in ref or np.asarray(ref[t]).dtype.kind != "f":
+            continue
+        (so, zo, ro, co), (sr, zr, rr, cr) = _grid(ours[t]), _grid(ref[t])
+        bad = np.flatnonzero(co != cr)
+        print(f"{t}: scale {so!r} / {sr!r}, zero point {zo:g} / {zr:g}; {len(bad)} of {co.size} codes differ")
+        for i in bad[np.argsort(np.abs(np.abs(ro.flat[bad] - np.floor(ro.flat[bad])) - 0.5))][:show]:
+            at = np.unravel_index(i, co.shape)
+            print(f"  {list(map(int, at))}: value {ours[t].flat[i]!r} / {ref[t].flat[i]!r}, over the scale "
+                  f"{ro.flat[i]!r} / {rr.flat[i]!r}, code {co.flat[i]:g} / {cr.flat[i]:g}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
@@ -108,7 +142,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cross", action="store_true", help="the first divergent node alone, on both inputs")
     ap.add_argument("--cut", action="store_true", help="onnxruntime from tiletune's value of each tensor on")
+    ap.add_argument("--ref", choices=("onnxruntime", "numpy"), default="onnxruntime",
+                    help="the reference: onnxruntime (unoptimized) or tiletune's numpy reference (graph.evaluate)")
+    ap.add_argument("--flips", action="store_true", help="the dynamic quantizers' codes that differ")
     args = ap.parse_args(argv)
+    import numpy as np
     import onnxruntime as ort
     import codegen
     from tensorir import graph
@@ -127,12 +165,16 @@ def main(argv=None) -> int:
         names = list(dict.fromkeys(names + [i for c in cands for i in producers[c[0]].input if i in floats]))
     model = with_outputs(path, names)
     x = make_inputs(path, entry["inputs"], args.seed)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    outs = [o.name for o in sess.get_outputs()]
-    ref = dict(zip(outs, sess.run(None, x)))
     g, params = graph.from_onnx(model, {k: v.shape for k, v in x.items()})
+    if args.ref == "numpy":
+        outs = [o.name for o in model.graph.output]
+        ref = dict(zip(outs, (np.asarray(v) for v in graph.evaluate(g, x, params))))
+    else:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        outs = [o.name for o in sess.get_outputs()]
+        ref = dict(zip(outs, sess.run(None, x)))
     m = codegen.build_model(g, target="llvm", params=params)
     ours = dict(zip(outs, m(**x)))
     rows, first = [], None
@@ -145,6 +187,10 @@ def main(argv=None) -> int:
     for t, node, op, err, problem in rows[lo:lo + args.show]:
         mark = "  <-- first" if first is not None and rows[first][0] == t else ""
         print(f"{node:40} {op:20} {t:40} {err:9.2e} {problem or ''}{mark}")
+    if args.flips:
+        import onnx
+        from sensitivity import quantized_tensors
+        print_flips(quantized_tensors(onnx.load(str(path), load_external_data=False)), ours, ref, args.show)
     if first is None:
         print(f"no intermediate of the {len(rows)} compared differs by more than {args.tol:g} "
               f"(worst {max((r[3] for r in rows), default=0.0):.2e})")

@@ -14,7 +14,7 @@ import numpy as np
 sys.path[:0] = [".", "benchmarks", "benchmarks/zoo"]
 import fetch as zoo  # noqa: E402
 from check import compare, make_inputs  # noqa: E402
-from real_models import _ort_session  # noqa: E402
+from sensitivity import ort_session as _ort_session  # noqa: E402  (benchmarks/zoo/sensitivity.py)
 
 import codegen  # noqa: E402
 from tensorir import graph  # noqa: E402
