@@ -121,6 +121,8 @@ def test_conv2d_nchwc_tile_fits_the_registers_of_256_bit_vectors():
     assert zeroed(lowered(16, (14, 14), haswell), 16) == 6      # 6 columns unrolled (and a guarded tail of 14)
     assert zeroed(lowered(16, (14, 14), AVX512), 16) == 14
     assert zeroed(lowered(8, (12, 12), haswell), 8) == 12       # 12 columns of 8 channels
+    assert zeroed(lowered(16, (52, 52), haswell), 16) == 6      # 52 columns: tiles of 6 and a tail, not 4
+    assert zeroed(lowered(16, (52, 52), AVX512), 16) == 13
 
 
 @pytest.mark.parametrize("shape, oc, kh, epilogue, rows", [
