@@ -16,7 +16,9 @@ offsets, and its module launches it with that much dynamic shared memory (after 
 ``MAX_DYNAMIC_SHARED_SIZE_BYTES``).
 Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch_bounds__``), and
 ``auto_unroll_max_step`` / ``unroll_explicit`` / ``warp_lanes`` (in the GPU passes).  A kernel calling a
-wgmma main loop (``wgmma.py``) builds as sm_90a and launches with that loop's dynamic shared memory.
+wgmma main loop (``wgmma.py``) builds as sm_90a and launches with that loop's dynamic shared memory; one
+calling a ``_tma`` loop takes its operands' tensor maps as ``__grid_constant__`` parameters after its buffers
+(:func:`kernel_tensor_maps` says which, ``tensor_map.py`` encodes them at launch).
 """
 from __future__ import annotations
 

@@ -17,7 +17,9 @@ fragments by a fragment-epilogue intrinsic (``topi/cuda/fragment_epilogue.py``).
 divide and float32 inputs are refused (:func:`wgmma_fits` says why); the ``mma.sync``
 schedule takes them.  :func:`schedule_wgmma_conv` is the implicit-GEMM convolution's: the loop gathers A from
 the NHWC input itself (``intrin_wgmma``'s ``conv``; rows past the pixels, padding the GEMM to whole row blocks,
-gather zeros and are never stored), the epilogue goes through a shared float32 tile (``shares``: over the slots).
+gather zeros and are never stored), the epilogue goes through a shared float32 tile (``shares``: over the slots);
+a stride-1 convolution of ``C % 64 == 0`` takes the loop fed by bulk tensor copies (knob ``tma``:
+:data:`CONV_TMA_PREFERRED`, ``codegen/cuda/wgmma.py``'s ``_tma``).
 """
 from __future__ import annotations
 
