@@ -15,11 +15,12 @@ layer it refuses says why.  Each layer is built as the
 model's layout pass makes it (its GEMM's rows padded by ``row_align``, ``split_k`` slices, whose float32
 partial sums torch adds up in the timed call); the knobs column names the kernel's tile (wgmma: slots, and
 whether the epilogue's tile ``shares`` them or sits ``beside``), grid and block.  On sm_90 the layers that take
-the gathering wgmma main loop are timed beside the mma.sync schedule too, and with ``--variants`` beside the
+the gathering wgmma main loop are timed beside the mma.sync schedule too (those on the bulk-tensor-copy loop,
+``tma``, beside the cp.async loop's default as well), and with ``--variants`` beside the
 other wgmma tiles of :data:`WGMMA_VARIANTS` that fit them (one line each, checked against float64).
 
     python benchmarks/conv2d_cuda.py [--batch 1 32] [--rounds 9] [--sweep] [--log-dir DIR]
-    python benchmarks/conv2d_cuda.py --precision float16 [--batch 32] [--variants [--variant-knobs mbar=1]]
+    python benchmarks/conv2d_cuda.py --precision float16 [--batch 32] [--variants [--variant-knobs mbar=1|tma=1]]
                                      [--layers "layer2 3x3" "layer4 3x3"]
 """
 from __future__ import annotations
@@ -92,12 +93,17 @@ def main() -> None:
 #: ``--variants``: knobs timed beside the default of a layer on the gathering wgmma loop (those that fit it):
 #: (block_m, block_n, stages, shares, splits[, mbar]); split-K's partial sums are added up by torch in the timed
 #: call; ``mbar`` 1: the loop's slots handed over by mbarriers (``codegen/cuda/wgmma.py``'s ``_mb``), not measured
-#: yet: the defaults' tiles (64 x 128 with 4 slots, 6 for a layer of few blocks; 128 x 64 with 3) and 5 slots
-WGMMA_VARIANTS = tuple(dict(zip(("block_m", "block_n", "stages", "shares", "splits", "mbar"), v)) for v in (
+#: yet: the defaults' tiles (64 x 128 with 4 slots, 6 for a layer of few blocks; 128 x 64 with 3) and 5 slots;
+#: ``tma`` 1: the operands copied by the bulk tensor copy engine (``_tma``; stride-1 layers of C % 64 == 0)
+WGMMA_VARIANTS = tuple(dict(zip(("block_m", "block_n", "stages", "shares", "splits", "mbar", "tma", "inflight"), v)) for v in (
     (64, 128, 4, 0, 1), (64, 128, 4, 1, 1), (64, 128, 6, 1, 1), (64, 128, 3, 1, 1), (128, 128, 3, 1, 1),
     (128, 128, 4, 1, 1), (64, 256, 3, 1, 1), (128, 64, 3, 0, 1), (128, 64, 3, 1, 1), (128, 64, 4, 1, 1),
     (128, 64, 6, 1, 1), (64, 64, 4, 1, 1), (64, 64, 6, 1, 1), (64, 128, 4, 1, 2), (64, 128, 6, 1, 2),
-    (64, 128, 4, 1, 4), (64, 128, 4, 1, 1, 1), (64, 128, 5, 1, 1, 1), (64, 128, 6, 1, 1, 1), (128, 64, 3, 1, 1, 1)))
+    (64, 128, 4, 1, 4), (64, 128, 4, 1, 1, 1), (64, 128, 5, 1, 1, 1), (64, 128, 6, 1, 1, 1), (128, 64, 3, 1, 1, 1),
+    (64, 128, 4, 1, 1, 0, 1), (64, 128, 6, 1, 1, 0, 1), (64, 256, 4, 1, 1, 0, 1), (128, 128, 4, 1, 1, 0, 1),
+    (128, 256, 3, 1, 1, 0, 1), (128, 64, 4, 1, 1, 0, 1), (64, 128, 4, 1, 2, 0, 1), (64, 64, 4, 1, 1, 0, 1),
+    (64, 64, 6, 1, 1, 0, 1), (64, 64, 6, 1, 1, 0, 1, 2), (64, 128, 4, 1, 1, 0, 1, 2), (64, 128, 6, 1, 1, 0, 1, 2),
+    (128, 128, 4, 1, 1, 0, 1, 2), (128, 64, 4, 1, 1, 0, 1, 2), (128, 128, 3, 1, 1, 0, 1)))
 #: split-K variants only for layers of fewer blocks (default tiles) than this
 VARIANT_SPLIT_BLOCKS = 132
 
@@ -133,6 +139,17 @@ def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda", mma
     return codegen.build(s, args, target=target, name="conv2d_tc"), plan, splits
 
 
+def build_gather_default(N: int, dtype: str, layer: tuple):
+    """:func:`build_tensorcore`'s default for a layer as it was before the bulk-tensor-copy loop: the cp.async
+    gathering loop's tiles (``cuda_wgmma.CONV_TMA_PREFERRED`` set aside while it is built)."""
+    from tensorir.graph.schedules import cuda_wgmma
+    saved, cuda_wgmma.CONV_TMA_PREFERRED = cuda_wgmma.CONV_TMA_PREFERRED, ()
+    try:
+        return build_tensorcore(N, dtype, layer)
+    finally:
+        cuda_wgmma.CONV_TMA_PREFERRED = saved
+
+
 def knob_text(mod, rows: int, cols: int, splits: int) -> str:
     """The knobs a layer's kernel (a GEMM of ``rows`` (padded) x ``cols``) took, read off its source and launch:
     the wgmma loop's tile, slots and whether the epilogue's tile shares them, or the mma.sync kernel's block
@@ -143,8 +160,9 @@ def knob_text(mod, rows: int, cols: int, splits: int) -> str:
     got = next(filter(None, map(NAME.match, re.findall(r"tt_wgmma_m\w+", mod.get_source("cuda")))), None)
     grid, block = mod._grid(()), mod.launch.block
     if got is not None:
-        text = f"wgmma {got.group(1)}x{got.group(2)} s{got.group(3)}" + (" shares" if got.group(8) else " beside") + \
-            (" mbar" if got.group(10) else "")
+        text = f"wgmma {got.group(1)}x{got.group(2)} s{got.group(3)}" + (f" g{got.group(5)}" if got.group(5) else "") + \
+            (" shares" if got.group(8) else " beside") + \
+            (" mbar" if got.group(10) else "") + (" tma" if got.group(11) else "")
     else:
         text = f"mma.sync {rows // grid[1]}x{cols // grid[0]}"
     return text + f" ({rows} rows) grid {grid} block {block}" + (f" split-K {splits}" if splits > 1 else "")
@@ -194,6 +212,13 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
             mma = build_tensorcore(N, dtype, layer, mma_sync=True)
             if not isinstance(mma, str):
                 fns["mma"] = timed(mma[0], mma[2], x5, wm, shape, tdt)[0]
+        if "_tma(" in mod.get_source("cuda"):      # the cp.async loop's default beside the bulk-tensor-copy one
+            gather = build_gather_default(N, dtype, layer)
+            if not isinstance(gather, str):
+                run_g, err_g = timed(gather[0], gather[2], x5, wm, shape, tdt, ref)
+                if not err_g < 1e-2:
+                    sys.exit(f"{name}: the cp.async default's results are wrong (relative error {err_g:.1e})")
+                fns["gather"] = run_g
             if args.variants:
                 labels = variants(N, dtype, layer, x5, wm, shape, tdt, ref, fns, math.prod(mod._grid(())),
                                   dict(kv.split("=") for kv in args.variant_knobs or ()))
@@ -210,7 +235,9 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
               f"{t / times['cudnn']:8.2f} {t / bench_t:8.2f} {flops / t / 1e12:8.1f} {err:8.1e}  "
               + knob_text(mod, rows, K, splits) + (" space-to-depth" if plan else "")
               + (f" (mma.sync {times['mma'] * 1e6:.1f} us, {times['mma'] / bench_t:.2f}x bench)" if "mma" in times
-                 else ""),
+                 else "")
+              + (f" (cp.async loop {times['gather'] * 1e6:.1f} us, {times['gather'] / bench_t:.2f}x bench)"
+                 if "gather" in times else ""),
               flush=True)
         for key, label in labels.items():
             print(f"{'':20s} {times[key] * 1e6:11.1f} {'':9s} {'':9s} {'':8s} {times[key] / bench_t:8.2f} "

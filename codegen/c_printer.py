@@ -163,12 +163,16 @@ class CPrinter:
             else:
                 decls += self.declare_local(b, max(size, 1))
         self.stmt(func.body, 1)
-        sig = f"{self.kernel_prefix}void {attributes}{func.name}({', '.join(params)}) {{"
+        sig = f"{self.kernel_prefix}void {attributes}{func.name}({', '.join(params + self.extra_params())}) {{"
         body = [sig] + decls + self.lines + ["}", ""]
         head = [f"#include <{inc}>" for inc in self.includes if self.include_needed(inc, "\n".join(body))]
         head += [self.helpers[h] for h in sorted(self.need)]
         head += device_code(func)
         return head, body
+
+    def extra_params(self) -> list[str]:
+        """Parameters the kernel takes after its buffers and size vars (rendered with its body): none here."""
+        return []
 
     def declare_local(self, b, size: int) -> list[str]:
         """The declaration of a per-thread buffer of ``size`` elements."""

@@ -48,6 +48,7 @@ static tt_dim3 tt_block;
 #define threadIdx (tt_cur->tid)
 #define blockIdx tt_block
 #define __global__
+#define __grid_constant__
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
@@ -262,6 +263,8 @@ def run(mod, *arrays) -> None:
     params = [f"void* p{k}" for k in range(len(dtypes))] + [f"{r.ctype(d)} s{k}" for k, (_, d) in
                                                              enumerate(sig.size_vars)]
     args = [f"({r.ctype(d)}*)p{k}" for k, d in enumerate(dtypes)] + [f"s{k}" for k in range(len(sig.size_vars))]
+    # a bulk tensor copy's map: only the tensor's address (the loops' scalar models read the operands directly)
+    args += [f"tt_tmap{{{{0}}, (unsigned long long)p{t.arg}}}" for t in getattr(mod, "tensor_maps", ())]
     source = mod.get_source("cuda").replace("#include <cuda_fp16.h>", "").replace("#include <cuda_bf16.h>", "")
     source = source.replace(   # dynamic shared memory: a static block-wide array here
         f"extern __shared__ __align__(16) unsigned char {DYNAMIC_SMEM}[]",

@@ -16,7 +16,9 @@ offsets, and its module launches it with that much dynamic shared memory (after 
 ``MAX_DYNAMIC_SHARED_SIZE_BYTES``).
 Schedule pragmas read here: ``min_blocks_per_sm`` (second argument of ``__launch_bounds__``), and
 ``auto_unroll_max_step`` / ``unroll_explicit`` / ``warp_lanes`` (in the GPU passes).  A kernel calling a
-wgmma main loop (``wgmma.py``) builds as sm_90a and launches with that loop's dynamic shared memory.
+wgmma main loop (``wgmma.py``) builds as sm_90a and launches with that loop's dynamic shared memory; one
+calling a ``_tma`` loop takes its operands' tensor maps as ``__grid_constant__`` parameters after its buffers
+(:func:`kernel_tensor_maps` says which, ``tensor_map.py`` encodes them at launch).
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ from tensorir.visitor import collect
 
 from ..c_printer import CodegenError, CPrinter, known_multiple, lane
 from .mma import MMA_SOURCE
-from .wgmma import DESC_SOURCE, NAME as WGMMA_NAME, wgmma_source
+from .tensor_map import DEVICE_SOURCE as TMAP_SOURCE
+from .wgmma import DESC_SOURCE, NAME as WGMMA_NAME, TMA_OPERANDS, tma_maps, wgmma_source
 from .nvcc import default_arch
 from ..target import Target, parse
 
@@ -112,6 +115,7 @@ class CUDARenderer(CPrinter):
                     "}",
         "mma": MMA_SOURCE,
         "tt_wgmma_desc": _guarded("tt_wgmma_desc", DESC_SOURCE),
+        "tt_tmap": _guarded("tt_tmap", TMAP_SOURCE),
     }
 
     def __init__(self, dynamic_shared: bool = False, unit_tags: frozenset = frozenset()):
@@ -121,6 +125,7 @@ class CUDARenderer(CPrinter):
         self.shared_offset = 0
         self.wgmma_shared = 0           # dynamic shared memory of the wgmma main loops called (wgmma.py)
         self.wgmma_shares = False       # a loop called ends with a barrier: the kernel's own may overlap its slots
+        self.tma_calls: dict = {}       # a ``_tma`` loop called -> (A's buffer, B's buffer, its first map parameter)
 
     def s_For(self, s, ind: int) -> None:
         """A loop bound to a launch axis of extent 1 reads 0, not the index register: offsets into a block's
@@ -206,7 +211,20 @@ class CUDARenderer(CPrinter):
             self.need |= {"tt_wgmma_desc", e.name}
             self.wgmma_shared = max(self.wgmma_shared, nbytes)
             self.wgmma_shares |= bool(WGMMA_NAME.match(e.name).group(8))
+            if WGMMA_NAME.match(e.name).group(11):     # its operands' tensor maps: kernel parameters (by value)
+                self.need.add("tt_tmap")
+                ops = (e.call_args[1].buffer, e.call_args[3].buffer)
+                first = self.tma_calls.setdefault(e.name, ops + (2 * len(self.tma_calls),))[2]
+                if self.tma_calls[e.name][:2] != ops:
+                    raise CodegenError(f"{e.name} is called on two sets of operands (one tensor map each)")
+                maps = ", ".join(f"&tt_map{first + i}" for i in range(len(TMA_OPERANDS)))
+                return f"{e.name}({', '.join(self.expr(a) for a in e.call_args)}, {maps})"
         return super().e_CallExtern(e)
+
+    def extra_params(self) -> list[str]:
+        """The tensor maps of the ``_tma`` loops called (``__grid_constant__``: read in place, in parameter space)."""
+        n = sum(len(TMA_OPERANDS) for _ in self.tma_calls)
+        return [f"const __grid_constant__ tt_tmap tt_map{i}" for i in range(n)]
 
     def epilogue_source(self, ep) -> str:
         """The device function of a fragment epilogue (``tensorir/topi/cuda/fragment_epilogue.py``): each lane
@@ -386,7 +404,7 @@ def build_cuda(func: LoweredFunc, target: Target):
     from .module import CUDAModule, Kernel
     arch, limits, options = cuda_settings(target)
     parts, intermediates = split_kernels(func)
-    heads, bodies, kernels, aligned = [], [], [], {}
+    heads, bodies, kernels, aligned, maps = [], [], [], {}, []
     for part in parts:
         kernel, launch = lower_gpu(part, limits)
         renderer = cuda_renderer(launch, kernel)
@@ -402,12 +420,27 @@ def build_cuda(func: LoweredFunc, target: Target):
         for i, b in enumerate(kernel.buffers):
             if b in renderer.vector_access:
                 aligned[i] = max(aligned.get(i, 0), renderer.vector_access[b])
+        maps += kernel_tensor_maps(kernel, renderer, len(parts) > 1 or bool(intermediates))
     source = "\n".join(heads + ([""] if heads else []) + bodies)
     target_str = str(Target("cuda", "", (), tuple([("arch", arch)] + [kv for kv in target.options if kv[0] != "arch"])))
     if len(parts) == 1 and not intermediates:
-        return CUDAModule(kernel, launch, source, arch, target_str, options, aligned)
+        return CUDAModule(kernel, launch, source, arch, target_str, options, aligned, tensor_maps=tuple(maps))
     return CUDAModule(func, kernels[0].launch, source, arch, target_str, options, aligned, kernels=tuple(kernels),
-                      intermediates=intermediates)
+                      intermediates=intermediates, tensor_maps=tuple(maps))
 
 
-__all__ = ["WGMMA_CALL", "shares_wgmma_slots", "wgmma_kernel", "CUDARenderer", "render_cuda", "cuda_renderer", "dynamic_shared_bytes", "shared_limit", "current_shared_limit", "STATIC_SHARED", "build_cuda", "cuda_arch", "cuda_settings", "CodegenError"]
+def kernel_tensor_maps(kernel: LoweredFunc, renderer: CUDARenderer, several: bool) -> list:
+    """The tensor maps (``tensor_map.TensorMap``) of the ``_tma`` main loops ``kernel`` calls, in the order of its
+    map parameters (``tt_map<i>``), their tensors its arguments (``several``: a module of several kernels: refused,
+    its launches pass no maps yet)."""
+    if renderer.tma_calls and several:
+        raise CodegenError(f"kernel {kernel.name}: a tma main loop in a module of several kernels")
+    maps = []
+    for name, (a, b, _) in renderer.tma_calls.items():    # in the order of their parameters
+        if a not in kernel.buffers or b not in kernel.buffers:
+            raise CodegenError(f"kernel {kernel.name}: {name}'s operands are not its arguments (their tensor maps)")
+        maps += tma_maps(name, kernel.buffers.index(a), kernel.buffers.index(b), tuple(b.shape), a.dtype)
+    return maps
+
+
+__all__ = ["kernel_tensor_maps", "WGMMA_CALL", "shares_wgmma_slots", "wgmma_kernel", "CUDARenderer", "render_cuda", "cuda_renderer", "dynamic_shared_bytes", "shared_limit", "current_shared_limit", "STATIC_SHARED", "build_cuda", "cuda_arch", "cuda_settings", "CodegenError"]

@@ -34,6 +34,8 @@ from tensorir.visitor import substitute
 from ..args import ArgPacker
 from ..module import KernelModule
 from .nvcc import compile_cuda, nvcc_path, resource_usage
+from .launch import DriverKernel, kernel_params
+from .tensor_map import encode_all
 from ..signature import Signature
 from ..timer import ProfileResult
 
@@ -122,15 +124,16 @@ class CUDAModule(KernelModule):
     """``mod(*arrays)`` runs the kernel; ``mod.time_evaluator(...)`` times it with CUDA events."""
 
     def __init__(self, func, launch, source: str, arch: str, target: str, options: tuple = (),
-                 aligned: dict | None = None, kernels: tuple | None = None, intermediates: tuple = ()):
+                 aligned: dict | None = None, kernels: tuple | None = None, intermediates: tuple = (),
+                 tensor_maps: tuple = ()):
         self.func = func
         self._setup(Signature.from_func(func), func.size_vars, launch, source, arch, target, options, aligned,
-                    kernels, tuple(Intermediate(b.name, b.dtype, tuple(b.shape)) for b in intermediates))
+                    kernels, tuple(Intermediate(b.name, b.dtype, tuple(b.shape)) for b in intermediates), tensor_maps)
         if nvcc_path() is not None:              # compile now, so a broken kernel fails at build time
             self.compile()
 
     def _setup(self, signature, size_vars, launch, source, arch, target, options, aligned, kernels=None,
-               intermediates=()) -> None:
+               intermediates=(), tensor_maps=()) -> None:
         self.signature, self.entry_name, self._size_vars = signature, signature.name, tuple(size_vars)
         self.launch, self.arch, self.target = launch, arch, target
         self.kernels = tuple(kernels) if kernels else (Kernel(self.entry_name, launch),)
@@ -145,6 +148,8 @@ class CUDAModule(KernelModule):
         self._function = None
         self._functions: list = []
         self._grids: dict = {}
+        # the bulk tensor copies' maps (``tensor_map.TensorMap``): the kernel's last parameters, encoded per call
+        self.tensor_maps = tuple(tensor_maps)
 
     # -- export and load ---------------------------------------------------------------------------------------
     def export_library(self, path: str) -> None:
@@ -170,6 +175,7 @@ class CUDAModule(KernelModule):
                 "kernels": [k.to_json([g.value for g in gr]) for k, gr in zip(self.kernels, grids)],
                 "intermediates": [{"name": b.name, "dtype": b.dtype, "shape": [x.value for x in shape]}
                                   for b, shape in zip(self.intermediates, shapes)],
+                "tensor_maps": [t.to_json() for t in self.tensor_maps],
                 "build": build_info("cuda")}
         with open(path, "wb") as f:
             f.write(cubin)
@@ -193,9 +199,10 @@ class CUDAModule(KernelModule):
                         for k in meta.get("kernels", ()))
         intermediates = tuple(Intermediate(b["name"], b["dtype"], tuple(IntImm("int64", int(x)) for x in b["shape"]))
                               for b in meta.get("intermediates", ()))
+        from .tensor_map import TensorMap
         self._setup(Signature.from_json(meta["signature"]), (), launch, source, meta["arch"], meta["target"],
                     meta.get("options", ()), {int(k): int(n) for k, n in meta.get("aligned", {}).items()},
-                    kernels or None, intermediates)
+                    kernels or None, intermediates, tuple(map(TensorMap.from_json, meta.get("tensor_maps", ()))))
         with open(path, "rb") as f:
             self._binaries["cubin"] = (f.read(), meta.get("ptxas_log", ""))
         return self
@@ -230,6 +237,10 @@ class CUDAModule(KernelModule):
     def _kernel(self):
         if self._function is None:
             drv = driver()
+            if self.tensor_maps:       # by-value maps: launched through the driver's kernelParams (launch.py)
+                fns = [DriverKernel(self.cubin, k.name, k.dynamic_shared) for k in self.kernels]
+                self._module, self._functions, self._function = None, fns, fns[0]
+                return self._function
             types = "P" * (len(self.signature.args) + len(self.intermediates)) + \
                 "".join(_PARAM[d] for _, d in self.signature.size_vars)
             try:
@@ -312,12 +323,19 @@ class CUDAModule(KernelModule):
                 raise ValueError(f"{arg.label()} starts at {d.ptr:#x}, not {need}-byte aligned, but "
                                  f"{self.entry_name} accesses it with {need}-byte vectors; pass an aligned copy")
             pointers.append(d.ptr)
-        return pointers + self._intermediates(sizes) + list(sizes), self._launches(sizes), copies
+        args = pointers + self._intermediates(sizes) + list(sizes)
+        if self.tensor_maps:          # the maps after the arguments, all packed once (kernelParams)
+            codes = "P" * (len(args) - len(sizes)) + "".join(_PARAM[d] for _, d in self.signature.size_vars)
+            args = kernel_params(codes, args + encode_all(self.tensor_maps, pointers))
+        return args, self._launches(sizes), copies
 
     def _run(self, args, launches) -> None:
         for k, grid, block in launches:
             if 0 not in grid:
-                self._functions[k].prepared_call(grid, block, *args, **self._launch_kw[k])
+                if self.tensor_maps:
+                    self._functions[k].launch(grid, block, args)
+                else:
+                    self._functions[k].prepared_call(grid, block, *args, **self._launch_kw[k])
 
     def __call__(self, *arrays) -> None:
         drv = driver()

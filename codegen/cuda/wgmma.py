@@ -24,6 +24,11 @@ block's ``BM x BN`` tile of ``A B^T`` in float32 over the whole reduction ``K`` 
 
 ``_mb``: the slots handed over by mbarriers (``_LOOP_MBAR``) instead of a block barrier per slice.
 
+``_tma`` (a convolution's loop, stride 1, ``C % 64 == 0``): A and B copied by the bulk tensor copy engine
+(``_LOOP_TMA``): thread 0 issues each slice's copies (A by im2col: the block's pixels of one tap; B by 64 x 64
+tiles), completing on the slot's mbarrier; the loop takes two more parameters, the operands' tensor maps
+(``tt_tmap``, ``codegen/cuda/tensor_map.py``: the kernel's ``__grid_constant__`` parameters, :func:`tma_maps`).
+
 The slots are at the top of the kernel's dynamic shared memory (``wgmma_shared_bytes``); ``_x``: the loop
 ends with a barrier, and the kernel's own dynamic shared memory (below) may overlap them (the renderer
 launches the larger of the two).  Where ``TT_SIM`` is defined (the CPU simulator) the function is a scalar model instead.
@@ -32,10 +37,11 @@ from __future__ import annotations
 
 import re
 
-from tensorir.topi.cuda.tensor_intrin import CONV_FIELDS, WGMMA_BK, wgmma_check, wgmma_conv_check, wgmma_shared_bytes
+from tensorir.topi.cuda.tensor_intrin import (CONV_FIELDS, WGMMA_BK, wgmma_check, wgmma_conv_check, wgmma_shared_bytes,
+                                             wgmma_tma_check)
 
-#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_x][_cv<geometry>][_mb]
-NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)(?:k(\d+))?(?:g(\d+))?_(f16|bf16)(_bt)?(_x)?(_cv(?:\d+_){12}\d+)?(_mb)?$")
+#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_x][_cv<geometry>][_mb][_tma]
+NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)(?:k(\d+))?(?:g(\d+))?_(f16|bf16)(_bt)?(_x)?(_cv(?:\d+_){12}\d+)?(_mb)?(_tma)?$")
 _CTYPES = {"f16": "half", "bf16": "__nv_bfloat16"}
 
 
@@ -47,9 +53,11 @@ def wgmma_source(name: str) -> tuple[str, int]:
     bm, bn, stages = (int(x) for x in got.groups()[:3])
     bk, inflight = int(got.group(4) or WGMMA_BK), int(got.group(5) or 1)
     kind, bt, shares, mbar = got.group(6), bool(got.group(7)), bool(got.group(8)), bool(got.group(10))
+    tma = bool(got.group(11))
     conv = dict(zip(CONV_FIELDS, (int(x) for x in got.group(9)[3:].split("_")))) if got.group(9) else None
     why = wgmma_check(bm, bn, stages, bt, bk, inflight) or (wgmma_conv_check(conv) if conv else None) or \
-        ("a convolution gathers k slices of 64" if conv and bk != WGMMA_BK else None)
+        ("a convolution gathers k slices of 64" if conv and bk != WGMMA_BK else None) or \
+        (wgmma_tma_check(bm, conv, bt, mbar) if tma else None)
     if why is not None:
         raise ValueError(f"{name}: {why}")
     nacc = bn // 2
@@ -71,14 +79,47 @@ def wgmma_source(name: str) -> tuple[str, int]:
         a_setup = _A_SETUP
         a_copy = _A_GEMM.format(threads=threads, **_ROW[bk])
     sw = "" if bk == WGMMA_BK else "64"
-    src = _TEMPLATE.replace("@LOOP@", _LOOP_MBAR if mbar else _LOOP_SYNC).format(name=name, ctype=ctype, bm=bm, bn=bn, s=stages, bk=bk, g=inflight, nacc=nacc, mma=mma,
+    if tma:
+        a_setup, a_copy = _TMA_SETUP.format(name=name, ctype=_CTYPES[kind], **conv), ""
+        sim = _SIM_TMA.format(bm=bm, bn=bn, ctype=ctype, cvt=cvt, setup=a_setup, **conv)
+        loop = _LOOP_TMA.replace("@LOAD@", _TMA_LOAD.format(bn=bn, **conv).replace("{", "{{").replace("}", "}}"))
+    else:
+        loop = _LOOP_MBAR if mbar else _LOOP_SYNC
+    template = _TEMPLATE[:_TEMPLATE.index("  auto load")] + _TEMPLATE[_TEMPLATE.index("@LOOP@"):] if tma else _TEMPLATE
+    maps = ", const tt_tmap* tmap_a, const tt_tmap* tmap_b" if tma else ""
+    src = template.replace("@LOOP@", loop).format(maps=maps, name=name, ctype=ctype, bm=bm, bn=bn, s=stages, bk=bk, g=inflight, nacc=nacc, mma=mma,
                            sim=sim, a_chunks=bm * bk // 8 // threads, b_chunks=bn * bk // 8 // threads,
                            a_setup=a_setup, a_copy=a_copy, b_copy=(_B_MN if bt else _B_K).format(threads=threads, bn=bn,
                                                                                                **_ROW[bk]),
                            a_desc=f"tt_wgmma_desc{sw}(sa + kk * 32)",
                            b_desc="tt_wgmma_desc_mn(sb + kk * 2048)" if bt else f"tt_wgmma_desc{sw}(sb + kk * 32)",
-                           release=_RELEASE if shares else "")
-    return (MBAR_WAIT + src if mbar else src), wgmma_shared_bytes(bm, bn, stages, bk)
+                           release=(_RELEASE_TMA if tma else _RELEASE) if shares else "")
+    return (MBAR_WAIT + src if mbar or tma else src), wgmma_shared_bytes(bm, bn, stages, bk)
+
+
+#: the operands a ``_tma`` loop reads through tensor maps, its last two parameters (``tt_tmap`` pointers: kernel
+#: parameters of the renderer's): A (the NHWC input, im2col) and B (the [K, N] weights, tiled)
+TMA_OPERANDS = ("_ta", "_tb")
+
+
+def tma_maps(name: str, a_arg: int, b_arg: int, b_shape: tuple, dtype: str) -> list:
+    """The tensor maps (:class:`~codegen.cuda.tensor_map.TensorMap`) of ``_tma`` main loop ``name``, whose A is
+    kernel argument ``a_arg`` (the NHWC input) and B kernel argument ``b_arg`` (the weights, ``b_shape``
+    [K, N]): A im2col, a copy the block's ``BM`` pixels x 64 channels of one tap (the bounding box of the
+    pixels' first taps: ``-pad`` to ``pad - (kernel - 1)`` past the input's far edge, so the block's rows run on
+    across rows and images as the GEMM's do), B tiled in boxes of 64 x 64; both in the 128-byte swizzle."""
+    from .tensor_map import TensorMap
+    got = NAME.match(name)
+    bm, geo = int(got.group(1)), dict(zip(CONV_FIELDS, (int(x) for x in got.group(9)[3:].split("_"))))
+    h, w, c = geo["h"], geo["w"], geo["c"]
+    images = geo["n"]
+    lower = (-geo["pl"], -geo["pt"])
+    upper = (geo["ow"] - w - geo["pl"], geo["oh"] - h - geo["pt"])     # ow pixels a row from -pl: stride 1
+    a = TensorMap(name + "_ta", a_arg, dtype, (c, w, h, images), (c * 2, w * c * 2, h * w * c * 2),
+                  im2col=(lower, upper, WGMMA_BK, bm))
+    k, n = (int(x) for x in b_shape[-2:])
+    b = TensorMap(name + "_tb", b_arg, dtype, (n, k), (n * 2,), box=(64, WGMMA_BK))
+    return [a, b]
 
 
 _SIM_CONV = """  // TT_SIM: the gathered A (A the NHWC input, lda the warp's first row times K, plus its slice's ROWS * K)
@@ -95,6 +136,41 @@ _SIM_CONV = """  // TT_SIM: the gathered A (A the NHWC input, lda the warp's fir
       }}
       acc[4 * i + q] = s;
     }}"""
+
+# ``_tma``: the loop's own coordinates (its setup, each slice's tap and channels, B's rows and columns), the copies
+# by a scalar model of the bulk tensor copy engine into a slot of the thread's own in the 128-byte swizzle (A
+# im2col: the block's BM pixels walked from its first pixel through the bounding box of the maps, ``ow`` first
+# taps a row from ``-pl``, ``oh`` rows from ``-pt``, on into the next image; a tap outside the input or an image
+# past N reads zeros; B tiled: 64 k rows of BN / 64 boxes of 64 columns), each slice multiplied from the slot
+_SIM_TMA = """  // TT_SIM: the loop's coordinates, its copies by a scalar model of the bulk tensor copy engine
+  constexpr int BM = {bm}, BN = {bn};
+  const int tid = threadIdx.x + 32 * threadIdx.y, warp = tid / 32;       // the kernel's blocks: (32, BM / 16)
+{setup}
+  const {ctype}* x = (const {ctype}*)tmap_a->base;
+  const {ctype}* wt = (const {ctype}*)tmap_b->base;
+  std::vector<{ctype}> slot((BM + BN) * 64);
+  auto at = [](int r, int c) {{ return r * 64 + (((c >> 3) ^ (r & 7)) << 3) + (c & 7); }};   // the swizzle
+  int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, row0 = (warp % (BM / 16)) * 16;
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  for (int kt = 0; kt < K / 64; ++kt) {{
+    const int k0 = k_base + kt * 64, tap = k0 / {c}, rx = tap % {kw}, ry = tap / {kw}, c0 = k0 % {c};
+    for (int p = 0; p < BM; ++p) {{                   // A: im2col, pixel p of the box
+      int q = a_w + {pl} + p, w = q % {ow} - {pl}, qh = a_h + {pt} + q / {ow}, h = qh % {oh} - {pt};
+      int n = a_n + qh / {oh}, iy = h + ry, ix = w + rx;
+      bool ok = n < {n} && iy >= 0 && iy < {h} && ix >= 0 && ix < {w};
+      for (int ch = 0; ch < 64; ++ch)
+        slot[at(p, ch)] = ok ? x[(((long)n * {h} + iy) * {w} + ix) * {c} + c0 + ch] : {ctype}{{}};
+    }}
+    for (int r = 0; r < 64; ++r)                      // B: 64 k rows of BN / 64 tiles
+      for (int col = 0; col < BN; ++col)
+        slot[BM * 64 + (col / 64) * 4096 + at(r, col % 64)] = wt[(long)(b_row + kt * 64 + r) * ldb + b_col + col];
+    for (int i = 0; i < BN / 8; ++i)
+      for (int qd = 0; qd < 4; ++qd) {{
+        int r = row0 + g + qd / 2 * 8, col = 8 * i + 2 * t + qd % 2;
+        for (int kk = 0; kk < 64; ++kk)
+          acc[4 * i + qd] += {cvt}(slot[at(r, kk)]) * {cvt}(slot[BM * 64 + (col / 64) * 4096 + at(kk, col % 64)]);
+      }}
+  }}"""
 
 _SIM = """  // TT_SIM: the warp's rows, lane by lane, in the accumulator layout
   int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -157,6 +233,7 @@ _B_MN = r"""      int idx = tid + i * {threads}, r = idx / ({bn} / 8), cc = idx 
 _RELEASE = r"""  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
   __syncthreads();
 """
+_RELEASE_TMA = "  __syncthreads();\n"     # ``_tma``: every copy issued was waited for
 
 #: the shared-memory matrix descriptors of the main loops (once per translation unit)
 DESC_SOURCE = r"""
@@ -176,7 +253,7 @@ __device__ __forceinline__ unsigned long long tt_wgmma_desc64(unsigned addr) {
 """
 
 _TEMPLATE = r"""
-__device__ __forceinline__ void {name}(float* acc, const {ctype}* A, int lda, const {ctype}* B, int ldb, int K) {{
+__device__ __forceinline__ void {name}(float* acc, const {ctype}* A, int lda, const {ctype}* B, int ldb, int K{maps}) {{
 #ifdef TT_SIM
 {sim}
 #else
@@ -295,4 +372,61 @@ _LOOP_MBAR = r"""  constexpr int NT = BM * 2;                    // the block's 
   }}
 """
 
-__all__ = ["DESC_SOURCE", "NAME", "wgmma_source"]
+# ``_tma``: the convolution's A and B copied by the bulk tensor copy engine: thread 0 issues a slice's copies (A: the
+# block's BM pixels of one tap, 64 channels, by im2col; B: BN / 64 boxes of 64 k rows x 64 columns), each
+# slot's ``full`` mbarrier completing on their bytes (expect_tx), its ``empty`` one once every thread's
+# warpgroup retired it.  A's first pixel: the block's first row (n, oy, ox) at input (ox - pl, oy - pt); B's
+# first column and k row: the operand pointer's offset from the weights' address
+_TMA_SETUP = r"""  const int m_blk = lda / K % {rows} - (warp % (BM / 16)) * 16;      // the block's first row
+  const int k_base = lda / K / {rows} * K;             // split-K: the slice's first tap column (else 0)
+  const int a_n = m_blk / ({oh} * {ow}), a_h = m_blk / {ow} % {oh} - {pt}, a_w = m_blk % {ow} - {pl};
+  const unsigned long long ta = (unsigned long long)tmap_a, tb = (unsigned long long)tmap_b;   // generic addresses
+  const long b_off = (long)(B - (const {ctype}*)tmap_b->base);
+  const int b_col = (int)(b_off % ldb), b_row = (int)(b_off / ldb);"""
+_TMA_LOAD = r"""    const unsigned sa = base + slot * STAGE, sb = sa + A_BYTES, bar = full0 + 8 * slot;
+    const int k0 = k_base + kt * 64, tap = k0 / {c};
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(STAGE) : "memory");
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {{%2, %3, %4, %5}}], [%6], {{%7, %8}};\n"
+                 :: "r"(sa), "l"(ta), "r"(k0 % {c}), "r"(a_w), "r"(a_h), "r"(a_n), "r"(bar),
+                    "h"((unsigned short)(tap % {kw})), "h"((unsigned short)(tap / {kw})) : "memory");
+#pragma unroll
+    for (int j = 0; j < {bn} / 64; ++j)
+      asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                   "[%0], [%1, {{%2, %3}}], [%4];\n"
+                   :: "r"(sb + j * 8192), "l"(tb), "r"(b_col + 64 * j), "r"(b_row + kt * 64), "r"(bar) : "memory");"""
+_LOOP_TMA = r"""  constexpr int NT = BM * 2;                    // the block's threads: BM / 16 warps
+  __shared__ __align__(8) unsigned long long tt_wgmma_bar[2 * S];          // full[S], then empty[S]
+  const unsigned full0 = (unsigned)__cvta_generic_to_shared(tt_wgmma_bar), empty0 = full0 + 8 * S;
+  auto issue = [&](int kt, int slot) {{
+@LOAD@
+  }};
+  if (tid == 0) {{
+    asm volatile("prefetch.tensormap [%0];\n" "prefetch.tensormap [%1];\n" :: "l"(ta), "l"(tb) : "memory");
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n"
+                   "mbarrier.init.shared::cta.b64 [%1], %2;\n" :: "r"(full0 + 8 * s), "r"(empty0 + 8 * s), "r"(NT));
+    asm volatile("fence.mbarrier_init.release.cluster;\n" "fence.proxy.async.shared::cta;\n" ::: "memory");
+  }}
+  __syncthreads();                                // the barriers initialized before any thread arrives
+#pragma unroll
+  for (int i = 0; i < {nacc}; ++i) d[i] = 0.0f;
+  if (tid == 0)
+    for (int s = 0; s < S && s < KT; ++s) issue(s, s);
+  for (int kt = 0; kt < KT; ++kt) {{
+    tt_mbar_wait(full0 + 8 * (kt % S), (kt / S) & 1);          // slice kt's bytes landed
+""" + _ISSUE + r"""    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(G) : "memory");
+    const int done = kt - G;                       // retired by this thread's warpgroup: its slot released
+    if (done >= 0) {{
+      const unsigned slot = done % S;
+      asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * slot) : "memory");
+      if (tid == 0 && done + S < KT) {{
+        tt_mbar_wait(empty0 + 8 * slot, (done / S) & 1);      // every warpgroup retired slice done
+        issue(done + S, slot);
+      }}
+    }}
+  }}
+"""
+
+__all__ = ["DESC_SOURCE", "NAME", "TMA_OPERANDS", "tma_maps", "wgmma_source"]

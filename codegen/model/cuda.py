@@ -26,7 +26,9 @@ from tensorir.lower.gpu_kernels import scan_states_as_arguments
 from tensorir.lower.pipeline import lower_gpu
 
 from ..build import lower_to_func
-from ..cuda import WGMMA_CALL, CUDARenderer, cuda_renderer, cuda_settings, dynamic_shared_bytes, launch_bounds, wgmma_kernel
+from ..cuda import (WGMMA_CALL, CUDARenderer, cuda_renderer, cuda_settings, dynamic_shared_bytes, kernel_tensor_maps,
+                    launch_bounds, wgmma_kernel)
+from ..cuda.tensor_map import TensorMap
 from ..export import build_info
 from .plan import RunList
 from ..signature import Signature
@@ -60,6 +62,7 @@ class CUDAKernel:
     aligned: dict
     schedule: dict
     scratch: tuple = ()                     # (dtype, elements) of each scratch buffer (a scan's state), args last
+    tensor_maps: tuple = ()                 # its bulk tensor copies' maps (``TensorMap``): parameters after the args
     parallel: ClassVar[bool] = False        # no host-parallel loops (the plan's ``Step.parallel``)
     concurrent: ClassVar[bool] = False      # kernels run in stream order
 
@@ -67,13 +70,14 @@ class CUDAKernel:
         return {"symbol": self.symbol, "grid": list(self.grid), "block": list(self.block),
                 "shared_bytes": self.shared_bytes, "signature": self.signature.to_json(),
                 "aligned": {str(i): n for i, n in self.aligned.items()}, "schedule": self.schedule,
-                "scratch": [list(x) for x in self.scratch]}
+                "scratch": [list(x) for x in self.scratch], "tensor_maps": [t.to_json() for t in self.tensor_maps]}
 
     @staticmethod
     def from_json(d: dict, source: str = "") -> CUDAKernel:
         return CUDAKernel(d["symbol"], source, tuple(d["grid"]), tuple(d["block"]), int(d["shared_bytes"]),
                           Signature.from_json(d["signature"]), {int(k): int(v) for k, v in d["aligned"].items()},
-                          d.get("schedule", {}), tuple((dt, int(n)) for dt, n in d.get("scratch", ())))
+                          d.get("schedule", {}), tuple((dt, int(n)) for dt, n in d.get("scratch", ())),
+                          tuple(TensorMap.from_json(t) for t in d.get("tensor_maps", ())))
 
     @property
     def buffers(self) -> list[tuple[str, tuple]]:
@@ -105,7 +109,8 @@ def compile_kernel(kernel: Kernel, kt, target: Target, symbol: str, chosen: tupl
     aligned = {i: renderer.vector_access[b] for i, b in enumerate(func.buffers) if b in renderer.vector_access}
     return CUDAKernel(symbol, source, tuple(g.value for g in grid), tuple(launch.block), launch.shared_bytes,
                       Signature.from_func(func), aligned, dict(origin),
-                      tuple((b.dtype, math.prod(int(d) for d in b.shape)) for b in states))
+                      tuple((b.dtype, math.prod(int(d) for d in b.shape)) for b in states),
+                      tuple(kernel_tensor_maps(func, renderer, False)))
 
 
 def _is_kernel_start(line: str) -> bool:

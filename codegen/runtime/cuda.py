@@ -31,6 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..cuda.module import c_strides
+from ..cuda.tensor_map import encode_all
 from ..model.plan import INPUT, OUTPUT, WEIGHTS, WORKSPACE, Loc, RunList
 from ..model.plan_control import Steps, walk
 from ..cuda.nvcc import compile_cuda, nvcc_path
@@ -96,7 +97,7 @@ class CUDAModelModule(ModelModuleBase):
         mod.func = None
         launch = LaunchConfig(tuple(IntImm("int32", g) for g in k.grid), tuple(k.block), k.shared_bytes)
         mod._setup(k.signature, (), launch, k.source or self.source, self.arch, self.meta.get("target", "cuda"), self.options,
-                   k.aligned)
+                   k.aligned, tensor_maps=k.tensor_maps)
         return mod
 
     def _stats(self) -> dict:
@@ -202,7 +203,8 @@ class CUDAModelModule(ModelModuleBase):
                 if ptrs[i] % need:
                     raise ValueError(f"kernel {step.kernel}: argument {i} starts at {ptrs[i]:#x}, not {need}-byte "
                                      "aligned (vector accesses); pass an aligned device array")
-            out.append((packed(slot.functions[step.symbol], ptrs, k.dynamic_shared), k.grid, k.block, ptrs, step))
+            params = ptrs + encode_all(k.tensor_maps, ptrs)       # the bulk tensor copies' maps over the pointers
+            out.append((packed(slot.functions[step.symbol], params, k.dynamic_shared), k.grid, k.block, ptrs, step))
         return out
 
     def _issue(self, slot: ThreadSlot, launches, copies=()) -> None:

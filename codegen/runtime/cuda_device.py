@@ -23,6 +23,7 @@ import weakref
 
 import numpy as np
 
+from ..cuda.launch import DriverKernel, kernel_params
 from ..model.plan import INPUT, OUTPUT, Loc
 
 
@@ -75,7 +76,8 @@ class SharedDevice:
                 fn = self.module.get_function(sym)
                 if k.dynamic_shared:
                     fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_shared)
-                self.functions[sym] = fn.prepare("P" * len(k.signature.args))
+                self.functions[sym] = DriverKernel(m.cubin, sym, k.dynamic_shared) if k.tensor_maps else \
+                    fn.prepare("P" * len(k.signature.args))       # by-value tensor maps: kernelParams launches
             run = m.run_list
             self.weights = drv.mem_alloc(max(run.weights_bytes, 1))
             if run.weights_bytes:
@@ -151,10 +153,14 @@ class ThreadSlot:
         return self.dev.functions
 
 
-def packed(fn, ptrs: list[int], shared: int = 0):
+def packed(fn, ptrs: list, shared: int = 0):
     """``launch(grid, block, stream)`` of prepared function ``fn`` with its arguments packed once (what
     pycuda's ``prepared_async_call`` does per call), else through ``prepared_async_call``; ``shared``
-    bytes of dynamic shared memory."""
+    bytes of dynamic shared memory.  A :class:`~codegen.cuda.launch.DriverKernel` (a kernel taking tensor maps:
+    ``ptrs`` the pointers, then the maps' bytes) launches through the driver's kernelParams."""
+    if isinstance(fn, DriverKernel):
+        params = kernel_params("P" * sum(not isinstance(p, bytes) for p in ptrs), ptrs)
+        return lambda grid, block, stream: fn.launch(grid, block, params, stream.handle)
     try:
         from pycuda._pvt_struct import pack
         buf = pack(fn.arg_format, *ptrs)

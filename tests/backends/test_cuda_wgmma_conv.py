@@ -158,7 +158,8 @@ def test_wgmma_conv_padded_rows_ptx_assembles(shares):
 def test_sm90_conv_takes_wgmma_where_it_fits():
     """conv_knobs on sm_90: the gathering loop for ResNet-18's 3x3 and 1x1 layers with C % 64 == 0 and M % 64
     == 0, the 7 x 7 layers at batch 32 with their rows padded to 64 (1600 for 1568 pixels; fewer blocks than
-    multiprocessors: deeper pipelines); named refusals
+    multiprocessors: deeper pipelines); the stride-1 layers of C % 64 == 0 the bulk-tensor-copy loop (``tma``,
+    its own tiles); named refusals
     (mma.sync takes them): 32 channels, M = 32 * 49 unpadded, 49 pixels, dilation; sm_80 never.  The stem's
     16-channel space-to-depth patches (K = 256) take it too."""
     def knobs(n, c, hw, o, k, stride, pad, info=SM90, dilation=1, row_align=32):
@@ -174,18 +175,26 @@ def test_sm90_conv_takes_wgmma_where_it_fits():
             a.op.attrs["conv"] = dict(a.op.attrs["conv"], dh=dilation)
         return conv_knobs(m, o, kk, "float16", info, a), wgmma_conv_knobs(a, m, o, kk, "float16", 227 * 1024)
     got, _ = knobs(32, 64, 56, 64, 3, 1, 1)
-    assert got["wgmma"] and (got["block_m"], got["block_n"]) == (128, 64) and got["conv"]["c"] == 64
-    assert knobs(32, 128, 28, 256, 1, 2, 0)[0]["wgmma"]
+    assert got["wgmma"] and got["tma"] and (got["block_m"], got["block_n"], got["inflight"]) == (128, 64, 2)
+    assert got["conv"]["c"] == 64
+    down = knobs(32, 128, 28, 256, 1, 2, 0)[0]
+    assert down["wgmma"] and not down["tma"]                             # stride 2: the cp.async gather
     small, why = knobs(2, 32, 8, 64, 3, 1, 1)
     assert not small.get("wgmma") and "32 input channels" in why          # K = 288: not whole k slices of 64
     stem, _ = knobs(32, 16, 115, 64, 4, 1, 0)                  # ResNet's stem as space-to-depth patches
     assert stem["wgmma"] and (stem["block_m"], stem["block_n"]) == (128, 64) and stem["conv"]["c"] == 16
+    assert not stem["tma"]                                              # 16 channels: the cp.async gather
     layer4, why = knobs(32, 512, 7, 512, 3, 1, 1)
     assert not layer4.get("wgmma") and "do not divide" in why
     layer4, _ = knobs(32, 512, 7, 512, 3, 1, 1, row_align=row_align(32 * 49))    # as the layout pass pads it
     assert layer4["wgmma"] and (layer4["block_m"], layer4["block_n"], layer4["shares"]) == (64, 128, 1)
-    assert layer4["conv"]["n"] == 32 and layer4["stages"] == 6       # 100 blocks: one a multiprocessor, 6 slots
-    assert knobs(32, 256, 14, 256, 3, 1, 1)[0]["stages"] == 4         # 196 blocks: two a multiprocessor
+    assert layer4["conv"]["n"] == 32 and layer4["tma"] and (layer4["stages"], layer4["inflight"]) == (4, 2)
+    layer3 = knobs(32, 256, 14, 256, 3, 1, 1)[0]
+    assert layer3["tma"] and (layer3["block_m"], layer3["block_n"], layer3["stages"]) == (128, 128, 4)
+    gather = knobs(32, 256, 14, 256, 3, 2, 1)[0]                         # stride 2 (7 x 7: padded rows refused)
+    assert not gather.get("wgmma") or not gather["tma"]
+    deep = knobs(32, 256, 14, 512, 1, 2, 0, row_align=64)[0]             # 1x1 stride 2: 7 x 7, 100 blocks
+    assert deep["wgmma"] and not deep["tma"] and deep["stages"] == 6     # one a multiprocessor: 6 slots
     assert "49 pixels (fewer than a block's 64 rows)" in knobs(1, 512, 7, 512, 3, 1, 1)[1]
     assert "dilation 2" in knobs(2, 64, 8, 64, 3, 1, 1, dilation=2)[1]
     assert "2^31" in knobs(512, 64, 112, 64, 3, 1, 1)[1]
@@ -255,3 +264,72 @@ def test_registry_conv_padded_rows_take_wgmma_on_gpu():
     s, origin = kernel_schedule(kernel_te(args, ANCHOR), "cuda")
     assert origin["rule"] == "schedule_conv2d_gemm"
     _check(s, args, *case, target="cuda", run=lambda mod, *a: mod(*a), wgmma=True)
+
+
+#: the bulk-tensor-copy loop (``tma``): stride-1 layers of C % 64 == 0
+TMA_CASES = [  # n, c, hw, o, kernel, stride, pad, dtype, epilogue, knobs
+    (2, 64, 8, 128, 3, 1, 1, "float16", "bias_relu", {"block_m": 64, "block_n": 128, "shares": 1, "stages": 3}),
+    PADDED[:-1] + ({"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1},),      # rows past the images
+    (32, 256, 14, 256, 3, 1, 1, "float16", "bias_relu", {"block_m": 64, "block_n": 128, "shares": 1}),   # layer3
+    (32, 512, 7, 512, 3, 1, 1, "float16", "residual",      # ResNet-18 layer4, 1568 pixels in 1600 rows
+     {"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1, "stages": 6}),
+    (32, 128, 28, 128, 3, 1, 1, "bfloat16", "bias", {"block_m": 128, "block_n": 64, "stages": 4, "shares": 0}),
+    (32, 256, 14, 256, 3, 1, 1, "bfloat16", "residual", {"block_m": 128, "block_n": 256, "stages": 3, "shares": 1}),
+    (16, 256, 14, 256, 3, 1, 1, "float16", "bias", {"block_m": 64, "block_n": 64, "stages": 4, "inflight": 2,
+                                                     "shares": 1}),
+]
+
+
+@pytest.mark.cuda_sim
+@pytest.mark.parametrize("case", TMA_CASES[:2])
+def test_wgmma_conv_tma_loop_simulated(case):
+    """The tma loop's kernel (its maps parameters after the buffers) in the simulator: the block tiling, the
+    epilogue, the rows past the images never stored, NaN-poisoned outputs against float64 numpy."""
+    s, args = _sched(*case[:-1], dict(case[-1], tma=1))
+    _check(s, args, *case[:-1], target="cuda -arch=sm_90", wgmma=True, guard=True)
+
+
+@pytest.mark.nvcc
+def test_wgmma_conv_tma_loop_ptx_assembles():
+    """``tma``: A by im2col bulk tensor copies (one tap's 64 channels of the block's pixels, the tap as the
+    im2col offsets), B by tiled ones, completing on the slots' ``full`` mbarriers (expect_tx), no ``cp.async``
+    and no barrier per k slice; the module names the two maps over its arguments (x: im2col from the padding's
+    corner, w: 64 x 64 boxes): sm_90a, no spills."""
+    s, args = _sched(*TMA_CASES[3][:-1], dict(TMA_CASES[3][-1], tma=1))
+    mod = codegen.build(s, args, target="cuda -arch=sm_90")
+    loop = mod.get_source("ptx").split("wgmma.wait_group.sync.aligned 0;")[0]
+    for op in ("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes",
+               "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+               "mbarrier.arrive.expect_tx.shared::cta.b64", "mbarrier.try_wait.parity.shared::cta.b64",
+               "prefetch.tensormap", "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"):
+        assert op in loop, op
+    assert "cp.async.cg" not in loop and loop.count("bar.sync") == 1
+    usage = mod.resource_usage
+    assert usage["stack_bytes"] == 0 and usage["spill_stores"] == 0, usage
+    a, b = mod.tensor_maps
+    assert (a.arg, a.dims, a.im2col) == (0, (512, 7, 7, 32), ((-1, -1), (-1, -1), 64, 64))
+    assert (b.arg, b.dims, b.box, b.strides) == (1, (512, 9 * 512), (64, 64), (1024,))
+
+
+def test_wgmma_conv_tma_refusals():
+    """The tma loop takes stride-1 convolutions of whole 64-channel taps only."""
+    with pytest.raises(ValueError, match="stride 2 x 2"):
+        _sched(8, 64, 8, 128, 3, 2, 1, "float16", "", {"block_m": 64, "block_n": 64, "tma": 1})
+    with pytest.raises(ValueError, match="16 channels"):
+        _sched(3, 16, 10, 64, 4, 1, 0, "float16", "", {"block_m": 64, "block_n": 64, "row_align": 64, "tma": 1})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,c,hw,o,k,stride,pad,dtype,epilogue,knobs", TMA_CASES)
+def test_wgmma_conv_tma_loop_on_gpu(n, c, hw, o, k, stride, pad, dtype, epilogue, knobs):
+    """The bulk-tensor-copy loop (``tma``) on the H100 against numpy (NaN-poisoned outputs)."""
+    s, args = _sched(n, c, hw, o, k, stride, pad, dtype, epilogue, dict(knobs, tma=1))
+    _check(s, args, n, c, hw, o, k, stride, pad, dtype, epilogue, target="cuda", run=lambda mod, *a: mod(*a),
+           wgmma=True)
+
+
+@pytest.mark.gpu
+def test_wgmma_conv_tma_split_k_on_gpu():
+    """Split-K on the tma loop (each slice's B rows and A taps from its pointer / row offset)."""
+    _split(32, 512, 7, 512, 3, 1, 1, 2, {"block_m": 64, "block_n": 128, "stages": 6, "shares": 1, "tma": 1},
+           target="cuda")

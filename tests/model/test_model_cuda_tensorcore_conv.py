@@ -2,6 +2,7 @@
 implicit GEMMs over NHWC data with layout transforms at the boundaries only (sm_80+; older archs and the CPU
 keep NCHW, with a warning naming why), and a small residual block built as a CUDA model runs on the
 simulated GPU (tests/cuda_sim.py) against numpy."""
+import re
 import warnings
 
 import ml_dtypes  # noqa: F401  (np.dtype("bfloat16"))
@@ -226,15 +227,28 @@ def test_split_k_model_simulated(monkeypatch):
 @pytest.mark.cuda_sim
 def test_padded_rows_wgmma_model_simulated(monkeypatch):
     """A 7 x 7 block at batch 3 on sm_90 with the 64-row alignment lowered to 128 pixels (as batch 32's 1568
-    pixels take it): each conv's 147 pixels in 192 GEMM rows on the gathering wgmma loop (64 x 64 blocks, the
-    epilogue's tile over its slots), the rows past the images gathered from nothing and never stored."""
+    pixels take it): each conv's 147 pixels in 192 GEMM rows on the wgmma loop fed by bulk tensor copies (``tma``:
+    64 x 64 blocks, the epilogue's tile over its slots; the simulator's loop a scalar gather), the rows past the
+    images never stored."""
     from tensorir.graph.schedules import cuda_tensorcore_conv as tc
     monkeypatch.setattr(tc, "ROW_ALIGN_64_FROM", 128)
     g, ws = _deep(n=3)
     m = codegen.build_model(g, target="cuda -arch=sm_90")
     src = m.get_source("cuda")
-    assert src.count("(void)(tt_wgmma_m64n64s6_f16_bt_x_cv") == 2 and "_3_192(" in src
+    assert src.count("(void)(tt_wgmma_m64n64s4g2_f16_bt_x_cv") == 2 and "_3_192_tma(" in src
     _deep_check(simulate, m, "float16", 3, 64, 7, *ws)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,hw", [(4, 8), (32, 14)])
+def test_tma_conv_model_on_gpu(n, hw):
+    """A basic block of 3x3 stride-1 convs of 64 channels on the H100 takes the wgmma loop fed by bulk tensor
+    copies (``tma``): the model runtime passes each kernel its tensor maps (kernelParams launches), against
+    numpy."""
+    g, ws = _deep(n=n, hw=hw)
+    m = codegen.build_model(g, target="cuda")
+    assert len(re.findall(r"\(void\)\(tt_wgmma_m\w+_tma\(", m.get_source("cuda"))) == 2
+    _deep_check(lambda mm, feeds: mm(**feeds), m, "float16", n, 64, hw, *ws)
 
 
 @pytest.mark.gpu

@@ -17,7 +17,9 @@ fragments by a fragment-epilogue intrinsic (``topi/cuda/fragment_epilogue.py``).
 divide and float32 inputs are refused (:func:`wgmma_fits` says why); the ``mma.sync``
 schedule takes them.  :func:`schedule_wgmma_conv` is the implicit-GEMM convolution's: the loop gathers A from
 the NHWC input itself (``intrin_wgmma``'s ``conv``; rows past the pixels, padding the GEMM to whole row blocks,
-gather zeros and are never stored), the epilogue goes through a shared float32 tile (``shares``: over the slots).
+gather zeros and are never stored), the epilogue goes through a shared float32 tile (``shares``: over the slots);
+a stride-1 convolution of ``C % 64 == 0`` takes the loop fed by bulk tensor copies (knob ``tma``:
+:data:`CONV_TMA_PREFERRED`, ``codegen/cuda/wgmma.py``'s ``_tma``).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from ...lower.gpu import WARP_LANES
 from ...schedule import Schedule, Stage
 from ...topi.cuda.fragment_epilogue import fragment_epilogue, intrin_fragment_epilogue
 from ...topi.cuda.tensor_intrin import (CONV_FIELDS, WGMMA_BK as BK, intrin_mma_store, intrin_wgmma, wgmma_check,
-                                        wgmma_conv_check, wgmma_shared_bytes)
+                                        wgmma_conv_check, wgmma_shared_bytes, wgmma_tma_check)
 from .cuda_tensorcore import _store_dtype, bind_blocks, first_fit, gemm_operands
 from .helpers import bind
 
@@ -33,9 +35,10 @@ from .helpers import bind
 #: group in flight (``inflight``), blocks in row-major order, the output stored from the fragments
 #: (``smem_epilogue``: through a shared float32 tile over the slots, 16-byte reads by all threads), a barrier per
 #: k slice (``mbar``: the slots handed over by mbarriers, ``codegen/cuda/wgmma.py``'s ``_mb`` loop; not yet
-#: measured, so off: ``benchmarks/conv2d_cuda.py --variants`` times it beside the default)
+#: measured, so off: ``benchmarks/conv2d_cuda.py --variants`` times it beside the default; ``tma``: a
+#: convolution's operands copied by the bulk tensor copy engine, ``codegen/cuda/wgmma.py``'s ``_tma`` loop)
 DEFAULT_KNOBS = {"block_m": 128, "block_n": 256, "stages": 4, "swizzle": 1, "bk": BK, "inflight": 1,
-                 "smem_epilogue": 0, "mbar": 0}
+                 "smem_epilogue": 0, "mbar": 0, "tma": 0}
 #: the default's knobs by size, the first that fits the GEMM wins (``large``: at least :data:`LARGE_BLOCKS`
 #: blocks of 128 x 256).  Measured on an H100 (benchmarks/gemm_cuda.py --dtype float16 / bfloat16, n = 4096 /
 #: 8192, one run): 128 x 256 with the output through shared memory and blocks in groups of 8 row tiles
@@ -195,6 +198,18 @@ CONV_DEFAULT = {"shares": 1}
 CONV_FEW_BLOCKS, CONV_FEW_STAGES = 132, 6
 
 
+#: the tiles of a convolution the bulk-tensor-copy loop takes (``tma``: stride 1, ``C % 64 == 0``), the first that
+#: fits, before :data:`CONV_PREFERRED`.  Measured on an H100 (benchmarks/conv2d_cuda.py --precision float16
+#: --variants, ResNet-18's stride-1 3x3 layers at batch 32, one run each; against the cp.async loop's defaults):
+#: 56 x 56 (64 channels) 128 x 64 28.6 us (32.8), 28 x 28 128 x 128 22.2 / 128 x 64 21.7 (24.6), 14 x 14
+#: 128 x 128 19.3 (27.5), 7 x 7 (1600 rows) 64 x 128 with two wgmma groups in flight 28.8 (31.8); 6 slots slower
+#: everywhere (32.8 against 21.3 at 14 x 14 in 64 x 128 blocks), two groups level or faster
+CONV_TMA_PREFERRED = ({"block_m": 128, "block_n": 128, "stages": 4, "inflight": 2, "tma": 1},
+                      {"block_m": 128, "block_n": 64, "stages": 4, "inflight": 2, "tma": 1},
+                      {"block_m": 64, "block_n": 128, "stages": 4, "inflight": 2, "tma": 1},
+                      {"block_m": 64, "block_n": 64, "stages": 4, "inflight": 2, "tma": 1})
+
+
 def conv_geometry(a) -> dict | str:
     """The geometry (:data:`CONV_FIELDS`) of the convolution whose ``im2col`` is ``a``, or why it has none
     a gathering main loop takes."""
@@ -230,9 +245,14 @@ def wgmma_conv_knobs(a, m: int, n: int, k: int, dtype: str, shared_limit: int) -
     if m * k * splits >= 2 ** 31:
         return f"the im2col matrix ({m} x {k * splits}) has 2^31 elements or more (the loop takes its row offset as int)"
     why = f"{pixels} pixels (fewer than a block's {min(kn['block_m'] for kn in CONV_PREFERRED)} rows)"
-    for kn in CONV_PREFERRED:
+    for kn in CONV_TMA_PREFERRED + CONV_PREFERRED:
         knobs = dict(DEFAULT_KNOBS, **CONV_DEFAULT, **kn)
         if knobs["block_m"] > pixels:      # padded rows: blocks no taller than the pixels (no clipped block)
+            continue
+        if knobs["tma"]:
+            if wgmma_tma_check(knobs["block_m"], geo, True, False) is None and \
+                    wgmma_conv_fits(m, n, k, dtype, knobs, shared_limit) is None:
+                return dict(knobs, conv=geo)
             continue
         why = wgmma_conv_fits(m, n, k, dtype, knobs, shared_limit)
         if why is None:
@@ -264,16 +284,18 @@ def schedule_wgmma_conv(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     a, _, b_trans, dtype = got
     bm, bn, stages = knobs["block_m"], knobs["block_n"], knobs["stages"]
     (m, n), k = (int(ax.dom.extent) for ax in anchor.op.axis[-2:]), int(anchor.op.reduce_axis[0].dom.extent)
-    why = wgmma_conv_fits(m, n, k, dtype, knobs, 227 * 1024) or ("B is not stored [K, N]" if not b_trans else None)
+    why = wgmma_conv_fits(m, n, k, dtype, knobs, 227 * 1024) or ("B is not stored [K, N]" if not b_trans else None) or \
+        (wgmma_tma_check(bm, knobs["conv"], b_trans, bool(knobs.get("mbar"))) if knobs.get("tma") else None)
     if why is not None:
         raise ValueError(f"wgmma conv of {anchor.op.name}: {why}")
     cf = anchor
     cf.set_scope("warp")
     store_through_shared(s, out, cf, bm, bn, knobs.get("swizzle", 1), len(anchor.op.axis),   # split-K: slices on z
                          intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"], shares=bool(knobs.get("shares")),
-                                      mbar=bool(knobs.get("mbar"))))
+                                      mbar=bool(knobs.get("mbar")), tma=bool(knobs.get("tma")),
+                                      inflight=knobs.get("inflight", 1)))
 
 
-__all__ = ["CONV_DEFAULT", "CONV_FEW_BLOCKS", "CONV_FEW_STAGES", "CONV_PREFERRED", "DEFAULT_KNOBS", "conv_shared_bytes", "wgmma_conv_fits", "MMA_ONLY", "PREFERRED", "WGMMA_SPACE_KNOBS", "conv_geometry", "is_sm90",
+__all__ = ["CONV_TMA_PREFERRED", "CONV_DEFAULT", "CONV_FEW_BLOCKS", "CONV_FEW_STAGES", "CONV_PREFERRED", "DEFAULT_KNOBS", "conv_shared_bytes", "wgmma_conv_fits", "MMA_ONLY", "PREFERRED", "WGMMA_SPACE_KNOBS", "conv_geometry", "is_sm90",
            "preferred_wgmma", "schedule_wgmma", "schedule_wgmma_conv", "store_through_shared", "wgmma_conv_knobs", "wgmma_fits",
            "wgmma_refusal"]

@@ -127,16 +127,31 @@ def wgmma_conv_check(conv: dict) -> str | None:
     return None
 
 
+def wgmma_tma_check(block_m: int, conv: dict | None, b_trans: bool, mbar: bool) -> str | None:
+    """Why a main loop cannot copy its operands by the bulk tensor copy engine (``tma``), or None: so far the
+    implicit-GEMM convolution (A by im2col copies of one tap's 64 channels: ``C % 64 == 0``; stride 1, the
+    im2col box's pixels running on as the GEMM's rows), B stored [K, N], its own mbarriers (not ``mbar``)."""
+    if conv is None:
+        return "tma: a convolution's gathering loop (the GEMM's is not written yet)"
+    if conv["c"] % WGMMA_BK or (conv["sh"], conv["sw"]) != (1, 1) or not b_trans or mbar:
+        return (f"tma: {conv['c']} channels, stride {conv['sh']} x {conv['sw']} (im2col copies of one tap's "
+                f"{WGMMA_BK} channels, stride 1, B stored [K, N], not with mbar)")
+    if block_m > 256:
+        return f"tma: block_m {block_m} (an im2col copy moves at most 256 pixels)"
+    return None
+
+
 def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_trans: bool = False,
                  conv: dict | None = None, bk: int = WGMMA_BK, inflight: int = 1, shares: bool = False,
-                 mbar: bool = False):
+                 mbar: bool = False, tma: bool = False):
     """A warp's 16 x ``block_n`` rows of a block's GEMM over the whole reduction ``k`` (``C[i, j] = sum_k
     f32(A[i, k]) f32(B[j, k])``, ``b_trans``: ``B[k, j]``; A and B in global memory) by the sm_90a main loop of
     ``codegen/cuda/wgmma.py``: the block's ``block_m / 16`` warps call it together (each with its rows),
     staging A and B through ``stages`` shared-memory slots (k slices of ``bk``) for warpgroup ``wgmma``
     (``inflight`` groups unretired while the next is issued; ``shares``: the loop ends with a barrier, so the
     kernel's own shared memory may overlap its slots; ``mbar``: each slot's handoff by mbarriers, not a barrier
-    per k slice); the float32 accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store``
+    per k slice; ``tma``: the operands copied by the bulk tensor copy engine, issued by one thread, completing on
+    mbarriers: :func:`wgmma_tma_check`); the float32 accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store``
     writes it).
 
     ``conv`` (:data:`CONV_FIELDS`): A is a convolution's ``im2col`` (an inlined gather of the NHWC input, tag
@@ -165,6 +180,11 @@ def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_
             raise ValueError(f"wgmma: {why}")
         func += "_cv" + "_".join(str(int(conv[f])) for f in CONV_FIELDS)
     func += "_mb" if mbar else ""
+    if tma:
+        why = wgmma_tma_check(block_m, conv, b_trans, mbar)
+        if why is not None:
+            raise ValueError(f"wgmma: {why}")
+        func += "_tma"
 
     def body(ins, outs):
         (ba, bb), (bc,) = ins, outs
@@ -191,4 +211,4 @@ def intrin_mma_store(dst_scope: str = "shared", out_dtype: str = "float32"):
 
 
 __all__ = ["CONV_FIELDS", "WGMMA_BK", "WGMMA_BKS", "wgmma_conv_check", "intrin_ldmatrix", "intrin_mma", "intrin_mma_store", "intrin_wgmma", "mma_shape",
-           "wgmma_check", "wgmma_shared_bytes"]
+           "wgmma_check", "wgmma_shared_bytes", "wgmma_tma_check"]
