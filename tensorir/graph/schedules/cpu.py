@@ -28,7 +28,7 @@ from ..lower_te import KernelTE
 from . import cpu_dense
 from .helpers import extents as _extents
 from .helpers import VECTOR_WIDTHS, first_divisor, largest_divisor, root_reductions, single_reduction, vector_width
-from .registry import Rule, rule_registrar, scheduling_target, target_features
+from .registry import Rule, rule_registrar, vectors_256_only
 
 #: A parallel loop over fewer iterations than this also takes the next loop (rows of a blocked conv).
 MIN_PARALLEL_TASKS = 16
@@ -275,9 +275,7 @@ def _tile_pixels(lanes: int) -> int:
     accumulators of AVX-512's 32 zmm), and where the target's widest vectors are 256 bits (AVX2: 16 ymm) as many as
     keep the accumulators in 12 of them (a 16-channel block is 2 ymm a pixel: 6 pixels; 16 spilled them: ddddocr-det's
     3x3 convs on a Zen 3)."""
-    target = scheduling_target()
-    features = target_features(target) if target is not None else frozenset()
-    if "avx2" not in features or "avx512f" in features:
+    if not vectors_256_only():
         return TILE_PIXELS
     return max(1, 12 // max(1, lanes * 32 // 256))
 

@@ -154,14 +154,23 @@ def int_matmul(ctx, a, b, za, zb, bias=None):
 
 
 def int_conv(ctx, x, w, zx, zw, attrs, bias=None):
-    """int32 ``conv(x - zx, w - zw) (+ bias)``: ``qnn.conv2d`` (2-d) when the weights and their zero point are
-    constants, else ``nn.conv2d`` over int32.  One group's weights are int8 (packed for ``vpdpbusd``): ``w - zw``
+    """int32 ``conv(x - zx, w - zw) (+ bias)``: ``qnn.conv2d`` (2-d; 1-d over a height of one) when the weights and
+    their zero point are constants, else ``nn.conv2d`` over int32.  One group's weights are int8 (packed for ``vpdpbusd``): ``w - zw``
     where it fits, else shifted with the zero point left over times each window's sum of ``x - zx`` (as
     :func:`int_matmul`); a zero point ``zx`` computed at run time pads explicitly (:func:`.shape.pad_with`)."""
     if x.type.dtype not in INT8 or w.type.dtype not in INT8:
         raise ctx.unsupported(f"integer conv of {x.type.dtype} and {w.type.dtype} (8-bit integers only)")
     wv = ctx.const(w)
     nd = x.type.ndim - 2
+    if nd == 1 and wv is not None and isinstance(zw, np.ndarray):   # as a 2-d conv over a height of one
+        kernel = list(attrs.get("kernel_shape", wv.shape[2:]))
+        strides, dilations = list(attrs.get("strides", [1])), list(attrs.get("dilations", [1]))
+        pads = list(spatial_pads(ctx, x.type.shape[2:], kernel, strides, dilations, attrs))
+        x4 = ctx.call("reshape", x, newshape=[*x.type.shape[:2], 1, x.type.shape[2]])
+        flat = {"kernel_shape": [1, *kernel], "strides": [1, *strides], "dilations": [1, *dilations],
+                "pads": [0, pads[0], 0, pads[1]], "group": attrs.get("group", 1)}
+        acc = int_conv(ctx, x4, Const(np.ascontiguousarray(wv[:, :, None])), zx, zw, flat, bias)
+        return ctx.call("reshape", acc, newshape=[d for i, d in enumerate(acc.type.shape) if i != 2])
     if nd != 2 or wv is None or not isinstance(zw, np.ndarray):
         from .conv import conv
         acc = conv(ctx, [_shifted(ctx, x, zx, x.type.ndim, 1), _shifted(ctx, w, zw, w.type.ndim, 0)], attrs)
