@@ -63,6 +63,23 @@ def test_matmul_integer(b_const, zb):
     compare(model("MatMulInteger", inputs, consts, order=["a", "b", "za", "zb"]), inputs)
 
 
+@pytest.mark.parametrize("k", [64, 257, 600])
+def test_matmul_integer_of_two_activations_in_exact_float_chunks(k):
+    """Both operands at run time (attention's products), zero points too: float32 matmuls over chunks of the
+    reduction whose sums stay within 2^24 (258 products of up to 255 x 255: 600 takes 3 chunks), int32 exactly
+    at the extremes (every product -65025 or +65025 sums past float32's exact integers in one chunk)."""
+    pick = rng.random((2, 3, 5, k)) < 0.5
+    a = np.where(pick, 255, 0).astype(np.uint8)
+    b = np.where(rng.random((2, 3, k, 7)) < 0.5, 0, 255).astype(np.uint8)
+    a[0, 0, 0] = 255
+    b[0, 0, :, 0] = 0
+    for za, zb in ((np.uint8(0), np.uint8(255)), (np.uint8(131), np.uint8(3))):
+        feed = {"a": a, "b": b, "za": za, "zb": zb}
+        mod = compare(model("MatMulInteger", feed, {}), feed)
+    kernels = " ".join(s.kernel for s in mod.run_list.steps)
+    assert "batch_matmul" in kernels and kernels.count("batch_matmul") == -(-k // 258), kernels
+
+
 def test_onnxruntime_u8s8_is_exact_or_pair_saturated_and_ours_exact():
     """The fact the int8 tests' reference rests on (onnx_op_check, docs/onnx.md): our MatMulInteger is the exact
     int32 sum; onnxruntime's is too where ``ort_saturates_u8s8`` is false (VNNI), and where it is true (x86
