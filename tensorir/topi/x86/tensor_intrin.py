@@ -137,7 +137,7 @@ def _ramp(n: int) -> Ramp:
 
 def dot_int8(isa: DotInt8) -> TensorIntrin:
     """The intrinsic of ``isa`` (:class:`DotInt8`; :data:`PLAIN` needs :data:`PLAIN_IR` imported): body (from
-    zero), no reset, update (accumulate)."""
+    zero), no reset (:data:`PLAIN_AVX2`: zeros), update (accumulate)."""
     n, g, plain = isa.lanes, isa.group, not isa.llvm_name.startswith("llvm.")
     a = placeholder((g,), dtype=isa.a_dtype, name="a")
     b = placeholder((n * g,), dtype=isa.b_dtype, name="b")
@@ -156,7 +156,11 @@ def dot_int8(isa: DotInt8) -> TensorIntrin:
             cv = BufferLoad(f"int32x{n}", cc, (_ramp(n),)) if accumulate else Broadcast(f"int32x{n}", const(0), n)
             call = call_extern if plain else call_llvm_pure_intrin
             return BufferStore(cc, call(f"int32x{n}", isa.llvm_name, cv, av, bv), (_ramp(n),))
-        return dot(False), None, dot(True)
+        # the AVX2 form zeroes its accumulators above the reduction loops (a reset), where a first-iteration branch
+        # inside them (a conv's channel blocks x kernel rows x columns) kept a conv's NCHW16c sums in memory (a
+        # 3x3 conv 64 -> 64 channels, 32 x 80 on a Zen 3 core: 1.61 -> 1.39 ms, with an epilogue 1.51 -> 1.39 ms)
+        reset = BufferStore(cc, Broadcast(f"int32x{n}", const(0), n), (_ramp(n),)) if isa.feature == "avx2" else None
+        return dot(False), reset, dot(True)
     return decl_tensor_intrin(c.op, code, name=f"dot_{n}x{g}_{isa.tag}_{isa.feature or 'plain'}", binds=bufs)
 
 
