@@ -1,6 +1,6 @@
 """The plain int8 form on AVX2 without AVX-512 (16 ymm registers): ``PLAIN_AVX2`` (``vpmaddwd`` of the weights'
 even and odd bytes, no shuffles between products and sums, never ``vpmaddubsw``) in register tiles sized for 16
-registers (dense: up to 5 rows x 1 block of 16 columns; conv: up to 5 output columns), exact against numpy at the
+registers (dense: up to 4 rows x 1 block of 16 columns; conv: up to 4 output columns), exact against numpy at the
 operands' extremes; targets with AVX-512 keep their tiles and form."""
 import platform
 import re
@@ -54,13 +54,13 @@ def rules(m) -> list[dict]:
 
 
 def test_register_tiles_fit_avx2_and_stay_on_avx512():
-    """AVX2: 2 ymm per 16 int32 lanes, beside 4 of weights and 2 of data: 5 rows (or output columns) x 1 block;
+    """AVX2: 2 ymm per 16 int32 lanes, beside 4 of weights and 3 of data: 4 rows (or output columns) x 1 block;
     AVX-512 (with or without VNNI) keeps 4 x 4 and 16 columns."""
     with scheduling(parse(AVX2)):
         assert dense_block(32, 128, (32,)) == (4, 1)
-        assert dense_block(20, 4, (20,)) == (5, 1)
-        assert dense_block(7, 2, (7,)) == (1, 2)     # 2 x 2 ymm, 8 of weights, 2 of data
-        assert conv_columns(80) == 5 and conv_columns(64) == 4 and conv_columns(7) == 1
+        assert dense_block(20, 4, (20,)) == (4, 1) and dense_block(15, 4, (15,)) == (3, 1)
+        assert dense_block(7, 2, (7,)) == (1, 2)     # 2 x 2 ymm, 8 of weights, 3 of data
+        assert conv_columns(80) == 4 and conv_columns(30) == 3 and conv_columns(7) == 1
     for target in (SKYLAKE_X, "llvm -mcpu=znver4"):
         with scheduling(parse(target)):
             assert dense_block(32, 128, (32,)) == (4, 4)

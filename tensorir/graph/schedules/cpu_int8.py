@@ -99,8 +99,8 @@ def dense_block(rows: int, column_blocks: int, lead: tuple[int, ...] = ()) -> tu
     (blocks of the output's leading axes ``lead``: :func:`splits_exactly`), ``k | column_blocks`` (at most 4),
     ``r * k <= 16`` accumulators (the rest of the 32 registers hold the weights, the broadcast data and an
     epilogue's constants): the fewest loads per dot, ``(r + k) / (r * k)``.  On AVX2 without AVX-512 (16 ymm, 2 per
-    block of 16 int32) the plain block also holds the weights' even and odd bytes and two data registers
-    (:func:`~.cpu_int8_space.avx2_accumulators`: 5 rows x 1 block; 16 x 1 kept most in memory)."""
+    block of 16 int32) the plain block also holds the weights' even and odd bytes and three data registers
+    (:func:`~.cpu_int8_space.avx2_accumulators`: 4 rows x 1 block; AVX-512's 4 x 4, 32 ymm, kept most in memory)."""
     ymm = vectors_256_only()
 
     def r_of(k: int) -> int:

@@ -48,8 +48,9 @@ def dot_block(anchor: Stage, lanes_axis, reduce_inner, isa, plain=(PLAIN, PLAIN_
 
 
 #: a plain u8 x s8 block's registers on AVX2 beside its accumulators (2 ymm per 16 lanes): the weights' even and odd
-#: bytes (4 ymm per block of 16 columns) and the data's bytes 0, 2 and 1, 3 (2 ymm)
-AVX2_WEIGHT_REGS, AVX2_DATA_REGS = 4, 2
+#: bytes (4 ymm per block of 16 columns), the data's bytes 0, 2 and 1, 3 and their mask (3 ymm); 5 rows (17 ymm)
+#: spilled: LLVM unrolled the 4-byte step twice and kept 34 stack references in it (20 rows x 512 x 8224, Zen 3)
+AVX2_WEIGHT_REGS, AVX2_DATA_REGS = 4, 3
 
 
 def avx2_accumulators(blocks: int) -> int:
@@ -59,7 +60,7 @@ def avx2_accumulators(blocks: int) -> int:
 
 def conv_columns(columns: int) -> int:
     """Output columns of the packed conv's default register tile (one block of 16 channels): up to 16 (AVX-512's
-    32 zmm), on AVX2 as many as fit beside the weights and the data (:func:`avx2_accumulators`: 5)."""
+    32 zmm), on AVX2 as many as fit beside the weights and the data (:func:`avx2_accumulators`: 4)."""
     return largest_divisor(columns, avx2_accumulators(1) if vectors_256_only() else 16)
 
 
