@@ -102,3 +102,22 @@ def test_avx2_code_is_vpmaddwd_without_shuffles_or_spills():
     assert not re.search(r"vshufps|vpermpd|vphaddd|vpmovsxbw", body), body
     assert not re.search(r"vmovdq[au]\s+%ymm\d+, -?\d*\(%rsp\)", body), body
     assert "llvm.x86.avx2.pmadd.wd" not in codegen.build_model(g, target=SKYLAKE_X)._ir
+
+
+def test_float_packed_dense_tile_fits_avx2():
+    """The float32 packed dense (a dequantized model's, minilm-l6-int8's) on AVX2: at most 6 rows x 16 lanes (12 of 16
+    ymm; 8 rows spilled), AVX-512 keeps 8; exact layout aside, within float32 rounding of numpy on fresh data."""
+    from tensorir.graph.schedules.cpu_dense import tile_rows_limit
+    with scheduling(parse(AVX2)):
+        assert tile_rows_limit(16) == 6 and tile_rows_limit(8) == 8
+    with scheduling(parse(SKYLAKE_X)):
+        assert tile_rows_limit(16) == 8
+    rng = np.random.default_rng()
+    a = Var("a", TensorType((1, 13, 96), "float32"))
+    w = Const(rng.standard_normal((48, 96)).astype(np.float32))
+    g = Graph((a,), (call("nn.dense", a, w),), (), ("y",))
+    m = codegen.build_model(g, target=AVX2)
+    if lacking(parse(AVX2).features):
+        pytest.skip("this host lacks AVX2")
+    feeds = {"a": rng.standard_normal((1, 13, 96)).astype(np.float32)}
+    np.testing.assert_allclose(m(**feeds)[0], graph.evaluate(g, feeds)[0], rtol=1e-5, atol=1e-5)

@@ -351,11 +351,12 @@ def schedule_dense_pack(s: Schedule, kt: KernelTE, out: Stage) -> None:
     if anchor is None or len(out.op.axis) < 2 or _extents(anchor) != _extents(out):
         return schedule_reduction(s, kt, out)
     ext = _extents(out)
-    rows = _row_block(ext[-2], 8)
+    vec = vector_width(ext[-1])
+    rows = _row_block(ext[-2], cpu_dense.tile_rows_limit(vec))
     anchor = _tile_anchor(s, out, anchor, bool(ext[-2] % rows))
     axes = list(out.op.axis)
     ro, ri = out.split(axes[-2], factor=rows)
-    vo, vi = out.split(axes[-1], factor=vector_width(ext[-1]))
+    vo, vi = out.split(axes[-1], factor=vec)
     _block_anchor(s, out, anchor, [*axes[:-2], vo], None, ro, ri, vi)
 
 
