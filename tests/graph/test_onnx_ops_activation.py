@@ -116,3 +116,16 @@ def test_clip_bounds_left_out_are_the_finite_limits(opset, consts):
     data = np.array([[np.inf, -np.inf, np.nan, 1.0, -3.0]], "float32")
     attrs = {"min": -1.0} if opset == 7 else {}
     check(node_model("Clip", {"x": data}, attrs, consts=consts, opset=opset), {"x": data})
+
+
+@pytest.mark.parametrize("exponent,power_ops", [(2.0, 0), (3.0, 0), (0.5, 1), (-3.0, 1)])
+def test_pow_by_a_constant_two_or_three_is_products_bit_exact(exponent, power_ops):
+    """``Pow(x, 2)`` / ``Pow(x, 3)`` with a constant exponent import as ``x * x (* x)``, onnxruntime's bits (its CPU
+    kernel multiplies; ``powf`` per element was a scalar call in a vectorized epilogue); other exponents stay
+    ``power``."""
+    from tensorir import graph
+    data = x(lo=-30.0, hi=30.0)
+    model = node_model("Pow", {"x": data}, consts={"e": np.array(exponent, np.float32)})
+    m = check(model, {"x": data}, rtol=0 if power_ops == 0 else 1e-6, atol=0 if power_ops == 0 else 1e-6)
+    g, _ = graph.from_onnx(model, {"x": data.shape})
+    assert sum(getattr(n, "op", None) == "power" for n in graph.topological_order(g.outputs)) == power_ops, m

@@ -63,6 +63,23 @@ def test_matmul_integer(b_const, zb):
     compare(model("MatMulInteger", inputs, consts, order=["a", "b", "za", "zb"]), inputs)
 
 
+@pytest.mark.parametrize("k", [64, 257, 600])
+def test_matmul_integer_of_two_activations_in_exact_float_chunks(k):
+    """Both operands at run time (attention's products), zero points too: float32 matmuls over chunks of the
+    reduction whose sums stay within 2^24 (258 products of up to 255 x 255: 600 takes 3 chunks), int32 exactly
+    at the extremes (every product -65025 or +65025 sums past float32's exact integers in one chunk)."""
+    pick = rng.random((2, 3, 5, k)) < 0.5
+    a = np.where(pick, 255, 0).astype(np.uint8)
+    b = np.where(rng.random((2, 3, k, 7)) < 0.5, 0, 255).astype(np.uint8)
+    a[0, 0, 0] = 255
+    b[0, 0, :, 0] = 0
+    for za, zb in ((np.uint8(0), np.uint8(255)), (np.uint8(131), np.uint8(3))):
+        feed = {"a": a, "b": b, "za": za, "zb": zb}
+        mod = compare(model("MatMulInteger", feed, {}), feed)
+    kernels = " ".join(s.kernel for s in mod.run_list.steps)
+    assert "batch_matmul" in kernels and kernels.count("batch_matmul") == -(-k // 258), kernels
+
+
 def test_onnxruntime_u8s8_is_exact_or_pair_saturated_and_ours_exact():
     """The fact the int8 tests' reference rests on (onnx_op_check, docs/onnx.md): our MatMulInteger is the exact
     int32 sum; onnxruntime's is too where ``ort_saturates_u8s8`` is false (VNNI), and where it is true (x86
@@ -223,6 +240,28 @@ def test_qlinear_conv_chain_blocked_depthwise_grouped(xdtype):
     kernels = [s.kernel for s in mod.run_list.steps]
     assert sum("qnn_contrib_conv2d_pack" in k for k in kernels) == 3
     assert sum("qnn_contrib_depthwise_conv2d_NCHWc" in k for k in kernels) == 1
+
+
+@pytest.mark.parametrize("xdtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("pads,strides,auto_pad", [([1, 1], [1], None), ([1, 1], [2], None), (None, [2], "SAME_UPPER")])
+def test_qlinear_conv_1d_is_a_packed_int8_conv(xdtype, pads, strides, auto_pad):
+    """A 1-d QLinearConv (Whisper's front convs) is the packed int8 conv over a height of one, with a bias (it was an
+    int32 conv under the float rule); one weight scale: ONNX's reference evaluator (the oracle where onnxruntime's
+    u8 x s8 sums saturate) broadcasts per-channel scales of a 1-d QLinearConv wrongly (onnx 1.22: a 4-d output)."""
+    x = q((1, 20, 37), xdtype)
+    oc = 32
+    consts = {"sx": np.float32(0.02), "zx": xdtype(7), "w": q((oc, 20, 3), np.int8),
+              "sw": np.float32(0.004), "zw": np.int8(0),
+              "sy": np.float32(0.25), "zy": xdtype(9), "B": rng.integers(-2000, 2000, oc).astype(np.int32)}
+    attrs = {"strides": strides, **({"pads": pads} if pads else {"auto_pad": auto_pad})}
+    mod = compare(model("QLinearConv", {"x": x}, consts, attrs), {"x": x})
+    assert any("qnn_contrib_conv2d_pack" in s.kernel for s in mod.run_list.steps), [s.kernel for s in mod.run_list.steps]
+
+
+def test_conv_integer_1d_with_weight_zero_point():
+    x = q((2, 12, 19), np.uint8)
+    consts = {"w": q((16, 12, 5), np.uint8), "zx": np.uint8(50), "zw": np.uint8(121)}
+    compare(model("ConvInteger", {"x": x}, consts, {"pads": [2, 1], "dilations": [2]}), {"x": x})
 
 
 @pytest.mark.parametrize("zw", [128, 121])     # w - zw within int8; outside (the window sums correct it)

@@ -29,8 +29,9 @@ from ...topi.nn.qnn import LANES
 from ...topi.x86 import DOT_INT8
 from ..lower_te import KernelTE
 from . import cpu
-from .cpu_int8_space import conv_entry_space, dense_entry_space, dot_block
-from .helpers import extents, largest_divisor, single_reduction
+from .cpu_int8_space import avx2_accumulators, conv_columns, conv_entry_space, dense_entry_space, dot_block
+from .helpers import extents, single_reduction
+from .registry import vectors_256_only
 
 register_rule = cpu.register_rule
 register_rule("qnn.dense")(cpu.schedule_matmul)
@@ -97,10 +98,15 @@ def dense_block(rows: int, column_blocks: int, lead: tuple[int, ...] = ()) -> tu
     """``(r, k)``: the register block of a packed dense of ``rows`` x ``column_blocks`` blocks of 16, ``r | rows``
     (blocks of the output's leading axes ``lead``: :func:`splits_exactly`), ``k | column_blocks`` (at most 4),
     ``r * k <= 16`` accumulators (the rest of the 32 registers hold the weights, the broadcast data and an
-    epilogue's constants): the fewest loads per dot, ``(r + k) / (r * k)``."""
+    epilogue's constants): the fewest loads per dot, ``(r + k) / (r * k)``.  On AVX2 without AVX-512 (16 ymm, 2 per
+    block of 16 int32) the plain block also holds the weights' even and odd bytes and three data registers
+    (:func:`~.cpu_int8_space.avx2_accumulators`: 4 rows x 1 block; AVX-512's 4 x 4, 32 ymm, kept most in memory)."""
+    ymm = vectors_256_only()
+
     def r_of(k: int) -> int:
-        return max(r for r in range(1, 16 // k + 1) if rows % r == 0 and splits_exactly(lead, r))
-    blocks = [(r_of(k), k) for k in (4, 2, 1) if column_blocks % k == 0]
+        limit = avx2_accumulators(k) if ymm else 16 // k
+        return max(r for r in range(1, max(1, limit) + 1) if rows % r == 0 and splits_exactly(lead, r))
+    blocks = [(r_of(k), k) for k in (4, 2, 1) if column_blocks % k == 0 and (not ymm or avx2_accumulators(k) >= 1)]
     return max(blocks, key=lambda b: b[0] * b[1] / (b[0] + b[1]))
 
 
@@ -154,7 +160,7 @@ def conv_pack(isa, block=_block, kind: str = "int8"):
         if anchor is out:    # NCHW16c sums, no epilogue: the tile's block in place
             n, oco, oh, ow, oci = out.op.axis
             ico, ry, rx, ici = out.op.reduce_axis
-            owo, owi = out.split(ow, factor=largest_divisor(ext[3], 16))
+            owo, owi = out.split(ow, factor=conv_columns(ext[3]))
             out.reorder(n, oco, oh, owo, ico, ry, rx, owi, oci, ici)
             out.parallel(out.fuse(n, oco, oh))
             out.unroll(owi)
@@ -164,7 +170,7 @@ def conv_pack(isa, block=_block, kind: str = "int8"):
         else:
             n, oc, oh, ow = out.op.axis
             oco, oci = out.split(oc, factor=LANES)
-        t = largest_divisor(ext[3], 16)
+        t = conv_columns(ext[3])
         owo, owi = out.split(ow, factor=t)
         out.reorder(n, oco, oh, owo, *((owi, oci) if len(ext) == 5 else (oci, owi)))
         out.parallel(out.fuse(n, oco, oh))

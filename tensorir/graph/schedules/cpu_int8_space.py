@@ -21,9 +21,10 @@ from ...schedule import Schedule, Stage
 from ...schedule.space import OtherOptionEntity
 from ...topi.generic.injective import schedule_injective_from_existing
 from ...topi.nn.qnn import LANES
-from ...topi.x86 import PLAIN, PLAIN_IR, dot_int8
+from ...topi.x86 import PLAIN, PLAIN_AVX2, PLAIN_AVX2_IR, PLAIN_IR, dot_int8
 from ..lower_te import KernelTE
 from .helpers import extents, kernel_stages, largest_divisor
+from .registry import vectors_256_only
 
 CONV_TEMPLATE, DENSE_TEMPLATE = "conv2d_int8_cpu", "dense_int8_cpu"
 ACCUMULATORS = 28     # of the 32 vector registers: the rest hold the weights and the broadcast data
@@ -32,7 +33,9 @@ ACCUMULATORS = 28     # of the 32 vector registers: the rest hold the weights an
 def dot_block(anchor: Stage, lanes_axis, reduce_inner, isa, plain=(PLAIN, PLAIN_IR)) -> None:
     """The innermost (lanes x 4) block: ``vpdpbusd`` of ``isa``, or (None) the same dot in plain vector code
     (``vpmaddwd``); ``plain``: that form and its IR (:data:`~tensorir.topi.x86.PLAIN_INT16` for ``vpdpwssd``'s
-    lanes x 2 pairs)."""
+    lanes x 2 pairs); on AVX2 without AVX-512 the plain int8 form is :data:`~tensorir.topi.x86.PLAIN_AVX2`."""
+    if isa is None and plain[0] is PLAIN and vectors_256_only():
+        plain = (PLAIN_AVX2, PLAIN_AVX2_IR)
     if isa is None:
         anchor.pragma(anchor.leaf_iter_vars[0], "import_llvm", plain[1])
         isa = plain[0]
@@ -42,6 +45,23 @@ def dot_block(anchor: Stage, lanes_axis, reduce_inner, isa, plain=(PLAIN, PLAIN_
     outer, inner = anchor.split(lanes_axis, factor=isa.lanes)
     anchor.reorder(outer, inner, reduce_inner)
     anchor.tensorize(inner, dot_int8(isa))
+
+
+#: a plain u8 x s8 block's registers on AVX2 beside its accumulators (2 ymm per 16 lanes): the weights' even and odd
+#: bytes (4 ymm per block of 16 columns), the data's bytes 0, 2 and 1, 3 and their mask (3 ymm); 5 rows (17 ymm)
+#: spilled: LLVM unrolled the 4-byte step twice and kept 34 stack references in it (20 rows x 512 x 8224, Zen 3)
+AVX2_WEIGHT_REGS, AVX2_DATA_REGS = 4, 3
+
+
+def avx2_accumulators(blocks: int) -> int:
+    """Rows (or output columns) of a plain int8 register tile of ``blocks`` blocks of 16 lanes on AVX2 (16 ymm)."""
+    return (16 - AVX2_DATA_REGS - AVX2_WEIGHT_REGS * blocks) // (2 * blocks)
+
+
+def conv_columns(columns: int) -> int:
+    """Output columns of the packed conv's default register tile (one block of 16 channels): up to 16 (AVX-512's
+    32 zmm), on AVX2 as many as fit beside the weights and the data (:func:`avx2_accumulators`: 4)."""
+    return largest_divisor(columns, avx2_accumulators(1) if vectors_256_only() else 16)
 
 
 def _divisors(n: int, limit: int) -> list[int]:
@@ -125,7 +145,7 @@ def conv_space(isa, block=dot_block):
         cfg.define_knob("reduce_order", ["channels_outer", "window_outer"])
         cfg.define_knob("unroll_kw", [False, True])
         if cfg.is_fallback:     # the default rule's block (cpu_int8.schedule_conv2d_pack_int8)
-            cfg["block"] = OtherOptionEntity(f"{largest_divisor(ow, 16)},1")
+            cfg["block"] = OtherOptionEntity(f"{conv_columns(ow)},1")
         t, k = (int(v) for v in cfg["block"].val.split(","))
         blocked = len(out.op.axis) == 5
         if blocked:
@@ -208,5 +228,5 @@ def dense_entry_space(isa, kind: str = "int8", block=dot_block) -> dict:
     return {"template": f"dense_{kind}_cpu", "fits": dense_fits_of(kind), "space": dense_space(isa, block)}
 
 
-__all__ = ["ACCUMULATORS", "CONV_TEMPLATE", "DENSE_TEMPLATE", "conv_entry_space", "conv_fits", "dense_entry_space",
+__all__ = ["ACCUMULATORS", "AVX2_DATA_REGS", "AVX2_WEIGHT_REGS", "CONV_TEMPLATE", "avx2_accumulators", "conv_columns", "DENSE_TEMPLATE", "conv_entry_space", "conv_fits", "dense_entry_space",
            "conv_fits_of", "dense_fits", "dense_fits_of", "dot_block"]

@@ -7,7 +7,7 @@ import math
 
 from ...schedule import ROOT, Schedule, Stage, create_schedule
 from ...tensor import ComputeOp, PlaceholderOp, thread_axis
-from .registry import scheduling_target, target_features
+from .registry import vectors_256_only
 
 VECTOR_WIDTHS = (16, 8, 4)      # CPU vectors of float32, widest first
 
@@ -18,9 +18,7 @@ def register_rows(lanes: int, default: int) -> int:
     most as many as keep the accumulators in 12 of them (a 16-lane block is 2 ymm a row: 6 rows; AVX-512's 16
     pixels of an NCHWc conv, or 8 rows of a packed dense, spilled them on a Zen 3: ddddocr-det's 3x3 convs, a
     ViT's dense layers 1.5-1.7x slower)."""
-    target = scheduling_target()
-    features = target_features(target) if target is not None else frozenset()
-    if "avx2" not in features or "avx512f" in features:
+    if not vectors_256_only():
         return default
     return max(1, min(default, 12 // max(1, lanes * 32 // 256)))
 

@@ -98,6 +98,14 @@ def target_features(target) -> frozenset:
     return frozenset(f[1:] for w in words for f in w[len("-mattr="):].split(",") if f.startswith("+"))
 
 
+def vectors_256_only() -> bool:
+    """Whether the kernel being scheduled targets AVX2 without AVX-512: 256-bit vectors, 16 registers (not 32 zmm),
+    the register tiles sized for that."""
+    target = scheduling_target()
+    features = target_features(target) if target is not None else frozenset()
+    return "avx2" in features and "avx512f" not in features
+
+
 def register_schedule(*anchor_ops: str | None, target: str = "llvm", name: str | None = None,
                       template: str | None = None, fits: Callable | None = None, space: Callable | None = None,
                       requires: tuple = (), version: int = 1):

@@ -136,7 +136,8 @@ def _shifted(ctx, v, zp, ndim: int, axis: int):
 
 def int_matmul(ctx, a, b, za, zb, bias=None):
     """int32 ``(a - za) @ (b - zb) (+ bias)``: ``qnn.dense`` when ``b`` and ``zb`` are constants and ``b`` a
-    matrix, else int32 arithmetic (``zb`` per column)."""
+    matrix, else exact float32 matmuls (:func:`_exact_float_matmul`; ``zb`` per column): attention's products of
+    two activations."""
     if a.type.dtype not in INT8 or b.type.dtype not in INT8:
         raise ctx.unsupported(f"integer matmul of {a.type.dtype} and {b.type.dtype} (8-bit integers only)")
     w = ctx.const(b)
@@ -149,19 +150,65 @@ def int_matmul(ctx, a, b, za, zb, bias=None):
             acc = ctx.call("subtract", acc, ctx.call("multiply", rows, Const(along(zr, acc.type.ndim, -1))))
         return acc
     x, y = _shifted(ctx, a, za, a.type.ndim, -1), _shifted(ctx, b, zb, b.type.ndim, -1)
-    acc = _float_matmul(ctx, [x, y], {})
+    acc = _exact_float_matmul(ctx, x, y, _span(a.type.dtype, za) * _span(b.type.dtype, zb))
     return acc if bias is None else ctx.call("add", acc, operand(ctx, bias, "int32", acc.type.ndim, -1))
 
 
+#: float32 holds every integer up to 2^24 in magnitude: K products each at most P in magnitude sum exactly in
+#: float32, every partial sum in any order (an FMA's too), where K * P <= 2^24
+FLOAT_EXACT = 1 << 24
+
+
+def _span(dtype: str, zp) -> int:
+    """The largest ``|v - zp|`` of 8-bit ``v`` of ``dtype``: ``zp`` a constant (array), else any value of ``dtype``."""
+    info = np.iinfo(dtype)
+    z = np.asarray(zp, np.int64) if isinstance(zp, np.ndarray) else np.array([info.min, info.max])
+    return int(max((info.max - z).max(), (z - info.min).max()))
+
+
+def _exact_float_matmul(ctx, x, y, bound: int):
+    """int32 ``x @ y`` of int32 operands whose products are at most ``bound`` in magnitude: float32 matmuls (the
+    float schedules, FMA) over chunks of the reduction of at most ``FLOAT_EXACT // bound`` (exact, see there),
+    their int32 results added; int32 arithmetic where a chunk would be empty or an operand is 1-d."""
+    k = x.type.shape[-1]
+    chunk = FLOAT_EXACT // max(bound, 1)
+    if chunk < 1 or (k > chunk and min(x.type.ndim, y.type.ndim) < 2):
+        return _float_matmul(ctx, [x, y], {})
+    acc = None
+    for lo in range(0, k, chunk):
+        hi = min(k, lo + chunk)
+        xs, ys = (x, y) if hi - lo == k else (_sliced(ctx, x, -1, lo, hi), _sliced(ctx, y, -2, lo, hi))
+        f = _float_matmul(ctx, [ctx.call("cast", v, dtype="float32") for v in (xs, ys)], {})
+        part = ctx.call("cast", f, dtype="int32")
+        acc = part if acc is None else ctx.call("add", acc, part)
+    return acc
+
+
+def _sliced(ctx, v, axis: int, lo: int, hi: int):
+    shape = list(v.type.shape)
+    axis %= len(shape)
+    return ctx.call("strided_slice", v, begin=[lo if i == axis else 0 for i in range(len(shape))],
+                    end=[hi if i == axis else d for i, d in enumerate(shape)], strides=[1] * len(shape))
+
+
 def int_conv(ctx, x, w, zx, zw, attrs, bias=None):
-    """int32 ``conv(x - zx, w - zw) (+ bias)``: ``qnn.conv2d`` (2-d) when the weights and their zero point are
-    constants, else ``nn.conv2d`` over int32.  One group's weights are int8 (packed for ``vpdpbusd``): ``w - zw``
+    """int32 ``conv(x - zx, w - zw) (+ bias)``: ``qnn.conv2d`` (2-d; 1-d over a height of one) when the weights and
+    their zero point are constants, else ``nn.conv2d`` over int32.  One group's weights are int8 (packed for ``vpdpbusd``): ``w - zw``
     where it fits, else shifted with the zero point left over times each window's sum of ``x - zx`` (as
     :func:`int_matmul`); a zero point ``zx`` computed at run time pads explicitly (:func:`.shape.pad_with`)."""
     if x.type.dtype not in INT8 or w.type.dtype not in INT8:
         raise ctx.unsupported(f"integer conv of {x.type.dtype} and {w.type.dtype} (8-bit integers only)")
     wv = ctx.const(w)
     nd = x.type.ndim - 2
+    if nd == 1 and wv is not None and isinstance(zw, np.ndarray):   # as a 2-d conv over a height of one
+        kernel = list(attrs.get("kernel_shape", wv.shape[2:]))
+        strides, dilations = list(attrs.get("strides", [1])), list(attrs.get("dilations", [1]))
+        pads = list(spatial_pads(ctx, x.type.shape[2:], kernel, strides, dilations, attrs))
+        x4 = ctx.call("reshape", x, newshape=[*x.type.shape[:2], 1, x.type.shape[2]])
+        flat = {"kernel_shape": [1, *kernel], "strides": [1, *strides], "dilations": [1, *dilations],
+                "pads": [0, pads[0], 0, pads[1]], "group": attrs.get("group", 1)}
+        acc = int_conv(ctx, x4, Const(np.ascontiguousarray(wv[:, :, None])), zx, zw, flat, bias)
+        return ctx.call("reshape", acc, newshape=[d for i, d in enumerate(acc.type.shape) if i != 2])
     if nd != 2 or wv is None or not isinstance(zw, np.ndarray):
         from .conv import conv
         acc = conv(ctx, [_shifted(ctx, x, zx, x.type.ndim, 1), _shifted(ctx, w, zw, w.type.ndim, 0)], attrs)
