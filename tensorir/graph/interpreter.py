@@ -10,7 +10,8 @@ from .op.registry import get_op
 
 
 def evaluate(g: Graph, inputs: dict, params: dict | None = None) -> list[np.ndarray]:
-    """The outputs of ``g`` for ``inputs`` (and ``params``) keyed by variable name."""
+    """The outputs of ``g`` for ``inputs`` (and ``params``) keyed by variable name; those of the model
+    when ``g`` has a host tail (:mod:`.host_tail`), run after the graph."""
     feed = {**(params or {}), **inputs}
     env: dict[int, np.ndarray] = {}
     control: dict[tuple, list] = {}     # the results of each control-flow operation, run once
@@ -37,4 +38,5 @@ def evaluate(g: Graph, inputs: dict, params: dict | None = None) -> list[np.ndar
                     raise GraphError(f"{v.op} has no numpy implementation")
                 out = fn(*args, **v.attrs)
             env[id(v)] = np.asarray(out, dtype=v.type.dtype)
-    return [env[id(o)] for o in g.outputs]
+    outs = [env[id(o)] for o in g.outputs]
+    return outs if g.tail is None else g.tail.outputs_of(dict(zip(g.output_names, outs)))
