@@ -34,6 +34,10 @@ class HostTail:
     def inputs(self) -> list[str]:
         return [vi.name for vi in _model(self.model).graph.input]
 
+    def _dtypes(self) -> list[np.dtype]:
+        from onnx import helper
+        return [helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type) for vi in _model(self.model).graph.input]
+
     @property
     def computes(self) -> list[str]:
         """The model outputs the tail computes."""
@@ -58,7 +62,8 @@ class HostTail:
     def outputs_of(self, values: dict[str, np.ndarray]) -> list[np.ndarray]:
         """The model's outputs, in order, from the graph's outputs ``values`` (by name)."""
         try:
-            results = run_onnx(self.model, {n: values[n] for n in self.inputs})
+            # (in the dtypes the tail was imported with: a mixed-precision graph computes its outputs in 16 bits)
+            results = run_onnx(self.model, {n: np.asarray(values[n], d) for n, d in zip(self.inputs, self._dtypes())})
         except Exception as e:  # noqa: BLE001  (the reference evaluator raises anything)
             raise GraphError(f"host tail: ONNX's reference evaluator failed: {type(e).__name__}: {e}") from None
         done = {**values, **dict(zip(self.computes, results))}
@@ -77,6 +82,10 @@ class HostTail:
     def from_json(cls, d: dict) -> "HostTail":
         """The tail :meth:`to_json` wrote (its bytes parsed as an ONNX model now: nothing runs)."""
         tail = cls(OnnxNodeModel(base64.b64decode(d["onnx"], validate=True)), tuple(d["outputs"]))
+        try:
+            _model(tail.model)
+        except Exception as e:  # noqa: BLE001  (protobuf's DecodeError)
+            raise ValueError(f"host tail: not an ONNX model: {e}") from None
         missing = [n for n in tail.computes if n not in tail.outputs]
         if missing:
             raise ValueError(f"host tail computes {missing[0]!r}, which is not a model output")

@@ -118,6 +118,25 @@ def test_import_splits_the_tail_off_the_static_graph(built):
     assert st["runs_by"].startswith("onnx.reference.ReferenceEvaluator")
     assert [d["name"] for d in st["nodes"]][0] == "nms" and st["ops"] == ops
     assert m.output_names == ["dets", "feat", "top_scores", "count"] and m.get_num_outputs() == 4
+    x = np.random.default_rng().standard_normal((1, 3, 8, 8)).astype(np.float32)
+    assert m.profile(x=x, repeat=2, quiet=True).total > 0       # the whole call runs the tail too
+
+
+def test_get_output_before_a_run_and_a_corrupt_tail_are_refused(built):
+    import base64
+
+    from tensorir.graph.host_tail import HostTail
+    model, g, params, m, _ = built
+    errors = []
+    t = threading.Thread(target=lambda: errors.append(pytest.raises(ValueError, m.get_output, 0)))
+    t.start()
+    t.join()
+    assert "has not run" in str(errors[0].value)
+    with pytest.raises(ValueError, match="not an ONNX model"):
+        HostTail.from_json({"onnx": base64.b64encode(b"\xff\xff\xff").decode(), "outputs": ["y"]})
+    tail = g.tail.to_json()
+    with pytest.raises(ValueError, match="not a model output"):
+        HostTail.from_json({**tail, "outputs": ["feat"]})
 
 
 def test_outputs_match_onnxruntime_with_varying_counts(built):
@@ -172,6 +191,9 @@ def test_artifact_carries_the_tail_as_data(built, tmp_path):
     assert set(d["host_tail"]) == {"onnx", "outputs"}
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["host_tail"]["ops"]["NonMaxSuppression"] == 1
+    assert manifest["parity"]["peer"].startswith("onnxruntime") and manifest["parity"]["max_rel_error"] < 1e-4
+    assert [o["output"] for o in manifest["parity"]["outputs"]] == m.output_names
+    assert "host tail (14 ONNX nodes" in (tmp_path / "model.h").read_text()
     loaded = codegen.load_model(tmp_path)
     assert loaded.output_names == m.output_names and loaded.stats()["host_tail"]["nodes"] == st_nodes(m)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
