@@ -226,3 +226,46 @@ def test_data_dependent_node_inside_a_subgraph_is_still_refused():
                           [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
     with pytest.raises(GraphError, match="depends on the data"):
         graph.from_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def _small(kind: str):
+    """A matmul body, then NonZero of its positive entries, or TopK of it with K computed from the data."""
+    n = helper.make_node
+    w = numpy_helper.from_array(np.random.default_rng(3).standard_normal((6, 8)).astype(np.float32), "w")
+    body = [n("MatMul", ["x", "w"], ["h"], name="mm"), n("Relu", ["h"], ["r"], name="relu")]
+    if kind == "nonzero":
+        tail = [n("NonZero", ["r"], ["idx"], name="nz"), n("Transpose", ["idx"], ["out"], perm=[1, 0], name="t")]
+        out = helper.make_tensor_value_info("out", TensorProto.INT64, ["K", 2])
+    else:   # K = the number of positive entries of row 0, plus one (computed natively), then TopK over row 1
+        tail = [n("Greater", ["h", "zero"], ["pos"], name="pos"), n("Cast", ["pos"], ["posi"], to=TensorProto.INT64),
+                n("ReduceSum", ["posi", "axis1"], ["cnt"], keepdims=0, name="cnt"),
+                n("Slice", ["cnt", "zero_i", "one_i"], ["cnt0"], name="cnt0"), n("Add", ["cnt0", "one_i"], ["k"]),
+                n("Gather", ["r", "one_i"], ["row1"], axis=0, name="row1"),
+                n("TopK", ["row1", "k"], ["out", "ind"], axis=1, name="topk")]
+        out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, "K"])
+        w = [w, numpy_helper.from_array(np.array(0, np.float32), "zero"),
+             numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero_i"),
+             numpy_helper.from_array(np.array([1], np.int64), "one_i")]
+    g = helper.make_graph(body + tail, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6])],
+                          [out, helper.make_tensor_value_info("r", TensorProto.FLOAT, [3, 8])],
+                          w if isinstance(w, list) else [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("kind", ["nonzero", "topk"])
+def test_nonzero_and_computed_k_topk_tails(kind):
+    model = _small(kind)
+    g, params, m, caught = _build(model)
+    assert {"nonzero": "NonZero", "topk": "TopK"}[kind] in g.tail.ops()
+    assert any("host" in c for c in caught)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    shapes = set()
+    rng = np.random.default_rng()
+    for _ in range(6):
+        x = rng.standard_normal((3, 6)).astype(np.float32)
+        want = sess.run(None, {"x": x})
+        shapes.add(want[0].shape)
+        _poison(m)
+        _check(m(x=x), want, m.output_names)
+    assert len(shapes) > 1, shapes
