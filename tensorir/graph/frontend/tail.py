@@ -25,6 +25,7 @@ class TailSplit:
     def __init__(self):
         self.nodes: list = []
         self.produced: set[str] = set()
+        self.roots: set[str] = set()        # the first output of each node whose own shape depends on the data
         self.first: DataDependentShape | None = None
 
     def reads_deferred(self, names) -> bool:
@@ -33,6 +34,8 @@ class TailSplit:
     def defer(self, node, error: DataDependentShape | None = None) -> None:
         self.nodes.append(node)
         self.produced.update(o for o in node.output if o)
+        if error is not None:
+            self.roots.add(node.output[0])
         self.first = self.first or error
 
 
@@ -71,14 +74,14 @@ def split(ctx, m, values: dict, outputs) -> tuple[list[Value], list[str], HostTa
     g = helper.make_graph(keep, f"{m.graph.name or 'main'}_host_tail", inputs,
                           [helper.make_empty_tensor_value_info(o) for o in wanted], initializers)
     tail_model = helper.make_model(g, opset_imports=list(m.opset_import), ir_version=m.ir_version)
-    _refuse_feedback(tail_model, native, t.first)
+    _refuse_feedback(tail_model, native, t)
     static = [o for o in outputs if o not in t.produced]
     extra = [n for n in native if n not in static]
     return ([values[o] for o in static] + [native[n] for n in extra], static + extra,
             HostTail(OnnxNodeModel(tail_model.SerializeToString()), tuple(outputs)))
 
 
-def _refuse_feedback(tail_model, native: dict[str, Value], first: DataDependentShape | None) -> None:
+def _refuse_feedback(tail_model, native: dict[str, Value], t: TailSplit) -> None:
     """A GraphError when a tail node of static output shape reads a value of the static graph: the
     data-dependent value feeds static computation (the first data-dependent error, and that node, named)."""
     from onnx import shape_inference
@@ -95,8 +98,8 @@ def _refuse_feedback(tail_model, native: dict[str, Value], first: DataDependentS
 
     for node in tail_model.graph.node:
         computed = [n for n in node.input if n in native]
-        if computed and all(static(o) for o in node.output if o):
-            raise GraphError(f"{first}; its result reaches node {node.name or '(unnamed)'!r} ({node.op_type}), whose "
+        if computed and node.output[0] not in t.roots and all(static(o) for o in node.output if o):
+            raise GraphError(f"{t.first}; its result reaches node {node.name or '(unnamed)'!r} ({node.op_type}), whose "
                              f"shape is static and which also reads {computed[0]!r} of the static graph: a "
                              "data-dependent value feeds static computation (only nodes that lead to the model's "
                              "outputs alone run on the host after the compiled model)")
