@@ -332,8 +332,10 @@ PROVENANCE = {       # written by both exporters; read by ``tiletune inspect`` a
     "fallback": ListOf(Record({"kernel": STR, "nodes": ListOf(STR)}, {"share_of_run_time": nullable(NUMBER)})),
     "memory_plan": Record({"workspace_bytes": COUNT, "naive_bytes": COUNT}),
     "weights_bytes": COUNT, "compile_seconds": nullable(NUMBER), "tiletune": nullable(STR), "parity": nullable(OBJECT),
-    "precision": nullable(OBJECT), "constants": nullable(OBJECT),
+    "precision": nullable(OBJECT), "constants": nullable(OBJECT), "host_tail": nullable(OBJECT),
 }
+#: graph.json's host tail (tensorir/graph/host_tail.py): its ONNX model in base64 and the model's output order
+HOST_TAIL = Record({"onnx": STR, "outputs": ListOf(STR)})
 
 
 def manifest_spec(files, required: dict, optional: dict) -> Spec:
@@ -343,7 +345,8 @@ def manifest_spec(files, required: dict, optional: dict) -> Spec:
 
 def graph_spec(required: dict, optional: dict) -> Spec:
     """A ``graph.json``: the run list and the target's own fields."""
-    return Record({"format": STR, **RUN_LIST, **required}, {"name": STR, "program": _Block(), **optional})
+    return Record({"format": STR, **RUN_LIST, **required}, {"name": STR, "program": _Block(), "host_tail": HOST_TAIL,
+                                                            **optional})
 
 
 SIGNATURE = Record({"format": STR, "name": STR, "parallel": BOOL,

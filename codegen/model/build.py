@@ -215,6 +215,9 @@ def build_model(g: Graph, target="llvm", params: dict | None = None, fallback: s
             "fallback": fallback, "constants": {"subnormals": "flushed" if flush else "kept",
                                                  "subnormals_flushed": sum(flushed.values()), "tensors": flushed}}
     m = profile.finish(profile.runtime, g, run, weights, used, tgt, meta)
+    if g.tail is not None:     # nodes after a data-dependent shape run on the host (tensorir/graph/host_tail.py)
+        m.tail = g.tail
+        warnings.warn(f"build_model: {g.tail.describe()}", UserWarning, stacklevel=2)
     m.meta["compile_seconds"] = time.perf_counter() - start
     return m
 

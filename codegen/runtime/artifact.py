@@ -33,6 +33,8 @@ import os
 import numpy as np
 from numpy.lib import format as npy_format
 
+from tensorir.graph.host_tail import HostTail
+
 from ..artifact_schema import Spec, check
 from ..export import build_info
 from ..model.plan import RunList
@@ -138,6 +140,8 @@ class Artifact:
     def export(self, m, directory: str) -> None:
         """Write the artifact of ``m`` into ``directory`` (created if needed)."""
         graph = self.prepare(m)            # first: what cannot be stored fails before a file is written
+        if m.tail is not None:             # the host tail as data: its ONNX model's bytes (tensorir/graph/host_tail.py)
+            graph["host_tail"] = m.tail.to_json()
         directory = os.fspath(directory)
         os.makedirs(directory, exist_ok=True)
         self.write_code(m, directory)
@@ -176,6 +180,7 @@ class Artifact:
             "memory_plan": self.memory_plan(run),
             "weights_bytes": run.weights_bytes,
             "compile_seconds": m.meta.get("compile_seconds"),
+            "host_tail": m.tail.manifest() if m.tail is not None else None,
             **tail,
             "files": files,
         }
@@ -197,7 +202,10 @@ class Artifact:
         self.check_host(manifest, directory)
         files = read_files(directory, manifest, self.files)
         graph = read_json(directory, "graph.json", self.graph_format, self.graph_schema, files["graph.json"])
-        return self.module(directory, manifest, files, graph)
+        m = self.module(directory, manifest, files, graph)
+        if "host_tail" in graph:           # parsed, not run
+            m.tail = parsed(directory, lambda: HostTail.from_json(graph["host_tail"]))
+        return m
 
     def check_host(self, manifest: dict, directory: str) -> None:
         """Refuse an artifact this host cannot run (before its files are read)."""

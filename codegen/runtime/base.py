@@ -33,6 +33,7 @@ class ModelModuleBase:
     as TVM's ``graph_executor.GraphModule``; ``profile``, ``stats``, ``export_library``."""
 
     num_threads = 1          # host threads of the kernels' parallel loops (the CPU module's knob)
+    tail = None              # a HostTail (tensorir/graph/host_tail.py) run after the run list: it makes the outputs
 
     def __init__(self, run: RunList, weights: np.ndarray, *, meta: dict | None = None, graph=None):
         self.run_list = run
@@ -74,13 +75,13 @@ class ModelModuleBase:
 
     @property
     def output_names(self) -> list[str]:
-        return [n for n, _, _ in self.run_list.outputs]
+        return list(self.tail.outputs) if self.tail else [n for n, _, _ in self.run_list.outputs]
 
     def get_num_inputs(self) -> int:
         return len(self._input_index)
 
     def get_num_outputs(self) -> int:
-        return len(self.run_list.outputs)
+        return len(self.tail.outputs) if self.tail else len(self.run_list.outputs)
 
     def _spec(self, kind: str, k: int) -> tuple[str, np.dtype, tuple]:
         """Name, dtype and shape of input (``kind`` INPUT) or output ``k``."""
@@ -133,6 +134,11 @@ class ModelModuleBase:
         if not isinstance(index, (int, np.integer)) or not 0 <= index < self.get_num_outputs():
             raise ValueError(f"get_output: index {index!r} is not one of the {self.get_num_outputs()} outputs")
         with self._scope():
+            if self.tail:
+                done = getattr(self._local, "tail_outputs", None)
+                if done is None:
+                    raise ValueError("get_output: this thread has not run the model")
+                return done[int(index)].copy()
             return self._read_output(self._thread_state(), int(index))
 
     def _read_output(self, state, index: int) -> np.ndarray:
@@ -148,6 +154,10 @@ class ModelModuleBase:
             state = self._thread_state()
             self._check_set(state)
             self._launch(state)
+            if self.tail:         # the host tail, over this thread's outputs (its results kept per thread)
+                self._local.tail_outputs = None
+                self._local.tail_outputs = self.tail.outputs_of(
+                    {n: self._read_output(state, k) for k, (n, _, _) in enumerate(self.run_list.outputs)})
 
     def _launch(self, state) -> None:
         raise NotImplementedError
@@ -184,6 +194,8 @@ class ModelModuleBase:
     def stats(self, quiet: bool = True) -> dict:
         """A summary: kernels, the memory plan, the weights' bytes (and what the target adds)."""
         out = self._stats()
+        if self.tail:
+            out["host_tail"] = self.tail.manifest()
         if not quiet:
             print(out)
         return out

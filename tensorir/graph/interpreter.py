@@ -10,11 +10,16 @@ from .op.registry import get_op
 
 
 def evaluate(g: Graph, inputs: dict, params: dict | None = None) -> list[np.ndarray]:
-    """The outputs of ``g`` for ``inputs`` (and ``params``) keyed by variable name."""
+    """The outputs of ``g`` for ``inputs`` (and ``params``) keyed by variable name; those of the model
+    when ``g`` has a host tail (:mod:`.host_tail`), run after the graph.  A value is dropped after its last
+    reader (a 928x928 detector's intermediates all kept took over 13 GB)."""
     feed = {**(params or {}), **inputs}
     env: dict[int, np.ndarray] = {}
     control: dict[tuple, list] = {}     # the results of each control-flow operation, run once
-    for v in topological_order(g.outputs):
+    order = topological_order(g.outputs)
+    last = {id(i): k for k, v in enumerate(order) if isinstance(v, Node) for i in v.inputs}
+    keep = {id(o) for o in g.outputs}
+    for k, v in enumerate(order):
         if isinstance(v, Var):
             if v.name not in feed:
                 raise GraphError(f"no value for {v.kind} %{v.name}")
@@ -37,4 +42,8 @@ def evaluate(g: Graph, inputs: dict, params: dict | None = None) -> list[np.ndar
                     raise GraphError(f"{v.op} has no numpy implementation")
                 out = fn(*args, **v.attrs)
             env[id(v)] = np.asarray(out, dtype=v.type.dtype)
-    return [env[id(o)] for o in g.outputs]
+            for i in v.inputs:
+                if last[id(i)] == k and id(i) not in keep:
+                    env.pop(id(i), None)
+    outs = [env[id(o)] for o in g.outputs]
+    return outs if g.tail is None else g.tail.outputs_of(dict(zip(g.output_names, outs)))

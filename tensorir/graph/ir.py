@@ -18,6 +18,11 @@ class GraphError(ValueError):
     """A malformed graph, a bad attribute, or a model that cannot be imported; names the culprit."""
 
 
+class DataDependentShape(GraphError):
+    """A node whose output shape depends on the values of its inputs (NonMaxSuppression, NonZero, ...):
+    not a static graph node; the importer may run it, and what it feeds, as the model's host tail."""
+
+
 @dataclass(frozen=True)
 class TensorType:
     """A static shape and an element type: ``float32[1, 64, 112, 112]``."""
@@ -129,6 +134,7 @@ class Graph:
     name: str = "main"
     source: "GraphSource | None" = None     # the model it was imported from (kept by ``optimize``)
     passes: tuple[str, ...] = ()            # the passes ``optimize`` ran, in order
+    tail: "Any" = None                      # a :class:`~.host_tail.HostTail` run after the graph (kept by ``optimize``)
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", tuple(self.inputs))
@@ -256,4 +262,4 @@ def rewrite(g: Graph, fn: Callable[[Node], Value], *, inputs=None, params=None, 
             memo[id(v)] = fn(node)
     outputs = tuple(memo.get(id(o), o) for o in g.outputs)
     return Graph(g.inputs if inputs is None else inputs, outputs, g.params if params is None else params,
-                 g.output_names, g.name, g.source, g.passes)
+                 g.output_names, g.name, g.source, g.passes, g.tail)

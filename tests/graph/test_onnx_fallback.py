@@ -88,9 +88,14 @@ def test_fallback_shape_inference_uses_constant_inputs():
 
 
 def test_data_dependent_fallback_shape_is_a_clear_error():
-    m = _model([helper.make_node("NonZero", ["x"], ["y"], name="nz")],
-               [_info("x", TensorProto.FLOAT, [2, 3])], [_info("y", TensorProto.INT64, None)])
-    with pytest.raises(GraphError, match=r"ONNX node 'nz' \(NonZero\): no converter.*depends on the data"):
+    # NonZero's count scales x: a data-dependent value feeds static computation (a NonZero feeding only the
+    # outputs is the model's host tail: tests/model/test_model_host_tail.py)
+    nodes = [helper.make_node("NonZero", ["x"], ["y"], name="nz"), helper.make_node("Size", ["y"], ["n"]),
+             helper.make_node("Cast", ["n"], ["f"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["x", "f"], ["z"], name="scale")]
+    m = _model(nodes, [_info("x", TensorProto.FLOAT, [2, 3])], [_info("z", TensorProto.FLOAT, [2, 3])])
+    with pytest.raises(GraphError, match=r"ONNX node 'nz' \(NonZero\): no converter.*depends on the data.*"
+                                         r"reaches node 'scale' \(Mul\)"):
         graph.from_onnx(m)
 
 

@@ -6,7 +6,7 @@ evaluator does not know, and control flow whose subgraphs read outer values, are
 an error naming them."""
 from __future__ import annotations
 
-from ..ir import Const, GraphError
+from ..ir import Const, DataDependentShape, GraphError
 from ..op.onnx_fallback import OP, OnnxNodeModel, op_label
 from .registry import Unsupported
 
@@ -69,9 +69,10 @@ def fallback(ctx, node, inputs, reason: str = "") -> list:
         try:
             outs.append(ctx.call(OP, *dynamic, op_type=node.op_type, domain=node.domain, model=model,
                                  output_index=len([o for o in node.output[:k] if o]), reason=reason))
-        except GraphError as e:
+        except GraphError as e:     # a data-dependent output shape stays one: the model's host tail may take it
             what = f"refused ({reason})" if reason else "no converter"
-            raise ctx.error(f"{what}, and as a fallback node: {e}") from None
+            raise ctx.error(f"{what}, and as a fallback node: {e}", type(e) if isinstance(e, DataDependentShape)
+                            else GraphError) from None
     return outs
 
 
@@ -93,5 +94,7 @@ def convert_or_fallback(ctx, node, inputs, convert, attrs_of, consumed=()):
         reason = str(refusal).split("): ", 1)[-1]
         try:
             return fallback(ctx, node, inputs, reason=reason)
+        except DataDependentShape:
+            raise
         except GraphError:
             raise refusal from None

@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from ... import dtype as dt
-from ..ir import Const, Graph, GraphError, Node, TensorType, Value, Var, topological_order
+from ..ir import Const, DataDependentShape, Graph, GraphError, Node, TensorType, Value, Var, topological_order
 from ..op.registry import call
 from ..passes.basic import eliminate_dead_code, fold_node
 from . import onnx_ops  # noqa: F401  (registers the converters)
@@ -25,6 +25,8 @@ from .fallback import check_domains, convert_or_fallback
 from .qdq import fold_qdq
 from .registry import CONVERT_FROM, MAX_OPSET, MIN_OPSET, Unsupported, find_converter
 from .source import onnx_source
+from .tail import TailSplit
+from .tail import split as split_tail
 
 
 class Context:
@@ -40,12 +42,16 @@ class Context:
         self.opset_imports = list(opset_imports)
         self.domain_opsets = {_domain(o.domain): o.version for o in self.opset_imports}
         self.consumed = consumed     # tensor names some node (or graph output) reads, subgraphs included
+        self.tail: TailSplit | None = None   # the top-level graph's deferrals to the host tail (frontend/tail.py)
 
     def convert_nodes(self, nodes) -> None:
         """Convert ONNX ``nodes`` in order, their outputs entering the current scope."""
         values = self.values
         for node in nodes:
             self.node = node
+            if self.tail is not None and self.tail.reads_deferred(_reads(node)):
+                self._defer(node)
+                continue
             try:
                 args = [values[n] if n else None for n in node.input]
             except KeyError as e:
@@ -53,6 +59,11 @@ class Context:
             try:
                 convert = _node_converter(node, self.opset, self.domain_opsets)
                 out = convert_or_fallback(self, node, args, convert, _attrs, self.consumed)
+            except DataDependentShape as e:
+                if self.tail is None:
+                    raise
+                self._defer(node, e)
+                continue
             except GraphError as e:
                 if str(e).startswith("ONNX node"):
                     raise
@@ -67,6 +78,14 @@ class Context:
                 if name:
                     values[name] = _Missing(self.error(f"output {name!r} is not supported"))
 
+    def _defer(self, node, error: DataDependentShape | None = None) -> None:
+        """``node`` to the host tail; its outputs refuse to be read by what is converted (a subgraph)."""
+        self.tail.defer(node, error)
+        first = self.tail.first
+        for name in node.output:
+            if name:
+                self.values[name] = _Missing(first)
+
     def subgraph(self, graph, bindings: dict[str, Value]) -> list[Value]:
         """The outputs of ONNX subgraph ``graph`` (an If branch, a Loop body) converted in a scope over the
         current one: its inputs named in ``bindings``, its initializers constants, outer names visible.
@@ -75,8 +94,8 @@ class Context:
         local = dict(bindings)
         for init in graph.initializer:
             local[init.name] = Const(onnx.numpy_helper.to_array(init), init.name)
-        outer, node = self.values, self.node
-        self.values = outer.new_child(local)
+        outer, node, tail = self.values, self.node, self.tail
+        self.values, self.tail = outer.new_child(local), None     # a subgraph has no host tail
         try:
             self.convert_nodes(graph.node)
             outs = []
@@ -91,9 +110,10 @@ class Context:
             if node is None:
                 raise
             where = f"in subgraph {graph.name!r} of {node.op_type} node {node.name or node.output[0]!r}"
-            raise type(e)(f"{e} ({where})").with_traceback(e.__traceback__) from None
+            kind = GraphError if isinstance(e, DataDependentShape) else type(e)     # no host tail inside
+            raise kind(f"{e} ({where})").with_traceback(e.__traceback__) from None
         finally:
-            self.values, self.node = outer, node
+            self.values, self.node, self.tail = outer, node, tail
 
     def scope_ids(self) -> set[int]:
         """The ids of every value in scope (what a subgraph converted now would capture)."""
@@ -312,6 +332,40 @@ def _consumed(g) -> set[str]:
     return out
 
 
+def _reads(node) -> set[str]:
+    """The tensor names ``node`` reads, its subgraphs' reads of outer values included."""
+    import onnx
+    out = {n for n in node.input if n}
+    for a in node.attribute:
+        for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+            inner = {v.name for v in [*sub.input, *sub.initializer]} | {o for n in sub.node for o in n.output}
+            out |= (set().union(*map(_reads, sub.node)) | {o.name for o in sub.output}) - inner
+    return out
+
+
+def _topological(g) -> list:
+    """``g``'s nodes, each after the nodes writing what it reads (ONNX requires that order; some tools
+    append nodes at the end): the file's order where it holds; nodes left in a cycle keep their order
+    at the end (their conversion names the input)."""
+    nodes = list(g.node)         # (protobuf makes a new wrapper at each access: nodes go by index)
+    written = {o for n in nodes for o in n.output if o}
+    pending = [{i for i in _reads(n) if i in written} for n in nodes]
+    order, done, waiting = [], set(), list(range(len(nodes)))
+    while waiting:
+        rest = []
+        for k in waiting:
+            if pending[k] <= done:
+                order.append(k)
+                done.update(o for o in nodes[k].output if o)
+            else:
+                rest.append(k)
+        if len(rest) == len(waiting):
+            order += rest
+            break
+        waiting = rest
+    return [nodes[k] for k in order]
+
+
 def _check_single_writers(g, where: str) -> None:
     """A ``GraphError`` naming both writers when two nodes (or a node and a graph input or initializer)
     write one tensor name: ONNX graphs are SSA, and onnx.checker and onnxruntime refuse such a model."""
@@ -363,17 +417,15 @@ def from_onnx(model, shape_dict: dict | None = None, *, opset: int | None = None
         raise GraphError(f"shape_dict names {', '.join(map(repr, unused))}, which is neither an input of the "
                          f"model nor a dimension name (inputs: {', '.join(v.name for v in inputs)})")
     ctx = Context(opset, params, values, list(m.opset_import), _consumed(g))
+    ctx.tail = TailSplit()
     _check_single_writers(g, where)
-    ctx.convert_nodes(g.node)
-    outputs = []
-    for o in g.output:
-        v = values.get(o.name)
+    ctx.convert_nodes(_topological(g))
+    outputs, names, tail = split_tail(ctx, m, values, [o.name for o in g.output])
+    for o, v in zip(names, outputs):
         if v is None or isinstance(v, _Missing):
-            raise v.error if v is not None else GraphError(f"graph output {o.name!r} is not produced by any node")
-        outputs.append(v)
-    graph = eliminate_dead_code(Graph(tuple(inputs), tuple(outputs), tuple(param_vars),
-                                      tuple(o.name for o in g.output), g.name or "main"))
-    graph = replace(graph, source=onnx_source(original, where, opset, shape_dict, converted_from))
+            raise v.error if v is not None else GraphError(f"graph output {o!r} is not produced by any node")
+    graph = eliminate_dead_code(Graph(tuple(inputs), tuple(outputs), tuple(param_vars), tuple(names), g.name or "main"))
+    graph = replace(graph, source=onnx_source(original, where, opset, shape_dict, converted_from), tail=tail)
     return graph, {p.name: params[p.name] for p in graph.params}
 
 

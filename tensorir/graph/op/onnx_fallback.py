@@ -10,12 +10,13 @@ it or runs it by reference (``codegen.build_model(..., fallback=...)``).  :func:
 names the op types a graph holds as fallback nodes, with their counts."""
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from functools import lru_cache
 
 import numpy as np
 
-from ..ir import Graph, GraphError, Kernel, TensorType
+from ..ir import DataDependentShape, Graph, GraphError, Kernel, TensorType
 from .registry import OpPattern, register_op
 
 OP = "onnx.fallback"
@@ -43,10 +44,41 @@ def _model(data: bytes):
     return m
 
 
-@lru_cache(maxsize=64)
+_THREAD = threading.local()      # .evaluators: this thread's ReferenceEvaluator of each model (by bytes)
+
+
+@lru_cache(maxsize=1)
+def _corrected_ops() -> list:
+    """Ops of ``onnx.reference`` replaced where they differ from ONNX (and onnxruntime)."""
+    from onnx.reference.ops.op_gather import Gather as ReferenceGather
+
+    class Gather(ReferenceGather):
+        """Empty indices keep the data's other axes (onnx.reference's gives shape ``(0,)``: a detector that finds
+        no box would return ``float32[0]`` instead of ``float32[0, 4]``)."""
+
+        def _run(self, x, indices, axis=None):
+            return (np.take(x, indices.astype(np.int64), axis=axis or 0),)
+    return [Gather]
+
+
 def _evaluator(data: bytes):
-    from onnx.reference import ReferenceEvaluator
-    return ReferenceEvaluator(_model(data))
+    """The calling thread's evaluator of ``data``: an evaluator holds per-run state, so threads never share one."""
+    cache = getattr(_THREAD, "evaluators", None)
+    if cache is None:
+        cache = _THREAD.evaluators = {}
+    ev = cache.get(data)
+    if ev is None:
+        from onnx.reference import ReferenceEvaluator
+        if len(cache) >= 64:
+            cache.clear()
+        ev = cache[data] = ReferenceEvaluator(_model(data), new_ops=_corrected_ops())
+    return ev
+
+
+def run_onnx(data: bytes, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The outputs of the serialized ONNX model ``data`` for ``feeds`` (by input name), run by ONNX's
+    reference evaluator (one per thread)."""
+    return _evaluator(bytes(data)).run(None, feeds)
 
 
 @lru_cache(maxsize=1024)
@@ -75,7 +107,7 @@ def _infer_cached(data: bytes, types: tuple, output_index: int) -> TensorType:
         raise ValueError(f"ONNX shape inference gives no tensor type for output {name!r} of {node.op_type}")
     dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
     if None in dims:
-        raise ValueError(f"the shape of output {name!r} of {node.op_type} depends on the data "
+        raise DataDependentShape(f"the shape of output {name!r} of {node.op_type} depends on the data "
                          f"({[d if d is not None else '?' for d in dims]}); tiletune compiles static shapes only")
     return TensorType(dims, onnx_dtype(t.elem_type))
 
@@ -88,7 +120,7 @@ def _numpy(*arrays, op_type, domain, model, output_index, reason):
     m = _model(model)
     feeds = {vi.name: a for vi, a in zip(m.graph.input, arrays)}
     try:
-        outs = _evaluator(model).run(None, feeds)
+        outs = run_onnx(model, feeds)
     except Exception as e:  # noqa: BLE001  (the reference evaluator raises anything)
         raise GraphError(f"{OP} {op_label(op_type, domain)} (node {m.graph.node[0].name or '(unnamed)'!r}): "
                          f"ONNX's reference evaluator failed: {type(e).__name__}: {e}") from None
@@ -114,4 +146,4 @@ def unsupported_ops(g: Graph) -> dict[str, int]:
     return dict(sorted(Counter(seen.values()).items()))
 
 
-__all__ = ["OP", "OnnxNodeModel", "op_label", "unsupported_ops"]
+__all__ = ["OP", "OnnxNodeModel", "op_label", "run_onnx", "unsupported_ops"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Callable
 
-from ..ir import GraphError, Node, TensorType, Value
+from ..ir import DataDependentShape, GraphError, Node, TensorType, Value
 
 
 class OpPattern(IntEnum):
@@ -93,6 +93,8 @@ def infer_type(op_name: str, input_types: list[TensorType], attrs: dict) -> Tens
     op = get_op(op_name)
     try:
         return op.infer(*input_types, **attrs)
+    except DataDependentShape as e:
+        raise DataDependentShape(f"{op_name}({', '.join(str(t) for t in input_types)}): {e}") from None
     except GraphError:
         raise
     except (ValueError, IndexError, TypeError) as e:

@@ -56,7 +56,7 @@ def optimize(g: Graph, params: dict | None = None, *, fuse: bool = True, check: 
     non-``llvm`` target (``"cuda"``) skips the passes of :data:`CPU_ONLY`, a non-CUDA one those of
     :data:`CUDA_ONLY`.  ``flush=False`` keeps subnormal constants (:func:`flush_subnormals`);
     ``flushed`` (a dict) gets how many values of each constant were flushed."""
-    source, ran = g.source, [*g.passes, "bind_params"]
+    source, tail, ran = g.source, g.tail, [*g.passes, "bind_params"]
     g = bind_params(g, params)
     for name, p in PASSES:
         if (name == "fuse_ops" and not fuse) or (name in CPU_ONLY and not _is_cpu(target)) or \
@@ -68,7 +68,7 @@ def optimize(g: Graph, params: dict | None = None, *, fuse: bool = True, check: 
         ran.append(name)
         if check:
             verify(g)
-    return replace(g, source=source, passes=tuple(ran))
+    return replace(g, source=source, passes=tuple(ran), tail=tail)
 
 
 def on_subgraphs(p: Pass, g: Graph) -> Graph:

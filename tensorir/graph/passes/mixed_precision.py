@@ -80,7 +80,7 @@ def to_mixed_precision(g: Graph, dtype: str = "float16", *, keep_io: bool = True
     outputs = tuple(cast(o, want[id(a)] if keep_io or want[id(a)] != "float32" else dtype)
                     for a, o in zip(g.outputs, out.outputs))
     return Graph(out.inputs, outputs, out.params, out.output_names, out.name, out.source,
-                 (*out.passes, f"to_mixed_precision({dtype})"))
+                 (*out.passes, f"to_mixed_precision({dtype})"), g.tail)
 
 
 def cast_value(v: Value, to: str) -> Value:

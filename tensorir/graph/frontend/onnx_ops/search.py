@@ -23,6 +23,8 @@ def arg_reduce(ctx, inputs, attrs):
 def topk(ctx, inputs, attrs):
     x = inputs[0]
     if len(inputs) > 1 and inputs[1] is not None:
+        if ctx.bound_const(inputs[1]) is None:      # a computed K: the shape depends on the data
+            raise ctx.unsupported("input 'K' is computed at run time")
         k = int(ctx.require_const(inputs[1], "K").ravel()[0])
     else:
         k = int(attrs.get("k", 1))
