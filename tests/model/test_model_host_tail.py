@@ -17,6 +17,8 @@ import codegen
 from tensorir import graph
 from tensorir.graph import GraphError
 
+from control_flow_models import in_threads
+
 N_BOX, TOP = 64, 5
 
 
@@ -164,23 +166,12 @@ def test_threads_call_one_model(built):
     rng = np.random.default_rng()
     feeds = [rng.standard_normal((1, 3, 8, 8)).astype(np.float32) for _ in range(4)]
     wants = [sess.run(None, {"x": x}) for x in feeds]
-    errors = []
-
     def work(x, want):
-        try:
-            for _ in range(20):
-                _poison(m)
-                m.set_input(x=x)
-                m.run()
-                _check([m.get_output(k) for k in range(4)], want, m.output_names)
-        except Exception as e:  # noqa: BLE001 - reported by the main thread
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=job) for job in zip(feeds, wants)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+        _poison(m)
+        m.set_input(x=x)
+        m.run()
+        _check([m.get_output(k) for k in range(4)], want, m.output_names)
+    in_threads(work, zip(feeds, wants), repeat=20)
 
 
 def test_artifact_carries_the_tail_as_data(built, tmp_path):
