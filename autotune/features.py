@@ -61,7 +61,7 @@ from tensorir.expr import (Add, Broadcast, Call, Cast, Div, FloorDiv, FloorMod, 
                            Ramp, Select, Sub, Var)
 from tensorir.lower.gpu import BLOCK_TAGS, THREAD_TAGS, insert_barriers, is_barrier
 from tensorir.schedule import ScheduleError
-from tensorir.topi.x86 import DOT_BF16, DOT_INT8, PLAIN, PLAIN_BF16
+from tensorir.topi.x86 import DOT_BF16, DOT_INT8, PLAIN, PLAIN_AVX2, PLAIN_BF16
 from tensorir.stmt import PARALLEL, SERIAL, THREAD_BINDING, UNROLLED, VECTORIZED, BufferStore, LoweredFunc
 from tensorir.topi.x86.amx import block_ops
 from tensorir.visitor import Visitor
@@ -208,7 +208,7 @@ _DOT_CALLS = (Call, CallExtern)
 
 #: operations per output lane of a call of a dot-product intrinsic (``vpdpbusd``: 4 multiplies, 4 adds;
 #: ``vdpbf16ps``: 2 and 2); an AMX tile micro-kernel's call counts its block's (:func:`block_ops`)
-DOT_OPS = {**{d.llvm_name: 8 for d in (*DOT_INT8, PLAIN)}, **{d.helper: 4 for d in (*DOT_BF16, PLAIN_BF16)}}
+DOT_OPS = {**{d.llvm_name: 8 for d in (*DOT_INT8, PLAIN, PLAIN_AVX2)}, **{d.helper: 4 for d in (*DOT_BF16, PLAIN_BF16)}}
 #: calls of tensor instructions evaluated for their effect on whole tiles (CUDA ``mma.sync`` / ``wgmma``, AMX
 #: micro-kernels), by name prefix (``tt_mma(``: that name exactly): counted in ``g.tensor_ops``
 TENSOR_CALLS = ("tt_mma(", "tt_wgmma_", "tiletune_amx_")
