@@ -56,7 +56,8 @@ def schedule_attention_cpu(cfg, kt: KernelTE) -> Schedule:
     b, i, c = out.op.axis
     s_len, t_len, dv = (int(x) for x in (score.op.axis[1].dom.extent, score.op.axis[2].dom.extent,
                                          out.op.axis[2].dom.extent))
-    io, ii = out.split(i, factor=_rows(s_len, t_len))
+    rows = _rows(s_len, t_len)
+    io, ii = out.split(i, factor=rows)
     task = out.fuse(b, io)
     out.parallel(task)
     vc = vector_width(dv)
@@ -68,7 +69,6 @@ def schedule_attention_cpu(cfg, kt: KernelTE) -> Schedule:
     for stage in (mx, total):
         _row_reduce(s, stage, out, task, vt)
     k_rows = facts(st)["transpose_k"]
-    rows = _rows(s_len, t_len)
     if vt > 1 and not k_rows:       # K stored [N, D, T]: each d a vector of keys
         _register_tile(s, score, vt, rows)
     if vt > 1:
