@@ -16,7 +16,8 @@ model's layout pass makes it (its GEMM's rows padded by ``row_align``, ``split_k
 partial sums torch adds up in the timed call); the knobs column names the kernel's tile (wgmma: slots, and
 whether the epilogue's tile ``shares`` them or sits ``beside``), grid and block.  On sm_90 the layers that take
 the gathering wgmma main loop are timed beside the mma.sync schedule too (those on the bulk-tensor-copy loop,
-``tma``, beside the cp.async loop's default as well), and with ``--variants`` beside the
+``tma``, beside the cp.async loop's default as well; those on the pair loop, ``tma pair``, beside the unpaired tma
+loop's default too), and with ``--variants`` beside the
 other wgmma tiles of :data:`WGMMA_VARIANTS` that fit them (one line each, checked against float64).
 
     python benchmarks/conv2d_cuda.py [--batch 1 32] [--rounds 9] [--sweep] [--log-dir DIR]
@@ -108,15 +109,39 @@ WGMMA_VARIANTS = tuple(dict(zip(("block_m", "block_n", "stages", "shares", "spli
 VARIANT_SPLIT_BLOCKS = 132
 
 
+def layer_row_align(N: int, layer: tuple, info: dict, splits: int = 1) -> int:
+    """The row alignment of a layer's GEMM as the model's layout pass picks it (``row_align``; 128 where the pair
+    loop takes it: ``cuda_wgmma.conv_pairs``)."""
+    from tensorir.graph.schedules.cuda_tensorcore_conv import row_align
+    from tensorir.graph.schedules.cuda_wgmma import conv_pairs
+    from tensorir.topi.nn.conv2d_gemm import space_to_depth_plan
+    _, C, H, K, k, stride, pad = layer
+    oh = (H + 2 * pad - k) // stride + 1
+    plan = space_to_depth_plan(C, H, H, k, k, (stride, stride), (pad,) * 4, (1, 1)) if C % 8 else None
+    if isinstance(plan, str):
+        return row_align(N * oh * oh)
+    c, taps, s = (plan["c"], plan["kh"] ** 2, 1) if plan else (C, k * k, stride)
+    return row_align(N * oh * oh, splits == 1 and conv_pairs(info.get("arch") or "", N * oh * oh, c, taps, (s, s),
+                                                           (1, 1), K))
+
+
 def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda", mma_sync: bool = False,
-                     knobs: dict | None = None, splits: int | None = None):
+                     knobs: dict | None = None, splits: int | None = None, pairs: bool = True):
     """``(module, plan, splits)``: one ResNet-18 layer on tensor cores as the model's layout pass makes it
     (output ``dtype``; its GEMM's rows padded to ``row_align``, ``splits`` slices of the reduction:
     ``split_k``, float32 partial sums then), or why it has none; ``plan``: a ``C % 8`` layer's space-to-depth
     form (``topi.nn.conv2d_gemm.space_to_depth_plan``), else None; ``mma_sync``: the sm_80 schedule's knobs
-    even on sm_90 (not the wgmma main loop); ``knobs``, ``splits``: these instead of the default's."""
+    even on sm_90 (not the wgmma main loop); ``knobs``, ``splits``: these instead of the default's; ``pairs``
+    False: the pair loop set aside (``cuda_wgmma.CONV_PAIR_PREFERRED``), rows aligned as without it."""
+    from tensorir.graph.schedules import cuda_wgmma
+    if not pairs:
+        saved, cuda_wgmma.CONV_PAIR_PREFERRED = cuda_wgmma.CONV_PAIR_PREFERRED, ()
+        try:
+            return build_tensorcore(N, dtype, layer, target, mma_sync, knobs, splits)
+        finally:
+            cuda_wgmma.CONV_PAIR_PREFERRED = saved
     import codegen
-    from tensorir.graph.schedules.cuda_tensorcore_conv import conv_refusal, row_align, split_k, tensorcore_conv2d
+    from tensorir.graph.schedules.cuda_tensorcore_conv import conv_refusal, split_k, tensorcore_conv2d
     from tensorir.graph.schedules.registry import target_info
     from tensorir.topi.nn.conv2d_gemm import space_to_depth_plan
     _, C, H, K, k, stride, pad = layer
@@ -135,17 +160,17 @@ def build_tensorcore(N: int, dtype: str, layer: tuple, target: str = "cuda", mma
     if splits is None:                     # the layout pass splits no space-to-depth stem
         splits = 1 if plan else split_k(m, K, kk, dtype, info)
     s, args = tensorcore_conv2d(N, geo[0], geo[1], K, *geo[2:], dtype, knobs, info=info, splits=splits,
-                                row_align=row_align(m))
+                                row_align=layer_row_align(N, layer, info, splits))
     return codegen.build(s, args, target=target, name="conv2d_tc"), plan, splits
 
 
 def build_gather_default(N: int, dtype: str, layer: tuple):
     """:func:`build_tensorcore`'s default for a layer as it was before the bulk-tensor-copy loop: the cp.async
-    gathering loop's tiles (``cuda_wgmma.CONV_TMA_PREFERRED`` set aside while it is built)."""
+    gathering loop's tiles (``cuda_wgmma.CONV_TMA_PREFERRED`` and the pair loop set aside while it is built)."""
     from tensorir.graph.schedules import cuda_wgmma
     saved, cuda_wgmma.CONV_TMA_PREFERRED = cuda_wgmma.CONV_TMA_PREFERRED, ()
     try:
-        return build_tensorcore(N, dtype, layer)
+        return build_tensorcore(N, dtype, layer, pairs=False)
     finally:
         cuda_wgmma.CONV_TMA_PREFERRED = saved
 
@@ -162,7 +187,7 @@ def knob_text(mod, rows: int, cols: int, splits: int) -> str:
     if got is not None:
         text = f"wgmma {got.group(1)}x{got.group(2)} s{got.group(3)}" + (f" g{got.group(5)}" if got.group(5) else "") + \
             (" shares" if got.group(8) else " beside") + \
-            (" mbar" if got.group(10) else "") + (" tma" if got.group(11) else "")
+            (" mbar" if got.group(10) else "") + (" tma" if got.group(11) else "") + (" pair" if got.group(12) else "")
     else:
         text = f"mma.sync {rows // grid[1]}x{cols // grid[0]}"
     return text + f" ({rows} rows) grid {grid} block {block}" + (f" split-K {splits}" if splits > 1 else "")
@@ -172,7 +197,7 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
     """ResNet-18's layers at batch ``N`` in ``dtype``: tiletune's tensor-core conv beside cuDNN (see the module)."""
     import torch
     import torch.nn.functional as F
-    from tensorir.graph.schedules.cuda_tensorcore_conv import row_align
+    from tensorir.graph.schedules.registry import target_info
     from tensorir.topi.nn.conv2d_gemm import gemm_rows, space_to_depth_kernel_numpy, space_to_depth_numpy
     tdt = getattr(torch, dtype)
     cl = torch.channels_last
@@ -200,7 +225,7 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
             x5 = x.permute(0, 2, 3, 1).unsqueeze(1)                   # the channels-last memory as [N, 1, H, W, C]
             wm = w.permute(2, 3, 1, 0).reshape(k * k * C, K).contiguous()
         shape = (N, 1, ref.shape[2], ref.shape[3], K)
-        rows = gemm_rows(N * shape[2] * shape[3], row_align(N * shape[2] * shape[3]))
+        rows = gemm_rows(N * shape[2] * shape[3], layer_row_align(N, layer, target_info("cuda"), splits))
 
         run, err = timed(mod, splits, x5, wm, shape, tdt, ref)
         number = 20
@@ -212,13 +237,21 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
             mma = build_tensorcore(N, dtype, layer, mma_sync=True)
             if not isinstance(mma, str):
                 fns["mma"] = timed(mma[0], mma[2], x5, wm, shape, tdt)[0]
-        if "_tma(" in mod.get_source("cuda"):      # the cp.async loop's default beside the bulk-tensor-copy one
+        if "_tma(" in mod.get_source("cuda") or "_tma_p2(" in mod.get_source("cuda"):   # beside the tma loop: the
+            # cp.async loop's default
             gather = build_gather_default(N, dtype, layer)
             if not isinstance(gather, str):
                 run_g, err_g = timed(gather[0], gather[2], x5, wm, shape, tdt, ref)
                 if not err_g < 1e-2:
                     sys.exit(f"{name}: the cp.async default's results are wrong (relative error {err_g:.1e})")
                 fns["gather"] = run_g
+            if "_p2(" in mod.get_source("cuda"):  # the tma loop's unpaired default beside the pair loop
+                single = build_tensorcore(N, dtype, layer, pairs=False)
+                if not isinstance(single, str):
+                    run_s, err_s = timed(single[0], single[2], x5, wm, shape, tdt, ref)
+                    if not err_s < 1e-2:
+                        sys.exit(f"{name}: the unpaired tma default's results are wrong (relative error {err_s:.1e})")
+                    fns["single"] = run_s
             if args.variants:
                 labels = variants(N, dtype, layer, x5, wm, shape, tdt, ref, fns, math.prod(mod._grid(())),
                                   dict(kv.split("=") for kv in args.variant_knobs or ()))
@@ -237,7 +270,9 @@ def bench_tensorcore(N: int, dtype: str, args) -> None:
               + (f" (mma.sync {times['mma'] * 1e6:.1f} us, {times['mma'] / bench_t:.2f}x bench)" if "mma" in times
                  else "")
               + (f" (cp.async loop {times['gather'] * 1e6:.1f} us, {times['gather'] / bench_t:.2f}x bench)"
-                 if "gather" in times else ""),
+                 if "gather" in times else "")
+              + (f" (unpaired tma loop {times['single'] * 1e6:.1f} us, {times['single'] / bench_t:.2f}x bench)"
+                 if "single" in times else ""),
               flush=True)
         for key, label in labels.items():
             print(f"{'':20s} {times[key] * 1e6:11.1f} {'':9s} {'':9s} {'':8s} {times[key] / bench_t:8.2f} "
@@ -269,11 +304,11 @@ def variants(N: int, dtype: str, layer: tuple, x5, wm, shape, tdt, ref, fns: dic
     """Build and check :data:`WGMMA_VARIANTS` of a layer on the wgmma loop (those that fit its GEMM; ``only``:
     those with these knob values, as text) and add their launches to ``fns`` (keys ``v0``, ``v1``...); returns
     key -> the knob text.  A wrong one exits."""
-    from tensorir.graph.schedules.cuda_tensorcore_conv import row_align
     from tensorir.graph.schedules.cuda_wgmma import DEFAULT_KNOBS
+    from tensorir.graph.schedules.registry import target_info
     from tensorir.topi.nn.conv2d_gemm import gemm_rows
     K, m = layer[3], shape[0] * shape[2] * shape[3]
-    rows = gemm_rows(m, row_align(m))
+    rows = gemm_rows(m, layer_row_align(N, layer, target_info("cuda")))
     labels = {}
     for i, kn in enumerate(WGMMA_VARIANTS):
         knobs = dict(DEFAULT_KNOBS, **kn, wgmma=1)

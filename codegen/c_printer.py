@@ -163,7 +163,8 @@ class CPrinter:
             else:
                 decls += self.declare_local(b, max(size, 1))
         self.stmt(func.body, 1)
-        sig = f"{self.kernel_prefix}void {attributes}{func.name}({', '.join(params + self.extra_params())}) {{"
+        sig = (f"{self.kernel_prefix}void {attributes}{self.kernel_attributes()}{func.name}"
+               f"({', '.join(params + self.extra_params())}) {{")
         body = [sig] + decls + self.lines + ["}", ""]
         head = [f"#include <{inc}>" for inc in self.includes if self.include_needed(inc, "\n".join(body))]
         head += [self.helpers[h] for h in sorted(self.need)]
@@ -173,6 +174,10 @@ class CPrinter:
     def extra_params(self) -> list[str]:
         """Parameters the kernel takes after its buffers and size vars (rendered with its body): none here."""
         return []
+
+    def kernel_attributes(self) -> str:
+        """Attributes of the kernel its body asks for (rendered with it), after ``attributes``: none here."""
+        return ""
 
     def declare_local(self, b, size: int) -> list[str]:
         """The declaration of a per-thread buffer of ``size`` elements."""

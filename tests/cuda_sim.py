@@ -49,6 +49,7 @@ static tt_dim3 tt_block;
 #define blockIdx tt_block
 #define __global__
 #define __grid_constant__
+#define __cluster_dims__(...)
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(...)

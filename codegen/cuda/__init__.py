@@ -126,6 +126,7 @@ class CUDARenderer(CPrinter):
         self.wgmma_shared = 0           # dynamic shared memory of the wgmma main loops called (wgmma.py)
         self.wgmma_shares = False       # a loop called ends with a barrier: the kernel's own may overlap its slots
         self.tma_calls: dict = {}       # a ``_tma`` loop called -> (A's buffer, B's buffer, its first map parameter)
+        self.cluster_pairs = False      # a ``_p2`` loop called: blocks in clusters of two along blockIdx.y
 
     def s_For(self, s, ind: int) -> None:
         """A loop bound to a launch axis of extent 1 reads 0, not the index register: offsets into a block's
@@ -211,6 +212,7 @@ class CUDARenderer(CPrinter):
             self.need |= {"tt_wgmma_desc", e.name}
             self.wgmma_shared = max(self.wgmma_shared, nbytes)
             self.wgmma_shares |= bool(WGMMA_NAME.match(e.name).group(8))
+            self.cluster_pairs |= bool(WGMMA_NAME.match(e.name).group(12))
             if WGMMA_NAME.match(e.name).group(11):     # its operands' tensor maps: kernel parameters (by value)
                 self.need.add("tt_tmap")
                 ops = (e.call_args[1].buffer, e.call_args[3].buffer)
@@ -225,6 +227,10 @@ class CUDARenderer(CPrinter):
         """The tensor maps of the ``_tma`` loops called (``__grid_constant__``: read in place, in parameter space)."""
         n = sum(len(TMA_OPERANDS) for _ in self.tma_calls)
         return [f"const __grid_constant__ tt_tmap tt_map{i}" for i in range(n)]
+
+    def kernel_attributes(self) -> str:
+        """``_p2`` loops: the blocks in clusters of two consecutive ``blockIdx.y`` (the pairs of row blocks)."""
+        return "__cluster_dims__(1, 2, 1) " if self.cluster_pairs else ""
 
     def epilogue_source(self, ep) -> str:
         """The device function of a fragment epilogue (``tensorir/topi/cuda/fragment_epilogue.py``): each lane
@@ -414,6 +420,10 @@ def build_cuda(func: LoweredFunc, target: Target):
                                f"% 32), but threadIdx.x has {launch.block[0]} threads; bind it to a multiple of 32")
         if renderer.wgmma_shared:
             arch, launch = wgmma_kernel(kernel.name, arch, launch, renderer.wgmma_shared, renderer.wgmma_shares)
+        rows = launch.grid[1].value if isinstance(launch.grid[1], IntImm) else launch.grid[1]
+        if renderer.cluster_pairs and not (isinstance(rows, int) and rows % 2 == 0):
+            raise CodegenError(f"kernel {kernel.name}: a pair loop (_p2) needs an even blockIdx.y extent (pairs of "
+                               f"row blocks), not {launch.grid[1]}")
         heads += [h for h in head if h not in heads]
         bodies += body
         kernels.append(Kernel(kernel.name, launch))

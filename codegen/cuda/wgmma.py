@@ -29,6 +29,11 @@ block's ``BM x BN`` tile of ``A B^T`` in float32 over the whole reduction ``K`` 
 tiles), completing on the slot's mbarrier; the loop takes two more parameters, the operands' tensor maps
 (``tt_tmap``, ``codegen/cuda/tensor_map.py``: the kernel's ``__grid_constant__`` parameters, :func:`tma_maps`).
 
+``_p2`` (``_tma`` only, one warpgroup of 64 x 64 or 64 x 128): a pair of blocks, consecutive row blocks in a
+cluster of two along ``blockIdx.y`` (the kernel's ``__cluster_dims__(1, 2, 1)``, the renderer's), each copying the
+pair's ``2 BM`` pixels and multiplying both halves over its half of the k slices, then each block's rows summed
+from both halves through the partner's shared memory in one order (``_LOOP_TMA_PAIR``).
+
 The slots are at the top of the kernel's dynamic shared memory (``wgmma_shared_bytes``); ``_x``: the loop
 ends with a barrier, and the kernel's own dynamic shared memory (below) may overlap them (the renderer
 launches the larger of the two).  Where ``TT_SIM`` is defined (the CPU simulator) the function is a scalar model instead.
@@ -37,11 +42,11 @@ from __future__ import annotations
 
 import re
 
-from tensorir.topi.cuda.tensor_intrin import (CONV_FIELDS, WGMMA_BK, wgmma_check, wgmma_conv_check, wgmma_shared_bytes,
-                                             wgmma_tma_check)
+from tensorir.topi.cuda.tensor_intrin import (CONV_FIELDS, WGMMA_BK, wgmma_check, wgmma_conv_check, wgmma_pair_check,
+                                             wgmma_shared_bytes, wgmma_tma_check)
 
-#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_x][_cv<geometry>][_mb][_tma]
-NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)(?:k(\d+))?(?:g(\d+))?_(f16|bf16)(_bt)?(_x)?(_cv(?:\d+_){12}\d+)?(_mb)?(_tma)?$")
+#: the function name of a main loop (``intrin_wgmma``'s): tt_wgmma_m<BM>n<BN>s<stages>_<kind>[_bt][_x][_cv<geometry>][_mb][_tma][_p2]
+NAME = re.compile(r"^tt_wgmma_m(\d+)n(\d+)s(\d+)(?:k(\d+))?(?:g(\d+))?_(f16|bf16)(_bt)?(_x)?(_cv(?:\d+_){12}\d+)?(_mb)?(_tma)?(_p2)?$")
 _CTYPES = {"f16": "half", "bf16": "__nv_bfloat16"}
 
 
@@ -53,11 +58,12 @@ def wgmma_source(name: str) -> tuple[str, int]:
     bm, bn, stages = (int(x) for x in got.groups()[:3])
     bk, inflight = int(got.group(4) or WGMMA_BK), int(got.group(5) or 1)
     kind, bt, shares, mbar = got.group(6), bool(got.group(7)), bool(got.group(8)), bool(got.group(10))
-    tma = bool(got.group(11))
+    tma, pair = bool(got.group(11)), bool(got.group(12))
     conv = dict(zip(CONV_FIELDS, (int(x) for x in got.group(9)[3:].split("_")))) if got.group(9) else None
     why = wgmma_check(bm, bn, stages, bt, bk, inflight) or (wgmma_conv_check(conv) if conv else None) or \
         ("a convolution gathers k slices of 64" if conv and bk != WGMMA_BK else None) or \
-        (wgmma_tma_check(bm, conv, bt, mbar) if tma else None)
+        (wgmma_tma_check(bm, conv, bt, mbar) if tma else None) or \
+        (wgmma_pair_check(bm, bn, 2 * WGMMA_BK, tma) if pair else None)
     if why is not None:
         raise ValueError(f"{name}: {why}")
     nacc = bn // 2
@@ -80,21 +86,25 @@ def wgmma_source(name: str) -> tuple[str, int]:
         a_copy = _A_GEMM.format(threads=threads, **_ROW[bk])
     sw = "" if bk == WGMMA_BK else "64"
     if tma:
-        a_setup, a_copy = _TMA_SETUP.format(name=name, ctype=_CTYPES[kind], **conv), ""
-        sim = _SIM_TMA.format(bm=bm, bn=bn, ctype=ctype, cvt=cvt, setup=a_setup, **conv)
-        loop = _LOOP_TMA.replace("@LOAD@", _TMA_LOAD.format(bn=bn, **conv).replace("{", "{{").replace("}", "}}"))
+        a_setup, a_copy = _TMA_SETUP.format(name=name, ctype=_CTYPES[kind], m_a="m_pair" if pair else "m_blk",
+                                            pair_setup=_PAIR_SETUP if pair else "", **conv), ""
+        sim = _SIM_TMA.format(bm=bm, bn=bn, am=2 * bm if pair else bm, ctype=ctype, cvt=cvt, setup=a_setup,
+                              **(_SIM_PAIR if pair else _SIM_ONE), **conv)
+        loop = (_LOOP_TMA_PAIR if pair else _LOOP_TMA).replace(
+            "@LOAD@", _TMA_LOAD.format(bn=bn, **conv).replace("{", "{{").replace("}", "}}"))
     else:
         loop = _LOOP_MBAR if mbar else _LOOP_SYNC
     template = _TEMPLATE[:_TEMPLATE.index("  auto load")] + _TEMPLATE[_TEMPLATE.index("@LOOP@"):] if tma else _TEMPLATE
     maps = ", const tt_tmap* tmap_a, const tt_tmap* tmap_b" if tma else ""
     src = template.replace("@LOOP@", loop).format(maps=maps, name=name, ctype=ctype, bm=bm, bn=bn, s=stages, bk=bk, g=inflight, nacc=nacc, mma=mma,
+                           am=2 * bm if pair else bm, mma0=mma.replace("(d[", "(p0["), mma1=mma.replace("(d[", "(p1["),
                            sim=sim, a_chunks=bm * bk // 8 // threads, b_chunks=bn * bk // 8 // threads,
                            a_setup=a_setup, a_copy=a_copy, b_copy=(_B_MN if bt else _B_K).format(threads=threads, bn=bn,
                                                                                                **_ROW[bk]),
                            a_desc=f"tt_wgmma_desc{sw}(sa + kk * 32)",
                            b_desc="tt_wgmma_desc_mn(sb + kk * 2048)" if bt else f"tt_wgmma_desc{sw}(sb + kk * 32)",
                            release=(_RELEASE_TMA if tma else _RELEASE) if shares else "")
-    return (MBAR_WAIT + src if mbar or tma else src), wgmma_shared_bytes(bm, bn, stages, bk)
+    return (MBAR_WAIT + src if mbar or tma else src), wgmma_shared_bytes(2 * bm if pair else bm, bn, stages, bk)
 
 
 #: the operands a ``_tma`` loop reads through tensor maps, its last two parameters (``tt_tmap`` pointers: kernel
@@ -105,12 +115,12 @@ TMA_OPERANDS = ("_ta", "_tb")
 def tma_maps(name: str, a_arg: int, b_arg: int, b_shape: tuple, dtype: str) -> list:
     """The tensor maps (:class:`~codegen.cuda.tensor_map.TensorMap`) of ``_tma`` main loop ``name``, whose A is
     kernel argument ``a_arg`` (the NHWC input) and B kernel argument ``b_arg`` (the weights, ``b_shape``
-    [K, N]): A im2col, a copy the block's ``BM`` pixels x 64 channels of one tap (the bounding box of the
+    [K, N]): A im2col, a copy the block's ``BM`` pixels (``_p2``: the pair's ``2 BM``) x 64 channels of one tap (the bounding box of the
     pixels' first taps: ``-pad`` to ``pad - (kernel - 1)`` past the input's far edge, so the block's rows run on
     across rows and images as the GEMM's do), B tiled in boxes of 64 x 64; both in the 128-byte swizzle."""
     from .tensor_map import TensorMap
     got = NAME.match(name)
-    bm, geo = int(got.group(1)), dict(zip(CONV_FIELDS, (int(x) for x in got.group(9)[3:].split("_"))))
+    bm, geo = int(got.group(1)) * (2 if got.group(12) else 1), dict(zip(CONV_FIELDS, (int(x) for x in got.group(9)[3:].split("_"))))
     h, w, c = geo["h"], geo["w"], geo["c"]
     images = geo["n"]
     lower = (-geo["pl"], -geo["pt"])
@@ -143,18 +153,18 @@ _SIM_CONV = """  // TT_SIM: the gathered A (A the NHWC input, lda the warp's fir
 # taps a row from ``-pl``, ``oh`` rows from ``-pt``, on into the next image; a tap outside the input or an image
 # past N reads zeros; B tiled: 64 k rows of BN / 64 boxes of 64 columns), each slice multiplied from the slot
 _SIM_TMA = """  // TT_SIM: the loop's coordinates, its copies by a scalar model of the bulk tensor copy engine
-  constexpr int BM = {bm}, BN = {bn};
+  constexpr int BM = {bm}, BN = {bn}, AM = {am};
   const int tid = threadIdx.x + 32 * threadIdx.y, warp = tid / 32;       // the kernel's blocks: (32, BM / 16)
 {setup}
   const {ctype}* x = (const {ctype}*)tmap_a->base;
   const {ctype}* wt = (const {ctype}*)tmap_b->base;
-  std::vector<{ctype}> slot((BM + BN) * 64);
+  std::vector<{ctype}> slot((AM + BN) * 64);
   auto at = [](int r, int c) {{ return r * 64 + (((c >> 3) ^ (r & 7)) << 3) + (c & 7); }};   // the swizzle
   int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, row0 = (warp % (BM / 16)) * 16;
-  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;{part_decl}
   for (int kt = 0; kt < K / 64; ++kt) {{
     const int k0 = k_base + kt * 64, tap = k0 / {c}, rx = tap % {kw}, ry = tap / {kw}, c0 = k0 % {c};
-    for (int p = 0; p < BM; ++p) {{                   // A: im2col, pixel p of the box
+    for (int p = 0; p < AM; ++p) {{                   // A: im2col, pixel p of the box
       int q = a_w + {pl} + p, w = q % {ow} - {pl}, qh = a_h + {pt} + q / {ow}, h = qh % {oh} - {pt};
       int n = a_n + qh / {oh}, iy = h + ry, ix = w + rx;
       bool ok = n < {n} && iy >= 0 && iy < {h} && ix >= 0 && ix < {w};
@@ -163,14 +173,20 @@ _SIM_TMA = """  // TT_SIM: the loop's coordinates, its copies by a scalar model 
     }}
     for (int r = 0; r < 64; ++r)                      // B: 64 k rows of BN / 64 tiles
       for (int col = 0; col < BN; ++col)
-        slot[BM * 64 + (col / 64) * 4096 + at(r, col % 64)] = wt[(long)(b_row + kt * 64 + r) * ldb + b_col + col];
+        slot[AM * 64 + (col / 64) * 4096 + at(r, col % 64)] = wt[(long)(b_row + kt * 64 + r) * ldb + b_col + col];
     for (int i = 0; i < BN / 8; ++i)
       for (int qd = 0; qd < 4; ++qd) {{
-        int r = row0 + g + qd / 2 * 8, col = 8 * i + 2 * t + qd % 2;
+        int r = {own}row0 + g + qd / 2 * 8, col = 8 * i + 2 * t + qd % 2;
         for (int kk = 0; kk < 64; ++kk)
-          acc[4 * i + qd] += {cvt}(slot[at(r, kk)]) * {cvt}(slot[BM * 64 + (col / 64) * 4096 + at(kk, col % 64)]);
+          {sum}4 * i + qd] += {cvt}(slot[at(r, kk)]) * {cvt}(slot[AM * 64 + (col / 64) * 4096 + at(kk, col % 64)]);
       }}
-  }}"""
+  }}{fixup}"""
+# ``_p2`` in the scalar model: the block's rows of the pair's box (its rank's half), the slices of each half of the
+# reduction summed apart (as the pair's two blocks do), then the first half's sum plus the second's (the fixup)
+_SIM_ONE = {"part_decl": "", "own": "", "sum": "acc[", "fixup": ""}
+_SIM_PAIR = {"part_decl": "\n  std::vector<float> part(BN);                      // the halves' sums",
+             "own": "rank * BM + ", "sum": "part[(kt >= K / 128) * (BN / 2) + ",
+             "fixup": "\n  for (int i = 0; i < BN / 2; ++i) acc[i] = part[i] + part[BN / 2 + i];"}
 
 _SIM = """  // TT_SIM: the warp's rows, lane by lane, in the accumulator layout
   int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -259,7 +275,7 @@ __device__ __forceinline__ void {name}(float* acc, const {ctype}* A, int lda, co
 #else
   // S slots of k slices of BK; G wgmma groups unretired while the next is issued; L slices being copied
   constexpr int BM = {bm}, BN = {bn}, S = {s}, BK = {bk}, G = {g}, L = S - G - 1;
-  constexpr int A_BYTES = BM * BK * 2, STAGE = (BM + BN) * BK * 2;
+  constexpr int AM = {am}, A_BYTES = AM * BK * 2, STAGE = (AM + BN) * BK * 2;     // AM: the A slab's rows
   extern __shared__ __align__(1024) unsigned char tt_wgmma_smem[];
   const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const int warp = tid / 32, wg = warp / 4;
@@ -379,10 +395,12 @@ _LOOP_MBAR = r"""  constexpr int NT = BM * 2;                    // the block's 
 # first column and k row: the operand pointer's offset from the weights' address
 _TMA_SETUP = r"""  const int m_blk = lda / K % {rows} - (warp % (BM / 16)) * 16;      // the block's first row
   const int k_base = lda / K / {rows} * K;             // split-K: the slice's first tap column (else 0)
-  const int a_n = m_blk / ({oh} * {ow}), a_h = m_blk / {ow} % {oh} - {pt}, a_w = m_blk % {ow} - {pl};
+{pair_setup}  const int a_n = {m_a} / ({oh} * {ow}), a_h = {m_a} / {ow} % {oh} - {pt}, a_w = {m_a} % {ow} - {pl};
   const unsigned long long ta = (unsigned long long)tmap_a, tb = (unsigned long long)tmap_b;   // generic addresses
   const long b_off = (long)(B - (const {ctype}*)tmap_b->base);
   const int b_col = (int)(b_off % ldb), b_row = (int)(b_off / ldb);"""
+# ``_p2``: the block's rank in its pair (the parity of its row block) and the pair's first row (A's box: both blocks' rows)
+_PAIR_SETUP = "  const int rank = m_blk / BM & 1, m_pair = m_blk - rank * BM;\n"
 _TMA_LOAD = r"""    const unsigned sa = base + slot * STAGE, sb = sa + A_BYTES, bar = full0 + 8 * slot;
     const int k0 = k_base + kt * 64, tap = k0 / {c};
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(STAGE) : "memory");
@@ -428,5 +446,90 @@ _LOOP_TMA = r"""  constexpr int NT = BM * 2;                    // the block's t
     }}
   }}
 """
+
+# ``_p2``: the tma loop of a pair of blocks (a cluster of two along ``blockIdx.y``: consecutive row blocks, the
+# block's rank the parity of its row block), each multiplying the pair's 2 BM rows (two wgmma of m64 a k step, the
+# accumulators p0 / p1 of the pair's first and second BM rows) over its half of the k slices (rank 0 the first):
+# per k slice of the two blocks' tiles, A and B copied once for 2 BM x BN where two unpaired blocks copy B twice.
+# Then the fixup: after a cluster barrier (both blocks past their loops: the slots free, the partner started),
+# each thread stores the partner's rows (p1 on rank 0, p0 on rank 1) into the partner's slots (st.shared::cluster
+# at the same thread's place), a second cluster barrier, and each block's rows are its half's sum plus the
+# partner's, in one order (the first half's first): both blocks deterministic, each storing only its own rows
+_EXCHANGE = r"""  unsigned crank, theirs;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(crank));
+  if (crank != (unsigned)rank) __trap();          // the cluster's pair is the pair of row blocks
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  const unsigned mine = base + tid * 16;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(theirs) : "r"(mine), "r"(crank ^ 1u));
+#pragma unroll
+  for (int i = 0; i < {nacc} / 4; ++i)
+    asm volatile("st.shared::cluster.v4.f32 [%0], {{%1, %2, %3, %4}};\n" :: "r"(theirs + i * NT * 16),
+                 "f"(rank ? p0[4 * i] : p1[4 * i]), "f"(rank ? p0[4 * i + 1] : p1[4 * i + 1]),
+                 "f"(rank ? p0[4 * i + 2] : p1[4 * i + 2]), "f"(rank ? p0[4 * i + 3] : p1[4 * i + 3]) : "memory");
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < {nacc} / 4; ++i) {{
+    float r[4];
+    asm volatile("ld.shared.v4.f32 {{%0, %1, %2, %3}}, [%4];\n" : "=f"(r[0]), "=f"(r[1]), "=f"(r[2]), "=f"(r[3])
+                 : "r"(mine + i * NT * 16) : "memory");
+#pragma unroll
+    for (int q = 0; q < 4; ++q) d[4 * i + q] = rank ? r[q] + p1[4 * i + q] : p0[4 * i + q] + r[q];
+  }}
+"""
+_LOOP_TMA_PAIR = r"""  constexpr int NT = BM * 2;                    // the block's threads: one warpgroup
+  __shared__ __align__(8) unsigned long long tt_wgmma_bar[2 * S];          // full[S], then empty[S]
+  const unsigned full0 = (unsigned)__cvta_generic_to_shared(tt_wgmma_bar), empty0 = full0 + 8 * S;
+  const int KH = KT / 2, kt0 = rank * KH;        // the block's half of the k slices
+  auto issue = [&](int kt, int slot) {{
+@LOAD@
+  }};
+  if (tid == 0) {{
+    asm volatile("prefetch.tensormap [%0];\n" "prefetch.tensormap [%1];\n" :: "l"(ta), "l"(tb) : "memory");
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n"
+                   "mbarrier.init.shared::cta.b64 [%1], %2;\n" :: "r"(full0 + 8 * s), "r"(empty0 + 8 * s), "r"(NT));
+    asm volatile("fence.mbarrier_init.release.cluster;\n" "fence.proxy.async.shared::cta;\n" ::: "memory");
+  }}
+  __syncthreads();                                // the barriers initialized before any thread arrives
+  float p0[{nacc}], p1[{nacc}];                   // the pair's first and second BM rows
+#pragma unroll
+  for (int i = 0; i < {nacc}; ++i) p0[i] = p1[i] = 0.0f;
+  if (tid == 0)
+    for (int s = 0; s < S && s < KH; ++s) issue(kt0 + s, s);
+  for (int j = 0; j < KH; ++j) {{
+    tt_mbar_wait(full0 + 8 * (j % S), (j / S) & 1);           // slice kt0 + j's bytes landed
+    const unsigned sa = base + (j % S) * STAGE, sb = sa + A_BYTES;
+#pragma unroll
+    for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(p0[i]), "+f"(p1[i]) :: "memory");
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {{
+      const unsigned long long db = tt_wgmma_desc_mn(sb + kk * 2048);
+      {{
+        const unsigned long long da = tt_wgmma_desc(sa + kk * 32);
+        {mma0}
+      }}
+      {{
+        const unsigned long long da = tt_wgmma_desc(sa + BM * 128 + kk * 32);
+        {mma1}
+      }}
+    }}
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(G) : "memory");
+    const int done = j - G;                        // retired by the warpgroup: its slot released
+    if (done >= 0) {{
+      const unsigned slot = done % S;
+      asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(empty0 + 8 * slot) : "memory");
+      if (tid == 0 && done + S < KH) {{
+        tt_mbar_wait(empty0 + 8 * slot, (done / S) & 1);      // every thread retired slice done
+        issue(kt0 + done + S, slot);
+      }}
+    }}
+  }}
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < {nacc}; ++i) asm volatile("" : "+f"(p0[i]), "+f"(p1[i]) :: "memory");
+""" + _EXCHANGE
 
 __all__ = ["DESC_SOURCE", "NAME", "TMA_OPERANDS", "tma_maps", "wgmma_source"]

@@ -333,3 +333,112 @@ def test_wgmma_conv_tma_split_k_on_gpu():
     """Split-K on the tma loop (each slice's B rows and A taps from its pointer / row offset)."""
     _split(32, 512, 7, 512, 3, 1, 1, 2, {"block_m": 64, "block_n": 128, "stages": 6, "shares": 1, "tma": 1},
            target="cuda")
+
+
+#: ``pair``: the tma loop of two blocks in a cluster (consecutive row blocks), each over half the reduction, each
+#: block's rows the first half's sum plus the second's; rows padded to pairs of row blocks (``row_align`` 128)
+PAIR_CASES = [  # n, c, hw, o, kernel, stride, pad, dtype, epilogue, knobs
+    (3, 128, 6, 128, 3, 1, 1, "float16", "bias_relu",       # 108 pixels in one pair of 64-row blocks
+     {"block_m": 64, "block_n": 128, "row_align": 128, "shares": 1, "stages": 3}),
+    (5, 128, 8, 64, 3, 1, 1, "bfloat16", "residual",        # 320 pixels: 3 pairs of 64 x 64, the last block past them
+     {"block_m": 64, "block_n": 64, "row_align": 128, "shares": 1, "stages": 4, "inflight": 2}),
+    (32, 512, 7, 512, 3, 1, 1, "float16", "bias_relu",      # ResNet-18 layer4, 1568 pixels in 1664 rows
+     {"block_m": 64, "block_n": 128, "row_align": 128, "shares": 1, "stages": 4, "inflight": 2}),
+    (32, 512, 7, 512, 3, 1, 1, "bfloat16", "residual",
+     {"block_m": 64, "block_n": 64, "row_align": 128, "shares": 1, "stages": 6, "inflight": 2}),
+    (32, 256, 14, 256, 3, 1, 1, "float16", "bias",          # layer3: 6272 rows, 49 pairs
+     {"block_m": 64, "block_n": 128, "shares": 1, "stages": 4}),
+]
+
+
+@pytest.mark.cuda_sim
+@pytest.mark.parametrize("case", PAIR_CASES[:2])
+def test_wgmma_conv_tma_pair_simulated(case):
+    """The pair loop in the simulator (its scalar model: the block's rows of the pair's box, each half of the
+    reduction's slices summed apart, then added in the pair's order): the pairs of row blocks, the rows past the
+    images never stored, NaN-poisoned outputs against float64 numpy."""
+    s, args = _sched(*case[:-1], dict(case[-1], tma=1, pair=1))
+    _check(s, args, *case[:-1], target="cuda -arch=sm_90", wgmma=True, guard=True)
+
+
+@pytest.mark.nvcc
+def test_wgmma_conv_tma_pair_ptx_assembles():
+    """``pair``: a cluster of two blocks along y (``.reqnctapercluster 1, 2, 1``), one im2col copy of the pair's 128
+    pixels a k slice, two m64n128 wgmma a k step, the partner's rows stored into its shared memory
+    (``mapa``, ``st.shared::cluster``) between two cluster barriers; sm_90a, no spills."""
+    s, args = _sched(*PAIR_CASES[2][:-1], dict(PAIR_CASES[2][-1], tma=1, pair=1))
+    mod = codegen.build(s, args, target="cuda -arch=sm_90")
+    ptx = mod.get_source("ptx")
+    assert ".reqnctapercluster 1, 2, 1" in ptx
+    for op in ("cp.async.bulk.tensor.4d.shared::cluster.global.im2col", "mapa.shared::cluster.u32",
+               "st.shared::cluster.v4.f32", "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"):
+        assert op in ptx, op
+    assert ptx.count("barrier.cluster.arrive.release.aligned") == 2
+    usage = mod.resource_usage
+    assert usage["stack_bytes"] == 0 and usage["spill_stores"] == 0, usage
+    a, _ = mod.tensor_maps
+    assert a.im2col[-1] == 128 and mod._grid(()) == (4, 26, 1)
+
+
+def test_wgmma_conv_tma_pair_refusals():
+    """The pair takes the tma loop's one-warpgroup blocks, pairs of row blocks, halves of whole k slices."""
+    layer4 = (32, 512, 7, 512, 3, 1, 1, "float16", "")
+    with pytest.raises(ValueError, match="pair: the tma loop"):
+        _sched(*layer4, {"block_m": 64, "block_n": 128, "row_align": 128, "shares": 1, "pair": 1})
+    with pytest.raises(ValueError, match="one warpgroup"):
+        _sched(*layer4, {"block_m": 128, "block_n": 128, "row_align": 128, "shares": 1, "tma": 1, "pair": 1})
+    with pytest.raises(ValueError, match="25 row blocks"):
+        _sched(*layer4, {"block_m": 64, "block_n": 128, "row_align": 64, "shares": 1, "tma": 1, "pair": 1})
+    with pytest.raises(ValueError, match="two halves"):
+        _sched(3, 64, 6, 128, 3, 1, 1, "float16", "", {"block_m": 64, "block_n": 128, "row_align": 128, "tma": 1,
+                                                        "pair": 1})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", PAIR_CASES)
+def test_wgmma_conv_tma_pair_on_gpu(case):
+    """The pair loop on the H100 against numpy (NaN-poisoned outputs): padded rows, bf16, ResNet-18's layer4 and
+    layer3."""
+    s, args = _sched(*case[:-1], dict(case[-1], tma=1, pair=1))
+    _check(s, args, *case[:-1], target="cuda", run=lambda mod, *a: mod(*a), wgmma=True)
+
+
+def test_pair_loop_taken_where_its_pairs_fit_one_wave():
+    """:func:`conv_pairs`: ResNet-18's layer4 3x3 at batch 32 (104 blocks in pairs) takes the pair loop, its rows
+    padded to pairs (1568 -> 1664); layer3's 3x3 (196), a stride-2 layer, batch 1 and sm_80 do not."""
+    from tensorir.graph.schedules.cuda_wgmma import conv_pairs
+    assert conv_pairs("sm_90", 32 * 49, 512, 9, (1, 1), (1, 1), 512)
+    assert row_align(32 * 49, True) == 128 and row_align(32 * 49) == 64
+    assert not conv_pairs("sm_90", 32 * 196, 256, 9, (1, 1), (1, 1), 256)
+    assert not conv_pairs("sm_90", 32 * 49, 256, 9, (2, 2), (1, 1), 512)
+    assert not conv_pairs("sm_90", 49, 512, 9, (1, 1), (1, 1), 512)
+    assert not conv_pairs("sm_80", 32 * 49, 512, 9, (1, 1), (1, 1), 512)
+    for align, pair in ((128, 1), (64, 0)):
+        s, args = tensorcore_conv2d(32, 512, (7, 7), 512, 3, 1, 1, "float16", info=SM90, row_align=align)
+        src = codegen.build(s, args, target="cuda -arch=sm_90").get_source("cuda")
+        assert ("_tma_p2(" in src) == bool(pair) and "_tma" in src
+
+
+@pytest.mark.gpu
+def test_registry_conv_takes_the_pair_loop_on_gpu():
+    """The registry's entry on the H100 picks the pair loop for ResNet-18's layer4 3x3 at batch 32 as the layout
+    pass pads it (1568 pixels in 1664 rows), against numpy."""
+    from autotune.kernel_templates import kernel_te
+    from tensorir.graph.schedules import kernel_schedule
+    case = (32, 512, 7, 512, 3, 1, 1, "float16", "bias_relu")
+    args = conv2d_gemm_dag(32, 512, (7, 7), 512, 3, 1, 1, "float16", bias=True, relu=True,
+                           row_align=row_align(32 * 49, True))
+    s, origin = kernel_schedule(kernel_te(args, ANCHOR), "cuda")
+    assert origin["rule"] == "schedule_conv2d_gemm"
+    assert "_tma_p2(" in codegen.build(s, args, target="cuda").get_source("cuda")
+    _check(s, args, *case, target="cuda", run=lambda mod, *a: mod(*a), wgmma=True)
+
+
+def test_pair_schedule_passes_the_isl_checks():
+    """te.lower's isl analysis (bounds of every access, races of the block and thread loops) on the pair
+    schedule: its IR is the unpaired kernel's, the row blocks whole pairs (layer4's 25 row blocks of pixels in 26)."""
+    from tensorir import te
+    s, args = _sched(*PAIR_CASES[2][:-1], dict(PAIR_CASES[2][-1], tma=1, pair=1))
+    lowered = te.lower(s, args, show_analysis=True)
+    analysis = dict(lowered.attrs)["analysis"]
+    assert "y" in analysis and "blockIdx.y" in str(lowered.body) and "26" in str(lowered.body)

@@ -239,6 +239,29 @@ def test_padded_rows_wgmma_model_simulated(monkeypatch):
     _deep_check(simulate, m, "float16", 3, 64, 7, *ws)
 
 
+@pytest.mark.nvcc
+@pytest.mark.cuda_sim
+def test_pair_loop_model_simulated():
+    """A 7 x 7 block of 128 channels at batch 3 on sm_90: the layout pass pads each conv's 147 pixels to whole
+    pairs of 64-row blocks (256 rows: ``row_align`` 128, ``cuda_wgmma.conv_pairs``) and both convs take the pair
+    loop (``_tma_p2``: the last block of the second pair past the pixels); the simulator's scalar model against
+    numpy."""
+    g, ws = _deep(n=3, c=128)
+    m = codegen.build_model(g, target="cuda -arch=sm_90")
+    assert len(re.findall(r"\(void\)\(tt_wgmma_m64n128s4_f16_bt_x_cv\w+_256_tma_p2\(", m.get_source("cuda"))) == 2
+    _deep_check(simulate, m, "float16", 3, 128, 7, *ws)
+
+
+@pytest.mark.gpu
+def test_pair_loop_model_on_gpu():
+    """ResNet-18's layer-4 block at batch 32 (512 channels, 7 x 7: 1568 pixels in 1664 rows) on the H100: both
+    convs on the pair loop, launched by the model runtime in clusters, against numpy."""
+    g, ws = _deep(n=32, c=512)
+    m = codegen.build_model(g, target="cuda")
+    assert len(re.findall(r"\(void\)\(tt_wgmma_m\w+_1664_tma_p2\(", m.get_source("cuda"))) == 2
+    _deep_check(lambda mm, feeds: mm(**feeds), m, "float16", 32, 512, 7, *ws)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,hw", [(4, 8), (32, 14)])
 def test_tma_conv_model_on_gpu(n, hw):

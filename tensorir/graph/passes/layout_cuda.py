@@ -30,6 +30,7 @@ from .layout import RULES, Rule, _Layouts, alter_op_layout
 def _conv2d_gemm(st: _Layouts, n: Node, info: dict):
     """A 16-bit one-group convolution on tensor cores (see the module), or None (a warning naming why)."""
     from ..schedules.cuda_tensorcore_conv import conv_refusal, row_align, split_k
+    from ..schedules.cuda_wgmma import conv_pairs
     x, w = n.inputs
     if not isinstance(w, Const) or x.type.ndim != 4 or w.type.dtype != x.type.dtype:
         return None
@@ -42,7 +43,9 @@ def _conv2d_gemm(st: _Layouts, n: Node, info: dict):
         y = call("nn.contrib_conv2d_gemm_without_weight_transform", st.get_blocked(x, c),
                  st.pack(w, "HWIO", gemm_kernel_numpy), strides=a["strides"], padding=a["padding"],
                  dilation=a["dilation"], kernel_size=(kh, kw), data_layout=f"NCHW{c}c", kernel_layout="HWIO",
-                 out_layout=f"NCHW{o}c", splits=splits, row_align=row_align(m))
+                 out_layout=f"NCHW{o}c", splits=splits,
+                 row_align=row_align(m, splits == 1 and conv_pairs(info.get("arch") or "", m, c, kh * kw,
+                                                                    a["strides"], a["dilation"], o)))
         return _sum_splits(y, x.type.dtype), o
     if c % 8 and a["groups"] == 1:
         plan = space_to_depth_plan(c, *x.type.shape[2:], kh, kw, a["strides"], a["padding"], a["dilation"])

@@ -188,21 +188,27 @@ def shared_bytes(dtype: str, knobs: dict) -> int:
         knobs["block_m"] * (knobs["block_n"] + (4 if knobs["pad"] else 0)) * 4
 
 
-def bind_blocks(out: Stage, bm: int, bn: int, group: int, gemm_axes: int | None = None):
+def bind_blocks(out: Stage, bm: int, bn: int, group: int, gemm_axes: int | None = None, pairs: bool = False):
     """``out``'s last two axes in ``bm x bn`` tiles over the blocks (batch axes on ``blockIdx.z``); with
     ``group`` > 1 consecutive blocks take ``group`` row tiles of one column tile, then the next column (a
     wave of blocks covers a squarer region of C, its A and B panels read from L2 more often than DRAM).
     An output with more axes than its GEMM's ``gemm_axes`` (a convolution's pixels) fuses all but the
-    last and the GEMM's batch axes into the GEMM's rows.  Returns (the block loop, the tile's row and column axes)."""
+    last and the GEMM's batch axes into the GEMM's rows; ``pairs``: the row blocks in whole pairs (a pair loop's
+    clusters, ``group`` 1), a last block past the rows storing nothing.  Returns (the block loop, the tile's row and
+    column axes)."""
     axes = list(out.op.axis)
     lead = (gemm_axes or 2) - 2                          # batch axes (a split-K conv's slices)
     if gemm_axes is not None and len(axes) > gemm_axes:   # conv2d_gemm: output pixels are the GEMM's rows
         axes = axes[:lead] + [out.fuse(*axes[lead:-1]), axes[-1]]
     rows = math.prod(int(ax.dom.extent) for ax in out.op.axis[lead:-1]) if len(axes) < len(out.op.axis) \
         else int(axes[-2].dom.extent)
-    bi, ii = out.split(axes[-2], factor=bm)
+    bi, ii = out.split(axes[-2], factor=bm * (2 if pairs else 1))
+    if pairs:
+        bp, ii = out.split(ii, factor=bm)
     bj, jj = out.split(axes[-1], factor=bn)
-    out.reorder(*axes[:-2], bi, bj, ii, jj)
+    out.reorder(*axes[:-2], bi, *([bp] if pairs else []), bj, ii, jj)
+    if pairs:
+        bi = out.fuse(bi, bp)
     if len(axes) > 2:
         bind(out, out.fuse(*axes[:-2]) if len(axes) > 3 else axes[0], "blockIdx.z")
     if group > 1 and -(-rows // bm) % group == 0:       # whole groups of the (last clipped) row blocks

@@ -64,10 +64,13 @@ def conv_knobs(m: int, n: int, k: int, dtype: str, info: dict, a=None, pixels: i
                                            pixels)
 
 
-def row_align(pixels: int) -> int:
+def row_align(pixels: int, pairs: bool = False) -> int:
     """The row alignment (``topi.nn.conv2d_gemm.ROW_ALIGNS``) of a convolution of ``pixels`` output pixels: 64
     from :data:`ROW_ALIGN_64_FROM` pixels (64-row blocks: ResNet-18's 7 x 7 layers at batch 32, 1568 -> 1600
-    rows, 51 against 67 us in 32-row blocks on an H100; on sm_90 the gathering wgmma loop's 64-row blocks), else 32."""
+    rows, 51 against 67 us in 32-row blocks on an H100; on sm_90 the gathering wgmma loop's 64-row blocks), else 32;
+    ``pairs`` (:func:`.cuda_wgmma.conv_pairs`: the pair loop's pairs of 64-row blocks): 128 (1568 -> 1664)."""
+    if pairs and pixels % 128:
+        return 128
     return 64 if pixels >= ROW_ALIGN_64_FROM and pixels % 64 else 32
 
 

@@ -19,7 +19,8 @@ schedule takes them.  :func:`schedule_wgmma_conv` is the implicit-GEMM convoluti
 the NHWC input itself (``intrin_wgmma``'s ``conv``; rows past the pixels, padding the GEMM to whole row blocks,
 gather zeros and are never stored), the epilogue goes through a shared float32 tile (``shares``: over the slots);
 a stride-1 convolution of ``C % 64 == 0`` takes the loop fed by bulk tensor copies (knob ``tma``:
-:data:`CONV_TMA_PREFERRED`, ``codegen/cuda/wgmma.py``'s ``_tma``).
+:data:`CONV_TMA_PREFERRED`, ``codegen/cuda/wgmma.py``'s ``_tma``), one of few blocks as pairs of blocks in clusters,
+each over half the reduction (knob ``pair``: :data:`CONV_PAIR`, :func:`conv_pairs`; ``_tma_p2``).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from ...lower.gpu import WARP_LANES
 from ...schedule import Schedule, Stage
 from ...topi.cuda.fragment_epilogue import fragment_epilogue, intrin_fragment_epilogue
 from ...topi.cuda.tensor_intrin import (CONV_FIELDS, WGMMA_BK as BK, intrin_mma_store, intrin_wgmma, wgmma_check,
-                                        wgmma_conv_check, wgmma_shared_bytes, wgmma_tma_check)
+                                        wgmma_conv_check, wgmma_pair_check, wgmma_shared_bytes, wgmma_tma_check)
 from .cuda_tensorcore import _store_dtype, bind_blocks, first_fit, gemm_operands
 from .helpers import bind
 
@@ -134,14 +135,14 @@ def schedule_wgmma(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> None:
 
 
 def store_through_shared(s: Schedule, out: Stage, cf: Stage, bm: int, bn: int, swizzle: int, gemm_axes: int | None,
-                         intrin) -> None:
+                         intrin, pairs: bool = False) -> None:
     """``out`` in ``bm x bn`` blocks stored from a shared float32 tile (rows padded 16 bytes): each warp's 16
     rows of the accumulator ``cf`` (``warp`` scope, computed by the main loop ``intrin``) written there by
     ``mma_store``, then all threads read it, 4 columns each, through the epilogue: 16-byte reads, stores of
-    4 consecutive columns (the ``mma.sync`` conv's store)."""
+    4 consecutive columns (the ``mma.sync`` conv's store); ``pairs``: the row blocks in whole pairs (``pair``)."""
     readers = [st for st in s.stages if cf.op.output(0) in st.op.input_tensors]
     cs = s[s.cache_read(cf.op.output(0), "shared", [r.op.output(0) for r in readers])]
-    bj, ii, jj = bind_blocks(out, bm, bn, swizzle, gemm_axes=gemm_axes)
+    bj, ii, jj = bind_blocks(out, bm, bn, swizzle, gemm_axes=gemm_axes, pairs=pairs)
     t, vec = out.split(out.fuse(ii, jj), factor=4)
     t, tx = out.split(t, factor=32)
     t, ty = out.split(t, factor=bm // 16)
@@ -210,6 +211,27 @@ CONV_TMA_PREFERRED = ({"block_m": 128, "block_n": 128, "stages": 4, "inflight": 
                       {"block_m": 64, "block_n": 64, "stages": 4, "inflight": 2, "tma": 1})
 
 
+#: the pair loop (``pair``: two blocks of a cluster, consecutive row blocks, each the pair's 128 rows over half the
+#: reduction, ``codegen/cuda/wgmma.py``'s ``_p2``), taken before :data:`CONV_TMA_PREFERRED` by a tma convolution whose
+#: pairs of 64 x 128 blocks fit one wave (:func:`conv_pairs`; its rows padded to whole pairs: ``row_align`` 128).
+#: Measured on an H100 (ResNet-18's 3x3 layers at batch 32, fp16, one run, interleaved): 7 x 7 (104 blocks) 21.5 us
+#: against the default's 29.5 (s4 g2 22.8, s3 22.2, s6 g2 22.1, 64 x 64 32.7); 14 x 14 (196 blocks) 21.1 at best
+#: against 19.5, 28 x 28 24.2 against 22.0: slower past one wave
+CONV_PAIR = {"block_m": 64, "block_n": 128, "stages": 4, "inflight": 1, "tma": 1, "pair": 1}
+#: the pair loop's knobs where :func:`conv_pairs` holds, the first that fits (empty: none taken)
+CONV_PAIR_PREFERRED = (CONV_PAIR,)
+
+
+def conv_pairs(arch: str, pixels: int, c: int, taps: int, stride: tuple, dilation: tuple, n: int) -> bool:
+    """Whether a convolution (``pixels`` output pixels, ``c`` channels in, ``taps`` = KH * KW, ``n`` out) takes
+    :data:`CONV_PAIR` on ``arch``: the tma loop's (stride 1, ``C % 64 == 0``), halves of whole k slices, at most
+    :data:`CONV_FEW_BLOCKS` blocks in pairs."""
+    bm, bn = CONV_PAIR["block_m"], CONV_PAIR["block_n"]
+    return bool(CONV_PAIR_PREFERRED) and is_sm90(arch) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and c % BK == 0 and \
+        taps * c % (2 * BK) == 0 and n % bn == 0 and pixels >= 2 * bm and \
+        2 * -(-pixels // (2 * bm)) * (n // bn) <= CONV_FEW_BLOCKS
+
+
 def conv_geometry(a) -> dict | str:
     """The geometry (:data:`CONV_FIELDS`) of the convolution whose ``im2col`` is ``a``, or why it has none
     a gathering main loop takes."""
@@ -231,7 +253,8 @@ def conv_tile_bytes(knobs: dict) -> int:
 def conv_shared_bytes(knobs: dict) -> int:
     """Shared memory of a block of the gathering convolution under ``knobs``: the slots and the epilogue's tile,
     beside each other or (``shares``) the larger."""
-    slots, tile = wgmma_shared_bytes(knobs["block_m"], knobs["block_n"], knobs["stages"]), conv_tile_bytes(knobs)
+    rows = knobs["block_m"] * (2 if knobs.get("pair") else 1)          # ``pair``: the A slab the pair's rows
+    slots, tile = wgmma_shared_bytes(rows, knobs["block_n"], knobs["stages"]), conv_tile_bytes(knobs)
     return max(slots, tile) if knobs.get("shares") else slots + tile
 
 
@@ -245,7 +268,9 @@ def wgmma_conv_knobs(a, m: int, n: int, k: int, dtype: str, shared_limit: int) -
     if m * k * splits >= 2 ** 31:
         return f"the im2col matrix ({m} x {k * splits}) has 2^31 elements or more (the loop takes its row offset as int)"
     why = f"{pixels} pixels (fewer than a block's {min(kn['block_m'] for kn in CONV_PREFERRED)} rows)"
-    for kn in CONV_TMA_PREFERRED + CONV_PREFERRED:
+    pairs = m % (2 * CONV_PAIR["block_m"]) == 0 and splits == 1 and \
+        conv_pairs("sm_90", pixels, geo["c"], geo["kh"] * geo["kw"], (geo["sh"], geo["sw"]), (1, 1), n)
+    for kn in (CONV_PAIR_PREFERRED if pairs else ()) + CONV_TMA_PREFERRED + CONV_PREFERRED:
         knobs = dict(DEFAULT_KNOBS, **CONV_DEFAULT, **kn)
         if knobs["block_m"] > pixels:      # padded rows: blocks no taller than the pixels (no clipped block)
             continue
@@ -268,6 +293,10 @@ def wgmma_conv_fits(m: int, n: int, k: int, dtype: str, knobs: dict, shared_limi
     """Why ``knobs`` cannot schedule the gathering convolution's GEMM (``m`` rows, ``n`` output channels, ``k``
     taps), or None."""
     why = wgmma_fits((m, n), k, dtype, True, knobs, shared_limit)
+    if why is None and knobs.get("pair"):
+        why = wgmma_pair_check(knobs["block_m"], knobs["block_n"], k, bool(knobs.get("tma"))) or \
+            (f"pair: {m // knobs['block_m']} row blocks (pairs of them)" if m // knobs["block_m"] % 2 else None) or \
+            ("pair: blocks in groups of row tiles (swizzle)" if knobs.get("swizzle", 1) != 1 else None)
     nbytes = conv_shared_bytes(knobs)
     return why or (f"{nbytes} bytes of shared memory per block (> {shared_limit})" if nbytes > shared_limit else None)
 
@@ -293,9 +322,10 @@ def schedule_wgmma_conv(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     store_through_shared(s, out, cf, bm, bn, knobs.get("swizzle", 1), len(anchor.op.axis),   # split-K: slices on z
                          intrin_wgmma(dtype, bm, bn, k, stages, True, knobs["conv"], shares=bool(knobs.get("shares")),
                                       mbar=bool(knobs.get("mbar")), tma=bool(knobs.get("tma")),
-                                      inflight=knobs.get("inflight", 1)))
+                                      inflight=knobs.get("inflight", 1), pair=bool(knobs.get("pair"))),
+                         pairs=bool(knobs.get("pair")))
 
 
-__all__ = ["CONV_TMA_PREFERRED", "CONV_DEFAULT", "CONV_FEW_BLOCKS", "CONV_FEW_STAGES", "CONV_PREFERRED", "DEFAULT_KNOBS", "conv_shared_bytes", "wgmma_conv_fits", "MMA_ONLY", "PREFERRED", "WGMMA_SPACE_KNOBS", "conv_geometry", "is_sm90",
+__all__ = ["CONV_PAIR", "CONV_PAIR_PREFERRED", "conv_pairs", "CONV_TMA_PREFERRED", "CONV_DEFAULT", "CONV_FEW_BLOCKS", "CONV_FEW_STAGES", "CONV_PREFERRED", "DEFAULT_KNOBS", "conv_shared_bytes", "wgmma_conv_fits", "MMA_ONLY", "PREFERRED", "WGMMA_SPACE_KNOBS", "conv_geometry", "is_sm90",
            "preferred_wgmma", "schedule_wgmma", "schedule_wgmma_conv", "store_through_shared", "wgmma_conv_knobs", "wgmma_fits",
            "wgmma_refusal"]

@@ -141,9 +141,23 @@ def wgmma_tma_check(block_m: int, conv: dict | None, b_trans: bool, mbar: bool) 
     return None
 
 
+def wgmma_pair_check(block_m: int, block_n: int, k: int, tma: bool) -> str | None:
+    """Why a main loop cannot run as a ``pair`` (two blocks of a cluster, consecutive row blocks, each the pair's
+    ``2 block_m`` rows over half the reduction, each block's rows summed from both halves: ``codegen/cuda/wgmma.py``'s
+    ``_p2``), or None: the tma loop, one warpgroup (``block_m`` 64) of at most 128 columns (both halves'
+    accumulators in its registers), whole k slices of :data:`WGMMA_BK` in each half."""
+    if not tma:
+        return "pair: the tma loop's (its im2col box the pair's rows)"
+    if block_m != 64 or block_n > 128:
+        return f"pair: {block_m} x {block_n} blocks (one warpgroup of at most 128 columns: 64 x 64 or 64 x 128)"
+    if k % (2 * WGMMA_BK):
+        return f"pair: k {k} is not two halves of whole k slices of {WGMMA_BK}"
+    return None
+
+
 def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_trans: bool = False,
                  conv: dict | None = None, bk: int = WGMMA_BK, inflight: int = 1, shares: bool = False,
-                 mbar: bool = False, tma: bool = False):
+                 mbar: bool = False, tma: bool = False, pair: bool = False):
     """A warp's 16 x ``block_n`` rows of a block's GEMM over the whole reduction ``k`` (``C[i, j] = sum_k
     f32(A[i, k]) f32(B[j, k])``, ``b_trans``: ``B[k, j]``; A and B in global memory) by the sm_90a main loop of
     ``codegen/cuda/wgmma.py``: the block's ``block_m / 16`` warps call it together (each with its rows),
@@ -151,7 +165,8 @@ def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_
     (``inflight`` groups unretired while the next is issued; ``shares``: the loop ends with a barrier, so the
     kernel's own shared memory may overlap its slots; ``mbar``: each slot's handoff by mbarriers, not a barrier
     per k slice; ``tma``: the operands copied by the bulk tensor copy engine, issued by one thread, completing on
-    mbarriers: :func:`wgmma_tma_check`); the float32 accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store``
+    mbarriers: :func:`wgmma_tma_check`; ``pair``: two blocks of a cluster share the work of their rows,
+    :func:`wgmma_pair_check`); the float32 accumulator is a ``warp`` fragment as :func:`intrin_mma`'s (``intrin_mma_store``
     writes it).
 
     ``conv`` (:data:`CONV_FIELDS`): A is a convolution's ``im2col`` (an inlined gather of the NHWC input, tag
@@ -185,6 +200,11 @@ def intrin_wgmma(dtype: str, block_m: int, block_n: int, k: int, stages: int, b_
         if why is not None:
             raise ValueError(f"wgmma: {why}")
         func += "_tma"
+    if pair:
+        why = wgmma_pair_check(block_m, block_n, k, tma)
+        if why is not None:
+            raise ValueError(f"wgmma: {why}")
+        func += "_p2"
 
     def body(ins, outs):
         (ba, bb), (bc,) = ins, outs
@@ -211,4 +231,4 @@ def intrin_mma_store(dst_scope: str = "shared", out_dtype: str = "float32"):
 
 
 __all__ = ["CONV_FIELDS", "WGMMA_BK", "WGMMA_BKS", "wgmma_conv_check", "intrin_ldmatrix", "intrin_mma", "intrin_mma_store", "intrin_wgmma", "mma_shape",
-           "wgmma_check", "wgmma_shared_bytes", "wgmma_tma_check"]
+           "wgmma_check", "wgmma_pair_check", "wgmma_shared_bytes", "wgmma_tma_check"]

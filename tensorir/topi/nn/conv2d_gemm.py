@@ -28,8 +28,8 @@ from .utils import check_nd, scaled
 
 #: the GEMM's rows (output pixels) are padded to a multiple of this (the smallest tensor-core block tile)
 ROW_ALIGN = 32
-#: the alignments a convolution may choose (``row_align``): 64 lets a large GEMM take 64-row blocks
-ROW_ALIGNS = (32, 64)
+#: the alignments a convolution may choose (``row_align``): 64 lets a large GEMM take 64-row blocks, 128 pairs of them
+ROW_ALIGNS = (32, 64, 128)
 
 
 def gemm_rows(pixels: int, align: int = ROW_ALIGN) -> int:
