@@ -381,7 +381,7 @@ def test_wgmma_conv_tma_pair_ptx_assembles():
 
 
 def test_wgmma_conv_tma_pair_refusals():
-    """The pair takes the tma loop's one-warpgroup blocks, pairs of row blocks, halves of whole k slices."""
+    """The pair takes the tma loop's one-warpgroup blocks, pairs of row blocks, halves of whole k slices, no split-K."""
     layer4 = (32, 512, 7, 512, 3, 1, 1, "float16", "")
     with pytest.raises(ValueError, match="pair: the tma loop"):
         _sched(*layer4, {"block_m": 64, "block_n": 128, "row_align": 128, "shares": 1, "pair": 1})
@@ -392,6 +392,10 @@ def test_wgmma_conv_tma_pair_refusals():
     with pytest.raises(ValueError, match="two halves"):
         _sched(3, 64, 6, 128, 3, 1, 1, "float16", "", {"block_m": 64, "block_n": 128, "row_align": 128, "tma": 1,
                                                         "pair": 1})
+    with pytest.raises(ValueError, match="pair: split-K"):       # the pair is its own split of the reduction
+        tensorcore_conv2d(32, 512, (7, 7), 512, 3, 1, 1, "float16",
+                          {"block_m": 64, "block_n": 128, "shares": 1, "tma": 1, "pair": 1, "wgmma": 1}, splits=2,
+                          row_align=128)
 
 
 @pytest.mark.gpu

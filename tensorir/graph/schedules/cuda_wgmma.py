@@ -314,7 +314,9 @@ def schedule_wgmma_conv(s: Schedule, out: Stage, anchor: Stage, knobs: dict) -> 
     bm, bn, stages = knobs["block_m"], knobs["block_n"], knobs["stages"]
     (m, n), k = (int(ax.dom.extent) for ax in anchor.op.axis[-2:]), int(anchor.op.reduce_axis[0].dom.extent)
     why = wgmma_conv_fits(m, n, k, dtype, knobs, 227 * 1024) or ("B is not stored [K, N]" if not b_trans else None) or \
-        (wgmma_tma_check(bm, knobs["conv"], b_trans, bool(knobs.get("mbar"))) if knobs.get("tma") else None)
+        (wgmma_tma_check(bm, knobs["conv"], b_trans, bool(knobs.get("mbar"))) if knobs.get("tma") else None) or \
+        ("pair: split-K's slices (the pair's halves are its own split of the reduction)"
+         if knobs.get("pair") and a.op.attrs.get("conv", {}).get("splits", 1) > 1 else None)
     if why is not None:
         raise ValueError(f"wgmma conv of {anchor.op.name}: {why}")
     cf = anchor
