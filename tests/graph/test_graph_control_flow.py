@@ -28,7 +28,9 @@ MODELS = {"if_nested": cf.if_nested, "loop_early": cf.loop, "loop_scan": lambda:
           "loop_trip_input": lambda: cf.loop(trip_input=True), "scan": cf.scan, "loop_with_if": cf.loop_with_if,
           "loop_counter": cf.loop_counter, "loop_swap": cf.loop_swap,
           "loop_counter_float_cond": lambda: cf.loop_counter(cond_from_initializer=True),
-          "loop_invariant": cf.loop_invariant}
+          "loop_invariant": cf.loop_invariant, "loop_slice_at_counter": cf.loop_slice_at_counter,
+          "loop_slice_from_end": lambda: cf.loop_slice_at_counter(3, offset=-4),
+          "loop_slice_at_carried_counter": cf.loop_slice_at_carried_counter}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -130,9 +132,33 @@ def test_refusal_inside_a_subgraph_names_the_enclosing_node():
     body.initializer.extend([numpy_helper.from_array(np.array([0], np.int64), "zero_axis"),
                              numpy_helper.from_array(np.array([1], np.int64), "one")])
     body.output[1].name = "a_scaled"
-    with pytest.raises(GraphError, match=r"^ONNX node 'at_step' \(Slice\): input 'starts' must be a constant "
-                                         r"once input shapes are bound \(in subgraph 'body' of Loop node 'loop'\)$"):
+    with pytest.raises(GraphError, match=r"^ONNX node 'at_step' \(Slice\): the slice's starts or ends are computed at "
+                                         r"run time and its length is not the same at every run as far as their ranges "
+                                         r"show \(axis 0 of 4: start in \[0, 4\], end in \[1, 5\]\); .* \(in subgraph "
+                                         r"'body' of Loop node 'loop'\)$"):
         graph.from_onnx(m)
+
+
+@pytest.mark.parametrize("make, ranges", [
+    (lambda: cf.loop_slice_at_counter(5), r"start in \[0, 4\], end in \[1, 4\]"),            # the last slice is empty
+    (lambda: cf.loop_slice_at_counter(5, bounded=False), r"start in \[0, 4\], end in \[1, 5\]"),
+    (lambda: cf.loop_slice_at_counter(4, offset=-4), r"start in \[-4, -1\], end in \[-3, 0\]")],   # end 0: empty
+    ids=["one_trip_too_many", "no_min", "end_reaches_zero"])
+def test_slice_at_a_counter_refused_where_its_length_is_not_proven(make, ranges):
+    """The iteration number's range [0, M - 1] does not prove the slice has one row at every iteration: the
+    refusal names the Slice, the ranges of its bounds and the Loop around it."""
+    with pytest.raises(GraphError, match=r"^ONNX node 'row_at_step' \(Slice\): .* as far as their ranges show "
+                                         rf"\(axis 0 of 4: {ranges}\); .* \(in subgraph 'body' of Loop node 'rows'\)$"):
+        graph.from_onnx(make())
+
+
+def test_slice_at_a_counter_is_a_take_at_run_time():
+    """A provable slice at the counter imports as a ``take`` of the counter (no constant slice, no refusal);
+    the loop bounded by its counter though its condition also reads the data."""
+    for m in (cf.loop_slice_at_counter(), cf.loop_slice_at_carried_counter()):
+        g, _ = graph.from_onnx(m)
+        body = next(n for n in g.nodes if n.op == "loop").attrs["body"]
+        assert "take" in [n.op for n in body.nodes]
 
 
 def test_branch_that_cannot_run_at_these_shapes_raises_when_taken():
