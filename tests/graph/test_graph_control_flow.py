@@ -177,3 +177,31 @@ def test_check_passes_control_flow_on_both_targets():
     g, params = graph.from_onnx(cf.if_nested())
     assert not graph.check(g, "llvm", params).problems
     assert not graph.check(g, "cuda", params, lower=False).problems
+
+
+def test_integer_forms_of_a_counter():
+    """The affine forms behind those proofs: ``min(10, int(float(i) + 1)) - i`` is 1 for ``i`` in [0, 9] (the
+    float exact), not past it; a clip that the range does not decide keeps only the range; float16 stops
+    holding the integers exactly above 2048; a negative slice bound counts from the end."""
+    from tensorir.graph import Const, TensorType, Var, call
+    from tensorir.graph.frontend.int_range import Ranges, shifted
+
+    def i64(v):
+        return Const(np.array([v], np.int64))
+    i = Var("i", TensorType((1,), "int64"))
+    plus_one = call("cast", call("add", call("cast", i, dtype="float32"), Const(np.float32(1))), dtype="int64")
+    for top, diff in ((9, 1), (10, None)):
+        r = Ranges({id(i): (i, [(0, top)])})
+        (e,), (s,) = r.of(call("minimum", i64(10), plus_one)), r.of(i)
+        assert r.add(e, s, -1).value == diff
+    r = Ranges({id(i): (i, [(0, 9)])})
+    (c,) = r.of(call("clip", call("subtract", i, i64(1)), a_min=0.0, a_max=100.0))
+    assert c.terms is None and (c.lo, c.hi) == (0, 8)
+    (m,) = r.of(call("maximum", i, i64(-3)))
+    assert m == r.of(i)[0]                                   # max(i, -3) is i
+    assert r.of(call("cast", call("multiply", i, i64(300)), dtype="float16")) is None    # up to 2700
+    assert r.of(call("cast", call("multiply", i, i64(200)), dtype="float16")) is not None
+    (neg,) = r.of(call("subtract", i, i64(12)))              # in [-12, -3] on an axis of 12: i from the start
+    form, added = shifted(neg, 12, 0, 12, r)
+    assert added == 12 and r.add(form, r.of(i)[0], -1).value == 0
+    assert shifted(neg, 10, 0, 10, r) is None                # [-12, -3] + 10 is [-2, 7]: clamped at the start

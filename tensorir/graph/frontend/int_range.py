@@ -48,7 +48,7 @@ class Ranges:
 
     def __init__(self, ranges: dict[int, tuple[Value, list[tuple[int, int]]]], params: dict | None = None):
         self.ranges, self.params = ranges, params or {}
-        self.memo: dict[int, list[Lin] | None] = {}
+        self.memo: dict[int, tuple[Value, list[Lin] | None]] = {}
 
     def lin(self, terms: dict[Symbol, int], c: int) -> Lin:
         terms = {s: k for s, k in terms.items() if k}
@@ -82,9 +82,10 @@ class Ranges:
 
     def of(self, v: Value) -> list[Lin] | None:
         """The forms of ``v``'s elements (row-major), or ``None`` where they are not known."""
-        if id(v) not in self.memo:
-            self.memo[id(v)] = self._of(v) if v.type.size <= MAX_ELEMENTS else None
-        return self.memo[id(v)]
+        hit = self.memo.get(id(v))
+        if hit is None or hit[0] is not v:        # (the value is kept: an id is never reused for another)
+            hit = self.memo[id(v)] = (v, self._of(v) if v.type.size <= MAX_ELEMENTS else None)
+        return hit[1]
 
     def _of(self, v: Value) -> list[Lin] | None:
         if isinstance(v, Var) and v.kind == "param" and v.name in self.params:
