@@ -47,6 +47,7 @@ class _Stepper:
     def __init__(self, body, opset: int, outer, shape):
         self.body, self.opset, self.outer, self.shape = body, opset, outer, shape
         self.local = {o for n in body.node for o in n.output}
+        self.dead: set[str] = set()
         self.evaluators: dict[int, object] = {}
         self.consts = {}
         import onnx
@@ -54,10 +55,24 @@ class _Stepper:
             self.consts[init.name] = onnx.numpy_helper.to_array(init)
 
     def run(self, nodes, env: dict) -> dict:
+        """``env`` with the outputs of ``nodes``; a node whose outputs stay unknown at every later step
+        (``dead``: it reads the data, a value dropped for good or a subgraph) is not run again."""
         for k, node in enumerate(nodes):
+            outputs = [o for o in node.output if o]
+            if all(o in self.consts for o in outputs):
+                continue
+            if all(o in self.dead for o in outputs):
+                env.update(dict.fromkeys(outputs))
+                continue
             args = [self._get(env, n) if n else _ABSENT for n in node.input]
             outs = self._node(k, node, args)
             env.update(zip(node.output, outs))
+            if all(not n or n in self.consts for n in node.input) and not node.op_type.startswith(("Random", "Bern")):
+                self.consts.update((n, o) for n, o in zip(node.output, outs) if n and o is not None)   # once
+            dead = [n in self.dead for n in node.input if n]
+            if all(o is None for o in outs) and (any(a.type == 5 for a in node.attribute) or
+                                                 (all(dead) if node.op_type in ("And", "Or") else any(dead))):
+                self.dead.update(outputs)
         return env
 
     def _get(self, env: dict, name: str):
@@ -65,7 +80,10 @@ class _Stepper:
             return env[name]
         if name in self.consts:
             return self.consts[name]
-        return self.outer(name)
+        a = self.outer(name)
+        if a is None:
+            self.dead.add(name)
+        return a
 
     def _node(self, k: int, node, args: list) -> list:
         unknown = [_UNKNOWN] * len(node.output)
@@ -90,7 +108,10 @@ class _Stepper:
             outs = ev.run(None, {n: a for n, a in zip(node.input, args) if n})
         except Exception:  # noqa: BLE001 - a node the reference cannot run here: unknown
             return unknown
-        return [np.asarray(o) if o is not None and np.asarray(o).size <= MAX_ELEMENTS else _UNKNOWN for o in outs]
+        outs = [np.asarray(o) if o is not None else o for o in outs]
+        big = [n for n, o in zip(node.output, outs) if o is not None and o.size > MAX_ELEMENTS]
+        self.dead.update(big)         # (its size does not change)
+        return [_UNKNOWN if n in big else o for n, o in zip(node.output, outs)]
 
 
 def loop_bound(body, opset: int, trip: int | None, cond0, initial: list, outer, shape) -> LoopBound:
