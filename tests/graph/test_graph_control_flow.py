@@ -205,3 +205,8 @@ def test_integer_forms_of_a_counter():
     form, added = shifted(neg, 12, 0, 12, r)
     assert added == 12 and r.add(form, r.of(i)[0], -1).value == 0
     assert shifted(neg, 10, 0, 10, r) is None                # [-12, -3] + 10 is [-2, 7]: clamped at the start
+    lt = call("less", plus_one, i64(10))                      # i + 1 < 10: decided only up to i = 8
+    assert r.of(lt)[0].value is None
+    r8 = Ranges({id(i): (i, [(0, 8)])})
+    (w,) = r8.of(call("where", call("less", plus_one, i64(10)), plus_one, i64(10)))
+    assert r8.add(w, r8.of(i)[0], -1).value == 1               # where(i + 1 < 10, i + 1, 10) is i + 1

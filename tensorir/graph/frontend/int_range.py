@@ -6,8 +6,9 @@ Each element of a small integer tensor (a slice bound, a Range's start) is read 
 value whose range the importer knows (``Context.ranges``: a Loop's iteration number and its counters,
 :mod:`.loop_bound`).  The forms follow the converted nodes: ``add``, ``subtract``, ``multiply`` by a
 constant, ``negative``, ``minimum`` / ``maximum`` / ``clip`` (one side where the ranges prove it, else only
-the range), casts (through floats where the values stay exact integers), reshapes and the shape ops of
-small vectors.  Anything else is unknown (``None``)."""
+the range), comparisons (1 or 0 where the ranges decide them) and ``where`` on a decided condition, casts
+(through floats where the values stay exact integers), reshapes and the shape ops of small vectors.
+Anything else is unknown (``None``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -198,6 +199,26 @@ def _concatenate(r: Ranges, v: Node, *parts):
     return [flat[k] for k in np.concatenate(orders, axis=axis).ravel()]
 
 
+def _compare(test):
+    """A comparison as 1 / 0 where the ranges decide it (``test`` of the difference's range), else [0, 1]."""
+    def fn(r: Ranges, x: Lin, y: Lin) -> Lin:
+        d = r.add(x, y, -1)
+        known = test(d.lo, d.hi)
+        return Lin(0, None, 0, 1) if known is None else const(int(known))
+    return _binary(fn)
+
+
+def _decided(yes: bool, no: bool) -> bool | None:
+    return True if yes else False if no else None
+
+
+def _where(r: Ranges, v: Node, cond, x, y):
+    triples = _broadcast(v, cond, x, y)
+    if triples is None or any(c.value is None for c, _, _ in triples):
+        return None
+    return [a if c.value else b for c, a, b in triples]
+
+
 RULES = {
     "add": _binary(lambda r, x, y: r.add(x, y)),
     "subtract": _binary(lambda r, x, y: r.add(x, y, -1)),
@@ -212,6 +233,12 @@ RULES = {
     "take": _take,
     "strided_slice": _strided_slice,
     "concatenate": _concatenate,
+    "less": _compare(lambda lo, hi: _decided(hi < 0, lo >= 0)),
+    "less_equal": _compare(lambda lo, hi: _decided(hi <= 0, lo > 0)),
+    "greater": _compare(lambda lo, hi: _decided(lo > 0, hi <= 0)),
+    "greater_equal": _compare(lambda lo, hi: _decided(lo >= 0, hi < 0)),
+    "equal": _compare(lambda lo, hi: _decided(lo == hi == 0, lo > 0 or hi < 0)),
+    "where": _where,
     "broadcast_to": lambda r, v, a: a * v.type.size if len(a) == 1 else a if len(a) == v.type.size else None,
 }
 
