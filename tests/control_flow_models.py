@@ -210,14 +210,15 @@ def loop_slice_at_counter(trips: int = 4, bounded: bool = True, offset: int = 0)
                   [_vi("x", f, [4, 3]), _vi("h0", f, [3])], [_vi("h_f", f, [3]), _vi("hs", f, [trips, 3])], inits)
 
 
-def loop_slice_at_carried_counter():
+def loop_slice_at_carried_counter(counted: bool = True):
     """PP-Structure SLANet's decoder in small (a PaddlePaddle export): no trip count; a carried counter ``j``
     (from 0) counted in float (``j + 1`` cast to float and back); ``Slice(x, j, min(rows, j + 1))`` and
     ``Range(j, min(rows, j + 1))`` at the counter; ``h = tanh(h + row * (range + 1))``; a carried ``done``
     that enters as ``bool[]`` and leaves as ``bool[1]``, set by an If whose branches give ``bool[]`` (a
     constant) and ``bool[1]``; a carried ``last`` that enters as a ``float32[]`` placeholder and leaves as the
     row, never read.  The condition ``j + 1 < rows and not done`` (``done``: ``sum(h) > 0.5``) stops on the
-    data too, so only the counter bounds the loop (at 4 iterations)."""
+    data too, so only the counter bounds the loop (at 4 iterations); without ``counted``, the condition is
+    ``not done`` alone: nothing bounds the counter, and the slice is refused."""
     from onnx import TensorProto as T, helper as h, numpy_helper
     f, b = T.FLOAT, T.BOOL
     then = h.make_graph([h.make_node("Constant", [], ["yes"], value=h.make_tensor("v", b, [], [True]))], "then", [],
@@ -240,7 +241,8 @@ def loop_slice_at_carried_counter():
                          h.make_node("Add", ["done_i", "zero1"], ["done_a"]),
                          h.make_node("Cast", ["done_a"], ["done_out"], to=b),
                          h.make_node("Less", ["j_out", "rows"], ["more"]), h.make_node("Not", ["done_out"], ["going"]),
-                         h.make_node("And", ["more", "going"], ["c2"]), h.make_node("Squeeze", ["c2"], ["c_out"]),
+                         h.make_node("And" if counted else "Or", ["more", "going"] if counted else ["going", "going"],
+                                     ["c2"]), h.make_node("Squeeze", ["c2"], ["c_out"]),
                          h.make_node("Identity", ["row"], ["last_out"])],
                         "body", [_vi("it", T.INT64, []), _vi("c_in", b, []), _vi("j_in", T.INT64, [1]),
                                  _vi("h_in", f, [3]), _vi("done_in", b, None), _vi("last_in", f, None)],

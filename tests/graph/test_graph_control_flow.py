@@ -152,6 +152,13 @@ def test_slice_at_a_counter_refused_where_its_length_is_not_proven(make, ranges)
         graph.from_onnx(make())
 
 
+def test_slice_at_a_counter_bounded_by_the_data_alone_is_refused():
+    """A counter that only the data stops (no trip count, a condition on the data alone) has no range."""
+    with pytest.raises(GraphError, match=r"^ONNX node 'row_at_counter' \(Slice\): .* \(axis 0 of 4: start unknown, "
+                                         r"end unknown\); .* \(in subgraph 'body' of Loop node 'decoder'\)$"):
+        graph.from_onnx(cf.loop_slice_at_carried_counter(counted=False))
+
+
 def test_slice_at_a_counter_is_a_take_at_run_time():
     """A provable slice at the counter imports as a ``take`` of the counter (no constant slice, no refusal);
     the loop bounded by its counter though its condition also reads the data."""
