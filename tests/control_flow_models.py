@@ -182,6 +182,86 @@ def scan():
                   [_vi("s_f", f, [3]), _vi("o1s", f, [3, 6]), _vi("o2s", f, [6, 3])], [bias])
 
 
+def loop_slice_at_counter(trips: int = 4, bounded: bool = True, offset: int = 0):
+    """A Loop (M = ``trips``) over the rows of ``x`` (4 x 3): row ``Slice(x, s, min(rows, s + 1))`` at
+    ``s = i + offset`` (``i`` the iteration number; a negative ``s`` counts from the end) is added to the carried
+    ``h = tanh(h + row)``, scanned.  Its length is 1 at every iteration only where the ranges prove it: with
+    ``trips`` 5 the last slice is empty; without the ``min`` (``bounded``) the end may pass the rows; with
+    ``offset`` -4 and 4 trips the last end is 0 (empty, not "to the end")."""
+    from onnx import TensorProto as T, helper as h, numpy_helper
+    f = T.FLOAT
+    end = ["Min", "rows", "i2"] if bounded else ["Identity", "i2"]
+    body = h.make_graph([h.make_node("Unsqueeze", ["it", "axis0"], ["i0"]), h.make_node("Add", ["i0", "offset"], ["i1"]),
+                         h.make_node("Add", ["i1", "one"], ["i2"]),
+                         h.make_node("Shape", ["x"], ["xs"]), h.make_node("Gather", ["xs", "axis0"], ["rows"]),
+                         h.make_node(end[0], end[1:], ["end"]),
+                         h.make_node("Slice", ["x", "i1", "end", "axis0"], ["row"], name="row_at_step"),
+                         h.make_node("Reshape", ["row", "flat"], ["r"]), h.make_node("Add", ["h_in", "r"], ["hr"]),
+                         h.make_node("Tanh", ["hr"], ["h_out"]), h.make_node("Identity", ["h_out"], ["h_scan"]),
+                         h.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                        [_vi("it", T.INT64, []), _vi("c_in", T.BOOL, []), _vi("h_in", f, [3])],
+                        [_vi("c_out", T.BOOL, []), _vi("h_out", f, [3]), _vi("h_scan", f, [3])])
+    inits = [h.make_tensor("M", T.INT64, [], [trips]), h.make_tensor("t", T.BOOL, [], [True]),
+             numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+             numpy_helper.from_array(np.array([1], np.int64), "one"),
+             numpy_helper.from_array(np.array([offset], np.int64), "offset"),
+             numpy_helper.from_array(np.array([3], np.int64), "flat")]
+    return _model([h.make_node("Loop", ["M", "t", "h0"], ["h_f", "hs"], name="rows", body=body)],
+                  [_vi("x", f, [4, 3]), _vi("h0", f, [3])], [_vi("h_f", f, [3]), _vi("hs", f, [trips, 3])], inits)
+
+
+def loop_slice_at_carried_counter(counted: bool = True):
+    """PP-Structure SLANet's decoder in small (a PaddlePaddle export): no trip count; a carried counter ``j``
+    (from 0) counted in float (``j + 1`` cast to float and back); ``Slice(x, j, min(rows, j + 1))`` and
+    ``Range(j, min(rows, j + 1))`` at the counter; ``h = tanh(h + row * (range + 1))``; a carried ``done``
+    that enters as ``bool[]`` and leaves as ``bool[1]``, set by an If whose branches give ``bool[]`` (a
+    constant) and ``bool[1]``; a carried ``last`` that enters as a ``float32[]`` placeholder and leaves as the
+    row, never read.  The condition ``j + 1 < rows and not done`` (``done``: ``sum(h) > 0.5``) stops on the
+    data too, so only the counter bounds the loop (at 4 iterations); without ``counted``, the condition is
+    ``not done`` alone: nothing bounds the counter, and the slice is refused."""
+    from onnx import TensorProto as T, helper as h, numpy_helper
+    f, b = T.FLOAT, T.BOOL
+    then = h.make_graph([h.make_node("Constant", [], ["yes"], value=h.make_tensor("v", b, [], [True]))], "then", [],
+                        [_vi("yes", b, [])])
+    orelse = h.make_graph([h.make_node("Reshape", ["done_in", "flat1"], ["was"])], "else", [], [_vi("was", b, [1])])
+    body = h.make_graph([h.make_node("Cast", ["j_in"], ["jf"], to=f), h.make_node("Add", ["jf", "onef"], ["j1f"]),
+                         h.make_node("Cast", ["j1f"], ["j_out"], to=T.INT64),
+                         h.make_node("Shape", ["x"], ["xs"]), h.make_node("Gather", ["xs", "axis0"], ["rows"]),
+                         h.make_node("Min", ["rows", "j_out"], ["end"]),
+                         h.make_node("Slice", ["x", "j_in", "end", "axis0"], ["row"], name="row_at_counter"),
+                         h.make_node("Squeeze", ["j_in"], ["js"]), h.make_node("Squeeze", ["end"], ["es"]),
+                         h.make_node("Range", ["js", "es", "step"], ["rng"]),
+                         h.make_node("Cast", ["rng"], ["rngf"], to=f), h.make_node("Add", ["rngf", "onef"], ["w"]),
+                         h.make_node("Mul", ["row", "w"], ["rw"]), h.make_node("Reshape", ["rw", "flat"], ["r"]),
+                         h.make_node("Add", ["h_in", "r"], ["hr"]), h.make_node("Tanh", ["hr"], ["h_out"]),
+                         h.make_node("ReduceSum", ["h_out"], ["hsum"], keepdims=0),
+                         h.make_node("Less", ["half", "hsum"], ["big"]),
+                         h.make_node("If", ["big"], ["done_if"], name="finished", then_branch=then, else_branch=orelse),
+                         h.make_node("Cast", ["done_if"], ["done_i"], to=T.INT64),
+                         h.make_node("Add", ["done_i", "zero1"], ["done_a"]),
+                         h.make_node("Cast", ["done_a"], ["done_out"], to=b),
+                         h.make_node("Less", ["j_out", "rows"], ["more"]), h.make_node("Not", ["done_out"], ["going"]),
+                         h.make_node("And" if counted else "Or", ["more", "going"] if counted else ["going", "going"],
+                                     ["c2"]), h.make_node("Squeeze", ["c2"], ["c_out"]),
+                         h.make_node("Identity", ["row"], ["last_out"])],
+                        "body", [_vi("it", T.INT64, []), _vi("c_in", b, []), _vi("j_in", T.INT64, [1]),
+                                 _vi("h_in", f, [3]), _vi("done_in", b, None), _vi("last_in", f, None)],
+                        [_vi("c_out", b, []), _vi("j_out", T.INT64, [1]), _vi("h_out", f, [3]), _vi("done_out", b, None),
+                         _vi("last_out", f, None)])
+    inits = [h.make_tensor("t", b, [], [True]), numpy_helper.from_array(np.array([0], np.int64), "j0"),
+             numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+             numpy_helper.from_array(np.array(1, np.int64), "step"),
+             numpy_helper.from_array(np.array([3], np.int64), "flat"),
+             numpy_helper.from_array(np.array([1], np.int64), "flat1"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero1"),
+             h.make_tensor("done0", b, [], [False]), h.make_tensor("last0", f, [], [0.0]),
+             h.make_tensor("onef", f, [], [1.0]), h.make_tensor("half", f, [], [0.5])]
+    return _model([h.make_node("Loop", ["", "t", "j0", "h0", "done0", "last0"], ["j_f", "h_f", "done_f", "last_f"],
+                               name="decoder", body=body)],
+                  [_vi("x", f, [4, 3]), _vi("h0", f, [3])],
+                  [_vi("j_f", T.INT64, [1]), _vi("h_f", f, [3]), _vi("done_f", b, [1]), _vi("last_f", f, [1, 3])], inits)
+
+
 def if_one_branch_invalid():
     """``If(k == 1, x reshaped to (2, 3), x reshaped with a shape that only fits other input sizes)``
     (silero-vad's 8 kHz branch given 16 kHz frames): the else branch cannot run at x's bound shape."""

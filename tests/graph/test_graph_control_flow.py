@@ -28,7 +28,9 @@ MODELS = {"if_nested": cf.if_nested, "loop_early": cf.loop, "loop_scan": lambda:
           "loop_trip_input": lambda: cf.loop(trip_input=True), "scan": cf.scan, "loop_with_if": cf.loop_with_if,
           "loop_counter": cf.loop_counter, "loop_swap": cf.loop_swap,
           "loop_counter_float_cond": lambda: cf.loop_counter(cond_from_initializer=True),
-          "loop_invariant": cf.loop_invariant}
+          "loop_invariant": cf.loop_invariant, "loop_slice_at_counter": cf.loop_slice_at_counter,
+          "loop_slice_from_end": lambda: cf.loop_slice_at_counter(3, offset=-4),
+          "loop_slice_at_carried_counter": cf.loop_slice_at_carried_counter}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -130,9 +132,40 @@ def test_refusal_inside_a_subgraph_names_the_enclosing_node():
     body.initializer.extend([numpy_helper.from_array(np.array([0], np.int64), "zero_axis"),
                              numpy_helper.from_array(np.array([1], np.int64), "one")])
     body.output[1].name = "a_scaled"
-    with pytest.raises(GraphError, match=r"^ONNX node 'at_step' \(Slice\): input 'starts' must be a constant "
-                                         r"once input shapes are bound \(in subgraph 'body' of Loop node 'loop'\)$"):
+    with pytest.raises(GraphError, match=r"^ONNX node 'at_step' \(Slice\): the slice's starts or ends are computed at "
+                                         r"run time and its length is not the same at every run as far as their ranges "
+                                         r"show \(axis 0 of 4: start in \[0, 4\], end in \[1, 5\]\); .* \(in subgraph "
+                                         r"'body' of Loop node 'loop'\)$"):
         graph.from_onnx(m)
+
+
+@pytest.mark.parametrize("make, ranges", [
+    (lambda: cf.loop_slice_at_counter(5), r"start in \[0, 4\], end in \[1, 4\]"),            # the last slice is empty
+    (lambda: cf.loop_slice_at_counter(5, bounded=False), r"start in \[0, 4\], end in \[1, 5\]"),
+    (lambda: cf.loop_slice_at_counter(4, offset=-4), r"start in \[-4, -1\], end in \[-3, 0\]")],   # end 0: empty
+    ids=["one_trip_too_many", "no_min", "end_reaches_zero"])
+def test_slice_at_a_counter_refused_where_its_length_is_not_proven(make, ranges):
+    """The iteration number's range [0, M - 1] does not prove the slice has one row at every iteration: the
+    refusal names the Slice, the ranges of its bounds and the Loop around it."""
+    with pytest.raises(GraphError, match=r"^ONNX node 'row_at_step' \(Slice\): .* as far as their ranges show "
+                                         rf"\(axis 0 of 4: {ranges}\); .* \(in subgraph 'body' of Loop node 'rows'\)$"):
+        graph.from_onnx(make())
+
+
+def test_slice_at_a_counter_bounded_by_the_data_alone_is_refused():
+    """A counter that only the data stops (no trip count, a condition on the data alone) has no range."""
+    with pytest.raises(GraphError, match=r"^ONNX node 'row_at_counter' \(Slice\): .* \(axis 0 of 4: start unknown, "
+                                         r"end unknown\); .* \(in subgraph 'body' of Loop node 'decoder'\)$"):
+        graph.from_onnx(cf.loop_slice_at_carried_counter(counted=False))
+
+
+def test_slice_at_a_counter_is_a_take_at_run_time():
+    """A provable slice at the counter imports as a ``take`` of the counter (no constant slice, no refusal);
+    the loop bounded by its counter though its condition also reads the data."""
+    for m in (cf.loop_slice_at_counter(), cf.loop_slice_at_carried_counter()):
+        g, _ = graph.from_onnx(m)
+        body = next(n for n in g.nodes if n.op == "loop").attrs["body"]
+        assert "take" in [n.op for n in body.nodes]
 
 
 def test_branch_that_cannot_run_at_these_shapes_raises_when_taken():
@@ -151,3 +184,36 @@ def test_check_passes_control_flow_on_both_targets():
     g, params = graph.from_onnx(cf.if_nested())
     assert not graph.check(g, "llvm", params).problems
     assert not graph.check(g, "cuda", params, lower=False).problems
+
+
+def test_integer_forms_of_a_counter():
+    """The affine forms behind those proofs: ``min(10, int(float(i) + 1)) - i`` is 1 for ``i`` in [0, 9] (the
+    float exact), not past it; a clip that the range does not decide keeps only the range; float16 stops
+    holding the integers exactly above 2048; a negative slice bound counts from the end."""
+    from tensorir.graph import Const, TensorType, Var, call
+    from tensorir.graph.frontend.int_range import Ranges, shifted
+
+    def i64(v):
+        return Const(np.array([v], np.int64))
+    i = Var("i", TensorType((1,), "int64"))
+    plus_one = call("cast", call("add", call("cast", i, dtype="float32"), Const(np.float32(1))), dtype="int64")
+    for top, diff in ((9, 1), (10, None)):
+        r = Ranges({id(i): (i, [(0, top)])})
+        (e,), (s,) = r.of(call("minimum", i64(10), plus_one)), r.of(i)
+        assert r.add(e, s, -1).value == diff
+    r = Ranges({id(i): (i, [(0, 9)])})
+    (c,) = r.of(call("clip", call("subtract", i, i64(1)), a_min=0.0, a_max=100.0))
+    assert c.terms is None and (c.lo, c.hi) == (0, 8)
+    (m,) = r.of(call("maximum", i, i64(-3)))
+    assert m == r.of(i)[0]                                   # max(i, -3) is i
+    assert r.of(call("cast", call("multiply", i, i64(300)), dtype="float16")) is None    # up to 2700
+    assert r.of(call("cast", call("multiply", i, i64(200)), dtype="float16")) is not None
+    (neg,) = r.of(call("subtract", i, i64(12)))              # in [-12, -3] on an axis of 12: i from the start
+    form, added = shifted(neg, 12, 0, 12, r)
+    assert added == 12 and r.add(form, r.of(i)[0], -1).value == 0
+    assert shifted(neg, 10, 0, 10, r) is None                # [-12, -3] + 10 is [-2, 7]: clamped at the start
+    lt = call("less", plus_one, i64(10))                      # i + 1 < 10: decided only up to i = 8
+    assert r.of(lt)[0].value is None
+    r8 = Ranges({id(i): (i, [(0, 8)])})
+    (w,) = r8.of(call("where", call("less", plus_one, i64(10)), plus_one, i64(10)))
+    assert r8.add(w, r8.of(i)[0], -1).value == 1               # where(i + 1 < 10, i + 1, 10) is i + 1

@@ -54,9 +54,10 @@ def test_if_nested_on_data_runs_natively(if_model):
 
 
 @pytest.mark.parametrize("make", [cf.loop, lambda: cf.loop(early=False), cf.scan, cf.loop_with_if, cf.loop_counter,
-                                  lambda: cf.loop_counter(cond_from_initializer=True), cf.loop_exchange, cf.loop_invariant],
+                                  lambda: cf.loop_counter(cond_from_initializer=True), cf.loop_exchange, cf.loop_invariant,
+                                  cf.loop_slice_at_counter, cf.loop_slice_at_carried_counter],
                          ids=["early", "scan_outputs", "scan", "if_in_loop", "counter", "counter_float_cond", "exchange",
-                              "invariant"])
+                              "invariant", "slice_at_counter", "slice_at_carried_counter"])
 def test_loop_and_scan_run_natively(make):
     model = make()
     m = _build(model)

@@ -43,6 +43,7 @@ class Context:
         self.domain_opsets = {_domain(o.domain): o.version for o in self.opset_imports}
         self.consumed = consumed     # tensor names some node (or graph output) reads, subgraphs included
         self.tail: TailSplit | None = None   # the top-level graph's deferrals to the host tail (frontend/tail.py)
+        self.ranges: dict = {}   # id -> (value, (lo, hi) per element): loop counters' ranges (frontend/int_range.py)
 
     def convert_nodes(self, nodes) -> None:
         """Convert ONNX ``nodes`` in order, their outputs entering the current scope."""

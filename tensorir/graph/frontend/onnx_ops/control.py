@@ -16,7 +16,10 @@ reverse) and whose stacked outputs are flipped (reverse) and moved to their outp
 name: branch outputs of different types, loop-carried values that change shape, and Loop scan outputs
 whose length depends on the data (a trip count or condition computed at run time).  A condition that
 depends on no data (a counter carried from a constant, as tf2onnx writes; a first condition computed
-from a shape and a float initializer, as its Keras LSTMs have) is counted at import."""
+from a shape and a float initializer, as its Keras LSTMs have) is counted at import.  Before a body is
+converted, the ranges of its iteration number and counters are found by stepping it (:mod:`..loop_bound`),
+so a Slice or Range at a counter can be proven to keep its length (:mod:`..int_range`).  PaddlePaddle's
+loose types are carried in one type (:func:`_one_shape`, :func:`_retyped`)."""
 from __future__ import annotations
 
 import warnings
@@ -24,6 +27,7 @@ import warnings
 import numpy as np
 
 from ...ir import Const, Graph, GraphError, Node, TensorType, Value, Var, topological_order
+from ..loop_bound import MAX_ELEMENTS, loop_bound
 from ..registry import converter
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -76,6 +80,8 @@ def if_(ctx, inputs, attrs):
         then_out, else_out = (placeholder, other) if then_err else (other, placeholder)
     if len(then_out) != len(else_out):
         raise ctx.error(f"then_branch gives {len(then_out)} outputs, else_branch {len(else_out)}")
+    then_out, else_out = map(list, zip(*(_one_shape(ctx, a, b) for a, b in zip(then_out, else_out)))) \
+        if then_out else (then_out, else_out)
     for k, (a, b) in enumerate(zip(then_out, else_out)):
         if a.type != b.type:
             raise ctx.error(f"output {ctx.node.output[k]!r} is {a.type} in then_branch but {b.type} in "
@@ -91,6 +97,16 @@ def if_(ctx, inputs, attrs):
         warnings.warn(f"{why}; taking it raises at run time", RuntimeWarning, stacklevel=2)
     return [ctx.call("if", cond, *captured, then_branch=g_then, else_branch=g_else, output_index=k,
                      refused_branch=refused, refused=why) for k in range(len(then_out))]
+
+
+def _one_shape(ctx, a: Value, b: Value) -> tuple[Value, Value]:
+    """Branch outputs of one element in different ranks (PaddlePaddle's ``bool[]`` and ``bool[1]``) both in
+    the larger rank; others as they are.  (onnxruntime's output has the taken branch's rank; its consumers
+    that broadcast it with a value of at least that rank see no difference.)"""
+    if a.type == b.type or a.type.dtype != b.type.dtype or a.type.size != 1 or b.type.size != 1:
+        return a, b
+    shape = max(a.type.shape, b.type.shape, key=len)
+    return tuple(v if v.type.shape == shape else ctx.call("reshape", v, newshape=list(shape)) for v in (a, b))
 
 
 def _branch(ctx, graph) -> tuple[list[Value], GraphError | None]:
@@ -126,13 +142,12 @@ def loop(ctx, inputs, attrs):
         raise ctx.error(f"the body takes {len(body.input)} inputs, not 2 + {len(initial)} loop-carried values")
     trip = _scalar(ctx, trip_in, "int64", "the trip count M") if trip_in is not None else Const(np.int64(_INT64_MAX))
     cond = _scalar(ctx, cond_in, "bool", "the condition") if cond_in is not None else Const(np.bool_(True))
-    formals = _formals(body, initial)
-    outs = ctx.subgraph(body, {f.name: f for f in formals})
-    if len(outs) < 1 + len(initial):
-        raise ctx.error(f"the body gives {len(outs)} outputs, fewer than 1 + {len(initial)} loop-carried values")
-    fixed = {k for k, (f, o) in enumerate(zip(formals[2:], outs[1:])) if _unwrapped(o, ("copy",)) is f}
-    if fixed:      # passed through unchanged (tf2onnx carries a Keras LSTM's weights): the body reads the initial value
-        outs = ctx.subgraph(body, {**{f.name: f for f in formals}, **{formals[2 + k].name: initial[k] for k in fixed}})
+    m, c = ctx.bound_const(trip), ctx.bound_const(cond)   # tf2onnx: Less(float initializer, shape)
+    formals, outs, fixed = _body(ctx, body, initial, m, c)
+    retyped = _retyped(ctx, initial, formals, outs, fixed, once=c is not None and bool(c) and m is not None and int(m) > 0)
+    if retyped:
+        initial = [retyped.get(k, v) for k, v in enumerate(initial)]
+        formals, outs, fixed = _body(ctx, body, initial, m, c)
     kept = [k for k in range(len(initial)) if k not in fixed]
     outs = [outs[0], *(outs[1 + k] for k in kept), *outs[1 + len(initial):]]
     formals = [*formals[:2], *(formals[2 + k] for k in kept)]
@@ -143,7 +158,6 @@ def loop(ctx, inputs, attrs):
             raise ctx.error(f"loop-carried value {ctx.node.output[k]!r} enters as {v.type} but the body gives "
                             f"{out.type}: values that change shape across iterations are not supported (tiletune "
                             "compiles static shapes)")
-    m, c = ctx.bound_const(trip), ctx.bound_const(cond)   # tf2onnx: Less(float initializer, shape)
     out_cond = _unwrapped(outs[0], ("copy", "reshape"))     # Identity of the condition
     always = c is not None and bool(c) and (out_cond is formals[1] or
                                             (isinstance(out_cond, Const) and bool(out_cond.value)))
@@ -159,6 +173,67 @@ def loop(ctx, inputs, attrs):
     got = iter(_loop_node(ctx, _label(ctx), trip, cond, carried, formals, outs, trips,
                           [*(names[k] for k in kept), *scanned]))
     return [initial[k] if k in fixed else next(got) for k in range(len(initial))] + list(got)
+
+
+def _retyped(ctx, initial: list[Value], formals: list[Var], outs: list[Value], fixed: set[int], once: bool) -> dict:
+    """Initial values of carried values whose type changes in the body that can be carried in the body's type
+    from the start (PaddlePaddle's exports): one element in another rank (a ``bool[]`` condition the body gives
+    as ``bool[1]``), reshaped; a value the body never reads (a ``float32[]`` placeholder the body overwrites
+    with a ``float32[1, 501, 8]`` result) as zeros of the body's type where the loop runs at least once
+    (``once``: only the body's value is ever seen)."""
+    read = {id(v) for v in topological_order(outs) if isinstance(v, Var)}
+    out = {}
+    for k, (v, f, o) in enumerate(zip(initial, formals[2:], outs[1:])):
+        if k in fixed or v.type == o.type or v.type.dtype != o.type.dtype:
+            continue
+        if v.type.size == o.type.size == 1:
+            out[k] = ctx.call("reshape", v, newshape=list(o.type.shape))
+        elif once and id(f) not in read:
+            out[k] = Const(np.zeros(o.type.shape, o.type.dtype))
+    return out
+
+
+def _body(ctx, body, initial: list[Value], m, c) -> tuple[list[Var], list[Value], set[int]]:
+    """``(formals, outputs, fixed)``: the body converted over formals typed as ``initial``, with the ranges of
+    its counters known (:func:`_ranges`); ``fixed``: the carried values it passes on unchanged, read as their
+    initial values."""
+    formals = _formals(body, initial)
+    saved = ctx.ranges
+    ctx.ranges = {**saved, **_ranges(ctx, body, formals, m, c, initial)}
+    try:
+        outs = ctx.subgraph(body, {f.name: f for f in formals})
+        if len(outs) < 1 + len(initial):
+            raise ctx.error(f"the body gives {len(outs)} outputs, fewer than 1 + {len(initial)} loop-carried values")
+        fixed = {k for k, (f, o) in enumerate(zip(formals[2:], outs[1:])) if _unwrapped(o, ("copy",)) is f}
+        if fixed:   # passed through unchanged (tf2onnx carries a Keras LSTM's weights): the body reads the initial value
+            outs = ctx.subgraph(body, {**{f.name: f for f in formals},
+                                       **{formals[2 + k].name: initial[k] for k in fixed}})
+        return formals, outs, fixed
+    finally:
+        ctx.ranges = saved
+
+
+def _ranges(ctx, body, formals: list[Var], m, c, initial: list[Value]) -> dict:
+    """The ranges of the body's iteration number and counters (:mod:`..loop_bound`) for ``ctx.ranges``."""
+    def outer(name: str):
+        v = ctx.values.get(name)
+        a = ctx.bound_const(v) if isinstance(v, (Const, Var, Node)) and v.type.size <= MAX_ELEMENTS else None
+        return None if a is None else np.asarray(a)
+    trip = None if m is None or int(m) == _INT64_MAX else int(m)
+    consts = [ctx.bound_const(v) if v.type.size <= MAX_ELEMENTS else None for v in initial]
+    types = {f.name: f.type.shape for f in formals}
+
+    def shape(name: str):
+        v = types.get(name, ctx.values.get(name))
+        return v if isinstance(v, tuple) else v.type.shape if isinstance(v, (Const, Var, Node)) else None
+    bound = loop_bound(body, ctx.opset, trip, c, consts, outer, shape)
+    out = {}
+    if bound.trips:
+        out[id(formals[0])] = (formals[0], [(0, bound.trips - 1)])
+    for k, r in bound.ranges.items():
+        if formals[2 + k].type.size == len(r):
+            out[id(formals[2 + k])] = (formals[2 + k], r)
+    return out
 
 
 def _unwrapped(v: Value, ops: tuple[str, ...]) -> Value:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Const
+from ...ir import Const, DataDependentShape
+from ..int_range import Ranges, described, shifted
 from ..registry import converter
 
 
@@ -108,11 +109,61 @@ def _slice(ctx, x, starts, ends, axes, steps):
 
 @converter("Slice", since=10)
 def slice_op(ctx, inputs, attrs):
-    x = inputs[0]
-    starts, ends = _ints(ctx, inputs[1], "starts"), _ints(ctx, inputs[2], "ends")
-    axes = _ints(ctx, inputs[3], "axes") if len(inputs) > 3 and inputs[3] is not None else list(range(len(starts)))
-    steps = _ints(ctx, inputs[4], "steps") if len(inputs) > 4 and inputs[4] is not None else [1] * len(starts)
-    return _slice(ctx, x, starts, ends, axes, steps)
+    x, n = inputs[0], inputs[1].type.size
+    axes = _ints(ctx, inputs[3], "axes") if len(inputs) > 3 and inputs[3] is not None else list(range(n))
+    steps = _ints(ctx, inputs[4], "steps") if len(inputs) > 4 and inputs[4] is not None else [1] * n
+    starts, ends = ctx.bound_const(inputs[1]), ctx.bound_const(inputs[2])
+    if starts is None or ends is None:
+        return _slice_at_run_time(ctx, x, inputs[1], inputs[2], axes, steps)
+    return _slice(ctx, x, [int(a) for a in starts.ravel()], [int(a) for a in ends.ravel()], axes, steps)
+
+
+def _slice_at_run_time(ctx, x, starts, ends, axes, steps):
+    """A Slice whose starts or ends are computed at run time (from a loop's counter) where their ranges
+    prove each axis' length (:mod:`..int_range`): constant starts as a ``strided_slice``, the others as a
+    ``take`` of ``start + arange(length) * step``; else the refusal, naming the ranges."""
+    r = Ranges(ctx.ranges, ctx.params)
+    sf, ef = r.of(starts), r.of(ends)
+    nd = x.type.ndim
+    fixed, moving, why = ([0] * nd, list(x.type.shape), [1] * nd), [], []
+    for j, (a, st) in enumerate(zip(axes, steps)):
+        if not -nd <= a < nd or st == 0:
+            raise ctx.error(f"slice axis {a} is outside the {nd} axes of {x.type}" if st else "a slice step of 0")
+        a %= nd
+        dim = x.type.shape[a]
+        s = e = None
+        if sf is not None and ef is not None:
+            s = shifted(sf[j], dim, 0, dim if st > 0 else dim - 1, r)
+            e = shifted(ef[j], dim, 0 if st > 0 else -1, dim if st > 0 else dim - 1, r)
+        d = None if s is None or e is None else r.add(e[0], s[0], -1).value
+        if d is None:
+            why.append(f"axis {a} of {dim}: start " + (described(sf[j]) if sf else "unknown") + ", end " +
+                       (described(ef[j]) if ef else "unknown"))
+            continue
+        count = len(range(0, d, st))
+        if s[0].value is not None or count == 0:
+            begin = s[0].value if count else 0
+            fixed[0][a], fixed[1][a], fixed[2][a] = begin, begin + count * st, st
+        else:
+            moving.append((j, a, s[1], count, st))
+    if why:
+        raise ctx.error("the slice's starts or ends are computed at run time and its length is not the same at "
+                        f"every run as far as their ranges show ({'; '.join(why)}); tiletune compiles static shapes",
+                        DataDependentShape)
+    y = ctx.call("strided_slice", x, begin=fixed[0], end=fixed[1], strides=fixed[2])
+    for j, a, add, count, st in moving:
+        start = _element(ctx, starts, j)
+        if add:
+            start = ctx.call("add", start, Const(np.asarray(add, start.type.dtype)))
+        index = ctx.call("add", start, Const(np.arange(count, dtype=start.type.dtype) * st))
+        y = ctx.call("take", y, index, axis=a)
+    return y
+
+
+def _element(ctx, v, j: int):
+    """Element ``j`` of a small vector ``v`` as a one-element vector."""
+    return ctx.call("reshape", v if v.type.size == 1 else ctx.call("take", ctx.call("reshape", v, newshape=[-1]),
+                                                                   Const(np.int64(j))), newshape=[1])
 
 
 @converter("Split", since=2)
@@ -251,5 +302,20 @@ def constant_of_shape(ctx, inputs, attrs):
 
 @converter("Range", since=11)
 def range_op(ctx, inputs, attrs):
-    start, limit, delta = (ctx.require_const(v, n) for v, n in zip(inputs, ("start", "limit", "delta")))
-    return Const(np.arange(start, limit, delta, dtype=start.dtype))
+    """Constant bounds make a constant; a start computed at run time (a loop's counter) makes
+    ``start + arange(n) * delta`` where the ranges prove ``limit - start`` (:mod:`..int_range`)."""
+    start, limit, delta = (ctx.bound_const(v) for v in inputs)
+    if start is not None and limit is not None:
+        return Const(np.arange(start, limit, ctx.require_const(inputs[2], "delta"), dtype=start.dtype))
+    r = Ranges(ctx.ranges, ctx.params)
+    sf, lf = r.of(inputs[0]), r.of(inputs[1])
+    d = None if sf is None or lf is None or delta is None else r.add(lf[0], sf[0], -1).value
+    if d is None or not delta:
+        raise ctx.error("the range's start or limit is computed at run time and its length is not the same at "
+                        "every run as far as their ranges show (start " + (described(sf[0]) if sf else "unknown") +
+                        ", limit " + (described(lf[0]) if lf else "unknown") + "); tiletune compiles static shapes",
+                        DataDependentShape)
+    step = delta.reshape(()).item()
+    count = len(range(0, d, step)) if isinstance(step, int) else max(int(np.ceil(d / step)), 0)
+    steps = Const((np.arange(count) * step).astype(inputs[0].type.dtype))
+    return ctx.call("add", ctx.call("reshape", inputs[0], newshape=[1]), steps) if count else steps
