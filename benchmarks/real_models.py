@@ -162,6 +162,7 @@ def worker(name: str, out: str, threads: int, tol: float, do_time: bool, blocks:
         _save(out, res)
         return
     res["stage"] = "compare"
+    _save(out, res)
     errors, problems, agree = [], [], []
     bound = max(tol, 10 * res["ort_noise"], ULP_FACTOR * res.get("ort_ulp", 0.0), HALF_FACTOR * res["half_eps"])
     names = [o.name for o in sess.get_outputs()]
@@ -226,11 +227,11 @@ def run_one(entry: dict, args) -> dict:
             + (["--logs", args.logs] if args.logs else [])
         env = dict(os.environ, TILETUNE_NUM_THREADS=str(args.threads),   # the checkout first, then what was set
                    PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-        start = time.perf_counter()
+        start, limit = time.perf_counter(), max(args.timeout, entry.get("timeout_s", 0))
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                 start_new_session=True)
         try:
-            log, _ = proc.communicate(timeout=args.timeout)
+            log, _ = proc.communicate(timeout=limit)
             timed_out = False
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -240,7 +241,7 @@ def run_one(entry: dict, args) -> dict:
     res["wall_s"] = time.perf_counter() - start
     tail = [ln for ln in (log or "").splitlines() if ln.strip() and not ln.startswith("Extension modules")][-8:]
     if timed_out:
-        res.update(status="TIMEOUT", error=f"no answer after {args.timeout:.0f} s in stage {res['stage']}")
+        res.update(status="TIMEOUT", error=f"no answer after {limit:.0f} s in stage {res['stage']}")
     elif proc.returncode < 0:
         sig = signal.Signals(-proc.returncode).name
         res.update(status="CRASH", error=f"{sig} in stage {res['stage']}", log=tail)
@@ -318,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", action="append", help="only this zoo model (repeatable)")
     ap.add_argument("--no-time", action="store_true", help="check outputs only, no timing")
     ap.add_argument("--threads", type=int, default=2, help="tiletune workers = onnxruntime intra-op threads")
-    ap.add_argument("--timeout", type=float, default=600, help="seconds per model")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per model (a model's manifest timeout_s where larger)")
     ap.add_argument("--tol", type=float, default=1e-3, help="largest scaled error accepted")
     ap.add_argument("--blocks", type=int, default=8, help="alternating timing blocks")
     ap.add_argument("--batch", type=int, help="batch size for the inputs whose first dimension is dynamic")
