@@ -413,8 +413,9 @@ _TMA_LOAD = r"""    const unsigned sa = base + slot * STAGE, sb = sa + A_BYTES, 
       asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
                    "[%0], [%1, {{%2, %3}}], [%4];\n"
                    :: "r"(sb + j * 8192), "l"(tb), "r"(b_col + 64 * j), "r"(b_row + kt * 64), "r"(bar) : "memory");"""
-_LOOP_TMA = r"""  constexpr int NT = BM * 2;                    // the block's threads: BM / 16 warps
-  __shared__ __align__(8) unsigned long long tt_wgmma_bar[2 * S];          // full[S], then empty[S]
+# the tma loops' start: the slots' ``full`` / ``empty`` mbarriers, the ``issue`` of a k slice (``@LOAD@``: its
+# bulk copies, by thread 0), the maps prefetched and the barriers initialized before any thread arrives
+_TMA_PROLOGUE = r"""  __shared__ __align__(8) unsigned long long tt_wgmma_bar[2 * S];          // full[S], then empty[S]
   const unsigned full0 = (unsigned)__cvta_generic_to_shared(tt_wgmma_bar), empty0 = full0 + 8 * S;
   auto issue = [&](int kt, int slot) {{
 @LOAD@
@@ -428,7 +429,9 @@ _LOOP_TMA = r"""  constexpr int NT = BM * 2;                    // the block's t
     asm volatile("fence.mbarrier_init.release.cluster;\n" "fence.proxy.async.shared::cta;\n" ::: "memory");
   }}
   __syncthreads();                                // the barriers initialized before any thread arrives
-#pragma unroll
+"""
+_LOOP_TMA = r"""  constexpr int NT = BM * 2;                    // the block's threads: BM / 16 warps
+""" + _TMA_PROLOGUE + r"""#pragma unroll
   for (int i = 0; i < {nacc}; ++i) d[i] = 0.0f;
   if (tid == 0)
     for (int s = 0; s < S && s < KT; ++s) issue(s, s);
@@ -477,21 +480,7 @@ _EXCHANGE = r"""  unsigned crank, theirs;
   }}
 """
 _LOOP_TMA_PAIR = r"""  constexpr int NT = BM * 2;                    // the block's threads: one warpgroup
-  __shared__ __align__(8) unsigned long long tt_wgmma_bar[2 * S];          // full[S], then empty[S]
-  const unsigned full0 = (unsigned)__cvta_generic_to_shared(tt_wgmma_bar), empty0 = full0 + 8 * S;
-  const int KH = KT / 2, kt0 = rank * KH;        // the block's half of the k slices
-  auto issue = [&](int kt, int slot) {{
-@LOAD@
-  }};
-  if (tid == 0) {{
-    asm volatile("prefetch.tensormap [%0];\n" "prefetch.tensormap [%1];\n" :: "l"(ta), "l"(tb) : "memory");
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n"
-                   "mbarrier.init.shared::cta.b64 [%1], %2;\n" :: "r"(full0 + 8 * s), "r"(empty0 + 8 * s), "r"(NT));
-    asm volatile("fence.mbarrier_init.release.cluster;\n" "fence.proxy.async.shared::cta;\n" ::: "memory");
-  }}
-  __syncthreads();                                // the barriers initialized before any thread arrives
+""" + _TMA_PROLOGUE + r"""  const int KH = KT / 2, kt0 = rank * KH;        // the block's half of the k slices
   float p0[{nacc}], p1[{nacc}];                   // the pair's first and second BM rows
 #pragma unroll
   for (int i = 0; i < {nacc}; ++i) p0[i] = p1[i] = 0.0f;
