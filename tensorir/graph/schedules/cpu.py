@@ -275,11 +275,18 @@ def _row_block(n: int, limit: int = 16) -> int:
 
 def _register_len(n: int, limit: int, full: int, tiles: int) -> int:
     """The register-block length along an axis of ``n`` (:func:`_row_block`); where the target's tile is
-    ``limit`` < ``full`` (256-bit vectors) and ``n``'s divisors fall short of it over at least ``tiles`` tiles (52 or
+    ``limit`` < ``full`` (256-bit vectors) and ``n``'s divisors fall short of it: over at least ``tiles`` tiles (52 or
     104 conv columns, 256 dense rows: blocks of 4), full blocks of ``limit`` and a tail (AVX2: 12 accumulators, not
-    8; a Zen 3 ran 96-channel 3x3 convs at 52 x 52 and dense layers of 256 rows 1.3x faster; 64 dense rows were not)."""
-    got = _row_block(n, limit)
-    return limit if limit < full and got < limit - 1 and n >= tiles * limit else got
+    8; a Zen 3 ran 96-channel 3x3 convs at 52 x 52 and dense layers of 256 rows 1.3x faster; 64 dense rows were not);
+    over fewer, where :func:`_row_block` would leave a tail of a few (7 columns: 6 and 1; 13: 6, 6 and 1), balanced
+    blocks of ``ceil(n / ceil(n / limit))`` (4 and 3; 5, 5 and 3: a tail of 1 or 2 pixels keeps 2 or 4 chains of
+    multiply-adds, too few to hide their latency)."""
+    got, best = _row_block(n, limit), largest_divisor(n, limit)
+    if limit >= full or best >= limit - 1:
+        return got
+    if n >= tiles * limit:
+        return limit
+    return -(-n // -(-n // limit)) if n > limit and best < 4 else got
 
 
 def _tile_pixels(lanes: int) -> int:
