@@ -129,6 +129,32 @@ def test_conv2d_nchwc_tile_fits_the_registers_of_256_bit_vectors():
     assert tiles(16, (52, 52), AVX512) == [13]
 
 
+@pytest.mark.parametrize("blocks, tile", [(3, 3), (2, 2), (5, 1)])
+def test_conv2d_nchwc_tile_of_8_lane_blocks_spans_output_blocks_on_avx2(blocks, tile):
+    """AVX2, output blocks of 8 channels (one ymm): the tile spans ``tile`` output blocks (3 or 2 dividing them) x
+    columns (12 accumulators: 4 x 3, 6 x 2), the blocks innermost (a broadcast feeds each); 5 blocks: 12 columns x
+    1; AVX-512 keeps a block of columns (12 of 24) x 1 block; a depthwise conv keeps one block.  NaN-poisoned
+    outputs against numpy."""
+    def lowered(target, kernel):
+        kt = lower_kernel(kernel)
+        return str(te.lower(schedule_kernel(kt, target), kt.args))
+    x = _x((1, 2, 10, 24, 8))
+    conv = call("nn.contrib_conv2d_NCHWc", x, _x((blocks, 2, 3, 3, 8, 8), "w"), padding=(1,) * 4,
+                data_layout="NCHW8c", kernel_layout="OIHW8i8o", out_layout="NCHW8c")
+    (kern,) = _kernels(call("sigmoid", call("add", conv, _x((1, blocks, 1, 1, 8), "b"))))
+    text = lowered("llvm -mcpu=haswell", kern)
+    full = text.split(" else {")[0]
+    assert len(re.findall(r"\] = x8\(0.0f\)", full)) == 12 and "min(" not in text
+    assert ("for (i1.inner, " in text) == (tile > 1)          # the epilogue over the tile's blocks
+    wide = lowered(AVX512, kern)
+    assert len(re.findall(r"\] = x8\(0.0f\)", wide)) == 12 and "for (i1.inner, " not in wide
+    check_kernel(kern, schedule=lambda kt: schedule_kernel(kt, "llvm -mcpu=haswell"))
+    dw = call("nn.contrib_depthwise_conv2d_NCHWc", _x((1, blocks, 10, 24, 8)), _x((blocks, 1, 3, 3, 1, 8), "w"),
+              padding=(1,) * 4, data_layout="NCHW8c", kernel_layout="OIHW1i8o", out_layout="NCHW8c")
+    (kern,) = _kernels(call("sigmoid", dw))
+    assert "for (i1.inner, " not in lowered("llvm -mcpu=haswell", kern)
+
+
 @pytest.mark.parametrize("shape, oc, kh, epilogue, rows", [
     ((1, 2, 40, 1, 8), 2, 5, False, 12),   # a 1-D conv as H x 1 (magika): 36 rows, blocks of 12
     ((1, 1, 19, 1, 4), 3, 3, True, 8),     # 17 rows (a prime): blocks of 8 and a guarded tail
