@@ -108,21 +108,51 @@ def test_conv2d_nchwc_tile_is_register_blocked():
 
 def test_conv2d_nchwc_tile_fits_the_registers_of_256_bit_vectors():
     """AVX2 (16 ymm): a 16-channel block takes 2 ymm a pixel, so the tile is 6 pixels (12 accumulators), not
-    AVX-512's 16 (32 ymm: spilled; ddddocr-det's 3x3 convs ran 1.5x slower on a Zen 3); 8 channels: 12 pixels."""
-    def lowered(block, hw, target):
+    AVX-512's 16 (32 ymm: spilled; ddddocr-det's 3x3 convs ran 1.5x slower on a Zen 3); 8 channels: 12 pixels.
+    Where 6 leaves a tail of a pixel or two over few tiles (7, 13, 14 columns), balanced tiles (4 + 3; 5, 5, 3;
+    5, 5, 4); the last tile of constant extent too, unrolled (``tensorir/lower/partition.py``): no ``min``."""
+    def tiles(block, hw, target):
         conv = call("nn.contrib_conv2d_NCHWc", _x((1, 2, *hw, block)), _x((16, 2, 3, 3, block, block), "w"),
                     padding=(1,) * 4, data_layout=f"NCHW{block}c", kernel_layout=f"OIHW{block}i{block}o",
                     out_layout=f"NCHW{block}c")
         (kern,) = _kernels(call("nn.relu", conv))
         kt = lower_kernel(kern)
-        return str(te.lower(schedule_kernel(kt, target), kt.args))
+        text = str(te.lower(schedule_kernel(kt, target), kt.args))
+        assert "min(" not in text
+        zeroed = rf"conv2d_NCHWc\[ramp\(\d+, 1, {block}\)\] = x{block}\(0.0f\)"
+        return [len(re.findall(zeroed, version)) for version in text.split(" else {")]   # full tiles, last tile
     haswell = "llvm -mcpu=haswell"
-    zeroed = lambda text, lanes: len(re.findall(rf"conv2d_NCHWc\[ramp\(\d+, 1, {lanes}\)\] = x{lanes}\(0.0f\)", text))
-    assert zeroed(lowered(16, (14, 14), haswell), 16) == 6      # 6 columns unrolled (and a guarded tail of 14)
-    assert zeroed(lowered(16, (14, 14), AVX512), 16) == 14
-    assert zeroed(lowered(8, (12, 12), haswell), 8) == 12       # 12 columns of 8 channels
-    assert zeroed(lowered(16, (52, 52), haswell), 16) == 6      # 52 columns: tiles of 6 and a tail, not 4
-    assert zeroed(lowered(16, (52, 52), AVX512), 16) == 13
+    assert tiles(16, (14, 14), haswell) == [5, 4] and tiles(16, (14, 14), AVX512) == [14]
+    assert tiles(16, (7, 7), haswell) == [4, 3] and tiles(16, (13, 13), haswell) == [5, 3]
+    assert tiles(8, (12, 12), haswell) == [12]                # 12 columns of 8 channels
+    assert tiles(16, (52, 52), haswell) == [6, 4]             # 52 columns: tiles of 6 and one of 4, not tiles of 4
+    assert tiles(16, (52, 52), AVX512) == [13]
+
+
+@pytest.mark.parametrize("blocks, tile", [(3, 3), (2, 2), (5, 1)])
+def test_conv2d_nchwc_tile_of_8_lane_blocks_spans_output_blocks_on_avx2(blocks, tile):
+    """AVX2, output blocks of 8 channels (one ymm): the tile spans ``tile`` output blocks (3 or 2 dividing them) x
+    columns (12 accumulators: 4 x 3, 6 x 2), the blocks innermost (a broadcast feeds each); 5 blocks: 12 columns x
+    1; AVX-512 keeps a block of columns (12 of 24) x 1 block; a depthwise conv keeps one block.  NaN-poisoned
+    outputs against numpy."""
+    def lowered(target, kernel):
+        kt = lower_kernel(kernel)
+        return str(te.lower(schedule_kernel(kt, target), kt.args))
+    x = _x((1, 2, 10, 24, 8))
+    conv = call("nn.contrib_conv2d_NCHWc", x, _x((blocks, 2, 3, 3, 8, 8), "w"), padding=(1,) * 4,
+                data_layout="NCHW8c", kernel_layout="OIHW8i8o", out_layout="NCHW8c")
+    (kern,) = _kernels(call("sigmoid", call("add", conv, _x((1, blocks, 1, 1, 8), "b"))))
+    text = lowered("llvm -mcpu=haswell", kern)
+    full = text.split(" else {")[0]
+    assert len(re.findall(r"\] = x8\(0.0f\)", full)) == 12 and "min(" not in text
+    assert ("for (i1.inner, " in text) == (tile > 1)          # the epilogue over the tile's blocks
+    wide = lowered(AVX512, kern)
+    assert len(re.findall(r"\] = x8\(0.0f\)", wide)) == 12 and "for (i1.inner, " not in wide
+    check_kernel(kern, schedule=lambda kt: schedule_kernel(kt, "llvm -mcpu=haswell"))
+    dw = call("nn.contrib_depthwise_conv2d_NCHWc", _x((1, blocks, 10, 24, 8)), _x((blocks, 1, 3, 3, 1, 8), "w"),
+              padding=(1,) * 4, data_layout="NCHW8c", kernel_layout="OIHW1i8o", out_layout="NCHW8c")
+    (kern,) = _kernels(call("sigmoid", dw))
+    assert "for (i1.inner, " not in lowered("llvm -mcpu=haswell", kern)
 
 
 @pytest.mark.parametrize("shape, oc, kh, epilogue, rows", [

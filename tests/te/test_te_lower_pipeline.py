@@ -151,17 +151,20 @@ def test_model_kernels_and_codegen_build_print_the_same_cuda():
         assert built.get_source() == m.kernels[k.name].source, k.name
 
 
-@pytest.mark.parametrize("m, n", [(10, 37), (8, 32)])
+@pytest.mark.parametrize("m, n", [(10, 37), (8, 32), (10, "n")])
 def test_split_tails_are_partitioned_into_full_tiles(m, n):
     """A tile computed per output tile (compute_at) of a split that does not divide: the body of the loop
     its remaining extent depends on is versioned, ``if (e >= 16)`` a constant-extent copy (vectorized,
-    unrolled, the write-back guard gone), else the loops of ``min`` extent; no version where splits
-    divide.  Both versions compute numpy's product on NaN-poisoned outputs."""
+    unrolled, the write-back guard gone), else the last tile's: of constant extent too where the axis is
+    (37 columns in tiles of 16 end in one of 5: no ``min`` left), else the loops of ``min`` extent (a
+    symbolic axis); no version where splits divide.  Every version computes numpy's product on
+    NaN-poisoned outputs."""
+    cols = te.var("n") if isinstance(n, str) else n
     A = te.placeholder((m, 8), name="A")
-    B = te.placeholder((8, n), name="B")
+    B = te.placeholder((8, cols), name="B")
     k = te.reduce_axis((0, 8), name="k")
-    C = te.compute((m, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    D = te.compute((m, n), lambda i, j: C[i, j] * 2.0, name="D")
+    C = te.compute((m, cols), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    D = te.compute((m, cols), lambda i, j: C[i, j] * 2.0, name="D")
     s = te.create_schedule(D.op)
     io, ii = s[D].split(D.op.axis[0], factor=4)
     jo, ji = s[D].split(D.op.axis[1], factor=16)
@@ -173,10 +176,14 @@ def test_split_tails_are_partitioned_into_full_tiles(m, n):
     s[C].vectorize(cj)
     s[D].vectorize(ji)
     text = str(te.lower(s, [A, B, D]))
+    n = 37 if isinstance(n, str) else n
     assert (" >= 16) {" in text) == bool(n % 16) and (" >= 4) {" in text) == bool(m % 4)
     if m % 4 or n % 16:
         full = text.split(" else {")[0]
         assert "min(" not in full and "C[ramp(48, 1, 16)] = C[ramp(48, 1, 16)] + " in full
+        assert ("min(" in text) == isinstance(cols, te.Var)
+        if not isinstance(cols, te.Var):     # the last tile: 2 rows x 5 columns, unrolled
+            assert "C[ramp(16, 1, 4)] = C[ramp(16, 1, 4)] + " in text and "C[20] = C[20] + " in text
     else:
         assert "min(" not in text and " else {" not in text
     rng = np.random.default_rng(0)
