@@ -80,8 +80,8 @@ def _save(path: str, result: dict) -> None:
 
 
 def _time(run_ours, run_ort, blocks: int, load: int = 0, budget_s: float = 2.0, others: dict | None = None) -> dict:
-    """Medians (ms) of alternating blocks of calls, the block size chosen so that one block of each
-    takes about ``budget_s / blocks``: ``ours_ms`` and ``ort_ms`` (and ``<name>_ms`` of each of ``others``,
+    """Medians (ms) of alternating blocks of calls (each side first in every other round), the block size chosen
+    so that one block of each takes about ``budget_s / blocks``: ``ours_ms`` and ``ort_ms`` (and ``<name>_ms`` of each of ``others``,
     name -> callable, in the same rotation), and with ``load`` busy processes (:class:`load.Load`, on for
     every other round of blocks) ``ours_load_ms`` and ``ort_load_ms``."""
     import numpy as np
@@ -93,10 +93,11 @@ def _time(run_ours, run_ort, blocks: int, load: int = 0, budget_s: float = 2.0, 
     calls = max(1, min(50, int(budget_s / blocks / once)))
     times: dict[str, list[float]] = {}
     with Load(load) as busy:
-        for _ in range(blocks):
+        for block in range(blocks):
             for loaded in ((False, True) if load else (False,)):
                 busy.on() if loaded else busy.off()
-                for key, run in sides.items():
+                # the sides in turn first: the first after a switch of the load (or a pause) pays for its caches
+                for key, run in (list(sides.items()) if block % 2 == 0 else list(sides.items())[::-1]):
                     times.setdefault(key + ("_load" if loaded else "") + "_ms", []).append(_block(run, calls))
                     time.sleep(0.05)
         busy.off()
